@@ -1,0 +1,431 @@
+"""The validated, frozen intermediate representation of a spec.
+
+Everything a backend or the reference needs is here, already checked by
+`gemmgen.validate`: backends never see the syntax tree. Every user-facing node
+carries the `Loc` of the spec text it came from, so later stages (a backend's
+budget check, say) can still report a positioned diagnostic.
+
+Shapes use the names of DESIGN.md section 1:
+
+    dense     lhs [m, k]   rhs [k, n] or [n, k]         out [m, n]
+    grouped   lhs [m, k]   rhs [g, k, n] or [g, n, k]   out [m, n]
+    tgmm      lhs [m, k]   rhs [m, n]                   out [g, k, n]
+    quantize  lhs [m, k]                                out [m, k] + scale [m, k/G]
+
+NB: `g` is the number of groups *held by this shard* (rhs.shape[0]); the
+`group_sizes` argument has the total number of groups, and `group_offset`
+says which of them this shard owns.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """A position in a spec file (1-based line and column)."""
+
+    path: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+NO_LOC = Loc("<builtin>", 0, 0)
+
+
+# ---------------------------------------------------------------------------
+# Number formats
+
+
+class DType(enum.Enum):
+    """Element types. The value is the canonical spelling in a spec."""
+
+    F32 = "f32"
+    BF16 = "bf16"
+    F16 = "f16"
+    E4M3 = "e4m3"  # float8_e4m3fn: no infinity, max 448
+    E5M2 = "e5m2"  # float8_e5m2: max 57344
+    INT8 = "int8"
+    INT4 = "int4"  # stored packed, two per uint8 (low nibble = even element)
+    FP4 = "fp4"  # float4_e2m1fn, stored packed like int4
+    E8M0 = "e8m0"  # scale-only: byte e means 2**(e - 127)
+    INT32 = "int32"  # accumulator of int8 x int8
+
+    @property
+    def bits(self) -> int:
+        return _BITS[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self not in (DType.INT8, DType.INT4, DType.INT32)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self in (DType.E4M3, DType.E5M2)
+
+    @property
+    def is_sub_byte(self) -> bool:
+        return self.bits < 8
+
+    @property
+    def is_quantized(self) -> bool:
+        """8 bits or fewer: an operand that usually comes with scales."""
+        return self.bits <= 8
+
+    @property
+    def numpy_name(self) -> str:
+        """The `ml_dtypes` / NumPy name of the unpacked element type."""
+        return _NUMPY_NAME[self]
+
+    @property
+    def storage_numpy_name(self) -> str:
+        """The NumPy dtype of an array holding this type in memory.
+
+        Sub-byte types are stored packed two per byte in uint8; e8m0 scales
+        are stored as their raw exponent byte.
+        """
+        if self.is_sub_byte or self is DType.E8M0:
+            return "uint8"
+        return self.numpy_name
+
+    @property
+    def max_finite(self) -> float:
+        return _MAX_FINITE[self]
+
+
+_BITS = {
+    DType.F32: 32, DType.BF16: 16, DType.F16: 16, DType.E4M3: 8,
+    DType.E5M2: 8, DType.INT8: 8, DType.INT4: 4, DType.FP4: 4,
+    DType.E8M0: 8, DType.INT32: 32,
+}
+_NUMPY_NAME = {
+    DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
+    DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
+    DType.INT8: "int8", DType.INT4: "int4", DType.FP4: "float4_e2m1fn",
+    DType.E8M0: "float8_e8m0fnu", DType.INT32: "int32",
+}
+_MAX_FINITE = {
+    DType.F32: 3.4028234663852886e38, DType.BF16: 3.3895313892515355e38,
+    DType.F16: 65504.0, DType.E4M3: 448.0, DType.E5M2: 57344.0,
+    DType.INT8: 127.0, DType.INT4: 7.0, DType.FP4: 6.0,
+    DType.E8M0: 2.0**127, DType.INT32: 2147483647.0,
+}
+
+OPERAND_DTYPES = (
+    DType.F32, DType.BF16, DType.F16, DType.E4M3, DType.E5M2, DType.INT8,
+    DType.INT4, DType.FP4,
+)
+OUTPUT_DTYPES = (DType.F32, DType.BF16, DType.F16)
+QUANTIZED_OUTPUT_DTYPES = (DType.E4M3, DType.E5M2)  # op quantize
+SCALE_DTYPES = (DType.F32, DType.BF16, DType.E8M0)
+BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)
+
+
+# ---------------------------------------------------------------------------
+# Kernel description
+
+
+class Op(enum.Enum):
+    DENSE = "dense"
+    GROUPED = "grouped"
+    TGMM = "tgmm"
+    QUANTIZE = "quantize"
+
+
+class Layout(enum.Enum):
+    """Layout of B (rhs): which of k / n is the contiguous (last) dim."""
+
+    KN = "kn"  # [k, n] / [g, k, n]
+    NK = "nk"  # [n, k] / [g, n, k]: K-contiguous, "transposed"
+
+
+class ScaleMode(enum.Enum):
+    """Where a scale factor lives. Shapes for dense/grouped ops.
+
+    `lhs_scale` modes apply to A, `rhs_scale` modes to B; validate checks
+    that a mode is used on the operand it belongs to.
+    """
+
+    NONE = "none"
+    TENSOR = "per_tensor"  # lhs or rhs: [] (grouped rhs: [g])
+    TOKEN = "per_token"  # lhs: [m]
+    TOKEN_GROUP = "per_token_group"  # lhs: [m, ceil(k/G)]   (1 x G, DeepSeek)
+    CHANNEL = "per_channel"  # rhs: [n] (grouped: [g, n])
+    BLOCK = "block"  # rhs: [ceil(n/bn), ceil(k/bk)] (grouped: [g, ...])
+    KBLOCK = "kblock"  # rhs, megablox rhs_scale: [g, ceil(k/bk), 1, n]
+
+
+class Placement(enum.Enum):
+    """Where the scale is applied (DESIGN.md section 1, scale placement)."""
+
+    EPILOGUE = "epilogue"  # once, on the f32/i32 accumulator
+    MAINLOOP = "mainloop"  # per K block: partial products promoted to f32
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    mode: ScaleMode
+    dtype: DType = DType.F32
+    block_m: int = 1  # rows of A / of the output sharing one scale
+    block_n: int = 1  # columns of B sharing one scale
+    block_k: int = 0  # K extent of one scale (0: all of K)
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+    @property
+    def placement(self) -> Placement:
+        if self.mode in (ScaleMode.TOKEN_GROUP, ScaleMode.BLOCK, ScaleMode.KBLOCK):
+            return Placement.MAINLOOP
+        return Placement.EPILOGUE
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not ScaleMode.NONE
+
+
+NO_SCALE = Scale(ScaleMode.NONE)
+
+
+class BiasMode(enum.Enum):
+    NONE = "none"
+    N = "n"  # [n]
+    GROUP = "group"  # [g, 1, n] (megablox rhs_bias)
+
+
+@dataclass(frozen=True, slots=True)
+class Bias:
+    mode: BiasMode = BiasMode.NONE
+    dtype: DType = DType.F32
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+class Activation(enum.Enum):
+    NONE = "none"
+    RELU = "relu"
+    SILU = "silu"
+    GELU = "gelu"  # tanh approximation
+    SILU_MUL = "silu_mul"  # out[:, j] = silu(x[:, j]) * x[:, j + n/2]
+
+
+@dataclass(frozen=True, slots=True)
+class Epilogue:
+    """y = activation(alpha * acc_scaled + bias), then the output cast."""
+
+    activation: Activation = Activation.NONE
+    alpha: float | None = None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    dtype: DType
+    packed: bool = False  # sub-byte: two elements per uint8
+    layout: Layout = Layout.KN  # meaningful for rhs only
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    m: int
+    n: int
+    k: int
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+class Cmp(enum.Enum):
+    LT = "<"
+    LE = "<="
+    EQ = "=="
+    GE = ">="
+    GT = ">"
+
+    def test(self, a: int, b: int) -> bool:
+        match self:
+            case Cmp.LT:
+                return a < b
+            case Cmp.LE:
+                return a <= b
+            case Cmp.EQ:
+                return a == b
+            case Cmp.GE:
+                return a >= b
+            case Cmp.GT:
+                return a > b
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    """`dim cmp value`, dim one of m, n, k."""
+
+    dim: str
+    cmp: Cmp
+    value: int
+
+    def test(self, m: int, n: int, k: int) -> bool:
+        return self.cmp.test({"m": m, "n": n, "k": k}[self.dim], self.value)
+
+    def __str__(self) -> str:
+        return f"{self.dim} {self.cmp.value} {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class TileRule:
+    """One row of a tile LUT: when all conds hold, use `tile`."""
+
+    conds: tuple[Cond, ...]
+    tile: Tile
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+class Algorithm(enum.Enum):
+    TILE = "tile"  # block-tiled GEMM (tensor cores on CUDA)
+    GEMV = "gemv"  # M == 1, memory bound
+    GEMV_BATCHED = "gemv_batched"  # M in 1..max_m, one pass over B
+
+
+class Backend(enum.Enum):
+    PALLAS_TPU = "pallas_tpu"
+    CUDA = "cuda"
+
+
+CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v7x")
+
+
+def arch_number(arch: str) -> int:
+    """`sm_90a` -> 90."""
+    return int(arch[3:].rstrip("af"))
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    backend: Backend
+    cuda_archs: tuple[str, ...] = ()
+    tpu: str = "v5e"
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    op: Op
+    lhs: Operand
+    rhs: Operand | None  # None for quantize
+    out: DType
+    acc: DType
+    lhs_scale: Scale = NO_SCALE
+    rhs_scale: Scale = NO_SCALE
+    out_scale: Scale = NO_SCALE  # quantize: the scale it produces
+    bias: Bias = Bias()
+    epilogue: Epilogue = Epilogue()
+    tile: Tile = Tile(128, 128, 128)
+    tile_rules: tuple[TileRule, ...] = ()
+    warp_tile: Tile | None = None  # CUDA: m, n per warp (k = tile.k)
+    stages: int = 2
+    threads: int | None = None  # CUDA threads per block (None: derived)
+    algorithm: Algorithm = Algorithm.TILE
+    max_m: int | None = None  # gemv_batched: largest M it serves
+    backends: tuple[Backend, ...] = ()
+    # Fields that were swept to produce this variant, for `gemmgen list`.
+    variant_of: str | None = None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+    @property
+    def grouped(self) -> bool:
+        return self.op in (Op.GROUPED, Op.TGMM)
+
+    def tile_for(self, m: int, n: int, k: int) -> Tile:
+        """The tile LUT: the first rule whose conditions hold, else `tile`."""
+        for rule in self.tile_rules:
+            if all(c.test(m, n, k) for c in rule.conds):
+                return rule.tile
+        return self.tile
+
+    @property
+    def out_n_divisor(self) -> int:
+        """silu_mul halves n: out has n/2 columns."""
+        return 2 if self.epilogue.activation is Activation.SILU_MUL else 1
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRule:
+    cond: Cond | None  # None: the default arm
+    kernel: str
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Pick a kernel by problem shape at run time (seed 002's dense_mm_bf16)."""
+
+    name: str
+    rules: tuple[DispatchRule, ...]
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+    def pick(self, m: int, n: int, k: int) -> str:
+        for rule in self.rules:
+            if rule.cond is None or rule.cond.test(m, n, k):
+                return rule.kernel
+        raise AssertionError("validated dispatch has a default arm")
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    path: str  # as given on the command line, posix, relative where possible
+    stem: str  # generated/<stem>/
+    targets: tuple[Target, ...]
+    kernels: tuple[Kernel, ...]
+    dispatches: tuple[Dispatch, ...] = ()
+
+    def target(self, backend: Backend) -> Target | None:
+        for t in self.targets:
+            if t.backend is backend:
+                return t
+        return None
+
+    def kernels_for(self, backend: Backend) -> tuple[Kernel, ...]:
+        return tuple(k for k in self.kernels if backend in k.backends)
+
+    def kernel(self, name: str) -> Kernel:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
+                g: int | None) -> tuple[int, ...]:
+    """The runtime shape of a scale tensor (DESIGN.md section 1)."""
+    bk = scale.block_k or k
+    grp: tuple[int, ...] = (g,) if g is not None else ()
+    match scale.mode:
+        case ScaleMode.NONE:
+            return ()
+        case ScaleMode.TENSOR:
+            return grp if side == "rhs" else ()
+        case ScaleMode.TOKEN:
+            return (m,)
+        case ScaleMode.TOKEN_GROUP:
+            return (m, cdiv(k, bk))
+        case ScaleMode.CHANNEL:
+            return grp + (n,)
+        case ScaleMode.BLOCK:
+            return grp + (cdiv(n, scale.block_n), cdiv(k, bk))
+        case ScaleMode.KBLOCK:
+            return (g if g is not None else 1, cdiv(k, bk), 1, n)
+    raise AssertionError(scale.mode)
+
+
+def lcm(a: int, b: int) -> int:
+    return a * b // math.gcd(a, b)
