@@ -332,6 +332,11 @@ class Kernel:
     threads: int | None = None  # CUDA threads per block (None: derived)
     algorithm: Algorithm = Algorithm.TILE
     max_m: int | None = None  # gemv_batched: largest M it serves
+    # Problem dims fixed by the spec (`dims n=.. k=..`): weights usually have
+    # a fixed shape, which lets validation check alignment and silu_mul
+    # parity at generation time and launchers reject any other shape.
+    static_n: int | None = None
+    static_k: int | None = None
     backends: tuple[Backend, ...] = ()
     # Fields that were swept to produce this variant, for `gemmgen list`.
     variant_of: str | None = None
