@@ -1,0 +1,62 @@
+"""One-line human descriptions of kernels and dispatchers (`gemmgen list`)."""
+
+from __future__ import annotations
+
+from gemmgen import ir
+
+
+def _scale(s: ir.Scale) -> str:
+    blocks = []
+    if s.block_n > 1:
+        blocks.append(f"n={s.block_n}")
+    if s.block_k:
+        blocks.append(f"k={s.block_k}")
+    inner = " ".join([s.mode.value, *blocks, s.dtype.value])
+    return f"{inner} ({s.placement.value})"
+
+
+def describe_kernel(k: ir.Kernel) -> str:
+    parts = [f"{k.name}:", k.op.value]
+    if k.rhs is not None:
+        rhs_shape = {ir.Op.DENSE: {ir.Layout.KN: "[k, n]", ir.Layout.NK: "[n, k]"},
+                     ir.Op.GROUPED: {ir.Layout.KN: "[g, k, n]", ir.Layout.NK: "[g, n, k]"},
+                     ir.Op.TGMM: {ir.Layout.KN: "[m, n]", ir.Layout.NK: "[m, n]"}}[k.op][k.rhs.layout]
+        packed = " packed" if k.rhs.packed else ""
+        lhs_packed = " packed" if k.lhs.packed else ""
+        parts.append(f"lhs {k.lhs.dtype.value}{lhs_packed} x rhs {k.rhs.dtype.value}{packed} "
+                     f"{rhs_shape}")
+    else:
+        parts.append(f"lhs {k.lhs.dtype.value}")
+    parts.append(f"-> {k.out.value} (acc {k.acc.value})")
+    for name, s in (("lhs_scale", k.lhs_scale), ("rhs_scale", k.rhs_scale),
+                    ("out_scale", k.out_scale)):
+        if s.enabled:
+            parts.append(f"{name} {_scale(s)}")
+    if k.bias.mode is not ir.BiasMode.NONE:
+        parts.append(f"bias {k.bias.dtype.value} {'[n]' if k.bias.mode is ir.BiasMode.N else '[g, 1, n]'}")
+    if k.epilogue.activation is not ir.Activation.NONE:
+        parts.append(f"epilogue {k.epilogue.activation.value}")
+    if k.epilogue.alpha is not None:
+        parts.append(f"alpha {k.epilogue.alpha!r}")
+    if k.op is not ir.Op.QUANTIZE:
+        parts.append(f"tile {k.tile}")
+        if k.tile_rules:
+            parts.append(f"+{len(k.tile_rules)} tile rule{'s' if len(k.tile_rules) > 1 else ''}")
+        if k.warp_tile:
+            parts.append(f"warp {k.warp_tile.m}x{k.warp_tile.n}")
+        parts.append(f"stages {k.stages}")
+    if k.threads:
+        parts.append(f"threads {k.threads}")
+    if k.algorithm is not ir.Algorithm.TILE:
+        parts.append(f"algorithm {k.algorithm.value}" + (f" max_m {k.max_m}" if k.max_m else ""))
+    if k.static_n or k.static_k:
+        parts.append("dims" + (f" n={k.static_n}" if k.static_n else "") +
+                     (f" k={k.static_k}" if k.static_k else ""))
+    parts.append("[" + ", ".join(b.value for b in k.backends) + "]")
+    return " ".join(parts)
+
+
+def describe_dispatch(d: ir.Dispatch) -> str:
+    arms = ", ".join(f"{r.cond} -> {r.kernel}" if r.cond else f"else -> {r.kernel}"
+                     for r in d.rules)
+    return f"{d.name}: dispatch by M: {arms}"

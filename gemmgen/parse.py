@@ -1,0 +1,254 @@
+"""Spec text -> syntax tree (`SpecAst`), with positions on every node.
+
+The grammar (`grammar.lark`) is deliberately generic: blocks of fields, each
+field a name and values. What a field may say is decided by
+`gemmgen.validate`, which can then give precise, positioned messages with
+nearest-word suggestions instead of a parser's "unexpected token".
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+import lark
+from lark import Token, Transformer, v_args
+
+from gemmgen.diagnostics import Diagnostic, SpecError
+from gemmgen.ir import Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """One value token: kind is word, int, float, shape, kv, cond or arrow.
+
+    word: value str; int: int; float: float; shape: tuple of Atom (word/int);
+    kv: key + value Atom; cond: key + cmp + value int; arrow: None.
+    """
+
+    kind: str
+    value: object
+    loc: Loc
+    key: str = ""
+    cmp: str = ""
+    width: int = 1
+
+    def describe(self) -> str:
+        match self.kind:
+            case "word" | "int" | "float":
+                return f"'{self.value}'"
+            case "kv":
+                assert isinstance(self.value, Atom)
+                return f"'{self.key}={self.value.value}'"
+            case "cond":
+                return f"'{self.key} {self.cmp} {self.value}'"
+            case "shape":
+                assert isinstance(self.value, tuple)
+                return "[" + ", ".join(str(a.value) for a in self.value) + "]"
+            case _:
+                return "'->'"
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    atoms: tuple[Atom, ...]
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    alts: tuple[Alt, ...]
+    loc: Loc  # of the field name
+
+    @property
+    def swept(self) -> bool:
+        return len(self.alts) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    kind: str  # kernel, target, defaults, dispatch
+    name: str | None
+    name_loc: Loc
+    fields: tuple[Field, ...]
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class SpecAst:
+    path: str
+    blocks: tuple[Block, ...]
+
+
+@functools.cache
+def _parser() -> lark.Lark:
+    grammar = resources.files("gemmgen").joinpath("grammar.lark").read_text()
+    return lark.Lark(grammar, parser="lalr", strict=True,
+                     propagate_positions=True, maybe_placeholders=False)
+
+
+# Terminal names in lark's messages, in words a spec author knows.
+_TERMINALS = {
+    "NAME": "a name",
+    "INT": "an integer",
+    "FLOAT": "a number",
+    "_NL": "end of line",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "EQUAL": "'='",
+    "VBAR": "'|'",
+    "CMP": "a comparison",
+    "KIND": "'kernel', 'target', 'defaults' or 'dispatch'",
+    "__ANON_0": "'->'",
+    "$END": "end of file",
+}
+
+
+def _words(expected: set[str]) -> str:
+    names = sorted({_TERMINALS.get(t, f"'{t}'") for t in expected})
+    if len(names) == 1:
+        return names[0]
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _token_text(tok: Token) -> str:
+    if tok.type == "_NL":
+        return "end of line"
+    if tok.type == "$END":
+        return "end of file"
+    return f"'{tok.value}'"
+
+
+class _ToAst(Transformer):
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _loc(self, meta_or_tok) -> Loc:
+        return Loc(self.path, meta_or_tok.line, meta_or_tok.column)
+
+    def start(self, blocks):
+        return tuple(blocks)
+
+    @v_args(meta=True)
+    def block(self, meta, children):
+        kind = children[0]
+        if len(children) > 1 and isinstance(children[1], Token):
+            name_tok = children[1]
+            name, name_loc, fields = str(name_tok), self._loc(name_tok), children[2:]
+        else:
+            name, name_loc, fields = None, self._loc(kind), children[1:]
+        return Block(str(kind), name, name_loc, tuple(fields), self._loc(meta))
+
+    def field(self, children):
+        name, alts = children
+        return Field(str(name), tuple(alts), self._loc(name))
+
+    def alts(self, children):
+        out: list[Alt] = []
+        for c in children:
+            out.extend(c if isinstance(c, list) else [c])
+        return out
+
+    @v_args(meta=True)
+    def alt(self, meta, atoms):
+        return Alt(tuple(atoms), self._loc(meta))
+
+    def word(self, children):
+        (tok,) = children
+        return Atom("word", str(tok), self._loc(tok), width=len(tok))
+
+    def int(self, children):
+        (tok,) = children
+        return Atom("int", int(tok), self._loc(tok), width=len(tok))
+
+    def float(self, children):
+        (tok,) = children
+        return Atom("float", float(tok), self._loc(tok), width=len(tok))
+
+    @v_args(meta=True)
+    def shape(self, meta, dims):
+        return Atom("shape", tuple(dims), self._loc(meta),
+                    width=meta.end_pos - meta.start_pos if not meta.empty else 1)
+
+    @v_args(meta=True)
+    def kv(self, meta, children):
+        key, value = children
+        return Atom("kv", value, self._loc(key), key=str(key),
+                    width=meta.end_pos - meta.start_pos)
+
+    @v_args(meta=True)
+    def cond(self, meta, children):
+        key, cmp, value = children
+        return Atom("cond", int(value), self._loc(key), key=str(key), cmp=str(cmp),
+                    width=meta.end_pos - meta.start_pos)
+
+    @v_args(meta=True)
+    def arrow(self, meta, _children):
+        return Atom("arrow", None, self._loc(meta), width=2)
+
+
+def _first_error(text: str, path: str) -> tuple[Diagnostic, bool] | None:
+    """Parse `text`; None if it parses, else (the first error, at_end)."""
+    try:
+        _parser().parse(text)
+        return None
+    except lark.exceptions.UnexpectedCharacters as e:
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
+        msg = f"unexpected character '{ch}'"
+        if ch == "-":
+            msg += " (names use '_', not '-')"
+        return Diagnostic(Loc(path, e.line, e.column), msg), False
+    except lark.exceptions.UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            lines = text.rstrip("\n").split("\n")
+            loc = Loc(path, len(lines), len(lines[-1]) + 1)
+            return Diagnostic(loc, "unexpected end of file: a block is missing its '}'"), True
+        if tok.type == "RBRACE" and "_NL" in e.expected:
+            msg = ("unexpected '}': a field ends at the end of its line; "
+                   "put '}' on a line of its own")
+        else:
+            expected = {t for t in e.expected if not t.startswith("__ANON") or t == "__ANON_0"}
+            msg = f"unexpected {_token_text(tok)}, expected {_words(expected)}"
+        width = 1 if tok.type == "_NL" else max(len(tok.value), 1)
+        return Diagnostic(Loc(path, e.line, e.column), msg, width=width), False
+
+
+def parse(source: str, path: str) -> SpecAst:
+    """Parse spec text; raise SpecError with every syntax error found.
+
+    LALR cannot resume reliably after an error, so recovery is by line: the
+    broken line is blanked (a broken block header blanks its whole block) and
+    the text is parsed again, until it parses or the input ends early. Line
+    numbers never move, so every diagnostic points at the original text.
+    """
+    lines = source.split("\n")
+    diags: list[Diagnostic] = []
+    while len(diags) < 50:
+        found = _first_error("\n".join(lines) + "\n", path)
+        if found is None:
+            break
+        diag, at_end = found
+        diags.append(diag)
+        if at_end:
+            break
+        row = diag.loc.line - 1
+        last = row
+        if diag.message.startswith("unexpected '}'"):  # keep the brace
+            lines[row] = " " * (diag.loc.col - 1) + lines[row][diag.loc.col - 1:]
+            continue
+        if "{" in lines[row]:  # a broken header: drop the block it opens
+            while last + 1 < len(lines) and lines[last].strip() != "}":
+                last += 1
+        for i in range(row, last + 1):
+            lines[i] = ""
+    if diags:
+        raise SpecError(diags)
+    tree = _parser().parse(source if source.endswith("\n") else source + "\n")
+    return SpecAst(path, _ToAst(path).transform(tree))
