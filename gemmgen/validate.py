@@ -179,8 +179,8 @@ class _KernelReader:
         choices = tuple(choices)
         if atom.kind != "word" or str(atom.value) not in choices:
             hint = suggest(str(atom.value), choices) if atom.kind == "word" else ""
-            self.err(atom.loc, f"unknown {what} {atom.describe()}{hint}; "
-                     f"expected {one_of(choices)}", atom.width)
+            self.err(atom.loc, f"unknown {what} {atom.describe()}{hint} "
+                     f"(expected {one_of(choices)})", atom.width)
             return None
         return str(atom.value)
 
@@ -252,10 +252,11 @@ class _KernelReader:
                      len(self.name))
 
         lhs = self.operand("lhs", op)
-        rhs = self.operand("rhs", op) if "rhs" in self.fields else None
-        if op is Op.QUANTIZE and rhs is not None:
-            self.err(self.field_loc("rhs"), "op 'quantize' has no rhs")
-            rhs = None
+        rhs = None
+        if op is Op.QUANTIZE and "rhs" in self.fields:
+            self.err(self.field_loc("rhs"), "op 'quantize' has no rhs", 3)
+        elif "rhs" in self.fields:
+            rhs = self.operand("rhs", op)
         out = self.out_dtype(op)
         acc = self.acc_dtype(lhs, rhs)
         lhs_scale = self.scale("lhs_scale", LHS_SCALE_MODES)
@@ -672,7 +673,7 @@ def _dispatch(c: _Collector, block: Block, kernels: dict[str, ir.Kernel]) -> ir.
     if not default_seen:
         c.err(block.name_loc, f"dispatch '{name}' needs a final 'else KERNEL' arm", len(name))
         return None
-    if len(rules) != len([f for f in block.fields]):
+    if not rules:
         return None
     # All arms must be interchangeable: same op, operands, output and epilogue.
     ks = [kernels[r.kernel] for r in rules]
@@ -701,6 +702,8 @@ def _dispatch(c: _Collector, block: Block, kernels: dict[str, ir.Kernel]) -> ir.
                 r.cond is None or not _cond_within(r.cond, 1, kk.max_m)):
             c.err(r.loc, f"dispatch '{name}': '{r.kernel}' serves M <= {kk.max_m} but this arm "
                   "can select it for larger M")
+    if len(rules) != len(block.fields):
+        return None
     return ir.Dispatch(name, tuple(rules), block.name_loc)
 
 
@@ -741,7 +744,7 @@ def _target(c: _Collector, block: Block) -> ir.Target | None:
             if a.kind != "word" or a.value not in choices:
                 hint = suggest(str(a.value), choices) if a.kind == "word" else ""
                 c.err(a.loc, f"target {name}: unknown {f.name[:-1] if f.name == 'archs' else 'tpu'} "
-                      f"{a.describe()}{hint}; expected {one_of(choices)}", a.width)
+                      f"{a.describe()}{hint} (expected {one_of(choices)})", a.width)
             elif f.name == "archs":
                 if a.value in archs:
                     c.err(a.loc, f"target {name}: arch '{a.value}' listed twice", a.width)
@@ -778,7 +781,7 @@ def _expand(c: _Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
         if f.swept and f.name not in SWEEPABLE:
             c.err(f.loc, f"field '{f.name}' cannot be swept; sweepable fields: "
                   f"{', '.join(sorted(SWEEPABLE))}", len(f.name))
-            continue
+            f = Field(f.name, f.alts[:1], f.loc)  # go on with the first value
         own[f.name] = f
     merged = dict(own)
     for f in defaults:
@@ -848,8 +851,14 @@ def validate(ast: SpecAst, *, stem: str | None = None,
         (kernel_blocks if block.kind == "kernel" else dispatch_blocks).append(block)
 
     kernels: dict[str, ir.Kernel] = {}
+    block_names: dict[str, Loc] = {}
     for block in kernel_blocks:
         assert block.name is not None
+        if block.name in block_names:
+            c.err(block.name_loc, f"kernel '{block.name}' is defined twice (first at "
+                  f"{block_names[block.name]})", len(block.name))
+            continue
+        block_names[block.name] = block.name_loc
         variants, repeated = _expand(c, block, defaults)
         for v in variants:
             name = f"{block.name}_{v.suffix}" if v.suffix else block.name
