@@ -1,0 +1,890 @@
+"""The NumPy reference: the definition of what every generated kernel computes.
+
+`reference(kernel, lhs=..., ...)` evaluates one `ir.Kernel` in float64 from
+arrays in their storage format (sub-byte operands packed in uint8 along the
+last axis, e8m0 scales as exponent bytes, bf16 / fp8 as `ml_dtypes` arrays)
+and returns the result before the final output cast; `reference_output`
+applies that cast. `random_inputs` draws operands for a kernel, and
+`tolerance` / `compare` decide whether a kernel's output matches.
+
+docs/semantics.md states the semantics in prose; this module is the
+executable form. In short, with every operand dequantized exactly:
+
+    dense     y = act(alpha * sum_b (A[:, b] @ B[b, :]) * sa[:, b] * sb[b, :] + bias)
+    grouped   the same per group i on rows of group i with B[i - group_offset];
+              other rows are 0, or existing_out's rows when it is given
+    tgmm      out[i] = existing_out[i] + alpha * A[rows_i]^T @ D[rows_i]
+    quantize  q = sat(x / s), s = max(amax(|x_group|), 1e-10) / fp8_max
+              (e8m0: s rounded up to a power of two)
+
+where b runs over K blocks (the scale blocks of main-loop scales; one block
+when every scale is applied in the epilogue).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import assert_never
+
+import numpy as np
+
+from gemmgen import ir
+from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
+from gemmgen.numerics import (
+    e8m0_round_up,
+    e8m0_to_float,
+    float64_to_storage,
+    saturating_cast,
+    spacing,
+    storage_to_float64,
+)
+
+__all__ = [
+    "AMAX_FLOOR",
+    "CompareResult",
+    "Tolerance",
+    "compare",
+    "random_group_sizes",
+    "random_inputs",
+    "reference",
+    "reference_output",
+    "tolerance",
+]
+
+# Activation quantization divides by amax / fp8_max; an all-zero group would
+# divide by zero, so amax is floored first (DeepGEMM / SGLang use 1e-10 too).
+AMAX_FLOOR = 1e-10
+
+LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN,
+                   ScaleMode.TOKEN_GROUP)
+RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL,
+                   ScaleMode.BLOCK, ScaleMode.KBLOCK)
+QUANTIZE_SCALE_MODES = (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
+
+# Largest |f'(x)| of the activations, for propagating an absolute error on
+# the pre-activation value: silu' peaks at 1.0998 (x ~ 2.4), the tanh gelu's
+# derivative at 1.1289 (x ~ 1.5); tests/test_reference.py checks both.
+_LIPSCHITZ = {
+    Activation.NONE: 1.0, Activation.RELU: 1.0, Activation.SILU: 1.1,
+    Activation.GELU: 1.13, Activation.SILU_MUL: 1.1,
+}
+
+
+# ---------------------------------------------------------------------------
+# Decoding and checking the arguments
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """Decoded operands. a [m, k]; b dense [k, n], grouped [g, k, n], tgmm [m, n]."""
+
+    a: np.ndarray  # float64, or int64 when both operands are integers
+    b: np.ndarray
+    m: int
+    n: int  # accumulator columns (out has n / out_n_divisor)
+    k: int
+    g: int | None  # local groups (grouped ops)
+    starts: np.ndarray | None  # int64 [num_groups_total + 1]: row where group i starts
+    offset: int
+    lhs_scale: np.ndarray | None  # float64, shape ir.scale_shape(...)
+    rhs_scale: np.ndarray | None
+    bias: np.ndarray | None  # float64 [n] or [g, 1, n]
+    existing: np.ndarray | None  # float64, the output shape
+
+
+def _arg_error(kernel: ir.Kernel, message: str) -> ValueError:
+    return ValueError(f"{kernel.name}: {message}")
+
+
+def _decode_scale(kernel: ir.Kernel, side: str, array, *, m: int, n: int, k: int,
+                  g: int | None) -> np.ndarray | None:
+    scale: ir.Scale = getattr(kernel, f"{side}_scale")
+    allowed = LHS_SCALE_MODES if side == "lhs" else RHS_SCALE_MODES
+    if scale.mode not in allowed:
+        raise _arg_error(kernel, f"{side}_scale mode {scale.mode.value} does not apply to {side}")
+    if not scale.enabled:
+        if array is not None:
+            raise _arg_error(kernel, f"{side}_scale given but the kernel has no {side} scale")
+        return None
+    if array is None:
+        raise _arg_error(kernel, f"{side}_scale ({scale.mode.value}) is required")
+    values = storage_to_float64(array, scale.dtype)
+    want = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g)
+    if values.shape != want:
+        raise _arg_error(kernel, f"{side}_scale must have shape {want}, got {values.shape}")
+    return values
+
+
+def _decode(kernel: ir.Kernel, *, lhs, rhs, group_sizes, lhs_scale, rhs_scale, bias,
+            group_offset, existing_out) -> _Inputs:
+    if lhs is None or rhs is None:
+        raise _arg_error(kernel, "lhs and rhs are required")
+    a = storage_to_float64(lhs, kernel.lhs.dtype)
+    b = storage_to_float64(rhs, kernel.rhs.dtype)
+    if a.ndim != 2:
+        raise _arg_error(kernel, f"lhs must be [m, k], got shape {a.shape}")
+    m, k = a.shape
+    grouped = kernel.op is Op.GROUPED
+    match kernel.op:
+        case Op.DENSE | Op.GROUPED:
+            if b.ndim != (3 if grouped else 2):
+                raise _arg_error(kernel, f"rhs has {b.ndim} dims, expected {3 if grouped else 2}")
+            if kernel.rhs.layout is ir.Layout.NK:
+                b = np.swapaxes(b, -1, -2)
+            if b.shape[-2] != k:
+                raise _arg_error(kernel, f"rhs has k = {b.shape[-2]}, lhs has k = {k}")
+            n = b.shape[-1]
+        case Op.TGMM:
+            # NB: tgmm's rhs is the [m, n] gradient; rhs.layout does not apply.
+            if b.ndim != 2 or b.shape[0] != m:
+                raise _arg_error(kernel, f"tgmm rhs must be [m={m}, n], got shape {b.shape}")
+            n = b.shape[1]
+        case Op.QUANTIZE:
+            raise AssertionError("quantize is decoded by _quantize")
+        case _:
+            assert_never(kernel.op)
+    if kernel.out_n_divisor == 2 and n % 2:
+        raise _arg_error(kernel, f"silu_mul needs an even n, got {n}")
+    if kernel.lhs.dtype in (DType.INT8, DType.INT4) and kernel.rhs.dtype in (DType.INT8, DType.INT4):
+        # Integer x integer accumulates exactly (i32 in the kernel, int64 here).
+        a, b = a.astype(np.int64), b.astype(np.int64)
+
+    g = None
+    starts = None
+    offset = 0
+    if kernel.grouped:
+        if group_sizes is None:
+            raise _arg_error(kernel, "group_sizes is required")
+        sizes = np.asarray(group_sizes)
+        if sizes.ndim != 1 or not np.issubdtype(sizes.dtype, np.integer):
+            raise _arg_error(kernel, f"group_sizes must be a 1-d integer array, got {sizes.dtype}{list(sizes.shape)}")
+        if (sizes < 0).any() or sizes.sum() > m:
+            raise _arg_error(kernel, f"group_sizes must be >= 0 with sum <= m = {m}, got {sizes.tolist()}")
+        starts = np.concatenate([[0], np.cumsum(sizes.astype(np.int64))])
+        offset = 0 if group_offset is None else int(np.asarray(group_offset).reshape(()))
+        g = b.shape[0] if grouped else _tgmm_local_groups(
+            len(sizes), offset, existing_out=existing_out, rhs_scale=rhs_scale)
+        if not 0 <= offset <= len(sizes) - g:
+            raise _arg_error(kernel, f"group_offset {offset} with {g} local groups exceeds "
+                             f"the {len(sizes)} groups of group_sizes")
+    elif group_sizes is not None or group_offset is not None or existing_out is not None:
+        raise _arg_error(kernel, "group_sizes / group_offset / existing_out are for grouped ops")
+
+    ls = _decode_scale(kernel, "lhs", lhs_scale, m=m, n=n, k=k, g=g)
+    rs = _decode_scale(kernel, "rhs", rhs_scale, m=m, n=n, k=k, g=g)
+    if kernel.op is Op.TGMM and kernel.rhs_scale.mode in (ScaleMode.BLOCK, ScaleMode.KBLOCK):
+        raise _arg_error(kernel, "tgmm has no K blocks of rhs: block / kblock scales do not apply")
+
+    bias_values = None
+    match kernel.bias.mode:
+        case BiasMode.NONE:
+            if bias is not None:
+                raise _arg_error(kernel, "bias given but the kernel has no bias")
+        case BiasMode.N | BiasMode.GROUP:
+            if kernel.op is Op.TGMM:
+                raise _arg_error(kernel, "tgmm has no bias")
+            if bias is None:
+                raise _arg_error(kernel, "bias is required")
+            bias_values = storage_to_float64(bias, kernel.bias.dtype)
+            want = (n,) if kernel.bias.mode is BiasMode.N else (g, 1, n)
+            if kernel.bias.mode is BiasMode.GROUP and not grouped:
+                raise _arg_error(kernel, "a per-group bias needs a grouped op")
+            if bias_values.shape != want:
+                raise _arg_error(kernel, f"bias must have shape {want}, got {bias_values.shape}")
+        case _:
+            assert_never(kernel.bias.mode)
+
+    existing = None
+    if existing_out is not None:
+        existing = storage_to_float64(existing_out, kernel.out)
+        want = _out_shape(kernel, m=m, n=n, k=k, g=g)
+        if existing.shape != want:
+            raise _arg_error(kernel, f"existing_out must have shape {want}, got {existing.shape}")
+    if kernel.op is Op.TGMM and kernel.epilogue.activation is not Activation.NONE:
+        raise _arg_error(kernel, "tgmm has no activation")
+    return _Inputs(a=a, b=b, m=m, n=n, k=k, g=g, starts=starts, offset=offset,
+                   lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=existing)
+
+
+def _tgmm_local_groups(num_groups: int, offset: int, *, existing_out, rhs_scale) -> int:
+    """tgmm's local group count: the leading dim of existing_out or of a
+    per-group rhs_scale when given, else every group from group_offset on."""
+    for array in (existing_out, rhs_scale):
+        if array is not None and np.ndim(array) >= 1:
+            return np.shape(array)[0]
+    return num_groups - offset
+
+
+def _out_shape(kernel: ir.Kernel, *, m: int, n: int, k: int, g: int | None) -> tuple[int, ...]:
+    n_out = n // kernel.out_n_divisor
+    return (g, k, n_out) if kernel.op is Op.TGMM else (m, n_out)
+
+
+# ---------------------------------------------------------------------------
+# Scales
+
+
+@dataclass(frozen=True, slots=True)
+class _Scales:
+    """Decoded scales and the lookups the GEMM needs.
+
+    lhs_* return [rows, 1] factors, rhs_* return [1, n] factors; `main`
+    looks up the K block starting at k0, `epi` the epilogue factor.
+    """
+
+    kernel: ir.Kernel
+    lhs: np.ndarray | None
+    rhs: np.ndarray | None
+    n: int
+    k: int
+
+    def absolute(self) -> _Scales:
+        return _Scales(self.kernel, _abs(self.lhs), _abs(self.rhs), self.n, self.k)
+
+    def k_blocks(self) -> list[tuple[int, int]]:
+        """The K blocks of the main loop: the union of all scale block edges."""
+        cuts = {0, self.k}
+        for scale in (self.kernel.lhs_scale, self.kernel.rhs_scale):
+            if scale.enabled and scale.placement is ir.Placement.MAINLOOP:
+                cuts.update(range(0, self.k, scale.block_k or self.k))
+        edges = sorted(cuts)
+        return list(zip(edges[:-1], edges[1:]))
+
+    def lhs_main(self, rows: slice, k0: int) -> np.ndarray | float:
+        if self.kernel.lhs_scale.mode is ScaleMode.TOKEN_GROUP:
+            return self.lhs[rows, k0 // (self.kernel.lhs_scale.block_k or self.k), None]
+        return 1.0
+
+    def lhs_epi(self, rows: slice) -> np.ndarray | float:
+        match self.kernel.lhs_scale.mode:
+            case ScaleMode.TENSOR:
+                return float(self.lhs)
+            case ScaleMode.TOKEN:
+                return self.lhs[rows, None]
+        return 1.0
+
+    def rhs_main(self, group: int | None, k0: int) -> np.ndarray | float:
+        scale = self.kernel.rhs_scale
+        bk = scale.block_k or self.k
+        match scale.mode:
+            case ScaleMode.BLOCK:
+                # [n / bn, k / bk], grouped [g, n / bn, k / bk]
+                s = self.rhs if group is None else self.rhs[group]
+                return np.repeat(s[:, k0 // bk], scale.block_n)[None, : self.n]
+            case ScaleMode.KBLOCK:
+                # [g, k / bk, 1, n]; a dense kernel has g = 1.
+                return self.rhs[group or 0, k0 // bk, 0][None, :]
+        return 1.0
+
+    def rhs_epi(self, group: int | None) -> np.ndarray | float:
+        match self.kernel.rhs_scale.mode:
+            case ScaleMode.TENSOR:
+                return float(self.rhs if group is None else self.rhs[group])
+            case ScaleMode.CHANNEL:
+                return (self.rhs if group is None else self.rhs[group])[None, :]
+        return 1.0
+
+    def lhs_elementwise(self, rows: slice) -> np.ndarray | float:
+        """tgmm: the lhs scale of each element of lhs[rows] ([r, k] or less)."""
+        match self.kernel.lhs_scale.mode:
+            case ScaleMode.TOKEN_GROUP:
+                bk = self.kernel.lhs_scale.block_k or self.k
+                return np.repeat(self.lhs[rows], bk, axis=1)[:, : self.k]
+        return self.lhs_epi(rows)
+
+
+def _abs(x: np.ndarray | None) -> np.ndarray | None:
+    return None if x is None else np.abs(x)
+
+
+# ---------------------------------------------------------------------------
+# Evaluation
+
+
+@dataclass(frozen=True, slots=True)
+class _Evaluation:
+    """Everything the reference computes, for `reference` and `compare`.
+
+    value: the result before the output cast (the out shape).
+    pre: alpha * acc + bias, before the activation ([.., n], full n).
+    magnitude: the same computation on |A|, |B|, |scales|, |alpha| without
+        bias: sum_k |alpha a b sa sb|, what floating-point error scales with.
+    contraction: the number of terms summed per element (broadcastable).
+    computed: which output elements the GEMM produced (the rest are 0 or
+        copied from existing_out).
+    existing: existing_out decoded, or None.
+    """
+
+    value: np.ndarray
+    pre: np.ndarray
+    magnitude: np.ndarray
+    contraction: np.ndarray
+    computed: np.ndarray
+    existing: np.ndarray | None
+
+
+def _alpha(kernel: ir.Kernel) -> float:
+    # alpha is an f32 constant in every backend; the reference uses the same value.
+    alpha = kernel.epilogue.alpha
+    return 1.0 if alpha is None else float(np.float32(alpha))
+
+
+def _accumulate(kernel: ir.Kernel, inp: _Inputs, a: np.ndarray, b: np.ndarray,
+                scales: _Scales) -> np.ndarray:
+    """The scaled accumulator (no alpha, no bias): [m, n], or [g, k, n] for tgmm."""
+    match kernel.op:
+        case Op.DENSE:
+            return _gemm_rows(a, b, scales, slice(0, inp.m), None)
+        case Op.GROUPED:
+            acc = np.zeros((inp.m, inp.n))
+            for i in range(inp.g):
+                rows = _group_rows(inp, i)
+                acc[rows] = _gemm_rows(a, b[i], scales, rows, i)
+            return acc
+        case Op.TGMM:
+            out = np.zeros((inp.g, inp.k, inp.n))
+            for i in range(inp.g):
+                rows = _group_rows(inp, i)
+                lhs = a[rows] * scales.lhs_elementwise(rows)
+                rhs = b[rows] * scales.rhs_epi(i)
+                out[i] = lhs.T @ rhs
+            return out
+        case Op.QUANTIZE:
+            raise AssertionError("quantize has no accumulator")
+        case _:
+            assert_never(kernel.op)
+
+
+def _group_rows(inp: _Inputs, local: int) -> slice:
+    gi = inp.offset + local
+    return slice(int(inp.starts[gi]), int(inp.starts[gi + 1]))
+
+
+def _gemm_rows(a: np.ndarray, b: np.ndarray, scales: _Scales, rows: slice,
+               group: int | None) -> np.ndarray:
+    """sum over K blocks of (a[rows, blk] @ b[blk]) * main-loop scales, then epilogue scales.
+
+    Each block's partial product is exact (int64) for integer operands and
+    float64 otherwise, mirroring the kernels' per-block promotion.
+    """
+    lhs = a[rows]
+    acc = np.zeros((lhs.shape[0], b.shape[1]))
+    for k0, k1 in scales.k_blocks():
+        part = (lhs[:, k0:k1] @ b[k0:k1]).astype(np.float64)
+        acc += part * scales.lhs_main(rows, k0) * scales.rhs_main(group, k0)
+    return acc * scales.lhs_epi(rows) * scales.rhs_epi(group)
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    # x * sigmoid(x), with sigmoid(x) = (1 + tanh(x / 2)) / 2: no overflow.
+    return x * 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
+    match act:
+        case Activation.NONE:
+            return x
+        case Activation.RELU:
+            return np.maximum(x, 0.0)
+        case Activation.SILU:
+            return _silu(x)
+        case Activation.GELU:
+            return _gelu_tanh(x)
+        case Activation.SILU_MUL:
+            half = x.shape[-1] // 2
+            return _silu(x[..., :half]) * x[..., half:]
+        case _:
+            assert_never(act)
+
+
+def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
+              rhs_scale=None, bias=None, group_offset=None, existing_out=None) -> _Evaluation:
+    inp = _decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
+                  rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
+                  existing_out=existing_out)
+    scales = _Scales(kernel, inp.lhs_scale, inp.rhs_scale, inp.n, inp.k)
+    alpha = _alpha(kernel)
+    acc = alpha * _accumulate(kernel, inp, inp.a, inp.b, scales)
+    magnitude = abs(alpha) * _accumulate(kernel, inp, np.abs(inp.a), np.abs(inp.b),
+                                         scales.absolute())
+
+    if kernel.op is Op.TGMM:
+        # megablox tgmm: every local group is written, existing_out is added.
+        sizes = np.diff(inp.starts)[inp.offset: inp.offset + inp.g]
+        value = acc if inp.existing is None else acc + inp.existing
+        return _Evaluation(value=value, pre=acc, magnitude=magnitude,
+                           contraction=sizes[:, None, None].astype(np.float64),
+                           computed=np.ones(value.shape, bool), existing=inp.existing)
+
+    pre = acc
+    rows_bias = None
+    match kernel.bias.mode:
+        case BiasMode.N:
+            rows_bias = inp.bias[None, :]
+        case BiasMode.GROUP:
+            rows_bias = np.zeros((inp.m, inp.n))
+            for i in range(inp.g):
+                rows_bias[_group_rows(inp, i)] = inp.bias[i, 0]
+        case BiasMode.NONE:
+            pass
+        case _:
+            assert_never(kernel.bias.mode)
+    if rows_bias is not None:
+        pre = pre + rows_bias
+    y = _activate(kernel.epilogue.activation, pre)
+
+    computed = np.ones(y.shape, bool)
+    if kernel.op is Op.GROUPED:
+        mask = np.zeros(inp.m, bool)
+        for i in range(inp.g):
+            mask[_group_rows(inp, i)] = True
+        computed = np.broadcast_to(mask[:, None], y.shape)
+        fill = inp.existing if inp.existing is not None else np.zeros(y.shape)
+        y = np.where(computed, y, fill)
+        pre = np.where(mask[:, None], pre, 0.0)
+    return _Evaluation(value=y, pre=pre, magnitude=magnitude,
+                       contraction=np.full((1, 1), float(inp.k)), computed=computed,
+                       existing=inp.existing)
+
+
+def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=None,
+              rhs_scale=None, bias=None, group_offset=None, existing_out=None):
+    """The kernel's result in float64, before the final output cast.
+
+    Args:
+      kernel: the validated kernel.
+      lhs: [m, k] in lhs storage format (sub-byte: uint8 [m, k/2]).
+      rhs: dense [k, n] / [n, k]; grouped [g, k, n] / [g, n, k]; tgmm [m, n].
+      group_sizes: int [num_groups] (grouped ops), sum <= m.
+      lhs_scale, rhs_scale: shapes from `ir.scale_shape`, in the scale dtype
+        (e8m0: uint8 exponent bytes).
+      bias: [n] or [g, 1, n] in the bias dtype.
+      group_offset: int scalar, the first group this shard owns (default 0).
+      existing_out: the out shape in the out dtype.
+
+    Returns:
+      float64 [m, n_out] (dense, grouped) or [g, k, n_out] (tgmm); for
+      quantize a tuple (x / scale before the fp8 cast [m, k], scale float64).
+    """
+    if kernel.op is Op.QUANTIZE:
+        return _quantize(kernel, lhs)
+    return _evaluate(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes,
+                     lhs_scale=lhs_scale, rhs_scale=rhs_scale, bias=bias,
+                     group_offset=group_offset, existing_out=existing_out).value
+
+
+def reference_output(kernel: ir.Kernel, **arrays):
+    """`reference` cast to the storage format of kernel.out (RNE, fp8 saturates).
+
+    For quantize: (q [m, k] fp8, scale in the scale dtype, e8m0 as bytes).
+    """
+    if kernel.op is Op.QUANTIZE:
+        pre, scale = reference(kernel, **arrays)
+        return (saturating_cast(pre, kernel.out),
+                float64_to_storage(scale, kernel.out_scale.dtype))
+    return float64_to_storage(reference(kernel, **arrays), kernel.out)
+
+
+def _quantize_groups(kernel: ir.Kernel, m: int, k: int) -> int:
+    """G, the K extent of one scale (k for per-token; per-tensor handled apart)."""
+    scale = kernel.out_scale
+    if scale.mode not in QUANTIZE_SCALE_MODES:
+        raise _arg_error(kernel, f"quantize needs a per_tensor / per_token / per_token_group "
+                         f"out scale, got {scale.mode.value}")
+    return (scale.block_k or k) if scale.mode is ScaleMode.TOKEN_GROUP else k
+
+
+def _quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
+    x = storage_to_float64(lhs, kernel.lhs.dtype)
+    if x.ndim != 2:
+        raise _arg_error(kernel, f"lhs must be [m, k], got shape {x.shape}")
+    if not kernel.out.is_fp8:
+        raise _arg_error(kernel, f"quantize produces fp8, not {kernel.out.value}")
+    m, k = x.shape
+    scale = kernel.out_scale
+    group = _quantize_groups(kernel, m, k)
+    # (1) amax per group of G consecutive elements of a row (the last group
+    #     may be partial); per-tensor is one group over everything.
+    if scale.mode is ScaleMode.TENSOR:
+        amax = np.abs(x).max(initial=0.0)
+    else:
+        amax = np.stack([np.abs(x[:, k0:k0 + group]).max(axis=1, initial=0.0)
+                         for k0 in range(0, k, group)], axis=1)
+    # (2) s = max(amax, floor) / fp8_max, exactly in float64 ...
+    s = np.maximum(amax, AMAX_FLOOR) / kernel.out.max_finite
+    # (3) ... then stored in the scale dtype: e8m0 rounds UP to a power of two
+    #     so that no |x| / s exceeds fp8_max; f32 / bf16 round to nearest.
+    match scale.dtype:
+        case DType.E8M0:
+            s = e8m0_to_float(e8m0_round_up_exact(amax, kernel.out.max_finite))
+        case DType.F32 | DType.BF16:
+            s = storage_to_float64(saturating_cast(s, scale.dtype), scale.dtype)
+        case _:
+            raise _arg_error(kernel, f"scale dtype {scale.dtype.value} is not a scale dtype")
+    if scale.mode is ScaleMode.TOKEN:
+        s = s[:, 0]
+        expanded = s[:, None]
+    elif scale.mode is ScaleMode.TENSOR:
+        s = np.asarray(s, np.float64).reshape(())
+        expanded = s
+    else:
+        expanded = np.repeat(s, group, axis=1)[:, :k]
+    # (4) q = sat(x / s): the caller's cast (reference_output) saturates.
+    return x / expanded, s
+
+
+def e8m0_round_up_exact(amax: np.ndarray, fp8_max: float) -> np.ndarray:
+    """e8m0 bytes of 2**ceil(log2(max(amax, floor) / fp8_max)), exactly.
+
+    The float64 quotient is rounded; the exponent is then corrected with
+    exact comparisons (multiplying by a power of two is exact), so an amax
+    of exactly fp8_max * 2**e gives 2**e and one ulp more gives 2**(e+1).
+    """
+    amax = np.maximum(np.asarray(amax, np.float64), AMAX_FLOOR)
+    e = e8m0_round_up(amax / fp8_max).astype(np.int32) - 127
+    # smallest e with amax <= fp8_max * 2**e
+    e = np.where(amax > fp8_max * np.ldexp(1.0, e), e + 1, e)
+    e = np.where(amax <= fp8_max * np.ldexp(1.0, e - 1), e - 1, e)
+    return (np.clip(e, -127, 127) + 127).astype(np.uint8)
+
+
+# ---------------------------------------------------------------------------
+# Tolerance
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    """How far a correct kernel may be from the float64 reference.
+
+    Per element, with S = sum_k |alpha a b sa sb| (the magnitude of the
+    terms) and c the number of terms summed:
+
+        |actual - expected| <= atol_factor * (sqrt(c) * acc_unit + 2 * input_unit) * S
+                               (propagated through the activation)
+                               + rtol * |expected|  (+ rtol * |pre-activation|)
+                               + ulp_out(|expected|) / 2
+
+    acc_unit: unit roundoff of the f32 accumulation (2**-24).
+    input_unit: rounding of the operands inside the MMA (TF32 for f32
+        operands: 2**-10 covers round-to-nearest and truncation; 0 for
+        bf16 / f16 / fp8 / int, whose products are exact in f32).
+    """
+
+    atol_factor: float
+    rtol: float
+    input_unit: float = 0.0
+    acc_unit: float = 2.0**-24
+
+
+def tolerance(kernel: ir.Kernel) -> Tolerance:
+    """The tolerance policy (docs/semantics.md, "Tolerance")."""
+    if kernel.op is Op.QUANTIZE:
+        return Tolerance(atol_factor=0.0, rtol=2.0**-20)
+    input_unit = 2.0**-10 if DType.F32 in (kernel.lhs.dtype, kernel.rhs.dtype) else 0.0
+    atol_factor = 4.0
+    for scale in (kernel.lhs_scale, kernel.rhs_scale):
+        if scale.enabled and scale.placement is ir.Placement.MAINLOOP:
+            # Each K block adds a few f32 roundings (scale product, multiply, add).
+            atol_factor += 2.0
+    rtol = 2.0**-20  # f32 epilogue arithmetic: alpha, scales, bias, i32 -> f32
+    if kernel.epilogue.activation in (Activation.SILU, Activation.GELU, Activation.SILU_MUL):
+        rtol = 2.0**-17  # fast exp / tanh (CUDA __expf: a few ulp + 1.16 |x| ulp)
+    return Tolerance(atol_factor=atol_factor, rtol=rtol, input_unit=input_unit)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CompareResult:
+    """The verdict of `compare`. `allowed` is the per-element bound."""
+
+    max_abs_err: float
+    max_rel_err: float
+    allowed: np.ndarray
+    passed: bool
+    detail: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+
+def _error_bound(kernel: ir.Kernel, ev: _Evaluation, tol: Tolerance) -> np.ndarray:
+    """The per-element bound before the output rounding (see `Tolerance`)."""
+    acc_err = tol.atol_factor * (np.sqrt(ev.contraction) * tol.acc_unit
+                                 + 2.0 * tol.input_unit) * ev.magnitude
+    pre_err = acc_err + tol.rtol * np.abs(ev.pre)
+    act = kernel.epilogue.activation
+    if act is Activation.SILU_MUL:
+        half = ev.pre.shape[-1] // 2
+        x, y = ev.pre[..., :half], ev.pre[..., half:]
+        ex, ey = pre_err[..., :half], pre_err[..., half:]
+        lip = _LIPSCHITZ[act]
+        bound = lip * ex * np.abs(y) + np.abs(_silu(x)) * ey + lip * ex * ey
+        bound += tol.rtol * np.abs(x * y)
+    else:
+        bound = _LIPSCHITZ[act] * pre_err
+        if act is not Activation.NONE:
+            bound += tol.rtol * np.abs(ev.pre)
+    bound = bound + tol.rtol * np.abs(ev.value)
+    if kernel.op is Op.GROUPED:
+        bound = np.where(ev.computed, bound, 0.0)  # copied rows are exact
+    return bound
+
+
+def _fallback_bound(kernel: ir.Kernel, expected: np.ndarray, tol: Tolerance,
+                    k: int) -> np.ndarray:
+    """A coarse bound from the expected values alone (no inputs given).
+
+    For random-signed terms |C| ~ sqrt(k) * rms(a b) while S ~ k * mean|a b|,
+    so S ~ sqrt(k) * rms(C); twice that (8x for silu_mul, whose output is a
+    product of two accumulators) stands in for the per-element S.
+    """
+    finite = expected[np.isfinite(expected) & (expected != 0)]
+    rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
+    safety = 8.0 if kernel.epilogue.activation is Activation.SILU_MUL else 2.0
+    magnitude = safety * math.sqrt(k) * rms
+    atol = tol.atol_factor * (math.sqrt(k) * tol.acc_unit + 2.0 * tol.input_unit) * magnitude
+    return atol + tol.rtol * np.abs(expected)
+
+
+def compare(actual, expected, kernel: ir.Kernel, *, k: int, inputs: dict | None = None
+            ) -> CompareResult:
+    """Check a kernel's output against the reference.
+
+    Args:
+      actual: the kernel's output (any array convertible to float64, usually
+        in the out storage dtype); quantize: the tuple (q, scale) in storage
+        format.
+      expected: `reference(...)` of the same inputs.
+      kernel: the kernel.
+      k: the contraction length (tgmm: the largest group size); used by the
+        fallback bound only when `inputs` is not given.
+      inputs: the keyword arrays given to `reference`; with them the bound
+        is per element, from the magnitudes of the actual terms (preferred).
+
+    NaN in `actual` never passes where `expected` is finite; an expected
+    NaN needs a NaN; an expected value that overflows the out dtype needs
+    the same infinity.
+    """
+    if kernel.op is Op.QUANTIZE:
+        return _compare_quantized(actual, expected, kernel)
+    act = np.asarray(actual).astype(np.float64)
+    exp = np.asarray(expected, np.float64)
+    if act.shape != exp.shape:
+        return CompareResult(math.inf, math.inf, np.zeros(exp.shape), False,
+                             f"shape {act.shape} != expected {exp.shape}")
+    tol = tolerance(kernel)
+    if inputs is not None:
+        bound = _error_bound(kernel, _evaluate(kernel, **inputs), tol)
+    else:
+        bound = _fallback_bound(kernel, exp, tol, k)
+    allowed = bound + 0.5 * spacing(np.abs(exp) + bound, kernel.out)
+    return _verdict(act, exp, allowed, overflow_dtype=kernel.out)
+
+
+def _verdict(act: np.ndarray, exp: np.ndarray, allowed: np.ndarray, *,
+             overflow_dtype: DType, name: str = "out") -> CompareResult:
+    with np.errstate(invalid="ignore", over="ignore"):
+        cast = storage_to_float64(saturating_cast(exp, overflow_dtype), overflow_dtype)
+        err = np.abs(act - exp)
+        ok = err <= allowed
+        inf = np.isinf(cast)
+        ok = np.where(inf, act == cast, ok)
+        ok = np.where(np.isnan(exp), np.isnan(act), ok & ~np.isnan(act))
+        rel = err / np.maximum(np.abs(exp), np.finfo(np.float64).tiny)
+    finite = np.isfinite(err)
+    max_abs = float(err[finite].max(initial=0.0)) if (~np.isnan(act)).any() else math.inf
+    max_rel = float(rel[finite].max(initial=0.0))
+    if np.isnan(act[~np.isnan(exp)]).any():
+        max_abs = max_rel = math.inf
+    bad = np.argwhere(~ok)
+    passed = bad.size == 0
+    if passed:
+        detail = f"{name}: {act.size} elements within tolerance (max abs err {max_abs:.3g})"
+    else:
+        lines = [f"{name}: {len(bad)} of {act.size} elements out of tolerance"]
+        worst = sorted((tuple(i) for i in bad),
+                       key=lambda i: -(err[i] - allowed[i]) if np.isfinite(err[i]) else -math.inf)
+        for i in worst[:5]:
+            lines.append(f"  at {list(map(int, i))}: actual {act[i]!r} expected {exp[i]!r} "
+                         f"(|err| {err[i]:.3g} > allowed {allowed[i]:.3g})")
+        detail = "\n".join(lines)
+    return CompareResult(max_abs, max_rel, allowed, passed, detail)
+
+
+def _compare_quantized(actual, expected, kernel: ir.Kernel) -> CompareResult:
+    """quantize: the scale must match (e8m0 exactly, f32 within 2 ulp, bf16
+    within 1 ulp); q must be the RNE fp8 cast of x / actual_scale, up to one
+    tie flip (half an fp8 ulp plus 2**-20 relative for the kernel's f32
+    division or reciprocal multiply)."""
+    q_act, s_act = actual
+    pre, s_ref = expected
+    sdt = kernel.out_scale.dtype
+    s = storage_to_float64(s_act, sdt)
+    if s.shape != np.shape(s_ref):
+        return CompareResult(math.inf, math.inf, np.zeros(np.shape(s_ref)), False,
+                             f"scale shape {s.shape} != expected {np.shape(s_ref)}")
+    match sdt:
+        case DType.E8M0:
+            s_allowed = np.zeros(s.shape)
+        case DType.F32:
+            s_allowed = 2.0 * spacing(s_ref, DType.F32)
+        case _:
+            s_allowed = spacing(s_ref, sdt)
+    scale_result = _verdict(s, np.asarray(s_ref, np.float64), s_allowed,
+                            overflow_dtype=DType.F32, name="scale")
+    if not scale_result.passed:
+        return scale_result
+    q = storage_to_float64(q_act, kernel.out)
+    if q.shape != pre.shape:
+        return CompareResult(math.inf, math.inf, np.zeros(pre.shape), False,
+                             f"q shape {q.shape} != expected {pre.shape}")
+    group = _quantize_groups(kernel, *pre.shape)
+    if kernel.out_scale.mode is ScaleMode.TOKEN_GROUP:
+        ratio = np.repeat(s_ref / s, group, axis=1)[:, : pre.shape[1]]
+    else:
+        ratio = (s_ref / s)[..., None] if np.ndim(s) else s_ref / s
+    big = kernel.out.max_finite
+    v = np.clip(pre * ratio, -big, big)  # x / s_act, saturated
+    allowed = 0.5 * spacing(v, kernel.out) + tolerance(kernel).rtol * np.abs(v)
+    return _verdict(q, v, allowed, overflow_dtype=kernel.out, name="q")
+
+
+# ---------------------------------------------------------------------------
+# Random inputs
+
+
+def random_group_sizes(rng: np.random.Generator, m: int, num_groups: int, *,
+                       total: int | None = None, zero_fraction: float = 0.25) -> np.ndarray:
+    """int32 [num_groups] with sum <= m and (usually) some zero-sized groups.
+
+    total: the sum (default: drawn from m // 2 .. m, so trailing rows are
+    often unowned). Each group is empty with probability zero_fraction; the
+    rest share `total` at random cut points.
+    """
+    if total is None:
+        total = int(rng.integers(m // 2, m + 1))
+    if not 0 <= total <= m:
+        raise ValueError(f"total {total} must lie in 0..{m}")
+    live = rng.random(num_groups) >= zero_fraction
+    if not live.any():
+        live[rng.integers(num_groups)] = True
+    cuts = np.sort(rng.integers(0, total + 1, size=int(live.sum()) - 1))
+    parts = np.diff(np.concatenate([[0], cuts, [total]]))
+    sizes = np.zeros(num_groups, np.int64)
+    sizes[live] = parts
+    return sizes.astype(np.int32)
+
+
+def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
+                    scaled: bool) -> tuple[np.ndarray, float]:
+    """Random nonzero values exactly representable in `dtype` (float64, unpacked)
+    and the scale that brings them to magnitude ~1.
+
+    A scaled quantized operand spans its format (fp8: sigma = max / 4, so the
+    largest values saturate rarely); an unscaled one stays near 1 so the
+    output fits f16.
+    """
+    match dtype:
+        case DType.INT8 | DType.INT4:
+            top = (127 if scaled else 15) if dtype is DType.INT8 else 7
+            mag = rng.integers(1, top + 1, size=shape)
+            values = np.where(rng.random(shape) < 0.5, -mag, mag).astype(np.float64)
+            return values, (1.0 / (0.6 * top) if scaled else 1.0)
+        case DType.FP4:
+            codes = rng.integers(1, 8, size=shape) + 8 * rng.integers(0, 2, size=shape)
+            from gemmgen.numerics import from_fp4_codes
+            return from_fp4_codes(codes.astype(np.uint8)), (0.5 if scaled else 1.0)
+        case DType.F32 | DType.BF16 | DType.F16 | DType.E4M3 | DType.E5M2:
+            sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else 1.0
+            x = rng.standard_normal(shape) * sigma
+            tiny = 2.0**-6 if dtype.is_fp8 else 2.0**-10  # keep away from zero
+            x = np.where(np.abs(x) < tiny, np.copysign(tiny, x), x)
+            values = storage_to_float64(saturating_cast(x, dtype), dtype)
+            return values, (1.0 / sigma)
+    raise AssertionError(f"{dtype.value} is not an operand dtype")
+
+
+def _random_scale(rng: np.random.Generator, scale: ir.Scale, shape: tuple[int, ...],
+                  base: float) -> np.ndarray:
+    """Positive scales around `base` (x 2**U(-1, 1)) in the scale's storage format."""
+    if scale.dtype is DType.E8M0:
+        e = round(math.log2(base)) + rng.integers(-2, 3, size=shape)
+        return (np.clip(e, -127, 127) + 127).astype(np.uint8)
+    s = base * np.exp2(rng.uniform(-1.0, 1.0, size=shape))
+    return saturating_cast(s, scale.dtype)
+
+
+def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.Generator,
+                  group_sizes=None, num_groups: int | None = None, g_local: int | None = None,
+                  group_offset: int | None = None, with_existing_out: bool = False
+                  ) -> dict[str, np.ndarray]:
+    """Fresh random operands for `kernel` in storage format, keyed like `reference`'s
+    keyword arguments (only the ones the kernel takes).
+
+    n is the accumulator width (rhs columns); with silu_mul the output has
+    n / 2 columns. Grouped ops: group_sizes (default: `random_group_sizes`
+    over num_groups, default 4, groups in total), g_local local groups
+    (default: all from group_offset on), group_offset (default: omitted,
+    meaning 0). Values are never zero; scales are positive and bring the
+    dequantized operands to magnitude ~1, so |out| ~ sqrt(k).
+    """
+    out: dict[str, np.ndarray] = {}
+    if kernel.op is Op.QUANTIZE:
+        # Rows of very different magnitudes, so scales differ per group.
+        sigma = np.exp2(rng.uniform(-6.0, 6.0, size=(m, 1)))
+        x, _ = _operand_values(rng, kernel.lhs.dtype, (m, k), scaled=False)
+        out["lhs"] = float64_to_storage(x * sigma, kernel.lhs.dtype)
+        return out
+
+    g = None
+    if kernel.grouped:
+        if group_sizes is None:
+            total_groups = num_groups if num_groups is not None else (
+                (g_local or 4) + (group_offset or 0))
+            group_sizes = random_group_sizes(rng, m, total_groups)
+        group_sizes = np.asarray(group_sizes, np.int32)
+        offset = group_offset or 0
+        g = g_local if g_local is not None else len(group_sizes) - offset
+        out["group_sizes"] = group_sizes
+        if group_offset is not None:
+            out["group_offset"] = np.asarray(group_offset, np.int32)
+
+    lhs_scaled = kernel.lhs_scale.enabled
+    rhs_scaled = kernel.rhs_scale.enabled
+    a, a_base = _operand_values(rng, kernel.lhs.dtype, (m, k), scaled=lhs_scaled)
+    match kernel.op:
+        case Op.DENSE:
+            b_shape = (k, n) if kernel.rhs.layout is ir.Layout.KN else (n, k)
+        case Op.GROUPED:
+            b_shape = (g, k, n) if kernel.rhs.layout is ir.Layout.KN else (g, n, k)
+        case _:
+            b_shape = (m, n)
+    b, b_base = _operand_values(rng, kernel.rhs.dtype, b_shape, scaled=rhs_scaled)
+    out["lhs"] = float64_to_storage(a, kernel.lhs.dtype)
+    out["rhs"] = float64_to_storage(b, kernel.rhs.dtype)
+    for side, base in (("lhs", a_base), ("rhs", b_base)):
+        scale: ir.Scale = getattr(kernel, f"{side}_scale")
+        if scale.enabled:
+            shape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g)
+            out[f"{side}_scale"] = _random_scale(rng, scale, shape, base)
+    match kernel.bias.mode:
+        case BiasMode.N:
+            bias_shape: tuple[int, ...] | None = (n,)
+        case BiasMode.GROUP:
+            bias_shape = (g, 1, n)
+        case _:
+            bias_shape = None
+    if bias_shape is not None:
+        values = rng.standard_normal(bias_shape) * 0.5 * math.sqrt(k)
+        out["bias"] = saturating_cast(values, kernel.bias.dtype)
+    if with_existing_out:
+        if not kernel.grouped:
+            raise ValueError("existing_out is for grouped ops")
+        shape = _out_shape(kernel, m=m, n=n, k=k, g=g)
+        values = rng.standard_normal(shape) * math.sqrt(k)
+        out["existing_out"] = saturating_cast(values, kernel.out)
+    return out
