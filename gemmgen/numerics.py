@@ -203,7 +203,8 @@ def saturating_cast(x: np.ndarray, dtype: DType) -> np.ndarray:
     x = np.asarray(x, np.float64)
     match dtype:
         case DType.F32 | DType.BF16 | DType.F16:
-            return x.astype(element_dtype(dtype))
+            with np.errstate(over="ignore"):  # overflow to inf is the definition
+                return x.astype(element_dtype(dtype))
         case DType.E4M3 | DType.E5M2 | DType.FP4:
             if dtype is DType.FP4 and np.isnan(x).any():
                 raise ValueError("saturating_cast: fp4 e2m1 has no NaN")
