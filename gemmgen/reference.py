@@ -35,6 +35,7 @@ from gemmgen.numerics import (
     e8m0_round_up,
     e8m0_to_float,
     float64_to_storage,
+    from_fp4_codes,
     saturating_cast,
     spacing,
     storage_to_float64,
@@ -116,8 +117,8 @@ def _decode_scale(kernel: ir.Kernel, side: str, array, *, m: int, n: int, k: int
     return values
 
 
-def _decode(kernel: ir.Kernel, *, lhs, rhs, group_sizes, lhs_scale, rhs_scale, bias,
-            group_offset, existing_out) -> _Inputs:
+def _decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
+            rhs_scale=None, bias=None, group_offset=None, existing_out=None) -> _Inputs:
     if lhs is None or rhs is None:
         raise _arg_error(kernel, "lhs and rhs are required")
     a = storage_to_float64(lhs, kernel.lhs.dtype)
@@ -240,7 +241,14 @@ class _Scales:
     k: int
 
     def absolute(self) -> _Scales:
-        return _Scales(self.kernel, _abs(self.lhs), _abs(self.rhs), self.n, self.k)
+        return self._map(np.abs)
+
+    def squared(self) -> _Scales:
+        return self._map(np.square)
+
+    def _map(self, f) -> _Scales:
+        lhs, rhs = (None if s is None else f(s) for s in (self.lhs, self.rhs))
+        return _Scales(self.kernel, lhs, rhs, self.n, self.k)
 
     def k_blocks(self) -> list[tuple[int, int]]:
         """The K blocks of the main loop: the union of all scale block edges."""
@@ -294,10 +302,6 @@ class _Scales:
         return self.lhs_epi(rows)
 
 
-def _abs(x: np.ndarray | None) -> np.ndarray | None:
-    return None if x is None else np.abs(x)
-
-
 # ---------------------------------------------------------------------------
 # Evaluation
 
@@ -309,7 +313,9 @@ class _Evaluation:
     value: the result before the output cast (the out shape).
     pre: alpha * acc + bias, before the activation ([.., n], full n).
     magnitude: the same computation on |A|, |B|, |scales|, |alpha| without
-        bias: sum_k |alpha a b sa sb|, what floating-point error scales with.
+        bias: sum_k |alpha a b sa sb|, what accumulation error scales with.
+    rss: sqrt(sum_k (alpha a b sa sb)**2), what independent rounding errors
+        of the operands (TF32) scale with; None when not needed.
     contraction: the number of terms summed per element (broadcastable).
     computed: which output elements the GEMM produced (the rest are 0 or
         copied from existing_out).
@@ -319,6 +325,7 @@ class _Evaluation:
     value: np.ndarray
     pre: np.ndarray
     magnitude: np.ndarray
+    rss: np.ndarray | None
     contraction: np.ndarray
     computed: np.ndarray
     existing: np.ndarray | None
@@ -403,7 +410,8 @@ def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
 
 
 def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
-              rhs_scale=None, bias=None, group_offset=None, existing_out=None) -> _Evaluation:
+              rhs_scale=None, bias=None, group_offset=None, existing_out=None,
+              with_rss: bool = False) -> _Evaluation:
     inp = _decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
                   rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
                   existing_out=existing_out)
@@ -412,12 +420,16 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
     acc = alpha * _accumulate(kernel, inp, inp.a, inp.b, scales)
     magnitude = abs(alpha) * _accumulate(kernel, inp, np.abs(inp.a), np.abs(inp.b),
                                          scales.absolute())
+    rss = None
+    if with_rss:
+        rss = abs(alpha) * np.sqrt(_accumulate(kernel, inp, np.square(inp.a), np.square(inp.b),
+                                               scales.squared()))
 
     if kernel.op is Op.TGMM:
         # megablox tgmm: every local group is written, existing_out is added.
         sizes = np.diff(inp.starts)[inp.offset: inp.offset + inp.g]
         value = acc if inp.existing is None else acc + inp.existing
-        return _Evaluation(value=value, pre=acc, magnitude=magnitude,
+        return _Evaluation(value=value, pre=acc, magnitude=magnitude, rss=rss,
                            contraction=sizes[:, None, None].astype(np.float64),
                            computed=np.ones(value.shape, bool), existing=inp.existing)
 
@@ -447,7 +459,7 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
         fill = inp.existing if inp.existing is not None else np.zeros(y.shape)
         y = np.where(computed, y, fill)
         pre = np.where(mask[:, None], pre, 0.0)
-    return _Evaluation(value=y, pre=pre, magnitude=magnitude,
+    return _Evaluation(value=y, pre=pre, magnitude=magnitude, rss=rss,
                        contraction=np.full((1, 1), float(inp.k)), computed=computed,
                        existing=inp.existing)
 
@@ -561,18 +573,21 @@ def e8m0_round_up_exact(amax: np.ndarray, fp8_max: float) -> np.ndarray:
 class Tolerance:
     """How far a correct kernel may be from the float64 reference.
 
-    Per element, with S = sum_k |alpha a b sa sb| (the magnitude of the
-    terms) and c the number of terms summed:
+    Per element, with t_i = alpha a_i b_i sa_i sb_i the c terms summed,
+    S = sum |t_i| and Q = sqrt(sum t_i**2):
 
-        |actual - expected| <= atol_factor * (sqrt(c) * acc_unit + 2 * input_unit) * S
+        |actual - expected| <= atol_factor * (sqrt(c) * acc_unit * S + 2 * input_unit * Q)
                                (propagated through the activation)
                                + rtol * |expected|  (+ rtol * |pre-activation|)
                                + ulp_out(|expected|) / 2
 
+    The first term is Higham & Mary's probabilistic bound for a dot product
+    (independent rounding errors: the error grows like sqrt(c), not c).
     acc_unit: unit roundoff of the f32 accumulation (2**-24).
     input_unit: rounding of the operands inside the MMA (TF32 for f32
         operands: 2**-10 covers round-to-nearest and truncation; 0 for
-        bf16 / f16 / fp8 / int, whose products are exact in f32).
+        bf16 / f16 / fp8 / int, whose products are exact in f32). Each
+        term is then off by up to 2 * input_unit relative, independently.
     """
 
     atol_factor: float
@@ -613,8 +628,9 @@ class CompareResult:
 
 def _error_bound(kernel: ir.Kernel, ev: _Evaluation, tol: Tolerance) -> np.ndarray:
     """The per-element bound before the output rounding (see `Tolerance`)."""
-    acc_err = tol.atol_factor * (np.sqrt(ev.contraction) * tol.acc_unit
-                                 + 2.0 * tol.input_unit) * ev.magnitude
+    acc_err = tol.atol_factor * np.sqrt(ev.contraction) * tol.acc_unit * ev.magnitude
+    if ev.rss is not None:
+        acc_err = acc_err + tol.atol_factor * 2.0 * tol.input_unit * ev.rss
     pre_err = acc_err + tol.rtol * np.abs(ev.pre)
     act = kernel.epilogue.activation
     if act is Activation.SILU_MUL:
@@ -638,15 +654,15 @@ def _fallback_bound(kernel: ir.Kernel, expected: np.ndarray, tol: Tolerance,
                     k: int) -> np.ndarray:
     """A coarse bound from the expected values alone (no inputs given).
 
-    For random-signed terms |C| ~ sqrt(k) * rms(a b) while S ~ k * mean|a b|,
-    so S ~ sqrt(k) * rms(C); twice that (8x for silu_mul, whose output is a
-    product of two accumulators) stands in for the per-element S.
+    For random-signed terms |C| ~ sqrt(k) * rms(t) = Q while S ~ k * mean|t|,
+    so S ~ sqrt(k) * rms(C) and Q ~ rms(C); twice that (8x for silu_mul,
+    whose output is a product of two accumulators) stands in for the
+    per-element S and Q.
     """
     finite = expected[np.isfinite(expected) & (expected != 0)]
     rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
     safety = 8.0 if kernel.epilogue.activation is Activation.SILU_MUL else 2.0
-    magnitude = safety * math.sqrt(k) * rms
-    atol = tol.atol_factor * (math.sqrt(k) * tol.acc_unit + 2.0 * tol.input_unit) * magnitude
+    atol = tol.atol_factor * safety * rms * (k * tol.acc_unit + 2.0 * tol.input_unit)
     return atol + tol.rtol * np.abs(expected)
 
 
@@ -678,7 +694,8 @@ def compare(actual, expected, kernel: ir.Kernel, *, k: int, inputs: dict | None 
                              f"shape {act.shape} != expected {exp.shape}")
     tol = tolerance(kernel)
     if inputs is not None:
-        bound = _error_bound(kernel, _evaluate(kernel, **inputs), tol)
+        ev = _evaluate(kernel, **inputs, with_rss=tol.input_unit > 0)
+        bound = _error_bound(kernel, ev, tol)
     else:
         bound = _fallback_bound(kernel, exp, tol, k)
     allowed = bound + 0.5 * spacing(np.abs(exp) + bound, kernel.out)
@@ -780,31 +797,31 @@ def random_group_sizes(rng: np.random.Generator, m: int, num_groups: int, *,
 
 
 def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
-                    scaled: bool) -> tuple[np.ndarray, float]:
+                    scaled: bool, gain: float = 1.0) -> tuple[np.ndarray, float]:
     """Random nonzero values exactly representable in `dtype` (float64, unpacked)
-    and the scale that brings them to magnitude ~1.
+    and the scale that brings them to magnitude ~gain.
 
-    A scaled quantized operand spans its format (fp8: sigma = max / 4, so the
-    largest values saturate rarely); an unscaled one stays near 1 so the
-    output fits f16.
+    A scaled operand spans its format (fp8: sigma = max / 4, so the largest
+    values saturate rarely; int8: 1..127) and its scale carries the gain; an
+    unscaled float operand has sigma = gain, an unscaled int8 stays in
+    -15..15 so that the output fits f16.
     """
     match dtype:
         case DType.INT8 | DType.INT4:
             top = (127 if scaled else 15) if dtype is DType.INT8 else 7
             mag = rng.integers(1, top + 1, size=shape)
             values = np.where(rng.random(shape) < 0.5, -mag, mag).astype(np.float64)
-            return values, (1.0 / (0.6 * top) if scaled else 1.0)
+            return values, gain / (0.6 * top)  # rms of 1..top is ~0.6 top
         case DType.FP4:
             codes = rng.integers(1, 8, size=shape) + 8 * rng.integers(0, 2, size=shape)
-            from gemmgen.numerics import from_fp4_codes
-            return from_fp4_codes(codes.astype(np.uint8)), (0.5 if scaled else 1.0)
+            return from_fp4_codes(codes.astype(np.uint8)), gain / 3.0
         case DType.F32 | DType.BF16 | DType.F16 | DType.E4M3 | DType.E5M2:
-            sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else 1.0
+            sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else gain
             x = rng.standard_normal(shape) * sigma
-            tiny = 2.0**-6 if dtype.is_fp8 else 2.0**-10  # keep away from zero
+            tiny = sigma * 2.0**-8  # keep away from zero (fp8 e4m3: above 2**-9)
             x = np.where(np.abs(x) < tiny, np.copysign(tiny, x), x)
             values = storage_to_float64(saturating_cast(x, dtype), dtype)
-            return values, (1.0 / sigma)
+            return values, gain / sigma
     raise AssertionError(f"{dtype.value} is not an operand dtype")
 
 
@@ -856,6 +873,8 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
     lhs_scaled = kernel.lhs_scale.enabled
     rhs_scaled = kernel.rhs_scale.enabled
     a, a_base = _operand_values(rng, kernel.lhs.dtype, (m, k), scaled=lhs_scaled)
+    # silu_mul multiplies two accumulators: shrink B so |out| stays ~ sqrt(k).
+    gain = k**-0.25 if kernel.epilogue.activation is Activation.SILU_MUL else 1.0
     match kernel.op:
         case Op.DENSE:
             b_shape = (k, n) if kernel.rhs.layout is ir.Layout.KN else (n, k)
@@ -863,7 +882,7 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
             b_shape = (g, k, n) if kernel.rhs.layout is ir.Layout.KN else (g, n, k)
         case _:
             b_shape = (m, n)
-    b, b_base = _operand_values(rng, kernel.rhs.dtype, b_shape, scaled=rhs_scaled)
+    b, b_base = _operand_values(rng, kernel.rhs.dtype, b_shape, scaled=rhs_scaled, gain=gain)
     out["lhs"] = float64_to_storage(a, kernel.lhs.dtype)
     out["rhs"] = float64_to_storage(b, kernel.rhs.dtype)
     for side, base in (("lhs", a_base), ("rhs", b_base)):
