@@ -145,6 +145,7 @@ def _decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scal
             raise AssertionError("quantize is decoded by _quantize")
         case _:
             assert_never(kernel.op)
+    _check_static_dims(kernel, n=n, k=k)
     if kernel.out_n_divisor == 2 and n % 2:
         raise _arg_error(kernel, f"silu_mul needs an even n, got {n}")
     if kernel.lhs.dtype in (DType.INT8, DType.INT4) and kernel.rhs.dtype in (DType.INT8, DType.INT4):
@@ -206,6 +207,12 @@ def _decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scal
         raise _arg_error(kernel, "tgmm has no activation")
     return _Inputs(a=a, b=b, m=m, n=n, k=k, g=g, starts=starts, offset=offset,
                    lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=existing)
+
+
+def _check_static_dims(kernel: ir.Kernel, *, n: int | None, k: int) -> None:
+    for dim, static, got in (("n", kernel.static_n, n), ("k", kernel.static_k, k)):
+        if static is not None and got is not None and got != static:
+            raise _arg_error(kernel, f"the spec fixes {dim} = {static}, got {dim} = {got}")
 
 
 def _tgmm_local_groups(num_groups: int, offset: int, *, existing_out, rhs_scale) -> int:
@@ -522,6 +529,7 @@ def _quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
     if not kernel.out.is_fp8:
         raise _arg_error(kernel, f"quantize produces fp8, not {kernel.out.value}")
     m, k = x.shape
+    _check_static_dims(kernel, n=None, k=k)
     scale = kernel.out_scale
     group = _quantize_groups(kernel, m, k)
     # (1) amax per group of G consecutive elements of a row (the last group
@@ -869,6 +877,10 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
         group_sizes = np.asarray(group_sizes, np.int32)
         offset = group_offset or 0
         g = g_local if g_local is not None else len(group_sizes) - offset
+        if kernel.op is Op.TGMM and g != len(group_sizes) - offset and not with_existing_out:
+            # NB: no tgmm argument but existing_out carries the local group count.
+            raise ValueError(f"tgmm with g_local={g} < {len(group_sizes) - offset} groups "
+                             "after group_offset needs with_existing_out=True")
         out["group_sizes"] = group_sizes
         if group_offset is not None:
             out["group_offset"] = np.asarray(group_offset, np.int32)
