@@ -10,6 +10,7 @@
 - `compare` passes f32 emulations of a kernel and fails planted errors.
 """
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -363,6 +364,14 @@ def test_grouped_matches_ragged_dot(sizes, offset, data):
         assert (got[~local] == 0).all()
 
 
+def test_static_dims_are_enforced():
+    kern = dataclasses.replace(kernel(layout=Layout.NK), static_n=8, static_k=16)
+    rng = np.random.default_rng(0)
+    assert R.reference(kern, **R.random_inputs(kern, m=3, n=8, k=16, rng=rng)).shape == (3, 8)
+    with pytest.raises(ValueError, match="n = 8"):
+        R.reference(kern, **R.random_inputs(kern, m=3, n=6, k=16, rng=rng))
+
+
 def test_grouped_argument_errors():
     rng = np.random.default_rng(0)
     inputs = R.random_inputs(GROUPED_BF16, m=8, n=4, k=4, rng=rng,
@@ -412,6 +421,7 @@ def test_quantize_roundtrip(out, scale_dtype, mode):
     assert not np.isnan(q).any() and np.abs(q).max() <= fmax
     want_shape = ir.scale_shape(kern.out_scale, side="lhs", m=m, n=0, k=k, g=None)
     assert s.shape == want_shape
+    assert R.compare((q_store, s_store), R.reference(kern, **inputs), kern, k=k).passed
     for i in range(m if mode is not ScaleMode.TENSOR else 1):
         groups = [(0, k)] if mode is not ScaleMode.TOKEN_GROUP else [(0, 128), (128, 256), (256, 300)]
         for gi, (k0, k1) in enumerate(groups):
