@@ -513,7 +513,7 @@ def reference_output(kernel: ir.Kernel, **arrays):
     return float64_to_storage(reference(kernel, **arrays), kernel.out)
 
 
-def _quantize_groups(kernel: ir.Kernel, m: int, k: int) -> int:
+def _quantize_groups(kernel: ir.Kernel, k: int) -> int:
     """G, the K extent of one scale (k for per-token; per-tensor handled apart)."""
     scale = kernel.out_scale
     if scale.mode not in QUANTIZE_SCALE_MODES:
@@ -531,7 +531,7 @@ def _quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
     m, k = x.shape
     _check_static_dims(kernel, n=None, k=k)
     scale = kernel.out_scale
-    group = _quantize_groups(kernel, m, k)
+    group = _quantize_groups(kernel, k)
     # (1) amax per group of G consecutive elements of a row (the last group
     #     may be partial); per-tensor is one group over everything.
     if scale.mode is ScaleMode.TENSOR:
@@ -770,7 +770,7 @@ def _compare_quantized(actual, expected, kernel: ir.Kernel) -> CompareResult:
     if q.shape != pre.shape:
         return CompareResult(math.inf, math.inf, np.zeros(pre.shape), False,
                              f"q shape {q.shape} != expected {pre.shape}")
-    group = _quantize_groups(kernel, *pre.shape)
+    group = _quantize_groups(kernel, pre.shape[1])
     if kernel.out_scale.mode is ScaleMode.TOKEN_GROUP:
         ratio = np.repeat(s_ref / s, group, axis=1)[:, : pre.shape[1]]
     else:
