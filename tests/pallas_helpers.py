@@ -1,0 +1,126 @@
+"""Shared machinery of the Pallas tests.
+
+A test writes a small spec, renders it with the Pallas backend into a temp
+folder, imports the generated module by path, runs the kernel on CPU in TPU
+interpret mode on fresh random inputs and compares with the NumPy reference
+(`gemmgen.reference`); and it lowers the same function for TPU with
+`jax.export`, which runs the real Pallas -> Mosaic lowering (block shapes,
+(8, 128) layout rules) that interpret mode does not check.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental.pallas import tpu as pltpu
+
+from gemmgen import backends, ir
+from gemmgen import reference as ref
+from gemmgen.backends import pallas
+from gemmgen.parse import parse
+from gemmgen.validate import validate
+
+# One instance: InterpretParams compare equal, so jit caches are shared.
+INTERPRET = pltpu.InterpretParams()
+
+_counter = itertools.count()
+
+
+def spec_text(*kernels: str, tpu: str = "v5e") -> str:
+    """A spec with a pallas_tpu target and the given kernel blocks."""
+    return f"target pallas_tpu {{\n  tpu {tpu}\n}}\n\n" + "\n".join(kernels)
+
+
+def kernel_block(name: str, *fields: str) -> str:
+    """`kernel NAME { ... backends pallas_tpu }` with one field per line."""
+    body = "".join(f"  {f}\n" for f in (*fields, "backends pallas_tpu"))
+    return f"kernel {name} {{\n{body}}}\n"
+
+
+def load_spec(text: str, path: str = "specs/test.gemm") -> ir.Spec:
+    """Parse and validate spec text, backend diagnostics included."""
+    return validate(parse(text, path), diagnose=backends.diagnose)
+
+
+def generate(spec: ir.Spec, folder: Path) -> dict[str, ModuleType]:
+    """Render the spec's Pallas files into `folder` and import each kernel module."""
+    files = pallas.render(spec)
+    for rel, text in files.items():
+        dest = folder / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+    modules = {}
+    for k in spec.kernels_for(ir.Backend.PALLAS_TPU):
+        modules[k.name] = import_path(folder / "pallas" / f"{k.name}.py")
+    return modules
+
+
+def import_path(path: Path) -> ModuleType:
+    name = f"_gemmgen_test_{path.stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A rendered and imported spec."""
+
+    spec: ir.Spec
+    modules: dict[str, ModuleType]
+
+    def kernel(self, name: str) -> ir.Kernel:
+        return self.spec.kernel(name)
+
+    def fn(self, name: str):
+        """The generated jax.jit function of kernel `name`."""
+        return getattr(self.modules[name], name)
+
+
+def build(text: str, folder: Path, path: str = "specs/test.gemm") -> Generated:
+    spec = load_spec(text, path)
+    return Generated(spec, generate(spec, folder))
+
+
+def run(fn, inputs: dict[str, np.ndarray], **kwargs):
+    """Call a generated function in TPU interpret mode on NumPy inputs."""
+    args = {name: jnp.asarray(v) for name, v in inputs.items()}
+    try:
+        out = fn(**args, **kwargs, interpret=INTERPRET)
+        return jax.tree.map(np.asarray, out)
+    except Exception:
+        pltpu.reset_tpu_interpret_mode_state()
+        raise
+
+
+def check(kernel: ir.Kernel, fn, inputs: dict[str, np.ndarray], *, k: int, **kwargs):
+    """Run `fn` on `inputs` and assert it matches the reference."""
+    actual = run(fn, inputs, **kwargs)
+    expected = ref.reference(kernel, **inputs)
+    result = ref.compare(actual, expected, kernel, k=k, inputs=inputs)
+    assert result.passed, f"{kernel.name}: {result.detail}"
+    return actual
+
+
+def lower_for_tpu(fn, inputs: dict[str, np.ndarray], **static) -> jax.export.Exported:
+    """Lower `fn` for TPU on this CPU-only machine (the real Mosaic lowering)."""
+    structs = {name: jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype)
+               for name, v in inputs.items()}
+    f = functools.partial(fn, **static, interpret=False)
+    return jax.export.export(jax.jit(f), platforms=["tpu"])(**structs)
+
+
+def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, seed: int = 0, **kwargs):
+    return ref.random_inputs(kernel, m=m, n=n, k=k, rng=np.random.default_rng(seed), **kwargs)

@@ -1,0 +1,169 @@
+"""The Pallas backend's pure parts: plan arithmetic, diagnostics, rendering."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import PurePosixPath
+
+import pytest
+
+from gemmgen import ir
+from gemmgen.backends import pallas
+from gemmgen.backends.pallas import MiB, TPU_VMEM
+from gemmgen.diagnostics import SpecError
+from gemmgen.parse import parse
+from gemmgen.render import header_text
+from gemmgen.validate import validate
+
+from pallas_helpers import kernel_block, load_spec, spec_text
+
+GMM = ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, n, k]", "out f32")
+
+
+def _kernel(*fields: str, tpu: str = "v5e") -> tuple[ir.Kernel, ir.Spec]:
+    """A validated kernel without backend diagnostics (to test diagnose itself)."""
+    spec = validate(parse(spec_text(kernel_block("k", *fields), tpu=tpu), "specs/t.gemm"))
+    return spec.kernel("k"), spec
+
+
+def _diagnose(*fields: str, tpu: str = "v5e") -> list[str]:
+    kernel, spec = _kernel(*fields, tpu=tpu)
+    return [f"{d.loc.line}:{d.loc.col}: {d.message}" for d in pallas.diagnose(kernel, spec)]
+
+
+def test_padded_bytes_round_to_native_tiles():
+    assert pallas.padded_bytes((128, 128), 4) == 128 * 128 * 4
+    assert pallas.padded_bytes((300, 1), 4) == 304 * 128 * 4  # a column takes 128 lanes
+    assert pallas.padded_bytes((8, 128), 2) == 16 * 128 * 2  # bf16 packs 16 rows
+    assert pallas.padded_bytes((8, 128), 1) == 32 * 128  # 8-bit packs 32 rows
+    assert pallas.padded_bytes((128,), 4) == 8 * 128 * 4
+    assert pallas.padded_bytes((3, 16, 128), 2) == 3 * 16 * 128 * 2
+
+
+def test_vmem_accounting_of_a_grouped_tile():
+    kernel, spec = _kernel(*GMM, "tile m=128 n=256 k=512")
+    blocks = {b.name: b.bytes for b in pallas.vmem_blocks(kernel, kernel.tile)}
+    assert blocks == {
+        "lhs": 2 * 128 * 512 * 2,  # two buffers of bf16 [tm, tk]
+        "rhs": 2 * 256 * 512 * 2,
+        "out": 2 * 128 * 256 * 4,
+        "acc": 128 * 256 * 4,  # scratch: one buffer
+    }
+    p = pallas.plan(kernel, spec)
+    assert p.vmem_bytes == sum(blocks.values())
+    assert p.vmem_limit_bytes is None  # 1.6 MiB fits the 16 MiB default
+
+
+def test_vmem_limit_requested_over_the_scoped_default():
+    vm = TPU_VMEM["v5e"]
+    assert pallas.vmem_limit(16 * MiB, vm) is None
+    assert pallas.vmem_limit(20 * MiB, vm) == 25 * MiB  # need + 1/4, whole MiB
+    assert pallas.vmem_limit(90 * MiB, vm) == 96 * MiB  # capped at 3/4 of 128 MiB
+    kernel, spec = _kernel(*GMM, "tile m=1024 n=1024 k=1024", tpu="v5e")
+    p = pallas.plan(kernel, spec)
+    assert p.vmem_bytes == (2 * 2 + 2 * 2 + 2 * 4 + 4) * MiB
+    assert p.vmem_limit_bytes == 25 * MiB
+
+
+def test_stages_map_to_buffers():
+    kernel, spec = _kernel(*GMM, "stages 1")
+    assert pallas.plan(kernel, spec).buffers == 1
+    assert "pipeline_mode=pl.Buffered(1)" in pallas.render(spec)[PurePosixPath("pallas/k.py")]
+    assert any("stages 3" in d for d in _diagnose(*GMM, "stages 3"))
+
+
+def test_tile_rows_keep_the_lut_order():
+    kernel, spec = _kernel(*GMM, "tile m=128 n=256 k=256", "tile_rule m<=64 -> m=64 n=128 k=128",
+                           "tile_rule m>4096 k>=4096 -> m=256 n=256 k=128")
+    rows = pallas.plan(kernel, spec).tiles
+    assert [(r.cond, r.m, r.n, r.k) for r in rows] == [
+        ("m <= 64", 64, 128, 128),
+        ("m > 4096 and k >= 4096", 256, 256, 128),
+        ("", 128, 256, 256),
+    ]
+    assert rows[0].where == "specs/t.gemm:11"
+
+
+def test_dtype_choices():
+    assert pallas.mxu_dtype(ir.DType.BF16, ir.DType.E4M3) is ir.DType.BF16
+    assert pallas.mxu_dtype(ir.DType.INT8, ir.DType.INT4) is ir.DType.INT8
+    assert pallas.mxu_dtype(ir.DType.F16, ir.DType.F16) is ir.DType.F32
+    assert pallas.mxu_dtype(ir.DType.BF16, ir.DType.F32) is ir.DType.F32
+    kernel, spec = _kernel("op dense", "lhs f32 [m, k]", "rhs f32 [k, n]", "out f32")
+    assert pallas.plan(kernel, spec).highest
+
+
+def test_diagnose_accepts_the_supported_kernels():
+    assert _diagnose(*GMM) == []
+    assert _diagnose("op dense", "lhs f32 [m, k]", "rhs f32 [k, n]", "out bf16") == []
+
+
+def test_diagnose_tile_alignment_is_positioned():
+    why = "as a TPU block needs (8 sublanes x 128 lanes; 4-bit data packed two per byte " \
+        "doubles the lanes)"
+    # NB: ir.Kernel carries no position for its `tile` field, so the default
+    # tile is reported at the kernel's name; tile rules have their own.
+    assert _diagnose(*GMM, "tile m=100 n=64 k=128", "tile_rule m<=8 -> m=8 n=128 k=96") == [
+        f"5:8: kernel 'k': tile 100x64x128: m=100 is not a multiple of 8, {why}",
+        f"5:8: kernel 'k': tile 100x64x128: n=64 is not a multiple of 128, {why}",
+        f"11:3: kernel 'k': tile_rule 8x128x96: k=96 is not a multiple of 128, {why}",
+    ]
+
+
+def test_diagnose_vmem_budget_per_generation():
+    # bf16 [1024, 2048] + [2048, 2048] double-buffered, f32 out double-buffered
+    # and the f32 accumulator: 8 + 16 + 16 + 8 = 48 MiB per grid step.
+    fits = "tile m=1024 n=2048 k=2048"
+    assert _diagnose(*GMM, fits, tpu="v7x") == []  # 3/4 of 64 MiB = 48 MiB usable
+    too_big = "tile m=2048 n=2048 k=2048"  # 16 + 16 + 32 + 16 = 80 MiB
+    assert _diagnose(*GMM, too_big, tpu="v5e") == []  # 3/4 of 128 MiB = 96 MiB usable
+    assert _diagnose(*GMM, too_big, tpu="v7x") == [
+        "5:8: kernel 'k': tile 2048x2048x2048 needs 80.0 MiB of VMEM per grid step (lhs 16.0, "
+        "rhs 16.0, out 32.0, acc 16.0), over the 48 MiB a kernel may use on TPU v7x "
+        "(3/4 of 64 MiB)"]
+    assert len(_diagnose(*GMM, fits, "tile_rule m>=1024 -> " + too_big.replace("tile ", ""),
+                         tpu="v7x")) == 1
+
+
+def test_diagnose_names_what_cannot_be_emitted_yet():
+    assert _diagnose("op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32") == [
+        "5:8: kernel 'k': pallas_tpu cannot emit op 'tgmm' yet"]
+
+
+def test_spec_with_unsupported_kernel_fails_validation():
+    text = spec_text(kernel_block("bad", *GMM, "stages 4"))
+    with pytest.raises(SpecError) as e:
+        load_spec(text)
+    assert "pallas_tpu supports stages 1 or 2" in str(e.value)
+
+
+def test_render_is_deterministic_and_headed():
+    text = spec_text(kernel_block("gmm_a", *GMM), kernel_block(
+        "dense_b", "op dense", "lhs f32 [m, k]", "rhs f32 [n, k]", "out bf16",
+        "tile_rule n>=1024 -> m=128 n=256 k=128"))
+    spec = load_spec(text, "specs/moe.gemm")
+    files = pallas.render(spec)
+    assert files == pallas.render(load_spec(text, "specs/moe.gemm"))
+    assert sorted(map(str, files)) == ["pallas/__init__.py", "pallas/dense_b.py",
+                                       "pallas/gmm_a.py"]
+    for path, body in files.items():
+        assert body.split("\n", 1)[0] == "# " + header_text("specs/moe.gemm")
+        ast.parse(body, filename=str(path))  # valid Python
+        assert "\t" not in body and not any(line != line.rstrip() for line in body.splitlines())
+    init = files[PurePosixPath("pallas/__init__.py")]
+    assert "gmm_a: " in init and "dense_b: " in init
+    gmm = files[PurePosixPath("pallas/gmm_a.py")]
+    assert "def gmm_a(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, " \
+        "interpret=False):" in gmm
+    dense = files[PurePosixPath("pallas/dense_b.py")]
+    assert "def dense_b(lhs, rhs, *, interpret=False):" in dense
+    assert "    if n >= 1024:\n        return 128, 256, 128" in dense
+    assert "precision=lax.Precision.HIGHEST" in dense
+
+
+def test_no_pallas_kernels_render_nothing():
+    text = "target cuda {\n  archs sm_90a\n}\n\n" + kernel_block(
+        "c", "op dense", "lhs bf16 [m, k]", "rhs bf16 [n, k]", "out bf16").replace(
+        "pallas_tpu", "cuda")
+    spec = validate(parse(text, "specs/c.gemm"))
+    assert pallas.render(spec) == {}
