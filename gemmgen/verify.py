@@ -1,0 +1,237 @@
+"""`gemmgen verify`: run every generated kernel of a spec on each backend
+available on this machine against the NumPy reference, and print a table.
+
+Backends (`--backend`):
+  pallas-interpret  Pallas kernels in TPU interpret mode on the CPU
+  pallas-lower      the real Pallas -> Mosaic TPU lowering, on the CPU
+  cuda-emu          CUDA kernels compiled with g++ and run on CPU fibers
+  cuda              CUDA kernels on a real GPU through CuPy
+
+The kernels run are the ones `gemmgen build` would write now (rendered in
+memory), not whatever is on disk.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from gemmgen import ir
+from gemmgen.build import Rendered
+from gemmgen.cases import Case, standard_cases
+from gemmgen.reference import compare, reference
+
+
+@dataclass
+class Row:
+    kernel: str
+    backend: str
+    case: str
+    shapes: str
+    error: str
+    tolerance: str
+    passed: bool
+    detail: str = ""
+
+
+class Runner:
+    """One way of running kernels. Subclasses set `name` and `backend`."""
+
+    name = ""
+    backend = ir.Backend.PALLAS_TPU
+    checks_numbers = True
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def prepare(self, rendered: Rendered, workdir: Path) -> None:
+        self.rendered = rendered
+        self.workdir = workdir
+
+    def run(self, kernel: ir.Kernel, case: Case, inputs: dict[str, np.ndarray]):
+        raise NotImplementedError
+
+
+def load_generated_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _PallasBase(Runner):
+    backend = ir.Backend.PALLAS_TPU
+
+    def unavailable(self) -> str | None:
+        try:
+            import jax  # noqa: F401
+            from jax.experimental.pallas import tpu  # noqa: F401
+        except Exception as e:  # pragma: no cover - jax is a dependency
+            return f"JAX Pallas is not importable: {e}"
+        return None
+
+    def prepare(self, rendered: Rendered, workdir: Path) -> None:
+        super().prepare(rendered, workdir)
+        self.modules = {}
+        for rel, text in rendered.files.items():
+            if rel.parts[0] == "pallas":
+                dest = workdir / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+
+    def module(self, kernel: ir.Kernel):
+        if kernel.name not in self.modules:
+            path = self.workdir / "pallas" / f"{kernel.name}.py"
+            self.modules[kernel.name] = load_generated_module(
+                path, f"gemmgen_verify_{self.rendered.spec.stem}_{kernel.name}")
+        return getattr(self.modules[kernel.name], kernel.name)
+
+
+class PallasInterpret(_PallasBase):
+    name = "pallas-interpret"
+
+    def run(self, kernel, case, inputs):
+        import jax.numpy as jnp
+        from jax.experimental.pallas import tpu as pltpu
+
+        fn = self.module(kernel)
+        args = {key: jnp.asarray(v) for key, v in inputs.items()}
+        try:
+            out = fn(**args, interpret=pltpu.InterpretParams())
+        except Exception:
+            from jax._src.pallas.mosaic import interpret as _interp
+            reset = getattr(_interp, "reset_tpu_interpret_mode_state", None)
+            if reset is not None:
+                reset()
+            raise
+        if isinstance(out, tuple):
+            return tuple(np.asarray(o) for o in out)
+        return np.asarray(out)
+
+
+class PallasLower(_PallasBase):
+    name = "pallas-lower"
+    checks_numbers = False
+
+    def run(self, kernel, case, inputs):
+        import jax
+
+        fn = self.module(kernel)
+        names = list(inputs)
+        structs = [jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for v in inputs.values()]
+
+        def call(*xs):
+            return fn(**dict(zip(names, xs)))
+
+        exported = jax.export.export(jax.jit(call), platforms=["tpu"])(*structs)
+        return exported.mlir_module()
+
+
+def _runners() -> list[Runner]:
+    runners: list[Runner] = [PallasInterpret(), PallasLower()]
+    try:
+        from gemmgen.runtime import verify_cuda
+        runners.extend(verify_cuda.runners())
+    except ImportError:
+        pass
+    return runners
+
+
+RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda")
+
+
+def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
+         kernels: list[str] | None, out: TextIO, progress: TextIO) -> int:
+    spec = rendered.spec
+    runners = {r.name: r for r in _runners()}
+    chosen = backends or [n for n in RUNNER_NAMES if n in runners]
+    for name in chosen:
+        if name not in RUNNER_NAMES:
+            print(f"gemmgen: error: unknown backend '{name}' (expected "
+                  f"{', '.join(RUNNER_NAMES)})", file=progress)
+            return 2
+    selected = [k for k in spec.kernels if kernels is None or k.name in kernels]
+    if kernels:
+        missing = sorted(set(kernels) - {k.name for k in spec.kernels})
+        if missing:
+            print(f"gemmgen: error: {spec.path} has no kernel {', '.join(missing)}", file=progress)
+            return 2
+    rows: list[Row] = []
+    skipped: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="gemmgen-verify-") as tmp:
+        active: list[Runner] = []
+        for name in chosen:
+            runner = runners.get(name)
+            reason = runner.unavailable() if runner else "not built into this gemmgen"
+            if reason:
+                skipped.append(f"{name}: {reason}")
+                continue
+            runner.prepare(rendered, Path(tmp) / name)
+            active.append(runner)
+        jobs = [(k, r, c) for k in selected for r in active if r.backend in k.backends
+                for c in standard_cases(k)]
+        for i, (kernel, runner, case) in enumerate(jobs, 1):
+            print(f"[{i}/{len(jobs)}] {kernel.name} on {runner.name}: {case.name} "
+                  f"({case.describe()})", file=progress, flush=True)
+            rows.append(_run_one(kernel, runner, case, seed))
+    _table(rows, out)
+    for s in skipped:
+        print(f"skipped {s}", file=out)
+    failed = [r for r in rows if not r.passed]
+    for r in failed:
+        print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)
+    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
+          + (f", {len(skipped)} backend(s) unavailable" if skipped else ""), file=out)
+    if not rows:
+        print("nothing was run: no kernel targets an available backend", file=out)
+        return 1
+    return 1 if failed else 0
+
+
+def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
+    inputs = case.inputs(kernel, seed)
+    shapes = case.describe()
+    try:
+        t0 = time.perf_counter()
+        actual = runner.run(kernel, case, inputs)
+        dt = time.perf_counter() - t0
+    except Exception as e:
+        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
+        if os.environ.get("GEMMGEN_VERIFY_TRACEBACK"):
+            detail = traceback.format_exc()
+        return Row(kernel.name, runner.name, case.name, shapes, "raised", "-", False, detail)
+    if not runner.checks_numbers:
+        return Row(kernel.name, runner.name, case.name, shapes, "lowered", "-", True,
+                   f"{dt:.2f}s")
+    expected = reference(kernel, **inputs)
+    result = compare(actual, expected, kernel, k=case.k, inputs=inputs)
+    err = f"{result.max_abs_err:.3g}"
+    finite = result.allowed[np.isfinite(result.allowed)] if hasattr(result.allowed, "shape") \
+        else np.asarray([])
+    tol = f"{float(finite.max()):.3g}" if finite.size else "-"
+    return Row(kernel.name, runner.name, case.name, shapes, err, tol, result.passed,
+               result.detail)
+
+
+def _table(rows: list[Row], out: TextIO) -> None:
+    head = ("kernel", "backend", "case", "shapes", "max err", "max allowed", "result")
+    body = [(r.kernel, r.backend, r.case, r.shapes, r.error, r.tolerance,
+             "pass" if r.passed else "FAIL") for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    for line in [head, tuple("-" * w for w in widths), *body]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip(), file=out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `gemmgen verify`")

@@ -1,0 +1,133 @@
+"""The CLI end to end: build, check (stale / missing / orphaned), list,
+atomic failure, determinism across runs, directories and hash seeds."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmgen.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the repository's specs in a fresh project folder (cwd)."""
+    shutil.copytree(REPO / "specs", tmp_path / "specs")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def run_cli(*args: str, cwd: Path, seed: str = "0") -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONHASHSEED=seed, JAX_PLATFORMS="cpu")
+    return subprocess.run([sys.executable, "-m", "gemmgen", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_build_then_check_clean(project, capsys):
+    assert main(["build", "specs/moe.gemm", "specs/dense.gemm"]) == 0
+    files = tree(project / "generated")
+    assert "moe/MANIFEST.json" in files and "dense/MANIFEST.json" in files
+    assert any(f.startswith("moe/pallas/") and f.endswith(".py") for f in files)
+    for rel in files:
+        text = (project / "generated" / rel).read_text()
+        first = text.splitlines()[0] if not rel.endswith(".json") else text
+        assert "DO NOT EDIT." in first and "specs/" in first, rel
+    capsys.readouterr()
+    assert main(["check"]) == 0
+    # A second build writes nothing.
+    assert main(["build", "specs/moe.gemm"]) == 0
+    assert "0 written" in capsys.readouterr().out
+
+
+def test_check_reports_stale_missing_orphaned(project, capsys):
+    assert main(["build", "specs/moe.gemm", "specs/dense.gemm"]) == 0
+    gen = project / "generated" / "moe" / "pallas"
+    edited = gen / "gmm_bf16.py"
+    edited.write_text(edited.read_text().replace("def gmm_bf16(", "def gmm_bf16_edited(", 1))
+    missing = gen / "gmm_bf16_kn.py"
+    missing.unlink()
+    (gen / "stray.py").write_text("x = 1\n")
+    (project / "generated" / "gone").mkdir()
+    capsys.readouterr()
+    assert main(["check"]) == 1
+    err = capsys.readouterr().err
+    assert f"stale: {Path('generated/moe/pallas/gmm_bf16.py')}" in err.replace(str(project) + os.sep, "")
+    assert "-def gmm_bf16_edited(" in err and "+def gmm_bf16(" in err
+    assert "missing:" in err and "gmm_bf16_kn.py" in err
+    assert "orphaned:" in err and "stray.py" in err
+    assert "generated/gone" in err.replace(os.sep, "/")
+    assert "gemmgen build specs/dense.gemm specs/moe.gemm" in err.replace(os.sep, "/")
+    # build repairs everything it owns (the stray file is removed).
+    assert main(["build", "specs/moe.gemm"]) == 0
+    assert not (gen / "stray.py").exists()
+    shutil.rmtree(project / "generated" / "gone")
+    capsys.readouterr()
+    assert main(["check"]) == 0
+
+
+def test_failed_build_writes_nothing(project, capsys):
+    assert main(["build", "specs/moe.gemm"]) == 0
+    before = tree(project / "generated")
+    mtimes = {p: p.stat().st_mtime_ns for p in (project / "generated").rglob("*")}
+    spec = project / "specs" / "moe.gemm"
+    spec.write_text(spec.read_text().replace("out bf16", "out bf61", 1))
+    # moe.gemm is broken; dense.gemm is fine and must not be written either.
+    assert main(["build", "specs/dense.gemm", "specs/moe.gemm"]) == 2
+    err = capsys.readouterr().err
+    assert "moe.gemm:" in err and "unknown dtype 'bf61'" in err and "did you mean 'bf16'" in err
+    assert "nothing was written" in err
+    assert tree(project / "generated") == before
+    assert {p: p.stat().st_mtime_ns for p in (project / "generated").rglob("*")} == mtimes
+    assert not (project / "generated" / "dense").exists()
+
+
+def test_output_is_identical_across_cwd_and_hash_seed(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        shutil.copytree(REPO / "specs", d / "specs")
+    r1 = run_cli("build", "specs/moe.gemm", "specs/dense.gemm", cwd=a, seed="1")
+    # From another directory, with absolute paths and another hash seed.
+    r2 = run_cli("build", str(b / "specs" / "moe.gemm"), str(b / "specs" / "dense.gemm"),
+                 cwd=tmp_path, seed="4242")
+    assert r1.returncode == 0, r1.stderr
+    assert r2.returncode == 0, r2.stderr
+    assert tree(a / "generated") == tree(b / "generated")
+    # And it matches what is committed.
+    assert tree(a / "generated") == tree(REPO / "generated")
+
+
+def test_list_prints_kernels(project, capsys):
+    assert main(["list", "specs/moe.gemm"]) == 0
+    out = capsys.readouterr().out
+    assert "gmm_bf16: grouped lhs bf16 x rhs bf16 [g, n, k] -> f32" in out
+    assert "tile 128x128x128" in out
+    assert "gmm_f32_tile_64x128x128" in out
+
+
+def test_bad_invocations_exit_2(project, capsys):
+    assert main(["build", "specs/nope.gemm"]) == 2
+    assert "no such spec file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["frobnicate"])
+    assert e.value.code == 2
+    r = run_cli("build", cwd=project)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_python_dash_m_and_console_script(project):
+    r = run_cli("check", cwd=project)
+    assert r.returncode == 1  # nothing built yet: everything is missing
+    assert "missing:" in r.stderr and "gemmgen build" in r.stderr
