@@ -429,8 +429,7 @@ inline void check_canaries() {
     }
     for (std::size_t i = b.bytes; i < b.padded; ++i) {
       if (b.data[i] != kPoison) {
-        fail("out-of-bounds write: byte %zu of %s (%zu bytes past its end) was written", i, describe_buffer(b).c_str(),
-             i - b.bytes + 1);
+        fail("out-of-bounds write at byte offset %zu of %s", i, describe_buffer(b).c_str());
       }
     }
   }
@@ -446,9 +445,8 @@ inline void on_fault(int sig, siginfo_t* info, void*) {
         what = format("out-of-bounds access %zu bytes before the start of %s", static_cast<std::size_t>(b.data - addr),
                       describe_buffer(b).c_str());
       } else {
-        const std::size_t offset = static_cast<std::size_t>(addr - b.data);
-        what = format("out-of-bounds access at byte %zu of %s (%zu bytes past its end)", offset,
-                      describe_buffer(b).c_str(), offset - b.bytes + 1);
+        what = format("out-of-bounds access at byte offset %zu of %s", static_cast<std::size_t>(addr - b.data),
+                      describe_buffer(b).c_str());
       }
     }
   }
@@ -1131,7 +1129,7 @@ inline int run_request(const char* request_path, const char* response_path) {
       const ParamInfo& p = k->params[i];
       if ((a.kind == kValue) == p.is_pointer || (a.kind == kValue && a.bytes != p.size)) {
         const std::string given =
-            a.kind == kValue ? format("a %zu-byte value", a.bytes) : std::string(a.kind == kNull ? "None" : "an array");
+            a.kind == kValue ? format("a value of %zu bytes", a.bytes) : std::string(a.kind == kNull ? "None" : "an array");
         std::fprintf(stderr, "gg-emu: error: kernel %s: argument #%u is `%s` (%zu bytes) but %s was passed\n",
                      name.c_str(), i, p.type.c_str(), p.size, given.c_str());
         return 2;

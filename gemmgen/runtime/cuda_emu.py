@@ -1,0 +1,410 @@
+"""Run CUDA kernels on the CPU: compile a .cu with g++ and launch its kernels.
+
+A kernel source includes ``gg_runtime.cuh``; under g++ that pulls in the
+emulation (``runtime/cuda/gg_emu.h``: one fiber per CUDA thread, a
+deterministic run-ahead warp schedule, poisoned shared memory, guarded
+device buffers) and the CPU bodies of the ``gg::`` primitives. See
+``docs/cuda-emulation.md`` for what is modelled.
+
+Example::
+
+    from gemmgen.runtime.cuda_emu import EmuModule
+
+    module = EmuModule(source, "generated/dense/cuda/gemm.cu")
+    (c,) = module.launch(
+        "gemm", grid=(m_tiles, n_tiles), block=128, smem_bytes=16384,
+        args=[a, b, np.empty((m, n), np.float32), np.int32(m), np.int32(n), np.int32(k)],
+        outputs=[2],
+    )
+
+API:
+
+- ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
+  defines=None, tsan=False)`` compiles `source` (cached by content) into a
+  shared library and raises ``EmuCompileError`` with g++'s diagnostics.
+  ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
+  includes. ``.kernels`` lists the launchable kernels: every
+  ``extern "C" __global__`` function.
+- ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
+  inouts=(), schedule="run-ahead", workers=None, timeout=120.0)`` runs one
+  launch in a child process and returns copies of the arrays at the indices in
+  `outputs` (filled with 0xFF bytes before the run: NaN in every float format)
+  followed by those in `inouts` (passed in with their values). `args` holds,
+  per kernel parameter, a NumPy array (a device buffer), a NumPy scalar such
+  as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
+  no C type) or ``None`` (a null pointer). `schedule` is ``"run-ahead"`` or
+  ``"reverse"``; `workers` caps the worker threads (default: one per core).
+  Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
+  out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
+  ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
+  wrong argument kinds or sizes, bad grid) raises ``EmuLaunchError``.
+  ``.last_log`` keeps the child's output (kernel ``printf``).
+- ``runtime_include_dir()`` and ``cuda_include_dir()``: the ``-I``
+  directories a kernel needs.
+
+The child process is ``python -c`` loading the library with ctypes and
+calling its ``gg_emu_run_request`` (in TSan mode a small TSan-built C++
+program, ``gg_emu_host.cc``, since CPython cannot load TSan-instrumented
+code). An abort, deadlock or segfault therefore ends the child, never the
+caller.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gemmgen.runtime.toolchain import (
+    RUNTIME_INCLUDE_DIR,
+    atomic_write,
+    cache_dir,
+    cuda_include_dir,
+    digest,
+    tool_version,
+)
+
+__all__ = [
+    "EmuCompileError",
+    "EmuError",
+    "EmuKernelError",
+    "EmuLaunchError",
+    "EmuModule",
+    "EmuRaceError",
+    "EmuTimeout",
+    "cuda_include_dir",
+    "runtime_include_dir",
+]
+
+
+class EmuError(RuntimeError):
+    """Base of the emulator's errors; `log` holds the full compiler or child output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class EmuCompileError(EmuError):
+    """g++ rejected the kernel source."""
+
+
+class EmuLaunchError(EmuError):
+    """The launch was rejected before any CUDA thread ran."""
+
+
+class EmuKernelError(EmuError):
+    """The kernel misbehaved: deadlock, warp divergence, out-of-bounds access, crash."""
+
+
+class EmuRaceError(EmuKernelError):
+    """ThreadSanitizer reported a data race (``tsan=True`` modules)."""
+
+
+class EmuTimeout(EmuKernelError):
+    """The launch did not finish within its timeout."""
+
+
+def runtime_include_dir() -> Path:
+    """The directory of ``gg_runtime.cuh``; kernels need it on the include path."""
+    return RUNTIME_INCLUDE_DIR
+
+
+SCHEDULES = ("run-ahead", "reverse")
+
+# Exit statuses of the child (gg_emu.h).
+_EXIT_REJECTED = 2
+_EXIT_TSAN = 66
+_EXIT_KERNEL = 70
+_EXIT_FAULT = 71
+
+_CXX = os.environ.get("GEMMGEN_CXX", "g++")
+_STD = "-std=c++20"
+_FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread")
+_TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1")
+_LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
+
+# Markers of the preprocessed text (gg_emu_compile.h explains them).
+_KERNEL_RE = re.compile(r'\bextern\s+"C"\s+__gg_global__\s+void\s+([A-Za-z_]\w*)\s*\(')
+_DYNAMIC_SHARED_RE = re.compile(r"\bextern\s+__gg_shared__\b[^;{}]*?\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
+_EXTERN_SHARED_RE = re.compile(r"\bextern(\s+)__gg_shared__\b")
+_STATIC_SHARED_RE = re.compile(r"\bstatic\s+__gg_shared__\b")
+
+# The ctypes child of a fiber-mode launch.
+_CHILD = """\
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.gg_emu_run_request.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
+sys.exit(lib.gg_emu_run_request(sys.argv[2].encode(), sys.argv[3].encode()))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Library:
+    path: Path
+    kernels: tuple[str, ...]
+
+
+_LIBRARIES: dict[tuple, _Library] = {}
+
+
+def _run_compiler(cmd: list[str], name: str, what: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise EmuCompileError(f"{name}: g++ could not {what}:\n{proc.stderr.strip()}", proc.stderr)
+    return proc
+
+
+def _unique(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))
+
+
+def _build_library(
+    source: str, name: str, include_dirs: tuple[Path, ...], defines: tuple[tuple[str, str], ...], tsan: bool
+) -> _Library:
+    mode_flags = _TSAN_FLAGS if tsan else _FIBER_FLAGS
+    define_flags = [f"-D{k}={v}" for k, v in defines]
+    include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
+    root = cache_dir() / "emu"
+
+    # (1) Preprocess with the markers left in. The file name is a function of
+    # the source, so that the text (line markers included) is reproducible.
+    src_dir = root / "src" / digest(source, name)[:24]
+    src = src_dir / (Path(name).name or "kernel.cu")
+    if not src.is_file():
+        quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+        atomic_write(src, f'#line 1 "{quoted}"\n{source}'.encode())
+    pre = _run_compiler(
+        [_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *mode_flags, *define_flags, *include_flags, str(src)],
+        name,
+        "preprocess it",
+    ).stdout
+
+    # (2) Register the kernels and bind the dynamic shared arrays.
+    kernels = _unique(_KERNEL_RE.findall(pre))
+    dynamic_shared = _unique(_DYNAMIC_SHARED_RE.findall(pre))
+    text = _STATIC_SHARED_RE.sub("__gg_shared__", pre)
+    text = _EXTERN_SHARED_RE.sub(r"extern\1__gg_dyn_shared__", text)
+    text += "".join(f"\nGG_EMU_REGISTER_KERNEL({k})" for k in kernels)
+    text += "".join(f"\nGG_EMU_DYNAMIC_SHARED({s})" for s in dynamic_shared)
+    text += "\n"
+
+    # (3) Compile, cached by everything that determines the library.
+    flags = [*mode_flags, *_LIBRARY_FLAGS, "-include", str(RUNTIME_INCLUDE_DIR / "gg_emu_compile.h")]
+    compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
+    key = digest(text, " ".join(flags), compile_header, tool_version(_CXX))
+    library = root / f"{key[:32]}.so"
+    if not library.is_file():
+        with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as tmp:
+            ii = Path(tmp) / "kernel.ii"
+            ii.write_text(text)
+            out = Path(tmp) / "kernel.so"
+            _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
+            os.replace(out, library)
+    return _Library(library, kernels)
+
+
+def _tsan_host() -> Path:
+    """The TSan-built child program (gg_emu_host.cc), built once per cache."""
+    source = RUNTIME_INCLUDE_DIR / "gg_emu_host.cc"
+    flags = ["-O1", "-g", "-fsanitize=thread", "-pthread"]
+    key = digest(source.read_bytes(), " ".join(flags), tool_version(_CXX))
+    host = cache_dir() / "emu" / f"gg_emu_host-{key[:24]}"
+    if not host.is_file():
+        host.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=host.parent, prefix=".build-") as tmp:
+            out = Path(tmp) / "host"
+            _run_compiler([_CXX, "-std=c++17", *flags, str(source), "-ldl", "-o", str(out)], str(source), "compile it")
+            os.replace(out, host)
+    return host
+
+
+def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise ValueError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+_KIND_BUFFER, _KIND_VALUE, _KIND_NULL = 0, 1, 2
+_FLAG_RETURN, _FLAG_POISON = 1, 2
+
+
+def _encode_request(
+    kernel: str,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    smem_bytes: int,
+    args: Sequence[object],
+    outputs: Sequence[int],
+    inouts: Sequence[int],
+) -> bytes:
+    """The request file of gg_emu.h's run_request."""
+    name = kernel.encode()
+    parts = [b"GGEMUREQ", struct.pack("<II", 1, len(name)), name, struct.pack("<6IQI", *grid, *block, smem_bytes, len(args))]
+    for i, arg in enumerate(args):
+        if arg is None:
+            parts.append(struct.pack("<IIQ", _KIND_NULL, 0, 0))
+        elif isinstance(arg, np.ndarray):
+            flags = (_FLAG_RETURN | _FLAG_POISON) if i in outputs else (_FLAG_RETURN if i in inouts else 0)
+            parts.append(struct.pack("<IIQ", _KIND_BUFFER, flags, arg.nbytes))
+            if not flags & _FLAG_POISON:
+                parts.append(np.ascontiguousarray(arg).tobytes())
+        elif isinstance(arg, np.generic):
+            data = arg.tobytes()
+            parts.append(struct.pack("<IIQ", _KIND_VALUE, 0, len(data)))
+            parts.append(data)
+        else:
+            raise TypeError(
+                f"argument #{i} of {kernel}: expected a NumPy array, a NumPy scalar (e.g. np.int32(3)) or None, "
+                f"got {type(arg).__name__}: a Python {type(arg).__name__} has no C type"
+            )
+    return b"".join(parts)
+
+
+def _decode_response(data: bytes, args: Sequence[object]) -> dict[int, np.ndarray]:
+    if data[:8] != b"GGEMURSP":
+        raise EmuError("malformed response from the emulator child")
+    (count,) = struct.unpack_from("<I", data, 8)
+    offset = 12
+    arrays: dict[int, np.ndarray] = {}
+    for _ in range(count):
+        index, nbytes = struct.unpack_from("<IQ", data, offset)
+        offset += 12
+        like = args[index]
+        assert isinstance(like, np.ndarray)
+        flat = np.frombuffer(data, dtype=like.dtype, count=like.size, offset=offset)
+        arrays[index] = flat.reshape(like.shape).copy()
+        offset += nbytes
+    return arrays
+
+
+def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuError:
+    log = (proc.stdout or "") + (proc.stderr or "")
+    stderr = proc.stderr or ""
+    if proc.returncode == _EXIT_TSAN or "WARNING: ThreadSanitizer" in stderr:
+        start = stderr.find("WARNING: ThreadSanitizer")
+        end = stderr.find("SUMMARY: ThreadSanitizer", start)
+        end = stderr.find("\n", end) if end >= 0 else len(stderr)
+        return EmuRaceError(f"{kernel}: ThreadSanitizer reported a data race:\n{stderr[start:end].strip()}", log)
+    start = stderr.find("gg-emu: error:")
+    if start >= 0:
+        message = stderr[start + len("gg-emu: error:") :].strip()
+    else:
+        message = "\n".join(stderr.strip().splitlines()[-40:])
+    if proc.returncode == _EXIT_REJECTED:
+        return EmuLaunchError(f"{kernel}: launch rejected: {message}", log)
+    if proc.returncode in (_EXIT_KERNEL, _EXIT_FAULT):
+        return EmuKernelError(f"{kernel}: {message}", log)
+    if proc.returncode < 0:
+        reason = signal.Signals(-proc.returncode).name
+        return EmuKernelError(f"{kernel}: the emulated kernel crashed ({reason}):\n{message}", log)
+    return EmuKernelError(f"{kernel}: the emulator exited with status {proc.returncode}:\n{message}", log)
+
+
+class EmuModule:
+    """A CUDA source compiled for the CPU emulator; see the module docstring."""
+
+    def __init__(
+        self,
+        source: str,
+        name_for_errors: str = "kernel.cu",
+        *,
+        include_dirs: Iterable[str | os.PathLike[str]] = (),
+        defines: Mapping[str, str | int] | None = None,
+        tsan: bool = False,
+    ) -> None:
+        self.name = name_for_errors
+        self.tsan = tsan
+        dirs = tuple(Path(d).resolve() for d in include_dirs)
+        defs = tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items()))
+        key = (source, name_for_errors, dirs, defs, tsan)
+        if key not in _LIBRARIES:
+            _LIBRARIES[key] = _build_library(source, name_for_errors, dirs, defs, tsan)
+        self._library = _LIBRARIES[key]
+        self.last_log = ""
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs) -> EmuModule:
+        """Compiles the file at `path`, with its directory on the include path."""
+        path = Path(path)
+        include_dirs = (path.parent, *kwargs.pop("include_dirs", ()))
+        return cls(path.read_text(), str(path), include_dirs=include_dirs, **kwargs)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """The launchable kernels: every ``extern "C" __global__`` function."""
+        return self._library.kernels
+
+    @property
+    def library(self) -> Path:
+        """The compiled shared library (cached by content)."""
+        return self._library.path
+
+    def launch(
+        self,
+        kernel: str,
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        smem_bytes: int = 0,
+        args: Sequence[object] = (),
+        outputs: Sequence[int] = (),
+        *,
+        inouts: Sequence[int] = (),
+        schedule: str = "run-ahead",
+        workers: int | None = None,
+        timeout: float = 120.0,
+    ) -> list[np.ndarray]:
+        """Runs `kernel` once; returns the arrays at `outputs`, then those at `inouts`."""
+        if kernel not in self.kernels:
+            raise EmuLaunchError(
+                f"{self.name} has no kernel '{kernel}' (kernels: {', '.join(self.kernels) or 'none'}; "
+                'only extern "C" __global__ functions can be launched)'
+            )
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        args = list(args)
+        for i in (*outputs, *inouts):
+            if not 0 <= i < len(args) or not isinstance(args[i], np.ndarray):
+                raise ValueError(f"output index {i} of {kernel} does not name an array argument")
+        if set(outputs) & set(inouts):
+            raise ValueError(f"indices {sorted(set(outputs) & set(inouts))} are in both outputs and inouts")
+        request = _encode_request(
+            kernel, _dim3(grid, "grid"), _dim3(block, "block"), int(smem_bytes), args, outputs, inouts
+        )
+        env = dict(os.environ, GG_EMU_SCHEDULE=schedule)
+        if workers is not None:
+            env["GG_EMU_WORKERS"] = str(int(workers))
+        with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:
+            req, resp = Path(tmp) / "request", Path(tmp) / "response"
+            req.write_bytes(request)
+            if self.tsan:
+                env["TSAN_OPTIONS"] = f"halt_on_error=1 exitcode={_EXIT_TSAN} " + env.get("TSAN_OPTIONS", "")
+                cmd = [str(_tsan_host()), str(self.library), str(req), str(resp)]
+            else:
+                cmd = [sys.executable, "-I", "-S", "-c", _CHILD, str(self.library), str(req), str(resp)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+            except subprocess.TimeoutExpired as e:
+                log = _text(e.stdout) + _text(e.stderr)
+                raise EmuTimeout(f"{kernel}: no result after {timeout:g} s (an endless loop?)", log) from None
+            self.last_log = proc.stdout + proc.stderr
+            if proc.returncode != 0:
+                raise _error_from_child(proc, kernel)
+            arrays = _decode_response(resp.read_bytes(), args)
+        return [arrays[i] for i in (*outputs, *inouts)]
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode(errors="replace")

@@ -1,0 +1,124 @@
+"""Where gemmgen finds the CUDA toolchain, and where it caches what it builds.
+
+Lookup order for a CUDA tool (nvcc, cuobjdump, nvdisasm):
+``$GEMMGEN_<TOOL>`` (e.g. ``GEMMGEN_NVCC``), then ``PATH``, then the PyPI
+wheels (``site-packages/nvidia/cu13/bin``, from ``nvidia-cuda-nvcc`` and
+friends), then ``$CUDA_HOME/bin`` and ``/usr/local/cuda/bin``.
+
+The CUDA headers (``cuda_bf16.h``, ``cuda_fp16.h``, ``cuda_fp8.h``) come from
+``$CUDA_HOME/include``, the PyPI wheels, or ``/usr/local/cuda/include``.
+
+Build products are cached under ``$GEMMGEN_CACHE`` (default
+``~/.cache/gemmgen``), keyed by a hash of everything that went into them and
+written atomically, so concurrent test processes can share the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent / "cuda"
+"""The gemmgen CUDA runtime headers (gg_runtime.cuh and what it includes)."""
+
+
+class ToolchainError(RuntimeError):
+    """A CUDA tool or header that gemmgen needs is not installed."""
+
+
+def _pypi_cuda_roots() -> list[Path]:
+    try:
+        import nvidia  # the namespace package of NVIDIA's PyPI wheels
+    except ImportError:
+        return []
+    roots = []
+    for base in getattr(nvidia, "__path__", []):
+        for version in ("cu13", "cu12"):
+            root = Path(base) / version
+            if root.is_dir():
+                roots.append(root)
+    return roots
+
+
+def _cuda_homes() -> list[Path]:
+    homes = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    return homes + _pypi_cuda_roots() + [Path("/usr/local/cuda")]
+
+
+def find_cuda_tool(name: str) -> Path | None:
+    """The path of CUDA tool `name` (``nvcc``, ``cuobjdump``, ...), or None."""
+    override = os.environ.get(f"GEMMGEN_{name.upper()}")
+    if override:
+        return Path(override)
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    for home in _cuda_homes():
+        candidate = home / "bin" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def find_nvcc() -> Path | None:
+    """The nvcc to use, or None when none is installed."""
+    return find_cuda_tool("nvcc")
+
+
+@functools.cache
+def cuda_include_dir() -> Path:
+    """The directory holding CUDA's ``cuda_bf16.h``, ``cuda_fp16.h`` and ``cuda_fp8.h``.
+
+    Raises:
+      ToolchainError: no CUDA headers are installed.
+    """
+    for home in _cuda_homes():
+        include = home / "include"
+        if (include / "cuda_bf16.h").is_file() and (include / "cuda_fp8.h").is_file():
+            return include
+    raise ToolchainError(
+        "CUDA headers not found (cuda_bf16.h): set CUDA_HOME, or "
+        "`pip install nvidia-cuda-nvcc nvidia-cuda-cccl`"
+    )
+
+
+def cache_dir() -> Path:
+    """The root of gemmgen's build cache: ``$GEMMGEN_CACHE`` or ``~/.cache/gemmgen``."""
+    root = os.environ.get("GEMMGEN_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "gemmgen"
+
+
+def digest(*parts: str | bytes) -> str:
+    """A hex SHA-256 over `parts`, each length-prefixed so that no two
+    different part lists collide."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Writes `path` through a temporary file in the same directory, so that a
+    reader sees either nothing or the whole file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@functools.cache
+def tool_version(tool: str) -> str:
+    """The ``--version`` text of `tool`; part of every cache key built with it."""
+    return subprocess.run([tool, "--version"], capture_output=True, text=True, check=False).stdout
