@@ -1,0 +1,106 @@
+// gg_convert.cuh: number-format conversions for gemmgen's CUDA kernels.
+//
+// Every conversion a kernel does between storage formats, the tensor-core
+// input types and f32 lives here, written once for nvcc, NVRTC and the CPU
+// emulation (no inline PTX: that belongs to gg_primitives.cuh).
+//
+// Widening a narrow weight to the tensor-core type is exact: int8, int4,
+// fp4 (e2m1), e4m3 and e5m2 values are all representable in bf16 and f16,
+// so weight-only quantized GEMMs multiply exactly the stored values and
+// apply their scales to the f32 partial products (docs/cuda.md).
+#pragma once
+
+#include "gg_runtime.cuh"
+
+namespace gg {
+
+__device__ __forceinline__ float bits_to_float(unsigned bits) {
+#if defined(GG_EMU)
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#else
+  return __uint_as_float(bits);
+#endif
+}
+
+__device__ __forceinline__ unsigned short bf16_bits(__nv_bfloat16 v) {
+#if defined(GG_EMU)
+  unsigned short b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+#else
+  return __bfloat16_as_ushort(v);
+#endif
+}
+
+__device__ __forceinline__ unsigned short f16_bits(__half v) {
+#if defined(GG_EMU)
+  unsigned short b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+#else
+  return __half_as_ushort(v);
+#endif
+}
+
+// e8m0 (OCP MX): byte e is 2^(e - 127); 255 is NaN. e = 0 is the f32
+// subnormal 2^-127.
+__device__ __forceinline__ float e8m0_to_float(unsigned char e) {
+  if (e == 0xFFu) return bits_to_float(0x7FC00000u);
+  if (e == 0u) return bits_to_float(0x00400000u);
+  return bits_to_float(static_cast<unsigned>(e) << 23);
+}
+
+// Scalar loads of every scale / bias format as f32.
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(signed char v) { return static_cast<float>(v); }
+
+// 4-bit codes (one nibble): two's-complement int4 and e2m1 (fp4).
+__device__ __forceinline__ int int4_value(unsigned code) {
+  return static_cast<int>(code & 0xFu) - ((code & 0x8u) ? 16 : 0);
+}
+__device__ __forceinline__ float fp4_value(unsigned code) {
+  // e2m1 magnitudes for codes 0..7: 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+  const unsigned mag = code & 0x7u;
+  const float v = mag < 2u ? 0.5f * static_cast<float>(mag)
+                           : static_cast<float>((2u + (mag & 1u)) << ((mag >> 1) - 1u)) * 0.5f;
+  return (code & 0x8u) ? -v : v;
+}
+
+// Output casts: round to nearest even; bf16 / f16 overflow to infinity.
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+// FP8 casts saturate to the largest finite value (e4m3fn has no infinity).
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) {
+  __nv_fp8_e4m3 r;
+  r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return r;
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e5m2 from_float<__nv_fp8_e5m2>(float v) {
+  __nv_fp8_e5m2 r;
+  r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
+  return r;
+}
+
+// Activations of the epilogue, in f32.
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float c = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
+
+}  // namespace gg
