@@ -1,0 +1,117 @@
+"""The plumbing around the CUDA runtime: the build cache, toolchain lookup, the
+no-inline-PTX rule for generated code, and the GPU path's clean skip."""
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cuda_runtime_cases
+from gemmgen.runtime import cuda_emu, cuda_gpu, toolchain
+from gemmgen.runtime.cuda_emu import EmuModule
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_SCRIPT = ROOT / "scripts" / "gpu_check_cuda_runtime.py"
+
+TINY = """\
+#include "gg_runtime.cuh"
+// Doubles x in place; its dynamic shared array is declared at file scope.
+extern __shared__ float staging[];
+extern "C" __global__ void twice(float* x, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  staging[threadIdx.x] = i < n ? 2.0f * x[i] : 0.0f;
+  __syncthreads();
+  if (i < n) x[i] = staging[threadIdx.x];
+}
+"""
+
+
+def test_libraries_are_cached_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEMMGEN_CACHE", str(tmp_path))
+    monkeypatch.setattr(cuda_emu, "_LIBRARIES", {})
+    first = EmuModule(TINY, "tiny.cu")
+    assert first.library.parent == tmp_path / "emu"
+    assert first.kernels == ("twice",)
+    built = first.library.stat().st_mtime_ns
+    monkeypatch.setattr(cuda_emu, "_LIBRARIES", {})  # a new process: only the disk cache is left
+    second = EmuModule(TINY, "tiny.cu")
+    assert second.library == first.library and second.library.stat().st_mtime_ns == built
+    assert not list((tmp_path / "emu").glob(".build-*")), "a build directory was left behind"
+    x = np.arange(100, dtype=np.float32)
+    (doubled,) = second.launch("twice", 2, 64, 64 * 4, [x, np.int32(100)], inouts=[0])
+    np.testing.assert_array_equal(doubled, 2 * x)
+
+
+def test_atomic_write_replaces_whole_files(tmp_path):
+    target = tmp_path / "sub" / "file.bin"
+    toolchain.atomic_write(target, b"one")
+    toolchain.atomic_write(target, b"two")
+    assert target.read_bytes() == b"two"
+    assert [p.name for p in target.parent.iterdir()] == ["file.bin"]
+
+
+def test_digest_separates_parts():
+    assert toolchain.digest("ab", "c") != toolchain.digest("a", "bc")
+
+
+def test_cuda_headers_are_found():
+    include = cuda_emu.cuda_include_dir()
+    assert (include / "cuda_bf16.h").is_file() and (include / "cuda_fp8.h").is_file()
+    assert (cuda_emu.runtime_include_dir() / "gg_runtime.cuh").is_file()
+
+
+def test_no_inline_ptx_in_generated_code():
+    generated = ROOT / "generated"
+    if not generated.is_dir():
+        pytest.skip("no generated/ directory yet")
+    pattern = re.compile(r"\basm\b|__asm__")
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in sorted(generated.rglob("*"))
+        if p.is_file() and p.name != "gg_primitives.cuh" and pattern.search(p.read_text(errors="replace"))
+    ]
+    assert not offenders, f"inline asm belongs in gg_primitives.cuh only; found in {offenders}"
+
+
+def test_inline_ptx_lives_in_the_primitives_header_only():
+    pattern = re.compile(r"\basm\s*(volatile\s*)?\(")
+    runtime = cuda_emu.runtime_include_dir()
+    with_ptx = sorted(p.name for p in runtime.iterdir() if p.is_file() and pattern.search(p.read_text()))
+    assert with_ptx == ["gg_primitives.cuh"]
+
+
+@pytest.mark.skipif(cuda_gpu.unavailable_reason() is None, reason="a GPU is available here")
+def test_gpu_path_skips_cleanly_without_a_gpu():
+    assert isinstance(cuda_gpu.unavailable_reason(), str)
+    with pytest.raises(toolchain.ToolchainError, match="cannot run on a GPU"):
+        cuda_gpu.GpuModule(TINY, "tiny.cu")
+    proc = subprocess.run([sys.executable, str(GPU_SCRIPT)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("SKIPPED: ")
+
+
+class EmulatedGpuModule:
+    """Stands in for cuda_gpu.GpuModule so the GPU script's logic runs here."""
+
+    @classmethod
+    def from_file(cls, path, **kwargs):
+        kwargs.pop("backend", None)
+        return EmuModule.from_file(path, **kwargs)
+
+
+def test_gpu_script_table_on_an_emulated_sm_89(monkeypatch, capsys):
+    monkeypatch.setattr(cuda_gpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(cuda_gpu, "device_arch", lambda: 89)
+    monkeypatch.setattr(cuda_gpu, "GpuModule", EmulatedGpuModule)
+    spec = importlib.util.spec_from_file_location("gpu_check_cuda_runtime", GPU_SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main() == 0
+    out = capsys.readouterr().out
+    cases = cuda_runtime_cases.all_cases()
+    assert f"{len(cases) - 1} passed, 0 failed, 1 skipped" in out
+    assert re.search(r"cp_async_groups\s+skip\s+models the emulator", out)
