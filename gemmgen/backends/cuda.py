@@ -1,600 +1,68 @@
-"""CUDA backend: tensor-core tile GEMMs (dense and grouped), and their
-launchers, all printed from one plan.
+"""CUDA backend: one `.cu` per kernel with its C++ and Python launchers.
 
-`plan(kernel, spec)` does every piece of arithmetic: the warp layout, the
-MMA shape, fragment counts, shared-memory strides and bytes per stage, the
-grid and block of every launch step, the alignment each 16-byte copy needs,
-and the argument list. The `.cu` kernel, the C++ launcher header and the
-Python (CuPy) launcher are all rendered from that one plan, so the launch
-geometry and the argument order cannot drift from the kernel.
+Kernel kinds, each a module with `diagnose(kernel, spec)` and
+`launch_plan(kernel, spec) -> LaunchPlan`:
 
-Files per kernel, under `generated/<stem>/cuda/`:
+  cuda_gemm      dense and grouped tile GEMMs on tensor cores (mma.sync)
+
+A kind's LaunchPlan (cuda_common.py) drives three files per kernel under
+`generated/<stem>/cuda/`:
+
   <kernel>.cu   the kernel(s) and, for nvcc host builds, launch_<kernel>()
-  <kernel>.h    the C++ argument struct, workspace size, validation
+  <kernel>.h    the C++ argument struct, tile pick, workspace size, validation
   <kernel>.py   the Python launcher: validate(), launches(), and a CuPy call
 
-docs/cuda.md describes the kernel design.
+A kernel whose kind is not implemented gets a named diagnostic, never code.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import assert_never
+from types import ModuleType
 
 from gemmgen import ir
+from gemmgen.backends import cuda_gemm
+from gemmgen.backends.cuda_common import LaunchPlan
 from gemmgen.diagnostics import Diagnostic
-from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.ir import Algorithm, Op
 from gemmgen.render import header_text, render_template
 
-WARP = 32
-# Shared memory a block may use (opt-in maximum), bytes, per arch.
-SMEM_LIMIT = {
-    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
-    "sm_90a": 227 * 1024, "sm_100a": 227 * 1024, "sm_120": 99 * 1024,
-}
-STATIC_SMEM_DEFAULT = 48 * 1024  # above this, cudaFuncSetAttribute is needed
 
-# C++ and Python spellings of the storage types.
-# NB: plain C types, not <cstdint>'s: kernels also compile under NVRTC (CuPy),
-# which has no standard headers.
-CTYPE = {
-    DType.F32: "float", DType.BF16: "__nv_bfloat16", DType.F16: "__half",
-    DType.E4M3: "__nv_fp8_e4m3", DType.E5M2: "__nv_fp8_e5m2", DType.INT8: "signed char",
-    DType.INT4: "unsigned char", DType.FP4: "unsigned char", DType.E8M0: "unsigned char",
-    DType.INT32: "int",
-}
-NPTYPE = {
-    DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
-    DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2", DType.INT8: "int8",
-    DType.INT4: "uint8", DType.FP4: "uint8", DType.E8M0: "uint8", DType.INT32: "int32",
-}
-
-
-def storage_bits(dt: DType) -> int:
-    return dt.bits
-
-
-# ---------------------------------------------------------------------------
-# Plan data
-
-
-@dataclass(frozen=True, slots=True)
-class Arg:
-    """One launcher argument. `shape` entries are integer expressions over the
-    problem dims, valid in both Python and C++ (`gg_cdiv(k, 128)`)."""
-
-    name: str
-    role: str  # "in", "out", "scalar"
-    dtype: DType | None
-    shape: tuple[str, ...]
-    doc: str
-    optional: bool = False
-    align: int = 1  # byte alignment the kernel needs for the base pointer
-
-    @property
-    def ctype(self) -> str:
-        assert self.dtype is not None
-        return CTYPE[self.dtype]
-
-    @property
-    def nptype(self) -> str:
-        assert self.dtype is not None
-        return NPTYPE[self.dtype]
-
-    @property
-    def shape_text(self) -> str:
-        return "[" + ", ".join(self.shape) + "]"
-
-
-@dataclass(frozen=True, slots=True)
-class Binding:
-    """How a problem dim is read off an argument: dim = arg.shape[axis] * mul."""
-
-    dim: str
-    arg: str
-    axis: int
-    mul: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """A launch-time condition (a Python and C++ expression) and its message."""
-
-    cond: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class TileConfig:
-    """One tile of the LUT and everything the kernel template needs for it."""
-
-    index: int
-    entry: str  # extern "C" symbol of the GEMM kernel for this tile
-    when: str  # condition on m, n, k ("" for the default)
-    where: str
-    bm: int
-    bn: int  # accumulator columns per block (silu_mul: gate + up halves)
-    bn_out: int  # output columns per block
-    bk: int
-    wm: int
-    wn: int
-    warps_m: int
-    warps_n: int
-    stages: int
-    mi: int  # 16-row MMA fragments per warp
-    ni: int  # 8-column MMA fragments per warp
-    ksteps: int  # MMAs along K per K tile
-    a_stride: int  # bytes per A row in shared memory (padded)
-    a_stage_bytes: int
-    b_raw_rows: int  # rows of the staged B tile (n for [n, k], k for [k, n])
-    b_raw_row_bytes: int  # payload bytes per staged B row
-    b_raw_stride: int  # padded bytes per staged B row
-    b_stage_bytes: int
-    b_conv_stride: int  # bytes per row of the converted [bn][bk] B tile
-    b_conv_bytes: int
-    c_stride: int  # floats per row of the epilogue tile
-    pipeline_bytes: int
-    epilogue_bytes: int
-    smem_bytes: int
-    grid_x: str  # launch grid, expressions over the dims
-    grid_y: str
-    workspace_ints: str  # grouped: ints of the tile worklist ("0" for dense)
-
-    @property
-    def threads(self) -> int:
-        return self.warps_m * self.warps_n * WARP
-
-    @property
-    def a_chunks(self) -> int:  # 16-byte copies per A stage
-        return self.bm * (self.a_stride - 16) // 16
-
-    @property
-    def b_chunks(self) -> int:
-        return self.b_raw_rows * self.b_raw_row_bytes // 16
-
-
-@dataclass(frozen=True, slots=True)
-class CudaPlan:
-    kernel: ir.Kernel
-    spec_path: str
-    where: str
-    summary: str
-    spec_lines: tuple[str, ...]
-    archs: tuple[str, ...]
-    args: tuple[Arg, ...]  # contract order, then out
-    bindings: tuple[Binding, ...]
-    checks: tuple[Check, ...]
-    tiles: tuple[TileConfig, ...]  # LUT rules, then the default
-    # Types.
-    lhs: DType
-    rhs: DType
-    out: DType
-    compute: DType  # what the tensor cores multiply
-    acc_ctype: str  # "float" or "int"
-    mma: str  # primitive name, e.g. "mma_m16n8k16_bf16"
-    kstep: int  # K per MMA (16 or 32)
-    elem_bytes: int  # bytes per compute element in shared memory
-    rhs_nk: bool
-    b_direct: bool  # B feeds ldmatrix straight from the staged tile
-    b_trans: bool  # ... with .trans ([k, n], 16-bit)
-    # Scales, bias, epilogue.
-    lhs_scale: ir.Scale
-    rhs_scale: ir.Scale
-    mainloop_scale: bool
-    scale_block_k: int  # K extent of one main-loop scale (0: none)
-    bias: BiasMode
-    activation: str
-    alpha: float | None
-    silu_mul: bool
-    grouped: bool
-    k_align: int  # k must be a multiple of this (16-byte rows)
-    n_align: int
-    n_out: str  # output columns, an expression of n
-
-    def ctype(self, dt: DType) -> str:
-        return CTYPE[dt]
-
-    @property
-    def rhs_bits(self) -> int:
-        return self.rhs.bits
-
-    @property
-    def name(self) -> str:
-        return self.kernel.name
-
-    @property
-    def args_struct(self) -> str:
-        """The C++ argument struct: `gmm_bf16` -> `GmmBf16Args`."""
-        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Args"
-
-    def arg(self, name: str) -> Arg | None:
-        for a in self.args:
-            if a.name == name:
-                return a
-        return None
-
-    @property
-    def rules(self) -> tuple[TileConfig, ...]:
-        return self.tiles[:-1]
-
-    @property
-    def inputs(self) -> tuple[Arg, ...]:
-        return tuple(a for a in self.args if a.role == "in")
-
-    @property
-    def max_smem(self) -> int:
-        return max(t.smem_bytes for t in self.tiles)
-
-    @property
-    def max_threads(self) -> int:
-        return max(t.threads for t in self.tiles)
-
-
-# ---------------------------------------------------------------------------
-# Diagnose
-
-
-def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str) -> Diagnostic:
-    return Diagnostic(loc, f"kernel '{kernel.name}': cuda cannot emit {what} yet")
-
-
-def compute_dtype(kernel: ir.Kernel) -> DType | None:
-    """The tensor-core input type, or None when there is no MMA for the pair."""
-    assert kernel.rhs is not None
-    a, b = kernel.lhs.dtype, kernel.rhs.dtype
-    if a in (DType.BF16, DType.F16):
-        return a if b in (a, DType.E4M3, DType.E5M2, DType.INT8, DType.INT4, DType.FP4) else None
-    if a in (DType.E4M3, DType.E5M2):
-        return a if b is a else None  # mixed e4m3 x e5m2 MMAs are not wrapped yet
-    if a is DType.INT8:
-        return a if b in (DType.INT8, DType.INT4) else None
+def _kind(kernel: ir.Kernel) -> ModuleType | None:
+    if kernel.op in (Op.DENSE, Op.GROUPED) and kernel.algorithm is Algorithm.TILE:
+        return cuda_gemm
     return None
+
+
+def _what(kernel: ir.Kernel) -> str:
+    if kernel.algorithm is not Algorithm.TILE:
+        return f"algorithm '{kernel.algorithm.value}'"
+    return f"op '{kernel.op.value}'"
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    if kernel.op is not Op.DENSE and kernel.op is not Op.GROUPED:
-        return [_not_yet(kernel.loc, kernel, f"op '{kernel.op.value}'")]
-    if kernel.algorithm is not Algorithm.TILE:
-        return [_not_yet(kernel.loc, kernel, f"algorithm '{kernel.algorithm.value}'")]
-    assert kernel.rhs is not None
-    if compute_dtype(kernel) is None:
-        out.append(_not_yet(kernel.rhs.loc, kernel,
-                            f"lhs '{kernel.lhs.dtype.value}' x rhs '{kernel.rhs.dtype.value}' "
-                            "(tensor-core inputs are bf16, f16, e4m3, e5m2 or int8; a narrower "
-                            "rhs is widened exactly; f32 operands have no path)"))
-        return out
-    if kernel.stages < 2:
-        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the cuda tile GEMM pipelines "
-                              "with cp.async and needs stages >= 2"))
-    target = spec.target(ir.Backend.CUDA)
-    archs = target.cuda_archs if target else ()
-    for rule_tile, loc in _tiles_with_loc(kernel):
-        problem = _tile_problem(kernel, rule_tile)
-        if problem:
-            out.append(Diagnostic(loc, f"kernel '{kernel.name}': cuda: {problem}"))
-    if out:
-        return out
-    p = plan(kernel, spec)
-    for t in p.tiles:
-        for arch in archs:
-            if t.smem_bytes > SMEM_LIMIT[arch]:
-                out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile "
-                                      f"{t.bm}x{t.bn}x{t.bk} needs {t.smem_bytes} bytes of shared "
-                                      f"memory, over the {SMEM_LIMIT[arch]} that {arch} allows; "
-                                      "use a smaller tile or fewer stages"))
-    return out
+    kind = _kind(kernel)
+    if kind is None:
+        return [Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda cannot emit "
+                           f"{_what(kernel)} yet")]
+    return kind.diagnose(kernel, spec)
 
 
-def _tiles_with_loc(kernel: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc]]:
-    return [(r.tile, r.loc) for r in kernel.tile_rules] + [(kernel.tile, kernel.loc)]
-
-
-def _kstep(compute: DType) -> int:
-    return 16 if compute.bits == 16 else 32
-
-
-def _warp_tile(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, int]:
-    if kernel.warp_tile is not None:
-        return kernel.warp_tile.m, kernel.warp_tile.n
-    wm = 64 if tile.m % 64 == 0 else (32 if tile.m % 32 == 0 else 16)
-    wn = 32 if tile.n % 32 == 0 else 16
-    return wm, wn
-
-
-def _tile_problem(kernel: ir.Kernel, tile: ir.Tile) -> str | None:
-    compute = compute_dtype(kernel)
-    assert compute is not None
-    ks = _kstep(compute)
-    if tile.k % ks:
-        return f"tile k={tile.k} must be a multiple of {ks} (one {compute.value} MMA)"
-    if tile.m % 16 or tile.n % 16:
-        return f"tile {tile.m}x{tile.n} must be a multiple of 16 in m and n"
-    wm, wn = _warp_tile(kernel, tile)
-    if wm % 16 or wn % 16:
-        return f"warp tile {wm}x{wn} must be a multiple of 16"
-    warps = (tile.m // wm) * (tile.n // wn)
-    if warps * WARP > 1024:
-        return f"tile {tile.m}x{tile.n} with warp tile {wm}x{wn} needs {warps} warps (> 32)"
-    if kernel.threads is not None and kernel.threads != warps * WARP:
-        return (f"threads {kernel.threads} disagrees with {warps} warps of the "
-                f"{wm}x{wn} warp tile")
-    return None
-
-
-# ---------------------------------------------------------------------------
-# Plan
-
-
-def _align_up(x: int, a: int) -> int:
-    return -(-x // a) * a
-
-
-def _tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when: str,
-                 where: str, compute: DType) -> TileConfig:
-    assert kernel.rhs is not None
-    es = compute.bits // 8
-    ks = _kstep(compute)
-    wm, wn = _warp_tile(kernel, tile)
-    a_stride = tile.k * es + 16
-    rhs = kernel.rhs.dtype
-    if kernel.rhs.layout is Layout.NK:
-        b_rows, b_row_bytes = tile.n, tile.k * rhs.bits // 8
-    else:
-        b_rows, b_row_bytes = tile.k, tile.n * rhs.bits // 8
-    b_raw_stride = b_row_bytes + 16
-    direct = _b_direct(kernel, compute)
-    b_conv_stride = tile.k * es + 16
-    b_conv_bytes = 0 if direct else tile.n * b_conv_stride
-    a_stage = tile.m * a_stride
-    b_stage = b_rows * b_raw_stride
-    pipeline = kernel.stages * (a_stage + b_stage) + b_conv_bytes
-    c_stride = tile.n + 4
-    epilogue = tile.m * c_stride * 4
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
-    bn_out = tile.n // 2 if silu else tile.n
-    grouped = kernel.op is Op.GROUPED
-    # Grouped: one block per (group, m tile) work item; a group that starts
-    # inside a tile adds one item, so cdiv(m, bm) + g bounds the count.
-    grid_y = f"gg_cdiv(m, {tile.m}) + g" if grouped else f"gg_cdiv(m, {tile.m})"
-    ws = f"2 + num_groups + 2 * (gg_cdiv(m, {tile.m}) + g)" if grouped else "0"
-    return TileConfig(
-        index=index, entry=entry, when=when, where=where, bm=tile.m, bn=tile.n,
-        bn_out=bn_out, bk=tile.k, wm=wm, wn=wn,
-        warps_m=tile.m // wm, warps_n=tile.n // wn, stages=kernel.stages, mi=wm // 16,
-        ni=wn // 8, ksteps=tile.k // ks, a_stride=a_stride, a_stage_bytes=a_stage,
-        b_raw_rows=b_rows, b_raw_row_bytes=b_row_bytes, b_raw_stride=b_raw_stride,
-        b_stage_bytes=b_stage, b_conv_stride=b_conv_stride, b_conv_bytes=b_conv_bytes,
-        c_stride=c_stride, pipeline_bytes=pipeline, epilogue_bytes=epilogue,
-        smem_bytes=max(pipeline, epilogue), grid_x=f"gg_cdiv(n_out, {bn_out})", grid_y=grid_y,
-        workspace_ints=ws,
-    )
-
-
-def _b_direct(kernel: ir.Kernel, compute: DType) -> bool:
-    """Whether B goes to ldmatrix as staged (no conversion pass)."""
-    assert kernel.rhs is not None
-    if kernel.rhs.dtype is not compute:
-        return False
-    return kernel.rhs.layout is Layout.NK or compute.bits == 16
-
-
-def _cond_expr(conds: tuple[ir.Cond, ...]) -> str:
-    return " and ".join(f"{c.dim} {c.cmp.value} {c.value}" for c in conds)
-
-
-def _where(loc: ir.Loc) -> str:
-    return f"{loc.path}:{loc.line}" if loc.line > 0 else loc.path
-
-
-def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
-    """The launcher arguments in contract order (DESIGN.md section 3), then out."""
-    assert kernel.rhs is not None
-    lhs, rhs = kernel.lhs, kernel.rhs
-    grouped = kernel.op is Op.GROUPED
-    args: list[Arg] = []
-    binds: list[Binding] = []
-    args.append(Arg("lhs", "in", lhs.dtype, ("m", "k"), "the activations", align=16))
-    binds += [Binding("m", "lhs", 0), Binding("k", "lhs", 1)]
-    rb = rhs.dtype.bits
-    packed = rb < 8
-    if grouped:
-        shape = ("g", "n", "k") if rhs.layout is Layout.NK else ("g", "k", "n")
-    else:
-        shape = ("n", "k") if rhs.layout is Layout.NK else ("k", "n")
-    last = shape[-1]
-    stored = shape[:-1] + (f"gg_div({last}, 2)",) if packed else shape
-    args.append(Arg("rhs", "in", rhs.dtype, stored, "the weights" +
-                    (" (two 4-bit values per byte along the last dim)" if packed else ""),
-                    align=16))
-    ax = {d: i for i, d in enumerate(shape)}
-    if grouped:
-        binds.append(Binding("g", "rhs", 0))
-    binds.append(Binding("n", "rhs", ax["n"], 2 if packed and last == "n" else 1))
-    if grouped:
-        args.append(Arg("group_sizes", "in", DType.INT32, ("num_groups",),
-                        "rows of lhs per group, in order", align=4))
-        binds.append(Binding("num_groups", "group_sizes", 0))
-    g = "g" if grouped else None
-    for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
-        if scale.enabled:
-            dims = _scale_dims(scale, side=side, g=g)
-            args.append(Arg(f"{side}_scale", "in", scale.dtype, dims,
-                            f"{scale.mode.value} scales of {side}", align=4))
-    match kernel.bias.mode:
-        case BiasMode.N:
-            args.append(Arg("bias", "in", kernel.bias.dtype, ("n",), "added per column"))
-        case BiasMode.GROUP:
-            args.append(Arg("bias", "in", kernel.bias.dtype, ("g", "1", "n"),
-                            "added per column of each group"))
-        case BiasMode.NONE:
-            pass
-        case _:
-            assert_never(kernel.bias.mode)
-    n_out = "gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n"
-    if grouped:
-        args.append(Arg("group_offset", "scalar", DType.INT32, (),
-                        "the first group this shard owns (default 0)", optional=True))
-        args.append(Arg("existing_out", "in", kernel.out, ("m", n_out),
-                        "rows this shard does not compute keep these values", optional=True,
-                        align=4))
-    args.append(Arg("out", "out", kernel.out, ("m", n_out), "the result"))
-    return tuple(args), tuple(binds)
-
-
-def _scale_dims(scale: ir.Scale, *, side: str, g: str | None) -> tuple[str, ...]:
-    grp = (g,) if g else ()
-    kb = f"gg_cdiv(k, {scale.block_k})" if scale.block_k else "1"
-    match scale.mode:
-        case ScaleMode.TENSOR:
-            return grp if side == "rhs" else ()
-        case ScaleMode.TOKEN:
-            return ("m",)
-        case ScaleMode.TOKEN_GROUP:
-            return ("m", kb)
-        case ScaleMode.CHANNEL:
-            return grp + ("n",)
-        case ScaleMode.BLOCK:
-            return grp + (f"gg_cdiv(n, {scale.block_n})", kb)
-        case ScaleMode.KBLOCK:
-            return (g or "1", kb, "1", "n")
-        case ScaleMode.NONE:
-            return ()
-    assert_never(scale.mode)
-
-
-def _checks(kernel: ir.Kernel, k_align: int, n_align: int) -> tuple[Check, ...]:
-    checks = [Check("m >= 0 and n > 0 and k > 0", "m must be >= 0 and n, k positive")]
-    if k_align > 1:
-        checks.append(Check(f"k % {k_align} == 0",
-                            f"k must be a multiple of {k_align}: rows of 16-byte copies"))
-    if n_align > 1:
-        checks.append(Check(f"n % {n_align} == 0",
-                            f"n must be a multiple of {n_align}: rows of 16-byte copies"))
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        checks.append(Check("n % 2 == 0", "silu_mul needs an even n (gate and up halves)"))
-    if kernel.static_n is not None:
-        checks.append(Check(f"n == {kernel.static_n}", f"the spec fixes n = {kernel.static_n}"))
-    if kernel.static_k is not None:
-        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
-    if kernel.op is Op.GROUPED:
-        checks.append(Check("g > 0", "rhs must hold at least one group"))
-        checks.append(Check("group_offset >= 0 and group_offset + g <= num_groups",
-                            "group_offset + g (rhs.shape[0]) must not exceed the number of "
-                            "groups in group_sizes"))
-    checks.append(Check("m < 2147483647 and n < 2147483647 and k < 2147483647",
-                        "dims must fit in int32"))
-    return tuple(checks)
-
-
-def _alignments(kernel: ir.Kernel, compute: DType) -> tuple[int, int]:
-    """(k, n) multiples that keep every 16-byte copy's source aligned."""
-    assert kernel.rhs is not None
-    k_align = 128 // compute.bits  # lhs rows
-    rb = kernel.rhs.dtype.bits
-    n_align = 1
-    if kernel.rhs.layout is Layout.NK:
-        k_align = max(k_align, 128 // rb)
-    else:
-        n_align = 128 // rb
-        if kernel.epilogue.activation is Activation.SILU_MUL:
-            n_align *= 2  # the up half starts at n / 2
-    return k_align, n_align
-
-
-def plan(kernel: ir.Kernel, spec: ir.Spec) -> CudaPlan:
-    assert kernel.rhs is not None and kernel.op in (Op.DENSE, Op.GROUPED)
-    compute = compute_dtype(kernel)
-    assert compute is not None
-    target = spec.target(ir.Backend.CUDA)
-    tiles = []
-    rules = list(kernel.tile_rules)
-    for i, rule in enumerate(rules):
-        tiles.append(_tile_config(kernel, rule.tile, i, f"{kernel.name}_t{i}",
-                                  _cond_expr(rule.conds), _where(rule.loc), compute))
-    default_entry = f"{kernel.name}_t{len(rules)}" if rules else kernel.name
-    tiles.append(_tile_config(kernel, kernel.tile, len(rules), default_entry, "",
-                              _where(kernel.loc), compute))
-    args, binds = _args(kernel)
-    k_align, n_align = _alignments(kernel, compute)
-    mainloop = [s for s in (kernel.lhs_scale, kernel.rhs_scale)
-                if s.enabled and s.placement is ir.Placement.MAINLOOP]
-    # Promote at the gcd of the scale blocks so no partial sum straddles a
-    # block of either side (the tile's K divides both: validated).
-    block_k = 0
-    for sc in mainloop:
-        block_k = math.gcd(block_k, sc.block_k)
-    mma = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16",
-           DType.E4M3: "mma_m16n8k32_e4m3", DType.E5M2: "mma_m16n8k32_e5m2",
-           DType.INT8: "mma_m16n8k32_s8"}[compute]
-    from gemmgen.describe import describe_kernel
-    return CudaPlan(
-        kernel=kernel, spec_path=spec.path, where=_where(kernel.loc),
-        summary=describe_kernel(kernel),
-        spec_lines=_spec_lines(kernel),
-        archs=target.cuda_archs if target else (),
-        args=args, bindings=binds, checks=_checks(kernel, k_align, n_align),
-        tiles=tuple(tiles), lhs=kernel.lhs.dtype, rhs=kernel.rhs.dtype, out=kernel.out,
-        compute=compute, acc_ctype="int" if compute is DType.INT8 else "float", mma=mma,
-        kstep=_kstep(compute), elem_bytes=compute.bits // 8,
-        rhs_nk=kernel.rhs.layout is Layout.NK, b_direct=_b_direct(kernel, compute),
-        b_trans=_b_direct(kernel, compute) and kernel.rhs.layout is Layout.KN,
-        lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, mainloop_scale=bool(mainloop),
-        scale_block_k=block_k, bias=kernel.bias.mode,
-        activation=kernel.epilogue.activation.value, alpha=kernel.epilogue.alpha,
-        silu_mul=kernel.epilogue.activation is Activation.SILU_MUL,
-        grouped=kernel.op is Op.GROUPED, k_align=k_align, n_align=n_align,
-        n_out="gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n",
-    )
-
-
-def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
-    """The spec restated for the comment block at the top of each file."""
-    assert kernel.rhs is not None
-    rhs_shape = {(Op.DENSE, Layout.NK): "[n, k]", (Op.DENSE, Layout.KN): "[k, n]",
-                 (Op.GROUPED, Layout.NK): "[g, n, k]", (Op.GROUPED, Layout.KN): "[g, k, n]"}
-    lines = [f"op        {kernel.op.value}",
-             f"lhs       {kernel.lhs.dtype.value} [m, k]",
-             f"rhs       {kernel.rhs.dtype.value}{' packed' if kernel.rhs.packed else ''} "
-             f"{rhs_shape[(kernel.op, kernel.rhs.layout)]}",
-             f"out       {kernel.out.value} (accumulator {kernel.acc.value})"]
-    for name, sc in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
-        if sc.enabled:
-            blocks = "".join(f" {d}={v}" for d, v in (("n", sc.block_n), ("k", sc.block_k))
-                             if (d == "n" and v > 1) or (d == "k" and v))
-            lines.append(f"{name:<10}{sc.mode.value}{blocks} {sc.dtype.value} "
-                         f"(applied in the {sc.placement.value})")
-    if kernel.bias.mode is not BiasMode.NONE:
-        shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
-        lines.append(f"bias      {kernel.bias.dtype.value} {shape}")
-    if kernel.epilogue.activation is not Activation.NONE or kernel.epilogue.alpha is not None:
-        alpha = f" alpha={kernel.epilogue.alpha!r}" if kernel.epilogue.alpha is not None else ""
-        lines.append(f"epilogue  {kernel.epilogue.activation.value}{alpha}")
-    t = kernel.tile
-    lines.append(f"tile      m={t.m} n={t.n} k={t.k}, {kernel.stages} stages")
-    for r in kernel.tile_rules:
-        lines.append(f"  when {_cond_expr(r.conds)}: m={r.tile.m} n={r.tile.n} k={r.tile.k}")
-    if kernel.static_n or kernel.static_k:
-        lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")
-                     + (f" k={kernel.static_k}" if kernel.static_k else ""))
-    return tuple(lines)
-
-
-# ---------------------------------------------------------------------------
-# Render
+def plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    kind = _kind(kernel)
+    assert kind is not None, "diagnose() rejects kernels without a kind"
+    return kind.launch_plan(kernel, spec)
 
 
 def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
-    kernels = spec.kernels_for(ir.Backend.CUDA)
     header = header_text(spec.path)
     files: dict[PurePosixPath, str] = {}
-    for k in kernels:
-        p = plan(k, spec)
-        base = PurePosixPath("cuda")
-        files[base / f"{k.name}.cu"] = render_template("cuda/gemm.cu.j2", header=header, plan=p)
-        files[base / f"{k.name}.h"] = render_template("cuda/launcher.h.j2", header=header, plan=p)
+    base = PurePosixPath("cuda")
+    for k in spec.kernels_for(ir.Backend.CUDA):
+        lp = plan(k, spec)
+        files[base / f"{k.name}.cu"] = render_template(lp.template, header=header, plan=lp.detail,
+                                                       launch=lp)
+        files[base / f"{k.name}.h"] = render_template("cuda/launcher.h.j2", header=header, plan=lp)
         files[base / f"{k.name}.py"] = render_template("cuda/launcher.py.j2", header=header,
-                                                       plan=p)
+                                                       plan=lp)
     return dict(sorted(files.items()))

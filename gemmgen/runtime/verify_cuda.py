@@ -31,9 +31,10 @@ def poisoned(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
-                 schedule: str = "run-ahead", modules: dict | None = None) -> np.ndarray:
+                 schedule: str = "run-ahead", modules: dict | None = None):
     """Validate `inputs` with the generated launcher and run its launch
-    sequence on the CPU emulator; return out."""
+    sequence on the CPU emulator; return the output (a tuple when the kernel
+    has several, e.g. quantize's values and scales)."""
     from gemmgen.runtime.cuda_emu import EmuModule
 
     dims = launcher.validate(**inputs)
@@ -41,32 +42,32 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     if source_name not in cache:
         cache[source_name] = EmuModule(source, source_name)
     module = cache[source_name]
-    out_dtype = _np_dtype(launcher.DTYPES["out"])
-    shape = (dims["m"], dims["n_out"]) if "n_out" in dims else tuple(dims["out_shape"])
-    arrays: dict[str, np.ndarray | None] = dict(inputs)
-    for name in launcher.DTYPES:
-        arrays.setdefault(name, None)
-    arrays["out"] = poisoned(shape, out_dtype)
+    arrays: dict[str, np.ndarray | None] = {name: None for name in launcher.DTYPES}
+    arrays.update(inputs)
+    for name, shape in launcher.output_shapes(dims).items():
+        arrays[name] = poisoned(shape, _np_dtype(launcher.DTYPES[name]))
     arrays["workspace"] = np.full(max(launcher.workspace_ints(dims), 1), -1, np.int32)
+    written = set(launcher.OUTPUTS) | {"workspace"}
     for step in launcher.launches(dims):
-        args = []
-        written = []
+        args: list[object] = []
+        inouts: list[tuple[int, str]] = []
         for i, a in enumerate(step.args):
-            if isinstance(a, str):
-                value = arrays[a]
-                if value is not None and not isinstance(value, np.ndarray):
-                    value = np.asarray(value)
-                args.append(value)
-                if a in _WRITTEN:
-                    written.append((i, a))
-            else:
+            if not isinstance(a, str):
                 args.append(a)
+                continue
+            value = arrays[a]
+            if value is not None and not isinstance(value, np.ndarray):
+                value = np.asarray(value)
+            args.append(value)
+            if a in written:
+                inouts.append((i, a))
         results = module.launch(step.entry, grid=step.grid, block=step.block,
                                 smem_bytes=step.smem, args=args,
-                                inouts=[i for i, _ in written], schedule=schedule)
-        for (_, name), value in zip(written, results):
+                                inouts=[i for i, _ in inouts], schedule=schedule)
+        for (_, name), value in zip(inouts, results):
             arrays[name] = value
-    return arrays["out"]
+    outs = tuple(arrays[name] for name in launcher.OUTPUTS)
+    return outs[0] if len(outs) == 1 else outs
 
 
 def _np_dtype(name: str):
@@ -129,9 +130,11 @@ class CudaGpu(CudaEmu):
         fn = getattr(launcher, kernel.name)
         dev = {k: (cupy.asarray(_bits(v)) if isinstance(v, np.ndarray) and v.ndim else v)
                for k, v in inputs.items()}
-        out = fn(**dev)
-        got = cupy.asnumpy(out)
-        return got.view(_np_dtype(launcher.DTYPES["out"]))
+        outs = fn(**dev)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        got = tuple(cupy.asnumpy(o).view(_np_dtype(launcher.DTYPES[name]))
+                    for o, name in zip(outs, launcher.OUTPUTS))
+        return got[0] if len(got) == 1 else got
 
 
 def _bits(x: np.ndarray) -> np.ndarray:

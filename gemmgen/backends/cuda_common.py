@@ -1,0 +1,231 @@
+"""The launch plan every CUDA kernel kind shares.
+
+A kind (tile GEMM, GEMV, quantize, tgmm) turns a kernel into a `LaunchPlan`:
+its arguments in contract order, how the problem dims are read off them,
+the checks a call must pass, and per tile of the LUT the sequence of launch
+steps (entry point, grid, block, dynamic shared memory, arguments). The
+C++ header, the nvcc host launcher and the Python (CuPy) launcher are
+rendered from this one object by generic templates; the kind's own `.cu`
+template gets its kind-specific `detail` as well. So a kernel and its
+launchers are printed from the same numbers and cannot drift.
+
+Expressions (shapes, checks, grids, scalar arguments) are strings over the
+dim names that are valid Python and C++ alike: identifiers, integer
+literals, `+ - * %`, comparisons, `and`/`or`, and the helpers `gg_cdiv`,
+`gg_div`, `gg_min`, `gg_i32`, `gg_i64`, which both launchers define.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemmgen import ir
+from gemmgen.ir import DType
+
+WARP = 32
+# Shared memory a block may use (opt-in maximum), bytes, per arch.
+SMEM_LIMIT = {
+    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+    "sm_90a": 227 * 1024, "sm_100a": 227 * 1024, "sm_120": 99 * 1024,
+}
+DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed
+
+# NB: plain C types, not <cstdint>'s: kernels also compile under NVRTC (CuPy),
+# which has no standard headers.
+CTYPE = {
+    DType.F32: "float", DType.BF16: "__nv_bfloat16", DType.F16: "__half",
+    DType.E4M3: "__nv_fp8_e4m3", DType.E5M2: "__nv_fp8_e5m2", DType.INT8: "signed char",
+    DType.INT4: "unsigned char", DType.FP4: "unsigned char", DType.E8M0: "unsigned char",
+    DType.INT32: "int",
+}
+NPTYPE = {
+    DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
+    DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2", DType.INT8: "int8",
+    DType.INT4: "uint8", DType.FP4: "uint8", DType.E8M0: "uint8", DType.INT32: "int32",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """One launcher argument (an array, or a scalar such as group_offset)."""
+
+    name: str
+    role: str  # "in", "out", "scalar"
+    dtype: DType | None
+    shape: tuple[str, ...]
+    doc: str
+    optional: bool = False
+    align: int = 1  # byte alignment the kernel needs for the base pointer
+
+    @property
+    def ctype(self) -> str:
+        assert self.dtype is not None
+        return CTYPE[self.dtype]
+
+    @property
+    def nptype(self) -> str:
+        assert self.dtype is not None
+        return NPTYPE[self.dtype]
+
+    @property
+    def shape_text(self) -> str:
+        return "[" + ", ".join(self.shape) + "]"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """How a problem dim is read off an argument: dim = arg.shape[axis] * mul."""
+
+    dim: str
+    arg: str
+    axis: int
+    mul: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A launch-time condition and the message when it fails."""
+
+    cond: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepArg:
+    """An argument of a launch step: an array by name (`workspace` is the
+    launcher's scratch) or a scalar expression (`gg_i32(m)`)."""
+
+    kind: str  # "array" or "value"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    entry: str
+    grid: tuple[str, str, str]
+    block: int
+    smem: int
+    args: tuple[StepArg, ...]
+    comment: str
+
+    @property
+    def needs_attribute(self) -> bool:
+        return self.smem > DEFAULT_SMEM
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One tile of the LUT: when it applies and what it launches."""
+
+    index: int
+    when: str  # condition on the dims; "" for the default
+    where: str  # spec position
+    label: str  # e.g. "128x128x32"
+    steps: tuple[Step, ...]
+    workspace_ints: str  # "0" when none
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    kernel: ir.Kernel
+    template: str  # the kind's .cu template
+    detail: object  # the kind's own plan, for its .cu template
+    spec_path: str
+    where: str
+    summary: str
+    spec_lines: tuple[str, ...]
+    archs: tuple[str, ...]
+    args: tuple[Arg, ...]  # contract order, then the outputs
+    bindings: tuple[Binding, ...]
+    derived: tuple[tuple[str, str], ...]  # (name, expression) computed from dims
+    checks: tuple[Check, ...]
+    variants: tuple[Variant, ...]  # LUT rules, then the default
+    entries: tuple[str, ...]  # every extern "C" kernel of the .cu
+    empty: str  # when true, there is nothing to compute: launch nothing
+    lut_dims: tuple[str, str, str] = ("m", "n", "k")  # what pick_tile(m, n, k) gets
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def args_struct(self) -> str:
+        """The C++ argument struct: `gmm_bf16` -> `GmmBf16Args`."""
+        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Args"
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        seen: list[str] = []
+        for b in self.bindings:
+            if b.dim not in seen:
+                seen.append(b.dim)
+        return tuple(seen)
+
+    @property
+    def scalars(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role == "scalar")
+
+    @property
+    def arrays(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role != "scalar")
+
+    @property
+    def outputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role == "out")
+
+    @property
+    def inputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role != "out")
+
+    @property
+    def py_params(self) -> str:
+        """The Python launcher's parameters in contract order."""
+        return ", ".join(f"{a.name}=None" if a.optional else a.name for a in self.inputs)
+
+    @property
+    def has_workspace(self) -> bool:
+        return any(v.workspace_ints != "0" for v in self.variants)
+
+    @property
+    def rules(self) -> tuple[Variant, ...]:
+        return self.variants[:-1]
+
+    @property
+    def default(self) -> Variant:
+        return self.variants[-1]
+
+    @property
+    def max_smem(self) -> int:
+        return max((s.smem for v in self.variants for s in v.steps), default=0)
+
+    @property
+    def py_unpack(self) -> str:
+        """`m, n, k = (dims["m"], dims["n"], dims["k"])` for the Python launcher."""
+        names = self.names
+        return (", ".join(names) + " = (" + ", ".join(f'dims["{d}"]' for d in names)
+                + ("," if len(names) == 1 else "") + ")")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name an expression may use."""
+        return self.dims + tuple(a.name for a in self.scalars) + tuple(n for n, _ in self.derived)
+
+
+def where(loc: ir.Loc) -> str:
+    return f"{loc.path}:{loc.line}" if loc.line > 0 else loc.path
+
+
+def cond_expr(conds: tuple[ir.Cond, ...]) -> str:
+    return " and ".join(f"{c.dim} {c.cmp.value} {c.value}" for c in conds)
+
+
+def array(name: str) -> StepArg:
+    return StepArg("array", name)
+
+
+def i32(expr: str) -> StepArg:
+    return StepArg("value", f"gg_i32({expr})")
+
+
+def i64(expr: str) -> StepArg:
+    return StepArg("value", f"gg_i64({expr})")
