@@ -4,6 +4,12 @@ Kernel kinds, each a module with `diagnose(kernel, spec)` and
 `launch_plan(kernel, spec) -> LaunchPlan`:
 
   cuda_gemm      dense and grouped tile GEMMs on tensor cores (mma.sync)
+  cuda_gemv      dense GEMV (M == 1) and batched GEMV (M <= max_m)
+  cuda_quantize  per-token-group FP8 activation quantization
+  cuda_tgmm      the ragged-K backward pass (per group lhsᵀ · rhs)
+
+and `cuda_dispatch.render_dispatch(dispatch, spec)` prints the M
+dispatchers (`<dispatch>.h` / `.cu` / `.py`).
 
 A kind's LaunchPlan (cuda_common.py) drives three files per kernel under
 `generated/<stem>/cuda/`:
@@ -17,6 +23,7 @@ A kernel whose kind is not implemented gets a named diagnostic, never code.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import PurePosixPath
 from types import ModuleType
 
@@ -28,9 +35,24 @@ from gemmgen.ir import Algorithm, Op
 from gemmgen.render import header_text, render_template
 
 
+def _optional(module: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"gemmgen.backends.{module}")
+    except ModuleNotFoundError as e:
+        if e.name != f"gemmgen.backends.{module}":
+            raise
+        return None
+
+
 def _kind(kernel: ir.Kernel) -> ModuleType | None:
     if kernel.op in (Op.DENSE, Op.GROUPED) and kernel.algorithm is Algorithm.TILE:
         return cuda_gemm
+    if kernel.op is Op.DENSE:
+        return _optional("cuda_gemv")
+    if kernel.op is Op.QUANTIZE:
+        return _optional("cuda_quantize")
+    if kernel.op is Op.TGMM:
+        return _optional("cuda_tgmm")
     return None
 
 
@@ -65,4 +87,9 @@ def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
         files[base / f"{k.name}.h"] = render_template("cuda/launcher.h.j2", header=header, plan=lp)
         files[base / f"{k.name}.py"] = render_template("cuda/launcher.py.j2", header=header,
                                                        plan=lp)
+    dispatch = _optional("cuda_dispatch")
+    for d in spec.dispatches:
+        arms = [spec.kernel(r.kernel) for r in d.rules]
+        if dispatch is not None and all(ir.Backend.CUDA in k.backends for k in arms):
+            files.update(dispatch.render_dispatch(d, spec))
     return dict(sorted(files.items()))
