@@ -115,3 +115,19 @@ def test_gpu_script_table_on_an_emulated_sm_89(monkeypatch, capsys):
     cases = cuda_runtime_cases.all_cases()
     assert f"{len(cases) - 1} passed, 0 failed, 1 skipped" in out
     assert re.search(r"cp_async_groups\s+skip\s+models the emulator", out)
+
+
+def test_only_shared_memory_is_zero_initialised_thread_local():
+    # Fiber mode poisons the library's whole .tbss at every block start, so a
+    # runtime thread_local there would be clobbered: the runtime's own must
+    # have a nonzero initialiser (.tdata).
+    module = EmuModule.from_file(cuda_runtime_cases.CUDA_SRC / "faults.cu")
+    proc = subprocess.run(["readelf", "-sW", "--demangle", str(module.library)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip("readelf is not available")
+    lines = proc.stdout.splitlines()
+    tls = {line.split()[-1] for line in lines if " TLS " in line and " UND " not in line}
+    allowed = {"gg::emu::tls", "gg_emu_dynamic_smem", "smem"}
+    strays = {s for s in tls - allowed if s.split("::")[0] not in module.kernels}
+    assert not strays, f"thread_local variables that are not shared memory: {sorted(strays)}"
+    assert "gg::emu::tls" in tls and "gg_emu_dynamic_smem" in tls

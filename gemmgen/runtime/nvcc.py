@@ -87,6 +87,11 @@ class ResourceUsage:
         """Spill stores plus spill loads, in bytes."""
         return self.spill_stores + self.spill_loads
 
+    @property
+    def dynamic_smem_available(self) -> int:
+        """The dynamic shared memory a launch of this kernel may ask for on its arch."""
+        return shared_memory_limit(self.arch) - self.static_smem
+
 
 @dataclass(frozen=True, slots=True)
 class CompileResult:

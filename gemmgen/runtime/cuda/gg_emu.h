@@ -318,7 +318,10 @@ inline SharedRegion module_tbss() {
     SharedRegion region;
     bool found;
   } search{reinterpret_cast<std::uintptr_t>(&module_tbss), {}, false};
-  (void)tls.magic;  // makes sure this thread's TLS block for the module exists
+  // Reading a thread_local makes sure this thread's TLS block for the module
+  // exists before dl_iterate_phdr reports it.
+  const auto* runtime_tls = reinterpret_cast<const unsigned char*>(&tls);
+  if (*static_cast<const volatile unsigned*>(&tls.magic) == 0) fail("internal: runtime TLS is not initialised");
   dl_iterate_phdr(
       [](dl_phdr_info* info, std::size_t, void* data) -> int {
         auto* s = static_cast<Search*>(data);
@@ -339,7 +342,6 @@ inline SharedRegion module_tbss() {
         return 1;
       },
       &search);
-  const auto* runtime_tls = reinterpret_cast<const unsigned char*>(&tls);
   if (!search.found || search.region.begin == nullptr ||
       (runtime_tls + sizeof(Tls) > search.region.begin && runtime_tls < search.region.end)) {
     fail("internal: cannot locate this module's thread-local shared memory (.tbss)");
@@ -471,16 +473,28 @@ inline void install_fault_handler() {
 }
 
 // The fault handler runs on an alternate stack: a fiber's own may be full.
-inline void install_signal_stack() {
-  constexpr std::size_t kBytes = std::size_t{64} << 10;
-  thread_local void* mem = nullptr;
-  if (mem != nullptr) return;
-  mem = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  stack_t ss{};
-  ss.ss_sp = mem;
-  ss.ss_size = kBytes;
-  sigaltstack(&ss, nullptr);
-}
+// One per worker thread, for the worker's lifetime.
+class SignalStack {
+ public:
+  SignalStack() : mem_(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) {
+    stack_t ss{};
+    ss.ss_sp = mem_;
+    ss.ss_size = kBytes;
+    sigaltstack(&ss, nullptr);
+  }
+  ~SignalStack() {
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+    munmap(mem_, kBytes);
+  }
+  SignalStack(const SignalStack&) = delete;
+  SignalStack& operator=(const SignalStack&) = delete;
+
+ private:
+  static constexpr std::size_t kBytes = std::size_t{64} << 10;
+  void* mem_;
+};
 
 // ---------------------------------------------------------------------------
 // BlockRunner: runs the blocks of a launch on one worker, one at a time.
@@ -489,7 +503,6 @@ class BlockRunner {
  public:
   explicit BlockRunner(Launch& launch)
       : launch_(launch), nthreads_(launch.threads_per_block()), threads_(nthreads_) {
-    nwarps_ = (nthreads_ + kWarpSize - 1) / kWarpSize;
     for (unsigned i = 0; i < nthreads_; ++i) {
       ThreadCtx& t = threads_[i];
       t.linear = i;
@@ -512,7 +525,12 @@ class BlockRunner {
 
   ~BlockRunner() {
 #if !defined(GG_EMU_TSAN)
-    if (stacks_ != nullptr) munmap(stacks_, stacks_bytes_);
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    std::erase_if(r.stack_guards, [this](const StackGuard& g) {
+      return g.begin >= stacks_ && g.begin < stacks_ + stacks_bytes_;
+    });
+    munmap(stacks_, stacks_bytes_);
 #endif
   }
 
@@ -845,7 +863,6 @@ class BlockRunner {
 
   Launch& launch_;
   unsigned nthreads_;
-  unsigned nwarps_ = 0;
   std::vector<ThreadCtx> threads_;
   SharedRegion shared_;
   uint3 block_idx_{};
@@ -1040,7 +1057,7 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
   std::vector<std::thread> workers;
   for (unsigned w = 0; w < l.workers; ++w) {
     workers.emplace_back([&l] {
-      install_signal_stack();
+      SignalStack signal_stack;
       BlockRunner runner(l);
       for (;;) {
         const unsigned long long b = l.next_block.fetch_add(1);
