@@ -27,6 +27,19 @@ extern "C" __global__ void twice(float* x, int n) {
   __syncthreads();
   if (i < n) x[i] = staging[threadIdx.x];
 }
+// A kernel in an extern "C" block, named for the emulator, with a
+// namespace-scope __shared__ array: x[i] = (was the array poisoned?) + 31 - i.
+__shared__ float scratch[32];
+extern "C" {
+__global__ void reversed(float* x) {
+  const float before = scratch[threadIdx.x];
+  __syncthreads();
+  scratch[threadIdx.x] = static_cast<float>(threadIdx.x);
+  __syncthreads();
+  x[blockIdx.x * 32 + threadIdx.x] = (before != before) + scratch[31 - threadIdx.x];
+}
+}
+GG_EMU_REGISTER_KERNEL(reversed)
 """
 
 
@@ -35,7 +48,7 @@ def test_libraries_are_cached_by_content(tmp_path, monkeypatch):
     monkeypatch.setattr(cuda_emu, "_LIBRARIES", {})
     first = EmuModule(TINY, "tiny.cu")
     assert first.library.parent == tmp_path / "emu"
-    assert first.kernels == ("twice",)
+    assert first.kernels == ("twice", "reversed")
     built = first.library.stat().st_mtime_ns
     monkeypatch.setattr(cuda_emu, "_LIBRARIES", {})  # a new process: only the disk cache is left
     second = EmuModule(TINY, "tiny.cu")
@@ -44,6 +57,8 @@ def test_libraries_are_cached_by_content(tmp_path, monkeypatch):
     x = np.arange(100, dtype=np.float32)
     (doubled,) = second.launch("twice", 2, 64, 64 * 4, [x, np.int32(100)], inouts=[0])
     np.testing.assert_array_equal(doubled, 2 * x)
+    (flipped,) = second.launch("reversed", 3, 32, 0, [np.empty(96, np.float32)], [0], workers=1)
+    np.testing.assert_array_equal(flipped, np.tile(32 - np.arange(32), 3))
 
 
 def test_atomic_write_replaces_whole_files(tmp_path):

@@ -24,7 +24,9 @@ API:
   shared library and raises ``EmuCompileError`` with g++'s diagnostics.
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
-  ``extern "C" __global__`` function.
+  ``extern "C" __global__`` function, and any named by
+  ``GG_EMU_REGISTER_KERNEL(name)`` (for kernels in an ``extern "C" { }``
+  block).
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
   inouts=(), schedule="run-ahead", workers=None, timeout=120.0)`` runs one
   launch in a child process and returns copies of the arrays at the indices in
@@ -135,6 +137,7 @@ _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
 
 # Markers of the preprocessed text (gg_emu_compile.h explains them).
 _KERNEL_RE = re.compile(r'\bextern\s+"C"\s+__gg_global__\s+void\s+([A-Za-z_]\w*)\s*\(')
+_REGISTERED_RE = re.compile(r"\bGG_EMU_REGISTER_KERNEL\s*\(\s*([A-Za-z_]\w*)\s*\)")
 _DYNAMIC_SHARED_RE = re.compile(r"\bextern\s+__gg_shared__\b[^;{}]*?\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
 _EXTERN_SHARED_RE = re.compile(r"\bextern(\s+)__gg_shared__\b")
 _STATIC_SHARED_RE = re.compile(r"\bstatic\s+__gg_shared__\b")
@@ -190,11 +193,12 @@ def _build_library(
     ).stdout
 
     # (2) Register the kernels and bind the dynamic shared arrays.
-    kernels = _unique(_KERNEL_RE.findall(pre))
+    registered = _unique(_REGISTERED_RE.findall(pre))
+    unregistered = [k for k in _unique(_KERNEL_RE.findall(pre)) if k not in registered]
     dynamic_shared = _unique(_DYNAMIC_SHARED_RE.findall(pre))
     text = _STATIC_SHARED_RE.sub("__gg_shared__", pre)
     text = _EXTERN_SHARED_RE.sub(r"extern\1__gg_dyn_shared__", text)
-    text += "".join(f"\nGG_EMU_REGISTER_KERNEL({k})" for k in kernels)
+    text += "".join(f"\nGG_EMU_REGISTER_KERNEL({k})" for k in unregistered)
     text += "".join(f"\nGG_EMU_DYNAMIC_SHARED({s})" for s in dynamic_shared)
     text += "\n"
 
@@ -210,7 +214,7 @@ def _build_library(
             out = Path(tmp) / "kernel.so"
             _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
             os.replace(out, library)
-    return _Library(library, kernels)
+    return _Library(library, (*unregistered, *registered))
 
 
 def _tsan_host() -> Path:
@@ -342,7 +346,8 @@ class EmuModule:
 
     @property
     def kernels(self) -> tuple[str, ...]:
-        """The launchable kernels: every ``extern "C" __global__`` function."""
+        """The launchable kernels: every ``extern "C" __global__`` function
+        (and any named by ``GG_EMU_REGISTER_KERNEL``)."""
         return self._library.kernels
 
     @property

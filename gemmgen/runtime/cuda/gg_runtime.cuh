@@ -8,6 +8,10 @@
 
 #if !defined(__CUDACC__)
 #include "gg_emu.h"
+#else
+// The emulator finds `extern "C" __global__` kernels by itself; this names
+// others (e.g. in an extern "C" { } block) for it, and means nothing to nvcc.
+#define GG_EMU_REGISTER_KERNEL(name)
 #endif
 
 #include "gg_primitives.cuh"
