@@ -35,7 +35,7 @@
 
 #define GG_EMU 1
 
-// (1) Execution-space keywords, defined before CUDA's headers so that
+// Execution-space keywords, defined before CUDA's headers so that
 // crt/host_defines.h keeps them (it only defines the ones not yet defined).
 #define __global__ __gg_global__
 #define __shared__ __gg_shared__
@@ -62,6 +62,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cmath>
 #include <condition_variable>
 #include <cstdarg>
@@ -86,7 +87,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define GG_EMU_API extern "C" __attribute__((visibility("default"), used))
+// The C ABI: exported, and kept (`used`) although nothing in the library calls it.
+#define GG_EMU_API extern "C" inline __attribute__((visibility("default"), used))
 
 namespace gg::emu {
 
@@ -538,7 +540,6 @@ class BlockRunner {
   BlockRunner& operator=(const BlockRunner&) = delete;
 
   Launch& launch() { return launch_; }
-  const uint3& block_idx() const { return block_idx_; }
 
   void run(unsigned long long linear_block) {
     const dim3 g = launch_.grid;
