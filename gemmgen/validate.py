@@ -109,15 +109,15 @@ class _Variant:
     suffix: str
 
 
-def _alt_token(alt: Alt) -> str:
-    """The canonical name token of an alternative (`64x128x128`, `bf16_nk`)."""
+def _alt_parts(alt: Alt) -> list[str]:
+    """The name tokens of an alternative: one per atom, a run of `key=value`
+    atoms joined by 'x' (`m=64 n=128 k=64` -> `64x128x64`)."""
     parts: list[str] = []
     kv_run: list[str] = []
     for atom in alt.atoms:
         if atom.kind == "kv":
             assert isinstance(atom.value, Atom)
-            v = atom.value.value
-            kv_run.append(str(v).replace(".", "p").replace("-", "m"))
+            kv_run.append(str(atom.value.value).replace(".", "p").replace("-", "m"))
             continue
         if kv_run:
             parts.append("x".join(kv_run))
@@ -136,7 +136,19 @@ def _alt_token(alt: Alt) -> str:
                 parts.append(f"{atom.key}{atom.value}")
     if kv_run:
         parts.append("x".join(kv_run))
-    return "_".join(parts)
+    return parts
+
+
+def _alt_tokens(field: Field) -> list[str]:
+    """The canonical name token of each alternative of a swept field: the
+    parts in which the alternatives differ (`out f32 | bf16` -> f32, bf16;
+    `lhs_scale per_token_group k=128 f32 | ... e8m0` -> f32, e8m0)."""
+    parts = [_alt_parts(alt) for alt in field.alts]
+    if len({len(p) for p in parts}) == 1:
+        keep = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
+        if keep:
+            parts = [[p[i] for i in keep] for p in parts]
+    return ["_".join(p) for p in parts]
 
 
 class _KernelReader:
@@ -792,13 +804,14 @@ def _expand(c: _Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
             merged[f.name] = f
     ordered = [merged[name] for name in KERNEL_FIELDS if name in merged]
     swept = [f for f in ordered if f.swept]
+    tokens = {f.name: _alt_tokens(f) for f in swept}
     variants: list[_Variant] = []
-    for combo in itertools.product(*[f.alts for f in swept]):
+    for combo in itertools.product(*[range(len(f.alts)) for f in swept]):
         chosen = {f.name: (f, f.alts[0]) for f in ordered}
         suffix = []
-        for f, alt in zip(swept, combo):
-            chosen[f.name] = (f, alt)
-            suffix.append(f"{f.name}_{_alt_token(alt)}")
+        for f, i in zip(swept, combo):
+            chosen[f.name] = (f, f.alts[i])
+            suffix.append(f"{f.name}_{tokens[f.name][i]}")
         variants.append(_Variant(chosen, "_".join(suffix)))
     return variants, repeated
 

@@ -58,7 +58,7 @@ def test_every_construct_is_expressible(everything):
 def test_sweep_names_are_canonical(everything):
     names = [k.name for k in everything.kernels]
     assert len(names) == len(set(names))
-    assert "fp8_scaled_lhs_e4m3_mk_lhs_scale_per_token_f32_rhs_scale_per_channel_bf16" in names
+    assert "fp8_scaled_lhs_e4m3_lhs_scale_per_token_rhs_scale_per_channel_bf16" in names
     for n in names:
         assert identifier_problem(n) is None or n.startswith("_"), n
 
@@ -91,8 +91,8 @@ def test_docs_sweep_example_names():
     spec = load(next(b for b in DOC_BLOCKS if "kernel gmm {" in b))
     names = [k.name for k in spec.kernels]
     assert len(names) == 8
-    assert names[0] == "gmm_rhs_bf16_gnk_out_f32_tile_128x128x128"
-    assert names[-1] == "gmm_rhs_bf16_gkn_out_bf16_tile_64x128x128"
+    assert names[0] == "gmm_rhs_gnk_out_f32_tile_128x128x128"
+    assert names[-1] == "gmm_rhs_gkn_out_bf16_tile_64x128x128"
 
 
 def test_identifier_rules():

@@ -215,7 +215,13 @@ def _kstep(compute: DType) -> int:
 def _warp_tile(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, int]:
     if kernel.warp_tile is not None:
         return kernel.warp_tile.m, kernel.warp_tile.n
-    wm = 64 if tile.m % 64 == 0 else (32 if tile.m % 32 == 0 else 16)
+    # 64 x 32 per warp: 64 f32 accumulators per thread. Main-loop scales keep
+    # a second set (the f32 total), so they get 32 x 32 to stay far from
+    # the 255-register limit (no spills).
+    mainloop = any(s.enabled and s.placement is ir.Placement.MAINLOOP
+                   for s in (kernel.lhs_scale, kernel.rhs_scale))
+    top = 32 if mainloop else 64
+    wm = next(w for w in (top, 32, 16) if tile.m % w == 0 and w <= top)
     wn = 32 if tile.n % 32 == 0 else 16
     return wm, wn
 
