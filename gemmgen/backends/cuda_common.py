@@ -80,6 +80,11 @@ class Binding:
     arg: str
     axis: int
     mul: int = 1
+    # When `arg` is an optional array and the call leaves it out, the dim is
+    # this expression instead (over the scalars and the dims bound without a
+    # fallback). The Python launcher applies it; in C++ the dim is a field of
+    # the argument struct that the caller sets.
+    fallback: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +202,13 @@ class LaunchPlan:
     @property
     def max_smem(self) -> int:
         return max((s.smem for v in self.variants for s in v.steps), default=0)
+
+    def dim_comment(self, dim: str) -> str:
+        """`  // ...` for a struct field whose dim has a fallback, else ""."""
+        for b in self.bindings:
+            if b.dim == dim and b.fallback:
+                return f"  // {b.arg}.shape[{b.axis}], or {b.fallback} without {b.arg}"
+        return ""
 
     @property
     def py_unpack(self) -> str:
