@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -40,6 +41,13 @@ __global__ void reversed(float* x) {
 }
 }
 GG_EMU_REGISTER_KERNEL(reversed)
+// A struct parameter and CUDA's bf16 / shuffle intrinsics on the host.
+struct Scale { int n; float alpha; };
+extern "C" __global__ void scale_bf16(const __grid_constant__ Scale s, float* x) {
+  const int i = static_cast<int>(threadIdx.x);
+  const __nv_bfloat162 pair = __shfl_xor_sync(0xffffffffu, __floats2bfloat162_rn(x[i], 0.0f), 1);
+  if (i < s.n) x[i] = s.alpha * __low2float(pair);
+}
 """
 
 
@@ -48,7 +56,7 @@ def test_libraries_are_cached_by_content(tmp_path, monkeypatch):
     monkeypatch.setattr(cuda_emu, "_LIBRARIES", {})
     first = EmuModule(TINY, "tiny.cu")
     assert first.library.parent == tmp_path / "emu"
-    assert first.kernels == ("twice", "reversed")
+    assert first.kernels == ("twice", "scale_bf16", "reversed")
     built = first.library.stat().st_mtime_ns
     monkeypatch.setattr(cuda_emu, "_LIBRARIES", {})  # a new process: only the disk cache is left
     second = EmuModule(TINY, "tiny.cu")
@@ -59,6 +67,11 @@ def test_libraries_are_cached_by_content(tmp_path, monkeypatch):
     np.testing.assert_array_equal(doubled, 2 * x)
     (flipped,) = second.launch("reversed", 3, 32, 0, [np.empty(96, np.float32)], [0], workers=1)
     np.testing.assert_array_equal(flipped, np.tile(32 - np.arange(32), 3))
+    scale = np.array((20, 0.5), dtype=[("n", np.int32), ("alpha", np.float32)])[()]
+    y = np.arange(32, dtype=np.float32) + 0.25
+    (scaled,) = second.launch("scale_bf16", 1, 32, 0, [scale, y], inouts=[1])
+    expected = np.where(np.arange(32) < 20, 0.5 * y[np.arange(32) ^ 1].astype(ml_dtypes.bfloat16), y)
+    np.testing.assert_array_equal(scaled, expected.astype(np.float32))
 
 
 def test_atomic_write_replaces_whole_files(tmp_path):

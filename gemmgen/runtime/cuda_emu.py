@@ -34,7 +34,8 @@ API:
   followed by those in `inouts` (passed in with their values). `args` holds,
   per kernel parameter, a NumPy array (a device buffer), a NumPy scalar such
   as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
-  no C type) or ``None`` (a null pointer). `schedule` is ``"run-ahead"`` or
+  no C type; a structured ``np.void`` passes a struct) or ``None`` (a null
+  pointer). `schedule` is ``"run-ahead"`` or
   ``"reverse"``; `workers` caps the worker threads (default: one per core).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
   out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,

@@ -917,7 +917,7 @@ enum class ShflMode { idx, up, down, bfly };
 // outside its segment gets its own value back.
 template <class T>
 T shfl(ShflMode mode, unsigned mask, T value, int arg, int width) {
-  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "shuffles move values of at most 8 bytes");
+  static_assert(sizeof(T) <= 8, "shuffles move values of at most 8 bytes");
   struct In {
     T value;
     int arg;
