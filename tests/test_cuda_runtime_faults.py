@@ -114,12 +114,25 @@ def test_kernel_printf_is_kept(faults):
     assert "hello from block 1: 7" in faults.last_log
 
 
-def test_tsan_mode_reports_the_race():
-    tsan = EmuModule.from_file(CUDA_SRC / "faults.cu", tsan=True)
-    with pytest.raises(EmuRaceError, match="ThreadSanitizer reported a data race"):
-        tsan.launch("missing_barrier", 1, 64, 0, [out(64)], [0])
-    (result,) = tsan.launch("with_barrier", 1, 64, 0, [out(64)], [0])
+@pytest.fixture(scope="module")
+def faults_tsan() -> EmuModule:
+    return EmuModule.from_file(CUDA_SRC / "faults.cu", tsan=True)
+
+
+def test_tsan_mode_reports_the_race(faults_tsan):
+    with pytest.raises(EmuRaceError, match=r"ThreadSanitizer reported a data race(.|\n)*faults\.cu:80"):
+        faults_tsan.launch("missing_barrier", 1, 64, 0, [out(64)], [0])
+    (result,) = faults_tsan.launch("with_barrier", 1, 64, 0, [out(64)], [0])
     np.testing.assert_array_equal(result, np.arange(64) ^ 1)
+
+
+def test_tsan_mode_keeps_the_emulator_checks(faults_tsan):
+    with pytest.raises(EmuKernelError, match="out-of-bounds access at byte offset 4096") as e:
+        faults_tsan.launch("write_at", 1, 32, 0, [out(16), np.int32(16), np.int32(1008)], [0])
+    assert not isinstance(e.value, EmuRaceError)
+    with pytest.raises(EmuKernelError, match="deadlock in block") as e:
+        faults_tsan.launch("partial_warp_shuffle", 1, 32, 0, [out(32)], [0])
+    assert not isinstance(e.value, EmuRaceError)
 
 
 # ---------------------------------------------------------------------------
