@@ -1,0 +1,293 @@
+"""CUDA tgmm (ragged K, the MoE backward pass for d rhs) on tensor cores: the plan.
+
+    out[i - group_offset] = existing_out[i - group_offset]
+                            + alpha * lhs[rows of group i]ᵀ · rhs[rows of group i]
+
+    lhs [m, k] bf16/f16, rhs [m, n] (the output gradient, same type),
+    group_sizes int32 [num_groups], out [g, k, n] f32/bf16/f16.
+
+`plan(kernel, spec)` does every piece of arithmetic for `tgmm.cu.j2`: the
+warp layout, fragment counts, shared-memory strides and bytes per stage, the
+grid, the alignment rules and the argument list; `launch_plan` wraps it in
+the `LaunchPlan` the generic launcher templates print. docs/cuda-tgmm.md
+describes the kernel and its decisions.
+
+NB: the spec's tile reads as a GEMM over the output [k, n] with the group's
+rows as the contraction: tile m = output rows (k indices) per block, tile
+n = output columns, tile k = rows of lhs / rhs per pipeline stage (the
+contraction step, a multiple of the MMA's 16). The Pallas backend reads
+tile m as its row chunk instead (megablox's tm); see docs/cuda-tgmm.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemmgen import ir
+from gemmgen.backends.cuda_common import (
+    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, where,
+)
+from gemmgen.diagnostics import Diagnostic
+from gemmgen.ir import DType, Op
+from gemmgen.runtime.nvcc import shared_memory_limit
+
+MMA_K = 16  # m16n8k16: rows of the contraction per MMA
+COPY_BYTES = 16  # one cp.async
+MAX_GRID_YZ = 65535  # gridDim.y and gridDim.z limit
+_MMA = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16"}
+
+
+@dataclass(frozen=True, slots=True)
+class TgmmPlan:
+    """What tgmm.cu.j2 prints (the launchers get the `LaunchPlan`)."""
+
+    kernel: ir.Kernel
+    spec_path: str
+    where: str
+    spec_lines: tuple[str, ...]
+    entry: str
+    # Types.
+    operand: DType  # lhs and rhs (the tensor-core type)
+    out: DType
+    mma: str  # primitive name, e.g. "mma_m16n8k16_bf16"
+    alpha: float | None
+    # Block tile: output [tile_k, tile_n] of one group, tile_rows rows of
+    # lhs / rhs per pipeline stage.
+    tile_k: int
+    tile_n: int
+    tile_rows: int
+    warp_k: int  # output rows (k) per warp
+    warp_n: int
+    warps_k: int
+    warps_n: int
+    stages: int
+    mi: int  # 16-row MMA fragments per warp (along k)
+    ni: int  # 8-column MMA fragments per warp (along n)
+    ksteps: int  # MMAs along the rows per stage
+    elems_per_copy: int  # operand elements per 16-byte copy
+    a_chunks_per_row: int  # 16-byte copies per staged lhs row
+    b_chunks_per_row: int
+    a_stride: int  # bytes per staged lhs row (padded by 16)
+    a_stage_bytes: int
+    b_stride: int
+    b_stage_bytes: int
+    smem_bytes: int
+    k_align: int  # k and n multiples that keep 16-byte copies aligned
+    n_align: int
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def threads(self) -> int:
+        return self.warps_k * self.warps_n * WARP
+
+    @property
+    def operand_ctype(self) -> str:
+        return CTYPE[self.operand]
+
+    @property
+    def out_ctype(self) -> str:
+        return CTYPE[self.out]
+
+    @property
+    def grid(self) -> tuple[str, str, str]:
+        """(k tiles, n tiles, local groups), expressions over the dims."""
+        return (f"gg_cdiv(k, {self.tile_k})", f"gg_cdiv(n, {self.tile_n})", "g")
+
+
+# ---------------------------------------------------------------------------
+# Diagnose
+
+
+def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """What the CUDA tgmm cannot emit, and its shared memory against each arch."""
+    assert kernel.op is Op.TGMM and kernel.rhs is not None
+    out: list[Diagnostic] = []
+    lhs, rhs = kernel.lhs.dtype, kernel.rhs.dtype
+    if lhs not in _MMA or rhs is not lhs:
+        out.append(Diagnostic(kernel.rhs.loc, f"kernel '{kernel.name}': cuda cannot emit tgmm "
+                              f"with lhs '{lhs.value}' x rhs '{rhs.value}' yet: the tensor-core "
+                              "tgmm takes bf16 x bf16 or f16 x f16"))
+    if kernel.stages < 2:
+        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the cuda tgmm pipelines "
+                              "with cp.async and needs stages >= 2"))
+    if kernel.stages > 9:
+        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda: stages {kernel.stages}"
+                              " is more than cp.async.wait_group can track (at most 9)"))
+    problem = _tile_problem(kernel)
+    if problem:
+        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda: {problem}"))
+    if out:
+        return out
+    p = plan(kernel, spec)
+    target = spec.target(ir.Backend.CUDA)
+    for arch in target.cuda_archs if target else ():
+        limit = shared_memory_limit(arch)
+        if p.smem_bytes > limit:
+            out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile {kernel.tile} needs "
+                                  f"{p.smem_bytes} bytes of shared memory, over the {limit} "
+                                  f"that {arch} allows; use a smaller tile or fewer stages"))
+    return out
+
+
+def _warp_tile(kernel: ir.Kernel) -> tuple[int, int]:
+    """(output rows, output columns) per warp: the spec's warp tile, or 64 x 32
+    where the block tile allows."""
+    if kernel.warp_tile is not None:
+        return kernel.warp_tile.m, kernel.warp_tile.n
+    t = kernel.tile
+    wk = 64 if t.m % 64 == 0 else (32 if t.m % 32 == 0 else 16)
+    wn = 32 if t.n % 32 == 0 else 16
+    return wk, wn
+
+
+def _tile_problem(kernel: ir.Kernel) -> str | None:
+    t = kernel.tile
+    if t.k % MMA_K:
+        return (f"tile k={t.k} (rows per pipeline stage, the tgmm contraction) must be a "
+                f"multiple of {MMA_K}, one MMA")
+    if t.m % 16 or t.n % 16:
+        return f"tile {t.m}x{t.n} (the output block, k x n) must be a multiple of 16 in m and n"
+    wk, wn = _warp_tile(kernel)
+    if wk % 16 or wn % 16 or t.m % wk or t.n % wn:
+        return f"warp tile {wk}x{wn} must be a multiple of 16 and divide the tile {t.m}x{t.n}"
+    warps = (t.m // wk) * (t.n // wn)
+    if warps * WARP > 1024:
+        return f"tile {t.m}x{t.n} with warp tile {wk}x{wn} needs {warps} warps (> 32)"
+    if kernel.threads is not None and kernel.threads != warps * WARP:
+        return f"threads {kernel.threads} disagrees with {warps} warps of the {wk}x{wn} warp tile"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Plan
+
+
+def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
+    assert kernel.op is Op.TGMM and kernel.rhs is not None
+    operand = kernel.lhs.dtype
+    assert operand in _MMA and kernel.rhs.dtype is operand, "diagnose() rejects other types"
+    t = kernel.tile
+    es = operand.bits // 8
+    wk, wn = _warp_tile(kernel)
+    # Shared-memory rows are padded by 16 bytes, so the eight rows one
+    # ldmatrix reads start in different banks.
+    a_stride = t.m * es + COPY_BYTES
+    b_stride = t.n * es + COPY_BYTES
+    a_stage = t.k * a_stride
+    b_stage = t.k * b_stride
+    return TgmmPlan(
+        kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
+        spec_lines=_spec_lines(kernel), entry=kernel.name,
+        operand=operand, out=kernel.out, mma=_MMA[operand], alpha=kernel.epilogue.alpha,
+        tile_k=t.m, tile_n=t.n, tile_rows=t.k, warp_k=wk, warp_n=wn,
+        warps_k=t.m // wk, warps_n=t.n // wn, stages=kernel.stages,
+        mi=wk // 16, ni=wn // 8, ksteps=t.k // MMA_K,
+        elems_per_copy=COPY_BYTES // es,
+        a_chunks_per_row=t.m * es // COPY_BYTES, b_chunks_per_row=t.n * es // COPY_BYTES,
+        a_stride=a_stride, a_stage_bytes=a_stage, b_stride=b_stride, b_stage_bytes=b_stage,
+        # The epilogue stores from registers: the pipeline is all the block needs.
+        smem_bytes=kernel.stages * (a_stage + b_stage),
+        k_align=COPY_BYTES // es, n_align=COPY_BYTES // es,
+    )
+
+
+def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
+    """The spec restated for the comment block at the top of each file."""
+    assert kernel.rhs is not None
+    t = kernel.tile
+    lines = ["op        tgmm",
+             f"lhs       {kernel.lhs.dtype.value} [m, k]",
+             f"rhs       {kernel.rhs.dtype.value} [m, n] (the output gradient)",
+             f"out       {kernel.out.value} [g, k, n] (accumulator {kernel.acc.value})"]
+    if kernel.epilogue.alpha is not None:
+        lines.append(f"epilogue  alpha={kernel.epilogue.alpha!r}")
+    lines.append(f"tile      m={t.m} n={t.n} k={t.k}, {kernel.stages} stages "
+                 f"(out block {t.m} k x {t.n} n, {t.k} rows per stage)")
+    if kernel.warp_tile is not None:
+        lines.append(f"warp_tile m={kernel.warp_tile.m} n={kernel.warp_tile.n}")
+    if kernel.static_n or kernel.static_k:
+        lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")
+                     + (f" k={kernel.static_k}" if kernel.static_k else ""))
+    return tuple(lines)
+
+
+# ---------------------------------------------------------------------------
+# Launch plan
+
+
+def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
+    """The launcher arguments in contract order (DESIGN.md section 3), then out."""
+    assert kernel.rhs is not None
+    pair = 2 * kernel.out.bits // 8  # the epilogue stores column pairs
+    args = (
+        Arg("lhs", "in", kernel.lhs.dtype, ("m", "k"),
+            "the activations, rows sorted by group", align=COPY_BYTES),
+        Arg("rhs", "in", kernel.rhs.dtype, ("m", "n"),
+            "the output gradient, rows aligned with lhs", align=COPY_BYTES),
+        Arg("group_sizes", "in", DType.INT32, ("num_groups",),
+            "rows of lhs / rhs per group, in order (sum <= m)", align=4),
+        Arg("group_offset", "scalar", DType.INT32, (),
+            "the first group this shard owns (default 0)", optional=True),
+        Arg("existing_out", "in", kernel.out, ("g", "k", "n"),
+            "added to every local group's block; its leading dim is g", optional=True,
+            align=pair),
+        Arg("out", "out", kernel.out, ("g", "k", "n"),
+            "per local group i, alpha * lhs[rows]ᵀ · rhs[rows] (+ existing_out); "
+            "an empty group gives zeros (or existing_out)", align=pair),
+    )
+    binds = (
+        Binding("m", "lhs", 0), Binding("k", "lhs", 1), Binding("n", "rhs", 1),
+        Binding("num_groups", "group_sizes", 0),
+        # NB: as in the reference, the number of local groups is
+        # existing_out's leading dim when it is given, else every group from
+        # group_offset on.
+        Binding("g", "existing_out", 0, fallback="num_groups - group_offset"),
+    )
+    return args, binds
+
+
+def _checks(kernel: ir.Kernel, p: TgmmPlan) -> tuple[Check, ...]:
+    checks = [Check("m >= 0 and n > 0 and k > 0", "m must be >= 0 and n, k positive"),
+              Check(f"k % {p.k_align} == 0",
+                    f"k must be a multiple of {p.k_align}: lhs rows are read in 16-byte copies"),
+              Check(f"n % {p.n_align} == 0",
+                    f"n must be a multiple of {p.n_align}: rhs rows are read in 16-byte copies")]
+    if kernel.static_n is not None:
+        checks.append(Check(f"n == {kernel.static_n}", f"the spec fixes n = {kernel.static_n}"))
+    if kernel.static_k is not None:
+        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    checks += [
+        Check("group_offset >= 0 and g >= 0 and group_offset + g <= num_groups",
+              "group_offset + g must not exceed the number of groups in group_sizes "
+              "(g: existing_out.shape[0], else num_groups - group_offset)"),
+        Check(f"g <= {MAX_GRID_YZ}", f"at most {MAX_GRID_YZ} local groups (one grid z each)"),
+        Check(f"gg_cdiv(n, {p.tile_n}) <= {MAX_GRID_YZ}",
+              f"n must fit in {MAX_GRID_YZ} tiles of {p.tile_n} (grid y)"),
+        Check("m < 2147483647 and n < 2147483647 and k < 2147483647", "dims must fit in int32"),
+    ]
+    return tuple(checks)
+
+
+def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    from gemmgen.describe import describe_kernel
+
+    p = plan(kernel, spec)
+    args, binds = _args(kernel)
+    t = kernel.tile
+    step = Step(p.entry, p.grid, p.threads, p.smem_bytes,
+                (array("lhs"), array("rhs"), array("group_sizes"), array("existing_out"),
+                 array("out"), i32("m"), i32("n"), i32("k"), i32("group_offset")),
+                f"{p.tile_k}x{p.tile_n} blocks of out per local group, "
+                f"{p.tile_rows} rows per stage")
+    target = spec.target(ir.Backend.CUDA)
+    return LaunchPlan(
+        kernel=kernel, template="cuda/tgmm.cu.j2", detail=p, spec_path=spec.path,
+        where=p.where, summary=describe_kernel(kernel), spec_lines=p.spec_lines,
+        archs=target.cuda_archs if target else (), args=args, bindings=binds, derived=(),
+        checks=_checks(kernel, p),
+        variants=(Variant(0, "", p.where, str(t), (step,), "0"),),
+        entries=(p.entry,), empty="g == 0",
+    )
