@@ -23,11 +23,8 @@ from gemmgen import ir
 from gemmgen.ir import DType
 
 WARP = 32
-# Shared memory a block may use (opt-in maximum), bytes, per arch.
-SMEM_LIMIT = {
-    "sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
-    "sm_90a": 227 * 1024, "sm_100a": 227 * 1024, "sm_120": 99 * 1024,
-}
+# The opt-in shared-memory maximum per block of each arch lives with the
+# nvcc checks, which test it: gemmgen.runtime.nvcc.shared_memory_limit.
 DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed
 
 # NB: plain C types, not <cstdint>'s: kernels also compile under NVRTC (CuPy),

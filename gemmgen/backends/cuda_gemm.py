@@ -16,9 +16,10 @@ from typing import assert_never
 
 from gemmgen import ir
 from gemmgen.diagnostics import Diagnostic
+from gemmgen.runtime.nvcc import shared_memory_limit
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 from gemmgen.backends.cuda_common import (
-    CTYPE, SMEM_LIMIT, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,
+    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,
     i32, i64, where,
 )
 
@@ -196,10 +197,10 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     p = plan(kernel, spec)
     for t in p.tiles:
         for arch in archs:
-            if t.smem_bytes > SMEM_LIMIT[arch]:
+            if t.smem_bytes > shared_memory_limit(arch):
                 out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile "
                                       f"{t.bm}x{t.bn}x{t.bk} needs {t.smem_bytes} bytes of shared "
-                                      f"memory, over the {SMEM_LIMIT[arch]} that {arch} allows; "
+                                      f"memory, over the {shared_memory_limit(arch)} that {arch} allows; "
                                       "use a smaller tile or fewer stages"))
     return out
 
