@@ -1,0 +1,149 @@
+"""`gemmgen explain SPEC KERNEL`: a kernel's plan in words, with its cost.
+
+For a problem shape (default m=4096 and the spec's static n and k, else
+4096), it prints what each backend would launch — grid, block, shared
+memory or VMEM, the tile the LUT picks — the registers and spills ptxas
+reports when nvcc is available, and the roofline: FLOPs, bytes moved and
+the time bound on an H200 (DESIGN.md section 6: about 790 TFLOP/s bf16
+measured, 4.3 TB/s copy measured), so a reviewer sees the cost of a variant.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gemmgen import ir
+
+# H200 figures (DESIGN.md section 6, measured). mma.sync kernels do not reach
+# wgmma peaks; the bound is what the hardware allows, not a prediction.
+H200_TFLOPS_16BIT = 790.0
+H200_TFLOPS_8BIT = 2 * H200_TFLOPS_16BIT  # FP8 / int8 tensor cores: twice the rate
+H200_TBPS = 4.3
+
+
+def _bytes(dt: ir.DType, count: int) -> int:
+    return count * dt.bits // 8
+
+
+def cost(kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> tuple[int, int]:
+    """(FLOPs, bytes moved at least once) for one call."""
+    if kernel.op is ir.Op.QUANTIZE:
+        g = kernel.out_scale.block_k or k
+        moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.out, m * k) + \
+            _bytes(kernel.out_scale.dtype, m * math.ceil(k / g))
+        return 3 * m * k, moved
+    assert kernel.rhs is not None
+    flops = 2 * m * n * k
+    b_count = k * n * (groups if kernel.op is ir.Op.GROUPED else 1)
+    if kernel.op is ir.Op.TGMM:
+        out_count = groups * k * n
+        moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.rhs.dtype, m * n) + \
+            _bytes(kernel.out, out_count)
+        return flops, moved
+    n_out = n // kernel.out_n_divisor
+    moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.rhs.dtype, b_count) + \
+        _bytes(kernel.out, m * n_out)
+    for side, s in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
+        if s.enabled:
+            shape = ir.scale_shape(s, side=side, m=m, n=n, k=k,
+                                   g=groups if kernel.grouped else None)
+            moved += _bytes(s.dtype, math.prod(shape))
+    return flops, moved
+
+
+def roofline(kernel: ir.Kernel, flops: int, moved: int) -> list[str]:
+    eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
+        kernel.rhs.dtype.bits <= 8
+    peak = H200_TFLOPS_8BIT if eight_bit else H200_TFLOPS_16BIT
+    t_compute = flops / (peak * 1e12)
+    t_memory = moved / (H200_TBPS * 1e12)
+    bound = "compute" if t_compute >= t_memory else "memory"
+    intensity = flops / moved if moved else math.inf
+    return [
+        f"FLOPs:      {flops / 1e9:.3f} GFLOP",
+        f"bytes:      {moved / 1e6:.3f} MB (each operand read once, output written once)",
+        f"intensity:  {intensity:.1f} FLOP/byte",
+        f"H200 bound: {max(t_compute, t_memory) * 1e6:.2f} us ({bound}-bound; "
+        f"{peak:.0f} TFLOP/s {'8-bit' if eight_bit else '16-bit'} tensor cores, "
+        f"{H200_TBPS} TB/s)",
+    ]
+
+
+def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> list[str]:
+    from gemmgen.backends import cuda
+
+    lp = cuda.plan(kernel, spec)
+    dims = {"m": m, "n": n, "k": k}
+    variant = next((v for v in lp.rules if eval(v.when, {}, dims)), lp.default)  # noqa: S307
+    lines = [f"cuda ({', '.join(lp.archs)}): tile {variant.label}"
+             + (f" (LUT rule {variant.when}, {variant.where})" if variant.when else " (default)")]
+    names = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0,
+             "n_out": n // kernel.out_n_divisor, "gg_cdiv": lambda a, b: -(-a // b),
+             "gg_div": lambda a, b: a // b, "gg_min": min}
+    for step in variant.steps:
+        grid = tuple(eval(g, {}, names) for g in step.grid)  # noqa: S307 (our own plan text)
+        lines.append(f"  launch {step.entry}: grid {grid}, {step.block} threads, "
+                     f"{step.smem} bytes dynamic shared memory — {step.comment}")
+    if variant.workspace_ints != "0":
+        ws = eval(variant.workspace_ints, {}, names)  # noqa: S307
+        lines.append(f"  workspace: {ws} ints")
+    try:
+        from gemmgen.runtime import nvcc
+        from gemmgen.runtime.toolchain import find_nvcc
+        if find_nvcc() is None:
+            raise FileNotFoundError("nvcc")
+        import tempfile
+        from pathlib import Path
+
+        from gemmgen.render import header_text, render_template
+        with tempfile.TemporaryDirectory() as tmp:
+            header = header_text(spec.path)
+            Path(tmp, f"{kernel.name}.h").write_text(
+                render_template("cuda/launcher.h.j2", header=header, plan=lp))
+            source = render_template(lp.template, header=header, plan=lp.detail, launch=lp)
+            for arch in lp.archs:
+                result = nvcc.compile_check(source, arch, name_for_errors=f"{kernel.name}.cu",
+                                            include_dirs=(Path(tmp),))
+                for entry in (s.entry for s in variant.steps):
+                    u = result.kernels[entry]
+                    lines.append(f"  ptxas {arch} {entry}: {u.registers} registers, "
+                                 f"{u.spill_stores + u.spill_loads} bytes spilled, "
+                                 f"{u.static_smem} bytes static shared memory")
+    except Exception as e:  # no nvcc, or it failed: the plan is still useful
+        lines.append(f"  (registers: nvcc unavailable: {type(e).__name__}: {e})")
+    return lines
+
+
+def _pallas(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int) -> list[str]:
+    from gemmgen.backends import pallas
+
+    p = pallas.plan(kernel, spec)
+    t = kernel.tile_for(m, n, k)
+    lines = [f"pallas_tpu ({getattr(p, 'tpu', '?')}): tile m={t.m} n={t.n} k={t.k}"]
+    grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
+    lines.append(f"  grid ~ {grid} (n tiles, m tiles [+ groups], k tiles); "
+                 f"{getattr(p, 'buffers', 2)} buffers per block")
+    vmem = getattr(p, "vmem_bytes", None)
+    if vmem is not None:
+        lines.append(f"  VMEM per grid step: {vmem / 2**20:.2f} MiB")
+    return lines
+
+
+def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
+            groups: int) -> str:
+    kernel = spec.kernel(name)
+    n = n or kernel.static_n or 4096
+    k = k or kernel.static_k or 4096
+    from gemmgen.describe import describe_kernel
+
+    lines = [describe_kernel(kernel), "",
+             f"problem: m={m} n={n} k={k}" + (f", {groups} groups" if kernel.grouped else "")]
+    flops, moved = cost(kernel, m, n, k, groups)
+    lines += roofline(kernel, flops, moved)
+    for backend in kernel.backends:
+        lines.append("")
+        if backend is ir.Backend.CUDA:
+            lines += _cuda(spec, kernel, m, n, k, groups)
+        else:
+            lines += _pallas(spec, kernel, m, n, k)
+    return "\n".join(lines)
