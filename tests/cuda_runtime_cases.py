@@ -132,7 +132,8 @@ def assert_covers_once(table: np.ndarray, shape: tuple[int, int], what: str) -> 
         raise AssertionError(f"{what}: positions outside the {shape[0]}x{shape[1]} matrix")
     np.add.at(hits, (rows, cols), 1)
     if not (hits == 1).all():
-        raise AssertionError(f"{what}: {int((hits == 0).sum())} elements never held, {int((hits > 1).sum())} held twice")
+        never, twice = int((hits == 0).sum()), int((hits > 1).sum())
+        raise AssertionError(f"{what}: {never} elements never held, {twice} held more than once")
 
 
 # ---------------------------------------------------------------------------

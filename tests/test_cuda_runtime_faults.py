@@ -120,7 +120,8 @@ def faults_tsan() -> EmuModule:
 
 
 def test_tsan_mode_reports_the_race(faults_tsan):
-    with pytest.raises(EmuRaceError, match=r"ThreadSanitizer reported a data race(.|\n)*#0 missing_barrier .*faults\.cu:\d+"):
+    race = r"ThreadSanitizer reported a data race(.|\n)*#0 missing_barrier .*faults\.cu:\d+"
+    with pytest.raises(EmuRaceError, match=race):
         faults_tsan.launch("missing_barrier", 1, 64, 0, [out(64)], [0])
     (result,) = faults_tsan.launch("with_barrier", 1, 64, 0, [out(64)], [0])
     np.testing.assert_array_equal(result, np.arange(64) ^ 1)

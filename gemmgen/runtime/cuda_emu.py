@@ -70,9 +70,11 @@ import numpy as np
 from gemmgen.runtime.toolchain import (
     RUNTIME_INCLUDE_DIR,
     atomic_write,
+    build_lock,
     cache_dir,
     cuda_include_dir,
     digest,
+    named_source,
     tool_version,
 )
 
@@ -185,8 +187,7 @@ def _build_library(
     src_dir = root / "src" / digest(source, name)[:24]
     src = src_dir / (Path(name).name or "kernel.cu")
     if not src.is_file():
-        quoted = name.replace("\\", "\\\\").replace('"', '\\"')
-        atomic_write(src, f'#line 1 "{quoted}"\n{source}'.encode())
+        atomic_write(src, named_source(source, name).encode())
     pre = _run_compiler(
         [_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *mode_flags, *define_flags, *include_flags, str(src)],
         name,
@@ -208,13 +209,14 @@ def _build_library(
     compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
     key = digest(text, " ".join(flags), compile_header, tool_version(_CXX))
     library = root / f"{key[:32]}.so"
-    if not library.is_file():
-        with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as tmp:
-            ii = Path(tmp) / "kernel.ii"
-            ii.write_text(text)
-            out = Path(tmp) / "kernel.so"
-            _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
-            os.replace(out, library)
+    with build_lock(library):
+        if not library.is_file():
+            with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as tmp:
+                ii = Path(tmp) / "kernel.ii"
+                ii.write_text(text)
+                out = Path(tmp) / "kernel.so"
+                _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
+                os.replace(out, library)
     return _Library(library, (*unregistered, *registered))
 
 
@@ -224,12 +226,13 @@ def _tsan_host() -> Path:
     flags = ["-O1", "-g", "-fsanitize=thread", "-pthread"]
     key = digest(source.read_bytes(), " ".join(flags), tool_version(_CXX))
     host = cache_dir() / "emu" / f"gg_emu_host-{key[:24]}"
-    if not host.is_file():
-        host.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=host.parent, prefix=".build-") as tmp:
-            out = Path(tmp) / "host"
-            _run_compiler([_CXX, "-std=c++17", *flags, str(source), "-ldl", "-o", str(out)], str(source), "compile it")
-            os.replace(out, host)
+    with build_lock(host):
+        if not host.is_file():
+            with tempfile.TemporaryDirectory(dir=host.parent, prefix=".build-") as tmp:
+                out = Path(tmp) / "host"
+                cmd = [_CXX, "-std=c++17", *flags, str(source), "-ldl", "-o", str(out)]
+                _run_compiler(cmd, str(source), "compile it")
+                os.replace(out, host)
     return host
 
 
@@ -255,7 +258,12 @@ def _encode_request(
 ) -> bytes:
     """The request file of gg_emu.h's run_request."""
     name = kernel.encode()
-    parts = [b"GGEMUREQ", struct.pack("<II", 1, len(name)), name, struct.pack("<6IQI", *grid, *block, smem_bytes, len(args))]
+    parts = [
+        b"GGEMUREQ",
+        struct.pack("<II", 1, len(name)),
+        name,
+        struct.pack("<6IQI", *grid, *block, smem_bytes, len(args)),
+    ]
     for i, arg in enumerate(args):
         if arg is None:
             parts.append(struct.pack("<IIQ", _KIND_NULL, 0, 0))

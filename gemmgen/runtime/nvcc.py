@@ -43,10 +43,12 @@ from gemmgen.runtime.toolchain import (
     RUNTIME_INCLUDE_DIR,
     ToolchainError,
     atomic_write,
+    build_lock,
     cache_dir,
     digest,
     find_cuda_tool,
     find_nvcc,
+    named_source,
     tool_version,
 )
 
@@ -260,22 +262,25 @@ def compile_check(
     key = digest(source, name_for_errors, " ".join(flags), runtime, tool_version(str(nvcc)))
     cached = cache_dir() / "nvcc" / key[:32]
     cubin_path, log_path = cached.with_suffix(".cubin"), cached.with_suffix(".log")
-    if not (cubin_path.is_file() and log_path.is_file()):
-        with tempfile.TemporaryDirectory(prefix="gg-nvcc-") as tmp:
-            src = Path(tmp) / "kernel.cu"
-            quoted = name_for_errors.replace("\\", "\\\\").replace('"', '\\"')
-            src.write_text(f'#line 1 "{quoted}"\n{source}')
-            out = Path(tmp) / "kernel.cubin"
-            proc = subprocess.run(
-                [str(nvcc), *flags, str(src), "-o", str(out)], capture_output=True, text=True, check=False
-            )
-            log = proc.stdout + proc.stderr
-            if proc.returncode != 0:
-                raise NvccError(f"{name_for_errors}: nvcc failed for {arch}:\n{log.strip()}")
-            atomic_write(cubin_path, out.read_bytes())
-            atomic_write(log_path, log.encode())
+    with build_lock(cubin_path):
+        if not (cubin_path.is_file() and log_path.is_file()):
+            _nvcc(nvcc, flags, source, name_for_errors, arch, cubin_path, log_path)
     log = log_path.read_text()
     return CompileResult(arch, _parse_resource_usage(log, arch), cubin_path.read_bytes(), log)
+
+
+def _nvcc(nvcc: Path, flags: list[str], source: str, name: str, arch: str, cubin_path: Path, log_path: Path) -> None:
+    """Runs nvcc on `source` and stores the cubin and the log in the cache."""
+    with tempfile.TemporaryDirectory(prefix="gg-nvcc-") as tmp:
+        src = Path(tmp) / "kernel.cu"
+        src.write_text(named_source(source, name))
+        out = Path(tmp) / "kernel.cubin"
+        proc = subprocess.run([str(nvcc), *flags, str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        log = proc.stdout + proc.stderr
+        if proc.returncode != 0:
+            raise NvccError(f"{name}: nvcc failed for {arch}:\n{log.strip()}")
+        atomic_write(cubin_path, out.read_bytes())
+        atomic_write(log_path, log.encode())
 
 
 _FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")

@@ -15,6 +15,8 @@ written atomically, so concurrent test processes can share the cache.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import os
@@ -116,6 +118,27 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def named_source(source: str, name: str) -> str:
+    """`source` behind a ``#line`` directive, so that compiler diagnostics
+    cite `name` (the file a user knows) instead of a temporary copy."""
+    quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'#line 1 "{quoted}"\n{source}'
+
+
+@contextlib.contextmanager
+def build_lock(target: Path):
+    """Serialises builds of `target` across processes (pytest-xdist workers
+    building the same library): the second builder waits, then finds the
+    result in the cache."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{target.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @functools.cache
