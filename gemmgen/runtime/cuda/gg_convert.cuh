@@ -95,6 +95,98 @@ __device__ __forceinline__ __nv_fp8_e5m2 from_float<__nv_fp8_e5m2>(float v) {
   return r;
 }
 
+// 16-byte vectors (one gg::ld_global_nc_128) widened to f32: element i of the
+// vector, in memory order, lands in f[i]. All exact.
+template <class T>
+struct Vec16 {
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(T));
+};
+
+template <class T>
+__device__ __forceinline__ void widen16(const uint4& v, float (&f)[Vec16<T>::kElems]);
+
+template <>
+__device__ __forceinline__ void widen16<float>(const uint4& v, float (&f)[4]) {
+  f[0] = bits_to_float(v.x);
+  f[1] = bits_to_float(v.y);
+  f[2] = bits_to_float(v.z);
+  f[3] = bits_to_float(v.w);
+}
+
+template <>
+__device__ __forceinline__ void widen16<__nv_bfloat16>(const uint4& v, float (&f)[8]) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // bf16 is the top half of an f32
+    f[2 * i] = bits_to_float(w[i] << 16);
+    f[2 * i + 1] = bits_to_float(w[i] & 0xFFFF0000u);
+  }
+}
+
+template <>
+__device__ __forceinline__ void widen16<__half>(const uint4& v, float (&f)[8]) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2 h;
+    memcpy(&h, &w[i], sizeof h);
+    const float2 t = __half22float2(h);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+// FP8 pairs go through f16 (exact), two per conversion (cvt.f16x2.e4m3x2 /
+// e5m2x2 on sm_89 and newer).
+__device__ __forceinline__ void widen_fp8x16(const uint4& v, __nv_fp8_interpretation_t kind, float (&f)[16]) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>((w[i] >> (16 * j)) & 0xFFFFu), kind);
+      const float2 t = __half22float2(__half2(raw));
+      f[4 * i + 2 * j] = t.x;
+      f[4 * i + 2 * j + 1] = t.y;
+    }
+  }
+}
+
+template <>
+__device__ __forceinline__ void widen16<__nv_fp8_e4m3>(const uint4& v, float (&f)[16]) {
+  widen_fp8x16(v, __NV_E4M3, f);
+}
+
+template <>
+__device__ __forceinline__ void widen16<__nv_fp8_e5m2>(const uint4& v, float (&f)[16]) {
+  widen_fp8x16(v, __NV_E5M2, f);
+}
+
+// 2^e as an f32 for e in [-127, 127] (2^-127 is subnormal).
+__device__ __forceinline__ float exp2_int(int e) {
+  return e <= -127 ? bits_to_float(0x00400000u) : bits_to_float(static_cast<unsigned>(e + 127) << 23);
+}
+
+// The e8m0 byte of the smallest power of two 2^e with x <= fp8_max * 2^e,
+// i.e. 2^ceil(log2(x / fp8_max)) for a positive finite x: the FP8 activation
+// scale rounded up, so that no |value| / 2^e exceeds fp8_max (DeepGEMM's
+// rule, gemmgen.reference's `_e8m0_scale_bytes`). The rounded quotient only
+// gives a first guess; exact comparisons (fp8_max * 2^e is exact) settle e,
+// so an x of exactly fp8_max * 2^e gives 2^e and one ulp more 2^(e+1).
+// e is clamped to [-127, 127]; a NaN x gives 0xFF (NaN).
+__device__ __forceinline__ unsigned char e8m0_round_up_ratio(float x, float fp8_max) {
+  if (x != x) return 0xFFu;
+  unsigned q;
+  const float ratio = x / fp8_max;
+  memcpy(&q, &ratio, sizeof q);
+  int e = static_cast<int>((q >> 23) & 0xFFu) - 127;  // floor(log2(ratio)) when normal
+  e = e < -127 ? -127 : (e > 127 ? 127 : e);
+  while (e < 127 && x > fp8_max * exp2_int(e)) ++e;
+  while (e > -127 && x <= fp8_max * exp2_int(e - 1)) --e;
+  return static_cast<unsigned char>(e + 127);
+}
+
 // Activations of the epilogue, in f32.
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
