@@ -62,12 +62,25 @@ def _what(kernel: ir.Kernel) -> str:
     return f"op '{kernel.op.value}'"
 
 
-def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """What this backend cannot emit for one kernel."""
     kind = _kind(kernel)
     if kind is None:
         return [Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda cannot emit "
                            f"{_what(kernel)} yet")]
     return kind.diagnose(kernel, spec)
+
+
+def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """The kernel's problems, and those of each dispatcher whose else arm it
+    is (checked once per dispatcher, with every arm's kind known)."""
+    out = diagnose_kernel(kernel, spec)
+    dispatch = _optional("cuda_dispatch")
+    if dispatch is not None:
+        for d in spec.dispatches:
+            if d.rules[-1].kernel == kernel.name:
+                out.extend(dispatch.diagnose_dispatch(d, spec))
+    return out
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
