@@ -1,0 +1,145 @@
+"""CUDA M dispatchers: one entry point that picks a kernel by M at run time
+(seed 002's `dense_mm_bf16`: M == 1 -> GEMV, M <= 8 -> batched GEMV, else
+the tile GEMM).
+
+    dispatch dense_mm_bf16 {
+      when m == 1 -> dense_gemv_bf16
+      when m <= 8 -> dense_gemv_batched_bf16
+      else dense_gemm_bf16
+    }
+
+renders, beside the arms' own files under `generated/<stem>/cuda/`:
+
+  dense_mm_bf16.h   `DenseMmBf16Args` (the arms' argument struct: the arms
+                    compute the same function, so their launch plans take
+                    the same arrays and dims; `diagnose_dispatch` checks it),
+                    `dense_mm_bf16_pick(m)` (the arm index, thresholds from
+                    the spec), a conversion to each arm's struct,
+                    `dense_mm_bf16_validate()` (the chosen arm's) and the
+                    declaration of `launch_dense_mm_bf16(args, stream)`;
+  dense_mm_bf16.cu  its definition, for nvcc's host pass only (like the
+                    kernels' launch_impl): convert, call launch_<arm>;
+  dense_mm_bf16.py  `pick(m) -> arm name`, `validate(...)` and the CuPy call,
+                    both handed to the chosen arm's launcher module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from gemmgen import ir
+from gemmgen.backends.cuda_common import Arg, Binding, LaunchPlan, where
+from gemmgen.diagnostics import Diagnostic
+from gemmgen.render import header_text, render_template
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    index: int
+    kernel: str
+    args_struct: str
+    cond: str  # "m <= 8" (valid Python and C++); "" for the else arm
+    where: str
+    algorithm: str
+
+    @property
+    def label(self) -> str:
+        return f"when {self.cond}" if self.cond else "else"
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchPlan:
+    name: str
+    spec_path: str
+    where: str
+    arms: tuple[Arm, ...]
+    arrays: tuple[Arg, ...]  # the shared argument struct, in the arms' order
+    dims: tuple[str, ...]
+    scalars: tuple[Arg, ...]
+    inputs: tuple[Arg, ...]
+    outputs: tuple[Arg, ...]
+    m_binding: Binding  # where M comes from (lhs.shape[0])
+    py_params: str
+
+    @property
+    def args_struct(self) -> str:
+        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Args"
+
+    @property
+    def m_array(self) -> Arg:
+        return next(a for a in self.arrays if a.name == self.m_binding.arg)
+
+
+def _arm_plans(dispatch: ir.Dispatch, spec: ir.Spec) -> list[LaunchPlan]:
+    from gemmgen.backends import cuda
+
+    return [cuda.plan(spec.kernel(r.kernel), spec) for r in dispatch.rules]
+
+
+def _signature(lp: LaunchPlan) -> tuple:
+    """What the shared argument struct and Python signature are made of."""
+    return (tuple((a.name, a.role, a.ctype if a.dtype else "", a.optional) for a in lp.args),
+            lp.dims, lp.has_workspace)
+
+
+def arm_mismatch(dispatch: ir.Dispatch, spec: ir.Spec) -> str | None:
+    """Why the arms cannot share one argument struct, or None."""
+    plans = _arm_plans(dispatch, spec)
+    first = plans[0]
+    for lp in plans[1:]:
+        if _signature(lp) != _signature(first):
+            return (f"kernels '{first.name}' and '{lp.name}' take different launcher arguments "
+                    f"({', '.join(a.name for a in first.args)} / "
+                    f"{', '.join(a.name for a in lp.args)}), so they cannot share one "
+                    "argument struct")
+    if first.has_workspace:
+        return "arms with a workspace (grouped kernels) cannot be dispatched yet"
+    if not any(b.dim == "m" for b in first.bindings):
+        return f"kernel '{first.name}' has no dim m to dispatch on"
+    return None
+
+
+def diagnose_dispatch(dispatch: ir.Dispatch, spec: ir.Spec) -> list[Diagnostic]:
+    """The CUDA backend's check of a dispatcher whose arms are all CUDA
+    kernels that the backend can emit (other problems are the arms' own)."""
+    from gemmgen.backends import cuda
+
+    arms = [spec.kernel(r.kernel) for r in dispatch.rules]
+    if not all(ir.Backend.CUDA in k.backends for k in arms):
+        return []
+    if any(cuda.diagnose_kernel(k, spec) for k in arms):
+        return []
+    why = arm_mismatch(dispatch, spec)
+    if why is None:
+        return []
+    return [Diagnostic(dispatch.loc, f"dispatch '{dispatch.name}': cuda: {why}")]
+
+
+def plan(dispatch: ir.Dispatch, spec: ir.Spec) -> DispatchPlan:
+    why = arm_mismatch(dispatch, spec)
+    assert why is None, why  # diagnose_dispatch reports it first
+    plans = _arm_plans(dispatch, spec)
+    first = plans[0]
+    arms = tuple(
+        Arm(index=i, kernel=r.kernel, args_struct=lp.args_struct,
+            cond=str(r.cond) if r.cond is not None else "", where=where(r.loc),
+            algorithm=spec.kernel(r.kernel).algorithm.value)
+        for i, (r, lp) in enumerate(zip(dispatch.rules, plans)))
+    m_binding = next(b for b in first.bindings if b.dim == "m")
+    return DispatchPlan(
+        name=dispatch.name, spec_path=spec.path, where=where(dispatch.loc), arms=arms,
+        arrays=first.arrays, dims=first.dims, scalars=first.scalars, inputs=first.inputs,
+        outputs=first.outputs, m_binding=m_binding, py_params=first.py_params,
+    )
+
+
+def render_dispatch(dispatch: ir.Dispatch, spec: ir.Spec) -> dict[PurePosixPath, str]:
+    p = plan(dispatch, spec)
+    header = header_text(spec.path)
+    base = PurePosixPath("cuda")
+    return {
+        base / f"{p.name}.h": render_template("cuda/dispatch.h.j2", header=header, plan=p),
+        base / f"{p.name}.cu": render_template("cuda/dispatch.cu.j2", header=header, plan=p),
+        base / f"{p.name}.py": render_template("cuda/dispatch.py.j2", header=header, plan=p),
+    }

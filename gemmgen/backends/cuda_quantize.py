@@ -1,0 +1,198 @@
+"""CUDA per-token-group FP8 activation quantization (op quantize): the plan.
+
+    q[m, k] = sat_fp8(x / s),  s[m, ceil(k/G)] = max(amax(|x_group|), 1e-10) / fp8_max
+
+with e8m0 scales rounded up to a power of two (gemmgen.reference is the
+definition; docs/cuda-gemv-quantize.md the design):
+
+  (1) a group of G consecutive elements of a row is one work item; `lanes`
+      lanes of a warp share it (G / 8 = 16 for bf16 and G = 128, so a warp
+      takes two groups), each lane holding `chunks` slices of `vec` elements
+      in registers (16-byte ld.global.nc loads);
+  (2) amax over the lanes of the group with butterfly shuffles (the full
+      warp: gg::warp_reduce_max);
+  (3) the scale: f32 division, or the e8m0 byte rounded up exactly
+      (gg::e8m0_round_up_ratio); one lane stores it;
+  (4) every lane divides its elements by the scale, casts them to FP8 with
+      saturation and stores them (8 bytes per lane for bf16).
+
+The last group of a row may be partial (k not a multiple of G). When k is
+not a multiple of `vec` the rows are not 16-byte aligned and a second entry
+point reads one element per lane; the launch plan picks it by k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemmgen import ir
+from gemmgen.backends.cuda_common import (
+    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, where,
+)
+from gemmgen.diagnostics import Diagnostic
+from gemmgen.ir import DType, Op, ScaleMode
+
+DEFAULT_THREADS = 256
+LOAD_BYTES = 16
+# Slices a lane keeps in registers between the amax pass and the cast pass;
+# longer groups are read twice (the second time from L1/L2).
+MAX_CACHED_VALUES = 32
+AMAX_FLOOR = 1e-10  # gemmgen.reference.AMAX_FLOOR
+INPUT_DTYPES = (DType.BF16, DType.F16, DType.F32)
+
+
+@dataclass(frozen=True, slots=True)
+class QuantEntry:
+    """One entry point: how the lanes of a warp cover a group."""
+
+    name: str
+    vec: int  # elements per lane and load (1: scalar loads)
+    lanes: int  # lanes per group (a power of two <= 32)
+    groups_per_warp: int
+    chunks: int  # slices of `vec` per lane and group
+    cached: bool  # the slices stay in registers for the cast pass
+    items_per_block: int  # groups per block
+
+    @property
+    def label(self) -> str:
+        return f"{LOAD_BYTES}-byte loads" if self.vec > 1 else "unaligned k"
+
+
+@dataclass(frozen=True, slots=True)
+class QuantPlan:
+    kernel: ir.Kernel
+    spec_lines: tuple[str, ...]
+    where: str
+    lhs: DType
+    out: DType
+    scale_dtype: DType
+    group: int  # G
+    fp8_max: float
+    amax_floor: float
+    threads: int
+    warps: int
+    entries: tuple[QuantEntry, ...]  # the 16-byte path (when G allows it), then unaligned k
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    def ctype(self, dt: DType) -> str:
+        return CTYPE[dt]
+
+    @property
+    def e8m0(self) -> bool:
+        return self.scale_dtype is DType.E8M0
+
+
+def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    assert kernel.op is Op.QUANTIZE
+    out: list[Diagnostic] = []
+    if kernel.lhs.dtype not in INPUT_DTYPES:
+        out.append(Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda cannot emit "
+                              f"quantize of lhs '{kernel.lhs.dtype.value}' yet: it reads bf16, "
+                              "f16 or f32 activations"))
+    if kernel.out_scale.mode is not ScaleMode.TOKEN_GROUP or not kernel.out_scale.block_k:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': cuda cannot emit "
+                              "quantize without 'out_scale per_token_group k=G' yet"))
+    if kernel.out_scale.dtype not in (DType.F32, DType.E8M0):
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': cuda quantize "
+                              "writes f32 or e8m0 scales"))
+    return out
+
+
+def _pow2_at_least(x: int) -> int:
+    p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+def _entry(name: str, vec: int, group: int, warps: int) -> QuantEntry:
+    lanes = min(WARP, _pow2_at_least(-(-group // vec)))
+    chunks = -(-group // (lanes * vec))
+    per_warp = WARP // lanes
+    return QuantEntry(name=name, vec=vec, lanes=lanes, groups_per_warp=per_warp, chunks=chunks,
+                      cached=chunks * vec <= MAX_CACHED_VALUES,
+                      items_per_block=warps * per_warp)
+
+
+def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
+    group = kernel.out_scale.block_k
+    threads = kernel.threads or DEFAULT_THREADS
+    warps = threads // WARP
+    vec = LOAD_BYTES * 8 // kernel.lhs.dtype.bits
+    entries = []
+    if group % vec == 0:
+        entries.append(_entry(kernel.name, vec, group, warps))
+    entries.append(_entry(f"{kernel.name}_unaligned_k", 1, group, warps))
+    return QuantPlan(
+        kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
+        lhs=kernel.lhs.dtype, out=kernel.out, scale_dtype=kernel.out_scale.dtype, group=group,
+        fp8_max=kernel.out.max_finite, amax_floor=AMAX_FLOOR, threads=threads, warps=warps,
+        entries=tuple(entries),
+    )
+
+
+def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
+    sc = kernel.out_scale
+    lines = [f"op        {kernel.op.value}",
+             f"lhs       {kernel.lhs.dtype.value} [m, k]",
+             f"out       {kernel.out.value} [m, k] (max finite {kernel.out.max_finite:g})",
+             f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value} [m, ceil(k / {sc.block_k})]"
+             + (" (rounded up to a power of two)" if sc.dtype is DType.E8M0 else "")]
+    if kernel.static_k:
+        lines.append(f"dims      k={kernel.static_k}")
+    return tuple(lines)
+
+
+def _args(p: QuantPlan) -> tuple[Arg, ...]:
+    store = p.entries[0].vec  # fp8 bytes per lane store
+    return (
+        Arg("lhs", "in", p.lhs, ("m", "k"), "the activations", align=LOAD_BYTES),
+        Arg("out", "out", p.out, ("m", "k"), "the FP8 values", align=store),
+        Arg("out_scale", "out", p.scale_dtype, ("m", "groups"),
+            f"one scale per group of {p.group} columns"
+            + (" (e8m0 exponent bytes)" if p.e8m0 else ""), align=p.scale_dtype.bits // 8),
+    )
+
+
+def _checks(kernel: ir.Kernel, p: QuantPlan) -> tuple[Check, ...]:
+    checks = [Check("m >= 0 and k > 0", "m must be >= 0 and k positive")]
+    if kernel.static_k is not None:
+        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    smallest = min(e.items_per_block for e in p.entries)
+    checks.append(Check("m < 2147483647 and k < 2147483647", "dims must fit in int32"))
+    checks.append(Check(f"gg_cdiv(m * groups, {smallest}) < 2147483647",
+                        "m * ceil(k / G) groups exceed the grid"))
+    return tuple(checks)
+
+
+def summary(kernel: ir.Kernel) -> str:
+    from gemmgen.describe import describe_kernel
+
+    return describe_kernel(kernel)
+
+
+def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    p = plan(kernel, spec)
+    target = spec.target(ir.Backend.CUDA)
+    args = _args(p)
+    step_args = (array("lhs"), array("out"), array("out_scale"), i32("m"), i32("k"))
+    variants = []
+    for i, e in enumerate(p.entries):
+        last = i == len(p.entries) - 1
+        grid = (f"gg_cdiv(m * groups, {e.items_per_block})", "1", "1")
+        comment = (f"{e.items_per_block} groups per block, {e.lanes} lanes per group"
+                   + (f", {LOAD_BYTES}-byte loads" if e.vec > 1 else ", one element per load"))
+        variants.append(Variant(i, "" if last else f"k % {e.vec} == 0", p.where, e.label,
+                                (Step(e.name, grid, p.threads, 0, step_args, comment),), "0"))
+    return LaunchPlan(
+        kernel=kernel, template="cuda/quantize.cu.j2", detail=p, spec_path=spec.path,
+        where=p.where, summary=summary(kernel), spec_lines=p.spec_lines,
+        archs=target.cuda_archs if target else (), args=args,
+        bindings=(Binding("m", "lhs", 0), Binding("k", "lhs", 1)),
+        derived=(("groups", f"gg_cdiv(k, {p.group})"),), checks=_checks(kernel, p),
+        variants=tuple(variants), entries=tuple(e.name for e in p.entries), empty="m == 0",
+        lut_dims=("m", "0", "k"),
+    )
