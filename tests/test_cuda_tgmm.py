@@ -438,3 +438,11 @@ def test_thread_sanitizer_finds_no_race(generated):
     got = run_launcher(gen.launcher, gen.source, name, inputs, modules=modules)
     result = compare(got, reference(gen.kernel, **inputs), gen.kernel, k=25, inputs=inputs)
     assert result.passed, result.detail
+
+
+def test_docs_example_is_a_valid_spec():
+    doc = Path(__file__).resolve().parents[1] / "docs" / "cuda-tgmm.md"
+    (block,) = re.findall(r"```gemm\n(.*?)```", doc.read_text(), re.S)
+    spec = load_spec(block)
+    p = cuda_tgmm.plan(spec.kernels[0], spec)
+    assert (p.tile_k, p.tile_n, p.tile_rows, p.threads, p.smem_bytes) == (128, 128, 32, 256, 52224)
