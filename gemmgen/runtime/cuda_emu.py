@@ -236,7 +236,8 @@ def _tsan_host() -> Path:
     return host
 
 
-def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+def dim3(value: int | Sequence[int], what: str = "a launch dimension") -> tuple[int, int, int]:
+    """A grid or block size as CUDA's (x, y, z): 128 -> (128, 1, 1)."""
     dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
         raise ValueError(f"{what} must be 1 to 3 positive sizes, got {value!r}")
@@ -393,7 +394,7 @@ class EmuModule:
         if set(outputs) & set(inouts):
             raise ValueError(f"indices {sorted(set(outputs) & set(inouts))} are in both outputs and inouts")
         request = _encode_request(
-            kernel, _dim3(grid, "grid"), _dim3(block, "block"), int(smem_bytes), args, outputs, inouts
+            kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), args, outputs, inouts
         )
         env = dict(os.environ, GG_EMU_SCHEDULE=schedule)
         if workers is not None:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gemmgen.runtime.cuda_emu import dim3
 from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR, ToolchainError, cuda_include_dir
 
 __all__ = ["GpuModule", "device_arch", "unavailable_reason"]
@@ -63,11 +64,6 @@ def unavailable_reason() -> str | None:
 def device_arch() -> int:
     """The current device's compute capability as an int: 90 for sm_90."""
     return int(_cupy().cuda.Device().compute_capability)
-
-
-def _dim3(value: int | Sequence[int]) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
 class GpuModule:
@@ -134,7 +130,7 @@ class GpuModule:
                 device_args.append(arg)
             else:
                 raise TypeError(f"argument #{i} of {kernel}: expected a NumPy array, a NumPy scalar or None")
-        function(_dim3(grid), _dim3(block), tuple(device_args), shared_mem=int(smem_bytes))
+        function(dim3(grid, "grid"), dim3(block, "block"), tuple(device_args), shared_mem=int(smem_bytes))
         cupy.cuda.Device().synchronize()
         results = []
         for i in (*outputs, *inouts):
