@@ -127,6 +127,13 @@ def test_tsan_mode_reports_the_race(faults_tsan):
     np.testing.assert_array_equal(result, np.arange(64) ^ 1)
 
 
+def test_tsan_mode_sees_no_synchronisation_that_cuda_lacks(faults_tsan):
+    # __syncwarp in two warps goes through the block's one mutex; that must
+    # not count as ordering between the warps.
+    with pytest.raises(EmuRaceError, match=r"#0 race_behind_syncwarp"):
+        faults_tsan.launch("race_behind_syncwarp", 1, 64, 0, [out(1), np.int32(50)], [0])
+
+
 def test_tsan_mode_keeps_the_emulator_checks(faults_tsan):
     with pytest.raises(EmuKernelError, match="out-of-bounds access at byte offset 4096") as e:
         faults_tsan.launch("write_at", 1, 32, 0, [out(16), np.int32(16), np.int32(1008)], [0])

@@ -102,3 +102,17 @@ extern "C" __global__ void read_before_write(float* out, int write) {
 extern "C" __global__ void hello(int value) {
   if (threadIdx.x == 0) printf("hello from block %u: %d\n", blockIdx.x, value);
 }
+
+// Warp 1 writes a value that warp 0 reads without a __syncthreads. Both warps
+// run __syncwarp in between, which orders nothing across warps: TSan mode
+// must still see the race, however the threads happen to interleave.
+extern "C" __global__ void race_behind_syncwarp(float* out, int rounds) {
+  __shared__ float value;
+  if (threadIdx.x / 32 == 1) {
+    if (threadIdx.x == 32) value = 1.0f;
+    for (int i = 0; i < rounds; ++i) __syncwarp();
+  } else {
+    for (int i = 0; i < rounds; ++i) __syncwarp();
+    if (threadIdx.x == 0) out[0] = value;
+  }
+}

@@ -498,6 +498,53 @@ class SignalStack {
   void* mem_;
 };
 
+#if defined(GG_EMU_TSAN)
+}  // namespace gg::emu
+
+extern "C" {
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+}
+
+namespace gg::emu {
+
+// NB: every barrier and warp-collective of a block goes through one mutex.
+// Left alone, TSan would take each lock/unlock pair as synchronisation between
+// the two threads, whatever warps they are in, and a race could hide behind
+// an unrelated __syncwarp. So the emulator's bookkeeping is invisible to TSan
+// (no checked accesses, no happens-before from its mutex), and explicit
+// release/acquire annotations on a per-block and per-warp token give exactly
+// the synchronisation CUDA defines: __syncthreads orders the block, a
+// warp-collective orders the lanes of its warp.
+struct TsanQuiet {
+  TsanQuiet() { begin(); }
+  ~TsanQuiet() { end(); }
+  TsanQuiet(const TsanQuiet&) = delete;
+  TsanQuiet& operator=(const TsanQuiet&) = delete;
+  static void begin() {
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  static void end() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+  }
+};
+inline void sync_release(const void* token) { __tsan_release(const_cast<void*>(token)); }
+inline void sync_acquire(const void* token) { __tsan_acquire(const_cast<void*>(token)); }
+#else
+inline void sync_release(const void*) {}
+inline void sync_acquire(const void*) {}
+#endif
+
 // ---------------------------------------------------------------------------
 // BlockRunner: runs the blocks of a launch on one worker, one at a time.
 
@@ -569,76 +616,16 @@ class BlockRunner {
   // ---- called by kernel threads ------------------------------------------
 
   void syncthreads(ThreadCtx& t) {
-    Guard g = guard();
-    t.state = State::at_barrier;
-    ++n_barrier_;
-    --n_runnable_;
-    if (n_barrier_ == n_live_) {
-      if (n_exited_ != 0) fail_barrier_after_exit();
-      for (ThreadCtx& u : threads_) {
-        if (u.state == State::at_barrier) make_runnable(u);
-      }
-      n_barrier_ = 0;
-      notify();
-#if !defined(GG_EMU_TSAN)
-      // Back to the scheduler, which restarts from the first warp in order.
-      suspend(t, g);
-#endif
-      return;
-    }
-    if (n_runnable_ == 0) deadlock();
-    suspend(t, g);
+    sync_release(&block_token_);
+    wait_at_barrier(t);
+    sync_acquire(&block_token_);
   }
 
   void collective(ThreadCtx& t, const char* op, unsigned mask, const void* in, void* out, CollectiveFn fn) {
-    Guard g = guard();
-    const unsigned base = t.warp * kWarpSize;
-    const unsigned present = lanes_present(t.warp);
-    if (((mask >> t.lane) & 1u) == 0) {
-      fail("%s: lane %u passed mask 0x%08x, which does not include the lane itself", op, t.lane, mask);
-    }
-    if ((mask & ~present) != 0) {
-      fail("%s: mask 0x%08x names lanes that do not exist (warp %u of a %u-thread block has lanes 0x%08x)", op, mask,
-           t.warp, nthreads_, present);
-    }
-    t.op = op;
-    t.mask = mask;
-    t.in = in;
-    t.out = out;
-    t.fn = fn;
-    t.state = State::at_collective;
-    --n_runnable_;
-    bool complete = true;
-    for (unsigned l = 0; l < kWarpSize; ++l) {
-      if (((mask >> l) & 1u) == 0 || l == t.lane) continue;
-      const ThreadCtx& u = threads_[base + l];
-      if (u.state != State::at_collective) {
-        complete = false;
-      } else if (std::strcmp(u.op, op) != 0 || u.mask != mask) {
-        fail("warp divergence in warp %u: lane %u reached %s (mask 0x%08x) while lane %u waits at %s (mask 0x%08x); "
-             "every lane of a mask must reach the same warp-collective operation",
-             t.warp, t.lane, op, mask, u.lane, u.op, u.mask);
-      }
-    }
-    if (complete) {
-      const void* ins[kWarpSize] = {};
-      for (unsigned l = 0; l < kWarpSize; ++l) {
-        if ((mask >> l) & 1u) ins[l] = threads_[base + l].in;
-      }
-      for (unsigned l = 0; l < kWarpSize; ++l) {
-        if ((mask >> l) & 1u) fn(l, ins, threads_[base + l].out);
-      }
-      for (unsigned l = 0; l < kWarpSize; ++l) {
-        if ((mask >> l) & 1u) {
-          threads_[base + l].op = nullptr;
-          make_runnable(threads_[base + l]);
-        }
-      }
-      notify();
-      return;  // the last lane to arrive carries on
-    }
-    if (n_runnable_ == 0) deadlock();
-    suspend(t, g);
+    const void* token = &warp_tokens_[t.warp];
+    sync_release(token);
+    arrive_at_collective(t, op, mask, in, out, fn, token);
+    sync_acquire(token);
   }
 
   void thread_exit(ThreadCtx& t) {
@@ -687,15 +674,114 @@ class BlockRunner {
   }
 
  private:
+  void wait_at_barrier(ThreadCtx& t) {
+    Guard g = guard();
+    t.state = State::at_barrier;
+    ++n_barrier_;
+    --n_runnable_;
+    if (n_barrier_ == n_live_) {
+      if (n_exited_ != 0) fail_barrier_after_exit();
+      for (ThreadCtx& u : threads_) {
+        if (u.state == State::at_barrier) make_runnable(u);
+      }
+      n_barrier_ = 0;
+      notify();
+#if !defined(GG_EMU_TSAN)
+      // Back to the scheduler, which restarts from the first warp in order.
+      suspend(t, g);
+#endif
+      return;
+    }
+    if (n_runnable_ == 0) deadlock();
+    suspend(t, g);
+  }
+
+  void arrive_at_collective(ThreadCtx& t, const char* op, unsigned mask, const void* in, void* out, CollectiveFn fn,
+                            const void* token) {
+    Guard g = guard();
+    const unsigned base = t.warp * kWarpSize;
+    const unsigned present = lanes_present(t.warp);
+    if (((mask >> t.lane) & 1u) == 0) {
+      fail("%s: lane %u passed mask 0x%08x, which does not include the lane itself", op, t.lane, mask);
+    }
+    if ((mask & ~present) != 0) {
+      fail("%s: mask 0x%08x names lanes that do not exist (warp %u of a %u-thread block has lanes 0x%08x)", op, mask,
+           t.warp, nthreads_, present);
+    }
+    t.op = op;
+    t.mask = mask;
+    t.in = in;
+    t.out = out;
+    t.fn = fn;
+    t.state = State::at_collective;
+    --n_runnable_;
+    bool complete = true;
+    for (unsigned l = 0; l < kWarpSize; ++l) {
+      if (((mask >> l) & 1u) == 0 || l == t.lane) continue;
+      const ThreadCtx& u = threads_[base + l];
+      if (u.state != State::at_collective) {
+        complete = false;
+      } else if (std::strcmp(u.op, op) != 0 || u.mask != mask) {
+        fail("warp divergence in warp %u: lane %u reached %s (mask 0x%08x) while lane %u waits at %s (mask 0x%08x); "
+             "every lane of a mask must reach the same warp-collective operation",
+             t.warp, t.lane, op, mask, u.lane, u.op, u.mask);
+      }
+    }
+    if (complete) {
+      const void* ins[kWarpSize] = {};
+      void* outs[kWarpSize] = {};
+      for (unsigned l = 0; l < kWarpSize; ++l) {
+        if ((mask >> l) & 1u) {
+          ins[l] = threads_[base + l].in;
+          outs[l] = threads_[base + l].out;
+        }
+      }
+      // The instruction's own reads (shared memory, the lanes' inputs) and
+      // writes (the lanes' outputs) are the kernel's: TSan checks them.
+      g.expose([&] {
+        sync_acquire(token);
+        for (unsigned l = 0; l < kWarpSize; ++l) {
+          if ((mask >> l) & 1u) fn(l, ins, outs[l]);
+        }
+        sync_release(token);
+      });
+      for (unsigned l = 0; l < kWarpSize; ++l) {
+        if ((mask >> l) & 1u) {
+          threads_[base + l].op = nullptr;
+          make_runnable(threads_[base + l]);
+        }
+      }
+      notify();
+      return;  // the last lane to arrive carries on
+    }
+    if (n_runnable_ == 0) deadlock();
+    suspend(t, g);
+  }
+
+  // Holds the block's state for one barrier or collective step.
 #if defined(GG_EMU_TSAN)
-  using Guard = std::unique_lock<std::mutex>;
-  Guard guard() { return Guard(mu_); }
+  struct Guard {
+    TsanQuiet quiet;  // NB: declared first: quiet before locking, until after unlocking
+    std::unique_lock<std::mutex> lock;
+    template <class F>
+    void expose(F&& f) {
+      TsanQuiet::end();
+      f();
+      TsanQuiet::begin();
+    }
+  };
+  Guard guard() { return Guard{{}, std::unique_lock<std::mutex>(mu_)}; }
   void notify() { cv_.notify_all(); }
   void suspend(ThreadCtx& t, Guard& g) {
-    cv_.wait(g, [&t] { return t.state == State::runnable; });
+    cv_.wait(g.lock, [&t] { return t.state == State::runnable; });
   }
 #else
-  struct Guard {};
+  struct Guard {
+    template <class F>
+    void expose(F&& f) {
+      f();
+    }
+  };
   Guard guard() { return {}; }
   void notify() {}
   void suspend(ThreadCtx& t, Guard&) { swapcontext(&t.ctx, &scheduler_); }
@@ -872,6 +958,9 @@ class BlockRunner {
   unsigned n_barrier_ = 0;
   unsigned n_exited_ = 0;
   unsigned resume_from_ = 0;
+  // Addresses for TSan's release/acquire annotations (unused in fiber mode).
+  char block_token_ = 0;
+  std::vector<char> warp_tokens_ = std::vector<char>(nthreads_ / kWarpSize + 1);
 };
 
 inline std::string where() {
