@@ -110,32 +110,35 @@ class GemvPlan:
 # Diagnose
 
 
-def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str) -> Diagnostic:
-    return Diagnostic(loc, f"kernel '{kernel.name}': cuda cannot emit {what} yet")
+def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str, why: str) -> Diagnostic:
+    return Diagnostic(loc, f"kernel '{kernel.name}': cuda cannot emit {what} yet: {why}")
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the GEMV kernels cannot emit (everything else is supported)."""
     assert kernel.op is Op.DENSE and kernel.algorithm in (Algorithm.GEMV, Algorithm.GEMV_BATCHED)
     assert kernel.rhs is not None
-    algo = kernel.algorithm.value
+    algo = f"a {kernel.algorithm.value}"
     out: list[Diagnostic] = []
     if kernel.lhs.dtype not in LHS_DTYPES:
-        out.append(_not_yet(kernel.lhs.loc, kernel, f"a {algo} with lhs "
-                            f"'{kernel.lhs.dtype.value}': the GEMV takes bf16 or f16 activations"))
+        out.append(_not_yet(kernel.lhs.loc, kernel, f"{algo} with lhs '{kernel.lhs.dtype.value}'",
+                            "the GEMV takes bf16 or f16 activations"))
     elif kernel.rhs.dtype is not kernel.lhs.dtype and kernel.rhs.dtype not in FP8_WEIGHTS:
-        out.append(_not_yet(kernel.rhs.loc, kernel, f"a {algo} with rhs "
-                            f"'{kernel.rhs.dtype.value}': the weights must be "
-                            f"'{kernel.lhs.dtype.value}' like lhs, or e4m3 / e5m2 (W8A16)"))
+        out.append(_not_yet(kernel.rhs.loc, kernel, f"{algo} with rhs '{kernel.rhs.dtype.value}'",
+                            f"the weights must be '{kernel.lhs.dtype.value}' like lhs, or e4m3 / "
+                            "e5m2 (W8A16)"))
     if kernel.rhs.layout is not Layout.NK:
-        out.append(_not_yet(kernel.rhs.loc, kernel, f"a {algo} with rhs [k, n]: the GEMV "
-                            "streams K-contiguous weight rows; store the weight as [n, k]"))
+        out.append(_not_yet(kernel.rhs.loc, kernel, f"{algo} with rhs [k, n]",
+                            "the GEMV streams K-contiguous weight rows; store the weight as "
+                            "[n, k]"))
     if kernel.lhs_scale.mode not in LHS_SCALE_MODES:
-        out.append(_not_yet(kernel.lhs_scale.loc, kernel, f"a {algo} with lhs_scale "
-                            f"'{kernel.lhs_scale.mode.value}' (per_tensor and per_token work)"))
+        out.append(_not_yet(kernel.lhs_scale.loc, kernel,
+                            f"{algo} with lhs_scale '{kernel.lhs_scale.mode.value}'",
+                            "per_tensor and per_token lhs scales work"))
     if kernel.rhs_scale.mode not in RHS_SCALE_MODES:
-        out.append(_not_yet(kernel.rhs_scale.loc, kernel, f"a {algo} with rhs_scale "
-                            f"'{kernel.rhs_scale.mode.value}' (per_tensor and per_channel work)"))
+        out.append(_not_yet(kernel.rhs_scale.loc, kernel,
+                            f"{algo} with rhs_scale '{kernel.rhs_scale.mode.value}'",
+                            "per_tensor and per_channel rhs scales work"))
     return out
 
 

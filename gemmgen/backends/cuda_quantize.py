@@ -139,7 +139,8 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     lines = [f"op        {kernel.op.value}",
              f"lhs       {kernel.lhs.dtype.value} [m, k]",
              f"out       {kernel.out.value} [m, k] (max finite {kernel.out.max_finite:g})",
-             f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value} [m, ceil(k / {sc.block_k})]"
+             f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value} "
+             f"[m, ceil(k / {sc.block_k})]"
              + (" (rounded up to a power of two)" if sc.dtype is DType.E8M0 else "")]
     if kernel.static_k:
         lines.append(f"dims      k={kernel.static_k}")

@@ -1,0 +1,288 @@
+"""The CUDA GEMV and batched GEMV kinds (gemmgen/backends/cuda_gemv.py).
+
+A spec of three kernels that between them use every feature (bf16 and f16
+weights, e4m3 and e5m2 weights (W8A16), per-tensor / per-token /
+per-channel scales in f32, bf16 and e8m0, bias, alpha, relu, gelu,
+silu_mul, M = 1 .. max_m) is rendered into a temporary folder, then:
+
+- run on the CPU emulator against the reference, at M = 1, 2 and max_m,
+  with n that leaves a partial last block and a partial last warp, k with a
+  partial last warp step (the 16-byte path) and odd k (the unaligned path);
+- compiled with nvcc for sm_80, sm_89 and sm_90a: no spills, 128-bit weight
+  loads (LDG.E.128) in the 16-byte entry point;
+- the generated launchers reject bad calls with ValueError on NumPy arrays;
+- the plan's arithmetic and the diagnostics are checked directly.
+
+The plain bf16 GEMV pair (and its bit-identical rows) is tested with the
+dispatcher that uses it, in test_cuda_dispatch.py.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import pytest
+
+from gemmgen import ir
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.backends import cuda_gemv
+from gemmgen.build import render_spec
+from gemmgen.diagnostics import SpecError
+from gemmgen.reference import compare, random_inputs, reference
+from gemmgen.runtime import nvcc
+from gemmgen.runtime.toolchain import find_nvcc
+from gemmgen.runtime.verify_cuda import run_launcher
+from gemmgen.verify import load_generated_module
+
+SPEC = """\
+target cuda {
+  archs sm_80 sm_89 sm_90a
+}
+
+defaults {
+  op dense
+  lhs bf16 [m, k]
+  backends cuda
+}
+
+# Seed 002's dense_gemv_fp8w: W8A16 GEMV, e4m3 weights, per-channel scales.
+kernel gemv_w8a16 {
+  rhs e4m3 [n, k]
+  out bf16
+  rhs_scale per_channel f32
+  bias bf16 [n]
+  epilogue gelu alpha=0.5
+  algorithm gemv
+  tile m=64 n=64 k=64   # ignored by a GEMV
+}
+
+# Fused gate-up projection for up to 4 tokens, e5m2 weights.
+kernel gemv_batched_gate_up {
+  rhs e5m2 [n, k]
+  out f32
+  lhs_scale per_token f32
+  rhs_scale per_tensor e8m0
+  bias f32 [n]
+  epilogue silu_mul
+  algorithm gemv_batched
+  max_m 4
+}
+
+# f16, 16 rows: two weight rows per warp to stay within the accumulators.
+kernel gemv_batched_f16 {
+  lhs f16 [m, k]
+  rhs f16 [n, k]
+  out f16
+  lhs_scale per_tensor f32
+  rhs_scale per_channel bf16
+  epilogue relu
+  algorithm gemv_batched
+  max_m 16
+  threads 128
+}
+"""
+
+NAMES = ("gemv_w8a16", "gemv_batched_gate_up", "gemv_batched_f16")
+ARCHS = ("sm_80", "sm_89", "sm_90a")
+MODULES: dict = {}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[ir.Spec, Path]:
+    """The spec rendered into a temporary folder, every emulator build done
+    (in parallel: each is one g++ run, cached by content)."""
+    root = tmp_path_factory.mktemp("gemv")
+    (root / "specs").mkdir()
+    (root / "specs" / "gemv.gemm").write_text(SPEC)
+    rendered = render_spec(root / "specs" / "gemv.gemm")
+    cuda = root / "cuda"
+    cuda.mkdir()
+    for rel, text in rendered.files.items():
+        if rel.parts[0] == "cuda":
+            (cuda / rel.name).write_text(text)
+    from gemmgen.runtime.cuda_emu import EmuModule
+
+    def build(name: str) -> None:
+        MODULES[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),
+                                               source_name(name))
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(build, NAMES))
+    return rendered.spec, cuda
+
+
+def source_name(name: str) -> str:
+    return f"gemv/cuda/{name}.cu"
+
+
+_launchers: dict = {}
+
+
+def launcher(cuda: Path, name: str):
+    if name not in _launchers:
+        _launchers[name] = load_generated_module(cuda / f"{name}.py", f"test_cuda_gemv_{name}")
+    return _launchers[name]
+
+
+def run(cuda: Path, name: str, inputs: dict):
+    return run_launcher(launcher(cuda, name), (cuda / f"{name}.cu").read_text(),
+                        source_name(name), inputs, modules=MODULES)
+
+
+def shapes(kernel: ir.Kernel, p: cuda_gemv.GemvPlan) -> list[tuple[int, int, int]]:
+    """(m, n, k): M = 1, 2, max_m; n with a partial last block and a partial
+    last warp; k with a partial last warp step (16-byte path) or odd (the
+    unaligned path)."""
+    ms = (1,) if p.max_rows == 1 else (1, 2, p.max_rows)
+    pair = 2 if p.silu_mul else 1
+    n_ragged = pair * (p.cols_per_block + p.out_cols + 1)
+    k_tail = p.vec * (32 * p.unroll + 3)
+    k_odd = p.vec * 7 + 3
+    out = []
+    for i, m in enumerate(ms):
+        out.append((m, n_ragged, k_tail))
+        out.append((m, 2 * pair + (i % 2) * pair, k_odd))
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_reference_on_emulator(built, name):
+    spec, cuda = built
+    kernel = spec.kernel(name)
+    p = cuda_gemv.plan(kernel, spec)
+    lp = cuda_backend.plan(kernel, spec)
+    mod = launcher(cuda, name)
+    for m, n, k in shapes(kernel, p):
+        rng = np.random.default_rng([m, n, k])
+        inputs = random_inputs(kernel, m=m, n=n, k=k, rng=rng)
+        dims = mod.validate(**inputs)
+        entry = mod.launches(dims)[0].entry
+        assert entry == lp.entries[0 if k % p.vec == 0 else 1]
+        actual = run(cuda, name, inputs)
+        result = compare(actual, reference(kernel, **inputs), kernel, k=k, inputs=inputs)
+        assert result.passed, f"{name} m={m} n={n} k={k} ({entry}):\n{result.detail}"
+
+
+def test_m_zero_launches_nothing(built):
+    spec, cuda = built
+    kernel = spec.kernel("gemv_batched_f16")
+    inputs = random_inputs(kernel, m=0, n=8, k=16, rng=np.random.default_rng(0))
+    mod = launcher(cuda, "gemv_batched_f16")
+    assert mod.launches(mod.validate(**inputs)) == []
+    assert run(cuda, "gemv_batched_f16", inputs).shape == (0, 8)
+
+
+# ---------------------------------------------------------------------------
+# nvcc
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_compiles_without_spills_and_streams_with_128_bit_loads(built):
+    spec, cuda = built
+    jobs = [(name, arch) for name in NAMES for arch in ARCHS]
+
+    def compile_one(job):
+        name, arch = job
+        return job, nvcc.compile_check((cuda / f"{name}.cu").read_text(), arch,
+                                       name_for_errors=f"{name}.cu")
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        results = dict(pool.map(compile_one, jobs))
+    for (name, arch), result in results.items():
+        lp = cuda_backend.plan(spec.kernel(name), spec)
+        assert set(result.kernels) == set(lp.entries)
+        for entry, usage in result.kernels.items():
+            assert usage.spills == 0 and usage.stack_frame == 0, (arch, entry, usage)
+        sass = nvcc.sass_summary(result.cubin)
+        fast, unaligned = lp.entries
+        assert sass[fast].ldg_128 > 0, (arch, fast, sass[fast].opcodes)
+        assert sass[fast].count("SHFL") > 0  # the warp reduction
+        assert sass[unaligned].ldg_128 == 0
+
+
+# ---------------------------------------------------------------------------
+# Launcher validation (NumPy arrays, no GPU)
+
+
+def test_launcher_rejects_bad_calls(built):
+    spec, cuda = built
+    kernel = spec.kernel("gemv_batched_gate_up")
+    mod = launcher(cuda, "gemv_batched_gate_up")
+    good = random_inputs(kernel, m=3, n=8, k=32, rng=np.random.default_rng(1))
+    assert mod.validate(**good) == {"m": 3, "k": 32, "n": 8, "n_out": 4}
+
+    def bad(match, **change):
+        with pytest.raises(ValueError, match=match):
+            mod.validate(**{**good, **change})
+
+    big = random_inputs(kernel, m=5, n=8, k=32, rng=np.random.default_rng(2))
+    bad(r"gemv_batched serves m <= 4", lhs=big["lhs"], lhs_scale=big["lhs_scale"])
+    bad(r"rhs must have shape \[8, 32\]", rhs=good["rhs"][:, :16])
+    bad(r"rhs must be float8_e5m2, got float8_e4m3fn", rhs=good["rhs"].view("float8_e4m3fn"))
+    bad(r"lhs must have 2 dims", lhs=good["lhs"][None])
+    bad(r"bias must have shape \[8\]", bias=good["bias"][:4])
+    bad(r"lhs_scale is required", lhs_scale=None)
+    odd = random_inputs(kernel, m=3, n=10, k=32, rng=np.random.default_rng(3))
+    odd["rhs"], odd["bias"] = odd["rhs"][:9].copy(), odd["bias"][:9].copy()
+    bad(r"silu_mul needs an even n", rhs=odd["rhs"], bias=odd["bias"])
+    bad(r"out must have shape \[3, 4\]", out=np.zeros((3, 8), np.float32))
+    # A weight that starts 2 bytes into an allocation: no 16-byte loads.
+    raw = np.zeros(8 * 32 + 16, np.uint8)
+    shifted = raw[2:2 + 8 * 32].view(good["rhs"].dtype).reshape(8, 32)
+    bad(r"rhs must be 16-byte aligned", rhs=shifted)
+    bad(r"rhs must be C-contiguous", rhs=np.asfortranarray(good["rhs"]))
+
+
+def test_static_dims_are_checked(tmp_path):
+    (tmp_path / "specs").mkdir()
+    spec_path = tmp_path / "specs" / "s.gemm"
+    spec_path.write_text(SPEC.replace("  max_m 16\n", "  max_m 16\n  dims n=64 k=128\n"))
+    rendered = render_spec(spec_path)
+    path = tmp_path / "gemv_batched_f16.py"
+    path.write_text(rendered.files[PurePosixPath("cuda/gemv_batched_f16.py")])
+    mod = load_generated_module(path, "test_cuda_gemv_static_dims")
+    kernel = rendered.spec.kernel("gemv_batched_f16")
+    inputs = random_inputs(kernel, m=2, n=64, k=120, rng=np.random.default_rng(4))
+    with pytest.raises(ValueError, match=r"the spec fixes k = 128"):
+        mod.validate(**inputs)
+    inputs = random_inputs(kernel, m=2, n=64, k=128, rng=np.random.default_rng(4))
+    assert mod.validate(**inputs)["k"] == 128
+
+
+# ---------------------------------------------------------------------------
+# Plan and diagnostics
+
+
+def test_plan_arithmetic(built):
+    spec, _ = built
+    w8 = cuda_gemv.plan(spec.kernel("gemv_w8a16"), spec)
+    assert (w8.vec, w8.warps, w8.out_cols, w8.acc_cols, w8.unroll) == (16, 8, 2, 2, 2)
+    assert w8.entries[0].lhs_loads == 2  # 16 bf16 activations per 16 fp8 weights
+    gate_up = cuda_gemv.plan(spec.kernel("gemv_batched_gate_up"), spec)
+    assert (gate_up.out_cols, gate_up.acc_cols, gate_up.cols_per_block) == (2, 4, 16)
+    f16 = cuda_gemv.plan(spec.kernel("gemv_batched_f16"), spec)
+    assert (f16.vec, f16.warps, f16.acc_cols, f16.max_rows) == (8, 4, 2, 16)
+    lp = cuda_backend.plan(spec.kernel("gemv_batched_f16"), spec)
+    assert [v.when for v in lp.variants] == ["k % 8 == 0", ""]
+    assert lp.variants[0].steps[0].grid == ("gg_cdiv(n_out, 8)", "1", "1")
+    assert lp.variants[0].steps[0].block == 128
+
+
+@pytest.mark.parametrize("change,message", [
+    (("rhs e4m3 [n, k]", "rhs e4m3 [k, n]"),
+     "cuda cannot emit a gemv with rhs [k, n] yet: the GEMV streams K-contiguous weight rows"),
+    (("rhs e4m3 [n, k]", "rhs int8 [n, k]"),
+     "cuda cannot emit a gemv with rhs 'int8' yet: the weights must be 'bf16' like lhs, or e4m3"),
+    (("rhs_scale per_channel f32", "rhs_scale block n=128 k=128 f32"),
+     "cuda cannot emit a gemv with rhs_scale 'block' yet"),
+])
+def test_diagnostics_name_what_is_not_supported(tmp_path, change, message):
+    (tmp_path / "specs").mkdir()
+    path = tmp_path / "specs" / "bad.gemm"
+    path.write_text(SPEC.replace(*change, 1))
+    with pytest.raises(SpecError) as e:
+        render_spec(path)
+    assert any(message in d.message for d in e.value.diagnostics), e.value

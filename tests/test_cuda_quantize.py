@@ -1,0 +1,285 @@
+"""The CUDA per-token-group FP8 quantize kind (gemmgen/backends/cuda_quantize.py).
+
+Three kernels cover the paths: bf16 -> e4m3 with e8m0 scales and G = 128
+(16 lanes per group, 16-byte loads), f32 -> e5m2 with f32 scales and
+G = 64, and f16 -> e4m3 with G = 1100 (not a multiple of 8: only the
+one-element-per-load entry, and too long to keep in registers, so read
+twice). Each runs on the CPU emulator against the reference (scales
+compared exactly for e8m0), including partial last groups, rows narrower
+than one group, odd k, all-zero groups and amax values exactly at and one
+ulp past the power-of-two boundaries; compiles without spills for every
+arch; and its launcher rejects bad calls.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from gemmgen import ir
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.backends import cuda_quantize
+from gemmgen.build import render_spec
+from gemmgen.reference import compare, random_inputs, reference, reference_output
+from gemmgen.runtime import nvcc
+from gemmgen.runtime.toolchain import find_nvcc
+from gemmgen.runtime.verify_cuda import run_launcher
+from gemmgen.verify import load_generated_module
+
+SPEC = """\
+target cuda {
+  archs sm_80 sm_89 sm_90a
+}
+
+# DeepGEMM / SGLang activation quantization: 1 x 128 groups, MX scales.
+kernel quant_e8m0 {
+  op quantize
+  lhs bf16 [m, k]
+  out e4m3
+  out_scale per_token_group k=128 e8m0
+  backends cuda
+}
+
+kernel quant_f32_e5m2 {
+  op quantize
+  lhs f32 [m, k]
+  out e5m2
+  out_scale per_token_group k=64 f32
+  backends cuda
+}
+
+kernel quant_long_groups {
+  op quantize
+  lhs f16 [m, k]
+  out e4m3
+  out_scale per_token_group k=1100 f32
+  threads 64
+  backends cuda
+}
+"""
+
+NAMES = ("quant_e8m0", "quant_f32_e5m2", "quant_long_groups")
+ARCHS = ("sm_80", "sm_89", "sm_90a")
+MODULES: dict = {}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[ir.Spec, Path]:
+    root = tmp_path_factory.mktemp("quantize")
+    (root / "specs").mkdir()
+    (root / "specs" / "quantize.gemm").write_text(SPEC)
+    rendered = render_spec(root / "specs" / "quantize.gemm")
+    cuda = root / "cuda"
+    cuda.mkdir()
+    for rel, text in rendered.files.items():
+        if rel.parts[0] == "cuda":
+            (cuda / rel.name).write_text(text)
+    from gemmgen.runtime.cuda_emu import EmuModule
+
+    def build(name: str) -> None:
+        MODULES[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),
+                                               source_name(name))
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(build, NAMES))
+    return rendered.spec, cuda
+
+
+def source_name(name: str) -> str:
+    return f"quantize/cuda/{name}.cu"
+
+
+_launchers: dict = {}
+
+
+def launcher(cuda: Path, name: str):
+    if name not in _launchers:
+        _launchers[name] = load_generated_module(cuda / f"{name}.py", f"test_cuda_quant_{name}")
+    return _launchers[name]
+
+
+def run(cuda: Path, name: str, lhs: np.ndarray):
+    return run_launcher(launcher(cuda, name), (cuda / f"{name}.cu").read_text(),
+                        source_name(name), {"lhs": lhs}, modules=MODULES)
+
+
+def check(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    kernel = spec.kernel(name)
+    q, s = run(cuda, name, lhs)
+    result = compare((q, s), reference(kernel, lhs=lhs), kernel, k=lhs.shape[1])
+    assert result.passed, f"{name} {lhs.shape}:\n{result.detail}"
+    if kernel.out_scale.dtype is ir.DType.E8M0:
+        _, s_ref = reference_output(kernel, lhs=lhs)
+        np.testing.assert_array_equal(s, s_ref)  # the same bytes, not just close
+    return q, s
+
+
+def shapes(p: cuda_quantize.QuantPlan) -> list[tuple[int, int]]:
+    """(m, k): whole groups, a partial last group, a row narrower than one
+    group, and k that is not a multiple of the 16-byte slice (odd)."""
+    g, vec = p.group, p.entries[0].vec
+    return [(37, 3 * g), (5, 2 * g + vec * (g // vec // 2 or 1)), (3, vec), (2, 2 * g + 3)]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_reference_on_emulator(built, name):
+    spec, cuda = built
+    kernel = spec.kernel(name)
+    p = cuda_quantize.plan(kernel, spec)
+    mod = launcher(cuda, name)
+    entries = set()
+    for m, k in shapes(p):
+        lhs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k]))["lhs"]
+        entries.add(mod.launches(mod.validate(lhs=lhs))[0].entry)
+        q, s = check(spec, cuda, name, lhs)
+        assert q.dtype == np.dtype(kernel.out.numpy_name) and q.shape == (m, k)
+        assert s.shape == (m, -(-k // p.group))
+    assert entries == {e.name for e in p.entries}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_all_zero_groups_get_the_floor_scale(built, name):
+    spec, cuda = built
+    kernel = spec.kernel(name)
+    g = kernel.out_scale.block_k
+    k = 2 * g + 8
+    lhs = random_inputs(kernel, m=4, n=k, k=k, rng=np.random.default_rng(7))["lhs"]
+    lhs[1] = 0  # a zero row
+    lhs[2, g:2 * g] = 0  # a zero group inside a row
+    lhs[3, 2 * g:] = 0  # a zero partial last group
+    q, s = check(spec, cuda, name, lhs)
+    assert not np.any(q.astype(np.float32)[1])
+    floor = reference(kernel, lhs=np.zeros((1, g), lhs.dtype))[1][0, 0]
+    scales = s.astype(np.float64) if s.dtype != np.uint8 else np.exp2(s.astype(np.float64) - 127)
+    assert scales[1, 0] == scales[2, 1] == scales[3, 2] == pytest.approx(floor, rel=2**-22)
+
+
+def test_e8m0_scales_round_up_exactly_at_power_of_two_boundaries(built):
+    """amax = 448 * 2^e gives scale 2^e exactly; the next bf16 above it gives
+    2^(e+1); one below keeps 2^e. The reference rounds the same way."""
+    spec, cuda = built
+    kernel = spec.kernel("quant_e8m0")
+    bf16 = ml_dtypes.bfloat16
+    rows = []
+    for e in (-20, -3, 0, 1, 7, 40):
+        at = 448.0 * 2.0**e
+        for amax in (at, float(np.nextafter(bf16(at), bf16(np.inf))),
+                     float(np.nextafter(bf16(at), bf16(0)))):
+            row = np.full(256, amax / 3, np.float64)
+            row[5] = -amax  # the group's amax, negative
+            row[128 + 77] = amax  # the second group's
+            rows.append(row)
+    lhs = np.asarray(rows).astype(bf16)
+    _, s = check(spec, cuda, "quant_e8m0", lhs)
+    want = []
+    for e in (-20, -3, 0, 1, 7, 40):
+        want += [127 + e, 128 + e, 127 + e]
+    np.testing.assert_array_equal(s[:, 0], want)
+    np.testing.assert_array_equal(s[:, 1], want)
+
+
+def test_saturation_and_tiny_values(built):
+    """Values far apart in one group: the largest maps to +-fp8_max, tiny
+    ones to zero or subnormals, as the reference casts them."""
+    spec, cuda = built
+    lhs = np.zeros((2, 64), np.float32)
+    lhs[0, :4] = [1e30, -1e30, 1e-30, 3.0]
+    lhs[1, :3] = [-7.5e-7, 2.5e-39, 1.0]  # an f32 subnormal input
+    q, _ = check(spec, cuda, "quant_f32_e5m2", lhs)
+    assert q.astype(np.float32)[0, 0] == 57344.0 and q.astype(np.float32)[0, 1] == -57344.0
+
+
+# ---------------------------------------------------------------------------
+# nvcc
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+def test_compiles_without_spills(built):
+    spec, cuda = built
+    jobs = [(name, arch) for name in NAMES for arch in ARCHS]
+
+    def compile_one(job):
+        name, arch = job
+        return job, nvcc.compile_check((cuda / f"{name}.cu").read_text(), arch,
+                                       name_for_errors=f"{name}.cu")
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        results = dict(pool.map(compile_one, jobs))
+    for (name, arch), result in results.items():
+        lp = cuda_backend.plan(spec.kernel(name), spec)
+        assert set(result.kernels) == set(lp.entries)
+        for entry, usage in result.kernels.items():
+            assert usage.spills == 0 and usage.stack_frame == 0, (arch, entry, usage)
+        if name == "quant_e8m0":
+            sass = nvcc.sass_summary(result.cubin)["quant_e8m0"]
+            assert sass.ldg_128 > 0 and sass.count("STG", "64") > 0, (arch, sass.opcodes)
+            if arch != "sm_80":  # FP8 conversion instructions from sm_89
+                assert sass.count("F2FP") > 0, (arch, sass.opcodes)
+
+
+# ---------------------------------------------------------------------------
+# Launcher validation, plan, diagnostics
+
+
+def test_launcher_rejects_bad_calls(built):
+    spec, cuda = built
+    mod = launcher(cuda, "quant_e8m0")
+    lhs = np.ones((3, 200), ml_dtypes.bfloat16)
+    assert mod.validate(lhs=lhs) == {"m": 3, "k": 200, "groups": 2}
+    assert mod.output_shapes(mod.validate(lhs=lhs)) == {"out": (3, 200), "out_scale": (3, 2)}
+    with pytest.raises(ValueError, match=r"lhs must be bfloat16, got float32"):
+        mod.validate(lhs=np.ones((3, 200), np.float32))
+    with pytest.raises(ValueError, match=r"lhs must have 2 dims"):
+        mod.validate(lhs=np.ones((200,), ml_dtypes.bfloat16))
+    with pytest.raises(ValueError, match=r"k positive"):
+        mod.validate(lhs=np.ones((3, 0), ml_dtypes.bfloat16))
+    with pytest.raises(ValueError, match=r"out_scale must have shape \[3, 2\]"):
+        mod.validate(lhs=lhs, out_scale=np.zeros((3, 1), np.uint8))
+    with pytest.raises(ValueError, match=r"out_scale must be uint8"):
+        mod.validate(lhs=lhs, out_scale=np.zeros((3, 2), np.float32))
+    raw = np.zeros(3 * 200 * 2 + 16, np.uint8)
+    with pytest.raises(ValueError, match=r"lhs must be 16-byte aligned"):
+        mod.validate(lhs=raw[2:2 + 1200].view(ml_dtypes.bfloat16).reshape(3, 200))
+    assert mod.launches(mod.validate(lhs=np.ones((0, 200), ml_dtypes.bfloat16))) == []
+
+
+def test_plan_arithmetic(built):
+    spec, _ = built
+    e8m0 = cuda_quantize.plan(spec.kernel("quant_e8m0"), spec)
+    fast = e8m0.entries[0]
+    assert (fast.vec, fast.lanes, fast.groups_per_warp, fast.chunks, fast.cached) == \
+        (8, 16, 2, 1, True)
+    assert fast.items_per_block == 16 and e8m0.entries[1].lanes == 32
+    f32 = cuda_quantize.plan(spec.kernel("quant_f32_e5m2"), spec)
+    assert (f32.entries[0].vec, f32.entries[0].lanes, f32.fp8_max) == (4, 16, 57344.0)
+    long = cuda_quantize.plan(spec.kernel("quant_long_groups"), spec)
+    assert len(long.entries) == 1  # 1100 is not a multiple of 8: no 16-byte path
+    only = long.entries[0]
+    assert (only.vec, only.lanes, only.chunks, only.cached, only.items_per_block) == \
+        (1, 32, 35, False, 2)
+    lp = cuda_backend.plan(spec.kernel("quant_e8m0"), spec)
+    assert [v.when for v in lp.variants] == ["k % 8 == 0", ""]
+    assert lp.lut_dims == ("m", "0", "k")
+    assert [s.grid for v in lp.variants for s in v.steps] == [
+        ("gg_cdiv(m * groups, 16)", "1", "1"), ("gg_cdiv(m * groups, 8)", "1", "1")]
+
+
+def test_diagnose_guards_what_validate_lets_through(built):
+    """validate admits f32 / bf16 / f16 inputs and f32 / e8m0 scales only; the
+    kind still names anything else instead of emitting it."""
+    spec, _ = built
+    kernel = spec.kernel("quant_e8m0")
+    assert cuda_quantize.diagnose(kernel, spec) == []
+    odd = dataclasses.replace(kernel, lhs=ir.Operand(ir.DType.INT8),
+                              out_scale=dataclasses.replace(kernel.out_scale, dtype=ir.DType.BF16))
+    messages = [d.message for d in cuda_quantize.diagnose(odd, spec)]
+    assert messages == [
+        "kernel 'quant_e8m0': cuda cannot emit quantize of lhs 'int8' yet: it reads bf16, f16 "
+        "or f32 activations",
+        "kernel 'quant_e8m0': cuda quantize writes f32 or e8m0 scales"]
