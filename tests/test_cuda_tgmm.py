@@ -47,7 +47,7 @@ kernel tgmm_bf16 {
   lhs bf16 [m, k]
   rhs bf16 [m, n]
   out f32
-  tile m=32 n=32 k=16
+  tile m=16 n=32 k=32
   warp_tile m=16 n=16
   stages 2
   backends cuda
@@ -59,7 +59,7 @@ kernel tgmm_f16_alpha {
   rhs f16 [m, n]
   out bf16
   epilogue alpha=0.5
-  tile m=64 n=32 k=32
+  tile m=32 n=32 k=64
   warp_tile m=32 n=16
   stages 3
   backends cuda
@@ -70,7 +70,7 @@ kernel tgmm_bf16_out_f16 {
   lhs bf16 [m, k]
   rhs bf16 [m, n]
   out f16
-  tile m=64 n=64 k=16
+  tile m=16 n=64 k=64
   stages 4
   backends cuda
 }
@@ -246,7 +246,7 @@ def test_launch_is_one_step_with_the_plans_grid(generated):
                              group_sizes=np.array([10, 0, 30, 10], np.int32), group_offset=1)
     assert dims["g"] == 3
     (step,) = launcher.launches(dims)
-    # tile m=32 n=32 k=16: (k tiles, n tiles, local groups); 2 x 2 warps.
+    # tile m=16 n=32 k=32: (k tiles, n tiles, local groups); 2 x 2 warps.
     assert step.entry == "tgmm_bf16"
     assert step.grid == (3, 2, 3)
     assert step.block == (128, 1, 1)
@@ -353,9 +353,9 @@ def _tgmm(*fields: str, archs: str = "sm_90a") -> str:
 @pytest.mark.parametrize("fields, message", [
     (("lhs f32 [m, k]", "rhs f32 [m, n]", "out f32"), "takes bf16 x bf16 or f16 x f16"),
     (("lhs bf16 [m, k]", "rhs f16 [m, n]", "out f32"), "lhs 'bf16' x rhs 'f16'"),
-    (("lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32", "tile m=64 n=64 k=24"),
-     "tile k=24 .* must be a multiple of 16"),
-    (("lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32", "tile m=64 n=64 k=32", "stages 1"),
+    (("lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32", "tile m=24 n=64 k=64"),
+     "tile m=24 .* must be a multiple of 16"),
+    (("lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32", "tile m=32 n=64 k=64", "stages 1"),
      "needs stages >= 2"),
 ])
 def test_diagnostics(fields, message):

@@ -138,24 +138,24 @@ def _warp_tile(kernel: ir.Kernel) -> tuple[int, int]:
     if kernel.warp_tile is not None:
         return kernel.warp_tile.m, kernel.warp_tile.n
     t = kernel.tile
-    wk = 64 if t.m % 64 == 0 else (32 if t.m % 32 == 0 else 16)
+    wk = 64 if t.k % 64 == 0 else (32 if t.k % 32 == 0 else 16)
     wn = 32 if t.n % 32 == 0 else 16
     return wk, wn
 
 
 def _tile_problem(kernel: ir.Kernel) -> str | None:
     t = kernel.tile
-    if t.k % MMA_K:
-        return (f"tile k={t.k} (rows per pipeline stage, the tgmm contraction) must be a "
+    if t.m % MMA_K:
+        return (f"tile m={t.m} (rows of lhs per pipeline stage: the tgmm contraction) must be a "
                 f"multiple of {MMA_K}, one MMA")
-    if t.m % 16 or t.n % 16:
-        return f"tile {t.m}x{t.n} (the output block, k x n) must be a multiple of 16 in m and n"
+    if t.k % 16 or t.n % 16:
+        return f"tile k={t.k} n={t.n} (the output block, k x n) must be multiples of 16"
     wk, wn = _warp_tile(kernel)
-    if wk % 16 or wn % 16 or t.m % wk or t.n % wn:
-        return f"warp tile {wk}x{wn} must be a multiple of 16 and divide the tile {t.m}x{t.n}"
-    warps = (t.m // wk) * (t.n // wn)
+    if wk % 16 or wn % 16 or t.k % wk or t.n % wn:
+        return f"warp tile {wk}x{wn} must be a multiple of 16 and divide the tile k x n {t.k}x{t.n}"
+    warps = (t.k // wk) * (t.n // wn)
     if warps * WARP > 1024:
-        return f"tile {t.m}x{t.n} with warp tile {wk}x{wn} needs {warps} warps (> 32)"
+        return f"tile k x n {t.k}x{t.n} with warp tile {wk}x{wn} needs {warps} warps (> 32)"
     if kernel.threads is not None and kernel.threads != warps * WARP:
         return f"threads {kernel.threads} disagrees with {warps} warps of the {wk}x{wn} warp tile"
     return None
@@ -174,19 +174,22 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
     wk, wn = _warp_tile(kernel)
     # Shared-memory rows are padded by 16 bytes, so the eight rows one
     # ldmatrix reads start in different banks.
-    a_stride = t.m * es + COPY_BYTES
+    # Tile dims are named after the problem dims: the output block is
+    # tile.k x tile.n, and each pipeline stage holds tile.m rows of lhs and rhs
+    # (the contraction runs over m).
+    a_stride = t.k * es + COPY_BYTES
     b_stride = t.n * es + COPY_BYTES
-    a_stage = t.k * a_stride
-    b_stage = t.k * b_stride
+    a_stage = t.m * a_stride
+    b_stage = t.m * b_stride
     return TgmmPlan(
         kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
         spec_lines=_spec_lines(kernel), entry=kernel.name,
         operand=operand, out=kernel.out, mma=_MMA[operand], alpha=kernel.epilogue.alpha,
-        tile_k=t.m, tile_n=t.n, tile_rows=t.k, warp_k=wk, warp_n=wn,
-        warps_k=t.m // wk, warps_n=t.n // wn, stages=kernel.stages,
-        mi=wk // 16, ni=wn // 8, ksteps=t.k // MMA_K,
+        tile_k=t.k, tile_n=t.n, tile_rows=t.m, warp_k=wk, warp_n=wn,
+        warps_k=t.k // wk, warps_n=t.n // wn, stages=kernel.stages,
+        mi=wk // 16, ni=wn // 8, ksteps=t.m // MMA_K,
         elems_per_copy=COPY_BYTES // es,
-        a_chunks_per_row=t.m * es // COPY_BYTES, b_chunks_per_row=t.n * es // COPY_BYTES,
+        a_chunks_per_row=t.k * es // COPY_BYTES, b_chunks_per_row=t.n * es // COPY_BYTES,
         a_stride=a_stride, a_stage_bytes=a_stage, b_stride=b_stride, b_stage_bytes=b_stage,
         # The epilogue stores from registers: the pipeline is all the block needs.
         smem_bytes=kernel.stages * (a_stage + b_stage),
@@ -205,7 +208,7 @@ def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     if kernel.epilogue.alpha is not None:
         lines.append(f"epilogue  alpha={kernel.epilogue.alpha!r}")
     lines.append(f"tile      m={t.m} n={t.n} k={t.k}, {kernel.stages} stages "
-                 f"(out block {t.m} k x {t.n} n, {t.k} rows per stage)")
+                 f"(out block {t.k} k x {t.n} n, {t.m} rows of m per stage)")
     if kernel.warp_tile is not None:
         lines.append(f"warp_tile m={kernel.warp_tile.m} n={kernel.warp_tile.n}")
     if kernel.static_n or kernel.static_k:
