@@ -46,6 +46,7 @@ defaults {
   lhs bf16 [m, k]
   rhs bf16 [n, k]
   out bf16
+  rhs_scale per_channel f32
   bias f32 [n]
   epilogue silu
   backends cuda
@@ -143,7 +144,7 @@ static cudaError_t record(int arm, const A& a, const char* why) {
   g_called = arm;
   g_fields = a.m * 1000000LL + a.n * 1000LL + a.k +
              (a.lhs != nullptr) + 2 * (a.rhs != nullptr) + 4 * (a.bias != nullptr) +
-             8 * (a.out != nullptr);
+             8 * (a.out != nullptr) + 16 * (a.rhs_scale != nullptr);
   return cudaSuccess;
 }
 cudaError_t launch_dense_gemv_bf16(const DenseGemvBf16Args& a, cudaStream_t) {
@@ -166,6 +167,7 @@ int main(int argc, char** argv) {
   a.lhs = reinterpret_cast<const __nv_bfloat16*>(buf);
   a.rhs = reinterpret_cast<const __nv_bfloat16*>(buf);
   a.bias = reinterpret_cast<const float*>(buf);
+  a.rhs_scale = reinterpret_cast<const float*>(buf);
   a.out = reinterpret_cast<__nv_bfloat16*>(buf);
   a.n = 24;
   a.k = 16;
@@ -201,8 +203,8 @@ def test_cpp_pick_and_launch_route_to_the_arm(built, tmp_path):
     assert picks == {m: ARMS.index(d.pick(m, 24, 16)) for m in THRESHOLD_MS}
     launches = [line.split()[1:] for line in out if line.startswith("launch")]
     # m, arm, m * 1e6 + n * 1e3 + k + (pointer bits: every field copied), cudaSuccess
-    assert launches == [["1", "0", str(1024016 + 15), "0"], ["5", "1", str(5024016 + 15), "0"],
-                        ["9", "2", str(9024016 + 15), "0"]]
+    assert launches == [["1", "0", str(1024016 + 31), "0"], ["5", "1", str(5024016 + 31), "0"],
+                        ["9", "2", str(9024016 + 31), "0"]]
     invalid = next(line for line in out if line.startswith("invalid")).split(maxsplit=3)
     assert invalid[1:3] == [str(1), "-1"]  # cudaErrorInvalidValue, no arm called
     assert invalid[3] == "dense_gemv_batched_bf16: n and k must be positive"
@@ -271,4 +273,5 @@ def test_arms_that_cannot_share_a_struct_are_diagnosed(built):
     (diag,) = cuda_dispatch.diagnose_dispatch(d, odd)
     assert diag.message.startswith("dispatch 'dense_mm_bf16': cuda: kernels 'dense_gemv_bf16' "
                                    "and 'dense_gemv_batched_bf16' take different launcher "
-                                   "arguments (lhs, rhs, out / lhs, rhs, bias, out)")
+                                   "arguments (lhs, rhs, rhs_scale, out / "
+                                   "lhs, rhs, rhs_scale, bias, out)")

@@ -48,15 +48,16 @@ defaults {
   backends cuda
 }
 
-# Seed 002's dense_gemv_fp8w: W8A16 GEMV, e4m3 weights, per-channel scales.
+# Seed 002's dense_gemv_fp8w: W8A16 GEMV, e4m3 weights, here with
+# DeepSeek-style block scales (small blocks, so the test shapes cross them).
 kernel gemv_w8a16 {
   rhs e4m3 [n, k]
   out bf16
-  rhs_scale per_channel f32
+  rhs_scale block n=16 k=64 f32
   bias bf16 [n]
   epilogue gelu alpha=0.5
   algorithm gemv
-  tile m=64 n=64 k=64   # ignored by a GEMV
+  tile m=64 n=16 k=64   # ignored by a GEMV (validate checks it against the blocks)
 }
 
 # Fused gate-up projection for up to 4 tokens, e5m2 weights.
@@ -276,12 +277,18 @@ def test_plan_arithmetic(built):
      "cuda cannot emit a gemv with rhs [k, n] yet: the GEMV streams K-contiguous weight rows"),
     (("rhs e4m3 [n, k]", "rhs int8 [n, k]"),
      "cuda cannot emit a gemv with rhs 'int8' yet: the weights must be 'bf16' like lhs, or e4m3"),
-    (("rhs_scale per_channel f32", "rhs_scale block n=128 k=128 f32"),
-     "cuda cannot emit a gemv with rhs_scale 'block' yet"),
+    (("rhs_scale block n=16 k=64 f32\n  bias bf16 [n]\n  epilogue gelu alpha=0.5\n"
+      "  algorithm gemv\n  tile m=64 n=16 k=64",
+      "rhs_scale block n=16 k=8 f32\n  bias bf16 [n]\n  epilogue gelu alpha=0.5\n"
+      "  algorithm gemv\n  tile m=64 n=16 k=8"),
+     "cuda cannot emit a gemv with rhs_scale block k=8 yet: a lane's 16-byte slice of 16 weights"),
+    (("lhs_scale per_token f32", "lhs_scale per_token_group k=128 f32"),
+     "cuda cannot emit a gemv_batched with lhs_scale 'per_token_group' yet"),
 ])
 def test_diagnostics_name_what_is_not_supported(tmp_path, change, message):
     (tmp_path / "specs").mkdir()
     path = tmp_path / "specs" / "bad.gemm"
+    assert change[0] in SPEC
     path.write_text(SPEC.replace(*change, 1))
     with pytest.raises(SpecError) as e:
         render_spec(path)

@@ -34,7 +34,8 @@ from typing import assert_never
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, where,
+    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks,
+    where,
 )
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
@@ -49,7 +50,7 @@ ACC_BUDGET = 32
 LHS_DTYPES = (DType.BF16, DType.F16)
 FP8_WEIGHTS = (DType.E4M3, DType.E5M2)
 LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN)
-RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL)
+RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL, ScaleMode.BLOCK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,12 @@ class GemvPlan:
         return CTYPE[dt]
 
     @property
+    def rhs_block(self) -> bool:
+        """Block-scaled weights: each K slice's partial dot product is scaled
+        in the main loop (FP32 promotion), the scale of its (n, k) block."""
+        return self.rhs_scale.mode is ScaleMode.BLOCK
+
+    @property
     def outputs_per_warp(self) -> int:
         return self.max_rows * self.out_cols
 
@@ -138,7 +145,14 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     if kernel.rhs_scale.mode not in RHS_SCALE_MODES:
         out.append(_not_yet(kernel.rhs_scale.loc, kernel,
                             f"{algo} with rhs_scale '{kernel.rhs_scale.mode.value}'",
-                            "per_tensor and per_channel rhs scales work"))
+                            "per_tensor, per_channel and block rhs scales work"))
+    elif kernel.rhs_scale.mode is ScaleMode.BLOCK:
+        vec = LOAD_BYTES * 8 // kernel.rhs.dtype.bits
+        if kernel.rhs_scale.block_k % vec:
+            out.append(_not_yet(kernel.rhs_scale.loc, kernel,
+                                f"{algo} with rhs_scale block k={kernel.rhs_scale.block_k}",
+                                f"a lane's 16-byte slice of {vec} weights must lie in one scale "
+                                f"block, so k must be a multiple of {vec}"))
     return out
 
 
@@ -182,6 +196,8 @@ def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
                 shape = ("m",)
             case ScaleMode.CHANNEL:
                 shape = ("n",)
+            case ScaleMode.BLOCK:
+                shape = (f"gg_cdiv(n, {scale.block_n})", f"gg_cdiv(k, {scale.block_k})")
             case _:
                 raise AssertionError(f"diagnose rejects {side}_scale {scale.mode.value}")
         args.append(Arg(f"{side}_scale", "in", scale.dtype, shape,
@@ -236,7 +252,10 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
              f"rhs       {kernel.rhs.dtype.value} [n, k]",
              f"out       {kernel.out.value} (accumulator f32)"]
     for name, sc in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
-        if sc.enabled:
+        if sc.mode is ScaleMode.BLOCK:
+            lines.append(f"{name:<10}block n={sc.block_n} k={sc.block_k} {sc.dtype.value} "
+                         "(applied per K slice)")
+        elif sc.enabled:
             lines.append(f"{name:<10}{sc.mode.value} {sc.dtype.value}")
     if kernel.bias.mode is BiasMode.N:
         lines.append(f"bias      {kernel.bias.dtype.value} [n]")
@@ -254,12 +273,7 @@ def _checks(kernel: ir.Kernel, rows: int) -> tuple[Check, ...]:
     checks = [Check(f"m >= 0 and m <= {rows}",
                     f"{what} (m == 0 launches nothing); a dispatcher sends larger m elsewhere"),
               Check("n > 0 and k > 0", "n and k must be positive")]
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        checks.append(Check("n % 2 == 0", "silu_mul needs an even n (gate and up halves)"))
-    if kernel.static_n is not None:
-        checks.append(Check(f"n == {kernel.static_n}", f"the spec fixes n = {kernel.static_n}"))
-    if kernel.static_k is not None:
-        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    checks += spec_checks(kernel)
     checks.append(Check("n < 2147483647 and k < 2147483647", "dims must fit in int32"))
     return tuple(checks)
 
