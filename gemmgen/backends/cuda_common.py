@@ -220,6 +220,19 @@ class LaunchPlan:
         return self.dims + tuple(a.name for a in self.scalars) + tuple(n for n, _ in self.derived)
 
 
+def spec_checks(kernel: ir.Kernel) -> list[Check]:
+    """The checks every kind makes of what the spec fixes: `dims n= k=`, and
+    silu_mul's even n."""
+    checks = []
+    if kernel.epilogue.activation is ir.Activation.SILU_MUL:
+        checks.append(Check("n % 2 == 0", "silu_mul needs an even n (gate and up halves)"))
+    if kernel.static_n is not None and kernel.op is not ir.Op.QUANTIZE:
+        checks.append(Check(f"n == {kernel.static_n}", f"the spec fixes n = {kernel.static_n}"))
+    if kernel.static_k is not None:
+        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    return checks
+
+
 def where(loc: ir.Loc) -> str:
     return f"{loc.path}:{loc.line}" if loc.line > 0 else loc.path
 

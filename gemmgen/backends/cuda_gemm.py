@@ -20,7 +20,7 @@ from gemmgen.runtime.nvcc import shared_memory_limit
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 from gemmgen.backends.cuda_common import (
     CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,
-    i32, i64, where,
+    i32, i64, spec_checks, where,
 )
 
 
@@ -388,12 +388,7 @@ def _checks(kernel: ir.Kernel, k_align: int, n_align: int) -> tuple[Check, ...]:
     if n_align > 1:
         checks.append(Check(f"n % {n_align} == 0",
                             f"n must be a multiple of {n_align}: rows of 16-byte copies"))
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        checks.append(Check("n % 2 == 0", "silu_mul needs an even n (gate and up halves)"))
-    if kernel.static_n is not None:
-        checks.append(Check(f"n == {kernel.static_n}", f"the spec fixes n = {kernel.static_n}"))
-    if kernel.static_k is not None:
-        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    checks += spec_checks(kernel)
     if kernel.op is Op.GROUPED:
         checks.append(Check("g > 0", "rhs must hold at least one group"))
         checks.append(Check("group_offset >= 0 and group_offset + g <= num_groups",

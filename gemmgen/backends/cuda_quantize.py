@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, where,
+    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
 )
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op, ScaleMode
@@ -160,8 +160,7 @@ def _args(p: QuantPlan) -> tuple[Arg, ...]:
 
 def _checks(kernel: ir.Kernel, p: QuantPlan) -> tuple[Check, ...]:
     checks = [Check("m >= 0 and k > 0", "m must be >= 0 and k positive")]
-    if kernel.static_k is not None:
-        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    checks += spec_checks(kernel)
     smallest = min(e.items_per_block for e in p.entries)
     checks.append(Check("m < 2147483647 and k < 2147483647", "dims must fit in int32"))
     checks.append(Check(f"gg_cdiv(m * groups, {smallest}) < 2147483647",

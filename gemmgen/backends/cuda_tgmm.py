@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, where,
+    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
 )
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op
@@ -258,10 +258,7 @@ def _checks(kernel: ir.Kernel, p: TgmmPlan) -> tuple[Check, ...]:
                     f"k must be a multiple of {p.k_align}: lhs rows are read in 16-byte copies"),
               Check(f"n % {p.n_align} == 0",
                     f"n must be a multiple of {p.n_align}: rhs rows are read in 16-byte copies")]
-    if kernel.static_n is not None:
-        checks.append(Check(f"n == {kernel.static_n}", f"the spec fixes n = {kernel.static_n}"))
-    if kernel.static_k is not None:
-        checks.append(Check(f"k == {kernel.static_k}", f"the spec fixes k = {kernel.static_k}"))
+    checks += spec_checks(kernel)
     checks += [
         Check("group_offset >= 0 and g >= 0 and group_offset + g <= num_groups",
               "group_offset + g must not exceed the number of groups in group_sizes "
