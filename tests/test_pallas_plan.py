@@ -90,7 +90,7 @@ def test_dtype_choices():
     assert pallas.mxu_dtype(ir.DType.F16, ir.DType.F16) is ir.DType.F32
     assert pallas.mxu_dtype(ir.DType.BF16, ir.DType.F32) is ir.DType.F32
     kernel, spec = _kernel("op dense", "lhs f32 [m, k]", "rhs f32 [k, n]", "out f32")
-    assert pallas.plan(kernel, spec).highest
+    assert pallas.plan(kernel, spec).core.highest
 
 
 def test_diagnose_accepts_the_supported_kernels():
@@ -125,9 +125,69 @@ def test_diagnose_vmem_budget_per_generation():
                          tpu="v7x")) == 1
 
 
-def test_diagnose_names_what_cannot_be_emitted_yet():
-    assert _diagnose("op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32") == [
-        "5:8: kernel 'k': pallas_tpu cannot emit op 'tgmm' yet"]
+def test_diagnose_accepts_every_op_and_feature():
+    assert _diagnose("op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32") == []
+    assert _diagnose("op quantize", "lhs bf16 [m, k]", "out e4m3",
+                     "out_scale per_token_group k=128 e8m0") == []
+    assert _diagnose("op grouped", "lhs bf16 [m, k]", "rhs int4 packed [g, n, k]", "out bf16",
+                     "rhs_scale kblock k=256 e8m0", "bias bf16 [g, 1, n]",
+                     "epilogue silu_mul alpha=0.5", "tile m=128 n=128 k=256") == []
+
+
+def test_diagnose_packed_operands_double_the_lanes():
+    assert _diagnose("op dense", "lhs bf16 [m, k]", "rhs int4 packed [n, k]", "out bf16",
+                     "tile m=128 n=128 k=128") == [
+        "5:8: kernel 'k': tile 128x128x128: k=128 is not a multiple of 256, as a TPU block "
+        "needs (8 sublanes x 128 lanes; 4-bit data packed two per byte doubles the lanes)"]
+    assert len(_diagnose("op dense", "lhs bf16 [m, k]", "rhs fp4 packed [k, n]", "out bf16",
+                         "tile m=128 n=128 k=128")) == 1
+
+
+def test_diagnose_quantize_groups_and_gemv():
+    assert _diagnose("op quantize", "lhs bf16 [m, k]", "out e4m3",
+                     "out_scale per_token_group k=96 f32") == [
+        "9:3: kernel 'k': the K block of quantize (96: tile k=128 rounded to whole groups of "
+        "96) must be a multiple of 128 lanes; choose a group size that divides 128 or is a "
+        "multiple of it"]
+    msgs = _diagnose("op dense", "lhs bf16 [m, k]", "rhs bf16 [n, k]", "out bf16",
+                     "algorithm gemv")
+    assert msgs == ["5:8: kernel 'k': pallas_tpu cannot emit algorithm 'gemv' (a CUDA GEMV); "
+                    "use the tile algorithm, whose m tile clamps to small m"]
+
+
+def test_plan_cores_for_the_backward_pass():
+    kernel, spec = _kernel("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, k, n]", "out bf16",
+                           "epilogue gelu")
+    p = pallas.plan(kernel, spec)
+    assert [c.fn for c in p.cores] == ["_gmm", "_gmm_linear", "_gmm_t"]
+    assert [c.rhs_nk for c in p.cores] == [False, False, True]
+    assert all(c.plain for c in p.cores[1:]) and p.tgmm is not None
+    kernel, spec = _kernel(*GMM)
+    assert [c.fn for c in pallas.plan(kernel, spec).cores] == ["_gmm", "_gmm_t"]
+    kernel, spec = _kernel("op grouped", "lhs e4m3 [m, k]", "rhs e4m3 [g, n, k]", "out bf16")
+    p = pallas.plan(kernel, spec)
+    assert not p.vjp and p.tgmm is None
+
+
+def test_plan_packing_decisions():
+    kernel, spec = _kernel("op dense", "lhs bf16 [m, k]", "rhs int4 packed [n, k]", "out bf16",
+                           "tile m=128 n=128 k=256")
+    c = pallas.plan(kernel, spec).core
+    assert c.k_pairs and c.lhs_split and not c.rhs_permute and c.mxu == "bfloat16"
+    kernel, spec = _kernel("op dense", "lhs int4 packed [m, k]", "rhs int4 packed [k, n]",
+                           "out f32", "tile m=128 n=256 k=256")
+    c = pallas.plan(kernel, spec).core
+    assert c.k_pairs and not c.lhs_split and c.rhs_permute and c.int_dot
+    assert c.acc_dtype == "int32"
+    kernel, spec = _kernel("op dense", "lhs int8 [m, k]", "rhs int8 [n, k]", "out f32",
+                           "lhs_scale per_token_group k=128 f32")
+    assert pallas.plan(kernel, spec).core.acc_dtype == "float32"  # promoted per K block
+
+
+def test_alpha_is_rounded_to_f32():
+    kernel, spec = _kernel(*GMM, "epilogue alpha=0.1")
+    assert pallas.plan(kernel, spec).core.alpha == 0.10000000149011612
+    assert "ALPHA = 0.10000000149011612" in pallas.render(spec)[PurePosixPath("pallas/k.py")]
 
 
 def test_spec_with_unsupported_kernel_fails_validation():

@@ -10,7 +10,8 @@ pure. docs/pallas.md explains the design decisions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import assert_never
 
@@ -119,6 +120,180 @@ def padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
 
 
 # ---------------------------------------------------------------------------
+# Cores: the implementations a module contains
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulCore:
+    """One dense or grouped matmul implementation of a module: the function
+    `fn` (XLA glue around one `pallas_call`) and its Pallas kernel.
+
+    A module has one for the spec's kernel; a grouped module with `<name>_vjp`
+    adds plain ones (no scales, bias, alpha or activation) for the backward
+    pass, one of them with the other B layout.
+    """
+
+    fn: str  # "_matmul", "_gmm", "_gmm_linear", "_gmm_t"
+    kernel_fn: str
+    grouped: bool
+    rhs_nk: bool
+    lhs_packed: str  # "" | "int4" | "fp4": two per uint8 along k
+    rhs_packed: str  # "" | "int4" | "fp4": along k when rhs_nk, else along n
+    lhs_cast: str  # jnp dtype a loaded lhs block converts to ("": none)
+    rhs_cast: str
+    mxu: str  # jnp dtype both operands reach the MXU in
+    int_dot: bool  # int8 x int8 with int32 products
+    highest: bool  # f32 operands: precision=HIGHEST
+    lhs_scale: str = "none"  # ir.ScaleMode value
+    rhs_scale: str = "none"
+    lhs_block_k: int = 0
+    rhs_block_k: int = 0
+    rhs_block_n: int = 1
+    lhs_scale_dtype: str = "f32"  # ir.DType value
+    rhs_scale_dtype: str = "f32"
+    bias: str = "none"  # ir.BiasMode value
+    activation: str = "none"  # ir.Activation value
+    alpha: float | None = None
+
+    @property
+    def k_pairs(self) -> bool:
+        """The contraction runs over the even and the odd elements of k as
+        two parts (4-bit data packed along k unpacks into those halves)."""
+        return bool(self.lhs_packed) or (bool(self.rhs_packed) and self.rhs_nk)
+
+    @property
+    def lhs_split(self) -> bool:
+        """An unpacked lhs against rhs packed along k: XLA splits lhs into its
+        even and odd columns, so the kernel never shuffles lanes."""
+        return not self.lhs_packed and bool(self.rhs_packed) and self.rhs_nk
+
+    @property
+    def rhs_permute(self) -> bool:
+        """rhs packed along n: its unpacked halves are the even and odd
+        columns, re-interleaved in VMEM by a 0/1 matmul."""
+        return bool(self.rhs_packed) and not self.rhs_nk
+
+    @property
+    def silu_mul(self) -> bool:
+        return self.activation == Activation.SILU_MUL.value
+
+    @property
+    def mainloop(self) -> bool:
+        """A scale applies per K block, inside the main loop."""
+        return self.lhs_scale == ScaleMode.TOKEN_GROUP.value or self.rhs_scale in (
+            ScaleMode.BLOCK.value, ScaleMode.KBLOCK.value)
+
+    @property
+    def acc_dtype(self) -> str:
+        return "int32" if self.int_dot and not self.mainloop else "float32"
+
+    @property
+    def halves(self) -> tuple[str, ...]:
+        """Suffixes of the per-column refs: silu_mul reads column block j
+        (gate) and j + n/2 (up) of every per-n input."""
+        return ("", "_up") if self.silu_mul else ("",)
+
+    @property
+    def rhs_scale_per_n(self) -> bool:
+        return self.rhs_scale in (ScaleMode.CHANNEL.value, ScaleMode.BLOCK.value,
+                                  ScaleMode.KBLOCK.value)
+
+    @property
+    def n_lanes(self) -> int:
+        """Columns of one lane-aligned rhs block: 256 when packed along n."""
+        return 2 * LANES if self.rhs_permute else LANES
+
+    @property
+    def transcendental(self) -> bool:
+        return self.activation in (Activation.SILU.value, Activation.GELU.value,
+                                   Activation.SILU_MUL.value)
+
+    @property
+    def plain(self) -> bool:
+        return (self.lhs_scale == "none" and self.rhs_scale == "none" and self.bias == "none"
+                and self.activation == "none" and self.alpha is None)
+
+
+@dataclass(frozen=True, slots=True)
+class TgmmCore:
+    """The ragged-K matmul: out[i] = alpha * lhs[rows_i]ᵀ @ rhs[rows_i] (+ existing_out)."""
+
+    fn: str
+    kernel_fn: str
+    lhs_cast: str
+    rhs_cast: str
+    highest: bool
+    alpha: float | None = None
+
+
+def _packed_kind(op: ir.Operand) -> str:
+    if not op.packed:
+        return ""
+    return "int4" if op.dtype is DType.INT4 else "fp4"
+
+
+def _cast(operand: DType, mxu: DType) -> str:
+    """The conversion a loaded block needs before the dot ("" for none)."""
+    if operand.is_sub_byte:
+        return ""  # unpacked straight into the MXU dtype
+    return "" if operand is mxu else jnp_name(mxu)
+
+
+def matmul_core(kernel: ir.Kernel) -> MatmulCore:
+    assert kernel.rhs is not None
+    mxu = mxu_dtype(kernel.lhs.dtype, kernel.rhs.dtype)
+    return MatmulCore(
+        fn="_gmm" if kernel.op is Op.GROUPED else "_matmul",
+        kernel_fn="_kernel",
+        grouped=kernel.op is Op.GROUPED,
+        rhs_nk=kernel.rhs.layout is Layout.NK,
+        lhs_packed=_packed_kind(kernel.lhs),
+        rhs_packed=_packed_kind(kernel.rhs),
+        lhs_cast=_cast(kernel.lhs.dtype, mxu),
+        rhs_cast=_cast(kernel.rhs.dtype, mxu),
+        mxu=jnp_name(mxu),
+        int_dot=mxu is DType.INT8,
+        highest=mxu is DType.F32,
+        lhs_scale=kernel.lhs_scale.mode.value,
+        rhs_scale=kernel.rhs_scale.mode.value,
+        lhs_block_k=kernel.lhs_scale.block_k,
+        rhs_block_k=kernel.rhs_scale.block_k,
+        rhs_block_n=kernel.rhs_scale.block_n,
+        lhs_scale_dtype=kernel.lhs_scale.dtype.value,
+        rhs_scale_dtype=kernel.rhs_scale.dtype.value,
+        bias=kernel.bias.mode.value,
+        activation=kernel.epilogue.activation.value,
+        alpha=_f32(kernel.epilogue.alpha),
+    )
+
+
+def _f32(x: float | None) -> float | None:
+    """The spec's constant rounded to f32, as every backend holds it."""
+    if x is None:
+        return None
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def vjp_supported(kernel: ir.Kernel) -> bool:
+    """Grouped kernels with f32/bf16 operands and no scales get `<name>_vjp`."""
+    return (kernel.op is Op.GROUPED and kernel.rhs is not None
+            and kernel.lhs.dtype in (DType.F32, DType.BF16)
+            and kernel.rhs.dtype in (DType.F32, DType.BF16)
+            and not kernel.lhs_scale.enabled and not kernel.rhs_scale.enabled)
+
+
+def _plain(core: MatmulCore, fn: str, kernel_fn: str, rhs_nk: bool) -> MatmulCore:
+    return replace(core, fn=fn, kernel_fn=kernel_fn, rhs_nk=rhs_nk, lhs_scale="none",
+                   rhs_scale="none", bias="none", activation="none", alpha=None)
+
+
+def _tgmm_core(lhs: DType, rhs: DType, alpha: float | None, fn: str = "_tgmm") -> TgmmCore:
+    mxu = mxu_dtype(lhs, rhs)
+    return TgmmCore(fn=fn, kernel_fn=f"{fn}_kernel", lhs_cast=_cast(lhs, mxu),
+                    rhs_cast=_cast(rhs, mxu), highest=mxu is DType.F32, alpha=alpha)
+
+
+# ---------------------------------------------------------------------------
 # The plan
 
 
@@ -139,7 +314,8 @@ class Arg:
     """One argument of the generated function, for `Args:` and `_validate`."""
 
     name: str
-    shape: str  # "[m, k]"
+    shape: str  # "[m, k]", for people
+    shape_expr: str  # "(m, k)", checked by _validate once m, n, k, g are known
     dtype: str  # jnp name of the storage dtype
     doc: str
     optional: bool = False
@@ -147,10 +323,10 @@ class Arg:
 
 @dataclass(frozen=True, slots=True)
 class VmemBlock:
-    """One pipelined VMEM buffer of a grid step, for the VMEM accounting."""
+    """One VMEM buffer of a grid step, for the VMEM accounting."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # as it sits in VMEM (squeezed dims dropped)
     itemsize: int
     buffers: int
 
@@ -166,27 +342,29 @@ class PallasPlan:
     spec_path: str
     where: str  # "specs/moe.gemm:18"
     op: str
+    title: str  # "grouped matmul"
     summary: str  # one line: what the function computes
     spec_lines: tuple[str, ...]  # the spec restated for the module docstring
     args: tuple[Arg, ...]
     returns: str
-    # Dtypes (jnp names).
-    lhs_dtype: str
-    rhs_dtype: str
     out_dtype: str
-    mxu_dtype: str
-    acc_dtype: str
-    highest: bool  # f32 products: pass precision=HIGHEST to the dot
-    rhs_nk: bool
     # Tiling and pipelining.
     tiles: tuple[TileRow, ...]  # the LUT rules, then the default (cond "")
     buffers: int
     vmem_bytes: int  # the largest over the LUT
     vmem_limit_bytes: int | None  # passed to Mosaic when over the scoped default
     tpu: str
-    vmem: TpuVmem
     static_n: int | None
     static_k: int | None
+    # What the module implements.
+    core: MatmulCore | None = None  # dense, grouped
+    vjp_cores: tuple[MatmulCore, ...] = ()  # grouped with <name>_vjp
+    tgmm: TgmmCore | None = None  # tgmm, and the backward of <name>_vjp
+    # quantize
+    group: int = 0  # G: elements per scale
+    quant_tk: int = 0  # K block of the quantize grid (a multiple of G)
+    fp8_max: float = 0.0
+    e8m0: bool = False
     jax_version: str = JAX_VERSION
 
     @property
@@ -199,7 +377,32 @@ class PallasPlan:
 
     @property
     def grouped(self) -> bool:
-        return self.op == "grouped"
+        return self.op == Op.GROUPED.value
+
+    @property
+    def vjp(self) -> bool:
+        return bool(self.vjp_cores)
+
+    @property
+    def linear_fn(self) -> str:
+        """The core computing lhs @ rhs alone for the backward pass."""
+        for c in self.vjp_cores:
+            if c.fn == "_gmm_linear":
+                return c.fn
+        assert self.core is not None
+        return self.core.fn
+
+    @property
+    def cores(self) -> tuple[MatmulCore, ...]:
+        return ((self.core,) if self.core else ()) + self.vjp_cores
+
+    @property
+    def e8m0_scales(self) -> bool:
+        """Some input scale is stored as e8m0 bytes."""
+        c = self.core
+        return c is not None and DType.E8M0.value in (
+            c.lhs_scale_dtype if c.lhs_scale != "none" else "",
+            c.rhs_scale_dtype if c.rhs_scale != "none" else "")
 
 
 def _where(loc: ir.Loc) -> str:
@@ -212,33 +415,57 @@ def _tpu(spec: ir.Spec) -> str:
 
 
 def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
-    """Every VMEM buffer one grid step holds with `tile` (worst case: every
-    optional input present)."""
+    """Every VMEM buffer one grid step holds with `tile`, optional inputs
+    included (the worst case)."""
     tm, tn, tk = tile.m, tile.n, tile.k
     bufs = min(kernel.stages, MAX_BUFFERS)
-    assert kernel.rhs is not None
     lhs_b = storage_bytes(kernel.lhs.dtype)
-    rhs_b = storage_bytes(kernel.rhs.dtype)
-    lhs_k = tk // 2 if kernel.lhs.packed else tk
     out_b = storage_bytes(kernel.out)
-    blocks = [VmemBlock("lhs", (tm, lhs_k), lhs_b, bufs)]
     match kernel.op:
-        case Op.DENSE | Op.GROUPED:
-            if kernel.rhs.layout is Layout.NK:
-                rhs_shape = (tn, tk // 2 if kernel.rhs.packed else tk)
-            else:
-                rhs_shape = (tk, tn // 2 if kernel.rhs.packed else tn)
-            blocks.append(VmemBlock("rhs", rhs_shape, rhs_b, bufs))
-            blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
-            blocks.append(VmemBlock("acc", (tm, tn), 4, 1))
-        case Op.TGMM:
-            blocks.append(VmemBlock("rhs", (tm, tn), rhs_b, bufs))
-            blocks.append(VmemBlock("out", (tk, tn), out_b, bufs))
-            blocks.append(VmemBlock("acc", (tk, tn), 4, 1))
         case Op.QUANTIZE:
-            raise AssertionError("quantize has no rhs")
+            q = _quantize_tk(kernel)
+            groups = max(q // max(kernel.out_scale.block_k, 1), 1)
+            return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
+                    VmemBlock("out", (tm, q), out_b, bufs),
+                    VmemBlock("scale", (groups, tm, 1), 4, bufs))
+        case Op.TGMM:
+            assert kernel.rhs is not None
+            return (VmemBlock("lhs", (tm, tk), lhs_b, bufs),
+                    VmemBlock("rhs", (tm, tn), storage_bytes(kernel.rhs.dtype), bufs),
+                    VmemBlock("existing_out", (tk, tn), out_b, bufs),
+                    VmemBlock("out", (tk, tn), out_b, bufs),
+                    VmemBlock("acc", (tk, tn), 4, 1))
+        case Op.DENSE | Op.GROUPED:
+            pass
         case _:
             assert_never(kernel.op)
+    core = matmul_core(kernel)
+    assert kernel.rhs is not None
+    rhs_b = storage_bytes(kernel.rhs.dtype)
+    halves = len(core.halves)
+    blocks: list[VmemBlock] = []
+    if core.lhs_split:
+        blocks += [VmemBlock("lhs_even", (tm, tk // 2), lhs_b, bufs),
+                   VmemBlock("lhs_odd", (tm, tk // 2), lhs_b, bufs)]
+    else:
+        blocks.append(VmemBlock("lhs", (tm, tk // 2 if core.lhs_packed else tk), lhs_b, bufs))
+    if core.rhs_nk:
+        rhs_shape = (tn, tk // 2 if core.rhs_packed else tk)
+    else:
+        rhs_shape = (tk, tn // 2 if core.rhs_packed else tn)
+    blocks.append(VmemBlock("rhs", rhs_shape, rhs_b, bufs * halves))
+    match kernel.lhs_scale.mode:
+        case ScaleMode.TOKEN | ScaleMode.TOKEN_GROUP:
+            blocks.append(VmemBlock("lhs_scale", (tm, 1), 4, bufs))
+        case _:
+            pass  # none, or a scalar in SMEM
+    if core.rhs_scale_per_n:
+        blocks.append(VmemBlock("rhs_scale", (1, tn), 4, bufs * halves))
+    if kernel.bias.mode is not BiasMode.NONE:
+        blocks.append(VmemBlock("bias", (1, tn), storage_bytes(kernel.bias.dtype),
+                                bufs * halves))
+    blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
+    blocks.append(VmemBlock("acc", (tm, tn), 4, halves))
     return tuple(blocks)
 
 
@@ -267,6 +494,172 @@ def _tile_rows(kernel: ir.Kernel) -> tuple[TileRow, ...]:
     return tuple(rows)
 
 
+def _quantize_tk(kernel: ir.Kernel) -> int:
+    """The K block of the quantize grid: the tile's k rounded to whole groups."""
+    g = kernel.out_scale.block_k or kernel.tile.k
+    return max(g, kernel.tile.k // g * g)
+
+
+# ---------------------------------------------------------------------------
+# Arguments and docstrings
+
+
+_PACKED_NOTE = {"int4": "int4 packed two per byte, element 2i in the low nibble",
+                "fp4": "fp4 e2m1 packed two per byte, element 2i in the low nibble"}
+
+
+def _operand_arg(name: str, operand: ir.Operand, dims: tuple[str, ...], doc: str) -> Arg:
+    kind = _packed_kind(operand)
+    if kind:
+        dims = dims[:-1] + (f"{dims[-1]}/2",)
+        doc = f"{doc} ({_PACKED_NOTE[kind]})"
+    expr = ", ".join(d.replace("/2", " // 2") for d in dims)
+    return Arg(name, "[" + ", ".join(dims) + "]", f"({expr},)" if len(dims) == 1 else f"({expr})",
+               jnp_name(operand.dtype), doc)
+
+
+def _scale_arg(side: str, scale: ir.Scale, grouped: bool) -> Arg:
+    g = ("g",) if grouped else ()
+    bk = scale.block_k
+    match scale.mode:
+        case ScaleMode.TENSOR:
+            dims: tuple[str, ...] = g if side == "rhs" else ()
+            what = "one scale" + (" per group" if dims else " for the whole tensor")
+        case ScaleMode.TOKEN:
+            dims, what = ("m",), "one scale per row of lhs"
+        case ScaleMode.TOKEN_GROUP:
+            dims, what = ("m", f"cdiv(k, {bk})"), f"one scale per row and {bk} columns of lhs"
+        case ScaleMode.CHANNEL:
+            dims, what = g + ("n",), "one scale per column of the output"
+        case ScaleMode.BLOCK:
+            dims = g + (f"cdiv(n, {scale.block_n})", f"cdiv(k, {bk})")
+            what = f"one scale per {scale.block_n} x {bk} block of rhs (n x k)"
+        case ScaleMode.KBLOCK:
+            dims = ("g" if grouped else "1", f"cdiv(k, {bk})", "1", "n")
+            what = f"one scale per column and {bk} rows of k (megablox rhs_scale)"
+        case ScaleMode.NONE:
+            raise AssertionError("no scale")
+        case _:
+            assert_never(scale.mode)
+    # cdiv(x, b) is written -(-x // b) in the generated check.
+    expr = ", ".join(_cdiv_expr(d) for d in dims)
+    dt = scale.dtype
+    note = " (e8m0: exponent byte e means 2**(e - 127))" if dt is DType.E8M0 else ""
+    return Arg(f"{side}_scale", "[" + ", ".join(dims) + "]",
+               f"({expr},)" if len(dims) == 1 else f"({expr})",
+               jnp_name(dt), f"{scale.mode.value}: {what}{note}.")
+
+
+def _cdiv_expr(dim: str) -> str:
+    if dim.startswith("cdiv("):
+        a, b = dim[5:-1].split(", ")
+        return f"-(-{a} // {b})"
+    return dim
+
+
+def _matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
+    assert kernel.rhs is not None
+    grouped = core.grouped
+    lhs = _operand_arg("lhs", kernel.lhs, ("m", "k"), "the activations.")
+    dims = ("n", "k") if core.rhs_nk else ("k", "n")
+    if grouped:
+        rhs = _operand_arg("rhs", kernel.rhs, ("g",) + dims,
+                           "the weights of the g groups this shard owns (g = rhs.shape[0]).")
+    else:
+        rhs = _operand_arg("rhs", kernel.rhs, dims, "the weights.")
+    args = [lhs, rhs]
+    if grouped:
+        args.append(Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
+                        "rows of lhs per group, in order (sum <= m); num_groups >= g."))
+    for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
+        if scale.enabled:
+            args.append(_scale_arg(side, scale, grouped))
+    match kernel.bias.mode:
+        case BiasMode.N:
+            args.append(Arg("bias", "[n]", "(n,)", jnp_name(kernel.bias.dtype),
+                            "added to every row, after alpha, before the activation."))
+        case BiasMode.GROUP:
+            args.append(Arg("bias", "[g, 1, n]", "(g, 1, n)", jnp_name(kernel.bias.dtype),
+                            "added to the rows of each group (megablox rhs_bias)."))
+        case BiasMode.NONE:
+            pass
+        case _:
+            assert_never(kernel.bias.mode)
+    out_n = "n // 2" if core.silu_mul else "n"
+    if grouped:
+        args.append(Arg("group_offset", "[]", "()", "int32",
+                        "the first group this shard owns (default 0): it computes groups "
+                        "[group_offset, group_offset + g).", optional=True))
+        args.append(Arg("existing_out", f"[m, {out_n.replace(' // ', '/')}]", f"(m, {out_n})",
+                        jnp_name(kernel.out), "rows this shard does not compute keep these "
+                        "values (default: zeros).", optional=True))
+    return tuple(args)
+
+
+def _formula(kernel: ir.Kernel, core: MatmulCore) -> str:
+    t = "ᵀ" if core.rhs_nk else ""
+    b = f"rhs[i - group_offset]{t}" if core.grouped else f"rhs{t}"
+    a = "lhs[rows of group i]" if core.grouped else "lhs"
+    prod = f"{a} @ {b}"
+    scales = []
+    if kernel.lhs_scale.enabled:
+        scales.append("lhs_scale")
+    if kernel.rhs_scale.enabled:
+        scales.append("rhs_scale")
+    if scales:
+        prod = f"({prod}) * " + " * ".join(scales)
+    if kernel.epilogue.alpha is not None:
+        prod = f"{core.alpha!r} * {prod}"
+    if kernel.bias.mode is not BiasMode.NONE:
+        prod += " + bias"
+    act = kernel.epilogue.activation
+    if act is not Activation.NONE:
+        prod = f"{act.value}({prod})"
+    lhs_side = "out[rows of group i]" if core.grouped else "out"
+    return f"{lhs_side} = {prod}"
+
+
+def _spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers: int,
+                need: int) -> tuple[str, ...]:
+    lines = [f"op        {kernel.op.value}"]
+    lines.append(f"lhs       {kernel.lhs.dtype.value}{' packed' if kernel.lhs.packed else ''} "
+                 "[m, k]")
+    if kernel.rhs is not None:
+        packed = " packed" if kernel.rhs.packed else ""
+        lines.append(f"rhs       {kernel.rhs.dtype.value}{packed} {_rhs_shape(kernel)}")
+    if kernel.op is Op.QUANTIZE:
+        lines.append(f"out       {kernel.out.value} [m, k]")
+    else:
+        lines.append(f"out       {kernel.out.value}, {kernel.acc.value} accumulator")
+    for name, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale),
+                        ("out_scale", kernel.out_scale)):
+        if scale.enabled:
+            sizes = (f" n={scale.block_n}" if scale.mode is ScaleMode.BLOCK else "") + \
+                (f" k={scale.block_k}" if scale.block_k else "")
+            lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value} "
+                         f"({scale.placement.value})")
+    if kernel.bias.mode is not BiasMode.NONE:
+        shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
+        lines.append(f"bias      {kernel.bias.dtype.value} {shape}")
+    ep = kernel.epilogue
+    if ep.activation is not Activation.NONE or ep.alpha is not None:
+        alpha = f" alpha={ep.alpha!r}" if ep.alpha is not None else ""
+        lines.append(f"epilogue  {ep.activation.value}{alpha}")
+    default = tiles[-1]
+    lines.append(f"tile      m={default.m} n={default.n} k={default.k}")
+    for row in tiles[:-1]:
+        lines.append(f"  when {row.cond}: m={row.m} n={row.n} k={row.k}")
+    if kernel.static_n or kernel.static_k:
+        lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")
+                     + (f" k={kernel.static_k}" if kernel.static_k else ""))
+    vm = TPU_VMEM[tpu]
+    lines.append(f"buffers   {buffers} per pipelined block")
+    lines.append(f"vmem      {need / MiB:.2f} MiB per grid step (TPU {tpu}: "
+                 f"{vm.scoped_default // MiB} MiB scoped default, {vm.physical // MiB} MiB "
+                 "physical)")
+    return tuple(lines)
+
+
 def _rhs_shape(kernel: ir.Kernel) -> str:
     assert kernel.rhs is not None
     nk = kernel.rhs.layout is Layout.NK
@@ -283,49 +676,8 @@ def _rhs_shape(kernel: ir.Kernel) -> str:
             assert_never(kernel.op)
 
 
-def _spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers: int,
-                need: int) -> tuple[str, ...]:
-    lines = [f"op       {kernel.op.value}"]
-    lines.append(f"lhs      {kernel.lhs.dtype.value}{' packed' if kernel.lhs.packed else ''} [m, k]")
-    if kernel.rhs is not None:
-        packed = " packed" if kernel.rhs.packed else ""
-        lines.append(f"rhs      {kernel.rhs.dtype.value}{packed} {_rhs_shape(kernel)}")
-    lines.append(f"out      {kernel.out.value}, {kernel.acc.value} accumulator")
-    default = tiles[-1]
-    lines.append(f"tile     m={default.m} n={default.n} k={default.k}")
-    for row in tiles[:-1]:
-        lines.append(f"  when {row.cond}: m={row.m} n={row.n} k={row.k}")
-    vm = TPU_VMEM[tpu]
-    lines.append(f"buffers  {buffers} per pipelined block")
-    lines.append(f"vmem     {need / MiB:.2f} MiB per grid step (TPU {tpu}: "
-                 f"{vm.scoped_default // MiB} MiB scoped default, {vm.physical // MiB} MiB "
-                 "physical)")
-    return tuple(lines)
-
-
-def _matmul_args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], str, str]:
-    assert kernel.rhs is not None
-    lhs = Arg("lhs", "[m, k]", jnp_name(kernel.lhs.dtype), "the activations.")
-    out = jnp_name(kernel.out)
-    if kernel.op is Op.DENSE:
-        rhs = Arg("rhs", _rhs_shape(kernel), jnp_name(kernel.rhs.dtype), "the weights.")
-        return ((lhs, rhs), f"[m, n] {out}.",
-                "out = lhs @ rhs" + ("ᵀ" if kernel.rhs.layout is Layout.NK else ""))
-    rhs = Arg("rhs", _rhs_shape(kernel), jnp_name(kernel.rhs.dtype),
-              "the weights of the g groups this shard owns (g = rhs.shape[0]).")
-    sizes = Arg("group_sizes", "[num_groups]", "int32",
-                "rows of lhs per group, in order (sum <= m); num_groups >= g.")
-    offset = Arg("group_offset", "[]", "int32",
-                 "the first group this shard owns (default 0): it computes groups "
-                 "[group_offset, group_offset + g).", optional=True)
-    existing = Arg("existing_out", "[m, n]", out,
-                   "rows this shard does not compute keep these values (default: zeros).",
-                   optional=True)
-    t = "ᵀ" if kernel.rhs.layout is Layout.NK else ""
-    return ((lhs, rhs, sizes, offset, existing),
-            f"[m, n] {out}: for each owned group i, its rows are lhs[rows] @ "
-            f"rhs[i - group_offset]{t}; all other rows are zero, or existing_out's.",
-            f"out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]{t}")
+# ---------------------------------------------------------------------------
+# plan
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
@@ -335,36 +687,98 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
     tiles = _tile_rows(kernel)
     need = max(t.vmem_bytes for t in tiles)
     buffers = min(kernel.stages, MAX_BUFFERS)
-    assert kernel.rhs is not None, "quantize plans land with phase 2"
-    args, returns, summary = _matmul_args(kernel)
-    mxu = mxu_dtype(kernel.lhs.dtype, kernel.rhs.dtype)
-    acc = DType.INT32 if mxu is DType.INT8 else DType.F32
-    return PallasPlan(
+    common = dict(
         kernel=kernel,
         path=PurePosixPath("pallas") / f"{kernel.name}.py",
         spec_path=spec.path,
         where=_where(kernel.loc),
         op=kernel.op.value,
-        summary=summary,
         spec_lines=_spec_lines(kernel, tiles, tpu, buffers, need),
-        args=args,
-        returns=returns,
-        lhs_dtype=jnp_name(kernel.lhs.dtype),
-        rhs_dtype=jnp_name(kernel.rhs.dtype),
         out_dtype=jnp_name(kernel.out),
-        mxu_dtype=jnp_name(mxu),
-        acc_dtype=jnp_name(acc),
-        highest=mxu is DType.F32,
-        rhs_nk=kernel.rhs.layout is Layout.NK,
         tiles=tiles,
         buffers=buffers,
         vmem_bytes=need,
         vmem_limit_bytes=vmem_limit(need, vm),
         tpu=tpu,
-        vmem=vm,
         static_n=kernel.static_n,
         static_k=kernel.static_k,
     )
+    out = jnp_name(kernel.out)
+    match kernel.op:
+        case Op.DENSE | Op.GROUPED:
+            core = matmul_core(kernel)
+            out_n = "n/2" if core.silu_mul else "n"
+            vjp_cores: tuple[MatmulCore, ...] = ()
+            tgmm = None
+            if vjp_supported(kernel):
+                vjp_cores = (_plain(core, "_gmm_t", "_kernel_t", not core.rhs_nk),)
+                if core.activation != Activation.NONE.value:  # recompute the pre-activation
+                    vjp_cores = (_plain(core, "_gmm_linear", "_kernel_linear", core.rhs_nk),
+                                 ) + vjp_cores
+                assert kernel.rhs is not None
+                tgmm = _tgmm_core(kernel.lhs.dtype, kernel.lhs.dtype, None)
+            if core.grouped:
+                returns = (f"[m, {out_n}] {out}: the rows of each owned group i as above; all "
+                           "other rows are zero, or existing_out's.")
+            else:
+                returns = f"[m, {out_n}] {out}."
+            return PallasPlan(
+                **common,
+                title="grouped matmul" if core.grouped else "dense matmul",
+                summary=_formula(kernel, core),
+                args=_matmul_args(kernel, core),
+                returns=returns,
+                core=core,
+                vjp_cores=vjp_cores,
+                tgmm=tgmm,
+            )
+        case Op.TGMM:
+            assert kernel.rhs is not None
+            args = (
+                Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
+                    "the activations (rows sorted by group)."),
+                Arg("rhs", "[m, n]", "(m, n)", jnp_name(kernel.rhs.dtype),
+                    "the output gradient, rows aligned with lhs."),
+                Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
+                    "rows per group, in order (sum <= m)."),
+                Arg("group_offset", "[]", "()", "int32",
+                    "the first group this shard computes (default 0); needs "
+                    "existing_out, whose leading dim is the number g of local groups.",
+                    optional=True),
+                Arg("existing_out", "[g, k, n]", "(g, k, n)", out,
+                    "added to the result (megablox tgmm); default: g = num_groups.",
+                    optional=True),
+            )
+            alpha = _f32(kernel.epilogue.alpha)
+            a = f"{alpha!r} * " if alpha is not None else ""
+            return PallasPlan(
+                **common,
+                title="grouped transposed matmul (tgmm)",
+                summary=f"out[i - group_offset] = {a}lhs[rows of group i]ᵀ @ rhs[rows of "
+                        "group i] (+ existing_out)",
+                args=args,
+                returns=f"[g, k, n] {out}; an empty group gives zeros (or existing_out).",
+                tgmm=_tgmm_core(kernel.lhs.dtype, kernel.rhs.dtype, alpha),
+            )
+        case Op.QUANTIZE:
+            group = kernel.out_scale.block_k
+            scale_dt = "uint8" if kernel.out_scale.dtype is DType.E8M0 else "float32"
+            args = (Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
+                        "the activations to quantize."),)
+            return PallasPlan(
+                **common,
+                title="per-token-group FP8 quantization",
+                summary=f"q = saturate(lhs / scale), one scale per row and {group} columns",
+                args=args,
+                returns=f"(q [m, k] {out}, scale [m, cdiv(k, {group})] {scale_dt}"
+                        + (", e8m0 exponent bytes" if scale_dt == "uint8" else "") + ").",
+                group=group,
+                quant_tk=_quantize_tk(kernel),
+                fp8_max=kernel.out.max_finite,
+                e8m0=kernel.out_scale.dtype is DType.E8M0,
+            )
+        case _:
+            assert_never(kernel.op)
 
 
 # ---------------------------------------------------------------------------
@@ -403,39 +817,42 @@ def _template(kernel: ir.Kernel) -> str:
 # Diagnose
 
 
-def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str) -> Diagnostic:
-    return Diagnostic(loc, f"kernel '{kernel.name}': pallas_tpu cannot emit {what} yet")
-
-
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What this backend cannot emit for `kernel`, and the VMEM budget."""
     out: list[Diagnostic] = []
     name = kernel.name
-    if kernel.op is not Op.DENSE and kernel.op is not Op.GROUPED:
-        out.append(_not_yet(kernel.loc, kernel, f"op '{kernel.op.value}'"))
-        return out
-    assert kernel.rhs is not None
-    for side, operand in (("lhs", kernel.lhs), ("rhs", kernel.rhs)):
-        if operand.dtype not in (DType.F32, DType.BF16):
-            out.append(_not_yet(operand.loc, kernel, f"{side} dtype '{operand.dtype.value}'"))
-    for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
-        if scale.enabled:
-            out.append(_not_yet(scale.loc, kernel, f"{side} '{scale.mode.value}'"))
-    if kernel.bias.mode is not BiasMode.NONE:
-        out.append(_not_yet(kernel.bias.loc, kernel, "a bias"))
-    if kernel.epilogue.activation is not Activation.NONE:
-        out.append(_not_yet(kernel.epilogue.loc, kernel,
-                            f"epilogue '{kernel.epilogue.activation.value}'"))
-    if kernel.epilogue.alpha is not None:
-        out.append(_not_yet(kernel.epilogue.loc, kernel, "epilogue alpha"))
-    if kernel.out not in (DType.F32, DType.BF16):
-        out.append(_not_yet(kernel.loc, kernel, f"out dtype '{kernel.out.value}'"))
-    out.extend(_check_tiles(kernel))
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        out.append(Diagnostic(kernel.loc, f"kernel '{name}': pallas_tpu cannot emit algorithm "
+                              f"'{kernel.algorithm.value}' (a CUDA GEMV); use the tile "
+                              "algorithm, whose m tile clamps to small m"))
+    if kernel.op is Op.QUANTIZE:
+        out.extend(_check_quantize(kernel))
+    else:
+        out.extend(_check_tiles(kernel))
     if kernel.stages > MAX_BUFFERS:
         out.append(Diagnostic(kernel.loc, f"kernel '{name}': stages {kernel.stages}: Mosaic "
                               f"pipelines each block with 1 or 2 buffers, so pallas_tpu "
                               f"supports stages 1 or 2"))
     out.extend(_check_vmem(kernel, spec))
+    return out
+
+
+def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
+    out = []
+    g = kernel.out_scale.block_k
+    if kernel.out_scale.mode is not ScaleMode.TOKEN_GROUP or not g:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': pallas_tpu "
+                              "cannot emit quantize with out_scale "
+                              f"'{kernel.out_scale.mode.value}' yet (per_token_group k=G only)"))
+        return out
+    if _quantize_tk(kernel) % LANES:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': the K block of "
+                              f"quantize ({_quantize_tk(kernel)}: tile k={kernel.tile.k} rounded "
+                              f"to whole groups of {g}) must be a multiple of {LANES} lanes; "
+                              f"choose a group size that divides {LANES} or is a multiple of it"))
+    if kernel.tile.m % SUBLANES:
+        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
+                              f"not a multiple of {SUBLANES}, as a TPU block needs"))
     return out
 
 
