@@ -49,3 +49,6 @@ def test_spec_kernel(rendered, path, name):
         lower_for_tpu(fn, _inputs(kernel, m, n, k)[0])
     inputs, k = _inputs(kernel, 200, 256, 384)
     check(kernel, fn, inputs, k=k)
+    differentiable = getattr(gen.modules[name], f"{name}_vjp", None)
+    if differentiable is not None:
+        lower_for_tpu(differentiable, inputs)

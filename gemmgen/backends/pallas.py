@@ -512,7 +512,7 @@ def _operand_arg(name: str, operand: ir.Operand, dims: tuple[str, ...], doc: str
     kind = _packed_kind(operand)
     if kind:
         dims = dims[:-1] + (f"{dims[-1]}/2",)
-        doc = f"{doc} ({_PACKED_NOTE[kind]})"
+        doc = f"{doc.rstrip('.')} ({_PACKED_NOTE[kind]})."
     expr = ", ".join(d.replace("/2", " // 2") for d in dims)
     return Arg(name, "[" + ", ".join(dims) + "]", f"({expr},)" if len(dims) == 1 else f"({expr})",
                jnp_name(operand.dtype), doc)
