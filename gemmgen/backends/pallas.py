@@ -636,8 +636,8 @@ def _spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers
         if scale.enabled:
             sizes = (f" n={scale.block_n}" if scale.mode is ScaleMode.BLOCK else "") + \
                 (f" k={scale.block_k}" if scale.block_k else "")
-            lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value} "
-                         f"({scale.placement.value})")
+            where = "" if name == "out_scale" else f" ({scale.placement.value})"
+            lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{where}")
     if kernel.bias.mode is not BiasMode.NONE:
         shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
         lines.append(f"bias      {kernel.bias.dtype.value} {shape}")
@@ -646,7 +646,10 @@ def _spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers
         alpha = f" alpha={ep.alpha!r}" if ep.alpha is not None else ""
         lines.append(f"epilogue  {ep.activation.value}{alpha}")
     default = tiles[-1]
-    lines.append(f"tile      m={default.m} n={default.n} k={default.k}")
+    if kernel.op is Op.QUANTIZE:
+        lines.append(f"tile      m={default.m} k={_quantize_tk(kernel)}")
+    else:
+        lines.append(f"tile      m={default.m} n={default.n} k={default.k}")
     for row in tiles[:-1]:
         lines.append(f"  when {row.cond}: m={row.m} n={row.n} k={row.k}")
     if kernel.static_n or kernel.static_k:
