@@ -136,12 +136,29 @@ __device__ __forceinline__ void widen16<__half>(const uint4& v, float (&f)[8]) {
   }
 }
 
-// FP8 pairs go through f16 (exact), two per conversion (cvt.f16x2.e4m3x2 /
-// e5m2x2 on sm_89 and newer).
+// FP8 to f32, exactly, for every code. From sm_89 the hardware converts pairs
+// (cvt.rn.f16x2.e4m3x2 / e5m2x2, then f16 -> f32); before that (and on the
+// emulator) the code's bits are placed in an f32 and rebased by one exact
+// multiplication, which also covers subnormals: e4m3 seeeemmm becomes
+// s eeee mmm << 20 times 2^(127 - 7), e5m2 seeeeemm s eeeee mm << 21 times
+// 2^(127 - 15); the codes without a finite value are patched afterwards.
+__device__ __forceinline__ float e4m3_bits_to_float(unsigned b) {
+  const unsigned mag = b & 0x7Fu;
+  const float v = bits_to_float(((b & 0x80u) << 24) | (mag << 20)) * bits_to_float(0x7B800000u);  // 2^120
+  return mag == 0x7Fu ? bits_to_float(0x7FC00000u) : v;  // S.1111.111 is NaN
+}
+__device__ __forceinline__ float e5m2_bits_to_float(unsigned b) {
+  const unsigned mag = b & 0x7Fu;
+  const float v = bits_to_float(((b & 0x80u) << 24) | (mag << 21)) * bits_to_float(0x77800000u);  // 2^112
+  if (mag < 0x7Cu) return v;
+  return mag == 0x7Cu ? bits_to_float(((b & 0x80u) << 24) | 0x7F800000u) : bits_to_float(0x7FC00000u);
+}
+
 __device__ __forceinline__ void widen_fp8x16(const uint4& v, __nv_fp8_interpretation_t kind, float (&f)[16]) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(
@@ -150,6 +167,13 @@ __device__ __forceinline__ void widen_fp8x16(const uint4& v, __nv_fp8_interpreta
       f[4 * i + 2 * j] = t.x;
       f[4 * i + 2 * j + 1] = t.y;
     }
+#else
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const unsigned b = (w[i] >> (8 * j)) & 0xFFu;
+      f[4 * i + j] = kind == __NV_E4M3 ? e4m3_bits_to_float(b) : e5m2_bits_to_float(b);
+    }
+#endif
   }
 }
 
