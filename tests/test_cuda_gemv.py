@@ -11,7 +11,9 @@ silu_mul, M = 1 .. max_m) is rendered into a temporary folder, then:
 - compiled with nvcc for sm_80, sm_89 and sm_90a: no spills, 128-bit weight
   loads (LDG.E.128) in the 16-byte entry point;
 - the generated launchers reject bad calls with ValueError on NumPy arrays;
-- the plan's arithmetic and the diagnostics are checked directly.
+- the plan's arithmetic and the diagnostics are checked directly;
+- the gg_convert.cuh helpers these kinds add (16-byte widening of every
+  FP8 code, the exact e8m0 round-up) match ml_dtypes and the reference.
 
 The plain bf16 GEMV pair (and its bit-identical rows) is tested with the
 dispatcher that uses it, in test_cuda_dispatch.py.
@@ -260,10 +262,11 @@ def test_static_dims_are_checked(tmp_path):
 def test_plan_arithmetic(built):
     spec, _ = built
     w8 = cuda_gemv.plan(spec.kernel("gemv_w8a16"), spec)
-    assert (w8.vec, w8.warps, w8.out_cols, w8.acc_cols, w8.unroll) == (16, 8, 2, 2, 2)
+    assert (w8.vec, w8.warps, w8.out_cols, w8.acc_cols, w8.unroll) == (16, 8, 2, 2, 4)
     assert w8.entries[0].lhs_loads == 2  # 16 bf16 activations per 16 fp8 weights
     gate_up = cuda_gemv.plan(spec.kernel("gemv_batched_gate_up"), spec)
-    assert (gate_up.out_cols, gate_up.acc_cols, gate_up.cols_per_block) == (2, 4, 16)
+    assert (gate_up.out_cols, gate_up.acc_cols, gate_up.cols_per_block, gate_up.unroll) == \
+        (2, 4, 16, 2)
     f16 = cuda_gemv.plan(spec.kernel("gemv_batched_f16"), spec)
     assert (f16.vec, f16.warps, f16.acc_cols, f16.max_rows) == (8, 4, 2, 16)
     lp = cuda_backend.plan(spec.kernel("gemv_batched_f16"), spec)
@@ -293,3 +296,80 @@ def test_diagnostics_name_what_is_not_supported(tmp_path, change, message):
     with pytest.raises(SpecError) as e:
         render_spec(path)
     assert any(message in d.message for d in e.value.diagnostics), e.value
+
+
+# ---------------------------------------------------------------------------
+# The gg_convert.cuh helpers the GEMV and quantize kinds rely on, for every
+# code (the emulator runs the bodies that sm_80 uses; from sm_89 FP8 goes
+# through CUDA's own conversion instructions).
+
+HELPERS = r"""
+#include "gg_runtime.cuh"
+#include "gg_convert.cuh"
+
+// 16 threads: thread t widens bytes [16t, 16t + 16) of the 256 codes.
+template <class T>
+__device__ void widen_all(const unsigned char* codes, float* out) {
+  constexpr int kElems = gg::Vec16<T>::kElems;
+  uint4 v;
+  memcpy(&v, codes + 16 * threadIdx.x, 16);
+  float f[kElems];
+  gg::widen16<T>(v, f);
+  for (int e = 0; e < kElems; ++e) out[kElems * threadIdx.x + e] = f[e];
+}
+extern "C" __global__ void widen_e4m3(const unsigned char* c, float* o) { widen_all<__nv_fp8_e4m3>(c, o); }
+extern "C" __global__ void widen_e5m2(const unsigned char* c, float* o) { widen_all<__nv_fp8_e5m2>(c, o); }
+extern "C" __global__ void widen_bf16(const unsigned char* c, float* o) { widen_all<__nv_bfloat16>(c, o); }
+extern "C" __global__ void widen_f16(const unsigned char* c, float* o) { widen_all<__half>(c, o); }
+
+extern "C" __global__ void e8m0_scales(const float* amax, float fp8_max, int count, unsigned char* out) {
+  for (int i = threadIdx.x; i < count; i += blockDim.x) out[i] = gg::e8m0_round_up_ratio(amax[i], fp8_max);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def helpers():
+    from gemmgen.runtime.cuda_emu import EmuModule
+
+    return EmuModule(HELPERS, "test_cuda_gemv/helpers.cu")
+
+
+@pytest.mark.parametrize("kind,dtype", [("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2"),
+                                        ("bf16", "bfloat16"), ("f16", "float16")])
+def test_widen16_is_exact_for_every_code(helpers, kind, dtype):
+    import ml_dtypes
+
+    codes = np.arange(256, dtype=np.uint8)
+    if dtype in ("bfloat16", "float16"):  # 16-bit: a spread of codes, both bytes varied
+        codes = np.random.default_rng(0).integers(0, 256, 256, dtype=np.uint8)
+        codes[:4] = [0x80, 0x7F, 0xFF, 0x7C]
+    elems = 256 // (2 if dtype in ("bfloat16", "float16") else 1)
+    (got,) = helpers.launch(f"widen_{kind}", grid=1, block=16,
+                            args=[codes, np.empty(elems, np.float32)], outputs=[1])
+    want = codes.view(getattr(ml_dtypes, dtype) if dtype != "float16" else np.float16)
+    want = want.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
+def test_e8m0_round_up_ratio_matches_the_reference(helpers):
+    from gemmgen.reference import _e8m0_scale_bytes
+
+    rng = np.random.default_rng(0)
+    for fp8_max in (448.0, 57344.0):
+        powers = fp8_max * np.exp2(np.arange(-60, 80, dtype=np.float64))
+        amax = np.concatenate([
+            np.exp2(rng.uniform(-40, 100, 2000)),  # anywhere
+            powers,  # exactly at a boundary: 2^e
+            np.nextafter(powers.astype(np.float32), np.float32(np.inf)),  # one ulp past: 2^(e+1)
+            np.nextafter(powers.astype(np.float32), np.float32(0)),
+            [1e-10, np.float32(1e-10), 3e38, 1e-30 * fp8_max],
+        ]).astype(np.float32)
+        # The kernel floors amax at 1e-10f first, as the quantize kernel does.
+        floored = np.maximum(amax, np.float32(1e-10))
+        (got,) = helpers.launch("e8m0_scales", grid=1, block=64,
+                                args=[floored, np.float32(fp8_max), np.int32(amax.size),
+                                      np.empty(amax.size, np.uint8)], outputs=[3])
+        np.testing.assert_array_equal(got, _e8m0_scale_bytes(amax.astype(np.float64), fp8_max))

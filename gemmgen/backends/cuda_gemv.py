@@ -46,6 +46,10 @@ LOAD_BYTES = 16  # one ld.global.nc.v4.u32 per lane and weight row
 # weight rows per warp amortise the lhs loads over more columns, but the
 # accumulators must stay in registers.
 ACC_BUDGET = 32
+# K slices per weight row a lane loads before using any: with one warp per
+# few columns, the bytes in flight are n * UNROLL * 512 for the whole GPU,
+# which must cover bandwidth x latency (~5 MB on an H200) at decode sizes.
+UNROLL = {Algorithm.GEMV: 4, Algorithm.GEMV_BATCHED: 2}
 
 LHS_DTYPES = (DType.BF16, DType.F16)
 FP8_WEIGHTS = (DType.E4M3, DType.E5M2)
@@ -236,7 +240,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
         batched=kernel.algorithm is Algorithm.GEMV_BATCHED, max_rows=rows,
         lhs=kernel.lhs.dtype, rhs=kernel.rhs.dtype, out=kernel.out, threads=threads,
         warps=warps, out_cols=out_cols, acc_cols=acc_cols, cols_per_block=warps * out_cols,
-        unroll=2 if kernel.algorithm is Algorithm.GEMV else 1, vec=vec, entries=entries,
+        unroll=UNROLL[kernel.algorithm], vec=vec, entries=entries,
         lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, bias=kernel.bias,
         activation=kernel.epilogue.activation.value, alpha=kernel.epilogue.alpha,
         silu_mul=silu, args=args,
