@@ -57,6 +57,15 @@ class QuantEntry:
     def label(self) -> str:
         return f"{LOAD_BYTES}-byte loads" if self.vec > 1 else "unaligned k"
 
+    @property
+    def description(self) -> str:
+        """The entry point's comment in the .cu."""
+        unit = f"slice{'s' if self.chunks > 1 else ''} of {LOAD_BYTES} bytes" if self.vec > 1 \
+            else f"element{'s' if self.chunks > 1 else ''}"
+        head = f"k a multiple of {self.vec}" if self.vec > 1 else "Any k"
+        tail = "" if self.cached else ", read twice"
+        return f"{head}: {self.lanes} lanes per group, up to {self.chunks} {unit} per lane{tail}."
+
 
 @dataclass(frozen=True, slots=True)
 class QuantPlan:
@@ -169,9 +178,10 @@ def _checks(kernel: ir.Kernel, p: QuantPlan) -> tuple[Check, ...]:
 
 
 def summary(kernel: ir.Kernel) -> str:
-    from gemmgen.describe import describe_kernel
-
-    return describe_kernel(kernel)
+    sc = kernel.out_scale
+    dims = f" dims k={kernel.static_k}" if kernel.static_k else ""
+    return (f"{kernel.name}: quantize lhs {kernel.lhs.dtype.value} [m, k] -> {kernel.out.value}, "
+            f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value}{dims} [cuda]")
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
