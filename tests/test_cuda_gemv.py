@@ -27,6 +27,8 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
@@ -167,6 +169,22 @@ def test_matches_reference_on_emulator(built, name):
         actual = run(cuda, name, inputs)
         result = compare(actual, reference(kernel, **inputs), kernel, k=k, inputs=inputs)
         assert result.passed, f"{name} m={m} n={n} k={k} ({entry}):\n{result.detail}"
+
+
+@given(data=st.data())
+def test_random_shapes_on_emulator(built, data):
+    """Hypothesis draws (m, n, k) for the W8A16 gate-up kernel; a third of
+    the k values are not multiples of the 16-byte slice."""
+    spec, cuda = built
+    kernel = spec.kernel("gemv_batched_gate_up")
+    m = data.draw(st.integers(1, 4), label="m")
+    n = 2 * data.draw(st.integers(1, 40), label="n / 2")
+    k = data.draw(st.one_of(st.integers(1, 60).map(lambda i: 16 * i), st.integers(1, 700)),
+                  label="k")
+    inputs = random_inputs(kernel, m=m, n=n, k=k, rng=np.random.default_rng([m, n, k]))
+    actual = run(cuda, "gemv_batched_gate_up", inputs)
+    result = compare(actual, reference(kernel, **inputs), kernel, k=k, inputs=inputs)
+    assert result.passed, f"m={m} n={n} k={k}:\n{result.detail}"
 
 
 def test_m_zero_launches_nothing(built):

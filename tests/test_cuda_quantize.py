@@ -21,6 +21,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
@@ -141,6 +143,15 @@ def test_matches_reference_on_emulator(built, name):
         assert q.dtype == np.dtype(kernel.out.numpy_name) and q.shape == (m, k)
         assert s.shape == (m, -(-k // p.group))
     assert entries == {e.name for e in p.entries}
+
+
+@given(m=st.integers(1, 40), k=st.one_of(st.integers(1, 80).map(lambda i: 8 * i),
+                                         st.integers(1, 700)))
+def test_random_shapes_on_emulator(built, m, k):
+    spec, cuda = built
+    kernel = spec.kernel("quant_e8m0")
+    lhs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k]))["lhs"]
+    check(spec, cuda, "quant_e8m0", lhs)
 
 
 @pytest.mark.parametrize("name", NAMES)
