@@ -2,12 +2,13 @@
 
 A spec of three kernels that between them use every feature (bf16 and f16
 weights, e4m3 and e5m2 weights (W8A16), per-tensor / per-token /
-per-channel scales in f32, bf16 and e8m0, bias, alpha, relu, gelu,
-silu_mul, M = 1 .. max_m) is rendered into a temporary folder, then:
+per-channel and block scales in f32, bf16 and e8m0, bias, alpha, relu,
+gelu, silu_mul, M = 1 .. max_m) is rendered into a temporary folder, then:
 
 - run on the CPU emulator against the reference, at M = 1, 2 and max_m,
   with n that leaves a partial last block and a partial last warp, k with a
-  partial last warp step (the 16-byte path) and odd k (the unaligned path);
+  partial last warp step (the 16-byte path) and odd k (the unaligned path),
+  and at shapes Hypothesis draws;
 - compiled with nvcc for sm_80, sm_89 and sm_90a: no spills, 128-bit weight
   loads (LDG.E.128) in the 16-byte entry point;
 - the generated launchers reject bad calls with ValueError on NumPy arrays;

@@ -6,9 +6,9 @@ G = 64, and f16 -> e4m3 with G = 1100 (not a multiple of 8: only the
 one-element-per-load entry, and too long to keep in registers, so read
 twice). Each runs on the CPU emulator against the reference (scales
 compared exactly for e8m0), including partial last groups, rows narrower
-than one group, odd k, all-zero groups and amax values exactly at and one
-ulp past the power-of-two boundaries; compiles without spills for every
-arch; and its launcher rejects bad calls.
+than one group, odd k, shapes Hypothesis draws, all-zero groups and amax
+values exactly at and one ulp past the power-of-two boundaries; compiles
+without spills for every arch; and its launcher rejects bad calls.
 """
 
 from __future__ import annotations
