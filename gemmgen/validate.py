@@ -585,8 +585,11 @@ class _KernelReader:
         # Tiles must tile the scale blocks applied per K block (FP32 promotion
         # happens at the end of each scale block, so a K tile may not straddle
         # two of them) and the N scale blocks.
-        for tile, loc, what in [(k.tile, self.field_loc("tile"), "tile")] + [
-                (r.tile, r.loc, "tile_rule") for r in k.tile_rules]:
+        # (GEMV kernels have no block tile: their plan ignores `tile`.)
+        tiles = [] if k.algorithm is not Algorithm.TILE else [
+            (k.tile, self.field_loc("tile"), "tile")] + [
+            (r.tile, r.loc, "tile_rule") for r in k.tile_rules]
+        for tile, loc, what in tiles:
             for scale, side in ((k.lhs_scale, "lhs_scale"), (k.rhs_scale, "rhs_scale")):
                 if scale.placement is ir.Placement.MAINLOOP and scale.block_k:
                     if scale.block_k % tile.k:

@@ -35,7 +35,8 @@ def rendered(tmp_path_factory) -> dict[Path, Generated]:
 
 
 def _inputs(kernel: ir.Kernel, m: int, n: int, k: int, **kw):
-    n = kernel.static_n or n
+    # silu_mul pairs column j with j + n/2 in 128-lane blocks: n % 256 == 0.
+    n = kernel.static_n or n * kernel.out_n_divisor
     k = kernel.static_k or k
     extra = {"num_groups": 5, **kw} if kernel.grouped else {}
     return random_inputs(kernel, m=m, n=n, k=k, **extra), k

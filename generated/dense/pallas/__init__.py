@@ -7,6 +7,13 @@ kernel, with a keyword `interpret` passed to `pallas_call`.
     dense_bf16_out_f32: out = lhs @ rhsᵀ
     dense_bf16_out_bf16: out = lhs @ rhsᵀ
     dense_bf16_kn: out = lhs @ rhs
+    fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32: out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale
+    fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16: out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale
+    fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32: out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale
+    fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16: out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale
+    int8_gemm: out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale
+    per_token_group_quant_fp8_out_scale_f32: q = saturate(lhs / scale), one scale per row and 128 columns
+    per_token_group_quant_fp8_out_scale_e8m0: q = saturate(lhs / scale), one scale per row and 128 columns
 
 Checked with JAX 0.10.2.
 """

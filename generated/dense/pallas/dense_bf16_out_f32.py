@@ -3,14 +3,14 @@
 
     out = lhs @ rhsᵀ
 
-Spec (specs/dense.gemm:15):
-    op       dense
-    lhs      bf16 [m, k]
-    rhs      bf16 [n, k]
-    out      f32, f32 accumulator
-    tile     m=128 n=128 k=128
-    buffers  2 per pipelined block
-    vmem     0.31 MiB per grid step (TPU v6e: 32 MiB scoped default, 128 MiB physical)
+Spec (specs/dense.gemm:19):
+    op        dense
+    lhs       bf16 [m, k]
+    rhs       bf16 [n, k]
+    out       f32, f32 accumulator
+    tile      m=128 n=128 k=128
+    buffers   2 per pipelined block
+    vmem      0.31 MiB per grid step (TPU v6e: 32 MiB scoped default, 128 MiB physical)
 
 Generated for and checked with JAX 0.10.2.
 """
@@ -25,30 +25,35 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-# B (rhs) layout of the spec: [n, k] (K-contiguous) when True, else [k, n].
-RHS_NK = True
-# The scoped VMEM to request from Mosaic (None: its default). A grid step
-# needs at most 327680 bytes.
+# The scoped VMEM to request from Mosaic (None: its default). One grid step
+# needs at most 327680 bytes (0.31 MiB) on a TPU v6e.
 VMEM_LIMIT_BYTES = None
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 128, 128, 128  # default, specs/dense.gemm:15
+    return 128, 128, 128  # default, specs/dense.gemm:19
+
+
+def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
+    """Raise ValueError unless x has exactly this shape and dtype."""
+    if tuple(x.shape) != tuple(shape) or x.dtype != dtype:
+        raise ValueError(
+            f"{name} must be {jnp.dtype(dtype).name} {list(shape)}, "
+            f"got {jnp.dtype(x.dtype).name} {list(x.shape)}"
+        )
 
 
 def _validate(*, lhs, rhs) -> None:
     """Check shapes and dtypes; raise ValueError naming the offending value."""
     if lhs.ndim != 2:
-        raise ValueError(f"lhs must be [m, k], got shape {lhs.shape}")
-    if lhs.dtype != jnp.bfloat16:
-        raise ValueError(f"lhs must be bfloat16, got {lhs.dtype}")
-    m, k = lhs.shape
-    if rhs.ndim != 2 or rhs.shape[1] != k:
-        raise ValueError(f"rhs must be [n, k] with k = {k} (from lhs), got shape {rhs.shape}")
-    if rhs.dtype != jnp.bfloat16:
-        raise ValueError(f"rhs must be bfloat16, got {rhs.dtype}")
+        raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
+    m, k = lhs.shape[0], lhs.shape[1]
+    if rhs.ndim != 2:
+        raise ValueError(f"rhs must be [n, k], got shape {list(rhs.shape)}")
     n = rhs.shape[0]
+    _expect("lhs", lhs, (m, k), jnp.bfloat16)
+    _expect("rhs", rhs, (n, k), jnp.bfloat16)
     if k == 0 or n == 0:
         raise ValueError(f"k and n must be positive, got k = {k}, n = {n}")
 
@@ -59,8 +64,8 @@ def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:
     return jnp.where(index < limit, x, jnp.zeros_like(x))
 
 
-def _dot(lhs: jax.Array, rhs: jax.Array, *, rhs_nk: bool) -> jax.Array:
-    """lhs [tm, tk] @ rhs ([tn, tk] when rhs_nk, else [tk, tn]), f32 on the MXU."""
+def _dot(lhs, rhs, *, rhs_nk: bool):
+    """lhs [tm, tk] times rhs ([tn, tk] when rhs_nk, else [tk, tn]) on the MXU."""
     contract = 1 if rhs_nk else 0
     return lax.dot_general(
         lhs,
@@ -70,22 +75,17 @@ def _dot(lhs: jax.Array, rhs: jax.Array, *, rhs_nk: bool) -> jax.Array:
     )
 
 
-def _accumulate(lhs_ref, rhs_ref, acc_ref, *, rhs_nk: bool, k_rem: int) -> None:
-    """acc += lhs block @ rhs block.
-
-    With k_rem > 0 this is the last K block and it hangs over the end of k:
-    the padding of an edge block is undefined (and 0 * NaN is NaN), so the
-    columns of lhs and the rows of rhs past k are zeroed in both operands.
-    """
-    lhs = lhs_ref[...]
-    rhs = rhs_ref[...]
-    if k_rem:
-        lhs = _zero_past(lhs, k_rem, axis=1)
-        rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
-    acc_ref[...] += _dot(lhs, rhs, rhs_nk=rhs_nk)
-
-
-def _kernel(lhs_ref, rhs_ref, out_ref, acc_ref, *, rhs_nk: bool, tiles_k: int, k_rem: int):
+def _kernel(
+    # Inputs.
+    lhs_ref,
+    rhs_ref,
+    # Output and scratch.
+    out_ref,
+    acc_ref,
+    *,
+    tiles_k: int,
+    k_rem: int,
+):
     """One grid step (m tile, n tile, K block); K is the innermost axis."""
     k_i = pl.program_id(2)
     last_k = tiles_k - 1
@@ -95,49 +95,68 @@ def _kernel(lhs_ref, rhs_ref, out_ref, acc_ref, *, rhs_nk: bool, tiles_k: int, k
     def _zero():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    # (2) Accumulate this K block (masked past k when it is the ragged last one).
-    accumulate = functools.partial(_accumulate, lhs_ref, rhs_ref, acc_ref, rhs_nk=rhs_nk)
-    if k_rem:
-        pl.when(k_i < last_k)(functools.partial(accumulate, k_rem=0))
-        pl.when(k_i == last_k)(functools.partial(accumulate, k_rem=k_rem))
-    else:
-        accumulate(k_rem=0)
+    # (2) acc += this K block's product.
+    #     The ragged last block (k_rem > 0) is zeroed past k in both operands:
+    #     the padding of an edge block is undefined, and 0 * NaN is NaN.
+    def accumulate(k_rem: int):
+        lhs = lhs_ref[...]
+        if k_rem:
+            lhs = _zero_past(lhs, k_rem, axis=1)
+        rhs = rhs_ref[...]
+        if k_rem:
+            rhs = _zero_past(rhs, k_rem, axis=1)
+        part = _dot(lhs, rhs, rhs_nk=True)
+        acc_ref[...] += part
 
-    # (3) Last K block: cast and store. Rows past m and columns past n of an
-    #     edge tile are dropped when Pallas writes the block back.
+    if k_rem:
+        pl.when(k_i < last_k)(functools.partial(accumulate, 0))
+        pl.when(k_i == last_k)(functools.partial(accumulate, k_rem))
+    else:
+        accumulate(0)
+
+    # (3) Last K block: the cast and the store.
+    #     Rows past m and columns past n of an edge tile are dropped when
+    #     Pallas writes the block back.
     @pl.when(k_i == last_k)
     def _store():
-        out_ref[...] = acc_ref[...].astype(out_ref.dtype)
+        y = acc_ref[...]
+        out_ref[...] = y.astype(out_ref.dtype)
 
 
-def _matmul(lhs, rhs, *, rhs_nk: bool, out_dtype, interpret):
-    """The dense matmul for validated arguments (see dense_bf16_out_f32)."""
-    m, k = lhs.shape
-    n = rhs.shape[0] if rhs_nk else rhs.shape[1]
+def _matmul(
+    lhs,
+    rhs,
+    *,
+    out_dtype,
+    interpret,
+):
+    """The dense matmul, rhs [n, k], on validated arguments."""
+    m = lhs.shape[0]
+    k = lhs.shape[1]
+    n = rhs.shape[0]
+    n_out = n
     if m == 0:
-        return jnp.zeros((0, n), out_dtype)
+        return jnp.zeros((0, n_out), out_dtype)
 
     # (1) The tile: the LUT's, each dim clamped to the problem (a block as
     #     large as its whole dimension is always a legal TPU block). Edge
     #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and K is masked in the kernel.
+    #     array, and the kernel masks K.
     tm, tn, tk = tile_for(m, n, k)
     tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
-    tiles_m, tiles_n, tiles_k = pl.cdiv(m, tm), pl.cdiv(n, tn), pl.cdiv(k, tk)
+    tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) The grid (m tile i, n tile j, K block kk).
-    if rhs_nk:
-        rhs_spec = pl.BlockSpec((tn, tk), lambda i, j, kk: (j, kk))
-    else:
-        rhs_spec = pl.BlockSpec((tk, tn), lambda i, j, kk: (kk, j))
-    return pl.pallas_call(
-        functools.partial(_kernel, rhs_nk=rhs_nk, tiles_k=tiles_k, k_rem=k % tk),
-        out_shape=jax.ShapeDtypeStruct((m, n), out_dtype),
-        grid=(tiles_m, tiles_n, tiles_k),
-        in_specs=[
-            pl.BlockSpec((tm, tk), lambda i, j, kk: (i, kk)),
-            rhs_spec,
-        ],
+    in_specs = [
+        pl.BlockSpec((tm, tk), lambda i, j, kk: (i, kk)),
+        pl.BlockSpec((tn, tk), lambda i, j, kk: (j, kk)),
+    ]
+    inputs = [lhs, rhs]
+    out = pl.pallas_call(
+        functools.partial(_kernel, tiles_k=tiles_k, k_rem=k % tk),
+        out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
+        grid=(pl.cdiv(m, tm), tiles_n, tiles_k),
+        in_specs=in_specs,
         out_specs=pl.BlockSpec((tm, tn), lambda i, j, kk: (i, j)),
         scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
@@ -147,12 +166,13 @@ def _matmul(lhs, rhs, *, rhs_nk: bool, out_dtype, interpret):
         cost_estimate=pl.CostEstimate(
             flops=2 * m * n * k,
             bytes_accessed=lhs.size * lhs.itemsize * tiles_n
-            + rhs.size * rhs.itemsize * tiles_m
-            + m * n * jnp.dtype(out_dtype).itemsize,
+            + rhs.size * rhs.itemsize * pl.cdiv(m, tm)
+            + m * n_out * jnp.dtype(out_dtype).itemsize,
             transcendentals=0,
         ),
         interpret=interpret,
-    )(lhs, rhs)
+    )(*inputs)
+    return out
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
@@ -169,4 +189,4 @@ def dense_bf16_out_f32(lhs, rhs, *, interpret=False):
       [m, n] float32.
     """
     _validate(lhs=lhs, rhs=rhs)
-    return _matmul(lhs, rhs, rhs_nk=RHS_NK, out_dtype=jnp.float32, interpret=interpret)
+    return _matmul(lhs, rhs, out_dtype=jnp.float32, interpret=interpret)

@@ -10,6 +10,13 @@ kernel, with a keyword `interpret` passed to `pallas_call`.
     gmm_bf16_lut: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]ᵀ
     gmm_f32_tile_64x128x128: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
     gmm_f32_tile_128x128x256: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
+    moe_fp8_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale
+    moe_w8a8_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale
+    moe_w8a8_gateup_silu: out[rows of group i] = silu_mul((lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale)
+    moe_w8a16_grouped_gemm_rhs_int8: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
+    moe_w8a16_grouped_gemm_rhs_e4m3: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
+    moe_w4a16_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
+    moe_bf16_grad_rhs: out[i - group_offset] = lhs[rows of group i]ᵀ @ rhs[rows of group i] (+ existing_out)
 
 Checked with JAX 0.10.2.
 """

@@ -8,14 +8,18 @@ owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
 of other groups, and the rows past sum(group_sizes), are zero, or keep
 existing_out when it is given.
 
-Spec (specs/moe.gemm:27):
-    op       grouped
-    lhs      bf16 [m, k]
-    rhs      bf16 [g, n, k]
-    out      bf16, f32 accumulator
-    tile     m=128 n=128 k=128
-    buffers  2 per pipelined block
-    vmem     0.25 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
+gmm_bf16_out_vjp is the same function, differentiable: its backward pass runs
+generated kernels too (a grouped matmul with the other B layout for d lhs,
+tgmm for d rhs).
+
+Spec (specs/moe.gemm:33):
+    op        grouped
+    lhs       bf16 [m, k]
+    rhs       bf16 [g, n, k]
+    out       bf16, f32 accumulator
+    tile      m=128 n=128 k=128
+    buffers   2 per pipelined block
+    vmem      0.25 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
 
 Generated for and checked with JAX 0.10.2.
 """
@@ -30,42 +34,46 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-# B (rhs) layout of the spec: [g, n, k] (K-contiguous) when True, else [g, k, n].
-RHS_NK = True
-# The scoped VMEM to request from Mosaic (None: its default). A grid step
-# needs at most 262144 bytes.
+# The scoped VMEM to request from Mosaic (None: its default). One grid step
+# needs at most 262144 bytes (0.25 MiB) on a TPU v5e.
 VMEM_LIMIT_BYTES = None
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 128, 128, 128  # default, specs/moe.gemm:27
+    return 128, 128, 128  # default, specs/moe.gemm:33
+
+
+def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
+    """Raise ValueError unless x has exactly this shape and dtype."""
+    if tuple(x.shape) != tuple(shape) or x.dtype != dtype:
+        raise ValueError(
+            f"{name} must be {jnp.dtype(dtype).name} {list(shape)}, "
+            f"got {jnp.dtype(x.dtype).name} {list(x.shape)}"
+        )
 
 
 def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> None:
     """Check shapes and dtypes; raise ValueError naming the offending value."""
     if lhs.ndim != 2:
-        raise ValueError(f"lhs must be [m, k], got shape {lhs.shape}")
-    if lhs.dtype != jnp.bfloat16:
-        raise ValueError(f"lhs must be bfloat16, got {lhs.dtype}")
-    m, k = lhs.shape
-    if rhs.ndim != 3 or rhs.shape[2] != k:
-        raise ValueError(f"rhs must be [g, n, k] with k = {k} (from lhs), got shape {rhs.shape}")
-    if rhs.dtype != jnp.bfloat16:
-        raise ValueError(f"rhs must be bfloat16, got {rhs.dtype}")
-    g, n = rhs.shape[0], rhs.shape[1]
+        raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
+    m, k = lhs.shape[0], lhs.shape[1]
+    if rhs.ndim != 3:
+        raise ValueError(f"rhs must be [g, n, k], got shape {list(rhs.shape)}")
+    g = rhs.shape[0]
+    n = rhs.shape[1]
+    _expect("lhs", lhs, (m, k), jnp.bfloat16)
+    _expect("rhs", rhs, (g, n, k), jnp.bfloat16)
     if k == 0 or n == 0:
         raise ValueError(f"k and n must be positive, got k = {k}, n = {n}")
     if g == 0:
-        raise ValueError(f"rhs must hold at least one group, got shape {rhs.shape}")
-    if group_sizes.ndim != 1 or group_sizes.dtype != jnp.int32:
-        raise ValueError(f"group_sizes must be int32 [num_groups], got {group_sizes.dtype} {group_sizes.shape}")
-    if group_sizes.shape[0] < g:
-        raise ValueError(f"group_sizes has {group_sizes.shape[0]} groups, fewer than the {g} groups of rhs")
-    if group_offset is not None and (group_offset.shape != () or group_offset.dtype != jnp.int32):
-        raise ValueError(f"group_offset must be an int32 scalar, got {group_offset.dtype} {group_offset.shape}")
-    if existing_out is not None and (existing_out.shape != (m, n) or existing_out.dtype != jnp.bfloat16):
-        raise ValueError(f"existing_out must be bfloat16 [m, n] = {(m, n)}, got {existing_out.dtype} {existing_out.shape}")
+        raise ValueError(f"rhs must hold at least one group, got shape {list(rhs.shape)}")
+    if group_sizes.ndim != 1 or group_sizes.dtype != jnp.int32 or group_sizes.shape[0] < g:
+        raise ValueError(f"group_sizes must be int32 [num_groups] with num_groups >= g = {g}, got {jnp.dtype(group_sizes.dtype).name} {list(group_sizes.shape)}")
+    if group_offset is not None:
+        _expect("group_offset", group_offset, (), jnp.int32)
+    if existing_out is not None:
+        _expect("existing_out", existing_out, (m, n), jnp.bfloat16)
 
 
 def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:
@@ -74,8 +82,8 @@ def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:
     return jnp.where(index < limit, x, jnp.zeros_like(x))
 
 
-def _dot(lhs: jax.Array, rhs: jax.Array, *, rhs_nk: bool) -> jax.Array:
-    """lhs [tm, tk] @ rhs ([tn, tk] when rhs_nk, else [tk, tn]), f32 on the MXU."""
+def _dot(lhs, rhs, *, rhs_nk: bool):
+    """lhs [tm, tk] times rhs ([tn, tk] when rhs_nk, else [tk, tn]) on the MXU."""
     contract = 1 if rhs_nk else 0
     return lax.dot_general(
         lhs,
@@ -85,58 +93,55 @@ def _dot(lhs: jax.Array, rhs: jax.Array, *, rhs_nk: bool) -> jax.Array:
     )
 
 
-def _accumulate(lhs_ref, rhs_ref, acc_ref, *, rhs_nk: bool, k_rem: int) -> None:
-    """acc += lhs block @ rhs block.
+def _group_bounds(group_sizes, group_offset, *, m: int, g: int):
+    """Rows [starts[i], ends[i]) of the g local groups, int32 [g] each.
 
-    With k_rem > 0 this is the last K block and it hangs over the end of k:
-    the padding of an edge block is undefined (and 0 * NaN is NaN), so the
-    columns of lhs and the rows of rhs past k are zeroed in both operands.
-    """
-    lhs = lhs_ref[...]
-    rhs = rhs_ref[...]
-    if k_rem:
-        lhs = _zero_past(lhs, k_rem, axis=1)
-        rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
-    acc_ref[...] += _dot(lhs, rhs, rhs_nk=rhs_nk)
-
-
-def _group_metadata(group_sizes, group_offset, *, m: int, tm: int, g: int):
-    """The work list of the grid: which (group, m tile) each grid step computes.
-
-    Returns ((group_ids, m_tile_ids, starts, ends), num_work):
-      starts, ends: [g] int32, the rows [start, end) of each local group
-        (both 0 for a local group past the end of group_sizes).
-      group_ids, m_tile_ids: [tiles_m + g - 1] int32, the local group and
-        the m tile of work item w; only the first num_work items are valid.
-      num_work: int32 scalar, the size of the grid's work axis.
-
-    Work items visit m tiles in non-decreasing order, so an m tile shared by
-    two groups is visited on consecutive steps and its output block stays in
-    VMEM between them. Empty groups get no work item.
+    The shard owns groups [group_offset, group_offset + g) of group_sizes.
+    Negative sizes count as empty, no group runs past row m, and a local
+    group past the end of group_sizes is empty, so no value of group_sizes
+    or group_offset can send a block index out of its array.
     """
     num_groups = group_sizes.shape[0]
-    tiles_m = pl.cdiv(m, tm)
-
-    # (1) Rows of every group. Negative sizes count as empty and no group
-    #     runs past row m, so no block index can leave the arrays.
     ends = jnp.minimum(jnp.cumsum(jnp.maximum(group_sizes, 0)), m).astype(jnp.int32)
     starts = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
-
-    # (2) The g groups of this shard: [group_offset, group_offset + g).
     local = group_offset + jnp.arange(g, dtype=jnp.int32)
     valid = (local >= 0) & (local < num_groups)
     local = jnp.clip(local, 0, num_groups - 1)
-    starts = jnp.where(valid, starts[local], 0)
-    ends = jnp.where(valid, ends[local], 0)
+    return jnp.where(valid, starts[local], 0), jnp.where(valid, ends[local], 0)
 
-    # (3) Each group covers the m tiles from its first row's to its last
-    #     row's. Consecutive groups share at most one tile, so at most
-    #     tiles_m + g - 1 work items exist.
-    first_tile = starts // tm
+
+def _owned_rows(starts, ends, m: int):
+    """bool [m, 1]: the rows of the local groups, which are contiguous."""
+    first_row = jnp.min(jnp.where(ends > starts, starts, m))
+    end_row = jnp.max(ends)
+    rows = lax.broadcasted_iota(jnp.int32, (m, 1), 0)
+    return (rows >= first_row) & (rows < end_row)
+
+
+def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
+    """The work list of a grouped grid: which (group, m tile) each step computes.
+
+    Returns ((group_ids, m_tile_ids, starts, ends), num_work): group_ids and
+    m_tile_ids are int32 [cdiv(m, tm) + g - 1], the local group and the m
+    tile of work item w, valid for w < num_work (the size of the grid's
+    work axis, an int32 scalar).
+
+    Work items visit m tiles in non-decreasing order, so an m tile shared by
+    two groups is visited on consecutive steps and its output block stays in
+    VMEM between them. Empty groups get no work item, or exactly one
+    when visit_empty (tgmm must still write their output).
+    """
+    g = starts.shape[0]
+    tiles_m = pl.cdiv(m, tm)
+    # (1) Each group covers the m tiles from its first row's to its last
+    #     row's. Consecutive groups share at most one tile, so there are at
+    #     most tiles_m + g - 1 work items.
+    first_tile = jnp.minimum(starts // tm, tiles_m - 1)
     num_tiles = jnp.where(ends > starts, (ends - 1) // tm - first_tile + 1, 0)
+    if visit_empty:
+        num_tiles = jnp.maximum(num_tiles, 1)
     max_work = tiles_m + g - 1
-
-    # (4) Work item w: its group by run-length expansion of num_tiles, its m
+    # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
     group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles,
                            total_repeat_length=max_work)
@@ -153,92 +158,107 @@ def _kernel(
     m_tile_ids_ref,
     starts_ref,
     ends_ref,
-    # Pipelined VMEM blocks.
+    # Inputs.
     lhs_ref,
     rhs_ref,
+    # Output and scratch.
     out_ref,
-    # Scratch.
     acc_ref,
     *,
-    rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
     tm: int,
 ):
     """One grid step (n tile, work item w, K block); K is the innermost axis."""
     w = pl.program_id(1)
+    group = group_ids_ref[w]
     k_i = pl.program_id(2)
     last_k = tiles_k - 1
 
-    # (1) First K block of a work item: clear the accumulator.
+    # (1) First K block: clear the accumulator.
     @pl.when(k_i == 0)
     def _zero():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    # (2) Accumulate this K block (masked past k when it is the ragged last one).
-    accumulate = functools.partial(_accumulate, lhs_ref, rhs_ref, acc_ref, rhs_nk=rhs_nk)
-    if k_rem:
-        pl.when(k_i < last_k)(functools.partial(accumulate, k_rem=0))
-        pl.when(k_i == last_k)(functools.partial(accumulate, k_rem=k_rem))
-    else:
-        accumulate(k_rem=0)
+    # (2) acc += this K block's product.
+    #     The ragged last block (k_rem > 0) is zeroed past k in both operands:
+    #     the padding of an edge block is undefined, and 0 * NaN is NaN.
+    def accumulate(k_rem: int):
+        lhs = lhs_ref[...]
+        if k_rem:
+            lhs = _zero_past(lhs, k_rem, axis=1)
+        rhs = rhs_ref[...]
+        if k_rem:
+            rhs = _zero_past(rhs, k_rem, axis=1)
+        part = _dot(lhs, rhs, rhs_nk=True)
+        acc_ref[...] += part
 
-    # (3) Last K block: store the rows of this group only. The tile may also
-    #     hold rows of the previous and the next group, written on the
-    #     neighbouring steps while the block stays in VMEM.
+    if k_rem:
+        pl.when(k_i < last_k)(functools.partial(accumulate, 0))
+        pl.when(k_i == last_k)(functools.partial(accumulate, k_rem))
+    else:
+        accumulate(0)
+
+    # (3) Last K block: the cast and the store.
+    #     Only the rows of this group are stored: the m tile may also hold
+    #     rows of the neighbouring groups, written on the neighbouring steps
+    #     while the block stays in VMEM.
     @pl.when(k_i == last_k)
     def _store():
-        group = group_ids_ref[w]
-        rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, acc_ref.shape, 0)
+        y = acc_ref[...]
+        rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, y.shape, 0)
         mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
-        out_ref[...] = jnp.where(mine, acc_ref[...].astype(out_ref.dtype), out_ref[...])
+        out_ref[...] = jnp.where(mine, y.astype(out_ref.dtype), out_ref[...])
 
 
-def _gmm(lhs, rhs, group_sizes, group_offset, existing_out, *, rhs_nk: bool, out_dtype,
-         interpret):
-    """The grouped matmul for validated arguments (see gmm_bf16_out)."""
-    m, k = lhs.shape
+def _gmm(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset,
+    existing_out,
+    *,
+    out_dtype,
+    interpret,
+):
+    """The grouped matmul, rhs [g, n, k], on validated arguments."""
+    m = lhs.shape[0]
+    k = lhs.shape[1]
     g = rhs.shape[0]
-    n = rhs.shape[1] if rhs_nk else rhs.shape[2]
+    n = rhs.shape[1]
+    n_out = n
     if m == 0:
-        return jnp.zeros((0, n), out_dtype) if existing_out is None else existing_out
+        return jnp.zeros((0, n_out), out_dtype) if existing_out is None else existing_out
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
 
     # (1) The tile: the LUT's, each dim clamped to the problem (a block as
     #     large as its whole dimension is always a legal TPU block). Edge
     #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and K is masked in the kernel.
+    #     array, and the kernel masks K.
     tm, tn, tk = tile_for(m, n, k)
     tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
-    tiles_n, tiles_k = pl.cdiv(n, tn), pl.cdiv(k, tk)
+    tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) The work list: one item per (group, m tile) pair with rows to compute.
-    metadata, num_work = _group_metadata(group_sizes, group_offset, m=m, tm=tm, g=g)
+    starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
+    metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm, visit_empty=False)
 
-    # (3) The grid (n tile, work item, K block); block index maps receive the
-    #     grid indices, then the scalar-prefetch refs.
-    def lhs_index(j, w, kk, group_ids, m_tile_ids, starts, ends):
-        return m_tile_ids[w], kk
-
-    def rhs_index(j, w, kk, group_ids, m_tile_ids, starts, ends):
-        return (group_ids[w], j, kk) if rhs_nk else (group_ids[w], kk, j)
-
-    def out_index(j, w, kk, group_ids, m_tile_ids, starts, ends):
-        return m_tile_ids[w], j
-
-    rhs_block = (None, tn, tk) if rhs_nk else (None, tk, tn)
+    # (3) The grid (n tile j, work item w, K block kk); block index maps get
+    #     the grid indices, then the scalar-prefetch refs.
+    in_specs = [
+        pl.BlockSpec((tm, tk), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], kk)),
+        pl.BlockSpec((None, tn, tk), lambda j, w, kk, groups, m_tiles, *_: (groups[w], j, kk)),
+    ]
+    inputs = [lhs, rhs]
     out = pl.pallas_call(
-        functools.partial(_kernel, rhs_nk=rhs_nk, tiles_k=tiles_k, k_rem=k % tk, tm=tm),
-        out_shape=jax.ShapeDtypeStruct((m, n), out_dtype),
+        functools.partial(_kernel, tiles_k=tiles_k, k_rem=k % tk, tm=tm),
+        out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(metadata),
             grid=(tiles_n, num_work, tiles_k),
-            in_specs=[
-                pl.BlockSpec((tm, tk), lhs_index),
-                pl.BlockSpec(rhs_block, rhs_index),
-            ],
-            out_specs=pl.BlockSpec((tm, tn), out_index),
+            in_specs=in_specs,
+            out_specs=pl.BlockSpec((tm, tn), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], j)),
             scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
         ),
         compiler_params=pltpu.CompilerParams(
@@ -249,22 +269,254 @@ def _gmm(lhs, rhs, group_sizes, group_offset, existing_out, *, rhs_nk: bool, out
             flops=2 * m * n * k,
             bytes_accessed=lhs.size * lhs.itemsize * tiles_n
             + rhs.size * rhs.itemsize
-            + m * n * jnp.dtype(out_dtype).itemsize,
+            + m * n_out * jnp.dtype(out_dtype).itemsize,
             transcendentals=0,
         ),
         interpret=interpret,
-    )(*metadata, lhs, rhs)
+    )(*metadata, *inputs)
 
-    # (4) The kernel wrote every row of this shard's groups, which are
-    #     contiguous: [first_row, end_row). The other rows hold whatever the
-    #     output buffer held: zero them, or take existing_out's.
-    _, _, starts, ends = metadata
-    first_row = jnp.min(jnp.where(ends > starts, starts, m))
-    end_row = jnp.max(ends)
-    rows = lax.broadcasted_iota(jnp.int32, (m, 1), 0)
-    owned = (rows >= first_row) & (rows < end_row)
+    # (4) The kernel wrote every row of this shard's groups; the other rows
+    #     hold whatever the output buffer held: zero them, or take
+    #     existing_out's.
     rest = jnp.zeros((), out_dtype) if existing_out is None else existing_out
-    return jnp.where(owned, out, rest)
+    return jnp.where(_owned_rows(starts, ends, m), out, rest)
+
+
+def _kernel_t(
+    # Scalar prefetch (SMEM): the work list.
+    group_ids_ref,
+    m_tile_ids_ref,
+    starts_ref,
+    ends_ref,
+    # Inputs.
+    lhs_ref,
+    rhs_ref,
+    # Output and scratch.
+    out_ref,
+    acc_ref,
+    *,
+    tiles_k: int,
+    k_rem: int,
+    tm: int,
+):
+    """One grid step (n tile, work item w, K block); K is the innermost axis."""
+    w = pl.program_id(1)
+    group = group_ids_ref[w]
+    k_i = pl.program_id(2)
+    last_k = tiles_k - 1
+
+    # (1) First K block: clear the accumulator.
+    @pl.when(k_i == 0)
+    def _zero():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    # (2) acc += this K block's product.
+    #     The ragged last block (k_rem > 0) is zeroed past k in both operands:
+    #     the padding of an edge block is undefined, and 0 * NaN is NaN.
+    def accumulate(k_rem: int):
+        lhs = lhs_ref[...]
+        if k_rem:
+            lhs = _zero_past(lhs, k_rem, axis=1)
+        rhs = rhs_ref[...]
+        if k_rem:
+            rhs = _zero_past(rhs, k_rem, axis=0)
+        part = _dot(lhs, rhs, rhs_nk=False)
+        acc_ref[...] += part
+
+    if k_rem:
+        pl.when(k_i < last_k)(functools.partial(accumulate, 0))
+        pl.when(k_i == last_k)(functools.partial(accumulate, k_rem))
+    else:
+        accumulate(0)
+
+    # (3) Last K block: the cast and the store.
+    #     Only the rows of this group are stored: the m tile may also hold
+    #     rows of the neighbouring groups, written on the neighbouring steps
+    #     while the block stays in VMEM.
+    @pl.when(k_i == last_k)
+    def _store():
+        y = acc_ref[...]
+        rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, y.shape, 0)
+        mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
+        out_ref[...] = jnp.where(mine, y.astype(out_ref.dtype), out_ref[...])
+
+
+def _gmm_t(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset,
+    existing_out,
+    *,
+    out_dtype,
+    interpret,
+):
+    """The grouped matmul, rhs [g, k, n], on validated arguments."""
+    m = lhs.shape[0]
+    k = lhs.shape[1]
+    g = rhs.shape[0]
+    n = rhs.shape[2]
+    n_out = n
+    if m == 0:
+        return jnp.zeros((0, n_out), out_dtype) if existing_out is None else existing_out
+    if group_offset is None:
+        group_offset = jnp.zeros((), jnp.int32)
+
+    # (1) The tile: the LUT's, each dim clamped to the problem (a block as
+    #     large as its whole dimension is always a legal TPU block). Edge
+    #     blocks of m and n are partial: Pallas drops their writes past the
+    #     array, and the kernel masks K.
+    tm, tn, tk = tile_for(m, n, k)
+    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+    tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
+
+    # (2) The work list: one item per (group, m tile) pair with rows to compute.
+    starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
+    metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm, visit_empty=False)
+
+    # (3) The grid (n tile j, work item w, K block kk); block index maps get
+    #     the grid indices, then the scalar-prefetch refs.
+    in_specs = [
+        pl.BlockSpec((tm, tk), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], kk)),
+        pl.BlockSpec((None, tk, tn), lambda j, w, kk, groups, m_tiles, *_: (groups[w], kk, j)),
+    ]
+    inputs = [lhs, rhs]
+    out = pl.pallas_call(
+        functools.partial(_kernel_t, tiles_k=tiles_k, k_rem=k % tk, tm=tm),
+        out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=len(metadata),
+            grid=(tiles_n, num_work, tiles_k),
+            in_specs=in_specs,
+            out_specs=pl.BlockSpec((tm, tn), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], j)),
+            scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
+        ),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "arbitrary", "arbitrary"),
+            vmem_limit_bytes=VMEM_LIMIT_BYTES,
+        ),
+        cost_estimate=pl.CostEstimate(
+            flops=2 * m * n * k,
+            bytes_accessed=lhs.size * lhs.itemsize * tiles_n
+            + rhs.size * rhs.itemsize
+            + m * n_out * jnp.dtype(out_dtype).itemsize,
+            transcendentals=0,
+        ),
+        interpret=interpret,
+    )(*metadata, *inputs)
+
+    # (4) The kernel wrote every row of this shard's groups; the other rows
+    #     hold whatever the output buffer held: zero them, or take
+    #     existing_out's.
+    rest = jnp.zeros((), out_dtype) if existing_out is None else existing_out
+    return jnp.where(_owned_rows(starts, ends, m), out, rest)
+
+
+def _tgmm_kernel(
+    # Scalar prefetch (SMEM): the work list.
+    group_ids_ref,
+    m_tile_ids_ref,
+    starts_ref,
+    ends_ref,
+    # Pipelined VMEM blocks.
+    lhs_ref,
+    rhs_ref,
+    existing_ref,
+    out_ref,
+    # Scratch.
+    acc_ref,
+    *,
+    tm: int,
+):
+    """One grid step (n tile, k tile, work item w); the work axis is innermost
+    and visits the m tiles of one group after another."""
+    w = pl.program_id(2)
+    last_w = pl.num_programs(2) - 1
+    group = group_ids_ref[w]
+    first_visit = (w == 0) | (group_ids_ref[jnp.maximum(w - 1, 0)] != group)
+    last_visit = (w == last_w) | (group_ids_ref[jnp.minimum(w + 1, last_w)] != group)
+
+    # (1) The group's first m tile: clear the accumulator.
+    @pl.when(first_visit)
+    def _zero():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    # (2) acc += lhs[rows]ᵀ @ rhs[rows] over the rows of this group in the m
+    #     tile. Other rows (another group's, or past m in an edge block,
+    #     whose padding is undefined) are zeroed in both operands.
+    rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, (tm, 1), 0)
+    mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
+    lhs = jnp.where(mine, lhs_ref[...], jnp.zeros((), lhs_ref.dtype))
+    rhs = jnp.where(mine, rhs_ref[...], jnp.zeros((), rhs_ref.dtype))
+    acc_ref[...] += lax.dot_general(
+        lhs,
+        rhs,
+        dimension_numbers=(((0,), (0,)), ((), ())),
+        preferred_element_type=jnp.float32,
+    )
+
+    # (3) The group's last m tile: store acc (+ existing_out). An empty
+    #     group has one work item whose rows are all masked: it stores zeros.
+    @pl.when(last_visit)
+    def _store():
+        y = acc_ref[...]
+        if existing_ref is not None:
+            y = y + existing_ref[...].astype(jnp.float32)
+        out_ref[...] = y.astype(out_ref.dtype)
+
+
+def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtype, interpret):
+    """out[i] = lhs[rows of local group i]ᵀ @ rhs[rows of local group i]
+    (+ existing_out[i]): [g, k, n] from lhs [m, k] and rhs [m, n]."""
+    m, k = lhs.shape
+    n = rhs.shape[1]
+    if m == 0:
+        out = jnp.zeros((g, k, n), out_dtype)
+        return out if existing_out is None else existing_out
+    if group_offset is None:
+        group_offset = jnp.zeros((), jnp.int32)
+
+    # (1) The tile, clamped to the problem; edge blocks are partial. The m
+    #     tile is the reduction block here.
+    tm, tn, tk = tile_for(m, n, k)
+    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+
+    # (2) The work list: every local group gets at least one item, so the
+    #     output of an empty group is written too.
+    starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
+    metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm, visit_empty=True)
+
+    # (3) The grid (n tile j, k tile kk, work item w); index maps receive the
+    #     grid indices, then the scalar-prefetch refs.
+    out_spec = pl.BlockSpec((None, tk, tn), lambda j, kk, w, groups, m_tiles, *_: (groups[w], kk, j))
+    in_specs = [
+        pl.BlockSpec((tm, tk), lambda j, kk, w, groups, m_tiles, *_: (m_tiles[w], kk)),
+        pl.BlockSpec((tm, tn), lambda j, kk, w, groups, m_tiles, *_: (m_tiles[w], j)),
+        None if existing_out is None else out_spec,
+    ]
+    return pl.pallas_call(
+        functools.partial(_tgmm_kernel, tm=tm),
+        out_shape=jax.ShapeDtypeStruct((g, k, n), out_dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=len(metadata),
+            grid=(pl.cdiv(n, tn), pl.cdiv(k, tk), num_work),
+            in_specs=in_specs,
+            out_specs=out_spec,
+            scratch_shapes=[pltpu.VMEM((tk, tn), jnp.float32)],
+        ),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "arbitrary"),
+            vmem_limit_bytes=VMEM_LIMIT_BYTES,
+        ),
+        cost_estimate=pl.CostEstimate(
+            flops=2 * m * n * k,
+            bytes_accessed=lhs.size * lhs.itemsize * pl.cdiv(n, tn)
+            + rhs.size * rhs.itemsize * pl.cdiv(k, tk)
+            + g * k * n * jnp.dtype(out_dtype).itemsize,
+            transcendentals=0,
+        ),
+        interpret=interpret,
+    )(*metadata, lhs, rhs, existing_out)
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
@@ -273,21 +525,78 @@ def gmm_bf16_out(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *,
 
     Args:
       lhs: [m, k] bfloat16; the activations.
-      rhs: [g, n, k] bfloat16; the weights of the g groups this shard owns (g
-        = rhs.shape[0]).
+      rhs: [g, n, k] bfloat16; the weights of the g groups this shard owns (g =
+        rhs.shape[0]).
       group_sizes: [num_groups] int32; rows of lhs per group, in order (sum <=
         m); num_groups >= g.
-      group_offset: [] int32, optional; the first group this shard owns
-        (default 0): it computes groups [group_offset, group_offset + g).
-      existing_out: [m, n] bfloat16, optional; rows this shard does not
-        compute keep these values (default: zeros).
+      group_offset: [] int32, optional; the first group this shard owns (default
+        0): it computes groups [group_offset, group_offset + g).
+      existing_out: [m, n] bfloat16, optional; rows this shard does not compute
+        keep these values (default: zeros).
       interpret: passed to `pallas_call`: False on a TPU; True or
         `pltpu.InterpretParams()` to run on CPU.
 
     Returns:
-      [m, n] bfloat16: for each owned group i, its rows are lhs[rows] @ rhs[i
-      - group_offset]ᵀ; all other rows are zero, or existing_out's.
+      [m, n] bfloat16: the rows of each owned group i as above; all other rows
+      are zero, or existing_out's.
     """
     _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
-    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out, rhs_nk=RHS_NK,
-                out_dtype=jnp.bfloat16, interpret=interpret)
+    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out, out_dtype=jnp.bfloat16, interpret=interpret)
+
+
+# ---------------------------------------------------------------------------
+# gmm_bf16_out_vjp: the same function, differentiable.
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+def _differentiable(lhs, rhs, group_sizes, group_offset, existing_out, interpret):
+    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out,
+               out_dtype=jnp.bfloat16, interpret=interpret)
+
+
+def _differentiable_fwd(lhs, rhs, group_sizes, group_offset, existing_out, interpret):
+    out = _gmm(lhs, rhs, group_sizes, group_offset, existing_out,
+               out_dtype=jnp.bfloat16, interpret=interpret)
+    return out, (lhs, rhs, group_sizes, group_offset)
+
+
+def _differentiable_bwd(interpret, residuals, d_out):
+    lhs, rhs, group_sizes, group_offset = residuals
+    m, g = lhs.shape[0], rhs.shape[0]
+    starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
+    owned = _owned_rows(starts, ends, m)
+    d_out = d_out.astype(jnp.float32)
+
+    # (1) Rows outside this shard's groups are copies of existing_out: their
+    #     gradient goes to existing_out and nowhere else.
+    d_existing = jnp.where(owned, 0.0, d_out).astype(jnp.bfloat16)
+    d_y = jnp.where(owned, d_out, 0.0)
+
+    # (2) No activation: the gradient of the pre-activation is d_y.
+    d_pre = d_y
+
+    # (3) The product's gradients, by generated kernels: d lhs = d_prod @ rhsᵀ
+    #     per group (the grouped matmul with the other B layout), d rhs per
+    #     group by tgmm. Rows outside the shard have d_prod = 0.
+    d_prod = (d_pre).astype(lhs.dtype)
+    d_lhs = _gmm_t(d_prod, rhs, group_sizes, group_offset, None, out_dtype=lhs.dtype,
+                   interpret=interpret)
+    d_rhs = _tgmm(d_prod, lhs, group_sizes, group_offset, None, g=g, out_dtype=rhs.dtype,
+                  interpret=interpret)  # [g, n, k]
+    return d_lhs, d_rhs, None, None, d_existing
+
+
+_differentiable.defvjp(_differentiable_fwd, _differentiable_bwd)
+
+
+@functools.partial(jax.jit, static_argnames=("interpret",))
+def gmm_bf16_out_vjp(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
+    """gmm_bf16_out, differentiable: jax.vjp / jax.grad give the gradients of
+    lhs, rhs and existing_out. Arguments and result as gmm_bf16_out."""
+    _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
+    n = rhs.shape[1]
+    if group_offset is None:
+        group_offset = jnp.zeros((), jnp.int32)
+    if existing_out is None:
+        existing_out = jnp.zeros((lhs.shape[0], n), jnp.bfloat16)
+    return _differentiable(lhs, rhs, group_sizes, group_offset, existing_out, interpret)
