@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemmgen import ir
+from gemmgen.render import source_ref
 from gemmgen.ir import DType
 
 WARP = 32
@@ -234,7 +235,7 @@ def spec_checks(kernel: ir.Kernel) -> list[Check]:
 
 
 def where(loc: ir.Loc) -> str:
-    return f"{loc.path}:{loc.line}" if loc.line > 0 else loc.path
+    return source_ref(loc)
 
 
 def cond_expr(conds: tuple[ir.Cond, ...]) -> str:

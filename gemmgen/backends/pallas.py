@@ -18,7 +18,7 @@ from typing import assert_never
 from gemmgen import ir
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
-from gemmgen.render import header_text, render_template
+from gemmgen.render import header_text, render_template, source_ref
 
 # The JAX release the generated code is lowered and interpreted with in the
 # tests (pyproject pins it; Pallas APIs move between releases).
@@ -406,7 +406,7 @@ class PallasPlan:
 
 
 def _where(loc: ir.Loc) -> str:
-    return f"{loc.path}:{loc.line}" if loc.line > 0 else loc.path
+    return source_ref(loc)
 
 
 def _tpu(spec: ir.Spec) -> str:

@@ -2,7 +2,7 @@
 //
 // dense_gemm_bf16: dense GEMM on tensor cores.
 //
-// Spec (specs/dense.gemm:37):
+// Spec (specs/dense.gemm):
 //   op        dense
 //   lhs       bf16 [m, k]
 //   rhs       bf16 [n, k]
@@ -35,7 +35,7 @@ constexpr int kRhsBits = 16;  // bits per stored rhs element
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/dense.gemm:37)
+struct Tile0 {  // default (specs/dense.gemm)
   static constexpr int kBM = 128, kBN = 128, kBK = 32;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 64, kWN = 32;  // warp tile

@@ -3,7 +3,7 @@
 // dense_gemv_batched_bf16: batched GEMV, M = 0..8 rows in one pass over the weight:
 //   out[m, n] = epilogue(lhs[m, k] . rhs[n, k]^T)
 //
-// Spec (specs/dense.gemm:125):
+// Spec (specs/dense.gemm):
 //   op        dense, algorithm gemv_batched (max_m 8)
 //   lhs       bf16 [m, k]
 //   rhs       bf16 [n, k]

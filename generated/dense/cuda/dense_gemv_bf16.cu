@@ -3,7 +3,7 @@
 // dense_gemv_bf16: GEMV, M == 1:
 //   out[m, n] = epilogue(lhs[m, k] . rhs[n, k]^T)
 //
-// Spec (specs/dense.gemm:118):
+// Spec (specs/dense.gemm):
 //   op        dense, algorithm gemv
 //   lhs       bf16 [m, k]
 //   rhs       bf16 [n, k]

@@ -3,7 +3,7 @@
 // dense_gemv_fp8w: GEMV, M == 1:
 //   out[m, n] = epilogue(lhs[m, k] . rhs[n, k]^T)
 //
-// Spec (specs/dense.gemm:141):
+// Spec (specs/dense.gemm):
 //   op        dense, algorithm gemv
 //   lhs       bf16 [m, k]
 //   rhs       e4m3 [n, k]

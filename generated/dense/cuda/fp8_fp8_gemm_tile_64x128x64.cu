@@ -2,7 +2,7 @@
 //
 // fp8_fp8_gemm_tile_64x128x64: dense GEMM on tensor cores.
 //
-// Spec (specs/dense.gemm:46):
+// Spec (specs/dense.gemm):
 //   op        dense
 //   lhs       e4m3 [m, k]
 //   rhs       e4m3 [n, k]
@@ -35,7 +35,7 @@ constexpr int kRhsBits = 8;  // bits per stored rhs element
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/dense.gemm:46)
+struct Tile0 {  // default (specs/dense.gemm)
   static constexpr int kBM = 64, kBN = 128, kBK = 64;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 64, kWN = 32;  // warp tile

@@ -2,7 +2,7 @@
 //
 // fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32: dense GEMM on tensor cores.
 //
-// Spec (specs/dense.gemm:68):
+// Spec (specs/dense.gemm):
 //   op        dense
 //   lhs       e4m3 [m, k]
 //   rhs       e4m3 [n, k]
@@ -42,7 +42,7 @@ constexpr int kScaleBlockK = 128;  // K extent of one main-loop scale
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/dense.gemm:68)
+struct Tile0 {  // default (specs/dense.gemm)
   static constexpr int kBM = 64, kBN = 128, kBK = 128;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 32, kWN = 32;  // warp tile

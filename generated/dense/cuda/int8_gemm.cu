@@ -2,7 +2,7 @@
 //
 // int8_gemm: dense GEMM on tensor cores.
 //
-// Spec (specs/dense.gemm:93):
+// Spec (specs/dense.gemm):
 //   op        dense
 //   lhs       int8 [m, k]
 //   rhs       int8 [n, k]
@@ -39,7 +39,7 @@ constexpr int kRhsBits = 8;  // bits per stored rhs element
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/dense.gemm:93)
+struct Tile0 {  // default (specs/dense.gemm)
   static constexpr int kBM = 128, kBN = 128, kBK = 128;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 64, kWN = 32;  // warp tile

@@ -4,7 +4,7 @@
 //   s[r, g] = max(amax(|x[r, gG : (g+1)G]|), 1e-10) / 448
 //   q[r, c] = sat_e4m3(x[r, c] / s[r, c / G])
 //
-// Spec (specs/dense.gemm:152):
+// Spec (specs/dense.gemm):
 //   op        quantize
 //   lhs       bf16 [m, k]
 //   out       e4m3 [m, k] (max finite 448)

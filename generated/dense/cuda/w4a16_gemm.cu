@@ -2,7 +2,7 @@
 //
 // w4a16_gemm: dense GEMM on tensor cores.
 //
-// Spec (specs/dense.gemm:104):
+// Spec (specs/dense.gemm):
 //   op        dense
 //   lhs       bf16 [m, k]
 //   rhs       int4 packed [n, k]
@@ -44,7 +44,7 @@ constexpr int kScaleBlockK = 128;  // K extent of one main-loop scale
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/dense.gemm:104)
+struct Tile0 {  // default (specs/dense.gemm)
   static constexpr int kBM = 64, kBN = 128, kBK = 64;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 32, kWN = 32;  // warp tile

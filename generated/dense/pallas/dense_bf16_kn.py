@@ -3,7 +3,7 @@
 
     out = lhs @ rhs
 
-Spec (specs/dense.gemm:26):
+Spec (specs/dense.gemm):
     op        dense
     lhs       bf16 [m, k]
     rhs       bf16 [k, n]
@@ -32,7 +32,7 @@ VMEM_LIMIT_BYTES = None
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 128, 256, 128  # default, specs/dense.gemm:26
+    return 128, 256, 128  # default, specs/dense.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:

@@ -3,7 +3,7 @@
 
     out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale
 
-Spec (specs/dense.gemm:68):
+Spec (specs/dense.gemm):
     op        dense
     lhs       e4m3 [m, k]
     rhs       e4m3 [n, k]
@@ -34,7 +34,7 @@ VMEM_LIMIT_BYTES = None
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 64, 128, 128  # default, specs/dense.gemm:68
+    return 64, 128, 128  # default, specs/dense.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:

@@ -8,7 +8,7 @@ partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX, rounded
 up to a power of two (e8m0) so that no |x| / scale exceeds FP8_MAX;
 q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even.
 
-Spec (specs/dense.gemm:152):
+Spec (specs/dense.gemm):
     op        quantize
     lhs       bf16 [m, k]
     out       e4m3 [m, k]

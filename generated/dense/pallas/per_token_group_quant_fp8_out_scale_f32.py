@@ -7,7 +7,7 @@ Per row of lhs and group of 128 consecutive columns (the last group may be
 partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX;
 q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even.
 
-Spec (specs/dense.gemm:152):
+Spec (specs/dense.gemm):
     op        quantize
     lhs       bf16 [m, k]
     out       e4m3 [m, k]

@@ -2,7 +2,7 @@
 //
 // gmm_bf16: grouped (mixture-of-experts) GEMM on tensor cores.
 //
-// Spec (specs/moe.gemm:23):
+// Spec (specs/moe.gemm):
 //   op        grouped
 //   lhs       bf16 [m, k]
 //   rhs       bf16 [g, n, k]
@@ -38,7 +38,7 @@ constexpr int kRhsBits = 16;  // bits per stored rhs element
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/moe.gemm:23)
+struct Tile0 {  // default (specs/moe.gemm)
   static constexpr int kBM = 128, kBN = 128, kBK = 128;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 64, kWN = 32;  // warp tile

@@ -2,7 +2,7 @@
 //
 // moe_w4a16_grouped_gemm: grouped (mixture-of-experts) GEMM on tensor cores.
 //
-// Spec (specs/moe.gemm:128):
+// Spec (specs/moe.gemm):
 //   op        grouped
 //   lhs       bf16 [m, k]
 //   rhs       int4 packed [g, n, k]
@@ -46,7 +46,7 @@ constexpr int kScaleBlockK = 256;  // K extent of one main-loop scale
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/moe.gemm:128)
+struct Tile0 {  // default (specs/moe.gemm)
   static constexpr int kBM = 64, kBN = 128, kBK = 256;
   static constexpr int kBNOut = 128;  // output columns per block
   static constexpr int kWM = 32, kWN = 32;  // warp tile

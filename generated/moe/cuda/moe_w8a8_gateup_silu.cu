@@ -2,7 +2,7 @@
 //
 // moe_w8a8_gateup_silu: grouped (mixture-of-experts) GEMM on tensor cores.
 //
-// Spec (specs/moe.gemm:104):
+// Spec (specs/moe.gemm):
 //   op        grouped
 //   lhs       e4m3 [m, k]
 //   rhs       e4m3 [g, n, k]
@@ -46,7 +46,7 @@ constexpr int kScaleBlockK = 128;  // K extent of one main-loop scale
 
 // Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/moe.gemm:104)
+struct Tile0 {  // default (specs/moe.gemm)
   static constexpr int kBM = 64, kBN = 128, kBK = 128;
   static constexpr int kBNOut = 64;  // output columns per block
   static constexpr int kWM = 32, kWN = 32;  // warp tile

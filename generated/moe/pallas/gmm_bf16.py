@@ -12,7 +12,7 @@ gmm_bf16_vjp is the same function, differentiable: its backward pass runs
 generated kernels too (a grouped matmul with the other B layout for d lhs,
 tgmm for d rhs).
 
-Spec (specs/moe.gemm:23):
+Spec (specs/moe.gemm):
     op        grouped
     lhs       bf16 [m, k]
     rhs       bf16 [g, n, k]
@@ -41,7 +41,7 @@ VMEM_LIMIT_BYTES = None
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 128, 128, 128  # default, specs/moe.gemm:23
+    return 128, 128, 128  # default, specs/moe.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:

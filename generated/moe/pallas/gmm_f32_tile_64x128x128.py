@@ -12,7 +12,7 @@ gmm_f32_tile_64x128x128_vjp is the same function, differentiable: its backward p
 generated kernels too (a grouped matmul with the other B layout for d lhs,
 tgmm for d rhs).
 
-Spec (specs/moe.gemm:56):
+Spec (specs/moe.gemm):
     op        grouped
     lhs       f32 [m, k]
     rhs       f32 [g, k, n]
@@ -41,7 +41,7 @@ VMEM_LIMIT_BYTES = None
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 64, 128, 128  # default, specs/moe.gemm:56
+    return 64, 128, 128  # default, specs/moe.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:

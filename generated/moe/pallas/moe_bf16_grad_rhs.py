@@ -10,7 +10,7 @@ gradient of a grouped matmul). This shard computes the g groups
 given, else every group (group_offset must then be absent). An empty group
 gives zeros, plus existing_out, which is added to every block.
 
-Spec (specs/moe.gemm:140):
+Spec (specs/moe.gemm):
     op        tgmm
     lhs       bf16 [m, k]
     rhs       bf16 [m, n]
@@ -39,7 +39,7 @@ VMEM_LIMIT_BYTES = None
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 32, 128, 128  # default, specs/moe.gemm:140
+    return 32, 128, 128  # default, specs/moe.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:

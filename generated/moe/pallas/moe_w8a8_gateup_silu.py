@@ -8,7 +8,7 @@ owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
 of other groups, and the rows past sum(group_sizes), are zero, or keep
 existing_out when it is given.
 
-Spec (specs/moe.gemm:104):
+Spec (specs/moe.gemm):
     op        grouped
     lhs       e4m3 [m, k]
     rhs       e4m3 [g, n, k]
@@ -40,7 +40,7 @@ VMEM_LIMIT_BYTES = None
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 64, 128, 128  # default, specs/moe.gemm:104
+    return 64, 128, 128  # default, specs/moe.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
