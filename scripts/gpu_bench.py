@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Benchmark the committed CUDA kernels of specs/ on a real GPU.
+
+For every CUDA kernel in generated/<spec>/cuda/ this script
+  (1) checks it against the NumPy reference on a small ragged shape, through
+      its own CuPy launcher (the same launch plan the CPU emulator runs), and
+  (2) times it at a production shape with CUDA events and reports TFLOP/s
+      and GB/s, next to torch.matmul (one call for dense, a loop over groups
+      and the dense equivalent for grouped kernels) when torch is installed.
+
+    python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
+
+It prints a Markdown table (paste into docs/benchmarks.md) and writes
+bench.json to --out (default $OUT, else the current folder). Without CuPy or
+a GPU it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gemmgen import ir  # noqa: E402
+from gemmgen.build import render_spec  # noqa: E402
+from gemmgen.cases import standard_cases  # noqa: E402
+from gemmgen.explain import cost  # noqa: E402
+from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
+from gemmgen.runtime import cuda_gpu  # noqa: E402
+from gemmgen.verify import load_generated_module  # noqa: E402
+
+# Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
+SHAPES = {
+    "gemv": (1, 8192, 8192, 0),
+    "gemv_batched": (8, 8192, 8192, 0),
+    "dense": (4096, 4096, 4096, 0),
+    "grouped": (8192, 4096, 4096, 8),
+    "tgmm": (8192, 4096, 4096, 8),
+    "quantize": (8192, 0, 7168, 0),
+}
+
+
+def shape_for(kernel: ir.Kernel, quick: bool) -> tuple[int, int, int, int]:
+    key = kernel.algorithm.value if kernel.algorithm is not ir.Algorithm.TILE else kernel.op.value
+    m, n, k, g = SHAPES[key]
+    if quick:
+        m, n, k = max(1, m // 8), max(n // 8, 256), max(k // 8, 256)
+    n = kernel.static_n or n or k
+    k = kernel.static_k or k
+    return m, n, k, g
+
+
+def to_device(inputs: dict) -> dict:
+    import cupy
+
+    out = {}
+    for name, v in inputs.items():
+        if isinstance(v, np.ndarray) and v.ndim:
+            if v.dtype.name == "bfloat16":
+                v = v.view(np.uint16)
+            elif v.dtype.name.startswith("float8"):
+                v = v.view(np.uint8)
+            out[name] = cupy.asarray(v)
+        else:
+            out[name] = v
+    return out
+
+
+def time_call(fn, repeats: int = 20) -> float:
+    """Median seconds per call, measured with CUDA events after a warm-up."""
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+def torch_baseline(kernel: ir.Kernel, m: int, n: int, k: int, g: int) -> dict:
+    """torch.matmul in bf16 for the same problem (dense; grouped: a loop over
+    groups and the dense equivalent)."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available() or kernel.op is ir.Op.QUANTIZE:
+        return {}
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    res = {}
+    if kernel.op is ir.Op.GROUPED:
+        rows = m // g
+        b = torch.randn(g, k, n, device=dev, dtype=torch.bfloat16)
+
+        def loop():
+            for i in range(g):
+                a[i * rows:(i + 1) * rows] @ b[i]
+        res["torch_group_loop_s"] = _torch_time(loop)
+        bd = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
+        res["torch_dense_s"] = _torch_time(lambda: a @ bd)
+    else:
+        b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
+        res["torch_dense_s"] = _torch_time(lambda: a @ b)
+    return res
+
+
+def _torch_time(fn, repeats: int = 20) -> float:
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return float(np.median(times))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--kernel", action="append")
+    ap.add_argument("--quick", action="store_true", help="1/8 of the production shapes")
+    args = ap.parse_args()
+    if reason := cuda_gpu.unavailable_reason():
+        print(f"gpu_bench: skipped: {reason}")
+        return 0
+    rows = []
+    failed = 0
+    for stem in ("dense", "moe"):
+        rendered = render_spec(ROOT / "specs" / f"{stem}.gemm")
+        for kernel in rendered.spec.kernels_for(ir.Backend.CUDA):
+            if args.kernel and kernel.name not in args.kernel:
+                continue
+            path = ROOT / "generated" / stem / "cuda" / f"{kernel.name}.py"
+            row = {"spec": stem, "kernel": kernel.name}
+            try:
+                launcher = load_generated_module(path, f"bench_{stem}_{kernel.name}")
+                fn = getattr(launcher, kernel.name)
+                # (1) correctness on the standard ragged case.
+                case = standard_cases(kernel)[0]
+                inputs = case.inputs(kernel, 0)
+                got = fn(**to_device(inputs))
+                got = got if isinstance(got, tuple) else (got,)
+                import cupy
+                host = tuple(cupy.asnumpy(o) for o in got)
+                want_dtypes = [launcher.DTYPES[o] for o in launcher.OUTPUTS]
+                host = tuple(_view(h, d) for h, d in zip(host, want_dtypes))
+                result = compare(host[0] if len(host) == 1 else host,
+                                 reference(kernel, **inputs), kernel, k=case.k, inputs=inputs)
+                row["correct"] = bool(result.passed)
+                if not result.passed:
+                    row["detail"] = result.detail
+                # (2) timing at the production shape.
+                m, n, k, g = shape_for(kernel, args.quick)
+                rng = np.random.default_rng(0)
+                kw = {}
+                if kernel.grouped:
+                    kw["group_sizes"] = np.full(g, m // g, np.int32)
+                big = random_inputs(kernel, m=m, n=n, k=k, rng=rng, **kw)
+                dev = to_device(big)
+                seconds = time_call(lambda: fn(**dev))
+                flops, moved = cost(kernel, m, n, k, g)
+                row.update(m=m, n=n, k=k, groups=g, seconds=seconds,
+                           tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9)
+                row.update(torch_baseline(kernel, m, n, k, g))
+            except Exception as e:  # report and go on
+                row["error"] = f"{type(e).__name__}: {e}"
+                row["traceback"] = traceback.format_exc()
+            failed += not row.get("correct", False)
+            rows.append(row)
+            print(_line(row), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = __import__("cupy").cuda.runtime.getDeviceProperties(0)["name"].decode()
+    (out / "bench.json").write_text(json.dumps({"device": device, "time": time.time(),
+                                                "rows": rows}, indent=2))
+    print(f"\n{device}\n")
+    print("| kernel | shape | correct | TFLOP/s | GB/s | torch bf16 dense TFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "seconds" not in r:
+            print(f"| {r['kernel']} | - | {r.get('correct', False)} | error | | |")
+            continue
+        flops = r["tflops"] * r["seconds"] * 1e12
+        torch_tf = f"{flops / r['torch_dense_s'] / 1e12:.1f}" if "torch_dense_s" in r else "-"
+        print(f"| {r['kernel']} | {r['m']}x{r['n']}x{r['k']}"
+              f"{' g=' + str(r['groups']) if r['groups'] else ''} | {r['correct']} | "
+              f"{r['tflops']:.1f} | {r['gbps']:.0f} | {torch_tf} |")
+    return 1 if failed else 0
+
+
+def _view(host: np.ndarray, dtype_name: str) -> np.ndarray:
+    import ml_dtypes
+
+    if hasattr(ml_dtypes, dtype_name) and dtype_name not in ("float32", "float16", "int8",
+                                                               "int32", "uint8"):
+        return host.view(getattr(ml_dtypes, dtype_name))
+    return host.view(dtype_name)
+
+
+def _line(row: dict) -> str:
+    if "error" in row:
+        return f"{row['kernel']}: ERROR {row['error']}"
+    return (f"{row['kernel']}: correct={row['correct']} {row['m']}x{row['n']}x{row['k']} "
+            f"{row['tflops']:.1f} TFLOP/s {row['gbps']:.0f} GB/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
