@@ -132,7 +132,7 @@ __device__ __forceinline__ void gemm_tile(
   unsigned char* smem = gg_smem;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm0 = (warp / T::kWarpsN) * T::kWM, wn0 = (warp % T::kWarpsN) * T::kWN;
-  const int n_out = n;
+  const int n_out = n;  // output columns
   const int ktiles = (k + T::kBK - 1) / T::kBK;
   const unsigned char* rhs_bytes =
       reinterpret_cast<const unsigned char*>(rhs) + (long long)gl * n * k * kRhsBits / 8;
