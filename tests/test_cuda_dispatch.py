@@ -16,9 +16,7 @@ GEMV, else the tile GEMM. Checked here:
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import os
 import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -29,12 +27,13 @@ import pytest
 
 from gemmgen import ir
 from gemmgen.backends import cuda_dispatch
-from gemmgen.build import render_spec
 from gemmgen.reference import compare, random_inputs, reference
 from gemmgen.render import header_text
 from gemmgen.runtime.toolchain import cuda_include_dir
 from gemmgen.runtime.verify_cuda import run_launcher
 from gemmgen.verify import load_generated_module
+
+from cuda_helpers import build_emulators, render_cuda
 
 SPEC = """\
 target cuda {
@@ -79,24 +78,9 @@ MODULES: dict = {}
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[ir.Spec, Path, dict]:
-    root = tmp_path_factory.mktemp("dispatch")
-    (root / "specs").mkdir()
-    (root / "specs" / "dispatch.gemm").write_text(SPEC)
-    rendered = render_spec(root / "specs" / "dispatch.gemm")
-    cuda = root / "cuda"
-    cuda.mkdir()
-    for rel, text in rendered.files.items():
-        if rel.parts[0] == "cuda":
-            (cuda / rel.name).write_text(text)
-    from gemmgen.runtime.cuda_emu import EmuModule
-
-    def build(name: str) -> None:
-        MODULES[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),
-                                               source_name(name))
-
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        list(pool.map(build, ARMS))
-    return rendered.spec, cuda, rendered.files
+    spec, cuda, files = render_cuda(tmp_path_factory.mktemp("dispatch"), "dispatch", SPEC)
+    build_emulators(cuda, ARMS, source_name, MODULES)
+    return spec, cuda, files
 
 
 def source_name(name: str) -> str:

@@ -9,7 +9,6 @@ also get Hypothesis-drawn group sizes.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import subprocess
 from pathlib import Path

@@ -42,6 +42,8 @@ from gemmgen.runtime.toolchain import find_nvcc
 from gemmgen.runtime.verify_cuda import run_launcher
 from gemmgen.verify import load_generated_module
 
+from cuda_helpers import Launchers, build_emulators, render_cuda
+
 SPEC = """\
 target cuda {
   archs sm_80 sm_89 sm_90a
@@ -100,37 +102,16 @@ MODULES: dict = {}
 def built(tmp_path_factory) -> tuple[ir.Spec, Path]:
     """The spec rendered into a temporary folder, every emulator build done
     (in parallel: each is one g++ run, cached by content)."""
-    root = tmp_path_factory.mktemp("gemv")
-    (root / "specs").mkdir()
-    (root / "specs" / "gemv.gemm").write_text(SPEC)
-    rendered = render_spec(root / "specs" / "gemv.gemm")
-    cuda = root / "cuda"
-    cuda.mkdir()
-    for rel, text in rendered.files.items():
-        if rel.parts[0] == "cuda":
-            (cuda / rel.name).write_text(text)
-    from gemmgen.runtime.cuda_emu import EmuModule
-
-    def build(name: str) -> None:
-        MODULES[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),
-                                               source_name(name))
-
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        list(pool.map(build, NAMES))
-    return rendered.spec, cuda
+    spec, cuda, files = render_cuda(tmp_path_factory.mktemp("gemv"), "gemv", SPEC)
+    build_emulators(cuda, NAMES, source_name, MODULES)
+    return spec, cuda
 
 
 def source_name(name: str) -> str:
     return f"gemv/cuda/{name}.cu"
 
 
-_launchers: dict = {}
-
-
-def launcher(cuda: Path, name: str):
-    if name not in _launchers:
-        _launchers[name] = load_generated_module(cuda / f"{name}.py", f"test_cuda_gemv_{name}")
-    return _launchers[name]
+launcher = Launchers("test_cuda_gemv")
 
 
 def run(cuda: Path, name: str, inputs: dict):

@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends import cuda_quantize
-from gemmgen.build import render_spec
 from gemmgen.reference import compare, random_inputs, reference, reference_output
 from gemmgen.runtime import nvcc
 from gemmgen.runtime.toolchain import find_nvcc
 from gemmgen.runtime.verify_cuda import run_launcher
-from gemmgen.verify import load_generated_module
+
+from cuda_helpers import Launchers, build_emulators, render_cuda
 
 SPEC = """\
 target cuda {
@@ -73,37 +73,16 @@ MODULES: dict = {}
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[ir.Spec, Path]:
-    root = tmp_path_factory.mktemp("quantize")
-    (root / "specs").mkdir()
-    (root / "specs" / "quantize.gemm").write_text(SPEC)
-    rendered = render_spec(root / "specs" / "quantize.gemm")
-    cuda = root / "cuda"
-    cuda.mkdir()
-    for rel, text in rendered.files.items():
-        if rel.parts[0] == "cuda":
-            (cuda / rel.name).write_text(text)
-    from gemmgen.runtime.cuda_emu import EmuModule
-
-    def build(name: str) -> None:
-        MODULES[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),
-                                               source_name(name))
-
-    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-        list(pool.map(build, NAMES))
-    return rendered.spec, cuda
+    spec, cuda, files = render_cuda(tmp_path_factory.mktemp("quantize"), "quantize", SPEC)
+    build_emulators(cuda, NAMES, source_name, MODULES)
+    return spec, cuda
 
 
 def source_name(name: str) -> str:
     return f"quantize/cuda/{name}.cu"
 
 
-_launchers: dict = {}
-
-
-def launcher(cuda: Path, name: str):
-    if name not in _launchers:
-        _launchers[name] = load_generated_module(cuda / f"{name}.py", f"test_cuda_quant_{name}")
-    return _launchers[name]
+launcher = Launchers("test_cuda_quant")
 
 
 def run(cuda: Path, name: str, lhs: np.ndarray):
@@ -175,7 +154,6 @@ def test_e8m0_scales_round_up_exactly_at_power_of_two_boundaries(built):
     """amax = 448 * 2^e gives scale 2^e exactly; the next bf16 above it gives
     2^(e+1); one below keeps 2^e. The reference rounds the same way."""
     spec, cuda = built
-    kernel = spec.kernel("quant_e8m0")
     bf16 = ml_dtypes.bfloat16
     rows = []
     for e in (-20, -3, 0, 1, 7, 40):

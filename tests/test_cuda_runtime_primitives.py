@@ -1,7 +1,6 @@
 """Every gg:: primitive on the CPU emulator against NumPy (tests/cuda_runtime_cases.py),
 under both deterministic warp schedules."""
 
-import numpy as np
 import pytest
 
 from cuda_runtime_cases import CUDA_SRC, FRAGMENTS, assert_covers_once, launch, layout_table, primitive_cases

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from typing import assert_never
 
 from gemmgen import ir
