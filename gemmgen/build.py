@@ -10,17 +10,24 @@ runs. A spec outside a `specs/` folder uses its own folder as the root.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import difflib
 import hashlib
 import json
+import keyword
 import os
-import tempfile
+import re
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import gemmgen
-from gemmgen import backends, ir
+from gemmgen import backends, ir, output
 from gemmgen.diagnostics import Diagnostic, SpecError
+from gemmgen.ir import Loc
+from gemmgen.output import show
 from gemmgen.parse import parse
 from gemmgen.render import header_text
 from gemmgen.validate import validate
@@ -31,7 +38,14 @@ JAX_VERSION = "0.10.2"
 
 
 class InputError(Exception):
-    """A spec that cannot be read (missing, not UTF-8): exit status 2."""
+    """A spec that cannot be read (missing, not a regular file): exit status 2."""
+
+
+# Specs are small text files; anything larger is not a spec (and would make
+# every diagnostic pass over it slow).
+MAX_SPEC_BYTES = 4 << 20
+_STEM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_STEM = 64
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,7 @@ class SpecFile:
     root: Path  # project root: generated/ lives here
     display: str  # posix path relative to root, used in headers and messages
     source: str
+    stem: str
 
 
 @dataclass
@@ -53,25 +68,101 @@ class Rendered:
         return self.file.root / "generated" / self.spec.stem
 
 
-def locate(path: Path) -> SpecFile:
+def spec_stem(name: str) -> str:
+    """The output folder name of a spec file: its name without `.gemm`."""
+    return name[:-len(".gemm")] if name.endswith(".gemm") else PurePosixPath(name).stem
+
+
+def stem_problem(stem: str) -> str | None:
+    """Why `stem` cannot name an output folder `generated/<stem>/`, or None."""
+    if not _STEM.fullmatch(stem):
+        return "must be an identifier (letters, digits and '_', not starting with a digit)"
+    if keyword.iskeyword(stem):
+        return "is a Python keyword (generated Python imports it as a package name)"
+    if len(stem) > MAX_STEM:
+        return f"is longer than {MAX_STEM} characters"
+    return None
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file; never blocks on a FIFO or device."""
+    shown = show(path)
     try:
-        source = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise InputError(f"{path}: error: no such spec file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: error: cannot read the spec: {e}") from None
-    resolved = path.resolve()
-    folder = resolved.parent
+        raise InputError(f"{shown}: error: no such spec file") from None
+    except OSError as e:
+        raise InputError(f"{shown}: error: cannot read the spec: {os.strerror(e.errno or 0)}") \
+            from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = next((w for test, w in _KINDS if test(st.st_mode)), "not a regular file")
+            raise InputError(f"{shown}: error: a spec must be a regular file; this is {what}")
+        if st.st_size > MAX_SPEC_BYTES:
+            raise InputError(f"{shown}: error: the spec is {st.st_size} bytes; specs are "
+                             f"limited to {MAX_SPEC_BYTES >> 20} MiB")
+        chunks = []
+        total = 0
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_SPEC_BYTES:
+                raise InputError(f"{shown}: error: the spec is larger than "
+                                 f"{MAX_SPEC_BYTES >> 20} MiB")
+        return b"".join(chunks)
+    except OSError as e:
+        raise InputError(f"{shown}: error: cannot read the spec: {os.strerror(e.errno or 0)}") \
+            from None
+    finally:
+        os.close(fd)
+
+
+def decode_spec(data: bytes, display: str) -> str:
+    """UTF-8 text (a leading BOM dropped); bad bytes are a positioned error."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        col = len(data[line_start:e.start].decode("utf-8")) + 1
+        shown = data[e.start:min(e.end, e.start + 4)].hex(" ")
+        diag = Diagnostic(Loc(display, line, col),
+                          f"invalid UTF-8 (byte {shown}); a spec is UTF-8 text")
+        raise SpecError([diag], {display: data.decode("utf-8", "replace")}) from None
+
+
+def locate(path: Path) -> SpecFile:
+    """Read a spec and find its project root, display path and stem."""
+    data = _read_bytes(path)
+    # The folder is resolved, the file is not: a linked spec builds into the
+    # project it is linked from.
+    folder = path.absolute().parent.resolve()
     root = folder.parent if folder.name == "specs" else folder
-    display = resolved.relative_to(root).as_posix()
-    return SpecFile(path, root, display, source)
+    display = (folder / path.name).relative_to(root).as_posix()
+    stem = spec_stem(path.name)
+    if problem := stem_problem(stem):
+        raise InputError(f"{show(display)}: error: the spec's name '{show(stem)}' (its file "
+                         f"name without '.gemm') {problem}; it names the output folder "
+                         "generated/<name>/")
+    return SpecFile(path, root, display, decode_spec(data, display), stem)
 
 
 def load(path: Path) -> tuple[ir.Spec, SpecFile]:
     """Read, parse and validate one spec (backend diagnostics included)."""
     sf = locate(path)
-    ast = parse(sf.source, sf.display)
-    spec = validate(ast, diagnose=backends.diagnose)
+    try:
+        ast = parse(sf.source, sf.display)
+        spec = validate(ast, stem=sf.stem, diagnose=backends.diagnose)
+    except SpecError as e:
+        e.sources.setdefault(sf.display, sf.source)
+        raise
     return spec, sf
 
 
@@ -109,28 +200,19 @@ def render_all(paths: list[Path]) -> list[Rendered]:
             out.append(render_spec(p))
         except SpecError as e:
             diags.extend(e.diagnostics)
-            sources[e.diagnostics[0].loc.path] = locate(p).source
+            sources.update(e.sources)
     if diags:
-        err = SpecError(diags)
-        err.sources = sources  # type: ignore[attr-defined]
-        raise err
-    stems: dict[Path, str] = {}
+        raise SpecError(diags, sources)
+    stems: dict[tuple[Path, str], Rendered] = {}
     for r in out:
-        if r.out_dir in stems:
-            raise InputError(f"{r.file.path}: error: renders into {r.out_dir}, as does "
-                             f"{stems[r.out_dir]}")
-        stems[r.out_dir] = str(r.file.path)
+        key = (r.file.root, r.spec.stem.casefold())
+        if key in stems:
+            other = stems[key].file
+            raise InputError(f"{show(r.file.path)}: error: renders into {show(r.out_dir)}, as does "
+                             f"{show(other.path)} (output folder names must differ in more "
+                             "than case)")
+        stems[key] = r
     return out
-
-
-def _existing(out_dir: Path) -> dict[PurePosixPath, Path]:
-    if not out_dir.is_dir():
-        return {}
-    found = {}
-    for p in sorted(out_dir.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            found[PurePosixPath(p.relative_to(out_dir).as_posix())] = p
-    return found
 
 
 @dataclass
@@ -138,77 +220,101 @@ class WriteReport:
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
 
 
-def write(rendered: list[Rendered]) -> WriteReport:
-    """Write changed files (temp file + os.replace) and remove orphans."""
+def write(rendered: list[Rendered], *, on_wait: Callable[[], None] | None = None) -> WriteReport:
+    """Replace each spec's output tree as a whole (see `gemmgen.output`).
+
+    Builds of one project are serialised by a lock on its `generated/`; each
+    spec's tree is checked, staged and swapped in before the next one.
+    """
     report = WriteReport()
-    for r in rendered:
-        existing = _existing(r.out_dir)
-        for rel, text in r.files.items():
-            dest = r.out_dir / rel
-            data = text.encode()
-            if dest.is_file() and dest.read_bytes() == data:
-                report.unchanged.append(dest)
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, dest)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            report.written.append(dest)
-        for rel, p in existing.items():
-            if rel not in r.files:
-                p.unlink()
-                report.removed.append(p)
-        for d in sorted((p for p in r.out_dir.rglob("*") if p.is_dir()), reverse=True):
-            if d.name != "__pycache__" and not any(d.iterdir()):
-                d.rmdir()
+    plans = []
+    for r in rendered:  # refuse links and foreign trees before touching anything
+        out = output.out_dir(r.file.root, r.spec.stem)
+        plans.append((r, out))
+    roots = sorted({r.file.root for r in rendered})
+    with contextlib.ExitStack() as stack:
+        for root in roots:
+            stack.enter_context(output.project_lock(output.generated_dir(root), on_wait=on_wait))
+        for r, out in plans:
+            out = output.out_dir(r.file.root, r.spec.stem)  # again, under the lock
+            output.recover(out.parent, r.spec.stem)
+            files = {rel: text.encode() for rel, text in r.files.items()}
+            change = output.plan_tree(out, files, r.spec.path)
+            output.apply(change, files)
+            report.written += [out / p for p in change.written]
+            report.unchanged += [out / p for p in change.unchanged]
+            report.removed += [out / p for p in change.removed]
+            report.kept += [out / p for p in change.kept]
     return report
 
 
 @dataclass
 class Problem:
-    kind: str  # stale, missing, orphaned
+    kind: str  # stale, missing, orphaned (build fixes these); unexpected (a note)
     path: Path
     diff: str = ""
+    note: str = ""
+
+    @property
+    def fails(self) -> bool:
+        return self.kind != "unexpected"
 
 
 def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> list[Problem]:
-    """Compare what the generator makes today with what is on disk."""
+    """Compare what the generator makes today with what is on disk.
+
+    A file gemmgen did not write is `unexpected`: reported, not a failure,
+    and left alone by `build`. Links are never followed.
+    """
     problems: list[Problem] = []
     for r in rendered:
-        existing = _existing(r.out_dir)
+        out = output.out_dir(r.file.root, r.spec.stem)
+        existing = output.scan(out)
+        doc = output.read_manifest(out)
+        recorded: dict[str, str] = doc["files"] if doc else {}  # type: ignore[assignment]
         for rel, text in r.files.items():
-            dest = r.out_dir / rel
-            if rel not in existing:
+            dest = out / rel
+            entry = existing.get(rel)
+            if entry is None:
                 problems.append(Problem("missing", dest))
                 continue
-            try:
-                have = dest.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                have = "<binary>\n"
-            if have != text:
+            if entry.kind != "file":
+                problems.append(Problem("stale", dest, note="not a regular file"))
+                continue
+            data = dest.read_bytes()
+            if data != text.encode():
+                have = data.decode("utf-8", "replace")
                 diff = "".join(difflib.unified_diff(
                     have.splitlines(keepends=True), text.splitlines(keepends=True),
                     fromfile=f"{_rel(dest, r.file.root)} (on disk)",
                     tofile=f"{_rel(dest, r.file.root)} (generated)", n=2))
                 problems.append(Problem("stale", dest, diff))
-        for rel, p in existing.items():
-            if rel not in r.files:
-                problems.append(Problem("orphaned", p))
+        for rel, entry in existing.items():
+            if rel in r.files or (entry.kind == "dir" and entry.path.name == "__pycache__"):
+                continue
+            if entry.kind == "file" and recorded.get(str(rel)) == \
+                    hashlib.sha256(entry.path.read_bytes()).hexdigest():
+                problems.append(Problem("orphaned", entry.path, note="no longer generated"))
+            else:
+                problems.append(Problem("unexpected", entry.path,
+                                        note="not written by gemmgen; build leaves it alone"))
     if all_specs_root is not None:
-        gen = all_specs_root / "generated"
-        stems = {r.out_dir.name for r in rendered}
+        gen = output.generated_dir(all_specs_root)
+        stems = {r.spec.stem for r in rendered}
         if gen.is_dir():
             for d in sorted(gen.iterdir()):
-                if d.is_dir() and d.name not in stems:
-                    problems.append(Problem("orphaned", d))
+                if d.name in stems or d.name.startswith(".gemmgen-"):
+                    continue
+                doc = output.read_manifest(d) if d.is_dir() and not d.is_symlink() else None
+                if doc is not None:
+                    problems.append(Problem(
+                        "orphaned", d, note=f"its spec {doc.get('spec')} is not built any more; "
+                        "remove the folder"))
+                else:
+                    problems.append(Problem("unexpected", d, note="not written by gemmgen"))
     return problems
 
 

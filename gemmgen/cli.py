@@ -8,6 +8,7 @@ This is the only module that prints or exits.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,8 +16,11 @@ from pathlib import Path
 from gemmgen import __version__
 from gemmgen.build import InputError, Rendered, check, render_all, write
 from gemmgen.diagnostics import SpecError
+from gemmgen.output import OutputError, show
 
-EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+# A spec with thousands of problems shows the first few dozen and a count.
+MAX_DIAGNOSTICS_PER_FILE = 40
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,11 +31,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_spec_error(e: SpecError) -> None:
-    sources: dict[str, str] = getattr(e, "sources", {})
+    sys.stderr.write(render_report(e))
+
+
+def render_report(e: SpecError, limit: int = MAX_DIAGNOSTICS_PER_FILE) -> str:
+    """Every diagnostic of `e`, at most `limit` per file, then a count of the rest."""
+    out: list[str] = []
+    shown_per_file: dict[str, int] = {}
+    hidden: dict[str, int] = {}
     for d in e.diagnostics:
-        print(d.render(sources.get(d.loc.path)), file=sys.stderr)
+        n = shown_per_file.get(d.loc.path, 0)
+        if n >= limit:
+            hidden[d.loc.path] = hidden.get(d.loc.path, 0) + 1
+            continue
+        shown_per_file[d.loc.path] = n + 1
+        out.append(d.render(e.sources.get(d.loc.path)) + "\n")
+    for path, n in sorted(hidden.items()):
+        out.append(f"{show(path)}: note: {n} more error{'s' if n != 1 else ''} not shown\n")
     n = len(e.diagnostics)
-    print(f"{n} error{'s' if n != 1 else ''}; nothing was written", file=sys.stderr)
+    out.append(f"{n} error{'s' if n != 1 else ''}; nothing was written\n")
+    return "".join(out)
 
 
 def _default_specs() -> list[Path]:
@@ -47,15 +66,19 @@ def _render(paths: Sequence[str]) -> list[Rendered]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     rendered = _render(args.specs)
-    report = write(rendered)
+    report = write(rendered, on_wait=lambda: print(
+        "gemmgen: waiting for another build of this project to finish", file=sys.stderr))
     for p in report.written:
-        print(f"wrote {p}")
+        print(f"wrote {show(p)}")
     for p in report.removed:
-        print(f"removed {p} (no longer generated)")
+        print(f"removed {show(p)} (no longer generated)")
+    for p in report.kept:
+        print(f"kept {show(p)} (not written by gemmgen)")
     n_files = sum(len(r.files) for r in rendered)
+    kept = f", {len(report.kept)} kept" if report.kept else ""
     print(f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}, {n_files} files: "
           f"{len(report.written)} written, {len(report.unchanged)} unchanged, "
-          f"{len(report.removed)} removed")
+          f"{len(report.removed)} removed{kept}")
     return EXIT_OK
 
 
@@ -63,17 +86,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     paths = args.specs or [str(p) for p in _default_specs()]
     rendered = _render(paths)
     problems = check(rendered, all_specs_root=Path(".") if not args.specs else None)
-    if not problems:
+    for p in problems:
+        note = f" ({p.note})" if p.note else ""
+        print(f"{p.kind}: {show(p.path)}{note}", file=sys.stderr)
+        if p.diff:
+            sys.stderr.write(p.diff if p.diff.endswith("\n") else p.diff + "\n")
+    failing = [p for p in problems if p.fails]
+    if not failing:
         n_files = sum(len(r.files) for r in rendered)
         print(f"gemmgen check: {len(rendered)} specs, {n_files} files up to date")
         return EXIT_OK
-    for p in problems:
-        print(f"{p.kind}: {p.path}", file=sys.stderr)
-        if p.diff:
-            sys.stderr.write(p.diff if p.diff.endswith("\n") else p.diff + "\n")
-    fix = "gemmgen build " + " ".join(str(r.file.path) for r in rendered)
-    print(f"\ngenerated/ is out of date ({len(problems)} problem"
-          f"{'s' if len(problems) != 1 else ''}); fix it with:\n    {fix}", file=sys.stderr)
+    fix = "gemmgen build " + " ".join(show(r.file.path) for r in rendered)
+    print(f"\ngenerated/ is out of date ({len(failing)} problem"
+          f"{'s' if len(failing) != 1 else ''}); fix it with:\n    {fix}", file=sys.stderr)
+    gone = [p for p in failing if p.kind == "orphaned" and p.path.parent.name == "generated"]
+    for p in gone:
+        print(f"and remove {show(p.path)}, whose spec is gone", file=sys.stderr)
     return EXIT_STALE
 
 
@@ -152,11 +180,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecError as e:
         _print_spec_error(e)
         return EXIT_BAD_INPUT
-    except InputError as e:
+    except (InputError, OutputError) as e:
         print(f"gemmgen: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
+    except OSError as e:  # anything the file system refuses that no rule above names
+        where = f" ({show(e.filename)})" if getattr(e, "filename", None) else ""
+        print(f"gemmgen: error: {os.strerror(e.errno) if e.errno else e}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as e:  # a bug in gemmgen: say so briefly, traceback on request
+        if os.environ.get("GEMMGEN_DEBUG"):
+            raise
+        print(f"gemmgen: internal error: {type(e).__name__}: {e}\n"
+              "gemmgen: this is a bug in gemmgen; rerun with GEMMGEN_DEBUG=1 for the traceback",
+              file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def entry() -> None:  # pragma: no cover

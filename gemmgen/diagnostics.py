@@ -8,6 +8,7 @@ prints them.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -22,23 +23,76 @@ class Diagnostic:
     width: int = 1  # caret length
 
     def render(self, source: str | None) -> str:
-        head = f"{self.loc}: {self.severity}: {self.message}"
+        """The diagnostic as text: bounded in size whatever the input, and
+        with no control characters from the spec reaching the terminal."""
+        head = f"{printable(str(self.loc))}: {self.severity}: {clip_message(self.message)}"
         if source is None or self.loc.line <= 0:
             return head
-        lines = source.splitlines()
-        if self.loc.line > len(lines):
+        text = _source_line(source, self.loc.line)
+        if text is None:
             return head
-        text = lines[self.loc.line - 1].expandtabs(1)
-        caret = " " * max(self.loc.col - 1, 0) + "^" + "~" * max(self.width - 1, 0)
-        return f"{head}\n    {text}\n    {caret}"
+        shown, caret_col, caret_len = clip_line(
+            text, max(self.loc.col - 1, 0), max(self.width, 1))
+        caret = " " * caret_col + "^" + "~" * (caret_len - 1)
+        return f"{head}\n    {shown}\n    {caret}"
+
+
+# Bounds on what one diagnostic prints (docs/decisions.md, "Bounded diagnostics").
+LINE_WIDTH = 100  # source columns shown around the caret
+WORD_WIDTH = 60  # a longer word in a message is cut
+MESSAGE_WIDTH = 600
+
+
+def printable(text: str) -> str:
+    """`text` with each invisible or control character as a Python-style
+    escape (`\\x1b`, `\\ufeff`), so the reader sees what is there."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def clip_message(message: str) -> str:
+    message = re.sub(r"\S{%d,}" % (WORD_WIDTH + 1),
+                     lambda m: m.group(0)[:WORD_WIDTH] + "...", printable(message))
+    if len(message) > MESSAGE_WIDTH:
+        message = message[:MESSAGE_WIDTH] + "..."
+    return message
+
+
+def _source_line(source: str, line: int) -> str | None:
+    """Line `line` (1-based; lines end at '\\n', as the parser counts them)."""
+    start = 0
+    for _ in range(line - 1):
+        start = source.find("\n", start) + 1
+        if start == 0:
+            return None
+    end = source.find("\n", start)
+    text = source[start:] if end < 0 else source[start:end]
+    return text.removesuffix("\r")
+
+
+def clip_line(text: str, col: int, width: int) -> tuple[str, int, int]:
+    """At most LINE_WIDTH columns of `text` around column `col` (0-based),
+    '...' where cut; the caret's new column and length. Each character
+    shows as one column (tabs as a space, invisible ones as '?')."""
+    text = "".join(" " if c == "\t" else c if c.isprintable() else "?" for c in text)
+    if len(text) <= LINE_WIDTH:
+        return text, col, max(1, min(width, len(text) - col)) if col < len(text) else 1
+    start = max(0, min(col - LINE_WIDTH // 3, len(text) - LINE_WIDTH))
+    end = start + LINE_WIDTH
+    shown = ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+    caret_col = col - start + (3 if start else 0)
+    return shown, caret_col, max(1, min(width, end - col))
 
 
 class SpecError(Exception):
     """One or more diagnostics; raised by parse, validate and backends."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic]):
+    def __init__(self, diagnostics: Sequence[Diagnostic], sources: dict[str, str] | None = None):
         self.diagnostics = tuple(sorted(
             diagnostics, key=lambda d: (d.loc.path, d.loc.line, d.loc.col, d.message)))
+        # The text of each spec named in a diagnostic, for showing source lines.
+        self.sources: dict[str, str] = dict(sources or {})
         super().__init__("\n".join(f"{d.loc}: {d.message}" for d in self.diagnostics))
 
 
@@ -48,6 +102,8 @@ def error(loc: Loc, message: str, width: int = 1) -> SpecError:
 
 def suggest(word: str, choices: Iterable[str]) -> str:
     """`; did you mean 'bf16'?` for the nearest choice, or ''."""
+    if len(word) > WORD_WIDTH:
+        return ""
     best = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)
     return f"; did you mean '{best[0]}'?" if best else ""
 

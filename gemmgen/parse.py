@@ -9,6 +9,8 @@ nearest-word suggestions instead of a parser's "unexpected token".
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from dataclasses import dataclass
 from importlib import resources
 
@@ -89,6 +91,9 @@ def _parser() -> lark.Lark:
                      propagate_positions=True, maybe_placeholders=False)
 
 
+# After this many syntax errors the parser stops (later ones are often echoes).
+MAX_SYNTAX_ERRORS = 50
+
 # Terminal names in lark's messages, in words a spec author knows.
 _TERMINALS = {
     "NAME": "a name",
@@ -124,10 +129,26 @@ def _token_text(tok: Token) -> str:
     return f"'{tok.value}'"
 
 
+# No field takes an integer near this many digits; longer ones are refused in
+# the parser (Python will not even convert past 4300 digits).
+MAX_INT_DIGITS = 18
+
+
 class _ToAst(Transformer):
     def __init__(self, path: str):
         super().__init__()
         self.path = path
+        self.diags: list[Diagnostic] = []
+
+    def _int(self, tok: Token) -> int:
+        digits = tok.lstrip("-")
+        if len(digits) > MAX_INT_DIGITS:
+            shown = f"{tok[:12]}...({len(digits)} digits)"
+            self.diags.append(Diagnostic(self._loc(tok), f"integer {shown} is too large: no "
+                                         f"field takes more than {MAX_INT_DIGITS} digits",
+                                         width=len(tok)))
+            return 0
+        return int(tok)
 
     def _loc(self, meta_or_tok) -> Loc:
         return Loc(self.path, meta_or_tok.line, meta_or_tok.column)
@@ -165,7 +186,7 @@ class _ToAst(Transformer):
 
     def int(self, children):
         (tok,) = children
-        return Atom("int", int(tok), self._loc(tok), width=len(tok))
+        return Atom("int", self._int(tok), self._loc(tok), width=len(tok))
 
     def float(self, children):
         (tok,) = children
@@ -185,7 +206,7 @@ class _ToAst(Transformer):
     @v_args(meta=True)
     def cond(self, meta, children):
         key, cmp, value = children
-        return Atom("cond", int(value), self._loc(key), key=str(key), cmp=str(cmp),
+        return Atom("cond", self._int(value), self._loc(key), key=str(key), cmp=str(cmp),
                     width=meta.end_pos - meta.start_pos)
 
     @v_args(meta=True)
@@ -200,7 +221,7 @@ def _first_error(text: str, path: str) -> tuple[Diagnostic, bool] | None:
         return None
     except lark.exceptions.UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else "?"
-        msg = f"unexpected character '{ch}'"
+        msg = f"unexpected character {describe_char(ch)}"
         if ch == "-":
             msg += " (names use '_', not '-')"
         return Diagnostic(Loc(path, e.line, e.column), msg), False
@@ -220,6 +241,17 @@ def _first_error(text: str, path: str) -> tuple[Diagnostic, bool] | None:
         return Diagnostic(Loc(path, e.line, e.column), msg, width=width), False
 
 
+def describe_char(ch: str) -> str:
+    """`'x'`, or for an invisible character its code point and name."""
+    if ch.isprintable() and not ch.isspace() and unicodedata.category(ch) != "Cf":
+        return f"'{ch}'"
+    name = unicodedata.name(ch, "")
+    return f"U+{ord(ch):04X}" + (f" ({name.lower()})" if name else "")
+
+
+_BLOCK_START = re.compile(r"[\t \f]*(kernel|target|defaults|dispatch)\b")
+
+
 def parse(source: str, path: str) -> SpecAst:
     """Parse spec text; raise SpecError with every syntax error found.
 
@@ -228,10 +260,14 @@ def parse(source: str, path: str) -> SpecAst:
     the text is parsed again, until it parses or the input ends early. Line
     numbers never move, so every diagnostic points at the original text.
     """
+    source = source.removeprefix("\ufeff")  # a BOM is not part of the text
     lines = source.split("\n")
     diags: list[Diagnostic] = []
-    while len(diags) < 50:
-        found = _first_error("\n".join(lines) + "\n", path)
+    # Blocks are independent, so after an error only the text from the
+    # block around it on needs parsing again (blank lines keep the numbers).
+    restart = 0
+    while len(diags) < MAX_SYNTAX_ERRORS:
+        found = _first_error("\n" * restart + "\n".join(lines[restart:]) + "\n", path)
         if found is None:
             break
         diag, at_end = found
@@ -242,13 +278,19 @@ def parse(source: str, path: str) -> SpecAst:
         last = row
         if diag.message.startswith("unexpected '}'"):  # keep the brace
             lines[row] = " " * (diag.loc.col - 1) + lines[row][diag.loc.col - 1:]
-            continue
-        if "{" in lines[row]:  # a broken header: drop the block it opens
-            while last + 1 < len(lines) and lines[last].strip() != "}":
-                last += 1
-        for i in range(row, last + 1):
-            lines[i] = ""
+        else:
+            if "{" in lines[row]:  # a broken header: drop the block it opens
+                while last + 1 < len(lines) and lines[last].strip() != "}":
+                    last += 1
+            for i in range(row, last + 1):
+                lines[i] = ""
+        restart = next((i for i in range(row, restart - 1, -1)
+                        if _BLOCK_START.match(lines[i])), restart)
     if diags:
-        raise SpecError(diags)
+        raise SpecError(diags, {path: source})
+    transformer = _ToAst(path)
     tree = _parser().parse(source if source.endswith("\n") else source + "\n")
-    return SpecAst(path, _ToAst(path).transform(tree))
+    ast = SpecAst(path, transformer.transform(tree))
+    if transformer.diags:
+        raise SpecError(transformer.diags, {path: source})
+    return ast

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 
 import jinja2
 
@@ -41,6 +42,8 @@ def _pyrepr(value: object) -> str:
 
 def _cfloat(value: float) -> str:
     """A C++ float literal that round-trips exactly (`0.5f`)."""
+    if not math.isfinite(value):  # the validator keeps alpha finite
+        raise ValueError(f"no C++ literal for the non-finite value {value!r}")
     text = repr(float(value))
     if "e" not in text and "." not in text and "inf" not in text:
         text += ".0"

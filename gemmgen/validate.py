@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -53,6 +54,14 @@ SWEEPABLE = {"lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
              "bias", "epilogue", "tile", "warp_tile", "stages", "threads"}
 TARGET_FIELDS = {Backend.CUDA: ("archs",), Backend.PALLAS_TPU: ("tpu",)}
 BLOCK_KINDS = ("kernel", "target", "defaults", "dispatch")
+
+# A kernel block's sweeps expand into at most this many variants.
+MAX_VARIANTS = 256
+# alpha is applied in f32: finite and, when nonzero, a normal f32.
+F32_MAX = 3.4028234663852886e38
+F32_MIN_NORMAL = 1.1754943508222875e-38
+# Dims are int32 in every launcher: conditions on them compare in that range.
+DIM_MAX = 2**31 - 1
 
 SCALE_MODE_WORDS = {m.value: m for m in ScaleMode}
 LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
@@ -464,6 +473,13 @@ class _KernelReader:
                     self.err(a.value.loc, f"alpha must be a number, not {a.value.describe()}")
                     continue
                 alpha = float(a.value.value)  # type: ignore[arg-type]
+                if not math.isfinite(alpha) or abs(alpha) > F32_MAX:
+                    self.err(a.value.loc, "alpha is out of range: kernels scale in f32, so "
+                             f"|alpha| must be at most {F32_MAX!r}", a.value.width)
+                elif alpha != 0 and abs(alpha) < F32_MIN_NORMAL:
+                    self.err(a.value.loc, "alpha underflows: kernels scale in f32, so a nonzero "
+                             f"|alpha| must be at least {F32_MIN_NORMAL!r} (a normal f32)",
+                             a.value.width)
                 continue
             w = self.word(a, [x.value for x in Activation], "epilogue")
             if w is None:
@@ -511,6 +527,10 @@ class _KernelReader:
         if a.kind != "cond" or a.key not in dims:
             self.err(a.loc, f"expected a condition on {one_of(dims)} like 'm<=64', "
                      f"not {a.describe()}", a.width)
+            return None
+        if not 0 <= int(a.value) <= DIM_MAX:  # type: ignore[call-overload]
+            self.err(a.loc, f"a condition compares {a.key} with a value in [0, {DIM_MAX}], "
+                     f"not {a.value}", a.width)
             return None
         return Cond(a.key, Cmp(a.cmp), int(a.value))  # type: ignore[arg-type]
 
@@ -672,6 +692,10 @@ def _dispatch(c: _Collector, block: Block, kernels: dict[str, ir.Kernel]) -> ir.
                 c.err(atoms[0].loc, f"dispatch '{name}': arms test M only, not "
                       f"'{atoms[0].key}'", atoms[0].width)
                 continue
+            if not 0 <= int(atoms[0].value) <= DIM_MAX:  # type: ignore[call-overload]
+                c.err(atoms[0].loc, f"dispatch '{name}': an arm compares m with a value in "
+                      f"[0, {DIM_MAX}], not {atoms[0].value}", atoms[0].width)
+                continue
             cond = Cond("m", Cmp(atoms[0].cmp), int(atoms[0].value))  # type: ignore[arg-type]
             target = atoms[2]
         else:
@@ -808,6 +832,11 @@ def _expand(c: _Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
             merged[f.name] = f
     ordered = [merged[name] for name in KERNEL_FIELDS if name in merged]
     swept = [f for f in ordered if f.swept]
+    count = math.prod(len(f.alts) for f in swept)
+    if count > MAX_VARIANTS:
+        c.err(block.name_loc, f"kernel '{block.name}': its sweeps make {count} variants; at most "
+              f"{MAX_VARIANTS} per kernel block (split it into several blocks)", len(block.name))
+        return [], repeated
     tokens = {f.name: _alt_tokens(f) for f in swept}
     variants: list[_Variant] = []
     for combo in itertools.product(*[range(len(f.alts)) for f in swept]):

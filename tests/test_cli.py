@@ -60,22 +60,35 @@ def test_check_reports_stale_missing_orphaned(project, capsys):
     missing = gen / "gmm_bf16_kn.py"
     missing.unlink()
     (gen / "stray.py").write_text("x = 1\n")
-    (project / "generated" / "gone").mkdir()
+    # A kernel renamed in the spec: its old files are gemmgen's and orphaned.
+    spec = project / "specs" / "moe.gemm"
+    spec.write_text(spec.read_text().replace("kernel gmm_bf16_lut {", "kernel gmm_bf16_lut2 {"))
+    # The output of a spec that was deleted.
+    shutil.copytree(project / "generated" / "dense", project / "generated" / "gone")
     capsys.readouterr()
     assert main(["check"]) == 1
-    err = capsys.readouterr().err
-    assert f"stale: {Path('generated/moe/pallas/gmm_bf16.py')}" in err.replace(str(project) + os.sep, "")
+    err = capsys.readouterr().err.replace(str(project) + os.sep, "").replace(os.sep, "/")
+    assert "stale: generated/moe/pallas/gmm_bf16.py" in err
     assert "-def gmm_bf16_edited(" in err and "+def gmm_bf16(" in err
-    assert "missing:" in err and "gmm_bf16_kn.py" in err
-    assert "orphaned:" in err and "stray.py" in err
-    assert "generated/gone" in err.replace(os.sep, "/")
-    assert "gemmgen build specs/dense.gemm specs/moe.gemm" in err.replace(os.sep, "/")
-    # build repairs everything it owns (the stray file is removed).
+    assert "missing: generated/moe/pallas/gmm_bf16_kn.py" in err
+    assert "missing: generated/moe/pallas/gmm_bf16_lut2.py" in err
+    assert "orphaned: generated/moe/pallas/gmm_bf16_lut.py (no longer generated)" in err
+    # A file gemmgen did not write is reported, kept, and not a failure.
+    assert "unexpected: generated/moe/pallas/stray.py" in err
+    assert "orphaned: generated/gone (its spec specs/dense.gemm is not built any more" in err
+    assert "gemmgen build specs/dense.gemm specs/moe.gemm" in err
+    assert "remove generated/gone" in err
+    # build repairs everything it owns and keeps what it does not.
     assert main(["build", "specs/moe.gemm"]) == 0
-    assert not (gen / "stray.py").exists()
+    out = capsys.readouterr().out.replace(str(project) + os.sep, "").replace(os.sep, "/")
+    assert "removed generated/moe/pallas/gmm_bf16_lut.py (no longer generated)" in out
+    assert "kept generated/moe/pallas/stray.py (not written by gemmgen)" in out
+    assert (gen / "stray.py").read_text() == "x = 1\n"
+    assert not (gen / "gmm_bf16_lut.py").exists()
+    assert (project / "generated" / "gone").is_dir()  # another stem: never touched
     shutil.rmtree(project / "generated" / "gone")
-    capsys.readouterr()
     assert main(["check"]) == 0
+    assert "unexpected: " in capsys.readouterr().err
 
 
 def test_failed_build_writes_nothing(project, capsys):
