@@ -9,6 +9,7 @@ nearest-word suggestions instead of a parser's "unexpected token".
 from __future__ import annotations
 
 import functools
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -167,14 +168,8 @@ class _ToAst(Transformer):
         return Block(str(kind), name, name_loc, tuple(fields), self._loc(meta))
 
     def field(self, children):
-        name, alts = children
+        name, *alts = children
         return Field(str(name), tuple(alts), self._loc(name))
-
-    def alts(self, children):
-        out: list[Alt] = []
-        for c in children:
-            out.extend(c if isinstance(c, list) else [c])
-        return out
 
     @v_args(meta=True)
     def alt(self, meta, atoms):
@@ -190,7 +185,15 @@ class _ToAst(Transformer):
 
     def float(self, children):
         (tok,) = children
-        return Atom("float", float(tok), self._loc(tok), width=len(tok))
+        value = float(tok)
+        mantissa = tok.lower().split("e")[0]
+        if math.isinf(value) or (value == 0 and mantissa.strip("-+0.")):
+            what = "too large" if math.isinf(value) else "too small: it rounds to 0"
+            shown = tok if len(tok) <= 24 else f"{tok[:12]}...({len(tok)} characters)"
+            self.diags.append(Diagnostic(self._loc(tok), f"number {shown} is {what} "
+                                         "(a double holds magnitudes from about 2.2e-308 to "
+                                         "1.8e308)", width=len(tok)))
+        return Atom("float", value, self._loc(tok), width=len(tok))
 
     @v_args(meta=True)
     def shape(self, meta, dims):
