@@ -1,7 +1,8 @@
 """The `gemmgen` command: build, check, list, verify, explain.
 
 Exit status: 0 success; 1 `check` found stale files or `verify` a failing
-kernel; 2 bad input (a spec with errors, a missing file, bad arguments).
+kernel; 2 bad input (a spec with errors, a missing file, bad arguments) or a
+file-system error; 3 an internal error (a bug in gemmgen).
 This is the only module that prints or exits.
 """
 
