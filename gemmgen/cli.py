@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gemmgen import __version__
 from gemmgen.build import InputError, Rendered, check, render_all, write
-from gemmgen.diagnostics import SpecError
+from gemmgen.diagnostics import SpecError, clip_message
 from gemmgen.output import OutputError, show
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # a bug in gemmgen: say so briefly, traceback on request
         if os.environ.get("GEMMGEN_DEBUG"):
             raise
-        print(f"gemmgen: internal error: {type(e).__name__}: {e}\n"
+        print(f"gemmgen: internal error: {type(e).__name__}: {clip_message(str(e))}\n"
               "gemmgen: this is a bug in gemmgen; rerun with GEMMGEN_DEBUG=1 for the traceback",
               file=sys.stderr)
         return EXIT_INTERNAL
