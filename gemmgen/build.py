@@ -22,6 +22,7 @@ import gemmgen
 from gemmgen import backends, ir
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.parse import parse
+from gemmgen.project_names import check_project_names
 from gemmgen.render import header_text
 from gemmgen.validate import validate
 
@@ -110,6 +111,10 @@ def render_all(paths: list[Path]) -> list[Rendered]:
         except SpecError as e:
             diags.extend(e.diagnostics)
             sources[e.diagnostics[0].loc.path] = locate(p).source
+    clashes, clash_sources = check_project_names((r.spec, r.file) for r in out)
+    if clashes:  # kernel and dispatch names across the specs of a project
+        diags.extend(clashes)
+        sources.update(clash_sources)
     if diags:
         err = SpecError(diags)
         err.sources = sources  # type: ignore[attr-defined]

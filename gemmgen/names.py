@@ -53,7 +53,8 @@ _CATEGORIES = (
     ("a POSIX library name", reserved.POSIX),
     ("a CUDA name", reserved.CUDA),
 )
-_CUDA_PREFIX = re.compile(reserved.CUDA_PREFIX_PATTERN)
+_CUDA_PREFIX_PATTERNS = tuple(
+    (re.compile(rx), words) for rx, words in reserved.CUDA_PREFIX_PATTERNS)
 _GENERATED_PATTERN = re.compile(reserved.GENERATED_PATTERN)
 
 
@@ -130,9 +131,10 @@ def name_problem(name: str) -> str | None:
         return f"'{name}' is {_joined(kinds)}"
     for p in reserved.CUDA_PREFIXES:
         if name.lower().startswith(p):
-            return f"'{name}' starts with '{name[:len(p)]}', a prefix of CUDA's names"
-    if m := _CUDA_PREFIX.match(name):
-        return f"'{name}' starts with '{m.group()}', a prefix of CUDA's names"
+            return f"'{name}' starts with '{name[:len(p)]}', as CUDA's names do"
+    for rx, words in _CUDA_PREFIX_PATTERNS:
+        if rx.match(name):
+            return f"'{name}' starts with {words}, as CUDA's names do"
     if name.lower() in reserved.WINDOWS_DEVICE_NAMES:
         return f"'{name}' is a device name on Windows, where no file can be called '{name}.py'"
     for s in sorted(symbols(name) - {name}):

@@ -286,10 +286,15 @@ cub cute cutlass thrust nvcuda wmma cooperative_groups
 # `CUDART_INF_F`, `cuLaunchKernel`, `CUresult`, `CU_LAUNCH_PARAM_END`), its
 # libraries (`cublasCreate`, `CUBLAS_STATUS_SUCCESS`), `nv_bfloat16`,
 # `NV_IF_TARGET`, and the atomics (`atomicAdd`; C11's `atomic_load`). The
-# strings are prefixes in any case; the pattern is matched as it is.
+# strings are prefixes in any case; the patterns (regular expression, what
+# it says in words) are matched as they are.
 CUDA_PREFIXES = ("cuda", "cublas", "cudnn", "cufft", "curand", "cusparse", "cusolver",
                  "nvrtc", "nv_", "atomic_", "memory_order")
-CUDA_PREFIX_PATTERN = r"cu[A-Z]|CU[a-z_]|atomic[A-Z]"
+CUDA_PREFIX_PATTERNS = (
+    (r"cu[A-Z]", "'cu' and a capital letter"),
+    (r"CU[a-z_]", "'CU' and a small letter or '_'"),
+    (r"atomic[A-Z]", "'atomic' and a capital letter"),
+)
 
 # Numbered names generated code defines (`struct Tile0`, one per tile of a
 # LUT), as a regular expression.

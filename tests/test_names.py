@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from gemmgen import backends, ir, names, reserved
+from gemmgen.cli import main
 from gemmgen.diagnostics import SpecError
 from gemmgen.ir import Loc
 from gemmgen.names import args_struct, collisions, derived_from, name_problem
@@ -352,8 +353,9 @@ def test_messages_say_why():
     assert name_problem("validate") == "'validate' is a name the generated code defines or uses"
     assert name_problem("exit") == "'exit' is a Python builtin and a C standard library name"
     assert name_problem("min") == "'min' is a Python builtin and a CUDA name"
-    assert name_problem("cudaFoo") == "'cudaFoo' starts with 'cuda', a prefix of CUDA's names"
-    assert name_problem("cuFoo") == "'cuFoo' starts with 'cuF', a prefix of CUDA's names"
+    assert name_problem("cudaFoo") == "'cudaFoo' starts with 'cuda', as CUDA's names do"
+    assert name_problem("cuFoo") == \
+        "'cuFoo' starts with 'cu' and a capital letter, as CUDA's names do"
     assert "device name on Windows" in name_problem("nul")
 
 
@@ -391,7 +393,8 @@ def test_case_and_derived_symbols_collide():
 
 
 def test_same_name_across_files_only_when_asked():
-    entries = [("gmm", _loc(5, "specs/a.gemm"), "kernel"), ("gmm", _loc(7, "specs/b.gemm"), "kernel")]
+    entries = [("gmm", _loc(5, "specs/a.gemm"), "kernel"),
+               ("gmm", _loc(7, "specs/b.gemm"), "kernel")]
     (d,) = collisions(entries, case=False, across_files=True)
     assert str(d.loc) == "specs/b.gemm:7:8"
     assert d.message.startswith("kernel name 'gmm' is also used at specs/a.gemm:5:8")
@@ -408,3 +411,60 @@ def test_validate_reports_collisions_within_a_spec():
         "both become C++ 'GmmX1Args'",
         "specs/x.gemm:19:8: kernel name 'Gemm' clashes with 'gemm' at specs/x.gemm:17:8: "
         "both become C++ 'GemmArgs'"]
+
+
+# -- across the specs of a project ----------------------------------------------
+
+SPEC = """target cuda {
+  archs sm_90a
+}
+
+defaults {
+  op dense
+  lhs bf16 [m, k]
+  rhs bf16 [n, k]
+  out bf16
+  backends cuda
+}
+"""
+
+
+def _project(tmp_path, monkeypatch, **specs: str):
+    (tmp_path / "specs").mkdir()
+    for stem, kernels in specs.items():
+        (tmp_path / "specs" / f"{stem}.gemm").write_text(SPEC + kernels)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_building_one_spec_checks_its_siblings(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch, a="kernel gemm_x1 {\n}\n", b="kernel gemmX1 {\n}\n")
+    assert main(["build", "specs/b.gemm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specs/b.gemm:12:8: error: kernel name 'gemmX1' clashes with 'gemm_x1' "
+                          "at specs/a.gemm:12:8: both become C++ 'GemmX1Args'")
+    assert main(["build", "specs/a.gemm"]) == 2
+    assert capsys.readouterr().err.startswith("specs/a.gemm:12:8: error: kernel name 'gemm_x1'")
+    assert main(["check"]) == 2
+    assert "both become C++ 'GemmX1Args'" in capsys.readouterr().err
+    assert not (tmp_path / "generated").exists()
+
+
+def test_a_broken_sibling_does_not_block_another_spec(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch, a="kernel gemm_a {\n}\n",
+             b="kernel gemm_a {\n  out bf61\n}\n", c="kernel gemm_c {\n  oops\n")
+    assert main(["build", "specs/a.gemm"]) == 0
+    assert (tmp_path / "generated" / "a" / "cuda" / "gemm_a.cu").is_file()
+    assert main(["build", "specs/b.gemm"]) == 2
+    assert "unknown dtype 'bf61'" in capsys.readouterr().err
+
+
+def test_case_is_not_a_clash_across_specs(tmp_path, monkeypatch):
+    _project(tmp_path, monkeypatch, a="kernel moe_fp8 {\n}\n", b="kernel moe_FP8 {\n}\n")
+    assert main(["build", "specs/a.gemm", "specs/b.gemm"]) == 0
+
+
+def test_the_same_spec_twice_is_not_a_clash_with_itself(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch, a="kernel gemm_a {\n}\n")
+    assert main(["build", "specs/a.gemm", "./specs/a.gemm"]) == 2
+    err = capsys.readouterr().err
+    assert "renders into" in err and "also used" not in err
