@@ -29,6 +29,7 @@ from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.ir import Loc
 from gemmgen.output import show
 from gemmgen.parse import parse
+from gemmgen.project_names import check_project_names
 from gemmgen.render import header_text
 from gemmgen.validate import validate
 
@@ -201,6 +202,10 @@ def render_all(paths: list[Path]) -> list[Rendered]:
         except SpecError as e:
             diags.extend(e.diagnostics)
             sources.update(e.sources)
+    clashes, clash_sources = check_project_names((r.spec, r.file) for r in out)
+    if clashes:  # kernel and dispatch names across the specs of a project
+        diags.extend(clashes)
+        sources.update(clash_sources)
     if diags:
         raise SpecError(diags, sources)
     stems: dict[tuple[Path, str], Rendered] = {}

@@ -3,8 +3,8 @@
 The validator collects all problems of a spec before raising, so one run of
 `gemmgen build` shows everything that is wrong. It checks, in order:
 
-1. blocks: known kinds, names that are valid Python and C++ identifiers, one
-   `defaults` block, known targets with known archs / TPU generations;
+1. blocks: known kinds, names `gemmgen.names` accepts, one `defaults`
+   block, known targets with known archs / TPU generations;
 2. fields of each kernel: known names (with a nearest-word suggestion), the
    values each field admits, required fields present, no duplicates;
 3. sweeps: a field with alternatives (`out f32 | bf16`) expands the kernel
@@ -12,15 +12,15 @@ The validator collects all problems of a spec before raising, so one run of
 4. kernel semantics: dtypes against the op, scale modes against the operand
    they scale, tiles against scale blocks, packing of sub-byte types,
    silu_mul parity, arch features (FP8 MMA needs sm_89+);
-5. the spec as a whole: unique names, dispatch arms naming compatible
-   kernels, and each declared backend's own diagnostics (a feature it cannot
-   emit yet is an error, never wrong code).
+5. the spec as a whole: unique names that do not clash (one C++ symbol,
+   or equal but for case: `gemmgen.names.collisions`), dispatch arms naming
+   compatible kernels, and each declared backend's own diagnostics (a
+   feature it cannot emit yet is an error, never wrong code).
 """
 
 from __future__ import annotations
 
 import itertools
-import keyword
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -32,6 +32,7 @@ from gemmgen.ir import (
     Activation, Algorithm, Backend, Bias, BiasMode, Cmp, Cond, DType, Epilogue,
     Layout, Loc, Op, Operand, Scale, ScaleMode, Tile, TileRule,
 )
+from gemmgen.names import collisions, name_problem
 from gemmgen.parse import Alt, Atom, Block, Field, SpecAst
 
 DTYPE_ALIASES = {
@@ -68,38 +69,9 @@ LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.
 RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL, ScaleMode.BLOCK,
                    ScaleMode.KBLOCK)
 
-# Python keywords and builtins a generated module uses, C++ keywords, and
-# names our generated code defines itself.
-_CXX_KEYWORDS = frozenset("""
-alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t
-char16_t char32_t class compl concept const consteval constexpr constinit const_cast
-continue co_await co_return co_yield decltype default delete do double dynamic_cast
-else enum explicit export extern false float for friend goto if inline int long
-mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected
-public register reinterpret_cast requires return short signed sizeof static
-static_assert static_cast struct switch template this thread_local throw true try
-typedef typeid typename union unsigned using virtual void volatile wchar_t while xor
-xor_eq main dim3 half float2 float4 int2 int4 uint4 size_t
-""".split())
-_PY_RESERVED = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(
-    "jax jnp np pl pltpu lax functools int float bool tuple list dict type".split())
-
-
-def identifier_problem(name: str) -> str | None:
-    """Why `name` cannot be a kernel/dispatch name in Python and C++, or None."""
-    if not name.isidentifier() or not name.isascii():
-        return f"'{name}' is not an identifier"
-    if name in _PY_RESERVED:
-        return f"'{name}' is reserved in Python"
-    if name in _CXX_KEYWORDS:
-        return f"'{name}' is reserved in C++"
-    if name.startswith("__") or (name.startswith("_") and name[1:2].isupper()) or "__" in name:
-        return f"'{name}' is reserved in C++ (leading '_' + capital, or '__')"
-    if name.startswith(("gg_", "launch_", "_")):
-        return f"'{name}' uses a prefix reserved for gemmgen's own symbols ('gg_', 'launch_', '_')"
-    if len(name) > 96:
-        return f"'{name}' is longer than 96 characters"
-    return None
+# Whether a name is usable is gemmgen.names' business; the old name stays for
+# callers that imported it from here.
+identifier_problem = name_problem
 
 
 class _Collector:
@@ -861,13 +833,13 @@ def validate(ast: SpecAst, *, stem: str | None = None,
     defaults: tuple[Field, ...] = ()
     kernel_blocks: list[Block] = []
     dispatch_blocks: list[Block] = []
-    names: dict[str, Loc] = {}
+    names: dict[str, tuple[Loc, str]] = {}
 
-    def claim(name: str, loc: Loc) -> None:
+    def claim(name: str, loc: Loc, kind: str) -> None:
         if name in names:
-            c.err(loc, f"duplicate name '{name}' (first defined at {names[name]})", len(name))
+            c.err(loc, f"duplicate name '{name}' (first defined at {names[name][0]})", len(name))
         else:
-            names[name] = loc
+            names[name] = (loc, kind)
 
     for block in ast.blocks:
         if block.kind == "defaults":
@@ -891,7 +863,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                     c.err(block.name_loc, f"target '{block.name}' declared twice")
                 targets[t.backend] = t
             continue
-        if problem := identifier_problem(block.name):
+        if problem := name_problem(block.name):
             c.err(block.name_loc, f"{block.kind} name {problem}", len(block.name))
             continue
         (kernel_blocks if block.kind == "kernel" else dispatch_blocks).append(block)
@@ -908,10 +880,10 @@ def validate(ast: SpecAst, *, stem: str | None = None,
         variants, repeated = _expand(c, block, defaults)
         for v in variants:
             name = f"{block.name}_{v.suffix}" if v.suffix else block.name
-            if v.suffix and (problem := identifier_problem(name)):
+            if v.suffix and (problem := name_problem(name)):
                 c.err(block.name_loc, f"variant name {problem}", len(block.name))
                 continue
-            claim(name, block.name_loc)
+            claim(name, block.name_loc, "kernel")
             k = _KernelReader(c, name, block.name_loc, v.fields, repeated, targets,
                               ast.path).read()
             if k is not None:
@@ -921,9 +893,10 @@ def validate(ast: SpecAst, *, stem: str | None = None,
     dispatches = []
     for block in dispatch_blocks:
         assert block.name is not None
-        claim(block.name, block.name_loc)
+        claim(block.name, block.name_loc, "dispatch")
         if (d := _dispatch(c, block, kernels)) is not None:
             dispatches.append(d)
+    c.diags.extend(collisions((name, loc, kind) for name, (loc, kind) in names.items()))
     if not kernel_blocks and not c.diags:
         c.err(Loc(ast.path, 1, 1), "the spec declares no kernel")
     if c.diags:

@@ -1,6 +1,8 @@
 """Golden cases: one folder per bad spec, holding `spec.gemm` and the exact
 `stderr.txt` that `gemmgen build` must print (exit status 2, no traceback,
-nothing written). `GEMMGEN_UPDATE_GOLDENS=1 pytest tests/test_diagnostics_golden.py`
+nothing written). A case about several specs has a `specs/` folder instead of
+`spec.gemm`; it builds all of them, or the specs listed in `args.txt`.
+`GEMMGEN_UPDATE_GOLDENS=1 pytest tests/test_diagnostics_golden.py`
 rewrites the expected files on purpose; review the diff before committing.
 """
 
@@ -20,14 +22,21 @@ UPDATE = os.environ.get("GEMMGEN_UPDATE_GOLDENS") == "1"
 
 @pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if p.is_dir()))
 def test_bad_spec_golden(case, tmp_path, capsys):
-    src = CASES / case / "spec.gemm"
+    folder = CASES / case
     work = tmp_path / case
     work.mkdir()
-    shutil.copy(src, work / "spec.gemm")
+    if (folder / "specs").is_dir():
+        shutil.copytree(folder / "specs", work / "specs")
+        args_file = folder / "args.txt"
+        args = (args_file.read_text().split() if args_file.exists() else
+                sorted(f"specs/{p.name}" for p in (folder / "specs").glob("*.gemm")))
+    else:
+        shutil.copy(folder / "spec.gemm", work / "spec.gemm")
+        args = ["spec.gemm"]
     old = os.getcwd()
     os.chdir(work)
     try:
-        code = main(["build", "spec.gemm"])
+        code = main(["build", *args])
     finally:
         os.chdir(old)
     err = capsys.readouterr().err

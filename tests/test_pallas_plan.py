@@ -22,8 +22,8 @@ GMM = ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, n, k]", "out f32")
 
 def _kernel(*fields: str, tpu: str = "v5e") -> tuple[ir.Kernel, ir.Spec]:
     """A validated kernel without backend diagnostics (to test diagnose itself)."""
-    spec = validate(parse(spec_text(kernel_block("k", *fields), tpu=tpu), "specs/t.gemm"))
-    return spec.kernel("k"), spec
+    spec = validate(parse(spec_text(kernel_block("gemm", *fields), tpu=tpu), "specs/t.gemm"))
+    return spec.kernel("gemm"), spec
 
 
 def _diagnose(*fields: str, tpu: str = "v5e") -> list[str]:
@@ -68,7 +68,7 @@ def test_vmem_limit_requested_over_the_scoped_default():
 def test_stages_map_to_buffers():
     kernel, spec = _kernel(*GMM, "stages 1")
     assert pallas.plan(kernel, spec).buffers == 1
-    assert "pipeline_mode=pl.Buffered(1)" in pallas.render(spec)[PurePosixPath("pallas/k.py")]
+    assert "pipeline_mode=pl.Buffered(1)" in pallas.render(spec)[PurePosixPath("pallas/gemm.py")]
     assert any("stages 3" in d for d in _diagnose(*GMM, "stages 3"))
 
 
@@ -104,9 +104,9 @@ def test_diagnose_tile_alignment_is_positioned():
     # NB: ir.Kernel carries no position for its `tile` field, so the default
     # tile is reported at the kernel's name; tile rules have their own.
     assert _diagnose(*GMM, "tile m=100 n=64 k=128", "tile_rule m<=8 -> m=8 n=128 k=96") == [
-        f"5:8: kernel 'k': tile 100x64x128: m=100 is not a multiple of 8, {why}",
-        f"5:8: kernel 'k': tile 100x64x128: n=64 is not a multiple of 128, {why}",
-        f"11:3: kernel 'k': tile_rule 8x128x96: k=96 is not a multiple of 128, {why}",
+        f"5:8: kernel 'gemm': tile 100x64x128: m=100 is not a multiple of 8, {why}",
+        f"5:8: kernel 'gemm': tile 100x64x128: n=64 is not a multiple of 128, {why}",
+        f"11:3: kernel 'gemm': tile_rule 8x128x96: k=96 is not a multiple of 128, {why}",
     ]
 
 
@@ -118,7 +118,7 @@ def test_diagnose_vmem_budget_per_generation():
     too_big = "tile m=2048 n=2048 k=2048"  # 16 + 16 + 32 + 16 = 80 MiB
     assert _diagnose(*GMM, too_big, tpu="v5e") == []  # 3/4 of 128 MiB = 96 MiB usable
     assert _diagnose(*GMM, too_big, tpu="v7x") == [
-        "5:8: kernel 'k': tile 2048x2048x2048 needs 80.0 MiB of VMEM per grid step (lhs 16.0, "
+        "5:8: kernel 'gemm': tile 2048x2048x2048 needs 80.0 MiB of VMEM per grid step (lhs 16.0, "
         "rhs 16.0, out 32.0, acc 16.0), over the 48 MiB a kernel may use on TPU v7x "
         "(3/4 of 64 MiB)"]
     assert len(_diagnose(*GMM, fits, "tile_rule m>=1024 -> " + too_big.replace("tile ", ""),
@@ -137,7 +137,7 @@ def test_diagnose_accepts_every_op_and_feature():
 def test_diagnose_packed_operands_double_the_lanes():
     assert _diagnose("op dense", "lhs bf16 [m, k]", "rhs int4 packed [n, k]", "out bf16",
                      "tile m=128 n=128 k=128") == [
-        "5:8: kernel 'k': tile 128x128x128: k=128 is not a multiple of 256, as a TPU block "
+        "5:8: kernel 'gemm': tile 128x128x128: k=128 is not a multiple of 256, as a TPU block "
         "needs (8 sublanes x 128 lanes; 4-bit data packed two per byte doubles the lanes)"]
     assert len(_diagnose("op dense", "lhs bf16 [m, k]", "rhs fp4 packed [k, n]", "out bf16",
                          "tile m=128 n=128 k=128")) == 1
@@ -146,12 +146,12 @@ def test_diagnose_packed_operands_double_the_lanes():
 def test_diagnose_quantize_groups_and_gemv():
     assert _diagnose("op quantize", "lhs bf16 [m, k]", "out e4m3",
                      "out_scale per_token_group k=96 f32") == [
-        "9:3: kernel 'k': the K block of quantize (96: tile k=128 rounded to whole groups of "
+        "9:3: kernel 'gemm': the K block of quantize (96: tile k=128 rounded to whole groups of "
         "96) must be a multiple of 128 lanes; choose a group size that divides 128 or is a "
         "multiple of it"]
     msgs = _diagnose("op dense", "lhs bf16 [m, k]", "rhs bf16 [n, k]", "out bf16",
                      "algorithm gemv")
-    assert msgs == ["5:8: kernel 'k': pallas_tpu cannot emit algorithm 'gemv' (a CUDA GEMV); "
+    assert msgs == ["5:8: kernel 'gemm': pallas_tpu cannot emit algorithm 'gemv' (a CUDA GEMV); "
                     "use the tile algorithm, whose m tile clamps to small m"]
 
 
@@ -187,7 +187,7 @@ def test_plan_packing_decisions():
 def test_alpha_is_rounded_to_f32():
     kernel, spec = _kernel(*GMM, "epilogue alpha=0.1")
     assert pallas.plan(kernel, spec).core.alpha == 0.10000000149011612
-    assert "ALPHA = 0.10000000149011612" in pallas.render(spec)[PurePosixPath("pallas/k.py")]
+    assert "ALPHA = 0.10000000149011612" in pallas.render(spec)[PurePosixPath("pallas/gemm.py")]
 
 
 def test_spec_with_unsupported_kernel_fails_validation():

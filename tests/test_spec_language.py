@@ -103,7 +103,7 @@ def test_identifier_rules():
 
 
 def test_every_field_has_position_and_all_errors_reported():
-    src = ("target pallas_tpu {\n  tpu v9\n}\nkernel a {\n  op dense\n  lhs bf16 [m, k]\n"
+    src = ("target pallas_tpu {\n  tpu v9\n}\nkernel gemm {\n  op dense\n  lhs bf16 [m, k]\n"
            "  rhs bf16 [n, k]\n  out f33\n  stages 0\n  backends pallas_tpu\n}\n")
     from gemmgen.diagnostics import SpecError
     with pytest.raises(SpecError) as e:

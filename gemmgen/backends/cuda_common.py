@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemmgen import ir
-from gemmgen.render import source_ref
 from gemmgen.ir import DType
+from gemmgen.names import args_struct
+from gemmgen.render import source_ref
 
 WARP = 32
 # The opt-in shared-memory maximum per block of each arch lives with the
@@ -154,7 +155,7 @@ class LaunchPlan:
     @property
     def args_struct(self) -> str:
         """The C++ argument struct: `gmm_bf16` -> `GmmBf16Args`."""
-        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Args"
+        return args_struct(self.name)
 
     @property
     def dims(self) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 from gemmgen import ir
 from gemmgen.backends.cuda_common import Arg, Binding, LaunchPlan, where
 from gemmgen.diagnostics import Diagnostic
+from gemmgen.names import args_struct
 from gemmgen.render import header_text, render_template
 
 
@@ -64,7 +65,7 @@ class DispatchPlan:
 
     @property
     def args_struct(self) -> str:
-        return "".join(p[:1].upper() + p[1:] for p in self.name.split("_")) + "Args"
+        return args_struct(self.name)
 
     @property
     def m_array(self) -> Arg:
