@@ -226,7 +226,7 @@ def test_another_specs_output_is_refused(proj, capsys):
 
 
 def test_case_twin_stems_are_refused(proj, capsys):
-    (proj / "specs" / "Small.gemm").write_text(SMALL)
+    (proj / "specs" / "Small.gemm").write_text(SMALL.replace("mm_", "other_"))
     assert main(["build", "specs/small.gemm", "specs/Small.gemm"]) == 2
     assert "differ in more than case" in capsys.readouterr().err
 
@@ -414,7 +414,7 @@ def test_oversized_spec_is_refused(tmp_path, monkeypatch, capsys):
 # -- bounded diagnostics -----------------------------------------------------------
 
 def _bad_spec(lines: int, width: int) -> str:
-    head = ("target pallas_tpu {\n  tpu v5e\n}\n\nkernel a {\n  op dense\n  lhs bf16 [m, k]\n"
+    head = ("target pallas_tpu {\n  tpu v5e\n}\n\nkernel mm {\n  op dense\n  lhs bf16 [m, k]\n"
             "  rhs bf16 [n, k]\n  out f32\n  backends pallas_tpu\n")
     body = "".join(f"  field{i}x {'y' * width}\n" for i in range(lines))
     return head + body + "}\n"
