@@ -102,7 +102,9 @@ def _int32_array(name: str, x, *, ndim: int) -> jax.Array:
     and an offset past either end leaves every local group empty. (JAX would
     wrap a NumPy int64 into int32 on its way into jax.jit.)
     """
-    if not isinstance(x, jax.Array):
+    if isinstance(x, (list, tuple)) and any(isinstance(v, jax.Array) for v in x):
+        x = jnp.asarray(x)  # a list traced by an enclosing jax.jit
+    elif not isinstance(x, jax.Array):
         x = np.asarray(x)
     if x.ndim != ndim or not jnp.issubdtype(x.dtype, jnp.integer):
         kind = "an integer scalar" if ndim == 0 else "a 1-d integer array"

@@ -93,8 +93,11 @@ def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> int:
         raise ValueError(f"existing_out must be float32 [g, k, n], got shape {list(existing_out.shape)}")
     g = existing_out.shape[0]
     _expect("existing_out", existing_out, (g, k, n), jnp.float32)
-    if not 0 < g <= num_groups:
-        raise ValueError(f"existing_out holds {g} groups, expected 1 to {num_groups} (the groups of group_sizes)")
+    if g == 0:
+        raise ValueError(f"existing_out must hold at least one group, got shape {list(existing_out.shape)}")
+    if num_groups < g:
+        raise ValueError(f"group_sizes has {num_groups} groups but existing_out has g = {g}: "
+                         "it needs a size for each local group at least")
     return g
 
 
@@ -107,7 +110,9 @@ def _int32_array(name: str, x, *, ndim: int) -> jax.Array:
     and an offset past either end leaves every local group empty. (JAX would
     wrap a NumPy int64 into int32 on its way into jax.jit.)
     """
-    if not isinstance(x, jax.Array):
+    if isinstance(x, (list, tuple)) and any(isinstance(v, jax.Array) for v in x):
+        x = jnp.asarray(x)  # a list traced by an enclosing jax.jit
+    elif not isinstance(x, jax.Array):
         x = np.asarray(x)
     if x.ndim != ndim or not jnp.issubdtype(x.dtype, jnp.integer):
         kind = "an integer scalar" if ndim == 0 else "a 1-d integer array"
