@@ -22,7 +22,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gemmgen import reference as ref
-from pallas_helpers import INTERPRET, build, check, kernel_block, random_inputs, run, spec_text
+from pallas_helpers import INTERPRET, build, kernel_block, random_inputs, run, spec_text
 
 KERNELS = {
     "gmm": ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, n, k]", "out f32"),
@@ -42,7 +42,8 @@ KERNELS = {
 }
 # 16-row tiles: m = 50 spans four m tiles, the last one partial.
 SPEC = spec_text(*[
-    kernel_block(name, *fields, *(() if name in ("quant", "gmm_w4") else ("tile m=16 n=128 k=128",)))
+    kernel_block(name, *fields,
+                 *(() if name in ("quant", "gmm_w4") else ("tile m=16 n=128 k=128",)))
     for name, fields in KERNELS.items()])
 M, N, K = 50, 128, 128
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)
