@@ -122,5 +122,6 @@ def test_packed_rejects_odd_bytes(generated):
     kernel = generated.kernel("w4a16")
     inputs = random_inputs(kernel, m=8, n=128, k=512)
     inputs["rhs"] = inputs["rhs"][:, :-1]
-    with pytest.raises(ValueError, match=r"rhs must be uint8 \[128, 256\], got uint8 \[128, 255\]"):
+    with pytest.raises(ValueError, match=r"lhs has k = 512 but rhs has k = 510 "
+                       r"\(lhs \[8, 512\] is \[m, k\], rhs \[128, 255\] is \[n, k/2\]\)"):
         check(kernel, generated.fn("w4a16"), inputs, k=512)

@@ -570,7 +570,9 @@ def _matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     args = [lhs, rhs]
     if grouped:
         args.append(Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
-                        "rows of lhs per group, in order (sum <= m); num_groups >= g."))
+                        "rows of lhs per group, in order; num_groups >= g. Any integer "
+                        "array-like (a list or tuple too): a negative size counts as 0, "
+                        "no group runs past row m."))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.enabled:
             args.append(_scale_arg(side, scale, grouped))
@@ -588,8 +590,9 @@ def _matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     out_n = "n // 2" if core.silu_mul else "n"
     if grouped:
         args.append(Arg("group_offset", "[]", "()", "int32",
-                        "the first group this shard owns (default 0): it computes groups "
-                        "[group_offset, group_offset + g).", optional=True))
+                        "the first group this shard owns (default 0, an int is fine): it "
+                        "computes groups [group_offset, group_offset + g); a local group "
+                        "that group_sizes does not have is empty.", optional=True))
         args.append(Arg("existing_out", f"[m, {out_n.replace(' // ', '/')}]", f"(m, {out_n})",
                         jnp_name(kernel.out), "rows this shard does not compute keep these "
                         "values (default: zeros).", optional=True))
@@ -743,10 +746,12 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
                 Arg("rhs", "[m, n]", "(m, n)", jnp_name(kernel.rhs.dtype),
                     "the output gradient, rows aligned with lhs."),
                 Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
-                    "rows per group, in order (sum <= m)."),
+                    "rows per group, in order. Any integer array-like (a list or tuple "
+                    "too): a negative size counts as 0, no group runs past row m."),
                 Arg("group_offset", "[]", "()", "int32",
-                    "the first group this shard computes (default 0); needs "
-                    "existing_out, whose leading dim is the number g of local groups.",
+                    "the first group this shard computes (default 0, an int is fine); "
+                    "needs existing_out, whose leading dim is the number g of local "
+                    "groups; a local group that group_sizes does not have is empty.",
                     optional=True),
                 Arg("existing_out", "[g, k, n]", "(g, k, n)", out,
                     "added to the result (megablox tgmm); default: g = num_groups.",

@@ -45,17 +45,25 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
 
 
 def _validate(*, lhs, rhs) -> None:
-    """Check shapes and dtypes; raise ValueError naming the offending value."""
+    """Check shapes and dtypes; raise ValueError naming the offending value.
+
+    rhs (the weights) defines k and n, lhs defines m; a dim that
+    disagrees is reported on the array that holds it.
+    """
     if lhs.ndim != 2:
         raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
-    m, k = lhs.shape[0], lhs.shape[1]
     if rhs.ndim != 2:
         raise ValueError(f"rhs must be [k, n], got shape {list(rhs.shape)}")
+    m, lhs_k = lhs.shape[0], lhs.shape[1]
+    k = rhs.shape[0]
     n = rhs.shape[1]
+    if lhs_k != k:
+        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
+                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [k, n])")
+    if k == 0 or n == 0:
+        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [k, n])")
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (k, n), jnp.bfloat16)
-    if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n}")
 
 
 def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:

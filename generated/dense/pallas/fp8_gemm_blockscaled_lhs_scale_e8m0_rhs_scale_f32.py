@@ -47,17 +47,25 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
 
 
 def _validate(*, lhs, rhs, lhs_scale, rhs_scale) -> None:
-    """Check shapes and dtypes; raise ValueError naming the offending value."""
+    """Check shapes and dtypes; raise ValueError naming the offending value.
+
+    rhs (the weights) defines k and n, lhs defines m; a dim that
+    disagrees is reported on the array that holds it.
+    """
     if lhs.ndim != 2:
         raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
-    m, k = lhs.shape[0], lhs.shape[1]
     if rhs.ndim != 2:
         raise ValueError(f"rhs must be [n, k], got shape {list(rhs.shape)}")
+    m, lhs_k = lhs.shape[0], lhs.shape[1]
+    k = rhs.shape[1]
     n = rhs.shape[0]
+    if lhs_k != k:
+        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
+                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [n, k])")
+    if k == 0 or n == 0:
+        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [n, k])")
     _expect("lhs", lhs, (m, k), jnp.float8_e4m3fn)
     _expect("rhs", rhs, (n, k), jnp.float8_e4m3fn)
-    if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n}")
     _expect("lhs_scale", lhs_scale, (m, -(-k // 128)), jnp.uint8)
     _expect("rhs_scale", rhs_scale, (-(-n // 128), -(-k // 128)), jnp.float32)
 

@@ -49,7 +49,7 @@ def _validate(*, lhs) -> None:
     if lhs.ndim != 2 or lhs.dtype != jnp.bfloat16:
         raise ValueError(f"lhs must be bfloat16 [m, k], got {jnp.dtype(lhs.dtype).name} {list(lhs.shape)}")
     if lhs.shape[1] == 0:
-        raise ValueError("k must be positive, got 0")
+        raise ValueError(f"lhs has k = 0, k must be positive (lhs {list(lhs.shape)} is [m, k])")
 
 
 def _power_of_two_scale(amax):

@@ -6,7 +6,9 @@
 The rows of lhs are split into groups by group_sizes, in order. This shard
 owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
 of other groups, and the rows past sum(group_sizes), are zero, or keep
-existing_out when it is given.
+existing_out when it is given. Any integers are valid sizes: a negative size
+counts as 0 and no group runs past row m (the running sum saturates at m,
+nothing overflows int32).
 
 gmm_f32_tile_128x128x256_vjp is the same function, differentiable: its backward pass runs
 generated kernels too (a grouped matmul with the other B layout for d lhs,
@@ -30,6 +32,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -37,6 +40,11 @@ from jax.experimental.pallas import tpu as pltpu
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
 # needs at most 720896 bytes (0.69 MiB) on a TPU v5e.
 VMEM_LIMIT_BYTES = None
+
+# Rows are int32 indices. The rows of an m tile, m_tile * tm + r, stay below
+# cdiv(m, tm) * tm < m + tm <= 2 * m, so m may be at most 2**30 (an lhs that
+# no TPU's HBM holds anyway).
+MAX_ROWS = 2**30
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -54,26 +62,58 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
 
 
 def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> None:
-    """Check shapes and dtypes; raise ValueError naming the offending value."""
+    """Check shapes and dtypes; raise ValueError naming the offending value.
+
+    rhs (the weights) defines g, k and n, lhs defines m; a dim that
+    disagrees is reported on the array that holds it.
+    """
     if lhs.ndim != 2:
         raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
-    m, k = lhs.shape[0], lhs.shape[1]
     if rhs.ndim != 3:
         raise ValueError(f"rhs must be [g, k, n], got shape {list(rhs.shape)}")
+    m, lhs_k = lhs.shape[0], lhs.shape[1]
     g = rhs.shape[0]
+    k = rhs.shape[1]
     n = rhs.shape[2]
+    if lhs_k != k:
+        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
+                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [g, k, n])")
+    if k == 0 or n == 0:
+        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [g, k, n])")
+    if m > MAX_ROWS:
+        raise ValueError(f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)")
     _expect("lhs", lhs, (m, k), jnp.float32)
     _expect("rhs", rhs, (g, k, n), jnp.float32)
-    if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n}")
     if g == 0:
         raise ValueError(f"rhs must hold at least one group, got shape {list(rhs.shape)}")
-    if group_sizes.ndim != 1 or group_sizes.dtype != jnp.int32 or group_sizes.shape[0] < g:
-        raise ValueError(f"group_sizes must be int32 [num_groups] with num_groups >= g = {g}, got {jnp.dtype(group_sizes.dtype).name} {list(group_sizes.shape)}")
-    if group_offset is not None:
-        _expect("group_offset", group_offset, (), jnp.int32)
+    if group_sizes.shape[0] < g:
+        raise ValueError(f"group_sizes has {group_sizes.shape[0]} groups but rhs has g = {g}: "
+                         "it needs a size for each local group at least")
     if existing_out is not None:
         _expect("existing_out", existing_out, (m, n), jnp.float32)
+
+
+def _int32_array(name: str, x, *, ndim: int) -> jax.Array:
+    """group_sizes or group_offset as an int32 jax array with ndim dims.
+
+    x may be a jax array (traced or not), a NumPy array, a list or tuple of
+    ints, or an int. Integers outside int32 are clipped into it, which
+    changes no result: a size past m counts as m and a negative one as 0,
+    and an offset past either end leaves every local group empty. (JAX would
+    wrap a NumPy int64 into int32 on its way into jax.jit.)
+    """
+    if isinstance(x, (list, tuple)) and any(isinstance(v, jax.Array) for v in x):
+        x = jnp.asarray(x)  # a list traced by an enclosing jax.jit
+    elif not isinstance(x, jax.Array):
+        x = np.asarray(x)
+    if x.ndim != ndim or not jnp.issubdtype(x.dtype, jnp.integer):
+        kind = "an integer scalar" if ndim == 0 else "a 1-d integer array"
+        raise ValueError(f"{name} must be {kind}, got {jnp.dtype(x.dtype).name} {list(x.shape)}")
+    info = jnp.iinfo(x.dtype)
+    low, high = max(int(info.min), -(2**31)), min(int(info.max), 2**31 - 1)
+    if isinstance(x, np.ndarray):
+        return jnp.asarray(np.clip(x, low, high).astype(np.int32))
+    return jnp.clip(x, low, high).astype(jnp.int32)
 
 
 def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:
@@ -97,15 +137,25 @@ def _dot(lhs, rhs, *, rhs_nk: bool):
 def _group_bounds(group_sizes, group_offset, *, m: int, g: int):
     """Rows [starts[i], ends[i]) of the g local groups, int32 [g] each.
 
-    The shard owns groups [group_offset, group_offset + g) of group_sizes.
-    Negative sizes count as empty, no group runs past row m, and a local
-    group past the end of group_sizes is empty, so no value of group_sizes
-    or group_offset can send a block index out of its array.
+    Group j of group_sizes ends at row min(max(size_0, 0) + ... +
+    max(size_j, 0), m), computed exactly: a negative size counts as 0 and no
+    group runs past row m, whatever the sizes add up to. Local group i is
+    group group_offset + i, or empty when group_sizes has no such group. So
+    no value of group_sizes or group_offset overflows int32 or sends a
+    block index out of its array.
     """
     num_groups = group_sizes.shape[0]
-    ends = jnp.minimum(jnp.cumsum(jnp.maximum(group_sizes, 0)), m).astype(jnp.int32)
+    # (1) The running sum, saturated at m. With every size clipped to
+    #     [0, m], a + min(b, m - a) is min(a + b, m) without forming a + b,
+    #     so no partial sum overflows (an int32 cumsum of the raw sizes can
+    #     wrap around to any value).
+    sizes = jnp.clip(group_sizes, 0, m)
+    ends = lax.associative_scan(lambda a, b: a + jnp.minimum(b, m - a), sizes)
     starts = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
-    local = group_offset + jnp.arange(g, dtype=jnp.int32)
+    # (2) The local groups. Clipping the offset to [-g, num_groups] changes
+    #     no local group (past either end they are all empty) and keeps
+    #     offset + i from overflowing.
+    local = jnp.clip(group_offset, -g, num_groups) + jnp.arange(g, dtype=jnp.int32)
     valid = (local >= 0) & (local < num_groups)
     local = jnp.clip(local, 0, num_groups - 1)
     return jnp.where(valid, starts[local], 0), jnp.where(valid, ends[local], 0)
@@ -144,6 +194,7 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
     max_work = tiles_m + g - 1
     # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
+    #     (num_tiles sums to at most max_work: this cumsum cannot overflow.)
     group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles,
                            total_repeat_length=max_work)
     first_item = jnp.cumsum(num_tiles) - num_tiles
@@ -522,6 +573,12 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
+def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, interpret):
+    """gmm_f32_tile_128x128x256 once group_sizes and group_offset are int32 arrays, under jax.jit."""
+    _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
+    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out, out_dtype=jnp.float32, interpret=interpret)
+
+
 def gmm_f32_tile_128x128x256(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
     """Grouped matmul: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset].
 
@@ -529,10 +586,12 @@ def gmm_f32_tile_128x128x256(lhs, rhs, group_sizes, group_offset=None, existing_
       lhs: [m, k] float32; the activations.
       rhs: [g, k, n] float32; the weights of the g groups this shard owns (g =
         rhs.shape[0]).
-      group_sizes: [num_groups] int32; rows of lhs per group, in order (sum <=
-        m); num_groups >= g.
+      group_sizes: [num_groups] int32; rows of lhs per group, in order;
+        num_groups >= g. Any integer array-like (a list or tuple too): a negative
+        size counts as 0, no group runs past row m.
       group_offset: [] int32, optional; the first group this shard owns (default
-        0): it computes groups [group_offset, group_offset + g).
+        0, an int is fine): it computes groups [group_offset, group_offset + g); a
+        local group that group_sizes does not have is empty.
       existing_out: [m, n] float32, optional; rows this shard does not compute
         keep these values (default: zeros).
       interpret: passed to `pallas_call`: False on a TPU; True or
@@ -542,8 +601,11 @@ def gmm_f32_tile_128x128x256(lhs, rhs, group_sizes, group_offset=None, existing_
       [m, n] float32: the rows of each owned group i as above; all other rows
       are zero, or existing_out's.
     """
-    _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
-    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out, out_dtype=jnp.float32, interpret=interpret)
+    # group_sizes and group_offset become int32 here, before jax.jit sees them.
+    group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
+    if group_offset is not None:
+        group_offset = _int32_array("group_offset", group_offset, ndim=0)
+    return _launch(lhs, rhs, group_sizes, group_offset, existing_out, interpret=interpret)
 
 
 # ---------------------------------------------------------------------------
@@ -592,9 +654,8 @@ _differentiable.defvjp(_differentiable_fwd, _differentiable_bwd)
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def gmm_f32_tile_128x128x256_vjp(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
-    """gmm_f32_tile_128x128x256, differentiable: jax.vjp / jax.grad give the gradients of
-    lhs, rhs and existing_out. Arguments and result as gmm_f32_tile_128x128x256."""
+def _launch_vjp(lhs, rhs, group_sizes, group_offset, existing_out, *, interpret):
+    """gmm_f32_tile_128x128x256_vjp once group_sizes and group_offset are int32 arrays, under jax.jit."""
     _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
     n = rhs.shape[2]
     if group_offset is None:
@@ -602,3 +663,12 @@ def gmm_f32_tile_128x128x256_vjp(lhs, rhs, group_sizes, group_offset=None, exist
     if existing_out is None:
         existing_out = jnp.zeros((lhs.shape[0], n), jnp.float32)
     return _differentiable(lhs, rhs, group_sizes, group_offset, existing_out, interpret)
+
+
+def gmm_f32_tile_128x128x256_vjp(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
+    """gmm_f32_tile_128x128x256, differentiable: jax.vjp / jax.grad give the gradients of
+    lhs, rhs and existing_out. Arguments and result as gmm_f32_tile_128x128x256."""
+    group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
+    if group_offset is not None:
+        group_offset = _int32_array("group_offset", group_offset, ndim=0)
+    return _launch_vjp(lhs, rhs, group_sizes, group_offset, existing_out, interpret=interpret)

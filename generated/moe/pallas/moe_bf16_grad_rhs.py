@@ -8,7 +8,9 @@ result has one [k, n] block per local group (megablox tgmm: the weight
 gradient of a grouped matmul). This shard computes the g groups
 [group_offset, group_offset + g): g is existing_out.shape[0] when it is
 given, else every group (group_offset must then be absent). An empty group
-gives zeros, plus existing_out, which is added to every block.
+gives zeros, plus existing_out, which is added to every block. Any integers
+are valid sizes: a negative size counts as 0 and no group runs past row m
+(the running sum saturates at m, nothing overflows int32).
 
 Spec (specs/moe.gemm):
     op        tgmm
@@ -28,6 +30,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
@@ -35,6 +38,11 @@ from jax.experimental.pallas import tpu as pltpu
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
 # needs at most 360448 bytes (0.34 MiB) on a TPU v5e.
 VMEM_LIMIT_BYTES = None
+
+# Rows are int32 indices. The rows of an m tile, m_tile * tm + r, stay below
+# cdiv(m, tm) * tm < m + tm <= 2 * m, so m may be at most 2**30 (an lhs that
+# no TPU's HBM holds anyway).
+MAX_ROWS = 2**30
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -53,43 +61,91 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
 
 def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> int:
     """Check shapes and dtypes; raise ValueError naming the offending value.
-    Returns g, the number of local groups."""
-    if lhs.ndim != 2 or rhs.ndim != 2:
-        raise ValueError(f"lhs must be [m, k] and rhs [m, n], got shapes {list(lhs.shape)} and {list(rhs.shape)}")
+    Returns g, the number of local groups.
+
+    lhs defines m and k, rhs defines n, existing_out defines g; a dim that
+    disagrees is reported on the array that holds it.
+    """
+    if lhs.ndim != 2:
+        raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
+    if rhs.ndim != 2:
+        raise ValueError(f"rhs must be [m, n], got shape {list(rhs.shape)}")
     m, k = lhs.shape
     n = rhs.shape[1]
+    if rhs.shape[0] != m:
+        raise ValueError(f"rhs has m = {rhs.shape[0]} but lhs has m = {m}: rhs holds one row per row "
+                         f"of lhs (lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [m, n])")
+    if k == 0 or n == 0:
+        raise ValueError(f"k and n must be positive, got k = {k} (lhs), n = {n} (rhs)")
+    if m > MAX_ROWS:
+        raise ValueError(f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)")
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (m, n), jnp.bfloat16)
-    if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n}")
-    if group_sizes.ndim != 1 or group_sizes.dtype != jnp.int32 or group_sizes.shape[0] == 0:
-        raise ValueError(f"group_sizes must be int32 [num_groups], got {jnp.dtype(group_sizes.dtype).name} {list(group_sizes.shape)}")
-    if group_offset is not None:
-        _expect("group_offset", group_offset, (), jnp.int32)
+    num_groups = group_sizes.shape[0]
+    if num_groups == 0:
+        raise ValueError("group_sizes must hold at least one group, got []")
     if existing_out is None:
         if group_offset is not None:
             raise ValueError("group_offset needs existing_out: the number of local groups g "
                              "is a static shape, existing_out.shape[0]")
-        return group_sizes.shape[0]
-    g = existing_out.shape[0] if existing_out.ndim == 3 else 0
+        return num_groups
+    if existing_out.ndim != 3:
+        raise ValueError(f"existing_out must be float32 [g, k, n], got shape {list(existing_out.shape)}")
+    g = existing_out.shape[0]
     _expect("existing_out", existing_out, (g, k, n), jnp.float32)
-    if not 0 < g <= group_sizes.shape[0]:
-        raise ValueError(f"existing_out holds {g} groups, expected 1 to {group_sizes.shape[0]} (the groups of group_sizes)")
+    if g == 0:
+        raise ValueError(f"existing_out must hold at least one group, got shape {list(existing_out.shape)}")
+    if num_groups < g:
+        raise ValueError(f"group_sizes has {num_groups} groups but existing_out has g = {g}: "
+                         "it needs a size for each local group at least")
     return g
+
+
+def _int32_array(name: str, x, *, ndim: int) -> jax.Array:
+    """group_sizes or group_offset as an int32 jax array with ndim dims.
+
+    x may be a jax array (traced or not), a NumPy array, a list or tuple of
+    ints, or an int. Integers outside int32 are clipped into it, which
+    changes no result: a size past m counts as m and a negative one as 0,
+    and an offset past either end leaves every local group empty. (JAX would
+    wrap a NumPy int64 into int32 on its way into jax.jit.)
+    """
+    if isinstance(x, (list, tuple)) and any(isinstance(v, jax.Array) for v in x):
+        x = jnp.asarray(x)  # a list traced by an enclosing jax.jit
+    elif not isinstance(x, jax.Array):
+        x = np.asarray(x)
+    if x.ndim != ndim or not jnp.issubdtype(x.dtype, jnp.integer):
+        kind = "an integer scalar" if ndim == 0 else "a 1-d integer array"
+        raise ValueError(f"{name} must be {kind}, got {jnp.dtype(x.dtype).name} {list(x.shape)}")
+    info = jnp.iinfo(x.dtype)
+    low, high = max(int(info.min), -(2**31)), min(int(info.max), 2**31 - 1)
+    if isinstance(x, np.ndarray):
+        return jnp.asarray(np.clip(x, low, high).astype(np.int32))
+    return jnp.clip(x, low, high).astype(jnp.int32)
 
 
 def _group_bounds(group_sizes, group_offset, *, m: int, g: int):
     """Rows [starts[i], ends[i]) of the g local groups, int32 [g] each.
 
-    The shard owns groups [group_offset, group_offset + g) of group_sizes.
-    Negative sizes count as empty, no group runs past row m, and a local
-    group past the end of group_sizes is empty, so no value of group_sizes
-    or group_offset can send a block index out of its array.
+    Group j of group_sizes ends at row min(max(size_0, 0) + ... +
+    max(size_j, 0), m), computed exactly: a negative size counts as 0 and no
+    group runs past row m, whatever the sizes add up to. Local group i is
+    group group_offset + i, or empty when group_sizes has no such group. So
+    no value of group_sizes or group_offset overflows int32 or sends a
+    block index out of its array.
     """
     num_groups = group_sizes.shape[0]
-    ends = jnp.minimum(jnp.cumsum(jnp.maximum(group_sizes, 0)), m).astype(jnp.int32)
+    # (1) The running sum, saturated at m. With every size clipped to
+    #     [0, m], a + min(b, m - a) is min(a + b, m) without forming a + b,
+    #     so no partial sum overflows (an int32 cumsum of the raw sizes can
+    #     wrap around to any value).
+    sizes = jnp.clip(group_sizes, 0, m)
+    ends = lax.associative_scan(lambda a, b: a + jnp.minimum(b, m - a), sizes)
     starts = jnp.concatenate([jnp.zeros((1,), jnp.int32), ends[:-1]])
-    local = group_offset + jnp.arange(g, dtype=jnp.int32)
+    # (2) The local groups. Clipping the offset to [-g, num_groups] changes
+    #     no local group (past either end they are all empty) and keeps
+    #     offset + i from overflowing.
+    local = jnp.clip(group_offset, -g, num_groups) + jnp.arange(g, dtype=jnp.int32)
     valid = (local >= 0) & (local < num_groups)
     local = jnp.clip(local, 0, num_groups - 1)
     return jnp.where(valid, starts[local], 0), jnp.where(valid, ends[local], 0)
@@ -128,6 +184,7 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
     max_work = tiles_m + g - 1
     # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
+    #     (num_tiles sums to at most max_work: this cumsum cannot overflow.)
     group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles,
                            total_repeat_length=max_work)
     first_item = jnp.cumsum(num_tiles) - num_tiles
@@ -245,16 +302,27 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
+def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, interpret):
+    """moe_bf16_grad_rhs once group_sizes and group_offset are int32 arrays, under jax.jit."""
+    g = _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset,
+                  existing_out=existing_out)
+    return _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, g=g,
+                 out_dtype=jnp.float32, interpret=interpret)
+
+
 def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
     """Grouped transposed matmul: out[i - group_offset] = lhs[rows of group i]ᵀ @ rhs[rows of group i] (+ existing_out).
 
     Args:
       lhs: [m, k] bfloat16; the activations (rows sorted by group).
       rhs: [m, n] bfloat16; the output gradient, rows aligned with lhs.
-      group_sizes: [num_groups] int32; rows per group, in order (sum <= m).
+      group_sizes: [num_groups] int32; rows per group, in order. Any integer
+        array-like (a list or tuple too): a negative size counts as 0, no group
+        runs past row m.
       group_offset: [] int32, optional; the first group this shard computes
-        (default 0); needs existing_out, whose leading dim is the number g of
-        local groups.
+        (default 0, an int is fine); needs existing_out, whose leading dim is the
+        number g of local groups; a local group that group_sizes does not have is
+        empty.
       existing_out: [g, k, n] float32, optional; added to the result (megablox
         tgmm); default: g = num_groups.
       interpret: passed to `pallas_call`: False on a TPU; True or
@@ -263,7 +331,8 @@ def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=Non
     Returns:
       [g, k, n] float32; an empty group gives zeros (or existing_out).
     """
-    g = _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset,
-                  existing_out=existing_out)
-    return _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, g=g,
-                 out_dtype=jnp.float32, interpret=interpret)
+    # group_sizes and group_offset become int32 here, before jax.jit sees them.
+    group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
+    if group_offset is not None:
+        group_offset = _int32_array("group_offset", group_offset, ndim=0)
+    return _launch(lhs, rhs, group_sizes, group_offset, existing_out, interpret=interpret)
