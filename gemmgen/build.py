@@ -196,18 +196,25 @@ def render_all(paths: list[Path]) -> list[Rendered]:
     out: list[Rendered] = []
     diags: list[Diagnostic] = []
     sources: dict[str, str] = {}
+    unreadable: list[str] = []
     for p in paths:
         try:
             out.append(render_spec(p))
         except SpecError as e:
             diags.extend(e.diagnostics)
             sources.update(e.sources)
+        except InputError as e:  # go on: report every spec's problems at once
+            unreadable.append(str(e))
     clashes, clash_sources = check_project_names((r.spec, r.file) for r in out)
     if clashes:  # kernel and dispatch names across the specs of a project
         diags.extend(clashes)
         sources.update(clash_sources)
+    if unreadable and not diags:
+        raise InputError("\n".join(unreadable))
     if diags:
-        raise SpecError(diags, sources)
+        err = SpecError(diags, sources)
+        err.unreadable = unreadable  # type: ignore[attr-defined]
+        raise err
     stems: dict[tuple[Path, str], Rendered] = {}
     for r in out:
         key = (r.file.root, r.spec.stem.casefold())

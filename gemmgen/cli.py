@@ -37,7 +37,7 @@ def _print_spec_error(e: SpecError) -> None:
 
 def render_report(e: SpecError, limit: int = MAX_DIAGNOSTICS_PER_FILE) -> str:
     """Every diagnostic of `e`, at most `limit` per file, then a count of the rest."""
-    out: list[str] = []
+    out: list[str] = [f"gemmgen: {u}\n" for u in getattr(e, "unreadable", [])]
     shown_per_file: dict[str, int] = {}
     hidden: dict[str, int] = {}
     for d in e.diagnostics:
@@ -49,7 +49,7 @@ def render_report(e: SpecError, limit: int = MAX_DIAGNOSTICS_PER_FILE) -> str:
         out.append(d.render(e.sources.get(d.loc.path)) + "\n")
     for path, n in sorted(hidden.items()):
         out.append(f"{show(path)}: note: {n} more error{'s' if n != 1 else ''} not shown\n")
-    n = len(e.diagnostics)
+    n = len(e.diagnostics) + len(getattr(e, "unreadable", []))
     out.append(f"{n} error{'s' if n != 1 else ''}; nothing was written\n")
     return "".join(out)
 
@@ -182,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_spec_error(e)
         return EXIT_BAD_INPUT
     except (InputError, OutputError) as e:
-        print(f"gemmgen: {e}", file=sys.stderr)
+        for line in str(e).splitlines():
+            print(f"gemmgen: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
