@@ -185,7 +185,7 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(const PerTokenGroupQ
     case 0: {  // 16-byte loads
       // 16 groups per block, 16 lanes per group, 16-byte loads
       per_token_group_quant_fp8_out_scale_e8m0<<<dim3(static_cast<unsigned>(gg_cdiv(m * groups, 16)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
+          a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;
@@ -193,7 +193,7 @@ a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
     case 1: {  // unaligned k
       // 8 groups per block, 32 lanes per group, one element per load
       per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<dim3(static_cast<unsigned>(gg_cdiv(m * groups, 8)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
+          a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;
