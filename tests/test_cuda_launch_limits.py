@@ -9,7 +9,8 @@ Per kernel kind of the project's specs:
   match the reference on the CPU emulator when a small fold forces several
   z slices (and blocks past the last row);
 - tgmm: n and g past grid y / z are rejected, naming the largest n;
-- quantize: more groups than grid x holds are rejected;
+- quantize: the blocks fold over grid x and y, and the folded kernel
+  matches the reference; past 65535 * (2**31 - 1) blocks it is rejected;
 - GEMV: every int32 n fits grid x;
 - dispatcher: validate() is the chosen arm's, limits included;
 - shared memory: over a declared arch's limit is a spec diagnostic, and the
@@ -143,28 +144,34 @@ def test_grouped_gemm_folds_work_items_over_grid_y_and_z(m, g):
 
 
 class Folded:
-    """A launcher whose GEMM step folds its rows over `y` rows of grid y
-    instead of 65535, so a small shape runs several z slices, the last one
-    with blocks past the last row; everything else is the launcher's."""
+    """A launcher whose last step folds its grid at `width` instead of at
+    CUDA's limit, so a small shape runs several slices, the last one with
+    blocks past the end: a tile GEMM's rows over grid y and z, quantize's
+    blocks over grid x and y. Everything else is the launcher's."""
 
-    def __init__(self, module, y: int):
-        self.module, self.y = module, y
+    def __init__(self, module, width: int):
+        self.module, self.width = module, width
 
     def __getattr__(self, name):
         return getattr(self.module, name)
 
     def launches(self, dims):
         steps = self.module.launches(dims)
-        gemm = steps[-1]
-        x, rows, z = gemm.grid
-        assert z == 1 and rows > self.y and rows % self.y, "the case must fold unevenly"
-        return steps[:-1] + [dataclasses.replace(gemm, grid=(x, self.y, -(-rows // self.y)))]
+        last, w = steps[-1], self.width
+        x, y, z = last.grid
+        if y > 1:  # GEMM: (n tiles, rows, 1)
+            assert z == 1 and y > w and y % w, "the case must fold unevenly"
+            grid = (x, w, -(-y // w))
+        else:  # quantize: (blocks, 1, 1)
+            assert x > w and x % w, "the case must fold unevenly"
+            grid = (w, -(-x // w), 1)
+        return steps[:-1] + [dataclasses.replace(last, grid=grid)]
 
 
 _emu_modules: dict = {}
 
 
-@pytest.mark.parametrize("stem,name,case,y", [
+@pytest.mark.parametrize("stem,name,case,width", [
     ("dense", "fp8_fp8_gemm_tile_64x128x64", Case("fold", m=300, n=256, k=128), 2),
     ("dense", "dense_gemm_bf16", Case("fold", m=520, n=384, k=64), 3),
     ("moe", "moe_bf16_grouped_gemm",
@@ -172,15 +179,24 @@ _emu_modules: dict = {}
     ("moe", "moe_w8a8_gateup_silu",
      Case("fold", m=200, n=256, k=384, group_sizes=(70, 60, 0, 70), group_offset=1, g_local=3),
      2),
+    # 37 x 3 groups, 16 per block: 7 blocks over 3 x 3.
+    ("dense", "per_token_group_quant_fp8_out_scale_e8m0", Case("fold", m=37, n=1, k=384), 3),
+    # k = 250: the unaligned entry, 8 groups per block: 11 blocks over 4 x 3.
+    ("dense", "per_token_group_quant_fp8_out_scale_f32", Case("fold", m=43, n=1, k=250), 4),
 ])
-def test_folded_rows_match_the_reference_on_emulator(stem, name, case, y):
+def test_folded_grids_match_the_reference_on_emulator(stem, name, case, width):
     kernel = rendered(stem).spec.kernel(name)
-    inputs = case.inputs(kernel, seed=11)
-    lm = Folded(launcher(stem, name), y)
+    if kernel.op is ir.Op.QUANTIZE:
+        rng = np.random.default_rng([11, case.m, case.k])
+        inputs = {"lhs": (rng.standard_normal((case.m, case.k)) * 4).astype(
+            _np_dtype(launcher(stem, name).DTYPES["lhs"]))}
+    else:
+        inputs = case.inputs(kernel, seed=11)
+    lm = Folded(launcher(stem, name), width)
     source = (folder(stem) / f"{name}.cu").read_text()
     actual = run_launcher(lm, source, f"{stem}/cuda/{name}.cu", inputs, modules=_emu_modules)
     result = compare(actual, reference(kernel, **inputs), kernel, k=case.k, inputs=inputs)
-    assert result.passed, f"{name} {case.describe()} folded over y={y}:\n{result.detail}"
+    assert result.passed, f"{name} {case.describe()} folded at {width}:\n{result.detail}"
 
 
 # ---------------------------------------------------------------------------
@@ -207,13 +223,17 @@ def test_tgmm_rejects_g_past_grid_z():
         lm.validate(**call("moe", name, m=64, n=128, k=128, num_groups=65536))
 
 
-def test_quantize_rejects_more_groups_than_grid_x_holds():
-    name = "per_token_group_quant_fp8_out_scale_f32"
+def test_quantize_folds_blocks_over_grid_x_and_y():
+    name = "per_token_group_quant_fp8_out_scale_f32"  # G = 128
     lm = launcher("dense", name)
-    within_limits(lm.launches(lm.validate(**call("dense", name, m=2**20, k=2**20))))
+    (step,) = lm.launches(lm.validate(**call("dense", name, m=BIG, k=2**17)))
+    within_limits([step])
+    blocks = -(-BIG * 2**10 // 16)  # 16 groups per block on the 16-byte path
+    assert step.grid == (MAX_X, -(-blocks // MAX_X), 1) and step.grid[1] == 64
+    # Only a grid y past 65535 (over 2^46 blocks: petabytes) is rejected.
     with pytest.raises(ValueError, match=(
-            rf"^{name}: launch {name}(_unaligned_k)? \(.*\) needs grid x = \d+, outside CUDA's "
-            rf"limit of 1\.\.2147483647 \(m={BIG}, k={BIG}, groups=16777216\)$")):
+            rf"^{name}: launch {name}_unaligned_k \(8 groups per block, .*\) needs grid y = "
+            rf"\d+, outside CUDA's limit of 1\.\.65535 \(m={BIG}, k={BIG}, groups=16777216\)$")):
         lm.validate(**call("dense", name, m=BIG, k=BIG))
 
 
@@ -333,6 +353,7 @@ CASES = [
     ("moe", "moe_bf16_grad_rhs", dict(m=64, n=128, k=128, g=2, num_groups=2), 1024),
     ("dense", "dense_gemv_bf16", dict(m=1, n=BIG, k=64), 0),
     ("dense", "per_token_group_quant_fp8_out_scale_f32", dict(m=1000, k=4096), 0),
+    ("dense", "per_token_group_quant_fp8_out_scale_f32", dict(m=BIG, k=2**17), 0),
     ("dense", "per_token_group_quant_fp8_out_scale_f32", dict(m=BIG, k=BIG), 0),
     ("dense", "dense_mm_bf16", dict(m=1, n=4096, k=64), 0),
     ("dense", "dense_mm_bf16", dict(m=BIG, n=4096, k=64), 101376),
@@ -464,6 +485,7 @@ def test_cases_cover_each_outcome():
     assert any(w != "ok" for w, _, _ in outcomes)  # validate() objects
     assert any(w == "ok" and lim != "ok" for w, lim, _ in outcomes)  # shared memory
     assert any(any(s[2] > 1 for s in steps) for _, _, steps in outcomes)  # a z fold
+    assert any(any(s[6] == 0 and s[1] > 1 for s in steps) for _, _, steps in outcomes)  # y
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")

@@ -106,12 +106,12 @@ inline const char* per_token_group_quant_fp8_out_scale_e8m0_launch_error(const P
   switch (per_token_group_quant_fp8_out_scale_e8m0_pick_tile(m, 0, k)) {
     case 0:  // 16-byte loads
       if (const char* why = gg_launch_error("per_token_group_quant_fp8_out_scale_e8m0", "per_token_group_quant_fp8_out_scale_e8m0", "16 groups per block, 16 lanes per group, 16-byte loads",
-                                            gg_cdiv(m * groups, 16), 1, 1, 256, 0, smem_limit))
+                                            gg_min(gg_cdiv(m * groups, 16), 2147483647), gg_cdiv(gg_cdiv(m * groups, 16), 2147483647), 1, 256, 0, smem_limit))
         return why;
       return nullptr;
     case 1:  // unaligned k
       if (const char* why = gg_launch_error("per_token_group_quant_fp8_out_scale_e8m0", "per_token_group_quant_fp8_out_scale_e8m0_unaligned_k", "8 groups per block, 32 lanes per group, one element per load",
-                                            gg_cdiv(m * groups, 8), 1, 1, 256, 0, smem_limit))
+                                            gg_min(gg_cdiv(m * groups, 8), 2147483647), gg_cdiv(gg_cdiv(m * groups, 8), 2147483647), 1, 256, 0, smem_limit))
         return why;
       return nullptr;
   }

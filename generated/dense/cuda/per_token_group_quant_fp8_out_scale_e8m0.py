@@ -194,13 +194,13 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
     match pick_tile(m, 0, k):
         case 0:  # 16-byte loads
             return [
-                Launch("per_token_group_quant_fp8_out_scale_e8m0", (gg_cdiv(m * groups, 16), 1, 1), (256, 1, 1), 0, (
+                Launch("per_token_group_quant_fp8_out_scale_e8m0", (gg_min(gg_cdiv(m * groups, 16), 2147483647), gg_cdiv(gg_cdiv(m * groups, 16), 2147483647), 1), (256, 1, 1), 0, (
                     "lhs", "out", "out_scale", gg_i32(m), gg_i32(k),
                 ), "16 groups per block, 16 lanes per group, 16-byte loads"),
             ]
         case 1:  # unaligned k
             return [
-                Launch("per_token_group_quant_fp8_out_scale_e8m0_unaligned_k", (gg_cdiv(m * groups, 8), 1, 1), (256, 1, 1), 0, (
+                Launch("per_token_group_quant_fp8_out_scale_e8m0_unaligned_k", (gg_min(gg_cdiv(m * groups, 8), 2147483647), gg_cdiv(gg_cdiv(m * groups, 8), 2147483647), 1), (256, 1, 1), 0, (
                     "lhs", "out", "out_scale", gg_i32(m), gg_i32(k),
                 ), "8 groups per block, 32 lanes per group, one element per load"),
             ]
