@@ -311,8 +311,10 @@ def test_plan_arithmetic():
     assert t.a_stage_bytes == t.b_stage_bytes == 128 * 80
     assert t.pipeline_bytes == 3 * 2 * 10240
     assert t.epilogue_bytes == 128 * 132 * 4 == t.smem_bytes
-    assert (t.grid_x, t.grid_y) == ("gg_cdiv(n_out, 128)", "gg_cdiv(m, 128)")
+    # n tiles on x, m tiles folded over y and z (docs/cuda.md, "Launch limits").
+    assert (t.grid_x, t.grid_y, t.grid_z) == (
+        "gg_cdiv(n_out, 128)", "gg_min(gg_cdiv(m, 128), 65535)", "gg_cdiv(gg_cdiv(m, 128), 65535)")
     g = cuda_gemm.plan(rendered("moe").spec.kernel("moe_w8a8_gateup_silu"), rendered("moe").spec)
     (t,) = g.tiles
     assert t.bn_out == 64 and t.wm == 32  # silu_mul halves n; main-loop scales: 32-row warps
-    assert t.grid_y == "gg_cdiv(m, 64) + g"
+    assert t.grid_y == "gg_min(gg_cdiv(m, 64) + g, 65535)"

@@ -26,8 +26,25 @@ from gemmgen.render import source_ref
 
 WARP = 32
 # The opt-in shared-memory maximum per block of each arch lives with the
-# nvcc checks, which test it: gemmgen.runtime.nvcc.shared_memory_limit.
+# nvcc checks, which test it: gemmgen.runtime.nvcc.shared_memory_limit. Each
+# kind's diagnose() rejects a plan over the limit of a declared arch, and
+# both launchers compare every launch with the device's own limit.
 DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """CUDA's launch limits, the same on every compute capability from 3.0 on
+    (so on every arch gemmgen targets): the CUDA C++ Programming Guide's
+    table of technical specifications per compute capability. Both launchers
+    check every launch against them before launching anything."""
+
+    grid_x: int = 2**31 - 1
+    grid_yz: int = 65535
+    block_threads: int = 1024
+
+
+LIMITS = Limits()
 
 # NB: plain C types, not <cstdint>'s: kernels also compile under NVRTC (CuPy),
 # which has no standard headers.
@@ -101,6 +118,19 @@ class StepArg:
 
     kind: str  # "array" or "value"
     text: str
+
+    @property
+    def py(self) -> str:
+        """The argument in the Python launch sequence: a name or an expression."""
+        return f'"{self.text}"' if self.kind == "array" else self.text
+
+    @property
+    def cpp(self) -> str:
+        """The argument of the C++ launch: a field of the argument struct, or
+        an expression."""
+        if self.kind == "value":
+            return self.text
+        return "static_cast<int*>(a.workspace)" if self.text == "workspace" else f"a.{self.text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +231,10 @@ class LaunchPlan:
     @property
     def max_smem(self) -> int:
         return max((s.smem for v in self.variants for s in v.steps), default=0)
+
+    @property
+    def limits(self) -> Limits:
+        return LIMITS
 
     def dim_comment(self, dim: str) -> str:
         """`  // ...` for a struct field whose dim has a fallback, else ""."""

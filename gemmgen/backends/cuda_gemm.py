@@ -18,7 +18,7 @@ from gemmgen.diagnostics import Diagnostic
 from gemmgen.runtime.nvcc import shared_memory_limit
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,
+    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,
     i32, i64, spec_checks, where,
 )
 
@@ -59,8 +59,9 @@ class TileConfig:
     pipeline_bytes: int
     epilogue_bytes: int
     smem_bytes: int
-    grid_x: str  # launch grid, expressions over the dims
-    grid_y: str
+    grid_x: str  # launch grid, expressions over the dims: n tiles,
+    grid_y: str  # and the rows of tiles (m tiles, or work items) folded
+    grid_z: str  # over y and z
     workspace_ints: str  # grouped: ints of the tile worklist ("0" for dense)
 
     @property
@@ -278,9 +279,12 @@ def _tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when:
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     bn_out = tile.n // 2 if silu else tile.n
     grouped = kernel.op is Op.GROUPED
-    # Grouped: one block per (group, m tile) work item; a group that starts
-    # inside a tile adds one item, so cdiv(m, bm) + g bounds the count.
-    grid_y = f"gg_cdiv(m, {tile.m}) + g" if grouped else f"gg_cdiv(m, {tile.m})"
+    # Grid (n tiles, rows): one block per output tile. Grouped: the rows are
+    # (group, m tile) work items; a group that starts inside a tile adds one
+    # item, so cdiv(m, bm) + g bounds the count. The rows are folded over y
+    # and z (row = blockIdx.y + blockIdx.z * gridDim.y), so grid y stays
+    # within CUDA's 65535 for any int32 m (docs/cuda.md, "Launch limits").
+    rows = f"gg_cdiv(m, {tile.m}) + g" if grouped else f"gg_cdiv(m, {tile.m})"
     ws = f"2 + num_groups + 2 * (gg_cdiv(m, {tile.m}) + g)" if grouped else "0"
     return TileConfig(
         index=index, entry=entry, when=when, where=where, bm=tile.m, bn=tile.n,
@@ -290,7 +294,8 @@ def _tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when:
         b_raw_rows=b_rows, b_raw_row_bytes=b_row_bytes, b_raw_stride=b_raw_stride,
         b_stage_bytes=b_stage, b_conv_stride=b_conv_stride, b_conv_bytes=b_conv_bytes,
         c_stride=c_stride, pipeline_bytes=pipeline, epilogue_bytes=epilogue,
-        smem_bytes=max(pipeline, epilogue), grid_x=f"gg_cdiv(n_out, {bn_out})", grid_y=grid_y,
+        smem_bytes=max(pipeline, epilogue), grid_x=f"gg_cdiv(n_out, {bn_out})",
+        grid_y=f"gg_min({rows}, {LIMITS.grid_yz})", grid_z=f"gg_cdiv({rows}, {LIMITS.grid_yz})",
         workspace_ints=ws,
     )
 
@@ -508,8 +513,9 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
         gemm_args += [i32("m"), i32("n"), i32("k")]
         if p.grouped:
             gemm_args += [i32("num_groups"), i32("group_offset")]
-        gemm = Step(t.entry, (t.grid_x, t.grid_y, "1"), t.threads, t.smem_bytes,
-                    tuple(gemm_args), f"{t.bm}x{t.bn_out} output tiles")
+        rows = "work items" if p.grouped else "m tiles"
+        gemm = Step(t.entry, (t.grid_x, t.grid_y, t.grid_z), t.threads, t.smem_bytes,
+                    tuple(gemm_args), f"{t.bm}x{t.bn_out} output tiles: n tiles, {rows} over y and z")
         steps: list[Step] = []
         if p.grouped:
             steps.append(Step(f"{name}_fill", ("gg_min(gg_cdiv(m * n_out, 256), 4096)", "1", "1"),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
+    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
 )
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op, ScaleMode
@@ -170,10 +170,9 @@ def _args(p: QuantPlan) -> tuple[Arg, ...]:
 def _checks(kernel: ir.Kernel, p: QuantPlan) -> tuple[Check, ...]:
     checks = [Check("m >= 0 and k > 0", "m must be >= 0 and k positive")]
     checks += spec_checks(kernel)
-    smallest = min(e.items_per_block for e in p.entries)
     checks.append(Check("m < 2147483647 and k < 2147483647", "dims must fit in int32"))
-    checks.append(Check(f"gg_cdiv(m * groups, {smallest}) < 2147483647",
-                        "m * ceil(k / G) groups exceed the grid"))
+    # The grid (the groups' blocks over grid x and y) is checked with every
+    # other launch limit by the launchers themselves.
     return tuple(checks)
 
 
@@ -192,7 +191,11 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     variants = []
     for i, e in enumerate(p.entries):
         last = i == len(p.entries) - 1
-        grid = (f"gg_cdiv(m * groups, {e.items_per_block})", "1", "1")
+        # The blocks fold over grid x and y (block = x + y * gridDim.x), so
+        # more than 2^31 - 1 of them still launch (docs/cuda.md, "Launch
+        # limits"); blocks past the last group idle, as lanes past it do.
+        blocks = f"gg_cdiv(m * groups, {e.items_per_block})"
+        grid = (f"gg_min({blocks}, {LIMITS.grid_x})", f"gg_cdiv({blocks}, {LIMITS.grid_x})", "1")
         comment = (f"{e.items_per_block} groups per block, {e.lanes} lanes per group"
                    + (f", {LOAD_BYTES}-byte loads" if e.vec > 1 else ", one element per load"))
         variants.append(Variant(i, "" if last else f"k % {e.vec} == 0", p.where, e.label,

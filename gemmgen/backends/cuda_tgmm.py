@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
+    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
 )
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op
@@ -33,7 +33,6 @@ from gemmgen.runtime.nvcc import shared_memory_limit
 
 MMA_K = 16  # m16n8k16: rows of the contraction per MMA
 COPY_BYTES = 16  # one cp.async
-MAX_GRID_YZ = 65535  # gridDim.y and gridDim.z limit
 _MMA = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16"}
 
 
@@ -93,7 +92,9 @@ class TgmmPlan:
 
     @property
     def grid(self) -> tuple[str, str, str]:
-        """(k tiles, n tiles, local groups), expressions over the dims."""
+        """(k tiles, n tiles, local groups), expressions over the dims. The
+        launchers reject n and g past CUDA's 65535 limit of grid y and z
+        (docs/cuda.md, "Launch limits")."""
         return (f"gg_cdiv(k, {self.tile_k})", f"gg_cdiv(n, {self.tile_n})", "g")
 
 
@@ -263,9 +264,13 @@ def _checks(kernel: ir.Kernel, p: TgmmPlan) -> tuple[Check, ...]:
         Check("group_offset >= 0 and g >= 0 and group_offset + g <= num_groups",
               "group_offset + g must not exceed the number of groups in group_sizes "
               "(g: existing_out.shape[0], else num_groups - group_offset)"),
-        Check(f"g <= {MAX_GRID_YZ}", f"at most {MAX_GRID_YZ} local groups (one grid z each)"),
-        Check(f"gg_cdiv(n, {p.tile_n}) <= {MAX_GRID_YZ}",
-              f"n must fit in {MAX_GRID_YZ} tiles of {p.tile_n} (grid y)"),
+        # Grid y and z (docs/cuda.md, "Launch limits"): a clearer message than
+        # the launchers' generic check, which would catch these too.
+        Check(f"g <= {LIMITS.grid_yz}",
+              f"at most {LIMITS.grid_yz} local groups: grid z = g is limited to {LIMITS.grid_yz}"),
+        Check(f"gg_cdiv(n, {p.tile_n}) <= {LIMITS.grid_yz}",
+              f"n must be at most {LIMITS.grid_yz * p.tile_n}: grid y = cdiv(n, {p.tile_n}) is "
+              f"limited to {LIMITS.grid_yz}"),
         Check("m < 2147483647 and n < 2147483647 and k < 2147483647", "dims must fit in int32"),
     ]
     return tuple(checks)

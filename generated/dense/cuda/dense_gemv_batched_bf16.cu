@@ -218,7 +218,7 @@ cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cu
     case 0: {  // 16-byte loads
       // 32 output columns per block, 16-byte weight loads
       dense_gemv_batched_bf16<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 32)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+          a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;
@@ -226,7 +226,7 @@ a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
     case 1: {  // unaligned k
       // 32 output columns per block, one element per lane and load (k is not a multiple of 8)
       dense_gemv_batched_bf16_unaligned_k<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 32)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+          a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

@@ -228,7 +228,7 @@ cudaError_t launch_dense_gemv_fp8w(const DenseGemvFp8wArgs& a, cudaStream_t stre
     case 0: {  // 16-byte loads
       // 16 output columns per block, 16-byte weight loads
       dense_gemv_fp8w<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 16)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+          a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;
@@ -236,7 +236,7 @@ a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
     case 1: {  // unaligned k
       // 16 output columns per block, one element per lane and load (k is not a multiple of 16)
       dense_gemv_fp8w_unaligned_k<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 16)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+          a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

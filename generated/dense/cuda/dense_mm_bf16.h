@@ -84,5 +84,6 @@ inline const char* dense_mm_bf16_validate(const DenseMmBf16Args& a) {
 }
 
 // Validates and launches the arm for a.m; cudaErrorInvalidValue (nothing
-// launched) when dense_mm_bf16_validate() objects.
+// launched) when dense_mm_bf16_validate() objects (CUDA's launch limits
+// included) or the arm needs more shared memory than the device allows.
 cudaError_t launch_dense_mm_bf16(const DenseMmBf16Args& args, cudaStream_t stream);

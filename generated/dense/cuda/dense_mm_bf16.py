@@ -9,7 +9,8 @@ The kernel for each M = lhs.shape[0] (first matching arm):
 
 Every arm computes the same function with the same arguments (in this
 order), so `validate()` and the CuPy call hand them to the chosen arm's
-launcher module, `<arm>.py` beside this file:
+launcher module, `<arm>.py` beside this file, whose checks include CUDA's
+launch limits (and, in the CuPy call, the device's shared memory):
     lhs: [m, k] bfloat16, the activations.
     rhs: [n, k] bfloat16, the weights.
 

@@ -206,8 +206,12 @@ __device__ __forceinline__ void gemm_tile(
 extern "C" __global__ void __launch_bounds__(256) fp8_fp8_gemm_tile_128x128x64(
     const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs,
     out_t* __restrict__ out, int m, int n, int k) {
+  // Grid (n tiles, m tiles folded over y and z): the m tile is
+  // blockIdx.y + blockIdx.z * gridDim.y (docs/cuda.md, "Launch limits").
+  const unsigned m_tile = blockIdx.y + blockIdx.z * gridDim.y;
+  if (m_tile * Tile0::kBM >= static_cast<unsigned>(m)) return;  // past m in the last z slice
   gemm_tile<Tile0>(lhs, rhs, out, m, n, k,
-                        blockIdx.y * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
+                        m_tile * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
 }
 
 // Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
@@ -224,13 +228,21 @@ cudaError_t launch_fp8_fp8_gemm_tile_128x128x64(const Fp8Fp8GemmTile128x128x64Ar
   [[maybe_unused]] const long long n_out = n;
   if (m == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
+  // Every launch's dynamic shared memory against the current device's opt-in
+  // limit, before the first launch.
+  int device = 0, smem_limit = 0;
+  err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) return err;
+  if (fp8_fp8_gemm_tile_128x128x64_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
   switch (fp8_fp8_gemm_tile_128x128x64_pick_tile(m, n, k)) {
     case 0: {  // 128x128x64
-      // 128x128 output tiles
+      // 128x128 output tiles: n tiles, m tiles over y and z
       err = cudaFuncSetAttribute(fp8_fp8_gemm_tile_128x128x64, cudaFuncAttributeMaxDynamicSharedMemorySize, 67584);
       if (err != cudaSuccess) return err;
-      fp8_fp8_gemm_tile_128x128x64<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_cdiv(m, 128)), static_cast<unsigned>(1)), 256, 67584, stream>>>(
-a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+      fp8_fp8_gemm_tile_128x128x64<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_min(gg_cdiv(m, 128), 65535)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m, 128), 65535))), 256, 67584, stream>>>(
+          a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

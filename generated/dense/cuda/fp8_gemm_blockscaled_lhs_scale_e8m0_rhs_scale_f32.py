@@ -15,8 +15,11 @@ Returns:
 `validate()` checks every shape, dtype and alignment rule before anything is
 launched and raises ValueError naming the offending value; `launches()` is
 the launch sequence (entry point, grid, block, dynamic shared memory,
-arguments) printed from the same plan as the kernel. The CuPy call below and
-gemmgen's CPU emulation both run exactly that sequence.
+arguments) printed from the same plan as the kernel, each launch checked
+against CUDA's grid and block limits (validate() runs that check too). The
+CuPy call below also checks every launch's dynamic shared memory against the
+device's opt-in limit, before the first launch. The CuPy call and gemmgen's
+CPU emulation both run exactly that sequence.
 
 CuPy has no bfloat16 or FP8 dtypes: such arrays may also be passed as views
 of the same bits (uint16 for bf16, uint8 for FP8).
@@ -68,18 +71,26 @@ def gg_min(a: int, b: int) -> int:
 gg_i32 = np.int32
 gg_i64 = np.int64
 
+# CUDA's launch limits, the same on every arch (docs/cuda.md, "Launch
+# limits"): grid x, y, z and threads per block. Dynamic shared memory is
+# checked against the device's own opt-in limit (device_smem_limit()); a
+# plan over the limit of an arch the spec declares is a spec diagnostic.
+MAX_GRID = (2147483647, 65535, 65535)
+MAX_BLOCK_THREADS = 1024
+
 
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch. `args` holds array names (resolved by the caller;
     a missing optional array is a null pointer) and np.int32 / np.int64
-    scalars."""
+    scalars; `what` says what the blocks and the grid are."""
 
     entry: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     smem: int
     args: tuple
+    what: str = ""
 
 
 def pick_tile(m: int, n: int, k: int) -> int:
@@ -156,7 +167,9 @@ def validate(*, lhs, rhs, lhs_scale, rhs_scale, out=None) -> dict[str, int]:
         flags = getattr(x, "flags", None)
         if x is not None and flags is not None and not flags["C_CONTIGUOUS"]:
             raise ValueError(f"{NAME}: {name} must be C-contiguous")
-    return {"m": m, "k": k, "n": n, "n_out": n_out}
+    dims = {"m": m, "k": k, "n": n, "n_out": n_out}
+    launches(dims)  # raises ValueError when a launch is over CUDA's grid or block limits
+    return dims
 
 
 def output_shapes(dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
@@ -177,19 +190,61 @@ def workspace_ints(dims: dict[str, int]) -> int:
 
 
 def launches(dims: dict[str, int]) -> list[Launch]:
-    """The launch sequence for validated dims (empty when there is no work)."""
+    """The launch sequence for validated dims (empty when there is no work).
+    Raises ValueError when a launch is over CUDA's grid or block limits."""
+    steps = _sequence(dims)
+    check_launches(steps, dims)
+    return steps
+
+
+def _sequence(dims: dict[str, int]) -> list[Launch]:
     m, k, n, n_out = (dims["m"], dims["k"], dims["n"], dims["n_out"])
     if m == 0:
         return []
     match pick_tile(m, n, k):
         case 0:  # 64x128x128
             return [
-                # 64x128 output tiles
-                Launch("fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32", (gg_cdiv(n_out, 128), gg_cdiv(m, 64), 1), (256, 1, 1), 55296, (
-"lhs", "rhs", "lhs_scale", "rhs_scale", "out", gg_i32(m), gg_i32(n), gg_i32(k), 
-                )),
+                Launch("fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32", (gg_cdiv(n_out, 128), gg_min(gg_cdiv(m, 64), 65535), gg_cdiv(gg_cdiv(m, 64), 65535)), (256, 1, 1), 55296, (
+                    "lhs", "rhs", "lhs_scale", "rhs_scale", "out", gg_i32(m), gg_i32(n), gg_i32(k),
+                ), "64x128 output tiles: n tiles, m tiles over y and z"),
             ]
     raise AssertionError("unreachable")
+
+
+def launch_error(launch: Launch, smem_limit: int | None = None) -> str | None:
+    """Why `launch` is over one of CUDA's limits, or None. `smem_limit` is the
+    device's opt-in maximum of dynamic shared memory per block (None: not
+    checked)."""
+    head = f"launch {launch.entry} ({launch.what})"
+    for axis, size, limit in zip("xyz", launch.grid, MAX_GRID):
+        if not 1 <= size <= limit:
+            return f"{head} needs grid {axis} = {size}, outside CUDA's limit of 1..{limit}"
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    if not 1 <= threads <= MAX_BLOCK_THREADS:
+        return f"{head} needs {threads} threads per block, outside CUDA's limit of 1..{MAX_BLOCK_THREADS}"
+    if smem_limit is not None and launch.smem > smem_limit:
+        return (f"{head} needs {launch.smem} bytes of dynamic shared memory per block, over the "
+                f"device's opt-in limit of {smem_limit}")
+    return None
+
+
+def check_launches(steps: list[Launch], dims: dict[str, int], smem_limit: int | None = None) -> None:
+    """Raise ValueError naming the first launch over CUDA's limits (see launch_error)."""
+    for step in steps:
+        why = launch_error(step, smem_limit)
+        if why is not None:
+            shape = ", ".join(f"{name}={value}" for name, value in dims.items())
+            raise ValueError(f"{NAME}: {why} ({shape})")
+
+
+def device_smem_limit() -> int:
+    """The current device's opt-in maximum of dynamic shared memory per block
+    (cudaDevAttrMaxSharedMemoryPerBlockOptin)."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                          cupy.cuda.Device().id))
 
 
 @functools.cache
@@ -206,6 +261,9 @@ def fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32(lhs, rhs, lhs_scale, rhs_s
     import cupy
 
     dims = validate(lhs=lhs, rhs=rhs, lhs_scale=lhs_scale, rhs_scale=rhs_scale, out=out)
+    steps = launches(dims)
+    if any(step.smem > 0 for step in steps):
+        check_launches(steps, dims, device_smem_limit())  # before anything is allocated or launched
     arrays = {
         "lhs": lhs,
         "rhs": rhs,
@@ -219,7 +277,7 @@ def fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32(lhs, rhs, lhs_scale, rhs_s
     arrays["workspace"] = cupy.empty(max(workspace_ints(dims), 4), dtype=np.int32)
     module = _module()
     with stream or cupy.cuda.get_current_stream():
-        for step in launches(dims):
+        for step in steps:
             kernel = module.get_function(step.entry)
             if step.smem > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = step.smem

@@ -262,8 +262,12 @@ extern "C" __global__ void __launch_bounds__(256) fp8_gemm_blockscaled_lhs_scale
     const lhs_scale_t* __restrict__ lhs_scale,
     const rhs_scale_t* __restrict__ rhs_scale,
     out_t* __restrict__ out, int m, int n, int k) {
+  // Grid (n tiles, m tiles folded over y and z): the m tile is
+  // blockIdx.y + blockIdx.z * gridDim.y (docs/cuda.md, "Launch limits").
+  const unsigned m_tile = blockIdx.y + blockIdx.z * gridDim.y;
+  if (m_tile * Tile0::kBM >= static_cast<unsigned>(m)) return;  // past m in the last z slice
   gemm_tile<Tile0>(lhs, rhs, lhs_scale, rhs_scale, out, m, n, k,
-                        blockIdx.y * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
+                        m_tile * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
 }
 
 // Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
@@ -280,13 +284,21 @@ cudaError_t launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32(const Fp8Gem
   [[maybe_unused]] const long long n_out = n;
   if (m == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
+  // Every launch's dynamic shared memory against the current device's opt-in
+  // limit, before the first launch.
+  int device = 0, smem_limit = 0;
+  err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) return err;
+  if (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
   switch (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_pick_tile(m, n, k)) {
     case 0: {  // 64x128x128
-      // 64x128 output tiles
+      // 64x128 output tiles: n tiles, m tiles over y and z
       err = cudaFuncSetAttribute(fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32, cudaFuncAttributeMaxDynamicSharedMemorySize, 55296);
       if (err != cudaSuccess) return err;
-      fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_cdiv(m, 64)), static_cast<unsigned>(1)), 256, 55296, stream>>>(
-a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+      fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_min(gg_cdiv(m, 64), 65535)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m, 64), 65535))), 256, 55296, stream>>>(
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

@@ -95,7 +95,9 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
   constexpr int kGroupsPerWarp = 32 / kLanes;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int groups = (k + kGroup - 1) / kGroup;
-  const long long item = ((long long)blockIdx.x * kWarps + warp) * kGroupsPerWarp + lane / kLanes;
+  // Blocks fold over grid x and y (docs/cuda.md, "Launch limits").
+  const long long block = blockIdx.x + (long long)blockIdx.y * gridDim.x;
+  const long long item = (block * kWarps + warp) * kGroupsPerWarp + lane / kLanes;
   const int sub = lane % kLanes;
   // Lanes past the last group stay to the end: they take part in the shuffles.
   const bool active = item < (long long)m * groups;
@@ -184,16 +186,16 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(const PerTokenGroupQ
   switch (per_token_group_quant_fp8_out_scale_e8m0_pick_tile(m, 0, k)) {
     case 0: {  // 16-byte loads
       // 16 groups per block, 16 lanes per group, 16-byte loads
-      per_token_group_quant_fp8_out_scale_e8m0<<<dim3(static_cast<unsigned>(gg_cdiv(m * groups, 16)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
+      per_token_group_quant_fp8_out_scale_e8m0<<<dim3(static_cast<unsigned>(gg_min(gg_cdiv(m * groups, 16), 2147483647)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m * groups, 16), 2147483647)), static_cast<unsigned>(1)), 256, 0, stream>>>(
+          a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;
     }
     case 1: {  // unaligned k
       // 8 groups per block, 32 lanes per group, one element per load
-      per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<dim3(static_cast<unsigned>(gg_cdiv(m * groups, 8)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
+      per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<dim3(static_cast<unsigned>(gg_min(gg_cdiv(m * groups, 8), 2147483647)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m * groups, 8), 2147483647)), static_cast<unsigned>(1)), 256, 0, stream>>>(
+          a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

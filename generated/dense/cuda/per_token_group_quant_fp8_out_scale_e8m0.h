@@ -11,11 +11,15 @@
 //   cudaError_t err = launch_per_token_group_quant_fp8_out_scale_e8m0(args, stream);
 //
 // launch_per_token_group_quant_fp8_out_scale_e8m0 validates first and returns cudaErrorInvalidValue
-// without launching anything when per_token_group_quant_fp8_out_scale_e8m0_validate() objects.
+// without launching anything when per_token_group_quant_fp8_out_scale_e8m0_validate() objects (a bad
+// shape, or a launch over CUDA's grid or block limits) or when a launch needs
+// more dynamic shared memory than the current device allows
+// (per_token_group_quant_fp8_out_scale_e8m0_launch_error() with the device's limit says why).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -29,6 +33,48 @@ inline long long gg_div(long long a, long long b) { return a / b; }
 inline long long gg_min(long long a, long long b) { return a < b ? a : b; }
 inline int gg_i32(long long v) { return static_cast<int>(v); }
 inline long long gg_i64(long long v) { return v; }
+#endif
+
+#ifndef GG_LAUNCH_LIMITS
+#define GG_LAUNCH_LIMITS
+// CUDA's launch limits, the same on every arch (docs/cuda.md, "Launch
+// limits"): grid x, grid y and z, threads per block. The Python launcher
+// checks the same.
+constexpr long long kGgMaxGridX = 2147483647;
+constexpr long long kGgMaxGridYZ = 65535;
+constexpr long long kGgMaxBlockThreads = 1024;
+
+// nullptr when a launch of `entry` fits CUDA's limits: its grid and block,
+// and with smem_limit >= 0 its dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block); else why not. The message lives in a
+// thread-local buffer until the next call on the same thread.
+inline const char* gg_launch_error(const char* kernel, const char* entry, const char* what,
+                                   long long x, long long y, long long z, long long threads,
+                                   long long smem, long long smem_limit) {
+  static thread_local char why[512];
+  const long long grid[3] = {x, y, z};
+  const long long limit[3] = {kGgMaxGridX, kGgMaxGridYZ, kGgMaxGridYZ};
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 1 || grid[i] > limit[i]) {
+      std::snprintf(why, sizeof why, "%s: launch %s (%s) needs grid %c = %lld, outside CUDA's limit of 1..%lld",
+                    kernel, entry, what, "xyz"[i], grid[i], limit[i]);
+      return why;
+    }
+  }
+  if (threads < 1 || threads > kGgMaxBlockThreads) {
+    std::snprintf(why, sizeof why, "%s: launch %s (%s) needs %lld threads per block, outside CUDA's limit of 1..%lld",
+                  kernel, entry, what, threads, kGgMaxBlockThreads);
+    return why;
+  }
+  if (smem_limit >= 0 && smem > smem_limit) {
+    std::snprintf(why, sizeof why,
+                  "%s: launch %s (%s) needs %lld bytes of dynamic shared memory per block, over the device's "
+                  "opt-in limit of %lld",
+                  kernel, entry, what, smem, smem_limit);
+    return why;
+  }
+  return nullptr;
+}
 #endif
 
 struct PerTokenGroupQuantFp8OutScaleE8m0Args {
@@ -48,14 +94,38 @@ inline int per_token_group_quant_fp8_out_scale_e8m0_pick_tile(long long m, long 
   return 1;  // unaligned k, default
 }
 
-// nullptr when `a` is a valid call, else why not.
+// nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
+// block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block, which launch_per_token_group_quant_fp8_out_scale_e8m0 queries);
+// else why not.
+inline const char* per_token_group_quant_fp8_out_scale_e8m0_launch_error(const PerTokenGroupQuantFp8OutScaleE8m0Args& a, long long smem_limit) {
+  [[maybe_unused]] const long long m = a.m;
+  [[maybe_unused]] const long long k = a.k;
+  [[maybe_unused]] const long long groups = gg_cdiv(k, 128);
+  if (m == 0) return nullptr;  // nothing is launched
+  switch (per_token_group_quant_fp8_out_scale_e8m0_pick_tile(m, 0, k)) {
+    case 0:  // 16-byte loads
+      if (const char* why = gg_launch_error("per_token_group_quant_fp8_out_scale_e8m0", "per_token_group_quant_fp8_out_scale_e8m0", "16 groups per block, 16 lanes per group, 16-byte loads",
+                                            gg_min(gg_cdiv(m * groups, 16), 2147483647), gg_cdiv(gg_cdiv(m * groups, 16), 2147483647), 1, 256, 0, smem_limit))
+        return why;
+      return nullptr;
+    case 1:  // unaligned k
+      if (const char* why = gg_launch_error("per_token_group_quant_fp8_out_scale_e8m0", "per_token_group_quant_fp8_out_scale_e8m0_unaligned_k", "8 groups per block, 32 lanes per group, one element per load",
+                                            gg_min(gg_cdiv(m * groups, 8), 2147483647), gg_cdiv(gg_cdiv(m * groups, 8), 2147483647), 1, 256, 0, smem_limit))
+        return why;
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// nullptr when `a` is a valid call, else why not: its dims, pointers and
+// alignment, and every launch within CUDA's grid and block limits.
 inline const char* per_token_group_quant_fp8_out_scale_e8m0_validate(const PerTokenGroupQuantFp8OutScaleE8m0Args& a) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long groups = gg_cdiv(k, 128);
   if (!(m >= 0 and k > 0)) return "per_token_group_quant_fp8_out_scale_e8m0: m must be >= 0 and k positive";
   if (!(m < 2147483647 and k < 2147483647)) return "per_token_group_quant_fp8_out_scale_e8m0: dims must fit in int32";
-  if (!(gg_cdiv(m * groups, 8) < 2147483647)) return "per_token_group_quant_fp8_out_scale_e8m0: m * ceil(k / G) groups exceed the grid";
   if (a.lhs == nullptr) return "per_token_group_quant_fp8_out_scale_e8m0: lhs is null";
   if (a.out == nullptr) return "per_token_group_quant_fp8_out_scale_e8m0: out is null";
   if (a.out_scale == nullptr) return "per_token_group_quant_fp8_out_scale_e8m0: out_scale is null";
@@ -63,7 +133,7 @@ inline const char* per_token_group_quant_fp8_out_scale_e8m0_validate(const PerTo
     return "per_token_group_quant_fp8_out_scale_e8m0: lhs must be 16-byte aligned";
   if (reinterpret_cast<std::uintptr_t>(a.out) % 8 != 0)
     return "per_token_group_quant_fp8_out_scale_e8m0: out must be 8-byte aligned";
-  return nullptr;
+  return per_token_group_quant_fp8_out_scale_e8m0_launch_error(a, -1);  // shared memory: launch_per_token_group_quant_fp8_out_scale_e8m0 asks the device
 }
 
 cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(const PerTokenGroupQuantFp8OutScaleE8m0Args& args, cudaStream_t stream);

@@ -11,11 +11,15 @@
 //   cudaError_t err = launch_w4a16_gemm(args, stream);
 //
 // launch_w4a16_gemm validates first and returns cudaErrorInvalidValue
-// without launching anything when w4a16_gemm_validate() objects.
+// without launching anything when w4a16_gemm_validate() objects (a bad
+// shape, or a launch over CUDA's grid or block limits) or when a launch needs
+// more dynamic shared memory than the current device allows
+// (w4a16_gemm_launch_error() with the device's limit says why).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -29,6 +33,48 @@ inline long long gg_div(long long a, long long b) { return a / b; }
 inline long long gg_min(long long a, long long b) { return a < b ? a : b; }
 inline int gg_i32(long long v) { return static_cast<int>(v); }
 inline long long gg_i64(long long v) { return v; }
+#endif
+
+#ifndef GG_LAUNCH_LIMITS
+#define GG_LAUNCH_LIMITS
+// CUDA's launch limits, the same on every arch (docs/cuda.md, "Launch
+// limits"): grid x, grid y and z, threads per block. The Python launcher
+// checks the same.
+constexpr long long kGgMaxGridX = 2147483647;
+constexpr long long kGgMaxGridYZ = 65535;
+constexpr long long kGgMaxBlockThreads = 1024;
+
+// nullptr when a launch of `entry` fits CUDA's limits: its grid and block,
+// and with smem_limit >= 0 its dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block); else why not. The message lives in a
+// thread-local buffer until the next call on the same thread.
+inline const char* gg_launch_error(const char* kernel, const char* entry, const char* what,
+                                   long long x, long long y, long long z, long long threads,
+                                   long long smem, long long smem_limit) {
+  static thread_local char why[512];
+  const long long grid[3] = {x, y, z};
+  const long long limit[3] = {kGgMaxGridX, kGgMaxGridYZ, kGgMaxGridYZ};
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 1 || grid[i] > limit[i]) {
+      std::snprintf(why, sizeof why, "%s: launch %s (%s) needs grid %c = %lld, outside CUDA's limit of 1..%lld",
+                    kernel, entry, what, "xyz"[i], grid[i], limit[i]);
+      return why;
+    }
+  }
+  if (threads < 1 || threads > kGgMaxBlockThreads) {
+    std::snprintf(why, sizeof why, "%s: launch %s (%s) needs %lld threads per block, outside CUDA's limit of 1..%lld",
+                  kernel, entry, what, threads, kGgMaxBlockThreads);
+    return why;
+  }
+  if (smem_limit >= 0 && smem > smem_limit) {
+    std::snprintf(why, sizeof why,
+                  "%s: launch %s (%s) needs %lld bytes of dynamic shared memory per block, over the device's "
+                  "opt-in limit of %lld",
+                  kernel, entry, what, smem, smem_limit);
+    return why;
+  }
+  return nullptr;
+}
 #endif
 
 struct W4a16GemmArgs {
@@ -50,7 +96,28 @@ inline int w4a16_gemm_pick_tile(long long m, long long n, long long k) {
   return 0;  // 64x128x64, default
 }
 
-// nullptr when `a` is a valid call, else why not.
+// nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
+// block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block, which launch_w4a16_gemm queries);
+// else why not.
+inline const char* w4a16_gemm_launch_error(const W4a16GemmArgs& a, long long smem_limit) {
+  [[maybe_unused]] const long long m = a.m;
+  [[maybe_unused]] const long long k = a.k;
+  [[maybe_unused]] const long long n = a.n;
+  [[maybe_unused]] const long long n_out = n;
+  if (m == 0) return nullptr;  // nothing is launched
+  switch (w4a16_gemm_pick_tile(m, n, k)) {
+    case 0:  // 64x128x64
+      if (const char* why = gg_launch_error("w4a16_gemm", "w4a16_gemm", "64x128 output tiles: n tiles, m tiles over y and z",
+                                            gg_cdiv(n_out, 128), gg_min(gg_cdiv(m, 64), 65535), gg_cdiv(gg_cdiv(m, 64), 65535), 256, 64512, smem_limit))
+        return why;
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// nullptr when `a` is a valid call, else why not: its dims, pointers and
+// alignment, and every launch within CUDA's grid and block limits.
 inline const char* w4a16_gemm_validate(const W4a16GemmArgs& a) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -70,7 +137,7 @@ inline const char* w4a16_gemm_validate(const W4a16GemmArgs& a) {
     return "w4a16_gemm: rhs must be 16-byte aligned";
   if (reinterpret_cast<std::uintptr_t>(a.rhs_scale) % 4 != 0)
     return "w4a16_gemm: rhs_scale must be 4-byte aligned";
-  return nullptr;
+  return w4a16_gemm_launch_error(a, -1);  // shared memory: launch_w4a16_gemm asks the device
 }
 
 cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& args, cudaStream_t stream);

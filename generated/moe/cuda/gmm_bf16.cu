@@ -249,10 +249,13 @@ extern "C" __global__ void __launch_bounds__(256) gmm_bf16(
     const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs,
     out_t* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k, int num_groups,
     int group_offset) {
+  // Grid (n tiles, items folded over y and z): the work item is
+  // blockIdx.y + blockIdx.z * gridDim.y (docs/cuda.md, "Launch limits").
+  const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
   // Blocks past the item count (the grid is sized for the worst case) exit.
-  if ((int)blockIdx.y >= workspace[0]) return;
+  if (y >= static_cast<unsigned>(workspace[0])) return;
   const int* starts = workspace + 1;
-  const int* item = workspace + 2 + num_groups + 2 * blockIdx.y;
+  const int* item = workspace + 2 + num_groups + 2LL * y;
   const int gl = item[0], m0 = item[1] * Tile0::kBM;
   const int lo = starts[group_offset + gl], hi = starts[group_offset + gl + 1];
   gemm_tile<Tile0>(lhs, rhs, out, m, n, k, m0,
@@ -276,23 +279,31 @@ cudaError_t launch_gmm_bf16(const GmmBf16Args& a, cudaStream_t stream) {
   [[maybe_unused]] const long long n_out = n;
   if (m == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
+  // Every launch's dynamic shared memory against the current device's opt-in
+  // limit, before the first launch.
+  int device = 0, smem_limit = 0;
+  err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err != cudaSuccess) return err;
+  if (gmm_bf16_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
   switch (gmm_bf16_pick_tile(m, n, k)) {
     case 0: {  // 128x128x128
       // out = existing_out or zeros
       gmm_bf16_fill<<<dim3(static_cast<unsigned>(gg_min(gg_cdiv(m * n_out, 256), 4096)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
-a.out, a.existing_out, gg_i64(m * n_out));
+          a.out, a.existing_out, gg_i64(m * n_out));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       // the (group, m tile) work items
       gmm_bf16_worklist<<<dim3(static_cast<unsigned>(1), static_cast<unsigned>(1), static_cast<unsigned>(1)), 1, 0, stream>>>(
-a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m), gg_i32(128), static_cast<int*>(a.workspace));
+          a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m), gg_i32(128), static_cast<int*>(a.workspace));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
-      // 128x128 output tiles
+      // 128x128 output tiles: n tiles, work items over y and z
       err = cudaFuncSetAttribute(gmm_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 139264);
       if (err != cudaSuccess) return err;
-      gmm_bf16<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_cdiv(m, 128) + g), static_cast<unsigned>(1)), 256, 139264, stream>>>(
-a.lhs, a.rhs, a.out, static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+      gmm_bf16<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_min(gg_cdiv(m, 128) + g, 65535)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m, 128) + g, 65535))), 256, 139264, stream>>>(
+          a.lhs, a.rhs, a.out, static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

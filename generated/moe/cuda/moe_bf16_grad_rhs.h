@@ -11,11 +11,15 @@
 //   cudaError_t err = launch_moe_bf16_grad_rhs(args, stream);
 //
 // launch_moe_bf16_grad_rhs validates first and returns cudaErrorInvalidValue
-// without launching anything when moe_bf16_grad_rhs_validate() objects.
+// without launching anything when moe_bf16_grad_rhs_validate() objects (a bad
+// shape, or a launch over CUDA's grid or block limits) or when a launch needs
+// more dynamic shared memory than the current device allows
+// (moe_bf16_grad_rhs_launch_error() with the device's limit says why).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -29,6 +33,48 @@ inline long long gg_div(long long a, long long b) { return a / b; }
 inline long long gg_min(long long a, long long b) { return a < b ? a : b; }
 inline int gg_i32(long long v) { return static_cast<int>(v); }
 inline long long gg_i64(long long v) { return v; }
+#endif
+
+#ifndef GG_LAUNCH_LIMITS
+#define GG_LAUNCH_LIMITS
+// CUDA's launch limits, the same on every arch (docs/cuda.md, "Launch
+// limits"): grid x, grid y and z, threads per block. The Python launcher
+// checks the same.
+constexpr long long kGgMaxGridX = 2147483647;
+constexpr long long kGgMaxGridYZ = 65535;
+constexpr long long kGgMaxBlockThreads = 1024;
+
+// nullptr when a launch of `entry` fits CUDA's limits: its grid and block,
+// and with smem_limit >= 0 its dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block); else why not. The message lives in a
+// thread-local buffer until the next call on the same thread.
+inline const char* gg_launch_error(const char* kernel, const char* entry, const char* what,
+                                   long long x, long long y, long long z, long long threads,
+                                   long long smem, long long smem_limit) {
+  static thread_local char why[512];
+  const long long grid[3] = {x, y, z};
+  const long long limit[3] = {kGgMaxGridX, kGgMaxGridYZ, kGgMaxGridYZ};
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] < 1 || grid[i] > limit[i]) {
+      std::snprintf(why, sizeof why, "%s: launch %s (%s) needs grid %c = %lld, outside CUDA's limit of 1..%lld",
+                    kernel, entry, what, "xyz"[i], grid[i], limit[i]);
+      return why;
+    }
+  }
+  if (threads < 1 || threads > kGgMaxBlockThreads) {
+    std::snprintf(why, sizeof why, "%s: launch %s (%s) needs %lld threads per block, outside CUDA's limit of 1..%lld",
+                  kernel, entry, what, threads, kGgMaxBlockThreads);
+    return why;
+  }
+  if (smem_limit >= 0 && smem > smem_limit) {
+    std::snprintf(why, sizeof why,
+                  "%s: launch %s (%s) needs %lld bytes of dynamic shared memory per block, over the device's "
+                  "opt-in limit of %lld",
+                  kernel, entry, what, smem, smem_limit);
+    return why;
+  }
+  return nullptr;
+}
 #endif
 
 struct MoeBf16GradRhsArgs {
@@ -53,7 +99,30 @@ inline int moe_bf16_grad_rhs_pick_tile(long long m, long long n, long long k) {
   return 0;  // 32x128x128, default
 }
 
-// nullptr when `a` is a valid call, else why not.
+// nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
+// block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block, which launch_moe_bf16_grad_rhs queries);
+// else why not.
+inline const char* moe_bf16_grad_rhs_launch_error(const MoeBf16GradRhsArgs& a, long long smem_limit) {
+  [[maybe_unused]] const long long m = a.m;
+  [[maybe_unused]] const long long k = a.k;
+  [[maybe_unused]] const long long n = a.n;
+  [[maybe_unused]] const long long num_groups = a.num_groups;
+  [[maybe_unused]] const long long g = a.g;
+  [[maybe_unused]] const long long group_offset = a.group_offset;
+  if (g == 0) return nullptr;  // nothing is launched
+  switch (moe_bf16_grad_rhs_pick_tile(m, n, k)) {
+    case 0:  // 32x128x128
+      if (const char* why = gg_launch_error("moe_bf16_grad_rhs", "moe_bf16_grad_rhs", "128x128 blocks of out per local group, 32 rows per stage",
+                                            gg_cdiv(k, 128), gg_cdiv(n, 128), g, 256, 34816, smem_limit))
+        return why;
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// nullptr when `a` is a valid call, else why not: its dims, pointers and
+// alignment, and every launch within CUDA's grid and block limits.
 inline const char* moe_bf16_grad_rhs_validate(const MoeBf16GradRhsArgs& a) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -65,8 +134,8 @@ inline const char* moe_bf16_grad_rhs_validate(const MoeBf16GradRhsArgs& a) {
   if (!(k % 8 == 0)) return "moe_bf16_grad_rhs: k must be a multiple of 8: lhs rows are read in 16-byte copies";
   if (!(n % 8 == 0)) return "moe_bf16_grad_rhs: n must be a multiple of 8: rhs rows are read in 16-byte copies";
   if (!(group_offset >= 0 and g >= 0 and group_offset + g <= num_groups)) return "moe_bf16_grad_rhs: group_offset + g must not exceed the number of groups in group_sizes (g: existing_out.shape[0], else num_groups - group_offset)";
-  if (!(g <= 65535)) return "moe_bf16_grad_rhs: at most 65535 local groups (one grid z each)";
-  if (!(gg_cdiv(n, 128) <= 65535)) return "moe_bf16_grad_rhs: n must fit in 65535 tiles of 128 (grid y)";
+  if (!(g <= 65535)) return "moe_bf16_grad_rhs: at most 65535 local groups: grid z = g is limited to 65535";
+  if (!(gg_cdiv(n, 128) <= 65535)) return "moe_bf16_grad_rhs: n must be at most 8388480: grid y = cdiv(n, 128) is limited to 65535";
   if (!(m < 2147483647 and n < 2147483647 and k < 2147483647)) return "moe_bf16_grad_rhs: dims must fit in int32";
   if (a.lhs == nullptr) return "moe_bf16_grad_rhs: lhs is null";
   if (a.rhs == nullptr) return "moe_bf16_grad_rhs: rhs is null";
@@ -82,7 +151,7 @@ inline const char* moe_bf16_grad_rhs_validate(const MoeBf16GradRhsArgs& a) {
     return "moe_bf16_grad_rhs: existing_out must be 8-byte aligned";
   if (reinterpret_cast<std::uintptr_t>(a.out) % 8 != 0)
     return "moe_bf16_grad_rhs: out must be 8-byte aligned";
-  return nullptr;
+  return moe_bf16_grad_rhs_launch_error(a, -1);  // shared memory: launch_moe_bf16_grad_rhs asks the device
 }
 
 cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& args, cudaStream_t stream);

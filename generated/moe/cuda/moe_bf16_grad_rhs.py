@@ -16,8 +16,11 @@ Returns:
 `validate()` checks every shape, dtype and alignment rule before anything is
 launched and raises ValueError naming the offending value; `launches()` is
 the launch sequence (entry point, grid, block, dynamic shared memory,
-arguments) printed from the same plan as the kernel. The CuPy call below and
-gemmgen's CPU emulation both run exactly that sequence.
+arguments) printed from the same plan as the kernel, each launch checked
+against CUDA's grid and block limits (validate() runs that check too). The
+CuPy call below also checks every launch's dynamic shared memory against the
+device's opt-in limit, before the first launch. The CuPy call and gemmgen's
+CPU emulation both run exactly that sequence.
 
 CuPy has no bfloat16 or FP8 dtypes: such arrays may also be passed as views
 of the same bits (uint16 for bf16, uint8 for FP8).
@@ -70,18 +73,26 @@ def gg_min(a: int, b: int) -> int:
 gg_i32 = np.int32
 gg_i64 = np.int64
 
+# CUDA's launch limits, the same on every arch (docs/cuda.md, "Launch
+# limits"): grid x, y, z and threads per block. Dynamic shared memory is
+# checked against the device's own opt-in limit (device_smem_limit()); a
+# plan over the limit of an arch the spec declares is a spec diagnostic.
+MAX_GRID = (2147483647, 65535, 65535)
+MAX_BLOCK_THREADS = 1024
+
 
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch. `args` holds array names (resolved by the caller;
     a missing optional array is a null pointer) and np.int32 / np.int64
-    scalars."""
+    scalars; `what` says what the blocks and the grid are."""
 
     entry: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     smem: int
     args: tuple
+    what: str = ""
 
 
 def pick_tile(m: int, n: int, k: int) -> int:
@@ -162,9 +173,9 @@ def validate(*, lhs, rhs, group_sizes, group_offset=None, existing_out=None, out
     if not (group_offset >= 0 and g >= 0 and group_offset + g <= num_groups):
         raise ValueError(f"{NAME}: group_offset + g must not exceed the number of groups in group_sizes (g: existing_out.shape[0], else num_groups - group_offset) (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     if not (g <= 65535):
-        raise ValueError(f"{NAME}: at most 65535 local groups (one grid z each) (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
+        raise ValueError(f"{NAME}: at most 65535 local groups: grid z = g is limited to 65535 (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     if not (gg_cdiv(n, 128) <= 65535):
-        raise ValueError(f"{NAME}: n must fit in 65535 tiles of 128 (grid y) (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
+        raise ValueError(f"{NAME}: n must be at most 8388480: grid y = cdiv(n, 128) is limited to 65535 (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     if not (m < 2147483647 and n < 2147483647 and k < 2147483647):
         raise ValueError(f"{NAME}: dims must fit in int32 (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     for name, align in ALIGN.items():
@@ -175,7 +186,9 @@ def validate(*, lhs, rhs, group_sizes, group_offset=None, existing_out=None, out
         flags = getattr(x, "flags", None)
         if x is not None and flags is not None and not flags["C_CONTIGUOUS"]:
             raise ValueError(f"{NAME}: {name} must be C-contiguous")
-    return {"m": m, "k": k, "n": n, "num_groups": num_groups, "g": g, "group_offset": group_offset}
+    dims = {"m": m, "k": k, "n": n, "num_groups": num_groups, "g": g, "group_offset": group_offset}
+    launches(dims)  # raises ValueError when a launch is over CUDA's grid or block limits
+    return dims
 
 
 def output_shapes(dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
@@ -196,19 +209,61 @@ def workspace_ints(dims: dict[str, int]) -> int:
 
 
 def launches(dims: dict[str, int]) -> list[Launch]:
-    """The launch sequence for validated dims (empty when there is no work)."""
+    """The launch sequence for validated dims (empty when there is no work).
+    Raises ValueError when a launch is over CUDA's grid or block limits."""
+    steps = _sequence(dims)
+    check_launches(steps, dims)
+    return steps
+
+
+def _sequence(dims: dict[str, int]) -> list[Launch]:
     m, k, n, num_groups, g, group_offset = (dims["m"], dims["k"], dims["n"], dims["num_groups"], dims["g"], dims["group_offset"])
     if g == 0:
         return []
     match pick_tile(m, n, k):
         case 0:  # 32x128x128
             return [
-                # 128x128 blocks of out per local group, 32 rows per stage
                 Launch("moe_bf16_grad_rhs", (gg_cdiv(k, 128), gg_cdiv(n, 128), g), (256, 1, 1), 34816, (
-"lhs", "rhs", "group_sizes", "existing_out", "out", gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(group_offset), 
-                )),
+                    "lhs", "rhs", "group_sizes", "existing_out", "out", gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(group_offset),
+                ), "128x128 blocks of out per local group, 32 rows per stage"),
             ]
     raise AssertionError("unreachable")
+
+
+def launch_error(launch: Launch, smem_limit: int | None = None) -> str | None:
+    """Why `launch` is over one of CUDA's limits, or None. `smem_limit` is the
+    device's opt-in maximum of dynamic shared memory per block (None: not
+    checked)."""
+    head = f"launch {launch.entry} ({launch.what})"
+    for axis, size, limit in zip("xyz", launch.grid, MAX_GRID):
+        if not 1 <= size <= limit:
+            return f"{head} needs grid {axis} = {size}, outside CUDA's limit of 1..{limit}"
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    if not 1 <= threads <= MAX_BLOCK_THREADS:
+        return f"{head} needs {threads} threads per block, outside CUDA's limit of 1..{MAX_BLOCK_THREADS}"
+    if smem_limit is not None and launch.smem > smem_limit:
+        return (f"{head} needs {launch.smem} bytes of dynamic shared memory per block, over the "
+                f"device's opt-in limit of {smem_limit}")
+    return None
+
+
+def check_launches(steps: list[Launch], dims: dict[str, int], smem_limit: int | None = None) -> None:
+    """Raise ValueError naming the first launch over CUDA's limits (see launch_error)."""
+    for step in steps:
+        why = launch_error(step, smem_limit)
+        if why is not None:
+            shape = ", ".join(f"{name}={value}" for name, value in dims.items())
+            raise ValueError(f"{NAME}: {why} ({shape})")
+
+
+def device_smem_limit() -> int:
+    """The current device's opt-in maximum of dynamic shared memory per block
+    (cudaDevAttrMaxSharedMemoryPerBlockOptin)."""
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                          cupy.cuda.Device().id))
 
 
 @functools.cache
@@ -225,6 +280,9 @@ def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=Non
     import cupy
 
     dims = validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out, out=out)
+    steps = launches(dims)
+    if any(step.smem > 0 for step in steps):
+        check_launches(steps, dims, device_smem_limit())  # before anything is allocated or launched
     arrays = {
         "lhs": lhs,
         "rhs": rhs,
@@ -238,7 +296,7 @@ def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=Non
     arrays["workspace"] = cupy.empty(max(workspace_ints(dims), 4), dtype=np.int32)
     module = _module()
     with stream or cupy.cuda.get_current_stream():
-        for step in launches(dims):
+        for step in steps:
             kernel = module.get_function(step.entry)
             if step.smem > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = step.smem
