@@ -313,7 +313,9 @@ lpt3 lpt4 lpt5 lpt6 lpt7 lpt8 lpt9 lpt0
 # the body of a host launcher (`launch_<name>`), which calls kernel entry
 # points by their bare names. tests/test_names.py keeps this list complete.
 GENERATED = _words("""
-ALIGN ALPHA AMAX_FLOOR MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit annotations arm ARMS cupy dataclass dataclasses DTYPES
+ALIGN ALPHA AMAX_FLOOR MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
+device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit
+annotations arm ARMS cupy dataclass dataclasses DTYPES
 FP8_MAX functools gemmgen GROUP importlib jax jnp Launch launches lax NAME np numpy
 output_shapes OUTPUTS pathlib pick pick_index pick_tile pl pltpu SOURCE sys tile_for
 TK TM validate VMEM_LIMIT_BYTES workspace_ints
