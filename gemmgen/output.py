@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -295,12 +295,13 @@ def _write_file(dst: Path, data: bytes) -> None:
 _RENAME_EXCHANGE = 2
 
 
+@functools.cache
 def _renameat2() -> Callable[..., int] | None:
     """glibc's renameat2, or None where there is none (then two renames)."""
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    try:  # the C library is already in the process: dlopen(NULL) finds it
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.renameat2
     except (OSError, AttributeError):
         return None

@@ -9,7 +9,9 @@ nearest-word suggestions instead of a parser's "unexpected token".
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from importlib import resources
 import lark
 from lark import Token, Transformer, v_args
 
+from gemmgen.cache import usable_subdir
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.ir import Loc
 
@@ -85,11 +88,39 @@ class SpecAst:
     blocks: tuple[Block, ...]
 
 
+_LARK_OPTIONS = dict(parser="lalr", strict=True, propagate_positions=True,
+                     maybe_placeholders=False)
+
+
 @functools.cache
 def _parser() -> lark.Lark:
+    """The LALR parser of grammar.lark.
+
+    Building it (with strict mode's terminal-collision checks) takes most of
+    a build's time, so the built tables are cached (`gemmgen.cache`), keyed
+    by the grammar, the options and the lark version.
+    """
     grammar = resources.files("gemmgen").joinpath("grammar.lark").read_text()
-    return lark.Lark(grammar, parser="lalr", strict=True,
-                     propagate_positions=True, maybe_placeholders=False)
+    key = hashlib.sha256(repr((grammar, sorted(_LARK_OPTIONS.items()),
+                               lark.__version__)).encode()).hexdigest()[:24]
+    folder = usable_subdir("lark")
+    path = folder / f"spec-grammar-{key}.pickle" if folder else None
+    if path is not None and path.is_file():
+        try:
+            with open(path, "rb") as f:
+                return lark.Lark.load(f)
+        except Exception:  # noqa: BLE001 - a bad cache entry only costs a rebuild
+            pass
+    parser = lark.Lark(grammar, **_LARK_OPTIONS)
+    if path is not None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                parser.save(f)
+            os.replace(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return parser
 
 
 # After this many syntax errors the parser stops (later ones are often echoes).
@@ -264,6 +295,13 @@ def parse(source: str, path: str) -> SpecAst:
     numbers never move, so every diagnostic points at the original text.
     """
     source = source.removeprefix("\ufeff")  # a BOM is not part of the text
+    text = source if source.endswith("\n") else source + "\n"
+    try:  # the usual case, a spec that parses: one pass
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedInput:
+        tree = None
+    if tree is not None:
+        return _to_ast(tree, source, path)
     lines = source.split("\n")
     diags: list[Diagnostic] = []
     # Blocks are independent, so after an error only the text from the
@@ -291,9 +329,12 @@ def parse(source: str, path: str) -> SpecAst:
                         if _BLOCK_START.match(lines[i])), restart)
     if diags:
         raise SpecError(diags, {path: source})
+    raise AssertionError("the spec failed to parse, but no pass found an error")
+
+
+def _to_ast(tree: lark.Tree, source: str, path: str) -> SpecAst:
     transformer = _ToAst(path)
-    tree = _parser().parse(source if source.endswith("\n") else source + "\n")
     ast = SpecAst(path, transformer.transform(tree))
-    if transformer.diags:
+    if transformer.diags:  # numbers out of range
         raise SpecError(transformer.diags, {path: source})
     return ast

@@ -12,6 +12,8 @@ import math
 
 import jinja2
 
+from gemmgen.cache import usable_subdir
+
 GENERATED_MARK = "DO NOT EDIT."
 
 
@@ -52,8 +54,10 @@ def _cfloat(value: float) -> str:
 
 @functools.cache
 def environment() -> jinja2.Environment:
+    folder = usable_subdir("jinja")  # compiled templates, checked against their source
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("gemmgen", "templates"),
+        bytecode_cache=jinja2.FileSystemBytecodeCache(str(folder)) if folder else None,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

@@ -144,3 +144,38 @@ def test_python_dash_m_and_console_script(project):
     r = run_cli("check", cwd=project)
     assert r.returncode == 1  # nothing built yet: everything is missing
     assert "missing:" in r.stderr and "gemmgen build" in r.stderr
+
+
+def test_help_loads_no_heavy_module():
+    """`gemmgen --help` and argument errors parse arguments only."""
+    code = ("import sys\nfrom gemmgen.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('lark', 'jinja2', 'numpy', 'jax', 'gemmgen.backends') "
+            "if m in sys.modules]\nprint(heavy)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_generator_cache_never_changes_output(tmp_path):
+    """The lark tables and compiled templates cached in $GEMMGEN_CACHE: a
+    cold cache, a warm one and a corrupted one build the same bytes."""
+    cache = tmp_path / "cache"
+    outs = []
+    for state in ("cold", "warm", "corrupt"):
+        root = tmp_path / state
+        shutil.copytree(REPO / "specs", root / "specs")
+        if state == "corrupt":
+            for p in cache.rglob("*"):
+                if p.is_file():
+                    p.write_bytes(b"\0garbage")
+        env = dict(os.environ, GEMMGEN_CACHE=str(cache))
+        r = subprocess.run([sys.executable, "-m", "gemmgen", "build", "specs/moe.gemm",
+                            "specs/dense.gemm"], cwd=root, env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        outs.append(tree(root / "generated"))
+        if state == "cold":
+            assert list((cache / "lark").glob("*.pickle")) and any((cache / "jinja").iterdir())
+    assert outs[0] == outs[1] == outs[2] == tree(REPO / "generated")

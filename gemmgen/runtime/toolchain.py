@@ -25,6 +25,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from gemmgen.cache import cache_dir
+
 RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent / "cuda"
 """The gemmgen CUDA runtime headers (gg_runtime.cuh and what it includes)."""
 
@@ -89,10 +91,6 @@ def cuda_include_dir() -> Path:
     )
 
 
-def cache_dir() -> Path:
-    """The root of gemmgen's build cache: ``$GEMMGEN_CACHE`` or ``~/.cache/gemmgen``."""
-    root = os.environ.get("GEMMGEN_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "gemmgen"
 
 
 def digest(*parts: str | bytes) -> str:
