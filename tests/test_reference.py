@@ -26,6 +26,7 @@ from gemmgen import reference as R
 from gemmgen.ir import (
     Activation, Bias, BiasMode, DType, Epilogue, Kernel, Layout, Op, Operand, Scale, ScaleMode,
 )
+from gemmgen.numerics import float64_to_storage
 
 E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
@@ -692,7 +693,7 @@ def test_compare_passes_f32_kernels_and_catches_planted_errors(name):
     # (1) one element misses a K tile of 128
     cut = decode(inputs["lhs"], kern.lhs.dtype)
     cut[at[0], 256:384] = 0
-    partial = R.reference(kern, **{**inputs, "lhs": R.float64_to_storage(cut, kern.lhs.dtype)})
+    partial = R.reference(kern, **{**inputs, "lhs": float64_to_storage(cut, kern.lhs.dtype)})
     planted = actual.astype(np.float64)
     planted[at] = partial[at]
     fails(planted.astype(actual.dtype), case="missing K tile")

@@ -1,0 +1,32 @@
+"""The NumPy reference: the definition of what every generated kernel computes.
+
+- `semantics`: `reference(kernel, lhs=..., ...)` in float64 and
+  `reference_output` in the output's storage format (docs/semantics.md says
+  the same in prose);
+- `tolerance`: `compare(actual, expected, kernel, ...)` decides whether a
+  kernel's output matches, by the policy of docs/semantics.md, "Tolerance";
+- `inputs`: `random_inputs` / `random_group_sizes` draw operands.
+"""
+
+from gemmgen.reference.inputs import random_group_sizes, random_inputs
+from gemmgen.reference.semantics import _LIPSCHITZ as _LIPSCHITZ
+from gemmgen.reference.semantics import AMAX_FLOOR, group_starts, reference, reference_output
+from gemmgen.reference.semantics import _activate as _activate
+from gemmgen.reference.semantics import _e8m0_scale_bytes as _e8m0_scale_bytes
+from gemmgen.reference.semantics import _evaluate as _evaluate
+from gemmgen.reference.tolerance import CompareResult, Tolerance, compare, tolerance
+
+__all__ = [
+    "AMAX_FLOOR",
+    "CompareResult",
+    "Tolerance",
+    "compare",
+    "group_starts",
+    "random_group_sizes",
+    "random_inputs",
+    "reference",
+    "reference_output",
+    "tolerance",
+]
+# _LIPSCHITZ, _activate, _e8m0_scale_bytes and _evaluate are re-exported for
+# the tests that check the tolerance policy and the e8m0 rounding directly.

@@ -1,0 +1,161 @@
+"""Random operands for a kernel, in storage format, with realistic magnitudes.
+
+docs/semantics.md, "Random inputs", says what is drawn and why.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gemmgen import ir
+from gemmgen.ir import Activation, BiasMode, DType, Op
+from gemmgen.numerics import (
+    float64_to_storage,
+    from_fp4_codes,
+    saturating_cast,
+    storage_to_float64,
+)
+from gemmgen.reference.semantics import _out_shape
+
+
+
+
+def random_group_sizes(rng: np.random.Generator, m: int, num_groups: int, *,
+                       total: int | None = None, zero_fraction: float = 0.25) -> np.ndarray:
+    """int32 [num_groups] with sum <= m and (usually) some zero-sized groups.
+
+    total: the sum (default: drawn from m // 2 .. m, so trailing rows are
+    often unowned). Each group is empty with probability zero_fraction; the
+    rest share `total` at random cut points.
+    """
+    if total is None:
+        total = int(rng.integers(m // 2, m + 1))
+    if not 0 <= total <= m:
+        raise ValueError(f"total {total} must lie in 0..{m}")
+    live = rng.random(num_groups) >= zero_fraction
+    if not live.any():
+        live[rng.integers(num_groups)] = True
+    cuts = np.sort(rng.integers(0, total + 1, size=int(live.sum()) - 1))
+    parts = np.diff(np.concatenate([[0], cuts, [total]]))
+    sizes = np.zeros(num_groups, np.int64)
+    sizes[live] = parts
+    return sizes.astype(np.int32)
+
+
+def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
+                    scaled: bool, gain: float = 1.0) -> tuple[np.ndarray, float]:
+    """Random nonzero values exactly representable in `dtype` (float64, unpacked)
+    and the scale that brings them to magnitude ~gain.
+
+    A scaled operand spans its format (fp8: sigma = max / 4, so the largest
+    values saturate rarely; int8: 1..127) and its scale carries the gain; an
+    unscaled float operand has sigma = gain, an unscaled int8 stays in
+    -15..15 so that the output fits f16.
+    """
+    match dtype:
+        case DType.INT8 | DType.INT4:
+            top = (127 if scaled else 15) if dtype is DType.INT8 else 7
+            mag = rng.integers(1, top + 1, size=shape)
+            values = np.where(rng.random(shape) < 0.5, -mag, mag).astype(np.float64)
+            return values, gain / (0.6 * top)  # rms of 1..top is ~0.6 top
+        case DType.FP4:
+            codes = rng.integers(1, 8, size=shape) + 8 * rng.integers(0, 2, size=shape)
+            return from_fp4_codes(codes.astype(np.uint8)), gain / 3.0
+        case DType.F32 | DType.BF16 | DType.F16 | DType.E4M3 | DType.E5M2:
+            sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else gain
+            x = rng.standard_normal(shape) * sigma
+            tiny = sigma * 2.0**-8  # keep away from zero (fp8 e4m3: above 2**-9)
+            x = np.where(np.abs(x) < tiny, np.copysign(tiny, x), x)
+            values = storage_to_float64(saturating_cast(x, dtype), dtype)
+            return values, gain / sigma
+    raise AssertionError(f"{dtype.value} is not an operand dtype")
+
+
+def _random_scale(rng: np.random.Generator, scale: ir.Scale, shape: tuple[int, ...],
+                  base: float) -> np.ndarray:
+    """Positive scales around `base` (x 2**U(-1, 1)) in the scale's storage format."""
+    if scale.dtype is DType.E8M0:
+        e = round(math.log2(base)) + rng.integers(-2, 3, size=shape)
+        return (np.clip(e, -127, 127) + 127).astype(np.uint8)
+    s = base * np.exp2(rng.uniform(-1.0, 1.0, size=shape))
+    return saturating_cast(s, scale.dtype)
+
+
+def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.Generator,
+                  group_sizes=None, num_groups: int | None = None, g_local: int | None = None,
+                  group_offset: int | None = None, with_existing_out: bool = False
+                  ) -> dict[str, np.ndarray]:
+    """Fresh random operands for `kernel` in storage format, keyed like `reference`'s
+    keyword arguments (only the ones the kernel takes).
+
+    n is the accumulator width (rhs columns); with silu_mul the output has
+    n / 2 columns. Grouped ops: group_sizes (default: `random_group_sizes`
+    over num_groups, default 4, groups in total), g_local local groups
+    (default: all from group_offset on), group_offset (default: omitted,
+    meaning 0). Values are never zero; scales are positive and bring the
+    dequantized operands to magnitude ~1, so |out| ~ sqrt(k).
+    """
+    out: dict[str, np.ndarray] = {}
+    if kernel.op is Op.QUANTIZE:
+        # Rows of very different magnitudes, so scales differ per group.
+        sigma = np.exp2(rng.uniform(-6.0, 6.0, size=(m, 1)))
+        x, _ = _operand_values(rng, kernel.lhs.dtype, (m, k), scaled=False)
+        out["lhs"] = float64_to_storage(x * sigma, kernel.lhs.dtype)
+        return out
+
+    g = None
+    if kernel.grouped:
+        if group_sizes is None:
+            total_groups = num_groups if num_groups is not None else (
+                (g_local or 4) + (group_offset or 0))
+            group_sizes = random_group_sizes(rng, m, total_groups)
+        group_sizes = np.asarray(group_sizes, np.int32)
+        offset = group_offset or 0
+        g = g_local if g_local is not None else len(group_sizes) - offset
+        if kernel.op is Op.TGMM and g != len(group_sizes) - offset and not with_existing_out:
+            # NB: no tgmm argument but existing_out carries the local group count.
+            raise ValueError(f"tgmm with g_local={g} < {len(group_sizes) - offset} groups "
+                             "after group_offset needs with_existing_out=True")
+        out["group_sizes"] = group_sizes
+        if group_offset is not None:
+            out["group_offset"] = np.asarray(group_offset, np.int32)
+
+    lhs_scaled = kernel.lhs_scale.enabled
+    rhs_scaled = kernel.rhs_scale.enabled
+    a, a_base = _operand_values(rng, kernel.lhs.dtype, (m, k), scaled=lhs_scaled)
+    # silu_mul multiplies two accumulators: shrink B so |out| stays ~ sqrt(k).
+    gain = k**-0.25 if kernel.epilogue.activation is Activation.SILU_MUL else 1.0
+    match kernel.op:
+        case Op.DENSE:
+            b_shape = (k, n) if kernel.rhs.layout is ir.Layout.KN else (n, k)
+        case Op.GROUPED:
+            b_shape = (g, k, n) if kernel.rhs.layout is ir.Layout.KN else (g, n, k)
+        case _:
+            b_shape = (m, n)
+    b, b_base = _operand_values(rng, kernel.rhs.dtype, b_shape, scaled=rhs_scaled, gain=gain)
+    out["lhs"] = float64_to_storage(a, kernel.lhs.dtype)
+    out["rhs"] = float64_to_storage(b, kernel.rhs.dtype)
+    for side, base in (("lhs", a_base), ("rhs", b_base)):
+        scale: ir.Scale = getattr(kernel, f"{side}_scale")
+        if scale.enabled:
+            shape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g)
+            out[f"{side}_scale"] = _random_scale(rng, scale, shape, base)
+    match kernel.bias.mode:
+        case BiasMode.N:
+            bias_shape: tuple[int, ...] | None = (n,)
+        case BiasMode.GROUP:
+            bias_shape = (g, 1, n)
+        case _:
+            bias_shape = None
+    if bias_shape is not None:
+        values = rng.standard_normal(bias_shape) * 0.5 * math.sqrt(k)
+        out["bias"] = saturating_cast(values, kernel.bias.dtype)
+    if with_existing_out:
+        if not kernel.grouped:
+            raise ValueError("existing_out is for grouped ops")
+        shape = _out_shape(kernel, m=m, n=n, k=k, g=g)
+        values = rng.standard_normal(shape) * math.sqrt(k)
+        out["existing_out"] = saturating_cast(values, kernel.out)
+    return out
