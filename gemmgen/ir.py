@@ -161,6 +161,14 @@ class ScaleMode(enum.Enum):
     KBLOCK = "kblock"  # rhs, megablox rhs_scale: [g, ceil(k/bk), 1, n]
 
 
+# Which scale modes apply where: the validator accepts, and the reference
+# defines, exactly these.
+LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
+RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL, ScaleMode.BLOCK,
+                   ScaleMode.KBLOCK)
+QUANTIZE_SCALE_MODES = (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
+
+
 class Placement(enum.Enum):
     """Where the scale is applied (DESIGN.md section 1, scale placement)."""
 

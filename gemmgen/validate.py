@@ -65,9 +65,7 @@ F32_MIN_NORMAL = 1.1754943508222875e-38
 DIM_MAX = 2**31 - 1
 
 SCALE_MODE_WORDS = {m.value: m for m in ScaleMode}
-LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
-RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL, ScaleMode.BLOCK,
-                   ScaleMode.KBLOCK)
+LHS_SCALE_MODES, RHS_SCALE_MODES = ir.LHS_SCALE_MODES, ir.RHS_SCALE_MODES
 
 # Whether a name is usable is gemmgen.names' business; the old name stays for
 # callers that imported it from here.

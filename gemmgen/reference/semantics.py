@@ -43,11 +43,8 @@ from gemmgen.numerics import (
 # divide by zero, so amax is floored first (DeepGEMM / SGLang use 1e-10 too).
 AMAX_FLOOR = 1e-10
 
-LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN,
-                   ScaleMode.TOKEN_GROUP)
-RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL,
-                   ScaleMode.BLOCK, ScaleMode.KBLOCK)
-QUANTIZE_SCALE_MODES = (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
+LHS_SCALE_MODES, RHS_SCALE_MODES = ir.LHS_SCALE_MODES, ir.RHS_SCALE_MODES
+QUANTIZE_SCALE_MODES = ir.QUANTIZE_SCALE_MODES
 
 # Largest |f'(x)| of the activations, for propagating an absolute error on
 # the pre-activation value: silu' peaks at 1.0998 (x ~ 2.4), the tanh gelu's
