@@ -35,7 +35,6 @@ import json
 import os
 import secrets
 import shutil
-import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
