@@ -1,0 +1,425 @@
+"""Field readers: one kernel variant's fields into IR values, each problem
+a positioned diagnostic. `KernelReader.read` builds the `ir.Kernel` and
+runs the semantic rules (`gemmgen.validate.rules`) on it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from gemmgen import ir
+from gemmgen.diagnostics import one_of, suggest
+from gemmgen.ir import (
+    Activation, Algorithm, Backend, Bias, BiasMode, Cmp, Cond, DType, Epilogue,
+    Layout, Loc, Op, Operand, Scale, ScaleMode, Tile, TileRule,
+)
+from gemmgen.parse import Alt, Atom, Field
+from gemmgen.validate import rules as semantic_rules
+from gemmgen.validate.common import (
+    DIM_MAX, DTYPE_WORDS, F32_MAX, F32_MIN_NORMAL, LHS_SCALE_MODES, RHS_SCALE_MODES,
+    Collector,
+)
+
+
+class KernelReader:
+    """Reads one kernel variant's fields into IR values, collecting errors."""
+
+    def __init__(self, c: Collector, name: str, name_loc: Loc,
+                 fields: dict[str, tuple[Field, Alt]], repeated: dict[str, list[Field]],
+                 targets: dict[Backend, ir.Target], spec_path: str):
+        self.c = c
+        self.name = name
+        self.name_loc = name_loc
+        self.fields = fields
+        self.repeated = repeated
+        self.targets = targets
+        self.spec_path = spec_path
+
+    # -- atom helpers -----------------------------------------------------
+
+    def err(self, loc: Loc, msg: str, width: int = 1) -> None:
+        self.c.err(loc, f"kernel '{self.name}': {msg}", width)
+
+    def dtype(self, atom: Atom, allowed: Iterable[DType], what: str) -> DType | None:
+        allowed = tuple(allowed)
+        if atom.kind != "word":
+            self.err(atom.loc, f"{what} must be a dtype ({one_of(d.value for d in allowed)}), "
+                     f"not {atom.describe()}", atom.width)
+            return None
+        word = str(atom.value)
+        dt = DTYPE_WORDS.get(word)
+        if dt is None:
+            self.err(atom.loc, f"unknown dtype '{word}'{suggest(word, DTYPE_WORDS)}", atom.width)
+            return None
+        if dt not in allowed:
+            self.err(atom.loc, f"{what} cannot be '{dt.value}'; "
+                     f"it must be {one_of(d.value for d in allowed)}", atom.width)
+            return None
+        return dt
+
+    def word(self, atom: Atom, choices: Iterable[str], what: str) -> str | None:
+        choices = tuple(choices)
+        if atom.kind != "word" or str(atom.value) not in choices:
+            hint = suggest(str(atom.value), choices) if atom.kind == "word" else ""
+            self.err(atom.loc, f"unknown {what} {atom.describe()}{hint} "
+                     f"(expected {one_of(choices)})", atom.width)
+            return None
+        return str(atom.value)
+
+    def positive_int(self, atom: Atom, what: str, lo: int = 1, hi: int = 1 << 20) -> int | None:
+        if atom.kind != "int":
+            self.err(atom.loc, f"{what} must be an integer, not {atom.describe()}", atom.width)
+            return None
+        v = int(atom.value)  # type: ignore[arg-type]
+        if not lo <= v <= hi:
+            self.err(atom.loc, f"{what} must be in [{lo}, {hi}], got {v}", atom.width)
+            return None
+        return v
+
+    def kvs(self, atoms: Iterable[Atom], keys: tuple[str, ...], what: str,
+            required: tuple[str, ...] = ()) -> dict[str, Atom]:
+        out: dict[str, Atom] = {}
+        for a in atoms:
+            if a.kind != "kv" or a.key not in keys:
+                hint = suggest(a.key, keys) if a.kind == "kv" else ""
+                self.err(a.loc, f"unexpected {a.describe()} in {what}{hint}; "
+                         f"expected {one_of(k + '=' for k in keys)}", a.width)
+                continue
+            if a.key in out:
+                self.err(a.loc, f"'{a.key}' given twice in {what}", a.width)
+                continue
+            out[a.key] = a.value  # type: ignore[assignment]
+        for key in required:
+            if key not in out:
+                loc = next(iter(atoms), None)
+                self.err(loc.loc if loc else self.name_loc, f"{what} needs '{key}='")
+        return out
+
+    def single(self, field: str) -> tuple[Field, Alt] | None:
+        return self.fields.get(field)
+
+    def atoms(self, field: str) -> tuple[Atom, ...]:
+        got = self.fields.get(field)
+        return got[1].atoms if got else ()
+
+    def only_atom(self, field: str) -> Atom | None:
+        atoms = self.atoms(field)
+        if not atoms:
+            return None
+        if len(atoms) > 1:
+            self.err(atoms[1].loc, f"'{field}' takes one value; unexpected {atoms[1].describe()}",
+                     atoms[1].width)
+        return atoms[0]
+
+    def field_loc(self, field: str) -> Loc:
+        got = self.fields.get(field)
+        return got[0].loc if got else self.name_loc
+
+    # -- fields -----------------------------------------------------------
+
+    def read(self) -> ir.Kernel | None:
+        n_errors = len(self.c.diags)
+        for req in ("op", "lhs", "out"):
+            if req not in self.fields:
+                self.err(self.name_loc, f"missing required field '{req}'", len(self.name))
+        op_atom = self.only_atom("op")
+        op = None
+        if op_atom is not None:
+            w = self.word(op_atom, [o.value for o in Op], "op")
+            op = Op(w) if w else None
+        if op is None:
+            return None
+        if op is not Op.QUANTIZE and "rhs" not in self.fields:
+            self.err(self.name_loc, f"missing required field 'rhs' (op '{op.value}')",
+                     len(self.name))
+
+        lhs = self.operand("lhs", op)
+        rhs = None
+        if op is Op.QUANTIZE and "rhs" in self.fields:
+            self.err(self.field_loc("rhs"), "op 'quantize' has no rhs", 3)
+        elif "rhs" in self.fields:
+            rhs = self.operand("rhs", op)
+        out = self.out_dtype(op)
+        acc = self.acc_dtype(lhs, rhs)
+        lhs_scale = self.scale("lhs_scale", LHS_SCALE_MODES)
+        rhs_scale = self.scale("rhs_scale", RHS_SCALE_MODES)
+        out_scale = self.scale("out_scale", (ScaleMode.TOKEN_GROUP,)) \
+            if "out_scale" in self.fields else ir.NO_SCALE
+        bias = self.bias()
+        epilogue = self.epilogue()
+        tile = self.tile("tile", ("m", "n", "k")) if "tile" in self.fields else Tile(128, 128, 128)
+        rules = self.tile_rules()
+        warp = self.tile("warp_tile", ("m", "n")) if "warp_tile" in self.fields else None
+        stages = self.int_field("stages", 1, 8, 2)
+        threads = self.int_field("threads", 32, 1024, None)
+        if threads is not None and threads % 32:
+            self.err(self.field_loc("threads"), f"threads must be a multiple of 32, got {threads}")
+        algorithm = Algorithm.TILE
+        if a := self.only_atom("algorithm"):
+            w = self.word(a, [x.value for x in Algorithm], "algorithm")
+            algorithm = Algorithm(w) if w else Algorithm.TILE
+        max_m = self.int_field("max_m", 1, 64, None)
+        static = self.kvs(self.atoms("dims"), ("n", "k"), "dims")
+        static_n = self.positive_int(static["n"], "dims n") if "n" in static else None
+        static_k = self.positive_int(static["k"], "dims k") if "k" in static else None
+        backends = self.backends()
+
+        if lhs is None or out is None or acc is None or tile is None or (
+                op is not Op.QUANTIZE and rhs is None):
+            return None
+        kernel = ir.Kernel(
+            name=self.name, op=op, lhs=lhs, rhs=rhs, out=out, acc=acc,
+            lhs_scale=lhs_scale or ir.NO_SCALE, rhs_scale=rhs_scale or ir.NO_SCALE,
+            out_scale=out_scale or ir.NO_SCALE, bias=bias or Bias(), epilogue=epilogue or Epilogue(),
+            tile=tile, tile_rules=rules, warp_tile=warp, stages=stages or 2, threads=threads,
+            algorithm=algorithm, max_m=max_m, static_n=static_n, static_k=static_k,
+            backends=backends, loc=self.name_loc,
+        )
+        if len(self.c.diags) > n_errors:
+            return None
+        semantic_rules.check(self, kernel)
+        return kernel
+
+    def operand(self, field: str, op: Op) -> Operand | None:
+        atoms = self.atoms(field)
+        if not atoms:
+            return None
+        floc = self.field_loc(field)
+        allowed = ir.OPERAND_DTYPES
+        if op is Op.QUANTIZE or op is Op.TGMM:
+            allowed = (DType.F32, DType.BF16, DType.F16)
+        dt = self.dtype(atoms[0], allowed, f"{field} dtype (op '{op.value}')")
+        packed = False
+        shape: Atom | None = None
+        for a in atoms[1:]:
+            if a.kind == "word" and a.value == "packed":
+                packed = True
+            elif a.kind == "shape" and shape is None:
+                shape = a
+            else:
+                self.err(a.loc, f"unexpected {a.describe()} after the {field} dtype; "
+                         "expected 'packed' or a shape like [m, k]", a.width)
+        if dt is None:
+            return None
+        if dt.is_sub_byte and not packed:
+            self.err(atoms[0].loc, f"{field} dtype '{dt.value}' is {dt.bits}-bit and must be "
+                     f"stored packed two per byte: write '{field} {dt.value} packed ...'",
+                     atoms[0].width)
+        if packed and not dt.is_sub_byte:
+            self.err(atoms[0].loc, f"'packed' applies to 4-bit dtypes only, not '{dt.value}'")
+        expected: dict[tuple[str, ...], Layout]
+        if field == "lhs":
+            expected = {("m", "k"): Layout.KN}
+        elif op is Op.DENSE:
+            expected = {("k", "n"): Layout.KN, ("n", "k"): Layout.NK}
+        elif op is Op.GROUPED:
+            expected = {("g", "k", "n"): Layout.KN, ("g", "n", "k"): Layout.NK}
+        else:  # tgmm: the second operand is the output gradient [m, n]
+            expected = {("m", "n"): Layout.KN}
+        layout = Layout.KN
+        if shape is None:
+            if len(expected) > 1:
+                self.err(floc, f"{field} needs a shape to fix its layout: "
+                         f"{one_of('[' + ', '.join(s) + ']' for s in expected)}")
+                return None
+        else:
+            assert isinstance(shape.value, tuple)
+            dims = tuple(str(d.value) for d in shape.value)
+            if dims not in expected:
+                self.err(shape.loc, f"{field} shape must be "
+                         f"{one_of('[' + ', '.join(s) + ']' for s in expected)} for op "
+                         f"'{op.value}', not {shape.describe()}", shape.width)
+                return None
+            layout = expected[dims]
+        return Operand(dt, packed, layout, floc)
+
+    def out_dtype(self, op: Op) -> DType | None:
+        a = self.only_atom("out")
+        if a is None:
+            return None
+        allowed = ir.QUANTIZED_OUTPUT_DTYPES if op is Op.QUANTIZE else ir.OUTPUT_DTYPES
+        return self.dtype(a, allowed, f"out (op '{op.value}')")
+
+    def acc_dtype(self, lhs: Operand | None, rhs: Operand | None) -> DType | None:
+        integer = (lhs is not None and rhs is not None and lhs.dtype is DType.INT8
+                   and rhs.dtype in (DType.INT8, DType.INT4))
+        default = DType.INT32 if integer else DType.F32
+        a = self.only_atom("acc")
+        if a is None:
+            return default
+        dt = self.dtype(a, (DType.F32, DType.INT32), "acc")
+        if dt is not None and dt is not default:
+            why = "integer operands accumulate in int32" if integer else \
+                "only int8 x int8/int4 accumulates in int32"
+            self.err(a.loc, f"acc must be '{default.value}' here: {why}", a.width)
+            return None
+        return dt
+
+    def scale(self, field: str, modes: tuple[ScaleMode, ...]) -> Scale | None:
+        atoms = self.atoms(field)
+        if not atoms:
+            return ir.NO_SCALE
+        floc = self.field_loc(field)
+        w = self.word(atoms[0], [m.value for m in modes], f"{field} mode")
+        if w is None:
+            return None
+        mode = ScaleMode(w)
+        dtype = DType.F32
+        blocks: dict[str, Atom] = {}
+        for a in atoms[1:]:
+            if a.kind == "word":
+                got = self.dtype(a, ir.SCALE_DTYPES, f"{field} dtype")
+                dtype = got or dtype
+            elif a.kind == "kv":
+                if a.key in blocks:
+                    self.err(a.loc, f"'{a.key}' given twice in {field}")
+                blocks[a.key] = a
+            else:
+                self.err(a.loc, f"unexpected {a.describe()} in {field}; expected a scale "
+                         "dtype or a block size like k=128", a.width)
+        needs = {ScaleMode.TOKEN_GROUP: ("k",), ScaleMode.BLOCK: ("n", "k"),
+                 ScaleMode.KBLOCK: ("k",)}.get(mode, ())
+        sizes: dict[str, int] = {}
+        for key, a in blocks.items():
+            if key not in needs:
+                self.err(a.loc, f"{field} mode '{mode.value}' takes "
+                         f"{one_of(k + '=' for k in needs) if needs else 'no block sizes'}, "
+                         f"not '{key}='", a.width)
+                continue
+            assert isinstance(a.value, Atom)
+            v = self.positive_int(a.value, f"{field} block {key}", 1, 1 << 16)
+            if v is not None:
+                sizes[key] = v
+        for key in needs:
+            if key not in blocks:
+                self.err(floc, f"{field} mode '{mode.value}' needs a block size '{key}=' "
+                         f"(e.g. {key}=128)")
+                return None
+        if mode is ScaleMode.NONE:
+            return ir.NO_SCALE
+        return Scale(mode, dtype, block_n=sizes.get("n", 1), block_k=sizes.get("k", 0), loc=floc)
+
+    def bias(self) -> Bias | None:
+        atoms = self.atoms("bias")
+        if not atoms:
+            return Bias()
+        floc = self.field_loc("bias")
+        if len(atoms) == 1 and atoms[0].kind == "word" and atoms[0].value == "none":
+            return Bias()
+        dt = self.dtype(atoms[0], ir.BIAS_DTYPES, "bias dtype")
+        if len(atoms) != 2 or atoms[1].kind != "shape":
+            self.err(floc, "bias is 'none' or a dtype and a shape: [n] or [g, 1, n]")
+            return None
+        assert isinstance(atoms[1].value, tuple)
+        dims = tuple(str(d.value) for d in atoms[1].value)
+        modes = {("n",): BiasMode.N, ("g", "1", "n"): BiasMode.GROUP}
+        if dims not in modes:
+            self.err(atoms[1].loc, f"bias shape must be [n] or [g, 1, n], not "
+                     f"{atoms[1].describe()}", atoms[1].width)
+            return None
+        return Bias(modes[dims], dt, floc) if dt else None
+
+    def epilogue(self) -> Epilogue | None:
+        atoms = self.atoms("epilogue")
+        if not atoms:
+            return Epilogue()
+        floc = self.field_loc("epilogue")
+        act = Activation.NONE
+        alpha: float | None = None
+        seen_act: Atom | None = None
+        for a in atoms:
+            if a.kind == "kv" and a.key == "alpha":
+                assert isinstance(a.value, Atom)
+                if a.value.kind not in ("int", "float"):
+                    self.err(a.value.loc, f"alpha must be a number, not {a.value.describe()}")
+                    continue
+                alpha = float(a.value.value)  # type: ignore[arg-type]
+                if not math.isfinite(alpha) or abs(alpha) > F32_MAX:
+                    self.err(a.value.loc, "alpha is out of range: kernels scale in f32, so "
+                             f"|alpha| must be at most {F32_MAX!r}", a.value.width)
+                elif alpha != 0 and abs(alpha) < F32_MIN_NORMAL:
+                    self.err(a.value.loc, "alpha underflows: kernels scale in f32, so a nonzero "
+                             f"|alpha| must be at least {F32_MIN_NORMAL!r} (a normal f32)",
+                             a.value.width)
+                continue
+            w = self.word(a, [x.value for x in Activation], "epilogue")
+            if w is None:
+                continue
+            if seen_act is not None and w != "none":
+                self.err(a.loc, f"one activation per kernel; {seen_act.describe()} is already "
+                         "given", a.width)
+                continue
+            seen_act = a
+            act = Activation(w)
+        return Epilogue(act, alpha, floc)
+
+    def tile(self, field: str, keys: tuple[str, ...]) -> Tile | None:
+        got = self.kvs(self.atoms(field), keys, field, required=keys)
+        vals = {}
+        for key, a in got.items():
+            v = self.positive_int(a, f"{field} {key}", 1, 4096)
+            if v is None:
+                return None
+            vals[key] = v
+        if len(vals) != len(keys):
+            return None
+        return Tile(vals["m"], vals["n"], vals.get("k", 0))
+
+    def tile_rules(self) -> tuple[TileRule, ...]:
+        rules = []
+        for f in self.repeated.get("tile_rule", []):
+            atoms = f.alts[0].atoms
+            arrow = next((i for i, a in enumerate(atoms) if a.kind == "arrow"), None)
+            if arrow is None or arrow == 0:
+                self.err(f.loc, "tile_rule is 'CONDITIONS -> m=.. n=.. k=..', "
+                         "e.g. 'tile_rule m<=64 -> m=64 n=128 k=128'")
+                continue
+            conds = [self.cond(a, ("m", "n", "k")) for a in atoms[:arrow]]
+            got = self.kvs(atoms[arrow + 1:], ("m", "n", "k"), "tile_rule tile",
+                           required=("m", "n", "k"))
+            vals = {k: self.positive_int(a, f"tile_rule {k}", 1, 4096) for k, a in got.items()}
+            if None in conds or None in vals.values() or len(vals) != 3:
+                continue
+            rules.append(TileRule(tuple(c for c in conds if c), Tile(vals["m"], vals["n"], vals["k"]),  # type: ignore[arg-type]
+                                  f.loc))
+        return tuple(rules)
+
+    def cond(self, a: Atom, dims: tuple[str, ...]) -> Cond | None:
+        if a.kind != "cond" or a.key not in dims:
+            self.err(a.loc, f"expected a condition on {one_of(dims)} like 'm<=64', "
+                     f"not {a.describe()}", a.width)
+            return None
+        if not 0 <= int(a.value) <= DIM_MAX:  # type: ignore[call-overload]
+            self.err(a.loc, f"a condition compares {a.key} with a value in [0, {DIM_MAX}], "
+                     f"not {a.value}", a.width)
+            return None
+        return Cond(a.key, Cmp(a.cmp), int(a.value))  # type: ignore[arg-type]
+
+    def int_field(self, field: str, lo: int, hi: int, default: int | None) -> int | None:
+        a = self.only_atom(field)
+        if a is None:
+            return default
+        return self.positive_int(a, field, lo, hi)
+
+    def backends(self) -> tuple[Backend, ...]:
+        atoms = self.atoms("backends")
+        out: list[Backend] = []
+        for a in atoms:
+            w = self.word(a, [b.value for b in Backend], "backend")
+            if w is None:
+                continue
+            b = Backend(w)
+            if b not in self.targets:
+                self.err(a.loc, f"backend '{w}' has no 'target {w} {{ ... }}' block in this spec",
+                         a.width)
+            elif b in out:
+                self.err(a.loc, f"backend '{w}' listed twice", a.width)
+            else:
+                out.append(b)
+        if not atoms:
+            self.err(self.name_loc, "missing required field 'backends' (e.g. "
+                     "'backends pallas_tpu cuda')", len(self.name))
+        return tuple(sorted(out, key=lambda b: b.value))
+
+    # -- cross-field semantics ----------------------------------------------
+

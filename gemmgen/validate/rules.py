@@ -1,0 +1,166 @@
+"""Kernel semantics: one small function per rule, run in order on a kernel
+whose fields all read cleanly (docs/spec.md states each rule in prose).
+
+A rule gets the field reader (for positions: `r.field_loc`, `r.fields`,
+`r.repeated`, `r.targets`) and the kernel, and reports through `r.err`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from gemmgen import ir
+from gemmgen.ir import Activation, Algorithm, Backend, BiasMode, DType, Layout, Op, ScaleMode
+
+if TYPE_CHECKING:
+    from gemmgen.validate.fields import KernelReader
+
+Rule = Callable[["KernelReader", ir.Kernel], None]
+
+
+def quantize_fields(r: KernelReader, k: ir.Kernel) -> None:
+    """quantize produces per-token-group f32 / e8m0 scales and takes nothing else."""
+    if k.op is not Op.QUANTIZE:
+        if "out_scale" in r.fields:
+            r.err(r.field_loc("out_scale"), "'out_scale' is for op 'quantize' only")
+        return
+    if k.out_scale.mode is not ScaleMode.TOKEN_GROUP:
+        r.err(r.field_loc("out"), "op 'quantize' needs 'out_scale per_token_group k=G "
+              "<f32|e8m0>' for the scales it produces")
+    if k.out_scale.enabled and k.out_scale.dtype is DType.BF16:
+        r.err(k.out_scale.loc, "quantize scales are f32 or e8m0")
+    for f in ("lhs_scale", "rhs_scale", "bias", "epilogue", "tile_rule"):
+        if f in r.fields or f in r.repeated:
+            r.err(r.field_loc(f), f"op 'quantize' does not take '{f}'")
+
+
+def operand_types(r: KernelReader, k: ir.Kernel) -> None:
+    """A may be wider than B (weight-only quantization), but integer x float
+    and fp8 x int8 have no MMA, and 4-bit values belong on the rhs."""
+    lhs, rhs = k.lhs, k.rhs
+    if rhs is None:
+        return
+    if lhs.dtype.is_quantized and rhs.dtype.is_quantized:
+        both_int = not lhs.dtype.is_float and not rhs.dtype.is_float
+        both_fp = lhs.dtype.is_float and rhs.dtype.is_float
+        if not (both_int or both_fp):
+            r.err(rhs.loc, f"lhs '{lhs.dtype.value}' x rhs '{rhs.dtype.value}' mixes integer "
+                  "and floating-point 8-bit operands; dequantize one side (e.g. bf16 lhs)")
+    if lhs.dtype.is_sub_byte and not rhs.dtype.is_sub_byte:
+        r.err(lhs.loc, "a 4-bit lhs needs a 4-bit rhs; 4-bit weights belong on the rhs")
+
+
+def tgmm_fields(r: KernelReader, k: ir.Kernel) -> None:
+    """tgmm, the backward pass, has no scales, bias, tile LUT or activation."""
+    if k.op is not Op.TGMM:
+        return
+    for f in ("lhs_scale", "rhs_scale", "bias", "tile_rule"):
+        if f in r.fields or f in r.repeated:
+            r.err(r.field_loc(f), f"op 'tgmm' (the backward pass) does not take '{f}'")
+    if k.epilogue.activation is not Activation.NONE:
+        r.err(k.epilogue.loc, "op 'tgmm' takes no activation")
+
+
+def grouped_only(r: KernelReader, k: ir.Kernel) -> None:
+    """`kblock` scales and a per-group bias are for grouped weights."""
+    if k.rhs_scale.mode is ScaleMode.KBLOCK and k.op is not Op.GROUPED:
+        r.err(k.rhs_scale.loc, "rhs_scale 'kblock' ([g, k/bk, 1, n], megablox) is for op "
+              "'grouped'; use 'block' or 'per_channel' for dense")
+    if k.bias.mode is BiasMode.GROUP and k.op is not Op.GROUPED:
+        r.err(k.bias.loc, "bias [g, 1, n] is per group: op 'grouped' only")
+
+
+def tiles_fit_scale_blocks(r: KernelReader, k: ir.Kernel) -> None:
+    """FP32 promotion happens at the end of each K scale block, so a K tile
+    may not straddle two; N tiles and N scale blocks divide one another;
+    silu_mul needs even N tiles. (GEMV kernels have no block tile.)"""
+    if k.algorithm is not Algorithm.TILE or k.op is Op.QUANTIZE:
+        return
+    tiles = [(k.tile, r.field_loc("tile"), "tile")] + [
+        (rule.tile, rule.loc, "tile_rule") for rule in k.tile_rules]
+    for tile, loc, what in tiles:
+        for scale, side in ((k.lhs_scale, "lhs_scale"), (k.rhs_scale, "rhs_scale")):
+            if scale.placement is ir.Placement.MAINLOOP and scale.block_k and \
+                    scale.block_k % tile.k:
+                r.err(loc, f"{what} k={tile.k} cannot tile the {side} blocks of "
+                      f"k={scale.block_k}: a K tile must divide the scale block so "
+                      "each partial product is promoted with one scale")
+            if scale.mode is ScaleMode.BLOCK and scale.block_n % tile.n and \
+                    tile.n % scale.block_n:
+                r.err(loc, f"{what} n={tile.n} cannot tile the {side} blocks of "
+                      f"n={scale.block_n}: one must divide the other")
+        if k.epilogue.activation is Activation.SILU_MUL and tile.n % 2:
+            r.err(loc, f"{what} n={tile.n} must be even for silu_mul")
+
+
+def static_dims(r: KernelReader, k: ir.Kernel) -> None:
+    """Fixed dims must suit silu_mul's pairing and the packing of 4-bit operands."""
+    if k.epilogue.activation is Activation.SILU_MUL and k.static_n is not None and \
+            k.static_n % 2:
+        r.err(r.field_loc("dims"), f"silu_mul pairs column j with j + n/2, so n must be "
+              f"even; dims n={k.static_n} is odd")
+    for operand, name in ((k.lhs, "lhs"), (k.rhs, "rhs")):
+        if operand is None or not operand.packed:
+            continue
+        nk = k.rhs is not None and k.rhs.layout is Layout.NK
+        packed_dim = "k" if (name == "lhs" or nk) else "n"
+        static = k.static_k if packed_dim == "k" else k.static_n
+        if static is not None and static % 2:
+            r.err(operand.loc, f"{name} is packed two per byte along {packed_dim}, so "
+                  f"{packed_dim} must be even; dims {packed_dim}={static}")
+
+
+def algorithms(r: KernelReader, k: ir.Kernel) -> None:
+    """GEMV algorithms are for dense ops; gemv_batched says the M it serves."""
+    if k.algorithm is not Algorithm.TILE and k.op is not Op.DENSE:
+        r.err(r.field_loc("algorithm"), f"algorithm '{k.algorithm.value}' is for op 'dense'")
+    if k.algorithm is Algorithm.GEMV_BATCHED and k.max_m is None:
+        r.err(r.field_loc("algorithm"), "algorithm 'gemv_batched' needs 'max_m' "
+              "(the largest M it serves, e.g. max_m 8)")
+    if k.max_m is not None and k.algorithm is not Algorithm.GEMV_BATCHED:
+        r.err(r.field_loc("max_m"), "'max_m' applies to algorithm 'gemv_batched' only")
+
+
+def arch_features(r: KernelReader, k: ir.Kernel) -> None:
+    """FP8 x FP8 tensor-core MMA needs sm_89 or newer on every declared arch."""
+    cuda = r.targets.get(Backend.CUDA)
+    if cuda is None or Backend.CUDA not in k.backends or k.rhs is None:
+        return
+    if k.lhs.dtype.is_fp8 and k.rhs.dtype.is_fp8 and k.algorithm is Algorithm.TILE:
+        for arch in cuda.cuda_archs:
+            if ir.arch_number(arch) < 89:
+                r.err(r.field_loc("backends"), f"FP8 x FP8 tensor-core MMA needs sm_89 or "
+                      f"newer, but target cuda declares '{arch}'; drop the arch or use "
+                      "a bf16 lhs (W8A16)")
+
+
+def warp_layout(r: KernelReader, k: ir.Kernel) -> None:
+    """warp_tile divides the block tile, and threads match the warp count.
+    (tgmm's output block is k x n; its backend checks its own warp tile.)"""
+    if k.warp_tile is None or k.op is Op.TGMM:
+        return
+    if k.tile.m % k.warp_tile.m or k.tile.n % k.warp_tile.n:
+        r.err(r.field_loc("warp_tile"), f"warp_tile {k.warp_tile.m}x{k.warp_tile.n} "
+              f"must divide the block tile {k.tile.m}x{k.tile.n}")
+    elif k.threads is not None and \
+            (k.tile.m // k.warp_tile.m) * (k.tile.n // k.warp_tile.n) * 32 != k.threads:
+        r.err(r.field_loc("threads"), f"threads {k.threads} disagrees with the warp "
+              f"layout: {k.tile.m // k.warp_tile.m} x {k.tile.n // k.warp_tile.n} warps "
+              f"of 32 threads")
+
+
+RULES: tuple[Rule, ...] = (
+    quantize_fields, operand_types, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
+    static_dims, algorithms, arch_features, warp_layout,
+)
+
+
+def check(r: KernelReader, k: ir.Kernel) -> None:
+    """Run the rules on `k`: for quantize only its own (it has no rhs, tile
+    or epilogue for the others to check)."""
+    quantize_fields(r, k)
+    if k.op is Op.QUANTIZE:
+        return
+    for rule in RULES[1:]:
+        rule(r, k)

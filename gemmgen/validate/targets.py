@@ -1,0 +1,49 @@
+"""Target blocks: which backends a spec builds for, with archs / TPU generation."""
+
+from __future__ import annotations
+
+from gemmgen import ir
+from gemmgen.diagnostics import one_of, suggest
+from gemmgen.ir import Backend
+from gemmgen.parse import Block
+from gemmgen.validate.common import TARGET_FIELDS, Collector
+
+
+def read_target(c: Collector, block: Block) -> ir.Target | None:
+    name = block.name or ""
+    backends = [b.value for b in Backend]
+    if name not in backends:
+        c.err(block.name_loc, f"unknown target '{name}'{suggest(name, backends)}; "
+              f"expected {one_of(backends)}", max(len(name), 1))
+        return None
+    backend = Backend(name)
+    archs: list[str] = []
+    tpu = "v5e"
+    allowed = TARGET_FIELDS[backend]
+    for f in block.fields:
+        if f.name not in allowed:
+            c.err(f.loc, f"target {name}: unknown field '{f.name}'{suggest(f.name, allowed)}; "
+                  f"expected {one_of(allowed)}", len(f.name))
+            continue
+        if f.swept:
+            c.err(f.loc, f"target {name}: '{f.name}' cannot be swept with '|'")
+            continue
+        for a in f.alts[0].atoms:
+            choices = ir.CUDA_ARCHS if f.name == "archs" else ir.TPU_GENERATIONS
+            if a.kind != "word" or a.value not in choices:
+                hint = suggest(str(a.value), choices) if a.kind == "word" else ""
+                c.err(a.loc, f"target {name}: unknown {f.name[:-1] if f.name == 'archs' else 'tpu'} "
+                      f"{a.describe()}{hint} (expected {one_of(choices)})", a.width)
+            elif f.name == "archs":
+                if a.value in archs:
+                    c.err(a.loc, f"target {name}: arch '{a.value}' listed twice", a.width)
+                archs.append(str(a.value))
+            else:
+                tpu = str(a.value)
+        if f.name == "tpu" and len(f.alts[0].atoms) != 1:
+            c.err(f.loc, f"target {name}: give one TPU generation")
+    if backend is Backend.CUDA and not archs and not any(f.name == "archs" for f in block.fields):
+        c.err(block.name_loc, "target cuda needs 'archs' (e.g. 'archs sm_80 sm_90a')", len(name))
+    return ir.Target(backend, tuple(archs), tpu, block.name_loc)
+
+
