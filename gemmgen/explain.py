@@ -4,8 +4,9 @@ For a problem shape (default m=4096 and the spec's static n and k, else
 4096), it prints what each backend would launch — grid, block, shared
 memory or VMEM, the tile the LUT picks — the registers and spills ptxas
 reports when nvcc is available, and the roofline: FLOPs, bytes moved and
-the time bound on an H200 (DESIGN.md section 6: about 790 TFLOP/s bf16
-measured, 4.3 TB/s copy measured), so a reviewer sees the cost of a variant.
+the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3 TB/s of HBM
+copy bandwidth, as measured on that part; docs/benchmarks.md), so a reviewer
+sees the cost of a variant.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import math
 
 from gemmgen import ir
 
-# H200 figures (DESIGN.md section 6, measured). mma.sync kernels do not reach
+# H200 figures, measured (the datasheet's dense bf16 peak is 989 TFLOP/s).
+# mma.sync kernels do not reach
 # wgmma peaks; the bound is what the hardware allows, not a prediction.
 H200_TFLOPS_16BIT = 790.0
 H200_TFLOPS_8BIT = 2 * H200_TFLOPS_16BIT  # FP8 / int8 tensor cores: twice the rate

@@ -5,7 +5,7 @@ Everything a backend or the reference needs is here, already checked by
 carries the `Loc` of the spec text it came from, so later stages (a backend's
 budget check, say) can still report a positioned diagnostic.
 
-Shapes use the names of DESIGN.md section 1:
+Shapes use these names (docs/semantics.md):
 
     dense     lhs [m, k]   rhs [k, n] or [n, k]         out [m, n]
     grouped   lhs [m, k]   rhs [g, k, n] or [g, n, k]   out [m, n]
@@ -170,7 +170,7 @@ QUANTIZE_SCALE_MODES = (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP
 
 
 class Placement(enum.Enum):
-    """Where the scale is applied (DESIGN.md section 1, scale placement)."""
+    """Where the scale is applied (docs/spec.md, "Scales")."""
 
     EPILOGUE = "epilogue"  # once, on the f32/i32 accumulator
     MAINLOOP = "mainloop"  # per K block: partial products promoted to f32
@@ -376,7 +376,7 @@ class DispatchRule:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """Pick a kernel by problem shape at run time (seed 002's dense_mm_bf16)."""
+    """Pick a kernel by problem shape at run time (docs/spec.md, "Dispatch")."""
 
     name: str
     rules: tuple[DispatchRule, ...]
@@ -419,7 +419,7 @@ def cdiv(a: int, b: int) -> int:
 
 def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
                 g: int | None) -> tuple[int, ...]:
-    """The runtime shape of a scale tensor (DESIGN.md section 1)."""
+    """The runtime shape of a scale tensor (docs/semantics.md, "Operations")."""
     bk = scale.block_k or k
     grp: tuple[int, ...] = (g,) if g is not None else ()
     match scale.mode:

@@ -1,7 +1,7 @@
 """The Jinja environment shared by every backend, and the generated-file header.
 
 Templates only print fields of a precomputed plan and loop over them: all
-arithmetic happens in the backend's plan step (STYLE.md, "Templates stay dumb").
+arithmetic happens in the backend's plan step (docs/decisions.md).
 """
 
 from __future__ import annotations

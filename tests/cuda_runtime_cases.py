@@ -81,7 +81,7 @@ def assert_equal(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
 
 
 # ---------------------------------------------------------------------------
-# Fragment layouts, written from DESIGN.md section 5 / the PTX ISA.
+# Fragment layouts, written from the PTX ISA's tables.
 
 def layout_a_m16n8k16(lane: int, i: int) -> tuple[int, int]:
     g, t = lane >> 2, lane % 4
@@ -352,7 +352,7 @@ def primitive_cases(seed: int = 0) -> list[Case]:
 # The sample GEMM (sample_gemm.cu).
 
 # name -> (M, N, K): partial tiles in every dimension, a single partial tile,
-# and the 256 x 256 x 128 shape of DESIGN.md's feasibility measurement.
+# and a 256 x 256 x 128 shape, large enough to time the emulator.
 GEMM_SHAPES = {
     "partial_mnk": (100, 72, 88),
     "one_small_tile": (17, 8, 8),

@@ -1,4 +1,4 @@
-"""The spec language can say everything DESIGN.md section 1 lists, and the
+"""The spec language can say everything docs/spec.md lists, and the
 examples in docs/spec.md are valid specs."""
 
 from __future__ import annotations

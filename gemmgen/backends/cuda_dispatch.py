@@ -1,5 +1,5 @@
 """CUDA M dispatchers: one entry point that picks a kernel by M at run time
-(seed 002's `dense_mm_bf16`: M == 1 -> GEMV, M <= 8 -> batched GEMV, else
+(the classic decode dispatcher: M == 1 -> GEMV, M <= 8 -> batched GEMV, else
 the tile GEMM).
 
     dispatch dense_mm_bf16 {

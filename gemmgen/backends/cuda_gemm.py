@@ -309,7 +309,7 @@ def _b_direct(kernel: ir.Kernel, compute: DType) -> bool:
 
 
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
-    """The launcher arguments in contract order (DESIGN.md section 3), then out."""
+    """The launcher arguments in contract order (docs/cuda.md, launchers), then out."""
     assert kernel.rhs is not None
     lhs, rhs = kernel.lhs, kernel.rhs
     grouped = kernel.op is Op.GROUPED

@@ -223,7 +223,7 @@ def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 
 
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
-    """The launcher arguments in contract order (DESIGN.md section 3), then out."""
+    """The launcher arguments in contract order (docs/cuda.md, launchers), then out."""
     assert kernel.rhs is not None
     pair = 2 * kernel.out.bits // 8  # the epilogue stores column pairs
     args = (
