@@ -16,7 +16,8 @@ import math
 from gemmgen import ir
 
 # H200 figures, measured (the datasheet's dense bf16 peak is 989 TFLOP/s).
-# mma.sync kernels do not reach wgmma peaks; the bound is what the hardware allows, not a prediction.
+# mma.sync kernels do not reach wgmma peaks; the bound is what the hardware
+# allows, not a prediction.
 H200_TFLOPS_16BIT = 790.0
 H200_TFLOPS_8BIT = 2 * H200_TFLOPS_16BIT  # FP8 / int8 tensor cores: twice the rate
 H200_TBPS = 4.3
