@@ -23,9 +23,15 @@ from pathlib import Path
 import pytest
 
 from gemmgen import output
+from build_kill_driver import snapshot as _snapshot
 from gemmgen.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every entry below root (links not followed): path -> hash or link target."""
+    return _snapshot(root) if root.exists() else {}
 HERE = Path(__file__).resolve().parent
 
 SMALL = """\
@@ -53,22 +59,6 @@ kernel mm_b {
 """
 # The next version: mm_a changes, mm_b goes, mm_c comes.
 SMALL_NEXT = SMALL.replace("out f32", "out bf16").replace("kernel mm_b", "kernel mm_c")
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every entry below root (links not followed): path -> hash or link target."""
-    out = {}
-    if not root.exists():
-        return out
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = p.relative_to(root).as_posix()
-            if p.is_symlink():
-                out[rel] = "link:" + os.readlink(p)
-            elif p.is_file():
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 @pytest.fixture
