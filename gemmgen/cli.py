@@ -29,9 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"gemmgen {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     b = sub.add_parser("build", help="render specs into generated/<spec-stem>/")
-    b.add_argument("specs", nargs="+", metavar="SPEC")
+    b.add_argument("specs", nargs="*", metavar="SPEC",
+                   help="default: every specs/*.gemm of the project (found upward from here)")
     c = sub.add_parser("check", help="exit 1 if generated/ differs from what build makes")
-    c.add_argument("specs", nargs="*", metavar="SPEC", help="default: every specs/*.gemm")
+    c.add_argument("specs", nargs="*", metavar="SPEC",
+                   help="default: every specs/*.gemm of the project (found upward from here)")
     ls = sub.add_parser("list", help="print each kernel with its key parameters")
     ls.add_argument("specs", nargs="+", metavar="SPEC")
     v = sub.add_parser("verify", help="run every kernel against the NumPy reference")

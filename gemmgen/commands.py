@@ -45,11 +45,22 @@ def render_report(e: SpecError, limit: int = MAX_DIAGNOSTICS_PER_FILE) -> str:
     return "".join(out)
 
 
-def _default_specs() -> list[Path]:
-    specs = sorted(Path("specs").glob("*.gemm"))
-    if not specs:
-        raise InputError("error: no specs given and no specs/*.gemm here")
-    return specs
+def project_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` with a `specs/` folder holding
+    specs, found upward as git finds `.git`; None if there is none."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / "specs").is_dir() and any((folder / "specs").glob("*.gemm")):
+            return folder
+    return None
+
+
+def _default_specs() -> tuple[Path, list[Path]]:
+    """The project root above the working folder and every spec in it."""
+    root = project_root(Path.cwd())
+    if root is None:
+        raise InputError("error: no specs given, and no specs/*.gemm here or in a folder above")
+    return root, sorted((root / "specs").glob("*.gemm"))
 
 
 def _render(paths: Sequence[str]) -> list[Rendered]:
@@ -57,7 +68,7 @@ def _render(paths: Sequence[str]) -> list[Rendered]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    rendered = _render(args.specs)
+    rendered = _render(args.specs or _default_specs()[1])
     report = write(rendered, on_wait=lambda: print(
         "gemmgen: waiting for another build of this project to finish", file=sys.stderr))
     for p in report.written:
@@ -75,9 +86,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    paths = args.specs or [str(p) for p in _default_specs()]
+    root, paths = (None, args.specs) if args.specs else _default_specs()
     rendered = _render(paths)
-    problems = check(rendered, all_specs_root=Path(".") if not args.specs else None)
+    problems = check(rendered, all_specs_root=root)
     for p in problems:
         note = f" ({p.note})" if p.note else ""
         print(f"{p.kind}: {show(p.path)}{note}", file=sys.stderr)
@@ -88,7 +99,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         n_files = sum(len(r.files) for r in rendered)
         print(f"gemmgen check: {len(rendered)} specs, {n_files} files up to date")
         return EXIT_OK
-    fix = "gemmgen build " + " ".join(show(r.file.path) for r in rendered)
+    fix = "gemmgen build " + " ".join(show(os.path.relpath(r.file.path)) for r in rendered)
     print(f"\ngenerated/ is out of date ({len(failing)} problem"
           f"{'s' if len(failing) != 1 else ''}); fix it with:\n    {fix}", file=sys.stderr)
     gone = [p for p in failing if p.kind == "orphaned" and p.path.parent.name == "generated"]
@@ -109,10 +120,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    from gemmgen import verify
+# What `verify` needs beyond the generator's own dependencies, by import name.
+VERIFY_EXTRAS = {"numpy": "numpy", "ml_dtypes": "ml-dtypes"}
 
+
+def cmd_verify(args: argparse.Namespace) -> int:
     rendered = _render([args.spec])
+    try:  # running kernels needs the `verify` extra; say so instead of a traceback
+        from gemmgen import verify
+    except ModuleNotFoundError as e:
+        if e.name not in VERIFY_EXTRAS:
+            raise
+        print(f"gemmgen: error: verify needs {VERIFY_EXTRAS[e.name]}, which is not installed; "
+              "install the verification extras: pip install 'gemmgen[verify]'", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
                        kernels=args.kernel, out=sys.stdout, progress=sys.stderr)
 

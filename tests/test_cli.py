@@ -136,8 +136,28 @@ def test_bad_invocations_exit_2(project, capsys):
     with pytest.raises(SystemExit) as e:
         main(["frobnicate"])
     assert e.value.code == 2
-    r = run_cli("build", cwd=project)
+    nowhere = project / "empty"
+    nowhere.mkdir()
+    r = run_cli("build", cwd=nowhere.parent.parent)  # no specs/ here or above
     assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no specs given, and no specs/*.gemm here or in a folder above" in r.stderr
+
+
+def test_build_and_check_find_the_project_from_a_subfolder(project):
+    """As git finds .git: the nearest folder above with specs/*.gemm."""
+    sub = project / "generated_docs" / "deep"
+    sub.mkdir(parents=True)
+    r = run_cli("build", cwd=sub)
+    assert r.returncode == 0, r.stderr
+    assert (project / "generated" / "moe" / "MANIFEST.json").is_file()
+    assert not (sub / "generated").exists()
+    r = run_cli("check", cwd=sub)
+    assert r.returncode == 0, r.stderr
+    assert "gemmgen check: 2 specs," in r.stdout and "up to date" in r.stdout
+    (project / "generated" / "moe" / "pallas" / "gmm_bf16.py").unlink()
+    r = run_cli("check", cwd=sub)
+    assert r.returncode == 1
+    assert "gemmgen build ../../specs/dense.gemm ../../specs/moe.gemm" in r.stderr
 
 
 def test_python_dash_m_and_console_script(project):
@@ -179,3 +199,20 @@ def test_generator_cache_never_changes_output(tmp_path):
         if state == "cold":
             assert list((cache / "lark").glob("*.pickle")) and any((cache / "jinja").iterdir())
     assert outs[0] == outs[1] == outs[2] == tree(REPO / "generated")
+
+
+def test_pre_commit_hooks_run_check_once_on_specs_and_generated():
+    import re
+
+    text = (REPO / ".pre-commit-hooks.yaml").read_text()
+    hooks = [h for h in re.split(r"^- ", text, flags=re.M)[1:]]
+    by_id = {re.search(r"^id: (\S+)", h, re.M).group(1): h for h in hooks}
+    check = by_id["gemmgen-check"]
+    assert re.search(r"^\s*entry: gemmgen check$", check, re.M)
+    assert re.search(r"^\s*pass_filenames: false$", check, re.M)
+    files = re.compile(re.search(r"^\s*files: (\S+)$", check, re.M).group(1))
+    assert files.search("specs/moe.gemm") and files.search("generated/moe/cuda/x.cu")
+    assert not files.search("gemmgen/cli.py") and not files.search("tests/specs/x.gemm")
+    # The hook's command, as pre-commit runs it at the repository root.
+    r = run_cli("check", cwd=REPO)
+    assert r.returncode == 0, r.stderr
