@@ -820,11 +820,12 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
                     "too): a negative size counts as 0, no group runs past row m."),
                 Arg("group_offset", "[]", "()", "int32",
                     "the first group this shard computes (default 0, an int is fine); "
-                    "needs existing_out, whose leading dim is the number g of local "
-                    "groups; a local group that group_sizes does not have is empty.",
-                    optional=True),
+                    "without existing_out it must be concrete (not traced), as g = "
+                    "num_groups - group_offset; a local group that group_sizes does not "
+                    "have is empty.", optional=True),
                 Arg("existing_out", "[g, k, n]", "(g, k, n)", out,
-                    "added to the result (megablox tgmm); default: g = num_groups.",
+                    "added to the result (megablox tgmm); its leading dim is the number "
+                    "g of local groups (default: g = num_groups - group_offset).",
                     optional=True),
             )
             alpha = _f32(kernel.epilogue.alpha)
