@@ -446,8 +446,6 @@ TGMM_ERRORS = {
                        "existing_out must be float32 [2, 128, 128], got float32 [2, 100, 128]"),
     "existing_out_ndim": (lambda a: a.update(existing_out=a["existing_out"][0]),
                           "existing_out must be float32 [g, k, n], got shape [128, 128]"),
-    "group_sizes_short": (lambda a: a.update(group_sizes=a["group_sizes"][:1]),
-                          "group_sizes has 1 groups but existing_out has g = 2"),
     "group_sizes_float": (lambda a: a.update(group_sizes=a["group_sizes"].astype(np.float32)),
                           "group_sizes must be a 1-d integer array, got float32 [3]"),
     "group_offset_1d": (lambda a: a.update(group_offset=np.zeros(2, np.int32)),

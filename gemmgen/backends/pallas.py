@@ -10,6 +10,7 @@ pure. docs/pallas.md explains the design decisions.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -182,6 +183,78 @@ class MatmulCore:
         """A scale applies per K block, inside the main loop."""
         return self.lhs_scale == ScaleMode.TOKEN_GROUP.value or self.rhs_scale in (
             ScaleMode.BLOCK.value, ScaleMode.KBLOCK.value)
+
+    @property
+    def e8m0(self) -> bool:
+        """Some scale is stored as e8m0 bytes (applied as an int32 exponent)."""
+        return DType.E8M0.value in (self.lhs_scale_dtype if self.lhs_scale != "none" else "",
+                                    self.rhs_scale_dtype if self.rhs_scale != "none" else "")
+
+    @property
+    def folded(self) -> bool:
+        """Every scale and alpha apply per K block: an e8m0 scale meets a
+        main-loop scale, so all exponents are added before any product is
+        formed (an epilogue scale applied later could not bring back a
+        partial product that went subnormal and was flushed)."""
+        return self.mainloop and self.e8m0
+
+    def scale_stage(self, side: str) -> str:
+        """Where the lhs or rhs scale is applied: "loop" (each K block),
+        "epilogue" (once), or "" (no scale)."""
+        mode = self.lhs_scale if side == "lhs" else self.rhs_scale
+        if mode == ScaleMode.NONE.value:
+            return ""
+        if self.folded or mode in (ScaleMode.TOKEN_GROUP.value, ScaleMode.BLOCK.value,
+                                   ScaleMode.KBLOCK.value):
+            return "loop"
+        return "epilogue"
+
+    @property
+    def moved_to_loop(self) -> tuple[str, ...]:
+        """What `folded` moves from the epilogue into the main loop, for a comment."""
+        if not self.folded:
+            return ()
+        out = tuple(f"the {side} scale ({mode})" for side, mode in (
+            ("lhs", self.lhs_scale), ("rhs", self.rhs_scale))
+            if mode in (ScaleMode.TENSOR.value, ScaleMode.TOKEN.value, ScaleMode.CHANNEL.value))
+        return out + (("alpha",) if self.alpha is not None else ())
+
+    @property
+    def alpha_stage(self) -> str:
+        """Where alpha is applied: with the scales when they are folded into
+        the main loop (so an e8m0 exponent is applied last), else the epilogue."""
+        if self.alpha is None:
+            return ""
+        return "loop" if self.folded else "epilogue"
+
+    def e8m0_at(self, stage: str) -> int:
+        """How many e8m0 scales apply at `stage` (their exponents are added)."""
+        return sum(1 for side in ("lhs", "rhs") if self.scale_stage(side) == stage and (
+            self.lhs_scale_dtype if side == "lhs" else self.rhs_scale_dtype) == DType.E8M0.value)
+
+    @property
+    def alpha_in_pow2(self) -> bool:
+        """alpha applies where e8m0 exponents do: it is split into
+        ALPHA_MANTISSA * 2**ALPHA_EXPONENT and its exponent joins theirs, so
+        no product of constants with a power of two can go subnormal (XLA
+        folds constants into the smaller operand of a product)."""
+        return bool(self.alpha_stage) and self.e8m0_at(self.alpha_stage) > 0
+
+    @property
+    def alpha_split(self) -> tuple[float, int]:
+        """alpha = mantissa * 2**exponent, |mantissa| in [1, 2) (0: 0, 0)."""
+        assert self.alpha is not None
+        mantissa, exponent = math.frexp(self.alpha)
+        return (2.0 * mantissa, exponent - 1) if mantissa else (0.0, 0)
+
+    def pow2_steps(self, stage: str) -> int:
+        """Normal powers of two (2**-126 .. 2**127) that _times_pow2 needs for
+        the exponents summed at `stage`: each e8m0 exponent spans -127..127,
+        alpha's exponent is a constant."""
+        n = self.e8m0_at(stage)
+        shift = self.alpha_split[1] if self.alpha_in_pow2 and self.alpha_stage == stage else 0
+        high, low = 127 * n + shift, -127 * n + shift
+        return max(1, -(-max(high, 0) // 127), -(-max(-low, 0) // 126))
 
     @property
     def acc_dtype(self) -> str:
@@ -399,10 +472,7 @@ class PallasPlan:
     @property
     def e8m0_scales(self) -> bool:
         """Some input scale is stored as e8m0 bytes."""
-        c = self.core
-        return c is not None and DType.E8M0.value in (
-            c.lhs_scale_dtype if c.lhs_scale != "none" else "",
-            c.rhs_scale_dtype if c.rhs_scale != "none" else "")
+        return self.core is not None and self.core.e8m0
 
 
 def _where(loc: ir.Loc) -> str:
@@ -750,11 +820,12 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
                     "too): a negative size counts as 0, no group runs past row m."),
                 Arg("group_offset", "[]", "()", "int32",
                     "the first group this shard computes (default 0, an int is fine); "
-                    "needs existing_out, whose leading dim is the number g of local "
-                    "groups; a local group that group_sizes does not have is empty.",
-                    optional=True),
+                    "without existing_out it must be concrete (not traced), as g = "
+                    "num_groups - group_offset; a local group that group_sizes does not "
+                    "have is empty.", optional=True),
                 Arg("existing_out", "[g, k, n]", "(g, k, n)", out,
-                    "added to the result (megablox tgmm); default: g = num_groups.",
+                    "added to the result (megablox tgmm); its leading dim is the number "
+                    "g of local groups (default: g = num_groups - group_offset).",
                     optional=True),
             )
             alpha = _f32(kernel.epilogue.alpha)

@@ -87,11 +87,45 @@ def _dot(lhs, rhs, *, rhs_nk: bool):
     )
 
 
-def _e8m0_to_f32(e):
-    """e8m0 exponent bytes -> f32 2**(e - 127): 0 is 2**-127, 255 is NaN."""
-    x = lax.bitcast_convert_type(e.astype(jnp.int32) << 23, jnp.float32)
-    x = jnp.where(e == 0, jnp.float32(2.0**-127), x)
-    return jnp.where(e == 255, jnp.float32(jnp.nan), x)
+# An e8m0 NaN scale (byte 255) as an exponent: a sum of real exponents
+# (two e8m0 ones, each -127..127, and alpha's, -149..127) stays below half of
+# it, and a sum that holds it stays above.
+E8M0_NAN_EXPONENT = 1024
+
+
+def _e8m0_exponent(e):
+    """e8m0 bytes -> int32 exponents: byte e means 2**(e - 127); 255 (NaN)
+    becomes E8M0_NAN_EXPONENT. The kernel never forms 2**(e - 127) itself:
+    byte 0 is 2**-127, an f32 subnormal, which TPUs (and XLA on the CPU)
+    flush to zero."""
+    e = e.astype(jnp.int32)
+    return jnp.where(e == 255, E8M0_NAN_EXPONENT, e - 127)
+
+
+def _pow2(e):
+    """2**e as f32 for int32 e in -126..127 (a normal number): its exponent field."""
+    return lax.bitcast_convert_type((e + 127) << 23, jnp.float32)
+
+
+def _times_pow2(x, e, *, steps: int):
+    """x * 2**e for an int32 exponent e (an e8m0 exponent, or a sum of them and
+    alpha's), exact whenever the result is a normal f32; an e8m0 NaN in the
+    sum (e > E8M0_NAN_EXPONENT // 2) gives NaN.
+
+    2**e itself need not be a normal f32 (e8m0 byte 0 is 2**-127; a sum of
+    two exponents spans -254..254), so x is multiplied by `steps` powers of
+    two that are normal, add up to e and all have its sign: each partial
+    product lies between x and the result, so none is subnormal, or
+    infinite, unless the result is. One exponent takes 2 steps, a sum of
+    two takes 3.
+    """
+    nan = e > E8M0_NAN_EXPONENT // 2
+    e = jnp.where(nan, 0, e)
+    for _ in range(steps - 1):
+        step = jnp.clip(e, -126, 127)
+        x = x * _pow2(step)
+        e = e - step
+    return x * jnp.where(nan, jnp.float32(jnp.nan), _pow2(e))
 
 
 def _kernel(
@@ -127,8 +161,10 @@ def _kernel(
         if k_rem:
             rhs = _zero_past(rhs, k_rem, axis=1)
         part = _dot(lhs, rhs, rhs_nk=True)
-        part = part * lhs_scale_ref[...]  # [tm, 1]: this K block's row scales
         part = part * rhs_scale_ref[...]  # [1, tn]: this K block's column scales
+        # e8m0 scale: times 2**e in 2 steps of normal powers of
+        # two (byte 0, 2**-127, is an f32 subnormal, which TPUs flush to 0).
+        part = _times_pow2(part, lhs_scale_ref[...], steps=2)
         acc_ref[...] += part
 
     if k_rem:
@@ -171,8 +207,9 @@ def _matmul(
     tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
-    # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays).
-    lhs_scale = _e8m0_to_f32(lhs_scale).T[:, :, None]  # [k blocks, m, 1]
+    # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays);
+    #     e8m0 scales as int32 exponents, never as floats (see _times_pow2).
+    lhs_scale = _e8m0_exponent(lhs_scale).T[:, :, None]  # [k blocks, m, 1]
     # One scale per 128 columns: repeated to one per column, the
     # layout of a kblock scale ([k blocks, 1, n]).
     rhs_scale = jnp.repeat(rhs_scale.astype(jnp.float32), 128, axis=-2)[..., :n, :]

@@ -134,8 +134,8 @@ def _kernel(
     @pl.when(k_i == last_k)
     def _store():
         y = acc_ref[...].astype(jnp.float32)
-        y = y * lhs_scale_ref[...]  # [tm, 1]
-        y = y * rhs_scale_ref[...]  # [1, tn]
+        y = y * lhs_scale_ref[...]  # [tm, 1]: the row scales
+        y = y * rhs_scale_ref[...]  # [1, tn]: the column scales
         out_ref[...] = y.astype(out_ref.dtype)
 
 

@@ -6,7 +6,9 @@
 Per row of lhs and group of 128 consecutive columns (the last group may be
 partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX, rounded
 up to a power of two (e8m0) so that no |x| / scale exceeds FP8_MAX;
-q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even.
+q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even. A
+group that holds an infinity or a NaN gets a NaN scale (e8m0 byte 255)
+and NaN for every q.
 
 Spec (specs/dense.gemm):
     op        quantize
@@ -53,13 +55,13 @@ def _validate(*, lhs) -> None:
 
 
 def _power_of_two_scale(amax):
-    """The e8m0 scale, exactly: the smallest power of two s with amax <= FP8_MAX * s.
+    """The e8m0 scale, exactly: the smallest power of two s with amax <= FP8_MAX * s
+    (amax finite, at least AMAX_FLOOR, so s is a normal f32: 2**-49 .. 2**120).
 
     amax / FP8_MAX is rounded in f32, so its exponent (rounded up unless the
     quotient is a power of two) may be one off; FP8_MAX * s is exact, and the
     two comparisons correct it.
     """
-    amax = jnp.maximum(amax, AMAX_FLOOR)
     bits = lax.bitcast_convert_type(amax / FP8_MAX, jnp.int32)
     exponent = (bits >> 23) + ((bits & 0x7FFFFF) != 0).astype(jnp.int32)
     s = lax.bitcast_convert_type(exponent << 23, jnp.float32)
@@ -79,13 +81,20 @@ def _kernel(x_ref, q_ref, scale_ref, *, k: int):
 
     for j in range(TK // GROUP):
         group = x[:, j * GROUP:(j + 1) * GROUP]
-        # (2) amax over the group's columns, per row: [tm, 1].
-        amax = jnp.max(jnp.abs(group), axis=1, keepdims=True)
-        # (3) The scale, a power of two.
-        scale = _power_of_two_scale(amax)
+        # (2) amax over the group's columns, per row: [tm, 1]. A NaN counts
+        #     as an infinity (a selection, so no NaN rule of max matters):
+        #     amax is infinite exactly when the group holds an inf or a NaN.
+        magnitude = jnp.where(jnp.isnan(group), jnp.inf, jnp.abs(group))
+        amax = jnp.max(magnitude, axis=1, keepdims=True)
+        finite = amax < jnp.inf
+        # (3) The scale, a power of two; NaN for a group with an inf or a NaN.
+        floored = jnp.where(finite, jnp.maximum(amax, AMAX_FLOOR), 1.0)
+        scale = jnp.where(finite, _power_of_two_scale(floored), jnp.nan)
         # (4) q = x / scale, saturated (e4m3fn has no infinity: an overflowing
-        #     cast would give NaN), then cast to e4m3.
+        #     cast would give NaN), then cast to e4m3; all NaN in a
+        #     non-finite group.
         q = jnp.clip(group / scale, -FP8_MAX, FP8_MAX)
+        q = jnp.where(finite, q, jnp.nan)
         q_ref[:, j * GROUP:(j + 1) * GROUP] = q.astype(q_ref.dtype)
         scale_ref[j] = scale
 
@@ -138,7 +147,8 @@ def per_token_group_quant_fp8_out_scale_e8m0(lhs, *, interpret=False):
         interpret=interpret,
     )(lhs)
 
-    # (2) Scales as [m, groups]: e8m0 bytes are the exponent field of the power of two.
+    # (2) Scales as [m, groups]: e8m0 bytes are the exponent field of the power of two, 255 for NaN.
     scale = scale[:groups, :, 0].T
-    scale = (lax.bitcast_convert_type(scale, jnp.int32) >> 23).astype(jnp.uint8)
+    exponent = lax.bitcast_convert_type(scale, jnp.int32) >> 23
+    scale = jnp.where(jnp.isnan(scale), 255, exponent).astype(jnp.uint8)
     return q, scale

@@ -4,8 +4,11 @@
     q = saturate(lhs / scale), one scale per row and 128 columns
 
 Per row of lhs and group of 128 consecutive columns (the last group may be
-partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX;
-q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even.
+partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX, rounded
+to the nearest f32 (exactly one correctly rounded division);
+q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even. A
+group that holds an infinity or a NaN gets a NaN scale
+and NaN for every q.
 
 Spec (specs/dense.gemm):
     op        quantize
@@ -51,6 +54,36 @@ def _validate(*, lhs) -> None:
         raise ValueError(f"lhs has k = 0, k must be positive (lhs {list(lhs.shape)} is [m, k])")
 
 
+def _divide_by_fp8_max(a):
+    """a / FP8_MAX rounded to the nearest f32, exactly, for a positive normal
+    f32 a: what one correctly rounded division gives.
+
+    `a / FP8_MAX` alone is not that: XLA turns a division by a constant into
+    a multiplication by its reciprocal, often an ulp off, and a TPU divides
+    by refining a reciprocal. So the quotient q is corrected from its
+    residual r = a - q * FP8_MAX, computed exactly: FP8_MAX is 7 * 2**j, so
+    with q = q_hi + q_lo split after its top 21 significant bits, both
+    q_hi * FP8_MAX and q_lo * FP8_MAX are exact, a - q_hi * FP8_MAX is exact
+    (the two are within a factor of 2), and so is the small difference that
+    remains. q moves one ulp up when a / FP8_MAX is above the midpoint
+    (q + next_up(q)) / 2, i.e. 2 * r > (next_up(q) - q) * FP8_MAX, down
+    likewise (both sides exact; a / FP8_MAX is never exactly a midpoint,
+    because 7 times an odd 25-bit number has more than 24 significant bits).
+    Each correction moves q by at most one ulp; three cover a quotient up to
+    three ulps off (a reciprocal multiply is at most about one).
+    """
+    q = a / FP8_MAX
+    for _ in range(3):
+        bits = lax.bitcast_convert_type(q, jnp.int32)
+        q_hi = lax.bitcast_convert_type(bits & ~7, jnp.float32)
+        r = (a - q_hi * FP8_MAX) - (q - q_hi) * FP8_MAX
+        up = lax.bitcast_convert_type(bits + 1, jnp.float32)
+        down = lax.bitcast_convert_type(bits - 1, jnp.float32)
+        q = jnp.where(2.0 * r > (up - q) * FP8_MAX, up,
+                      jnp.where(-2.0 * r > (q - down) * FP8_MAX, down, q))
+    return q
+
+
 def _kernel(x_ref, q_ref, scale_ref, *, k: int):
     """One grid step (m tile i, K block kk): TK // GROUP groups of columns."""
     kk = pl.program_id(1)
@@ -63,13 +96,20 @@ def _kernel(x_ref, q_ref, scale_ref, *, k: int):
 
     for j in range(TK // GROUP):
         group = x[:, j * GROUP:(j + 1) * GROUP]
-        # (2) amax over the group's columns, per row: [tm, 1].
-        amax = jnp.max(jnp.abs(group), axis=1, keepdims=True)
-        # (3) The scale.
-        scale = jnp.maximum(amax, AMAX_FLOOR) / FP8_MAX
+        # (2) amax over the group's columns, per row: [tm, 1]. A NaN counts
+        #     as an infinity (a selection, so no NaN rule of max matters):
+        #     amax is infinite exactly when the group holds an inf or a NaN.
+        magnitude = jnp.where(jnp.isnan(group), jnp.inf, jnp.abs(group))
+        amax = jnp.max(magnitude, axis=1, keepdims=True)
+        finite = amax < jnp.inf
+        # (3) The scale, rounded to nearest; NaN for a group with an inf or a NaN.
+        floored = jnp.where(finite, jnp.maximum(amax, AMAX_FLOOR), 1.0)
+        scale = jnp.where(finite, _divide_by_fp8_max(floored), jnp.nan)
         # (4) q = x / scale, saturated (e4m3fn has no infinity: an overflowing
-        #     cast would give NaN), then cast to e4m3.
+        #     cast would give NaN), then cast to e4m3; all NaN in a
+        #     non-finite group.
         q = jnp.clip(group / scale, -FP8_MAX, FP8_MAX)
+        q = jnp.where(finite, q, jnp.nan)
         q_ref[:, j * GROUP:(j + 1) * GROUP] = q.astype(q_ref.dtype)
         scale_ref[j] = scale
 

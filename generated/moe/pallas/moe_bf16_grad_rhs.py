@@ -7,10 +7,12 @@ The rows of lhs and rhs are split into groups by group_sizes, in order; the
 result has one [k, n] block per local group (megablox tgmm: the weight
 gradient of a grouped matmul). This shard computes the g groups
 [group_offset, group_offset + g): g is existing_out.shape[0] when it is
-given, else every group (group_offset must then be absent). An empty group
-gives zeros, plus existing_out, which is added to every block. Any integers
-are valid sizes: a negative size counts as 0 and no group runs past row m
-(the running sum saturates at m, nothing overflows int32).
+given, else every group from group_offset on, len(group_sizes) -
+group_offset (an output shape: group_offset must then be concrete, not
+traced by jax.jit). An empty group gives zeros, plus existing_out, which is
+added to every block. Any integers are valid sizes: a negative size counts
+as 0 and no group runs past row m (the running sum saturates at m, nothing
+overflows int32); a local group that group_sizes does not have is empty.
 
 Spec (specs/moe.gemm):
     op        tgmm
@@ -43,6 +45,8 @@ VMEM_LIMIT_BYTES = None
 # cdiv(m, tm) * tm < m + tm <= 2 * m, so m may be at most 2**30 (an lhs that
 # no TPU's HBM holds anyway).
 MAX_ROWS = 2**30
+# Local groups are int32 ids too.
+MAX_GROUPS = 2**31 - 1
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -59,12 +63,13 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
         )
 
 
-def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> int:
+def _validate(*, lhs, rhs, group_sizes, existing_out, g: int | None) -> int:
     """Check shapes and dtypes; raise ValueError naming the offending value.
     Returns g, the number of local groups.
 
-    lhs defines m and k, rhs defines n, existing_out defines g; a dim that
-    disagrees is reported on the array that holds it.
+    lhs defines m and k, rhs defines n, existing_out defines g (else the
+    wrapper's g, from group_offset); a dim that disagrees is reported on the
+    array that holds it.
     """
     if lhs.ndim != 2:
         raise ValueError(f"lhs must be [m, k], got shape {list(lhs.shape)}")
@@ -81,23 +86,40 @@ def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> int:
         raise ValueError(f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)")
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (m, n), jnp.bfloat16)
-    num_groups = group_sizes.shape[0]
-    if num_groups == 0:
+    if group_sizes.shape[0] == 0:
         raise ValueError("group_sizes must hold at least one group, got []")
     if existing_out is None:
-        if group_offset is not None:
-            raise ValueError("group_offset needs existing_out: the number of local groups g "
-                             "is a static shape, existing_out.shape[0]")
-        return num_groups
+        return g
     if existing_out.ndim != 3:
         raise ValueError(f"existing_out must be float32 [g, k, n], got shape {list(existing_out.shape)}")
     g = existing_out.shape[0]
     _expect("existing_out", existing_out, (g, k, n), jnp.float32)
     if g == 0:
         raise ValueError(f"existing_out must hold at least one group, got shape {list(existing_out.shape)}")
-    if num_groups < g:
-        raise ValueError(f"group_sizes has {num_groups} groups but existing_out has g = {g}: "
-                         "it needs a size for each local group at least")
+    return g
+
+
+def _local_groups(num_groups: int, group_offset) -> int:
+    """g without existing_out: every group from group_offset on,
+    num_groups - group_offset, from the caller's offset (before any int32
+    clipping). It is an output shape, so group_offset must be concrete."""
+    if group_offset is None:
+        return num_groups
+    if isinstance(group_offset, jax.core.Tracer):
+        raise ValueError(
+            "group_offset is traced (tgmm called under jax.jit), so the number of local groups "
+            "g = len(group_sizes) - group_offset, an output shape, is unknown: pass existing_out "
+            "to fix g (its leading dim), or a concrete group_offset")
+    offset = int(np.asarray(group_offset))
+    g = num_groups - offset
+    if g <= 0:
+        raise ValueError(
+            f"group_offset = {offset} leaves no local groups: g = len(group_sizes) - group_offset "
+            f"= {num_groups} - {offset} = {g}; pass existing_out to fix g")
+    if g > MAX_GROUPS:
+        raise ValueError(
+            f"group_offset = {offset} gives g = len(group_sizes) - group_offset = {g} local "
+            f"groups, more than MAX_GROUPS = {MAX_GROUPS} (group ids are int32)")
     return g
 
 
@@ -301,11 +323,11 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
     )(*metadata, lhs, rhs, existing_out)
 
 
-@functools.partial(jax.jit, static_argnames=("interpret",))
-def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, interpret):
-    """moe_bf16_grad_rhs once group_sizes and group_offset are int32 arrays, under jax.jit."""
-    g = _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset,
-                  existing_out=existing_out)
+@functools.partial(jax.jit, static_argnames=("g", "interpret"))
+def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, g, interpret):
+    """moe_bf16_grad_rhs once group_sizes and group_offset are int32 arrays, under
+    jax.jit; g is the number of local groups when existing_out is absent."""
+    g = _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, existing_out=existing_out, g=g)
     return _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, g=g,
                  out_dtype=jnp.float32, interpret=interpret)
 
@@ -320,11 +342,12 @@ def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=Non
         array-like (a list or tuple too): a negative size counts as 0, no group
         runs past row m.
       group_offset: [] int32, optional; the first group this shard computes
-        (default 0, an int is fine); needs existing_out, whose leading dim is the
-        number g of local groups; a local group that group_sizes does not have is
-        empty.
+        (default 0, an int is fine); without existing_out it must be concrete (not
+        traced), as g = num_groups - group_offset; a local group that group_sizes
+        does not have is empty.
       existing_out: [g, k, n] float32, optional; added to the result (megablox
-        tgmm); default: g = num_groups.
+        tgmm); its leading dim is the number g of local groups (default: g =
+        num_groups - group_offset).
       interpret: passed to `pallas_call`: False on a TPU; True or
         `pltpu.InterpretParams()` to run on CPU.
 
@@ -332,7 +355,11 @@ def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=Non
       [g, k, n] float32; an empty group gives zeros (or existing_out).
     """
     # group_sizes and group_offset become int32 here, before jax.jit sees them.
+    # Without existing_out, g = len(group_sizes) - group_offset is an output
+    # shape: it is fixed here, from the caller's (concrete) offset.
     group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
+    offset = group_offset
     if group_offset is not None:
         group_offset = _int32_array("group_offset", group_offset, ndim=0)
-    return _launch(lhs, rhs, group_sizes, group_offset, existing_out, interpret=interpret)
+    g = None if existing_out is not None else _local_groups(group_sizes.shape[0], offset)
+    return _launch(lhs, rhs, group_sizes, group_offset, existing_out, g=g, interpret=interpret)

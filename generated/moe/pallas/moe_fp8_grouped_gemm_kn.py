@@ -256,8 +256,8 @@ def _kernel(
     @pl.when(k_i == last_k)
     def _store():
         y = acc_ref[...]
-        y = y * lhs_scale_ref[...]  # [tm, 1]
-        y = y * rhs_scale_ref[...]  # [1, tn]
+        y = y * lhs_scale_ref[...]  # [tm, 1]: the row scales
+        y = y * rhs_scale_ref[...]  # [1, tn]: the column scales
         rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, y.shape, 0)
         mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
         out_ref[...] = jnp.where(mine, y.astype(out_ref.dtype), out_ref[...])

@@ -273,6 +273,7 @@ def _kernel(
     @pl.when(k_i == last_k)
     def _store():
         y = acc_ref[...]
+
         y = y + bias_ref[...].astype(jnp.float32)  # [1, tn]
         rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, y.shape, 0)
         mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
