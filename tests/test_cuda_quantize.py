@@ -56,6 +56,15 @@ kernel quant_f32_e5m2 {
   backends cuda
 }
 
+# e5m2 with e8m0 scales, f16 input, small groups.
+kernel quant_e8m0_e5m2 {
+  op quantize
+  lhs f16 [m, k]
+  out e5m2
+  out_scale per_token_group k=32 e8m0
+  backends cuda
+}
+
 kernel quant_long_groups {
   op quantize
   lhs f16 [m, k]
@@ -66,7 +75,7 @@ kernel quant_long_groups {
 }
 """
 
-NAMES = ("quant_e8m0", "quant_f32_e5m2", "quant_long_groups")
+NAMES = ("quant_e8m0", "quant_f32_e5m2", "quant_e8m0_e5m2", "quant_long_groups")
 ARCHS = ("sm_80", "sm_89", "sm_90a")
 MODULES: dict = {}
 
@@ -85,19 +94,31 @@ def source_name(name: str) -> str:
 launcher = Launchers("test_cuda_quant")
 
 
-def run(cuda: Path, name: str, lhs: np.ndarray):
-    return run_launcher(launcher(cuda, name), (cuda / f"{name}.cu").read_text(),
-                        source_name(name), {"lhs": lhs}, modules=MODULES)
+def run(cuda: Path, name: str, lhs: np.ndarray, *, source: str | None = None, tag: str = "",
+        ftz: bool = False):
+    """The kernel's (q, scale) on the emulator; `source` replaces the
+    generated .cu (a planted bug), built as its own module."""
+    text = source if source is not None else (cuda / f"{name}.cu").read_text()
+    return run_launcher(launcher(cuda, name), text, source_name(name) + tag, {"lhs": lhs},
+                        modules=MODULES, ftz=ftz)
 
 
-def check(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def verdict(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray, **kw):
+    """compare(), and for every scale dtype the scales' bits against
+    reference_output: e8m0 bytes, f32 the correctly rounded quotient."""
     kernel = spec.kernel(name)
-    q, s = run(cuda, name, lhs)
+    q, s = run(cuda, name, lhs, **kw)
     result = compare((q, s), reference(kernel, lhs=lhs), kernel, k=lhs.shape[1])
+    _, s_ref = reference_output(kernel, lhs=lhs)
+    same_bits = np.array_equal(np.asarray(s).view(np.uint8), np.asarray(s_ref).view(np.uint8))
+    return result, same_bits, q, s
+
+
+def check(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray, **kw
+          ) -> tuple[np.ndarray, np.ndarray]:
+    result, same_bits, q, s = verdict(spec, cuda, name, lhs, **kw)
     assert result.passed, f"{name} {lhs.shape}:\n{result.detail}"
-    if kernel.out_scale.dtype is ir.DType.E8M0:
-        _, s_ref = reference_output(kernel, lhs=lhs)
-        np.testing.assert_array_equal(s, s_ref)  # the same bytes, not just close
+    assert same_bits, f"{name}: scales differ from reference_output's bits"
     return q, s
 
 
@@ -182,6 +203,124 @@ def test_saturation_and_tiny_values(built):
     lhs[1, :3] = [-7.5e-7, 2.5e-39, 1.0]  # an f32 subnormal input
     q, _ = check(spec, cuda, "quant_f32_e5m2", lhs)
     assert q.astype(np.float32)[0, 0] == 57344.0 and q.astype(np.float32)[0, 1] == -57344.0
+
+
+# ---------------------------------------------------------------------------
+# The edges of docs/semantics.md, "quantize": bit-exact scales, non-finite
+# groups.
+
+
+def boundary_rows(dtype, fp8_max: float, exponents, group: int, k: int) -> np.ndarray:
+    """One row per amax: exactly fp8_max * 2^e, one input ulp above and below,
+    and exact powers of two; the amax sits in each group (negated in odd
+    groups), the other elements a third of it."""
+    amaxes = []
+    for e in exponents:
+        at = dtype(fp8_max * 2.0**e)
+        amaxes += [at, np.nextafter(at, dtype(np.inf)), np.nextafter(at, dtype(0)), dtype(2.0**e)]
+    rows = []
+    for amax in amaxes:
+        row = np.full(k, float(amax) / 3)
+        for g0 in range(0, k, group):
+            row[min(g0 + 5, k - 1)] = float(amax) * (-1 if (g0 // group) % 2 else 1)
+        rows.append(row)
+    return np.asarray(rows).astype(dtype)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scales_are_bit_exact_at_boundaries_and_on_random_values(built, name):
+    """f32 scales are RNE(amax / fp8_max) (one correctly rounded division),
+    e8m0 scales 2^ceil(log2(amax / fp8_max)): the bits of reference_output,
+    at amax = fp8_max * 2^e and one input ulp either side, at powers of two,
+    and on random magnitudes (2^-60 .. 2^60 times normal values)."""
+    spec, cuda = built
+    kernel = spec.kernel(name)
+    dtype = {ir.DType.BF16: ml_dtypes.bfloat16, ir.DType.F16: np.float16,
+             ir.DType.F32: np.float32}[kernel.lhs.dtype]
+    group, fp8_max = kernel.out_scale.block_k, kernel.out.max_finite
+    top = 100 if dtype is not np.float16 else 0  # f16 stops at 65504
+    lo = -20 if dtype is not np.float16 else -25
+    exps = [e for e in range(lo, top, 3) if fp8_max * 2.0**e < float(np.finfo(dtype).max)]
+    k = 2 * group + 3
+    rows = boundary_rows(dtype, fp8_max, exps, group, k)
+    rng = np.random.default_rng(len(name))
+    span = 60 if dtype is not np.float16 else 8
+    noise = rng.standard_normal((40, k)) * np.exp2(rng.uniform(-span, span, (40, 1)))
+    lhs = np.concatenate([rows, noise.astype(dtype)])
+    check(spec, cuda, name, lhs)
+
+
+def nonfinite_rows(dtype, group: int) -> np.ndarray:
+    """Rows of three groups and a partial fourth: inf, -inf or NaN in some
+    groups (first, middle, last element of a group; the partial group too),
+    finite groups around them."""
+    k = 3 * group + group // 2
+    rng = np.random.default_rng(group)
+    lhs = (rng.standard_normal((5, k)) * 3).astype(dtype)
+    lhs[0, 0] = np.inf
+    lhs[1, group + group // 2] = -np.inf
+    lhs[2, 2 * group - 1] = np.nan
+    lhs[3, k - 1] = np.nan  # the partial last group
+    lhs[3, 5] = np.inf
+    lhs[4, 1] = np.nan  # NaN and inf in one group
+    lhs[4, 2] = -np.inf
+    return lhs
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("name", NAMES)
+def test_nonfinite_groups_get_nan_scales_and_nan_q(built, name):
+    """A group holding inf or NaN: scale NaN (e8m0 byte 255, not a clamped
+    254) and every q of the group NaN; the other groups of the row as if the
+    values were not there."""
+    spec, cuda = built
+    kernel = spec.kernel(name)
+    dtype = {ir.DType.BF16: ml_dtypes.bfloat16, ir.DType.F16: np.float16,
+             ir.DType.F32: np.float32}[kernel.lhs.dtype]
+    group = kernel.out_scale.block_k
+    lhs = nonfinite_rows(dtype, group)
+    q, s = check(spec, cuda, name, lhs)
+    bad = {(0, 0), (1, 1), (2, 1), (3, 0), (3, 3), (4, 0)}
+    for r in range(lhs.shape[0]):
+        for g in range(s.shape[1]):
+            scale = s[r, g]
+            nan_scale = scale == 255 if s.dtype == np.uint8 else np.isnan(scale)
+            assert nan_scale == ((r, g) in bad), (r, g, scale)
+            cols = q[r, g * group:(g + 1) * group].astype(np.float32)
+            assert np.isnan(cols).all() == ((r, g) in bad) and (np.isnan(cols).any() == ((r, g) in bad))
+
+
+def _planted(cuda: Path, name: str, old: str, new: str) -> str:
+    text = (cuda / f"{name}.cu").read_text()
+    assert old in text, old
+    return text.replace(old, new)
+
+
+def test_planted_bugs_fail_the_edge_tests(built):
+    """The bugs these tests are for: a reciprocal multiply for f32 scales,
+    fmaxf (which drops NaN) for amax, an inf group's scale clamped to a
+    finite one."""
+    spec, cuda = built
+    # f32: amax * (1 / fp8_max) instead of the correctly rounded quotient.
+    bug = _planted(cuda, "quant_f32_e5m2", "__fdiv_rn(floored, kFp8Max)", "floored * (1.0f / kFp8Max)")
+    rng = np.random.default_rng(1)
+    lhs = (rng.standard_normal((64, 128)) * np.exp2(rng.uniform(-30, 30, (64, 1)))).astype(np.float32)
+    result, same_bits, _, _ = verdict(spec, cuda, "quant_f32_e5m2", lhs, source=bug, tag=".rcp")
+    assert not (result.passed and same_bits)
+    # fmaxf: a NaN element no longer makes its group's amax NaN.
+    for name in ("quant_e8m0", "quant_f32_e5m2"):
+        bug = _planted(cuda, name, "amax = nan_max(amax, fabsf(", "amax = fmaxf(amax, fabsf(")
+        kernel = spec.kernel(name)
+        dtype = ml_dtypes.bfloat16 if kernel.lhs.dtype is ir.DType.BF16 else np.float32
+        lhs = nonfinite_rows(dtype, kernel.out_scale.block_k)
+        result, same_bits, _, _ = verdict(spec, cuda, name, lhs, source=bug, tag=".fmaxf")
+        assert not (result.passed and same_bits), name
+    # e8m0: an infinite amax clamped to byte 254, as before.
+    bug = _planted(cuda, "quant_e8m0", "gg::e8m0_round_up_ratio(floored, kFp8Max)",
+                   "(floored > 3.4e38f ? (unsigned char)254 : gg::e8m0_round_up_ratio(floored, kFp8Max))")
+    lhs = nonfinite_rows(ml_dtypes.bfloat16, 128)
+    result, same_bits, _, _ = verdict(spec, cuda, "quant_e8m0", lhs, source=bug, tag=".clamp")
+    assert not (result.passed and same_bits)
 
 
 # ---------------------------------------------------------------------------

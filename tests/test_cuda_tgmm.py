@@ -253,7 +253,7 @@ def test_launch_is_one_step_with_the_plans_grid(generated):
     p = cuda_tgmm.plan(gen.kernel, load_spec(SPEC))
     assert step.smem == p.smem_bytes == 2 * 16 * (32 * 2 + 16) * 2
     assert launcher.workspace_ints(dims) == 0
-    assert [type(a).__name__ for a in step.args[5:]] == ["int32"] * 4
+    assert [type(a).__name__ for a in step.args[5:]] == ["int32"] * 5  # m n k num_groups offset
 
 
 def test_plan_numbers():
@@ -298,13 +298,13 @@ BAD_CALLS = {
     "k_unaligned": (dict(lhs=np.zeros((20, 12), np.uint16)), "k must be a multiple of 8"),
     "n_unaligned": (dict(rhs=np.zeros((20, 20), np.uint16)), "n must be a multiple of 8"),
     "k_zero": (dict(lhs=np.zeros((20, 0), np.uint16)), "n, k positive"),
-    "offset_past_groups": (dict(group_offset=4), "group_offset \\+ g must not exceed"),
-    "offset_negative": (dict(group_offset=-1), "group_offset \\+ g must not exceed"),
+    # Without existing_out, g = num_groups - group_offset: an output shape.
+    "offset_past_groups": (dict(group_offset=4), "no local groups: g = num_groups - group_offset "
+                           "is negative"),
+    "offset_past_int32": (dict(group_offset=2**31, existing_out=np.zeros((1, 16, 24), np.float32)),
+                          "group_offset must fit in int32"),
     "offset_not_scalar": (dict(group_offset=np.array([1], np.int32)),
                           "group_offset must be a scalar"),
-    "existing_out_too_many_groups": (
-        dict(group_offset=1, existing_out=np.zeros((3, 16, 24), np.float32)),
-        "group_offset \\+ g must not exceed"),
     "existing_out_shape": (dict(existing_out=np.zeros((3, 16, 16), np.float32)),
                            r"existing_out must have shape \[3, 16, 24\]"),
     "existing_out_dtype": (dict(existing_out=np.zeros((3, 16, 24), np.float16)),
@@ -333,6 +333,14 @@ def test_launcher_accepts_good_calls(generated):
     existing = np.zeros((1, 16, 24), np.float32)
     dims = launcher.validate(**_call(group_offset=1, existing_out=existing))
     assert (dims["g"], dims["group_offset"], dims["num_groups"]) == (1, 1, 3)
+    # Any group_offset is defined (docs/semantics.md, "tgmm"): local groups
+    # that group_sizes lacks are empty.
+    assert launcher.validate(**_call(group_offset=-1))["g"] == 4
+    assert launcher.validate(**_call(group_offset=3))["g"] == 0
+    for offset in (-(2**31), 2, 5, 2**31 - 1):
+        dims = launcher.validate(**_call(group_offset=offset,
+                                         existing_out=np.zeros((3, 16, 24), np.float32)))
+        assert (dims["g"], dims["group_offset"]) == (3, offset)
 
 
 # ---------------------------------------------------------------------------
@@ -425,6 +433,63 @@ def test_hostile_group_sizes_are_clamped_not_out_of_bounds(generated):
     hostile = dict(inputs, group_sizes=np.array([-5, 30, 1000], np.int32))
     got = run(gen, hostile)
     assert compare(got, expected, gen.kernel, k=30, inputs=inputs).passed
+
+
+BIG = 2**31 - 1
+EDGE_GROUPS = {
+    # Sizes whose prefix sums overflow int32, negative sizes, groups cut at m.
+    "four_2^30": ((2**30,) * 4, None, False),
+    "int32_max_then_more": ((BIG, 5, 7), None, True),
+    "negative_mixed": ((5, -3, BIG, 7), None, False),
+    "int32_min": ((-(2**31), 20, -1, 15), None, True),
+    # Offsets before, across and past the ends of group_sizes.
+    "offset_negative": ((10, 20, 9), -2, False),  # g = 5: two empty groups first
+    "offset_far_negative": ((10, 20, 9), -(2**31), True),
+    "offset_across_end": ((10, 20, 9), 2, True),  # existing_out has 3 groups: 2 missing
+    "offset_past_end": ((10, 20, 9), 7, True),
+    "offset_int32_max": ((10, 20, 9), BIG, True),
+    "offset_with_huge_sizes": ((2**30, -4, 2**30), 1, True),
+}
+
+
+@pytest.mark.parametrize("name", list(EDGE_GROUPS))
+def test_any_group_sizes_and_offset_values(generated, name):
+    """Every group_sizes / group_offset value is defined (docs/semantics.md,
+    "grouped", "tgmm"), computed without int32 overflow and without reading
+    outside group_sizes (the emulator faults on such a read)."""
+    sizes, offset, existing = EDGE_GROUPS[name]
+    gen = generated["tgmm_bf16"]
+    g_local = 3 if existing else len(sizes) - (offset or 0)
+    inputs = make_inputs(gen.kernel, 45, 24, 32, sizes, group_offset=offset, g_local=g_local,
+                         existing_out=existing, seed=5)
+    got = check(gen, inputs)
+    assert got.shape == (g_local, 32, 24)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("kernel", ["tgmm_bf16", "tgmm_bf16_out_f16"])
+def test_nonfinite_inputs_and_overflow(generated, kernel):
+    """inf / NaN in the rows of a group this shard does not own, in rows past
+    sum(group_sizes), in the last row of an owned group (the partial last
+    stage) and in existing_out; a group whose sums overflow f16. Other
+    elements stay finite; the reference says what the rest must be."""
+    gen = generated[kernel]
+    sizes = (6, 19, 17, 5)  # rows 0-5, 6-24, 25-41, 42-46; m = 52
+    inputs = make_inputs(gen.kernel, 52, 40, 48, sizes, group_offset=1, g_local=2,
+                         existing_out=True, seed=6)
+    lhs, rhs = inputs["lhs"], inputs["rhs"]
+    lhs[2, 5] = np.inf  # group 0: not this shard's
+    rhs[44, 7] = np.nan  # group 3: not this shard's
+    lhs[50, 0] = -np.inf  # past sum(group_sizes)
+    rhs[41, 39] = np.inf  # the last row of owned group 2, last column
+    lhs[10] = (lhs[10].astype(np.float32) * 3e4).astype(lhs.dtype)  # group 1 past f16
+    inputs["existing_out"][0, 3, 4] = np.nan
+    check(gen, inputs)
+    got = run(gen, inputs).astype(np.float64)
+    assert np.isnan(got[0, 3, 4]) and np.isinf(got[1, :, 39]).sum() > 20
+    assert np.isfinite(got[1, :, :39]).all()
+    if kernel == "tgmm_bf16_out_f16":
+        assert np.isinf(got[0]).sum() > 20  # the same infinities as the reference
 
 
 def test_thread_sanitizer_finds_no_race(generated):

@@ -150,6 +150,36 @@ class GemmPlan:
     def max_threads(self) -> int:
         return max(t.threads for t in self.tiles)
 
+    @property
+    def fold_scales(self) -> bool:
+        """Epilogue scales (per tensor / token / channel) applied with the
+        main-loop ones at every K block's promotion, when there are both and
+        one is e8m0. Scaling the partial total by the main-loop scales alone
+        can leave f32 where the fully scaled result does not (2^126 now and
+        2^-127 in the epilogue); with every scale in the promotion the total
+        has the output's magnitude."""
+        scales = (self.lhs_scale, self.rhs_scale)
+        return (self.mainloop_scale and any(s.enabled and s.dtype is DType.E8M0 for s in scales)
+                and any(s.enabled and s.placement is ir.Placement.EPILOGUE for s in scales))
+
+    def promoted(self, scale: ir.Scale) -> bool:
+        """Whether `scale` multiplies each K block's partial sum."""
+        return scale.enabled and (scale.placement is ir.Placement.MAINLOOP or self.fold_scales)
+
+    @property
+    def exact_mainloop(self) -> bool:
+        """An e8m0 scale in the promotion: the per-block scale products may
+        leave f32 (2^-254 .. 2^254), so they are applied as exponents when a
+        thread's products are not all normal (gg::mul_scales_out_of_line)."""
+        return any(self.promoted(s) and s.dtype is DType.E8M0
+                   for s in (self.lhs_scale, self.rhs_scale))
+
+    @property
+    def exact_epilogue(self) -> bool:
+        """An e8m0 scale in the epilogue: applied with gg::mul_scale(s), exactly."""
+        return any(s.enabled and not self.promoted(s) and s.dtype is DType.E8M0
+                   for s in (self.lhs_scale, self.rhs_scale))
+
 
 # ---------------------------------------------------------------------------
 # Diagnose
@@ -394,10 +424,11 @@ def _checks(kernel: ir.Kernel, k_align: int, n_align: int) -> tuple[Check, ...]:
                             f"n must be a multiple of {n_align}: rows of 16-byte copies"))
     checks += spec_checks(kernel)
     if kernel.op is Op.GROUPED:
-        checks.append(Check("g > 0", "rhs must hold at least one group"))
-        checks.append(Check("group_offset >= 0 and group_offset + g <= num_groups",
-                            "group_offset + g (rhs.shape[0]) must not exceed the number of "
-                            "groups in group_sizes"))
+        # NB: any group_sizes and group_offset values are defined
+        # (docs/semantics.md, "grouped"): local groups that group_sizes lacks
+        # are empty, and g = 0 computes nothing. Only the int32 range is checked.
+        checks.append(Check("group_offset >= -2147483648 and group_offset <= 2147483647",
+                            "group_offset must fit in int32"))
     checks.append(Check("m < 2147483647 and n < 2147483647 and k < 2147483647",
                         "dims must fit in int32"))
     return tuple(checks)

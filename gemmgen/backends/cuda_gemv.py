@@ -108,6 +108,33 @@ class GemvPlan:
         return self.rhs_scale.mode is ScaleMode.BLOCK
 
     @property
+    def fold_lhs_scale(self) -> bool:
+        """The lhs scale applied with the block scales in the main loop, when
+        both exist and one is e8m0: a partial sum scaled by the weight block
+        alone may leave f32 where the fully scaled one does not (2^126 now,
+        2^-127 in the epilogue)."""
+        return (self.rhs_block and self.lhs_scale.enabled
+                and DType.E8M0 in (self.lhs_scale.dtype, self.rhs_scale.dtype))
+
+    @property
+    def epilogue_lhs_scale(self) -> bool:
+        return self.lhs_scale.enabled and not self.fold_lhs_scale
+
+    @property
+    def exact_block(self) -> bool:
+        """e8m0 in the main loop's scales: applied with gg::mul_scale(s), so
+        2^-127 and products outside f32 come out exact."""
+        return self.rhs_block and (self.rhs_scale.dtype is DType.E8M0 or self.fold_lhs_scale)
+
+    @property
+    def exact_epilogue(self) -> bool:
+        """An e8m0 epilogue scale: the scales multiply with gg::mul_scale(s),
+        exactly (their product may leave f32)."""
+        return ((self.epilogue_lhs_scale and self.lhs_scale.dtype is DType.E8M0)
+                or (self.rhs_scale.enabled and not self.rhs_block
+                    and self.rhs_scale.dtype is DType.E8M0))
+
+    @property
     def outputs_per_warp(self) -> int:
         return self.max_rows * self.out_cols
 

@@ -11,10 +11,14 @@ definition; docs/cuda-gemv-quantize.md the design):
       in registers (16-byte ld.global.nc loads);
   (2) amax over the lanes of the group with butterfly shuffles (the full
       warp: gg::warp_reduce_max);
-  (3) the scale: f32 division, or the e8m0 byte rounded up exactly
-      (gg::e8m0_round_up_ratio); one lane stores it;
-  (4) every lane divides its elements by the scale, casts them to FP8 with
-      saturation and stores them (8 bytes per lane for bf16).
+  (3) the scale: the correctly rounded f32 division (__fdiv_rn), or the
+      e8m0 byte rounded up exactly (gg::e8m0_round_up_ratio); one lane
+      stores it. A group holding an infinity or a NaN gets a NaN scale
+      (e8m0 byte 255);
+  (4) every lane multiplies its elements by 1 / s (exact for e8m0, the
+      correctly rounded reciprocal for f32), casts them to FP8 with
+      saturation and stores them (8 bytes per lane for bf16); NaN scales
+      give NaN q.
 
 The last group of a row may be partial (k not a multiple of G). When k is
 not a multiple of `vec` the rows are not 16-byte aligned and a second entry
@@ -23,7 +27,10 @@ point reads one element per lane; the launch plan picks it by k.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
@@ -93,6 +100,27 @@ class QuantPlan:
     def e8m0(self) -> bool:
         return self.scale_dtype is DType.E8M0
 
+    @property
+    def min_e8m0_code(self) -> int:
+        """The e8m0 byte of the floored amax (1e-10f): the smallest scale."""
+        return _e8m0_code(float(np.float32(self.amax_floor)), self.fp8_max)
+
+    @property
+    def max_e8m0_code(self) -> int:
+        """The e8m0 byte of the largest finite amax, f32's largest value."""
+        return _e8m0_code(float(np.finfo(np.float32).max), self.fp8_max)
+
+
+def _e8m0_code(amax: float, fp8_max: float) -> int:
+    """The byte of the smallest 2^e with amax <= fp8_max * 2^e (exact
+    comparisons in float64: fp8_max * 2^e is exact)."""
+    e = math.ceil(math.log2(amax / fp8_max))
+    while amax > fp8_max * 2.0**e:
+        e += 1
+    while amax <= fp8_max * 2.0**(e - 1):
+        e -= 1
+    return e + 127
+
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     assert kernel.op is Op.QUANTIZE
@@ -135,12 +163,15 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
     if group % vec == 0:
         entries.append(_entry(kernel.name, vec, group, warps))
     entries.append(_entry(f"{kernel.name}_unaligned_k", 1, group, warps))
-    return QuantPlan(
+    p = QuantPlan(
         kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
         lhs=kernel.lhs.dtype, out=kernel.out, scale_dtype=kernel.out_scale.dtype, group=group,
         fp8_max=kernel.out.max_finite, amax_floor=AMAX_FLOOR, threads=threads, warps=warps,
         entries=tuple(entries),
     )
+    # The kernel computes 1 / s = 2^(127 - code) as one normal f32.
+    assert not p.e8m0 or 1 <= p.min_e8m0_code <= p.max_e8m0_code <= 253
+    return p
 
 
 def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:

@@ -261,9 +261,14 @@ def _checks(kernel: ir.Kernel, p: TgmmPlan) -> tuple[Check, ...]:
                     f"n must be a multiple of {p.n_align}: rhs rows are read in 16-byte copies")]
     checks += spec_checks(kernel)
     checks += [
-        Check("group_offset >= 0 and g >= 0 and group_offset + g <= num_groups",
-              "group_offset + g must not exceed the number of groups in group_sizes "
-              "(g: existing_out.shape[0], else num_groups - group_offset)"),
+        # NB: any group_offset is defined (docs/semantics.md, "tgmm"): local
+        # groups that group_sizes lacks are empty. Only g, an output shape,
+        # must be >= 0: without existing_out it is num_groups - group_offset.
+        Check("g >= 0",
+              "no local groups: g = num_groups - group_offset is negative (group_offset is "
+              "past the end of group_sizes); give existing_out, whose leading dim is g"),
+        Check("group_offset >= -2147483648 and group_offset <= 2147483647",
+              "group_offset must fit in int32"),
         # Grid y and z (docs/cuda.md, "Launch limits"): a clearer message than
         # the launchers' generic check, which would catch these too.
         Check(f"g <= {LIMITS.grid_yz}",
@@ -284,7 +289,8 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     t = kernel.tile
     step = Step(p.entry, p.grid, p.threads, p.smem_bytes,
                 (array("lhs"), array("rhs"), array("group_sizes"), array("existing_out"),
-                 array("out"), i32("m"), i32("n"), i32("k"), i32("group_offset")),
+                 array("out"), i32("m"), i32("n"), i32("k"), i32("num_groups"),
+                 i32("group_offset")),
                 f"{p.tile_k}x{p.tile_n} blocks of out per local group, "
                 f"{p.tile_rows} rows per stage")
     target = spec.target(ir.Backend.CUDA)

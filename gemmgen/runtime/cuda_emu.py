@@ -28,7 +28,7 @@ API:
   ``GG_EMU_REGISTER_KERNEL(name)`` (for kernels in an ``extern "C" { }``
   block).
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
-  inouts=(), schedule="run-ahead", workers=None, timeout=120.0)`` runs one
+  inouts=(), schedule="run-ahead", workers=None, ftz=False, timeout=120.0)`` runs one
   launch in a child process and returns copies of the arrays at the indices in
   `outputs` (filled with 0xFF bytes before the run: NaN in every float format)
   followed by those in `inouts` (passed in with their values). `args` holds,
@@ -36,7 +36,9 @@ API:
   as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
   no C type; a structured ``np.void`` passes a struct) or ``None`` (a null
   pointer). `schedule` is ``"run-ahead"`` or
-  ``"reverse"``; `workers` caps the worker threads (default: one per core).
+  ``"reverse"``; `workers` caps the worker threads (default: one per core);
+  ``ftz=True`` flushes f32 subnormals to zero as a kernel built with -ftz
+  (``--use_fast_math``) does on a GPU (x86 MXCSR FTZ and DAZ).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
   out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
   ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
@@ -377,6 +379,7 @@ class EmuModule:
         inouts: Sequence[int] = (),
         schedule: str = "run-ahead",
         workers: int | None = None,
+        ftz: bool = False,
         timeout: float = 120.0,
     ) -> list[np.ndarray]:
         """Runs `kernel` once; returns the arrays at `outputs`, then those at `inouts`."""
@@ -396,7 +399,7 @@ class EmuModule:
         request = _encode_request(
             kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), args, outputs, inouts
         )
-        env = dict(os.environ, GG_EMU_SCHEDULE=schedule)
+        env = dict(os.environ, GG_EMU_SCHEDULE=schedule, GG_EMU_FTZ="1" if ftz else "0")
         if workers is not None:
             env["GG_EMU_WORKERS"] = str(int(workers))
         with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:

@@ -31,10 +31,11 @@ def poisoned(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
-                 schedule: str = "run-ahead", modules: dict | None = None):
+                 schedule: str = "run-ahead", modules: dict | None = None, ftz: bool = False):
     """Validate `inputs` with the generated launcher and run its launch
     sequence on the CPU emulator; return the output (a tuple when the kernel
-    has several, e.g. quantize's values and scales)."""
+    has several, e.g. quantize's values and scales). `ftz` flushes f32
+    subnormals as a kernel built with -ftz does (EmuModule.launch)."""
     from gemmgen.runtime.cuda_emu import EmuModule
 
     dims = launcher.validate(**inputs)
@@ -63,7 +64,7 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
                 inouts.append((i, a))
         results = module.launch(step.entry, grid=step.grid, block=step.block,
                                 smem_bytes=step.smem, args=args,
-                                inouts=[i for i, _ in inouts], schedule=schedule)
+                                inouts=[i for i, _ in inouts], schedule=schedule, ftz=ftz)
         for (_, name), value in zip(inouts, results):
             arrays[name] = value
     outs = tuple(arrays[name] for name in launcher.OUTPUTS)

@@ -85,6 +85,9 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 #include <unistd.h>
 
 // The C ABI: exported, and kept (`used`) although nothing in the library calls it.
@@ -236,6 +239,7 @@ struct Launch {
   Schedule schedule = Schedule::run_ahead;
   unsigned workers = 1;
   std::size_t stack_bytes = 0;
+  bool flush_subnormals = false;  // GG_EMU_FTZ=1: model a kernel built with -ftz (see set_ftz)
   std::atomic<unsigned long long> next_block{0};
 
   unsigned long long num_blocks() const {
@@ -253,6 +257,27 @@ struct Tls {
   unsigned magic;
 };
 inline thread_local Tls tls{nullptr, nullptr, 0x67676575u};
+
+// GG_EMU_FTZ=1 models a kernel compiled with -ftz=true (nvcc --use_fast_math):
+// f32 arithmetic flushes subnormal inputs and results to zero. On x86 the
+// MXCSR bits FTZ (results) and DAZ (inputs) do that for every SSE operation
+// of the thread, f64 included (the emulator's own f64 arithmetic, such as an
+// mma.sync's sum, never meets a subnormal for realistic data). Set at the start
+// of each CUDA thread; swapcontext saves and restores MXCSR per fiber.
+inline bool ftz_supported() {
+#if defined(__x86_64__) || defined(__i386__)
+  return true;
+#else
+  return false;
+#endif
+}
+inline void set_ftz(bool on) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (on) _mm_setcsr(_mm_getcsr() | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
+#else
+  (void)on;
+#endif
+}
 
 // ---------------------------------------------------------------------------
 // Errors.
@@ -863,6 +888,7 @@ class BlockRunner {
     tls.thread = t;
     tls.runner = t->runner;
     Launch& l = t->runner->launch_;
+    set_ftz(l.flush_subnormals);
     l.kernel->invoke(l.kernel->fn, l.args);
     t->runner->thread_exit(*t);
     return nullptr;
@@ -906,6 +932,7 @@ class BlockRunner {
   static void fiber_main() {
     ThreadCtx* t = tls.thread;
     Launch& l = t->runner->launch_;
+    set_ftz(l.flush_subnormals);
     l.kernel->invoke(l.kernel->fn, l.args);
     t->runner->thread_exit(*t);
     // Returning resumes uc_link, the scheduler.
@@ -1135,6 +1162,8 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
     return reject(format("GG_EMU_SCHEDULE=%s: expected run-ahead or reverse", schedule));
   }
   l.stack_bytes = std::max(64u, env_unsigned("GG_EMU_STACK_KB", 256)) * std::size_t{1024};
+  l.flush_subnormals = env_unsigned("GG_EMU_FTZ", 0) != 0;
+  if (l.flush_subnormals && !ftz_supported()) return reject("GG_EMU_FTZ=1: flushing subnormals is modelled on x86 only");
   install_fault_handler();
 #if defined(GG_EMU_TSAN)
   l.workers = 1;
@@ -1419,6 +1448,8 @@ inline float __cosf(float x) { return std::cos(x); }
 inline float __powf(float x, float y) { return std::pow(x, y); }
 inline float __fdividef(float x, float y) { return x / y; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fdiv_rn(float x, float y) { return x / y; }
+inline float __fmul_rn(float x, float y) { return x * y; }
 inline float __fsqrt_rn(float x) { return std::sqrt(x); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }

@@ -183,7 +183,8 @@ __device__ __forceinline__ void gemm_tile(
     }
     // FP32 promotion: at the end of each scale block of K, scale the partial
     // sums and add them to the f32 total. The scales of this thread's rows
-    // and columns are read once per block.
+    // and columns are read once per block (rows past m and columns past n, never
+    // stored, take 1).
     if (((kt + 1) * T::kBK) % kScaleBlockK == 0 || kt + 1 == ktiles) {
       float sa[T::kMI][2], sb[T::kNI][2];
 #pragma unroll
@@ -193,7 +194,7 @@ __device__ __forceinline__ void gemm_tile(
           const int row = m0 + wm0 + i * 16 + lane / 4 + 8 * h;
           const int kblocks = (k + 128 - 1) / 128;
           const int kb = kt * T::kBK / 128;
-          sa[i][h] = row < m ? lhs_scale_value(lhs_scale, (long long)row * kblocks + kb) : 0.0f;
+          sa[i][h] = row < m ? lhs_scale_value(lhs_scale, (long long)row * kblocks + kb) : 1.0f;
         }
 #pragma unroll
       for (int j = 0; j < T::kNI; ++j)
@@ -204,17 +205,55 @@ __device__ __forceinline__ void gemm_tile(
           const int kb = kt * T::kBK / 128;
           const int nblocks = (n + 128 - 1) / 128;
           const long long at = ((long long)gl * nblocks + col / 128) * kblocks + kb;
-          sb[j][h] = col < n ? rhs_scale_value(rhs_scale, at) : 0.0f;
+          sb[j][h] = col < n ? rhs_scale_value(rhs_scale, at) : 1.0f;
         }
+      // e8m0 scales: a product sa * sb may lie anywhere in 2^-254 .. 2^254
+      // (docs/semantics.md, "e8m0"). When every product this thread forms is
+      // a normal f32 (the usual case), it is exact and multiplies the partial
+      // sum at once; otherwise each partial sum is scaled exactly, with the
+      // scales' exponents added as integers (gg::mul_scales_out_of_line).
+      unsigned lo_a = 255u, hi_a = 0u, lo_b = 255u, hi_b = 0u;
+#pragma unroll
+      for (int i = 0; i < T::kMI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned f = gg::exponent_field(sa[i][h]);
+          lo_a = f < lo_a ? f : lo_a;
+          hi_a = f > hi_a ? f : hi_a;
+        }
+#pragma unroll
+      for (int j = 0; j < T::kNI; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned f = gg::exponent_field(sb[j][h]);
+          lo_b = f < lo_b ? f : lo_b;
+          hi_b = f > hi_b ? f : hi_b;
+        }
+      if (gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)) {
+#pragma unroll
+        for (int i = 0; i < T::kMI; ++i)
+#pragma unroll
+          for (int j = 0; j < T::kNI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              total[i][j][e] += static_cast<float>(acc[i][j][e]) * (sa[i][e / 2] * sb[j][e % 2]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < T::kMI; ++i)
+#pragma unroll
+          for (int j = 0; j < T::kNI; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              total[i][j][e] += gg::mul_scales_out_of_line(static_cast<float>(acc[i][j][e]),
+                                                           gg::float_to_bits(sa[i][e / 2]),
+                                                           gg::float_to_bits(sb[j][e % 2]));
+      }
 #pragma unroll
       for (int i = 0; i < T::kMI; ++i)
 #pragma unroll
         for (int j = 0; j < T::kNI; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            total[i][j][e] += static_cast<float>(acc[i][j][e]) * (sa[i][e / 2] * sb[j][e % 2]);
-            acc[i][j][e] = 0;
-          }
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
     }
   }
 

@@ -18,6 +18,7 @@
 //   (3) the scale, rounded up to a power of two exactly
 //       (gg::e8m0_round_up_ratio) and stored as its e8m0 byte;
 //   (4) q = x * (1 / s) cast to e4m3 with saturation.
+// A group holding an infinity or a NaN gets a NaN scale and NaN q.
 // The last group of a row may be partial (k not a multiple of kGroup).
 //
 // Entry points: per_token_group_quant_fp8_out_scale_e8m0 (k a multiple of 8: 16-byte loads), per_token_group_quant_fp8_out_scale_e8m0_unaligned_k (any k).
@@ -131,16 +132,15 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
   // (2) amax over the group.
   amax = group_max<kLanes>(amax);
 
-  // (3) The scale; lane 0 of the group stores it.
+  // (3) The scale; lane 0 of the group stores it. A group holding an
+  // infinity or a NaN has no scale: NaN (byte 255), and every q of it NaN.
   const float floored = amax < kAmaxFloor ? kAmaxFloor : amax;
-  const unsigned char code = gg::e8m0_round_up_ratio(floored, kFp8Max);
-  const float s = gg::e8m0_to_float(code);
+  const unsigned char code = gg::e8m0_round_up_ratio(floored, kFp8Max);  // 0xFF unless finite
   if (active && sub == 0) out_scale[row * groups + g0 / kGroup] = code;
 
-  // (4) q = x / s, saturated to the FP8 range. One division per lane and
-  // group, then multiplications: x * (1 / s) is within an f32 ulp of x / s
-  // (exact for e8m0 scales, powers of two), and the kernel stays memory bound.
-  const float inv = 1.0f / s;
+  // (4) q = x / s = x * 2^(127 - code), exactly: the floor and f32's range
+  // keep code in [85, 247], so 2^(127 - code) is a normal f32.
+  const float inv = code == 0xFFu ? gg::bits_to_float(0x7FC00000u) : gg::exp2_normal(127 - code);
   if constexpr (kCached) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {

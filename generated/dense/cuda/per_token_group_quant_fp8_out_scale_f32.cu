@@ -17,6 +17,7 @@
 //   (2) amax over the group's lanes with butterfly shuffles;
 //   (3) the scale, in f32;
 //   (4) q = x * (1 / s) cast to e4m3 with saturation.
+// A group holding an infinity or a NaN gets a NaN scale and NaN q.
 // The last group of a row may be partial (k not a multiple of kGroup).
 //
 // Entry points: per_token_group_quant_fp8_out_scale_f32 (k a multiple of 8: 16-byte loads), per_token_group_quant_fp8_out_scale_f32_unaligned_k (any k).
@@ -130,15 +131,19 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
   // (2) amax over the group.
   amax = group_max<kLanes>(amax);
 
-  // (3) The scale; lane 0 of the group stores it.
+  // (3) The scale; lane 0 of the group stores it. A group holding an
+  // infinity or a NaN has no scale: NaN (f32 NaN), and every q of it NaN.
   const float floored = amax < kAmaxFloor ? kAmaxFloor : amax;
-  const float s = floored / kFp8Max;
+  // The correctly rounded quotient (not a reciprocal multiply, and not the
+  // approximate division of --use_fast_math).
+  const bool finite = amax <= 3.40282347e38f;  // false for inf and NaN
+  const float s = finite ? __fdiv_rn(floored, kFp8Max) : gg::bits_to_float(0x7FC00000u);
   if (active && sub == 0) out_scale[row * groups + g0 / kGroup] = s;
 
-  // (4) q = x / s, saturated to the FP8 range. One division per lane and
-  // group, then multiplications: x * (1 / s) is within an f32 ulp of x / s
-  // (exact for e8m0 scales, powers of two), and the kernel stays memory bound.
-  const float inv = 1.0f / s;
+  // (4) q = x / s, saturated to the FP8 range. One reciprocal per lane and
+  // group, then multiplications: x * (1 / s) is within an f32 ulp of x / s,
+  // and the kernel stays memory bound.
+  const float inv = __frcp_rn(s);
   if constexpr (kCached) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {

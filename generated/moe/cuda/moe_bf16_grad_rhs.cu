@@ -91,20 +91,24 @@ __device__ __forceinline__ void load_stage(unsigned char* smem, int slot, int r0
 extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
     const in_t* __restrict__ lhs, const in_t* __restrict__ rhs, const int* __restrict__ group_sizes,
     const out_t* __restrict__ existing_out, out_t* __restrict__ out, int m, int n, int k,
-    int group_offset) {
+    int num_groups, int group_offset) {
   unsigned char* smem = gg_smem;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int k0 = blockIdx.x * kTileK, n0 = blockIdx.y * kTileN, gl = blockIdx.z;
   const int wk0 = (warp / kWarpsN) * kWarpK, wn0 = (warp % kWarpsN) * kWarpN;
 
   // (1) The group's rows [lo, hi): prefix sums of group_sizes clamped to
-  // [0, m], a negative size counting as 0, as in the grouped GEMM's worklist.
-  // Every warp computes them (the same values), so no barrier is needed.
-  const int group = group_offset + gl;
+  // [0, m], a negative size counting as 0, as in the grouped GEMM's worklist
+  // (in 64 bits: no overflow). A group group_sizes lacks (before 0 or past its
+  // end) is empty. Every warp computes them (the same values), so no barrier
+  // is needed.
+  const long long group = (long long)group_offset + gl;
+  const bool listed = group >= 0 && group < num_groups;
+  const int preceding = group < 0 ? 0 : (listed ? static_cast<int>(group) : num_groups);
   long long before = 0;
-  for (int i = lane; i < group; i += 32) before += group_sizes[i] > 0 ? group_sizes[i] : 0;
+  for (int i = lane; i < preceding; i += 32) before += group_sizes[i] > 0 ? group_sizes[i] : 0;
   before = gg::warp_reduce_sum(before);
-  const long long end = before + (group_sizes[group] > 0 ? group_sizes[group] : 0);
+  const long long end = before + (listed && group_sizes[group] > 0 ? group_sizes[group] : 0);
   const int lo = static_cast<int>(before < m ? before : m);
   const int hi = static_cast<int>(end < m ? end : m);
   const int stages_total = (hi - lo + kTileRows - 1) / kTileRows;  // 0 for an empty group
@@ -226,7 +230,7 @@ cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t s
     case 0: {  // 32x128x128
       // 128x128 blocks of out per local group, 32 rows per stage
       moe_bf16_grad_rhs<<<dim3(static_cast<unsigned>(gg_cdiv(k, 128)), static_cast<unsigned>(gg_cdiv(n, 128)), static_cast<unsigned>(g)), 256, 34816, stream>>>(
-          a.lhs, a.rhs, a.group_sizes, a.existing_out, a.out, gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(group_offset));
+          a.lhs, a.rhs, a.group_sizes, a.existing_out, a.out, gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();
       if (err != cudaSuccess) return err;
       return cudaSuccess;

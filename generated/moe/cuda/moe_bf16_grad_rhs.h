@@ -133,7 +133,8 @@ inline const char* moe_bf16_grad_rhs_validate(const MoeBf16GradRhsArgs& a) {
   if (!(m >= 0 and n > 0 and k > 0)) return "moe_bf16_grad_rhs: m must be >= 0 and n, k positive";
   if (!(k % 8 == 0)) return "moe_bf16_grad_rhs: k must be a multiple of 8: lhs rows are read in 16-byte copies";
   if (!(n % 8 == 0)) return "moe_bf16_grad_rhs: n must be a multiple of 8: rhs rows are read in 16-byte copies";
-  if (!(group_offset >= 0 and g >= 0 and group_offset + g <= num_groups)) return "moe_bf16_grad_rhs: group_offset + g must not exceed the number of groups in group_sizes (g: existing_out.shape[0], else num_groups - group_offset)";
+  if (!(g >= 0)) return "moe_bf16_grad_rhs: no local groups: g = num_groups - group_offset is negative (group_offset is past the end of group_sizes); give existing_out, whose leading dim is g";
+  if (!(group_offset >= -2147483648 and group_offset <= 2147483647)) return "moe_bf16_grad_rhs: group_offset must fit in int32";
   if (!(g <= 65535)) return "moe_bf16_grad_rhs: at most 65535 local groups: grid z = g is limited to 65535";
   if (!(gg_cdiv(n, 128) <= 65535)) return "moe_bf16_grad_rhs: n must be at most 8388480: grid y = cdiv(n, 128) is limited to 65535";
   if (!(m < 2147483647 and n < 2147483647 and k < 2147483647)) return "moe_bf16_grad_rhs: dims must fit in int32";

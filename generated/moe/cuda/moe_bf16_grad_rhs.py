@@ -170,8 +170,10 @@ def validate(*, lhs, rhs, group_sizes, group_offset=None, existing_out=None, out
         raise ValueError(f"{NAME}: k must be a multiple of 8: lhs rows are read in 16-byte copies (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     if not (n % 8 == 0):
         raise ValueError(f"{NAME}: n must be a multiple of 8: rhs rows are read in 16-byte copies (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
-    if not (group_offset >= 0 and g >= 0 and group_offset + g <= num_groups):
-        raise ValueError(f"{NAME}: group_offset + g must not exceed the number of groups in group_sizes (g: existing_out.shape[0], else num_groups - group_offset) (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
+    if not (g >= 0):
+        raise ValueError(f"{NAME}: no local groups: g = num_groups - group_offset is negative (group_offset is past the end of group_sizes); give existing_out, whose leading dim is g (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
+    if not (group_offset >= -2147483648 and group_offset <= 2147483647):
+        raise ValueError(f"{NAME}: group_offset must fit in int32 (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     if not (g <= 65535):
         raise ValueError(f"{NAME}: at most 65535 local groups: grid z = g is limited to 65535 (m={m}, k={k}, n={n}, num_groups={num_groups}, g={g}, group_offset={group_offset})")
     if not (gg_cdiv(n, 128) <= 65535):
@@ -224,7 +226,7 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
         case 0:  # 32x128x128
             return [
                 Launch("moe_bf16_grad_rhs", (gg_cdiv(k, 128), gg_cdiv(n, 128), g), (256, 1, 1), 34816, (
-                    "lhs", "rhs", "group_sizes", "existing_out", "out", gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(group_offset),
+                    "lhs", "rhs", "group_sizes", "existing_out", "out", gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset),
                 ), "128x128 blocks of out per local group, 32 rows per stage"),
             ]
     raise AssertionError("unreachable")

@@ -177,10 +177,8 @@ def validate(*, lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset=None, 
         raise ValueError(f"{NAME}: m must be >= 0 and n, k positive (m={m}, k={k}, g={g}, n={n}, num_groups={num_groups}, group_offset={group_offset}, n_out={n_out})")
     if not (k % 16 == 0):
         raise ValueError(f"{NAME}: k must be a multiple of 16: rows of 16-byte copies (m={m}, k={k}, g={g}, n={n}, num_groups={num_groups}, group_offset={group_offset}, n_out={n_out})")
-    if not (g > 0):
-        raise ValueError(f"{NAME}: rhs must hold at least one group (m={m}, k={k}, g={g}, n={n}, num_groups={num_groups}, group_offset={group_offset}, n_out={n_out})")
-    if not (group_offset >= 0 and group_offset + g <= num_groups):
-        raise ValueError(f"{NAME}: group_offset + g (rhs.shape[0]) must not exceed the number of groups in group_sizes (m={m}, k={k}, g={g}, n={n}, num_groups={num_groups}, group_offset={group_offset}, n_out={n_out})")
+    if not (group_offset >= -2147483648 and group_offset <= 2147483647):
+        raise ValueError(f"{NAME}: group_offset must fit in int32 (m={m}, k={k}, g={g}, n={n}, num_groups={num_groups}, group_offset={group_offset}, n_out={n_out})")
     if not (m < 2147483647 and n < 2147483647 and k < 2147483647):
         raise ValueError(f"{NAME}: dims must fit in int32 (m={m}, k={k}, g={g}, n={n}, num_groups={num_groups}, group_offset={group_offset}, n_out={n_out})")
     for name, align in ALIGN.items():

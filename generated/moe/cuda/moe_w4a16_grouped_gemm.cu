@@ -287,10 +287,19 @@ extern "C" __global__ void moe_w4a16_grouped_gemm_fill(out_t* __restrict__ out, 
     out[i] = existing_out != nullptr ? existing_out[i] : gg::from_float<out_t>(0.0f);
 }
 
+// Where group `group` of group_sizes starts, from the prefix sums starts[0 ..
+// num_groups]. Any group index is defined (docs/semantics.md, "grouped"): a
+// group group_sizes lacks (before 0, or past its end) is empty, so it starts
+// where its neighbour does and ends there too.
+__device__ __forceinline__ int group_start(const int* __restrict__ starts, int num_groups, long long group) {
+  return starts[group < 0 ? 0 : (group > num_groups ? num_groups : group)];
+}
+
 // (1b) The tile worklist, built on the device so no host synchronisation is
 // needed. Workspace layout (ints): [0] the item count; [1, 2 + num_groups)
-// the first row of each group (prefix sums, clamped to [0, m]; a negative
-// size counts as 0); then (local group, m tile) pairs, group by group.
+// the first row of each group, then the end of the last (prefix sums,
+// clamped to [0, m]; a negative size counts as 0); then (local group, m
+// tile) pairs, group by group.
 extern "C" __global__ void moe_w4a16_grouped_gemm_worklist(const int* __restrict__ group_sizes, int num_groups,
                                               int group_offset, int g, int m, int bm,
                                               int* __restrict__ workspace) {
@@ -301,14 +310,15 @@ extern "C" __global__ void moe_w4a16_grouped_gemm_worklist(const int* __restrict
   starts[0] = 0;
   for (int i = 0; i < num_groups; ++i) {
     const int size = group_sizes[i] > 0 ? group_sizes[i] : 0;
-    row = size > m - row ? m : row + size;
+    row = size > m - row ? m : row + size;  // no overflow: 0 <= row <= m
     starts[i + 1] = row;
   }
   int count = 0;
   for (int gl = 0; gl < g; ++gl) {
-    const int lo = starts[group_offset + gl], hi = starts[group_offset + gl + 1];
+    const long long group = (long long)group_offset + gl;
+    const int lo = group_start(starts, num_groups, group), hi = group_start(starts, num_groups, group + 1);
     if (hi <= lo) continue;  // empty groups get no work
-    for (int mt = lo / bm; mt * bm < hi; ++mt) {
+    for (int mt = lo / bm; (long long)mt * bm < hi; ++mt) {
       items[2 * count] = gl;
       items[2 * count + 1] = mt;
       ++count;
@@ -332,7 +342,8 @@ extern "C" __global__ void __launch_bounds__(256) moe_w4a16_grouped_gemm(
   const int* starts = workspace + 1;
   const int* item = workspace + 2 + num_groups + 2LL * y;
   const int gl = item[0], m0 = item[1] * Tile0::kBM;
-  const int lo = starts[group_offset + gl], hi = starts[group_offset + gl + 1];
+  const long long group = (long long)group_offset + gl;
+  const int lo = group_start(starts, num_groups, group), hi = group_start(starts, num_groups, group + 1);
   gemm_tile<Tile0>(lhs, rhs, rhs_scale, bias, out, m, n, k, m0,
                         blockIdx.x * Tile0::kBNOut, gl, lo > m0 ? lo : m0, hi);
 }
