@@ -72,7 +72,9 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
     if source_name not in cache:
-        cache[source_name] = EmuModule(source, source_name)
+        # The .cu includes its .h (the C++ launcher), beside the .py.
+        folder = Path(getattr(launcher, "SOURCE", source_name)).parent
+        cache[source_name] = EmuModule(source, source_name, include_dirs=[folder])
     module = cache[source_name]
     arrays: dict[str, np.ndarray | None] = {name: None for name in launcher.DTYPES}
     arrays.update(inputs)
