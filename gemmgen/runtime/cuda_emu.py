@@ -142,6 +142,8 @@ _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
 _BOUNDS = r"__gg_launch_bounds__\s*\(((?:[^()]|\([^()]*\))*)\)\s*"
 _KERNEL_RE = re.compile(rf'\bextern\s+"C"\s+__gg_global__\s+(?:{_BOUNDS})?void\s+(?:{_BOUNDS})?([A-Za-z_]\w*)\s*\(')
 _BOUNDED_RE = re.compile(rf"\b__gg_global__\s+(?:{_BOUNDS})?void\s+(?:{_BOUNDS})?([A-Za-z_]\w*)\s*\(")
+# gg_emu.h's declaration of the dynamic shared buffer: the unit includes the runtime.
+_SMEM_BUFFER_RE = re.compile(r"\bunsigned\s+char\s+gg_emu_dynamic_smem\s*\[")
 # kernel<<<grid, block[, smem[, stream]]>>>(: the launch syntax nvcc adds to C++.
 _CHEVRON_RE = re.compile(r"\b([A-Za-z_][\w:]*)\s*<<<([^;{}]*?)>>>\s*\(")
 _REGISTERED_RE = re.compile(r"\bGG_EMU_REGISTER_KERNEL\s*\(\s*([A-Za-z_]\w*)\s*\)")
@@ -182,16 +184,27 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _preprocess(source: str, name: str, flags: list[str]) -> str:
-    """The text of `source` after g++ -E, with the emulator's markers left in.
-    The file name is a function of the source, so that the text (line markers
-    included) is reproducible."""
+def _preprocess(source: str, name: str, flags: list[str]) -> tuple[str, Path]:
+    """The text of `source` after g++ -E, with the emulator's markers left in,
+    and the directory it was preprocessed in. The file name is a function of
+    the source, so that the text (line markers included) is reproducible."""
     src_dir = cache_dir() / "emu" / "src" / digest(source, name)[:24]
     src = src_dir / (Path(name).name or "kernel.cu")
     if not src.is_file():
         atomic_write(src, named_source(source, name).encode())
-    return _run_compiler([_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *flags, str(src)], name,
+    text = _run_compiler([_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *flags, str(src)], name,
                          "preprocess it").stdout
+    return text, src_dir
+
+
+def _cache_text(text: str, places: Sequence[tuple[Path, str]]) -> str:
+    """`text` for the cache key: the directories in `places` (a temporary
+    folder of generated files, the source's copy in the cache) replaced by
+    fixed names, so that the same sources in another folder find the same
+    object. Only line markers (and __FILE__) differ, which name files."""
+    for path, label in places:
+        text = text.replace(str(path), label)
+    return text
 
 
 def _compile_cached(cmd_head: list[str], inputs: list[Path | str], suffix: str, key: str, name: str,
@@ -221,26 +234,29 @@ def _build_library(
     tsan: bool,
 ) -> _Library:
     """One shared library from the translation units `sources` ((text, name)
-    pairs). The first unit defines the runtime's dynamic shared buffer and
-    every unit's dynamic shared arrays; the others declare them
-    (GG_EMU_SECONDARY_TU)."""
+    pairs). The first unit that includes the runtime defines its dynamic
+    shared buffer and binds every unit's dynamic shared arrays to it; the
+    others only declare them."""
     mode_flags = _TSAN_FLAGS if tsan else _FIBER_FLAGS
     define_flags = [f"-D{k}={v}" for k, v in defines]
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
     (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
 
     # (1) Preprocess every unit with the markers left in.
-    units: list[str] = []
-    for i, (source, name) in enumerate(sources):
-        secondary = ["-DGG_EMU_SECONDARY_TU=1"] if i else []
-        units.append(_preprocess(source, name, [*mode_flags, *secondary, *define_flags, *include_flags]))
+    preprocessed = [_preprocess(source, name, [*mode_flags, *define_flags, *include_flags])
+                    for source, name in sources]
+    units = [text for text, _ in preprocessed]
+    folders = [(d, f"<include dir {i}>") for i, d in enumerate(include_dirs)]
 
     # (2) Register the kernels and their launch bounds, rewrite the launch
-    # syntax, and bind the dynamic shared arrays (all of them in unit 0).
+    # syntax, and bind the dynamic shared arrays (all of them in one unit).
     kernels: list[str] = []
     bounds: dict[str, str] = {}
     texts: list[str] = []
     dynamic_shared = _unique(s for pre in units for s in _DYNAMIC_SHARED_RE.findall(pre))
+    runtime_units = [i for i, pre in enumerate(units) if _SMEM_BUFFER_RE.search(pre)]
+    if not runtime_units:
+        raise EmuCompileError(f"{sources[0][1]}: no translation unit includes gg_runtime.cuh")
     for i, pre in enumerate(units):
         registered = _unique(_REGISTERED_RE.findall(pre))
         unregistered = [k for *_, k in _KERNEL_RE.findall(pre) if k not in registered]
@@ -254,7 +270,8 @@ def _build_library(
             if k in unit_bounds:
                 text += f"\nGG_EMU_LAUNCH_BOUNDS({k}, {unit_bounds[k]})"
                 bounds[k] = unit_bounds[k]
-        if i == 0:
+        if i == runtime_units[0]:
+            text += "\nGG_EMU_DYNAMIC_SMEM_BUFFER"
             text += "".join(f"\nGG_EMU_DYNAMIC_SHARED({s})" for s in dynamic_shared)
         texts.append(text + "\n")
         kernels += [*unregistered, *registered]
@@ -266,8 +283,9 @@ def _build_library(
     compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
     version = tool_version(_CXX)
     objects: list[Path] = []
-    for text, (_, name) in zip(texts, sources):
-        key = digest(text, " ".join(flags), compile_header, version)
+    for text, (_, name), (_, src_dir) in zip(texts, sources, preprocessed):
+        places = [(src_dir, "<source dir>"), *folders]
+        key = digest(_cache_text(text, places), " ".join(flags), compile_header, version)
         objects.append(_compile_cached([_CXX, "-x", "c++", _STD, "-c", *flags], [], ".o", key, name,
                                        "compile it", text=text))
     link_flags = [*mode_flags, *_LIBRARY_FLAGS]

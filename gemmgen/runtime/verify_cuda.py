@@ -244,7 +244,7 @@ class CppLaunchError(RuntimeError):
 def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
                      sources: Sequence[str] | None = None, arch: str = DEFAULT_ARCH,
                      schedule: str = "run-ahead", workers: int | None = None,
-                     texts: dict[str, str] | None = None):
+                     texts: dict[str, str] | None = None, logs: list[str] | None = None):
     """Call `launch_<plan.name>()` from C++ on the CPU emulator of an `arch`
     device, with `inputs` (arrays by name, scalars such as group_offset),
     and return the output (a tuple when there are several). `folder` holds
@@ -253,7 +253,8 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
     link (default: `<plan.name>.cu`); `arm` is the LaunchPlan whose bindings
     give the dims (default `plan`; a dispatcher's arm). Raises
     CppLaunchError when launch_<kernel>() returns an error, and the
-    emulator's errors when a kernel misbehaves."""
+    emulator's errors when a kernel misbehaves. `logs`, when given, gets the
+    child's output (kernel printf, "gg-emu: rejected: ..." reports)."""
     from gemmgen.runtime.cuda_emu import EmuModule
 
     texts = texts or {}
@@ -274,10 +275,13 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
     for d in (*plan.dims, *(s.name for s in plan.scalars)):
         host[f"dim.{d}"] = np.int64(dims[d])
     result = module.run_host(host, arch=arch, schedule=schedule, workers=workers)
+    if logs is not None:
+        logs.append(result.log)
     if result.status != 0:
         why = result.outputs.get("validate", b"").decode()
         error = result.outputs.get("error", b"").decode() or f"status {result.status}"
-        rejected = [line[len("gg-emu: "):] for line in result.log.splitlines() if line.startswith("gg-emu: ")]
+        rejected = [line.removeprefix("gg-emu: rejected: ").removeprefix("gg-emu: ")
+                    for line in result.log.splitlines() if line.startswith("gg-emu: ")]
         detail = "; ".join(([why] if why else []) + rejected)
         raise CppLaunchError(f"launch_{plan.name} returned {error}" + (f": {detail}" if detail else ""),
                              result.log)

@@ -118,12 +118,11 @@ inline constexpr std::size_t kGuardBytes = std::size_t{64} << 10;
 
 // The per-block dynamic shared memory every `extern __shared__` array
 // aliases (GG_EMU_DYNAMIC_SHARED). TLS in fiber mode: one per worker thread.
-// A library built from several translation units defines it (and the
-// aliases) in the first one only; cuda_emu compiles the others with
-// GG_EMU_SECONDARY_TU.
+// gemmgen.runtime.cuda_emu defines it (GG_EMU_DYNAMIC_SMEM_BUFFER) with the
+// aliases, in one translation unit of a library; a direct g++ build, here.
 #if defined(GG_EMU_TSAN)
 extern "C" {
-#if defined(GG_EMU_SECONDARY_TU)
+#if defined(GG_EMU_PREPROCESS)
 extern unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
 #else
 alignas(256) unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
@@ -133,7 +132,7 @@ extern unsigned char __stop_gg_shared[] __attribute__((weak, visibility("hidden"
 }
 #else
 extern "C" {
-#if defined(GG_EMU_SECONDARY_TU)
+#if defined(GG_EMU_PREPROCESS)
 extern thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
 #else
 alignas(256) thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];

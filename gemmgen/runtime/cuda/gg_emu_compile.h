@@ -10,8 +10,9 @@
 // `::gg::emu::chevron(kernel, ...)(args)`, appends one GG_EMU_REGISTER_KERNEL /
 // GG_EMU_LAUNCH_BOUNDS / GG_EMU_DYNAMIC_SHARED line per name, and compiles
 // the result with this header force-included (-include). Of a library built
-// from several translation units, only the first defines the runtime's
-// dynamic shared buffer and the GG_EMU_DYNAMIC_SHARED aliases of all of them.
+// from several translation units, one (the first that includes the runtime)
+// gets GG_EMU_DYNAMIC_SMEM_BUFFER and the GG_EMU_DYNAMIC_SHARED lines of all
+// of them.
 // A direct g++ build of a .cu (no GG_EMU_PREPROCESS) includes it from
 // gg_emu.h instead (and records no launch bounds).
 //
@@ -48,6 +49,21 @@
 // a GPU. Appended by cuda_emu after the kernel's registration.
 #define GG_EMU_LAUNCH_BOUNDS(name, ...) \
   static const ::gg::emu::LaunchBoundsRegistration gg_emu_launch_bounds_##name{#name, __VA_ARGS__};
+
+// Defines the runtime's dynamic shared buffer (gg_emu.h only declares it
+// while preprocessing). Appended by cuda_emu to one translation unit of a
+// library, before its GG_EMU_DYNAMIC_SHARED lines.
+#if defined(GG_EMU_TSAN)
+#define GG_EMU_DYNAMIC_SMEM_BUFFER \
+  extern "C" {                     \
+  alignas(256) unsigned char gg_emu_dynamic_smem[::gg::emu::kMaxDynamicSmem]; \
+  }
+#else
+#define GG_EMU_DYNAMIC_SMEM_BUFFER \
+  extern "C" {                     \
+  alignas(256) thread_local unsigned char gg_emu_dynamic_smem[::gg::emu::kMaxDynamicSmem]; \
+  }
+#endif
 
 // Binds the dynamic shared array `name` (declared `extern __shared__ T name[]`
 // in the global namespace) to the runtime's dynamic shared memory.
