@@ -301,6 +301,8 @@ def _np_dtype(name: str):
 
 
 class CudaEmu(Runner):
+    """Kernels on the CPU emulator, launched by their Python launcher's plan."""
+
     name = "cuda-emu"
     backend = ir.Backend.CUDA
 
@@ -313,21 +315,53 @@ class CudaEmu(Runner):
         super().prepare(rendered, workdir)
         self.launchers: dict[str, object] = {}
         self.modules: dict[str, object] = {}
+        self.arch = self.cuda_arch or emulated_arch(rendered.spec)
+        how = "--cuda-arch" if self.cuda_arch else "the declared arch with the least shared memory"
+        self.note = f"emulated {self.arch} ({how})"
         for rel, text in rendered.files.items():
             if rel.parts[0] == "cuda":
                 dest = workdir / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(text)
 
-    def run(self, kernel, case, inputs):
+    def launcher(self, kernel):
         if kernel.name not in self.launchers:
             self.launchers[kernel.name] = load_generated_module(
                 self.workdir / "cuda" / f"{kernel.name}.py",
                 f"gemmgen_verify_cuda_{self.rendered.spec.stem}_{kernel.name}")
-        launcher = self.launchers[kernel.name]
+        return self.launchers[kernel.name]
+
+    def check_tile(self, kernel, case) -> None:
+        """The table prints the tile the spec's LUT picks; the launcher must
+        pick the same."""
+        from gemmgen.cases import lut_entry, tile_label
+
+        if tile_label(kernel, case) == "-":
+            return
+        picked = self.launcher(kernel).pick_tile(case.m, case.n, case.k)
+        if picked != lut_entry(kernel, case):
+            raise AssertionError(f"{kernel.name}: the launcher picks LUT entry {picked} for "
+                                 f"{case.describe()}, the spec entry {lut_entry(kernel, case)}")
+
+    def run(self, kernel, case, inputs):
+        self.check_tile(kernel, case)
         path = self.workdir / "cuda" / f"{kernel.name}.cu"
-        return run_launcher(launcher, path.read_text(), f"{self.rendered.spec.stem}/cuda/{path.name}",
-                            inputs, modules=self.modules)
+        return run_launcher(self.launcher(kernel), path.read_text(),
+                            f"{self.rendered.spec.stem}/cuda/{path.name}", inputs,
+                            modules=self.modules, arch=self.arch)
+
+
+class CudaEmuCpp(CudaEmu):
+    """Kernels on the CPU emulator, launched by their C++ launcher."""
+
+    name = "cuda-emu-cpp"
+
+    def run(self, kernel, case, inputs):
+        from gemmgen.backends import cuda as cuda_backend
+
+        self.check_tile(kernel, case)
+        plan = cuda_backend.plan(kernel, self.rendered.spec)
+        return run_cpp_launcher(plan, self.workdir / "cuda", inputs, arch=self.arch)
 
 
 class CudaGpu(CudaEmu):
@@ -341,6 +375,10 @@ class CudaGpu(CudaEmu):
         except Exception as e:  # ImportError, or CUDA driver errors
             return f"CuPy cannot reach a GPU ({type(e).__name__})"
         return None
+
+    def prepare(self, rendered, workdir: Path) -> None:
+        super().prepare(rendered, workdir)
+        self.note = None  # a real device
 
     def run(self, kernel, case, inputs):
         import cupy
@@ -370,4 +408,4 @@ def _bits(x: np.ndarray) -> np.ndarray:
 
 
 def runners() -> list[Runner]:
-    return [CudaEmu(), CudaGpu()]
+    return [CudaEmu(), CudaEmuCpp(), CudaGpu()]
