@@ -20,28 +20,46 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False)`` compiles `source` (cached by content) into a
-  shared library and raises ``EmuCompileError`` with g++'s diagnostics.
+  defines=None, tsan=False, extra_sources=())`` compiles `source` (cached by
+  content) into a shared library and raises ``EmuCompileError`` with g++'s
+  diagnostics; ``extra_sources`` are more ``(text, name)`` translation units
+  linked into the same library (a dispatcher's arms, a host program).
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
   ``GG_EMU_REGISTER_KERNEL(name)`` (for kernels in an ``extern "C" { }``
-  block).
+  block); ``.launch_bounds`` their ``__launch_bounds__``.
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
-  inouts=(), schedule="run-ahead", workers=None, timeout=120.0)`` runs one
-  launch in a child process and returns copies of the arrays at the indices in
-  `outputs` (filled with 0xFF bytes before the run: NaN in every float format)
-  followed by those in `inouts` (passed in with their values). `args` holds,
-  per kernel parameter, a NumPy array (a device buffer), a NumPy scalar such
-  as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
+  inouts=(), schedule="run-ahead", workers=None, timeout=120.0,
+  arch="sm_90a", max_dynamic_smem=None)`` runs one launch in a child process
+  and returns copies of the arrays at the indices in `outputs` (filled with
+  0xFF bytes before the run: NaN in every float format) followed by those in
+  `inouts` (passed in with their values). `args` holds, per kernel
+  parameter, a NumPy array (a device buffer), a NumPy scalar such as
+  ``np.int32(m)`` (passed by value; a Python int is rejected because it has
   no C type; a structured ``np.void`` passes a struct) or ``None`` (a null
-  pointer). `schedule` is ``"run-ahead"`` or
-  ``"reverse"``; `workers` caps the worker threads (default: one per core).
+  pointer). `schedule` is ``"run-ahead"`` or ``"reverse"``; `workers` caps
+  the worker threads (default: one per core). `arch` is the device the
+  emulator plays: launches are checked against its limits (opt-in shared
+  memory from ``gemmgen.runtime.nvcc.shared_memory_limit``).
+  `max_dynamic_smem` is the kernel's
+  cudaFuncAttributeMaxDynamicSharedMemorySize: None sets it to `smem_bytes`
+  above 48 KiB, as GpuModule and the CuPy launchers do; an int is what
+  cudaFuncSetAttribute gets (49152 leaves CUDA's default).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
   out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
   ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
-  wrong argument kinds or sizes, bad grid) raises ``EmuLaunchError``.
+  wrong argument kinds or sizes, a grid, block, launch bound or shared
+  memory the device refuses) raises ``EmuLaunchError``.
   ``.last_log`` keeps the child's output (kernel ``printf``).
+- ``.run_host(inputs, *, schedule, workers, timeout, arch)`` runs the
+  library's host program, ``extern "C" int gg_emu_host_main(void)``: C++
+  host code calling the emulated CUDA runtime (``gg_emu_cudart.h``:
+  cudaMalloc, cudaMemcpy, streams, cudaFuncSetAttribute, ``<<<>>>`` and
+  cudaLaunchKernel, device queries, cudaGetLastError). Named inputs and
+  outputs travel through ``gg_emu_host_input`` / ``gg_emu_host_output``;
+  it returns a ``HostResult`` (status, outputs, log).
+- ``device_env(arch)``: the environment that makes a child an `arch` device.
 - ``runtime_include_dir()`` and ``cuda_include_dir()``: the ``-I``
   directories a kernel needs.
 
