@@ -22,6 +22,10 @@
 // - Device buffers made by gg_emu_malloc sit between PROT_NONE guard regions
 //   with 0xFF canaries in the slack, so out-of-bounds accesses fault or are
 //   found after the launch.
+// - The emulated device (GG_EMU_ARCH, GG_EMU_SMEM_OPTIN) and the driver's
+//   checks of every launch: grid and block limits, __launch_bounds__, dynamic
+//   shared memory against the kernel's attribute and the arch's opt-in limit.
+//   Host code calls the CUDA runtime API of gg_emu_cudart.h.
 // - GG_EMU_TSAN (build with -fsanitize=thread): one OS thread per CUDA thread,
 //   blocks one after another, barriers on a mutex and condition variable, so
 //   ThreadSanitizer sees the kernel's own synchronisation.
