@@ -1251,7 +1251,7 @@ inline int check_launch(const KernelInfo& k, const unsigned grid[3], const unsig
 }
 
 // Runs kernel `k` (after check_launch): 0, or the check's error code.
-inline int launch_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block[3],
+inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block[3],
                          std::size_t dynamic_smem, void* const* args) {
   if (const int code = check_launch(*k, grid, block, dynamic_smem)) return code;
   const char* schedule = std::getenv("GG_EMU_SCHEDULE");
@@ -1308,7 +1308,7 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
     return reject(cudaErrorInvalidValue,
                   format("kernel %s takes %zu arguments, %zu given", kernel, k->params.size(), nargs));
   }
-  return launch_kernel(k, grid, block, dynamic_smem, args);
+  return run_kernel(k, grid, block, dynamic_smem, args);
 }
 
 // ---------------------------------------------------------------------------

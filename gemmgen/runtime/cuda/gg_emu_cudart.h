@@ -173,14 +173,14 @@ inline KernelInfo* kernel_at(const void* fn, const char* call) {
 
 // cudaLaunchKernel and `<<<>>>`: every launch runs to completion before the
 // call returns.
-inline cudaError_t launch_api(const void* fn, dim3 grid, dim3 block, void** args, std::size_t smem,
+inline cudaError_t api_launch(const void* fn, dim3 grid, dim3 block, void** args, std::size_t smem,
                               cudaStream_t stream) {
   KernelInfo* k = kernel_at(fn, "cudaLaunchKernel");
   if (k == nullptr) return cudaErrorInvalidDeviceFunction;
   if (const cudaError_t e = check_stream(stream, "cudaLaunchKernel")) return e;
   const unsigned g[3] = {grid.x, grid.y, grid.z};
   const unsigned b[3] = {block.x, block.y, block.z};
-  return api_result(launch_kernel(k, g, b, smem, args));
+  return api_result(run_kernel(k, g, b, smem, args));
 }
 
 // `kernel<<<grid, block, smem, stream>>>(args...)`, after cuda_emu's rewrite:
@@ -197,7 +197,7 @@ struct KernelCall {
 
   void operator()(A... args) const {
     void* pointers[sizeof...(A) + 1] = {const_cast<void*>(static_cast<const void*>(&args))...};
-    launch_api(reinterpret_cast<const void*>(fn), grid, block, pointers, smem, stream);
+    api_launch(reinterpret_cast<const void*>(fn), grid, block, pointers, smem, stream);
   }
 };
 
@@ -478,7 +478,7 @@ GG_EMU_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const 
 
 GG_EMU_CUDART cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, std::size_t smem,
                                            cudaStream_t stream) {
-  return gg::emu::launch_api(func, grid, block, args, smem, stream);
+  return gg::emu::api_launch(func, grid, block, args, smem, stream);
 }
 
 // cuda_runtime.h gives these overloads for kernels named by their function
