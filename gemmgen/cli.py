@@ -39,9 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run every kernel against the NumPy reference")
     v.add_argument("spec", metavar="SPEC")
     v.add_argument("--backend", action="append", metavar="NAME",
-                   help="pallas-interpret, pallas-lower, cuda-emu, cuda (default: all available)")
+                   help="pallas-interpret, pallas-lower, cuda-emu, cuda-emu-cpp, cuda "
+                        "(default: all available)")
     v.add_argument("--kernel", action="append", metavar="NAME", help="only these kernels")
     v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--cuda-arch", metavar="ARCH",
+                   help="the arch the CUDA emulator plays (default: the spec's declared arch "
+                        "with the least shared memory)")
     e = sub.add_parser("explain", help="the plan of one kernel in words, with its cost")
     e.add_argument("spec", metavar="SPEC")
     e.add_argument("kernel", metavar="KERNEL")

@@ -135,7 +135,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
               "install the verification extras: pip install 'gemmgen[verify]'", file=sys.stderr)
         return EXIT_BAD_INPUT
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
-                       kernels=args.kernel, out=sys.stdout, progress=sys.stderr)
+                       kernels=args.kernel, out=sys.stdout, progress=sys.stderr,
+                       cuda_arch=args.cuda_arch)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

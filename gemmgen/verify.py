@@ -4,11 +4,18 @@ available on this machine against the NumPy reference, and print a table.
 Backends (`--backend`):
   pallas-interpret  Pallas kernels in TPU interpret mode on the CPU
   pallas-lower      the real Pallas -> Mosaic TPU lowering, on the CPU
-  cuda-emu          CUDA kernels compiled with g++ and run on CPU fibers
+  cuda-emu          CUDA kernels compiled with g++ and run on CPU fibers,
+                    launched by their Python launcher's plan (as the CuPy call)
+  cuda-emu-cpp      the same kernels launched by their C++ launcher,
+                    launch_<kernel>(), compiled with g++ against the
+                    emulator's CUDA runtime
   cuda              CUDA kernels on a real GPU through CuPy
 
 The kernels run are the ones `gemmgen build` would write now (rendered in
-memory), not whatever is on disk.
+memory), not whatever is on disk. The cases (gemmgen/cases.py) cover every
+tile of a kernel's LUT; the table says which tile each case ran. The CPU
+emulator plays the spec's declared CUDA arch with the least shared memory
+per block (`--cuda-arch` picks another).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import numpy as np
 
 from gemmgen import ir
 from gemmgen.build import Rendered
-from gemmgen.cases import Case, standard_cases
+from gemmgen.cases import Case, lut_entry, standard_cases, tile_label
 from gemmgen.reference import compare, reference
 
 
@@ -37,6 +44,7 @@ class Row:
     backend: str
     case: str
     shapes: str
+    tile: str
     error: str
     tolerance: str
     passed: bool
@@ -49,6 +57,7 @@ class Runner:
     name = ""
     backend = ir.Backend.PALLAS_TPU
     checks_numbers = True
+    cuda_arch: str | None = None  # the arch CUDA emulation plays (None: the spec's)
 
     def unavailable(self) -> str | None:
         return None
@@ -148,11 +157,12 @@ def _runners() -> list[Runner]:
     return runners
 
 
-RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda")
+RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda-emu-cpp", "cuda")
 
 
 def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
-         kernels: list[str] | None, out: TextIO, progress: TextIO) -> int:
+         kernels: list[str] | None, out: TextIO, progress: TextIO,
+         cuda_arch: str | None = None) -> int:
     spec = rendered.spec
     runners = {r.name: r for r in _runners()}
     chosen = backends or [n for n in RUNNER_NAMES if n in runners]
@@ -177,6 +187,7 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
             if reason:
                 skipped.append(f"{name}: {reason}")
                 continue
+            runner.cuda_arch = cuda_arch
             runner.prepare(rendered, Path(tmp) / name)
             active.append(runner)
         jobs = [(k, r, c) for k in selected for r in active if r.backend in k.backends
@@ -188,6 +199,14 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
     _table(rows, out)
     for s in skipped:
         print(f"skipped {s}", file=out)
+    for r in active:
+        note = getattr(r, "note", None)
+        if note:
+            print(f"{r.name}: {note}", file=out)
+    for k in selected:
+        if any(r.backend in k.backends for r in active):
+            for why in _uncovered_tiles(k):
+                print(f"note: {k.name}: {why}", file=out)
     failed = [r for r in rows if not r.passed]
     for r in failed:
         print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)
@@ -199,9 +218,27 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
     return 1 if failed else 0
 
 
+def _uncovered_tiles(kernel: ir.Kernel) -> list[str]:
+    """The LUT entries no standard case picks (no valid shape reaches them)."""
+    cases = standard_cases(kernel)
+    if not kernel.tile_rules or tile_label(kernel, cases[0]) == "-":
+        return []
+    hit = {lut_entry(kernel, c) for c in cases}
+    out = []
+    for i, rule in enumerate(kernel.tile_rules):
+        if i not in hit:
+            conds = ", ".join(str(c) for c in rule.conds)
+            out.append(f"tile_rule {i + 1} ({conds} -> {rule.tile}) was not run: no shape the "
+                       "kernel accepts picks it")
+    if len(kernel.tile_rules) not in hit:
+        out.append(f"the default tile {kernel.tile} was not run: no shape the kernel accepts picks it")
+    return out
+
+
 def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
     inputs = case.inputs(kernel, seed)
     shapes = case.describe()
+    tile = tile_label(kernel, case)
     try:
         t0 = time.perf_counter()
         actual = runner.run(kernel, case, inputs)
@@ -210,9 +247,9 @@ def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
         detail = "".join(traceback.format_exception_only(type(e), e)).strip()
         if os.environ.get("GEMMGEN_VERIFY_TRACEBACK"):
             detail = traceback.format_exc()
-        return Row(kernel.name, runner.name, case.name, shapes, "raised", "-", False, detail)
+        return Row(kernel.name, runner.name, case.name, shapes, tile, "raised", "-", False, detail)
     if not runner.checks_numbers:
-        return Row(kernel.name, runner.name, case.name, shapes, "lowered", "-", True,
+        return Row(kernel.name, runner.name, case.name, shapes, tile, "lowered", "-", True,
                    f"{dt:.2f}s")
     expected = reference(kernel, **inputs)
     result = compare(actual, expected, kernel, k=case.k, inputs=inputs)
@@ -220,13 +257,13 @@ def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
     finite = result.allowed[np.isfinite(result.allowed)] if hasattr(result.allowed, "shape") \
         else np.asarray([])
     tol = f"{float(finite.max()):.3g}" if finite.size else "-"
-    return Row(kernel.name, runner.name, case.name, shapes, err, tol, result.passed,
+    return Row(kernel.name, runner.name, case.name, shapes, tile, err, tol, result.passed,
                result.detail)
 
 
 def _table(rows: list[Row], out: TextIO) -> None:
-    head = ("kernel", "backend", "case", "shapes", "max err", "max allowed", "result")
-    body = [(r.kernel, r.backend, r.case, r.shapes, r.error, r.tolerance,
+    head = ("kernel", "backend", "case", "shapes", "tile", "max err", "max allowed", "result")
+    body = [(r.kernel, r.backend, r.case, r.shapes, r.tile, r.error, r.tolerance,
              "pass" if r.passed else "FAIL") for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
     for line in [head, tuple("-" * w for w in widths), *body]:

@@ -34,7 +34,7 @@ def build_emulators(cuda: Path, names: Iterable[str], source_name: Callable[[str
 
     def build(name: str) -> None:
         modules[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),
-                                               source_name(name))
+                                               source_name(name), include_dirs=[cuda])
 
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         list(pool.map(build, names))

@@ -26,7 +26,7 @@ from gemmgen.cases import Case, standard_cases
 from gemmgen.reference import compare, reference
 from gemmgen.runtime import nvcc
 from gemmgen.runtime.toolchain import cuda_include_dir, find_nvcc
-from gemmgen.runtime.verify_cuda import run_launcher
+from gemmgen.runtime.verify_cuda import emulated_arch, run_launcher
 from gemmgen.verify import load_generated_module
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,8 +73,9 @@ _modules: dict = {}
 
 def run(stem: str, kernel: ir.Kernel, inputs: dict, schedule: str = "run-ahead"):
     src = (workdir(stem) / f"{kernel.name}.cu").read_text()
+    # On the arch `gemmgen verify` emulates: the spec's with the least shared memory.
     return run_launcher(launcher(stem, kernel.name), src, f"{stem}/cuda/{kernel.name}.cu", inputs,
-                        schedule=schedule, modules=_modules)
+                        schedule=schedule, modules=_modules, arch=emulated_arch(rendered(stem).spec))
 
 
 def check_case(stem: str, kernel: ir.Kernel, case: Case, seed: int = 0, **kw) -> None:

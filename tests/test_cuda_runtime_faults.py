@@ -168,7 +168,8 @@ def test_argument_kinds_and_sizes_are_checked(faults):
 def test_launch_configuration_is_checked(faults):
     with pytest.raises(EmuLaunchError, match="invalid block"):
         faults.launch("hello", 1, 2048, 0, [np.int32(0)])
-    with pytest.raises(EmuLaunchError, match="dynamic shared memory requested; the limit is 232448"):
+    with pytest.raises(EmuLaunchError, match="MaxDynamicSharedMemorySize, 300000\\): over the opt-in limit of 232448 "
+                                             "bytes per block of the emulated sm_90a"):
         faults.launch("hello", 1, 32, 300_000, [np.int32(0)])
     with pytest.raises(ValueError, match="grid must be 1 to 3 positive sizes"):
         faults.launch("hello", (1, 0), 32, 0, [np.int32(0)])

@@ -147,15 +147,20 @@ def test_gpu_script_table_on_an_emulated_sm_89(monkeypatch, capsys):
 
 def test_only_shared_memory_is_zero_initialised_thread_local():
     # Fiber mode poisons the library's whole .tbss at every block start, so a
-    # runtime thread_local there would be clobbered: the runtime's own must
-    # have a nonzero initialiser (.tdata).
+    # runtime thread_local there would be clobbered: the runtime's own
+    # (gg::emu::tls, gg::emu::host_thread) must have a nonzero initialiser
+    # and live in .tdata.
     module = EmuModule.from_file(cuda_runtime_cases.CUDA_SRC / "faults.cu")
+    sections = subprocess.run(["readelf", "-SW", str(module.library)], capture_output=True, text=True)
     proc = subprocess.run(["readelf", "-sW", "--demangle", str(module.library)], capture_output=True, text=True)
-    if proc.returncode != 0:
+    if proc.returncode != 0 or sections.returncode != 0:
         pytest.skip("readelf is not available")
-    lines = proc.stdout.splitlines()
-    tls = {line.split()[-1] for line in lines if " TLS " in line and " UND " not in line}
-    allowed = {"gg::emu::tls", "gg_emu_dynamic_smem", "smem"}
-    strays = {s for s in tls - allowed if s.split("::")[0] not in module.kernels}
+    index = {m.group(2): m.group(1) for m in re.finditer(r"\[\s*(\d+)\]\s+(\S+)", sections.stdout)}
+    lines = [line.split() for line in proc.stdout.splitlines() if " TLS " in line and " UND " not in line]
+    tbss = {f[7] for f in lines if f[6] == index[".tbss"]}
+    tdata = {f[7] for f in lines if f[6] == index.get(".tdata")}
+    allowed = {"gg_emu_dynamic_smem", "smem"}
+    strays = {s for s in tbss - allowed if s.split("::")[0] not in module.kernels}
     assert not strays, f"thread_local variables that are not shared memory: {sorted(strays)}"
-    assert "gg::emu::tls" in tls and "gg_emu_dynamic_smem" in tls
+    assert "gg_emu_dynamic_smem" in tbss
+    assert {"gg::emu::tls", "gg::emu::host_thread"} <= tdata

@@ -498,7 +498,7 @@ def test_thread_sanitizer_finds_no_race(generated):
 
     gen = generated["tgmm_f16_alpha"]
     name = "tgmm/tgmm_f16_alpha.tsan.cu"
-    modules = {name: EmuModule(gen.source, name, tsan=True)}
+    modules = {name: EmuModule(gen.source, name, tsan=True, include_dirs=[gen.folder])}
     inputs = make_inputs(gen.kernel, 40, 32, 64, (0, 25, 15), existing_out=True, seed=4)
     got = run_launcher(gen.launcher, gen.source, name, inputs, modules=modules)
     result = compare(got, reference(gen.kernel, **inputs), gen.kernel, k=25, inputs=inputs)

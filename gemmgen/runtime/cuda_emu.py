@@ -20,30 +20,48 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False)`` compiles `source` (cached by content) into a
-  shared library and raises ``EmuCompileError`` with g++'s diagnostics.
+  defines=None, tsan=False, extra_sources=())`` compiles `source` (cached by
+  content) into a shared library and raises ``EmuCompileError`` with g++'s
+  diagnostics; ``extra_sources`` are more ``(text, name)`` translation units
+  linked into the same library (a dispatcher's arms, a host program).
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
   ``GG_EMU_REGISTER_KERNEL(name)`` (for kernels in an ``extern "C" { }``
-  block).
+  block); ``.launch_bounds`` their ``__launch_bounds__``.
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
-  inouts=(), schedule="run-ahead", workers=None, ftz=False, timeout=120.0)`` runs one
-  launch in a child process and returns copies of the arrays at the indices in
-  `outputs` (filled with 0xFF bytes before the run: NaN in every float format)
-  followed by those in `inouts` (passed in with their values). `args` holds,
-  per kernel parameter, a NumPy array (a device buffer), a NumPy scalar such
-  as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
+  inouts=(), schedule="run-ahead", workers=None, ftz=False, timeout=120.0,
+  arch="sm_90a", max_dynamic_smem=None)`` runs one launch in a child process
+  and returns copies of the arrays at the indices in `outputs` (filled with
+  0xFF bytes before the run: NaN in every float format) followed by those in
+  `inouts` (passed in with their values). `args` holds, per kernel
+  parameter, a NumPy array (a device buffer), a NumPy scalar such as
+  ``np.int32(m)`` (passed by value; a Python int is rejected because it has
   no C type; a structured ``np.void`` passes a struct) or ``None`` (a null
-  pointer). `schedule` is ``"run-ahead"`` or
-  ``"reverse"``; `workers` caps the worker threads (default: one per core);
-  ``ftz=True`` flushes f32 subnormals to zero as a kernel built with -ftz
-  (``--use_fast_math``) does on a GPU (x86 MXCSR FTZ and DAZ).
+  pointer). `schedule` is ``"run-ahead"`` or ``"reverse"``; `workers` caps
+  the worker threads (default: one per core); ``ftz=True`` flushes f32
+  subnormals to zero as a kernel built with -ftz (``--use_fast_math``) does
+  on a GPU (x86 MXCSR FTZ and DAZ). `arch` is the device the
+  emulator plays: launches are checked against its limits (opt-in shared
+  memory from ``gemmgen.runtime.nvcc.shared_memory_limit``).
+  `max_dynamic_smem` is the kernel's
+  cudaFuncAttributeMaxDynamicSharedMemorySize: None sets it to `smem_bytes`
+  above 48 KiB, as GpuModule and the CuPy launchers do; an int is what
+  cudaFuncSetAttribute gets (49152 leaves CUDA's default).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
   out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
   ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
-  wrong argument kinds or sizes, bad grid) raises ``EmuLaunchError``.
+  wrong argument kinds or sizes, a grid, block, launch bound or shared
+  memory the device refuses) raises ``EmuLaunchError``.
   ``.last_log`` keeps the child's output (kernel ``printf``).
+- ``.run_host(inputs, *, schedule, workers, timeout, arch)`` runs the
+  library's host program, ``extern "C" int gg_emu_host_main(void)``: C++
+  host code calling the emulated CUDA runtime (``gg_emu_cudart.h``:
+  cudaMalloc, cudaMemcpy, streams, cudaFuncSetAttribute, ``<<<>>>`` and
+  cudaLaunchKernel, device queries, cudaGetLastError). Named inputs and
+  outputs travel through ``gg_emu_host_input`` / ``gg_emu_host_output``;
+  it returns a ``HostResult`` (status, outputs, log).
+- ``device_env(arch)``: the environment that makes a child an `arch` device.
 - ``runtime_include_dir()`` and ``cuda_include_dir()``: the ``-I``
   directories a kernel needs.
 
@@ -141,18 +159,27 @@ _TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthre
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
 
 # Markers of the preprocessed text (gg_emu_compile.h explains them).
-_KERNEL_RE = re.compile(r'\bextern\s+"C"\s+__gg_global__\s+void\s+([A-Za-z_]\w*)\s*\(')
+_BOUNDS = r"__gg_launch_bounds__\s*\(((?:[^()]|\([^()]*\))*)\)\s*"
+_KERNEL_RE = re.compile(rf'\bextern\s+"C"\s+__gg_global__\s+(?:{_BOUNDS})?void\s+(?:{_BOUNDS})?([A-Za-z_]\w*)\s*\(')
+_BOUNDED_RE = re.compile(rf"\b__gg_global__\s+(?:{_BOUNDS})?void\s+(?:{_BOUNDS})?([A-Za-z_]\w*)\s*\(")
+# gg_emu.h's declaration of the dynamic shared buffer: the unit includes the runtime.
+_SMEM_BUFFER_RE = re.compile(r"\bunsigned\s+char\s+gg_emu_dynamic_smem\s*\[")
+# kernel<<<grid, block[, smem[, stream]]>>>(: the launch syntax nvcc adds to C++.
+_CHEVRON_RE = re.compile(r"\b([A-Za-z_][\w:]*)\s*<<<([^;{}]*?)>>>\s*\(")
 _REGISTERED_RE = re.compile(r"\bGG_EMU_REGISTER_KERNEL\s*\(\s*([A-Za-z_]\w*)\s*\)")
 _DYNAMIC_SHARED_RE = re.compile(r"\bextern\s+__gg_shared__\b[^;{}]*?\b([A-Za-z_]\w*)\s*\[\s*\]\s*;")
 _EXTERN_SHARED_RE = re.compile(r"\bextern(\s+)__gg_shared__\b")
 _STATIC_SHARED_RE = re.compile(r"\bstatic\s+__gg_shared__\b")
 
 # The ctypes child of a fiber-mode launch.
+# The ctypes child: LIBRARY REQUEST RESPONSE [ENTRY] (gg_emu_run_request,
+# or gg_emu_run_host for a host program).
 _CHILD = """\
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
-lib.gg_emu_run_request.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
-sys.exit(lib.gg_emu_run_request(sys.argv[2].encode(), sys.argv[3].encode()))
+run = getattr(lib, sys.argv[4] if len(sys.argv) > 4 else "gg_emu_run_request")
+run.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
+sys.exit(run(sys.argv[2].encode(), sys.argv[3].encode()))
 """
 
 
@@ -160,6 +187,7 @@ sys.exit(lib.gg_emu_run_request(sys.argv[2].encode(), sys.argv[3].encode()))
 class _Library:
     path: Path
     kernels: tuple[str, ...]
+    launch_bounds: dict[str, str]  # kernel -> the arguments of its __launch_bounds__
 
 
 _LIBRARIES: dict[tuple, _Library] = {}
@@ -176,50 +204,114 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _build_library(
-    source: str, name: str, include_dirs: tuple[Path, ...], defines: tuple[tuple[str, str], ...], tsan: bool
-) -> _Library:
-    mode_flags = _TSAN_FLAGS if tsan else _FIBER_FLAGS
-    define_flags = [f"-D{k}={v}" for k, v in defines]
-    include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
-    root = cache_dir() / "emu"
-
-    # (1) Preprocess with the markers left in. The file name is a function of
-    # the source, so that the text (line markers included) is reproducible.
-    src_dir = root / "src" / digest(source, name)[:24]
+def _preprocess(source: str, name: str, flags: list[str]) -> tuple[str, Path]:
+    """The text of `source` after g++ -E, with the emulator's markers left in,
+    and the directory it was preprocessed in. The file name is a function of
+    the source, so that the text (line markers included) is reproducible."""
+    src_dir = cache_dir() / "emu" / "src" / digest(source, name)[:24]
     src = src_dir / (Path(name).name or "kernel.cu")
     if not src.is_file():
         atomic_write(src, named_source(source, name).encode())
-    pre = _run_compiler(
-        [_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *mode_flags, *define_flags, *include_flags, str(src)],
-        name,
-        "preprocess it",
-    ).stdout
+    text = _run_compiler([_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *flags, str(src)], name,
+                         "preprocess it").stdout
+    return text, src_dir
 
-    # (2) Register the kernels and bind the dynamic shared arrays.
-    registered = _unique(_REGISTERED_RE.findall(pre))
-    unregistered = [k for k in _unique(_KERNEL_RE.findall(pre)) if k not in registered]
-    dynamic_shared = _unique(_DYNAMIC_SHARED_RE.findall(pre))
-    text = _STATIC_SHARED_RE.sub("__gg_shared__", pre)
-    text = _EXTERN_SHARED_RE.sub(r"extern\1__gg_dyn_shared__", text)
-    text += "".join(f"\nGG_EMU_REGISTER_KERNEL({k})" for k in unregistered)
-    text += "".join(f"\nGG_EMU_DYNAMIC_SHARED({s})" for s in dynamic_shared)
-    text += "\n"
 
-    # (3) Compile, cached by everything that determines the library.
-    flags = [*mode_flags, *_LIBRARY_FLAGS, "-include", str(RUNTIME_INCLUDE_DIR / "gg_emu_compile.h")]
-    compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
-    key = digest(text, " ".join(flags), compile_header, tool_version(_CXX))
-    library = root / f"{key[:32]}.so"
-    with build_lock(library):
-        if not library.is_file():
+def _cache_text(text: str, places: Sequence[tuple[Path, str]]) -> str:
+    """`text` for the cache key: the directories in `places` (a temporary
+    folder of generated files, the source's copy in the cache) replaced by
+    fixed names, so that the same sources in another folder find the same
+    object. Only line markers (and __FILE__) differ, which name files."""
+    for path, label in places:
+        text = text.replace(str(path), label)
+    return text
+
+
+def _compile_cached(cmd_head: list[str], inputs: list[Path | str], suffix: str, key: str, name: str,
+                    what: str, text: str | None = None) -> Path:
+    """Runs `cmd_head + inputs + [-o out]` unless `key` is cached already; the
+    result lands in the cache through a temporary directory and os.replace."""
+    root = cache_dir() / "emu"
+    result = root / f"{key[:32]}{suffix}"
+    with build_lock(result):
+        if not result.is_file():
             with tempfile.TemporaryDirectory(dir=root, prefix=".build-") as tmp:
-                ii = Path(tmp) / "kernel.ii"
-                ii.write_text(text)
-                out = Path(tmp) / "kernel.so"
-                _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
-                os.replace(out, library)
-    return _Library(library, (*unregistered, *registered))
+                paths = [str(p) for p in inputs]
+                if text is not None:
+                    ii = Path(tmp) / "unit.ii"
+                    ii.write_text(text)
+                    paths.append(str(ii))
+                out = Path(tmp) / f"out{suffix}"
+                _run_compiler([*cmd_head, *paths, "-o", str(out)], name, what)
+                os.replace(out, result)
+    return result
+
+
+def _build_library(
+    sources: tuple[tuple[str, str], ...],
+    include_dirs: tuple[Path, ...],
+    defines: tuple[tuple[str, str], ...],
+    tsan: bool,
+) -> _Library:
+    """One shared library from the translation units `sources` ((text, name)
+    pairs). The first unit that includes the runtime defines its dynamic
+    shared buffer and binds every unit's dynamic shared arrays to it; the
+    others only declare them."""
+    mode_flags = _TSAN_FLAGS if tsan else _FIBER_FLAGS
+    define_flags = [f"-D{k}={v}" for k, v in defines]
+    include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
+    (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
+
+    # (1) Preprocess every unit with the markers left in.
+    preprocessed = [_preprocess(source, name, [*mode_flags, *define_flags, *include_flags])
+                    for source, name in sources]
+    units = [text for text, _ in preprocessed]
+    folders = [(d, f"<include dir {i}>") for i, d in enumerate(include_dirs)]
+
+    # (2) Register the kernels and their launch bounds, rewrite the launch
+    # syntax, and bind the dynamic shared arrays (all of them in one unit).
+    kernels: list[str] = []
+    bounds: dict[str, str] = {}
+    texts: list[str] = []
+    dynamic_shared = _unique(s for pre in units for s in _DYNAMIC_SHARED_RE.findall(pre))
+    runtime_units = [i for i, pre in enumerate(units) if _SMEM_BUFFER_RE.search(pre)]
+    if not runtime_units:
+        raise EmuCompileError(f"{sources[0][1]}: no translation unit includes gg_runtime.cuh")
+    for i, pre in enumerate(units):
+        registered = _unique(_REGISTERED_RE.findall(pre))
+        unregistered = [k for *_, k in _KERNEL_RE.findall(pre) if k not in registered]
+        unregistered = list(_unique(unregistered))
+        unit_bounds = {k: (b1 or b2).strip() for b1, b2, k in _BOUNDED_RE.findall(pre) if b1 or b2}
+        text = _STATIC_SHARED_RE.sub("__gg_shared__", pre)
+        text = _EXTERN_SHARED_RE.sub(r"extern\1__gg_dyn_shared__", text)
+        text = _CHEVRON_RE.sub(r"::gg::emu::chevron(\1, \2)(", text)
+        text += "".join(f"\nGG_EMU_REGISTER_KERNEL({k})" for k in unregistered)
+        for k in (*unregistered, *registered):
+            if k in unit_bounds:
+                text += f"\nGG_EMU_LAUNCH_BOUNDS({k}, {unit_bounds[k]})"
+                bounds[k] = unit_bounds[k]
+        if i == runtime_units[0]:
+            text += "\nGG_EMU_DYNAMIC_SMEM_BUFFER"
+            text += "".join(f"\nGG_EMU_DYNAMIC_SHARED({s})" for s in dynamic_shared)
+        texts.append(text + "\n")
+        kernels += [*unregistered, *registered]
+
+    # (3) Compile each unit and link them, cached by everything that
+    # determines the result.
+    flags = [*mode_flags, "-fPIC", "-fvisibility=hidden", "-Wno-attributes", "-include",
+             str(RUNTIME_INCLUDE_DIR / "gg_emu_compile.h")]
+    compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
+    version = tool_version(_CXX)
+    objects: list[Path] = []
+    for text, (_, name), (_, src_dir) in zip(texts, sources, preprocessed):
+        places = [(src_dir, "<source dir>"), *folders]
+        key = digest(_cache_text(text, places), " ".join(flags), compile_header, version)
+        objects.append(_compile_cached([_CXX, "-x", "c++", _STD, "-c", *flags], [], ".o", key, name,
+                                       "compile it", text=text))
+    link_flags = [*mode_flags, *_LIBRARY_FLAGS]
+    key = digest(*(o.name for o in objects), " ".join(link_flags), version)
+    library = _compile_cached([_CXX, *link_flags], objects, ".so", key, sources[0][1], "link it")
+    return _Library(library, _unique(kernels), bounds)
 
 
 def _tsan_host() -> Path:
@@ -255,17 +347,19 @@ def _encode_request(
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
     smem_bytes: int,
+    max_dynamic_smem: int,
     args: Sequence[object],
     outputs: Sequence[int],
     inouts: Sequence[int],
 ) -> bytes:
-    """The request file of gg_emu.h's run_request."""
+    """The request file of gg_emu.h's run_request (max_dynamic_smem -1: the
+    kernel's attribute is left unset)."""
     name = kernel.encode()
     parts = [
         b"GGEMUREQ",
-        struct.pack("<II", 1, len(name)),
+        struct.pack("<II", 2, len(name)),
         name,
-        struct.pack("<6IQI", *grid, *block, smem_bytes, len(args)),
+        struct.pack("<6IQqI", *grid, *block, smem_bytes, max_dynamic_smem, len(args)),
     ]
     for i, arg in enumerate(args):
         if arg is None:
@@ -285,6 +379,59 @@ def _encode_request(
                 f"got {type(arg).__name__}: a Python {type(arg).__name__} has no C type"
             )
     return b"".join(parts)
+
+
+DEFAULT_ARCH = "sm_90a"
+DEFAULT_DYNAMIC_SMEM = 48 * 1024  # without cudaFuncSetAttribute
+
+
+def device_env(arch: str) -> dict[str, str]:
+    """The environment that makes the emulator an `arch` device: its name and
+    its opt-in shared memory per block (gemmgen.runtime.nvcc's table)."""
+    from gemmgen.runtime.nvcc import shared_memory_limit
+
+    return {"GG_EMU_ARCH": arch, "GG_EMU_SMEM_OPTIN": str(shared_memory_limit(arch))}
+
+
+def _encode_host_request(inputs: Mapping[str, object]) -> bytes:
+    """The request of gg_emu_cudart.h's run_host: named byte strings; an int
+    value stands for a size-only input of that many bytes."""
+    parts = [b"GGEMUHST", struct.pack("<II", 1, len(inputs))]
+    for name, value in inputs.items():
+        key = name.encode()
+        if isinstance(value, int) and not isinstance(value, bool):
+            parts += [struct.pack("<I", len(key)), key, struct.pack("<IQ", 1, value)]
+            continue
+        data = np.ascontiguousarray(value).tobytes() if isinstance(value, (np.ndarray, np.generic)) else bytes(value)
+        parts += [struct.pack("<I", len(key)), key, struct.pack("<IQ", 0, len(data)), data]
+    return b"".join(parts)
+
+
+def _decode_host_response(data: bytes) -> tuple[int, dict[str, bytes]]:
+    if data[:8] != b"GGEMUOUT":
+        raise EmuError("malformed response from the emulator child")
+    _version, status, count = struct.unpack_from("<IiI", data, 8)
+    offset = 20
+    outputs: dict[str, bytes] = {}
+    for _ in range(count):
+        (name_len,) = struct.unpack_from("<I", data, offset)
+        name = data[offset + 4 : offset + 4 + name_len].decode()
+        offset += 4 + name_len
+        (nbytes,) = struct.unpack_from("<Q", data, offset)
+        outputs[name] = data[offset + 8 : offset + 8 + nbytes]
+        offset += 8 + nbytes
+    return status, outputs
+
+
+@dataclass(frozen=True, slots=True)
+class HostResult:
+    """What a host program (EmuModule.run_host) returned: gg_emu_host_main's
+    status, its outputs by name, and the child's output (kernel printf,
+    "gg-emu: rejected: ..." lines of failed runtime calls)."""
+
+    status: int
+    outputs: dict[str, bytes]
+    log: str
 
 
 def _decode_response(data: bytes, args: Sequence[object]) -> dict[int, np.ndarray]:
@@ -338,14 +485,16 @@ class EmuModule:
         include_dirs: Iterable[str | os.PathLike[str]] = (),
         defines: Mapping[str, str | int] | None = None,
         tsan: bool = False,
+        extra_sources: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.name = name_for_errors
         self.tsan = tsan
         dirs = tuple(Path(d).resolve() for d in include_dirs)
         defs = tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items()))
-        key = (source, name_for_errors, dirs, defs, tsan)
+        sources = ((source, name_for_errors), *((str(t), str(n)) for t, n in extra_sources))
+        key = (sources, dirs, defs, tsan)
         if key not in _LIBRARIES:
-            _LIBRARIES[key] = _build_library(source, name_for_errors, dirs, defs, tsan)
+            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan)
         self._library = _LIBRARIES[key]
         self.last_log = ""
 
@@ -361,6 +510,12 @@ class EmuModule:
         """The launchable kernels: every ``extern "C" __global__`` function
         (and any named by ``GG_EMU_REGISTER_KERNEL``)."""
         return self._library.kernels
+
+    @property
+    def launch_bounds(self) -> dict[str, str]:
+        """Each kernel's ``__launch_bounds__`` arguments as written (launches
+        over the bound are rejected)."""
+        return dict(self._library.launch_bounds)
 
     @property
     def library(self) -> Path:
@@ -381,8 +536,16 @@ class EmuModule:
         workers: int | None = None,
         ftz: bool = False,
         timeout: float = 120.0,
+        arch: str = DEFAULT_ARCH,
+        max_dynamic_smem: int | None = None,
     ) -> list[np.ndarray]:
-        """Runs `kernel` once; returns the arrays at `outputs`, then those at `inouts`."""
+        """Runs `kernel` once on an emulated `arch` device; returns the arrays
+        at `outputs`, then those at `inouts`. `max_dynamic_smem` is the
+        kernel's cudaFuncAttributeMaxDynamicSharedMemorySize for the launch:
+        None sets it to `smem_bytes` when that is over 48 KiB (as
+        cuda_gpu.GpuModule and the CuPy launchers do); an int is passed to
+        cudaFuncSetAttribute as is (49152, CUDA's default, makes a larger
+        request fail as on a GPU)."""
         if kernel not in self.kernels:
             raise EmuLaunchError(
                 f"{self.name} has no kernel '{kernel}' (kernels: {', '.join(self.kernels) or 'none'}; "
@@ -396,34 +559,76 @@ class EmuModule:
                 raise ValueError(f"output index {i} of {kernel} does not name an array argument")
         if set(outputs) & set(inouts):
             raise ValueError(f"indices {sorted(set(outputs) & set(inouts))} are in both outputs and inouts")
+        if max_dynamic_smem is None:
+            attribute = int(smem_bytes) if smem_bytes > DEFAULT_DYNAMIC_SMEM else -1
+        else:
+            attribute = int(max_dynamic_smem)
         request = _encode_request(
-            kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), args, outputs, inouts
+            kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), attribute, args, outputs, inouts
         )
-        env = dict(os.environ, GG_EMU_SCHEDULE=schedule, GG_EMU_FTZ="1" if ftz else "0")
-        if workers is not None:
-            env["GG_EMU_WORKERS"] = str(int(workers))
         with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:
             req, resp = Path(tmp) / "request", Path(tmp) / "response"
             req.write_bytes(request)
-            if self.tsan:
-                # The first race ends the launch. The emulator's own fault
-                # handler formats its report, and an emulator error ends the
-                # process with threads alive: neither is the kernel's bug.
-                options = f"halt_on_error=1 exitcode={_EXIT_TSAN} report_signal_unsafe=0 report_thread_leaks=0"
-                env["TSAN_OPTIONS"] = f"{options} {env.get('TSAN_OPTIONS', '')}"
-                cmd = [str(_tsan_host()), str(self.library), str(req), str(resp)]
-            else:
-                cmd = [sys.executable, "-I", "-S", "-c", _CHILD, str(self.library), str(req), str(resp)]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
-            except subprocess.TimeoutExpired as e:
-                log = _text(e.stdout) + _text(e.stderr)
-                raise EmuTimeout(f"{kernel}: no result after {timeout:g} s (an endless loop?)", log) from None
-            self.last_log = proc.stdout + proc.stderr
+            proc = self._run_child(req, resp, "gg_emu_run_request", kernel, arch, schedule, workers,
+                                   timeout, ftz=ftz)
             if proc.returncode != 0:
                 raise _error_from_child(proc, kernel)
             arrays = _decode_response(resp.read_bytes(), args)
         return [arrays[i] for i in (*outputs, *inouts)]
+
+    def run_host(
+        self,
+        inputs: Mapping[str, object],
+        *,
+        schedule: str = "run-ahead",
+        workers: int | None = None,
+        timeout: float = 120.0,
+        arch: str = DEFAULT_ARCH,
+    ) -> HostResult:
+        """Runs the library's host program, ``extern "C" int
+        gg_emu_host_main(void)``, on an emulated `arch` device. `inputs` maps
+        names to arrays, bytes or NumPy scalars (read in C++ with
+        ``gg_emu_host_input``), or to an int: a size-only input of that many
+        bytes. Raises like `launch` when the emulator stops the program (a
+        kernel fault, a crash, a timeout); a CUDA call that returns an error
+        does not raise: the program decides, and its status and outputs
+        (``gg_emu_host_output``) come back in the HostResult."""
+        if self.tsan:
+            raise EmuError(f"{self.name}: host programs run in fiber mode only, not with tsan=True")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+        with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:
+            req, resp = Path(tmp) / "request", Path(tmp) / "response"
+            req.write_bytes(_encode_host_request(inputs))
+            proc = self._run_child(req, resp, "gg_emu_run_host", "host program", arch, schedule, workers, timeout)
+            if proc.returncode != 0:
+                raise _error_from_child(proc, f"{self.name} (host program)")
+            status, outputs = _decode_host_response(resp.read_bytes())
+        return HostResult(status, outputs, self.last_log)
+
+    def _run_child(self, req: Path, resp: Path, entry: str, what: str, arch: str, schedule: str,
+                   workers: int | None, timeout: float, *,
+                   ftz: bool = False) -> subprocess.CompletedProcess:
+        env = dict(os.environ, GG_EMU_SCHEDULE=schedule, GG_EMU_FTZ="1" if ftz else "0",
+                   **device_env(arch))
+        if workers is not None:
+            env["GG_EMU_WORKERS"] = str(int(workers))
+        if self.tsan:
+            # The first race ends the launch. The emulator's own fault
+            # handler formats its report, and an emulator error ends the
+            # process with threads alive: neither is the kernel's bug.
+            options = f"halt_on_error=1 exitcode={_EXIT_TSAN} report_signal_unsafe=0 report_thread_leaks=0"
+            env["TSAN_OPTIONS"] = f"{options} {env.get('TSAN_OPTIONS', '')}"
+            cmd = [str(_tsan_host()), str(self.library), str(req), str(resp)]
+        else:
+            cmd = [sys.executable, "-I", "-S", "-c", _CHILD, str(self.library), str(req), str(resp), entry]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as e:
+            log = _text(e.stdout) + _text(e.stderr)
+            raise EmuTimeout(f"{what}: no result after {timeout:g} s (an endless loop?)", log) from None
+        self.last_log = proc.stdout + proc.stderr
+        return proc
 
 
 def _text(data: bytes | str | None) -> str:

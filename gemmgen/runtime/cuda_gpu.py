@@ -111,11 +111,17 @@ class GpuModule:
         outputs: Sequence[int] = (),
         *,
         inouts: Sequence[int] = (),
+        max_dynamic_smem: int | None = None,
     ) -> list[np.ndarray]:
-        """Runs `kernel` once and waits; returns the arrays at `outputs`, then `inouts`."""
+        """Runs `kernel` once and waits; returns the arrays at `outputs`, then
+        `inouts`. `max_dynamic_smem` is passed to cudaFuncSetAttribute
+        (None: `smem_bytes` when that is over 48 KiB), as EmuModule.launch
+        takes it."""
         cupy = _cupy()
         function = self._module.get_function(kernel)
-        if smem_bytes > 48 * 1024:
+        if max_dynamic_smem is not None:
+            function.max_dynamic_shared_size_bytes = int(max_dynamic_smem)
+        elif smem_bytes > 48 * 1024:
             function.max_dynamic_shared_size_bytes = int(smem_bytes)
         device_args: list[object] = []
         for i, arg in enumerate(args):

@@ -1,21 +1,51 @@
 """Run generated CUDA kernels for `gemmgen verify` and the tests.
 
-A generated kernel comes with a Python launcher module (`<kernel>.py`) whose
-`validate()` and `launches()` are the launch plan: the CuPy call on a GPU
-and the CPU emulation here run the same sequence of launches, so the tests
-exercise the launcher's grid, block, shared-memory and argument order, not
-a copy of them.
+Two launchers of a generated kernel run on the CPU emulator here:
+
+- `run_launcher`: the Python launcher module (`<kernel>.py`), whose
+  `validate()` and `launches()` are the launch plan the CuPy call runs: the
+  same sequence of launches, with the same cudaFuncSetAttribute rule (above
+  48 KiB), so the tests exercise the launcher's grid, block, shared-memory
+  and argument order, not a copy of them;
+- `run_cpp_launcher`: the C++ launcher, `launch_<kernel>()` of the `.cu`
+  (or of a dispatcher's `.cu` and its arms'), compiled with g++ and called
+  by a generated C++ caller (`cpp_caller`) exactly as a user of the `.h`
+  calls it: cudaMalloc'd buffers, the argument struct, a stream. Its CUDA
+  runtime calls are the emulator's (gg_emu_cudart.h), which checks every
+  launch as the driver of the emulated arch would.
+
+Both take `arch`, the device the emulator plays (default sm_90a; `gemmgen
+verify` uses `emulated_arch(spec)`: the declared arch with the least shared
+memory).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from gemmgen import ir
 from gemmgen.verify import Runner, load_generated_module
+
+DEFAULT_ARCH = "sm_90a"
+_DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed
+
+
+def emulated_arch(spec: ir.Spec) -> str:
+    """The arch `gemmgen verify` emulates for a spec: of the CUDA archs it
+    declares, the one with the least opt-in shared memory per block (the
+    first such), since every plan must fit each of them; sm_90a when the spec
+    declares none."""
+    from gemmgen.runtime.nvcc import shared_memory_limit
+
+    target = spec.target(ir.Backend.CUDA)
+    archs = target.cuda_archs if target is not None else ()
+    if not archs:
+        return DEFAULT_ARCH
+    return min(archs, key=shared_memory_limit)  # min() keeps the first of equals
 
 # Arrays a launch writes: passed in with their current values and read back.
 _WRITTEN = ("out", "workspace")
@@ -31,17 +61,21 @@ def poisoned(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
-                 schedule: str = "run-ahead", modules: dict | None = None, ftz: bool = False):
+                 schedule: str = "run-ahead", modules: dict | None = None, arch: str = DEFAULT_ARCH,
+                 workers: int | None = None, ftz: bool = False):
     """Validate `inputs` with the generated launcher and run its launch
-    sequence on the CPU emulator; return the output (a tuple when the kernel
-    has several, e.g. quantize's values and scales). `ftz` flushes f32
-    subnormals as a kernel built with -ftz does (EmuModule.launch)."""
+    sequence on the CPU emulator of an `arch` device, as the CuPy call does
+    on a GPU; return the output (a tuple when the kernel has several, e.g.
+    quantize's values and scales). `ftz` flushes f32 subnormals as a kernel
+    built with -ftz does (EmuModule.launch)."""
     from gemmgen.runtime.cuda_emu import EmuModule
 
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
     if source_name not in cache:
-        cache[source_name] = EmuModule(source, source_name)
+        # The .cu includes its .h (the C++ launcher), beside the .py.
+        folder = Path(getattr(launcher, "SOURCE", source_name)).parent
+        cache[source_name] = EmuModule(source, source_name, include_dirs=[folder])
     module = cache[source_name]
     arrays: dict[str, np.ndarray | None] = {name: None for name in launcher.DTYPES}
     arrays.update(inputs)
@@ -62,13 +96,202 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
             args.append(value)
             if a in written:
                 inouts.append((i, a))
+        # As the CuPy call: cudaFuncSetAttribute above 48 KiB only.
+        attribute = step.smem if step.smem > _DEFAULT_SMEM else None
         results = module.launch(step.entry, grid=step.grid, block=step.block,
                                 smem_bytes=step.smem, args=args,
-                                inouts=[i for i, _ in inouts], schedule=schedule, ftz=ftz)
+                                inouts=[i for i, _ in inouts], schedule=schedule, arch=arch,
+                                workers=workers, max_dynamic_smem=attribute, ftz=ftz)
         for (_, name), value in zip(inouts, results):
             arrays[name] = value
     outs = tuple(arrays[name] for name in launcher.OUTPUTS)
     return outs[0] if len(outs) == 1 else outs
+
+
+# ---------------------------------------------------------------------------
+# The C++ launcher
+
+
+def cpp_caller(plan) -> str:
+    """A C++ caller of `launch_<plan.name>()` for the emulator: allocates
+    device buffers with cudaMalloc, copies the inputs, fills the argument
+    struct, creates a stream, calls the launcher and copies the outputs back,
+    as a user of `<plan.name>.h` would. The arrays and dims come from the
+    host program's inputs (EmuModule.run_host): array `x` as input "x" (an
+    output as a size-only input), dim or scalar `d` as an int64 "dim.d".
+    `plan` is a LaunchPlan or a dispatcher's DispatchPlan."""
+    name = plan.name
+    lines = [
+        f"// C++ caller of launch_{name}() for gemmgen's CPU emulator",
+        "// (gemmgen.runtime.verify_cuda.run_cpp_launcher): what a user of",
+        f"// {name}.h writes, with its arrays and dims handed over by the",
+        "// emulator's host I/O (gg_emu_host_input / gg_emu_host_output).",
+        f'#include "{name}.h"',
+        "",
+        "#include <cstring>",
+        "#include <vector>",
+        "",
+        'extern "C" int gg_emu_host_input(const char* name, const void** data, size_t* bytes);',
+        'extern "C" void gg_emu_host_output(const char* name, const void* data, size_t bytes);',
+        "",
+        "namespace {",
+        "",
+        "std::vector<void*> allocations;",
+        "",
+        "// A device copy of input `name` (an output: fresh device memory of its",
+        "// size); nullptr when the caller passed no such array.",
+        "template <class T>",
+        "T* device_array(const char* name) {",
+        "  const void* host = nullptr;",
+        "  size_t bytes = 0;",
+        "  if (!gg_emu_host_input(name, &host, &bytes)) return nullptr;",
+        "  void* p = nullptr;",
+        "  if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;",
+        "  allocations.push_back(p);",
+        "  if (host != nullptr && cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) return nullptr;",
+        "  return static_cast<T*>(p);",
+        "}",
+        "",
+        "int dim(const char* name) {",
+        "  const void* host = nullptr;",
+        "  size_t bytes = 0;",
+        "  long long v = 0;",
+        "  if (gg_emu_host_input(name, &host, &bytes) && host != nullptr && bytes == sizeof v) std::memcpy(&v, host, sizeof v);",
+        "  return static_cast<int>(v);",
+        "}",
+        "",
+        "// Copies output `name` back to the caller.",
+        "void output(const char* name, const void* device) {",
+        "  const void* host = nullptr;",
+        "  size_t bytes = 0;",
+        "  gg_emu_host_input(name, &host, &bytes);",
+        "  std::vector<unsigned char> copy(bytes);",
+        "  if (cudaMemcpy(copy.data(), device, bytes, cudaMemcpyDeviceToHost) == cudaSuccess)",
+        "    gg_emu_host_output(name, copy.data(), bytes);",
+        "}",
+        "",
+        "}  // namespace",
+        "",
+        'extern "C" int gg_emu_host_main(void) {',
+        f"  {plan.args_struct} a;",
+    ]
+    for arr in plan.arrays:
+        const = "" if arr.role == "out" else "const "
+        lines.append(f'  a.{arr.name} = device_array<{const}{arr.ctype}>("{arr.name}");')
+    for d in (*plan.dims, *(s.name for s in plan.scalars)):
+        lines.append(f'  a.{d} = dim("dim.{d}");')
+    if getattr(plan, "has_workspace", False):
+        lines += [
+            "  void* workspace = nullptr;",
+            f"  if (cudaMalloc(&workspace, {name}_workspace_bytes(a)) != cudaSuccess) return 1000;",
+            "  allocations.push_back(workspace);",
+            "  a.workspace = workspace;",
+        ]
+    lines += [
+        f"  if (const char* why = {name}_validate(a)) gg_emu_host_output(\"validate\", why, std::strlen(why));",
+        "  cudaStream_t stream = nullptr;",
+        "  if (cudaStreamCreate(&stream) != cudaSuccess) return 1001;",
+        f"  const cudaError_t err = launch_{name}(a, stream);",
+        "  const cudaError_t sync = cudaStreamSynchronize(stream);",
+        "  const char* err_name = cudaGetErrorName(err);",
+        '  gg_emu_host_output("error", err_name, std::strlen(err_name));',
+        "  if (err == cudaSuccess && sync == cudaSuccess) {",
+    ]
+    for arr in plan.outputs:
+        lines.append(f'    output("{arr.name}", a.{arr.name});')
+    lines += [
+        "  }",
+        "  cudaStreamDestroy(stream);",
+        "  for (void* p : allocations) cudaFree(p);",
+        "  return err != cudaSuccess ? static_cast<int>(err) : static_cast<int>(sync);",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_HELPERS = {"gg_cdiv": lambda a, b: -(-a // b), "gg_div": lambda a, b: a // b,
+            "gg_min": min, "gg_i32": int, "gg_i64": int}
+
+
+def bound_dims(plan, inputs: dict[str, object]) -> dict[str, int]:
+    """The dims and scalars of a call, read off the arrays as the plan's
+    bindings say (a missing optional array: its fallback expression), and
+    the plan's derived values: what a C++ caller computes from its tensors."""
+    values: dict[str, int] = {s.name: int(inputs.get(s.name) or 0) for s in plan.scalars}
+    for b in plan.bindings:
+        x = inputs.get(b.arg)
+        if b.dim not in values and x is not None and not b.fallback:
+            values[b.dim] = int(np.shape(x)[b.axis]) * b.mul
+    for b in plan.bindings:
+        if b.dim not in values:
+            x = inputs.get(b.arg)
+            values[b.dim] = (int(np.shape(x)[b.axis]) * b.mul if x is not None
+                             else int(eval(b.fallback, dict(_HELPERS), dict(values))))  # noqa: S307
+    for name, expr in plan.derived:
+        values[name] = int(eval(expr, dict(_HELPERS), dict(values)))  # noqa: S307
+    return values
+
+
+class CppLaunchError(RuntimeError):
+    """launch_<kernel>() returned an error: the launcher refused the call, or
+    the emulated CUDA runtime refused one of its launches. `log` holds the
+    emulator's report ("gg-emu: rejected: ...")."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
+                     sources: Sequence[str] | None = None, arch: str = DEFAULT_ARCH,
+                     schedule: str = "run-ahead", workers: int | None = None,
+                     texts: dict[str, str] | None = None, logs: list[str] | None = None):
+    """Call `launch_<plan.name>()` from C++ on the CPU emulator of an `arch`
+    device, with `inputs` (arrays by name, scalars such as group_offset),
+    and return the output (a tuple when there are several). `folder` holds
+    the generated `.cu` and `.h` files (`texts` may replace a file's text by
+    name, to run a changed launcher); `sources` names the `.cu` files to
+    link (default: `<plan.name>.cu`); `arm` is the LaunchPlan whose bindings
+    give the dims (default `plan`; a dispatcher's arm). Raises
+    CppLaunchError when launch_<kernel>() returns an error, and the
+    emulator's errors when a kernel misbehaves. `logs`, when given, gets the
+    child's output (kernel printf, "gg-emu: rejected: ..." reports)."""
+    from gemmgen.runtime.cuda_emu import EmuModule
+
+    texts = texts or {}
+    arm = arm or plan
+    dims = bound_dims(arm, inputs)
+    names = list(sources or [f"{plan.name}.cu"])
+    units = [(texts.get(n) or (folder / n).read_text(), str(folder / n)) for n in names]
+    caller = cpp_caller(plan)
+    module = EmuModule(units[0][0], units[0][1], include_dirs=[folder],
+                       extra_sources=[*units[1:], (caller, str(folder / f"{plan.name}_caller.cc"))])
+    host: dict[str, object] = {}
+    for arr in plan.arrays:
+        if arr.role == "out":
+            shape = tuple(int(eval(d, dict(_HELPERS), dict(dims))) for d in arr.shape)  # noqa: S307
+            host[arr.name] = int(np.prod(shape, dtype=np.int64)) * _np_dtype(arr.nptype).itemsize
+        elif inputs.get(arr.name) is not None:
+            host[arr.name] = np.ascontiguousarray(inputs[arr.name])
+    for d in (*plan.dims, *(s.name for s in plan.scalars)):
+        host[f"dim.{d}"] = np.int64(dims[d])
+    result = module.run_host(host, arch=arch, schedule=schedule, workers=workers)
+    if logs is not None:
+        logs.append(result.log)
+    if result.status != 0:
+        why = result.outputs.get("validate", b"").decode()
+        error = result.outputs.get("error", b"").decode() or f"status {result.status}"
+        rejected = [line.removeprefix("gg-emu: rejected: ").removeprefix("gg-emu: ")
+                    for line in result.log.splitlines() if line.startswith("gg-emu: ")]
+        detail = "; ".join(([why] if why else []) + rejected)
+        raise CppLaunchError(f"launch_{plan.name} returned {error}" + (f": {detail}" if detail else ""),
+                             result.log)
+    outs = []
+    for arr in plan.outputs:
+        shape = tuple(int(eval(d, dict(_HELPERS), dict(dims))) for d in arr.shape)  # noqa: S307
+        data = result.outputs[arr.name]
+        outs.append(np.frombuffer(data, dtype=_np_dtype(arr.nptype)).reshape(shape).copy())
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _np_dtype(name: str):
@@ -79,6 +302,8 @@ def _np_dtype(name: str):
 
 
 class CudaEmu(Runner):
+    """Kernels on the CPU emulator, launched by their Python launcher's plan."""
+
     name = "cuda-emu"
     backend = ir.Backend.CUDA
 
@@ -91,21 +316,53 @@ class CudaEmu(Runner):
         super().prepare(rendered, workdir)
         self.launchers: dict[str, object] = {}
         self.modules: dict[str, object] = {}
+        self.arch = self.cuda_arch or emulated_arch(rendered.spec)
+        how = "--cuda-arch" if self.cuda_arch else "the declared arch with the least shared memory"
+        self.note = f"emulated {self.arch} ({how})"
         for rel, text in rendered.files.items():
             if rel.parts[0] == "cuda":
                 dest = workdir / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_text(text)
 
-    def run(self, kernel, case, inputs):
+    def launcher(self, kernel):
         if kernel.name not in self.launchers:
             self.launchers[kernel.name] = load_generated_module(
                 self.workdir / "cuda" / f"{kernel.name}.py",
                 f"gemmgen_verify_cuda_{self.rendered.spec.stem}_{kernel.name}")
-        launcher = self.launchers[kernel.name]
+        return self.launchers[kernel.name]
+
+    def check_tile(self, kernel, case) -> None:
+        """The table prints the tile the spec's LUT picks; the launcher must
+        pick the same."""
+        from gemmgen.cases import lut_entry, tile_label
+
+        if tile_label(kernel, case) == "-":
+            return
+        picked = self.launcher(kernel).pick_tile(case.m, case.n, case.k)
+        if picked != lut_entry(kernel, case):
+            raise AssertionError(f"{kernel.name}: the launcher picks LUT entry {picked} for "
+                                 f"{case.describe()}, the spec entry {lut_entry(kernel, case)}")
+
+    def run(self, kernel, case, inputs):
+        self.check_tile(kernel, case)
         path = self.workdir / "cuda" / f"{kernel.name}.cu"
-        return run_launcher(launcher, path.read_text(), f"{self.rendered.spec.stem}/cuda/{path.name}",
-                            inputs, modules=self.modules)
+        return run_launcher(self.launcher(kernel), path.read_text(),
+                            f"{self.rendered.spec.stem}/cuda/{path.name}", inputs,
+                            modules=self.modules, arch=self.arch)
+
+
+class CudaEmuCpp(CudaEmu):
+    """Kernels on the CPU emulator, launched by their C++ launcher."""
+
+    name = "cuda-emu-cpp"
+
+    def run(self, kernel, case, inputs):
+        from gemmgen.backends import cuda as cuda_backend
+
+        self.check_tile(kernel, case)
+        plan = cuda_backend.plan(kernel, self.rendered.spec)
+        return run_cpp_launcher(plan, self.workdir / "cuda", inputs, arch=self.arch)
 
 
 class CudaGpu(CudaEmu):
@@ -119,6 +376,10 @@ class CudaGpu(CudaEmu):
         except Exception as e:  # ImportError, or CUDA driver errors
             return f"CuPy cannot reach a GPU ({type(e).__name__})"
         return None
+
+    def prepare(self, rendered, workdir: Path) -> None:
+        super().prepare(rendered, workdir)
+        self.note = None  # a real device
 
     def run(self, kernel, case, inputs):
         import cupy
@@ -148,4 +409,4 @@ def _bits(x: np.ndarray) -> np.ndarray:
 
 
 def runners() -> list[Runner]:
-    return [CudaEmu(), CudaGpu()]
+    return [CudaEmu(), CudaEmuCpp(), CudaGpu()]

@@ -22,6 +22,10 @@
 // - Device buffers made by gg_emu_malloc sit between PROT_NONE guard regions
 //   with 0xFF canaries in the slack, so out-of-bounds accesses fault or are
 //   found after the launch.
+// - The emulated device (GG_EMU_ARCH, GG_EMU_SMEM_OPTIN) and the driver's
+//   checks of every launch: grid and block limits, __launch_bounds__, dynamic
+//   shared memory against the kernel's attribute and the arch's opt-in limit.
+//   Host code calls the CUDA runtime API of gg_emu_cudart.h.
 // - GG_EMU_TSAN (build with -fsanitize=thread): one OS thread per CUDA thread,
 //   blocks one after another, barriers on a mutex and condition variable, so
 //   ThreadSanitizer sees the kernel's own synchronisation.
@@ -50,11 +54,20 @@
 #include <cuda_fp8.h>
 #include <vector_functions.h>
 #include <vector_types.h>
+// nvcc includes cuda_runtime.h in every .cu; here it also must come before
+// the builtin-variable macros below (its prototypes name parameters gridDim).
+#include <cuda_runtime.h>
 
 #undef __forceinline__
 #define __forceinline__ inline
+// __launch_bounds__ survives preprocessing as a marker: gemmgen.runtime.cuda_emu
+// records each kernel's bound (GG_EMU_LAUNCH_BOUNDS) and launches check it.
 #undef __launch_bounds__
+#if defined(GG_EMU_PREPROCESS)
+#define __launch_bounds__(...) __gg_launch_bounds__(__VA_ARGS__)
+#else
 #define __launch_bounds__(...)
+#endif
 
 #if !defined(GG_EMU_PREPROCESS)
 #include "gg_emu_compile.h"
@@ -96,9 +109,13 @@
 namespace gg::emu {
 
 inline constexpr unsigned kWarpSize = 32;
-// The largest dynamic shared memory a block may ask for: 227 KiB, the
-// sm_90 / sm_100 opt-in limit per block.
+// The runtime's dynamic shared buffer: 227 KiB, the largest opt-in limit per
+// block of any arch (sm_90 / sm_100). A launch is checked against the limit
+// of the emulated arch (device(), "Emulated device" below).
 inline constexpr std::size_t kMaxDynamicSmem = 232448;
+// Dynamic shared memory a kernel may use without
+// cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize).
+inline constexpr int kDefaultDynamicSmem = 48 * 1024;
 inline constexpr unsigned char kPoison = 0xFF;
 inline constexpr int kExitKernelError = 70;
 inline constexpr int kExitFault = 71;
@@ -108,15 +125,25 @@ inline constexpr std::size_t kGuardBytes = std::size_t{64} << 10;
 
 // The per-block dynamic shared memory every `extern __shared__` array
 // aliases (GG_EMU_DYNAMIC_SHARED). TLS in fiber mode: one per worker thread.
+// gemmgen.runtime.cuda_emu defines it (GG_EMU_DYNAMIC_SMEM_BUFFER) with the
+// aliases, in one translation unit of a library; a direct g++ build, here.
 #if defined(GG_EMU_TSAN)
 extern "C" {
+#if defined(GG_EMU_PREPROCESS)
+extern unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
+#else
 alignas(256) unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
+#endif
 extern unsigned char __start_gg_shared[] __attribute__((weak, visibility("hidden")));
 extern unsigned char __stop_gg_shared[] __attribute__((weak, visibility("hidden")));
 }
 #else
 extern "C" {
+#if defined(GG_EMU_PREPROCESS)
+extern thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
+#else
 alignas(256) thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
+#endif
 }
 #endif
 
@@ -137,6 +164,11 @@ struct KernelInfo {
   void* fn;
   void (*invoke)(void* fn, void* const* args);
   std::vector<ParamInfo> params;
+  // __launch_bounds__(max_threads, ...) (GG_EMU_LAUNCH_BOUNDS); 0: none.
+  unsigned max_threads = 0;
+  // cudaFuncAttributeMaxDynamicSharedMemorySize, as cudaFuncSetAttribute
+  // leaves it (host calls only, one at a time: launches are synchronous).
+  int max_dynamic_smem = kDefaultDynamicSmem;
 };
 
 inline std::vector<KernelInfo>& kernel_registry() {
@@ -176,12 +208,30 @@ struct KernelRegistration {
   }
 };
 
-inline const KernelInfo* find_kernel(const char* name) {
-  for (const KernelInfo& k : kernel_registry()) {
+inline KernelInfo* find_kernel(const char* name) {
+  for (KernelInfo& k : kernel_registry()) {
     if (k.name == name) return &k;
   }
   return nullptr;
 }
+
+// The registered kernel whose entry point is `fn` (cudaLaunchKernel,
+// cudaFuncSetAttribute and `<<<>>>` name kernels by address).
+inline KernelInfo* find_kernel_at(const void* fn) {
+  for (KernelInfo& k : kernel_registry()) {
+    if (k.fn == fn) return &k;
+  }
+  return nullptr;
+}
+
+// GG_EMU_LAUNCH_BOUNDS(name, max_threads[, min_blocks[, max_cluster]]):
+// records a registered kernel's __launch_bounds__ (cuda_emu appends one per
+// kernel that declares them, after its registration).
+struct LaunchBoundsRegistration {
+  LaunchBoundsRegistration(const char* name, long long max_threads, long long = 0, long long = 0) {
+    if (KernelInfo* k = find_kernel(name)) k->max_threads = static_cast<unsigned>(max_threads);
+  }
+};
 
 // ---------------------------------------------------------------------------
 // Per-thread state.
@@ -1121,34 +1171,116 @@ inline std::string& last_error() {
   return e;
 }
 
-inline int reject(const std::string& message) {
+// Rejects a launch or a runtime call: `code` is the cudaError_t a GPU
+// returns, the message says why.
+inline int reject(int code, const std::string& message) {
   last_error() = message;
-  return 1;
+  return code;
 }
 
-inline int launch(const char* kernel, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
-                  void* const* args, std::size_t nargs) {
-  const KernelInfo* k = find_kernel(kernel);
-  if (k == nullptr) {
-    std::string names;
-    for (const KernelInfo& i : kernel_registry()) names += (names.empty() ? "" : ", ") + i.name;
-    return reject(format("no kernel named '%s' in this module (it has: %s)", kernel, names.c_str()));
+// ---------------------------------------------------------------------------
+// Emulated device: the arch whose limits launches are checked against.
+// gemmgen.runtime.cuda_emu sets GG_EMU_ARCH (e.g. sm_89) and
+// GG_EMU_SMEM_OPTIN (its opt-in shared memory per block, from
+// gemmgen.runtime.nvcc.shared_memory_limit); without them the device is an
+// sm_90a. The grid and block limits are the same on every arch.
+
+struct Device {
+  std::string arch;  // "sm_90a"
+  int major = 0;
+  int minor = 0;
+  std::size_t smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+};
+
+inline constexpr unsigned long long kMaxGridX = 2147483647ull;  // 2^31 - 1
+inline constexpr unsigned kMaxGridYZ = 65535;
+inline constexpr unsigned kMaxBlockThreads = 1024;
+inline constexpr unsigned kMaxBlockXY = 1024;
+inline constexpr unsigned kMaxBlockZ = 64;
+
+inline Device read_device() {
+  Device d;
+  const char* arch = std::getenv("GG_EMU_ARCH");
+  const char* optin = std::getenv("GG_EMU_SMEM_OPTIN");
+  d.arch = arch != nullptr && *arch != '\0' ? arch : "sm_90a";
+  if (optin != nullptr && *optin != '\0') {
+    d.smem_optin = std::strtoull(optin, nullptr, 10);
+  } else if (arch == nullptr || *arch == '\0') {
+    d.smem_optin = 232448;  // sm_90a
+  } else {
+    fail("GG_EMU_ARCH=%s needs GG_EMU_SMEM_OPTIN, the arch's opt-in shared memory per block", arch);
   }
-  if (nargs != k->params.size()) {
-    return reject(format("kernel %s takes %zu arguments, %zu given", kernel, k->params.size(), nargs));
+  unsigned number = 0;
+  if (std::sscanf(d.arch.c_str(), "sm_%u", &number) != 1 || number < 10) {
+    fail("GG_EMU_ARCH=%s: expected an arch such as sm_80 or sm_90a", d.arch.c_str());
   }
+  if (d.smem_optin == 0 || d.smem_optin > kMaxDynamicSmem) {
+    fail("GG_EMU_SMEM_OPTIN=%zu: expected 1..%zu", d.smem_optin, kMaxDynamicSmem);
+  }
+  d.major = static_cast<int>(number / 10);
+  d.minor = static_cast<int>(number % 10);
+  return d;
+}
+
+inline const Device& device() {
+  static const Device d = read_device();
+  return d;
+}
+
+// cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
+inline int set_max_dynamic_smem(KernelInfo& k, long long bytes) {
+  const Device& d = device();
+  if (bytes < 0 || static_cast<unsigned long long>(bytes) > d.smem_optin) {
+    return reject(cudaErrorInvalidValue,
+                  format("cudaFuncSetAttribute(%s, cudaFuncAttributeMaxDynamicSharedMemorySize, %lld): over the "
+                         "opt-in limit of %zu bytes per block of the emulated %s (cudaErrorInvalidValue)",
+                         k.name.c_str(), bytes, d.smem_optin, d.arch.c_str()));
+  }
+  k.max_dynamic_smem = static_cast<int>(bytes);
+  return 0;
+}
+
+// What the driver checks before it launches `k`: 0, or the cudaError_t a
+// GPU returns (with last_error() saying why).
+inline int check_launch(const KernelInfo& k, const unsigned grid[3], const unsigned block[3],
+                        std::size_t dynamic_smem) {
+  const char* name = k.name.c_str();
   const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
-  if (threads == 0 || threads > 1024 || block[0] > 1024 || block[1] > 1024 || block[2] > 64) {
-    return reject(format("kernel %s: invalid block (%u,%u,%u): at most 1024 threads, z <= 64", kernel, block[0],
-                         block[1], block[2]));
+  if (threads == 0 || threads > kMaxBlockThreads || block[0] > kMaxBlockXY || block[1] > kMaxBlockXY ||
+      block[2] > kMaxBlockZ) {
+    return reject(cudaErrorInvalidConfiguration,
+                  format("kernel %s: invalid block (%u,%u,%u): CUDA allows 1..%u threads per block, x and y "
+                         "<= %u, z <= %u (cudaErrorInvalidConfiguration)",
+                         name, block[0], block[1], block[2], kMaxBlockThreads, kMaxBlockXY, kMaxBlockZ));
   }
-  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[1] > 65535 || grid[2] > 65535) {
-    return reject(format("kernel %s: invalid grid (%u,%u,%u)", kernel, grid[0], grid[1], grid[2]));
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || grid[0] > kMaxGridX || grid[1] > kMaxGridYZ ||
+      grid[2] > kMaxGridYZ) {
+    return reject(cudaErrorInvalidConfiguration,
+                  format("kernel %s: invalid grid (%u,%u,%u): CUDA allows x in 1..%llu, y and z in 1..%u "
+                         "(cudaErrorInvalidConfiguration)",
+                         name, grid[0], grid[1], grid[2], kMaxGridX, kMaxGridYZ));
   }
-  if (dynamic_smem > kMaxDynamicSmem) {
-    return reject(format("kernel %s: %zu bytes of dynamic shared memory requested; the limit is %zu", kernel,
-                         dynamic_smem, kMaxDynamicSmem));
+  if (k.max_threads != 0 && threads > k.max_threads) {
+    return reject(cudaErrorLaunchOutOfResources,
+                  format("kernel %s: a block of %llu threads is over the kernel's __launch_bounds__(%u) "
+                         "(cudaErrorLaunchOutOfResources)",
+                         name, threads, k.max_threads));
   }
+  if (dynamic_smem > static_cast<std::size_t>(k.max_dynamic_smem)) {
+    const bool unset = k.max_dynamic_smem == kDefaultDynamicSmem;
+    return reject(cudaErrorInvalidValue,
+                  format("kernel %s: %zu bytes of dynamic shared memory requested, over the kernel's limit of %d "
+                         "(cudaFuncAttributeMaxDynamicSharedMemorySize%s) (cudaErrorInvalidValue)",
+                         name, dynamic_smem, k.max_dynamic_smem,
+                         unset ? ": 48 KiB unless cudaFuncSetAttribute raises it, up to the arch's opt-in limit" : ""));
+  }
+  return 0;
+}
+
+// Runs kernel `k` (after check_launch): 0, or the check's error code.
+inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block[3],
+                         std::size_t dynamic_smem, void* const* args) {
+  if (const int code = check_launch(*k, grid, block, dynamic_smem)) return code;
   const char* schedule = std::getenv("GG_EMU_SCHEDULE");
   Launch l;
   l.kernel = k;
@@ -1159,7 +1291,7 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
   if (schedule != nullptr && std::strcmp(schedule, "reverse") == 0) {
     l.schedule = Schedule::reverse;
   } else if (schedule != nullptr && *schedule != '\0' && std::strcmp(schedule, "run-ahead") != 0) {
-    return reject(format("GG_EMU_SCHEDULE=%s: expected run-ahead or reverse", schedule));
+    return reject(cudaErrorInvalidValue, format("GG_EMU_SCHEDULE=%s: expected run-ahead or reverse", schedule));
   }
   l.stack_bytes = std::max(64u, env_unsigned("GG_EMU_STACK_KB", 256)) * std::size_t{1024};
   l.flush_subnormals = env_unsigned("GG_EMU_FTZ", 0) != 0;
@@ -1190,11 +1322,31 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
   return 0;
 }
 
+// Runs the kernel named `kernel` (gg_emu_launch): 0, or a nonzero
+// cudaError_t code when the launch is rejected.
+inline int launch(const char* kernel, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
+                  void* const* args, std::size_t nargs) {
+  const KernelInfo* k = find_kernel(kernel);
+  if (k == nullptr) {
+    std::string names;
+    for (const KernelInfo& i : kernel_registry()) names += (names.empty() ? "" : ", ") + i.name;
+    return reject(cudaErrorInvalidDeviceFunction,
+                  format("no kernel named '%s' in this module (it has: %s)", kernel, names.c_str()));
+  }
+  if (nargs != k->params.size()) {
+    return reject(cudaErrorInvalidValue,
+                  format("kernel %s takes %zu arguments, %zu given", kernel, k->params.size(), nargs));
+  }
+  return run_kernel(k, grid, block, dynamic_smem, args);
+}
+
 // ---------------------------------------------------------------------------
 // Request files: how gemmgen.runtime.cuda_emu hands a launch to a child
 // process. Little-endian:
-//   "GGEMUREQ" u32 version(=1)
+//   "GGEMUREQ" u32 version(=2)
 //   u32 name_len, name bytes; u32 grid[3]; u32 block[3]; u64 dynamic_smem
+//   i64 max_dynamic_smem: the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize,
+//     set with cudaFuncSetAttribute before the launch (-1: left unset, 48 KiB)
 //   u32 nargs, then per argument:
 //     u32 kind (0 buffer, 1 value, 2 null pointer), u32 flags (1 return it,
 //     2 poison it instead of reading data), u64 nbytes, data (absent for a
@@ -1235,16 +1387,17 @@ inline int run_request(const char* request_path, const char* response_path) {
   enum Kind : unsigned { kBuffer = 0, kValue = 1, kNull = 2 };
   const std::vector<unsigned char> request = read_file(request_path);
   Reader r{request.data(), request.data() + request.size()};
-  if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0 || r.get<std::uint32_t>() != 1) fail("not a gg-emu request file");
+  if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0 || r.get<std::uint32_t>() != 2) fail("not a gg-emu request file");
   const std::uint32_t name_len = r.get<std::uint32_t>();
   const std::string name(reinterpret_cast<const char*>(r.take(name_len)), name_len);
   unsigned grid[3], block[3];
   for (unsigned& g : grid) g = r.get<std::uint32_t>();
   for (unsigned& b : block) b = r.get<std::uint32_t>();
   const std::size_t smem = r.get<std::uint64_t>();
+  const std::int64_t max_dynamic_smem = r.get<std::int64_t>();
   const std::uint32_t nargs = r.get<std::uint32_t>();
 
-  const KernelInfo* k = find_kernel(name.c_str());
+  KernelInfo* k = find_kernel(name.c_str());
   struct Arg {
     unsigned kind, flags;
     std::size_t bytes;
@@ -1281,6 +1434,10 @@ inline int run_request(const char* request_path, const char* response_path) {
       args[i] = const_cast<unsigned char*>(a.value);
     }
   }
+  if (k != nullptr && max_dynamic_smem >= 0 && set_max_dynamic_smem(*k, max_dynamic_smem) != 0) {
+    std::fprintf(stderr, "gg-emu: error: %s\n", last_error().c_str());
+    return 2;
+  }
   if (launch(name.c_str(), grid, block, smem, args.data(), args.size()) != 0) {
     std::fprintf(stderr, "gg-emu: error: %s\n", last_error().c_str());
     return 2;
@@ -1314,9 +1471,10 @@ inline int run_request(const char* request_path, const char* response_path) {
 // The C ABI of an emulated kernel library (see docs/cuda-emulation.md).
 
 // Runs kernel `kernel` like cuLaunchKernel: args[i] points to the value of
-// parameter i (for a pointer parameter, to the pointer). Returns 0, or nonzero
-// when the launch is rejected (gg_emu_last_error says why). Errors while the
-// kernel runs end the process (status 70 or 71).
+// parameter i (for a pointer parameter, to the pointer). Returns 0, or the
+// nonzero cudaError_t a GPU gives when the launch is rejected
+// (gg_emu_last_error says why). Errors while the kernel runs end the process
+// (status 70 or 71).
 GG_EMU_API int gg_emu_launch(const char* kernel, const unsigned grid[3], const unsigned block[3],
                              std::size_t dynamic_smem, void* const* args, std::size_t nargs) {
   return gg::emu::launch(kernel, grid, block, dynamic_smem, args, nargs);
@@ -1331,6 +1489,9 @@ GG_EMU_API void gg_emu_check_buffers() { gg::emu::check_canaries(); }
 GG_EMU_API int gg_emu_run_request(const char* request_path, const char* response_path) {
   return gg::emu::run_request(request_path, response_path);
 }
+
+// The CUDA runtime API for host code, and host programs (gg_emu_run_host).
+#include "gg_emu_cudart.h"
 
 // ---------------------------------------------------------------------------
 // CUDA builtins.

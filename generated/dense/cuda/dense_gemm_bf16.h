@@ -3,8 +3,8 @@
 // C++ launcher of dense_gemm_bf16 (specs/dense.gemm):
 //   dense_gemm_bf16: dense lhs bf16 x rhs bf16 [n, k] -> bf16 (acc f32) tile 128x128x32 stages 3 [cuda]
 //
-// Compile dense_gemm_bf16.cu with nvcc (it defines launch_dense_gemm_bf16) and
-// include this header:
+// Compile dense_gemm_bf16.cu with nvcc (it defines launch_dense_gemm_bf16; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   DenseGemmBf16Args args;  // device pointers and dims, below
 //   if (const char* why = dense_gemm_bf16_validate(args)) { /* bad call: nothing launched */ }

@@ -218,10 +218,10 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_bf16_kn(
                         m_tile * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through dense_gemm_bf16_kn.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through dense_gemm_bf16_kn.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "dense_gemm_bf16_kn.h"
 
 cudaError_t launch_dense_gemm_bf16_kn(const DenseGemmBf16KnArgs& a, cudaStream_t stream) {

@@ -3,8 +3,8 @@
 // C++ launcher of dense_gemm_bf16_kn (specs/dense.gemm):
 //   dense_gemm_bf16_kn: dense lhs bf16 x rhs bf16 [k, n] -> bf16 (acc f32) tile 128x128x32 stages 3 [cuda]
 //
-// Compile dense_gemm_bf16_kn.cu with nvcc (it defines launch_dense_gemm_bf16_kn) and
-// include this header:
+// Compile dense_gemm_bf16_kn.cu with nvcc (it defines launch_dense_gemm_bf16_kn; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   DenseGemmBf16KnArgs args;  // device pointers and dims, below
 //   if (const char* why = dense_gemm_bf16_kn_validate(args)) { /* bad call: nothing launched */ }

@@ -200,10 +200,10 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_batched_bf16_unalig
   gemv<1>(lhs, rhs, out, m, n, k);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through dense_gemv_batched_bf16.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through dense_gemv_batched_bf16.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "dense_gemv_batched_bf16.h"
 
 cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cudaStream_t stream) {

@@ -3,8 +3,8 @@
 // C++ launcher of dense_gemv_batched_bf16 (specs/dense.gemm):
 //   dense_gemv_batched_bf16: dense lhs bf16 x rhs bf16 [n, k] -> bf16 (acc f32) algorithm gemv_batched max_m 8 [cuda]
 //
-// Compile dense_gemv_batched_bf16.cu with nvcc (it defines launch_dense_gemv_batched_bf16) and
-// include this header:
+// Compile dense_gemv_batched_bf16.cu with nvcc (it defines launch_dense_gemv_batched_bf16; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   DenseGemvBatchedBf16Args args;  // device pointers and dims, below
 //   if (const char* why = dense_gemv_batched_bf16_validate(args)) { /* bad call: nothing launched */ }

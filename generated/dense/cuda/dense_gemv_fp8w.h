@@ -3,8 +3,8 @@
 // C++ launcher of dense_gemv_fp8w (specs/dense.gemm):
 //   dense_gemv_fp8w: dense lhs bf16 x rhs e4m3 [n, k] -> bf16 (acc f32) rhs_scale per_channel f32 (epilogue) algorithm gemv [cuda]
 //
-// Compile dense_gemv_fp8w.cu with nvcc (it defines launch_dense_gemv_fp8w) and
-// include this header:
+// Compile dense_gemv_fp8w.cu with nvcc (it defines launch_dense_gemv_fp8w; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   DenseGemvFp8wArgs args;  // device pointers and dims, below
 //   if (const char* why = dense_gemv_fp8w_validate(args)) { /* bad call: nothing launched */ }

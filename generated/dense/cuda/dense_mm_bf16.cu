@@ -3,9 +3,9 @@
 // launch_dense_mm_bf16 (specs/dense.gemm): the host side of the M dispatcher in
 // dense_mm_bf16.h. Host code only: compile it with nvcc and link it with the
 // arms' .cu files (dense_gemv_bf16.cu, dense_gemv_batched_bf16.cu, dense_gemm_bf16.cu), which
-// define their launch_<kernel>(). NVRTC (CuPy) and the CPU emulation
-// dispatch through dense_mm_bf16.py instead.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// define their launch_<kernel>(); the CPU emulation links them the same
+// way. NVRTC (CuPy) dispatches through dense_mm_bf16.py instead.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "dense_mm_bf16.h"
 
 cudaError_t launch_dense_mm_bf16(const DenseMmBf16Args& a, cudaStream_t stream) {

@@ -214,10 +214,10 @@ extern "C" __global__ void __launch_bounds__(128) fp8_fp8_gemm_tile_64x128x64(
                         m_tile * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through fp8_fp8_gemm_tile_64x128x64.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through fp8_fp8_gemm_tile_64x128x64.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "fp8_fp8_gemm_tile_64x128x64.h"
 
 cudaError_t launch_fp8_fp8_gemm_tile_64x128x64(const Fp8Fp8GemmTile64x128x64Args& a, cudaStream_t stream) {

@@ -3,8 +3,8 @@
 // C++ launcher of fp8_fp8_gemm_tile_64x128x64 (specs/dense.gemm):
 //   fp8_fp8_gemm_tile_64x128x64: dense lhs e4m3 x rhs e4m3 [n, k] -> bf16 (acc f32) tile 64x128x64 stages 3 [cuda]
 //
-// Compile fp8_fp8_gemm_tile_64x128x64.cu with nvcc (it defines launch_fp8_fp8_gemm_tile_64x128x64) and
-// include this header:
+// Compile fp8_fp8_gemm_tile_64x128x64.cu with nvcc (it defines launch_fp8_fp8_gemm_tile_64x128x64; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   Fp8Fp8GemmTile64x128x64Args args;  // device pointers and dims, below
 //   if (const char* why = fp8_fp8_gemm_tile_64x128x64_validate(args)) { /* bad call: nothing launched */ }

@@ -270,10 +270,10 @@ extern "C" __global__ void __launch_bounds__(256) fp8_gemm_blockscaled_lhs_scale
                         m_tile * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16.h"
 
 cudaError_t launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(const Fp8GemmBlockscaledLhsScaleF32RhsScaleBf16Args& a, cudaStream_t stream) {

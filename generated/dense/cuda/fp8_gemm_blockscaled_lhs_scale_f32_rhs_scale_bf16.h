@@ -3,8 +3,8 @@
 // C++ launcher of fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16 (specs/dense.gemm):
 //   fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16: dense lhs e4m3 x rhs e4m3 [n, k] -> bf16 (acc f32) lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 bf16 (mainloop) tile 64x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16.cu with nvcc (it defines launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16) and
-// include this header:
+// Compile fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16.cu with nvcc (it defines launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   Fp8GemmBlockscaledLhsScaleF32RhsScaleBf16Args args;  // device pointers and dims, below
 //   if (const char* why = fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_validate(args)) { /* bad call: nothing launched */ }

@@ -3,8 +3,8 @@
 // C++ launcher of fp8_gemm_blockscaled_pipe (specs/dense.gemm):
 //   fp8_gemm_blockscaled_pipe: dense lhs e4m3 x rhs e4m3 [n, k] -> bf16 (acc f32) lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile 128x64x128 warp 32x32 stages 3 threads 256 [cuda]
 //
-// Compile fp8_gemm_blockscaled_pipe.cu with nvcc (it defines launch_fp8_gemm_blockscaled_pipe) and
-// include this header:
+// Compile fp8_gemm_blockscaled_pipe.cu with nvcc (it defines launch_fp8_gemm_blockscaled_pipe; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   Fp8GemmBlockscaledPipeArgs args;  // device pointers and dims, below
 //   if (const char* why = fp8_gemm_blockscaled_pipe_validate(args)) { /* bad call: nothing launched */ }

@@ -3,8 +3,8 @@
 // C++ launcher of fp8_weight_gemm (specs/dense.gemm):
 //   fp8_weight_gemm: dense lhs bf16 x rhs e4m3 [n, k] -> bf16 (acc f32) rhs_scale per_channel f32 (epilogue) tile 128x128x32 stages 3 [cuda]
 //
-// Compile fp8_weight_gemm.cu with nvcc (it defines launch_fp8_weight_gemm) and
-// include this header:
+// Compile fp8_weight_gemm.cu with nvcc (it defines launch_fp8_weight_gemm; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   Fp8WeightGemmArgs args;  // device pointers and dims, below
 //   if (const char* why = fp8_weight_gemm_validate(args)) { /* bad call: nothing launched */ }

@@ -3,8 +3,8 @@
 // C++ launcher of int8_gemm (specs/dense.gemm):
 //   int8_gemm: dense lhs int8 x rhs int8 [n, k] -> bf16 (acc int32) lhs_scale per_token f32 (epilogue) rhs_scale per_channel f32 (epilogue) tile 128x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile int8_gemm.cu with nvcc (it defines launch_int8_gemm) and
-// include this header:
+// Compile int8_gemm.cu with nvcc (it defines launch_int8_gemm; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   Int8GemmArgs args;  // device pointers and dims, below
 //   if (const char* why = int8_gemm_validate(args)) { /* bad call: nothing launched */ }

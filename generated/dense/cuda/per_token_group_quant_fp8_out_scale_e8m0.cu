@@ -170,10 +170,10 @@ extern "C" __global__ void __launch_bounds__(256) per_token_group_quant_fp8_out_
   quantize<1, 32, 4, true>(lhs, out, out_scale, m, k);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through per_token_group_quant_fp8_out_scale_e8m0.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through per_token_group_quant_fp8_out_scale_e8m0.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "per_token_group_quant_fp8_out_scale_e8m0.h"
 
 cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(const PerTokenGroupQuantFp8OutScaleE8m0Args& a, cudaStream_t stream) {

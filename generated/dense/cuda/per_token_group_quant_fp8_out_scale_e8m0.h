@@ -3,8 +3,8 @@
 // C++ launcher of per_token_group_quant_fp8_out_scale_e8m0 (specs/dense.gemm):
 //   per_token_group_quant_fp8_out_scale_e8m0: quantize lhs bf16 [m, k] -> e4m3, out_scale per_token_group k=128 e8m0 [cuda]
 //
-// Compile per_token_group_quant_fp8_out_scale_e8m0.cu with nvcc (it defines launch_per_token_group_quant_fp8_out_scale_e8m0) and
-// include this header:
+// Compile per_token_group_quant_fp8_out_scale_e8m0.cu with nvcc (it defines launch_per_token_group_quant_fp8_out_scale_e8m0; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   PerTokenGroupQuantFp8OutScaleE8m0Args args;  // device pointers and dims, below
 //   if (const char* why = per_token_group_quant_fp8_out_scale_e8m0_validate(args)) { /* bad call: nothing launched */ }

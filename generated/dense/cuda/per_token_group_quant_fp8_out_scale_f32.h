@@ -3,8 +3,8 @@
 // C++ launcher of per_token_group_quant_fp8_out_scale_f32 (specs/dense.gemm):
 //   per_token_group_quant_fp8_out_scale_f32: quantize lhs bf16 [m, k] -> e4m3, out_scale per_token_group k=128 f32 [cuda]
 //
-// Compile per_token_group_quant_fp8_out_scale_f32.cu with nvcc (it defines launch_per_token_group_quant_fp8_out_scale_f32) and
-// include this header:
+// Compile per_token_group_quant_fp8_out_scale_f32.cu with nvcc (it defines launch_per_token_group_quant_fp8_out_scale_f32; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   PerTokenGroupQuantFp8OutScaleF32Args args;  // device pointers and dims, below
 //   if (const char* why = per_token_group_quant_fp8_out_scale_f32_validate(args)) { /* bad call: nothing launched */ }

@@ -291,10 +291,10 @@ extern "C" __global__ void __launch_bounds__(256) w4a16_gemm(
                         m_tile * Tile0::kBM, blockIdx.x * Tile0::kBNOut, 0, 0, m);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through w4a16_gemm.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through w4a16_gemm.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "w4a16_gemm.h"
 
 cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {

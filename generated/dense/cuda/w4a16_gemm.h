@@ -3,8 +3,8 @@
 // C++ launcher of w4a16_gemm (specs/dense.gemm):
 //   w4a16_gemm: dense lhs bf16 x rhs int4 packed [n, k] -> bf16 (acc f32) rhs_scale block k=128 bf16 (mainloop) bias f32 [n] epilogue silu tile 64x128x64 stages 3 [cuda]
 //
-// Compile w4a16_gemm.cu with nvcc (it defines launch_w4a16_gemm) and
-// include this header:
+// Compile w4a16_gemm.cu with nvcc (it defines launch_w4a16_gemm; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   W4a16GemmArgs args;  // device pointers and dims, below
 //   if (const char* why = w4a16_gemm_validate(args)) { /* bad call: nothing launched */ }

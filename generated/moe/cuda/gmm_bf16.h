@@ -3,8 +3,8 @@
 // C++ launcher of gmm_bf16 (specs/moe.gemm):
 //   gmm_bf16: grouped lhs bf16 x rhs bf16 [g, n, k] -> f32 (acc f32) tile 128x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile gmm_bf16.cu with nvcc (it defines launch_gmm_bf16) and
-// include this header:
+// Compile gmm_bf16.cu with nvcc (it defines launch_gmm_bf16; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   GmmBf16Args args;  // device pointers and dims, below
 //   if (const char* why = gmm_bf16_validate(args)) { /* bad call: nothing launched */ }

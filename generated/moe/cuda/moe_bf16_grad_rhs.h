@@ -3,8 +3,8 @@
 // C++ launcher of moe_bf16_grad_rhs (specs/moe.gemm):
 //   moe_bf16_grad_rhs: tgmm lhs bf16 x rhs bf16 [m, n] -> f32 (acc f32) tile 32x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile moe_bf16_grad_rhs.cu with nvcc (it defines launch_moe_bf16_grad_rhs) and
-// include this header:
+// Compile moe_bf16_grad_rhs.cu with nvcc (it defines launch_moe_bf16_grad_rhs; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeBf16GradRhsArgs args;  // device pointers and dims, below
 //   if (const char* why = moe_bf16_grad_rhs_validate(args)) { /* bad call: nothing launched */ }

@@ -3,8 +3,8 @@
 // C++ launcher of moe_bf16_grouped_gemm (specs/moe.gemm):
 //   moe_bf16_grouped_gemm: grouped lhs bf16 x rhs bf16 [g, n, k] -> bf16 (acc f32) tile 128x128x32 stages 3 [cuda]
 //
-// Compile moe_bf16_grouped_gemm.cu with nvcc (it defines launch_moe_bf16_grouped_gemm) and
-// include this header:
+// Compile moe_bf16_grouped_gemm.cu with nvcc (it defines launch_moe_bf16_grouped_gemm; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeBf16GroupedGemmArgs args;  // device pointers and dims, below
 //   if (const char* why = moe_bf16_grouped_gemm_validate(args)) { /* bad call: nothing launched */ }

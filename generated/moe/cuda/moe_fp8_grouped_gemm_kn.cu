@@ -319,10 +319,10 @@ extern "C" __global__ void __launch_bounds__(256) moe_fp8_grouped_gemm_kn(
                         blockIdx.x * Tile0::kBNOut, gl, lo > m0 ? lo : m0, hi);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through moe_fp8_grouped_gemm_kn.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through moe_fp8_grouped_gemm_kn.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "moe_fp8_grouped_gemm_kn.h"
 
 cudaError_t launch_moe_fp8_grouped_gemm_kn(const MoeFp8GroupedGemmKnArgs& a, cudaStream_t stream) {

@@ -3,8 +3,8 @@
 // C++ launcher of moe_fp8_grouped_gemm_kn (specs/moe.gemm):
 //   moe_fp8_grouped_gemm_kn: grouped lhs e4m3 x rhs e4m3 [g, k, n] -> bf16 (acc f32) lhs_scale per_token f32 (epilogue) rhs_scale per_channel f32 (epilogue) tile 128x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile moe_fp8_grouped_gemm_kn.cu with nvcc (it defines launch_moe_fp8_grouped_gemm_kn) and
-// include this header:
+// Compile moe_fp8_grouped_gemm_kn.cu with nvcc (it defines launch_moe_fp8_grouped_gemm_kn; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeFp8GroupedGemmKnArgs args;  // device pointers and dims, below
 //   if (const char* why = moe_fp8_grouped_gemm_kn_validate(args)) { /* bad call: nothing launched */ }

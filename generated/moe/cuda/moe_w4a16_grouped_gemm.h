@@ -3,8 +3,8 @@
 // C++ launcher of moe_w4a16_grouped_gemm (specs/moe.gemm):
 //   moe_w4a16_grouped_gemm: grouped lhs bf16 x rhs int4 packed [g, n, k] -> bf16 (acc f32) rhs_scale kblock k=256 bf16 (mainloop) bias f32 [g, 1, n] tile 64x128x256 stages 2 [cuda, pallas_tpu]
 //
-// Compile moe_w4a16_grouped_gemm.cu with nvcc (it defines launch_moe_w4a16_grouped_gemm) and
-// include this header:
+// Compile moe_w4a16_grouped_gemm.cu with nvcc (it defines launch_moe_w4a16_grouped_gemm; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeW4a16GroupedGemmArgs args;  // device pointers and dims, below
 //   if (const char* why = moe_w4a16_grouped_gemm_validate(args)) { /* bad call: nothing launched */ }

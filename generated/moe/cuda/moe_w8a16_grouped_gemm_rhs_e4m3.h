@@ -3,8 +3,8 @@
 // C++ launcher of moe_w8a16_grouped_gemm_rhs_e4m3 (specs/moe.gemm):
 //   moe_w8a16_grouped_gemm_rhs_e4m3: grouped lhs bf16 x rhs e4m3 [g, n, k] -> bf16 (acc f32) rhs_scale kblock k=128 f32 (mainloop) bias f32 [g, 1, n] tile 64x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile moe_w8a16_grouped_gemm_rhs_e4m3.cu with nvcc (it defines launch_moe_w8a16_grouped_gemm_rhs_e4m3) and
-// include this header:
+// Compile moe_w8a16_grouped_gemm_rhs_e4m3.cu with nvcc (it defines launch_moe_w8a16_grouped_gemm_rhs_e4m3; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeW8a16GroupedGemmRhsE4m3Args args;  // device pointers and dims, below
 //   if (const char* why = moe_w8a16_grouped_gemm_rhs_e4m3_validate(args)) { /* bad call: nothing launched */ }

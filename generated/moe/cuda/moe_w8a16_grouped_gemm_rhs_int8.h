@@ -3,8 +3,8 @@
 // C++ launcher of moe_w8a16_grouped_gemm_rhs_int8 (specs/moe.gemm):
 //   moe_w8a16_grouped_gemm_rhs_int8: grouped lhs bf16 x rhs int8 [g, n, k] -> bf16 (acc f32) rhs_scale kblock k=128 f32 (mainloop) bias f32 [g, 1, n] tile 64x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile moe_w8a16_grouped_gemm_rhs_int8.cu with nvcc (it defines launch_moe_w8a16_grouped_gemm_rhs_int8) and
-// include this header:
+// Compile moe_w8a16_grouped_gemm_rhs_int8.cu with nvcc (it defines launch_moe_w8a16_grouped_gemm_rhs_int8; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeW8a16GroupedGemmRhsInt8Args args;  // device pointers and dims, below
 //   if (const char* why = moe_w8a16_grouped_gemm_rhs_int8_validate(args)) { /* bad call: nothing launched */ }

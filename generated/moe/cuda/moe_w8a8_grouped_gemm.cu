@@ -329,10 +329,10 @@ extern "C" __global__ void __launch_bounds__(256) moe_w8a8_grouped_gemm(
                         blockIdx.x * Tile0::kBNOut, gl, lo > m0 ? lo : m0, hi);
 }
 
-// Host launcher, for nvcc's host pass only: NVRTC (CuPy) and the CPU
-// emulation launch the entry points through moe_w8a8_grouped_gemm.py, which
-// prints the same launch plan.
-#if !defined(GG_EMU) && !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
+// Host launcher, for nvcc's host pass and the CPU emulation (which runs it
+// on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
+// through moe_w8a8_grouped_gemm.py, which prints the same launch plan.
+#if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "moe_w8a8_grouped_gemm.h"
 
 cudaError_t launch_moe_w8a8_grouped_gemm(const MoeW8a8GroupedGemmArgs& a, cudaStream_t stream) {

@@ -3,8 +3,8 @@
 // C++ launcher of moe_w8a8_grouped_gemm (specs/moe.gemm):
 //   moe_w8a8_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32) lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile 64x128x128 stages 2 [cuda, pallas_tpu]
 //
-// Compile moe_w8a8_grouped_gemm.cu with nvcc (it defines launch_moe_w8a8_grouped_gemm) and
-// include this header:
+// Compile moe_w8a8_grouped_gemm.cu with nvcc (it defines launch_moe_w8a8_grouped_gemm; gemmgen's
+// CPU emulator compiles and runs it with g++) and include this header:
 //
 //   MoeW8a8GroupedGemmArgs args;  // device pointers and dims, below
 //   if (const char* why = moe_w8a8_grouped_gemm_validate(args)) { /* bad call: nothing launched */ }
