@@ -1295,7 +1295,9 @@ inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigne
   }
   l.stack_bytes = std::max(64u, env_unsigned("GG_EMU_STACK_KB", 256)) * std::size_t{1024};
   l.flush_subnormals = env_unsigned("GG_EMU_FTZ", 0) != 0;
-  if (l.flush_subnormals && !ftz_supported()) return reject("GG_EMU_FTZ=1: flushing subnormals is modelled on x86 only");
+  if (l.flush_subnormals && !ftz_supported()) {
+    return reject(cudaErrorInvalidValue, "GG_EMU_FTZ=1: flushing subnormals is modelled on x86 only");
+  }
   install_fault_handler();
 #if defined(GG_EMU_TSAN)
   l.workers = 1;
