@@ -85,6 +85,16 @@ kernel tensor_grouped {
   tile m=64 n=128 k=32
 }
 
+# A per-tensor e8m0 lhs scale with per-channel e8m0 weights (one launch a
+# call, for sweeping the per-tensor byte).
+kernel dense_tensor {
+  rhs bf16 [n, k]
+  out f32
+  lhs_scale per_tensor e8m0
+  rhs_scale per_channel e8m0
+  tile m=64 n=128 k=32
+}
+
 # megablox rhs_scale [g, k/128, 1, n] in e8m0, the only main-loop scale.
 kernel kblock_grouped {
   op grouped
@@ -137,8 +147,8 @@ kernel grouped_f16 {
 }
 """
 
-NAMES = ("mx_blocks", "epi_scales", "tensor_grouped", "kblock_grouped", "gemv_blocks",
-         "gemv_channels", "dense_f16", "grouped_f16")
+NAMES = ("mx_blocks", "epi_scales", "tensor_grouped", "dense_tensor", "kblock_grouped",
+         "gemv_blocks", "gemv_channels", "dense_f16", "grouped_f16")
 MODULES: dict = {}
 F32_TINY = 2.0**-126  # the smallest normal f32
 FTZ_ABS = 2.0**-120  # 64 flushed partial sums just below F32_TINY
@@ -237,24 +247,26 @@ def test_epilogue_e8m0_every_byte_pair(built, ftz):
     check(built, "epi_scales", inputs, ftz=ftz)
 
 
-@FTZ
-def test_kblock_e8m0_every_byte(built, ftz):
-    """Two groups, each with every byte across its 256 columns; the lhs is
-    unscaled, so the kblock scale is the only factor."""
+def kblock_every_byte(built) -> dict[str, np.ndarray]:
+    """kblock_grouped, k = 128: three groups (one empty), each with every
+    byte across its 256 columns."""
     rng = np.random.default_rng(3)
     inputs = inputs_for(built, "kblock_grouped", 3, m=150, n=256, k=128,
                         group_sizes=np.array([70, 0, 60], np.int32))
     for g in range(3):
         inputs["rhs_scale"][g, 0, 0] = every_byte(rng)
-    check(built, "kblock_grouped", inputs, ftz=ftz)
+    return inputs
+
+
+@FTZ
+def test_kblock_e8m0_every_byte(built, ftz):
+    """Three groups (one empty), each with every byte across its 256 columns;
+    the lhs is unscaled, so the kblock scale is the only factor."""
+    check(built, "kblock_grouped", kblock_every_byte(built), ftz=ftz)
 
 
 # Per-tensor scales hold one byte per call: the byte sweeps run over calls.
 SWEEP_FAST = (0, 1, 2, 104, 126, 127, 128, 150, 253, 254, 255)
-
-
-def lhs_bytes(request) -> list[int]:
-    return list(range(256)) if request.node.get_closest_marker("slow") else list(SWEEP_FAST)
 
 
 def grouped_tensor_inputs(built, lhs_byte: int, seed: int) -> dict[str, np.ndarray]:
@@ -268,21 +280,34 @@ def grouped_tensor_inputs(built, lhs_byte: int, seed: int) -> dict[str, np.ndarr
     return inputs
 
 
-def _tensor_sweep(built, bytes_, ftz):
+def dense_tensor_inputs(built, lhs_byte: int, seed: int) -> dict[str, np.ndarray]:
+    """dense_tensor (one launch per call): rhs_scale [n = 256] takes every
+    byte, lhs_scale [] the given one."""
+    rng = np.random.default_rng([seed, lhs_byte])
+    inputs = inputs_for(built, "dense_tensor", [seed, lhs_byte], m=16, n=256, k=32)
+    inputs["rhs_scale"][:] = every_byte(rng)
+    inputs["lhs_scale"] = np.asarray(lhs_byte, np.uint8)
+    return inputs
+
+
+def _tensor_sweep(built, name, make, bytes_, ftz):
     for b in bytes_:
-        result = verdict(built, "tensor_grouped", grouped_tensor_inputs(built, b, 4), ftz=ftz)
+        result = verdict(built, name, make(built, b, 4), ftz=ftz)
         assert result.passed, f"lhs byte {b}:\n{result.detail}"
 
 
 @FTZ
 def test_per_tensor_e8m0_bytes(built, ftz):
-    _tensor_sweep(built, SWEEP_FAST, ftz)
+    """Grouped: rhs_scale [g] takes every byte (g = 256), lhs a sweep;
+    dense: the same lhs sweep against every per-channel byte."""
+    _tensor_sweep(built, "tensor_grouped", grouped_tensor_inputs, SWEEP_FAST, ftz)
+    _tensor_sweep(built, "dense_tensor", dense_tensor_inputs, SWEEP_FAST, ftz)
 
 
 @pytest.mark.slow
 @FTZ
 def test_per_tensor_e8m0_every_byte_pair(built, ftz):
-    _tensor_sweep(built, range(256), ftz)
+    _tensor_sweep(built, "dense_tensor", dense_tensor_inputs, range(256), ftz)
 
 
 def gemv_block_inputs(built, lhs_bytes_: np.ndarray, seed: int) -> dict[str, np.ndarray]:
@@ -371,6 +396,18 @@ def test_planted_f32_scale_product_fails(built):
     assert "NaN" in result.detail or "nan" in result.detail or "0.0" in result.detail
 
 
+def test_planted_subnormal_scale_fails_only_when_flushing(built):
+    """The old promotion multiplied by 2^-127 as an f32 subnormal: right on
+    x86 and on a GPU built without -ftz, wrong on one built with it. The
+    emulator shows the difference only with ftz=True."""
+    bug = planted(built, "kblock_grouped", "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true",
+                  count=1)
+    inputs = kblock_every_byte(built)
+    assert verdict(built, "kblock_grouped", inputs, source=bug, tag=".subnormal").passed
+    assert not verdict(built, "kblock_grouped", inputs, ftz=True, source=bug,
+                       tag=".subnormal").passed
+
+
 def test_planted_sequential_epilogue_fails(built):
     """The old epilogue, v *= sa; v *= sb: the first product overflows where
     the second would bring it back."""
@@ -392,7 +429,7 @@ def test_generated_code_never_multiplies_by_a_decoded_e8m0_directly(built):
     """Every e8m0 scale reaches arithmetic through gg::mul_scale(s) or the
     checked fast path of the main loop, never as `v *= scale`."""
     _, cuda = built
-    for name in ("mx_blocks", "epi_scales", "tensor_grouped", "kblock_grouped",
+    for name in ("mx_blocks", "epi_scales", "tensor_grouped", "dense_tensor", "kblock_grouped",
                  "gemv_blocks", "gemv_channels"):
         text = (cuda / f"{name}.cu").read_text()
         assert "scale_value(" in text

@@ -1,14 +1,18 @@
 """The CUDA per-token-group FP8 quantize kind (gemmgen/backends/cuda_quantize.py).
 
-Three kernels cover the paths: bf16 -> e4m3 with e8m0 scales and G = 128
+Four kernels cover the paths: bf16 -> e4m3 with e8m0 scales and G = 128
 (16 lanes per group, 16-byte loads), f32 -> e5m2 with f32 scales and
-G = 64, and f16 -> e4m3 with G = 1100 (not a multiple of 8: only the
-one-element-per-load entry, and too long to keep in registers, so read
-twice). Each runs on the CPU emulator against the reference (scales
-compared exactly for e8m0), including partial last groups, rows narrower
-than one group, odd k, shapes Hypothesis draws, all-zero groups and amax
-values exactly at and one ulp past the power-of-two boundaries; compiles
-without spills for every arch; and its launcher rejects bad calls.
+G = 64, f16 -> e5m2 with e8m0 scales and G = 32, and f16 -> e4m3 with
+G = 1100 (not a multiple of 8: only the one-element-per-load entry, and too
+long to keep in registers, so read twice). Each runs on the CPU emulator
+against the reference, with the scales' bits compared to reference_output
+(e8m0 bytes, and f32 the correctly rounded quotient), including partial
+last groups, rows narrower than one group, odd k, shapes Hypothesis draws,
+all-zero groups, amax values exactly at and one ulp either side of the
+power-of-two boundaries, and groups holding inf or NaN (NaN scale, NaN q);
+planted bugs (reciprocal multiply, fmaxf, a clamped 254) must fail; every
+kernel compiles without spills for every arch; and its launcher rejects bad
+calls.
 """
 
 from __future__ import annotations

@@ -158,9 +158,7 @@ class GemmPlan:
         can leave f32 where the fully scaled result does not (2^126 now and
         2^-127 in the epilogue); with every scale in the promotion the total
         has the output's magnitude."""
-        scales = (self.lhs_scale, self.rhs_scale)
-        return (self.mainloop_scale and any(s.enabled and s.dtype is DType.E8M0 for s in scales)
-                and any(s.enabled and s.placement is ir.Placement.EPILOGUE for s in scales))
+        return fold_scales(self.kernel)
 
     def promoted(self, scale: ir.Scale) -> bool:
         """Whether `scale` multiplies each K block's partial sum."""
@@ -495,6 +493,14 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     )
 
 
+def fold_scales(kernel: ir.Kernel) -> bool:
+    """GemmPlan.fold_scales: a main-loop scale, an epilogue scale, and e8m0."""
+    scales = (kernel.lhs_scale, kernel.rhs_scale)
+    return (any(s.enabled and s.placement is ir.Placement.MAINLOOP for s in scales)
+            and any(s.enabled and s.dtype is DType.E8M0 for s in scales)
+            and any(s.enabled and s.placement is ir.Placement.EPILOGUE for s in scales))
+
+
 def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     """The spec restated for the comment block at the top of each file."""
     assert kernel.rhs is not None
@@ -509,8 +515,11 @@ def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
         if sc.enabled:
             blocks = "".join(f" {d}={v}" for d, v in (("n", sc.block_n), ("k", sc.block_k))
                              if (d == "n" and v > 1) or (d == "k" and v))
+            where = ("mainloop, with the K-block scales"
+                     if sc.placement is ir.Placement.EPILOGUE and fold_scales(kernel)
+                     else sc.placement.value)
             lines.append(f"{name:<10}{sc.mode.value}{blocks} {sc.dtype.value} "
-                         f"(applied in the {sc.placement.value})")
+                         f"(applied in the {where})")
     if kernel.bias.mode is not BiasMode.NONE:
         shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
         lines.append(f"bias      {kernel.bias.dtype.value} {shape}")

@@ -16,7 +16,7 @@
 //   (3) ldmatrix feeds the fragments, then
 //       mma_m16n8k32_e4m3 accumulates in float.
 //   (4) the epilogue stages the tile in shared memory and writes out row by
-//       row: then the cast to bf16.
+//       row: the cast to bf16.
 #include "gg_runtime.cuh"
 #include "gg_convert.cuh"
 

@@ -24,7 +24,7 @@
 //       sums are multiplied by their scales and added to an f32 accumulator
 //       (FP32 promotion).
 //   (4) the epilogue stages the tile in shared memory and writes out row by
-//       row: scales, bias, then the cast to bf16.
+//       row: bias, then the cast to bf16.
 #include "gg_runtime.cuh"
 #include "gg_convert.cuh"
 
