@@ -34,16 +34,15 @@ def cost(kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> tuple[int, i
         moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.out, m * k) + \
             _bytes(kernel.out_scale.dtype, m * math.ceil(k / g))
         return 3 * m * k, moved
-    assert kernel.rhs is not None
     flops = 2 * m * n * k
     b_count = k * n * (groups if kernel.op is ir.Op.GROUPED else 1)
     if kernel.op is ir.Op.TGMM:
         out_count = groups * k * n
-        moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.rhs.dtype, m * n) + \
+        moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.rhs_operand.dtype, m * n) + \
             _bytes(kernel.out, out_count)
         return flops, moved
     n_out = n // kernel.out_n_divisor
-    moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.rhs.dtype, b_count) + \
+    moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.rhs_operand.dtype, b_count) + \
         _bytes(kernel.out, m * n_out)
     for side, s in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if s.enabled:
@@ -55,7 +54,7 @@ def cost(kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> tuple[int, i
 
 def roofline(kernel: ir.Kernel, flops: int, moved: int) -> list[str]:
     eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
-        kernel.rhs.dtype.bits <= 8
+        kernel.rhs_operand.dtype.bits <= 8
     peak = H200_TFLOPS_8BIT if eight_bit else H200_TFLOPS_16BIT
     t_compute = flops / (peak * 1e12)
     t_memory = moved / (H200_TBPS * 1e12)

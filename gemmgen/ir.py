@@ -350,6 +350,20 @@ class Kernel:
     variant_of: str | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
 
+    def __post_init__(self) -> None:
+        # The validator reports a missing or stray rhs at its position; an IR
+        # built any other way must hold the same invariant.
+        if (self.op is Op.QUANTIZE) != (self.rhs is None):
+            has = "has no rhs" if self.rhs is None else "has an rhs"
+            raise ValueError(f"kernel {self.name}: a {self.op.value} kernel {has}")
+
+    @property
+    def rhs_operand(self) -> Operand:
+        """The rhs of a matmul (every op but quantize has one: __post_init__)."""
+        if self.rhs is None:
+            raise TypeError(f"kernel {self.name}: a {self.op.value} kernel has no rhs")
+        return self.rhs
+
     @property
     def grouped(self) -> bool:
         return self.op in (Op.GROUPED, Op.TGMM)

@@ -189,8 +189,7 @@ def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str) -> Diagnostic:
 
 def compute_dtype(kernel: ir.Kernel) -> DType | None:
     """The tensor-core input type, or None when there is no MMA for the pair."""
-    assert kernel.rhs is not None
-    a, b = kernel.lhs.dtype, kernel.rhs.dtype
+    a, b = kernel.lhs.dtype, kernel.rhs_operand.dtype
     if a in (DType.BF16, DType.F16):
         return a if b in (a, DType.E4M3, DType.E5M2, DType.INT8, DType.INT4, DType.FP4) else None
     if a in (DType.E4M3, DType.E5M2):
@@ -204,10 +203,10 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the tile GEMM cannot emit for a dense / grouped kernel, and the
     shared memory each tile needs against each declared arch."""
     out: list[Diagnostic] = []
-    assert kernel.rhs is not None and kernel.algorithm is Algorithm.TILE
+    assert kernel.algorithm is Algorithm.TILE
     if compute_dtype(kernel) is None:
-        out.append(Diagnostic(kernel.rhs.loc, f"kernel '{kernel.name}': cuda cannot emit lhs "
-                              f"'{kernel.lhs.dtype.value}' x rhs '{kernel.rhs.dtype.value}' yet: "
+        out.append(Diagnostic(kernel.rhs_operand.loc, f"kernel '{kernel.name}': cuda cannot emit lhs "
+                              f"'{kernel.lhs.dtype.value}' x rhs '{kernel.rhs_operand.dtype.value}' yet: "
                               "tensor cores take bf16, f16, e4m3, e5m2 or int8 on both sides "
                               "(a narrower rhs is widened exactly); f32 has no path"))
         return out
@@ -285,13 +284,12 @@ def _align_up(x: int, a: int) -> int:
 
 def _tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when: str,
                  where: str, compute: DType) -> TileConfig:
-    assert kernel.rhs is not None
     es = compute.bits // 8
     ks = _kstep(compute)
     wm, wn = _warp_tile(kernel, tile)
     a_stride = tile.k * es + 16
-    rhs = kernel.rhs.dtype
-    if kernel.rhs.layout is Layout.NK:
+    rhs = kernel.rhs_operand.dtype
+    if kernel.rhs_operand.layout is Layout.NK:
         b_rows, b_row_bytes = tile.n, tile.k * rhs.bits // 8
     else:
         b_rows, b_row_bytes = tile.k, tile.n * rhs.bits // 8
@@ -330,16 +328,14 @@ def _tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when:
 
 def _b_direct(kernel: ir.Kernel, compute: DType) -> bool:
     """Whether B goes to ldmatrix as staged (no conversion pass)."""
-    assert kernel.rhs is not None
-    if kernel.rhs.dtype is not compute:
+    if kernel.rhs_operand.dtype is not compute:
         return False
-    return kernel.rhs.layout is Layout.NK or compute.bits == 16
+    return kernel.rhs_operand.layout is Layout.NK or compute.bits == 16
 
 
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     """The launcher arguments in contract order (docs/cuda.md, launchers), then out."""
-    assert kernel.rhs is not None
-    lhs, rhs = kernel.lhs, kernel.rhs
+    lhs, rhs = kernel.lhs, kernel.rhs_operand
     grouped = kernel.op is Op.GROUPED
     args: list[Arg] = []
     binds: list[Binding] = []
@@ -434,11 +430,10 @@ def _checks(kernel: ir.Kernel, k_align: int, n_align: int) -> tuple[Check, ...]:
 
 def _alignments(kernel: ir.Kernel, compute: DType) -> tuple[int, int]:
     """(k, n) multiples that keep every 16-byte copy's source aligned."""
-    assert kernel.rhs is not None
     k_align = 128 // compute.bits  # lhs rows
-    rb = kernel.rhs.dtype.bits
+    rb = kernel.rhs_operand.dtype.bits
     n_align = 1
-    if kernel.rhs.layout is Layout.NK:
+    if kernel.rhs_operand.layout is Layout.NK:
         k_align = max(k_align, 128 // rb)
     else:
         n_align = 128 // rb
@@ -448,7 +443,7 @@ def _alignments(kernel: ir.Kernel, compute: DType) -> tuple[int, int]:
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
-    assert kernel.rhs is not None and kernel.op in (Op.DENSE, Op.GROUPED)
+    assert kernel.op in (Op.DENSE, Op.GROUPED)
     compute = compute_dtype(kernel)
     assert compute is not None
     target = spec.target(ir.Backend.CUDA)
@@ -479,11 +474,11 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
         spec_lines=_spec_lines(kernel),
         archs=target.cuda_archs if target else (),
         args=args, bindings=binds, checks=_checks(kernel, k_align, n_align),
-        tiles=tuple(tiles), lhs=kernel.lhs.dtype, rhs=kernel.rhs.dtype, out=kernel.out,
+        tiles=tuple(tiles), lhs=kernel.lhs.dtype, rhs=kernel.rhs_operand.dtype, out=kernel.out,
         compute=compute, acc_ctype="int" if compute is DType.INT8 else "float", mma=mma,
         kstep=_kstep(compute), elem_bytes=compute.bits // 8,
-        rhs_nk=kernel.rhs.layout is Layout.NK, b_direct=_b_direct(kernel, compute),
-        b_trans=_b_direct(kernel, compute) and kernel.rhs.layout is Layout.KN,
+        rhs_nk=kernel.rhs_operand.layout is Layout.NK, b_direct=_b_direct(kernel, compute),
+        b_trans=_b_direct(kernel, compute) and kernel.rhs_operand.layout is Layout.KN,
         lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, mainloop_scale=bool(mainloop),
         scale_block_k=block_k, bias=kernel.bias.mode,
         activation=kernel.epilogue.activation.value, alpha=kernel.epilogue.alpha,
@@ -503,13 +498,12 @@ def fold_scales(kernel: ir.Kernel) -> bool:
 
 def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     """The spec restated for the comment block at the top of each file."""
-    assert kernel.rhs is not None
     rhs_shape = {(Op.DENSE, Layout.NK): "[n, k]", (Op.DENSE, Layout.KN): "[k, n]",
                  (Op.GROUPED, Layout.NK): "[g, n, k]", (Op.GROUPED, Layout.KN): "[g, k, n]"}
     lines = [f"op        {kernel.op.value}",
              f"lhs       {kernel.lhs.dtype.value} [m, k]",
-             f"rhs       {kernel.rhs.dtype.value}{' packed' if kernel.rhs.packed else ''} "
-             f"{rhs_shape[(kernel.op, kernel.rhs.layout)]}",
+             f"rhs       {kernel.rhs_operand.dtype.value}{' packed' if kernel.rhs_operand.packed else ''} "
+             f"{rhs_shape[(kernel.op, kernel.rhs_operand.layout)]}",
              f"out       {kernel.out.value} (accumulator {kernel.acc.value})"]
     for name, sc in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if sc.enabled:

@@ -155,18 +155,17 @@ def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str, why: str) -> Diagnostic:
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the GEMV kernels cannot emit (everything else is supported)."""
     assert kernel.op is Op.DENSE and kernel.algorithm in (Algorithm.GEMV, Algorithm.GEMV_BATCHED)
-    assert kernel.rhs is not None
     algo = f"a {kernel.algorithm.value}"
     out: list[Diagnostic] = []
     if kernel.lhs.dtype not in LHS_DTYPES:
         out.append(_not_yet(kernel.lhs.loc, kernel, f"{algo} with lhs '{kernel.lhs.dtype.value}'",
                             "the GEMV takes bf16 or f16 activations"))
-    elif kernel.rhs.dtype is not kernel.lhs.dtype and kernel.rhs.dtype not in FP8_WEIGHTS:
-        out.append(_not_yet(kernel.rhs.loc, kernel, f"{algo} with rhs '{kernel.rhs.dtype.value}'",
+    elif kernel.rhs_operand.dtype is not kernel.lhs.dtype and kernel.rhs_operand.dtype not in FP8_WEIGHTS:
+        out.append(_not_yet(kernel.rhs_operand.loc, kernel, f"{algo} with rhs '{kernel.rhs_operand.dtype.value}'",
                             f"the weights must be '{kernel.lhs.dtype.value}' like lhs, or e4m3 / "
                             "e5m2 (W8A16)"))
-    if kernel.rhs.layout is not Layout.NK:
-        out.append(_not_yet(kernel.rhs.loc, kernel, f"{algo} with rhs [k, n]",
+    if kernel.rhs_operand.layout is not Layout.NK:
+        out.append(_not_yet(kernel.rhs_operand.loc, kernel, f"{algo} with rhs [k, n]",
                             "the GEMV streams K-contiguous weight rows; store the weight as "
                             "[n, k]"))
     if kernel.lhs_scale.mode not in LHS_SCALE_MODES:
@@ -178,7 +177,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                             f"{algo} with rhs_scale '{kernel.rhs_scale.mode.value}'",
                             "per_tensor, per_channel and block rhs scales work"))
     elif kernel.rhs_scale.mode is ScaleMode.BLOCK:
-        vec = LOAD_BYTES * 8 // kernel.rhs.dtype.bits
+        vec = LOAD_BYTES * 8 // kernel.rhs_operand.dtype.bits
         if kernel.rhs_scale.block_k % vec:
             out.append(_not_yet(kernel.rhs_scale.loc, kernel,
                                 f"{algo} with rhs_scale block k={kernel.rhs_scale.block_k}",
@@ -213,9 +212,8 @@ def _acc_cols(kernel: ir.Kernel, rows: int) -> int:
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     """The launcher arguments: the tile GEMM's for the same dense kernel, so
     an M dispatcher can hand one argument struct to either."""
-    assert kernel.rhs is not None
     args = [Arg("lhs", "in", kernel.lhs.dtype, ("m", "k"), "the activations", align=16),
-            Arg("rhs", "in", kernel.rhs.dtype, ("n", "k"), "the weights", align=16)]
+            Arg("rhs", "in", kernel.rhs_operand.dtype, ("n", "k"), "the weights", align=16)]
     binds = (Binding("m", "lhs", 0), Binding("k", "lhs", 1), Binding("n", "rhs", 0))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if not scale.enabled:
@@ -250,14 +248,13 @@ def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
-    assert kernel.rhs is not None
     rows = max_rows(kernel)
     threads = kernel.threads or DEFAULT_THREADS
     warps = threads // WARP
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     acc_cols = _acc_cols(kernel, rows)
     out_cols = acc_cols // 2 if silu else acc_cols
-    vec = LOAD_BYTES * 8 // kernel.rhs.dtype.bits
+    vec = LOAD_BYTES * 8 // kernel.rhs_operand.dtype.bits
     lhs_loads = vec * kernel.lhs.dtype.bits // 8 // LOAD_BYTES
     entries = (GemvEntry(kernel.name, vec, lhs_loads),
                GemvEntry(f"{kernel.name}_unaligned_k", 1, 0))
@@ -265,7 +262,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
     return GemvPlan(
         kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
         batched=kernel.algorithm is Algorithm.GEMV_BATCHED, max_rows=rows,
-        lhs=kernel.lhs.dtype, rhs=kernel.rhs.dtype, out=kernel.out, threads=threads,
+        lhs=kernel.lhs.dtype, rhs=kernel.rhs_operand.dtype, out=kernel.out, threads=threads,
         warps=warps, out_cols=out_cols, acc_cols=acc_cols, cols_per_block=warps * out_cols,
         unroll=UNROLL[kernel.algorithm], vec=vec, entries=entries,
         lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, bias=kernel.bias,
@@ -276,11 +273,10 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
 
 def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     """The spec restated for the comment block at the top of the .cu."""
-    assert kernel.rhs is not None
     lines = [f"op        {kernel.op.value}, algorithm {kernel.algorithm.value}"
              + (f" (max_m {kernel.max_m})" if kernel.max_m else ""),
              f"lhs       {kernel.lhs.dtype.value} [m, k]",
-             f"rhs       {kernel.rhs.dtype.value} [n, k]",
+             f"rhs       {kernel.rhs_operand.dtype.value} [n, k]",
              f"out       {kernel.out.value} (accumulator f32)"]
     for name, sc in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if sc.mode is ScaleMode.BLOCK:

@@ -104,11 +104,11 @@ class TgmmPlan:
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the CUDA tgmm cannot emit, and its shared memory against each arch."""
-    assert kernel.op is Op.TGMM and kernel.rhs is not None
+    assert kernel.op is Op.TGMM
     out: list[Diagnostic] = []
-    lhs, rhs = kernel.lhs.dtype, kernel.rhs.dtype
+    lhs, rhs = kernel.lhs.dtype, kernel.rhs_operand.dtype
     if lhs not in _MMA or rhs is not lhs:
-        out.append(Diagnostic(kernel.rhs.loc, f"kernel '{kernel.name}': cuda cannot emit tgmm "
+        out.append(Diagnostic(kernel.rhs_operand.loc, f"kernel '{kernel.name}': cuda cannot emit tgmm "
                               f"with lhs '{lhs.value}' x rhs '{rhs.value}' yet: the tensor-core "
                               "tgmm takes bf16 x bf16 or f16 x f16"))
     if kernel.stages < 2:
@@ -167,9 +167,9 @@ def _tile_problem(kernel: ir.Kernel) -> str | None:
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
-    assert kernel.op is Op.TGMM and kernel.rhs is not None
+    assert kernel.op is Op.TGMM
     operand = kernel.lhs.dtype
-    assert operand in _MMA and kernel.rhs.dtype is operand, "diagnose() rejects other types"
+    assert operand in _MMA and kernel.rhs_operand.dtype is operand, "diagnose() rejects other types"
     t = kernel.tile
     es = operand.bits // 8
     wk, wn = _warp_tile(kernel)
@@ -200,11 +200,10 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
 
 def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     """The spec restated for the comment block at the top of each file."""
-    assert kernel.rhs is not None
     t = kernel.tile
     lines = ["op        tgmm",
              f"lhs       {kernel.lhs.dtype.value} [m, k]",
-             f"rhs       {kernel.rhs.dtype.value} [m, n] (the output gradient)",
+             f"rhs       {kernel.rhs_operand.dtype.value} [m, n] (the output gradient)",
              f"out       {kernel.out.value} [g, k, n] (accumulator {kernel.acc.value})"]
     if kernel.epilogue.alpha is not None:
         lines.append(f"epilogue  alpha={kernel.epilogue.alpha!r}")
@@ -224,12 +223,11 @@ def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     """The launcher arguments in contract order (docs/cuda.md, launchers), then out."""
-    assert kernel.rhs is not None
     pair = 2 * kernel.out.bits // 8  # the epilogue stores column pairs
     args = (
         Arg("lhs", "in", kernel.lhs.dtype, ("m", "k"),
             "the activations, rows sorted by group", align=COPY_BYTES),
-        Arg("rhs", "in", kernel.rhs.dtype, ("m", "n"),
+        Arg("rhs", "in", kernel.rhs_operand.dtype, ("m", "n"),
             "the output gradient, rows aligned with lhs", align=COPY_BYTES),
         Arg("group_sizes", "in", DType.INT32, ("num_groups",),
             "rows of lhs / rhs per group, in order (sum <= m)", align=4),

@@ -313,17 +313,16 @@ def _cast(operand: DType, mxu: DType) -> str:
 
 
 def matmul_core(kernel: ir.Kernel) -> MatmulCore:
-    assert kernel.rhs is not None
-    mxu = mxu_dtype(kernel.lhs.dtype, kernel.rhs.dtype)
+    mxu = mxu_dtype(kernel.lhs.dtype, kernel.rhs_operand.dtype)
     return MatmulCore(
         fn="_gmm" if kernel.op is Op.GROUPED else "_matmul",
         kernel_fn="_kernel",
         grouped=kernel.op is Op.GROUPED,
-        rhs_nk=kernel.rhs.layout is Layout.NK,
+        rhs_nk=kernel.rhs_operand.layout is Layout.NK,
         lhs_packed=_packed_kind(kernel.lhs),
-        rhs_packed=_packed_kind(kernel.rhs),
+        rhs_packed=_packed_kind(kernel.rhs_operand),
         lhs_cast=_cast(kernel.lhs.dtype, mxu),
-        rhs_cast=_cast(kernel.rhs.dtype, mxu),
+        rhs_cast=_cast(kernel.rhs_operand.dtype, mxu),
         mxu=jnp_name(mxu),
         int_dot=mxu is DType.INT8,
         highest=mxu is DType.F32,
@@ -349,9 +348,9 @@ def _f32(x: float | None) -> float | None:
 
 def vjp_supported(kernel: ir.Kernel) -> bool:
     """Grouped kernels with f32/bf16 operands and no scales get `<name>_vjp`."""
-    return (kernel.op is Op.GROUPED and kernel.rhs is not None
+    return (kernel.op is Op.GROUPED
             and kernel.lhs.dtype in (DType.F32, DType.BF16)
-            and kernel.rhs.dtype in (DType.F32, DType.BF16)
+            and kernel.rhs_operand.dtype in (DType.F32, DType.BF16)
             and not kernel.lhs_scale.enabled and not kernel.rhs_scale.enabled)
 
 
@@ -499,9 +498,8 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
                     VmemBlock("out", (tm, q), out_b, bufs),
                     VmemBlock("scale", (groups, tm, 1), 4, bufs))
         case Op.TGMM:
-            assert kernel.rhs is not None
             return (VmemBlock("lhs", (tm, tk), lhs_b, bufs),
-                    VmemBlock("rhs", (tm, tn), storage_bytes(kernel.rhs.dtype), bufs),
+                    VmemBlock("rhs", (tm, tn), storage_bytes(kernel.rhs_operand.dtype), bufs),
                     VmemBlock("existing_out", (tk, tn), out_b, bufs),
                     VmemBlock("out", (tk, tn), out_b, bufs),
                     VmemBlock("acc", (tk, tn), 4, 1))
@@ -510,8 +508,7 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
         case _:
             assert_never(kernel.op)
     core = matmul_core(kernel)
-    assert kernel.rhs is not None
-    rhs_b = storage_bytes(kernel.rhs.dtype)
+    rhs_b = storage_bytes(kernel.rhs_operand.dtype)
     halves = len(core.halves)
     blocks: list[VmemBlock] = []
     if core.lhs_split:
@@ -628,15 +625,14 @@ def _cdiv_expr(dim: str) -> str:
 
 
 def _matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
-    assert kernel.rhs is not None
     grouped = core.grouped
     lhs = _operand_arg("lhs", kernel.lhs, ("m", "k"), "the activations.")
     dims = ("n", "k") if core.rhs_nk else ("k", "n")
     if grouped:
-        rhs = _operand_arg("rhs", kernel.rhs, ("g",) + dims,
+        rhs = _operand_arg("rhs", kernel.rhs_operand, ("g",) + dims,
                            "the weights of the g groups this shard owns (g = rhs.shape[0]).")
     else:
-        rhs = _operand_arg("rhs", kernel.rhs, dims, "the weights.")
+        rhs = _operand_arg("rhs", kernel.rhs_operand, dims, "the weights.")
     args = [lhs, rhs]
     if grouped:
         args.append(Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
@@ -698,8 +694,8 @@ def _spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers
     lines.append(f"lhs       {kernel.lhs.dtype.value}{' packed' if kernel.lhs.packed else ''} "
                  "[m, k]")
     if kernel.rhs is not None:
-        packed = " packed" if kernel.rhs.packed else ""
-        lines.append(f"rhs       {kernel.rhs.dtype.value}{packed} {_rhs_shape(kernel)}")
+        packed = " packed" if kernel.rhs_operand.packed else ""
+        lines.append(f"rhs       {kernel.rhs_operand.dtype.value}{packed} {_rhs_shape(kernel)}")
     if kernel.op is Op.QUANTIZE:
         lines.append(f"out       {kernel.out.value} [m, k]")
     else:
@@ -737,8 +733,7 @@ def _spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers
 
 
 def _rhs_shape(kernel: ir.Kernel) -> str:
-    assert kernel.rhs is not None
-    nk = kernel.rhs.layout is Layout.NK
+    nk = kernel.rhs_operand.layout is Layout.NK
     match kernel.op:
         case Op.DENSE:
             return "[n, k]" if nk else "[k, n]"
@@ -791,7 +786,6 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
                 if core.activation != Activation.NONE.value:  # recompute the pre-activation
                     vjp_cores = (_plain(core, "_gmm_linear", "_kernel_linear", core.rhs_nk),
                                  ) + vjp_cores
-                assert kernel.rhs is not None
                 tgmm = _tgmm_core(kernel.lhs.dtype, kernel.lhs.dtype, None)
             if core.grouped:
                 returns = (f"[m, {out_n}] {out}: the rows of each owned group i as above; all "
@@ -809,11 +803,10 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
                 tgmm=tgmm,
             )
         case Op.TGMM:
-            assert kernel.rhs is not None
             args = (
                 Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
                     "the activations (rows sorted by group)."),
-                Arg("rhs", "[m, n]", "(m, n)", jnp_name(kernel.rhs.dtype),
+                Arg("rhs", "[m, n]", "(m, n)", jnp_name(kernel.rhs_operand.dtype),
                     "the output gradient, rows aligned with lhs."),
                 Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
                     "rows per group, in order. Any integer array-like (a list or tuple "
@@ -837,7 +830,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
                         "group i] (+ existing_out)",
                 args=args,
                 returns=f"[g, k, n] {out}; an empty group gives zeros (or existing_out).",
-                tgmm=_tgmm_core(kernel.lhs.dtype, kernel.rhs.dtype, alpha),
+                tgmm=_tgmm_core(kernel.lhs.dtype, kernel.rhs_operand.dtype, alpha),
             )
         case Op.QUANTIZE:
             group = kernel.out_scale.block_k
@@ -941,10 +934,9 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
     is not a whole dimension; the generated code clamps a tile larger than
     its dimension to the whole dimension, which is always legal)."""
     out: list[Diagnostic] = []
-    assert kernel.rhs is not None
-    k_lanes = LANES * 2 if (kernel.lhs.packed or (kernel.rhs.packed and
-                                                   kernel.rhs.layout is Layout.NK)) else LANES
-    n_lanes = LANES * 2 if (kernel.rhs.packed and kernel.rhs.layout is Layout.KN) else LANES
+    k_lanes = LANES * 2 if (kernel.lhs.packed or (kernel.rhs_operand.packed and
+                                                   kernel.rhs_operand.layout is Layout.NK)) else LANES
+    n_lanes = LANES * 2 if (kernel.rhs_operand.packed and kernel.rhs_operand.layout is Layout.KN) else LANES
     tiles = [(kernel.tile, kernel.loc, "tile")] + [(r.tile, r.loc, "tile_rule")
                                                      for r in kernel.tile_rules]
     for tile, loc, what in tiles:
