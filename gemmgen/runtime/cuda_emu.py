@@ -83,6 +83,7 @@ __all__ = [
     "EmuError",
     "EmuKernelError",
     "EmuLaunchError",
+    "EmuMemoryError",
     "EmuModule",
     "EmuRaceError",
     "EmuTimeout",
@@ -115,6 +116,11 @@ class EmuRaceError(EmuKernelError):
     """ThreadSanitizer reported a data race (``tsan=True`` modules)."""
 
 
+class EmuMemoryError(EmuKernelError):
+    """The memory checker stopped the kernel: a misaligned access (a GPU
+    faults on it) found while the kernel ran."""
+
+
 class EmuTimeout(EmuKernelError):
     """The launch did not finish within its timeout."""
 
@@ -131,11 +137,21 @@ _EXIT_REJECTED = 2
 _EXIT_TSAN = 66
 _EXIT_KERNEL = 70
 _EXIT_FAULT = 71
+_EXIT_RACE = 72  # the memory checker's race between blocks (gg_emu_memcheck.h)
 
 _CXX = os.environ.get("GEMMGEN_CXX", "g++")
 _STD = "-std=c++20"
-_FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread")
-_TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1")
+# -ftrivial-auto-var-init=pattern: an uninitialised local, even one g++ keeps
+# in a register, starts as 0xFE bytes (f32 -1.7e38, int -16843010), never as
+# whatever the register held (docs/cuda-emulation.md, "Uninitialised values").
+_FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
+# The memory checker: GCC's ThreadSanitizer instrumentation calls the
+# emulator's own __tsan_* functions (gg_emu_memcheck.h); the library is linked
+# without -fsanitize, so ThreadSanitizer's runtime stays out. -g1: line tables,
+# to name the source line of a counted access.
+_MEMCHECK_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-DGG_EMU_MEMCHECK=1", "-g1")
+_TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
+               "-ftrivial-auto-var-init=pattern")
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
 
 # Markers of the preprocessed text (gg_emu_compile.h explains them).
@@ -158,6 +174,36 @@ sys.exit(lib.gg_emu_run_request(sys.argv[2].encode(), sys.argv[3].encode()))
 class _Library:
     path: Path
     kernels: tuple[str, ...]
+    params: dict[str, tuple[str, ...]]  # kernel -> parameter names
+
+
+def memcheck_default() -> bool:
+    """Fiber-mode modules run the memory checker unless GEMMGEN_EMU_MEMCHECK=0."""
+    return os.environ.get("GEMMGEN_EMU_MEMCHECK", "1") != "0"
+
+
+def _parameter_names(text: str, kernel: str) -> tuple[str, ...]:
+    """The parameter names of `kernel` in the preprocessed text (for the
+    memory checker's reports); empty names where none can be read."""
+    match = re.search(r'\b__gg_global__\s+void\s+' + re.escape(kernel) + r'\s*\(', text)
+    if match is None:
+        return ()
+    depth, i, start, params = 1, match.end(), match.end(), []
+    while i < len(text) and depth:
+        c = text[i]
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]":
+            depth -= 1
+        if (c == "," and depth == 1) or depth == 0:
+            params.append(text[start:i])
+            start = i + 1
+        i += 1
+    names = []
+    for p in params:
+        ids = re.findall(r"[A-Za-z_]\w*", p.split("=")[0])
+        names.append(ids[-1] if len(ids) > 1 else "")
+    return tuple(n for n in names) if any(names) else ()
 
 
 _LIBRARIES: dict[tuple, _Library] = {}
@@ -175,9 +221,10 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def _build_library(
-    source: str, name: str, include_dirs: tuple[Path, ...], defines: tuple[tuple[str, str], ...], tsan: bool
+    source: str, name: str, include_dirs: tuple[Path, ...], defines: tuple[tuple[str, str], ...], tsan: bool,
+    memcheck: bool = False,
 ) -> _Library:
-    mode_flags = _TSAN_FLAGS if tsan else _FIBER_FLAGS
+    mode_flags = _TSAN_FLAGS if tsan else (_FIBER_FLAGS + _MEMCHECK_FLAGS if memcheck else _FIBER_FLAGS)
     define_flags = [f"-D{k}={v}" for k, v in defines]
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
     root = cache_dir() / "emu"
@@ -204,7 +251,9 @@ def _build_library(
     text += "".join(f"\nGG_EMU_DYNAMIC_SHARED({s})" for s in dynamic_shared)
     text += "\n"
 
-    # (3) Compile, cached by everything that determines the library.
+    # (3) Compile, cached by everything that determines the library. With the
+    # memory checker, compile and link apart: -fsanitize at link time would
+    # bring in ThreadSanitizer's runtime, whose hooks the emulator replaces.
     flags = [*mode_flags, *_LIBRARY_FLAGS, "-include", str(RUNTIME_INCLUDE_DIR / "gg_emu_compile.h")]
     compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
     key = digest(text, " ".join(flags), compile_header, tool_version(_CXX))
@@ -215,9 +264,16 @@ def _build_library(
                 ii = Path(tmp) / "kernel.ii"
                 ii.write_text(text)
                 out = Path(tmp) / "kernel.so"
-                _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
+                if memcheck and not tsan:
+                    obj = Path(tmp) / "kernel.o"
+                    _run_compiler([_CXX, "-x", "c++", _STD, *flags, "-c", str(ii), "-o", str(obj)], name, "compile it")
+                    _run_compiler([_CXX, "-shared", "-pthread", "-Wl,-z,defs", str(obj), "-o", str(out)], name,
+                                  "link it")
+                else:
+                    _run_compiler([_CXX, "-x", "c++", _STD, *flags, str(ii), "-o", str(out)], name, "compile it")
                 os.replace(out, library)
-    return _Library(library, (*unregistered, *registered))
+    kernels = (*unregistered, *registered)
+    return _Library(library, kernels, {k: _parameter_names(text, k) for k in kernels})
 
 
 def _tsan_host() -> Path:
@@ -317,6 +373,10 @@ def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuErro
         message = "\n".join(stderr.strip().splitlines()[-40:])
     if proc.returncode == _EXIT_REJECTED:
         return EmuLaunchError(f"{kernel}: launch rejected: {message}", log)
+    if proc.returncode == _EXIT_RACE:
+        return EmuRaceError(f"{kernel}: {message}", log)
+    if proc.returncode == _EXIT_FAULT and message.startswith("misaligned"):
+        return EmuMemoryError(f"{kernel}: {message}", log)
     if proc.returncode in (_EXIT_KERNEL, _EXIT_FAULT):
         return EmuKernelError(f"{kernel}: {message}", log)
     if proc.returncode < 0:
@@ -336,16 +396,20 @@ class EmuModule:
         include_dirs: Iterable[str | os.PathLike[str]] = (),
         defines: Mapping[str, str | int] | None = None,
         tsan: bool = False,
+        memcheck: bool | None = None,
     ) -> None:
         self.name = name_for_errors
         self.tsan = tsan
+        # The memory checker and ThreadSanitizer both own the __tsan_* hooks.
+        self.memcheck = False if tsan else (memcheck_default() if memcheck is None else memcheck)
         dirs = tuple(Path(d).resolve() for d in include_dirs)
         defs = tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items()))
-        key = (source, name_for_errors, dirs, defs, tsan)
+        key = (source, name_for_errors, dirs, defs, tsan, self.memcheck)
         if key not in _LIBRARIES:
-            _LIBRARIES[key] = _build_library(source, name_for_errors, dirs, defs, tsan)
+            _LIBRARIES[key] = _build_library(source, name_for_errors, dirs, defs, tsan, self.memcheck)
         self._library = _LIBRARIES[key]
         self.last_log = ""
+        self.last_counters: dict | None = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs) -> EmuModule:
@@ -378,8 +442,11 @@ class EmuModule:
         schedule: str = "run-ahead",
         workers: int | None = None,
         timeout: float = 120.0,
+        counters: bool = False,
     ) -> list[np.ndarray]:
-        """Runs `kernel` once; returns the arrays at `outputs`, then those at `inouts`."""
+        """Runs `kernel` once; returns the arrays at `outputs`, then those at `inouts`.
+        `counters=True` (memory-checked modules) also fills `last_counters`
+        (see `gemmgen.runtime.counters`)."""
         if kernel not in self.kernels:
             raise EmuLaunchError(
                 f"{self.name} has no kernel '{kernel}' (kernels: {', '.join(self.kernels) or 'none'}; "
@@ -397,11 +464,20 @@ class EmuModule:
             kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), args, outputs, inouts
         )
         env = dict(os.environ, GG_EMU_SCHEDULE=schedule)
+        env.pop("GG_EMU_COUNTERS", None)
         if workers is not None:
             env["GG_EMU_WORKERS"] = str(int(workers))
+        if counters and not self.memcheck:
+            raise ValueError("counters need a memory-checked module (memcheck=True, not tsan)")
+        params = self._library.params.get(kernel, ())
+        if params:
+            env["GG_EMU_ARG_NAMES"] = ",".join(params)
+        self.last_counters = None
         with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:
             req, resp = Path(tmp) / "request", Path(tmp) / "response"
             req.write_bytes(request)
+            if counters:
+                env["GG_EMU_COUNTERS"] = str(Path(tmp) / "counters.json")
             if self.tsan:
                 # The first race ends the launch. The emulator's own fault
                 # handler formats its report, and an emulator error ends the
@@ -420,6 +496,10 @@ class EmuModule:
             if proc.returncode != 0:
                 raise _error_from_child(proc, kernel)
             arrays = _decode_response(resp.read_bytes(), args)
+            if counters:
+                from gemmgen.runtime.counters import load_counters
+
+                self.last_counters = load_counters(Path(tmp) / "counters.json", self.library, self.name)
         return [arrays[i] for i in (*outputs, *inouts)]
 
 
