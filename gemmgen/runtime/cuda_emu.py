@@ -145,11 +145,14 @@ _STD = "-std=c++20"
 # in a register, starts as 0xFE bytes (f32 -1.7e38, int -16843010), never as
 # whatever the register held (docs/cuda-emulation.md, "Uninitialised values").
 _FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
-# The memory checker: GCC's ThreadSanitizer instrumentation calls the
-# emulator's own __tsan_* functions (gg_emu_memcheck.h); the library is linked
-# without -fsanitize, so ThreadSanitizer's runtime stays out. -g1: line tables,
-# to name the source line of a counted access.
-_MEMCHECK_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-DGG_EMU_MEMCHECK=1", "-g1")
+# The memory checker: GCC's ThreadSanitizer instrumentation and its
+# -fsanitize=alignment checks call the emulator's own __tsan_* / __ubsan_*
+# functions (gg_emu_memcheck.h); the library is linked without -fsanitize, so
+# no sanitizer runtime comes in. -fno-tree-sra: an aggregate load or store
+# (a uint2, a float4, a struct) stays one access, as nvcc issues it, instead
+# of one per field. -g1: line tables, to name the line of a counted access.
+_MEMCHECK_FLAGS = ("-fsanitize=thread", "-fsanitize=alignment", "--param=tsan-instrument-func-entry-exit=0",
+                   "-fno-tree-sra", "-DGG_EMU_MEMCHECK=1", "-g1")
 _TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
                "-ftrivial-auto-var-init=pattern")
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")

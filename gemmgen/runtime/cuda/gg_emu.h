@@ -63,8 +63,10 @@
 #include <vector_functions.h>
 #include <vector_types.h>
 
+// NB: always_inline, as nvcc inlines: the primitives land in the kernel's own
+// code, so the memory checker's access sites name the kernel's lines.
 #undef __forceinline__
-#define __forceinline__ inline
+#define __forceinline__ inline __attribute__((always_inline))
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 
@@ -1093,7 +1095,7 @@ inline std::string where() {
 // ---------------------------------------------------------------------------
 // Operations the CUDA builtins and gg:: primitives are made of.
 
-inline void syncthreads() {
+GG_EMU_ALWAYS_INLINE void syncthreads() {
   mc::on_barrier();
   ThreadCtx& t = current();
   t.runner->syncthreads(t);
@@ -1176,7 +1178,7 @@ inline unsigned ballot(unsigned mask, bool predicate) {
 
 // cp.async: the destination reads as poison (0xFF) from issue until the
 // thread's cp.async.wait_group lands the copy.
-inline void cp_async(void* dst, const void* src, unsigned cp_size, unsigned src_size) {
+GG_EMU_ALWAYS_INLINE void cp_async(void* dst, const void* src, unsigned cp_size, unsigned src_size) {
   ThreadCtx& t = current();
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   const auto s = reinterpret_cast<std::uintptr_t>(src);
@@ -1435,7 +1437,7 @@ GG_EMU_API int gg_emu_run_request(const char* request_path, const char* response
 #define gridDim (::gg::emu::current().grid_dim)
 inline constexpr int warpSize = 32;
 
-inline void __syncthreads() { gg::emu::syncthreads(); }
+GG_EMU_ALWAYS_INLINE void __syncthreads() { gg::emu::syncthreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { gg::emu::syncwarp(mask); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }

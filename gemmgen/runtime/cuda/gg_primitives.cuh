@@ -164,7 +164,7 @@ GG_EMU_UNCHECKED MmaOut<Acc> mma_lane(unsigned lane, const MmaIn<Acc>* const* in
 }
 
 template <class Acc, int K, double (*Value)(unsigned)>
-void mma(const char* op, Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const Acc (&c)[4]) {
+GG_EMU_ALWAYS_INLINE void mma(const char* op, Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const Acc (&c)[4]) {
   gg::emu::mc::on_mma();
   const MmaIn<Acc> in{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}};
   const MmaOut<Acc> out = gg::emu::warp_collective<MmaIn<Acc>, MmaOut<Acc>>(
@@ -190,7 +190,7 @@ inline const unsigned char* ldmatrix_row(const LdmatrixIn* const* ins, unsigned 
 }
 
 template <int N, bool Trans>
-void ldmatrix(const char* op, u32 (&r)[N], const void* row) {
+GG_EMU_ALWAYS_INLINE void ldmatrix(const char* op, u32 (&r)[N], const void* row) {
   gg::emu::mc::on_ldmatrix(row, N);
   const LdmatrixIn in{static_cast<const unsigned char*>(row)};
   const LdmatrixOut<N> out = gg::emu::warp_collective<LdmatrixIn, LdmatrixOut<N>>(
