@@ -31,17 +31,21 @@ def poisoned(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
-                 schedule: str = "run-ahead", modules: dict | None = None):
+                 schedule: str = "run-ahead", modules: dict | None = None, workers: int | None = None,
+                 counters: list | None = None, memcheck: bool | None = None):
     """Validate `inputs` with the generated launcher and run its launch
     sequence on the CPU emulator; return the output (a tuple when the kernel
-    has several, e.g. quantize's values and scales)."""
+    has several, e.g. quantize's values and scales). `counters`, a list,
+    receives each launch's `gemmgen.runtime.counters.LaunchCounters`;
+    `memcheck` overrides the emulator's default (cuda_emu.memcheck_default)."""
     from gemmgen.runtime.cuda_emu import EmuModule
 
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
-    if source_name not in cache:
-        cache[source_name] = EmuModule(source, source_name)
-    module = cache[source_name]
+    key = source_name if memcheck is None else (source_name, memcheck)
+    if key not in cache:
+        cache[key] = EmuModule(source, source_name, memcheck=memcheck)
+    module = cache[key]
     arrays: dict[str, np.ndarray | None] = {name: None for name in launcher.DTYPES}
     arrays.update(inputs)
     for name, shape in launcher.output_shapes(dims).items():
@@ -63,7 +67,10 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
                 inouts.append((i, a))
         results = module.launch(step.entry, grid=step.grid, block=step.block,
                                 smem_bytes=step.smem, args=args,
-                                inouts=[i for i, _ in inouts], schedule=schedule)
+                                inouts=[i for i, _ in inouts], schedule=schedule, workers=workers,
+                                counters=counters is not None)
+        if counters is not None:
+            counters.append(module.last_counters)
         for (_, name), value in zip(inouts, results):
             arrays[name] = value
     outs = tuple(arrays[name] for name in launcher.OUTPUTS)
