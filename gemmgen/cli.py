@@ -139,7 +139,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"gemmgen: error: {spec.path} has no kernel '{args.kernel}'"
               f"{suggest(args.kernel, names)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups))
+    print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups,
+                          counters=args.counters))
     return EXIT_OK
 
 
@@ -170,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--n", type=int, default=None)
     e.add_argument("--k", type=int, default=None)
     e.add_argument("--groups", type=int, default=8)
+    e.add_argument("--counters", action="store_true",
+                   help="also run the CUDA kernel once on the CPU emulator and print its counters "
+                        "(bank conflicts, sectors, instruction counts)")
     e.set_defaults(func=cmd_explain)
     return p
 

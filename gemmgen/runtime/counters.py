@@ -101,7 +101,13 @@ class LaunchCounters:
             elif op in SHARED_OPS:
                 text += f", {t.wavefronts} wavefronts (ideal {t.ideal_wavefronts}, {t.conflicts} bank conflicts)"
             lines.append(text)
-        costly = [s for s in self.sites if s.conflicts > 0 or s.excess_sectors > 0]
+        merged: dict[tuple[str, str], Site] = {}
+        for s in self.sites:  # inlined copies of one line (a prologue, a loop) count as one site
+            key = (s.op, s.where or hex(s.pc))
+            if key not in merged:
+                merged[key] = Site(s.op, s.pc, s.where)
+            merged[key].add(s)
+        costly = [s for s in merged.values() if s.conflicts > 0 or s.excess_sectors > 0]
         if sites and costly:
             lines.append("  sites above ideal:")
             for s in sorted(costly, key=lambda s: -(s.conflicts + s.excess_sectors)):
