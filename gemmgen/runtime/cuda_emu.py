@@ -218,7 +218,8 @@ def memcheck_default() -> bool:
 def _parameter_names(text: str, kernel: str) -> tuple[str, ...]:
     """The parameter names of `kernel` in the preprocessed text (for the
     memory checker's reports); empty names where none can be read."""
-    match = re.search(r'\b__gg_global__\s+void\s+' + re.escape(kernel) + r'\s*\(', text)
+    match = re.search(rf"\b__gg_global__\s+(?:{_BOUNDS})?void\s+(?:{_BOUNDS})?"
+                      + re.escape(kernel) + r"\s*\(", text)
     if match is None:
         return ()
     depth, i, start, params = 1, match.end(), match.end(), []
