@@ -1427,7 +1427,7 @@ inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigne
   BlockRunner runner(l);
   for (unsigned long long b = 0; b < l.num_blocks(); ++b) runner.run(b);
 #else
-  mc::launch_begin(l);
+  mc::on_launch_begin(l);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   l.workers = static_cast<unsigned>(
       std::min<unsigned long long>(std::max(1u, env_unsigned("GG_EMU_WORKERS", cores)), l.num_blocks()));
@@ -1444,7 +1444,7 @@ inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigne
     });
   }
   for (std::thread& w : workers) w.join();
-  mc::launch_end(l);
+  mc::on_launch_end(l);
 #endif
   return 0;
 }

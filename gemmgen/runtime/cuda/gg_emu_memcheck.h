@@ -470,7 +470,7 @@ GG_EMU_UNCHECKED __attribute__((noinline)) inline void on_barrier() {
 // ---------------------------------------------------------------------------
 // Launch and block boundaries (called by gg_emu.h).
 
-GG_EMU_UNCHECKED inline void launch_begin(const Launch& l) {
+GG_EMU_UNCHECKED inline void on_launch_begin(const Launch& l) {
   LaunchState& g = launch_state;
   g.launch = &l;
   g.nspans = 0;
@@ -598,7 +598,7 @@ GG_EMU_UNCHECKED inline void write_counters(const Launch& l) {
 
 // Reports the lowest conflicting byte (deterministic: every conflicting pair
 // is found whatever the schedule), then frees the shadow memory.
-GG_EMU_UNCHECKED inline void launch_end(const Launch& l) {
+GG_EMU_UNCHECKED inline void on_launch_end(const Launch& l) {
   LaunchState& g = launch_state;
   __atomic_store_n(&g.active, false, __ATOMIC_RELEASE);
   if (!g.conflicts.empty()) {
@@ -768,11 +768,11 @@ inline void on_cp_async(void*, const void*, unsigned, unsigned) {}
 inline void on_ldmatrix(const void*, unsigned) {}
 inline void on_mma() {}
 inline void on_barrier() {}
-inline void launch_begin(const Launch&) {}
+inline void on_launch_begin(const Launch&) {}
 inline void block_begin(unsigned long long, const unsigned char*, const unsigned char*) {}
 inline void block_end() {}
 inline void worker_end() {}
-inline void launch_end(const Launch&) {}
+inline void on_launch_end(const Launch&) {}
 
 #endif
 
