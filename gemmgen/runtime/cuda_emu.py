@@ -20,15 +20,19 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False)`` compiles `source` (cached by content) into a
-  shared library and raises ``EmuCompileError`` with g++'s diagnostics.
+  defines=None, tsan=False, memcheck=None)`` compiles `source` (cached by
+  content) into a shared library and raises ``EmuCompileError`` with g++'s
+  diagnostics. Fiber-mode libraries carry the memory checker (races between
+  blocks, misaligned accesses, counters; ``runtime/cuda/gg_emu_memcheck.h``)
+  unless ``memcheck=False`` or ``GEMMGEN_EMU_MEMCHECK=0``.
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
   ``GG_EMU_REGISTER_KERNEL(name)`` (for kernels in an ``extern "C" { }``
   block).
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
-  inouts=(), schedule="run-ahead", workers=None, timeout=120.0)`` runs one
+  inouts=(), schedule="run-ahead", workers=None, timeout=120.0,
+  counters=False)`` runs one
   launch in a child process and returns copies of the arrays at the indices in
   `outputs` (filled with 0xFF bytes before the run: NaN in every float format)
   followed by those in `inouts` (passed in with their values). `args` holds,
@@ -38,10 +42,12 @@ API:
   pointer). `schedule` is ``"run-ahead"`` or
   ``"reverse"``; `workers` caps the worker threads (default: one per core).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
-  out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
-  ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
+  out-of-bounds access, crash), ``EmuMemoryError`` (a misaligned access),
+  ``EmuRaceError`` (a race between blocks, or a ThreadSanitizer report of a
+  ``tsan=True`` module) or ``EmuTimeout``; a rejected launch (unknown kernel,
   wrong argument kinds or sizes, bad grid) raises ``EmuLaunchError``.
-  ``.last_log`` keeps the child's output (kernel ``printf``).
+  ``.last_log`` keeps the child's output (kernel ``printf``);
+  ``counters=True`` fills ``.last_counters`` (``gemmgen.runtime.counters``).
 - ``runtime_include_dir()`` and ``cuda_include_dir()``: the ``-I``
   directories a kernel needs.
 

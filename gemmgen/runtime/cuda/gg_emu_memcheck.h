@@ -270,7 +270,7 @@ GG_EMU_UNCHECKED inline void shadow_byte(const Span& s, std::size_t i, std::uint
       // Atomics of different blocks are ordered; a plain access of another
       // block is not.
       if (wid != 0 && wid != me && !watomic) conflict(s, i, 2, wid, me);
-      if (rid != 0 && (rid != me || rmulti)) conflict(s, i, 2, rid != me ? rid : 0, me);
+      if (write && rid != 0 && (rid != me || rmulti)) conflict(s, i, 2, rid != me ? rid : 0, me);
       if (write) next = (cur & ~(kIdMask | kAtomicBit)) | me | kAtomicBit;
     } else if (write) {
       if (wid != 0 && wid != me) conflict(s, i, watomic ? 2 : 0, wid, me);
@@ -315,18 +315,17 @@ GG_EMU_UNCHECKED inline void log_access(Op op, std::uintptr_t a, unsigned size, 
 
 // Shared-memory wavefronts of lanes `first`..`first + n - 1` of `r` (one
 // phase): the most distinct 4-byte words any of the 32 banks must deliver.
-GG_EMU_UNCHECKED inline unsigned phase_wavefronts(const Request& r, unsigned first, unsigned n, unsigned bytes_per_lane,
-                                                  bool ldmatrix) {
-  std::uint64_t words[kWarpSize * 4];
+GG_EMU_UNCHECKED inline unsigned phase_wavefronts(const Request& r, unsigned first, unsigned n, bool ldmatrix) {
+  constexpr unsigned kMaxWords = 4096;  // 32 lanes of up to 512 bytes each
+  std::uint64_t words[kMaxWords] __attribute__((uninitialized));
   unsigned count = 0;
   for (unsigned l = first; l < first + n; ++l) {
     if (((r.mask >> l) & 1u) == 0) continue;
     const std::uint64_t size = ldmatrix ? 16 : r.size[l];
-    for (std::uint64_t w = r.addr[l] / 4; w <= (r.addr[l] + size - 1) / 4 && count < kWarpSize * 4; ++w) {
+    for (std::uint64_t w = r.addr[l] / 4; w <= (r.addr[l] + size - 1) / 4 && count < kMaxWords; ++w) {
       words[count++] = w;
     }
   }
-  (void)bytes_per_lane;
   std::sort(words, words + count);
   count = static_cast<unsigned>(std::unique(words, words + count) - words);
   unsigned per_bank[32] = {};
@@ -351,13 +350,14 @@ GG_EMU_UNCHECKED inline Stats evaluate(Op op, const Request& r) {
     case kAtomGlobal:
     case kCpAsyncGlobal: {
       // 32-byte sectors touched, against the fewest that hold the bytes.
+      constexpr unsigned kMaxSectors = 1024;  // 32 lanes of up to 1 KiB each
       std::pair<std::uint64_t, std::uint64_t> ranges[kWarpSize];
-      std::uint64_t sectors[kWarpSize * 2];
+      std::uint64_t sectors[kMaxSectors] __attribute__((uninitialized));
       unsigned nr = 0, ns = 0;
       for (unsigned l = 0; l < kWarpSize; ++l) {
         if (((r.mask >> l) & 1u) == 0 || r.size[l] == 0) continue;
         ranges[nr++] = {r.addr[l], r.addr[l] + r.size[l]};
-        for (std::uint64_t x = r.addr[l] / 32; x <= (r.addr[l] + r.size[l] - 1) / 32 && ns < kWarpSize * 2; ++x) {
+        for (std::uint64_t x = r.addr[l] / 32; x <= (r.addr[l] + r.size[l] - 1) / 32 && ns < kMaxSectors; ++x) {
           sectors[ns++] = x;
         }
       }
@@ -384,7 +384,7 @@ GG_EMU_UNCHECKED inline Stats evaluate(Op op, const Request& r) {
       for (unsigned first = 0; first < kWarpSize; first += lanes_per_phase) {
         const std::uint32_t phase = static_cast<std::uint32_t>(((std::uint64_t{1} << lanes_per_phase) - 1) << first);
         if ((r.mask & phase) == 0) continue;
-        st.wavefronts += phase_wavefronts(r, first, lanes_per_phase, max_size, false);
+        st.wavefronts += phase_wavefronts(r, first, lanes_per_phase, false);
         st.ideal_wavefronts += 1;
       }
       break;
@@ -394,7 +394,7 @@ GG_EMU_UNCHECKED inline Stats evaluate(Op op, const Request& r) {
       // wavefront each.
       const unsigned matrices = std::max<unsigned>(1, max_size);
       for (unsigned j = 0; j < matrices; ++j) {
-        st.wavefronts += phase_wavefronts(r, 8 * j, 8, 16, true);
+        st.wavefronts += phase_wavefronts(r, 8 * j, 8, true);
         st.ideal_wavefronts += 1;
         st.bytes += 128;
       }
