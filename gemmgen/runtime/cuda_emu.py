@@ -151,14 +151,15 @@ _STD = "-std=c++20"
 # in a register, starts as 0xFE bytes (f32 -1.7e38, int -16843010), never as
 # whatever the register held (docs/cuda-emulation.md, "Uninitialised values").
 _FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
-# The memory checker: GCC's ThreadSanitizer instrumentation and its
-# -fsanitize=alignment checks call the emulator's own __tsan_* / __ubsan_*
-# functions (gg_emu_memcheck.h); the library is linked without -fsanitize, so
-# no sanitizer runtime comes in. -fno-tree-sra: an aggregate load or store
-# (a uint2, a float4, a struct) stays one access, as nvcc issues it, instead
-# of one per field. -g1: line tables, to name the line of a counted access.
-_MEMCHECK_FLAGS = ("-fsanitize=thread", "-fsanitize=alignment", "--param=tsan-instrument-func-entry-exit=0",
-                   "-fno-tree-sra", "-DGG_EMU_MEMCHECK=1", "-g1")
+# The memory checker: GCC's ThreadSanitizer instrumentation calls the
+# emulator's own __tsan_* functions (gg_emu_memcheck.h); the library is
+# linked without -fsanitize, so no sanitizer runtime comes in.
+# -fno-tree-sra: an aggregate load or store (a uint2, a float4, a struct)
+# stays one access, as nvcc issues it, instead of one per field, so its size
+# and alignment are checked and counted. -g1: line tables, to name the line
+# of an access (reports, counters).
+_MEMCHECK_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-fno-tree-sra",
+                   "-DGG_EMU_MEMCHECK=1", "-g1")
 _TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
                "-ftrivial-auto-var-init=pattern")
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
@@ -367,7 +368,20 @@ def _decode_response(data: bytes, args: Sequence[object]) -> dict[int, np.ndarra
     return arrays
 
 
-def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuError:
+def _name_sites(message: str, library: Path | None, source_name: str) -> str:
+    """Replaces the memory checker's "[site 0x...]" by the source line."""
+    sites = [int(h, 16) for h in re.findall(r"\[site (0x[0-9a-f]+)\]", message)]
+    if not sites or library is None:
+        return message
+    from gemmgen.runtime.counters import resolve_sites
+
+    where = resolve_sites(library, sites, source_name)
+    return re.sub(r"\[site (0x[0-9a-f]+)\]", lambda m: f"({where.get(int(m.group(1), 16)) or 'line unknown'})",
+                  message)
+
+
+def _error_from_child(proc: subprocess.CompletedProcess, kernel: str, library: Path | None = None,
+                      source_name: str = "") -> EmuError:
     log = (proc.stdout or "") + (proc.stderr or "")
     stderr = proc.stderr or ""
     start = stderr.find("gg-emu: error:")
@@ -377,7 +391,7 @@ def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuErro
         end = stderr.find("\n", end) if end >= 0 else len(stderr)
         return EmuRaceError(f"{kernel}: ThreadSanitizer reported a data race:\n{stderr[tsan:end].strip()}", log)
     if start >= 0:
-        message = stderr[start + len("gg-emu: error:") :].strip()
+        message = _name_sites(stderr[start + len("gg-emu: error:") :].strip(), library, source_name)
     else:
         message = "\n".join(stderr.strip().splitlines()[-40:])
     if proc.returncode == _EXIT_REJECTED:
@@ -503,7 +517,7 @@ class EmuModule:
                 raise EmuTimeout(f"{kernel}: no result after {timeout:g} s (an endless loop?)", log) from None
             self.last_log = proc.stdout + proc.stderr
             if proc.returncode != 0:
-                raise _error_from_child(proc, kernel)
+                raise _error_from_child(proc, kernel, self.library, self.name)
             arrays = _decode_response(resp.read_bytes(), args)
             if counters:
                 from gemmgen.runtime.counters import load_counters

@@ -10,9 +10,10 @@
 // - find the device buffer (or the block's shared memory) the address lies
 //   in, and ignore everything else (stacks, the emulator's own data);
 // - check the alignment of every typed access: GCC calls __tsan_read8 for an
-//   access whose type is 8-byte aligned (a uint2, a double, ...), and a GPU
-//   stops such an access at an address that is not a multiple of 8 with
-//   "misaligned address"; so does the emulator (status 71);
+//   access whose type is 8-byte aligned (a uint2, a double, ...; with
+//   -fno-tree-sra an aggregate stays one access), and a GPU stops such an
+//   access at an address that is not a multiple of 8 with "misaligned
+//   address"; so does the emulator (status 71);
 // - keep, per byte of each device buffer and per launch, which block wrote it
 //   (and whether atomically) and which block read it first (and whether
 //   another did too). Two blocks writing one byte without atomics, or one
@@ -205,35 +206,17 @@ GG_EMU_UNCHECKED inline std::string describe_address(std::uintptr_t a) {
                                                : format("static shared memory (address %p)", reinterpret_cast<void*>(a));
 }
 
-GG_EMU_UNCHECKED inline bool in_kernel();
-
-// A load or store of a `type` aligned to `align` bytes at address a (from
-// -fsanitize=alignment), reported if a is device or shared memory.
-GG_EMU_UNCHECKED inline void misaligned_type(std::uintptr_t a, unsigned align, bool store, const char* type,
-                                             const char* file, unsigned line) {
-  const Worker& w = worker;
-  const bool shared = a >= w.smem_lo && a < w.smem_hi;
-  if (!in_kernel() || (!shared && find_span(a) == nullptr)) return;
-  fail_with_status(kExitFault, format("misaligned %u-byte %s of %s at %s (%s:%u): the address is not a multiple of %u "
-                                      "(a GPU stops the kernel with 'misaligned address')",
-                                      align, store ? "store" : "load", type, describe_address(a).c_str(),
-                                      file != nullptr ? file : "?", line, align));
-}
-
-[[noreturn]] GG_EMU_UNCHECKED inline void misaligned(std::uintptr_t a, unsigned size, Op op) {
+// A typed access of `size` bytes at address a, not a multiple of size. The
+// site is the instruction's offset in the library; cuda_emu names its source
+// line ("[site 0x...]").
+[[noreturn]] GG_EMU_UNCHECKED inline void misaligned(std::uintptr_t a, unsigned size, Op op, const void* site) {
   const char* what = op == kStGlobal || op == kStShared ? "store" : (op == kLdGlobal || op == kLdShared ? "load" : "atomic");
-  std::string where_in;
-  if (const Span* s = find_span(a)) {
-    where_in = format("byte offset %zu of %s", static_cast<std::size_t>(a - s->lo), span_name(*s).c_str());
-  } else {
-    const auto dyn = reinterpret_cast<std::uintptr_t>(gg_emu_dynamic_smem);
-    where_in = a >= dyn && a < dyn + kMaxDynamicSmem
-                   ? format("byte %zu of dynamic shared memory", static_cast<std::size_t>(a - dyn))
-                   : format("static shared memory (address %p)", reinterpret_cast<void*>(a));
-  }
-  fail_with_status(kExitFault, format("misaligned %u-byte %s at %s: the address is not a multiple of %u (a GPU "
-                                      "stops the kernel with 'misaligned address')",
-                                      size, what, where_in.c_str(), size));
+  Dl_info info{};
+  std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(site);
+  if (dladdr(site, &info) != 0 && info.dli_fbase != nullptr) offset -= reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  fail_with_status(kExitFault, format("misaligned %u-byte %s at %s [site 0x%zx]: the address is not a multiple of %u "
+                                      "(a GPU stops the kernel with 'misaligned address')",
+                                      size, what, describe_address(a).c_str(), static_cast<std::size_t>(offset), size));
 }
 
 // ---------------------------------------------------------------------------
@@ -424,14 +407,14 @@ GG_EMU_UNCHECKED inline void access(const void* p, std::size_t size, bool write,
   const Worker& w = worker;
   if (a >= w.smem_lo && a < w.smem_hi) {
     const Op op = atomic ? kAtomShared : (write ? kStShared : kLdShared);
-    if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op);
+    if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op, site);
     if (w.log != nullptr) log_access(op, a, static_cast<unsigned>(size), site);
     return;
   }
   const Span* s = find_span(a);
   if (s == nullptr) return;
   const Op op = atomic ? kAtomGlobal : (write ? kStGlobal : kLdGlobal);
-  if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op);
+  if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op, site);
   check_bytes(*s, a, size, write, atomic);
   if (w.log != nullptr) log_access(op, a, static_cast<unsigned>(size), site);
 }
@@ -721,38 +704,6 @@ GG_MC_ATOMIC(16, unsigned short)
 GG_MC_ATOMIC(32, unsigned int)
 GG_MC_ATOMIC(64, unsigned long)
 #undef GG_MC_ATOMIC
-
-// -fsanitize=alignment: g++ checks every load and store through a pointer
-// against the alignment of the pointee's type (before it splits aggregates
-// into their fields), and calls this when the address is not a multiple of
-// it. A GPU requires exactly that alignment of a load or store of a type
-// (uint2, float4, __nv_bfloat162, a struct with alignas): such an access in
-// device or shared memory stops the kernel, as on a GPU. (Misaligned member
-// accesses and reference bindings are not reported: a GPU may load only the
-// member. Other memory is the emulator's business.)
-struct GgUbsanLocation {
-  const char* file;
-  unsigned line, column;
-};
-struct GgUbsanType {
-  unsigned short kind, info;
-  char name[1];
-};
-struct GgUbsanTypeMismatch {
-  GgUbsanLocation location;
-  const GgUbsanType* type;
-  unsigned char log_alignment;
-  unsigned char check_kind;  // 0 load, 1 store, 2 reference binding, 3 member access, ...
-};
-GG_MC_HOOK void __ubsan_handle_type_mismatch_v1(void* data, void* pointer) {
-  const auto* d = static_cast<const GgUbsanTypeMismatch*>(data);
-  if (d->check_kind > 1) return;
-  gg::emu::mc::misaligned_type(reinterpret_cast<std::uintptr_t>(pointer), 1u << d->log_alignment, d->check_kind == 1,
-                               d->type->name, d->location.file, d->location.line);
-}
-GG_MC_HOOK void __ubsan_handle_type_mismatch_v1_abort(void* data, void* pointer) {
-  __ubsan_handle_type_mismatch_v1(data, pointer);
-}
 
 GG_MC_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 GG_MC_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
