@@ -87,6 +87,8 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
     names = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0,
              "n_out": n // kernel.out_n_divisor, "gg_cdiv": lambda a, b: -(-a // b),
              "gg_div": lambda a, b: a // b, "gg_min": min}
+    if kernel.op is ir.Op.QUANTIZE:  # quantize's plan counts scale groups per row
+        names["groups"] = -(-k // (kernel.out_scale.block_k or k))
     for step in variant.steps:
         grid = tuple(eval(g, {}, names) for g in step.grid)  # noqa: S307 (our own plan text)
         lines.append(f"  launch {step.entry}: grid {grid}, {step.block} threads, "

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
         print(text)
         return 0
     doc = DOC.read_text()
-    pattern = re.compile(re.escape(BEGIN) + r"\n.*?\n" + re.escape(END), re.S)
+    pattern = re.compile(re.escape(BEGIN) + r"\n(?:.*?\n)?" + re.escape(END), re.S)
     if not pattern.search(doc):
         print(f"{DOC} has no {BEGIN} ... {END} block", file=sys.stderr)
         return 2

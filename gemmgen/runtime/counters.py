@@ -117,7 +117,7 @@ class LaunchCounters:
         return "\n".join(lines)
 
 
-def _resolve(library: Path, pcs: list[int], source_name: str) -> dict[int, str]:
+def resolve_sites(library: Path, pcs: list[int], source_name: str) -> dict[int, str]:
     """file:line of each pc: the innermost inlined frame in the kernel's own
     source, else the innermost one outside the emulator's headers."""
     if not pcs:
@@ -156,7 +156,7 @@ def load_counters(path: Path, library: Path, source_name: str) -> LaunchCounters
     """Reads the emulator's counters file; names each site's source line."""
     data = json.loads(Path(path).read_text())
     sites = [Site(**{k: v for k, v in s.items()}) for s in data["sites"]]
-    where = _resolve(library, sorted({s.pc for s in sites}), source_name)
+    where = resolve_sites(library, sorted({s.pc for s in sites}), source_name)
     for s in sites:
         s.where = where.get(s.pc, "")
     return LaunchCounters(data["kernel"], tuple(data["grid"]), tuple(data["block"]), data["blocks"], sites)

@@ -20,10 +20,14 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False, extra_sources=())`` compiles `source` (cached by
-  content) into a shared library and raises ``EmuCompileError`` with g++'s
-  diagnostics; ``extra_sources`` are more ``(text, name)`` translation units
-  linked into the same library (a dispatcher's arms, a host program).
+  defines=None, tsan=False, extra_sources=(), memcheck=None)`` compiles
+  `source` (cached by content) into a shared library and raises
+  ``EmuCompileError`` with g++'s diagnostics; ``extra_sources`` are more
+  ``(text, name)`` translation units linked into the same library (a
+  dispatcher's arms, a host program). Fiber-mode libraries carry the memory
+  checker (races between blocks, misaligned accesses, counters;
+  ``runtime/cuda/gg_emu_memcheck.h``) unless ``memcheck=False`` or
+  ``GEMMGEN_EMU_MEMCHECK=0``.
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
@@ -31,12 +35,12 @@ API:
   block); ``.launch_bounds`` their ``__launch_bounds__``.
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
   inouts=(), schedule="run-ahead", workers=None, ftz=False, timeout=120.0,
-  arch="sm_90a", max_dynamic_smem=None)`` runs one launch in a child process
-  and returns copies of the arrays at the indices in `outputs` (filled with
-  0xFF bytes before the run: NaN in every float format) followed by those in
-  `inouts` (passed in with their values). `args` holds, per kernel
-  parameter, a NumPy array (a device buffer), a NumPy scalar such as
-  ``np.int32(m)`` (passed by value; a Python int is rejected because it has
+  arch="sm_90a", max_dynamic_smem=None, counters=False)`` runs one launch in
+  a child process and returns copies of the arrays at the indices in
+  `outputs` (filled with 0xFF bytes before the run: NaN in every float
+  format) followed by those in `inouts` (passed in with their values). `args`
+  holds, per kernel parameter, a NumPy array (a device buffer), a NumPy
+  scalar such as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
   no C type; a structured ``np.void`` passes a struct) or ``None`` (a null
   pointer). `schedule` is ``"run-ahead"`` or ``"reverse"``; `workers` caps
   the worker threads (default: one per core); ``ftz=True`` flushes f32
@@ -49,11 +53,13 @@ API:
   above 48 KiB, as GpuModule and the CuPy launchers do; an int is what
   cudaFuncSetAttribute gets (49152 leaves CUDA's default).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
-  out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
-  ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
+  out-of-bounds access, crash), ``EmuMemoryError`` (a misaligned access),
+  ``EmuRaceError`` (a race between blocks, or a ThreadSanitizer report of a
+  ``tsan=True`` module) or ``EmuTimeout``; a rejected launch (unknown kernel,
   wrong argument kinds or sizes, a grid, block, launch bound or shared
   memory the device refuses) raises ``EmuLaunchError``.
-  ``.last_log`` keeps the child's output (kernel ``printf``).
+  ``.last_log`` keeps the child's output (kernel ``printf``);
+  ``counters=True`` fills ``.last_counters`` (``gemmgen.runtime.counters``).
 - ``.run_host(inputs, *, schedule, workers, timeout, arch)`` runs the
   library's host program, ``extern "C" int gg_emu_host_main(void)``: C++
   host code calling the emulated CUDA runtime (``gg_emu_cudart.h``:
@@ -165,14 +171,15 @@ _STD = "-std=c++20"
 # in a register, starts as 0xFE bytes (f32 -1.7e38, int -16843010), never as
 # whatever the register held (docs/cuda-emulation.md, "Uninitialised values").
 _FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
-# The memory checker: GCC's ThreadSanitizer instrumentation and its
-# -fsanitize=alignment checks call the emulator's own __tsan_* / __ubsan_*
-# functions (gg_emu_memcheck.h); the library is linked without -fsanitize, so
-# no sanitizer runtime comes in. -fno-tree-sra: an aggregate load or store
-# (a uint2, a float4, a struct) stays one access, as nvcc issues it, instead
-# of one per field. -g1: line tables, to name the line of a counted access.
-_MEMCHECK_FLAGS = ("-fsanitize=thread", "-fsanitize=alignment", "--param=tsan-instrument-func-entry-exit=0",
-                   "-fno-tree-sra", "-DGG_EMU_MEMCHECK=1", "-g1")
+# The memory checker: GCC's ThreadSanitizer instrumentation calls the
+# emulator's own __tsan_* functions (gg_emu_memcheck.h); the library is
+# linked without -fsanitize, so no sanitizer runtime comes in.
+# -fno-tree-sra: an aggregate load or store (a uint2, a float4, a struct)
+# stays one access, as nvcc issues it, instead of one per field, so its size
+# and alignment are checked and counted. -g1: line tables, to name the line
+# of an access (reports, counters).
+_MEMCHECK_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-fno-tree-sra",
+                   "-DGG_EMU_MEMCHECK=1", "-g1")
 _TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
                "-ftrivial-auto-var-init=pattern")
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
@@ -506,7 +513,20 @@ def _decode_response(data: bytes, args: Sequence[object]) -> dict[int, np.ndarra
     return arrays
 
 
-def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuError:
+def _name_sites(message: str, library: Path | None, source_name: str) -> str:
+    """Replaces the memory checker's "[site 0x...]" by the source line."""
+    sites = [int(h, 16) for h in re.findall(r"\[site (0x[0-9a-f]+)\]", message)]
+    if not sites or library is None:
+        return message
+    from gemmgen.runtime.counters import resolve_sites
+
+    where = resolve_sites(library, sites, source_name)
+    return re.sub(r"\[site (0x[0-9a-f]+)\]", lambda m: f"({where.get(int(m.group(1), 16)) or 'line unknown'})",
+                  message)
+
+
+def _error_from_child(proc: subprocess.CompletedProcess, kernel: str, library: Path | None = None,
+                      source_name: str = "") -> EmuError:
     log = (proc.stdout or "") + (proc.stderr or "")
     stderr = proc.stderr or ""
     start = stderr.find("gg-emu: error:")
@@ -516,7 +536,7 @@ def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuErro
         end = stderr.find("\n", end) if end >= 0 else len(stderr)
         return EmuRaceError(f"{kernel}: ThreadSanitizer reported a data race:\n{stderr[tsan:end].strip()}", log)
     if start >= 0:
-        message = stderr[start + len("gg-emu: error:") :].strip()
+        message = _name_sites(stderr[start + len("gg-emu: error:") :].strip(), library, source_name)
     else:
         message = "\n".join(stderr.strip().splitlines()[-40:])
     if proc.returncode == _EXIT_REJECTED:
@@ -646,7 +666,7 @@ class EmuModule:
             proc = self._run_child(req, resp, "gg_emu_run_request", kernel, arch, schedule, workers,
                                    timeout, ftz=ftz, extra_env=extra_env)
             if proc.returncode != 0:
-                raise _error_from_child(proc, kernel)
+                raise _error_from_child(proc, kernel, self.library, self.name)
             arrays = _decode_response(resp.read_bytes(), args)
             if counters:
                 from gemmgen.runtime.counters import load_counters

@@ -10,9 +10,10 @@
 // - find the device buffer (or the block's shared memory) the address lies
 //   in, and ignore everything else (stacks, the emulator's own data);
 // - check the alignment of every typed access: GCC calls __tsan_read8 for an
-//   access whose type is 8-byte aligned (a uint2, a double, ...), and a GPU
-//   stops such an access at an address that is not a multiple of 8 with
-//   "misaligned address"; so does the emulator (status 71);
+//   access whose type is 8-byte aligned (a uint2, a double, ...; with
+//   -fno-tree-sra an aggregate stays one access), and a GPU stops such an
+//   access at an address that is not a multiple of 8 with "misaligned
+//   address"; so does the emulator (status 71);
 // - keep, per byte of each device buffer and per launch, which block wrote it
 //   (and whether atomically) and which block read it first (and whether
 //   another did too). Two blocks writing one byte without atomics, or one
@@ -205,35 +206,17 @@ GG_EMU_UNCHECKED inline std::string describe_address(std::uintptr_t a) {
                                                : format("static shared memory (address %p)", reinterpret_cast<void*>(a));
 }
 
-GG_EMU_UNCHECKED inline bool in_kernel();
-
-// A load or store of a `type` aligned to `align` bytes at address a (from
-// -fsanitize=alignment), reported if a is device or shared memory.
-GG_EMU_UNCHECKED inline void misaligned_type(std::uintptr_t a, unsigned align, bool store, const char* type,
-                                             const char* file, unsigned line) {
-  const Worker& w = worker;
-  const bool shared = a >= w.smem_lo && a < w.smem_hi;
-  if (!in_kernel() || (!shared && find_span(a) == nullptr)) return;
-  fail_with_status(kExitFault, format("misaligned %u-byte %s of %s at %s (%s:%u): the address is not a multiple of %u "
-                                      "(a GPU stops the kernel with 'misaligned address')",
-                                      align, store ? "store" : "load", type, describe_address(a).c_str(),
-                                      file != nullptr ? file : "?", line, align));
-}
-
-[[noreturn]] GG_EMU_UNCHECKED inline void misaligned(std::uintptr_t a, unsigned size, Op op) {
+// A typed access of `size` bytes at address a, not a multiple of size. The
+// site is the instruction's offset in the library; cuda_emu names its source
+// line ("[site 0x...]").
+[[noreturn]] GG_EMU_UNCHECKED inline void misaligned(std::uintptr_t a, unsigned size, Op op, const void* site) {
   const char* what = op == kStGlobal || op == kStShared ? "store" : (op == kLdGlobal || op == kLdShared ? "load" : "atomic");
-  std::string where_in;
-  if (const Span* s = find_span(a)) {
-    where_in = format("byte offset %zu of %s", static_cast<std::size_t>(a - s->lo), span_name(*s).c_str());
-  } else {
-    const auto dyn = reinterpret_cast<std::uintptr_t>(gg_emu_dynamic_smem);
-    where_in = a >= dyn && a < dyn + kMaxDynamicSmem
-                   ? format("byte %zu of dynamic shared memory", static_cast<std::size_t>(a - dyn))
-                   : format("static shared memory (address %p)", reinterpret_cast<void*>(a));
-  }
-  fail_with_status(kExitFault, format("misaligned %u-byte %s at %s: the address is not a multiple of %u (a GPU "
-                                      "stops the kernel with 'misaligned address')",
-                                      size, what, where_in.c_str(), size));
+  Dl_info info{};
+  std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(site);
+  if (dladdr(site, &info) != 0 && info.dli_fbase != nullptr) offset -= reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  fail_with_status(kExitFault, format("misaligned %u-byte %s at %s [site 0x%zx]: the address is not a multiple of %u "
+                                      "(a GPU stops the kernel with 'misaligned address')",
+                                      size, what, describe_address(a).c_str(), static_cast<std::size_t>(offset), size));
 }
 
 // ---------------------------------------------------------------------------
@@ -270,7 +253,7 @@ GG_EMU_UNCHECKED inline void shadow_byte(const Span& s, std::size_t i, std::uint
       // Atomics of different blocks are ordered; a plain access of another
       // block is not.
       if (wid != 0 && wid != me && !watomic) conflict(s, i, 2, wid, me);
-      if (rid != 0 && (rid != me || rmulti)) conflict(s, i, 2, rid != me ? rid : 0, me);
+      if (write && rid != 0 && (rid != me || rmulti)) conflict(s, i, 2, rid != me ? rid : 0, me);
       if (write) next = (cur & ~(kIdMask | kAtomicBit)) | me | kAtomicBit;
     } else if (write) {
       if (wid != 0 && wid != me) conflict(s, i, watomic ? 2 : 0, wid, me);
@@ -315,18 +298,17 @@ GG_EMU_UNCHECKED inline void log_access(Op op, std::uintptr_t a, unsigned size, 
 
 // Shared-memory wavefronts of lanes `first`..`first + n - 1` of `r` (one
 // phase): the most distinct 4-byte words any of the 32 banks must deliver.
-GG_EMU_UNCHECKED inline unsigned phase_wavefronts(const Request& r, unsigned first, unsigned n, unsigned bytes_per_lane,
-                                                  bool ldmatrix) {
-  std::uint64_t words[kWarpSize * 4];
+GG_EMU_UNCHECKED inline unsigned phase_wavefronts(const Request& r, unsigned first, unsigned n, bool ldmatrix) {
+  constexpr unsigned kMaxWords = 4096;  // 32 lanes of up to 512 bytes each
+  std::uint64_t words[kMaxWords] __attribute__((uninitialized));
   unsigned count = 0;
   for (unsigned l = first; l < first + n; ++l) {
     if (((r.mask >> l) & 1u) == 0) continue;
     const std::uint64_t size = ldmatrix ? 16 : r.size[l];
-    for (std::uint64_t w = r.addr[l] / 4; w <= (r.addr[l] + size - 1) / 4 && count < kWarpSize * 4; ++w) {
+    for (std::uint64_t w = r.addr[l] / 4; w <= (r.addr[l] + size - 1) / 4 && count < kMaxWords; ++w) {
       words[count++] = w;
     }
   }
-  (void)bytes_per_lane;
   std::sort(words, words + count);
   count = static_cast<unsigned>(std::unique(words, words + count) - words);
   unsigned per_bank[32] = {};
@@ -351,13 +333,14 @@ GG_EMU_UNCHECKED inline Stats evaluate(Op op, const Request& r) {
     case kAtomGlobal:
     case kCpAsyncGlobal: {
       // 32-byte sectors touched, against the fewest that hold the bytes.
+      constexpr unsigned kMaxSectors = 1024;  // 32 lanes of up to 1 KiB each
       std::pair<std::uint64_t, std::uint64_t> ranges[kWarpSize];
-      std::uint64_t sectors[kWarpSize * 2];
+      std::uint64_t sectors[kMaxSectors] __attribute__((uninitialized));
       unsigned nr = 0, ns = 0;
       for (unsigned l = 0; l < kWarpSize; ++l) {
         if (((r.mask >> l) & 1u) == 0 || r.size[l] == 0) continue;
         ranges[nr++] = {r.addr[l], r.addr[l] + r.size[l]};
-        for (std::uint64_t x = r.addr[l] / 32; x <= (r.addr[l] + r.size[l] - 1) / 32 && ns < kWarpSize * 2; ++x) {
+        for (std::uint64_t x = r.addr[l] / 32; x <= (r.addr[l] + r.size[l] - 1) / 32 && ns < kMaxSectors; ++x) {
           sectors[ns++] = x;
         }
       }
@@ -384,7 +367,7 @@ GG_EMU_UNCHECKED inline Stats evaluate(Op op, const Request& r) {
       for (unsigned first = 0; first < kWarpSize; first += lanes_per_phase) {
         const std::uint32_t phase = static_cast<std::uint32_t>(((std::uint64_t{1} << lanes_per_phase) - 1) << first);
         if ((r.mask & phase) == 0) continue;
-        st.wavefronts += phase_wavefronts(r, first, lanes_per_phase, max_size, false);
+        st.wavefronts += phase_wavefronts(r, first, lanes_per_phase, false);
         st.ideal_wavefronts += 1;
       }
       break;
@@ -394,7 +377,7 @@ GG_EMU_UNCHECKED inline Stats evaluate(Op op, const Request& r) {
       // wavefront each.
       const unsigned matrices = std::max<unsigned>(1, max_size);
       for (unsigned j = 0; j < matrices; ++j) {
-        st.wavefronts += phase_wavefronts(r, 8 * j, 8, 16, true);
+        st.wavefronts += phase_wavefronts(r, 8 * j, 8, true);
         st.ideal_wavefronts += 1;
         st.bytes += 128;
       }
@@ -424,14 +407,14 @@ GG_EMU_UNCHECKED inline void access(const void* p, std::size_t size, bool write,
   const Worker& w = worker;
   if (a >= w.smem_lo && a < w.smem_hi) {
     const Op op = atomic ? kAtomShared : (write ? kStShared : kLdShared);
-    if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op);
+    if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op, site);
     if (w.log != nullptr) log_access(op, a, static_cast<unsigned>(size), site);
     return;
   }
   const Span* s = find_span(a);
   if (s == nullptr) return;
   const Op op = atomic ? kAtomGlobal : (write ? kStGlobal : kLdGlobal);
-  if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op);
+  if (aligned && size > 1 && a % size != 0) misaligned(a, static_cast<unsigned>(size), op, site);
   check_bytes(*s, a, size, write, atomic);
   if (w.log != nullptr) log_access(op, a, static_cast<unsigned>(size), site);
 }
@@ -721,38 +704,6 @@ GG_MC_ATOMIC(16, unsigned short)
 GG_MC_ATOMIC(32, unsigned int)
 GG_MC_ATOMIC(64, unsigned long)
 #undef GG_MC_ATOMIC
-
-// -fsanitize=alignment: g++ checks every load and store through a pointer
-// against the alignment of the pointee's type (before it splits aggregates
-// into their fields), and calls this when the address is not a multiple of
-// it. A GPU requires exactly that alignment of a load or store of a type
-// (uint2, float4, __nv_bfloat162, a struct with alignas): such an access in
-// device or shared memory stops the kernel, as on a GPU. (Misaligned member
-// accesses and reference bindings are not reported: a GPU may load only the
-// member. Other memory is the emulator's business.)
-struct GgUbsanLocation {
-  const char* file;
-  unsigned line, column;
-};
-struct GgUbsanType {
-  unsigned short kind, info;
-  char name[1];
-};
-struct GgUbsanTypeMismatch {
-  GgUbsanLocation location;
-  const GgUbsanType* type;
-  unsigned char log_alignment;
-  unsigned char check_kind;  // 0 load, 1 store, 2 reference binding, 3 member access, ...
-};
-GG_MC_HOOK void __ubsan_handle_type_mismatch_v1(void* data, void* pointer) {
-  const auto* d = static_cast<const GgUbsanTypeMismatch*>(data);
-  if (d->check_kind > 1) return;
-  gg::emu::mc::misaligned_type(reinterpret_cast<std::uintptr_t>(pointer), 1u << d->log_alignment, d->check_kind == 1,
-                               d->type->name, d->location.file, d->location.line);
-}
-GG_MC_HOOK void __ubsan_handle_type_mismatch_v1_abort(void* data, void* pointer) {
-  __ubsan_handle_type_mismatch_v1(data, pointer);
-}
 
 GG_MC_HOOK void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 GG_MC_HOOK void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
