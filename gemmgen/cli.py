@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--n", type=int, default=None)
     e.add_argument("--k", type=int, default=None)
     e.add_argument("--groups", type=int, default=8)
+    e.add_argument("--counters", action="store_true",
+                   help="also run the CUDA kernel once on the CPU emulator and print its counters "
+                        "(bank conflicts, sectors, instruction counts)")
     return p
 
 

@@ -152,7 +152,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"gemmgen: error: {spec.path} has no kernel '{args.kernel}'"
               f"{suggest(args.kernel, names)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups))
+    print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups,
+                          counters=args.counters))
     return EXIT_OK
 
 

@@ -7,6 +7,11 @@ reports when nvcc is available, and the roofline: FLOPs, bytes moved and
 the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3 TB/s of HBM
 copy bandwidth, as measured on that part; docs/benchmarks.md), so a reviewer
 sees the cost of a variant.
+
+`--counters` also runs each CUDA launch once on the CPU emulator at a modest
+shape (`counters_case`) and prints what it would cost a GPU: shared-memory
+bank conflicts, global sectors against the ideal, MMA / ldmatrix / cp.async
+/ barrier counts (gemmgen.runtime.counters, docs/cuda-emulation.md).
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
     names = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0,
              "n_out": n // kernel.out_n_divisor, "gg_cdiv": lambda a, b: -(-a // b),
              "gg_div": lambda a, b: a // b, "gg_min": min}
+    if kernel.op is ir.Op.QUANTIZE:  # quantize's plan counts scale groups per row
+        names["groups"] = -(-k // (kernel.out_scale.block_k or k))
     for step in variant.steps:
         grid = tuple(eval(g, {}, names) for g in step.grid)  # noqa: S307 (our own plan text)
         lines.append(f"  launch {step.entry}: grid {grid}, {step.block} threads, "
@@ -130,8 +137,66 @@ def _pallas(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int) -> list[st
     return lines
 
 
+def counters_case(kernel: ir.Kernel):
+    """The modest problem the emulator runs for the counters: whole tiles
+    (two along M, the LUT's own N and K tiles twice), so the numbers show the
+    steady state rather than the edges."""
+    from gemmgen.cases import Case, standard_cases
+
+    base = standard_cases(kernel)[0]
+    t = kernel.tile
+    if kernel.op is ir.Op.QUANTIZE:
+        k = kernel.static_k or 4 * (kernel.out_scale.block_k or 128)
+        return Case("counters", m=64, n=k, k=k)
+    if kernel.op is ir.Op.TGMM:
+        # tgmm contracts over rows, t.m of them per stage: two groups of two stages.
+        return Case("counters", m=4 * t.m, n=base.n, k=base.k, group_sizes=(2 * t.m, 2 * t.m))
+    k = kernel.static_k or max([2 * t.k] + [2 * s.block_k for s in (kernel.lhs_scale, kernel.rhs_scale)
+                                            if s.enabled and s.block_k])
+    if kernel.algorithm is ir.Algorithm.GEMV:
+        return Case("counters", m=1, n=base.n, k=k)
+    if kernel.algorithm is ir.Algorithm.GEMV_BATCHED:
+        return Case("counters", m=kernel.max_m or 8, n=base.n, k=k)
+    if kernel.op is ir.Op.GROUPED:
+        return Case("counters", m=2 * t.m, n=base.n, k=k, group_sizes=(t.m, t.m))
+    return Case("counters", m=2 * t.m, n=base.n, k=k)
+
+
+def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
+    """(the case, each launch's LaunchCounters) of one run of `kernel`'s
+    generated CUDA code on the CPU emulator."""
+    import tempfile
+    from pathlib import Path
+
+    from gemmgen.build import render_spec
+    from gemmgen.runtime.verify_cuda import run_launcher
+    from gemmgen.verify import load_generated_module
+
+    case = case or counters_case(kernel)
+    rendered = render_spec(Path(spec.path))
+    with tempfile.TemporaryDirectory(prefix="gemmgen-counters-") as tmp:
+        folder = Path(tmp)
+        for rel, text in rendered.files.items():
+            if rel.parts[0] == "cuda":
+                (folder / rel.name).write_text(text)
+        launcher = load_generated_module(folder / f"{kernel.name}.py", f"gemmgen_counters_{kernel.name}")
+        source = (folder / f"{kernel.name}.cu").read_text()
+        counters: list = []
+        run_launcher(launcher, source, f"{Path(spec.path).stem}/cuda/{kernel.name}.cu", case.inputs(kernel, 0),
+                     counters=counters, memcheck=True)
+    return case, counters
+
+
+def _counters(spec: ir.Spec, kernel: ir.Kernel) -> list[str]:
+    case, counters = emulator_counters(spec, kernel)
+    lines = [f"emulator counters, one run at {case.describe()} (docs/cuda-emulation.md, \"Counters\"):"]
+    for c in counters:
+        lines += ["  " + line for line in c.table().splitlines()]
+    return lines
+
+
 def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
-            groups: int) -> str:
+            groups: int, counters: bool = False) -> str:
     kernel = spec.kernel(name)
     n = n or kernel.static_n or 4096
     k = k or kernel.static_k or 4096
@@ -145,6 +210,8 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
         lines.append("")
         if backend is ir.Backend.CUDA:
             lines += _cuda(spec, kernel, m, n, k, groups)
+            if counters:
+                lines += _counters(spec, kernel)
         else:
             lines += _pallas(spec, kernel, m, n, k)
     return "\n".join(lines)

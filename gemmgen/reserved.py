@@ -313,7 +313,8 @@ lpt3 lpt4 lpt5 lpt6 lpt7 lpt8 lpt9 lpt0
 # the body of a host launcher (`launch_<name>`), which calls kernel entry
 # points by their bare names. tests/test_names.py keeps this list complete.
 GENERATED = _words("""
-ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
+ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
+GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit
 annotations arm ARMS cupy dataclass dataclasses DTYPES
 FP8_MAX functools gemmgen GROUP importlib jax jnp Launch launches lax NAME np numpy

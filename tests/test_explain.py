@@ -37,3 +37,31 @@ def test_explain_pallas_and_unknown_kernel(project, capsys):
     assert "pallas_tpu (v5e): tile m=64 n=128 k=128" in out  # the LUT's m<=64 rule
     assert main(["explain", "specs/moe.gemm", "gmm_bf61"]) == 2
     assert "did you mean 'gmm_bf16'" in capsys.readouterr().err
+
+
+def test_explain_counters_of_quantize(project, capsys):
+    # One run at m=64, k=512 (4 groups of 128 per row): 256 groups, 2 per
+    # warp (16 lanes of 8 elements each). Per warp request: 2 x 16 lanes x
+    # 16 bytes of bf16 loaded = 512 contiguous bytes = 16 sectors; 2 x 16 x 8
+    # FP8 bytes stored = 8 sectors; 2 f32 scales (lanes 0 and 16) = 1 sector.
+    assert main(["explain", "specs/dense.gemm", "per_token_group_quant_fp8_out_scale_f32",
+                 "--counters"]) == 0
+    out = capsys.readouterr().out
+    assert "emulator counters, one run at m=64 n=512 k=512" in out
+    assert "ld.global              128 warp requests, 2048 sectors (ideal 2048, 100% efficient)" in out
+    assert "st.global              256 warp requests, 1152 sectors (ideal 1152, 100% efficient)" in out
+    assert "shared" not in out.split("emulator counters")[1]
+
+
+@pytest.mark.slow
+def test_docs_counters_table_is_current():
+    import subprocess
+    import sys
+
+    doc = (REPO / "docs" / "cuda-emulation.md").read_text()
+    cxx = subprocess.run(["g++", "-dumpfullversion"], capture_output=True, text=True).stdout.strip()
+    if f"Measured with g++ {cxx}." not in doc:
+        pytest.skip(f"the table was measured with another g++ than {cxx}")
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "counters_table.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

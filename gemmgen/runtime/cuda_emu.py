@@ -20,10 +20,14 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False, extra_sources=())`` compiles `source` (cached by
-  content) into a shared library and raises ``EmuCompileError`` with g++'s
-  diagnostics; ``extra_sources`` are more ``(text, name)`` translation units
-  linked into the same library (a dispatcher's arms, a host program).
+  defines=None, tsan=False, extra_sources=(), memcheck=None)`` compiles
+  `source` (cached by content) into a shared library and raises
+  ``EmuCompileError`` with g++'s diagnostics; ``extra_sources`` are more
+  ``(text, name)`` translation units linked into the same library (a
+  dispatcher's arms, a host program). Fiber-mode libraries carry the memory
+  checker (races between blocks, misaligned accesses, counters;
+  ``runtime/cuda/gg_emu_memcheck.h``) unless ``memcheck=False`` or
+  ``GEMMGEN_EMU_MEMCHECK=0``.
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
@@ -31,12 +35,12 @@ API:
   block); ``.launch_bounds`` their ``__launch_bounds__``.
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
   inouts=(), schedule="run-ahead", workers=None, ftz=False, timeout=120.0,
-  arch="sm_90a", max_dynamic_smem=None)`` runs one launch in a child process
-  and returns copies of the arrays at the indices in `outputs` (filled with
-  0xFF bytes before the run: NaN in every float format) followed by those in
-  `inouts` (passed in with their values). `args` holds, per kernel
-  parameter, a NumPy array (a device buffer), a NumPy scalar such as
-  ``np.int32(m)`` (passed by value; a Python int is rejected because it has
+  arch="sm_90a", max_dynamic_smem=None, counters=False)`` runs one launch in
+  a child process and returns copies of the arrays at the indices in
+  `outputs` (filled with 0xFF bytes before the run: NaN in every float
+  format) followed by those in `inouts` (passed in with their values). `args`
+  holds, per kernel parameter, a NumPy array (a device buffer), a NumPy
+  scalar such as ``np.int32(m)`` (passed by value; a Python int is rejected because it has
   no C type; a structured ``np.void`` passes a struct) or ``None`` (a null
   pointer). `schedule` is ``"run-ahead"`` or ``"reverse"``; `workers` caps
   the worker threads (default: one per core); ``ftz=True`` flushes f32
@@ -49,11 +53,13 @@ API:
   above 48 KiB, as GpuModule and the CuPy launchers do; an int is what
   cudaFuncSetAttribute gets (49152 leaves CUDA's default).
   Kernel faults raise ``EmuKernelError`` (deadlock, warp divergence,
-  out-of-bounds access, crash), ``EmuRaceError`` (a ThreadSanitizer report,
-  ``tsan=True`` modules) or ``EmuTimeout``; a rejected launch (unknown kernel,
+  out-of-bounds access, crash), ``EmuMemoryError`` (a misaligned access),
+  ``EmuRaceError`` (a race between blocks, or a ThreadSanitizer report of a
+  ``tsan=True`` module) or ``EmuTimeout``; a rejected launch (unknown kernel,
   wrong argument kinds or sizes, a grid, block, launch bound or shared
   memory the device refuses) raises ``EmuLaunchError``.
-  ``.last_log`` keeps the child's output (kernel ``printf``).
+  ``.last_log`` keeps the child's output (kernel ``printf``);
+  ``counters=True`` fills ``.last_counters`` (``gemmgen.runtime.counters``).
 - ``.run_host(inputs, *, schedule, workers, timeout, arch)`` runs the
   library's host program, ``extern "C" int gg_emu_host_main(void)``: C++
   host code calling the emulated CUDA runtime (``gg_emu_cudart.h``:
@@ -103,6 +109,7 @@ __all__ = [
     "EmuError",
     "EmuKernelError",
     "EmuLaunchError",
+    "EmuMemoryError",
     "EmuModule",
     "EmuRaceError",
     "EmuTimeout",
@@ -135,6 +142,11 @@ class EmuRaceError(EmuKernelError):
     """ThreadSanitizer reported a data race (``tsan=True`` modules)."""
 
 
+class EmuMemoryError(EmuKernelError):
+    """The memory checker stopped the kernel: a misaligned access (a GPU
+    faults on it) found while the kernel ran."""
+
+
 class EmuTimeout(EmuKernelError):
     """The launch did not finish within its timeout."""
 
@@ -151,11 +163,25 @@ _EXIT_REJECTED = 2
 _EXIT_TSAN = 66
 _EXIT_KERNEL = 70
 _EXIT_FAULT = 71
+_EXIT_RACE = 72  # the memory checker's race between blocks (gg_emu_memcheck.h)
 
 _CXX = os.environ.get("GEMMGEN_CXX", "g++")
 _STD = "-std=c++20"
-_FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread")
-_TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1")
+# -ftrivial-auto-var-init=pattern: an uninitialised local, even one g++ keeps
+# in a register, starts as 0xFE bytes (f32 -1.7e38, int -16843010), never as
+# whatever the register held (docs/cuda-emulation.md, "Uninitialised values").
+_FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
+# The memory checker: GCC's ThreadSanitizer instrumentation calls the
+# emulator's own __tsan_* functions (gg_emu_memcheck.h); the library is
+# linked without -fsanitize, so no sanitizer runtime comes in.
+# -fno-tree-sra: an aggregate load or store (a uint2, a float4, a struct)
+# stays one access, as nvcc issues it, instead of one per field, so its size
+# and alignment are checked and counted. -g1: line tables, to name the line
+# of an access (reports, counters).
+_MEMCHECK_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-fno-tree-sra",
+                   "-DGG_EMU_MEMCHECK=1", "-g1")
+_TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
+               "-ftrivial-auto-var-init=pattern")
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
 
 # Markers of the preprocessed text (gg_emu_compile.h explains them).
@@ -188,6 +214,37 @@ class _Library:
     path: Path
     kernels: tuple[str, ...]
     launch_bounds: dict[str, str]  # kernel -> the arguments of its __launch_bounds__
+    params: dict[str, tuple[str, ...]]  # kernel -> parameter names
+
+
+def memcheck_default() -> bool:
+    """Fiber-mode modules run the memory checker unless GEMMGEN_EMU_MEMCHECK=0."""
+    return os.environ.get("GEMMGEN_EMU_MEMCHECK", "1") != "0"
+
+
+def _parameter_names(text: str, kernel: str) -> tuple[str, ...]:
+    """The parameter names of `kernel` in the preprocessed text (for the
+    memory checker's reports); empty names where none can be read."""
+    match = re.search(rf"\b__gg_global__\s+(?:{_BOUNDS})?void\s+(?:{_BOUNDS})?"
+                      + re.escape(kernel) + r"\s*\(", text)
+    if match is None:
+        return ()
+    depth, i, start, params = 1, match.end(), match.end(), []
+    while i < len(text) and depth:
+        c = text[i]
+        if c in "(<[":
+            depth += 1
+        elif c in ")>]":
+            depth -= 1
+        if (c == "," and depth == 1) or depth == 0:
+            params.append(text[start:i])
+            start = i + 1
+        i += 1
+    names = []
+    for p in params:
+        ids = re.findall(r"[A-Za-z_]\w*", p.split("=")[0])
+        names.append(ids[-1] if len(ids) > 1 else "")
+    return tuple(n for n in names) if any(names) else ()
 
 
 _LIBRARIES: dict[tuple, _Library] = {}
@@ -252,12 +309,13 @@ def _build_library(
     include_dirs: tuple[Path, ...],
     defines: tuple[tuple[str, str], ...],
     tsan: bool,
+    memcheck: bool = False,
 ) -> _Library:
     """One shared library from the translation units `sources` ((text, name)
     pairs). The first unit that includes the runtime defines its dynamic
     shared buffer and binds every unit's dynamic shared arrays to it; the
     others only declare them."""
-    mode_flags = _TSAN_FLAGS if tsan else _FIBER_FLAGS
+    mode_flags = _TSAN_FLAGS if tsan else (_FIBER_FLAGS + _MEMCHECK_FLAGS if memcheck else _FIBER_FLAGS)
     define_flags = [f"-D{k}={v}" for k, v in defines]
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
     (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
@@ -308,10 +366,14 @@ def _build_library(
         key = digest(_cache_text(text, places), " ".join(flags), compile_header, version)
         objects.append(_compile_cached([_CXX, "-x", "c++", _STD, "-c", *flags], [], ".o", key, name,
                                        "compile it", text=text))
-    link_flags = [*mode_flags, *_LIBRARY_FLAGS]
+    # With the memory checker, link without -fsanitize: that would bring in
+    # ThreadSanitizer's runtime, whose hooks the emulator replaces.
+    link_flags = ([*_FIBER_FLAGS, *_LIBRARY_FLAGS, "-Wl,-z,defs"] if memcheck and not tsan
+                  else [*mode_flags, *_LIBRARY_FLAGS])
     key = digest(*(o.name for o in objects), " ".join(link_flags), version)
     library = _compile_cached([_CXX, *link_flags], objects, ".so", key, sources[0][1], "link it")
-    return _Library(library, _unique(kernels), bounds)
+    params = {k: names for text in texts for k in kernels if (names := _parameter_names(text, k))}
+    return _Library(library, _unique(kernels), bounds, params)
 
 
 def _tsan_host() -> Path:
@@ -451,7 +513,20 @@ def _decode_response(data: bytes, args: Sequence[object]) -> dict[int, np.ndarra
     return arrays
 
 
-def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuError:
+def _name_sites(message: str, library: Path | None, source_name: str) -> str:
+    """Replaces the memory checker's "[site 0x...]" by the source line."""
+    sites = [int(h, 16) for h in re.findall(r"\[site (0x[0-9a-f]+)\]", message)]
+    if not sites or library is None:
+        return message
+    from gemmgen.runtime.counters import resolve_sites
+
+    where = resolve_sites(library, sites, source_name)
+    return re.sub(r"\[site (0x[0-9a-f]+)\]", lambda m: f"({where.get(int(m.group(1), 16)) or 'line unknown'})",
+                  message)
+
+
+def _error_from_child(proc: subprocess.CompletedProcess, kernel: str, library: Path | None = None,
+                      source_name: str = "") -> EmuError:
     log = (proc.stdout or "") + (proc.stderr or "")
     stderr = proc.stderr or ""
     start = stderr.find("gg-emu: error:")
@@ -461,11 +536,15 @@ def _error_from_child(proc: subprocess.CompletedProcess, kernel: str) -> EmuErro
         end = stderr.find("\n", end) if end >= 0 else len(stderr)
         return EmuRaceError(f"{kernel}: ThreadSanitizer reported a data race:\n{stderr[tsan:end].strip()}", log)
     if start >= 0:
-        message = stderr[start + len("gg-emu: error:") :].strip()
+        message = _name_sites(stderr[start + len("gg-emu: error:") :].strip(), library, source_name)
     else:
         message = "\n".join(stderr.strip().splitlines()[-40:])
     if proc.returncode == _EXIT_REJECTED:
         return EmuLaunchError(f"{kernel}: launch rejected: {message}", log)
+    if proc.returncode == _EXIT_RACE:
+        return EmuRaceError(f"{kernel}: {message}", log)
+    if proc.returncode == _EXIT_FAULT and message.startswith("misaligned"):
+        return EmuMemoryError(f"{kernel}: {message}", log)
     if proc.returncode in (_EXIT_KERNEL, _EXIT_FAULT):
         return EmuKernelError(f"{kernel}: {message}", log)
     if proc.returncode < 0:
@@ -486,17 +565,21 @@ class EmuModule:
         defines: Mapping[str, str | int] | None = None,
         tsan: bool = False,
         extra_sources: Sequence[tuple[str, str]] = (),
+        memcheck: bool | None = None,
     ) -> None:
         self.name = name_for_errors
         self.tsan = tsan
+        # The memory checker and ThreadSanitizer both own the __tsan_* hooks.
+        self.memcheck = False if tsan else (memcheck_default() if memcheck is None else memcheck)
         dirs = tuple(Path(d).resolve() for d in include_dirs)
         defs = tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items()))
         sources = ((source, name_for_errors), *((str(t), str(n)) for t, n in extra_sources))
-        key = (sources, dirs, defs, tsan)
+        key = (sources, dirs, defs, tsan, self.memcheck)
         if key not in _LIBRARIES:
-            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan)
+            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan, self.memcheck)
         self._library = _LIBRARIES[key]
         self.last_log = ""
+        self.last_counters: dict | None = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs) -> EmuModule:
@@ -538,6 +621,7 @@ class EmuModule:
         timeout: float = 120.0,
         arch: str = DEFAULT_ARCH,
         max_dynamic_smem: int | None = None,
+        counters: bool = False,
     ) -> list[np.ndarray]:
         """Runs `kernel` once on an emulated `arch` device; returns the arrays
         at `outputs`, then those at `inouts`. `max_dynamic_smem` is the
@@ -545,7 +629,10 @@ class EmuModule:
         None sets it to `smem_bytes` when that is over 48 KiB (as
         cuda_gpu.GpuModule and the CuPy launchers do); an int is passed to
         cudaFuncSetAttribute as is (49152, CUDA's default, makes a larger
-        request fail as on a GPU)."""
+        request fail as on a GPU). `counters=True` (memory-checked modules)
+        also fills `last_counters` (see `gemmgen.runtime.counters`)."""
+        if counters and not self.memcheck:
+            raise ValueError("counters need a memory-checked module (memcheck=True, not tsan)")
         if kernel not in self.kernels:
             raise EmuLaunchError(
                 f"{self.name} has no kernel '{kernel}' (kernels: {', '.join(self.kernels) or 'none'}; "
@@ -566,14 +653,25 @@ class EmuModule:
         request = _encode_request(
             kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), attribute, args, outputs, inouts
         )
+        extra_env = {}
+        params = self._library.params.get(kernel, ())
+        if params:
+            extra_env["GG_EMU_ARG_NAMES"] = ",".join(params)
+        self.last_counters = None
         with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:
             req, resp = Path(tmp) / "request", Path(tmp) / "response"
             req.write_bytes(request)
+            if counters:
+                extra_env["GG_EMU_COUNTERS"] = str(Path(tmp) / "counters.json")
             proc = self._run_child(req, resp, "gg_emu_run_request", kernel, arch, schedule, workers,
-                                   timeout, ftz=ftz)
+                                   timeout, ftz=ftz, extra_env=extra_env)
             if proc.returncode != 0:
-                raise _error_from_child(proc, kernel)
+                raise _error_from_child(proc, kernel, self.library, self.name)
             arrays = _decode_response(resp.read_bytes(), args)
+            if counters:
+                from gemmgen.runtime.counters import load_counters
+
+                self.last_counters = load_counters(Path(tmp) / "counters.json", self.library, self.name)
         return [arrays[i] for i in (*outputs, *inouts)]
 
     def run_host(
@@ -607,10 +705,12 @@ class EmuModule:
         return HostResult(status, outputs, self.last_log)
 
     def _run_child(self, req: Path, resp: Path, entry: str, what: str, arch: str, schedule: str,
-                   workers: int | None, timeout: float, *,
-                   ftz: bool = False) -> subprocess.CompletedProcess:
+                   workers: int | None, timeout: float, *, ftz: bool = False,
+                   extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         env = dict(os.environ, GG_EMU_SCHEDULE=schedule, GG_EMU_FTZ="1" if ftz else "0",
                    **device_env(arch))
+        env.pop("GG_EMU_COUNTERS", None)
+        env.update(extra_env or {})
         if workers is not None:
             env["GG_EMU_WORKERS"] = str(int(workers))
         if self.tsan:

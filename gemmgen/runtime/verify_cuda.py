@@ -62,21 +62,25 @@ def poisoned(shape: tuple[int, ...], dtype) -> np.ndarray:
 
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
                  schedule: str = "run-ahead", modules: dict | None = None, arch: str = DEFAULT_ARCH,
-                 workers: int | None = None, ftz: bool = False):
+                 workers: int | None = None, ftz: bool = False, counters: list | None = None,
+                 memcheck: bool | None = None):
     """Validate `inputs` with the generated launcher and run its launch
     sequence on the CPU emulator of an `arch` device, as the CuPy call does
     on a GPU; return the output (a tuple when the kernel has several, e.g.
     quantize's values and scales). `ftz` flushes f32 subnormals as a kernel
-    built with -ftz does (EmuModule.launch)."""
+    built with -ftz does (EmuModule.launch). `counters`, a list, receives
+    each launch's `gemmgen.runtime.counters.LaunchCounters`; `memcheck`
+    overrides the emulator's default (cuda_emu.memcheck_default)."""
     from gemmgen.runtime.cuda_emu import EmuModule
 
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
-    if source_name not in cache:
+    key = source_name if memcheck is None else (source_name, memcheck)
+    if key not in cache:
         # The .cu includes its .h (the C++ launcher), beside the .py.
         folder = Path(getattr(launcher, "SOURCE", source_name)).parent
-        cache[source_name] = EmuModule(source, source_name, include_dirs=[folder])
-    module = cache[source_name]
+        cache[key] = EmuModule(source, source_name, include_dirs=[folder], memcheck=memcheck)
+    module = cache[key]
     arrays: dict[str, np.ndarray | None] = {name: None for name in launcher.DTYPES}
     arrays.update(inputs)
     for name, shape in launcher.output_shapes(dims).items():
@@ -101,7 +105,10 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
         results = module.launch(step.entry, grid=step.grid, block=step.block,
                                 smem_bytes=step.smem, args=args,
                                 inouts=[i for i, _ in inouts], schedule=schedule, arch=arch,
-                                workers=workers, max_dynamic_smem=attribute, ftz=ftz)
+                                workers=workers, max_dynamic_smem=attribute, ftz=ftz,
+                                counters=counters is not None)
+        if counters is not None:
+            counters.append(module.last_counters)
         for (_, name), value in zip(inouts, results):
             arrays[name] = value
     outs = tuple(arrays[name] for name in launcher.OUTPUTS)

@@ -39,6 +39,18 @@
 
 #define GG_EMU 1
 
+// Functions of the runtime that the memory checker's instrumentation must
+// not see (gg_emu_memcheck.h): GG_EMU_MEMCHECK builds compile the kernel with
+// GCC's ThreadSanitizer instrumentation, and these run uninstrumented.
+#if defined(GG_EMU_MEMCHECK) && !defined(GG_EMU_TSAN)
+#define GG_EMU_UNCHECKED __attribute__((no_sanitize("thread")))
+#else
+#define GG_EMU_UNCHECKED
+#endif
+// A helper of GG_EMU_UNCHECKED code: g++ inlines a function into one with
+// other sanitizer settings only when it must.
+#define GG_EMU_ALWAYS_INLINE inline __attribute__((always_inline))
+
 // Execution-space keywords, defined before CUDA's headers so that
 // crt/host_defines.h keeps them (it only defines the ones not yet defined).
 #define __global__ __gg_global__
@@ -58,8 +70,10 @@
 // the builtin-variable macros below (its prototypes name parameters gridDim).
 #include <cuda_runtime.h>
 
+// NB: always_inline, as nvcc inlines: the primitives land in the kernel's own
+// code, so the memory checker's access sites name the kernel's lines.
 #undef __forceinline__
-#define __forceinline__ inline
+#define __forceinline__ inline __attribute__((always_inline))
 // __launch_bounds__ survives preprocessing as a marker: gemmgen.runtime.cuda_emu
 // records each kernel's bound (GG_EMU_LAUNCH_BOUNDS) and launches check it.
 #undef __launch_bounds__
@@ -89,6 +103,7 @@
 #include <thread>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -514,8 +529,72 @@ inline void check_canaries() {
   }
 }
 
+// ---------------------------------------------------------------------------
+// Poisoned fiber stacks (fiber mode; docs/cuda-emulation.md, "Uninitialised
+// values").
+//
+// Fresh fiber stacks are zero pages: an uninitialised local would read 0 in a
+// worker's first block and a previous block's values later. Instead every
+// block starts with its fibers' stacks full of kStackPoison words: NaN in
+// every float format at every aligned position (f32, f64, bf16, f16, e4m3,
+// e5m2), INT_MAX or a huge int64 as an integer, a non-canonical address as a
+// pointer. Only what a fiber has used is refilled: a stack is PROT_NONE below
+// its top kStackWindow bytes, and a fault there (above the guard) makes more
+// pages accessible, poisons them and retries the access, so a block pays for
+// the stack its threads use, not for GG_EMU_STACK_KB.
+
+inline constexpr std::uint32_t kStackPoison = 0x7FFFFFFFu;
+inline constexpr std::size_t kStackWindow = std::size_t{8} << 10;
+inline constexpr unsigned kMaxStackAreas = 1024;
+
+// The stacks of one BlockRunner. Read by the fault handler, so fixed slots.
+struct StackArea {
+  std::atomic<bool> in_use;
+  unsigned char* map;     // `count` stacks, each a guard region then the stack
+  std::size_t each;       // guard + stack bytes
+  unsigned count;
+  unsigned char** low;    // per stack: its lowest accessible byte
+};
+inline StackArea stack_areas[kMaxStackAreas];
+
+inline std::size_t page_bytes() {
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+GG_EMU_UNCHECKED inline void fill_stack_poison(unsigned char* p, std::size_t bytes) {
+  typedef std::uint32_t Words __attribute__((vector_size(16)));
+  const Words poison = {kStackPoison, kStackPoison, kStackPoison, kStackPoison};
+  auto* w = reinterpret_cast<Words*>(p);  // page-aligned
+  for (std::size_t i = 0; i < bytes / sizeof(Words); ++i) w[i] = poison;
+}
+
+// Called by the fault handler: true when `addr` lies in the not yet
+// accessible part of a fiber stack, which is then made accessible.
+GG_EMU_UNCHECKED inline bool grow_fiber_stack(const unsigned char* addr) {
+  for (StackArea& a : stack_areas) {
+    if (!a.in_use.load(std::memory_order_acquire)) continue;
+    if (addr < a.map || addr >= a.map + a.count * a.each) continue;
+    const std::size_t i = static_cast<std::size_t>(addr - a.map) / a.each;
+    unsigned char* lowest = a.map + i * a.each + kGuardBytes;
+    unsigned char* low = a.low[i];
+    if (addr < lowest || addr >= low) return false;  // the guard, or not ours
+    const std::size_t page = page_bytes();
+    const auto at = reinterpret_cast<std::uintptr_t>(addr) / page * page;
+    unsigned char* from = std::max(lowest, reinterpret_cast<unsigned char*>(at) - 3 * page);
+    if (mprotect(from, static_cast<std::size_t>(low - from), PROT_READ | PROT_WRITE) != 0) return false;
+    fill_stack_poison(from, static_cast<std::size_t>(low - from));
+    a.low[i] = from;
+    return true;
+  }
+  return false;
+}
+
 inline void on_fault(int sig, siginfo_t* info, void*) {
   const auto* addr = static_cast<const unsigned char*>(info->si_addr);
+#if !defined(GG_EMU_TSAN)
+  if ((sig == SIGSEGV || sig == SIGBUS) && grow_fiber_stack(addr)) return;
+#endif
   std::string what = format("invalid memory access (%s) at address %p", sig == SIGBUS ? "SIGBUS" : "SIGSEGV", info->si_addr);
   Registry& r = registry();
   for (const DeviceBuffer& b : r.buffers) {
@@ -620,6 +699,13 @@ inline void sync_release(const void*) {}
 inline void sync_acquire(const void*) {}
 #endif
 
+}  // namespace gg::emu
+
+// The memory checker and counters (GG_EMU_MEMCHECK builds; no-ops otherwise).
+#include "gg_emu_memcheck.h"
+
+namespace gg::emu {
+
 // ---------------------------------------------------------------------------
 // BlockRunner: runs the blocks of a launch on one worker, one at a time.
 
@@ -654,7 +740,9 @@ class BlockRunner {
     std::erase_if(r.stack_guards, [this](const StackGuard& g) {
       return g.begin >= stacks_ && g.begin < stacks_ + stacks_bytes_;
     });
+    if (stack_area_ != nullptr) stack_area_->in_use.store(false, std::memory_order_release);
     munmap(stacks_, stacks_bytes_);
+    mc::worker_end();
 #endif
   }
 
@@ -668,6 +756,10 @@ class BlockRunner {
     block_idx_ = make_uint3(static_cast<unsigned>(linear_block % g.x), static_cast<unsigned>(linear_block / g.x % g.y),
                             static_cast<unsigned>(linear_block / (static_cast<unsigned long long>(g.x) * g.y)));
     poison_shared_memory();
+#if !defined(GG_EMU_TSAN)
+    poison_stacks();
+    mc::block_begin(linear_block, shared_.begin, shared_.end);
+#endif
     n_live_ = n_runnable_ = nthreads_;
     n_barrier_ = n_exited_ = 0;
     for (ThreadCtx& t : threads_) {
@@ -682,6 +774,7 @@ class BlockRunner {
     run_threads();
 #else
     run_fibers();
+    mc::block_end();
 #endif
     tls.runner = nullptr;
     tls.thread = nullptr;
@@ -715,7 +808,7 @@ class BlockRunner {
     if (n_live_ != 0 && n_runnable_ == 0) deadlock();
   }
 
-  unsigned lanes_present(unsigned warp) const {
+  GG_EMU_ALWAYS_INLINE unsigned lanes_present(unsigned warp) const {
     const unsigned n = std::min(kWarpSize, nthreads_ - warp * kWarpSize);
     return n == kWarpSize ? 0xffffffffu : (1u << n) - 1u;
   }
@@ -749,7 +842,7 @@ class BlockRunner {
   }
 
  private:
-  void wait_at_barrier(ThreadCtx& t) {
+  GG_EMU_UNCHECKED void wait_at_barrier(ThreadCtx& t) {
     Guard g = guard();
     t.state = State::at_barrier;
     ++n_barrier_;
@@ -771,7 +864,7 @@ class BlockRunner {
     suspend(t, g);
   }
 
-  void arrive_at_collective(ThreadCtx& t, const char* op, unsigned mask, const void* in, void* out, CollectiveFn fn,
+  GG_EMU_UNCHECKED void arrive_at_collective(ThreadCtx& t, const char* op, unsigned mask, const void* in, void* out, CollectiveFn fn,
                             const void* token) {
     Guard g = guard();
     const unsigned base = t.warp * kWarpSize;
@@ -862,11 +955,11 @@ class BlockRunner {
   void suspend(ThreadCtx& t, Guard&) { swapcontext(&t.ctx, &scheduler_); }
 #endif
 
-  unsigned position(unsigned linear) const {
+  GG_EMU_ALWAYS_INLINE unsigned position(unsigned linear) const {
     return launch_.schedule == Schedule::reverse ? nthreads_ - 1 - linear : linear;
   }
 
-  void make_runnable(ThreadCtx& t) {
+  GG_EMU_ALWAYS_INLINE void make_runnable(ThreadCtx& t) {
     t.state = State::runnable;
     ++n_runnable_;
     resume_from_ = std::min(resume_from_, position(t.linear));
@@ -962,20 +1055,46 @@ class BlockRunner {
   std::condition_variable cv_;
 #else
   void allocate_stacks() {
-    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    const std::size_t each = kGuardBytes + round_up(launch_.stack_bytes, page);
+    const std::size_t page = page_bytes();
+    const std::size_t stack = round_up(launch_.stack_bytes, page);
+    const std::size_t each = kGuardBytes + stack;
+    const std::size_t window = std::min(stack, round_up(kStackWindow, page));
     stacks_bytes_ = each * nthreads_;
     void* m = mmap(nullptr, stacks_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) fail("cannot map %zu bytes of fiber stacks", stacks_bytes_);
     stacks_ = static_cast<unsigned char*>(m);
+    stack_low_.assign(nthreads_, nullptr);
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     r.stack_bytes = launch_.stack_bytes;
     for (unsigned i = 0; i < nthreads_; ++i) {
       unsigned char* base = stacks_ + i * each;
-      mprotect(base, kGuardBytes, PROT_NONE);
+      mprotect(base, kGuardBytes + stack - window, PROT_NONE);  // guard, then not yet used
       r.stack_guards.push_back({base, base + kGuardBytes});
       threads_[i].stack = base + kGuardBytes;
+      stack_low_[i] = base + each - window;
+    }
+    for (StackArea& a : stack_areas) {
+      if (a.in_use.load(std::memory_order_relaxed)) continue;
+      a.map = stacks_;
+      a.each = each;
+      a.count = nthreads_;
+      a.low = stack_low_.data();
+      bool expected = false;
+      if (a.in_use.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+        stack_area_ = &a;
+        return;
+      }
+    }
+    fail("more than %u block runners at once", kMaxStackAreas);
+  }
+
+  // Every block starts with poisoned stacks (kStackPoison).
+  void poison_stacks() {
+    const std::size_t each = stacks_bytes_ / nthreads_;
+    for (unsigned i = 0; i < nthreads_; ++i) {
+      unsigned char* top = stacks_ + (i + 1) * each;
+      fill_stack_poison(stack_low_[i], static_cast<std::size_t>(top - stack_low_[i]));
     }
   }
 
@@ -1008,7 +1127,7 @@ class BlockRunner {
 
   // The first runnable thread in schedule order. Threads before resume_from_
   // are never runnable: make_runnable lowers it.
-  ThreadCtx* pick() {
+  GG_EMU_UNCHECKED ThreadCtx* pick() {
     for (unsigned p = resume_from_; p < nthreads_; ++p) {
       ThreadCtx& t = threads_[position(p)];
       if (t.state == State::runnable) {
@@ -1023,6 +1142,8 @@ class BlockRunner {
   ucontext_t scheduler_{};
   unsigned char* stacks_ = nullptr;
   std::size_t stacks_bytes_ = 0;
+  std::vector<unsigned char*> stack_low_;  // see StackArea
+  StackArea* stack_area_ = nullptr;
 #endif
 
   Launch& launch_;
@@ -1051,7 +1172,8 @@ inline std::string where() {
 // ---------------------------------------------------------------------------
 // Operations the CUDA builtins and gg:: primitives are made of.
 
-inline void syncthreads() {
+GG_EMU_ALWAYS_INLINE void syncthreads() {
+  mc::on_barrier();
   ThreadCtx& t = current();
   t.runner->syncthreads(t);
 }
@@ -1063,7 +1185,7 @@ template <class In, class Out, class F>
 Out warp_collective(const char* op, unsigned mask, const In& in, F) {
   static_assert(std::is_empty_v<F>, "the compute function of a warp collective must not capture");
   Out out{};
-  CollectiveFn fn = [](unsigned lane, const void* const* ins, void* result) {
+  CollectiveFn fn = [](unsigned lane, const void* const* ins, void* result) GG_EMU_UNCHECKED {
     const In* typed[kWarpSize];
     for (unsigned l = 0; l < kWarpSize; ++l) typed[l] = static_cast<const In*>(ins[l]);
     *static_cast<Out*>(result) = F{}(lane, typed);
@@ -1133,7 +1255,7 @@ inline unsigned ballot(unsigned mask, bool predicate) {
 
 // cp.async: the destination reads as poison (0xFF) from issue until the
 // thread's cp.async.wait_group lands the copy.
-inline void cp_async(void* dst, const void* src, unsigned cp_size, unsigned src_size) {
+GG_EMU_ALWAYS_INLINE void cp_async(void* dst, const void* src, unsigned cp_size, unsigned src_size) {
   ThreadCtx& t = current();
   const auto d = reinterpret_cast<std::uintptr_t>(dst);
   const auto s = reinterpret_cast<std::uintptr_t>(src);
@@ -1142,6 +1264,7 @@ inline void cp_async(void* dst, const void* src, unsigned cp_size, unsigned src_
     fail("cp.async of %u bytes needs %u-byte aligned addresses; got dst %p, src %p", cp_size, cp_size, dst, src);
   }
   if (!t.runner->is_shared(dst, cp_size)) fail("cp.async: destination %p is not in shared memory", dst);
+  mc::on_cp_async(dst, src, cp_size, src_size);
   std::memset(dst, kPoison, cp_size);
   t.cp_pending.push_back({dst, src, cp_size, src_size, t.cp_committed});
 }
@@ -1304,6 +1427,7 @@ inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigne
   BlockRunner runner(l);
   for (unsigned long long b = 0; b < l.num_blocks(); ++b) runner.run(b);
 #else
+  mc::on_launch_begin(l);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   l.workers = static_cast<unsigned>(
       std::min<unsigned long long>(std::max(1u, env_unsigned("GG_EMU_WORKERS", cores)), l.num_blocks()));
@@ -1320,6 +1444,7 @@ inline int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigne
     });
   }
   for (std::thread& w : workers) w.join();
+  mc::on_launch_end(l);
 #endif
   return 0;
 }
@@ -1504,7 +1629,7 @@ GG_EMU_API int gg_emu_run_request(const char* request_path, const char* response
 #define gridDim (::gg::emu::current().grid_dim)
 inline constexpr int warpSize = 32;
 
-inline void __syncthreads() { gg::emu::syncthreads(); }
+GG_EMU_ALWAYS_INLINE void __syncthreads() { gg::emu::syncthreads(); }
 inline void __syncwarp(unsigned mask = 0xffffffffu) { gg::emu::syncwarp(mask); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }

@@ -73,46 +73,46 @@ struct Lane {
   int lane;
   int i;
 };
-inline Lane owner_a_m16n8k16(int row, int col) {
+GG_EMU_ALWAYS_INLINE Lane owner_a_m16n8k16(int row, int col) {
   return {4 * (row & 7) + ((col & 7) >> 1), (col & 1) | ((row >= 8) << 1) | ((col >= 8) << 2)};
 }
-inline Lane owner_b_m16n8k16(int k, int n) { return {4 * n + ((k & 7) >> 1), (k & 1) | ((k >= 8) << 1)}; }
-inline Lane owner_a_m16n8k32(int row, int col) {
+GG_EMU_ALWAYS_INLINE Lane owner_b_m16n8k16(int k, int n) { return {4 * n + ((k & 7) >> 1), (k & 1) | ((k >= 8) << 1)}; }
+GG_EMU_ALWAYS_INLINE Lane owner_a_m16n8k32(int row, int col) {
   return {4 * (row & 7) + ((col & 15) >> 2), (col & 3) | ((row >= 8) << 2) | ((col >= 16) << 3)};
 }
-inline Lane owner_b_m16n8k32(int k, int n) { return {4 * n + ((k & 15) >> 2), (k & 3) | ((k >= 16) << 2)}; }
+GG_EMU_ALWAYS_INLINE Lane owner_b_m16n8k32(int k, int n) { return {4 * n + ((k & 15) >> 2), (k & 3) | ((k >= 16) << 2)}; }
 
-inline unsigned half_of(u32 reg, int i) { return (reg >> (16 * (i & 1))) & 0xFFFFu; }
-inline unsigned byte_of(u32 reg, int i) { return (reg >> (8 * (i & 3))) & 0xFFu; }
+GG_EMU_ALWAYS_INLINE unsigned half_of(u32 reg, int i) { return (reg >> (16 * (i & 1))) & 0xFFFFu; }
+GG_EMU_ALWAYS_INLINE unsigned byte_of(u32 reg, int i) { return (reg >> (8 * (i & 3))) & 0xFFu; }
 
-inline double bf16_value(unsigned bits) {
+GG_EMU_ALWAYS_INLINE double bf16_value(unsigned bits) {
   const u32 u = bits << 16;
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-inline double f16_value(unsigned bits) {
+GG_EMU_ALWAYS_INLINE double f16_value(unsigned bits) {
   const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
   const int e = (bits >> 10) & 31;
   const int m = bits & 1023;
   if (e == 31) return m == 0 ? sign * HUGE_VAL : NAN;
   return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
 }
-inline double e4m3_value(unsigned bits) {
+GG_EMU_ALWAYS_INLINE double e4m3_value(unsigned bits) {
   const double sign = (bits & 0x80u) ? -1.0 : 1.0;
   const int e = (bits >> 3) & 15;
   const int m = bits & 7;
   if (e == 15 && m == 7) return NAN;
   return sign * (e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10));
 }
-inline double e5m2_value(unsigned bits) {
+GG_EMU_ALWAYS_INLINE double e5m2_value(unsigned bits) {
   const double sign = (bits & 0x80u) ? -1.0 : 1.0;
   const int e = (bits >> 2) & 31;
   const int m = bits & 3;
   if (e == 31) return m == 0 ? sign * HUGE_VAL : NAN;
   return sign * (e == 0 ? std::ldexp(m, -16) : std::ldexp(4 + m, e - 17));
 }
-inline double s8_value(unsigned bits) { return static_cast<signed char>(bits); }
+GG_EMU_ALWAYS_INLINE double s8_value(unsigned bits) { return static_cast<signed char>(bits); }
 
 template <class Acc>
 struct MmaIn {
@@ -128,7 +128,7 @@ struct MmaOut {
 // D = A * B + C for the lane's four accumulator elements, summed in double
 // (or exactly in 64-bit integers for s8) and rounded once.
 template <class Acc, int K, double (*Value)(unsigned)>
-MmaOut<Acc> mma_lane(unsigned lane, const MmaIn<Acc>* const* ins) {
+GG_EMU_UNCHECKED MmaOut<Acc> mma_lane(unsigned lane, const MmaIn<Acc>* const* ins) {
   MmaOut<Acc> out{};
   for (int i = 0; i < 4; ++i) {
     const RowCol rc = frag::c_m16n8(static_cast<int>(lane), i);
@@ -164,7 +164,8 @@ MmaOut<Acc> mma_lane(unsigned lane, const MmaIn<Acc>* const* ins) {
 }
 
 template <class Acc, int K, double (*Value)(unsigned)>
-void mma(const char* op, Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const Acc (&c)[4]) {
+GG_EMU_ALWAYS_INLINE void mma(const char* op, Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const Acc (&c)[4]) {
+  gg::emu::mc::on_mma();
   const MmaIn<Acc> in{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}};
   const MmaOut<Acc> out = gg::emu::warp_collective<MmaIn<Acc>, MmaOut<Acc>>(
       op, 0xffffffffu, in, [](unsigned lane, const MmaIn<Acc>* const* ins) { return mma_lane<Acc, K, Value>(lane, ins); });
@@ -189,7 +190,8 @@ inline const unsigned char* ldmatrix_row(const LdmatrixIn* const* ins, unsigned 
 }
 
 template <int N, bool Trans>
-void ldmatrix(const char* op, u32 (&r)[N], const void* row) {
+GG_EMU_ALWAYS_INLINE void ldmatrix(const char* op, u32 (&r)[N], const void* row) {
+  gg::emu::mc::on_ldmatrix(row, N);
   const LdmatrixIn in{static_cast<const unsigned char*>(row)};
   const LdmatrixOut<N> out = gg::emu::warp_collective<LdmatrixIn, LdmatrixOut<N>>(
       op, 0xffffffffu, in, [](unsigned lane, const LdmatrixIn* const* ins) {
