@@ -614,7 +614,9 @@ GG_EMU_UNCHECKED inline void on_launch_end(const Launch& l) {
 // GCC cannot prove aligned (a memcpy of 16 bytes, a packed field) and
 // aggregates call the _range forms, which have no alignment to check.
 
-#define GG_MC_HOOK extern "C" GG_EMU_UNCHECKED __attribute__((visibility("hidden")))
+// weak: every translation unit of a library carries the hooks (a dispatcher and its
+// arms); the linker keeps one copy, as it does for the inline functions.
+#define GG_MC_HOOK extern "C" GG_EMU_UNCHECKED __attribute__((visibility("hidden"), weak))
 #define GG_MC_SITE __builtin_return_address(0)
 
 GG_MC_HOOK void __tsan_init() {}
