@@ -169,3 +169,31 @@ def test_only_shared_memory_is_zero_initialised_thread_local():
     for line in lines:
         if " TLS " in line and line.split()[-1] in runtime:
             assert line.split()[6] == tdata, line
+
+
+def test_truncated_or_malformed_responses_are_emulator_errors():
+    """A child that dies while writing its response leaves a short file: the
+    decoder says so as an EmuError, at every cut, never a bare struct.error
+    or ValueError."""
+    import struct
+
+    import numpy as np
+
+    from gemmgen.runtime import cuda_emu
+
+    out = np.arange(6, dtype=np.float32)
+    good = b"GGEMURSP" + struct.pack("<I", 1) + struct.pack("<IQ", 0, out.nbytes) + out.tobytes()
+    (decoded,) = cuda_emu._decode_response(good, [out]).values()
+    assert np.array_equal(decoded, out)
+    for cut in range(len(good)):
+        with pytest.raises(cuda_emu.EmuError):
+            cuda_emu._decode_response(good[:cut], [out])
+    wrong_size = good.replace(struct.pack("<IQ", 0, out.nbytes), struct.pack("<IQ", 0, 4))
+    with pytest.raises(cuda_emu.EmuError, match="not an array argument of that size"):
+        cuda_emu._decode_response(wrong_size, [out])
+    host = (b"GGEMUOUT" + struct.pack("<IiI", 1, 0, 1) + struct.pack("<I", 3) + b"out"
+            + struct.pack("<Q", 4) + b"\x01\x02\x03\x04")
+    assert cuda_emu._decode_host_response(host) == (0, {"out": b"\x01\x02\x03\x04"})
+    for cut in range(len(host)):
+        with pytest.raises(cuda_emu.EmuError):
+            cuda_emu._decode_host_response(host[:cut])

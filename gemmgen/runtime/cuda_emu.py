@@ -469,19 +469,51 @@ def _encode_host_request(inputs: Mapping[str, object]) -> bytes:
     return b"".join(parts)
 
 
+def _response_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise EmuError("the emulator child exited without writing its response") from None
+
+
+class _Reader:
+    """Reads a response file; a short or inconsistent one is an EmuError
+    (a child that died while writing it), never a bare struct/ValueError."""
+
+    def __init__(self, data: bytes, magic: bytes) -> None:
+        if data[:8] != magic:
+            raise EmuError(f"malformed response from the emulator child: expected {magic.decode()}, "
+                           f"got {len(data)} bytes starting {data[:8]!r}")
+        self.data, self.offset = data, 8
+
+    def take(self, fmt: str) -> tuple:
+        size = struct.calcsize(fmt)
+        self._need(size)
+        values = struct.unpack_from(fmt, self.data, self.offset)
+        self.offset += size
+        return values
+
+    def raw(self, nbytes: int) -> bytes:
+        self._need(nbytes)
+        chunk = self.data[self.offset : self.offset + nbytes]
+        self.offset += nbytes
+        return chunk
+
+    def _need(self, nbytes: int) -> None:
+        if self.offset + nbytes > len(self.data):
+            raise EmuError(f"truncated response from the emulator child: {len(self.data)} bytes, "
+                           f"needed {self.offset + nbytes}")
+
+
 def _decode_host_response(data: bytes) -> tuple[int, dict[str, bytes]]:
-    if data[:8] != b"GGEMUOUT":
-        raise EmuError("malformed response from the emulator child")
-    _version, status, count = struct.unpack_from("<IiI", data, 8)
-    offset = 20
+    r = _Reader(data, b"GGEMUOUT")
+    _version, status, count = r.take("<IiI")
     outputs: dict[str, bytes] = {}
     for _ in range(count):
-        (name_len,) = struct.unpack_from("<I", data, offset)
-        name = data[offset + 4 : offset + 4 + name_len].decode()
-        offset += 4 + name_len
-        (nbytes,) = struct.unpack_from("<Q", data, offset)
-        outputs[name] = data[offset + 8 : offset + 8 + nbytes]
-        offset += 8 + nbytes
+        (name_len,) = r.take("<I")
+        name = r.raw(name_len).decode(errors="replace")
+        (nbytes,) = r.take("<Q")
+        outputs[name] = r.raw(nbytes)
     return status, outputs
 
 
@@ -497,19 +529,17 @@ class HostResult:
 
 
 def _decode_response(data: bytes, args: Sequence[object]) -> dict[int, np.ndarray]:
-    if data[:8] != b"GGEMURSP":
-        raise EmuError("malformed response from the emulator child")
-    (count,) = struct.unpack_from("<I", data, 8)
-    offset = 12
+    r = _Reader(data, b"GGEMURSP")
+    (count,) = r.take("<I")
     arrays: dict[int, np.ndarray] = {}
     for _ in range(count):
-        index, nbytes = struct.unpack_from("<IQ", data, offset)
-        offset += 12
-        like = args[index]
-        assert isinstance(like, np.ndarray)
-        flat = np.frombuffer(data, dtype=like.dtype, count=like.size, offset=offset)
+        index, nbytes = r.take("<IQ")
+        like = args[index] if index < len(args) else None
+        if not isinstance(like, np.ndarray) or nbytes != like.nbytes:
+            raise EmuError(f"malformed response from the emulator child: buffer #{index} of {nbytes} bytes "
+                           "is not an array argument of that size")
+        flat = np.frombuffer(r.raw(nbytes), dtype=like.dtype, count=like.size)
         arrays[index] = flat.reshape(like.shape).copy()
-        offset += nbytes
     return arrays
 
 
@@ -667,7 +697,7 @@ class EmuModule:
                                    timeout, ftz=ftz, extra_env=extra_env)
             if proc.returncode != 0:
                 raise _error_from_child(proc, kernel, self.library, self.name)
-            arrays = _decode_response(resp.read_bytes(), args)
+            arrays = _decode_response(_response_bytes(resp), args)
             if counters:
                 from gemmgen.runtime.counters import load_counters
 
@@ -701,7 +731,7 @@ class EmuModule:
             proc = self._run_child(req, resp, "gg_emu_run_host", "host program", arch, schedule, workers, timeout)
             if proc.returncode != 0:
                 raise _error_from_child(proc, f"{self.name} (host program)")
-            status, outputs = _decode_host_response(resp.read_bytes())
+            status, outputs = _decode_host_response(_response_bytes(resp))
         return HostResult(status, outputs, self.last_log)
 
     def _run_child(self, req: Path, resp: Path, entry: str, what: str, arch: str, schedule: str,
