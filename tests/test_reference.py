@@ -776,3 +776,24 @@ def test_nan_passes_only_where_f32_accumulation_can_overflow():
     assert R.compare(actual, expected, kern, k=16, inputs=inputs).passed
     actual[0, 1] = np.nan  # column 1 is in range: NaN fails
     assert not R.compare(actual, expected, kern, k=16, inputs=inputs).passed
+
+
+def test_nan_passes_where_the_unscaled_f32_sum_can_overflow():
+    """Kernels sum the products in f32 before they apply the scales: a tiny
+    scale gives a finite float64 value, but the accumulator overflows. Where
+    even the unscaled sum stays in range, NaN still fails."""
+    kern = kernel(out=DType.F32, rhs_scale=Scale(ScaleMode.CHANNEL))
+    rng = np.random.default_rng(6)
+    inputs = R.random_inputs(kern, m=4, n=4, k=16, rng=rng)
+    inputs["lhs"] = (np.ones((4, 16)) * 2.0**125).astype(ml_dtypes.bfloat16)
+    rhs = np.full(np.shape(inputs["rhs"]), 4.0)
+    rhs[..., 1] = 2.0**-10  # column 1: the unscaled sum is 2**119, in range
+    inputs["rhs"] = rhs.astype(ml_dtypes.bfloat16)
+    inputs["rhs_scale"] = np.full(4, 2.0**-120, np.float32)
+    expected = R.reference(kern, **inputs)
+    assert np.all(np.isfinite(expected)) and np.all(np.abs(expected) < 2.0**20)
+    actual = expected.astype(np.float32).astype(np.float64)
+    actual[:, 2] = np.nan  # sum of 16 products of 2**127: past the f32 range
+    assert R.compare(actual, expected, kern, k=16, inputs=inputs).passed
+    actual[0, 1] = np.nan
+    assert not R.compare(actual, expected, kern, k=16, inputs=inputs).passed

@@ -234,6 +234,14 @@ class _Scales:
     def squared(self) -> _Scales:
         return self._map(np.square)
 
+    def ones(self) -> _Scales:
+        """Unit scales: what a kernel sums before it applies the scales."""
+        return self._map(np.ones_like)
+
+    @property
+    def enabled(self) -> bool:
+        return self.lhs is not None or self.rhs is not None
+
     def _map(self, f) -> _Scales:
         lhs, rhs = (None if s is None else f(s) for s in (self.lhs, self.rhs))
         return _Scales(self.kernel, lhs, rhs, self.n, self.k)
@@ -304,6 +312,9 @@ class _Evaluation:
         bias: sum_k |alpha a b sa sb|, what accumulation error scales with.
     rss: sqrt(sum_k (alpha a b sa sb)**2), what independent rounding errors
         of the operands (TF32) scale with; None when not needed.
+    raw_magnitude: sum_k |a b|, without scales and alpha: what a kernel's f32
+        accumulator holds before it applies them (per K block, at most this);
+        None when not asked for or when it equals magnitude.
     contraction: the number of terms summed per element (broadcastable).
     computed: which output elements the GEMM produced (the rest are 0 or
         copied from existing_out).
@@ -317,6 +328,7 @@ class _Evaluation:
     contraction: np.ndarray
     computed: np.ndarray
     existing: np.ndarray | None
+    raw_magnitude: np.ndarray | None = None
 
 
 def _alpha(kernel: ir.Kernel) -> float:
@@ -418,7 +430,7 @@ def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
 
 def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
               rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-              with_rss: bool = False) -> _Evaluation:
+              with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
     inp = _decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
                   rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
                   existing_out=existing_out)
@@ -431,6 +443,13 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
     if with_rss:
         rss = abs(alpha) * np.sqrt(_accumulate(kernel, inp, np.square(inp.a), np.square(inp.b),
                                                scales.squared()))
+    raw = None
+    # tgmm's scales sit on the contraction dim: kernels dequantize before the
+    # product, so only alpha comes after the sum there.
+    unscaled = scales.enabled and kernel.op is not Op.TGMM
+    if with_raw and (unscaled or alpha != 1.0):
+        raw = _accumulate(kernel, inp, np.abs(inp.a), np.abs(inp.b),
+                          scales.ones() if unscaled else scales.absolute())
 
     if kernel.op is Op.TGMM:
         # megablox tgmm: every local group is written, existing_out is added.
@@ -439,7 +458,8 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
         value = acc if inp.existing is None else acc + inp.existing
         return _Evaluation(value=value, pre=acc, magnitude=magnitude, rss=rss,
                            contraction=sizes[:, None, None].astype(np.float64),
-                           computed=np.ones(value.shape, bool), existing=inp.existing)
+                           computed=np.ones(value.shape, bool), existing=inp.existing,
+                           raw_magnitude=raw)
 
     pre = acc
     rows_bias = None
@@ -469,7 +489,7 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
         pre = np.where(mask[:, None], pre, 0.0)
     return _Evaluation(value=y, pre=pre, magnitude=magnitude, rss=rss,
                        contraction=np.full((1, 1), float(inp.k)), computed=computed,
-                       existing=inp.existing)
+                       existing=inp.existing, raw_magnitude=raw)
 
 
 def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=None,

@@ -153,7 +153,7 @@ def compare(actual, expected, kernel: ir.Kernel, *, k: int, inputs: dict | None 
                              f"shape {act.shape} != expected {exp.shape}")
     tol = tolerance(kernel)
     if inputs is not None:
-        ev = _evaluate(kernel, **inputs, with_rss=tol.input_unit > 0)
+        ev = _evaluate(kernel, **inputs, with_rss=tol.input_unit > 0, with_raw=True)
         bound = _error_bound(kernel, ev, tol)
     else:
         bound = _fallback_bound(kernel, exp, tol, k)
@@ -163,10 +163,14 @@ def compare(actual, expected, kernel: ir.Kernel, *, k: int, inputs: dict | None 
     # Where the terms' magnitudes sum past the f32 range, an f32 accumulator
     # may overflow on the way (per-K-block partials of opposite signs give
     # inf - inf): any infinity or NaN is then as right as the float64 value.
+    # Kernels sum the products before they apply scales and alpha, so the
+    # unscaled sum counts too (a tiny scale does not save the accumulator).
     f32_overflow = None
     if inputs is not None:
         with np.errstate(over="ignore", invalid="ignore"):
             f32_overflow = ~(ev.magnitude <= F32_MAX)
+            if ev.raw_magnitude is not None:
+                f32_overflow = f32_overflow | ~(ev.raw_magnitude <= F32_MAX)
             if kernel.epilogue.activation is Activation.SILU_MUL:  # gate or up column
                 half = f32_overflow.shape[-1] // 2
                 f32_overflow = f32_overflow[..., :half] | f32_overflow[..., half:]
