@@ -180,7 +180,8 @@ def _kernel(
         part = part * rhs_scale_ref[...]  # [1, tn]: this K block's column scales
         # e8m0 scale: times 2**e in 2 steps of normal powers of
         # two (byte 0, 2**-127, is an f32 subnormal, which TPUs flush to 0).
-        part = _times_pow2(part, lhs_scale_ref[...], steps=2)
+        exponent = lhs_scale_ref[...]
+        part = _times_pow2(part, exponent, steps=2)
         acc_ref[...] += part
 
     if k_rem:

@@ -196,8 +196,8 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
 
     Work items visit m tiles in non-decreasing order, so an m tile shared by
     two groups is visited on consecutive steps and its output block stays in
-    VMEM between them. Empty groups get no work item, or exactly one
-    when visit_empty (tgmm must still write their output).
+    VMEM between them. Empty groups get no work item, or exactly one when
+    visit_empty (tgmm must still write their output).
     """
     g = starts.shape[0]
     tiles_m = pl.cdiv(m, tm)

@@ -191,7 +191,7 @@ def _owned_rows(starts, ends, m: int):
     return (rows >= first_row) & (rows < end_row)
 
 
-def _group_metadata(starts, ends, *, m: int, tm: int):
+def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
     """The work list of a grouped grid: which (group, m tile) each step computes.
 
     Returns ((group_ids, m_tile_ids, starts, ends), num_work): group_ids and
@@ -201,7 +201,8 @@ def _group_metadata(starts, ends, *, m: int, tm: int):
 
     Work items visit m tiles in non-decreasing order, so an m tile shared by
     two groups is visited on consecutive steps and its output block stays in
-    VMEM between them. Empty groups get no work item.
+    VMEM between them. Empty groups get no work item, or exactly one when
+    visit_empty (tgmm must still write their output).
     """
     g = starts.shape[0]
     tiles_m = pl.cdiv(m, tm)
@@ -210,6 +211,8 @@ def _group_metadata(starts, ends, *, m: int, tm: int):
     #     most tiles_m + g - 1 work items.
     first_tile = jnp.minimum(starts // tm, tiles_m - 1)
     num_tiles = jnp.where(ends > starts, (ends - 1) // tm - first_tile + 1, 0)
+    if visit_empty:
+        num_tiles = jnp.maximum(num_tiles, 1)
     max_work = tiles_m + g - 1
     # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
