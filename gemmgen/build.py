@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 
 import gemmgen
 from gemmgen import backends, ir, output
+from gemmgen.backends.pallas import JAX_VERSION  # recorded in MANIFEST.json
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.ir import Loc
 from gemmgen.output import show
@@ -34,8 +35,6 @@ from gemmgen.render import header_text
 from gemmgen.validate import validate
 
 MANIFEST = PurePosixPath("MANIFEST.json")
-# The JAX release the generated Pallas code is tested with (pyproject pins it).
-JAX_VERSION = "0.10.2"
 
 
 class InputError(Exception):

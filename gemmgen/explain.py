@@ -126,14 +126,23 @@ def _pallas(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int) -> list[st
     from gemmgen.backends import pallas
 
     p = pallas.plan(kernel, spec)
+    mod = p.module
     t = kernel.tile_for(m, n, k)
-    lines = [f"pallas_tpu ({getattr(p, 'tpu', '?')}): tile m={t.m} n={t.n} k={t.k}"]
+    lines = [f"pallas_tpu ({mod.tpu}): tile m={t.m} n={t.n} k={t.k}"]
     grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
     lines.append(f"  grid ~ {grid} (n tiles, m tiles [+ groups], k tiles); "
-                 f"{getattr(p, 'buffers', 2)} buffers per block")
-    vmem = getattr(p, "vmem_bytes", None)
-    if vmem is not None:
-        lines.append(f"  VMEM per grid step: {vmem / 2**20:.2f} MiB")
+                 f"{mod.buffers} buffers per block")
+    lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
+    saving = pallas.existing_out_saving(p, m, n)
+    if saving is not None:
+        lines.append(
+            f"  existing_out is aliased into the output (input_output_aliases): saves "
+            f"{saving.saved} bytes of HBM traffic per call ({saving.saved / 2**20:.2f} MiB): "
+            f"the select pass that took the rows the shard does not own from existing_out "
+            f"({saving.select_pass} bytes: read out and existing_out, write the result) "
+            f"against the kernel reading existing_out's blocks of the m tiles it visits (at "
+            f"most {saving.block_reads} bytes); when existing_out is not donated and is live "
+            f"after the call, XLA copies it first ({saving.copy} bytes)")
     return lines
 
 

@@ -39,6 +39,26 @@ def test_explain_pallas_and_unknown_kernel(project, capsys):
     assert "did you mean 'gmm_bf16'" in capsys.readouterr().err
 
 
+def test_explain_pallas_states_the_aliasing_saving(project, capsys):
+    m, n, k = 1000, 512, 1024
+    assert main(["explain", "specs/moe.gemm", "gmm_bf16", "--m", str(m), "--n", str(n), "--k",
+                 str(k), "--groups", "4"]) == 0
+    out = capsys.readouterr().out
+    # f32 out [m, n]: the select pass read out and existing_out and wrote the
+    # result (3 m n 4 bytes); the kernel reads existing_out's visited blocks
+    # instead (at most m n 4 bytes): 2 m n 4 bytes saved.
+    assert (f"existing_out is aliased into the output (input_output_aliases): saves "
+            f"{2 * m * n * 4} bytes of HBM traffic per call") in out
+    assert f"({3 * m * n * 4} bytes: read out and existing_out, write the result)" in out
+    # silu_mul halves the output columns.
+    assert main(["explain", "specs/moe.gemm", "moe_w8a8_gateup_silu", "--m", str(m), "--n",
+                 str(n), "--k", str(k)]) == 0
+    assert f"saves {2 * m * (n // 2) * 2} bytes" in capsys.readouterr().out
+    # Dense kernels have no existing_out.
+    assert main(["explain", "specs/dense.gemm", "dense_bf16_out_f32", "--m", "64"]) == 0
+    assert "existing_out" not in capsys.readouterr().out
+
+
 def test_explain_counters_of_quantize(project, capsys):
     # One run at m=64, k=512 (4 groups of 128 per row): 256 groups, 2 per
     # warp (16 lanes of 8 elements each). Per warp request: 2 x 16 lanes x

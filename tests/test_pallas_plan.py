@@ -46,12 +46,13 @@ def test_vmem_accounting_of_a_grouped_tile():
     assert blocks == {
         "lhs": 2 * 128 * 512 * 2,  # two buffers of bf16 [tm, tk]
         "rhs": 2 * 256 * 512 * 2,
+        "existing_out": 2 * 128 * 256 * 4,  # aliased into out, read with out's blocks
         "out": 2 * 128 * 256 * 4,
         "acc": 128 * 256 * 4,  # scratch: one buffer
     }
     p = pallas.plan(kernel, spec)
-    assert p.vmem_bytes == sum(blocks.values())
-    assert p.vmem_limit_bytes is None  # 1.6 MiB fits the 16 MiB default
+    assert p.module.vmem_bytes == sum(blocks.values())
+    assert p.module.vmem_limit_bytes is None  # 1.9 MiB fits the 16 MiB default
 
 
 def test_vmem_limit_requested_over_the_scoped_default():
@@ -61,13 +62,13 @@ def test_vmem_limit_requested_over_the_scoped_default():
     assert pallas.vmem_limit(90 * MiB, vm) == 96 * MiB  # capped at 3/4 of 128 MiB
     kernel, spec = _kernel(*GMM, "tile m=1024 n=1024 k=1024", tpu="v5e")
     p = pallas.plan(kernel, spec)
-    assert p.vmem_bytes == (2 * 2 + 2 * 2 + 2 * 4 + 4) * MiB
-    assert p.vmem_limit_bytes == 25 * MiB
+    assert p.module.vmem_bytes == (2 * 2 + 2 * 2 + 2 * 4 + 2 * 4 + 4) * MiB  # 28 MiB
+    assert p.module.vmem_limit_bytes == 35 * MiB
 
 
 def test_stages_map_to_buffers():
     kernel, spec = _kernel(*GMM, "stages 1")
-    assert pallas.plan(kernel, spec).buffers == 1
+    assert pallas.plan(kernel, spec).module.buffers == 1
     assert "pipeline_mode=pl.Buffered(1)" in pallas.render(spec)[PurePosixPath("pallas/gemm.py")]
     assert any("stages 3" in d for d in _diagnose(*GMM, "stages 3"))
 
@@ -75,7 +76,7 @@ def test_stages_map_to_buffers():
 def test_tile_rows_keep_the_lut_order():
     kernel, spec = _kernel(*GMM, "tile m=128 n=256 k=256", "tile_rule m<=64 -> m=64 n=128 k=128",
                            "tile_rule m>4096 k>=4096 -> m=256 n=256 k=128")
-    rows = pallas.plan(kernel, spec).tiles
+    rows = pallas.plan(kernel, spec).module.tiles
     assert [(r.cond, r.m, r.n, r.k) for r in rows] == [
         ("m <= 64", 64, 128, 128),
         ("m > 4096 and k >= 4096", 256, 256, 128),
@@ -111,16 +112,16 @@ def test_diagnose_tile_alignment_is_positioned():
 
 
 def test_diagnose_vmem_budget_per_generation():
-    # bf16 [1024, 2048] + [2048, 2048] double-buffered, f32 out double-buffered
-    # and the f32 accumulator: 8 + 16 + 16 + 8 = 48 MiB per grid step.
-    fits = "tile m=1024 n=2048 k=2048"
+    # bf16 [512, 2048] + [2048, 2048] double-buffered, f32 existing_out and out
+    # double-buffered and the f32 accumulator: 4 + 16 + 8 + 8 + 4 = 40 MiB.
+    fits = "tile m=512 n=2048 k=2048"
     assert _diagnose(*GMM, fits, tpu="v7x") == []  # 3/4 of 64 MiB = 48 MiB usable
-    too_big = "tile m=2048 n=2048 k=2048"  # 16 + 16 + 32 + 16 = 80 MiB
+    too_big = "tile m=1024 n=2048 k=2048"  # 8 + 16 + 16 + 16 + 8 = 64 MiB
     assert _diagnose(*GMM, too_big, tpu="v5e") == []  # 3/4 of 128 MiB = 96 MiB usable
     assert _diagnose(*GMM, too_big, tpu="v7x") == [
-        "5:8: kernel 'gemm': tile 2048x2048x2048 needs 80.0 MiB of VMEM per grid step (lhs 16.0, "
-        "rhs 16.0, out 32.0, acc 16.0), over the 48 MiB a kernel may use on TPU v7x "
-        "(3/4 of 64 MiB)"]
+        "5:8: kernel 'gemm': tile 1024x2048x2048 needs 64.0 MiB of VMEM per grid step (lhs 8.0, "
+        "rhs 16.0, existing_out 16.0, out 16.0, acc 8.0), over the 48 MiB a kernel may use on "
+        "TPU v7x (3/4 of 64 MiB)"]
     assert len(_diagnose(*GMM, fits, "tile_rule m>=1024 -> " + too_big.replace("tile ", ""),
                          tpu="v7x")) == 1
 
@@ -156,32 +157,37 @@ def test_diagnose_quantize_groups_and_gemv():
 
 
 def test_plan_cores_for_the_backward_pass():
+    # With an epilogue the backward pass needs a plain core, called with the
+    # spec's B layout (the pre-activation) and the other one (d lhs).
     kernel, spec = _kernel("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, k, n]", "out bf16",
                            "epilogue gelu")
     p = pallas.plan(kernel, spec)
-    assert [c.fn for c in p.cores] == ["_gmm", "_gmm_linear", "_gmm_t"]
-    assert [c.rhs_nk for c in p.cores] == [False, False, True]
-    assert all(c.plain for c in p.cores[1:]) and p.tgmm is not None
+    assert [c.fn for c in p.cores] == ["_gmm", "_gmm_plain"]
+    assert [c.kernel_fn for c in p.cores] == ["_kernel", "_plain_kernel"]
+    assert p.backward is p.cores[1] and p.backward.plain and not p.core.plain
+    assert p.tgmm is not None and p.tgmm.fn == "_tgmm"
+    # A plain spec kernel serves the backward pass itself: one core.
     kernel, spec = _kernel(*GMM)
-    assert [c.fn for c in pallas.plan(kernel, spec).cores] == ["_gmm", "_gmm_t"]
+    p = pallas.plan(kernel, spec)
+    assert [c.fn for c in p.cores] == ["_gmm"] and p.backward is p.core and p.vjp
     kernel, spec = _kernel("op grouped", "lhs e4m3 [m, k]", "rhs e4m3 [g, n, k]", "out bf16")
     p = pallas.plan(kernel, spec)
-    assert not p.vjp and p.tgmm is None
+    assert not p.vjp and p.backward is None and p.tgmm is None
 
 
 def test_plan_packing_decisions():
     kernel, spec = _kernel("op dense", "lhs bf16 [m, k]", "rhs int4 packed [n, k]", "out bf16",
                            "tile m=128 n=128 k=256")
     c = pallas.plan(kernel, spec).core
-    assert c.k_pairs and c.lhs_split and not c.rhs_permute and c.mxu == "bfloat16"
+    assert c.k_pairs and c.lhs_split and not c.rhs_permute and c.mxu is ir.DType.BF16
     kernel, spec = _kernel("op dense", "lhs int4 packed [m, k]", "rhs int4 packed [k, n]",
                            "out f32", "tile m=128 n=256 k=256")
     c = pallas.plan(kernel, spec).core
     assert c.k_pairs and not c.lhs_split and c.rhs_permute and c.int_dot
-    assert c.acc_dtype == "int32"
+    assert c.acc_dtype is ir.DType.INT32
     kernel, spec = _kernel("op dense", "lhs int8 [m, k]", "rhs int8 [n, k]", "out f32",
                            "lhs_scale per_token_group k=128 f32")
-    assert pallas.plan(kernel, spec).core.acc_dtype == "float32"  # promoted per K block
+    assert pallas.plan(kernel, spec).core.acc_dtype is ir.DType.F32  # promoted per K block
 
 
 def test_alpha_is_rounded_to_f32():
@@ -213,10 +219,10 @@ def test_render_is_deterministic_and_headed():
     init = files[PurePosixPath("pallas/__init__.py")]
     assert "gmm_a: " in init and "dense_b: " in init
     gmm = files[PurePosixPath("pallas/gmm_a.py")]
-    assert "def gmm_a(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, " \
-        "interpret=False):" in gmm
+    assert ("def gmm_a(\n    lhs,\n    rhs,\n    group_sizes,\n    group_offset=None,\n"
+            "    existing_out=None,\n    *,\n    interpret=False,\n):") in gmm
     dense = files[PurePosixPath("pallas/dense_b.py")]
-    assert "def dense_b(lhs, rhs, *, interpret=False):" in dense
+    assert "def dense_b(\n    lhs,\n    rhs,\n    *,\n    interpret=False,\n):" in dense
     assert "    if n >= 1024:\n        return 128, 256, 128" in dense
     assert "precision=lax.Precision.HIGHEST" in dense
 

@@ -29,6 +29,8 @@ from jax.experimental.pallas import tpu as pltpu
 # needs at most 262144 bytes (0.25 MiB) on a TPU v6e.
 VMEM_LIMIT_BYTES = None
 
+RHS_NK = True  # rhs is [n, k]
+
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
@@ -44,7 +46,11 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
         )
 
 
-def _validate(*, lhs, rhs) -> None:
+def _validate(
+    *,
+    lhs,
+    rhs,
+) -> None:
     """Check shapes and dtypes; raise ValueError naming the offending value.
 
     rhs (the weights) defines k and n, lhs defines m; a dim that
@@ -58,10 +64,14 @@ def _validate(*, lhs, rhs) -> None:
     k = rhs.shape[1]
     n = rhs.shape[0]
     if lhs_k != k:
-        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
-                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [n, k])")
+        raise ValueError(
+            f"lhs has k = {lhs_k} but rhs has k = {k} (lhs {list(lhs.shape)} is [m, k], "
+            f"rhs {list(rhs.shape)} is [n, k])",
+        )
     if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [n, k])")
+        raise ValueError(
+            f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [n, k])",
+        )
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (n, k), jnp.bfloat16)
 
@@ -91,10 +101,11 @@ def _kernel(
     out_ref,
     acc_ref,
     *,
+    rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
 ):
-    """One grid step (m tile, n tile, K block); K is the innermost axis."""
+    """One grid step (m tile i, n tile j, K block kk); K is the innermost axis."""
     k_i = pl.program_id(2)
     last_k = tiles_k - 1
 
@@ -112,8 +123,8 @@ def _kernel(
             lhs = _zero_past(lhs, k_rem, axis=1)
         rhs = rhs_ref[...]
         if k_rem:
-            rhs = _zero_past(rhs, k_rem, axis=1)
-        part = _dot(lhs, rhs, rhs_nk=True)
+            rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
+        part = _dot(lhs, rhs, rhs_nk=rhs_nk)
         acc_ref[...] += part
 
     if k_rem:
@@ -135,13 +146,14 @@ def _matmul(
     lhs,
     rhs,
     *,
+    rhs_nk: bool,
     out_dtype,
     interpret,
 ):
-    """The dense matmul, rhs [n, k], on validated arguments."""
+    """The dense matmul on validated arguments: rhs is [n, k] when rhs_nk, else [k, n]."""
     m = lhs.shape[0]
     k = lhs.shape[1]
-    n = rhs.shape[0]
+    n = rhs.shape[0] if rhs_nk else rhs.shape[1]
     n_out = n
     if m == 0:
         return jnp.zeros((0, n_out), out_dtype)
@@ -155,17 +167,31 @@ def _matmul(
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) The grid (m tile i, n tile j, K block kk).
+    def lhs_index(i, j, kk):
+        return i, kk
+
+    def rhs_index(i, j, kk):
+        return (j, kk) if rhs_nk else (kk, j)
+
+    def out_index(i, j, kk):
+        return i, j
+
     in_specs = [
-        pl.BlockSpec((tm, tk), lambda i, j, kk: (i, kk)),
-        pl.BlockSpec((tn, tk), lambda i, j, kk: (j, kk)),
+        pl.BlockSpec((tm, tk), lhs_index),
+        pl.BlockSpec((tn, tk) if rhs_nk else (tk, tn), rhs_index),
     ]
     inputs = [lhs, rhs]
-    out = pl.pallas_call(
-        functools.partial(_kernel, tiles_k=tiles_k, k_rem=k % tk),
+    return pl.pallas_call(
+        functools.partial(
+            _kernel,
+            rhs_nk=rhs_nk,
+            tiles_k=tiles_k,
+            k_rem=k % tk,
+        ),
         out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
         grid=(pl.cdiv(m, tm), tiles_n, tiles_k),
         in_specs=in_specs,
-        out_specs=pl.BlockSpec((tm, tn), lambda i, j, kk: (i, j)),
+        out_specs=pl.BlockSpec((tm, tn), out_index),
         scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel", "arbitrary"),
@@ -180,11 +206,15 @@ def _matmul(
         ),
         interpret=interpret,
     )(*inputs)
-    return out
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def dense_bf16_out_bf16(lhs, rhs, *, interpret=False):
+def dense_bf16_out_bf16(
+    lhs,
+    rhs,
+    *,
+    interpret=False,
+):
     """Dense matmul: out = lhs @ rhsᵀ.
 
     Args:
@@ -196,5 +226,14 @@ def dense_bf16_out_bf16(lhs, rhs, *, interpret=False):
     Returns:
       [m, n] bfloat16.
     """
-    _validate(lhs=lhs, rhs=rhs)
-    return _matmul(lhs, rhs, out_dtype=jnp.bfloat16, interpret=interpret)
+    _validate(
+        lhs=lhs,
+        rhs=rhs,
+    )
+    return _matmul(
+        lhs,
+        rhs,
+        rhs_nk=RHS_NK,
+        out_dtype=jnp.bfloat16,
+        interpret=interpret,
+    )

@@ -31,6 +31,11 @@ from jax.experimental.pallas import tpu as pltpu
 # needs at most 188416 bytes (0.18 MiB) on a TPU v6e.
 VMEM_LIMIT_BYTES = None
 
+RHS_NK = True  # rhs is [n, k]
+LHS_SCALE_BLOCK_K = 128  # columns of lhs per lhs_scale
+RHS_SCALE_BLOCK_N = 128  # columns of rhs per rhs_scale
+RHS_SCALE_BLOCK_K = 128  # rows of k per rhs_scale
+
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
@@ -46,7 +51,13 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
         )
 
 
-def _validate(*, lhs, rhs, lhs_scale, rhs_scale) -> None:
+def _validate(
+    *,
+    lhs,
+    rhs,
+    lhs_scale,
+    rhs_scale,
+) -> None:
     """Check shapes and dtypes; raise ValueError naming the offending value.
 
     rhs (the weights) defines k and n, lhs defines m; a dim that
@@ -60,10 +71,14 @@ def _validate(*, lhs, rhs, lhs_scale, rhs_scale) -> None:
     k = rhs.shape[1]
     n = rhs.shape[0]
     if lhs_k != k:
-        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
-                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [n, k])")
+        raise ValueError(
+            f"lhs has k = {lhs_k} but rhs has k = {k} (lhs {list(lhs.shape)} is [m, k], "
+            f"rhs {list(rhs.shape)} is [n, k])",
+        )
     if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [n, k])")
+        raise ValueError(
+            f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [n, k])",
+        )
     _expect("lhs", lhs, (m, k), jnp.float8_e4m3fn)
     _expect("rhs", rhs, (n, k), jnp.float8_e4m3fn)
     _expect("lhs_scale", lhs_scale, (m, -(-k // 128)), jnp.float32)
@@ -97,10 +112,11 @@ def _kernel(
     out_ref,
     acc_ref,
     *,
+    rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
 ):
-    """One grid step (m tile, n tile, K block); K is the innermost axis."""
+    """One grid step (m tile i, n tile j, K block kk); K is the innermost axis."""
     k_i = pl.program_id(2)
     last_k = tiles_k - 1
 
@@ -118,8 +134,8 @@ def _kernel(
             lhs = _zero_past(lhs, k_rem, axis=1)
         rhs = rhs_ref[...].astype(jnp.bfloat16)
         if k_rem:
-            rhs = _zero_past(rhs, k_rem, axis=1)
-        part = _dot(lhs, rhs, rhs_nk=True)
+            rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
+        part = _dot(lhs, rhs, rhs_nk=rhs_nk)
         part = part * lhs_scale_ref[...]  # [tm, 1]: this K block's row scales
         part = part * rhs_scale_ref[...]  # [1, tn]: this K block's column scales
         acc_ref[...] += part
@@ -145,13 +161,14 @@ def _matmul(
     lhs_scale,
     rhs_scale,
     *,
+    rhs_nk: bool,
     out_dtype,
     interpret,
 ):
-    """The dense matmul, rhs [n, k], on validated arguments."""
+    """The dense matmul on validated arguments: rhs is [n, k] when rhs_nk, else [k, n]."""
     m = lhs.shape[0]
     k = lhs.shape[1]
-    n = rhs.shape[0]
+    n = rhs.shape[0] if rhs_nk else rhs.shape[1]
     n_out = n
     if m == 0:
         return jnp.zeros((0, n_out), out_dtype)
@@ -166,26 +183,46 @@ def _matmul(
 
     # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays).
     lhs_scale = lhs_scale.astype(jnp.float32).T[:, :, None]  # [k blocks, m, 1]
-    # One scale per 128 columns: repeated to one per column, the
-    # layout of a kblock scale ([k blocks, 1, n]).
-    rhs_scale = jnp.repeat(rhs_scale.astype(jnp.float32), 128, axis=-2)[..., :n, :]
+    # One scale per RHS_SCALE_BLOCK_N = 128 columns: repeated to one per
+    # column, the layout of a kblock scale ([k blocks, 1, n]).
+    rhs_scale = jnp.repeat(rhs_scale.astype(jnp.float32), RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]
     rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)[..., None, :]
 
     # (3) The grid (m tile i, n tile j, K block kk).
     #     Main-loop scales follow kk: their block holds the K block's scales.
+    def lhs_index(i, j, kk):
+        return i, kk
+
+    def rhs_index(i, j, kk):
+        return (j, kk) if rhs_nk else (kk, j)
+
+    def lhs_scale_index(i, j, kk):
+        return lax.div(kk * tk, LHS_SCALE_BLOCK_K), i, 0
+
+    def rhs_scale_index(i, j, kk):
+        return lax.div(kk * tk, RHS_SCALE_BLOCK_K), 0, j
+
+    def out_index(i, j, kk):
+        return i, j
+
     in_specs = [
-        pl.BlockSpec((tm, tk), lambda i, j, kk: (i, kk)),
-        pl.BlockSpec((tn, tk), lambda i, j, kk: (j, kk)),
-        pl.BlockSpec((None, tm, 1), lambda i, j, kk: (lax.div(kk * tk, 128), i, 0)),
-        pl.BlockSpec((None, 1, tn), lambda i, j, kk: (lax.div(kk * tk, 128), 0, j)),
+        pl.BlockSpec((tm, tk), lhs_index),
+        pl.BlockSpec((tn, tk) if rhs_nk else (tk, tn), rhs_index),
+        pl.BlockSpec((None, tm, 1), lhs_scale_index),
+        pl.BlockSpec((None, 1, tn), rhs_scale_index),
     ]
     inputs = [lhs, rhs, lhs_scale, rhs_scale]
-    out = pl.pallas_call(
-        functools.partial(_kernel, tiles_k=tiles_k, k_rem=k % tk),
+    return pl.pallas_call(
+        functools.partial(
+            _kernel,
+            rhs_nk=rhs_nk,
+            tiles_k=tiles_k,
+            k_rem=k % tk,
+        ),
         out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
         grid=(pl.cdiv(m, tm), tiles_n, tiles_k),
         in_specs=in_specs,
-        out_specs=pl.BlockSpec((tm, tn), lambda i, j, kk: (i, j)),
+        out_specs=pl.BlockSpec((tm, tn), out_index),
         scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel", "arbitrary"),
@@ -200,11 +237,17 @@ def _matmul(
         ),
         interpret=interpret,
     )(*inputs)
-    return out
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(lhs, rhs, lhs_scale, rhs_scale, *, interpret=False):
+def fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(
+    lhs,
+    rhs,
+    lhs_scale,
+    rhs_scale,
+    *,
+    interpret=False,
+):
     """Dense matmul: out = (lhs @ rhsᵀ) * lhs_scale * rhs_scale.
 
     Args:
@@ -220,5 +263,18 @@ def fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(lhs, rhs, lhs_scale, rhs_s
     Returns:
       [m, n] bfloat16.
     """
-    _validate(lhs=lhs, rhs=rhs, lhs_scale=lhs_scale, rhs_scale=rhs_scale)
-    return _matmul(lhs, rhs, lhs_scale, rhs_scale, out_dtype=jnp.bfloat16, interpret=interpret)
+    _validate(
+        lhs=lhs,
+        rhs=rhs,
+        lhs_scale=lhs_scale,
+        rhs_scale=rhs_scale,
+    )
+    return _matmul(
+        lhs,
+        rhs,
+        lhs_scale,
+        rhs_scale,
+        rhs_nk=RHS_NK,
+        out_dtype=jnp.bfloat16,
+        interpret=interpret,
+    )

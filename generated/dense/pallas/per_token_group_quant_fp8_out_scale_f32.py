@@ -49,7 +49,9 @@ AMAX_FLOOR = 1e-10
 def _validate(*, lhs) -> None:
     """Check shape and dtype; raise ValueError naming the offending value."""
     if lhs.ndim != 2 or lhs.dtype != jnp.bfloat16:
-        raise ValueError(f"lhs must be bfloat16 [m, k], got {jnp.dtype(lhs.dtype).name} {list(lhs.shape)}")
+        raise ValueError(
+            f"lhs must be bfloat16 [m, k], got {jnp.dtype(lhs.dtype).name} {list(lhs.shape)}",
+        )
     if lhs.shape[1] == 0:
         raise ValueError(f"lhs has k = 0, k must be positive (lhs {list(lhs.shape)} is [m, k])")
 
@@ -79,8 +81,9 @@ def _divide_by_fp8_max(a):
         r = (a - q_hi * FP8_MAX) - (q - q_hi) * FP8_MAX
         up = lax.bitcast_convert_type(bits + 1, jnp.float32)
         down = lax.bitcast_convert_type(bits - 1, jnp.float32)
-        q = jnp.where(2.0 * r > (up - q) * FP8_MAX, up,
-                      jnp.where(-2.0 * r > (q - down) * FP8_MAX, down, q))
+        q = jnp.where(
+            2.0 * r > (up - q) * FP8_MAX, up, jnp.where(-2.0 * r > (q - down) * FP8_MAX, down, q)
+        )
     return q
 
 
@@ -95,7 +98,7 @@ def _kernel(x_ref, q_ref, scale_ref, *, k: int):
     x = jnp.where(columns < k, x, 0.0)
 
     for j in range(TK // GROUP):
-        group = x[:, j * GROUP:(j + 1) * GROUP]
+        group = x[:, j * GROUP : (j + 1) * GROUP]
         # (2) amax over the group's columns, per row: [tm, 1]. A NaN counts
         #     as an infinity (a selection, so no NaN rule of max matters):
         #     amax is infinite exactly when the group holds an inf or a NaN.
@@ -110,7 +113,7 @@ def _kernel(x_ref, q_ref, scale_ref, *, k: int):
         #     non-finite group.
         q = jnp.clip(group / scale, -FP8_MAX, FP8_MAX)
         q = jnp.where(finite, q, jnp.nan)
-        q_ref[:, j * GROUP:(j + 1) * GROUP] = q.astype(q_ref.dtype)
+        q_ref[:, j * GROUP : (j + 1) * GROUP] = q.astype(q_ref.dtype)
         scale_ref[j] = scale
 
 

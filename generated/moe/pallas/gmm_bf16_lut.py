@@ -6,12 +6,13 @@
 The rows of lhs are split into groups by group_sizes, in order. This shard
 owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
 of other groups, and the rows past sum(group_sizes), are zero, or keep
-existing_out when it is given. Any integers are valid sizes: a negative size
+existing_out when it is given (existing_out is aliased into the output: its
+buffer becomes the result). Any integers are valid sizes: a negative size
 counts as 0 and no group runs past row m (the running sum saturates at m,
 nothing overflows int32).
 
 gmm_bf16_lut_vjp is the same function, differentiable: its backward pass runs
-generated kernels too (a grouped matmul with the other B layout for d lhs,
+generated kernels too (the grouped matmul with the other B layout for d lhs,
 tgmm for d rhs).
 
 Spec (specs/moe.gemm):
@@ -23,7 +24,7 @@ Spec (specs/moe.gemm):
       when m <= 64: m=64 n=128 k=128
       when k <= 256: m=128 n=128 k=128
     buffers   2 per pipelined block
-    vmem      0.62 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
+    vmem      0.75 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
 
 Generated for and checked with JAX 0.10.2.
 """
@@ -40,13 +41,15 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
-# needs at most 655360 bytes (0.62 MiB) on a TPU v5e.
+# needs at most 786432 bytes (0.75 MiB) on a TPU v5e.
 VMEM_LIMIT_BYTES = None
 
 # Rows are int32 indices. The rows of an m tile, m_tile * tm + r, stay below
 # cdiv(m, tm) * tm < m + tm <= 2 * m, so m may be at most 2**30 (an lhs that
 # no TPU's HBM holds anyway).
 MAX_ROWS = 2**30
+
+RHS_NK = True  # rhs is [g, n, k]
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -67,7 +70,14 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
         )
 
 
-def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> None:
+def _validate(
+    *,
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset,
+    existing_out,
+) -> None:
     """Check shapes and dtypes; raise ValueError naming the offending value.
 
     rhs (the weights) defines g, k and n, lhs defines m; a dim that
@@ -82,19 +92,27 @@ def _validate(*, lhs, rhs, group_sizes, group_offset, existing_out) -> None:
     k = rhs.shape[2]
     n = rhs.shape[1]
     if lhs_k != k:
-        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
-                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [g, n, k])")
+        raise ValueError(
+            f"lhs has k = {lhs_k} but rhs has k = {k} (lhs {list(lhs.shape)} is [m, k], "
+            f"rhs {list(rhs.shape)} is [g, n, k])",
+        )
     if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [g, n, k])")
+        raise ValueError(
+            f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [g, n, k])",
+        )
     if m > MAX_ROWS:
-        raise ValueError(f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)")
+        raise ValueError(
+            f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)",
+        )
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (g, n, k), jnp.bfloat16)
     if g == 0:
         raise ValueError(f"rhs must hold at least one group, got shape {list(rhs.shape)}")
     if group_sizes.shape[0] < g:
-        raise ValueError(f"group_sizes has {group_sizes.shape[0]} groups but rhs has g = {g}: "
-                         "it needs a size for each local group at least")
+        raise ValueError(
+            f"group_sizes has {group_sizes.shape[0]} groups but rhs has g = {g}: "
+            "it needs a size for each local group at least",
+        )
     if existing_out is not None:
         _expect("existing_out", existing_out, (m, n), jnp.bfloat16)
 
@@ -184,8 +202,8 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
 
     Work items visit m tiles in non-decreasing order, so an m tile shared by
     two groups is visited on consecutive steps and its output block stays in
-    VMEM between them. Empty groups get no work item, or exactly one
-    when visit_empty (tgmm must still write their output).
+    VMEM between them. Empty groups get no work item, or exactly one when
+    visit_empty (tgmm must still write their output).
     """
     g = starts.shape[0]
     tiles_m = pl.cdiv(m, tm)
@@ -200,8 +218,7 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
     # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
     #     (num_tiles sums to at most max_work: this cumsum cannot overflow.)
-    group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles,
-                           total_repeat_length=max_work)
+    group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles, total_repeat_length=max_work)
     first_item = jnp.cumsum(num_tiles) - num_tiles
     w = jnp.arange(max_work, dtype=jnp.int32)
     m_tile_ids = jnp.minimum(first_tile[group_ids] + w - first_item[group_ids], tiles_m - 1)
@@ -215,27 +232,37 @@ def _kernel(
     m_tile_ids_ref,
     starts_ref,
     ends_ref,
-    # Inputs.
+    # Inputs (existing_ref: None unless existing_out is aliased).
     lhs_ref,
     rhs_ref,
+    existing_ref,
     # Output and scratch.
     out_ref,
     acc_ref,
     *,
+    rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
     tm: int,
 ):
-    """One grid step (n tile, work item w, K block); K is the innermost axis."""
+    """One grid step (n tile j, work item w, K block kk); K is the innermost axis."""
     w = pl.program_id(1)
     group = group_ids_ref[w]
     k_i = pl.program_id(2)
     last_k = tiles_k - 1
 
-    # (1) First K block: clear the accumulator.
+    # (1) First K block: clear the accumulator. On an m tile's
+    #     first visit, its output block starts as existing_out's when that
+    #     is aliased into the output: rows no step stores keep its values.
     @pl.when(k_i == 0)
     def _zero():
         acc_ref[...] = jnp.zeros_like(acc_ref)
+        if existing_ref is not None:
+            previous = m_tile_ids_ref[jnp.maximum(w - 1, 0)]
+
+            @pl.when((w == 0) | (previous != m_tile_ids_ref[w]))
+            def _init():
+                out_ref[...] = existing_ref[...]
 
     # (2) acc += this K block's product.
     #     The ragged last block (k_rem > 0) is zeroed past k in both operands:
@@ -246,8 +273,8 @@ def _kernel(
             lhs = _zero_past(lhs, k_rem, axis=1)
         rhs = rhs_ref[...]
         if k_rem:
-            rhs = _zero_past(rhs, k_rem, axis=1)
-        part = _dot(lhs, rhs, rhs_nk=True)
+            rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
+        part = _dot(lhs, rhs, rhs_nk=rhs_nk)
         acc_ref[...] += part
 
     if k_rem:
@@ -275,14 +302,15 @@ def _gmm(
     group_offset,
     existing_out,
     *,
+    rhs_nk: bool,
     out_dtype,
     interpret,
 ):
-    """The grouped matmul, rhs [g, n, k], on validated arguments."""
+    """The grouped matmul on validated arguments: rhs is [g, n, k] when rhs_nk, else [g, k, n]."""
     m = lhs.shape[0]
     k = lhs.shape[1]
     g = rhs.shape[0]
-    n = rhs.shape[1]
+    n = rhs.shape[1] if rhs_nk else rhs.shape[2]
     n_out = n
     if m == 0:
         return jnp.zeros((0, n_out), out_dtype) if existing_out is None else existing_out
@@ -303,21 +331,48 @@ def _gmm(
 
     # (3) The grid (n tile j, work item w, K block kk); block index maps get
     #     the grid indices, then the scalar-prefetch refs.
+    def lhs_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], kk
+
+    def rhs_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return (group_ids[w], j, kk) if rhs_nk else (group_ids[w], kk, j)
+
+    def out_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], j
+
     in_specs = [
-        pl.BlockSpec((tm, tk), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], kk)),
-        pl.BlockSpec((None, tn, tk), lambda j, w, kk, groups, m_tiles, *_: (groups[w], j, kk)),
+        pl.BlockSpec((tm, tk), lhs_index),
+        pl.BlockSpec((None, tn, tk) if rhs_nk else (None, tk, tn), rhs_index),
     ]
     inputs = [lhs, rhs]
+    # existing_out is aliased into the output (below, input_output_aliases):
+    # the kernel reads its block on the first visit of an m tile, and the m
+    # tiles it never visits keep its values in place. TPU interpret mode
+    # (JAX 0.10.2) returns an aliased output padded to whole blocks, so
+    # there, with a partial edge block, the rows come from existing_out by
+    # the select of step (4) instead.
+    aliased = existing_out is not None and not (
+        isinstance(interpret, pltpu.InterpretParams) and (m % tm or n_out % tn)
+    )
+    in_specs.append(pl.BlockSpec((tm, tn), out_index) if aliased else None)
+    inputs.append(existing_out if aliased else None)
     out = pl.pallas_call(
-        functools.partial(_kernel, tiles_k=tiles_k, k_rem=k % tk, tm=tm),
+        functools.partial(
+            _kernel,
+            rhs_nk=rhs_nk,
+            tiles_k=tiles_k,
+            k_rem=k % tk,
+            tm=tm,
+        ),
         out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(metadata),
             grid=(tiles_n, num_work, tiles_k),
             in_specs=in_specs,
-            out_specs=pl.BlockSpec((tm, tn), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], j)),
+            out_specs=pl.BlockSpec((tm, tn), out_index),
             scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
         ),
+        input_output_aliases={len(metadata) + len(inputs) - 1: 0} if aliased else {},
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "arbitrary", "arbitrary"),
             vmem_limit_bytes=VMEM_LIMIT_BYTES,
@@ -331,140 +386,12 @@ def _gmm(
         ),
         interpret=interpret,
     )(*metadata, *inputs)
+    if aliased:
+        return out
 
-    # (4) The kernel wrote every row of this shard's groups; the other rows
-    #     hold whatever the output buffer held: zero them, or take
-    #     existing_out's.
-    rest = jnp.zeros((), out_dtype) if existing_out is None else existing_out
-    return jnp.where(_owned_rows(starts, ends, m), out, rest)
-
-
-def _kernel_t(
-    # Scalar prefetch (SMEM): the work list.
-    group_ids_ref,
-    m_tile_ids_ref,
-    starts_ref,
-    ends_ref,
-    # Inputs.
-    lhs_ref,
-    rhs_ref,
-    # Output and scratch.
-    out_ref,
-    acc_ref,
-    *,
-    tiles_k: int,
-    k_rem: int,
-    tm: int,
-):
-    """One grid step (n tile, work item w, K block); K is the innermost axis."""
-    w = pl.program_id(1)
-    group = group_ids_ref[w]
-    k_i = pl.program_id(2)
-    last_k = tiles_k - 1
-
-    # (1) First K block: clear the accumulator.
-    @pl.when(k_i == 0)
-    def _zero():
-        acc_ref[...] = jnp.zeros_like(acc_ref)
-
-    # (2) acc += this K block's product.
-    #     The ragged last block (k_rem > 0) is zeroed past k in both operands:
-    #     the padding of an edge block is undefined, and 0 * NaN is NaN.
-    def accumulate(k_rem: int):
-        lhs = lhs_ref[...]
-        if k_rem:
-            lhs = _zero_past(lhs, k_rem, axis=1)
-        rhs = rhs_ref[...]
-        if k_rem:
-            rhs = _zero_past(rhs, k_rem, axis=0)
-        part = _dot(lhs, rhs, rhs_nk=False)
-        acc_ref[...] += part
-
-    if k_rem:
-        pl.when(k_i < last_k)(functools.partial(accumulate, 0))
-        pl.when(k_i == last_k)(functools.partial(accumulate, k_rem))
-    else:
-        accumulate(0)
-
-    # (3) Last K block: the cast and the store.
-    #     Only the rows of this group are stored: the m tile may also hold
-    #     rows of the neighbouring groups, written on the neighbouring steps
-    #     while the block stays in VMEM.
-    @pl.when(k_i == last_k)
-    def _store():
-        y = acc_ref[...]
-        rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, y.shape, 0)
-        mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
-        out_ref[...] = jnp.where(mine, y.astype(out_ref.dtype), out_ref[...])
-
-
-def _gmm_t(
-    lhs,
-    rhs,
-    group_sizes,
-    group_offset,
-    existing_out,
-    *,
-    out_dtype,
-    interpret,
-):
-    """The grouped matmul, rhs [g, k, n], on validated arguments."""
-    m = lhs.shape[0]
-    k = lhs.shape[1]
-    g = rhs.shape[0]
-    n = rhs.shape[2]
-    n_out = n
-    if m == 0:
-        return jnp.zeros((0, n_out), out_dtype) if existing_out is None else existing_out
-    if group_offset is None:
-        group_offset = jnp.zeros((), jnp.int32)
-
-    # (1) The tile: the LUT's, each dim clamped to the problem (a block as
-    #     large as its whole dimension is always a legal TPU block). Edge
-    #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and the kernel masks K.
-    tm, tn, tk = tile_for(m, n, k)
-    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
-    tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
-
-    # (2) The work list: one item per (group, m tile) pair with rows to compute.
-    starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
-    metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm, visit_empty=False)
-
-    # (3) The grid (n tile j, work item w, K block kk); block index maps get
-    #     the grid indices, then the scalar-prefetch refs.
-    in_specs = [
-        pl.BlockSpec((tm, tk), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], kk)),
-        pl.BlockSpec((None, tk, tn), lambda j, w, kk, groups, m_tiles, *_: (groups[w], kk, j)),
-    ]
-    inputs = [lhs, rhs]
-    out = pl.pallas_call(
-        functools.partial(_kernel_t, tiles_k=tiles_k, k_rem=k % tk, tm=tm),
-        out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
-        grid_spec=pltpu.PrefetchScalarGridSpec(
-            num_scalar_prefetch=len(metadata),
-            grid=(tiles_n, num_work, tiles_k),
-            in_specs=in_specs,
-            out_specs=pl.BlockSpec((tm, tn), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], j)),
-            scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
-        ),
-        compiler_params=pltpu.CompilerParams(
-            dimension_semantics=("parallel", "arbitrary", "arbitrary"),
-            vmem_limit_bytes=VMEM_LIMIT_BYTES,
-        ),
-        cost_estimate=pl.CostEstimate(
-            flops=2 * m * n * k,
-            bytes_accessed=lhs.size * lhs.itemsize * tiles_n
-            + rhs.size * rhs.itemsize
-            + m * n_out * jnp.dtype(out_dtype).itemsize,
-            transcendentals=0,
-        ),
-        interpret=interpret,
-    )(*metadata, *inputs)
-
-    # (4) The kernel wrote every row of this shard's groups; the other rows
-    #     hold whatever the output buffer held: zero them, or take
-    #     existing_out's.
+    # (4) Without existing_out aliased, the rows the kernel never
+    #     stores (other shards' groups, rows past sum(group_sizes)) hold
+    #     whatever the output buffer held: zero them, or take existing_out's.
     rest = jnp.zeros((), out_dtype) if existing_out is None else existing_out
     return jnp.where(_owned_rows(starts, ends, m), out, rest)
 
@@ -475,7 +402,7 @@ def _tgmm_kernel(
     m_tile_ids_ref,
     starts_ref,
     ends_ref,
-    # Pipelined VMEM blocks.
+    # Pipelined VMEM blocks (existing_ref: None without existing_out).
     lhs_ref,
     rhs_ref,
     existing_ref,
@@ -485,8 +412,8 @@ def _tgmm_kernel(
     *,
     tm: int,
 ):
-    """One grid step (n tile, k tile, work item w); the work axis is innermost
-    and visits the m tiles of one group after another."""
+    """One grid step (n tile j, k tile kk, work item w); the work axis is
+    innermost and visits the m tiles of one group after another."""
     w = pl.program_id(2)
     last_w = pl.num_programs(2) - 1
     group = group_ids_ref[w]
@@ -545,10 +472,19 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
 
     # (3) The grid (n tile j, k tile kk, work item w); index maps receive the
     #     grid indices, then the scalar-prefetch refs.
-    out_spec = pl.BlockSpec((None, tk, tn), lambda j, kk, w, groups, m_tiles, *_: (groups[w], kk, j))
+    def lhs_index(j, kk, w, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], kk
+
+    def rhs_index(j, kk, w, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], j
+
+    def out_index(j, kk, w, group_ids, m_tile_ids, *_):
+        return group_ids[w], kk, j
+
+    out_spec = pl.BlockSpec((None, tk, tn), out_index)
     in_specs = [
-        pl.BlockSpec((tm, tk), lambda j, kk, w, groups, m_tiles, *_: (m_tiles[w], kk)),
-        pl.BlockSpec((tm, tn), lambda j, kk, w, groups, m_tiles, *_: (m_tiles[w], j)),
+        pl.BlockSpec((tm, tk), lhs_index),
+        pl.BlockSpec((tm, tn), rhs_index),
         None if existing_out is None else out_spec,
     ]
     return pl.pallas_call(
@@ -577,13 +513,44 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, interpret):
+def _launch(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset,
+    existing_out,
+    *,
+    interpret,
+):
     """gmm_bf16_lut once group_sizes and group_offset are int32 arrays, under jax.jit."""
-    _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
-    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out, out_dtype=jnp.bfloat16, interpret=interpret)
+    _validate(
+        lhs=lhs,
+        rhs=rhs,
+        group_sizes=group_sizes,
+        group_offset=group_offset,
+        existing_out=existing_out,
+    )
+    return _gmm(
+        lhs,
+        rhs,
+        group_sizes,
+        group_offset,
+        existing_out,
+        rhs_nk=RHS_NK,
+        out_dtype=jnp.bfloat16,
+        interpret=interpret,
+    )
 
 
-def gmm_bf16_lut(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
+def gmm_bf16_lut(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset=None,
+    existing_out=None,
+    *,
+    interpret=False,
+):
     """Grouped matmul: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]ᵀ.
 
     Args:
@@ -609,7 +576,14 @@ def gmm_bf16_lut(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *,
     group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
     if group_offset is not None:
         group_offset = _int32_array("group_offset", group_offset, ndim=0)
-    return _launch(lhs, rhs, group_sizes, group_offset, existing_out, interpret=interpret)
+    return _launch(
+        lhs,
+        rhs,
+        group_sizes,
+        group_offset,
+        existing_out,
+        interpret=interpret,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -618,13 +592,29 @@ def gmm_bf16_lut(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *,
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
 def _differentiable(lhs, rhs, group_sizes, group_offset, existing_out, interpret):
-    return _gmm(lhs, rhs, group_sizes, group_offset, existing_out,
-               out_dtype=jnp.bfloat16, interpret=interpret)
+    return _gmm(
+        lhs,
+        rhs,
+        group_sizes,
+        group_offset,
+        existing_out,
+        rhs_nk=RHS_NK,
+        out_dtype=jnp.bfloat16,
+        interpret=interpret,
+    )
 
 
 def _differentiable_fwd(lhs, rhs, group_sizes, group_offset, existing_out, interpret):
-    out = _gmm(lhs, rhs, group_sizes, group_offset, existing_out,
-               out_dtype=jnp.bfloat16, interpret=interpret)
+    out = _gmm(
+        lhs,
+        rhs,
+        group_sizes,
+        group_offset,
+        existing_out,
+        rhs_nk=RHS_NK,
+        out_dtype=jnp.bfloat16,
+        interpret=interpret,
+    )
     return out, (lhs, rhs, group_sizes, group_offset)
 
 
@@ -638,19 +628,36 @@ def _differentiable_bwd(interpret, residuals, d_out):
     # (1) Rows outside this shard's groups are copies of existing_out: their
     #     gradient goes to existing_out and nowhere else.
     d_existing = jnp.where(owned, 0.0, d_out).astype(jnp.bfloat16)
-    d_y = jnp.where(owned, d_out, 0.0)
 
-    # (2) No activation: the gradient of the pre-activation is d_y.
-    d_pre = d_y
+    # (2) No activation: the gradient of the pre-activation is d_out on the
+    #     owned rows.
+    d_pre = jnp.where(owned, d_out, 0.0)
 
     # (3) The product's gradients, by generated kernels: d lhs = d_prod @ rhsᵀ
     #     per group (the grouped matmul with the other B layout), d rhs per
     #     group by tgmm. Rows outside the shard have d_prod = 0.
     d_prod = (d_pre).astype(lhs.dtype)
-    d_lhs = _gmm_t(d_prod, rhs, group_sizes, group_offset, None, out_dtype=lhs.dtype,
-                   interpret=interpret)
-    d_rhs = _tgmm(d_prod, lhs, group_sizes, group_offset, None, g=g, out_dtype=rhs.dtype,
-                  interpret=interpret)  # [g, n, k]
+    d_lhs = _gmm(
+        d_prod,
+        rhs,
+        group_sizes,
+        group_offset,
+        None,
+        rhs_nk=not RHS_NK,
+        out_dtype=lhs.dtype,
+        interpret=interpret,
+    )
+    # rhs is [g, n, k]: d rhs[i] = d_prod[rows]ᵀ @ lhs[rows].
+    d_rhs = _tgmm(
+        d_prod,
+        lhs,
+        group_sizes,
+        group_offset,
+        None,
+        g=g,
+        out_dtype=rhs.dtype,
+        interpret=interpret,
+    )
     return d_lhs, d_rhs, None, None, d_existing
 
 
@@ -658,21 +665,50 @@ _differentiable.defvjp(_differentiable_fwd, _differentiable_bwd)
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def _launch_vjp(lhs, rhs, group_sizes, group_offset, existing_out, *, interpret):
+def _launch_vjp(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset,
+    existing_out,
+    *,
+    interpret,
+):
     """gmm_bf16_lut_vjp once group_sizes and group_offset are int32 arrays, under jax.jit."""
-    _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, group_offset=group_offset, existing_out=existing_out)
-    n = rhs.shape[1]
+    _validate(
+        lhs=lhs,
+        rhs=rhs,
+        group_sizes=group_sizes,
+        group_offset=group_offset,
+        existing_out=existing_out,
+    )
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
     if existing_out is None:
-        existing_out = jnp.zeros((lhs.shape[0], n), jnp.bfloat16)
+        n_out = rhs.shape[1]
+        existing_out = jnp.zeros((lhs.shape[0], n_out), jnp.bfloat16)
     return _differentiable(lhs, rhs, group_sizes, group_offset, existing_out, interpret)
 
 
-def gmm_bf16_lut_vjp(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
+def gmm_bf16_lut_vjp(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset=None,
+    existing_out=None,
+    *,
+    interpret=False,
+):
     """gmm_bf16_lut, differentiable: jax.vjp / jax.grad give the gradients of
     lhs, rhs and existing_out. Arguments and result as gmm_bf16_lut."""
     group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
     if group_offset is not None:
         group_offset = _int32_array("group_offset", group_offset, ndim=0)
-    return _launch_vjp(lhs, rhs, group_sizes, group_offset, existing_out, interpret=interpret)
+    return _launch_vjp(
+        lhs,
+        rhs,
+        group_sizes,
+        group_offset,
+        existing_out,
+        interpret=interpret,
+    )

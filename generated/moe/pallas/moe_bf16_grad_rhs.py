@@ -78,12 +78,16 @@ def _validate(*, lhs, rhs, group_sizes, existing_out, g: int | None) -> int:
     m, k = lhs.shape
     n = rhs.shape[1]
     if rhs.shape[0] != m:
-        raise ValueError(f"rhs has m = {rhs.shape[0]} but lhs has m = {m}: rhs holds one row per row "
-                         f"of lhs (lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [m, n])")
+        raise ValueError(
+            f"rhs has m = {rhs.shape[0]} but lhs has m = {m}: rhs holds one row per row "
+            f"of lhs (lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [m, n])",
+        )
     if k == 0 or n == 0:
         raise ValueError(f"k and n must be positive, got k = {k} (lhs), n = {n} (rhs)")
     if m > MAX_ROWS:
-        raise ValueError(f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)")
+        raise ValueError(
+            f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)",
+        )
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (m, n), jnp.bfloat16)
     if group_sizes.shape[0] == 0:
@@ -91,11 +95,15 @@ def _validate(*, lhs, rhs, group_sizes, existing_out, g: int | None) -> int:
     if existing_out is None:
         return g
     if existing_out.ndim != 3:
-        raise ValueError(f"existing_out must be float32 [g, k, n], got shape {list(existing_out.shape)}")
+        raise ValueError(
+            f"existing_out must be float32 [g, k, n], got shape {list(existing_out.shape)}",
+        )
     g = existing_out.shape[0]
     _expect("existing_out", existing_out, (g, k, n), jnp.float32)
     if g == 0:
-        raise ValueError(f"existing_out must hold at least one group, got shape {list(existing_out.shape)}")
+        raise ValueError(
+            f"existing_out must hold at least one group, got shape {list(existing_out.shape)}",
+        )
     return g
 
 
@@ -105,21 +113,25 @@ def _local_groups(num_groups: int, group_offset) -> int:
     clipping). It is an output shape, so group_offset must be concrete."""
     if group_offset is None:
         return num_groups
-    if isinstance(group_offset, jax.core.Tracer):
+    traced = isinstance(group_offset, jax.core.Tracer)
+    if traced:
         raise ValueError(
             "group_offset is traced (tgmm called under jax.jit), so the number of local groups "
             "g = len(group_sizes) - group_offset, an output shape, is unknown: pass existing_out "
-            "to fix g (its leading dim), or a concrete group_offset")
+            "to fix g (its leading dim), or a concrete group_offset",
+        )
     offset = int(np.asarray(group_offset))
     g = num_groups - offset
     if g <= 0:
         raise ValueError(
             f"group_offset = {offset} leaves no local groups: g = len(group_sizes) - group_offset "
-            f"= {num_groups} - {offset} = {g}; pass existing_out to fix g")
+            f"= {num_groups} - {offset} = {g}; pass existing_out to fix g",
+        )
     if g > MAX_GROUPS:
         raise ValueError(
             f"group_offset = {offset} gives g = len(group_sizes) - group_offset = {g} local "
-            f"groups, more than MAX_GROUPS = {MAX_GROUPS} (group ids are int32)")
+            f"groups, more than MAX_GROUPS = {MAX_GROUPS} (group ids are int32)",
+        )
     return g
 
 
@@ -191,8 +203,8 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
 
     Work items visit m tiles in non-decreasing order, so an m tile shared by
     two groups is visited on consecutive steps and its output block stays in
-    VMEM between them. Empty groups get no work item, or exactly one
-    when visit_empty (tgmm must still write their output).
+    VMEM between them. Empty groups get no work item, or exactly one when
+    visit_empty (tgmm must still write their output).
     """
     g = starts.shape[0]
     tiles_m = pl.cdiv(m, tm)
@@ -207,8 +219,7 @@ def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
     # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
     #     (num_tiles sums to at most max_work: this cumsum cannot overflow.)
-    group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles,
-                           total_repeat_length=max_work)
+    group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles, total_repeat_length=max_work)
     first_item = jnp.cumsum(num_tiles) - num_tiles
     w = jnp.arange(max_work, dtype=jnp.int32)
     m_tile_ids = jnp.minimum(first_tile[group_ids] + w - first_item[group_ids], tiles_m - 1)
@@ -222,7 +233,7 @@ def _tgmm_kernel(
     m_tile_ids_ref,
     starts_ref,
     ends_ref,
-    # Pipelined VMEM blocks.
+    # Pipelined VMEM blocks (existing_ref: None without existing_out).
     lhs_ref,
     rhs_ref,
     existing_ref,
@@ -232,8 +243,8 @@ def _tgmm_kernel(
     *,
     tm: int,
 ):
-    """One grid step (n tile, k tile, work item w); the work axis is innermost
-    and visits the m tiles of one group after another."""
+    """One grid step (n tile j, k tile kk, work item w); the work axis is
+    innermost and visits the m tiles of one group after another."""
     w = pl.program_id(2)
     last_w = pl.num_programs(2) - 1
     group = group_ids_ref[w]
@@ -292,10 +303,19 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
 
     # (3) The grid (n tile j, k tile kk, work item w); index maps receive the
     #     grid indices, then the scalar-prefetch refs.
-    out_spec = pl.BlockSpec((None, tk, tn), lambda j, kk, w, groups, m_tiles, *_: (groups[w], kk, j))
+    def lhs_index(j, kk, w, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], kk
+
+    def rhs_index(j, kk, w, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], j
+
+    def out_index(j, kk, w, group_ids, m_tile_ids, *_):
+        return group_ids[w], kk, j
+
+    out_spec = pl.BlockSpec((None, tk, tn), out_index)
     in_specs = [
-        pl.BlockSpec((tm, tk), lambda j, kk, w, groups, m_tiles, *_: (m_tiles[w], kk)),
-        pl.BlockSpec((tm, tn), lambda j, kk, w, groups, m_tiles, *_: (m_tiles[w], j)),
+        pl.BlockSpec((tm, tk), lhs_index),
+        pl.BlockSpec((tm, tn), rhs_index),
         None if existing_out is None else out_spec,
     ]
     return pl.pallas_call(
@@ -328,11 +348,27 @@ def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, g, interpret):
     """moe_bf16_grad_rhs once group_sizes and group_offset are int32 arrays, under
     jax.jit; g is the number of local groups when existing_out is absent."""
     g = _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, existing_out=existing_out, g=g)
-    return _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, g=g,
-                 out_dtype=jnp.float32, interpret=interpret)
+    return _tgmm(
+        lhs,
+        rhs,
+        group_sizes,
+        group_offset,
+        existing_out,
+        g=g,
+        out_dtype=jnp.float32,
+        interpret=interpret,
+    )
 
 
-def moe_bf16_grad_rhs(lhs, rhs, group_sizes, group_offset=None, existing_out=None, *, interpret=False):
+def moe_bf16_grad_rhs(
+    lhs,
+    rhs,
+    group_sizes,
+    group_offset=None,
+    existing_out=None,
+    *,
+    interpret=False,
+):
     """Grouped transposed matmul: out[i - group_offset] = lhs[rows of group i]ᵀ @ rhs[rows of group i] (+ existing_out).
 
     Args:

@@ -6,7 +6,8 @@
 The rows of lhs are split into groups by group_sizes, in order. This shard
 owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
 of other groups, and the rows past sum(group_sizes), are zero, or keep
-existing_out when it is given. Any integers are valid sizes: a negative size
+existing_out when it is given (existing_out is aliased into the output: its
+buffer becomes the result). Any integers are valid sizes: a negative size
 counts as 0 and no group runs past row m (the running sum saturates at m,
 nothing overflows int32).
 
@@ -19,7 +20,7 @@ Spec (specs/moe.gemm):
     bias      f32 [g, 1, n]
     tile      m=64 n=128 k=128
     buffers   2 per pipelined block
-    vmem      0.14 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
+    vmem      0.17 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
 
 Generated for and checked with JAX 0.10.2.
 """
@@ -36,13 +37,16 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
-# needs at most 147456 bytes (0.14 MiB) on a TPU v5e.
+# needs at most 180224 bytes (0.17 MiB) on a TPU v5e.
 VMEM_LIMIT_BYTES = None
 
 # Rows are int32 indices. The rows of an m tile, m_tile * tm + r, stay below
 # cdiv(m, tm) * tm < m + tm <= 2 * m, so m may be at most 2**30 (an lhs that
 # no TPU's HBM holds anyway).
 MAX_ROWS = 2**30
+
+RHS_NK = True  # rhs is [g, n, k]
+RHS_SCALE_BLOCK_K = 128  # rows of k per rhs_scale
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -59,7 +63,16 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
         )
 
 
-def _validate(*, lhs, rhs, group_sizes, rhs_scale, bias, group_offset, existing_out) -> None:
+def _validate(
+    *,
+    lhs,
+    rhs,
+    group_sizes,
+    rhs_scale,
+    bias,
+    group_offset,
+    existing_out,
+) -> None:
     """Check shapes and dtypes; raise ValueError naming the offending value.
 
     rhs (the weights) defines g, k and n, lhs defines m; a dim that
@@ -74,19 +87,27 @@ def _validate(*, lhs, rhs, group_sizes, rhs_scale, bias, group_offset, existing_
     k = rhs.shape[2]
     n = rhs.shape[1]
     if lhs_k != k:
-        raise ValueError(f"lhs has k = {lhs_k} but rhs has k = {k} "
-                         f"(lhs {list(lhs.shape)} is [m, k], rhs {list(rhs.shape)} is [g, n, k])")
+        raise ValueError(
+            f"lhs has k = {lhs_k} but rhs has k = {k} (lhs {list(lhs.shape)} is [m, k], "
+            f"rhs {list(rhs.shape)} is [g, n, k])",
+        )
     if k == 0 or n == 0:
-        raise ValueError(f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [g, n, k])")
+        raise ValueError(
+            f"k and n must be positive, got k = {k}, n = {n} (rhs {list(rhs.shape)} is [g, n, k])",
+        )
     if m > MAX_ROWS:
-        raise ValueError(f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)")
+        raise ValueError(
+            f"lhs has m = {m} rows, more than MAX_ROWS = {MAX_ROWS} (rows are int32 indices)",
+        )
     _expect("lhs", lhs, (m, k), jnp.bfloat16)
     _expect("rhs", rhs, (g, n, k), jnp.float8_e4m3fn)
     if g == 0:
         raise ValueError(f"rhs must hold at least one group, got shape {list(rhs.shape)}")
     if group_sizes.shape[0] < g:
-        raise ValueError(f"group_sizes has {group_sizes.shape[0]} groups but rhs has g = {g}: "
-                         "it needs a size for each local group at least")
+        raise ValueError(
+            f"group_sizes has {group_sizes.shape[0]} groups but rhs has g = {g}: "
+            "it needs a size for each local group at least",
+        )
     _expect("rhs_scale", rhs_scale, (g, -(-k // 128), 1, n), jnp.float32)
     _expect("bias", bias, (g, 1, n), jnp.float32)
     if existing_out is not None:
@@ -168,7 +189,7 @@ def _owned_rows(starts, ends, m: int):
     return (rows >= first_row) & (rows < end_row)
 
 
-def _group_metadata(starts, ends, *, m: int, tm: int):
+def _group_metadata(starts, ends, *, m: int, tm: int, visit_empty: bool):
     """The work list of a grouped grid: which (group, m tile) each step computes.
 
     Returns ((group_ids, m_tile_ids, starts, ends), num_work): group_ids and
@@ -178,7 +199,8 @@ def _group_metadata(starts, ends, *, m: int, tm: int):
 
     Work items visit m tiles in non-decreasing order, so an m tile shared by
     two groups is visited on consecutive steps and its output block stays in
-    VMEM between them. Empty groups get no work item.
+    VMEM between them. Empty groups get no work item, or exactly one when
+    visit_empty (tgmm must still write their output).
     """
     g = starts.shape[0]
     tiles_m = pl.cdiv(m, tm)
@@ -187,12 +209,13 @@ def _group_metadata(starts, ends, *, m: int, tm: int):
     #     most tiles_m + g - 1 work items.
     first_tile = jnp.minimum(starts // tm, tiles_m - 1)
     num_tiles = jnp.where(ends > starts, (ends - 1) // tm - first_tile + 1, 0)
+    if visit_empty:
+        num_tiles = jnp.maximum(num_tiles, 1)
     max_work = tiles_m + g - 1
     # (2) Work item w: its group by run-length expansion of num_tiles, its m
     #     tile the group's first tile plus w's position within the group.
     #     (num_tiles sums to at most max_work: this cumsum cannot overflow.)
-    group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles,
-                           total_repeat_length=max_work)
+    group_ids = jnp.repeat(jnp.arange(g, dtype=jnp.int32), num_tiles, total_repeat_length=max_work)
     first_item = jnp.cumsum(num_tiles) - num_tiles
     w = jnp.arange(max_work, dtype=jnp.int32)
     m_tile_ids = jnp.minimum(first_tile[group_ids] + w - first_item[group_ids], tiles_m - 1)
@@ -206,29 +229,39 @@ def _kernel(
     m_tile_ids_ref,
     starts_ref,
     ends_ref,
-    # Inputs.
+    # Inputs (existing_ref: None unless existing_out is aliased).
     lhs_ref,
     rhs_ref,
     rhs_scale_ref,
     bias_ref,
+    existing_ref,
     # Output and scratch.
     out_ref,
     acc_ref,
     *,
+    rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
     tm: int,
 ):
-    """One grid step (n tile, work item w, K block); K is the innermost axis."""
+    """One grid step (n tile j, work item w, K block kk); K is the innermost axis."""
     w = pl.program_id(1)
     group = group_ids_ref[w]
     k_i = pl.program_id(2)
     last_k = tiles_k - 1
 
-    # (1) First K block: clear the accumulator.
+    # (1) First K block: clear the accumulator. On an m tile's
+    #     first visit, its output block starts as existing_out's when that
+    #     is aliased into the output: rows no step stores keep its values.
     @pl.when(k_i == 0)
     def _zero():
         acc_ref[...] = jnp.zeros_like(acc_ref)
+        if existing_ref is not None:
+            previous = m_tile_ids_ref[jnp.maximum(w - 1, 0)]
+
+            @pl.when((w == 0) | (previous != m_tile_ids_ref[w]))
+            def _init():
+                out_ref[...] = existing_ref[...]
 
     # (2) acc += this K block's product, times its main-loop scales (f32 promotion per K block).
     #     The ragged last block (k_rem > 0) is zeroed past k in both operands:
@@ -239,8 +272,8 @@ def _kernel(
             lhs = _zero_past(lhs, k_rem, axis=1)
         rhs = rhs_ref[...].astype(jnp.bfloat16)
         if k_rem:
-            rhs = _zero_past(rhs, k_rem, axis=1)
-        part = _dot(lhs, rhs, rhs_nk=True)
+            rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
+        part = _dot(lhs, rhs, rhs_nk=rhs_nk)
         part = part * rhs_scale_ref[...]  # [1, tn]: this K block's column scales
         acc_ref[...] += part
 
@@ -257,7 +290,6 @@ def _kernel(
     @pl.when(k_i == last_k)
     def _store():
         y = acc_ref[...]
-
         y = y + bias_ref[...].astype(jnp.float32)  # [1, tn]
         rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, y.shape, 0)
         mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
@@ -273,14 +305,15 @@ def _gmm(
     group_offset,
     existing_out,
     *,
+    rhs_nk: bool,
     out_dtype,
     interpret,
 ):
-    """The grouped matmul, rhs [g, n, k], on validated arguments."""
+    """The grouped matmul on validated arguments: rhs is [g, n, k] when rhs_nk, else [g, k, n]."""
     m = lhs.shape[0]
     k = lhs.shape[1]
     g = rhs.shape[0]
-    n = rhs.shape[1]
+    n = rhs.shape[1] if rhs_nk else rhs.shape[2]
     n_out = n
     if m == 0:
         return jnp.zeros((0, n_out), out_dtype) if existing_out is None else existing_out
@@ -300,28 +333,61 @@ def _gmm(
 
     # (3) The work list: one item per (group, m tile) pair with rows to compute.
     starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
-    metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm)
+    metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm, visit_empty=False)
 
     # (4) The grid (n tile j, work item w, K block kk); block index maps get
     #     the grid indices, then the scalar-prefetch refs.
     #     Main-loop scales follow kk: their block holds the K block's scales.
+    def lhs_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], kk
+
+    def rhs_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return (group_ids[w], j, kk) if rhs_nk else (group_ids[w], kk, j)
+
+    def rhs_scale_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return group_ids[w], lax.div(kk * tk, RHS_SCALE_BLOCK_K), 0, j
+
+    def bias_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return group_ids[w], 0, j
+
+    def out_index(j, w, kk, group_ids, m_tile_ids, *_):
+        return m_tile_ids[w], j
+
     in_specs = [
-        pl.BlockSpec((tm, tk), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], kk)),
-        pl.BlockSpec((None, tn, tk), lambda j, w, kk, groups, m_tiles, *_: (groups[w], j, kk)),
-        pl.BlockSpec((None, None, 1, tn), lambda j, w, kk, groups, m_tiles, *_: (groups[w], lax.div(kk * tk, 128), 0, j)),
-        pl.BlockSpec((None, 1, tn), lambda j, w, kk, groups, m_tiles, *_: (groups[w], 0, j)),
+        pl.BlockSpec((tm, tk), lhs_index),
+        pl.BlockSpec((None, tn, tk) if rhs_nk else (None, tk, tn), rhs_index),
+        pl.BlockSpec((None, None, 1, tn), rhs_scale_index),
+        pl.BlockSpec((None, 1, tn), bias_index),
     ]
     inputs = [lhs, rhs, rhs_scale, bias]
+    # existing_out is aliased into the output (below, input_output_aliases):
+    # the kernel reads its block on the first visit of an m tile, and the m
+    # tiles it never visits keep its values in place. TPU interpret mode
+    # (JAX 0.10.2) returns an aliased output padded to whole blocks, so
+    # there, with a partial edge block, the rows come from existing_out by
+    # the select of step (5) instead.
+    aliased = existing_out is not None and not (
+        isinstance(interpret, pltpu.InterpretParams) and (m % tm or n_out % tn)
+    )
+    in_specs.append(pl.BlockSpec((tm, tn), out_index) if aliased else None)
+    inputs.append(existing_out if aliased else None)
     out = pl.pallas_call(
-        functools.partial(_kernel, tiles_k=tiles_k, k_rem=k % tk, tm=tm),
+        functools.partial(
+            _kernel,
+            rhs_nk=rhs_nk,
+            tiles_k=tiles_k,
+            k_rem=k % tk,
+            tm=tm,
+        ),
         out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(metadata),
             grid=(tiles_n, num_work, tiles_k),
             in_specs=in_specs,
-            out_specs=pl.BlockSpec((tm, tn), lambda j, w, kk, groups, m_tiles, *_: (m_tiles[w], j)),
+            out_specs=pl.BlockSpec((tm, tn), out_index),
             scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)],
         ),
+        input_output_aliases={len(metadata) + len(inputs) - 1: 0} if aliased else {},
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "arbitrary", "arbitrary"),
             vmem_limit_bytes=VMEM_LIMIT_BYTES,
@@ -335,22 +401,63 @@ def _gmm(
         ),
         interpret=interpret,
     )(*metadata, *inputs)
+    if aliased:
+        return out
 
-    # (5) The kernel wrote every row of this shard's groups; the other rows
-    #     hold whatever the output buffer held: zero them, or take
-    #     existing_out's.
+    # (5) Without existing_out aliased, the rows the kernel never
+    #     stores (other shards' groups, rows past sum(group_sizes)) hold
+    #     whatever the output buffer held: zero them, or take existing_out's.
     rest = jnp.zeros((), out_dtype) if existing_out is None else existing_out
     return jnp.where(_owned_rows(starts, ends, m), out, rest)
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
-def _launch(lhs, rhs, group_sizes, rhs_scale, bias, group_offset, existing_out, *, interpret):
+def _launch(
+    lhs,
+    rhs,
+    group_sizes,
+    rhs_scale,
+    bias,
+    group_offset,
+    existing_out,
+    *,
+    interpret,
+):
     """moe_w8a16_grouped_gemm_rhs_e4m3 once group_sizes and group_offset are int32 arrays, under jax.jit."""
-    _validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, rhs_scale=rhs_scale, bias=bias, group_offset=group_offset, existing_out=existing_out)
-    return _gmm(lhs, rhs, group_sizes, rhs_scale, bias, group_offset, existing_out, out_dtype=jnp.bfloat16, interpret=interpret)
+    _validate(
+        lhs=lhs,
+        rhs=rhs,
+        group_sizes=group_sizes,
+        rhs_scale=rhs_scale,
+        bias=bias,
+        group_offset=group_offset,
+        existing_out=existing_out,
+    )
+    return _gmm(
+        lhs,
+        rhs,
+        group_sizes,
+        rhs_scale,
+        bias,
+        group_offset,
+        existing_out,
+        rhs_nk=RHS_NK,
+        out_dtype=jnp.bfloat16,
+        interpret=interpret,
+    )
 
 
-def moe_w8a16_grouped_gemm_rhs_e4m3(lhs, rhs, group_sizes, rhs_scale, bias, group_offset=None, existing_out=None, *, interpret=False):
+def moe_w8a16_grouped_gemm_rhs_e4m3(
+    lhs,
+    rhs,
+    group_sizes,
+    rhs_scale,
+    bias,
+    group_offset=None,
+    existing_out=None,
+    *,
+    interpret=False,
+):
     """Grouped matmul: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias.
 
     Args:
@@ -380,4 +487,13 @@ def moe_w8a16_grouped_gemm_rhs_e4m3(lhs, rhs, group_sizes, rhs_scale, bias, grou
     group_sizes = _int32_array("group_sizes", group_sizes, ndim=1)
     if group_offset is not None:
         group_offset = _int32_array("group_offset", group_offset, ndim=0)
-    return _launch(lhs, rhs, group_sizes, rhs_scale, bias, group_offset, existing_out, interpret=interpret)
+    return _launch(
+        lhs,
+        rhs,
+        group_sizes,
+        rhs_scale,
+        bias,
+        group_offset,
+        existing_out,
+        interpret=interpret,
+    )

@@ -1,0 +1,90 @@
+"""diagnose: what the Pallas backend cannot emit, and the VMEM budget."""
+
+from __future__ import annotations
+
+from gemmgen import ir
+from gemmgen.backends.pallas.tpu import LANES, MAX_BUFFERS, SUBLANES, TPU_VMEM, MiB, tpu_of
+from gemmgen.backends.pallas.vmem import quantize_tk, vmem_blocks
+from gemmgen.diagnostics import Diagnostic
+from gemmgen.ir import Layout, Op, ScaleMode
+
+
+def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """What this backend cannot emit for `kernel`, and the VMEM budget."""
+    out: list[Diagnostic] = []
+    name = kernel.name
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        out.append(Diagnostic(kernel.loc, f"kernel '{name}': pallas_tpu cannot emit algorithm "
+                              f"'{kernel.algorithm.value}' (a CUDA GEMV); use the tile "
+                              "algorithm, whose m tile clamps to small m"))
+    if kernel.op is Op.QUANTIZE:
+        out.extend(_check_quantize(kernel))
+    else:
+        out.extend(_check_tiles(kernel))
+    if kernel.stages > MAX_BUFFERS:
+        out.append(Diagnostic(kernel.loc, f"kernel '{name}': stages {kernel.stages}: Mosaic "
+                              f"pipelines each block with 1 or 2 buffers, so pallas_tpu "
+                              f"supports stages 1 or 2"))
+    out.extend(_check_vmem(kernel, spec))
+    return out
+
+
+def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
+    out = []
+    g = kernel.out_scale.block_k
+    if kernel.out_scale.mode is not ScaleMode.TOKEN_GROUP or not g:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': pallas_tpu "
+                              "cannot emit quantize with out_scale "
+                              f"'{kernel.out_scale.mode.value}' yet (per_token_group k=G only)"))
+        return out
+    if quantize_tk(kernel) % LANES:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': the K block of "
+                              f"quantize ({quantize_tk(kernel)}: tile k={kernel.tile.k} rounded "
+                              f"to whole groups of {g}) must be a multiple of {LANES} lanes; "
+                              f"choose a group size that divides {LANES} or is a multiple of it"))
+    if kernel.tile.m % SUBLANES:
+        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
+                              f"not a multiple of {SUBLANES}, as a TPU block needs"))
+    return out
+
+
+def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
+    """TPU blocks: the last dim a multiple of 128 lanes, the second-minor a
+    multiple of 8 sublanes (what the Mosaic lowering demands of a block that
+    is not a whole dimension; the generated code clamps a tile larger than
+    its dimension to the whole dimension, which is always legal)."""
+    out: list[Diagnostic] = []
+    k_lanes = LANES * 2 if (kernel.lhs.packed or (kernel.rhs_operand.packed and
+                                                   kernel.rhs_operand.layout is Layout.NK)) else LANES
+    n_lanes = LANES * 2 if (kernel.rhs_operand.packed and kernel.rhs_operand.layout is Layout.KN) else LANES
+    tiles = [(kernel.tile, kernel.loc, "tile")] + [(r.tile, r.loc, "tile_rule")
+                                                     for r in kernel.tile_rules]
+    for tile, loc, what in tiles:
+        problems = []
+        if tile.m % SUBLANES:
+            problems.append(f"m={tile.m} is not a multiple of {SUBLANES}")
+        if tile.n % n_lanes:
+            problems.append(f"n={tile.n} is not a multiple of {n_lanes}")
+        if tile.k % k_lanes:
+            problems.append(f"k={tile.k} is not a multiple of {k_lanes}")
+        for p in problems:
+            out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: {p}, as a TPU "
+                                  "block needs (8 sublanes x 128 lanes; 4-bit data packed two "
+                                  "per byte doubles the lanes)"))
+    return out
+
+
+def _check_vmem(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    tpu = tpu_of(spec)
+    vm = TPU_VMEM[tpu]
+    out = []
+    for tile, loc in [(kernel.tile, kernel.loc)] + [(r.tile, r.loc) for r in kernel.tile_rules]:
+        blocks = vmem_blocks(kernel, tile)
+        need = sum(b.bytes for b in blocks)
+        if need > vm.usable:
+            parts = ", ".join(f"{b.name} {b.bytes / MiB:.1f}" for b in blocks)
+            out.append(Diagnostic(loc, f"kernel '{kernel.name}': tile {tile} needs "
+                                  f"{need / MiB:.1f} MiB of VMEM per grid step ({parts}), over "
+                                  f"the {vm.usable // MiB} MiB a kernel may use on TPU {tpu} "
+                                  f"(3/4 of {vm.physical // MiB} MiB)"))
+    return out

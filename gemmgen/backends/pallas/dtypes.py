@@ -1,0 +1,71 @@
+"""Dtypes as the Pallas kernels hold them: jnp names, storage bytes, the MXU dtype."""
+
+from __future__ import annotations
+
+import struct
+from typing import assert_never
+
+from gemmgen import ir
+from gemmgen.ir import DType
+
+
+def jnp_name(dt: DType) -> str:
+    """The `jnp.<name>` of the array that holds `dt` in memory."""
+    match dt:
+        case DType.F32:
+            return "float32"
+        case DType.BF16:
+            return "bfloat16"
+        case DType.F16:
+            return "float16"
+        case DType.E4M3:
+            return "float8_e4m3fn"
+        case DType.E5M2:
+            return "float8_e5m2"
+        case DType.INT8:
+            return "int8"
+        case DType.INT32:
+            return "int32"
+        case DType.INT4 | DType.FP4 | DType.E8M0:
+            return "uint8"  # packed nibbles / exponent bytes
+        case _:
+            assert_never(dt)
+
+
+def storage_bytes(dt: DType) -> int:
+    """Bytes per stored element (packed sub-byte types: one byte per pair)."""
+    return 1 if dt.bits <= 8 else dt.bits // 8
+
+
+def mxu_dtype(lhs: DType, rhs: DType) -> DType:
+    """The dtype both operands are converted to for the MXU.
+
+    int8/int4 x int8/int4 multiply as int8 (int32 products); an f32 or f16
+    operand makes the product f32 at HIGHEST precision (TPUs have no f16
+    MXU path, and bf16 would round f16 inputs); everything else (bf16, fp8,
+    int8 or 4-bit against a float) converts exactly to bf16.
+    """
+    if not lhs.is_float and not rhs.is_float:
+        return DType.INT8
+    if DType.F32 in (lhs, rhs) or DType.F16 in (lhs, rhs):
+        return DType.F32
+    return DType.BF16
+
+
+def packed(op: ir.Operand) -> DType | None:
+    """The 4-bit dtype of an operand stored two per byte, else None."""
+    return op.dtype if op.packed else None
+
+
+def cast(operand: DType, mxu: DType) -> DType | None:
+    """The dtype a loaded block converts to before the dot (None: none)."""
+    if operand.is_sub_byte:
+        return None  # unpacked straight into the MXU dtype
+    return None if operand is mxu else mxu
+
+
+def f32(x: float | None) -> float | None:
+    """The spec's constant rounded to f32, as every backend holds it."""
+    if x is None:
+        return None
+    return struct.unpack("f", struct.pack("f", x))[0]

@@ -1,0 +1,426 @@
+"""One plan type per op: everything a module template prints, computed once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import assert_never
+
+from gemmgen import ir
+from gemmgen.backends.pallas.cores import (
+    MatmulCore,
+    TgmmCore,
+    matmul_core,
+    plain_core,
+    tgmm_core,
+    vjp_supported,
+)
+from gemmgen.backends.pallas.dtypes import f32, jnp_name, storage_bytes
+from gemmgen.backends.pallas.text import Arg, formula, matmul_args, spec_lines
+from gemmgen.backends.pallas.tpu import MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
+from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
+from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
+from gemmgen.render import source_ref
+
+# The JAX release the generated code is lowered and interpreted with in the
+# tests (pyproject pins it and build.py records it in MANIFEST.json; Pallas
+# APIs move between releases).
+JAX_VERSION = "0.10.2"
+
+
+GROUPED_NOTES = """\
+The rows of lhs are split into groups by group_sizes, in order. This shard
+owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
+of other groups, and the rows past sum(group_sizes), are zero, or keep
+existing_out when it is given (existing_out is aliased into the output: its
+buffer becomes the result). Any integers are valid sizes: a negative size
+counts as 0 and no group runs past row m (the running sum saturates at m,
+nothing overflows int32)."""
+
+VJP_NOTES = """\
+{name}_vjp is the same function, differentiable: its backward pass runs
+generated kernels too (the grouped matmul with the other B layout for d lhs,
+tgmm for d rhs)."""
+
+TGMM_NOTES = """\
+The rows of lhs and rhs are split into groups by group_sizes, in order; the
+result has one [k, n] block per local group (megablox tgmm: the weight
+gradient of a grouped matmul). This shard computes the g groups
+[group_offset, group_offset + g): g is existing_out.shape[0] when it is
+given, else every group from group_offset on, len(group_sizes) -
+group_offset (an output shape: group_offset must then be concrete, not
+traced by jax.jit). An empty group gives zeros, plus existing_out, which is
+added to every block. Any integers are valid sizes: a negative size counts
+as 0 and no group runs past row m (the running sum saturates at m, nothing
+overflows int32); a local group that group_sizes does not have is empty."""
+
+QUANTIZE_NOTES = """\
+Per row of lhs and group of {group} consecutive columns (the last group may be
+partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX, {rounding};
+q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even. A
+group that holds an infinity or a NaN gets a NaN scale{nan_byte}
+and NaN for every q."""
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A named module constant: `NAME = value  # comment`."""
+
+    name: str
+    value: str  # a Python literal
+    comment: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModuleInfo:
+    """What every module prints: where it comes from, its docstring and
+    arguments, its tile LUT and VMEM budget."""
+
+    kernel: ir.Kernel
+    path: PurePosixPath  # relative to generated/<stem>/
+    spec_path: str
+    where: str  # "specs/moe.gemm"
+    title: str  # "grouped matmul"
+    summary: str  # one line: what the function computes
+    notes: str  # paragraphs of the module docstring after the summary ("": none)
+    spec_lines: tuple[str, ...]  # the spec restated for the module docstring
+    args: tuple[Arg, ...]
+    returns: str
+    out_dtype: str  # jnp name
+    tiles: tuple[TileRow, ...]  # the LUT rules, then the default (cond "")
+    buffers: int  # per pipelined block: 1 or 2
+    vmem_bytes: int  # the largest over the LUT
+    vmem_mib: str  # vmem_bytes in MiB, "1.25"
+    vmem_limit_bytes: int | None  # passed to Mosaic when over the scoped default
+    tpu: str
+    static_n: int | None
+    static_k: int | None
+    jax_version: str
+
+    @property
+    def rules(self) -> tuple[TileRow, ...]:
+        return self.tiles[:-1]
+
+    @property
+    def default_tile(self) -> TileRow:
+        return self.tiles[-1]
+
+    @property
+    def buffer_arg(self) -> str:
+        """Appended to the BlockSpec of a pipelined input: its buffer count."""
+        return ", pipeline_mode=pl.Buffered(1)" if self.buffers == 1 else ""
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args)
+
+    @property
+    def required_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args if not a.optional)
+
+    @property
+    def checked_args(self) -> tuple[Arg, ...]:
+        """The arguments `_validate` checks with `_expect` after lhs and rhs."""
+        return tuple(a for a in self.args[2:] if a.name not in ("group_sizes", "group_offset"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatmulPlan:
+    """A dense or grouped matmul module (with `<name>_vjp` when `backward`)."""
+
+    module: ModuleInfo
+    grouped: bool
+    core: MatmulCore
+    backward: MatmulCore | None  # the plain core of the backward pass
+    tgmm: TgmmCore | None  # d rhs of the backward pass
+    constants: tuple[Constant, ...]
+
+    @property
+    def vjp(self) -> bool:
+        return self.backward is not None
+
+    @property
+    def cores(self) -> tuple[MatmulCore, ...]:
+        """The matmul implementations of the module: the spec's, then the
+        plain one of the backward pass unless the spec's is plain itself."""
+        if self.backward is None or self.backward is self.core:
+            return (self.core,)
+        return (self.core, self.backward)
+
+    @property
+    def unpack_int4(self) -> bool:
+        return DType.INT4 in (self.core.lhs_packed, self.core.rhs_packed)
+
+    @property
+    def unpack_fp4(self) -> bool:
+        return DType.FP4 in (self.core.lhs_packed, self.core.rhs_packed)
+
+    @property
+    def silu(self) -> bool:
+        return self.core.activation in (Activation.SILU, Activation.SILU_MUL)
+
+    @property
+    def relu(self) -> bool:
+        return self.core.activation is Activation.RELU
+
+    @property
+    def gelu(self) -> bool:
+        return self.core.activation is Activation.GELU
+
+    @property
+    def rhs_ndim(self) -> int:
+        return 3 if self.grouped else 2
+
+    @property
+    def k_from_rhs(self) -> str:
+        """k from the rhs array in `_validate`."""
+        c = self.core
+        index = self.rhs_ndim - 1 if c.rhs_nk else self.rhs_ndim - 2
+        return f"{'2 * ' if c.rhs_packed_k else ''}rhs.shape[{index}]"
+
+    @property
+    def n_from_rhs(self) -> str:
+        c = self.core
+        index = self.rhs_ndim - 2 if c.rhs_nk else self.rhs_ndim - 1
+        return f"{'2 * ' if c.rhs_permute else ''}rhs.shape[{index}]"
+
+    @property
+    def vjp_nondiff(self) -> int:
+        """The position of `interpret` among _differentiable's arguments."""
+        return len(self.vjp_args)
+
+    @property
+    def vjp_args(self) -> tuple[str, ...]:
+        """_differentiable's array arguments (then `interpret`)."""
+        bias = ("bias",) if self.core.bias is not BiasMode.NONE else ()
+        return ("lhs", "rhs", "group_sizes", *bias, "group_offset", "existing_out")
+
+    @property
+    def vjp_residuals(self) -> tuple[str, ...]:
+        return self.vjp_args[:-1]
+
+    @property
+    def vjp_grads(self) -> str:
+        """What _differentiable_bwd returns, one entry per argument."""
+        bias = ("d_bias",) if self.core.bias is not BiasMode.NONE else ()
+        return ", ".join(("d_lhs", "d_rhs", "None", *bias, "None", "d_existing"))
+
+    @property
+    def vjp_n_out(self) -> str:
+        """Columns of the output, from rhs, in `_launch_vjp`."""
+        n = "rhs.shape[1]" if self.core.rhs_nk else "rhs.shape[2]"
+        return f"{n} // 2" if self.core.silu_mul else n
+
+    @property
+    def bias_n(self) -> bool:
+        return self.core.bias is BiasMode.N
+
+    @property
+    def bias_group(self) -> bool:
+        return self.core.bias is BiasMode.GROUP
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TgmmPlan:
+    """A grouped transposed matmul module (megablox tgmm)."""
+
+    module: ModuleInfo
+    tgmm: TgmmCore
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuantizePlan:
+    """A per-token-group FP8 quantization module."""
+
+    module: ModuleInfo
+    group: int  # G: elements per scale
+    quant_tk: int  # K block of the grid, a multiple of G
+    fp8_max: float
+    e8m0: bool  # scales as e8m0 exponent bytes, else f32
+    scale_dtype: str  # jnp name of the returned scales
+
+
+PallasPlan = MatmulPlan | TgmmPlan | QuantizePlan
+
+
+def module_info(kernel: ir.Kernel, spec: ir.Spec, *, title: str, summary: str, notes: str,
+                args: tuple[Arg, ...], returns: str) -> ModuleInfo:
+    tpu = tpu_of(spec)
+    tiles = tile_rows(kernel)
+    need = max(t.vmem_bytes for t in tiles)
+    buffers = min(kernel.stages, MAX_BUFFERS)
+    return ModuleInfo(
+        kernel=kernel,
+        path=PurePosixPath("pallas") / f"{kernel.name}.py",
+        spec_path=spec.path,
+        where=source_ref(kernel.loc),
+        title=title,
+        summary=summary,
+        notes=notes,
+        spec_lines=spec_lines(kernel, tiles, tpu, buffers, need),
+        args=args,
+        returns=returns,
+        out_dtype=jnp_name(kernel.out),
+        tiles=tiles,
+        buffers=buffers,
+        vmem_bytes=need,
+        vmem_mib=f"{need / MiB:.2f}",
+        vmem_limit_bytes=vmem_limit(need, TPU_VMEM[tpu]),
+        tpu=tpu,
+        static_n=kernel.static_n,
+        static_k=kernel.static_k,
+        jax_version=JAX_VERSION,
+    )
+
+
+def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
+    """Everything the templates print, computed once (no I/O)."""
+    match kernel.op:
+        case Op.DENSE | Op.GROUPED:
+            return matmul_plan(kernel, spec)
+        case Op.TGMM:
+            return tgmm_plan(kernel, spec)
+        case Op.QUANTIZE:
+            return quantize_plan(kernel, spec)
+        case _:
+            assert_never(kernel.op)
+
+
+def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
+    out = [Constant("RHS_NK", repr(core.rhs_nk),
+                    "rhs is [g, n, k]" if core.rhs_nk and core.grouped else
+                    "rhs is [n, k]" if core.rhs_nk else
+                    "rhs is [g, k, n]" if core.grouped else "rhs is [k, n]")]
+    if core.lhs_scale is ScaleMode.TOKEN_GROUP:
+        out.append(Constant("LHS_SCALE_BLOCK_K", str(core.lhs_block_k),
+                            "columns of lhs per lhs_scale"))
+    if core.rhs_scale is ScaleMode.BLOCK:
+        out.append(Constant("RHS_SCALE_BLOCK_N", str(core.rhs_block_n),
+                            "columns of rhs per rhs_scale"))
+    if core.rhs_scale in (ScaleMode.BLOCK, ScaleMode.KBLOCK):
+        out.append(Constant("RHS_SCALE_BLOCK_K", str(core.rhs_block_k),
+                            "rows of k per rhs_scale"))
+    if core.silu_mul:
+        out.append(Constant("N_LANES", str(core.n_lanes),
+                            "columns of one lane-aligned rhs block" +
+                            (" (packed along n: two per byte)" if core.rhs_permute else "")))
+    return tuple(out)
+
+
+def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
+    core = matmul_core(kernel)
+    grouped = kernel.op is Op.GROUPED
+    out = jnp_name(kernel.out)
+    out_n = "n/2" if core.silu_mul else "n"
+    backward = tgmm = None
+    if vjp_supported(kernel):
+        backward = core if core.plain else plain_core(core)
+        tgmm = tgmm_core(kernel.lhs.dtype, kernel.lhs.dtype, None)
+    notes = ""
+    if grouped:
+        notes = GROUPED_NOTES
+        if backward is not None:
+            notes += "\n\n" + VJP_NOTES.format(name=kernel.name)
+    if grouped:
+        returns = (f"[m, {out_n}] {out}: the rows of each owned group i as above; all "
+                   "other rows are zero, or existing_out's.")
+    else:
+        returns = f"[m, {out_n}] {out}."
+    return MatmulPlan(
+        module=module_info(kernel, spec, title="grouped matmul" if grouped else "dense matmul",
+                           summary=formula(kernel, core), notes=notes,
+                           args=matmul_args(kernel, core), returns=returns),
+        grouped=grouped,
+        core=core,
+        backward=backward,
+        tgmm=tgmm,
+        constants=_matmul_constants(core),
+    )
+
+
+def tgmm_plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
+    out = jnp_name(kernel.out)
+    args = (
+        Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
+            "the activations (rows sorted by group)."),
+        Arg("rhs", "[m, n]", "(m, n)", jnp_name(kernel.rhs_operand.dtype),
+            "the output gradient, rows aligned with lhs."),
+        Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
+            "rows per group, in order. Any integer array-like (a list or tuple "
+            "too): a negative size counts as 0, no group runs past row m."),
+        Arg("group_offset", "[]", "()", "int32",
+            "the first group this shard computes (default 0, an int is fine); "
+            "without existing_out it must be concrete (not traced), as g = "
+            "num_groups - group_offset; a local group that group_sizes does not "
+            "have is empty.", optional=True),
+        Arg("existing_out", "[g, k, n]", "(g, k, n)", out,
+            "added to the result (megablox tgmm); its leading dim is the number "
+            "g of local groups (default: g = num_groups - group_offset).",
+            optional=True),
+    )
+    alpha = f32(kernel.epilogue.alpha)
+    a = f"{alpha!r} * " if alpha is not None else ""
+    return TgmmPlan(
+        module=module_info(
+            kernel, spec, title="grouped transposed matmul (tgmm)",
+            summary=f"out[i - group_offset] = {a}lhs[rows of group i]ᵀ @ rhs[rows of "
+                    "group i] (+ existing_out)",
+            notes=TGMM_NOTES,
+            args=args,
+            returns=f"[g, k, n] {out}; an empty group gives zeros (or existing_out)."),
+        tgmm=tgmm_core(kernel.lhs.dtype, kernel.rhs_operand.dtype, alpha),
+    )
+
+
+def quantize_plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantizePlan:
+    group = kernel.out_scale.block_k
+    e8m0 = kernel.out_scale.dtype is DType.E8M0
+    if e8m0:
+        rounding = ("rounded\nup to a power of two (e8m0) so that no |x| / scale exceeds "
+                    "FP8_MAX")
+    else:
+        rounding = "rounded\nto the nearest f32 (exactly one correctly rounded division)"
+    notes = QUANTIZE_NOTES.format(group=group, rounding=rounding,
+                                  nan_byte=" (e8m0 byte 255)" if e8m0 else "")
+    scale_dt = "uint8" if e8m0 else "float32"
+    args = (Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
+                "the activations to quantize."),)
+    return QuantizePlan(
+        module=module_info(
+            kernel, spec, title="per-token-group FP8 quantization",
+            summary=f"q = saturate(lhs / scale), one scale per row and {group} columns",
+            notes=notes,
+            args=args,
+            returns=f"(q [m, k] {jnp_name(kernel.out)}, scale [m, cdiv(k, {group})] "
+                    f"{scale_dt}" + (", e8m0 exponent bytes" if e8m0 else "") + ")."),
+        group=group,
+        quant_tk=quantize_tk(kernel),
+        fp8_max=kernel.out.max_finite,
+        e8m0=e8m0,
+        scale_dtype=scale_dt,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AliasSaving:
+    """HBM bytes per call that aliasing existing_out into the output saves,
+    against writing the output and then selecting the rows the shard does
+    not own from existing_out in a separate XLA pass."""
+
+    select_pass: int  # that pass: read out and existing_out, write the result
+    block_reads: int  # what the kernel reads instead: existing_out's visited m tiles (at most)
+    copy: int  # what XLA adds when it cannot reuse existing_out's buffer (not donated)
+
+    @property
+    def saved(self) -> int:
+        return self.select_pass - self.block_reads
+
+
+def existing_out_saving(p: PallasPlan, m: int, n: int) -> AliasSaving | None:
+    """The saving at an [m, k] x [n] problem, for a grouped matmul (the only
+    op whose existing_out is aliased); None for the others."""
+    if not isinstance(p, MatmulPlan) or not p.grouped:
+        return None
+    n_out = n // 2 if p.core.silu_mul else n
+    array = m * n_out * storage_bytes(p.module.kernel.out)
+    return AliasSaving(select_pass=3 * array, block_reads=array, copy=2 * array)

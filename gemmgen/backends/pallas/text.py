@@ -1,0 +1,207 @@
+"""The words of a generated module: its arguments, docstring formula and
+the spec restated, as plain strings the templates print."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import assert_never
+
+from gemmgen import ir
+from gemmgen.backends.pallas.cores import MatmulCore
+from gemmgen.backends.pallas.dtypes import jnp_name
+from gemmgen.backends.pallas.tpu import TPU_VMEM, MiB
+from gemmgen.backends.pallas.vmem import TileRow, quantize_tk
+from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """One argument of the generated function, for `Args:` and `_validate`."""
+
+    name: str
+    shape: str  # "[m, k]", for people
+    shape_expr: str  # "(m, k)", checked by _validate once m, n, k, g are known
+    dtype: str  # jnp name of the storage dtype
+    doc: str
+    optional: bool = False
+
+    @property
+    def entry(self) -> str:
+        """The argument's line of `Args:`, before wrapping."""
+        optional = ", optional" if self.optional else ""
+        return f"{self.name}: {self.shape} {self.dtype}{optional}; {self.doc}"
+
+
+_PACKED_NOTE = {DType.INT4: "int4 packed two per byte, element 2i in the low nibble",
+                DType.FP4: "fp4 e2m1 packed two per byte, element 2i in the low nibble"}
+
+
+def operand_arg(name: str, operand: ir.Operand, dims: tuple[str, ...], doc: str) -> Arg:
+    if operand.packed:
+        dims = dims[:-1] + (f"{dims[-1]}/2",)
+        doc = f"{doc.rstrip('.')} ({_PACKED_NOTE[operand.dtype]})."
+    expr = ", ".join(d.replace("/2", " // 2") for d in dims)
+    return Arg(name, "[" + ", ".join(dims) + "]", f"({expr},)" if len(dims) == 1 else f"({expr})",
+               jnp_name(operand.dtype), doc)
+
+
+def scale_arg(side: str, scale: ir.Scale, grouped: bool) -> Arg:
+    g = ("g",) if grouped else ()
+    bk = scale.block_k
+    match scale.mode:
+        case ScaleMode.TENSOR:
+            dims: tuple[str, ...] = g if side == "rhs" else ()
+            what = "one scale" + (" per group" if dims else " for the whole tensor")
+        case ScaleMode.TOKEN:
+            dims, what = ("m",), "one scale per row of lhs"
+        case ScaleMode.TOKEN_GROUP:
+            dims, what = ("m", f"cdiv(k, {bk})"), f"one scale per row and {bk} columns of lhs"
+        case ScaleMode.CHANNEL:
+            dims, what = g + ("n",), "one scale per column of the output"
+        case ScaleMode.BLOCK:
+            dims = g + (f"cdiv(n, {scale.block_n})", f"cdiv(k, {bk})")
+            what = f"one scale per {scale.block_n} x {bk} block of rhs (n x k)"
+        case ScaleMode.KBLOCK:
+            dims = ("g" if grouped else "1", f"cdiv(k, {bk})", "1", "n")
+            what = f"one scale per column and {bk} rows of k (megablox rhs_scale)"
+        case ScaleMode.NONE:
+            raise AssertionError("no scale")
+        case _:
+            assert_never(scale.mode)
+    # cdiv(x, b) is written -(-x // b) in the generated check.
+    expr = ", ".join(_cdiv_expr(d) for d in dims)
+    dt = scale.dtype
+    note = " (e8m0: exponent byte e means 2**(e - 127))" if dt is DType.E8M0 else ""
+    return Arg(f"{side}_scale", "[" + ", ".join(dims) + "]",
+               f"({expr},)" if len(dims) == 1 else f"({expr})",
+               jnp_name(dt), f"{scale.mode.value}: {what}{note}.")
+
+
+def _cdiv_expr(dim: str) -> str:
+    if dim.startswith("cdiv("):
+        a, b = dim[5:-1].split(", ")
+        return f"-(-{a} // {b})"
+    return dim
+
+
+def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
+    grouped = core.grouped
+    lhs = operand_arg("lhs", kernel.lhs, ("m", "k"), "the activations.")
+    dims = ("n", "k") if core.rhs_nk else ("k", "n")
+    if grouped:
+        rhs = operand_arg("rhs", kernel.rhs_operand, ("g",) + dims,
+                           "the weights of the g groups this shard owns (g = rhs.shape[0]).")
+    else:
+        rhs = operand_arg("rhs", kernel.rhs_operand, dims, "the weights.")
+    args = [lhs, rhs]
+    if grouped:
+        args.append(Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
+                        "rows of lhs per group, in order; num_groups >= g. Any integer "
+                        "array-like (a list or tuple too): a negative size counts as 0, "
+                        "no group runs past row m."))
+    for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
+        if scale.enabled:
+            args.append(scale_arg(side, scale, grouped))
+    match kernel.bias.mode:
+        case BiasMode.N:
+            args.append(Arg("bias", "[n]", "(n,)", jnp_name(kernel.bias.dtype),
+                            "added to every row, after alpha, before the activation."))
+        case BiasMode.GROUP:
+            args.append(Arg("bias", "[g, 1, n]", "(g, 1, n)", jnp_name(kernel.bias.dtype),
+                            "added to the rows of each group (megablox rhs_bias)."))
+        case BiasMode.NONE:
+            pass
+        case _:
+            assert_never(kernel.bias.mode)
+    out_n = "n // 2" if core.silu_mul else "n"
+    if grouped:
+        args.append(Arg("group_offset", "[]", "()", "int32",
+                        "the first group this shard owns (default 0, an int is fine): it "
+                        "computes groups [group_offset, group_offset + g); a local group "
+                        "that group_sizes does not have is empty.", optional=True))
+        args.append(Arg("existing_out", f"[m, {out_n.replace(' // ', '/')}]", f"(m, {out_n})",
+                        jnp_name(kernel.out), "rows this shard does not compute keep these "
+                        "values (default: zeros).", optional=True))
+    return tuple(args)
+
+
+def formula(kernel: ir.Kernel, core: MatmulCore) -> str:
+    t = "ᵀ" if core.rhs_nk else ""
+    b = f"rhs[i - group_offset]{t}" if core.grouped else f"rhs{t}"
+    a = "lhs[rows of group i]" if core.grouped else "lhs"
+    prod = f"{a} @ {b}"
+    scales = []
+    if kernel.lhs_scale.enabled:
+        scales.append("lhs_scale")
+    if kernel.rhs_scale.enabled:
+        scales.append("rhs_scale")
+    if scales:
+        prod = f"({prod}) * " + " * ".join(scales)
+    if kernel.epilogue.alpha is not None:
+        prod = f"{core.alpha!r} * {prod}"
+    if kernel.bias.mode is not BiasMode.NONE:
+        prod += " + bias"
+    act = kernel.epilogue.activation
+    if act is not Activation.NONE:
+        prod = f"{act.value}({prod})"
+    lhs_side = "out[rows of group i]" if core.grouped else "out"
+    return f"{lhs_side} = {prod}"
+
+
+def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers: int,
+                need: int) -> tuple[str, ...]:
+    lines = [f"op        {kernel.op.value}"]
+    lines.append(f"lhs       {kernel.lhs.dtype.value}{' packed' if kernel.lhs.packed else ''} "
+                 "[m, k]")
+    if kernel.rhs is not None:
+        packed = " packed" if kernel.rhs_operand.packed else ""
+        lines.append(f"rhs       {kernel.rhs_operand.dtype.value}{packed} {_rhs_shape(kernel)}")
+    if kernel.op is Op.QUANTIZE:
+        lines.append(f"out       {kernel.out.value} [m, k]")
+    else:
+        lines.append(f"out       {kernel.out.value}, {kernel.acc.value} accumulator")
+    for name, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale),
+                        ("out_scale", kernel.out_scale)):
+        if scale.enabled:
+            sizes = (f" n={scale.block_n}" if scale.mode is ScaleMode.BLOCK else "") + \
+                (f" k={scale.block_k}" if scale.block_k else "")
+            where = "" if name == "out_scale" else f" ({scale.placement.value})"
+            lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{where}")
+    if kernel.bias.mode is not BiasMode.NONE:
+        shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
+        lines.append(f"bias      {kernel.bias.dtype.value} {shape}")
+    ep = kernel.epilogue
+    if ep.activation is not Activation.NONE or ep.alpha is not None:
+        alpha = f" alpha={ep.alpha!r}" if ep.alpha is not None else ""
+        lines.append(f"epilogue  {ep.activation.value}{alpha}")
+    default = tiles[-1]
+    if kernel.op is Op.QUANTIZE:
+        lines.append(f"tile      m={default.m} k={quantize_tk(kernel)}")
+    else:
+        lines.append(f"tile      m={default.m} n={default.n} k={default.k}")
+    for row in tiles[:-1]:
+        lines.append(f"  when {row.cond}: m={row.m} n={row.n} k={row.k}")
+    if kernel.static_n or kernel.static_k:
+        lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")
+                     + (f" k={kernel.static_k}" if kernel.static_k else ""))
+    vm = TPU_VMEM[tpu]
+    lines.append(f"buffers   {buffers} per pipelined block")
+    lines.append(f"vmem      {need / MiB:.2f} MiB per grid step (TPU {tpu}: "
+                 f"{vm.scoped_default // MiB} MiB scoped default, {vm.physical // MiB} MiB "
+                 "physical)")
+    return tuple(lines)
+
+
+def _rhs_shape(kernel: ir.Kernel) -> str:
+    nk = kernel.rhs_operand.layout is Layout.NK
+    match kernel.op:
+        case Op.DENSE:
+            return "[n, k]" if nk else "[k, n]"
+        case Op.GROUPED:
+            return "[g, n, k]" if nk else "[g, k, n]"
+        case Op.TGMM:
+            return "[m, n]"
+        case Op.QUANTIZE:
+            raise AssertionError("quantize has no rhs")
+        case _:
+            assert_never(kernel.op)

@@ -1,0 +1,44 @@
+"""The TPU facts the plans use: VMEM per generation, VMEM tiling, buffering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemmgen import ir
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class TpuVmem:
+    """VMEM of one TPU generation, per TensorCore."""
+
+    physical: int
+    scoped_default: int  # what Mosaic grants a kernel without vmem_limit_bytes
+
+    @property
+    def usable(self) -> int:
+        """The most a kernel may ask for: 3/4 of physical VMEM, leaving the
+        rest to Mosaic's internal scratch and to the compiler."""
+        return self.physical * 3 // 4
+
+
+TPU_VMEM = {
+    "v5e": TpuVmem(physical=128 * MiB, scoped_default=16 * MiB),
+    "v5p": TpuVmem(physical=95 * MiB, scoped_default=16 * MiB),
+    "v6e": TpuVmem(physical=128 * MiB, scoped_default=32 * MiB),
+    "v7x": TpuVmem(physical=64 * MiB, scoped_default=32 * MiB),
+}
+
+# Mosaic pipelines a block with one or two buffers (JAX 0.10: "Only single
+# (1) and double (2) buffering are supported").
+MAX_BUFFERS = 2
+
+LANES = 128  # last dim of a VMEM tile
+SUBLANES = 8  # second-minor dim of a 32-bit VMEM tile
+
+
+def tpu_of(spec: ir.Spec) -> str:
+    """The spec's TPU generation (`target pallas_tpu { tpu ... }`), v5e when absent."""
+    target = spec.target(ir.Backend.PALLAS_TPU)
+    return target.tpu if target is not None else "v5e"

@@ -1,0 +1,142 @@
+"""VMEM accounting: every buffer one grid step holds, padded to native tiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import assert_never
+
+from gemmgen import ir
+from gemmgen.backends.pallas.cores import matmul_core
+from gemmgen.backends.pallas.dtypes import storage_bytes
+from gemmgen.backends.pallas.tpu import LANES, MAX_BUFFERS, SUBLANES, MiB, TpuVmem
+from gemmgen.ir import BiasMode, Op, ScaleMode
+from gemmgen.render import source_ref
+
+
+def padded_bytes(shape: tuple[int, ...], itemsize: int) -> int:
+    """VMEM bytes of a block: the last two dims padded to the native tile
+    (128 lanes x 8 sublanes of 32 bits, so 16 rows of bf16, 32 of 8-bit)."""
+    dims = list(shape)
+    while len(dims) < 2:
+        dims.insert(0, 1)
+    *lead, rows, cols = dims
+    sub = SUBLANES * max(1, 4 // itemsize)
+    rows = -(-rows // sub) * sub
+    cols = -(-cols // LANES) * LANES
+    total = rows * cols * itemsize
+    for d in lead:
+        total *= d
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class VmemBlock:
+    """One VMEM buffer of a grid step, for the VMEM accounting."""
+
+    name: str
+    shape: tuple[int, ...]  # as it sits in VMEM (squeezed dims dropped)
+    itemsize: int
+    buffers: int
+
+    @property
+    def bytes(self) -> int:
+        return padded_bytes(self.shape, self.itemsize) * self.buffers
+
+
+def quantize_tk(kernel: ir.Kernel) -> int:
+    """The K block of the quantize grid: the tile's k rounded to whole groups."""
+    g = kernel.out_scale.block_k or kernel.tile.k
+    return max(g, kernel.tile.k // g * g)
+
+
+def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
+    """Every VMEM buffer one grid step holds with `tile`, optional inputs
+    included (the worst case)."""
+    tm, tn, tk = tile.m, tile.n, tile.k
+    bufs = min(kernel.stages, MAX_BUFFERS)
+    lhs_b = storage_bytes(kernel.lhs.dtype)
+    out_b = storage_bytes(kernel.out)
+    match kernel.op:
+        case Op.QUANTIZE:
+            q = quantize_tk(kernel)
+            groups = max(q // max(kernel.out_scale.block_k, 1), 1)
+            return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
+                    VmemBlock("out", (tm, q), out_b, bufs),
+                    VmemBlock("scale", (groups, tm, 1), 4, bufs))
+        case Op.TGMM:
+            return (VmemBlock("lhs", (tm, tk), lhs_b, bufs),
+                    VmemBlock("rhs", (tm, tn), storage_bytes(kernel.rhs_operand.dtype), bufs),
+                    VmemBlock("existing_out", (tk, tn), out_b, bufs),
+                    VmemBlock("out", (tk, tn), out_b, bufs),
+                    VmemBlock("acc", (tk, tn), 4, 1))
+        case Op.DENSE | Op.GROUPED:
+            pass
+        case _:
+            assert_never(kernel.op)
+    core = matmul_core(kernel)
+    rhs_b = storage_bytes(kernel.rhs_operand.dtype)
+    halves = len(core.halves)
+    blocks: list[VmemBlock] = []
+    if core.lhs_split:
+        blocks += [VmemBlock("lhs_even", (tm, tk // 2), lhs_b, bufs),
+                   VmemBlock("lhs_odd", (tm, tk // 2), lhs_b, bufs)]
+    else:
+        blocks.append(VmemBlock("lhs", (tm, tk // 2 if core.lhs_packed else tk), lhs_b, bufs))
+    if core.rhs_nk:
+        rhs_shape = (tn, tk // 2 if core.rhs_packed else tk)
+    else:
+        rhs_shape = (tk, tn // 2 if core.rhs_packed else tn)
+    blocks.append(VmemBlock("rhs", rhs_shape, rhs_b, bufs * halves))
+    match kernel.lhs_scale.mode:
+        case ScaleMode.TOKEN | ScaleMode.TOKEN_GROUP:
+            blocks.append(VmemBlock("lhs_scale", (tm, 1), 4, bufs))
+        case _:
+            pass  # none, or a scalar in SMEM
+    if core.rhs_scale_per_n:
+        blocks.append(VmemBlock("rhs_scale", (1, tn), 4, bufs * halves))
+    if kernel.bias.mode is not BiasMode.NONE:
+        blocks.append(VmemBlock("bias", (1, tn), storage_bytes(kernel.bias.dtype),
+                                bufs * halves))
+    if core.grouped:  # existing_out, aliased into the output: read with out's blocks
+        blocks.append(VmemBlock("existing_out", (tm, tn), out_b, bufs))
+    blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
+    blocks.append(VmemBlock("acc", (tm, tn), 4, halves))
+    return tuple(blocks)
+
+
+def vmem_bytes(kernel: ir.Kernel, tile: ir.Tile) -> int:
+    return sum(b.bytes for b in vmem_blocks(kernel, tile))
+
+
+def vmem_limit(need: int, vmem: TpuVmem) -> int | None:
+    """The scoped-VMEM limit to request: None (Mosaic's default) when the
+    kernel fits it, else the need plus a quarter, in whole MiB, capped at
+    the usable VMEM."""
+    if need <= vmem.scoped_default:
+        return None
+    want = -(-(need + need // 4) // MiB) * MiB
+    return min(want, vmem.usable)
+
+
+@dataclass(frozen=True, slots=True)
+class TileRow:
+    """One row of the tile LUT as the generated code sees it."""
+
+    cond: str  # a Python condition on m, n, k; "" for the default tile
+    m: int
+    n: int
+    k: int
+    where: str  # spec position, for a comment
+    vmem_bytes: int  # VMEM per grid step with this tile
+
+
+def tile_rows(kernel: ir.Kernel) -> tuple[TileRow, ...]:
+    """The tile LUT: the rules in order, then the default (cond "")."""
+    rows = []
+    for rule in kernel.tile_rules:
+        cond = " and ".join(f"{c.dim} {c.cmp.value} {c.value}" for c in rule.conds)
+        rows.append(TileRow(cond, rule.tile.m, rule.tile.n, rule.tile.k,
+                            source_ref(rule.loc), vmem_bytes(kernel, rule.tile)))
+    t = kernel.tile
+    rows.append(TileRow("", t.m, t.n, t.k, source_ref(kernel.loc), vmem_bytes(kernel, t)))
+    return tuple(rows)
