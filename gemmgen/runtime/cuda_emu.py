@@ -47,7 +47,7 @@ API:
   subnormals to zero as a kernel built with -ftz (``--use_fast_math``) does
   on a GPU (x86 MXCSR FTZ and DAZ). `arch` is the device the
   emulator plays: launches are checked against its limits (opt-in shared
-  memory from ``gemmgen.runtime.nvcc.shared_memory_limit``).
+  memory from ``gemmgen.archs.shared_memory_limit``).
   `max_dynamic_smem` is the kernel's
   cudaFuncAttributeMaxDynamicSharedMemorySize: None sets it to `smem_bytes`
   above 48 KiB, as GpuModule and the CuPy launchers do; an int is what
@@ -93,6 +93,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
 from gemmgen.runtime.toolchain import (
     RUNTIME_INCLUDE_DIR,
     atomic_write,
@@ -444,14 +445,11 @@ def _encode_request(
 
 
 DEFAULT_ARCH = "sm_90a"
-DEFAULT_DYNAMIC_SMEM = 48 * 1024  # without cudaFuncSetAttribute
 
 
 def device_env(arch: str) -> dict[str, str]:
     """The environment that makes the emulator an `arch` device: its name and
-    its opt-in shared memory per block (gemmgen.runtime.nvcc's table)."""
-    from gemmgen.runtime.nvcc import shared_memory_limit
-
+    its opt-in shared memory per block (gemmgen.archs's table)."""
     return {"GG_EMU_ARCH": arch, "GG_EMU_SMEM_OPTIN": str(shared_memory_limit(arch))}
 
 
