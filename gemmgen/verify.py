@@ -20,7 +20,6 @@ per block (`--cuda-arch` picks another).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from gemmgen import ir
 from gemmgen.build import Rendered
 from gemmgen.cases import Case, lut_entry, standard_cases, tile_label
 from gemmgen.reference import compare, reference
+from gemmgen.runtime import verify_cuda
+from gemmgen.runtime.runner import Runner, load_generated_module
 
 
 @dataclass
@@ -49,34 +50,6 @@ class Row:
     tolerance: str
     passed: bool
     detail: str = ""
-
-
-class Runner:
-    """One way of running kernels. Subclasses set `name` and `backend`."""
-
-    name = ""
-    backend = ir.Backend.PALLAS_TPU
-    checks_numbers = True
-    cuda_arch: str | None = None  # the arch CUDA emulation plays (None: the spec's)
-
-    def unavailable(self) -> str | None:
-        return None
-
-    def prepare(self, rendered: Rendered, workdir: Path) -> None:
-        self.rendered = rendered
-        self.workdir = workdir
-
-    def run(self, kernel: ir.Kernel, case: Case, inputs: dict[str, np.ndarray]):
-        raise NotImplementedError
-
-
-def load_generated_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
 
 
 class _PallasBase(Runner):
@@ -148,13 +121,7 @@ class PallasLower(_PallasBase):
 
 
 def _runners() -> list[Runner]:
-    runners: list[Runner] = [PallasInterpret(), PallasLower()]
-    try:
-        from gemmgen.runtime import verify_cuda
-        runners.extend(verify_cuda.runners())
-    except ImportError:
-        pass
-    return runners
+    return [PallasInterpret(), PallasLower(), *verify_cuda.runners()]
 
 
 RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda-emu-cpp", "cuda")
