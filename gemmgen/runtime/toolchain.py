@@ -38,7 +38,9 @@ class ToolchainError(RuntimeError):
 def _pypi_cuda_roots() -> list[Path]:
     try:
         import nvidia  # the namespace package of NVIDIA's PyPI wheels
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != "nvidia":
+            raise
         return []
     roots = []
     for base in getattr(nvidia, "__path__", []):
