@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm
+from gemmgen.backends import cuda_gemm, cuda_kinds
 from gemmgen.build import render_spec
 from gemmgen.cases import Case, standard_cases
 from gemmgen.reference import compare, reference
@@ -54,7 +54,7 @@ def gemm_kernels() -> list[tuple[str, str]]:
     out = []
     for stem in SPECS:
         for k in rendered(stem).spec.kernels_for(ir.Backend.CUDA):
-            if cuda_backend._kind(k) is cuda_gemm:
+            if cuda_kinds.kind(k) is cuda_gemm:
                 out.append((stem, k.name))
     return out
 
