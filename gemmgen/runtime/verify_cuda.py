@@ -31,7 +31,6 @@ from gemmgen import ir
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cases import lut_entry, tile_label
-from gemmgen.runtime.cuda_emu import EmuModule
 from gemmgen.runtime.runner import Runner, load_generated_module
 
 DEFAULT_ARCH = "sm_90a"
@@ -72,6 +71,8 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     built with -ftz does (EmuModule.launch). `counters`, a list, receives
     each launch's `gemmgen.runtime.counters.LaunchCounters`; `memcheck`
     overrides the emulator's default (cuda_emu.memcheck_default)."""
+    from gemmgen.runtime.cuda_emu import EmuModule  # looked up per call: tests replace it
+
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
     key = source_name if memcheck is None else (source_name, memcheck)
@@ -262,6 +263,8 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
     CppLaunchError when launch_<kernel>() returns an error, and the
     emulator's errors when a kernel misbehaves. `logs`, when given, gets the
     child's output (kernel printf, "gg-emu: rejected: ..." reports)."""
+    from gemmgen.runtime.cuda_emu import EmuModule  # looked up per call: tests replace it
+
     texts = texts or {}
     arm = arm or plan
     dims = bound_dims(arm, inputs)
