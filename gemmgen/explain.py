@@ -11,7 +11,7 @@ sees the cost of a variant.
 `--counters` also runs each CUDA launch once on the CPU emulator at a modest
 shape (`counters_case`) and prints what it would cost a GPU: shared-memory
 bank conflicts, global sectors against the ideal, MMA / ldmatrix / cp.async
-/ barrier counts (gemmgen.runtime.counters, docs/cuda-emulation.md).
+/ barrier counts (gemmgen.harness.counters, docs/cuda-emulation.md).
 """
 
 from __future__ import annotations
@@ -98,9 +98,9 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
     import tempfile
     from pathlib import Path
 
+    from gemmgen.harness import nvcc
+    from gemmgen.harness.toolchain import find_nvcc
     from gemmgen.render import header_text, render_template
-    from gemmgen.runtime import nvcc
-    from gemmgen.runtime.toolchain import find_nvcc
 
     try:
         if find_nvcc() is None:
@@ -170,8 +170,8 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
     from pathlib import Path
 
     from gemmgen.build import render_spec
-    from gemmgen.runtime.runner import load_generated_module
-    from gemmgen.runtime.verify_cuda import run_launcher
+    from gemmgen.harness.runner import load_generated_module
+    from gemmgen.harness.verify_cuda import run_launcher
 
     case = case or counters_case(kernel)
     rendered = render_spec(Path(spec.path))

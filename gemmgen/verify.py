@@ -11,8 +11,8 @@ Backends (`--backend`):
                     emulator's CUDA runtime
   cuda              CUDA kernels on a real GPU through CuPy
 
-Each backend is a `Runner` (gemmgen.runtime.runner) of the harness:
-gemmgen.runtime.verify_pallas and gemmgen.runtime.verify_cuda; this module
+Each backend is a `Runner` (gemmgen.harness.runner) of the harness:
+gemmgen.harness.verify_pallas and gemmgen.harness.verify_cuda; this module
 runs the cases and prints the table.
 The kernels run are the ones `gemmgen build` would write now (rendered in
 memory), not whatever is on disk. The cases (gemmgen/cases.py) cover every
@@ -37,9 +37,9 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.build import Rendered
 from gemmgen.cases import Case, lut_entry, standard_cases, tile_label
+from gemmgen.harness import verify_cuda, verify_pallas
+from gemmgen.harness.runner import Runner
 from gemmgen.reference import compare, reference
-from gemmgen.runtime import verify_cuda, verify_pallas
-from gemmgen.runtime.runner import Runner
 
 
 @dataclass

@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The NumPy reference and the test cases.
     ("reference", ("gemmgen.reference", "gemmgen.reference.*", "gemmgen.cases")),
     # Running generated kernels: the CUDA emulator, nvcc, CuPy, runners.
-    ("harness", ("gemmgen.runtime.*",)),
+    ("harness", ("gemmgen.harness", "gemmgen.harness.*")),
     # `gemmgen verify` and `gemmgen explain`.
     ("verify", ("gemmgen.verify", "gemmgen.explain")),
     # Arguments -> a command -> messages and an exit status.

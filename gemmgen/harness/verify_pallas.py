@@ -14,7 +14,7 @@ import numpy as np
 
 from gemmgen import ir
 from gemmgen.build import Rendered
-from gemmgen.runtime.runner import Runner, load_generated_module
+from gemmgen.harness.runner import Runner, load_generated_module
 
 
 class _PallasBase(Runner):

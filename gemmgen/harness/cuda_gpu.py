@@ -3,7 +3,7 @@
 ``GpuModule`` has the launch signature of ``cuda_emu.EmuModule``, so a test
 vector runs unchanged on the emulator and on a GPU::
 
-    from gemmgen.runtime import cuda_gpu
+    from gemmgen.harness import cuda_gpu
 
     if reason := cuda_gpu.unavailable_reason():
         print("skipped:", reason)
@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM
-from gemmgen.runtime.cuda_emu import dim3
-from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR, ToolchainError, cuda_include_dir
+from gemmgen.harness.cuda_emu import dim3
+from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, ToolchainError, cuda_include_dir
 
 __all__ = ["GpuModule", "device_arch", "unavailable_reason"]
 

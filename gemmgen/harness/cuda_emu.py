@@ -8,7 +8,7 @@ device buffers) and the CPU bodies of the ``gg::`` primitives. See
 
 Example::
 
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule
 
     module = EmuModule(source, "generated/dense/cuda/gemm.cu")
     (c,) = module.launch(
@@ -59,7 +59,7 @@ API:
   wrong argument kinds or sizes, a grid, block, launch bound or shared
   memory the device refuses) raises ``EmuLaunchError``.
   ``.last_log`` keeps the child's output (kernel ``printf``);
-  ``counters=True`` fills ``.last_counters`` (``gemmgen.runtime.counters``).
+  ``counters=True`` fills ``.last_counters`` (``gemmgen.harness.counters``).
 - ``.run_host(inputs, *, schedule, workers, timeout, arch)`` runs the
   library's host program, ``extern "C" int gg_emu_host_main(void)``: C++
   host code calling the emulated CUDA runtime (``gg_emu_cudart.h``:
@@ -94,7 +94,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
-from gemmgen.runtime.toolchain import (
+from gemmgen.harness.toolchain import (
     RUNTIME_INCLUDE_DIR,
     atomic_write,
     build_lock,
@@ -516,7 +516,7 @@ def _name_sites(message: str, library: Path | None, source_name: str) -> str:
     sites = [int(h, 16) for h in re.findall(r"\[site (0x[0-9a-f]+)\]", message)]
     if not sites or library is None:
         return message
-    from gemmgen.runtime.counters import resolve_sites
+    from gemmgen.harness.counters import resolve_sites
 
     where = resolve_sites(library, sites, source_name)
     return re.sub(r"\[site (0x[0-9a-f]+)\]", lambda m: f"({where.get(int(m.group(1), 16)) or 'line unknown'})",
@@ -628,7 +628,7 @@ class EmuModule:
         cuda_gpu.GpuModule and the CuPy launchers do); an int is passed to
         cudaFuncSetAttribute as is (49152, CUDA's default, makes a larger
         request fail as on a GPU). `counters=True` (memory-checked modules)
-        also fills `last_counters` (see `gemmgen.runtime.counters`)."""
+        also fills `last_counters` (see `gemmgen.harness.counters`)."""
         if counters and not self.memcheck:
             raise ValueError("counters need a memory-checked module (memcheck=True, not tsan)")
         if kernel not in self.kernels:
@@ -667,7 +667,7 @@ class EmuModule:
                 raise _error_from_child(proc, kernel, self.library, self.name)
             arrays = _decode_response(resp.read_bytes(), args)
             if counters:
-                from gemmgen.runtime.counters import load_counters
+                from gemmgen.harness.counters import load_counters
 
                 self.last_counters = load_counters(Path(tmp) / "counters.json", self.library, self.name)
         return [arrays[i] for i in (*outputs, *inouts)]

@@ -25,10 +25,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gemmgen.cache import cache_dir as cache_dir  # re-exported for the runtime modules
-
-RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent / "cuda"
-"""The gemmgen CUDA runtime headers (gg_runtime.cuh and what it includes)."""
+from gemmgen.cache import cache_dir as cache_dir  # re-exported for the harness modules
+from gemmgen.runtime import RUNTIME_INCLUDE_DIR as RUNTIME_INCLUDE_DIR  # likewise
 
 
 class ToolchainError(RuntimeError):

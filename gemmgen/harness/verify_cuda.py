@@ -31,7 +31,7 @@ from gemmgen import ir
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cases import lut_entry, tile_label
-from gemmgen.runtime.runner import Runner, load_generated_module
+from gemmgen.harness.runner import Runner, load_generated_module
 
 DEFAULT_ARCH = "sm_90a"
 
@@ -69,9 +69,9 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     on a GPU; return the output (a tuple when the kernel has several, e.g.
     quantize's values and scales). `ftz` flushes f32 subnormals as a kernel
     built with -ftz does (EmuModule.launch). `counters`, a list, receives
-    each launch's `gemmgen.runtime.counters.LaunchCounters`; `memcheck`
+    each launch's `gemmgen.harness.counters.LaunchCounters`; `memcheck`
     overrides the emulator's default (cuda_emu.memcheck_default)."""
-    from gemmgen.runtime.cuda_emu import EmuModule  # looked up per call: tests replace it
+    from gemmgen.harness.cuda_emu import EmuModule  # looked up per call: tests replace it
 
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
@@ -130,7 +130,7 @@ def cpp_caller(plan) -> str:
     name = plan.name
     lines = [
         f"// C++ caller of launch_{name}() for gemmgen's CPU emulator",
-        "// (gemmgen.runtime.verify_cuda.run_cpp_launcher): what a user of",
+        "// (gemmgen.harness.verify_cuda.run_cpp_launcher): what a user of",
         f"// {name}.h writes, with its arrays and dims handed over by the",
         "// emulator's host I/O (gg_emu_host_input / gg_emu_host_output).",
         f'#include "{name}.h"',
@@ -263,7 +263,7 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
     CppLaunchError when launch_<kernel>() returns an error, and the
     emulator's errors when a kernel misbehaves. `logs`, when given, gets the
     child's output (kernel printf, "gg-emu: rejected: ..." reports)."""
-    from gemmgen.runtime.cuda_emu import EmuModule  # looked up per call: tests replace it
+    from gemmgen.harness.cuda_emu import EmuModule  # looked up per call: tests replace it
 
     texts = texts or {}
     arm = arm or plan

@@ -1,6 +1,6 @@
 """Static checks of CUDA kernels with nvcc, for machines without a GPU.
 
-    from gemmgen.runtime import nvcc
+    from gemmgen.harness import nvcc
 
     result = nvcc.compile_check(source, "sm_90a", name_for_errors="gemm.cu")
     usage = result.kernels["gemm"]          # ResourceUsage
@@ -24,7 +24,7 @@ API:
   for a GEMM (tensor-core MMAs, LDSM, LDGSTS, 128-bit global loads).
 - ``gencode(arch)``; ``shared_memory_limit(arch)`` (from ``gemmgen.archs``,
   the per-arch limits the plans and the emulator use too); ``find_nvcc()`` and
-  ``find_cuda_tool()`` come from ``gemmgen.runtime.toolchain``.
+  ``find_cuda_tool()`` come from ``gemmgen.harness.toolchain``.
 
 Dynamic shared memory is a launch parameter, not a compile result: compare
 ``static_smem`` plus the plan's dynamic bytes with ``shared_memory_limit``.
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gemmgen.archs import parse_arch, shared_memory_limit
-from gemmgen.runtime.toolchain import (
+from gemmgen.harness.toolchain import (
     RUNTIME_INCLUDE_DIR,
     ToolchainError,
     atomic_write,
