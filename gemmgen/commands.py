@@ -8,6 +8,7 @@ module besides the CLI that prints.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -126,14 +127,16 @@ VERIFY_EXTRAS = {"numpy": "numpy", "ml_dtypes": "ml-dtypes"}
 
 def cmd_verify(args: argparse.Namespace) -> int:
     rendered = _render([args.spec])
-    try:  # running kernels needs the `verify` extra; say so instead of a traceback
-        from gemmgen import verify
-    except ModuleNotFoundError as e:
-        if e.name not in VERIFY_EXTRAS:
-            raise
-        print(f"gemmgen: error: verify needs {VERIFY_EXTRAS[e.name]}, which is not installed; "
+    # Running kernels needs the `verify` extra; say so instead of a traceback
+    # (looked up, not imported: a broken install still fails loudly below).
+    missing = [pip for name, pip in VERIFY_EXTRAS.items() if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"gemmgen: error: verify needs {', '.join(missing)}, which "
+              f"{'is' if len(missing) == 1 else 'are'} not installed; "
               "install the verification extras: pip install 'gemmgen[verify]'", file=sys.stderr)
         return EXIT_BAD_INPUT
+    from gemmgen import verify
+
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
                        kernels=args.kernel, out=sys.stdout, progress=sys.stderr,
                        cuda_arch=args.cuda_arch)

@@ -11,7 +11,7 @@ sees the cost of a variant.
 `--counters` also runs each CUDA launch once on the CPU emulator at a modest
 shape (`counters_case`) and prints what it would cost a GPU: shared-memory
 bank conflicts, global sectors against the ideal, MMA / ldmatrix / cp.async
-/ barrier counts (gemmgen.runtime.counters, docs/cuda-emulation.md).
+/ barrier counts (gemmgen.harness.counters, docs/cuda-emulation.md).
 """
 
 from __future__ import annotations
@@ -95,15 +95,16 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
     if variant.workspace_ints != "0":
         ws = eval(variant.workspace_ints, {}, names)  # noqa: S307
         lines.append(f"  workspace: {ws} ints")
+    import tempfile
+    from pathlib import Path
+
+    from gemmgen.harness import nvcc
+    from gemmgen.harness.toolchain import find_nvcc
+    from gemmgen.render import header_text, render_template
+
     try:
-        from gemmgen.runtime import nvcc
-        from gemmgen.runtime.toolchain import find_nvcc
         if find_nvcc() is None:
             raise FileNotFoundError("nvcc")
-        import tempfile
-        from pathlib import Path
-
-        from gemmgen.render import header_text, render_template
         with tempfile.TemporaryDirectory() as tmp:
             header = header_text(spec.path)
             Path(tmp, f"{kernel.name}.h").write_text(
@@ -178,8 +179,8 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
     from pathlib import Path
 
     from gemmgen.build import render_spec
-    from gemmgen.runtime.verify_cuda import run_launcher
-    from gemmgen.verify import load_generated_module
+    from gemmgen.harness.runner import load_generated_module
+    from gemmgen.harness.verify_cuda import run_launcher
 
     case = case or counters_case(kernel)
     rendered = render_spec(Path(spec.path))

@@ -425,7 +425,9 @@ def project_lock(gen: Path, *, timeout: float | None = None,
     """
     try:
         import fcntl
-    except ImportError:  # pragma: no cover - no flock (Windows): no locking
+    except ModuleNotFoundError as e:  # pragma: no cover - no flock (Windows): no locking
+        if e.name != "fcntl":
+            raise
         yield
         return
     timeout = LOCK_TIMEOUT_S if timeout is None else timeout

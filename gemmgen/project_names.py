@@ -18,16 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gemmgen import ir
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.names import collisions
 from gemmgen.parse import parse
+from gemmgen.specfile import InputError, SpecFile, locate
 from gemmgen.validate import validate
-
-if TYPE_CHECKING:
-    from gemmgen.build import SpecFile
 
 
 def spec_names(spec: ir.Spec) -> list[tuple[str, ir.Loc, str]]:
@@ -41,8 +38,6 @@ def check_project_names(
     """Names of `specs` that clash with names of another spec of their project
     (given, or a sibling in the same folder). Returns the diagnostics and the
     source text of every spec, by the path diagnostics name it with."""
-    from gemmgen.build import InputError, locate  # gemmgen.build imports this module
-
     given: dict[Path, tuple[ir.Spec, SpecFile]] = {}
     for spec, sf in specs:
         given.setdefault(sf.path.resolve(), (spec, sf))

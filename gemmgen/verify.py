@@ -11,6 +11,9 @@ Backends (`--backend`):
                     emulator's CUDA runtime
   cuda              CUDA kernels on a real GPU through CuPy
 
+Each backend is a `Runner` (gemmgen.harness.runner) of the harness:
+gemmgen.harness.verify_pallas and gemmgen.harness.verify_cuda; this module
+runs the cases and prints the table.
 The kernels run are the ones `gemmgen build` would write now (rendered in
 memory), not whatever is on disk. The cases (gemmgen/cases.py) cover every
 tile of a kernel's LUT; the table says which tile each case ran. The CPU
@@ -20,7 +23,6 @@ per block (`--cuda-arch` picks another).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import tempfile
@@ -35,6 +37,8 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.build import Rendered
 from gemmgen.cases import Case, lut_entry, standard_cases, tile_label
+from gemmgen.harness import verify_cuda, verify_pallas
+from gemmgen.harness.runner import Runner
 from gemmgen.reference import compare, reference
 
 
@@ -51,110 +55,8 @@ class Row:
     detail: str = ""
 
 
-class Runner:
-    """One way of running kernels. Subclasses set `name` and `backend`."""
-
-    name = ""
-    backend = ir.Backend.PALLAS_TPU
-    checks_numbers = True
-    cuda_arch: str | None = None  # the arch CUDA emulation plays (None: the spec's)
-
-    def unavailable(self) -> str | None:
-        return None
-
-    def prepare(self, rendered: Rendered, workdir: Path) -> None:
-        self.rendered = rendered
-        self.workdir = workdir
-
-    def run(self, kernel: ir.Kernel, case: Case, inputs: dict[str, np.ndarray]):
-        raise NotImplementedError
-
-
-def load_generated_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
-
-
-class _PallasBase(Runner):
-    backend = ir.Backend.PALLAS_TPU
-
-    def unavailable(self) -> str | None:
-        try:
-            import jax  # noqa: F401
-            from jax.experimental.pallas import tpu  # noqa: F401
-        except Exception as e:  # pragma: no cover - jax is a dependency
-            return f"JAX Pallas is not importable: {e}"
-        return None
-
-    def prepare(self, rendered: Rendered, workdir: Path) -> None:
-        super().prepare(rendered, workdir)
-        self.modules = {}
-        for rel, text in rendered.files.items():
-            if rel.parts[0] == "pallas":
-                dest = workdir / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_text(text)
-
-    def module(self, kernel: ir.Kernel):
-        if kernel.name not in self.modules:
-            path = self.workdir / "pallas" / f"{kernel.name}.py"
-            self.modules[kernel.name] = load_generated_module(
-                path, f"gemmgen_verify_{self.rendered.spec.stem}_{kernel.name}")
-        return getattr(self.modules[kernel.name], kernel.name)
-
-
-class PallasInterpret(_PallasBase):
-    name = "pallas-interpret"
-
-    def run(self, kernel, case, inputs):
-        import jax.numpy as jnp
-        from jax.experimental.pallas import tpu as pltpu
-
-        fn = self.module(kernel)
-        args = {key: jnp.asarray(v) for key, v in inputs.items()}
-        try:
-            out = fn(**args, interpret=pltpu.InterpretParams())
-        except Exception:
-            from jax._src.pallas.mosaic import interpret as _interp
-            reset = getattr(_interp, "reset_tpu_interpret_mode_state", None)
-            if reset is not None:
-                reset()
-            raise
-        if isinstance(out, tuple):
-            return tuple(np.asarray(o) for o in out)
-        return np.asarray(out)
-
-
-class PallasLower(_PallasBase):
-    name = "pallas-lower"
-    checks_numbers = False
-
-    def run(self, kernel, case, inputs):
-        import jax
-
-        fn = self.module(kernel)
-        names = list(inputs)
-        structs = [jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for v in inputs.values()]
-
-        def call(*xs):
-            return fn(**dict(zip(names, xs)))
-
-        exported = jax.export.export(jax.jit(call), platforms=["tpu"])(*structs)
-        return exported.mlir_module()
-
-
 def _runners() -> list[Runner]:
-    runners: list[Runner] = [PallasInterpret(), PallasLower()]
-    try:
-        from gemmgen.runtime import verify_cuda
-        runners.extend(verify_cuda.runners())
-    except ImportError:
-        pass
-    return runners
+    return [*verify_pallas.runners(), *verify_cuda.runners()]
 
 
 RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda-emu-cpp", "cuda")

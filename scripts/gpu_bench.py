@@ -35,8 +35,8 @@ from gemmgen.build import render_spec  # noqa: E402
 from gemmgen.cases import standard_cases  # noqa: E402
 from gemmgen.explain import cost  # noqa: E402
 from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
-from gemmgen.runtime import cuda_gpu  # noqa: E402
-from gemmgen.verify import load_generated_module  # noqa: E402
+from gemmgen.harness import cuda_gpu  # noqa: E402
+from gemmgen.harness.runner import load_generated_module  # noqa: E402
 
 # Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
 SHAPES = {

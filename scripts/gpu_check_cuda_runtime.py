@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from gemmgen.runtime import cuda_gpu  # noqa: E402
+from gemmgen.harness import cuda_gpu  # noqa: E402
 
 
 def compile_source(name: str, defines: dict[str, int]) -> cuda_gpu.GpuModule:

@@ -23,7 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from gemmgen import build
+from gemmgen import build, specfile
 
 MUTATING = ("open", "write", "fsync", "chmod", "link", "symlink", "rename", "replace",
             "unlink", "rmdir", "mkdir")
@@ -53,7 +53,7 @@ def main() -> int:
     project, spec_rel, new_text_file = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     os.chdir(project)
     spec = Path(spec_rel)
-    stem = build.spec_stem(spec.name)
+    stem = specfile.spec_stem(spec.name)
     gen = project / "generated"
     out = gen / stem
     old_tree = snapshot(out)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gemmgen import ir
 from gemmgen.build import render_spec
-from gemmgen.verify import load_generated_module
+from gemmgen.harness.runner import load_generated_module
 
 
 def render_cuda(root: Path, stem: str, spec_text: str) -> tuple[ir.Spec, Path, dict]:
@@ -30,7 +30,7 @@ def render_cuda(root: Path, stem: str, spec_text: str) -> tuple[ir.Spec, Path, d
 def build_emulators(cuda: Path, names: Iterable[str], source_name: Callable[[str], str],
                     modules: dict) -> None:
     """One g++ build per kernel (cached by content), in parallel."""
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule
 
     def build(name: str) -> None:
         modules[source_name(name)] = EmuModule((cuda / f"{name}.cu").read_text(),

@@ -32,9 +32,9 @@ from gemmgen.backends import cuda_dispatch
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.reference import compare, reference
-from gemmgen.runtime.cuda_emu import EmuKernelError
-from gemmgen.runtime.verify_cuda import CppLaunchError, _np_dtype, emulated_arch, run_cpp_launcher, run_launcher
-from gemmgen.verify import load_generated_module
+from gemmgen.harness.cuda_emu import EmuKernelError
+from gemmgen.harness.verify_cuda import CppLaunchError, _np_dtype, emulated_arch, run_cpp_launcher, run_launcher
+from gemmgen.harness.runner import load_generated_module
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = {"1 worker": dict(workers=1), "2 workers": dict(workers=2), "reverse": dict(schedule="reverse")}
@@ -273,7 +273,7 @@ class EmuCupy:
     """Just the part of CuPy the generated launchers use."""
 
     def __init__(self, folder: Path, arch: str, **mode):
-        from gemmgen.runtime.nvcc import shared_memory_limit
+        from gemmgen.harness.nvcc import shared_memory_limit
 
         self.folder, self.arch, self.mode = folder, arch, mode
         optin = shared_memory_limit(arch)
@@ -291,7 +291,7 @@ class EmuCupy:
         return np.full(int(np.prod(shape)) * dt.itemsize, 0xFF, np.uint8).view(dt).reshape(shape)
 
     def RawModule(self, code: str, options=()):  # noqa: N802 - CuPy's name
-        from gemmgen.runtime.cuda_emu import EmuModule
+        from gemmgen.harness.cuda_emu import EmuModule
 
         module = EmuModule(code, str(self.folder / "kernel.cu"), include_dirs=[self.folder])
         outer = self
@@ -350,7 +350,7 @@ def test_cupy_call_runs_on_the_emulator():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_cupy_call_without_the_attribute_is_caught(mode):
-    from gemmgen.runtime.cuda_emu import EmuLaunchError
+    from gemmgen.harness.cuda_emu import EmuLaunchError
 
     stem, name, case = GROUPED
     source = mutate((folder(stem) / f"{name}.py").read_text(),

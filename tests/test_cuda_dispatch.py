@@ -29,9 +29,9 @@ from gemmgen import ir
 from gemmgen.backends import cuda_dispatch
 from gemmgen.reference import compare, random_inputs, reference
 from gemmgen.render import header_text
-from gemmgen.runtime.toolchain import cuda_include_dir
-from gemmgen.runtime.verify_cuda import run_launcher
-from gemmgen.verify import load_generated_module
+from gemmgen.harness.toolchain import cuda_include_dir
+from gemmgen.harness.verify_cuda import run_launcher
+from gemmgen.harness.runner import load_generated_module
 
 from cuda_helpers import build_emulators, render_cuda
 

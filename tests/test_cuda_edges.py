@@ -38,9 +38,9 @@ import pytest
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.reference import compare, random_inputs, reference
-from gemmgen.runtime import nvcc
-from gemmgen.runtime.toolchain import find_nvcc
-from gemmgen.runtime.verify_cuda import run_launcher
+from gemmgen.harness import nvcc
+from gemmgen.harness.toolchain import find_nvcc
+from gemmgen.harness.verify_cuda import run_launcher
 
 from cuda_helpers import Launchers, build_emulators, render_cuda
 
@@ -635,7 +635,7 @@ extern "C" __global__ void exp2_ops(const float* x, const int* e, int count, flo
 
 @pytest.fixture(scope="module")
 def primitives():
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule
 
     return EmuModule(PRIMITIVES, "test_cuda_edges/primitives.cu")
 

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm
+from gemmgen.backends import cuda_gemm, cuda_kinds
 from gemmgen.build import render_spec
 from gemmgen.cases import Case, standard_cases
 from gemmgen.reference import compare, reference
-from gemmgen.runtime import nvcc
-from gemmgen.runtime.toolchain import cuda_include_dir, find_nvcc
-from gemmgen.runtime.verify_cuda import emulated_arch, run_launcher
-from gemmgen.verify import load_generated_module
+from gemmgen.harness import nvcc
+from gemmgen.harness.toolchain import cuda_include_dir, find_nvcc
+from gemmgen.harness.verify_cuda import emulated_arch, run_launcher
+from gemmgen.harness.runner import load_generated_module
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = ("moe", "dense")
@@ -54,7 +54,7 @@ def gemm_kernels() -> list[tuple[str, str]]:
     out = []
     for stem in SPECS:
         for k in rendered(stem).spec.kernels_for(ir.Backend.CUDA):
-            if cuda_backend._kind(k) is cuda_gemm:
+            if cuda_kinds.kind(k) is cuda_gemm:
                 out.append((stem, k.name))
     return out
 
@@ -219,7 +219,7 @@ def _grouped_inputs():
     (lambda a: a.pop("rhs_scale"), "rhs_scale"),
 ])
 def test_launcher_rejects_bad_calls(change, message, monkeypatch):
-    import gemmgen.runtime.cuda_emu as emu
+    import gemmgen.harness.cuda_emu as emu
 
     def never(*args, **kwargs):
         raise AssertionError("a kernel was compiled or launched for a bad call")

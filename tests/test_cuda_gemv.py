@@ -37,10 +37,10 @@ from gemmgen.backends import cuda_gemv
 from gemmgen.build import render_spec
 from gemmgen.diagnostics import SpecError
 from gemmgen.reference import compare, random_inputs, reference
-from gemmgen.runtime import nvcc
-from gemmgen.runtime.toolchain import find_nvcc
-from gemmgen.runtime.verify_cuda import run_launcher
-from gemmgen.verify import load_generated_module
+from gemmgen.harness import nvcc
+from gemmgen.harness.toolchain import find_nvcc
+from gemmgen.harness.verify_cuda import run_launcher
+from gemmgen.harness.runner import load_generated_module
 
 from cuda_helpers import Launchers, build_emulators, render_cuda
 
@@ -330,7 +330,7 @@ extern "C" __global__ void e8m0_scales(const float* amax, float fp8_max, int cou
 
 @pytest.fixture(scope="module")
 def helpers():
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule
 
     return EmuModule(HELPERS, "test_cuda_gemv/helpers.cu")
 

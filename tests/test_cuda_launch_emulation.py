@@ -7,7 +7,7 @@ raises it) and the arch's opt-in limit; and host code sees the emulated CUDA
 runtime (tests/cuda_src/runtime_api.cu): device queries, attributes, streams,
 copies and the last error.
 
-The limits come from gemmgen.runtime.nvcc.shared_memory_limit and
+The limits come from gemmgen.harness.nvcc.shared_memory_limit and
 backends.cuda_common.LIMITS, never from the emulator under test.
 """
 
@@ -19,8 +19,8 @@ import pytest
 from cuda_runtime_cases import CUDA_SRC
 from gemmgen import ir
 from gemmgen.backends.cuda_common import DEFAULT_SMEM, LIMITS
-from gemmgen.runtime.cuda_emu import EmuLaunchError, EmuModule
-from gemmgen.runtime.nvcc import shared_memory_limit
+from gemmgen.harness.cuda_emu import EmuLaunchError, EmuModule
+from gemmgen.harness.nvcc import shared_memory_limit
 
 
 @pytest.fixture(scope="module")

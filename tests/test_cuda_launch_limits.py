@@ -46,11 +46,11 @@ from gemmgen.cases import Case
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
 from gemmgen.reference import compare, reference
-from gemmgen.runtime import nvcc
-from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR, cuda_include_dir, find_nvcc
-from gemmgen.runtime.verify_cuda import _np_dtype, run_launcher
+from gemmgen.harness import nvcc
+from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, cuda_include_dir, find_nvcc
+from gemmgen.harness.verify_cuda import _np_dtype, run_launcher
 from gemmgen.validate import validate as validate_spec
-from gemmgen.verify import load_generated_module
+from gemmgen.harness.runner import load_generated_module
 
 REPO = Path(__file__).resolve().parent.parent
 BIG = 2**31 - 2  # the largest int32 dim the launchers accept

@@ -29,9 +29,9 @@ import pytest
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.reference import compare, reference
-from gemmgen.runtime.cuda_emu import EmuMemoryError, EmuRaceError
-from gemmgen.runtime.verify_cuda import run_launcher
-from gemmgen.verify import load_generated_module
+from gemmgen.harness.cuda_emu import EmuMemoryError, EmuRaceError
+from gemmgen.harness.verify_cuda import run_launcher
+from gemmgen.harness.runner import load_generated_module
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = [("run-ahead", 1), ("run-ahead", 2), ("reverse", 2)]

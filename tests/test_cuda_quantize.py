@@ -32,9 +32,9 @@ from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends import cuda_quantize
 from gemmgen.reference import compare, random_inputs, reference, reference_output
-from gemmgen.runtime import nvcc
-from gemmgen.runtime.toolchain import find_nvcc
-from gemmgen.runtime.verify_cuda import run_launcher
+from gemmgen.harness import nvcc
+from gemmgen.harness.toolchain import find_nvcc
+from gemmgen.harness.verify_cuda import run_launcher
 
 from cuda_helpers import Launchers, build_emulators, render_cuda
 

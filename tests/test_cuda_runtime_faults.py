@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cuda_runtime_cases import CUDA_SRC
-from gemmgen.runtime.cuda_emu import (
+from gemmgen.harness.cuda_emu import (
     EmuCompileError,
     EmuKernelError,
     EmuLaunchError,

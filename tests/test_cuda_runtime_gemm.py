@@ -17,7 +17,7 @@ from cuda_runtime_cases import (
     gemm_grid,
     launch,
 )
-from gemmgen.runtime.cuda_emu import EmuKernelError, EmuModule, EmuRaceError
+from gemmgen.harness.cuda_emu import EmuKernelError, EmuModule, EmuRaceError
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cuda_runtime_cases import CUDA_SRC, ldmatrix_expected
-from gemmgen.runtime.cuda_emu import EmuMemoryError, EmuModule, EmuRaceError
+from gemmgen.harness.cuda_emu import EmuMemoryError, EmuModule, EmuRaceError
 
 MODES = [("run-ahead", 1), ("run-ahead", 2), ("reverse", 2)]
 MODE_IDS = ["1-worker", "2-workers", "reverse"]

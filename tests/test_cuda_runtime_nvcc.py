@@ -5,7 +5,7 @@ and the parsers behind those checks."""
 import pytest
 
 from cuda_runtime_cases import CUDA_SRC, GEMM_SMEM_BYTES
-from gemmgen.runtime import nvcc
+from gemmgen.harness import nvcc
 
 ARCHS = ("sm_80", "sm_89", "sm_90a")
 

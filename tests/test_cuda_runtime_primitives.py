@@ -4,7 +4,7 @@ under both deterministic warp schedules."""
 import pytest
 
 from cuda_runtime_cases import CUDA_SRC, FRAGMENTS, assert_covers_once, launch, layout_table, primitive_cases
-from gemmgen.runtime.cuda_emu import EmuModule
+from gemmgen.harness.cuda_emu import EmuModule
 
 CASES = primitive_cases()
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import cuda_runtime_cases
-from gemmgen.runtime import cuda_emu, cuda_gpu, toolchain
-from gemmgen.runtime.cuda_emu import EmuModule
+from gemmgen.harness import cuda_emu, cuda_gpu, toolchain
+from gemmgen.harness.cuda_emu import EmuModule
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_SCRIPT = ROOT / "scripts" / "gpu_check_cuda_runtime.py"

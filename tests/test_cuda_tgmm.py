@@ -28,8 +28,8 @@ from gemmgen.backends import cuda, cuda_tgmm
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
 from gemmgen.reference import compare, random_inputs, reference
-from gemmgen.runtime import nvcc
-from gemmgen.runtime.verify_cuda import run_launcher
+from gemmgen.harness import nvcc
+from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.validate import validate
 
 ARCHS = ("sm_80", "sm_90a")
@@ -412,7 +412,7 @@ def test_host_launcher_compiles(generated):
     """The .cu with its nvcc host launcher (launch_<kernel>) builds as a TU."""
     import subprocess
 
-    from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR
+    from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR
 
     gen = generated["tgmm_f16_alpha"]
     obj = gen.folder / "tgmm_f16_alpha.o"
@@ -494,7 +494,7 @@ def test_nonfinite_inputs_and_overflow(generated, kernel):
 
 def test_thread_sanitizer_finds_no_race(generated):
     """One call under ThreadSanitizer (one OS thread per CUDA thread)."""
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule
 
     gen = generated["tgmm_f16_alpha"]
     name = "tgmm/tgmm_f16_alpha.tsan.cu"

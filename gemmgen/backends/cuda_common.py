@@ -25,8 +25,8 @@ from gemmgen.names import args_struct
 from gemmgen.render import source_ref
 
 WARP = 32
-# The opt-in shared-memory maximum per block of each arch lives with the
-# nvcc checks, which test it: gemmgen.runtime.nvcc.shared_memory_limit. Each
+# The opt-in shared-memory maximum per block of each arch is data in
+# gemmgen.archs (shared_memory_limit), which the nvcc checks test. Each
 # kind's diagnose() rejects a plan over the limit of a declared arch, and
 # both launchers compare every launch with the device's own limit.
 DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed

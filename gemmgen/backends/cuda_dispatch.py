@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from gemmgen import ir
+from gemmgen.backends import cuda_kinds
 from gemmgen.backends.cuda_common import Arg, Binding, LaunchPlan, where
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.names import args_struct
@@ -73,9 +74,7 @@ class DispatchPlan:
 
 
 def _arm_plans(dispatch: ir.Dispatch, spec: ir.Spec) -> list[LaunchPlan]:
-    from gemmgen.backends import cuda
-
-    return [cuda.plan(spec.kernel(r.kernel), spec) for r in dispatch.rules]
+    return [cuda_kinds.plan(spec.kernel(r.kernel), spec) for r in dispatch.rules]
 
 
 def _signature(lp: LaunchPlan) -> tuple:
@@ -104,12 +103,10 @@ def arm_mismatch(dispatch: ir.Dispatch, spec: ir.Spec) -> str | None:
 def diagnose_dispatch(dispatch: ir.Dispatch, spec: ir.Spec) -> list[Diagnostic]:
     """The CUDA backend's check of a dispatcher whose arms are all CUDA
     kernels that the backend can emit (other problems are the arms' own)."""
-    from gemmgen.backends import cuda
-
     arms = [spec.kernel(r.kernel) for r in dispatch.rules]
     if not all(ir.Backend.CUDA in k.backends for k in arms):
         return []
-    if any(cuda.diagnose_kernel(k, spec) for k in arms):
+    if any(cuda_kinds.diagnose_kernel(k, spec) for k in arms):
         return []
     why = arm_mismatch(dispatch, spec)
     if why is None:

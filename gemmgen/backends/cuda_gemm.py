@@ -15,7 +15,7 @@ from typing import assert_never
 
 from gemmgen import ir
 from gemmgen.diagnostics import Diagnostic
-from gemmgen.runtime.nvcc import shared_memory_limit
+from gemmgen.archs import shared_memory_limit
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 from gemmgen.backends.cuda_common import (
     CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,

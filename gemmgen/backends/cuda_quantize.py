@@ -28,9 +28,8 @@ point reads one element per lane; the launch plan picks it by k.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
-
-import numpy as np
 
 from gemmgen import ir
 from gemmgen.backends.cuda_common import (
@@ -103,12 +102,12 @@ class QuantPlan:
     @property
     def min_e8m0_code(self) -> int:
         """The e8m0 byte of the floored amax (1e-10f): the smallest scale."""
-        return _e8m0_code(float(np.float32(self.amax_floor)), self.fp8_max)
+        return _e8m0_code(struct.unpack("f", struct.pack("f", self.amax_floor))[0], self.fp8_max)
 
     @property
     def max_e8m0_code(self) -> int:
         """The e8m0 byte of the largest finite amax, f32's largest value."""
-        return _e8m0_code(float(np.finfo(np.float32).max), self.fp8_max)
+        return _e8m0_code(DType.F32.max_finite, self.fp8_max)
 
 
 def _e8m0_code(amax: float, fp8_max: float) -> int:

@@ -29,7 +29,7 @@ from gemmgen.backends.cuda_common import (
 )
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op
-from gemmgen.runtime.nvcc import shared_memory_limit
+from gemmgen.archs import shared_memory_limit
 
 MMA_K = 16  # m16n8k16: rows of the contraction per MMA
 COPY_BYTES = 16  # one cp.async

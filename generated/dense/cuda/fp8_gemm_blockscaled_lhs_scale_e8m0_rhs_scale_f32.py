@@ -251,7 +251,7 @@ def device_smem_limit() -> int:
 def _module():
     import cupy
 
-    from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR
+    from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
     return cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17", f"-I{RUNTIME_INCLUDE_DIR}"))
 

@@ -3,7 +3,7 @@
 ``GpuModule`` has the launch signature of ``cuda_emu.EmuModule``, so a test
 vector runs unchanged on the emulator and on a GPU::
 
-    from gemmgen.runtime import cuda_gpu
+    from gemmgen.harness import cuda_gpu
 
     if reason := cuda_gpu.unavailable_reason():
         print("skipped:", reason)
@@ -36,8 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmgen.runtime.cuda_emu import dim3
-from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR, ToolchainError, cuda_include_dir
+from gemmgen.archs import DEFAULT_DYNAMIC_SMEM
+from gemmgen.harness.cuda_emu import dim3
+from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, ToolchainError, cuda_include_dir
 
 __all__ = ["GpuModule", "device_arch", "unavailable_reason"]
 
@@ -52,8 +53,10 @@ def unavailable_reason() -> str | None:
     """Why kernels cannot run on a GPU here, or None when they can."""
     try:
         cupy = _cupy()
-    except ImportError:
-        return "CuPy is not installed (pip install 'gemmgen[gpu]')"
+    except ImportError as e:  # not installed, or installed without its CUDA libraries
+        if e.name == "cupy":
+            return "CuPy is not installed (pip install 'gemmgen[gpu]')"
+        return f"CuPy cannot be imported ({type(e).__name__}: {e})"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # CUDARuntimeError without a driver, among others
@@ -121,7 +124,7 @@ class GpuModule:
         function = self._module.get_function(kernel)
         if max_dynamic_smem is not None:
             function.max_dynamic_shared_size_bytes = int(max_dynamic_smem)
-        elif smem_bytes > 48 * 1024:
+        elif smem_bytes > DEFAULT_DYNAMIC_SMEM:
             function.max_dynamic_shared_size_bytes = int(smem_bytes)
         device_args: list[object] = []
         for i, arg in enumerate(args):

@@ -8,7 +8,7 @@ device buffers) and the CPU bodies of the ``gg::`` primitives. See
 
 Example::
 
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule
 
     module = EmuModule(source, "generated/dense/cuda/gemm.cu")
     (c,) = module.launch(
@@ -47,7 +47,7 @@ API:
   subnormals to zero as a kernel built with -ftz (``--use_fast_math``) does
   on a GPU (x86 MXCSR FTZ and DAZ). `arch` is the device the
   emulator plays: launches are checked against its limits (opt-in shared
-  memory from ``gemmgen.runtime.nvcc.shared_memory_limit``).
+  memory from ``gemmgen.archs.shared_memory_limit``).
   `max_dynamic_smem` is the kernel's
   cudaFuncAttributeMaxDynamicSharedMemorySize: None sets it to `smem_bytes`
   above 48 KiB, as GpuModule and the CuPy launchers do; an int is what
@@ -59,7 +59,7 @@ API:
   wrong argument kinds or sizes, a grid, block, launch bound or shared
   memory the device refuses) raises ``EmuLaunchError``.
   ``.last_log`` keeps the child's output (kernel ``printf``);
-  ``counters=True`` fills ``.last_counters`` (``gemmgen.runtime.counters``).
+  ``counters=True`` fills ``.last_counters`` (``gemmgen.harness.counters``).
 - ``.run_host(inputs, *, schedule, workers, timeout, arch)`` runs the
   library's host program, ``extern "C" int gg_emu_host_main(void)``: C++
   host code calling the emulated CUDA runtime (``gg_emu_cudart.h``:
@@ -93,7 +93,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gemmgen.runtime.toolchain import (
+from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
+from gemmgen.harness.toolchain import (
     RUNTIME_INCLUDE_DIR,
     atomic_write,
     build_lock,
@@ -444,14 +445,11 @@ def _encode_request(
 
 
 DEFAULT_ARCH = "sm_90a"
-DEFAULT_DYNAMIC_SMEM = 48 * 1024  # without cudaFuncSetAttribute
 
 
 def device_env(arch: str) -> dict[str, str]:
     """The environment that makes the emulator an `arch` device: its name and
-    its opt-in shared memory per block (gemmgen.runtime.nvcc's table)."""
-    from gemmgen.runtime.nvcc import shared_memory_limit
-
+    its opt-in shared memory per block (gemmgen.archs's table)."""
     return {"GG_EMU_ARCH": arch, "GG_EMU_SMEM_OPTIN": str(shared_memory_limit(arch))}
 
 
@@ -548,7 +546,7 @@ def _name_sites(message: str, library: Path | None, source_name: str) -> str:
     sites = [int(h, 16) for h in re.findall(r"\[site (0x[0-9a-f]+)\]", message)]
     if not sites or library is None:
         return message
-    from gemmgen.runtime.counters import resolve_sites
+    from gemmgen.harness.counters import resolve_sites
 
     where = resolve_sites(library, sites, source_name)
     return re.sub(r"\[site (0x[0-9a-f]+)\]", lambda m: f"({where.get(int(m.group(1), 16)) or 'line unknown'})",
@@ -660,7 +658,7 @@ class EmuModule:
         cuda_gpu.GpuModule and the CuPy launchers do); an int is passed to
         cudaFuncSetAttribute as is (49152, CUDA's default, makes a larger
         request fail as on a GPU). `counters=True` (memory-checked modules)
-        also fills `last_counters` (see `gemmgen.runtime.counters`)."""
+        also fills `last_counters` (see `gemmgen.harness.counters`)."""
         if counters and not self.memcheck:
             raise ValueError("counters need a memory-checked module (memcheck=True, not tsan)")
         if kernel not in self.kernels:
@@ -699,7 +697,7 @@ class EmuModule:
                 raise _error_from_child(proc, kernel, self.library, self.name)
             arrays = _decode_response(_response_bytes(resp), args)
             if counters:
-                from gemmgen.runtime.counters import load_counters
+                from gemmgen.harness.counters import load_counters
 
                 self.last_counters = load_counters(Path(tmp) / "counters.json", self.library, self.name)
         return [arrays[i] for i in (*outputs, *inouts)]

@@ -25,10 +25,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gemmgen.cache import cache_dir as cache_dir  # re-exported for the runtime modules
-
-RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent / "cuda"
-"""The gemmgen CUDA runtime headers (gg_runtime.cuh and what it includes)."""
+from gemmgen.cache import cache_dir as cache_dir  # re-exported for the harness modules
+from gemmgen.runtime import RUNTIME_INCLUDE_DIR as RUNTIME_INCLUDE_DIR  # likewise
 
 
 class ToolchainError(RuntimeError):
@@ -38,7 +36,9 @@ class ToolchainError(RuntimeError):
 def _pypi_cuda_roots() -> list[Path]:
     try:
         import nvidia  # the namespace package of NVIDIA's PyPI wheels
-    except ImportError:
+    except ModuleNotFoundError as e:
+        if e.name != "nvidia":
+            raise
         return []
     roots = []
     for base in getattr(nvidia, "__path__", []):

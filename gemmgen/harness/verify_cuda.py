@@ -28,10 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from gemmgen import ir
-from gemmgen.verify import Runner, load_generated_module
+from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.cases import lut_entry, tile_label
+from gemmgen.harness.runner import Runner, load_generated_module
 
 DEFAULT_ARCH = "sm_90a"
-_DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed
 
 
 def emulated_arch(spec: ir.Spec) -> str:
@@ -39,8 +41,6 @@ def emulated_arch(spec: ir.Spec) -> str:
     declares, the one with the least opt-in shared memory per block (the
     first such), since every plan must fit each of them; sm_90a when the spec
     declares none."""
-    from gemmgen.runtime.nvcc import shared_memory_limit
-
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target is not None else ()
     if not archs:
@@ -69,9 +69,9 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     on a GPU; return the output (a tuple when the kernel has several, e.g.
     quantize's values and scales). `ftz` flushes f32 subnormals as a kernel
     built with -ftz does (EmuModule.launch). `counters`, a list, receives
-    each launch's `gemmgen.runtime.counters.LaunchCounters`; `memcheck`
+    each launch's `gemmgen.harness.counters.LaunchCounters`; `memcheck`
     overrides the emulator's default (cuda_emu.memcheck_default)."""
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule  # looked up per call: tests replace it
 
     dims = launcher.validate(**inputs)
     cache = modules if modules is not None else {}
@@ -101,7 +101,7 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
             if a in written:
                 inouts.append((i, a))
         # As the CuPy call: cudaFuncSetAttribute above 48 KiB only.
-        attribute = step.smem if step.smem > _DEFAULT_SMEM else None
+        attribute = step.smem if step.smem > DEFAULT_DYNAMIC_SMEM else None
         results = module.launch(step.entry, grid=step.grid, block=step.block,
                                 smem_bytes=step.smem, args=args,
                                 inouts=[i for i, _ in inouts], schedule=schedule, arch=arch,
@@ -130,7 +130,7 @@ def cpp_caller(plan) -> str:
     name = plan.name
     lines = [
         f"// C++ caller of launch_{name}() for gemmgen's CPU emulator",
-        "// (gemmgen.runtime.verify_cuda.run_cpp_launcher): what a user of",
+        "// (gemmgen.harness.verify_cuda.run_cpp_launcher): what a user of",
         f"// {name}.h writes, with its arrays and dims handed over by the",
         "// emulator's host I/O (gg_emu_host_input / gg_emu_host_output).",
         f'#include "{name}.h"',
@@ -263,7 +263,7 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
     CppLaunchError when launch_<kernel>() returns an error, and the
     emulator's errors when a kernel misbehaves. `logs`, when given, gets the
     child's output (kernel printf, "gg-emu: rejected: ..." reports)."""
-    from gemmgen.runtime.cuda_emu import EmuModule
+    from gemmgen.harness.cuda_emu import EmuModule  # looked up per call: tests replace it
 
     texts = texts or {}
     arm = arm or plan
@@ -342,8 +342,6 @@ class CudaEmu(Runner):
     def check_tile(self, kernel, case) -> None:
         """The table prints the tile the spec's LUT picks; the launcher must
         pick the same."""
-        from gemmgen.cases import lut_entry, tile_label
-
         if tile_label(kernel, case) == "-":
             return
         picked = self.launcher(kernel).pick_tile(case.m, case.n, case.k)
@@ -365,8 +363,6 @@ class CudaEmuCpp(CudaEmu):
     name = "cuda-emu-cpp"
 
     def run(self, kernel, case, inputs):
-        from gemmgen.backends import cuda as cuda_backend
-
         self.check_tile(kernel, case)
         plan = cuda_backend.plan(kernel, self.rendered.spec)
         return run_cpp_launcher(plan, self.workdir / "cuda", inputs, arch=self.arch)

@@ -1,6 +1,6 @@
 """Static checks of CUDA kernels with nvcc, for machines without a GPU.
 
-    from gemmgen.runtime import nvcc
+    from gemmgen.harness import nvcc
 
     result = nvcc.compile_check(source, "sm_90a", name_for_errors="gemm.cu")
     usage = result.kernels["gemm"]          # ResourceUsage
@@ -22,8 +22,9 @@ API:
 - ``sass_summary(cubin) -> dict[str, SassSummary]``: ``cuobjdump
   --dump-sass`` per kernel: the opcode histogram and the counts that matter
   for a GEMM (tensor-core MMAs, LDSM, LDGSTS, 128-bit global loads).
-- ``gencode(arch)``, ``shared_memory_limit(arch)``; ``find_nvcc()`` and
-  ``find_cuda_tool()`` come from ``gemmgen.runtime.toolchain``.
+- ``gencode(arch)``; ``shared_memory_limit(arch)`` (from ``gemmgen.archs``,
+  the per-arch limits the plans and the emulator use too); ``find_nvcc()`` and
+  ``find_cuda_tool()`` come from ``gemmgen.harness.toolchain``.
 
 Dynamic shared memory is a launch parameter, not a compile result: compare
 ``static_smem`` plus the plan's dynamic bytes with ``shared_memory_limit``.
@@ -39,7 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gemmgen.runtime.toolchain import (
+from gemmgen.archs import parse_arch, shared_memory_limit
+from gemmgen.harness.toolchain import (
     RUNTIME_INCLUDE_DIR,
     ToolchainError,
     atomic_write,
@@ -145,42 +147,11 @@ class SassSummary:
         return self.count("LDG", "128")
 
 
-_ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
-
-# Largest shared memory one block may use (static + dynamic, with the opt-in
-# attribute), by compute capability.
-_SMEM_LIMIT = {
-    80: 166912,
-    86: 101376,
-    87: 166912,
-    89: 101376,
-    90: 232448,
-    100: 232448,
-    103: 232448,
-    120: 101376,
-}
-
-
-def _parse_arch(arch: str) -> tuple[int, str]:
-    m = _ARCH_RE.fullmatch(arch)
-    if not m:
-        raise ValueError(f"not a CUDA arch: {arch!r} (expected e.g. sm_80, sm_90a)")
-    return int(m.group(1)), m.group(2)
-
-
 def gencode(arch: str) -> str:
     """The nvcc flag that builds SASS for `arch`: ``sm_90a`` ->
     ``-gencode=arch=compute_90a,code=sm_90a``."""
-    number, suffix = _parse_arch(arch)
+    number, suffix = parse_arch(arch)
     return f"-gencode=arch=compute_{number}{suffix},code=sm_{number}{suffix}"
-
-
-def shared_memory_limit(arch: str) -> int:
-    """The most shared memory (bytes) one block may use on `arch`."""
-    number, _ = _parse_arch(arch)
-    if number not in _SMEM_LIMIT:
-        raise ValueError(f"no shared-memory limit known for {arch}")
-    return _SMEM_LIMIT[number]
 
 
 _ENTRY_RE = re.compile(r"Compiling entry function '([^']+)' for '(\w+)'")

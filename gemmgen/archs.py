@@ -1,0 +1,49 @@
+"""What gemmgen knows about each CUDA arch: pure data, no toolchain.
+
+The backends' plans check their shared memory against these limits, the CPU
+emulator plays a device with them, and the nvcc checks compare compiled
+kernels with them; all three import this table, so they cannot disagree.
+`ir.CUDA_ARCHS` lists the archs a spec may declare; each has a limit here
+(tests/test_layers.py checks it).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Dynamic shared memory a launch may use without raising the kernel's
+# cudaFuncAttributeMaxDynamicSharedMemorySize (the same on every arch).
+DEFAULT_DYNAMIC_SMEM = 48 * 1024
+
+# The most shared memory one block may use (static + dynamic, with the
+# opt-in attribute), by compute capability: the CUDA C++ Programming Guide's
+# "maximum amount of shared memory per thread block" (cudaDevAttrMaxShared-
+# MemoryPerBlockOptin).
+SMEM_OPTIN = {
+    80: 166912,
+    86: 101376,
+    87: 166912,
+    89: 101376,
+    90: 232448,
+    100: 232448,
+    103: 232448,
+    120: 101376,
+}
+
+_ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
+
+
+def parse_arch(arch: str) -> tuple[int, str]:
+    """`sm_90a` -> (90, "a"); a ValueError for anything else."""
+    m = _ARCH_RE.fullmatch(arch)
+    if not m:
+        raise ValueError(f"not a CUDA arch: {arch!r} (expected e.g. sm_80, sm_90a)")
+    return int(m.group(1)), m.group(2)
+
+
+def shared_memory_limit(arch: str) -> int:
+    """The most shared memory (bytes) one block may use on `arch`."""
+    number, _ = parse_arch(arch)
+    if number not in SMEM_OPTIN:
+        raise ValueError(f"no shared-memory limit known for {arch}")
+    return SMEM_OPTIN[number]

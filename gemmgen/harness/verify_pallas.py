@@ -1,0 +1,89 @@
+"""Run generated Pallas kernels for `gemmgen verify`: in TPU interpret mode
+on the CPU (`pallas-interpret`), and through the real Pallas -> Mosaic TPU
+lowering without running (`pallas-lower`).
+
+JAX is imported when a runner first needs it, so importing this module
+(and `gemmgen verify --backend cuda-emu`) does not load JAX.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gemmgen import ir
+from gemmgen.build import Rendered
+from gemmgen.harness.runner import Runner, load_generated_module
+
+
+class _PallasBase(Runner):
+    backend = ir.Backend.PALLAS_TPU
+
+    def unavailable(self) -> str | None:
+        try:
+            import jax  # noqa: F401
+            from jax.experimental.pallas import tpu  # noqa: F401
+        except Exception as e:  # pragma: no cover - jax is a dependency
+            return f"JAX Pallas is not importable: {e}"
+        return None
+
+    def prepare(self, rendered: Rendered, workdir: Path) -> None:
+        super().prepare(rendered, workdir)
+        self.modules = {}
+        for rel, text in rendered.files.items():
+            if rel.parts[0] == "pallas":
+                dest = workdir / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_text(text)
+
+    def module(self, kernel: ir.Kernel):
+        if kernel.name not in self.modules:
+            path = self.workdir / "pallas" / f"{kernel.name}.py"
+            self.modules[kernel.name] = load_generated_module(
+                path, f"gemmgen_verify_{self.rendered.spec.stem}_{kernel.name}")
+        return getattr(self.modules[kernel.name], kernel.name)
+
+
+class PallasInterpret(_PallasBase):
+    name = "pallas-interpret"
+
+    def run(self, kernel, case, inputs):
+        import jax.numpy as jnp
+        from jax.experimental.pallas import tpu as pltpu
+
+        fn = self.module(kernel)
+        args = {key: jnp.asarray(v) for key, v in inputs.items()}
+        try:
+            out = fn(**args, interpret=pltpu.InterpretParams())
+        except Exception:
+            from jax._src.pallas.mosaic import interpret as _interp
+            reset = getattr(_interp, "reset_tpu_interpret_mode_state", None)
+            if reset is not None:
+                reset()
+            raise
+        if isinstance(out, tuple):
+            return tuple(np.asarray(o) for o in out)
+        return np.asarray(out)
+
+
+class PallasLower(_PallasBase):
+    name = "pallas-lower"
+    checks_numbers = False
+
+    def run(self, kernel, case, inputs):
+        import jax
+
+        fn = self.module(kernel)
+        names = list(inputs)
+        structs = [jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for v in inputs.values()]
+
+        def call(*xs):
+            return fn(**dict(zip(names, xs)))
+
+        exported = jax.export.export(jax.jit(call), platforms=["tpu"])(*structs)
+        return exported.mlir_module()
+
+
+def runners() -> list[Runner]:
+    return [PallasInterpret(), PallasLower()]
