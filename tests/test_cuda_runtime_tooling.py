@@ -179,7 +179,7 @@ def test_truncated_or_malformed_responses_are_emulator_errors():
 
     import numpy as np
 
-    from gemmgen.runtime import cuda_emu
+    from gemmgen.harness import cuda_emu
 
     out = np.arange(6, dtype=np.float32)
     good = b"GGEMURSP" + struct.pack("<I", 1) + struct.pack("<IQ", 0, out.nbytes) + out.tobytes()

@@ -54,11 +54,6 @@ CTYPE = {
     DType.INT4: "unsigned char", DType.FP4: "unsigned char", DType.E8M0: "unsigned char",
     DType.INT32: "int",
 }
-NPTYPE = {
-    DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
-    DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2", DType.INT8: "int8",
-    DType.INT4: "uint8", DType.FP4: "uint8", DType.E8M0: "uint8", DType.INT32: "int32",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +76,7 @@ class Arg:
     @property
     def nptype(self) -> str:
         assert self.dtype is not None
-        return NPTYPE[self.dtype]
+        return self.dtype.storage_numpy_name
 
     @property
     def shape_text(self) -> str:

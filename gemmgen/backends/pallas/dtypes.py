@@ -3,33 +3,14 @@
 from __future__ import annotations
 
 import struct
-from typing import assert_never
 
 from gemmgen import ir
 from gemmgen.ir import DType
 
 
 def jnp_name(dt: DType) -> str:
-    """The `jnp.<name>` of the array that holds `dt` in memory."""
-    match dt:
-        case DType.F32:
-            return "float32"
-        case DType.BF16:
-            return "bfloat16"
-        case DType.F16:
-            return "float16"
-        case DType.E4M3:
-            return "float8_e4m3fn"
-        case DType.E5M2:
-            return "float8_e5m2"
-        case DType.INT8:
-            return "int8"
-        case DType.INT32:
-            return "int32"
-        case DType.INT4 | DType.FP4 | DType.E8M0:
-            return "uint8"  # packed nibbles / exponent bytes
-        case _:
-            assert_never(dt)
+    """The `jnp.<name>` of the array that holds `dt` in memory (ir's table)."""
+    return dt.storage_numpy_name
 
 
 def storage_bytes(dt: DType) -> int:

@@ -74,7 +74,7 @@
 // code, so the memory checker's access sites name the kernel's lines.
 #undef __forceinline__
 #define __forceinline__ inline __attribute__((always_inline))
-// __launch_bounds__ survives preprocessing as a marker: gemmgen.runtime.cuda_emu
+// __launch_bounds__ survives preprocessing as a marker: gemmgen.harness.cuda_emu
 // records each kernel's bound (GG_EMU_LAUNCH_BOUNDS) and launches check it.
 #undef __launch_bounds__
 #if defined(GG_EMU_PREPROCESS)
@@ -140,7 +140,7 @@ inline constexpr std::size_t kGuardBytes = std::size_t{64} << 10;
 
 // The per-block dynamic shared memory every `extern __shared__` array
 // aliases (GG_EMU_DYNAMIC_SHARED). TLS in fiber mode: one per worker thread.
-// gemmgen.runtime.cuda_emu defines it (GG_EMU_DYNAMIC_SMEM_BUFFER) with the
+// gemmgen.harness.cuda_emu defines it (GG_EMU_DYNAMIC_SMEM_BUFFER) with the
 // aliases, in one translation unit of a library; a direct g++ build, here.
 #if defined(GG_EMU_TSAN)
 extern "C" {
@@ -1303,9 +1303,9 @@ inline int reject(int code, const std::string& message) {
 
 // ---------------------------------------------------------------------------
 // Emulated device: the arch whose limits launches are checked against.
-// gemmgen.runtime.cuda_emu sets GG_EMU_ARCH (e.g. sm_89) and
+// gemmgen.harness.cuda_emu sets GG_EMU_ARCH (e.g. sm_89) and
 // GG_EMU_SMEM_OPTIN (its opt-in shared memory per block, from
-// gemmgen.runtime.nvcc.shared_memory_limit); without them the device is an
+// gemmgen.archs.shared_memory_limit); without them the device is an
 // sm_90a. The grid and block limits are the same on every arch.
 
 struct Device {
@@ -1468,7 +1468,7 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
 }
 
 // ---------------------------------------------------------------------------
-// Request files: how gemmgen.runtime.cuda_emu hands a launch to a child
+// Request files: how gemmgen.harness.cuda_emu hands a launch to a child
 // process. Little-endian:
 //   "GGEMUREQ" u32 version(=2)
 //   u32 name_len, name bytes; u32 grid[3]; u32 block[3]; u64 dynamic_smem

@@ -1,7 +1,7 @@
 // gg_emu_compile.h: the meaning of the emulator's marker tokens.
 //
 // gg_emu.h maps `__global__` to `__gg_global__` and `__shared__` to
-// `__gg_shared__`. gemmgen.runtime.cuda_emu preprocesses a kernel with
+// `__gg_shared__`. gemmgen.harness.cuda_emu preprocesses a kernel with
 // GG_EMU_PREPROCESS defined, so the markers survive into the preprocessed
 // text (`__launch_bounds__` too, as `__gg_launch_bounds__`); there it finds
 // the extern "C" kernels, their launch bounds and the dynamic `extern

@@ -7,7 +7,7 @@
 // cuda_runtime_api.h (which gg_emu.h includes): a host translation unit
 // compiled against CUDA's headers links against these instead of libcudart.
 // `kernel<<<grid, block, smem, stream>>>(args)` in an emulated source is
-// rewritten by gemmgen.runtime.cuda_emu into gg::emu::chevron(...)(args),
+// rewritten by gemmgen.harness.cuda_emu into gg::emu::chevron(...)(args),
 // which converts the arguments to the kernel's parameter types as nvcc does.
 //
 // Modelled:

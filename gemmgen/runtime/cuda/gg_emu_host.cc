@@ -1,6 +1,6 @@
 // gg_emu_host.cc: the child process that runs an emulated launch in
 // ThreadSanitizer mode. CPython cannot load a TSan-instrumented library (the
-// TSan runtime must start with the process), so gemmgen.runtime.cuda_emu runs
+// TSan runtime must start with the process), so gemmgen.harness.cuda_emu runs
 // this program, built with -fsanitize=thread, instead of its ctypes child:
 //
 //   gg_emu_host <kernel library.so> <request file> <response file>
