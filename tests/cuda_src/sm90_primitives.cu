@@ -19,6 +19,13 @@
 using gg::u32;
 using gg::u64;
 
+// The dynamic shared memory, rounded up to 1024 bytes (the 128-byte swizzle's
+// period); launches ask for 1024 bytes more.
+extern __shared__ __align__(16) unsigned char smem_raw[];
+__device__ __forceinline__ unsigned char* smem_1024() {
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+}
+
 // ---------------------------------------------------------------------------
 // mbarrier: 64 producers write a value each and arrive; 64 consumers wait for
 // the phase and read. Three phases, so the parity flips.
@@ -62,8 +69,7 @@ extern "C" __global__ void mbarrier_missing_arrive(float* out) {
 // TMA: one box to shared memory, its raw bytes back (the test unswizzles).
 extern "C" __global__ void tma_load_box(const __grid_constant__ CUtensorMap map, unsigned char* out, int c0, int c1,
                                         int c2, int rank, int box_bytes) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* smem = smem_1024();
   __shared__ __align__(8) u64 bar;
   if (threadIdx.x == 0) {
     gg::mbarrier_init(&bar, 1);
@@ -87,8 +93,7 @@ extern "C" __global__ void tma_load_box(const __grid_constant__ CUtensorMap map,
 // fence.proxy.async (unless `skip_fence`), then one thread stores it.
 extern "C" __global__ void tma_store_box(const __grid_constant__ CUtensorMap map, const unsigned char* in, int c0,
                                          int c1, int c2, int rank, int box_bytes, int skip_fence) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* smem = smem_1024();
   for (int i = threadIdx.x; i < box_bytes; i += blockDim.x) smem[i] = in[i];
   if (!skip_fence) gg::fence_proxy_async();
   __syncthreads();
@@ -111,8 +116,7 @@ extern "C" __global__ void tma_store_box(const __grid_constant__ CUtensorMap map
 template <int N>
 __device__ void wgmma_one(const unsigned char* a_img, int a_bytes, const unsigned char* b_img, int b_bytes,
                           const u32* a_regs, float* out, u64 lbo_sbo_a, u64 lbo_sbo_b, int kind, int accumulate) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* smem = smem_1024();
   unsigned char* sa = smem;
   unsigned char* sb = smem + ((a_bytes + 1023) & ~1023);
   for (int i = threadIdx.x; i < a_bytes; i += blockDim.x) sa[i] = a_img[i];
@@ -178,8 +182,7 @@ GG_WGMMA_KERNEL(256)
 
 // Reads the accumulators before wgmma.wait_group (a planted bug).
 extern "C" __global__ void wgmma_early_read(const unsigned char* img, float* out) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* smem = smem_1024();
   for (int i = threadIdx.x; i < 2048; i += blockDim.x) smem[i] = img[i];
   gg::fence_proxy_async();
   __syncthreads();
@@ -194,7 +197,7 @@ extern "C" __global__ void wgmma_early_read(const unsigned char* img, float* out
 }
 
 // setmaxnreg in a producer / consumer split.
-extern "C" __global__ void __launch_bounds__(384) setmaxnreg_roles(int* out) {
+extern "C" __global__ void __launch_bounds__(384, 1) setmaxnreg_roles(int* out) {
   if (threadIdx.x < 128) {
     gg::setmaxnreg_dec<40>();
   } else {
@@ -228,12 +231,11 @@ enum Bug {
 };
 }  // namespace wsg
 
-extern "C" __global__ void __launch_bounds__(384) ws_gemm(const __grid_constant__ CUtensorMap map_a,
+extern "C" __global__ void __launch_bounds__(384, 1) ws_gemm(const __grid_constant__ CUtensorMap map_a,
                                                           const __grid_constant__ CUtensorMap map_b,
                                                           const __grid_constant__ CUtensorMap map_c, int k, int bug) {
   using namespace wsg;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* smem = smem_1024();
   unsigned char* sa = smem;
   unsigned char* sb = sa + kStages * kABytes;
   auto* sc = reinterpret_cast<float*>(sb + kStages * kBBytes);

@@ -364,7 +364,8 @@ inline HopperBlock& block() {
            static_cast<std::size_t>(s.end - s.begin));
     }
     h.threads.assign(r.num_threads(), HopperThread{});
-    h.shadow.assign(s.begin, s.end);
+    // The async proxy's view at block start: the poison every block starts with.
+    h.shadow.assign(static_cast<std::size_t>(s.end - s.begin), kPoison);
     h.used = true;
   }
   return h;
@@ -633,7 +634,8 @@ inline void check_no_wgmma_reads(std::uint32_t lo, std::uint32_t hi, const char*
         if (r.lo < hi && lo < r.hi) {
           const std::uint32_t base = addr_of(runner().shared_region().begin);
           fail("%s overwrites shared memory [0x%05x, 0x%05x) that a wgmma.mma_async of thread %u (warpgroup %u, "
-               "commit group %u) still reads: the stage was released before wgmma.wait_group retired that wgmma",
+               "commit group %u) still reads: the stage was released before wgmma.wait_group retired that wgmma (or "
+               "the wgmma was issued before the data it reads had arrived: no wait on the full barrier)",
                writer, (base + std::max(lo, r.lo)) % kWindow, (base + std::min(hi, r.hi)) % kWindow, t, t / 128,
                op.group);
         }
@@ -829,6 +831,16 @@ inline void wgmma_issue(WgmmaOp op, float* d) {
   }
   check_operand(op.desc_b, op.trans_b, op.eb, op.n, op.k, "the B");
   operand_reads(op.reads, op.desc_b, op.trans_b, op.eb, op.n, op.k);
+  for (const TmaLoad& l : block().loads) {
+    const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)), hi = lo + static_cast<std::uint32_t>(l.bytes);
+    for (const Range& r : op.reads) {
+      if (r.lo < hi && lo < r.hi) {
+        fail("wgmma.mma_async reads shared memory at 0x%05x that a TMA load (mbarrier at 0x%05x, phase %llu) still "
+             "fills: no thread has waited on that barrier phase (a missing wait on the full barrier?)",
+             addr_of(l.dst), l.barrier, l.phase);
+      }
+    }
+  }
   op.group = t.wgmma_committed;
   op.d = d;
   for (int i = static_cast<int>(t.wgmma.size()) - 1; i >= 0; --i) {
