@@ -223,3 +223,11 @@ def test_descriptor_examples_of_the_ptx_isa(emu):
             elem = (mn % 8) + ((mn // 8) % 4) * 8 + (mn // 32) * 256 + (k % 8) * 32 + (k // 8) * 512
             byte = 2 * elem
             assert emu.address(desc, True, 2, mn, k) == byte ^ (((byte >> 7) & 3) << 4)
+
+
+def test_worked_example_of_the_docs(emu):
+    """docs/cuda-hopper.md: a K-major bf16 tile with 128B swizzle at 0x400,
+    k-block 1, element (10, 5) lands at 0x90a (0x92a before the swizzle)."""
+    desc = descriptor(0x400 + 32, 16, 1024, 1)
+    assert emu.address(desc, False, 2, 10, 5) == 0x90A
+    # The same offsets without the swizzle: 0x92a.

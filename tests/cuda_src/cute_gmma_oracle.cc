@@ -34,16 +34,19 @@ void atom(const char* major, const char* sw) {
 template <Major M, class T, class Atom, int Rows, int KT>
 void desc(const char* major, const char* sw) {
   constexpr int kw = 256 / sizeof_bits_v<T>;  // the k of one wgmma: 16 (16-bit), 32 (8-bit)
-  Tensor t = make_tensor(make_smem_ptr(reinterpret_cast<T*>(buf)), tile_to_shape(Atom{}, Shape<Int<Rows>, Int<KT>>{}));
+  Tensor t = make_tensor(make_smem_ptr(reinterpret_cast<T*>(buf)),
+                         tile_to_shape(Atom{}, Shape<Int<Rows>, Int<KT>>{}));
   for (int kb = 0; kb < KT / kw; ++kb) {
     Tensor s = local_tile(t, Shape<Int<Rows>, Int<kw>>{}, make_coord(0, kb));
     GmmaDescriptor d = make_gmma_desc<M>(s);
-    const long start = long(reinterpret_cast<const unsigned char*>(raw_pointer_cast(s.data())) - buf);
-    std::printf("desc %s %s %d %d %d %ld %u %u %u", major, sw, int(sizeof_bits_v<T>), Rows, kb, start,
-                unsigned(d.bitfield.leading_byte_offset_), unsigned(d.bitfield.stride_byte_offset_),
-                unsigned(d.bitfield.layout_type_));
+    const long start =
+        long(reinterpret_cast<const unsigned char*>(raw_pointer_cast(s.data())) - buf);
+    std::printf("desc %s %s %d %d %d %ld %u %u %u", major, sw, int(sizeof_bits_v<T>), Rows, kb,
+                start, unsigned(d.bitfield.leading_byte_offset_),
+                unsigned(d.bitfield.stride_byte_offset_), unsigned(d.bitfield.layout_type_));
     for (int mn = 0; mn < Rows; ++mn) {
-      for (int k = 0; k < kw; ++k) std::printf(" %ld", long(reinterpret_cast<unsigned char*>(&s(mn, k)) - buf));
+      for (int k = 0; k < kw; ++k)
+        std::printf(" %ld", long(reinterpret_cast<unsigned char*>(&s(mn, k)) - buf));
     }
     std::printf("\n");
   }
@@ -85,7 +88,7 @@ void clayout(const char* tag) {
   }
 }
 
-#define GG_CLAYOUT(N)                                                                   \
+#define GG_CLAYOUT(N)                                                                    \
   clayout<N, MMA_Traits<MMA_64x##N##x16_F32BF16BF16_SS<Major::K, Major::K>>>("clayout"); \
   clayout<N, MMA_Traits<MMA_64x##N##x32_F32E4M3E4M3_SS_TN<>>>("clayout8");
 
@@ -100,7 +103,8 @@ int main() {
   GG_CLAYOUT(128)
   GG_CLAYOUT(192)
   GG_CLAYOUT(256)
-  using A = MMA_Traits<MMA_64x64x16_F32BF16BF16_RS<Major::K, Major::K>>::ALayout;  // (t, v) -> m + 64 k
+  using A =
+      MMA_Traits<MMA_64x64x16_F32BF16BF16_RS<Major::K, Major::K>>::ALayout;  // (t, v) -> m + 64 k
   for (int t = 0; t < 128; ++t) {
     for (int v = 0; v < 8; ++v) {
       const int idx = A{}(t, v);

@@ -23,7 +23,8 @@ using gg::u64;
 // period); launches ask for 1024 bytes more.
 extern __shared__ __align__(16) unsigned char smem_raw[];
 __device__ __forceinline__ unsigned char* smem_1024() {
-  return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                          ~uintptr_t{1023});
 }
 
 // ---------------------------------------------------------------------------
@@ -48,7 +49,8 @@ extern "C" __global__ void mbarrier_phases(float* out) {
     }
     __syncthreads();
   }
-  if (t == 0) gg::mbarrier_inval(&bar);
+  if (t == 0)
+    gg::mbarrier_inval(&bar);
 }
 
 // A wait that never completes: 63 of 64 arrivals.
@@ -60,15 +62,17 @@ extern "C" __global__ void mbarrier_missing_arrive(float* out) {
     gg::fence_mbarrier_init();
   }
   __syncthreads();
-  if (t < 63) gg::mbarrier_arrive(&bar);
-  if (t >= 64) gg::mbarrier_wait(&bar, 0);
+  if (t < 63)
+    gg::mbarrier_arrive(&bar);
+  if (t >= 64)
+    gg::mbarrier_wait(&bar, 0);
   out[t] = 1.0f;
 }
 
 // ---------------------------------------------------------------------------
 // TMA: one box to shared memory, its raw bytes back (the test unswizzles).
-extern "C" __global__ void tma_load_box(const __grid_constant__ CUtensorMap map, unsigned char* out, int c0, int c1,
-                                        int c2, int rank, int box_bytes) {
+extern "C" __global__ void tma_load_box(const __grid_constant__ CUtensorMap map, unsigned char* out,
+                                        int c0, int c1, int c2, int rank, int box_bytes) {
   unsigned char* smem = smem_1024();
   __shared__ __align__(8) u64 bar;
   if (threadIdx.x == 0) {
@@ -86,16 +90,20 @@ extern "C" __global__ void tma_load_box(const __grid_constant__ CUtensorMap map,
     }
   }
   gg::mbarrier_wait(&bar, 0);
-  for (int i = threadIdx.x; i < box_bytes; i += blockDim.x) out[i] = smem[i];
+  for (int i = threadIdx.x; i < box_bytes; i += blockDim.x)
+    out[i] = smem[i];
 }
 
 // TMA store: the threads write the box's raw bytes into shared memory, then
 // fence.proxy.async (unless `skip_fence`), then one thread stores it.
-extern "C" __global__ void tma_store_box(const __grid_constant__ CUtensorMap map, const unsigned char* in, int c0,
-                                         int c1, int c2, int rank, int box_bytes, int skip_fence) {
+extern "C" __global__ void tma_store_box(const __grid_constant__ CUtensorMap map,
+                                         const unsigned char* in, int c0, int c1, int c2, int rank,
+                                         int box_bytes, int skip_fence) {
   unsigned char* smem = smem_1024();
-  for (int i = threadIdx.x; i < box_bytes; i += blockDim.x) smem[i] = in[i];
-  if (!skip_fence) gg::fence_proxy_async();
+  for (int i = threadIdx.x; i < box_bytes; i += blockDim.x)
+    smem[i] = in[i];
+  if (!skip_fence)
+    gg::fence_proxy_async();
   __syncthreads();
   if (threadIdx.x == 0) {
     if (rank == 2) {
@@ -114,34 +122,44 @@ extern "C" __global__ void tma_store_box(const __grid_constant__ CUtensorMap map
 // with generic stores, fenced, and multiplied; each thread writes its N/2
 // accumulators raw: out[t * N/2 + i].
 template <int N>
-__device__ void wgmma_one(const unsigned char* a_img, int a_bytes, const unsigned char* b_img, int b_bytes,
-                          const u32* a_regs, float* out, u64 lbo_sbo_a, u64 lbo_sbo_b, int kind, int accumulate) {
+__device__ void wgmma_one(const unsigned char* a_img, int a_bytes, const unsigned char* b_img,
+                          int b_bytes, const u32* a_regs, float* out, u64 lbo_sbo_a, u64 lbo_sbo_b,
+                          int kind, int accumulate) {
   unsigned char* smem = smem_1024();
   unsigned char* sa = smem;
   unsigned char* sb = smem + ((a_bytes + 1023) & ~1023);
-  for (int i = threadIdx.x; i < a_bytes; i += blockDim.x) sa[i] = a_img[i];
-  for (int i = threadIdx.x; i < b_bytes; i += blockDim.x) sb[i] = b_img[i];
+  for (int i = threadIdx.x; i < a_bytes; i += blockDim.x)
+    sa[i] = a_img[i];
+  for (int i = threadIdx.x; i < b_bytes; i += blockDim.x)
+    sb[i] = b_img[i];
   gg::fence_proxy_async();
   __syncthreads();
   // lbo_sbo: lbo | sbo << 20 | swizzle << 40 | trans << 44
   const auto desc = [](const void* p, u64 v) {
-    return gg::make_smem_desc(p, static_cast<u32>(v & 0xFFFFF), static_cast<u32>((v >> 20) & 0xFFFFF),
+    return gg::make_smem_desc(p, static_cast<u32>(v & 0xFFFFF),
+                              static_cast<u32>((v >> 20) & 0xFFFFF),
                               static_cast<gg::SmemSwizzle>((v >> 40) & 3));
   };
   const u64 da = desc(sa, lbo_sbo_a), db = desc(sb, lbo_sbo_b);
   const bool ta = (lbo_sbo_a >> 44) & 1, tb = (lbo_sbo_b >> 44) & 1;
   float d[N / 2];
-  for (int i = 0; i < N / 2; ++i) d[i] = static_cast<float>(threadIdx.x % 7) - 3.0f;
+  for (int i = 0; i < N / 2; ++i)
+    d[i] = static_cast<float>(threadIdx.x % 7) - 3.0f;
   u32 a[4];
-  for (int i = 0; i < 4; ++i) a[i] = a_regs[threadIdx.x * 4 + i];
+  for (int i = 0; i < 4; ++i)
+    a[i] = a_regs[threadIdx.x * 4 + i];
   gg::wgmma_fence();
   gg::wgmma_fence_operand(d);
   switch (kind) {
     case 0:
-      if (ta && tb) gg::wgmma_m64nNk16_bf16_ss<N, true, true>(d, da, db, accumulate);
-      if (ta && !tb) gg::wgmma_m64nNk16_bf16_ss<N, true, false>(d, da, db, accumulate);
-      if (!ta && tb) gg::wgmma_m64nNk16_bf16_ss<N, false, true>(d, da, db, accumulate);
-      if (!ta && !tb) gg::wgmma_m64nNk16_bf16_ss<N>(d, da, db, accumulate);
+      if (ta && tb)
+        gg::wgmma_m64nNk16_bf16_ss<N, true, true>(d, da, db, accumulate);
+      if (ta && !tb)
+        gg::wgmma_m64nNk16_bf16_ss<N, true, false>(d, da, db, accumulate);
+      if (!ta && tb)
+        gg::wgmma_m64nNk16_bf16_ss<N, false, true>(d, da, db, accumulate);
+      if (!ta && !tb)
+        gg::wgmma_m64nNk16_bf16_ss<N>(d, da, db, accumulate);
       break;
     case 1:
       gg::wgmma_m64nNk16_f16_ss<N>(d, da, db, accumulate);
@@ -166,14 +184,16 @@ __device__ void wgmma_one(const unsigned char* a_img, int a_bytes, const unsigne
   gg::wgmma_commit_group();
   gg::wgmma_wait_group<0>();
   gg::wgmma_fence_operand(d);
-  for (int i = 0; i < N / 2; ++i) out[threadIdx.x * (N / 2) + i] = d[i];
+  for (int i = 0; i < N / 2; ++i)
+    out[threadIdx.x * (N / 2) + i] = d[i];
 }
 
-#define GG_WGMMA_KERNEL(N)                                                                                         \
-  extern "C" __global__ void wgmma_n##N(const unsigned char* a_img, int a_bytes, const unsigned char* b_img,      \
-                                        int b_bytes, const u32* a_regs, float* out, u64 lbo_sbo_a, u64 lbo_sbo_b, \
-                                        int kind, int accumulate) {                                               \
-    wgmma_one<N>(a_img, a_bytes, b_img, b_bytes, a_regs, out, lbo_sbo_a, lbo_sbo_b, kind, accumulate);            \
+#define GG_WGMMA_KERNEL(N)                                                                     \
+  extern "C" __global__ void wgmma_n##N(                                                       \
+      const unsigned char* a_img, int a_bytes, const unsigned char* b_img, int b_bytes,        \
+      const u32* a_regs, float* out, u64 lbo_sbo_a, u64 lbo_sbo_b, int kind, int accumulate) { \
+    wgmma_one<N>(a_img, a_bytes, b_img, b_bytes, a_regs, out, lbo_sbo_a, lbo_sbo_b, kind,      \
+                 accumulate);                                                                  \
   }
 GG_WGMMA_KERNEL(8)
 GG_WGMMA_KERNEL(64)
@@ -183,7 +203,8 @@ GG_WGMMA_KERNEL(256)
 // Reads the accumulators before wgmma.wait_group (a planted bug).
 extern "C" __global__ void wgmma_early_read(const unsigned char* img, float* out) {
   unsigned char* smem = smem_1024();
-  for (int i = threadIdx.x; i < 2048; i += blockDim.x) smem[i] = img[i];
+  for (int i = threadIdx.x; i < 2048; i += blockDim.x)
+    smem[i] = img[i];
   gg::fence_proxy_async();
   __syncthreads();
   const u64 da = gg::make_smem_desc(smem, 128, 256, gg::SmemSwizzle::none);
@@ -220,20 +241,20 @@ constexpr int kCBytes = kBM * kBN * 4;
 constexpr int kSmem = 1024 + kStages * (kABytes + kBBytes) + kCBytes;
 enum Bug {
   kNone = 0,
-  kExpectTxTooMany = 1,   // expect_tx announces 1024 bytes more than the loads bring
-  kNoFullWait = 2,        // consumers do not wait on the full barrier
-  kEarlyRelease = 3,      // consumers release a stage before wgmma.wait_group
-  kWrongSwizzle = 4,      // the descriptors say 64B swizzle; TMA wrote 128B
-  kNoProxyFence = 5,      // no fence.proxy.async before the TMA store of C
-  kNoInitFence = 6,       // no fence.mbarrier_init after mbarrier.init
-  kNoEmptyArrive = 7,     // one consumer warpgroup never releases stages
-  kExpectTxTooFew = 8,    // expect_tx announces 1024 bytes fewer than the loads bring
+  kExpectTxTooMany = 1,  // expect_tx announces 1024 bytes more than the loads bring
+  kNoFullWait = 2,       // consumers do not wait on the full barrier
+  kEarlyRelease = 3,     // consumers release a stage before wgmma.wait_group
+  kWrongSwizzle = 4,     // the descriptors say 64B swizzle; TMA wrote 128B
+  kNoProxyFence = 5,     // no fence.proxy.async before the TMA store of C
+  kNoInitFence = 6,      // no fence.mbarrier_init after mbarrier.init
+  kNoEmptyArrive = 7,    // one consumer warpgroup never releases stages
+  kExpectTxTooFew = 8,   // expect_tx announces 1024 bytes fewer than the loads bring
 };
 }  // namespace wsg
 
-extern "C" __global__ void __launch_bounds__(384, 1) ws_gemm(const __grid_constant__ CUtensorMap map_a,
-                                                          const __grid_constant__ CUtensorMap map_b,
-                                                          const __grid_constant__ CUtensorMap map_c, int k, int bug) {
+extern "C" __global__ void __launch_bounds__(384, 1)
+    ws_gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+            const __grid_constant__ CUtensorMap map_c, int k, int bug) {
   using namespace wsg;
   unsigned char* smem = smem_1024();
   unsigned char* sa = smem;
@@ -249,15 +270,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) ws_gemm(const __grid_consta
       gg::mbarrier_init(&full[s], 1);
       gg::mbarrier_init(&empty[s], 256);
     }
-    if (bug != kNoInitFence) gg::fence_mbarrier_init();
+    if (bug != kNoInitFence)
+      gg::fence_mbarrier_init();
   }
   __syncthreads();
   if (wg == 0) {
     gg::setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       int tx = kABytes + kBBytes;
-      if (bug == kExpectTxTooMany) tx += 1024;
-      if (bug == kExpectTxTooFew) tx -= 1024;
+      if (bug == kExpectTxTooMany)
+        tx += 1024;
+      if (bug == kExpectTxTooFew)
+        tx -= 1024;
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int s = kt % kStages;
         gg::mbarrier_wait(&empty[s], ((kt / kStages) & 1) ^ 1);
@@ -269,24 +293,29 @@ extern "C" __global__ void __launch_bounds__(384, 1) ws_gemm(const __grid_consta
   } else {
     gg::setmaxnreg_inc<232>();
     float d[kBN / 2];
-    for (int i = 0; i < kBN / 2; ++i) d[i] = 0.0f;
+    for (int i = 0; i < kBN / 2; ++i)
+      d[i] = 0.0f;
     const gg::SmemSwizzle sw = bug == kWrongSwizzle ? gg::SmemSwizzle::b64 : gg::SmemSwizzle::b128;
     for (int kt = 0; kt < k_tiles; ++kt) {
       const int s = kt % kStages;
-      if (bug != kNoFullWait) gg::mbarrier_wait(&full[s], (kt / kStages) & 1);
+      if (bug != kNoFullWait)
+        gg::mbarrier_wait(&full[s], (kt / kStages) & 1);
       gg::wgmma_fence();
       gg::wgmma_fence_operand(d);
       for (int kb = 0; kb < kBK / 16; ++kb) {
         // K-major, 128B swizzle: rows of 128 bytes, 8-row groups 1024 bytes apart.
-        const u64 da = gg::make_smem_desc(sa + s * kABytes + (wg - 1) * 64 * 128 + kb * 32, 16, 1024, sw);
+        const u64 da =
+            gg::make_smem_desc(sa + s * kABytes + (wg - 1) * 64 * 128 + kb * 32, 16, 1024, sw);
         const u64 db = gg::make_smem_desc(sb + s * kBBytes + kb * 32, 16, 1024, sw);
         gg::wgmma_m64nNk16_bf16_ss<kBN>(d, da, db, kt > 0 || kb > 0);
       }
       gg::wgmma_commit_group();
-      if (bug == kEarlyRelease) gg::mbarrier_arrive(&empty[s]);
+      if (bug == kEarlyRelease)
+        gg::mbarrier_arrive(&empty[s]);
       gg::wgmma_wait_group<0>();
       gg::wgmma_fence_operand(d);
-      if (bug != kEarlyRelease && !(bug == kNoEmptyArrive && wg == 2)) gg::mbarrier_arrive(&empty[s]);
+      if (bug != kEarlyRelease && !(bug == kNoEmptyArrive && wg == 2))
+        gg::mbarrier_arrive(&empty[s]);
     }
     // The accumulator fragment into the C tile (row-major, 64 floats a row).
     const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
@@ -295,7 +324,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) ws_gemm(const __grid_consta
       const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
       sc[row * kBN + col] = d[i];
     }
-    if (bug != kNoProxyFence) gg::fence_proxy_async();
+    if (bug != kNoProxyFence)
+      gg::fence_proxy_async();
   }
   __syncthreads();
   if (threadIdx.x == 128) {
@@ -318,7 +348,8 @@ namespace {
 std::vector<unsigned char> input(const char* name) {
   const void* data = nullptr;
   size_t bytes = 0;
-  if (!gg_emu_host_input(name, &data, &bytes)) return {};
+  if (!gg_emu_host_input(name, &data, &bytes))
+    return {};
   const auto* p = static_cast<const unsigned char*>(data);
   return std::vector<unsigned char>(p, p + bytes);
 }
@@ -331,13 +362,15 @@ std::vector<T> input_as(const char* name) {
   return v;
 }
 
-void output(const char* name, const void* p, size_t bytes) { gg_emu_host_output(name, p, bytes); }
+void output(const char* name, const void* p, size_t bytes) {
+  gg_emu_host_output(name, p, bytes);
+}
 
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &status) !=
-          cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                       &status) != cudaSuccess ||
       status != cudaDriverEntryPointSuccess) {
     return nullptr;
   }
@@ -353,17 +386,19 @@ CUresult encode(CUtensorMap* map, void* base, const std::vector<unsigned long lo
     box[i] = static_cast<cuuint32_t>(v[12 + i]);
     estr[i] = static_cast<cuuint32_t>(v[17 + i]);
   }
-  for (int i = 0; i < 4; ++i) strides[i] = v[8 + i];
+  for (int i = 0; i < 4; ++i)
+    strides[i] = v[8 + i];
   return encode_fn()(map, static_cast<CUtensorMapDataType>(v[0]), static_cast<cuuint32_t>(v[1]),
-                     static_cast<unsigned char*>(base) + v[22], dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                     static_cast<CUtensorMapSwizzle>(v[2]), CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                     static_cast<unsigned char*>(base) + v[22], dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, static_cast<CUtensorMapSwizzle>(v[2]),
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 void* device_copy(const std::vector<unsigned char>& host, size_t min_bytes = 0) {
   void* p = nullptr;
   cudaMalloc(&p, std::max(host.size(), min_bytes));
-  if (!host.empty()) cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice);
+  if (!host.empty())
+    cudaMemcpy(p, host.data(), host.size(), cudaMemcpyHostToDevice);
   return p;
 }
 
@@ -389,12 +424,15 @@ int run_tma_load() {
   const std::vector<int> c = input_as<int>("coords");  // c0, c1, c2, rank, box_bytes
   void* g = device_copy(input("global"));
   alignas(128) CUtensorMap map;
-  if (encode(&map, g, m) != CUDA_SUCCESS) return 1;
+  if (encode(&map, g, m) != CUDA_SUCCESS)
+    return 1;
   void* out = nullptr;
   cudaMalloc(&out, c[4]);
   cudaFuncSetAttribute(tma_load_box, cudaFuncAttributeMaxDynamicSharedMemorySize, c[4] + 1024);
-  tma_load_box<<<1, 128, c[4] + 1024>>>(map, static_cast<unsigned char*>(out), c[0], c[1], c[2], c[3], c[4]);
-  if (cudaGetLastError() != cudaSuccess) return 2;
+  tma_load_box<<<1, 128, c[4] + 1024>>>(map, static_cast<unsigned char*>(out), c[0], c[1], c[2],
+                                        c[3], c[4]);
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
   const std::vector<unsigned char> h = host_copy(out, c[4]);
   output("smem", h.data(), h.size());
   return 0;
@@ -407,18 +445,21 @@ int run_tma_store() {
   void* g = device_copy(initial);
   void* in = device_copy(input("smem"));
   alignas(128) CUtensorMap map;
-  if (encode(&map, g, m) != CUDA_SUCCESS) return 1;
+  if (encode(&map, g, m) != CUDA_SUCCESS)
+    return 1;
   cudaFuncSetAttribute(tma_store_box, cudaFuncAttributeMaxDynamicSharedMemorySize, c[4] + 1024);
-  tma_store_box<<<1, 128, c[4] + 1024>>>(map, static_cast<const unsigned char*>(in), c[0], c[1], c[2], c[3], c[4],
-                                         c[5]);
-  if (cudaGetLastError() != cudaSuccess) return 2;
+  tma_store_box<<<1, 128, c[4] + 1024>>>(map, static_cast<const unsigned char*>(in), c[0], c[1],
+                                         c[2], c[3], c[4], c[5]);
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
   const std::vector<unsigned char> h = host_copy(g, initial.size());
   output("global", h.data(), h.size());
   return 0;
 }
 
 int run_wgmma() {
-  const std::vector<unsigned long long> p = input_as<unsigned long long>("params");  // n, kind, acc, lbo_sbo_a, _b
+  const std::vector<unsigned long long> p =
+      input_as<unsigned long long>("params");  // n, kind, acc, lbo_sbo_a, _b
   const std::vector<unsigned char> a = input("a"), b = input("b"), regs = input("a_regs");
   const unsigned char* da = static_cast<const unsigned char*>(device_copy(a));
   const unsigned char* db = static_cast<const unsigned char*>(device_copy(b));
@@ -426,16 +467,18 @@ int run_wgmma() {
   const int n = static_cast<int>(p[0]);
   float* out = nullptr;
   cudaMalloc(reinterpret_cast<void**>(&out), 128 * (n / 2) * sizeof(float));
-  const int smem = 1024 + ((static_cast<int>(a.size()) + 1023) & ~1023) + static_cast<int>(b.size());
+  const int smem =
+      1024 + ((static_cast<int>(a.size()) + 1023) & ~1023) + static_cast<int>(b.size());
   const int kind = static_cast<int>(p[1]), acc = static_cast<int>(p[2]);
   const int as = static_cast<int>(a.size()), bs = static_cast<int>(b.size());
-  void (*kernels[])(const unsigned char*, int, const unsigned char*, int, const u32*, float*, u64, u64, int, int) = {
-      wgmma_n8, wgmma_n64, wgmma_n128, wgmma_n256};
+  void (*kernels[])(const unsigned char*, int, const unsigned char*, int, const u32*, float*, u64,
+                    u64, int, int) = {wgmma_n8, wgmma_n64, wgmma_n128, wgmma_n256};
   const int which = n == 8 ? 0 : n == 64 ? 1 : n == 128 ? 2 : 3;
   const auto kernel = kernels[which];
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   kernel<<<1, 128, smem>>>(da, as, db, bs, dr, out, p[3], p[4], kind, acc);
-  if (cudaGetLastError() != cudaSuccess) return 2;
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
   const std::vector<unsigned char> h = host_copy(out, 128 * (n / 2) * sizeof(float));
   output("d", h.data(), h.size());
   return 0;
@@ -449,29 +492,38 @@ int run_ws_gemm() {
   std::vector<unsigned char> c0(static_cast<size_t>(m) * n * 4, 0xFF);
   void* c = device_copy(c0);
   alignas(128) CUtensorMap ma, mb, mc;
-  const auto map = [](unsigned long long dtype, unsigned long long swizzle, unsigned long long inner,
-                      unsigned long long outer, unsigned long long stride, unsigned long long box0,
-                      unsigned long long box1) {
-    return std::vector<unsigned long long>{dtype, 2, swizzle, inner, outer, 1, 1, 1, stride, 0, 0, 0,
-                                           box0,  box1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+  const auto map = [](unsigned long long dtype, unsigned long long swizzle,
+                      unsigned long long inner, unsigned long long outer, unsigned long long stride,
+                      unsigned long long box0, unsigned long long box1) {
+    return std::vector<unsigned long long>{dtype,  2, swizzle, inner, outer, 1,    1, 1,
+                                           stride, 0, 0,       0,     box0,  box1, 1, 1,
+                                           1,      1, 1,       1,     1,     1,    0};
   };
   using namespace wsg;
-  if (encode(&ma, a, map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, k, m, 2ull * k, kBK, kBM)) ||
-      encode(&mb, b, map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, k, n, 2ull * k, kBK, kBN)) ||
-      encode(&mc, c, map(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, n, m, 4ull * n, kBN, 64))) {
+  if (encode(&ma, a,
+             map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, k, m, 2ull * k, kBK,
+                 kBM)) ||
+      encode(&mb, b,
+             map(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, k, n, 2ull * k, kBK,
+                 kBN)) ||
+      encode(&mc, c,
+             map(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, CU_TENSOR_MAP_SWIZZLE_NONE, n, m, 4ull * n, kBN,
+                 64))) {
     return 1;
   }
   cudaFuncSetAttribute(ws_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   const dim3 grid((n + kBN - 1) / kBN, (m + kBM - 1) / kBM);
   ws_gemm<<<grid, 384, kSmem>>>(ma, mb, mc, k, bug);
-  if (cudaGetLastError() != cudaSuccess) return 2;
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
   const std::vector<unsigned char> h = host_copy(c, c0.size());
   output("c", h.data(), h.size());
   return 0;
 }
 
 int run_simple() {
-  const std::string name(reinterpret_cast<const char*>(input("kernel").data()), input("kernel").size());
+  const std::string name(reinterpret_cast<const char*>(input("kernel").data()),
+                         input("kernel").size());
   float* out = nullptr;
   cudaMalloc(reinterpret_cast<void**>(&out), 384 * sizeof(float));
   if (name == "mbarrier_phases") {
@@ -501,12 +553,18 @@ int run_simple() {
 extern "C" int gg_emu_host_main(void) {
   const std::vector<unsigned char> raw = input("case");
   const std::string c(raw.begin(), raw.end());
-  if (c == "encode") return run_encode();
-  if (c == "tma_load") return run_tma_load();
-  if (c == "tma_store") return run_tma_store();
-  if (c == "wgmma") return run_wgmma();
-  if (c == "ws_gemm") return run_ws_gemm();
-  if (c == "simple") return run_simple();
+  if (c == "encode")
+    return run_encode();
+  if (c == "tma_load")
+    return run_tma_load();
+  if (c == "tma_store")
+    return run_tma_store();
+  if (c == "wgmma")
+    return run_wgmma();
+  if (c == "ws_gemm")
+    return run_ws_gemm();
+  if (c == "simple")
+    return run_simple();
   return 4;
 }
 #endif

@@ -88,34 +88,44 @@ inline int dtype_bytes(int dtype) {
 }
 
 // The swizzle span in bytes of a CU_TENSOR_MAP_SWIZZLE_* (0: none).
-inline unsigned swizzle_span(int swizzle) { return swizzle == 0 ? 0u : 16u << swizzle; }
+inline unsigned swizzle_span(int swizzle) {
+  return swizzle == 0 ? 0u : 16u << swizzle;
+}
 
 inline CUresult encode_error(CUresult code, const std::string& why) {
   last_error() = "cuTensorMapEncodeTiled: " + why;
-  std::fprintf(stderr, "gg-emu: rejected: %s (%s)\n", last_error().c_str(),
-               code == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_NOT_SUPPORTED");
+  std::fprintf(
+      stderr, "gg-emu: rejected: %s (%s)\n", last_error().c_str(),
+      code == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_NOT_SUPPORTED");
   std::fflush(stderr);
   return code;
 }
 
 // cuTensorMapEncodeTiled, with the driver's documented checks: the same
 // CUresult for the same arguments, and a message saying why.
-inline CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
-                             const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
-                             const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
-                             CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+inline CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank,
+                             void* address, const cuuint64_t* dims, const cuuint64_t* strides,
+                             const cuuint32_t* box, const cuuint32_t* element_strides,
+                             CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                             CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
   const CUresult bad = CUDA_ERROR_INVALID_VALUE;
   if (map == nullptr || reinterpret_cast<std::uintptr_t>(map) % 64 != 0) {
-    return encode_error(bad, format("tensorMap %p is not 64-byte aligned", static_cast<void*>(map)));
+    return encode_error(bad,
+                        format("tensorMap %p is not 64-byte aligned", static_cast<void*>(map)));
   }
   const int eb = dtype_bytes(dtype);
   if (static_cast<unsigned>(dtype) > CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B) {
-    return encode_error(bad, format("tensorDataType %d is not a CUtensorMapDataType", static_cast<int>(dtype)));
+    return encode_error(
+        bad, format("tensorDataType %d is not a CUtensorMapDataType", static_cast<int>(dtype)));
   }
-  if (eb == 0) return encode_error(CUDA_ERROR_NOT_SUPPORTED, "packed 4/6-bit data types are not modelled by the emulator");
-  if (rank == 0 || rank > 5) return encode_error(bad, format("tensorRank %u is not in 1..5", rank));
+  if (eb == 0)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED,
+                        "packed 4/6-bit data types are not modelled by the emulator");
+  if (rank == 0 || rank > 5)
+    return encode_error(bad, format("tensorRank %u is not in 1..5", rank));
   if (static_cast<unsigned>(interleave) > CU_TENSOR_MAP_INTERLEAVE_32B) {
-    return encode_error(bad, format("interleave %d is not a CUtensorMapInterleave", static_cast<int>(interleave)));
+    return encode_error(
+        bad, format("interleave %d is not a CUtensorMapInterleave", static_cast<int>(interleave)));
   }
   if (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE && rank < 3) {
     return encode_error(bad, format("an interleaved layout needs tensorRank >= 3, got %u", rank));
@@ -126,26 +136,31 @@ inline CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint
   }
   for (cuuint32_t i = 0; i < rank; ++i) {
     if (dims[i] == 0 || dims[i] > (1ull << 31)) {
-      return encode_error(bad, format("globalDim[%u] = %llu is not in 1..2^31", i, static_cast<unsigned long long>(dims[i])));
+      return encode_error(bad, format("globalDim[%u] = %llu is not in 1..2^31", i,
+                                      static_cast<unsigned long long>(dims[i])));
     }
   }
   for (cuuint32_t i = 0; i + 1 < rank; ++i) {
     if (strides[i] % align != 0 || strides[i] >= (1ull << 40)) {
-      return encode_error(bad, format("globalStrides[%u] = %llu is not a multiple of %u below 2^40", i,
-                                      static_cast<unsigned long long>(strides[i]), align));
+      return encode_error(bad, format("globalStrides[%u] = %llu is not a multiple of %u below 2^40",
+                                      i, static_cast<unsigned long long>(strides[i]), align));
     }
   }
   for (cuuint32_t i = 0; i < rank; ++i) {
-    if (box[i] == 0 || box[i] > 256) return encode_error(bad, format("boxDim[%u] = %u is not in 1..256", i, box[i]));
+    if (box[i] == 0 || box[i] > 256)
+      return encode_error(bad, format("boxDim[%u] = %u is not in 1..256", i, box[i]));
     if (element_strides[i] == 0 || element_strides[i] > 8) {
-      return encode_error(bad, format("elementStrides[%u] = %u is not in 1..8", i, element_strides[i]));
+      return encode_error(bad,
+                          format("elementStrides[%u] = %u is not in 1..8", i, element_strides[i]));
     }
   }
   if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && box[0] * eb % 16 != 0) {
-    return encode_error(bad, format("boxDim[0] * element size = %u bytes is not a multiple of 16", box[0] * eb));
+    return encode_error(
+        bad, format("boxDim[0] * element size = %u bytes is not a multiple of 16", box[0] * eb));
   }
   if (static_cast<unsigned>(swizzle) > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B) {
-    return encode_error(bad, format("swizzle %d is not a CUtensorMapSwizzle", static_cast<int>(swizzle)));
+    return encode_error(
+        bad, format("swizzle %d is not a CUtensorMapSwizzle", static_cast<int>(swizzle)));
   }
   if (interleave == CU_TENSOR_MAP_INTERLEAVE_32B && swizzle != CU_TENSOR_MAP_SWIZZLE_32B) {
     return encode_error(bad, "CU_TENSOR_MAP_INTERLEAVE_32B needs CU_TENSOR_MAP_SWIZZLE_32B");
@@ -153,27 +168,35 @@ inline CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint
   if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && swizzle != CU_TENSOR_MAP_SWIZZLE_NONE) {
     const unsigned span = swizzle >= CU_TENSOR_MAP_SWIZZLE_128B ? 128u : swizzle_span(swizzle);
     if (box[0] * eb > span) {
-      return encode_error(bad, format("the inner box dimension is %u bytes (boxDim[0] = %u), over the %u-byte "
-                                      "swizzle span",
-                                      box[0] * eb, box[0], span));
+      return encode_error(
+          bad, format("the inner box dimension is %u bytes (boxDim[0] = %u), over the %u-byte "
+                      "swizzle span",
+                      box[0] * eb, box[0], span));
     }
   }
   if (static_cast<unsigned>(l2) > CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
-    return encode_error(bad, format("l2Promotion %d is not a CUtensorMapL2promotion", static_cast<int>(l2)));
+    return encode_error(
+        bad, format("l2Promotion %d is not a CUtensorMapL2promotion", static_cast<int>(l2)));
   }
   if (static_cast<unsigned>(oob) > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) {
-    return encode_error(bad, format("oobFill %d is not a CUtensorMapFloatOOBfill", static_cast<int>(oob)));
+    return encode_error(
+        bad, format("oobFill %d is not a CUtensorMapFloatOOBfill", static_cast<int>(oob)));
   }
   const bool is_float = dtype >= CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   if (oob == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA && !is_float) {
-    return encode_error(bad, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA needs a floating-point data type");
+    return encode_error(
+        bad, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA needs a floating-point data type");
   }
   // The driver accepts these; the emulator does not model them.
-  if (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE) return encode_error(CUDA_ERROR_NOT_SUPPORTED, "interleaved layouts are not modelled");
-  if (swizzle > CU_TENSOR_MAP_SWIZZLE_128B) return encode_error(CUDA_ERROR_NOT_SUPPORTED, "the 128B_ATOM swizzles are not modelled");
-  if (oob != CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) return encode_error(CUDA_ERROR_NOT_SUPPORTED, "NaN out-of-bounds fill is not modelled");
+  if (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED, "interleaved layouts are not modelled");
+  if (swizzle > CU_TENSOR_MAP_SWIZZLE_128B)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED, "the 128B_ATOM swizzles are not modelled");
+  if (oob != CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED, "NaN out-of-bounds fill is not modelled");
   for (cuuint32_t i = 1; i < rank; ++i) {
-    if (element_strides[i] != 1) return encode_error(CUDA_ERROR_NOT_SUPPORTED, "elementStrides other than 1 are not modelled");
+    if (element_strides[i] != 1)
+      return encode_error(CUDA_ERROR_NOT_SUPPORTED, "elementStrides other than 1 are not modelled");
   }
   MapBits m{};
   m.magic = kMapMagic;
@@ -186,7 +209,8 @@ inline CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint
   for (cuuint32_t i = 0; i < rank; ++i) {
     m.dims[i] = dims[i];
     m.box[i] = box[i];
-    if (i > 0) m.strides[i] = strides[i - 1];
+    if (i > 0)
+      m.strides[i] = strides[i - 1];
   }
   std::memset(static_cast<void*>(map), 0, sizeof(CUtensorMap));
   std::memcpy(static_cast<void*>(map), &m, sizeof m);
@@ -208,17 +232,21 @@ struct Desc {
 };
 
 inline Desc decode_desc(std::uint64_t d) {
-  return {static_cast<std::uint32_t>(d & 0x3FFF) << 4, static_cast<std::uint32_t>((d >> 16) & 0x3FFF) << 4,
+  return {static_cast<std::uint32_t>(d & 0x3FFF) << 4,
+          static_cast<std::uint32_t>((d >> 16) & 0x3FFF) << 4,
           static_cast<std::uint32_t>((d >> 32) & 0x3FFF) << 4, static_cast<unsigned>((d >> 49) & 7),
           static_cast<unsigned>((d >> 62) & 3)};
 }
 
 // Swizzle bytes of a descriptor's layout type (0: none).
-inline unsigned desc_span(unsigned mode) { return mode == 0 ? 0u : (mode == 1 ? 128u : (mode == 2 ? 64u : 32u)); }
+inline unsigned desc_span(unsigned mode) {
+  return mode == 0 ? 0u : (mode == 1 ? 128u : (mode == 2 ? 64u : 32u));
+}
 
 // Swizzle<B,4,3> on a byte address: bits [4, 4+B) ^= bits [7, 7+B), B = log2(span / 16).
 inline std::uint32_t swizzle_address(std::uint32_t addr, unsigned span) {
-  if (span == 0) return addr;
+  if (span == 0)
+    return addr;
   const std::uint32_t mask = span / 16 - 1;
   return addr ^ (((addr >> 7) & mask) << 4);
 }
@@ -232,7 +260,8 @@ inline std::uint32_t swizzle_address(std::uint32_t addr, unsigned span) {
 //   MN-major, none:     (mn%T)*eb + (mn/T)*SBO + (k%8)*16 + (k/8)*LBO
 //   MN-major, swizzled: (mn%T)*eb + ((mn/T)%(S/16))*16 + (mn/(T*S/16))*LBO + (k%8)*S + (k/8)*SBO
 // then Swizzle<log2(S/16),4,3> on the address.
-inline std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigned mn, unsigned k) {
+inline std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigned mn,
+                                     unsigned k) {
   const unsigned t = 16 / eb;
   const unsigned span = desc_span(d.mode);
   std::uint32_t off;
@@ -243,7 +272,8 @@ inline std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, 
     off = (mn % t) * eb + (mn / t) * d.sbo + (k % 8) * 16 + (k / 8) * d.lbo;
   } else {
     const unsigned w = span / 16;
-    off = (mn % t) * eb + ((mn / t) % w) * 16 + (mn / (t * w)) * d.lbo + (k % 8) * span + (k / 8) * d.sbo;
+    off = (mn % t) * eb + ((mn / t) % w) * 16 + (mn / (t * w)) * d.lbo + (k % 8) * span +
+          (k / 8) * d.sbo;
   }
   return swizzle_address((d.start + off) % kWindow, span);
 }
@@ -270,14 +300,14 @@ inline void a_fragment_coord(unsigned t, unsigned j, unsigned* m, unsigned* k) {
 
 struct Barrier {
   std::uint32_t addr = 0;
-  unsigned count = 0;         // arrivals per phase
-  unsigned pending = 0;       // arrivals still missing in the current phase
-  long long tx = 0;           // transaction bytes still missing (expect_tx adds, complete_tx subtracts)
-  long long announced = 0;    // bytes announced by expect_tx in the current phase
-  long long delivered = 0;    // bytes delivered by TMA in the current phase
+  unsigned count = 0;    // arrivals per phase
+  unsigned pending = 0;  // arrivals still missing in the current phase
+  long long tx = 0;      // transaction bytes still missing (expect_tx adds, complete_tx subtracts)
+  long long announced = 0;       // bytes announced by expect_tx in the current phase
+  long long delivered = 0;       // bytes delivered by TMA in the current phase
   unsigned long long phase = 0;  // completed phases
   unsigned init_thread = 0;
-  bool fenced = false;        // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
+  bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
 };
 
 struct TmaLoad {
@@ -312,9 +342,9 @@ struct WgmmaOp {
   double (*value)(unsigned) = nullptr;
   std::uint16_t a_tile[16][16];  // A from registers: the warp's 16 rows (k16 types)
   float* d = nullptr;
-  std::vector<float> c;          // D's value when issued (or the previous op's result)
-  int chained = -1;              // index of the earlier in-flight op writing the same d
-  std::vector<Range> reads;      // shared memory the op reads
+  std::vector<float> c;      // D's value when issued (or the previous op's result)
+  int chained = -1;          // index of the earlier in-flight op writing the same d
+  std::vector<Range> reads;  // shared memory the op reads
 };
 
 struct HopperThread {
@@ -324,7 +354,7 @@ struct HopperThread {
   bool stalled = false;      // wait_group: the block stalled since it began waiting
   std::vector<TmaStore> stores;
   unsigned bulk_committed = 0;
-  std::string wait_text;     // the description of the thread's current wait
+  std::string wait_text;  // the description of the thread's current wait
 };
 
 }  // namespace sm90
@@ -345,17 +375,22 @@ struct HopperBlock {
 namespace sm90 {
 
 [[noreturn]] inline void tsan_unsupported() {
-  fail("the Hopper primitives (mbarrier, TMA, wgmma) are modelled in fiber mode only, not in TSan mode");
+  fail(
+      "the Hopper primitives (mbarrier, TMA, wgmma) are modelled in fiber mode only, not in TSan "
+      "mode");
 }
 
-inline BlockRunner& runner() { return *current().runner; }
+inline BlockRunner& runner() {
+  return *current().runner;
+}
 
 inline HopperBlock& block() {
 #if defined(GG_EMU_TSAN)
   tsan_unsupported();
 #else
   BlockRunner& r = runner();
-  if (r.hopper == nullptr) r.hopper = new HopperBlock();
+  if (r.hopper == nullptr)
+    r.hopper = new HopperBlock();
   HopperBlock& h = *r.hopper;
   if (!h.used) {
     const SharedRegion& s = r.shared_region();
@@ -372,9 +407,13 @@ inline HopperBlock& block() {
 #endif
 }
 
-inline HopperThread& me() { return block().threads[current().linear]; }
+inline HopperThread& me() {
+  return block().threads[current().linear];
+}
 
-inline std::uint32_t addr_of(const void* p) { return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p) % kWindow); }
+inline std::uint32_t addr_of(const void* p) {
+  return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(p) % kWindow);
+}
 
 // The bytes at shared address `a`, `bytes` long, in this block's shared memory.
 inline unsigned char* at(std::uint32_t a, std::size_t bytes, const char* what) {
@@ -382,7 +421,8 @@ inline unsigned char* at(std::uint32_t a, std::size_t bytes, const char* what) {
   const std::uint32_t base = addr_of(s.begin);
   const std::size_t off = (a - base) % kWindow;
   if (off + bytes > static_cast<std::size_t>(s.end - s.begin)) {
-    fail("%s: shared address 0x%05x (+%zu bytes) is outside the block's shared memory", what, a, bytes);
+    fail("%s: shared address 0x%05x (+%zu bytes) is outside the block's shared memory", what, a,
+         bytes);
   }
   return s.begin + off;
 }
@@ -394,7 +434,8 @@ inline std::uint32_t rel(std::uint32_t a) {
 }
 
 inline std::size_t shadow_offset(const void* p) {
-  return static_cast<std::size_t>(static_cast<const unsigned char*>(p) - runner().shared_region().begin);
+  return static_cast<std::size_t>(static_cast<const unsigned char*>(p) -
+                                  runner().shared_region().begin);
 }
 
 inline std::string where_smem(const void* p) {
@@ -404,13 +445,15 @@ inline std::string where_smem(const void* p) {
 inline Barrier* find_barrier(const void* bar) {
   const std::uint32_t a = addr_of(bar);
   for (Barrier& b : block().barriers) {
-    if (b.addr == a) return &b;
+    if (b.addr == a)
+      return &b;
   }
   return nullptr;
 }
 
 inline void check_barrier_address(const void* bar, const char* op) {
-  if (reinterpret_cast<std::uintptr_t>(bar) % 8 != 0) fail("%s: mbarrier address %p is not 8-byte aligned", op, bar);
+  if (reinterpret_cast<std::uintptr_t>(bar) % 8 != 0)
+    fail("%s: mbarrier address %p is not 8-byte aligned", op, bar);
   check_shared(bar, 8, op);
 }
 
@@ -418,21 +461,25 @@ inline Barrier& barrier(const void* bar, const char* op) {
   check_barrier_address(bar, op);
   Barrier* b = find_barrier(bar);
   if (b == nullptr) {
-    fail("%s: the mbarrier at %s was not initialised (mbarrier.init), or was invalidated", op, where_smem(bar).c_str());
+    fail("%s: the mbarrier at %s was not initialised (mbarrier.init), or was invalidated", op,
+         where_smem(bar).c_str());
   }
   return *b;
 }
 
 inline std::string describe_barrier(const Barrier& b) {
-  std::string s = format("mbarrier at shared address 0x%05x: phase %llu (parity %llu) incomplete: %u of %u arrivals "
-                         "missing",
-                         b.addr, b.phase, b.phase & 1, b.pending, b.count);
+  std::string s = format(
+      "mbarrier at shared address 0x%05x: phase %llu (parity %llu) incomplete: %u of %u arrivals "
+      "missing",
+      b.addr, b.phase, b.phase & 1, b.pending, b.count);
   if (b.tx > 0) {
-    s += format(", %lld transaction bytes missing (expect_tx announced %lld, TMA delivered %lld)", b.tx, b.announced,
-                b.delivered);
+    s += format(", %lld transaction bytes missing (expect_tx announced %lld, TMA delivered %lld)",
+                b.tx, b.announced, b.delivered);
   } else if (b.tx < 0) {
-    s += format(", %lld transaction bytes more than announced (expect_tx announced %lld, TMA delivered %lld)", -b.tx,
-                b.announced, b.delivered);
+    s += format(
+        ", %lld transaction bytes more than announced (expect_tx announced %lld, TMA delivered "
+        "%lld)",
+        -b.tx, b.announced, b.delivered);
   }
   return s;
 }
@@ -441,14 +488,17 @@ GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l);
 
 // Ends the current phase when nothing is missing; wakes the waiters.
 inline void maybe_complete(Barrier& b) {
-  if (b.pending != 0 || b.tx != 0) return;
+  if (b.pending != 0 || b.tx != 0)
+    return;
   ++b.phase;
   b.pending = b.count;
   b.announced = b.delivered = 0;
   runner().wake_waiters();
 }
 
-inline bool phase_done(const Barrier& b, unsigned parity) { return (b.phase & 1) != parity; }
+inline bool phase_done(const Barrier& b, unsigned parity) {
+  return (b.phase & 1) != parity;
+}
 
 // Lands the TMA loads of every completed phase of barrier `b` (a thread's
 // wait has seen the phase complete).
@@ -475,7 +525,8 @@ struct WaitArg {
 inline bool wait_ready(const void* p) {
   const auto* w = static_cast<const WaitArg*>(p);
   for (const Barrier& b : w->h->barriers) {
-    if (b.addr == w->addr) return phase_done(b, w->parity);
+    if (b.addr == w->addr)
+      return phase_done(b, w->parity);
   }
   return true;  // invalidated: the wait reports it when it resumes
 }
@@ -485,7 +536,8 @@ inline bool wait_ready(const void* p) {
 
 inline void mbarrier_init(void* bar, unsigned count) {
   check_barrier_address(bar, "mbarrier.init");
-  if (count == 0 || count > (1u << 20) - 1) fail("mbarrier.init: count %u is not in 1..2^20-1", count);
+  if (count == 0 || count > (1u << 20) - 1)
+    fail("mbarrier.init: count %u is not in 1..2^20-1", count);
   HopperBlock& h = block();
   Barrier* b = find_barrier(bar);
   if (b == nullptr) {
@@ -504,7 +556,9 @@ inline void mbarrier_inval(void* bar) {
   HopperBlock& h = block();
   const std::uint32_t a = addr_of(bar);
   for (const TmaLoad& l : h.loads) {
-    if (l.barrier == a) fail("mbarrier.inval: TMA loads that signal the mbarrier at %s are still in flight", where_smem(bar).c_str());
+    if (l.barrier == a)
+      fail("mbarrier.inval: TMA loads that signal the mbarrier at %s are still in flight",
+           where_smem(bar).c_str());
   }
   std::erase_if(h.barriers, [a](const Barrier& b) { return b.addr == a; });
   runner().wake_waiters();
@@ -513,13 +567,15 @@ inline void mbarrier_inval(void* bar) {
 inline void fence_mbarrier_init() {
   const unsigned self = current().linear;
   for (Barrier& b : block().barriers) {
-    if (b.init_thread == self) b.fenced = true;
+    if (b.init_thread == self)
+      b.fenced = true;
   }
 }
 
 inline unsigned long long mbarrier_arrive(void* bar, unsigned long long tx) {
   Barrier& b = barrier(bar, tx != 0 ? "mbarrier.arrive.expect_tx" : "mbarrier.arrive");
-  if (b.pending == 0) fail("mbarrier.arrive: more arrivals than the count of %s", describe_barrier(b).c_str());
+  if (b.pending == 0)
+    fail("mbarrier.arrive: more arrivals than the count of %s", describe_barrier(b).c_str());
   const unsigned long long token = b.phase;
   b.tx += static_cast<long long>(tx);
   b.announced += static_cast<long long>(tx);
@@ -548,10 +604,13 @@ inline void check_async_view(const unsigned char* p, std::size_t bytes, const ch
   const std::size_t off = shadow_offset(p);
   for (std::size_t i = 0; i < bytes; ++i) {
     if (p[i] != h.shadow[off + i]) {
-      fail("missing fence.proxy.async: %s reads shared memory at %s (byte %zu of %zu) that the generic proxy wrote "
-           "(st.shared) after the last fence.proxy.async; write, then fence.proxy.async, then a barrier, then the "
-           "async-proxy read",
-           reader, where_smem(p + i).c_str(), i, bytes);
+      fail(
+          "missing fence.proxy.async: %s reads shared memory at %s (byte %zu of %zu) that the "
+          "generic proxy wrote "
+          "(st.shared) after the last fence.proxy.async; write, then fence.proxy.async, then a "
+          "barrier, then the "
+          "async-proxy read",
+          reader, where_smem(p + i).c_str(), i, bytes);
     }
   }
 }
@@ -568,7 +627,8 @@ inline void fence_proxy_async() {
 template <class F>
 GG_EMU_UNCHECKED inline void for_box(const MapBits& m, const int* coords, F f) {
   std::size_t count = 1;
-  for (unsigned d = 0; d < m.rank; ++d) count *= m.box[d];
+  for (unsigned d = 0; d < m.rank; ++d)
+    count *= m.box[d];
   for (std::size_t e = 0; e < count; ++e) {
     std::size_t rest = e;
     bool inside = true;
@@ -584,7 +644,8 @@ GG_EMU_UNCHECKED inline void for_box(const MapBits& m, const int* coords, F f) {
 
 inline std::size_t box_bytes(const MapBits& m) {
   std::size_t n = m.elem_bytes;
-  for (unsigned d = 0; d < m.rank; ++d) n *= m.box[d];
+  for (unsigned d = 0; d < m.rank; ++d)
+    n *= m.box[d];
   return n;
 }
 
@@ -593,7 +654,8 @@ inline std::size_t box_bytes(const MapBits& m) {
 inline unsigned char* box_byte(unsigned char* dst, std::size_t byte, unsigned swizzle) {
   std::uintptr_t a = reinterpret_cast<std::uintptr_t>(dst) + byte;
   const unsigned span = swizzle_span(swizzle);
-  if (span != 0) a ^= ((a >> 7) & (span / 16 - 1)) << 4;
+  if (span != 0)
+    a ^= ((a >> 7) & (span / 16 - 1)) << 4;
   return reinterpret_cast<unsigned char*>(a);
 }
 
@@ -602,14 +664,16 @@ GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l) {
   const MapBits& m = l.map;
   const auto* g = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(m.address));
   const std::size_t off0 = shadow_offset(l.dst);
-  const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)), hi = lo + static_cast<std::uint32_t>(l.bytes);
+  const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)),
+                      hi = lo + static_cast<std::uint32_t>(l.bytes);
   std::erase_if(h.filled, [&](const HopperBlock::Filled& f) { return f.lo < hi && lo < f.hi; });
   h.filled.push_back({lo, hi, swizzle_span(m.swizzle)});
   for_box(m, l.coords, [&](std::size_t e, const long long* c, bool inside) {
     unsigned char* s = box_byte(l.dst, e * m.elem_bytes, m.swizzle);
     if (inside) {
       std::size_t go = 0;
-      for (unsigned d = 0; d < m.rank; ++d) go += static_cast<std::size_t>(c[d]) * m.strides[d];
+      for (unsigned d = 0; d < m.rank; ++d)
+        go += static_cast<std::size_t>(c[d]) * m.strides[d];
       std::memcpy(s, g + go, m.elem_bytes);
     } else {
       std::memset(s, 0, m.elem_bytes);
@@ -620,7 +684,9 @@ GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l) {
 
 inline const MapBits& map_bits(const CUtensorMap* map, const char* op) {
   const auto* m = reinterpret_cast<const MapBits*>(map);
-  if (m->magic != kMapMagic) fail("%s: the tensor map at %p was not made by cuTensorMapEncodeTiled", op, static_cast<const void*>(map));
+  if (m->magic != kMapMagic)
+    fail("%s: the tensor map at %p was not made by cuTensorMapEncodeTiled", op,
+         static_cast<const void*>(map));
   return *m;
 }
 
@@ -633,30 +699,40 @@ inline void check_no_wgmma_reads(std::uint32_t lo, std::uint32_t hi, const char*
       for (const Range& r : op.reads) {
         if (r.lo < hi && lo < r.hi) {
           const std::uint32_t base = addr_of(runner().shared_region().begin);
-          fail("%s overwrites shared memory [0x%05x, 0x%05x) that a wgmma.mma_async of thread %u (warpgroup %u, "
-               "commit group %u) still reads: the stage was released before wgmma.wait_group retired that wgmma (or "
-               "the wgmma was issued before the data it reads had arrived: no wait on the full barrier)",
-               writer, (base + std::max(lo, r.lo)) % kWindow, (base + std::min(hi, r.hi)) % kWindow, t, t / 128,
-               op.group);
+          fail(
+              "%s overwrites shared memory [0x%05x, 0x%05x) that a wgmma.mma_async of thread %u "
+              "(warpgroup %u, "
+              "commit group %u) still reads: the stage was released before wgmma.wait_group "
+              "retired that wgmma (or "
+              "the wgmma was issued before the data it reads had arrived: no wait on the full "
+              "barrier)",
+              writer, (base + std::max(lo, r.lo)) % kWindow, (base + std::min(hi, r.hi)) % kWindow,
+              t, t / 128, op.group);
         }
       }
     }
   }
 }
 
-inline void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* coords, unsigned rank) {
+inline void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* coords,
+                     unsigned rank) {
   static constexpr const char* kOp = "cp.async.bulk.tensor (TMA load)";
   const MapBits& m = map_bits(map, kOp);
-  if (m.rank != rank) fail("%s: a %uD copy through a tensor map of rank %u", kOp, rank, m.rank);
-  if (reinterpret_cast<std::uintptr_t>(dst) % 128 != 0) fail("%s: destination %p is not 128-byte aligned", kOp, dst);
+  if (m.rank != rank)
+    fail("%s: a %uD copy through a tensor map of rank %u", kOp, rank, m.rank);
+  if (reinterpret_cast<std::uintptr_t>(dst) % 128 != 0)
+    fail("%s: destination %p is not 128-byte aligned", kOp, dst);
   const std::size_t bytes = box_bytes(m);
   check_shared(dst, bytes, kOp);
   Barrier& b = barrier(bar, kOp);
   if (!b.fenced) {
-    fail("missing fence.mbarrier_init: a TMA load signals the mbarrier at shared address 0x%05x, but thread %u "
-         "initialised it and no fence.mbarrier_init (or fence.proxy.async) of that thread followed, so the async "
-         "proxy may not see the initialisation",
-         b.addr, b.init_thread);
+    fail(
+        "missing fence.mbarrier_init: a TMA load signals the mbarrier at shared address 0x%05x, "
+        "but thread %u "
+        "initialised it and no fence.mbarrier_init (or fence.proxy.async) of that thread followed, "
+        "so the async "
+        "proxy may not see the initialisation",
+        b.addr, b.init_thread);
   }
   const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(dst));
   check_no_wgmma_reads(lo, lo + static_cast<std::uint32_t>(bytes), "a TMA load");
@@ -664,16 +740,19 @@ inline void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* co
   const auto* d0 = static_cast<const unsigned char*>(dst);
   for (const TmaLoad& l : h.loads) {
     if (l.dst < d0 + bytes && d0 < l.dst + l.bytes) {
-      fail("%s into shared memory at 0x%05x that an earlier TMA load (mbarrier at 0x%05x, phase %llu) still fills: "
-           "no thread waited for it",
-           kOp, addr_of(dst), l.barrier, l.phase);
+      fail(
+          "%s into shared memory at 0x%05x that an earlier TMA load (mbarrier at 0x%05x, phase "
+          "%llu) still fills: "
+          "no thread waited for it",
+          kOp, addr_of(dst), l.barrier, l.phase);
     }
   }
   auto* d = static_cast<unsigned char*>(dst);
   std::memset(d, kPoison, bytes);
   std::memset(&h.shadow[shadow_offset(d)], kPoison, bytes);
   TmaLoad l{m, {}, d, bytes, b.addr, b.phase, current().linear};
-  for (unsigned i = 0; i < rank; ++i) l.coords[i] = coords[i];
+  for (unsigned i = 0; i < rank; ++i)
+    l.coords[i] = coords[i];
   h.loads.push_back(l);
   b.tx -= static_cast<long long>(bytes);
   b.delivered += static_cast<long long>(bytes);
@@ -683,28 +762,36 @@ inline void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* co
 inline void tma_store(const CUtensorMap* map, const void* src, const int* coords, unsigned rank) {
   static constexpr const char* kOp = "cp.async.bulk.tensor (TMA store)";
   const MapBits& m = map_bits(map, kOp);
-  if (m.rank != rank) fail("%s: a %uD copy through a tensor map of rank %u", kOp, rank, m.rank);
-  if (reinterpret_cast<std::uintptr_t>(src) % 128 != 0) fail("%s: source %p is not 128-byte aligned", kOp, src);
+  if (m.rank != rank)
+    fail("%s: a %uD copy through a tensor map of rank %u", kOp, rank, m.rank);
+  if (reinterpret_cast<std::uintptr_t>(src) % 128 != 0)
+    fail("%s: source %p is not 128-byte aligned", kOp, src);
   const std::size_t bytes = box_bytes(m);
   check_shared(src, bytes, kOp);
   const auto* s = static_cast<const unsigned char*>(src);
   check_async_view(s, bytes, "a TMA store");
   HopperThread& t = me();
   TmaStore st{m, {}, s, std::vector<unsigned char>(s, s + bytes), t.bulk_committed};
-  for (unsigned i = 0; i < rank; ++i) st.coords[i] = coords[i];
+  for (unsigned i = 0; i < rank; ++i)
+    st.coords[i] = coords[i];
   t.stores.push_back(std::move(st));
 }
 
-inline void bulk_commit() { ++me().bulk_committed; }
+inline void bulk_commit() {
+  ++me().bulk_committed;
+}
 
 GG_EMU_UNCHECKED inline void write_store(const TmaStore& st) {
   const MapBits& m = st.map;
   auto* g = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(m.address));
   for_box(m, st.coords, [&](std::size_t e, const long long* c, bool inside) {
-    if (!inside) return;
-    const unsigned char* s = box_byte(const_cast<unsigned char*>(st.src), e * m.elem_bytes, m.swizzle);
+    if (!inside)
+      return;
+    const unsigned char* s =
+        box_byte(const_cast<unsigned char*>(st.src), e * m.elem_bytes, m.swizzle);
     std::size_t go = 0;
-    for (unsigned d = 0; d < m.rank; ++d) go += static_cast<std::size_t>(c[d]) * m.strides[d];
+    for (unsigned d = 0; d < m.rank; ++d)
+      go += static_cast<std::size_t>(c[d]) * m.strides[d];
     std::memcpy(g + go, st.data.data() + (s - st.src), m.elem_bytes);
   });
 }
@@ -719,9 +806,11 @@ inline void bulk_wait(unsigned keep, bool read_only) {
     TmaStore& st = t.stores[i];
     if (st.group < limit) {
       if (!st.read_done && std::memcmp(st.data.data(), st.src, st.data.size()) != 0) {
-        fail("the shared-memory source of a TMA store (%s) was overwritten before cp.async.bulk.wait_group.read "
-             "said it had been read",
-             where_smem(st.src).c_str());
+        fail(
+            "the shared-memory source of a TMA store (%s) was overwritten before "
+            "cp.async.bulk.wait_group.read "
+            "said it had been read",
+            where_smem(st.src).c_str());
       }
       st.read_done = true;
       if (!read_only) {
@@ -729,7 +818,8 @@ inline void bulk_wait(unsigned keep, bool read_only) {
         continue;
       }
     }
-    if (kept != i) t.stores[kept] = std::move(t.stores[i]);
+    if (kept != i)
+      t.stores[kept] = std::move(t.stores[i]);
     ++kept;
   }
   t.stores.resize(kept);
@@ -746,18 +836,21 @@ inline float wgmma_poison() {
 
 inline void on_fpe(int, siginfo_t* info, void*) {
   if (info->si_code == FPE_FLTINV) {
-    fail_with_status(kExitKernelError,
-                     "floating-point invalid operation while this thread has wgmma.mma_async in flight: an "
-                     "accumulator was read before wgmma.wait_group retired its wgmma (the accumulators hold "
-                     "signalling NaNs until then)");
+    fail_with_status(
+        kExitKernelError,
+        "floating-point invalid operation while this thread has wgmma.mma_async in flight: an "
+        "accumulator was read before wgmma.wait_group retired its wgmma (the accumulators hold "
+        "signalling NaNs until then)");
   }
-  fail_with_status(kExitKernelError, format("arithmetic exception (SIGFPE, code %d) in a CUDA thread", info->si_code));
+  fail_with_status(
+      kExitKernelError,
+      format("arithmetic exception (SIGFPE, code %d) in a CUDA thread", info->si_code));
 }
 
 inline void trap_invalid(bool on) {
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction sa {};
+    struct sigaction sa{};
     sa.sa_sigaction = &on_fpe;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
@@ -771,13 +864,17 @@ inline void trap_invalid(bool on) {
   }
 }
 
-inline void wgmma_fence() { me().fence_needed = false; }
+inline void wgmma_fence() {
+  me().fence_needed = false;
+}
 
-inline void wgmma_commit() { ++me().wgmma_committed; }
+inline void wgmma_commit() {
+  ++me().wgmma_committed;
+}
 
 // The shared memory a wgmma operand reads, as ranges of 16-byte chunks.
-inline void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows,
-                          unsigned k) {
+inline void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_major, unsigned eb,
+                          unsigned rows, unsigned k) {
   const Desc d = decode_desc(desc);
   for (unsigned mn = 0; mn < rows; ++mn) {
     for (unsigned kk = 0; kk < k; ++kk) {
@@ -791,23 +888,33 @@ inline void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_m
   }
 }
 
-inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows, unsigned k, const char* what) {
+inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows, unsigned k,
+                          const char* what) {
   const Desc d = decode_desc(desc);
-  if (d.base_offset != 0) fail("wgmma.mma_async: %s descriptor has base offset %u; only 0 is modelled", what, d.base_offset);
+  if (d.base_offset != 0)
+    fail("wgmma.mma_async: %s descriptor has base offset %u; only 0 is modelled", what,
+         d.base_offset);
   const HopperBlock& h = block();
   for (unsigned mn = 0; mn < rows; ++mn) {
     for (unsigned kk = 0; kk < k; ++kk) {
       const std::uint32_t a = operand_address(d, mn_major, eb, mn, kk);
       for (const HopperBlock::Filled& f : h.filled) {
         if (rel(a) >= f.lo && rel(a) < f.hi && f.span != desc_span(d.mode)) {
-          fail("wgmma.mma_async: %s descriptor says %s, but a TMA load with %s filled the shared memory it reads "
-               "(element (%u, %u) at 0x%05x): the descriptor's swizzle mode must be the tensor map's",
-               what, desc_span(d.mode) ? format("%u-byte swizzle", desc_span(d.mode)).c_str() : "no swizzle",
-               f.span ? format("%u-byte swizzle", f.span).c_str() : "no swizzle", mn, kk, a);
+          fail(
+              "wgmma.mma_async: %s descriptor says %s, but a TMA load with %s filled the shared "
+              "memory it reads "
+              "(element (%u, %u) at 0x%05x): the descriptor's swizzle mode must be the tensor "
+              "map's",
+              what,
+              desc_span(d.mode) ? format("%u-byte swizzle", desc_span(d.mode)).c_str()
+                                : "no swizzle",
+              f.span ? format("%u-byte swizzle", f.span).c_str() : "no swizzle", mn, kk, a);
         }
       }
       const unsigned char* p = at(a, eb, "wgmma.mma_async operand");
-      check_async_view(p, eb, mn_major ? "wgmma.mma_async (an MN-major operand)" : "wgmma.mma_async (a K-major operand)");
+      check_async_view(p, eb,
+                       mn_major ? "wgmma.mma_async (an MN-major operand)"
+                                : "wgmma.mma_async (a K-major operand)");
     }
   }
 }
@@ -817,8 +924,10 @@ inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsign
 inline void wgmma_issue(WgmmaOp op, float* d) {
   HopperThread& t = me();
   if (t.fence_needed) {
-    fail("wgmma.mma_async without a wgmma.fence before it: every batch of wgmma (the first of the kernel, and the "
-         "first after a wgmma.wait_group or after the accumulators were touched) needs wgmma.fence");
+    fail(
+        "wgmma.mma_async without a wgmma.fence before it: every batch of wgmma (the first of the "
+        "kernel, and the "
+        "first after a wgmma.wait_group or after the accumulators were touched) needs wgmma.fence");
   }
   if (current().block_dim.x * current().block_dim.y * current().block_dim.z % 128 != 0) {
     fail("wgmma.mma_async: the block has %u threads, not whole warpgroups of 128",
@@ -832,12 +941,16 @@ inline void wgmma_issue(WgmmaOp op, float* d) {
   check_operand(op.desc_b, op.trans_b, op.eb, op.n, op.k, "the B");
   operand_reads(op.reads, op.desc_b, op.trans_b, op.eb, op.n, op.k);
   for (const TmaLoad& l : block().loads) {
-    const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)), hi = lo + static_cast<std::uint32_t>(l.bytes);
+    const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)),
+                        hi = lo + static_cast<std::uint32_t>(l.bytes);
     for (const Range& r : op.reads) {
       if (r.lo < hi && lo < r.hi) {
-        fail("wgmma.mma_async reads shared memory at 0x%05x that a TMA load (mbarrier at 0x%05x, phase %llu) still "
-             "fills: no thread has waited on that barrier phase (a missing wait on the full barrier?)",
-             addr_of(l.dst), l.barrier, l.phase);
+        fail(
+            "wgmma.mma_async reads shared memory at 0x%05x that a TMA load (mbarrier at 0x%05x, "
+            "phase %llu) still "
+            "fills: no thread has waited on that barrier phase (a missing wait on the full "
+            "barrier?)",
+            addr_of(l.dst), l.barrier, l.phase);
       }
     }
   }
@@ -849,9 +962,11 @@ inline void wgmma_issue(WgmmaOp op, float* d) {
       break;
     }
   }
-  if (op.chained < 0) op.c.assign(d, d + nv);
+  if (op.chained < 0)
+    op.c.assign(d, d + nv);
   const float poison = wgmma_poison();
-  for (unsigned i = 0; i < nv; ++i) d[i] = poison;
+  for (unsigned i = 0; i < nv; ++i)
+    d[i] = poison;
   t.wgmma.push_back(std::move(op));
   trap_invalid(true);
 }
@@ -868,9 +983,11 @@ GG_EMU_UNCHECKED inline void wgmma_compute(WgmmaOp& op, const float* c, unsigned
       if (op.a_regs) {
         a_bits = op.a_tile[row % 16][kk];
       } else {
-        std::memcpy(&a_bits, at(operand_address(da, op.trans_a, op.eb, row, kk), op.eb, "wgmma A"), op.eb);
+        std::memcpy(&a_bits, at(operand_address(da, op.trans_a, op.eb, row, kk), op.eb, "wgmma A"),
+                    op.eb);
       }
-      std::memcpy(&b_bits, at(operand_address(db, op.trans_b, op.eb, col, kk), op.eb, "wgmma B"), op.eb);
+      std::memcpy(&b_bits, at(operand_address(db, op.trans_b, op.eb, col, kk), op.eb, "wgmma B"),
+                  op.eb);
       acc += op.value(a_bits) * op.value(b_bits);
     }
     op.d[i] = static_cast<float>((op.scale_d ? static_cast<double>(c[i]) : 0.0) + acc);
@@ -884,12 +1001,14 @@ inline void wgmma_wait(unsigned keep) {
   HopperThread& t = me();
   const unsigned limit = t.wgmma_committed >= keep ? t.wgmma_committed - keep : 0u;
   bool any = false;
-  for (const WgmmaOp& op : t.wgmma) any = any || op.group < limit;
+  for (const WgmmaOp& op : t.wgmma)
+    any = any || op.group < limit;
   if (any) {
     t.stalled = false;
     t.wait_text = format("wgmma.wait_group %u", keep);
-    runner().wait_until(current(), t.wait_text.c_str(), [](const void* p) { return *static_cast<const bool*>(p); },
-                        &t.stalled);
+    runner().wait_until(
+        current(), t.wait_text.c_str(), [](const void* p) { return *static_cast<const bool*>(p); },
+        &t.stalled);
   }
   HopperThread& u = me();
   trap_invalid(false);
@@ -902,7 +1021,8 @@ inline void wgmma_wait(unsigned keep) {
       kept.push_back(std::move(op));
       continue;
     }
-    const std::vector<float>& c = op.chained >= 0 ? results[static_cast<std::size_t>(op.chained)] : op.c;
+    const std::vector<float>& c =
+        op.chained >= 0 ? results[static_cast<std::size_t>(op.chained)] : op.c;
     std::vector<float> scratch(op.n / 2);
     float* d = op.d;
     op.d = scratch.data();
@@ -910,10 +1030,13 @@ inline void wgmma_wait(unsigned keep) {
     op.d = d;
     results[i] = std::move(scratch);
     bool later = false;
-    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j) later = later || (u.wgmma[j].d == d && u.wgmma[j].group < limit);
+    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j)
+      later = later || (u.wgmma[j].d == d && u.wgmma[j].group < limit);
     bool pending_later = false;
-    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j) pending_later = pending_later || (u.wgmma[j].d == d && u.wgmma[j].group >= limit);
-    if (!later && !pending_later) std::memcpy(d, results[i].data(), results[i].size() * sizeof(float));
+    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j)
+      pending_later = pending_later || (u.wgmma[j].d == d && u.wgmma[j].group >= limit);
+    if (!later && !pending_later)
+      std::memcpy(d, results[i].data(), results[i].size() * sizeof(float));
     // A later op that stays in flight takes this result as its C.
     for (std::size_t j = i + 1; j < u.wgmma.size(); ++j) {
       if (u.wgmma[j].chained == static_cast<int>(i) && u.wgmma[j].group >= limit) {
@@ -923,10 +1046,12 @@ inline void wgmma_wait(unsigned keep) {
     }
   }
   // Re-index the chains of the ops kept in flight.
-  for (WgmmaOp& op : kept) op.chained = -1;
+  for (WgmmaOp& op : kept)
+    op.chained = -1;
   for (std::size_t i = 0; i < kept.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      if (kept[j].d == kept[i].d && kept[i].c.empty()) kept[i].chained = static_cast<int>(j);
+      if (kept[j].d == kept[i].d && kept[i].c.empty())
+        kept[i].chained = static_cast<int>(j);
     }
   }
   u.wgmma = std::move(kept);
@@ -936,7 +1061,8 @@ inline void wgmma_wait(unsigned keep) {
 
 // setmaxnreg: checks only (registers are not modelled).
 inline void setmaxnreg(unsigned regs) {
-  if (regs < 24 || regs > 256 || regs % 8 != 0) fail("setmaxnreg: %u registers is not a multiple of 8 in 24..256", regs);
+  if (regs < 24 || regs > 256 || regs % 8 != 0)
+    fail("setmaxnreg: %u registers is not a multiple of 8 in 24..256", regs);
 }
 
 }  // namespace sm90
@@ -955,12 +1081,15 @@ inline void hopper_block_begin(BlockRunner& r) {
 
 inline void hopper_thread_exit(ThreadCtx& t) {
   HopperBlock* h = t.runner->hopper;
-  if (h == nullptr || !h->used) return;
+  if (h == nullptr || !h->used)
+    return;
   sm90::HopperThread& u = h->threads[t.linear];
   if (!u.wgmma.empty()) {
-    fail("the thread exits with %zu wgmma.mma_async not retired by wgmma.wait_group (their accumulators were never "
-         "valid)",
-         u.wgmma.size());
+    fail(
+        "the thread exits with %zu wgmma.mma_async not retired by wgmma.wait_group (their "
+        "accumulators were never "
+        "valid)",
+        u.wgmma.size());
   }
   // TMA stores still in flight complete, as on a GPU; their source must still hold.
   sm90::bulk_wait(0, false);
@@ -968,33 +1097,44 @@ inline void hopper_thread_exit(ThreadCtx& t) {
 
 inline void hopper_block_end(BlockRunner& r) {
   HopperBlock* h = r.hopper;
-  if (h == nullptr || !h->used) return;
+  if (h == nullptr || !h->used)
+    return;
   for (const sm90::TmaLoad& l : h->loads) {
     for (const sm90::Barrier& b : h->barriers) {
-      if (b.addr != l.barrier) continue;
+      if (b.addr != l.barrier)
+        continue;
       if (l.phase < b.phase) {
-        fail("a TMA load into shared address 0x%05x (%zu bytes, issued by thread %u) completed phase %llu of the "
-             "mbarrier at 0x%05x, but no thread waited on that phase: its data was never observed (a missing wait "
-             "on the full barrier?)",
-             sm90::addr_of(l.dst), l.bytes, l.thread, l.phase, b.addr);
+        fail(
+            "a TMA load into shared address 0x%05x (%zu bytes, issued by thread %u) completed "
+            "phase %llu of the "
+            "mbarrier at 0x%05x, but no thread waited on that phase: its data was never observed "
+            "(a missing wait "
+            "on the full barrier?)",
+            sm90::addr_of(l.dst), l.bytes, l.thread, l.phase, b.addr);
       }
-      fail("a TMA load into shared address 0x%05x (%zu bytes, issued by thread %u) never completed at the end of the "
-           "block: %s",
-           sm90::addr_of(l.dst), l.bytes, l.thread, sm90::describe_barrier(b).c_str());
+      fail(
+          "a TMA load into shared address 0x%05x (%zu bytes, issued by thread %u) never completed "
+          "at the end of the "
+          "block: %s",
+          sm90::addr_of(l.dst), l.bytes, l.thread, sm90::describe_barrier(b).c_str());
     }
   }
   for (const sm90::Barrier& b : h->barriers) {
-    if (b.tx < 0) fail("at the end of the block, %s", sm90::describe_barrier(b).c_str());
+    if (b.tx < 0)
+      fail("at the end of the block, %s", sm90::describe_barrier(b).c_str());
   }
 }
 
-inline void hopper_free(HopperBlock* h) { delete h; }
+inline void hopper_free(HopperBlock* h) {
+  delete h;
+}
 
 // Lets threads waiting at wgmma.wait_group go on once nothing else can run;
 // true when one could. Called by BlockRunner when the block stalls.
 inline bool hopper_on_stall(BlockRunner& r) {
   HopperBlock* h = r.hopper;
-  if (h == nullptr || !h->used) return false;
+  if (h == nullptr || !h->used)
+    return false;
   bool any = false;
   for (unsigned i = 0; i < h->threads.size(); ++i) {
     sm90::HopperThread& t = h->threads[i];
@@ -1003,22 +1143,27 @@ inline bool hopper_on_stall(BlockRunner& r) {
       any = true;
     }
   }
-  if (any) r.wake_waiters();
+  if (any)
+    r.wake_waiters();
   return any;
 }
 
 // What the block's mbarriers still miss, for a deadlock report.
 inline std::string hopper_report(const BlockRunner& r) {
   const HopperBlock* h = r.hopper;
-  if (h == nullptr || !h->used) return "";
+  if (h == nullptr || !h->used)
+    return "";
   std::string out;
   for (const sm90::Barrier& b : h->barriers) {
-    if (b.pending != b.count || b.tx != 0) out += "  " + sm90::describe_barrier(b) + "\n";
+    if (b.pending != b.count || b.tx != 0)
+      out += "  " + sm90::describe_barrier(b) + "\n";
   }
   for (const sm90::Barrier& b : h->barriers) {
     if (b.pending == b.count && b.tx == 0) {
-      out += format("  mbarrier at shared address 0x%05x: phase %llu (parity %llu): none of %u arrivals yet\n", b.addr,
-                    b.phase, b.phase & 1, b.count);
+      out += format(
+          "  mbarrier at shared address 0x%05x: phase %llu (parity %llu): none of %u arrivals "
+          "yet\n",
+          b.addr, b.phase, b.phase & 1, b.count);
     }
   }
   return out;
@@ -1030,9 +1175,10 @@ inline std::string hopper_report(const BlockRunner& r) {
 // ISA (tests/test_cuda_sm90_cute_oracle.py): the shared address of element
 // (mn, k) of a wgmma operand, and the (m, n) of accumulator value i of
 // warpgroup thread t.
-GG_EMU_API unsigned gg_emu_sm90_operand_address(unsigned long long desc, int mn_major, unsigned elem_bytes, unsigned mn,
-                                                unsigned k) {
-  return gg::emu::sm90::operand_address(gg::emu::sm90::decode_desc(desc), mn_major != 0, elem_bytes, mn, k);
+GG_EMU_API unsigned gg_emu_sm90_operand_address(unsigned long long desc, int mn_major,
+                                                unsigned elem_bytes, unsigned mn, unsigned k) {
+  return gg::emu::sm90::operand_address(gg::emu::sm90::decode_desc(desc), mn_major != 0, elem_bytes,
+                                        mn, k);
 }
 GG_EMU_API void gg_emu_sm90_accumulator_coord(unsigned t, unsigned i, unsigned* m, unsigned* n) {
   gg::emu::sm90::accumulator_coord(t, i, m, n);
