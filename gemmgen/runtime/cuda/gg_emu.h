@@ -252,7 +252,8 @@ struct LaunchBoundsRegistration {
 // Per-thread state.
 
 enum class Schedule { run_ahead, reverse };
-enum class State : unsigned char { runnable, at_barrier, at_collective, exited };
+// at_wait: blocked until a condition holds (an mbarrier phase, gg_emu_sm90.h).
+enum class State : unsigned char { runnable, at_barrier, at_collective, at_wait, exited };
 
 // Computes lane `lane`'s output of a warp-collective from every lane's input
 // (ins[l] is null for lanes outside the mask).
@@ -267,6 +268,16 @@ struct CpAsyncCopy {
 };
 
 class BlockRunner;
+
+// The Hopper model (gg_emu_sm90.h): per-block state and the runner's hooks.
+struct HopperBlock;
+struct ThreadCtx;
+inline void hopper_block_begin(BlockRunner& r);
+inline void hopper_block_end(BlockRunner& r);
+inline void hopper_thread_exit(ThreadCtx& t);
+inline void hopper_free(HopperBlock* h);
+inline std::string hopper_report(const BlockRunner& r);
+inline bool hopper_on_stall(BlockRunner& r);
 
 struct ThreadCtx {
   uint3 thread_idx{};
@@ -283,6 +294,9 @@ struct ThreadCtx {
   const void* in = nullptr;
   void* out = nullptr;
   CollectiveFn fn = nullptr;
+  // The condition this thread waits for (state == at_wait; `op` describes it).
+  bool (*wait_ready)(const void*) = nullptr;
+  const void* wait_arg = nullptr;
   // cp.async copies not yet landed; `group` counts commit_group calls.
   std::vector<CpAsyncCopy> cp_pending;
   unsigned cp_committed = 0;
@@ -744,6 +758,7 @@ class BlockRunner {
     munmap(stacks_, stacks_bytes_);
     mc::worker_end();
 #endif
+    hopper_free(hopper);
   }
 
   BlockRunner(const BlockRunner&) = delete;
@@ -769,11 +784,13 @@ class BlockRunner {
       t.cp_pending.clear();
       t.cp_committed = 0;
     }
+    hopper_block_begin(*this);
     tls.runner = this;
 #if defined(GG_EMU_TSAN)
     run_threads();
 #else
     run_fibers();
+    hopper_block_end(*this);
     mc::block_end();
 #endif
     tls.runner = nullptr;
@@ -799,19 +816,51 @@ class BlockRunner {
   void thread_exit(ThreadCtx& t) {
     // Copies in flight still land on a GPU after the thread has exited.
     land_cp_async(t, ~0u);
+    hopper_thread_exit(t);
     Guard g = guard();
     t.state = State::exited;
     --n_live_;
     --n_runnable_;
     ++n_exited_;
     if (n_barrier_ != 0 && n_barrier_ == n_live_) fail_barrier_after_exit();
-    if (n_live_ != 0 && n_runnable_ == 0) deadlock();
+    if (n_live_ != 0 && n_runnable_ == 0) stalled();
   }
 
   GG_EMU_ALWAYS_INLINE unsigned lanes_present(unsigned warp) const {
     const unsigned n = std::min(kWarpSize, nthreads_ - warp * kWarpSize);
     return n == kWarpSize ? 0xffffffffu : (1u << n) - 1u;
   }
+
+  // Blocks the thread until `ready(arg)` holds (checked now and at every
+  // wake_waiters); `what` describes the wait in a deadlock report. Fiber mode.
+  GG_EMU_UNCHECKED void wait_until(ThreadCtx& t, const char* what, bool (*ready)(const void*), const void* arg) {
+    Guard g = guard();
+    if (ready(arg)) return;
+    t.op = what;
+    t.wait_ready = ready;
+    t.wait_arg = arg;
+    t.state = State::at_wait;
+    --n_runnable_;
+    if (n_runnable_ == 0) stalled();
+    suspend(t, g);
+  }
+
+  // Makes every waiting thread whose condition now holds runnable.
+  GG_EMU_UNCHECKED void wake_waiters() {
+    for (ThreadCtx& u : threads_) {
+      if (u.state == State::at_wait && u.wait_ready(u.wait_arg)) {
+        u.op = nullptr;
+        make_runnable(u);
+      }
+    }
+    notify();
+  }
+
+  const SharedRegion& shared_region() const { return shared_; }
+  unsigned num_threads() const { return nthreads_; }
+  ThreadCtx& thread(unsigned linear) { return threads_[linear]; }
+  // The Hopper model's state of the current block (gg_emu_sm90.h).
+  HopperBlock* hopper = nullptr;
 
   // True when [p, p + bytes) lies in this block's shared memory. Only exact in
   // fiber mode; TSan mode cannot see static __shared__ in templates.
@@ -860,7 +909,7 @@ class BlockRunner {
 #endif
       return;
     }
-    if (n_runnable_ == 0) deadlock();
+    if (n_runnable_ == 0) stalled();
     suspend(t, g);
   }
 
@@ -922,7 +971,7 @@ class BlockRunner {
       notify();
       return;  // the last lane to arrive carries on
     }
-    if (n_runnable_ == 0) deadlock();
+    if (n_runnable_ == 0) stalled();
     suspend(t, g);
   }
 
@@ -995,6 +1044,8 @@ class BlockRunner {
         return "wait at __syncthreads";
       case State::at_collective:
         return format("wait at %s (mask 0x%08x)", t.op, t.mask);
+      case State::at_wait:
+        return format("wait at %s", t.op);
       case State::exited:
         return "exited";
     }
@@ -1014,9 +1065,15 @@ class BlockRunner {
     return out;
   }
 
+  // No thread can run: threads waiting at wgmma.wait_group may go on
+  // (gg_emu_sm90.h); otherwise a deadlock.
+  void stalled() {
+    if (!hopper_on_stall(*this)) deadlock();
+  }
+
   [[noreturn]] void deadlock() const {
-    fail("deadlock in block (%u,%u,%u): no thread of the block can make progress\n%s", block_idx_.x, block_idx_.y,
-         block_idx_.z, thread_states().c_str());
+    fail("deadlock in block (%u,%u,%u): no thread of the block can make progress\n%s%s", block_idx_.x, block_idx_.y,
+         block_idx_.z, thread_states().c_str(), hopper_report(*this).c_str());
   }
 
   [[noreturn]] void fail_barrier_after_exit() const {
@@ -1616,6 +1673,9 @@ GG_EMU_API void gg_emu_check_buffers() { gg::emu::check_canaries(); }
 GG_EMU_API int gg_emu_run_request(const char* request_path, const char* response_path) {
   return gg::emu::run_request(request_path, response_path);
 }
+
+// The Hopper machinery: mbarrier, TMA, tensor maps, wgmma (gg_emu_sm90.h).
+#include "gg_emu_sm90.h"
 
 // The CUDA runtime API for host code, and host programs (gg_emu_run_host).
 #include "gg_emu_cudart.h"

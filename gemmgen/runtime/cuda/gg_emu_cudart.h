@@ -26,6 +26,8 @@
 //   cudaStreamSynchronize has nothing to wait for;
 // - errors: each failed call returns its cudaError_t, records it as the
 //   thread's last error and prints "gg-emu: rejected: <why>" on stderr.
+// - cudaGetDriverEntryPoint[ByVersion] finds cuTensorMapEncodeTiled, the
+//   emulator's (gg_emu_sm90.h), with the driver's checks and CUresults;
 // Not modelled: events, graphs, pinned or managed memory, peer access,
 // several devices, asynchronous overlap, sticky errors (a kernel fault ends
 // the process instead, status 70 / 71).
@@ -479,6 +481,33 @@ GG_EMU_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const 
 GG_EMU_CUDART cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, std::size_t smem,
                                            cudaStream_t stream) {
   return gg::emu::api_launch(func, grid, block, args, smem, stream);
+}
+
+// The driver entry points host code may look up: cuTensorMapEncodeTiled (the
+// emulator's, gg_emu_sm90.h), so that launchers need no -lcuda.
+inline cudaError_t gg_emu_driver_entry_point(const char* symbol, void** fn, cudaDriverEntryPointQueryResult* status) {
+  using namespace gg::emu;
+  if (symbol != nullptr && std::strcmp(symbol, "cuTensorMapEncodeTiled") == 0) {
+    *fn = reinterpret_cast<void*>(&sm90::encode_tiled);
+    if (status != nullptr) *status = cudaDriverEntryPointSuccess;
+    return cudaSuccess;
+  }
+  *fn = nullptr;
+  if (status != nullptr) *status = cudaDriverEntryPointSymbolNotFound;
+  std::fprintf(stderr, "gg-emu: note: cudaGetDriverEntryPoint(%s): not a driver function the emulator provides\n",
+               symbol != nullptr ? symbol : "(null)");
+  return cudaSuccess;
+}
+
+GG_EMU_CUDART cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned long long,
+                                                  cudaDriverEntryPointQueryResult* driverStatus) {
+  return gg_emu_driver_entry_point(symbol, funcPtr, driverStatus);
+}
+
+GG_EMU_CUDART cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int,
+                                                           unsigned long long,
+                                                           cudaDriverEntryPointQueryResult* driverStatus) {
+  return gg_emu_driver_entry_point(symbol, funcPtr, driverStatus);
 }
 
 // cuda_runtime.h gives these overloads for kernels named by their function
