@@ -1,6 +1,6 @@
 """The CUDA M dispatchers (gemmgen/backends/cuda_dispatch.py).
 
-Seed 002's `dense_mm_bf16` as a spec: M == 1 -> GEMV, M <= 8 -> batched
+An M-dispatched dense bf16 GEMM (`dense_mm_bf16`) as a spec: M == 1 -> GEMV, M <= 8 -> batched
 GEMV, else the tile GEMM. Checked here:
 
 - the Python `pick()` and the C++ `<name>_pick()` (the header compiled with

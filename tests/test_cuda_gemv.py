@@ -55,7 +55,7 @@ defaults {
   backends cuda
 }
 
-# Seed 002's dense_gemv_fp8w: W8A16 GEMV, e4m3 weights, here with
+# dense_gemv_fp8w: W8A16 GEMV, e4m3 weights, here with
 # DeepSeek-style block scales (small blocks, so the test shapes cross them).
 kernel gemv_w8a16 {
   rhs e4m3 [n, k]
