@@ -21,7 +21,7 @@
 struct DenseMmBf16Args {
   const __nv_bfloat16* lhs = nullptr;  // [m, k] the activations
   const __nv_bfloat16* rhs = nullptr;  // [n, k] the weights
-  __nv_bfloat16* out = nullptr;  // [m, n] the result
+  const __nv_bfloat16* out = nullptr;  // [m, n] the result
   int m = 0;
   int k = 0;
   int n = 0;
