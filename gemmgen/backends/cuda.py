@@ -89,17 +89,23 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     return kind.launch_plan(kernel, spec)
 
 
-def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
+def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
+    """One kernel's three files: the kernel(s), the C++ and the Python launcher."""
     header = header_text(spec.path)
-    files: dict[PurePosixPath, str] = {}
     base = PurePosixPath("cuda")
+    lp = plan(kernel, spec)
+    return {
+        base / f"{kernel.name}.cu": render_template(lp.template, header=header, plan=lp.detail,
+                                                    launch=lp),
+        base / f"{kernel.name}.h": render_template("cuda/launcher.h.j2", header=header, plan=lp),
+        base / f"{kernel.name}.py": render_template("cuda/launcher.py.j2", header=header, plan=lp),
+    }
+
+
+def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
+    files: dict[PurePosixPath, str] = {}
     for k in spec.kernels_for(ir.Backend.CUDA):
-        lp = plan(k, spec)
-        files[base / f"{k.name}.cu"] = render_template(lp.template, header=header, plan=lp.detail,
-                                                       launch=lp)
-        files[base / f"{k.name}.h"] = render_template("cuda/launcher.h.j2", header=header, plan=lp)
-        files[base / f"{k.name}.py"] = render_template("cuda/launcher.py.j2", header=header,
-                                                       plan=lp)
+        files.update(render_kernel(k, spec))
     dispatch = _optional("cuda_dispatch")
     for d in spec.dispatches:
         arms = [spec.kernel(r.kernel) for r in d.rules]

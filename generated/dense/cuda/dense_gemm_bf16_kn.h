@@ -118,7 +118,7 @@ struct DenseGemmBf16KnArgs {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_dense_gemm_bf16_kn uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int dense_gemm_bf16_kn_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
                                         [[maybe_unused]] long long k) {
   // 128x128x32, default
@@ -126,7 +126,7 @@ inline int dense_gemm_bf16_kn_pick_tile([[maybe_unused]] long long m, [[maybe_un
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_dense_gemm_bf16_kn makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int dense_gemm_bf16_kn_launches(const DenseGemmBf16KnArgs& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -153,8 +153,8 @@ inline int dense_gemm_bf16_kn_launches(const DenseGemmBf16KnArgs& a, GgLaunch (&
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_dense_gemm_bf16_kn queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* dense_gemm_bf16_kn_launch_error(const DenseGemmBf16KnArgs& a,
                                                    long long smem_limit) {
   GgLaunch launches[1];
@@ -201,7 +201,7 @@ inline const char* dense_gemm_bf16_kn_validate(const DenseGemmBf16KnArgs& a) {
   if (reinterpret_cast<std::uintptr_t>(a.rhs) % 16 != 0) {
     return "dense_gemm_bf16_kn: rhs must be 16-byte aligned";
   }
-  // Shared memory: launch_dense_gemm_bf16_kn asks the device.
+  // Shared memory: the launcher asks the device.
   return dense_gemm_bf16_kn_launch_error(a, -1);
 }
 

@@ -118,7 +118,7 @@ struct DenseGemvBatchedBf16Args {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_dense_gemv_batched_bf16 uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int dense_gemv_batched_bf16_pick_tile([[maybe_unused]] long long m,
                                              [[maybe_unused]] long long n, long long k) {
   // 16-byte loads, specs/dense.gemm
@@ -130,7 +130,7 @@ inline int dense_gemv_batched_bf16_pick_tile([[maybe_unused]] long long m,
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_dense_gemv_batched_bf16 makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int dense_gemv_batched_bf16_launches(const DenseGemvBatchedBf16Args& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -170,8 +170,8 @@ inline int dense_gemv_batched_bf16_launches(const DenseGemvBatchedBf16Args& a, G
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_dense_gemv_batched_bf16 queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* dense_gemv_batched_bf16_launch_error(const DenseGemvBatchedBf16Args& a,
                                                         long long smem_limit) {
   GgLaunch launches[1];
@@ -219,7 +219,7 @@ inline const char* dense_gemv_batched_bf16_validate(const DenseGemvBatchedBf16Ar
   if (reinterpret_cast<std::uintptr_t>(a.out) % 2 != 0) {
     return "dense_gemv_batched_bf16: out must be 2-byte aligned";
   }
-  // Shared memory: launch_dense_gemv_batched_bf16 asks the device.
+  // Shared memory: the launcher asks the device.
   return dense_gemv_batched_bf16_launch_error(a, -1);
 }
 

@@ -117,7 +117,7 @@ struct DenseGemvBf16Args {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_dense_gemv_bf16 uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int dense_gemv_bf16_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
                                      long long k) {
   // 16-byte loads, specs/dense.gemm
@@ -129,7 +129,7 @@ inline int dense_gemv_bf16_pick_tile([[maybe_unused]] long long m, [[maybe_unuse
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_dense_gemv_bf16 makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int dense_gemv_bf16_launches(const DenseGemvBf16Args& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -169,8 +169,8 @@ inline int dense_gemv_bf16_launches(const DenseGemvBf16Args& a, GgLaunch (&out)[
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_dense_gemv_bf16 queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* dense_gemv_bf16_launch_error(const DenseGemvBf16Args& a, long long smem_limit) {
   GgLaunch launches[1];
   const int count = dense_gemv_bf16_launches(a, launches);
@@ -217,7 +217,7 @@ inline const char* dense_gemv_bf16_validate(const DenseGemvBf16Args& a) {
   if (reinterpret_cast<std::uintptr_t>(a.out) % 2 != 0) {
     return "dense_gemv_bf16: out must be 2-byte aligned";
   }
-  // Shared memory: launch_dense_gemv_bf16 asks the device.
+  // Shared memory: the launcher asks the device.
   return dense_gemv_bf16_launch_error(a, -1);
 }
 

@@ -120,7 +120,7 @@ struct Fp8Fp8GemmTile128x128x64Args {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_fp8_fp8_gemm_tile_128x128x64 uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int fp8_fp8_gemm_tile_128x128x64_pick_tile([[maybe_unused]] long long m,
                                                   [[maybe_unused]] long long n,
                                                   [[maybe_unused]] long long k) {
@@ -129,7 +129,7 @@ inline int fp8_fp8_gemm_tile_128x128x64_pick_tile([[maybe_unused]] long long m,
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_fp8_fp8_gemm_tile_128x128x64 makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int fp8_fp8_gemm_tile_128x128x64_launches(const Fp8Fp8GemmTile128x128x64Args& a,
                                                  GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
@@ -157,8 +157,8 @@ inline int fp8_fp8_gemm_tile_128x128x64_launches(const Fp8Fp8GemmTile128x128x64A
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_fp8_fp8_gemm_tile_128x128x64 queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* fp8_fp8_gemm_tile_128x128x64_launch_error(const Fp8Fp8GemmTile128x128x64Args& a,
                                                              long long smem_limit) {
   GgLaunch launches[1];
@@ -202,7 +202,7 @@ inline const char* fp8_fp8_gemm_tile_128x128x64_validate(const Fp8Fp8GemmTile128
   if (reinterpret_cast<std::uintptr_t>(a.rhs) % 16 != 0) {
     return "fp8_fp8_gemm_tile_128x128x64: rhs must be 16-byte aligned";
   }
-  // Shared memory: launch_fp8_fp8_gemm_tile_128x128x64 asks the device.
+  // Shared memory: the launcher asks the device.
   return fp8_fp8_gemm_tile_128x128x64_launch_error(a, -1);
 }
 

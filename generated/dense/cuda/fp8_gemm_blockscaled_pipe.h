@@ -124,7 +124,7 @@ struct Fp8GemmBlockscaledPipeArgs {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_fp8_gemm_blockscaled_pipe uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int fp8_gemm_blockscaled_pipe_pick_tile([[maybe_unused]] long long m,
                                                [[maybe_unused]] long long n,
                                                [[maybe_unused]] long long k) {
@@ -133,7 +133,7 @@ inline int fp8_gemm_blockscaled_pipe_pick_tile([[maybe_unused]] long long m,
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_fp8_gemm_blockscaled_pipe makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int fp8_gemm_blockscaled_pipe_launches(const Fp8GemmBlockscaledPipeArgs& a,
                                               GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
@@ -161,8 +161,8 @@ inline int fp8_gemm_blockscaled_pipe_launches(const Fp8GemmBlockscaledPipeArgs& 
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_fp8_gemm_blockscaled_pipe queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* fp8_gemm_blockscaled_pipe_launch_error(const Fp8GemmBlockscaledPipeArgs& a,
                                                           long long smem_limit) {
   GgLaunch launches[1];
@@ -218,7 +218,7 @@ inline const char* fp8_gemm_blockscaled_pipe_validate(const Fp8GemmBlockscaledPi
   if (reinterpret_cast<std::uintptr_t>(a.rhs_scale) % 4 != 0) {
     return "fp8_gemm_blockscaled_pipe: rhs_scale must be 4-byte aligned";
   }
-  // Shared memory: launch_fp8_gemm_blockscaled_pipe asks the device.
+  // Shared memory: the launcher asks the device.
   return fp8_gemm_blockscaled_pipe_launch_error(a, -1);
 }
 

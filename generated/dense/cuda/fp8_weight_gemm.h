@@ -120,7 +120,7 @@ struct Fp8WeightGemmArgs {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_fp8_weight_gemm uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int fp8_weight_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
                                      [[maybe_unused]] long long k) {
   // 128x128x32, default
@@ -128,7 +128,7 @@ inline int fp8_weight_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unuse
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_fp8_weight_gemm makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -155,8 +155,8 @@ inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_fp8_weight_gemm queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* fp8_weight_gemm_launch_error(const Fp8WeightGemmArgs& a, long long smem_limit) {
   GgLaunch launches[1];
   const int count = fp8_weight_gemm_launches(a, launches);
@@ -205,7 +205,7 @@ inline const char* fp8_weight_gemm_validate(const Fp8WeightGemmArgs& a) {
   if (reinterpret_cast<std::uintptr_t>(a.rhs_scale) % 4 != 0) {
     return "fp8_weight_gemm: rhs_scale must be 4-byte aligned";
   }
-  // Shared memory: launch_fp8_weight_gemm asks the device.
+  // Shared memory: the launcher asks the device.
   return fp8_weight_gemm_launch_error(a, -1);
 }
 

@@ -119,7 +119,7 @@ struct PerTokenGroupQuantFp8OutScaleE8m0Args {
   int k = 0;
 };
 
-// The tile of the spec's LUT that launch_per_token_group_quant_fp8_out_scale_e8m0 uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int per_token_group_quant_fp8_out_scale_e8m0_pick_tile([[maybe_unused]] long long m,
                                                               [[maybe_unused]] long long n,
                                                               long long k) {
@@ -132,7 +132,7 @@ inline int per_token_group_quant_fp8_out_scale_e8m0_pick_tile([[maybe_unused]] l
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_per_token_group_quant_fp8_out_scale_e8m0 makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int per_token_group_quant_fp8_out_scale_e8m0_launches(
     const PerTokenGroupQuantFp8OutScaleE8m0Args& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
@@ -172,8 +172,8 @@ inline int per_token_group_quant_fp8_out_scale_e8m0_launches(
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_per_token_group_quant_fp8_out_scale_e8m0 queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* per_token_group_quant_fp8_out_scale_e8m0_launch_error(
     const PerTokenGroupQuantFp8OutScaleE8m0Args& a, long long smem_limit) {
   GgLaunch launches[1];
@@ -214,7 +214,7 @@ inline const char* per_token_group_quant_fp8_out_scale_e8m0_validate(
   if (reinterpret_cast<std::uintptr_t>(a.out) % 8 != 0) {
     return "per_token_group_quant_fp8_out_scale_e8m0: out must be 8-byte aligned";
   }
-  // Shared memory: launch_per_token_group_quant_fp8_out_scale_e8m0 asks the device.
+  // Shared memory: the launcher asks the device.
   return per_token_group_quant_fp8_out_scale_e8m0_launch_error(a, -1);
 }
 

@@ -122,7 +122,7 @@ struct W4a16GemmArgs {
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_w4a16_gemm uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int w4a16_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
                                 [[maybe_unused]] long long k) {
   // 64x128x64, default
@@ -130,7 +130,7 @@ inline int w4a16_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] l
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_w4a16_gemm makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -157,8 +157,8 @@ inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1]) {
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_w4a16_gemm queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* w4a16_gemm_launch_error(const W4a16GemmArgs& a, long long smem_limit) {
   GgLaunch launches[1];
   const int count = w4a16_gemm_launches(a, launches);
@@ -210,7 +210,7 @@ inline const char* w4a16_gemm_validate(const W4a16GemmArgs& a) {
   if (reinterpret_cast<std::uintptr_t>(a.rhs_scale) % 4 != 0) {
     return "w4a16_gemm: rhs_scale must be 4-byte aligned";
   }
-  // Shared memory: launch_w4a16_gemm asks the device.
+  // Shared memory: the launcher asks the device.
   return w4a16_gemm_launch_error(a, -1);
 }
 

@@ -128,7 +128,7 @@ struct GmmBf16Args {
   void* workspace = nullptr;
 };
 
-// The tile of the spec's LUT that launch_gmm_bf16 uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int gmm_bf16_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
                               [[maybe_unused]] long long k) {
   // 128x128x128, default
@@ -152,7 +152,7 @@ inline size_t gmm_bf16_workspace_bytes(const GmmBf16Args& a) {
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_gmm_bf16 makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int gmm_bf16_launches(const GmmBf16Args& a, GgLaunch (&out)[3]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -200,8 +200,8 @@ inline int gmm_bf16_launches(const GmmBf16Args& a, GgLaunch (&out)[3]) {
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_gmm_bf16 queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* gmm_bf16_launch_error(const GmmBf16Args& a, long long smem_limit) {
   GgLaunch launches[3];
   const int count = gmm_bf16_launches(a, launches);
@@ -265,7 +265,7 @@ inline const char* gmm_bf16_validate(const GmmBf16Args& a) {
   if (reinterpret_cast<std::uintptr_t>(a.workspace) % 16 != 0) {
     return "gmm_bf16: workspace must be 16-byte aligned";
   }
-  // Shared memory: launch_gmm_bf16 asks the device.
+  // Shared memory: the launcher asks the device.
   return gmm_bf16_launch_error(a, -1);
 }
 

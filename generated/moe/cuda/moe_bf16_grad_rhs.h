@@ -128,7 +128,7 @@ struct MoeBf16GradRhsArgs {
   int group_offset = 0;
 };
 
-// The tile of the spec's LUT that launch_moe_bf16_grad_rhs uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int moe_bf16_grad_rhs_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
                                        [[maybe_unused]] long long k) {
   // 32x128x128, default
@@ -136,7 +136,7 @@ inline int moe_bf16_grad_rhs_pick_tile([[maybe_unused]] long long m, [[maybe_unu
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_moe_bf16_grad_rhs makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int moe_bf16_grad_rhs_launches(const MoeBf16GradRhsArgs& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -165,8 +165,8 @@ inline int moe_bf16_grad_rhs_launches(const MoeBf16GradRhsArgs& a, GgLaunch (&ou
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_moe_bf16_grad_rhs queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* moe_bf16_grad_rhs_launch_error(const MoeBf16GradRhsArgs& a,
                                                   long long smem_limit) {
   GgLaunch launches[1];
@@ -242,7 +242,7 @@ inline const char* moe_bf16_grad_rhs_validate(const MoeBf16GradRhsArgs& a) {
   if (reinterpret_cast<std::uintptr_t>(a.out) % 8 != 0) {
     return "moe_bf16_grad_rhs: out must be 8-byte aligned";
   }
-  // Shared memory: launch_moe_bf16_grad_rhs asks the device.
+  // Shared memory: the launcher asks the device.
   return moe_bf16_grad_rhs_launch_error(a, -1);
 }
 

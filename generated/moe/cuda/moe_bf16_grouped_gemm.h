@@ -128,7 +128,7 @@ struct MoeBf16GroupedGemmArgs {
   void* workspace = nullptr;
 };
 
-// The tile of the spec's LUT that launch_moe_bf16_grouped_gemm uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int moe_bf16_grouped_gemm_pick_tile([[maybe_unused]] long long m,
                                            [[maybe_unused]] long long n,
                                            [[maybe_unused]] long long k) {
@@ -153,7 +153,7 @@ inline size_t moe_bf16_grouped_gemm_workspace_bytes(const MoeBf16GroupedGemmArgs
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_moe_bf16_grouped_gemm makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int moe_bf16_grouped_gemm_launches(const MoeBf16GroupedGemmArgs& a, GgLaunch (&out)[3]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -201,8 +201,8 @@ inline int moe_bf16_grouped_gemm_launches(const MoeBf16GroupedGemmArgs& a, GgLau
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_moe_bf16_grouped_gemm queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* moe_bf16_grouped_gemm_launch_error(const MoeBf16GroupedGemmArgs& a,
                                                       long long smem_limit) {
   GgLaunch launches[3];
@@ -267,7 +267,7 @@ inline const char* moe_bf16_grouped_gemm_validate(const MoeBf16GroupedGemmArgs& 
   if (reinterpret_cast<std::uintptr_t>(a.workspace) % 16 != 0) {
     return "moe_bf16_grouped_gemm: workspace must be 16-byte aligned";
   }
-  // Shared memory: launch_moe_bf16_grouped_gemm asks the device.
+  // Shared memory: the launcher asks the device.
   return moe_bf16_grouped_gemm_launch_error(a, -1);
 }
 

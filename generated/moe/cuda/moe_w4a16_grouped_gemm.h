@@ -133,7 +133,7 @@ struct MoeW4a16GroupedGemmArgs {
   void* workspace = nullptr;
 };
 
-// The tile of the spec's LUT that launch_moe_w4a16_grouped_gemm uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int moe_w4a16_grouped_gemm_pick_tile([[maybe_unused]] long long m,
                                             [[maybe_unused]] long long n,
                                             [[maybe_unused]] long long k) {
@@ -158,7 +158,7 @@ inline size_t moe_w4a16_grouped_gemm_workspace_bytes(const MoeW4a16GroupedGemmAr
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_moe_w4a16_grouped_gemm makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int moe_w4a16_grouped_gemm_launches(const MoeW4a16GroupedGemmArgs& a, GgLaunch (&out)[3]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -206,8 +206,8 @@ inline int moe_w4a16_grouped_gemm_launches(const MoeW4a16GroupedGemmArgs& a, GgL
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_moe_w4a16_grouped_gemm queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* moe_w4a16_grouped_gemm_launch_error(const MoeW4a16GroupedGemmArgs& a,
                                                        long long smem_limit) {
   GgLaunch launches[3];
@@ -281,7 +281,7 @@ inline const char* moe_w4a16_grouped_gemm_validate(const MoeW4a16GroupedGemmArgs
   if (reinterpret_cast<std::uintptr_t>(a.workspace) % 16 != 0) {
     return "moe_w4a16_grouped_gemm: workspace must be 16-byte aligned";
   }
-  // Shared memory: launch_moe_w4a16_grouped_gemm asks the device.
+  // Shared memory: the launcher asks the device.
   return moe_w4a16_grouped_gemm_launch_error(a, -1);
 }
 

@@ -135,7 +135,7 @@ struct MoeW8a16GroupedGemmRhsE4m3Args {
   void* workspace = nullptr;
 };
 
-// The tile of the spec's LUT that launch_moe_w8a16_grouped_gemm_rhs_e4m3 uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int moe_w8a16_grouped_gemm_rhs_e4m3_pick_tile([[maybe_unused]] long long m,
                                                      [[maybe_unused]] long long n,
                                                      [[maybe_unused]] long long k) {
@@ -161,7 +161,7 @@ inline size_t moe_w8a16_grouped_gemm_rhs_e4m3_workspace_bytes(
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_moe_w8a16_grouped_gemm_rhs_e4m3 makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int moe_w8a16_grouped_gemm_rhs_e4m3_launches(const MoeW8a16GroupedGemmRhsE4m3Args& a,
                                                     GgLaunch (&out)[3]) {
   [[maybe_unused]] const long long m = a.m;
@@ -210,8 +210,8 @@ inline int moe_w8a16_grouped_gemm_rhs_e4m3_launches(const MoeW8a16GroupedGemmRhs
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_moe_w8a16_grouped_gemm_rhs_e4m3 queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* moe_w8a16_grouped_gemm_rhs_e4m3_launch_error(
     const MoeW8a16GroupedGemmRhsE4m3Args& a, long long smem_limit) {
   GgLaunch launches[3];
@@ -286,7 +286,7 @@ inline const char* moe_w8a16_grouped_gemm_rhs_e4m3_validate(
   if (reinterpret_cast<std::uintptr_t>(a.workspace) % 16 != 0) {
     return "moe_w8a16_grouped_gemm_rhs_e4m3: workspace must be 16-byte aligned";
   }
-  // Shared memory: launch_moe_w8a16_grouped_gemm_rhs_e4m3 asks the device.
+  // Shared memory: the launcher asks the device.
   return moe_w8a16_grouped_gemm_rhs_e4m3_launch_error(a, -1);
 }
 

@@ -133,7 +133,7 @@ struct MoeW8a8GateupSiluArgs {
   void* workspace = nullptr;
 };
 
-// The tile of the spec's LUT that launch_moe_w8a8_gateup_silu uses for a shape.
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
 inline int moe_w8a8_gateup_silu_pick_tile([[maybe_unused]] long long m,
                                           [[maybe_unused]] long long n,
                                           [[maybe_unused]] long long k) {
@@ -158,7 +158,7 @@ inline size_t moe_w8a8_gateup_silu_workspace_bytes(const MoeW8a8GateupSiluArgs& 
 }
 
 // The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). launch_moe_w8a8_gateup_silu makes exactly these.
+// is nothing to compute). The launcher below makes exactly these.
 inline int moe_w8a8_gateup_silu_launches(const MoeW8a8GateupSiluArgs& a, GgLaunch (&out)[3]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
@@ -206,8 +206,8 @@ inline int moe_w8a8_gateup_silu_launches(const MoeW8a8GateupSiluArgs& a, GgLaunc
 
 // nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_moe_w8a8_gateup_silu queries);
-// else why not.
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
 inline const char* moe_w8a8_gateup_silu_launch_error(const MoeW8a8GateupSiluArgs& a,
                                                      long long smem_limit) {
   GgLaunch launches[3];
@@ -287,7 +287,7 @@ inline const char* moe_w8a8_gateup_silu_validate(const MoeW8a8GateupSiluArgs& a)
   if (reinterpret_cast<std::uintptr_t>(a.workspace) % 16 != 0) {
     return "moe_w8a8_gateup_silu: workspace must be 16-byte aligned";
   }
-  // Shared memory: launch_moe_w8a8_gateup_silu asks the device.
+  // Shared memory: the launcher asks the device.
   return moe_w8a8_gateup_silu_launch_error(a, -1);
 }
 
