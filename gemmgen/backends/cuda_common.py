@@ -628,9 +628,9 @@ class Step:
                         ");", 6)
 
     def cpp_launch(self, i: int) -> str:
-        """The launch of step `i` of launch_<name>, with `launches[i]`'s sizes."""
-        return cpp_call(f"{self.entry}<<<gg_grid(launches[{i}]), gg_block(launches[{i}]), "
-                        f"launches[{i}].smem, stream>>>(", list(self.cpp_args), ");", 6)
+        """The launch of step `i` of launch_<name>, with the sizes of `l[i]`."""
+        return cpp_call(f"{self.entry}<<<gg_grid(l[{i}]), gg_block(l[{i}]), l[{i}].smem, stream>>>(",
+                        list(self.cpp_args), ");", 6)
 
     def py_launch(self, indent: int) -> str:
         """`Launch(...)` of this step, an item of a list (ends in ",")."""

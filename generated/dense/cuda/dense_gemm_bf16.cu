@@ -224,8 +224,8 @@ cudaError_t launch_dense_gemm_bf16(const DenseGemmBf16Args& a, cudaStream_t stre
   if (dense_gemm_bf16_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (dense_gemm_bf16_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (dense_gemm_bf16_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -253,7 +253,7 @@ cudaError_t launch_dense_gemm_bf16(const DenseGemmBf16Args& a, cudaStream_t stre
       if (err != cudaSuccess) {
         return err;
       }
-      dense_gemm_bf16<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      dense_gemm_bf16<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

@@ -210,8 +210,8 @@ cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cu
   if (dense_gemv_batched_bf16_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (dense_gemv_batched_bf16_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (dense_gemv_batched_bf16_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -220,7 +220,7 @@ cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cu
   const long long n = a.n;
   switch (dense_gemv_batched_bf16_pick_tile(m, n, k)) {
     case 0:
-      dense_gemv_batched_bf16<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      dense_gemv_batched_bf16<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
@@ -228,7 +228,7 @@ cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cu
       }
       return cudaSuccess;
     case 1:
-      dense_gemv_batched_bf16_unaligned_k<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      dense_gemv_batched_bf16_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

@@ -220,8 +220,8 @@ cudaError_t launch_dense_gemv_fp8w(const DenseGemvFp8wArgs& a, cudaStream_t stre
   if (dense_gemv_fp8w_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (dense_gemv_fp8w_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (dense_gemv_fp8w_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -230,7 +230,7 @@ cudaError_t launch_dense_gemv_fp8w(const DenseGemvFp8wArgs& a, cudaStream_t stre
   const long long n = a.n;
   switch (dense_gemv_fp8w_pick_tile(m, n, k)) {
     case 0:
-      dense_gemv_fp8w<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      dense_gemv_fp8w<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
@@ -238,7 +238,7 @@ cudaError_t launch_dense_gemv_fp8w(const DenseGemvFp8wArgs& a, cudaStream_t stre
       }
       return cudaSuccess;
     case 1:
-      dense_gemv_fp8w_unaligned_k<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      dense_gemv_fp8w_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

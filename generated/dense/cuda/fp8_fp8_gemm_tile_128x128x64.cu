@@ -225,8 +225,8 @@ cudaError_t launch_fp8_fp8_gemm_tile_128x128x64(const Fp8Fp8GemmTile128x128x64Ar
   if (fp8_fp8_gemm_tile_128x128x64_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (fp8_fp8_gemm_tile_128x128x64_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (fp8_fp8_gemm_tile_128x128x64_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -254,7 +254,7 @@ cudaError_t launch_fp8_fp8_gemm_tile_128x128x64(const Fp8Fp8GemmTile128x128x64Ar
       if (err != cudaSuccess) {
         return err;
       }
-      fp8_fp8_gemm_tile_128x128x64<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      fp8_fp8_gemm_tile_128x128x64<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

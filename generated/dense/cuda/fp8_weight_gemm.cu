@@ -260,8 +260,8 @@ cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stre
   if (fp8_weight_gemm_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (fp8_weight_gemm_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (fp8_weight_gemm_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -289,7 +289,7 @@ cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stre
       if (err != cudaSuccess) {
         return err;
       }
-      fp8_weight_gemm<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      fp8_weight_gemm<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

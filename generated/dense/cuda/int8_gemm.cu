@@ -242,8 +242,8 @@ cudaError_t launch_int8_gemm(const Int8GemmArgs& a, cudaStream_t stream) {
   if (int8_gemm_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (int8_gemm_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (int8_gemm_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -270,7 +270,7 @@ cudaError_t launch_int8_gemm(const Int8GemmArgs& a, cudaStream_t stream) {
       if (err != cudaSuccess) {
         return err;
       }
-      int8_gemm<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      int8_gemm<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

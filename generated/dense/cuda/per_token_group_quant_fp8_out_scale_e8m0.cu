@@ -181,8 +181,8 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(
   if (per_token_group_quant_fp8_out_scale_e8m0_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (per_token_group_quant_fp8_out_scale_e8m0_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (per_token_group_quant_fp8_out_scale_e8m0_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -190,7 +190,7 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(
   const long long k = a.k;
   switch (per_token_group_quant_fp8_out_scale_e8m0_pick_tile(m, 0, k)) {
     case 0:
-      per_token_group_quant_fp8_out_scale_e8m0<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      per_token_group_quant_fp8_out_scale_e8m0<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
@@ -198,7 +198,7 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(
       }
       return cudaSuccess;
     case 1:
-      per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

@@ -184,8 +184,8 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
   if (per_token_group_quant_fp8_out_scale_f32_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (per_token_group_quant_fp8_out_scale_f32_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (per_token_group_quant_fp8_out_scale_f32_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -193,7 +193,7 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
   const long long k = a.k;
   switch (per_token_group_quant_fp8_out_scale_f32_pick_tile(m, 0, k)) {
     case 0:
-      per_token_group_quant_fp8_out_scale_f32<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      per_token_group_quant_fp8_out_scale_f32<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
@@ -201,7 +201,7 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
       }
       return cudaSuccess;
     case 1:
-      per_token_group_quant_fp8_out_scale_f32_unaligned_k<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      per_token_group_quant_fp8_out_scale_f32_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

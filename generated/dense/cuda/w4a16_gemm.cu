@@ -301,8 +301,8 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
   if (w4a16_gemm_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (w4a16_gemm_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (w4a16_gemm_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -329,7 +329,7 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
       if (err != cudaSuccess) {
         return err;
       }
-      w4a16_gemm<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      w4a16_gemm<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.bias, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

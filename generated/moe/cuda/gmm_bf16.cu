@@ -283,8 +283,8 @@ cudaError_t launch_gmm_bf16(const GmmBf16Args& a, cudaStream_t stream) {
   if (gmm_bf16_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[3];
-  if (gmm_bf16_launches(a, launches) == 0) {
+  GgLaunch l[3];  // the launches, in order
+  if (gmm_bf16_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -311,13 +311,13 @@ cudaError_t launch_gmm_bf16(const GmmBf16Args& a, cudaStream_t stream) {
   const long long n_out = n;
   switch (gmm_bf16_pick_tile(m, n, k)) {
     case 0:
-      gmm_bf16_fill<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
-          a.out, a.existing_out, gg_i64(m * n_out));
+      gmm_bf16_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(a.out, a.existing_out,
+                                                                          gg_i64(m * n_out));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
         return err;
       }
-      gmm_bf16_worklist<<<gg_grid(launches[1]), gg_block(launches[1]), launches[1].smem, stream>>>(
+      gmm_bf16_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
           a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
           gg_i32(128), static_cast<int*>(a.workspace));
       err = cudaGetLastError();
@@ -328,7 +328,7 @@ cudaError_t launch_gmm_bf16(const GmmBf16Args& a, cudaStream_t stream) {
       if (err != cudaSuccess) {
         return err;
       }
-      gmm_bf16<<<gg_grid(launches[2]), gg_block(launches[2]), launches[2].smem, stream>>>(
+      gmm_bf16<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
           a.lhs, a.rhs, a.out, static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k),
           gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();

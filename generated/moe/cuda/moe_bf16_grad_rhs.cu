@@ -212,8 +212,8 @@ cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t s
   if (moe_bf16_grad_rhs_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[1];
-  if (moe_bf16_grad_rhs_launches(a, launches) == 0) {
+  GgLaunch l[1];  // the launches, in order
+  if (moe_bf16_grad_rhs_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -238,7 +238,7 @@ cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t s
   const long long group_offset = a.group_offset;
   switch (moe_bf16_grad_rhs_pick_tile(m, n, k)) {
     case 0:
-      moe_bf16_grad_rhs<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      moe_bf16_grad_rhs<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.group_sizes, a.existing_out, a.out, gg_i32(m), gg_i32(n), gg_i32(k),
           gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();

@@ -360,8 +360,8 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_e4m3(const MoeW8a16GroupedGemmRhsE
   if (moe_w8a16_grouped_gemm_rhs_e4m3_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch launches[3];
-  if (moe_w8a16_grouped_gemm_rhs_e4m3_launches(a, launches) == 0) {
+  GgLaunch l[3];  // the launches, in order
+  if (moe_w8a16_grouped_gemm_rhs_e4m3_launches(a, l) == 0) {
     return cudaSuccess;
   }
   cudaError_t err = cudaSuccess;
@@ -388,13 +388,13 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_e4m3(const MoeW8a16GroupedGemmRhsE
   const long long n_out = n;
   switch (moe_w8a16_grouped_gemm_rhs_e4m3_pick_tile(m, n, k)) {
     case 0:
-      moe_w8a16_grouped_gemm_rhs_e4m3_fill<<<gg_grid(launches[0]), gg_block(launches[0]), launches[0].smem, stream>>>(
+      moe_w8a16_grouped_gemm_rhs_e4m3_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.out, a.existing_out, gg_i64(m * n_out));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
         return err;
       }
-      moe_w8a16_grouped_gemm_rhs_e4m3_worklist<<<gg_grid(launches[1]), gg_block(launches[1]), launches[1].smem, stream>>>(
+      moe_w8a16_grouped_gemm_rhs_e4m3_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
           a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m), gg_i32(64),
           static_cast<int*>(a.workspace));
       err = cudaGetLastError();
@@ -406,7 +406,7 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_e4m3(const MoeW8a16GroupedGemmRhsE
       if (err != cudaSuccess) {
         return err;
       }
-      moe_w8a16_grouped_gemm_rhs_e4m3<<<gg_grid(launches[2]), gg_block(launches[2]), launches[2].smem, stream>>>(
+      moe_w8a16_grouped_gemm_rhs_e4m3<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace), gg_i32(m),
           gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();
