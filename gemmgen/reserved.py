@@ -316,7 +316,7 @@ GENERATED = _words("""
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch
-MAY_BE_NONE smem
+MAY_BE_NONE smem l
 annotations arm ARMS cupy dataclass dataclasses DTYPES
 FP8_MAX functools gemmgen GROUP importlib jax jnp Launch launches lax NAME np numpy
 output_shapes OUTPUTS pathlib pick pick_index pick_tile pl pltpu SOURCE sys tile_for
