@@ -76,44 +76,49 @@ def roofline(kernel: ir.Kernel, flops: int, moved: int) -> list[str]:
 
 
 def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> list[str]:
+    """The launch plan evaluated at the problem shape: the plan's own
+    expressions (grids, workspace, LUT conditions), never rendered text."""
     from gemmgen.backends import cuda
 
     lp = cuda.plan(kernel, spec)
-    dims = {"m": m, "n": n, "k": k}
-    variant = next((v for v in lp.rules if eval(v.when, {}, dims)), lp.default)  # noqa: S307
-    lines = [f"cuda ({', '.join(lp.archs)}): tile {variant.label}"
-             + (f" (LUT rule {variant.when}, {variant.where})" if variant.when else " (default)")]
-    names = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0,
-             "n_out": n // kernel.out_n_divisor, "gg_cdiv": lambda a, b: -(-a // b),
-             "gg_div": lambda a, b: a // b, "gg_min": min}
-    if kernel.op is ir.Op.QUANTIZE:  # quantize's plan counts scale groups per row
-        names["groups"] = -(-k // (kernel.out_scale.block_k or k))
+    given = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0}
+    env = lp.env({name: value for name, value in given.items() if name in lp.names})
+    variant = lp.variant_for(env)
+    rule = f" (LUT rule {variant.when.py}, {variant.where})" if variant.when else " (default)"
+    lines = [f"cuda ({', '.join(lp.archs)}): tile {variant.label}{rule}"]
     for step in variant.steps:
-        grid = tuple(eval(g, {}, names) for g in step.grid)  # noqa: S307 (our own plan text)
-        lines.append(f"  launch {step.entry}: grid {grid}, {step.block} threads, "
+        lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
                      f"{step.smem} bytes dynamic shared memory — {step.comment}")
-    if variant.workspace_ints != "0":
-        ws = eval(variant.workspace_ints, {}, names)  # noqa: S307
-        lines.append(f"  workspace: {ws} ints")
+    if variant.has_workspace:
+        lines.append(f"  workspace: {variant.workspace_ints.eval(env)} ints")
+    lines += _ptxas(spec, kernel, lp.archs, [s.entry for s in variant.steps])
+    return lines
+
+
+def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
+           entries: list[str]) -> list[str]:
+    """Registers, spills and static shared memory of `entries` as ptxas
+    reports them, compiling the files the CUDA backend renders."""
     import tempfile
     from pathlib import Path
 
+    from gemmgen.backends import cuda
     from gemmgen.harness import nvcc
     from gemmgen.harness.toolchain import find_nvcc
-    from gemmgen.render import header_text, render_template
 
+    lines: list[str] = []
     try:
         if find_nvcc() is None:
             raise FileNotFoundError("nvcc")
+        files = cuda.render_kernel(kernel, spec)
         with tempfile.TemporaryDirectory() as tmp:
-            header = header_text(spec.path)
-            Path(tmp, f"{kernel.name}.h").write_text(
-                render_template("cuda/launcher.h.j2", header=header, plan=lp))
-            source = render_template(lp.template, header=header, plan=lp.detail, launch=lp)
-            for arch in lp.archs:
+            for path, text in files.items():
+                Path(tmp, path.name).write_text(text)
+            source = Path(tmp, f"{kernel.name}.cu").read_text()
+            for arch in archs:
                 result = nvcc.compile_check(source, arch, name_for_errors=f"{kernel.name}.cu",
                                             include_dirs=(Path(tmp),))
-                for entry in (s.entry for s in variant.steps):
+                for entry in entries:
                     u = result.kernels[entry]
                     lines.append(f"  ptxas {arch} {entry}: {u.registers} registers, "
                                  f"{u.spill_stores + u.spill_loads} bytes spilled, "

@@ -315,7 +315,8 @@ lpt3 lpt4 lpt5 lpt6 lpt7 lpt8 lpt9 lpt0
 GENERATED = _words("""
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
-device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit
+device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch
+MAY_BE_NONE smem l
 annotations arm ARMS cupy dataclass dataclasses DTYPES
 FP8_MAX functools gemmgen GROUP importlib jax jnp Launch launches lax NAME np numpy
 LHS_SCALE_BLOCK_K N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N

@@ -73,9 +73,19 @@ def mutate(text: str, old: str, new: str) -> str:
 
 
 def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, **mode):
+    """Run launch_<name>() on the emulator; `texts` replaces generated files
+    by name (a header too: the launcher then compiles a copy of the folder)."""
     k = kernel(stem, name)
     inputs = case.inputs(k, seed)
-    got = run_cpp_launcher(plan(stem, name), folder(stem), inputs, arch=arch(stem), texts=texts, **mode)
+    headers = {n: t for n, t in (texts or {}).items() if n.endswith(".h")}
+    with tempfile.TemporaryDirectory(prefix="gemmgen-planted-") as tmp:
+        where = folder(stem)
+        if headers:
+            where = Path(tmp)
+            for f in folder(stem).iterdir():
+                if f.suffix in (".cu", ".h"):
+                    (where / f.name).write_text(headers.get(f.name) or f.read_text())
+        got = run_cpp_launcher(plan(stem, name), where, inputs, arch=arch(stem), texts=texts, **mode)
     return k, inputs, got
 
 
@@ -165,17 +175,20 @@ TGMM = ("moe", "moe_bf16_grad_rhs", Case("two k tiles", m=24, n=128, k=256, grou
 GEMV = ("dense", "dense_gemv_bf16", Case("gemv", m=1, n=80, k=48))
 
 
-def planted(stem: str, name: str, old: str, new: str) -> dict[str, str]:
-    cu = f"{name}.cu"
-    return {cu: mutate((folder(stem) / cu).read_text(), old, new)}
+def planted(stem: str, name: str, old: str, new: str, suffix: str = ".cu") -> dict[str, str]:
+    """The kernel's .cu (or, with suffix ".h", its header: the launch list)
+    with one planted bug."""
+    file = f"{name}{suffix}"
+    return {file: mutate((folder(stem) / file).read_text(), old, new)}
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_dropped_attribute_call_is_caught(mode):
     stem, name, case = GROUPED
     texts = planted(stem, name,
-                    f"      err = cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, 67584);\n"
-                    "      if (err != cudaSuccess) return err;\n", "")
+                    f"      err = cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
+                    "                                 67584);\n"
+                    "      if (err != cudaSuccess) {\n        return err;\n      }\n", "")
     with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue: kernel {name}: 67584 "
                                              r"bytes of dynamic shared memory requested, over the kernel's limit "
                                              r"of 49152"):
@@ -185,8 +198,8 @@ def test_dropped_attribute_call_is_caught(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_halved_grid_is_caught(mode):
     stem, name, case = DENSE
-    texts = planted(stem, name, "static_cast<unsigned>(gg_cdiv(n_out, 128))",
-                    "static_cast<unsigned>(gg_cdiv(n_out, 128) / 2)")
+    texts = planted(stem, name, "out[0].grid[0] = gg_cdiv(n_out, 128);",
+                    "out[0].grid[0] = gg_cdiv(n_out, 128) / 2;", ".h")
     k, inputs, got = run_cpp(stem, name, case, seed=4, texts=texts, **MODES[mode])
     # The blocks of the second n tile never ran: their columns keep the
     # poison cudaMalloc'd memory starts with, which no comparison accepts.
@@ -210,12 +223,10 @@ def test_swapped_dims_are_caught(mode):
     """n = 80 and k = 48 swapped in the GEMV launch: the kernel takes rhs
     for [48, 80] and lhs for 80 wide, and reads past lhs's 48 elements."""
     stem, name, case = GEMV
-    texts = planted(stem, name, "a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));\n      err = "
-                    "cudaGetLastError();\n      if (err != cudaSuccess) return err;\n      return cudaSuccess;\n"
-                    "    }\n    case 1:",
-                    "a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(k), gg_i32(n));\n      err = "
-                    "cudaGetLastError();\n      if (err != cudaSuccess) return err;\n      return cudaSuccess;\n"
-                    "    }\n    case 1:")
+    tail = ");\n      err = cudaGetLastError();\n      if (err != cudaSuccess) {\n        return err;\n" \
+        "      }\n      return cudaSuccess;\n    case 1:"
+    texts = planted(stem, name, "a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k)" + tail,
+                    "a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(k), gg_i32(n)" + tail)
     with pytest.raises(EmuKernelError, match=r"out-of-bounds access .* \(96 bytes\)\n  in kernel dense_gemv_bf16"):
         run_cpp(stem, name, case, seed=6, texts=texts, **MODES[mode])
 
@@ -223,10 +234,8 @@ def test_swapped_dims_are_caught(mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_block_over_the_launch_bounds_is_caught(mode):
     stem, name, case = GEMV
-    texts = planted(stem, name, f"{name}<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 16)), static_cast<unsigned>(1), "
-                    "static_cast<unsigned>(1)), 256,",
-                    f"{name}<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 16)), static_cast<unsigned>(1), "
-                    "static_cast<unsigned>(1)), 512,")
+    anchor = "      out[0].threads = {};\n      out[0].smem = 0;\n      return 1;\n    case 1:"
+    texts = planted(stem, name, anchor.format(256), anchor.format(512), ".h")
     with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorLaunchOutOfResources: kernel {name}: "
                                              r"a block of 512 threads is over the kernel's __launch_bounds__\(256\)"):
         run_cpp(stem, name, case, seed=7, texts=texts, **MODES[mode])
@@ -237,8 +246,8 @@ def test_python_launcher_with_a_halved_grid_is_caught(mode, tmp_path):
     """The Python (CuPy) launcher's plan, mutated the same way."""
     stem, name, case = GEMV
     source = (folder(stem) / f"{name}.py").read_text()
-    (tmp_path / f"{name}.py").write_text(mutate(source, f'Launch("{name}", (gg_cdiv(n_out, 16), 1, 1)',
-                                                f'Launch("{name}", (gg_cdiv(n_out, 16) // 2, 1, 1)'))
+    anchor = f'                    "{name}",\n                    (gg_cdiv(n_out, 16){{}}, 1, 1),'
+    (tmp_path / f"{name}.py").write_text(mutate(source, anchor.format(""), anchor.format(" // 2")))
     for suffix in (".cu", ".h"):
         (tmp_path / f"{name}{suffix}").write_text((folder(stem) / f"{name}{suffix}").read_text())
     launcher = load_generated_module(tmp_path / f"{name}.py", f"test_cpp_planted_{name}_{mode.replace(' ', '_')}")

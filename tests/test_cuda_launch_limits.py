@@ -91,20 +91,17 @@ class Shaped:
         self.dtype = np.dtype(dtype)
 
 
-_HELPERS = {"gg_cdiv": lambda a, b: -(-a // b), "gg_div": lambda a, b: a // b}
-
-
 def call(stem: str, name: str, **dims: int) -> dict:
     """Stand-in arguments of `name` for the dims (the required arrays, and
     the scalars named in dims)."""
     lm = launcher(stem, name)
     out = {}
     for a in plan(stem, name).inputs:
-        if a.role == "scalar":
+        if a.is_scalar:
             if a.name in dims:
                 out[a.name] = dims[a.name]
         elif not a.optional:
-            shape = tuple(int(eval(d, dict(_HELPERS), dict(dims))) for d in a.shape)  # noqa: S307
+            shape = tuple(d.eval(dims) for d in a.shape)
             out[a.name] = Shaped(shape, _np_dtype(lm.DTYPES[a.name]))
     return out
 

@@ -272,8 +272,8 @@ def test_plan_numbers():
 
 def test_cpp_header_documents_how_g_is_set(generated):
     header = (generated["tgmm_bf16"].folder / "tgmm_bf16.h").read_text()
-    assert ("int g = 0;  // existing_out.shape[0], or num_groups - group_offset without "
-            "existing_out") in header
+    assert ("  // existing_out.shape[0], or num_groups - group_offset without existing_out\n"
+            "  int g = 0;\n") in header
     assert "const float* existing_out = nullptr;" in header
 
 

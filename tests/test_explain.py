@@ -85,3 +85,91 @@ def test_docs_counters_table_is_current():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "counters_table.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# Grids as data: the launch plan's expressions evaluated by explain, printed
+# as C++ (<name>_launches) and as Python (launches()), on shapes whose grids
+# are computed here by hand.
+
+GRID_CASES = [
+    # (spec, kernel, dims, [(entry, grid)] computed by hand)
+    # tgmm, 128 x 128 output blocks per local group: (cdiv(k, 128), cdiv(n, 128), g).
+    ("moe", "moe_bf16_grad_rhs", dict(m=1000, n=200, k=300, num_groups=3, group_offset=0),
+     [("moe_bf16_grad_rhs", (3, 2, 3))]),
+    # GEMV, 256 threads = 8 warps of 2 output columns: cdiv(n, 16) blocks; k % 8 == 0.
+    ("dense", "dense_gemv_bf16", dict(m=1, n=1000, k=64), [("dense_gemv_bf16", (63, 1, 1))]),
+    ("dense", "dense_gemv_bf16", dict(m=1, n=1000, k=63),
+     [("dense_gemv_bf16_unaligned_k", (63, 1, 1))]),
+    # quantize, G = 128 and 8 bf16 per 16-byte load: 16 lanes a group, 2 groups a warp,
+    # 16 groups a block: cdiv(m * cdiv(k, 128), 16) blocks.
+    ("dense", "per_token_group_quant_fp8_out_scale_f32", dict(m=100, k=1000),
+     [("per_token_group_quant_fp8_out_scale_f32", (50, 1, 1))]),
+    # ... folded over grid y past 2^31 - 1 blocks: 2^25 rows of 1024 groups, 2^31 blocks.
+    ("dense", "per_token_group_quant_fp8_out_scale_f32", dict(m=2**25, k=2**17),
+     [("per_token_group_quant_fp8_out_scale_f32", (2**31 - 1, 2, 1))]),
+]
+
+
+def _plan(stem: str, name: str):
+    from gemmgen.backends import cuda
+    from gemmgen.build import load
+
+    spec, _ = load(REPO / "specs" / f"{stem}.gemm")
+    return spec, cuda.plan(spec.kernel(name), spec)
+
+
+@pytest.mark.parametrize("stem, name, dims, want", GRID_CASES)
+def test_grid_expressions_evaluate_to_the_hand_computed_grids(stem, name, dims, want):
+    _, lp = _plan(stem, name)
+    env = lp.env(dims)
+    steps = lp.variant_for(env).steps
+    assert [(s.entry, s.grid.eval(env)) for s in steps] == want
+
+
+@pytest.mark.parametrize("stem, name, dims, want", GRID_CASES)
+def test_the_python_launcher_prints_the_same_grids(stem, name, dims, want):
+    from gemmgen.verify import load_generated_module
+
+    _, lp = _plan(stem, name)
+    launcher = load_generated_module(REPO / "generated" / stem / "cuda" / f"{name}.py",
+                                     f"test_explain_grid_{name}")
+    got = launcher.launches(lp.env(dims))
+    assert [(s.entry, s.grid) for s in got] == want
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+def test_the_cpp_header_prints_the_same_grids(tmp_path):
+    import subprocess
+
+    from gemmgen.harness.toolchain import cuda_include_dir
+
+    lines = [f'#include "{name}.h"' for name in sorted({c[1] for c in GRID_CASES})]
+    lines += ["#include <cstdio>", "int main() {"]
+    for i, (stem, name, dims, _) in enumerate(GRID_CASES):
+        _, lp = _plan(stem, name)
+        lines.append(f"  {{  // case {i}")
+        lines.append(f"    {lp.args_struct} a;")
+        lines += [f"    a.{d} = {v};" for d, v in dims.items() if d in lp.names]
+        if "g" in lp.dims and "g" not in dims:
+            lines.append(f"    a.g = {lp.env(dims)['g']};")
+        lines.append(f"    GgLaunch l[{lp.max_steps}];")
+        lines.append(f"    const int count = {name}_launches(a, l);")
+        lines.append("    for (int i = 0; i < count; ++i)")
+        lines.append(f'      std::printf("{i} %s %lld %lld %lld\\n", l[i].entry, l[i].grid[0], '
+                     "l[i].grid[1], l[i].grid[2]);")
+        lines.append("  }")
+    lines.append("}")
+    (tmp_path / "main.cc").write_text("\n".join(lines) + "\n")
+    includes = [f"-I{REPO / 'generated' / stem / 'cuda'}" for stem in ("dense", "moe")]
+    exe = tmp_path / "main"
+    proc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", *includes,
+                           f"-I{cuda_include_dir()}", str(tmp_path / "main.cc"), "-o", str(exe)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    got: dict[int, list] = {}
+    for line in out.splitlines():
+        i, entry, *grid = line.split()
+        got.setdefault(int(i), []).append((entry, tuple(int(v) for v in grid)))
+    assert got == {i: want for i, (*_, want) in enumerate(GRID_CASES)}

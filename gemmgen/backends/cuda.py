@@ -31,7 +31,7 @@ from gemmgen.backends.cuda_kinds import diagnose_kernel, plan
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.render import header_text, render_template
 
-__all__ = ["diagnose", "diagnose_kernel", "plan", "render"]
+__all__ = ["diagnose", "diagnose_kernel", "plan", "render", "render_kernel"]
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
@@ -44,17 +44,23 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     return out
 
 
-def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
+def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
+    """One kernel's three files: the kernel(s), the C++ and the Python launcher."""
     header = header_text(spec.path)
-    files: dict[PurePosixPath, str] = {}
     base = PurePosixPath("cuda")
+    lp = plan(kernel, spec)
+    return {
+        base / f"{kernel.name}.cu": render_template(lp.template, header=header, plan=lp.detail,
+                                                    launch=lp),
+        base / f"{kernel.name}.h": render_template("cuda/launcher.h.j2", header=header, plan=lp),
+        base / f"{kernel.name}.py": render_template("cuda/launcher.py.j2", header=header, plan=lp),
+    }
+
+
+def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
+    files: dict[PurePosixPath, str] = {}
     for k in spec.kernels_for(ir.Backend.CUDA):
-        lp = plan(k, spec)
-        files[base / f"{k.name}.cu"] = render_template(lp.template, header=header, plan=lp.detail,
-                                                       launch=lp)
-        files[base / f"{k.name}.h"] = render_template("cuda/launcher.h.j2", header=header, plan=lp)
-        files[base / f"{k.name}.py"] = render_template("cuda/launcher.py.j2", header=header,
-                                                       plan=lp)
+        files.update(render_kernel(k, spec))
     for d in spec.dispatches:
         arms = [spec.kernel(r.kernel) for r in d.rules]
         if all(ir.Backend.CUDA in k.backends for k in arms):

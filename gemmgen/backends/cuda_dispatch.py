@@ -63,6 +63,7 @@ class DispatchPlan:
     outputs: tuple[Arg, ...]
     m_binding: Binding  # where M comes from (lhs.shape[0])
     py_params: str
+    cpp_fields: tuple[str, ...]  # the argument struct's fields: the arms' own
 
     @property
     def args_struct(self) -> str:
@@ -129,6 +130,7 @@ def plan(dispatch: ir.Dispatch, spec: ir.Spec) -> DispatchPlan:
         name=dispatch.name, spec_path=spec.path, where=where(dispatch.loc), arms=arms,
         arrays=first.arrays, dims=first.dims, scalars=first.scalars, inputs=first.inputs,
         outputs=first.outputs, m_binding=m_binding, py_params=first.py_params,
+        cpp_fields=first.cpp_fields,
     )
 
 

@@ -183,7 +183,7 @@ def cpp_caller(plan) -> str:
         f"  {plan.args_struct} a;",
     ]
     for arr in plan.arrays:
-        const = "" if arr.role == "out" else "const "
+        const = "" if arr.is_output else "const "
         lines.append(f'  a.{arr.name} = device_array<{const}{arr.ctype}>("{arr.name}");')
     for d in (*plan.dims, *(s.name for s in plan.scalars)):
         lines.append(f'  a.{d} = dim("dim.{d}");')
@@ -216,10 +216,6 @@ def cpp_caller(plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-_HELPERS = {"gg_cdiv": lambda a, b: -(-a // b), "gg_div": lambda a, b: a // b,
-            "gg_min": min, "gg_i32": int, "gg_i64": int}
-
-
 def bound_dims(plan, inputs: dict[str, object]) -> dict[str, int]:
     """The dims and scalars of a call, read off the arrays as the plan's
     bindings say (a missing optional array: its fallback expression), and
@@ -227,15 +223,15 @@ def bound_dims(plan, inputs: dict[str, object]) -> dict[str, int]:
     values: dict[str, int] = {s.name: int(inputs.get(s.name) or 0) for s in plan.scalars}
     for b in plan.bindings:
         x = inputs.get(b.arg)
-        if b.dim not in values and x is not None and not b.fallback:
+        if b.dim not in values and x is not None and b.fallback is None:
             values[b.dim] = int(np.shape(x)[b.axis]) * b.mul
     for b in plan.bindings:
         if b.dim not in values:
             x = inputs.get(b.arg)
             values[b.dim] = (int(np.shape(x)[b.axis]) * b.mul if x is not None
-                             else int(eval(b.fallback, dict(_HELPERS), dict(values))))  # noqa: S307
-    for name, expr in plan.derived:
-        values[name] = int(eval(expr, dict(_HELPERS), dict(values)))  # noqa: S307
+                             else b.fallback.eval(values))
+    for d in plan.derived:
+        values[d.name] = d.value.eval(values)
     return values
 
 
@@ -275,8 +271,8 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
                        extra_sources=[*units[1:], (caller, str(folder / f"{plan.name}_caller.cc"))])
     host: dict[str, object] = {}
     for arr in plan.arrays:
-        if arr.role == "out":
-            shape = tuple(int(eval(d, dict(_HELPERS), dict(dims))) for d in arr.shape)  # noqa: S307
+        if arr.is_output:
+            shape = tuple(d.eval(dims) for d in arr.shape)
             host[arr.name] = int(np.prod(shape, dtype=np.int64)) * _np_dtype(arr.nptype).itemsize
         elif inputs.get(arr.name) is not None:
             host[arr.name] = np.ascontiguousarray(inputs[arr.name])
@@ -295,7 +291,7 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
                              result.log)
     outs = []
     for arr in plan.outputs:
-        shape = tuple(int(eval(d, dict(_HELPERS), dict(dims))) for d in arr.shape)  # noqa: S307
+        shape = tuple(d.eval(dims) for d in arr.shape)
         data = result.outputs[arr.name]
         outs.append(np.frombuffer(data, dtype=_np_dtype(arr.nptype)).reshape(shape).copy())
     return outs[0] if len(outs) == 1 else tuple(outs)

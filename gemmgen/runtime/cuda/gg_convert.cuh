@@ -73,8 +73,10 @@ __device__ __forceinline__ unsigned float_to_bits(float v) {
 // (split_exp2), never used in f32 arithmetic while subnormal: apply it with
 // mul_scale / mul_scales.
 __device__ __forceinline__ float e8m0_to_float(unsigned char e) {
-  if (e == 0xFFu) return bits_to_float(0x7FC00000u);
-  if (e == 0u) return bits_to_float(0x00400000u);
+  if (e == 0xFFu)
+    return bits_to_float(0x7FC00000u);
+  if (e == 0u)
+    return bits_to_float(0x00400000u);
   return bits_to_float(static_cast<unsigned>(e) << 23);
 }
 
@@ -113,7 +115,7 @@ __device__ __forceinline__ float split_exp2(float s, int& e) {
     e = static_cast<int>(field) - 127;
     return bits_to_float(sign | 0x3F800000u | mant);
   }
-  if (field == 0u && mant != 0u) {  // subnormal: mant * 2^-149
+  if (field == 0u && mant != 0u) {                        // subnormal: mant * 2^-149
     const int lead = 31 - __clz(static_cast<int>(mant));  // the leading one's bit, 0..22
     e = lead - 149;
     return bits_to_float(sign | 0x3F800000u | ((mant << (23 - lead)) & 0x7FFFFFu));
@@ -127,7 +129,8 @@ __device__ __forceinline__ float split_exp2(float s, int& e) {
 // subnormal s) exactly through split_exp2 and mul_exp2. 0, inf and NaN scales
 // multiply as IEEE says.
 __device__ __forceinline__ float mul_scale(float x, float s) {
-  if (((float_to_bits(s) >> 23) & 0xFFu) - 1u < 254u) return x * s;
+  if (((float_to_bits(s) >> 23) & 0xFFu) - 1u < 254u)
+    return x * s;
   int e;
   const float m = split_exp2(s, e);
   return mul_exp2(x * m, e);
@@ -157,12 +160,15 @@ __device__ __noinline__ inline float mul_scales_out_of_line(float x, unsigned a,
 }
 
 // The biased exponent field of a scale (a sign makes it > 255: never normal).
-__device__ __forceinline__ unsigned exponent_field(float s) { return float_to_bits(s) >> 23; }
+__device__ __forceinline__ unsigned exponent_field(float s) {
+  return float_to_bits(s) >> 23;
+}
 
 // Whether a * b is exact for every pair of scales a and b whose biased f32
 // exponent fields lie in [lo_a, hi_a] and [lo_b, hi_b], when one of them is a
 // power of two (e8m0): both normal and their product normal.
-__device__ __forceinline__ bool product_is_normal(unsigned lo_a, unsigned hi_a, unsigned lo_b, unsigned hi_b) {
+__device__ __forceinline__ bool product_is_normal(unsigned lo_a, unsigned hi_a, unsigned lo_b,
+                                                  unsigned hi_b) {
   return lo_a >= 1u && hi_a <= 254u && lo_b >= 1u && hi_b <= 254u && lo_a + lo_b >= 128u &&
          hi_a + hi_b <= 381u;
 }
@@ -172,17 +178,30 @@ __device__ __forceinline__ bool product_is_normal(unsigned lo_a, unsigned hi_a, 
 // mul_scales_exact.
 __device__ __forceinline__ float mul_scales(float x, float a, float b) {
   const unsigned fa = exponent_field(a), fb = exponent_field(b);
-  if (product_is_normal(fa, fa, fb, fb)) return x * (a * b);
+  if (product_is_normal(fa, fa, fb, fb))
+    return x * (a * b);
   return mul_scales_exact(x, a, b);
 }
 
 // Scalar loads of every scale / bias format as f32.
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
-__device__ __forceinline__ float to_float(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
-__device__ __forceinline__ float to_float(signed char v) { return static_cast<float>(v); }
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) {
+  return static_cast<float>(v);
+}
+__device__ __forceinline__ float to_float(__nv_fp8_e5m2 v) {
+  return static_cast<float>(v);
+}
+__device__ __forceinline__ float to_float(signed char v) {
+  return static_cast<float>(v);
+}
 
 // 4-bit codes (one nibble): two's-complement int4 and e2m1 (fp4).
 __device__ __forceinline__ int int4_value(unsigned code) {
@@ -200,11 +219,17 @@ __device__ __forceinline__ float fp4_value(unsigned code) {
 template <class T>
 __device__ __forceinline__ T from_float(float v);
 template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
 // FP8 casts saturate to the largest finite value (e4m3fn has no infinity).
 template <>
 __device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) {
@@ -268,17 +293,22 @@ __device__ __forceinline__ void widen16<__half>(const uint4& v, float (&f)[8]) {
 // 2^(127 - 15); the codes without a finite value are patched afterwards.
 __device__ __forceinline__ float e4m3_bits_to_float(unsigned b) {
   const unsigned mag = b & 0x7Fu;
-  const float v = bits_to_float(((b & 0x80u) << 24) | (mag << 20)) * bits_to_float(0x7B800000u);  // 2^120
+  const float v =
+      bits_to_float(((b & 0x80u) << 24) | (mag << 20)) * bits_to_float(0x7B800000u);  // 2^120
   return mag == 0x7Fu ? bits_to_float(0x7FC00000u) : v;  // S.1111.111 is NaN
 }
 __device__ __forceinline__ float e5m2_bits_to_float(unsigned b) {
   const unsigned mag = b & 0x7Fu;
-  const float v = bits_to_float(((b & 0x80u) << 24) | (mag << 21)) * bits_to_float(0x77800000u);  // 2^112
-  if (mag < 0x7Cu) return v;
-  return mag == 0x7Cu ? bits_to_float(((b & 0x80u) << 24) | 0x7F800000u) : bits_to_float(0x7FC00000u);
+  const float v =
+      bits_to_float(((b & 0x80u) << 24) | (mag << 21)) * bits_to_float(0x77800000u);  // 2^112
+  if (mag < 0x7Cu)
+    return v;
+  return mag == 0x7Cu ? bits_to_float(((b & 0x80u) << 24) | 0x7F800000u)
+                      : bits_to_float(0x7FC00000u);
 }
 
-__device__ __forceinline__ void widen_fp8x16(const uint4& v, __nv_fp8_interpretation_t kind, float (&f)[16]) {
+__device__ __forceinline__ void widen_fp8x16(const uint4& v, __nv_fp8_interpretation_t kind,
+                                             float (&f)[16]) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -320,21 +350,29 @@ __device__ __forceinline__ void widen16<__nv_fp8_e5m2>(const uint4& v, float (&f
 // gives 2^e and one ulp more 2^(e+1). e is clamped to [-127, 127]; an
 // infinite or NaN x gives 0xFF (NaN: the scale of a non-finite group).
 __device__ __forceinline__ unsigned char e8m0_round_up_ratio(float x, float fp8_max) {
-  if (!(x <= 3.40282347e38f)) return 0xFFu;  // inf or NaN
+  if (!(x <= 3.40282347e38f))
+    return 0xFFu;  // inf or NaN
   const float ratio = __fdiv_rn(x, fp8_max);
-  int e = static_cast<int>((float_to_bits(ratio) >> 23) & 0xFFu) - 127;  // floor(log2(ratio)) when normal
+  int e = static_cast<int>((float_to_bits(ratio) >> 23) & 0xFFu) -
+          127;  // floor(log2(ratio)) when normal
   e = e < -127 ? -127 : (e > 127 ? 127 : e);
-  while (e < 127 && x > mul_exp2(fp8_max, e)) ++e;
-  while (e > -127 && x <= mul_exp2(fp8_max, e - 1)) --e;
+  while (e < 127 && x > mul_exp2(fp8_max, e))
+    ++e;
+  while (e > -127 && x <= mul_exp2(fp8_max, e - 1))
+    --e;
   return static_cast<unsigned char>(e + 127);
 }
 
 // Activations of the epilogue, in f32.
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) {
+  return x / (1.0f + expf(-x));
+}
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float c = 0.7978845608028654f;  // sqrt(2 / pi)
   return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
-__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
+__device__ __forceinline__ float relu(float x) {
+  return x < 0.0f ? 0.0f : x;
+}  // NaN stays NaN
 
 }  // namespace gg

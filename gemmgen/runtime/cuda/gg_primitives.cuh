@@ -76,14 +76,22 @@ struct Lane {
 GG_EMU_ALWAYS_INLINE Lane owner_a_m16n8k16(int row, int col) {
   return {4 * (row & 7) + ((col & 7) >> 1), (col & 1) | ((row >= 8) << 1) | ((col >= 8) << 2)};
 }
-GG_EMU_ALWAYS_INLINE Lane owner_b_m16n8k16(int k, int n) { return {4 * n + ((k & 7) >> 1), (k & 1) | ((k >= 8) << 1)}; }
+GG_EMU_ALWAYS_INLINE Lane owner_b_m16n8k16(int k, int n) {
+  return {4 * n + ((k & 7) >> 1), (k & 1) | ((k >= 8) << 1)};
+}
 GG_EMU_ALWAYS_INLINE Lane owner_a_m16n8k32(int row, int col) {
   return {4 * (row & 7) + ((col & 15) >> 2), (col & 3) | ((row >= 8) << 2) | ((col >= 16) << 3)};
 }
-GG_EMU_ALWAYS_INLINE Lane owner_b_m16n8k32(int k, int n) { return {4 * n + ((k & 15) >> 2), (k & 3) | ((k >= 16) << 2)}; }
+GG_EMU_ALWAYS_INLINE Lane owner_b_m16n8k32(int k, int n) {
+  return {4 * n + ((k & 15) >> 2), (k & 3) | ((k >= 16) << 2)};
+}
 
-GG_EMU_ALWAYS_INLINE unsigned half_of(u32 reg, int i) { return (reg >> (16 * (i & 1))) & 0xFFFFu; }
-GG_EMU_ALWAYS_INLINE unsigned byte_of(u32 reg, int i) { return (reg >> (8 * (i & 3))) & 0xFFu; }
+GG_EMU_ALWAYS_INLINE unsigned half_of(u32 reg, int i) {
+  return (reg >> (16 * (i & 1))) & 0xFFFFu;
+}
+GG_EMU_ALWAYS_INLINE unsigned byte_of(u32 reg, int i) {
+  return (reg >> (8 * (i & 3))) & 0xFFu;
+}
 
 GG_EMU_ALWAYS_INLINE double bf16_value(unsigned bits) {
   const u32 u = bits << 16;
@@ -95,24 +103,29 @@ GG_EMU_ALWAYS_INLINE double f16_value(unsigned bits) {
   const double sign = (bits & 0x8000u) ? -1.0 : 1.0;
   const int e = (bits >> 10) & 31;
   const int m = bits & 1023;
-  if (e == 31) return m == 0 ? sign * HUGE_VAL : NAN;
+  if (e == 31)
+    return m == 0 ? sign * HUGE_VAL : NAN;
   return sign * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25));
 }
 GG_EMU_ALWAYS_INLINE double e4m3_value(unsigned bits) {
   const double sign = (bits & 0x80u) ? -1.0 : 1.0;
   const int e = (bits >> 3) & 15;
   const int m = bits & 7;
-  if (e == 15 && m == 7) return NAN;
+  if (e == 15 && m == 7)
+    return NAN;
   return sign * (e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10));
 }
 GG_EMU_ALWAYS_INLINE double e5m2_value(unsigned bits) {
   const double sign = (bits & 0x80u) ? -1.0 : 1.0;
   const int e = (bits >> 2) & 31;
   const int m = bits & 3;
-  if (e == 31) return m == 0 ? sign * HUGE_VAL : NAN;
+  if (e == 31)
+    return m == 0 ? sign * HUGE_VAL : NAN;
   return sign * (e == 0 ? std::ldexp(m, -16) : std::ldexp(4 + m, e - 17));
 }
-GG_EMU_ALWAYS_INLINE double s8_value(unsigned bits) { return static_cast<signed char>(bits); }
+GG_EMU_ALWAYS_INLINE double s8_value(unsigned bits) {
+  return static_cast<signed char>(bits);
+}
 
 template <class Acc>
 struct MmaIn {
@@ -164,12 +177,16 @@ GG_EMU_UNCHECKED MmaOut<Acc> mma_lane(unsigned lane, const MmaIn<Acc>* const* in
 }
 
 template <class Acc, int K, double (*Value)(unsigned)>
-GG_EMU_ALWAYS_INLINE void mma(const char* op, Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const Acc (&c)[4]) {
+GG_EMU_ALWAYS_INLINE void mma(const char* op, Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
+                              const Acc (&c)[4]) {
   gg::emu::mc::on_mma();
   const MmaIn<Acc> in{{a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}};
   const MmaOut<Acc> out = gg::emu::warp_collective<MmaIn<Acc>, MmaOut<Acc>>(
-      op, 0xffffffffu, in, [](unsigned lane, const MmaIn<Acc>* const* ins) { return mma_lane<Acc, K, Value>(lane, ins); });
-  for (int i = 0; i < 4; ++i) d[i] = out.d[i];
+      op, 0xffffffffu, in, [](unsigned lane, const MmaIn<Acc>* const* ins) {
+        return mma_lane<Acc, K, Value>(lane, ins);
+      });
+  for (int i = 0; i < 4; ++i)
+    d[i] = out.d[i];
 }
 
 struct LdmatrixIn {
@@ -183,7 +200,8 @@ struct LdmatrixOut {
 inline const unsigned char* ldmatrix_row(const LdmatrixIn* const* ins, unsigned lane) {
   const unsigned char* p = ins[lane]->row;
   if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
-    gg::emu::fail("ldmatrix: lane %u gave row address %p, which is not 16-byte aligned", lane, static_cast<const void*>(p));
+    gg::emu::fail("ldmatrix: lane %u gave row address %p, which is not 16-byte aligned", lane,
+                  static_cast<const void*>(p));
   }
   gg::emu::check_shared(p, 16, "ldmatrix row address");
   return p;
@@ -211,17 +229,21 @@ GG_EMU_ALWAYS_INLINE void ldmatrix(const char* op, u32 (&r)[N], const void* row)
         }
         return o;
       });
-  for (int j = 0; j < N; ++j) r[j] = out.r[j];
+  for (int j = 0; j < N; ++j)
+    r[j] = out.r[j];
 }
 
 inline void check_global_alignment(const void* p, const char* what) {
-  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) gg::emu::fail("%s: address %p is not 16-byte aligned", what, p);
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0)
+    gg::emu::fail("%s: address %p is not 16-byte aligned", what, p);
 }
 
 }  // namespace emu_detail
 #elif defined(__CUDA_ARCH__)
 namespace detail {
-__device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
 }  // namespace detail
 #endif
 
@@ -229,27 +251,31 @@ __device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>
 // Tensor-core MMA: d = a * b + c for one 16x8 tile (row-major A, column-major
 // B, f32 or s32 accumulators). Warp-collective.
 
-__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                                  const float (&c)[4]) {
+__device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const u32 (&a)[4],
+                                                  const u32 (&b)[2], const float (&c)[4]) {
 #if defined(__CUDA_ARCH__)
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, "
       "{%10, %11, %12, %13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
 #elif defined(GG_EMU)
   emu_detail::mma<float, 16, emu_detail::bf16_value>("mma.sync.m16n8k16.bf16", d, a, b, c);
 #endif
 }
 
-__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                                 const float (&c)[4]) {
+__device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const u32 (&a)[4],
+                                                 const u32 (&b)[2], const float (&c)[4]) {
 #if defined(__CUDA_ARCH__)
   asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, "
+      "%9}, "
       "{%10, %11, %12, %13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
 #elif defined(GG_EMU)
   emu_detail::mma<float, 16, emu_detail::f16_value>("mma.sync.m16n8k16.f16", d, a, b, c);
 #endif
@@ -258,15 +284,17 @@ __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const u32 (&a)[4
 // FP8 mma.sync exists from sm_89. NB: a template, so that the static_assert
 // fires only in kernels that call it on an older arch.
 template <int kNever = 0>
-__device__ __forceinline__ void mma_m16n8k32_e4m3(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                                  const float (&c)[4]) {
+__device__ __forceinline__ void mma_m16n8k32_e4m3(float (&d)[4], const u32 (&a)[4],
+                                                  const u32 (&b)[2], const float (&c)[4]) {
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 890
   asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, "
       "{%10, %11, %12, %13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
 #else
   static_assert(kNever != 0, "gg::mma_m16n8k32_e4m3 needs sm_89 or newer (FP8 mma.sync)");
 #endif
@@ -276,15 +304,17 @@ __device__ __forceinline__ void mma_m16n8k32_e4m3(float (&d)[4], const u32 (&a)[
 }
 
 template <int kNever = 0>
-__device__ __forceinline__ void mma_m16n8k32_e5m2(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
-                                                  const float (&c)[4]) {
+__device__ __forceinline__ void mma_m16n8k32_e5m2(float (&d)[4], const u32 (&a)[4],
+                                                  const u32 (&b)[2], const float (&c)[4]) {
 #if defined(__CUDA_ARCH__)
 #if __CUDA_ARCH__ >= 890
   asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, "
       "{%10, %11, %12, %13};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+        "f"(c[2]), "f"(c[3]));
 #else
   static_assert(kNever != 0, "gg::mma_m16n8k32_e5m2 needs sm_89 or newer (FP8 mma.sync)");
 #endif
@@ -294,13 +324,16 @@ __device__ __forceinline__ void mma_m16n8k32_e5m2(float (&d)[4], const u32 (&a)[
 }
 
 // s32 accumulation wraps on overflow, like mma.sync without .satfinite.
-__device__ __forceinline__ void mma_m16n8k32_s8(int (&d)[4], const u32 (&a)[4], const u32 (&b)[2], const int (&c)[4]) {
+__device__ __forceinline__ void mma_m16n8k32_s8(int (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
+                                                const int (&c)[4]) {
 #if defined(__CUDA_ARCH__)
   asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, "
+      "%9}, "
       "{%10, %11, %12, %13};\n"
       : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]), "r"(c[2]), "r"(c[3]));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]),
+        "r"(c[2]), "r"(c[3]));
 #elif defined(GG_EMU)
   emu_detail::mma<int, 32, emu_detail::s8_value>("mma.sync.m16n8k32.s8", d, a, b, c);
 #endif
@@ -312,7 +345,9 @@ __device__ __forceinline__ void mma_m16n8k32_s8(int (&d)[4], const u32 (&a)[4], 
 
 __device__ __forceinline__ void ldmatrix_x1(u32 (&r)[1], const void* row) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(detail::smem_u32(row)));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+               : "=r"(r[0])
+               : "r"(detail::smem_u32(row)));
 #elif defined(GG_EMU)
   emu_detail::ldmatrix<1, false>("ldmatrix.x1", r, row);
 #endif
@@ -374,30 +409,33 @@ __device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], const void* row) 
 // zero-filled (src_bytes = 0 reads nothing: a partial tile's padding).
 // Addresses must be aligned to the copy size.
 
-__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src, u32 src_bytes = 16) {
+__device__ __forceinline__ void cp_async_16(void* smem_dst, const void* gmem_src,
+                                            u32 src_bytes = 16) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(detail::smem_u32(smem_dst)), "l"(gmem_src),
-               "r"(src_bytes)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(detail::smem_u32(smem_dst)),
+               "l"(gmem_src), "r"(src_bytes)
                : "memory");
 #elif defined(GG_EMU)
   gg::emu::cp_async(smem_dst, gmem_src, 16, src_bytes);
 #endif
 }
 
-__device__ __forceinline__ void cp_async_8(void* smem_dst, const void* gmem_src, u32 src_bytes = 8) {
+__device__ __forceinline__ void cp_async_8(void* smem_dst, const void* gmem_src,
+                                           u32 src_bytes = 8) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(detail::smem_u32(smem_dst)), "l"(gmem_src),
-               "r"(src_bytes)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(detail::smem_u32(smem_dst)),
+               "l"(gmem_src), "r"(src_bytes)
                : "memory");
 #elif defined(GG_EMU)
   gg::emu::cp_async(smem_dst, gmem_src, 8, src_bytes);
 #endif
 }
 
-__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src, u32 src_bytes = 4) {
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src,
+                                           u32 src_bytes = 4) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(detail::smem_u32(smem_dst)), "l"(gmem_src),
-               "r"(src_bytes)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(detail::smem_u32(smem_dst)),
+               "l"(gmem_src), "r"(src_bytes)
                : "memory");
 #elif defined(GG_EMU)
   gg::emu::cp_async(smem_dst, gmem_src, 4, src_bytes);
@@ -488,7 +526,8 @@ __device__ __forceinline__ T shfl_idx(T v, int src_lane, u32 mask = 0xffffffffu)
 // same order on the GPU and on the emulator.
 template <class T>
 __device__ __forceinline__ T warp_reduce_sum(T v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += shfl_xor(v, offset);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += shfl_xor(v, offset);
   return v;
 }
 
@@ -527,7 +566,9 @@ __device__ __forceinline__ uint4 ld_global_128(const void* p) {
 __device__ __forceinline__ uint4 ld_global_nc_128(const void* p) {
   uint4 v;
 #if defined(__CUDA_ARCH__)
-  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
 #elif defined(GG_EMU)
   emu_detail::check_global_alignment(p, "ld_global_nc_128");
   std::memcpy(&v, p, sizeof v);
@@ -540,7 +581,8 @@ __device__ __forceinline__ uint4 ld_global_nc_128(const void* p) {
 // STG.E.128.
 __device__ __forceinline__ void st_global_128(void* p, uint4 v) {
 #if defined(__CUDA_ARCH__)
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
                : "memory");
 #elif defined(GG_EMU)
   emu_detail::check_global_alignment(p, "st_global_128");

@@ -207,30 +207,34 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_batched_bf16_unalig
 #include "dense_gemv_batched_bf16.h"
 
 cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cudaStream_t stream) {
-  if (dense_gemv_batched_bf16_validate(a) != nullptr) return cudaErrorInvalidValue;
-  [[maybe_unused]] const long long m = a.m;
-  [[maybe_unused]] const long long k = a.k;
-  [[maybe_unused]] const long long n = a.n;
-  [[maybe_unused]] const long long n_out = n;
-  if (m == 0) return cudaSuccess;
+  if (dense_gemv_batched_bf16_validate(a) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  GgLaunch l[1];  // the launches, in order
+  if (dense_gemv_batched_bf16_launches(a, l) == 0) {
+    return cudaSuccess;
+  }
   cudaError_t err = cudaSuccess;
+  const long long m = a.m;
+  const long long k = a.k;
+  const long long n = a.n;
   switch (dense_gemv_batched_bf16_pick_tile(m, n, k)) {
-    case 0: {  // 16-byte loads
-      // 32 output columns per block, 16-byte weight loads
-      dense_gemv_batched_bf16<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 32)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
+    case 0:
+      dense_gemv_batched_bf16<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
-    case 1: {  // unaligned k
-      // 32 output columns per block, one element per lane and load (k is not a multiple of 8)
-      dense_gemv_batched_bf16_unaligned_k<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 32)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
+    case 1:
+      dense_gemv_batched_bf16_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
   }
   return cudaErrorInvalidValue;
 }

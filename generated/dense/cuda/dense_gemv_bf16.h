@@ -3,17 +3,17 @@
 // C++ launcher of dense_gemv_bf16 (specs/dense.gemm):
 //   dense_gemv_bf16: dense lhs bf16 x rhs bf16 [n, k] -> bf16 (acc f32) algorithm gemv [cuda]
 //
-// Compile dense_gemv_bf16.cu with nvcc (it defines launch_dense_gemv_bf16; gemmgen's
-// CPU emulator compiles and runs it with g++) and include this header:
+// Compile dense_gemv_bf16.cu with nvcc (it defines launch_dense_gemv_bf16; gemmgen's CPU emulator
+// compiles and runs it with g++) and include this header:
 //
 //   DenseGemvBf16Args args;  // device pointers and dims, below
-//   if (const char* why = dense_gemv_bf16_validate(args)) { /* bad call: nothing launched */ }
+//   const char* why = dense_gemv_bf16_validate(args);
+//   if (why != nullptr) { /* a bad call: nothing is launched */ }
 //   cudaError_t err = launch_dense_gemv_bf16(args, stream);
 //
-// launch_dense_gemv_bf16 validates first and returns cudaErrorInvalidValue
-// without launching anything when dense_gemv_bf16_validate() objects (a bad
-// shape, or a launch over CUDA's grid or block limits) or when a launch needs
-// more dynamic shared memory than the current device allows
+// launch_dense_gemv_bf16 validates first and returns cudaErrorInvalidValue without launching
+// anything when dense_gemv_bf16_validate() objects (a bad shape, or a launch over CUDA's grid or
+// block limits) or when a launch needs more dynamic shared memory than the current device allows
 // (dense_gemv_bf16_launch_error() with the device's limit says why).
 #pragma once
 
@@ -28,11 +28,39 @@
 #ifndef GG_LAUNCH_HELPERS
 #define GG_LAUNCH_HELPERS
 // Integer helpers of the launch plan (the Python launcher defines the same).
-inline long long gg_cdiv(long long a, long long b) { return (a + b - 1) / b; }
-inline long long gg_div(long long a, long long b) { return a / b; }
-inline long long gg_min(long long a, long long b) { return a < b ? a : b; }
-inline int gg_i32(long long v) { return static_cast<int>(v); }
-inline long long gg_i64(long long v) { return v; }
+inline long long gg_cdiv(long long a, long long b) {
+  return (a + b - 1) / b;
+}
+inline long long gg_div(long long a, long long b) {
+  return a / b;
+}
+inline long long gg_min(long long a, long long b) {
+  return a < b ? a : b;
+}
+inline int gg_i32(long long v) {
+  return static_cast<int>(v);
+}
+inline long long gg_i64(long long v) {
+  return v;
+}
+
+// One kernel launch of a launch plan (the Python launcher's Launch).
+struct GgLaunch {
+  const char* kernel = "";  // the generated kernel it belongs to
+  const char* entry = "";   // the extern "C" entry point
+  const char* what = "";    // what its blocks and grid are
+  long long grid[3] = {1, 1, 1};
+  long long threads = 1;  // per block
+  long long smem = 0;     // dynamic shared memory per block, in bytes
+};
+
+inline dim3 gg_grid(const GgLaunch& l) {
+  return dim3(static_cast<unsigned>(l.grid[0]), static_cast<unsigned>(l.grid[1]),
+              static_cast<unsigned>(l.grid[2]));
+}
+inline dim3 gg_block(const GgLaunch& l) {
+  return dim3(static_cast<unsigned>(l.threads));
+}
 #endif
 
 #ifndef GG_LAUNCH_LIMITS
@@ -44,33 +72,33 @@ constexpr long long kGgMaxGridX = 2147483647;
 constexpr long long kGgMaxGridYZ = 65535;
 constexpr long long kGgMaxBlockThreads = 1024;
 
-// nullptr when a launch of `entry` fits CUDA's limits: its grid and block,
-// and with smem_limit >= 0 its dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block); else why not. The message lives in a
-// thread-local buffer until the next call on the same thread.
-inline const char* gg_launch_error(const char* kernel, const char* entry, const char* what,
-                                   long long x, long long y, long long z, long long threads,
-                                   long long smem, long long smem_limit) {
+// nullptr when launch `l` fits CUDA's limits: its grid and block, and with
+// smem_limit >= 0 its dynamic shared memory (smem_limit: the device's opt-in
+// maximum per block); else why not. The message lives in a thread-local
+// buffer until the next call on the same thread.
+inline const char* gg_launch_error(const GgLaunch& l, long long smem_limit) {
   static thread_local char why[512];
-  const long long grid[3] = {x, y, z};
   const long long limit[3] = {kGgMaxGridX, kGgMaxGridYZ, kGgMaxGridYZ};
   for (int i = 0; i < 3; ++i) {
-    if (grid[i] < 1 || grid[i] > limit[i]) {
-      std::snprintf(why, sizeof why, "%s: launch %s (%s) needs grid %c = %lld, outside CUDA's limit of 1..%lld",
-                    kernel, entry, what, "xyz"[i], grid[i], limit[i]);
+    if (l.grid[i] < 1 || l.grid[i] > limit[i]) {
+      std::snprintf(why, sizeof why,
+                    "%s: launch %s (%s) needs grid %c = %lld, outside CUDA's limit of 1..%lld",
+                    l.kernel, l.entry, l.what, "xyz"[i], l.grid[i], limit[i]);
       return why;
     }
   }
-  if (threads < 1 || threads > kGgMaxBlockThreads) {
-    std::snprintf(why, sizeof why, "%s: launch %s (%s) needs %lld threads per block, outside CUDA's limit of 1..%lld",
-                  kernel, entry, what, threads, kGgMaxBlockThreads);
+  if (l.threads < 1 || l.threads > kGgMaxBlockThreads) {
+    std::snprintf(
+        why, sizeof why,
+        "%s: launch %s (%s) needs %lld threads per block, outside CUDA's limit of 1..%lld",
+        l.kernel, l.entry, l.what, l.threads, kGgMaxBlockThreads);
     return why;
   }
-  if (smem_limit >= 0 && smem > smem_limit) {
+  if (smem_limit >= 0 && l.smem > smem_limit) {
     std::snprintf(why, sizeof why,
-                  "%s: launch %s (%s) needs %lld bytes of dynamic shared memory per block, over the device's "
-                  "opt-in limit of %lld",
-                  kernel, entry, what, smem, smem_limit);
+                  "%s: launch %s (%s) needs %lld bytes of dynamic shared memory per block, over "
+                  "the device's opt-in limit of %lld",
+                  l.kernel, l.entry, l.what, l.smem, smem_limit);
     return why;
   }
   return nullptr;
@@ -78,44 +106,78 @@ inline const char* gg_launch_error(const char* kernel, const char* entry, const 
 #endif
 
 struct DenseGemvBf16Args {
-  const __nv_bfloat16* lhs = nullptr;  // [m, k] the activations
-  const __nv_bfloat16* rhs = nullptr;  // [n, k] the weights
-  __nv_bfloat16* out = nullptr;  // [m, n] the result
+  // [m, k] the activations
+  const __nv_bfloat16* lhs = nullptr;
+  // [n, k] the weights
+  const __nv_bfloat16* rhs = nullptr;
+  // [m, n] the result
+  __nv_bfloat16* out = nullptr;
   int m = 0;
   int k = 0;
   int n = 0;
 };
 
-// The tile of the spec's LUT that launch_dense_gemv_bf16 uses for a shape.
-inline int dense_gemv_bf16_pick_tile(long long m, long long n, long long k) {
-  (void)m;
-  (void)n;
-  (void)k;
-  if (k % 8 == 0) return 0;  // 16-byte loads, specs/dense.gemm
-  return 1;  // unaligned k, default
+// The tile of the spec's LUT for a shape (the one the launcher below uses).
+inline int dense_gemv_bf16_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] long long n,
+                                     long long k) {
+  // 16-byte loads, specs/dense.gemm
+  if (k % 8 == 0) {
+    return 0;
+  }
+  // unaligned k, default
+  return 1;
 }
 
-// nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
-// block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
-// device's opt-in maximum per block, which launch_dense_gemv_bf16 queries);
-// else why not.
-inline const char* dense_gemv_bf16_launch_error(const DenseGemvBf16Args& a, long long smem_limit) {
+// The launches of call `a` in order, into `out`; returns how many (0: there
+// is nothing to compute). The launcher below makes exactly these.
+inline int dense_gemv_bf16_launches(const DenseGemvBf16Args& a, GgLaunch (&out)[1]) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long n = a.n;
   [[maybe_unused]] const long long n_out = n;
-  if (m == 0) return nullptr;  // nothing is launched
+  if (m == 0) {
+    return 0;
+  }
   switch (dense_gemv_bf16_pick_tile(m, n, k)) {
-    case 0:  // 16-byte loads
-      if (const char* why = gg_launch_error("dense_gemv_bf16", "dense_gemv_bf16", "16 output columns per block, 16-byte weight loads",
-                                            gg_cdiv(n_out, 16), 1, 1, 256, 0, smem_limit))
-        return why;
-      return nullptr;
-    case 1:  // unaligned k
-      if (const char* why = gg_launch_error("dense_gemv_bf16", "dense_gemv_bf16_unaligned_k", "16 output columns per block, one element per lane and load (k is not a multiple of 8)",
-                                            gg_cdiv(n_out, 16), 1, 1, 256, 0, smem_limit))
-        return why;
-      return nullptr;
+    case 0:
+      // dense_gemv_bf16: 16 output columns per block, 16-byte weight loads
+      out[0].kernel = "dense_gemv_bf16";
+      out[0].entry = "dense_gemv_bf16";
+      out[0].what = "16 output columns per block, 16-byte weight loads";
+      out[0].grid[0] = gg_cdiv(n_out, 16);
+      out[0].grid[1] = 1;
+      out[0].grid[2] = 1;
+      out[0].threads = 256;
+      out[0].smem = 0;
+      return 1;
+    case 1:
+      // dense_gemv_bf16_unaligned_k: 16 output columns per block, one element per lane and load (k
+      // is not a multiple of 8)
+      out[0].kernel = "dense_gemv_bf16";
+      out[0].entry = "dense_gemv_bf16_unaligned_k";
+      out[0].what =
+          "16 output columns per block, one element per lane and load (k is not a multiple of 8)";
+      out[0].grid[0] = gg_cdiv(n_out, 16);
+      out[0].grid[1] = 1;
+      out[0].grid[2] = 1;
+      out[0].threads = 256;
+      out[0].smem = 0;
+      return 1;
+  }
+  return 0;
+}
+
+// nullptr when every launch of a valid call `a` fits CUDA's limits: grid and
+// block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
+// device's opt-in maximum per block, which the launcher queries); else why
+// not.
+inline const char* dense_gemv_bf16_launch_error(const DenseGemvBf16Args& a, long long smem_limit) {
+  GgLaunch launches[1];
+  const int count = dense_gemv_bf16_launches(a, launches);
+  for (int i = 0; i < count; ++i) {
+    if (const char* why = gg_launch_error(launches[i], smem_limit)) {
+      return why;
+    }
   }
   return nullptr;
 }
@@ -127,19 +189,36 @@ inline const char* dense_gemv_bf16_validate(const DenseGemvBf16Args& a) {
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long n = a.n;
   [[maybe_unused]] const long long n_out = n;
-  if (!(m >= 0 and m <= 1)) return "dense_gemv_bf16: gemv serves m == 1 (m == 0 launches nothing); a dispatcher sends larger m elsewhere";
-  if (!(n > 0 and k > 0)) return "dense_gemv_bf16: n and k must be positive";
-  if (!(n < 2147483647 and k <= 2147483647 - 65536)) return "dense_gemv_bf16: dims must fit in int32 (k with 65536 to spare)";
-  if (a.lhs == nullptr) return "dense_gemv_bf16: lhs is null";
-  if (a.rhs == nullptr) return "dense_gemv_bf16: rhs is null";
-  if (a.out == nullptr) return "dense_gemv_bf16: out is null";
-  if (reinterpret_cast<std::uintptr_t>(a.lhs) % 16 != 0)
+  if (!(m >= 0 && m <= 1)) {
+    return "dense_gemv_bf16: gemv serves m == 1 (m == 0 launches nothing); a dispatcher sends "
+           "larger m elsewhere";
+  }
+  if (!(n > 0 && k > 0)) {
+    return "dense_gemv_bf16: n and k must be positive";
+  }
+  if (!(n < 2147483647 && k <= 2147483647 - 65536)) {
+    return "dense_gemv_bf16: dims must fit in int32 (k with 65536 to spare)";
+  }
+  if (a.lhs == nullptr) {
+    return "dense_gemv_bf16: lhs is null";
+  }
+  if (a.rhs == nullptr) {
+    return "dense_gemv_bf16: rhs is null";
+  }
+  if (a.out == nullptr) {
+    return "dense_gemv_bf16: out is null";
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.lhs) % 16 != 0) {
     return "dense_gemv_bf16: lhs must be 16-byte aligned";
-  if (reinterpret_cast<std::uintptr_t>(a.rhs) % 16 != 0)
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.rhs) % 16 != 0) {
     return "dense_gemv_bf16: rhs must be 16-byte aligned";
-  if (reinterpret_cast<std::uintptr_t>(a.out) % 2 != 0)
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.out) % 2 != 0) {
     return "dense_gemv_bf16: out must be 2-byte aligned";
-  return dense_gemv_bf16_launch_error(a, -1);  // shared memory: launch_dense_gemv_bf16 asks the device
+  }
+  // Shared memory: the launcher asks the device.
+  return dense_gemv_bf16_launch_error(a, -1);
 }
 
 cudaError_t launch_dense_gemv_bf16(const DenseGemvBf16Args& args, cudaStream_t stream);

@@ -33,7 +33,9 @@ import numpy as np
 
 SOURCE = pathlib.Path(__file__).with_suffix(".cu")
 NAME = "dense_gemv_bf16"
-OUTPUTS = ("out", )
+OUTPUTS = ("out",)
+# The arrays a call may leave out (None): optional inputs and the outputs.
+MAY_BE_NONE = ("out",)
 
 # Storage dtype of each array argument; a same-size view is also accepted.
 DTYPES = {
@@ -90,9 +92,11 @@ class Launch:
 
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
+    # 16-byte loads, specs/dense.gemm
     if k % 8 == 0:
-        return 0  # 16-byte loads, specs/dense.gemm
-    return 1  # unaligned k, specs/dense.gemm
+        return 0
+    # unaligned k, specs/dense.gemm
+    return 1
 
 
 def _dtype_ok(x, name: str) -> bool:
@@ -122,15 +126,17 @@ def validate(*, lhs, rhs, out=None) -> dict[str, int]:
     }
     for name, x in arrays.items():
         if x is None:
-            if name not in ("out", ):
+            if name not in MAY_BE_NONE:
                 raise ValueError(f"{NAME}: {name} is required")
             continue
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):
             raise ValueError(f"{NAME}: {name} must be an array, got {type(x).__name__}")
         if not _dtype_ok(x, name):
-            raise ValueError(f"{NAME}: {name} must be {DTYPES[name]}, got {np.dtype(x.dtype).name}")
+            got = np.dtype(x.dtype).name
+            raise ValueError(f"{NAME}: {name} must be {DTYPES[name]}, got {got}")
         if len(x.shape) != ndims[name]:
-            raise ValueError(f"{NAME}: {name} must have {ndims[name]} dims, got shape {tuple(x.shape)}")
+            shape = tuple(x.shape)
+            raise ValueError(f"{NAME}: {name} must have {ndims[name]} dims, got shape {shape}")
     m = int(lhs.shape[0])
     k = int(lhs.shape[1])
     n = int(rhs.shape[0])
@@ -145,11 +151,15 @@ def validate(*, lhs, rhs, out=None) -> dict[str, int]:
         if x is not None and tuple(int(d) for d in x.shape) != shape:
             raise ValueError(f"{NAME}: {name} must have shape {list(shape)}, got {list(x.shape)}")
     if not (m >= 0 and m <= 1):
-        raise ValueError(f"{NAME}: gemv serves m == 1 (m == 0 launches nothing); a dispatcher sends larger m elsewhere (m={m}, k={k}, n={n}, n_out={n_out})")
+        raise ValueError(
+            f"{NAME}: gemv serves m == 1 (m == 0 launches nothing); a dispatcher sends larger m elsewhere (m={m}, k={k}, n={n}, n_out={n_out})",
+        )
     if not (n > 0 and k > 0):
         raise ValueError(f"{NAME}: n and k must be positive (m={m}, k={k}, n={n}, n_out={n_out})")
     if not (n < 2147483647 and k <= 2147483647 - 65536):
-        raise ValueError(f"{NAME}: dims must fit in int32 (k with 65536 to spare) (m={m}, k={k}, n={n}, n_out={n_out})")
+        raise ValueError(
+            f"{NAME}: dims must fit in int32 (k with 65536 to spare) (m={m}, k={k}, n={n}, n_out={n_out})",
+        )
     for name, align in ALIGN.items():
         ptr = _pointer(arrays[name])
         if ptr is not None and ptr % align:
@@ -165,7 +175,7 @@ def validate(*, lhs, rhs, out=None) -> dict[str, int]:
 
 def output_shapes(dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
     """The shape of each output for validated dims."""
-    m, k, n, n_out = (dims["m"], dims["k"], dims["n"], dims["n_out"])
+    m, n = (dims["m"], dims["n"])
     return {
         "out": (m, n),
     }
@@ -173,7 +183,7 @@ def output_shapes(dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
 
 def workspace_ints(dims: dict[str, int]) -> int:
     """Ints of scratch memory the launch sequence needs."""
-    m, k, n, n_out = (dims["m"], dims["k"], dims["n"], dims["n_out"])
+    m, k, n = (dims["m"], dims["k"], dims["n"])
     match pick_tile(m, n, k):
         case 0:
             return 0
@@ -195,17 +205,29 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
     if m == 0:
         return []
     match pick_tile(m, n, k):
-        case 0:  # 16-byte loads
+        case 0:
+            # 16-byte loads
             return [
-                Launch("dense_gemv_bf16", (gg_cdiv(n_out, 16), 1, 1), (256, 1, 1), 0, (
-                    "lhs", "rhs", "out", gg_i32(m), gg_i32(n), gg_i32(k),
-                ), "16 output columns per block, 16-byte weight loads"),
+                Launch(
+                    "dense_gemv_bf16",
+                    (gg_cdiv(n_out, 16), 1, 1),
+                    (256, 1, 1),
+                    0,
+                    ("lhs", "rhs", "out", gg_i32(m), gg_i32(n), gg_i32(k)),
+                    "16 output columns per block, 16-byte weight loads",
+                ),
             ]
-        case 1:  # unaligned k
+        case 1:
+            # unaligned k
             return [
-                Launch("dense_gemv_bf16_unaligned_k", (gg_cdiv(n_out, 16), 1, 1), (256, 1, 1), 0, (
-                    "lhs", "rhs", "out", gg_i32(m), gg_i32(n), gg_i32(k),
-                ), "16 output columns per block, one element per lane and load (k is not a multiple of 8)"),
+                Launch(
+                    "dense_gemv_bf16_unaligned_k",
+                    (gg_cdiv(n_out, 16), 1, 1),
+                    (256, 1, 1),
+                    0,
+                    ("lhs", "rhs", "out", gg_i32(m), gg_i32(n), gg_i32(k)),
+                    "16 output columns per block, one element per lane and load (k is not a multiple of 8)",
+                ),
             ]
     raise AssertionError("unreachable")
 
@@ -220,14 +242,21 @@ def launch_error(launch: Launch, smem_limit: int | None = None) -> str | None:
             return f"{head} needs grid {axis} = {size}, outside CUDA's limit of 1..{limit}"
     threads = launch.block[0] * launch.block[1] * launch.block[2]
     if not 1 <= threads <= MAX_BLOCK_THREADS:
-        return f"{head} needs {threads} threads per block, outside CUDA's limit of 1..{MAX_BLOCK_THREADS}"
+        return (
+            f"{head} needs {threads} threads per block, outside CUDA's limit of "
+            f"1..{MAX_BLOCK_THREADS}"
+        )
     if smem_limit is not None and launch.smem > smem_limit:
-        return (f"{head} needs {launch.smem} bytes of dynamic shared memory per block, over the "
-                f"device's opt-in limit of {smem_limit}")
+        return (
+            f"{head} needs {launch.smem} bytes of dynamic shared memory per block, over the "
+            f"device's opt-in limit of {smem_limit}"
+        )
     return None
 
 
-def check_launches(steps: list[Launch], dims: dict[str, int], smem_limit: int | None = None) -> None:
+def check_launches(
+    steps: list[Launch], dims: dict[str, int], smem_limit: int | None = None
+) -> None:
     """Raise ValueError naming the first launch over CUDA's limits (see launch_error)."""
     for step in steps:
         why = launch_error(step, smem_limit)
@@ -242,8 +271,8 @@ def device_smem_limit() -> int:
     import cupy
 
     runtime = cupy.cuda.runtime
-    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                          cupy.cuda.Device().id))
+    device = cupy.cuda.Device().id
+    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device))
 
 
 @functools.cache
@@ -252,7 +281,8 @@ def _module():
 
     from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
-    return cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17", f"-I{RUNTIME_INCLUDE_DIR}"))
+    options = ("-std=c++17", f"-I{RUNTIME_INCLUDE_DIR}")
+    return cupy.RawModule(code=SOURCE.read_text(), options=options)
 
 
 def dense_gemv_bf16(lhs, rhs, *, out=None, stream=None):
@@ -262,7 +292,8 @@ def dense_gemv_bf16(lhs, rhs, *, out=None, stream=None):
     dims = validate(lhs=lhs, rhs=rhs, out=out)
     steps = launches(dims)
     if any(step.smem > 0 for step in steps):
-        check_launches(steps, dims, device_smem_limit())  # before anything is allocated or launched
+        # Before anything is allocated or launched.
+        check_launches(steps, dims, device_smem_limit())
     arrays = {
         "lhs": lhs,
         "rhs": rhs,
@@ -278,8 +309,14 @@ def dense_gemv_bf16(lhs, rhs, *, out=None, stream=None):
             kernel = module.get_function(step.entry)
             if step.smem > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = step.smem
-            args = tuple((np.uint64(0) if arrays[a] is None else arrays[a]) if isinstance(a, str)
-                         else a for a in step.args)
+            args = tuple(_argument(arrays, a) for a in step.args)
             kernel(step.grid, step.block, args, shared_mem=step.smem)
     outs = tuple(arrays[name] for name in OUTPUTS)
     return outs[0] if len(outs) == 1 else outs
+
+
+def _argument(arrays: dict, a):
+    """A launch argument: an array by name (None: a null pointer) or a scalar."""
+    if not isinstance(a, str):
+        return a
+    return np.uint64(0) if arrays[a] is None else arrays[a]

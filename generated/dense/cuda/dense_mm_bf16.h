@@ -19,9 +19,12 @@
 #include "dense_gemm_bf16.h"
 
 struct DenseMmBf16Args {
-  const __nv_bfloat16* lhs = nullptr;  // [m, k] the activations
-  const __nv_bfloat16* rhs = nullptr;  // [n, k] the weights
-  __nv_bfloat16* out = nullptr;  // [m, n] the result
+  // [m, k] the activations
+  const __nv_bfloat16* lhs = nullptr;
+  // [n, k] the weights
+  const __nv_bfloat16* rhs = nullptr;
+  // [m, n] the result
+  __nv_bfloat16* out = nullptr;
   int m = 0;
   int k = 0;
   int n = 0;
@@ -29,9 +32,16 @@ struct DenseMmBf16Args {
 
 // The arm launch_dense_mm_bf16 runs for M (dense_mm_bf16.py's pick() agrees).
 inline int dense_mm_bf16_pick(long long m) {
-  if (m == 1) return 0;  // dense_gemv_bf16, specs/dense.gemm
-  if (m <= 8) return 1;  // dense_gemv_batched_bf16, specs/dense.gemm
-  return 2;  // dense_gemm_bf16, specs/dense.gemm
+  // dense_gemv_bf16, specs/dense.gemm
+  if (m == 1) {
+    return 0;
+  }
+  // dense_gemv_batched_bf16, specs/dense.gemm
+  if (m <= 8) {
+    return 1;
+  }
+  // dense_gemm_bf16, specs/dense.gemm
+  return 2;
 }
 
 // The arguments as dense_gemv_bf16's (the same fields).

@@ -60,8 +60,9 @@ def arm(name: str):
 def _m(lhs) -> int:
     shape = getattr(lhs, "shape", None)
     if shape is None or len(shape) != 2:
-        raise ValueError(f"{NAME}: lhs must be a 2-d array "
-                         f"[m, k], got {type(lhs).__name__} with shape {shape}")
+        what = "a 2-d array [m, k]"
+        kind = type(lhs).__name__
+        raise ValueError(f"{NAME}: lhs must be {what}, got {kind} with shape {shape}")
     return int(shape[0])
 
 

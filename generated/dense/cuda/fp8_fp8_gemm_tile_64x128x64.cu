@@ -220,31 +220,42 @@ extern "C" __global__ void __launch_bounds__(128) fp8_fp8_gemm_tile_64x128x64(
 #if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "fp8_fp8_gemm_tile_64x128x64.h"
 
-cudaError_t launch_fp8_fp8_gemm_tile_64x128x64(const Fp8Fp8GemmTile64x128x64Args& a, cudaStream_t stream) {
-  if (fp8_fp8_gemm_tile_64x128x64_validate(a) != nullptr) return cudaErrorInvalidValue;
-  [[maybe_unused]] const long long m = a.m;
-  [[maybe_unused]] const long long k = a.k;
-  [[maybe_unused]] const long long n = a.n;
-  [[maybe_unused]] const long long n_out = n;
-  if (m == 0) return cudaSuccess;
+cudaError_t launch_fp8_fp8_gemm_tile_64x128x64(const Fp8Fp8GemmTile64x128x64Args& a,
+                                               cudaStream_t stream) {
+  if (fp8_fp8_gemm_tile_64x128x64_validate(a) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  GgLaunch l[1];  // the launches, in order
+  if (fp8_fp8_gemm_tile_64x128x64_launches(a, l) == 0) {
+    return cudaSuccess;
+  }
   cudaError_t err = cudaSuccess;
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.
   int device = 0, smem_limit = 0;
   err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) {
+    return err;
+  }
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) return err;
-  if (fp8_fp8_gemm_tile_64x128x64_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
+  if (err != cudaSuccess) {
+    return err;
+  }
+  if (fp8_fp8_gemm_tile_64x128x64_launch_error(a, smem_limit) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const long long m = a.m;
+  const long long k = a.k;
+  const long long n = a.n;
   switch (fp8_fp8_gemm_tile_64x128x64_pick_tile(m, n, k)) {
-    case 0: {  // 64x128x64
-      // 64x128 output tiles: n tiles, m tiles over y and z
-      fp8_fp8_gemm_tile_64x128x64<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_min(gg_cdiv(m, 64), 65535)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m, 64), 65535))), 128, 46080, stream>>>(
+    case 0:
+      fp8_fp8_gemm_tile_64x128x64<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
   }
   return cudaErrorInvalidValue;
 }

@@ -257,32 +257,45 @@ extern "C" __global__ void __launch_bounds__(256) fp8_weight_gemm(
 #include "fp8_weight_gemm.h"
 
 cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stream) {
-  if (fp8_weight_gemm_validate(a) != nullptr) return cudaErrorInvalidValue;
-  [[maybe_unused]] const long long m = a.m;
-  [[maybe_unused]] const long long k = a.k;
-  [[maybe_unused]] const long long n = a.n;
-  [[maybe_unused]] const long long n_out = n;
-  if (m == 0) return cudaSuccess;
+  if (fp8_weight_gemm_validate(a) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  GgLaunch l[1];  // the launches, in order
+  if (fp8_weight_gemm_launches(a, l) == 0) {
+    return cudaSuccess;
+  }
   cudaError_t err = cudaSuccess;
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.
   int device = 0, smem_limit = 0;
   err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) {
+    return err;
+  }
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) return err;
-  if (fp8_weight_gemm_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
+  if (err != cudaSuccess) {
+    return err;
+  }
+  if (fp8_weight_gemm_launch_error(a, smem_limit) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const long long m = a.m;
+  const long long k = a.k;
+  const long long n = a.n;
   switch (fp8_weight_gemm_pick_tile(m, n, k)) {
-    case 0: {  // 128x128x32
-      // 128x128 output tiles: n tiles, m tiles over y and z
-      err = cudaFuncSetAttribute(fp8_weight_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, 67584);
-      if (err != cudaSuccess) return err;
-      fp8_weight_gemm<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 128)), static_cast<unsigned>(gg_min(gg_cdiv(m, 128), 65535)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m, 128), 65535))), 256, 67584, stream>>>(
+    case 0:
+      err = cudaFuncSetAttribute(fp8_weight_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 67584);
+      if (err != cudaSuccess) {
+        return err;
+      }
+      fp8_weight_gemm<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
   }
   return cudaErrorInvalidValue;
 }

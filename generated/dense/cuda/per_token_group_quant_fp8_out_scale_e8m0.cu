@@ -176,30 +176,35 @@ extern "C" __global__ void __launch_bounds__(256) per_token_group_quant_fp8_out_
 #if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "per_token_group_quant_fp8_out_scale_e8m0.h"
 
-cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(const PerTokenGroupQuantFp8OutScaleE8m0Args& a, cudaStream_t stream) {
-  if (per_token_group_quant_fp8_out_scale_e8m0_validate(a) != nullptr) return cudaErrorInvalidValue;
-  [[maybe_unused]] const long long m = a.m;
-  [[maybe_unused]] const long long k = a.k;
-  [[maybe_unused]] const long long groups = gg_cdiv(k, 128);
-  if (m == 0) return cudaSuccess;
+cudaError_t launch_per_token_group_quant_fp8_out_scale_e8m0(
+    const PerTokenGroupQuantFp8OutScaleE8m0Args& a, cudaStream_t stream) {
+  if (per_token_group_quant_fp8_out_scale_e8m0_validate(a) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  GgLaunch l[1];  // the launches, in order
+  if (per_token_group_quant_fp8_out_scale_e8m0_launches(a, l) == 0) {
+    return cudaSuccess;
+  }
   cudaError_t err = cudaSuccess;
+  const long long m = a.m;
+  const long long k = a.k;
   switch (per_token_group_quant_fp8_out_scale_e8m0_pick_tile(m, 0, k)) {
-    case 0: {  // 16-byte loads
-      // 16 groups per block, 16 lanes per group, 16-byte loads
-      per_token_group_quant_fp8_out_scale_e8m0<<<dim3(static_cast<unsigned>(gg_min(gg_cdiv(m * groups, 16), 2147483647)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m * groups, 16), 2147483647)), static_cast<unsigned>(1)), 256, 0, stream>>>(
+    case 0:
+      per_token_group_quant_fp8_out_scale_e8m0<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
-    case 1: {  // unaligned k
-      // 8 groups per block, 32 lanes per group, one element per load
-      per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<dim3(static_cast<unsigned>(gg_min(gg_cdiv(m * groups, 8), 2147483647)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m * groups, 8), 2147483647)), static_cast<unsigned>(1)), 256, 0, stream>>>(
+    case 1:
+      per_token_group_quant_fp8_out_scale_e8m0_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
   }
   return cudaErrorInvalidValue;
 }

@@ -209,32 +209,43 @@ extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
 #include "moe_bf16_grad_rhs.h"
 
 cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t stream) {
-  if (moe_bf16_grad_rhs_validate(a) != nullptr) return cudaErrorInvalidValue;
-  [[maybe_unused]] const long long m = a.m;
-  [[maybe_unused]] const long long k = a.k;
-  [[maybe_unused]] const long long n = a.n;
-  [[maybe_unused]] const long long num_groups = a.num_groups;
-  [[maybe_unused]] const long long g = a.g;
-  [[maybe_unused]] const long long group_offset = a.group_offset;
-  if (g == 0) return cudaSuccess;
+  if (moe_bf16_grad_rhs_validate(a) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  GgLaunch l[1];  // the launches, in order
+  if (moe_bf16_grad_rhs_launches(a, l) == 0) {
+    return cudaSuccess;
+  }
   cudaError_t err = cudaSuccess;
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.
   int device = 0, smem_limit = 0;
   err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) {
+    return err;
+  }
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) return err;
-  if (moe_bf16_grad_rhs_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
+  if (err != cudaSuccess) {
+    return err;
+  }
+  if (moe_bf16_grad_rhs_launch_error(a, smem_limit) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const long long m = a.m;
+  const long long k = a.k;
+  const long long n = a.n;
+  const long long num_groups = a.num_groups;
+  const long long group_offset = a.group_offset;
   switch (moe_bf16_grad_rhs_pick_tile(m, n, k)) {
-    case 0: {  // 32x128x128
-      // 128x128 blocks of out per local group, 32 rows per stage
-      moe_bf16_grad_rhs<<<dim3(static_cast<unsigned>(gg_cdiv(k, 128)), static_cast<unsigned>(gg_cdiv(n, 128)), static_cast<unsigned>(g)), 256, 34816, stream>>>(
-          a.lhs, a.rhs, a.group_sizes, a.existing_out, a.out, gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+    case 0:
+      moe_bf16_grad_rhs<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+          a.lhs, a.rhs, a.group_sizes, a.existing_out, a.out, gg_i32(m), gg_i32(n), gg_i32(k),
+          gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
   }
   return cudaErrorInvalidValue;
 }

@@ -338,45 +338,63 @@ extern "C" __global__ void __launch_bounds__(256) moe_w8a8_gateup_silu(
 #include "moe_w8a8_gateup_silu.h"
 
 cudaError_t launch_moe_w8a8_gateup_silu(const MoeW8a8GateupSiluArgs& a, cudaStream_t stream) {
-  if (moe_w8a8_gateup_silu_validate(a) != nullptr) return cudaErrorInvalidValue;
-  [[maybe_unused]] const long long m = a.m;
-  [[maybe_unused]] const long long k = a.k;
-  [[maybe_unused]] const long long g = a.g;
-  [[maybe_unused]] const long long n = a.n;
-  [[maybe_unused]] const long long num_groups = a.num_groups;
-  [[maybe_unused]] const long long group_offset = a.group_offset;
-  [[maybe_unused]] const long long n_out = gg_div(n, 2);
-  if (m == 0) return cudaSuccess;
+  if (moe_w8a8_gateup_silu_validate(a) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  GgLaunch l[3];  // the launches, in order
+  if (moe_w8a8_gateup_silu_launches(a, l) == 0) {
+    return cudaSuccess;
+  }
   cudaError_t err = cudaSuccess;
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.
   int device = 0, smem_limit = 0;
   err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess) {
+    return err;
+  }
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err != cudaSuccess) return err;
-  if (moe_w8a8_gateup_silu_launch_error(a, smem_limit) != nullptr) return cudaErrorInvalidValue;
+  if (err != cudaSuccess) {
+    return err;
+  }
+  if (moe_w8a8_gateup_silu_launch_error(a, smem_limit) != nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  const long long m = a.m;
+  const long long k = a.k;
+  const long long g = a.g;
+  const long long n = a.n;
+  const long long num_groups = a.num_groups;
+  const long long group_offset = a.group_offset;
+  const long long n_out = gg_div(n, 2);
   switch (moe_w8a8_gateup_silu_pick_tile(m, n, k)) {
-    case 0: {  // 64x128x128
-      // out = existing_out or zeros
-      moe_w8a8_gateup_silu_fill<<<dim3(static_cast<unsigned>(gg_min(gg_cdiv(m * n_out, 256), 4096)), static_cast<unsigned>(1), static_cast<unsigned>(1)), 256, 0, stream>>>(
+    case 0:
+      moe_w8a8_gateup_silu_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.out, a.existing_out, gg_i64(m * n_out));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-      // the (group, m tile) work items
-      moe_w8a8_gateup_silu_worklist<<<dim3(static_cast<unsigned>(1), static_cast<unsigned>(1), static_cast<unsigned>(1)), 1, 0, stream>>>(
-          a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m), gg_i32(64), static_cast<int*>(a.workspace));
+      if (err != cudaSuccess) {
+        return err;
+      }
+      moe_w8a8_gateup_silu_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+          a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m), gg_i32(64),
+          static_cast<int*>(a.workspace));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
-      // 64x64 output tiles: n tiles, work items over y and z
-      err = cudaFuncSetAttribute(moe_w8a8_gateup_silu, cudaFuncAttributeMaxDynamicSharedMemorySize, 55296);
-      if (err != cudaSuccess) return err;
-      moe_w8a8_gateup_silu<<<dim3(static_cast<unsigned>(gg_cdiv(n_out, 64)), static_cast<unsigned>(gg_min(gg_cdiv(m, 64) + g, 65535)), static_cast<unsigned>(gg_cdiv(gg_cdiv(m, 64) + g, 65535))), 256, 55296, stream>>>(
-          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+      if (err != cudaSuccess) {
+        return err;
+      }
+      err = cudaFuncSetAttribute(moe_w8a8_gateup_silu, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 55296);
+      if (err != cudaSuccess) {
+        return err;
+      }
+      moe_w8a8_gateup_silu<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace), gg_i32(m),
+          gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();
-      if (err != cudaSuccess) return err;
+      if (err != cudaSuccess) {
+        return err;
+      }
       return cudaSuccess;
-    }
   }
   return cudaErrorInvalidValue;
 }
