@@ -129,7 +129,7 @@ def test_grid_expressions_evaluate_to_the_hand_computed_grids(stem, name, dims, 
 
 @pytest.mark.parametrize("stem, name, dims, want", GRID_CASES)
 def test_the_python_launcher_prints_the_same_grids(stem, name, dims, want):
-    from gemmgen.verify import load_generated_module
+    from gemmgen.harness.runner import load_generated_module
 
     _, lp = _plan(stem, name)
     launcher = load_generated_module(REPO / "generated" / stem / "cuda" / f"{name}.py",

@@ -31,7 +31,7 @@ from gemmgen.backends import cuda, cuda_dispatch
 from gemmgen.build import InputError, locate
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
-from gemmgen.runtime.toolchain import RUNTIME_INCLUDE_DIR, find_nvcc
+from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, find_nvcc
 from gemmgen.validate import validate
 
 REPO = Path(__file__).resolve().parent.parent
