@@ -1624,7 +1624,10 @@ inline int run_request(const char* request_path, const char* response_path) {
   enum Flag : unsigned { kReturn = 1, kPoison = 2, kNotParameter = 4 };
   const std::vector<unsigned char> request = read_file(request_path);
   Reader r{request.data(), request.data() + request.size()};
-  if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0 || r.get<std::uint32_t>() != 3) fail("not a gg-emu request file");
+  if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0) fail("not a gg-emu request file");
+  if (const std::uint32_t version = r.get<std::uint32_t>(); version != 3) {
+    fail("a gg-emu request file of version %u; this emulator reads version 3", version);
+  }
   const std::uint32_t name_len = r.get<std::uint32_t>();
   const std::string name(reinterpret_cast<const char*>(r.take(name_len)), name_len);
   unsigned grid[3], block[3];
