@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from cuda_runtime_cases import CUDA_SRC
 
-from gemmgen.harness import cuda_emu, cuda_gpu
+from gemmgen.harness import cuda_emu, cuda_gpu, nvcc
 from gemmgen.harness.cuda_emu import (
     EmuLaunchError,
     EmuModule,
@@ -389,3 +389,28 @@ def test_tensor_map_arguments_on_a_gpu():
     (got,) = gpu.launch("tma_copy", (2, 3, 1), 128, 64 * 16 * 2 + 1024, args, outputs=[8],
                         buffers=[a, np.zeros_like(a)])
     np.testing.assert_array_equal(got.view(np.uint8), a.view(np.uint8))
+
+
+@pytest.mark.skipif(nvcc.find_nvcc() is None or nvcc.find_cuda_tool("cuobjdump") is None,
+                    reason="nvcc or cuobjdump is not installed")
+def test_the_kernels_assemble_for_sm_90_with_tma():
+    # What the GPU test launches is real sm_90 code: TMA loads and stores, no spills.
+    result = nvcc.compile_check(SOURCE.read_text(), "sm_90", name_for_errors=str(SOURCE))
+    assert set(result.kernels) == {"tma_boxes", "tma_copy", "map_probe"}, result.log
+    for usage in result.kernels.values():
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+    sass = nvcc.sass_summary(result.cubin)
+    assert sass["tma_boxes"].count("UTMALDG", "2D") == 1 and sass["tma_boxes"].count("UTMALDG", "3D") == 1
+    assert sass["tma_copy"].count("UTMASTG", "2D") == 1 and sass["tma_copy"].count("UTMASTG", "3D") == 1
+
+
+@pytest.mark.skipif(cuda_gpu.unavailable_reason() is None, reason="a GPU is available here")
+def test_without_a_driver_the_encoder_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(cuda_gpu, "_libcuda", lambda: ctypes.CDLL("libcuda-that-does-not-exist.so"))
+    cuda_gpu.driver_encoder.cache_clear()
+    try:
+        with pytest.raises(cuda_gpu.GpuLaunchError, match="cuTensorMapEncodeTiled is not available"):
+            cuda_gpu.encode_tensor_map(TensorMap(0, np.float32, global_dims=(4,), global_strides_bytes=(),
+                                                 box=(4,)), 0x10000)
+    finally:
+        cuda_gpu.driver_encoder.cache_clear()

@@ -111,7 +111,10 @@ def _libcuda() -> ctypes.CDLL:
 def driver_encoder() -> Callable[..., int]:
     """The driver's cuTensorMapEncodeTiled (libcuda.so.1, the library every
     CUDA program loads: no toolkit and no link step needed)."""
-    return ENCODE_TILED(("cuTensorMapEncodeTiled", _libcuda()))
+    try:
+        return ENCODE_TILED(("cuTensorMapEncodeTiled", _libcuda()))
+    except (OSError, AttributeError) as e:  # no driver, or one older than CUDA 12.0
+        raise GpuLaunchError(f"the CUDA driver's cuTensorMapEncodeTiled is not available: {e}") from None
 
 
 def _result_name(code: int) -> str:
