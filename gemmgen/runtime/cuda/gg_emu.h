@@ -1527,16 +1527,27 @@ inline int launch(const char* kernel, const unsigned grid[3], const unsigned blo
 // ---------------------------------------------------------------------------
 // Request files: how gemmgen.harness.cuda_emu hands a launch to a child
 // process. Little-endian:
-//   "GGEMUREQ" u32 version(=2)
+//   "GGEMUREQ" u32 version(=3)
 //   u32 name_len, name bytes; u32 grid[3]; u32 block[3]; u64 dynamic_smem
 //   i64 max_dynamic_smem: the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize,
 //     set with cudaFuncSetAttribute before the launch (-1: left unset, 48 KiB)
-//   u32 nargs, then per argument:
-//     u32 kind (0 buffer, 1 value, 2 null pointer), u32 flags (1 return it,
-//     2 poison it instead of reading data), u64 nbytes, data (absent for a
-//     poisoned buffer and for null)
+//   u32 nargs (entries), then per entry:
+//     u32 kind (0 buffer, 1 value, 2 null pointer, 3 tensor map), u32 flags
+//     (1 return it, 2 poison it instead of reading data, 4 a buffer that is
+//     not a kernel parameter: only tensor maps reach it), u64 nbytes, data
+//     (absent for a poisoned buffer and for null)
+//   The kernel's parameters are the entries without flag 4, in order. The
+//   data of a tensor map (kind 3) is what cuTensorMapEncodeTiled takes, with
+//   a buffer entry in place of the address:
+//     u32 buffer (an entry index), u32 dtype, u32 rank, u32 interleave,
+//     u32 swizzle, u32 l2_promotion, u32 oob_fill, u64 offset (bytes into the
+//     buffer), u64 global_dim[rank], u64 global_strides[rank - 1] (bytes),
+//     u32 box_dim[rank], u32 element_strides[rank]
+//   The child encodes it with the emulated cuTensorMapEncodeTiled against
+//   the buffer's device address plus the offset, and passes the 128-byte
+//   CUtensorMap by value.
 // The response: "GGEMURSP" u32 count, then per returned buffer:
-//   u32 argument index, u64 nbytes, data.
+//   u32 entry index, u64 nbytes, data.
 
 struct Reader {
   const unsigned char* p;
@@ -1567,11 +1578,56 @@ inline std::vector<unsigned char> read_file(const char* path) {
   return data;
 }
 
+namespace sm90 {
+// A tensor-map entry of a request (kind 3), decoded.
+struct MapArgument {
+  std::uint32_t buffer, dtype, rank, interleave, swizzle, l2_promotion, oob_fill;
+  std::uint64_t offset;
+  std::vector<std::uint64_t> dims, strides;
+  std::vector<std::uint32_t> box, element_strides;
+};
+// Encodes `a` into `map` (128 bytes, 64-byte aligned) with the emulated
+// cuTensorMapEncodeTiled against `buffer` (`buffer_bytes` long) plus the
+// offset, and checks that the map stays inside the buffer. Defined in
+// gg_emu_sm90.h; false with `why` set when either fails.
+inline bool encode_map_argument(void* map, const MapArgument& a, unsigned char* buffer,
+                                std::size_t buffer_bytes, std::string& why);
+}  // namespace sm90
+
+// Decodes the data of a tensor-map entry; false when its size does not match its rank.
+inline bool read_map_argument(const unsigned char* data, std::size_t bytes, sm90::MapArgument& a) {
+  Reader r{data, data + bytes};
+  if (bytes < 36) return false;
+  a.buffer = r.get<std::uint32_t>();
+  a.dtype = r.get<std::uint32_t>();
+  a.rank = r.get<std::uint32_t>();
+  a.interleave = r.get<std::uint32_t>();
+  a.swizzle = r.get<std::uint32_t>();
+  a.l2_promotion = r.get<std::uint32_t>();
+  a.oob_fill = r.get<std::uint32_t>();
+  a.offset = r.get<std::uint64_t>();
+  const std::uint64_t rank = a.rank, strides = rank > 0 ? rank - 1 : 0;
+  if (rank > 64 || bytes != 36 + 8 * rank + 8 * strides + 4 * rank + 4 * rank) return false;
+  a.dims.resize(rank);
+  a.strides.resize(strides);
+  a.box.resize(rank);
+  a.element_strides.resize(rank);
+  for (std::uint64_t& d : a.dims) d = r.get<std::uint64_t>();
+  for (std::uint64_t& d : a.strides) d = r.get<std::uint64_t>();
+  for (std::uint32_t& d : a.box) d = r.get<std::uint32_t>();
+  for (std::uint32_t& d : a.element_strides) d = r.get<std::uint32_t>();
+  return true;
+}
+
 inline int run_request(const char* request_path, const char* response_path) {
-  enum Kind : unsigned { kBuffer = 0, kValue = 1, kNull = 2 };
+  enum Kind : unsigned { kBuffer = 0, kValue = 1, kNull = 2, kTensorMap = 3 };
+  enum Flag : unsigned { kReturn = 1, kPoison = 2, kNotParameter = 4 };
   const std::vector<unsigned char> request = read_file(request_path);
   Reader r{request.data(), request.data() + request.size()};
-  if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0 || r.get<std::uint32_t>() != 2) fail("not a gg-emu request file");
+  if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0) fail("not a gg-emu request file");
+  if (const std::uint32_t version = r.get<std::uint32_t>(); version != 3) {
+    fail("a gg-emu request file of version %u; this emulator reads version 3", version);
+  }
   const std::uint32_t name_len = r.get<std::uint32_t>();
   const std::string name(reinterpret_cast<const char*>(r.take(name_len)), name_len);
   unsigned grid[3], block[3];
@@ -1587,9 +1643,20 @@ inline int run_request(const char* request_path, const char* response_path) {
     std::size_t bytes;
     void* device;
     const unsigned char* value;
+    std::uint32_t param;  // its parameter index (entries without kNotParameter)
+  };
+  // The 128-byte CUtensorMap of each tensor-map entry, aligned as cuda.h
+  // aligns CUtensorMap (the encoder requires 64).
+  struct alignas(128) MapStorage {
+    unsigned char bytes[128];
   };
   std::vector<Arg> parsed(nargs);
-  std::vector<void*> args(nargs);
+  std::vector<MapStorage> maps(nargs);
+  std::vector<void*> args;
+  const auto rejected = [&](const std::string& why) {
+    std::fprintf(stderr, "gg-emu: error: kernel %s: %s\n", name.c_str(), why.c_str());
+    return 2;
+  };
   for (std::uint32_t i = 0; i < nargs; ++i) {
     Arg& a = parsed[i];
     a.kind = r.get<std::uint32_t>();
@@ -1597,25 +1664,58 @@ inline int run_request(const char* request_path, const char* response_path) {
     a.bytes = r.get<std::uint64_t>();
     a.device = nullptr;
     a.value = nullptr;
-    if (a.kind == kValue || (a.kind == kBuffer && (a.flags & 2u) == 0)) a.value = r.take(a.bytes);
-    if (k != nullptr && i < k->params.size()) {
-      const ParamInfo& p = k->params[i];
-      if ((a.kind == kValue) == p.is_pointer || (a.kind == kValue && a.bytes != p.size)) {
+    a.param = static_cast<std::uint32_t>(args.size());
+    if (a.kind > kTensorMap) fail("malformed request file: argument kind %u", a.kind);
+    if ((a.flags & kNotParameter) != 0 && a.kind != kBuffer) {
+      fail("malformed request file: entry #%u is not a buffer but is not a kernel parameter", i);
+    }
+    if (a.kind == kValue || a.kind == kTensorMap || (a.kind == kBuffer && (a.flags & kPoison) == 0)) {
+      a.value = r.take(a.bytes);
+    }
+    const bool parameter = (a.flags & kNotParameter) == 0;
+    if (k != nullptr && parameter && a.param < k->params.size()) {
+      const ParamInfo& p = k->params[a.param];
+      const bool by_value = a.kind == kValue || a.kind == kTensorMap;
+      const bool is_map = p.type.find("CUtensorMap") != std::string::npos;
+      if (by_value == p.is_pointer || (a.kind == kValue && a.bytes != p.size) ||
+          (a.kind == kTensorMap && !(is_map && p.size == sizeof(MapStorage)))) {
         const std::string given =
-            a.kind == kValue ? format("a value of %zu bytes", a.bytes) : std::string(a.kind == kNull ? "None" : "an array");
-        std::fprintf(stderr, "gg-emu: error: kernel %s: argument #%u is `%s` (%zu bytes) but %s was passed\n",
-                     name.c_str(), i, p.type.c_str(), p.size, given.c_str());
-        return 2;
+            a.kind == kValue       ? format("a value of %zu bytes", a.bytes)
+            : a.kind == kTensorMap ? std::string("a tensor map")
+                                   : std::string(a.kind == kNull ? "None" : "an array");
+        return rejected(format("argument #%u is `%s` (%zu bytes) but %s was passed", a.param, p.type.c_str(),
+                               p.size, given.c_str()));
       }
     }
     if (a.kind == kBuffer) {
-      a.device = device_malloc(a.bytes, static_cast<int>(i));
+      a.device = device_malloc(a.bytes, parameter ? static_cast<int>(a.param) : -1);
       if (a.value != nullptr) std::memcpy(a.device, a.value, a.bytes);
-      args[i] = &a.device;
+      if (parameter) args.push_back(&a.device);
     } else if (a.kind == kNull) {
-      args[i] = &a.device;
+      args.push_back(&a.device);
+    } else if (a.kind == kTensorMap) {
+      args.push_back(maps[i].bytes);
     } else {
-      args[i] = const_cast<unsigned char*>(a.value);
+      args.push_back(const_cast<unsigned char*>(a.value));
+    }
+  }
+  // Tensor maps last: their buffers may come after them.
+  for (std::uint32_t i = 0; i < nargs; ++i) {
+    const Arg& a = parsed[i];
+    if (a.kind != kTensorMap) continue;
+    sm90::MapArgument m;
+    if (!read_map_argument(a.value, a.bytes, m)) fail("malformed request file: tensor map entry #%u", i);
+    if (m.buffer >= nargs || parsed[m.buffer].kind != kBuffer) {
+      return rejected(format("argument #%u is a tensor map over entry #%u, which is not an array", a.param,
+                             m.buffer));
+    }
+    std::string why;
+    const Arg& b = parsed[m.buffer];
+    if (!sm90::encode_map_argument(maps[i].bytes, m, static_cast<unsigned char*>(b.device), b.bytes, why)) {
+      const std::string buffer = (b.flags & kNotParameter) != 0 ? format("buffer #%u", m.buffer)
+                                                               : format("argument #%u", b.param);
+      return rejected(format("argument #%u (a tensor map over %s, %zu bytes): %s", a.param, buffer.c_str(), b.bytes,
+                             why.c_str()));
     }
   }
   if (k != nullptr && max_dynamic_smem >= 0 && set_max_dynamic_smem(*k, max_dynamic_smem) != 0) {

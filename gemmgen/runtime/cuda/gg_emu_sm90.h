@@ -217,6 +217,87 @@ inline CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint
   return CUDA_SUCCESS;
 }
 
+// The name of a CUresult the encoder returns.
+inline const char* result_name(CUresult code) {
+  switch (code) {
+    case CUDA_SUCCESS:
+      return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE:
+      return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return "CUDA_ERROR_NOT_SUPPORTED";
+    default:
+      return "an unknown CUresult";
+  }
+}
+
+// The last byte a map reaches in global memory, plus one: every dimension at
+// its last index (0: a dimension of size 0, which encode_tiled rejects).
+inline std::uint64_t map_extent(const MapBits& m) {
+  std::uint64_t end = m.elem_bytes;
+  for (unsigned d = 0; d < m.rank; ++d) {
+    if (m.dims[d] == 0)
+      return 0;
+    end += (m.dims[d] - 1) * m.strides[d];
+  }
+  return end;
+}
+
+static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) >= 64);
+
+// A tensor-map argument of a request (gg_emu.h's run_request): encoded as a
+// launcher encodes it, then checked against its buffer. The driver cannot
+// check the extent (it does not know the allocation), but a map that reaches
+// past its buffer reads or writes memory that belongs to nobody, and the TMA
+// engine's copies are not bounds-checked, so the launch is refused here.
+inline bool encode_map_argument(void* map, const MapArgument& a, unsigned char* buffer,
+                                std::size_t buffer_bytes, std::string& why) {
+  if (a.offset > buffer_bytes) {
+    why = format("the offset %llu is past the end of the buffer",
+                 static_cast<unsigned long long>(a.offset));
+    return false;
+  }
+  // Pad the arrays to the driver's maximum rank: encode_tiled reads at most
+  // `rank` entries, and rejects a rank over 5 before reading any.
+  std::vector<cuuint64_t> dims(a.dims.begin(), a.dims.end()),
+      strides(a.strides.begin(), a.strides.end());
+  std::vector<cuuint32_t> box(a.box.begin(), a.box.end()),
+      estrides(a.element_strides.begin(), a.element_strides.end());
+  dims.resize(std::max<std::size_t>(dims.size(), 5), 1);
+  strides.resize(std::max<std::size_t>(strides.size(), 4), 0);
+  box.resize(std::max<std::size_t>(box.size(), 5), 1);
+  estrides.resize(std::max<std::size_t>(estrides.size(), 5), 1);
+  auto* m = static_cast<CUtensorMap*>(map);
+  const CUresult r = encode_tiled(m, static_cast<CUtensorMapDataType>(a.dtype), a.rank,
+                                  buffer + a.offset, dims.data(), strides.data(), box.data(),
+                                  estrides.data(), static_cast<CUtensorMapInterleave>(a.interleave),
+                                  static_cast<CUtensorMapSwizzle>(a.swizzle),
+                                  static_cast<CUtensorMapL2promotion>(a.l2_promotion),
+                                  static_cast<CUtensorMapFloatOOBfill>(a.oob_fill));
+  if (r != CUDA_SUCCESS) {
+    const std::string prefix = "cuTensorMapEncodeTiled: ";
+    const std::string& e = last_error();
+    why = format("cuTensorMapEncodeTiled returned %s (%d): %s", result_name(r), static_cast<int>(r),
+                 (e.compare(0, prefix.size(), prefix) == 0 ? e.substr(prefix.size()) : e).c_str());
+    return false;
+  }
+  const MapBits& bits = *reinterpret_cast<const MapBits*>(m);
+  const std::uint64_t extent = map_extent(bits);
+  if (a.offset + extent > buffer_bytes) {
+    std::string shape;
+    for (unsigned d = 0; d < bits.rank; ++d) {
+      shape += format("%s%llu", d == 0 ? "" : ", ", static_cast<unsigned long long>(bits.dims[d]));
+    }
+    why = format(
+        "the map reaches %llu bytes past the offset %llu (globalDim {%s}, globalStrides and the "
+        "element size), beyond the buffer's end",
+        static_cast<unsigned long long>(extent), static_cast<unsigned long long>(a.offset),
+        shape.c_str());
+    return false;
+  }
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Matrix descriptors and the canonical layouts (PTX ISA, "Shared Memory
 // Matrix Layout": the table of canonical layouts in CuTe notation, and
@@ -1182,6 +1263,18 @@ GG_EMU_API unsigned gg_emu_sm90_operand_address(unsigned long long desc, int mn_
 }
 GG_EMU_API void gg_emu_sm90_accumulator_coord(unsigned t, unsigned i, unsigned* m, unsigned* n) {
   gg::emu::sm90::accumulator_coord(t, i, m, n);
+}
+// The emulated cuTensorMapEncodeTiled with the driver's signature, exported
+// so that tests can drive a host-side caller's exact call (argument types,
+// array layout, the 128-byte result) without a GPU: cuda_gpu.encode_tensor_map
+// takes it in place of libcuda's (tests/test_cuda_sm90_tensor_map_args.py).
+GG_EMU_API CUresult gg_emu_cuTensorMapEncodeTiled(
+    CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
+    const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+    const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  return gg::emu::sm90::encode_tiled(map, dtype, rank, address, dims, strides, box, element_strides,
+                                     interleave, swizzle, l2, oob);
 }
 GG_EMU_API void gg_emu_sm90_a_fragment_coord(unsigned t, unsigned j, unsigned* m, unsigned* k) {
   gg::emu::sm90::a_fragment_coord(t, j, m, k);
