@@ -1,10 +1,16 @@
 """CUDA tile GEMM (dense and grouped) on tensor cores: the plan.
 
-`plan(kernel, spec)` does every piece of arithmetic for `gemm.cu.j2`: the
-warp layout, the MMA shape, fragment counts, shared-memory strides and
-bytes per stage, the grid of every launch step, the 16-byte alignment rules,
-and the argument list; `launch_plan` wraps it in the `LaunchPlan` the
-launcher templates print. docs/cuda.md describes the kernel.
+The kernel body is C++ shared by every tile GEMM (runtime/cuda/gg_gemm.cuh,
+with gg_widen.cuh, gg_scales.cuh and gg_epilogue.cuh), templated on a
+`Config` and one struct per tile; its choices (operand formats, B's layout
+and feed, scale modes and where they apply, bias, activation, alpha) are
+`if constexpr` on that configuration. `plan(kernel, spec)` decides and
+computes everything `gemm.cu.j2` prints: the Config's members, the warp
+layout, fragment counts, shared-memory strides and bytes of every tile, the
+entry points' parameter list (once, in launch order), and their layout as
+clang-format would print it, so the emitted file is formatted as emitted;
+`launch_plan` wraps it in the `LaunchPlan` the launcher templates print.
+docs/cuda.md describes the kernel.
 """
 
 from __future__ import annotations
@@ -16,16 +22,29 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
+from gemmgen.backends.cuda_common import (
+    CTYPE,
+    LIMITS,
+    WARP,
+    Arg,
+    Binding,
+    Check,
+    LaunchPlan,
+    Step,
+    StepArg,
+    Variant,
+    array,
+    cond_expr,
+    i32,
+    i64,
+    spec_checks,
+    where,
+)
 from gemmgen.describe import describe_kernel
 from gemmgen.diagnostics import Diagnostic
+from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 from gemmgen.render import _cfloat
 from gemmgen.runtime.nvcc import shared_memory_limit
-from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
-from gemmgen.backends.cuda_common import (
-    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, StepArg, Variant, array,
-    cond_expr, i32, i64, spec_checks, where,
-)
-
 
 # ---------------------------------------------------------------------------
 # Plan data
@@ -541,8 +560,8 @@ def _config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> t
         f"static constexpr bool kFoldScales = {_cbool(fold_scales(kernel))};",
         f"static constexpr int kScaleBlockK = {block_k};",
         f"static constexpr {g}Bias kBias = {g}Bias::{BIAS[kernel.bias.mode]};",
-        f"static constexpr {g}Activation kActivation = {g}Activation::"
-        f"{ACTIVATION[kernel.epilogue.activation]};",
+        (f"static constexpr {g}Activation kActivation = {g}Activation::"
+         f"{ACTIVATION[kernel.epilogue.activation]};"),
         f"static constexpr bool kHasAlpha = {_cbool(alpha is not None)};",
         f"static constexpr float kAlpha = {_cfloat(alpha if alpha is not None else 1.0)};",
     )
@@ -623,10 +642,12 @@ def _entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ..
                                                             "bias")]
         rows = "work items" if grouped else "m tiles"
         out.append(Entry(
-            comment=(f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
-                     f"tiles, {rows} over y and z.",),
+            comment=tuple(textwrap.wrap(
+                f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
+                f"tiles, {rows} over y and z.", COLUMNS - len("// "))),
             signature=_signature(f'extern "C" __global__ void __launch_bounds__({t.threads})',
-                                 t.entry, [p.decl for p in params], "arrays in the launch contract's order, then the dims"),
+                                 t.entry, [p.decl for p in params],
+                                 "arrays in the launch contract's order, then the dims"),
             body=_call(f"gg::gemm::{'grouped' if grouped else 'dense'}<Tile{t.index}>", args)))
     return tuple(out)
 
@@ -656,10 +677,10 @@ def _algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_fee
         three += (f"; every {block_k} of K the partial sums are multiplied by their scales and "
                   "added to an f32 accumulator (FP32 promotion)")
     three += "."
-    promoted = lambda s: s.enabled and (s.placement is ir.Placement.MAINLOOP  # noqa: E731
-                                        or fold_scales(kernel))
+    fold = fold_scales(kernel)
     steps = []
-    if any(s.enabled and not promoted(s) for s in (kernel.lhs_scale, kernel.rhs_scale)):
+    if any(s.enabled and s.placement is ir.Placement.EPILOGUE and not fold
+           for s in (kernel.lhs_scale, kernel.rhs_scale)):
         steps.append("scales")
     if kernel.epilogue.alpha is not None:
         steps.append("alpha")
