@@ -184,7 +184,10 @@ def test_unpadded_a_tile_shows_ldmatrix_bank_conflicts(mode):
     padded = ldmatrix_sites(counters)
     # 80-byte rows: the eight rows of a matrix cover all 32 banks once.
     assert padded["A"][1] == padded["A"][2] and padded["B"][1] == padded["B"][2]
-    mutant = mutate(source, "kAStride = 80,", "kAStride = 64,")
+    # Unpadded A rows: the tile's numbers, and the rule check_tile holds them to.
+    mutant = mutate(source, "kAStride = 80, kAStage = 10240;", "kAStride = 64, kAStage = 8192;")
+    mutant = with_mutated_runtime(mutant, "gg_gemm_config.cuh", "T::kAStride != T::kBK * kElem + 16",
+                                  "T::kAStride != T::kBK * kElem")
     counters = []
     _, result = run("dense", "dense_gemm_bf16", mutant, GEMM_CASE, mode, counters=counters)
     assert result.passed, result.detail  # right values: only the cost changed

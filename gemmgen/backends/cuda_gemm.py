@@ -206,9 +206,9 @@ class GemmPlan:
         return self.kernel.name
 
     @property
-    def summary_line(self) -> str:
+    def summary_lines(self) -> tuple[str, ...]:
         kind = "grouped (mixture-of-experts) GEMM" if self.grouped else "dense GEMM"
-        return f"{self.name}: {kind} on tensor cores."
+        return tuple(textwrap.wrap(f"{self.name}: {kind} on tensor cores.", COLUMNS - len("// ")))
 
     @property
     def mainloop_scale(self) -> bool:
@@ -592,15 +592,17 @@ def _pack(items: list[str], indent: int, first: str, last: str) -> list[str]:
 
 def _signature(head: str, name: str, params: list[str], note: str) -> tuple[str, ...]:
     """`head name(` then a comment line (which makes clang-format break
-    there) and the parameters bin-packed; when the first line does not fit,
-    clang-format breaks after the return type and indents the rest."""
+    there) and the parameters bin-packed. When the first line does not fit,
+    clang-format breaks after the return type: the name starts a line of its
+    own, indented after an attribute such as `__launch_bounds__(256)`."""
     first = f"{head} {name}("
     if len(first) <= COLUMNS:
         lines = [first]
         indent = INDENT
     else:
-        lines = [head, " " * INDENT + f"{name}("]
-        indent = 2 * INDENT
+        name_indent = INDENT if head.endswith(")") else 0
+        lines = [head, " " * name_indent + f"{name}("]
+        indent = name_indent + INDENT
     lines.append(" " * indent + f"// {note}")
     return tuple(lines + _pack(params, indent, " " * indent, ") {"))
 

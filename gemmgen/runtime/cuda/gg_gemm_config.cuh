@@ -169,7 +169,9 @@ constexpr bool kExactEpilogue = (C::kLhsScale != ScaleMode::kNone && !kLhsScaleP
                                  C::kRhsScaleFormat == Format::kE8M0);
 
 // Whether d (> 0) divides x.
-__host__ __device__ constexpr bool divides(int d, int x) { return d > 0 && x % d == 0; }
+__host__ __device__ constexpr bool divides(int d, int x) {
+  return d > 0 && x % d == 0;
+}
 
 template <class M>
 struct Accumulator {
