@@ -251,8 +251,14 @@ def _split_runtime(root: Path) -> tuple[Path, Path]:
     return own, system
 
 
+# Each g++ build takes ~20 s: these run always, the others under -m slow.
+GXX_QUICK = {"dense_gemm_bf16_kn", "moe_w8a8_gateup_silu", "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16",
+             "int8_int4_lut", "grouped_kblock_e8m0_fold", "bf16_fp4_relu_bias"}
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
-@pytest.mark.parametrize("name,kernel,spec", GEMMS, ids=IDS)
+@pytest.mark.parametrize("name,kernel,spec", [
+    pytest.param(*g, marks=() if g[0] in GXX_QUICK else pytest.mark.slow) for g in GEMMS], ids=IDS)
 def test_gxx_emulation_compiles_without_warnings(name, kernel, spec, tmp_path_factory):
     """The emulator's own two steps (cuda_emu: preprocess with its markers,
     rewrite the launch syntax, compile with gg_emu_compile.h), at its
