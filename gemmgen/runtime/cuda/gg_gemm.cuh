@@ -103,20 +103,25 @@ __device__ __forceinline__ void load_stage(unsigned char* smem, int slot, int kt
   }
 }
 
-// The staged B tile of `slot`, as a [bn][bk] tile of mma_t (K contiguous),
-// each element widened exactly (gg_widen.cuh).
+// Element (tile column c, k index kk) of the staged B tile, widened exactly
+// to the tensor-core type (gg_widen.cuh).
+template <class T>
+__device__ __forceinline__ typename T::mma_t b_element(const unsigned char* staged, int c, int kk) {
+  if constexpr (T::kRhsNK) {
+    return widen<T::kRhs, typename T::mma_t>(staged + c * T::kBStride, kk);
+  } else {
+    return widen<T::kRhs, typename T::mma_t>(staged + kk * T::kBStride, c);
+  }
+}
+
+// The staged B tile of `slot`, as a [bn][bk] tile of mma_t (K contiguous).
 template <class T>
 __device__ __forceinline__ void convert_b(unsigned char* smem, int slot, unsigned char* conv) {
   using mma_t = typename T::mma_t;
   const unsigned char* staged = smem + T::kStages * T::kAStage + slot * T::kBStage;
   for (int i = threadIdx.x; i < T::kBN * T::kBK; i += T::kThreads) {
     const int c = i / T::kBK, kk = i % T::kBK;
-    mma_t v;
-    if constexpr (T::kRhsNK) {
-      v = widen<T::kRhs, mma_t>(staged + c * T::kBStride, kk);
-    } else {
-      v = widen<T::kRhs, mma_t>(staged + kk * T::kBStride, c);
-    }
+    const mma_t v = b_element<T>(staged, c, kk);
     memcpy(conv + c * T::kBConvStride + kk * (int)sizeof(mma_t), &v, sizeof(mma_t));
   }
 }
