@@ -71,7 +71,11 @@ def with_mutated_runtime(source: str, header: str, old: str, new: str, count: in
     assert text.count(old) == count, f"the planted bug's anchor occurs {text.count(old)} times in {header}"
     mutated = text.replace(old, new)
     root = usable_subdir("emu") or Path(os.environ.get("TMPDIR", "/tmp"))
-    folder = Path(root) / "runtime-mutants" / hashlib.sha256((header + mutated).encode()).hexdigest()[:16]
+    digest = hashlib.sha256((header + "\0" + mutated).encode())
+    for path in sorted(RUNTIME_INCLUDE_DIR.iterdir()):  # the copy is of these very headers
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    folder = Path(root) / "runtime-mutants" / digest.hexdigest()[:16]
     if not (folder / header).is_file():
         staging = folder.with_name(folder.name + f".{os.getpid()}")
         shutil.copytree(RUNTIME_INCLUDE_DIR, staging, dirs_exist_ok=True)
