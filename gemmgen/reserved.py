@@ -322,7 +322,7 @@ FP8_MAX functools gemmgen GROUP importlib jax jnp Launch launches lax NAME np nu
 LHS_SCALE_BLOCK_K N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N
 output_shapes OUTPUTS pathlib pick pick_index pick_tile pl pltpu SOURCE sys tile_for
 TK TM validate VMEM_LIMIT_BYTES workspace_ints
-A a acc_t B b_col b_element bias bias_t convert_b err existing_out g gemm_tile gemv
+A a acc_t B b_col b_element bias bias_t Config convert_b err existing_out g gemm_tile gemv
 group_max group_offset group_sizes groups in_t k kAccCols kAChunksPerRow kAmaxFloor
 kAStage kAStride kBChunksPerRow kBStage kBStride kCached kChunks kElemsPerCopy
 kFp8Max kGroup kKSteps kLanes kMaxRows kMI kMmaK kNI kOutCols kOutputs kRhsBits

@@ -51,3 +51,39 @@ class Launchers:
         if name not in self.loaded:
             self.loaded[name] = load_generated_module(cuda / f"{name}.py", f"{self.prefix}_{name}")
         return self.loaded[name]
+
+
+def with_mutated_runtime(source: str, header: str, old: str, new: str, count: int = 1) -> str:
+    """`source` compiled against a copy of the runtime headers in which
+    `header` has `old` (which must occur `count` times) replaced by `new`: for
+    planting a bug in the shared tile GEMM body (gg_gemm.cuh and its helpers),
+    which the generated .cu only configures. The copy is a folder named by its
+    content (so emulator builds stay cached); the source's runtime include
+    names it by absolute path, and the copy's own quoted includes resolve
+    beside it."""
+    import hashlib
+    import shutil
+
+    from gemmgen.cache import usable_subdir
+    from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR
+
+    text = (RUNTIME_INCLUDE_DIR / header).read_text()
+    assert text.count(old) == count, f"the planted bug's anchor occurs {text.count(old)} times in {header}"
+    mutated = text.replace(old, new)
+    root = usable_subdir("emu") or Path(os.environ.get("TMPDIR", "/tmp"))
+    digest = hashlib.sha256((header + "\0" + mutated).encode())
+    for path in sorted(RUNTIME_INCLUDE_DIR.iterdir()):  # the copy is of these very headers
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    folder = Path(root) / "runtime-mutants" / digest.hexdigest()[:16]
+    if not (folder / header).is_file():
+        staging = folder.with_name(folder.name + f".{os.getpid()}")
+        shutil.copytree(RUNTIME_INCLUDE_DIR, staging, dirs_exist_ok=True)
+        (staging / header).write_text(mutated)
+        try:
+            staging.rename(folder)
+        except OSError:  # another process made it first
+            shutil.rmtree(staging, ignore_errors=True)
+    include = '#include "gg_runtime.cuh"'
+    assert source.count(include) == 1
+    return source.replace(include, f'#include "{folder / "gg_runtime.cuh"}"')

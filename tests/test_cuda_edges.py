@@ -34,15 +34,14 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from cuda_helpers import Launchers, build_emulators, render_cuda, with_mutated_runtime
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.reference import compare, random_inputs, reference
 from gemmgen.harness import nvcc
-from gemmgen.harness.toolchain import find_nvcc
+from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, find_nvcc
 from gemmgen.harness.verify_cuda import run_launcher
-
-from cuda_helpers import Launchers, build_emulators, render_cuda
 
 SPEC = """\
 target cuda {
@@ -359,6 +358,9 @@ def test_e8m0_results_span_subnormal_normal_and_overflow(built):
 
 
 # Planted bugs: the new tests must fail on the old decode and the old product.
+# The tile GEMMs' scale code is the shared C++ of runtime/cuda (gg_scales.cuh,
+# gg_gemm.cuh, gg_epilogue.cuh), so it is planted in a copy of those headers;
+# the GEMV's is in its .cu.
 OLD_DECODE = "gg::bits_to_float(static_cast<unsigned>(s[i]) << 23)"  # byte 0 -> 0.0f
 
 
@@ -369,18 +371,23 @@ def planted(built, name: str, old: str, new: str, count: int | None = None) -> s
     return text.replace(old, new)
 
 
+def planted_runtime(built, name: str, header: str, old: str, new: str) -> str:
+    _, cuda = built
+    return with_mutated_runtime((cuda / f"{name}.cu").read_text(), header, old, new)
+
+
 @pytest.mark.parametrize("ftz", [False, True], ids=["ieee", "ftz"])
 def test_planted_old_decode_fails(built, ftz):
     """`e << 23` decodes byte 0 as 0: the all-pairs cases catch it in the
     main loop and in the epilogue, with or without flushing."""
-    bug = planted(built, "mx_blocks", "gg::e8m0_to_float(s[i])", OLD_DECODE, count=2)
+    bug = planted_runtime(built, "mx_blocks", "gg_scales.cuh", "gg::e8m0_to_float(s[i])", OLD_DECODE)
     assert not verdict(built, "mx_blocks", mx_every_pair(built, 1), ftz=ftz, source=bug,
                        tag=".old_decode").passed
     rng = np.random.default_rng(2)
     inputs = inputs_for(built, "epi_scales", 2, m=256, n=256, k=64)
     inputs["lhs_scale"][:] = every_byte(rng)
     inputs["rhs_scale"][:] = every_byte(rng)
-    bug = planted(built, "epi_scales", "gg::e8m0_to_float(s[i])", OLD_DECODE, count=2)
+    bug = planted_runtime(built, "epi_scales", "gg_scales.cuh", "gg::e8m0_to_float(s[i])", OLD_DECODE)
     assert not verdict(built, "epi_scales", inputs, ftz=ftz, source=bug,
                        tag=".old_decode").passed
 
@@ -389,8 +396,8 @@ def test_planted_f32_scale_product_fails(built):
     """The old promotion, acc * (sa * sb) in f32 for every pair: the product
     of two e8m0 scales underflows to 0 (or overflows to inf, and 0 * inf is
     NaN) where the exact result is an f32."""
-    bug = planted(built, "mx_blocks", "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true",
-                  count=1)
+    bug = planted_runtime(built, "mx_blocks", "gg_gemm.cuh",
+                          "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true")
     result = verdict(built, "mx_blocks", mx_every_pair(built, 1), source=bug, tag=".f32_product")
     assert not result.passed
     assert "NaN" in result.detail or "nan" in result.detail or "0.0" in result.detail
@@ -400,8 +407,8 @@ def test_planted_subnormal_scale_fails_only_when_flushing(built):
     """The old promotion multiplied by 2^-127 as an f32 subnormal: right on
     x86 and on a GPU built without -ftz, wrong on one built with it. The
     emulator shows the difference only with ftz=True."""
-    bug = planted(built, "kblock_grouped", "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true",
-                  count=1)
+    bug = planted_runtime(built, "kblock_grouped", "gg_gemm.cuh",
+                          "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true")
     inputs = kblock_every_byte(built)
     assert verdict(built, "kblock_grouped", inputs, source=bug, tag=".subnormal").passed
     assert not verdict(built, "kblock_grouped", inputs, ftz=True, source=bug,
@@ -415,22 +422,27 @@ def test_planted_sequential_epilogue_fails(built):
     inputs = inputs_for(built, "epi_scales", 2, m=256, n=256, k=64)
     inputs["lhs_scale"][:] = every_byte(rng)
     inputs["rhs_scale"][:] = every_byte(rng)
-    _, cuda = built
-    text = (cuda / "epi_scales.cu").read_text()
-    old = "v = gg::mul_scales(v, lhs_scale_value(lhs_scale, row), " \
-          "rhs_scale_value(rhs_scale, (long long)gl * n + bcol[h]));"
-    assert old in text
-    bug = text.replace(old, "v *= lhs_scale_value(lhs_scale, row); "
-                       "v *= rhs_scale_value(rhs_scale, (long long)gl * n + bcol[h]);")
+    bug = planted_runtime(built, "epi_scales", "gg_epilogue.cuh",
+                          "return gg::mul_scales(v, lhs_scale_at<C>(lhs_scale, row, 0, 0),",
+                          "return v * lhs_scale_at<C>(lhs_scale, row, 0, 0) * (")
     assert not verdict(built, "epi_scales", inputs, source=bug, tag=".sequential").passed
 
 
 def test_generated_code_never_multiplies_by_a_decoded_e8m0_directly(built):
     """Every e8m0 scale reaches arithmetic through gg::mul_scale(s) or the
-    checked fast path of the main loop, never as `v *= scale`."""
+    checked fast path of the main loop, never as `v *= scale`. The tile
+    GEMMs name their e8m0 scales in their Config, and the shared epilogue
+    multiplies a scale directly only when none is e8m0 (kExactEpilogue); the
+    GEMV's code is in its .cu."""
     _, cuda = built
-    for name in ("mx_blocks", "epi_scales", "tensor_grouped", "dense_tensor", "kblock_grouped",
-                 "gemv_blocks", "gemv_channels"):
+    for name in ("mx_blocks", "epi_scales", "tensor_grouped", "dense_tensor", "kblock_grouped"):
+        text = (cuda / f"{name}.cu").read_text()
+        assert "ScaleFormat = gg::gemm::Format::kE8M0;" in text, name
+    epilogue = (RUNTIME_INCLUDE_DIR / "gg_epilogue.cuh").read_text()
+    direct = epilogue[epilogue.index("  } else {\n    if constexpr (kLhs) {"):]
+    assert "v *= lhs_scale_at" in direct and "if constexpr (kExactEpilogue<C>" in epilogue
+    assert epilogue.count("v *= ") == 3  # the two non-exact scales and alpha
+    for name in ("gemv_blocks", "gemv_channels"):
         text = (cuda / f"{name}.cu").read_text()
         assert "scale_value(" in text
         assert "*= lhs_scale_value" not in text and "*= rhs_scale_value" not in text, name

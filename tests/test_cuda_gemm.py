@@ -108,8 +108,11 @@ def test_compiles_for_every_arch_without_spills(stem, name):
     smem = {s.entry: s.smem for v in lp.variants for s in v.steps}
     source = (workdir(stem) / f"{name}.cu").read_text()
     for arch in lp.archs:
+        # -Werror all-warnings: the generated code and the runtime headers
+        # compile without a warning (tests/test_cuda_gemm_format.py: g++ too).
         result = nvcc.compile_check(source, arch, name_for_errors=f"{name}.cu",
-                                    include_dirs=(workdir(stem),))
+                                    include_dirs=(workdir(stem),),
+                                    extra_flags=("-Werror", "all-warnings"))
         assert set(result.kernels) == set(lp.entries)
         sass = nvcc.sass_summary(result.cubin)
         for entry, usage in result.kernels.items():
@@ -127,6 +130,26 @@ def test_compiles_for_every_arch_without_spills(stem, name):
                 # wgmma); ptxas widens to f16 and issues HMMA (docs/cuda.md).
                 mma = "HMMA"
             assert gemm.count(mma) > 0, (arch, mma, gemm.opcodes)
+
+
+@pytest.mark.parametrize("stem,name", KERNELS, ids=IDS)
+def test_entry_points_take_the_launch_arguments_in_order(stem, name):
+    """The parameter list the .cu prints for each GEMM entry point is the
+    argument list both launchers pass (docs/cuda.md, "One plan, three
+    launchers"): the same names in the same order."""
+    import re
+
+    lp = cuda_backend.plan(rendered(stem).spec.kernel(name), rendered(stem).spec)
+    source = (workdir(stem) / f"{name}.cu").read_text()
+    for v in lp.variants:
+        step = v.steps[-1]
+        signature = re.search(rf"\b{step.entry}\(\n(.*?)\) {{", source, re.S)
+        assert signature, step.entry
+        text = "\n".join(line for line in signature.group(1).splitlines() if "//" not in line)
+        params = [p.split()[-1] for p in text.split(",")]
+        passed = [a.text if a.kind == "array" else re.fullmatch(r"gg_i32\((\w+)\)", a.text).group(1)
+                  for a in step.args]
+        assert params == passed, (step.entry, params, passed)
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,10 @@ to the unmutated kernel, which passes in the same modes with no report.
   pure performance bug (the values stay right) that only the counters see.
 
 Each mutation must apply exactly once, so a template change that removes
-the mutated line fails the test instead of making it vacuous.
+the mutated line fails the test instead of making it vacuous. The tile GEMM's
+body is shared C++ (runtime/cuda/gg_gemm.cuh) that the generated .cu only
+configures, so its mutants are compiled against a mutated copy of the runtime
+headers (cuda_helpers.with_mutated_runtime).
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cuda_helpers import with_mutated_runtime
 
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.reference import compare, reference
 from gemmgen.harness.cuda_emu import EmuMemoryError, EmuRaceError
-from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.harness.runner import load_generated_module
+from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR
+from gemmgen.harness.verify_cuda import run_launcher
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = [("run-ahead", 1), ("run-ahead", 2), ("reverse", 2)]
@@ -75,12 +80,12 @@ def original(stem: str, name: str) -> str:
 # Group 0 owns rows 0-29 and group 1 rows 30-99: both items are m tile 0, so
 # blocks (0,0,0) (group 0) and (0,1,0) (group 1) share the tile's rows.
 RACE_CASE = Case("two_groups_one_tile", m=100, n=128, k=64, group_sizes=(30, 70))
-ROW_BOUND = "blockIdx.x * Tile0::kBNOut, gl, lo > m0 ? lo : m0, hi);"
+ROW_BOUND = "gl, lo > m0 ? lo : m0, hi);"
 
 
 def race_mutant() -> str:
-    return mutate(original("moe", "moe_bf16_grouped_gemm"), ROW_BOUND,
-                  "blockIdx.x * Tile0::kBNOut, gl, lo > m0 ? lo : m0, m);")
+    return with_mutated_runtime(original("moe", "moe_bf16_grouped_gemm"), "gg_gemm.cuh", ROW_BOUND,
+                                "gl, lo > m0 ? lo : m0, m);")
 
 
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
@@ -114,7 +119,9 @@ def test_uninitialised_accumulator_fails(mode):
     source = original("dense", "dense_gemm_bf16")
     _, result = run("dense", "dense_gemm_bf16", source, ONE_TILE, mode)
     assert result.passed, result.detail
-    mutant = mutate(source, "        acc[i][j][e] = 0;\n", "")
+    mutant = with_mutated_runtime(source, "gg_gemm.cuh",
+                                  "acc[i][j][e] = 0;\n        if constexpr (kPromotion<T>) {",
+                                  "if constexpr (kPromotion<T>) {")
     actual, result = run("dense", "dense_gemm_bf16", mutant, ONE_TILE, mode)
     assert not result.passed
     # Every output holds the poison: the accumulators start at GCC's 0xFE
@@ -152,17 +159,17 @@ def test_misaligned_uint2_store_in_quantize_is_reported(mode):
 GEMM_CASE = Case("one_block", m=128, n=128, k=64)
 
 
-def ldmatrix_sites(counters, source: str) -> dict[str, tuple[int, int, int]]:
+def ldmatrix_sites(counters) -> dict[str, tuple[int, int, int]]:
     """(requests, wavefronts, ideal) of the A and B ldmatrix sites, found by
-    their source lines."""
-    lines = source.splitlines()
+    their lines in the shared tile GEMM body."""
+    lines = (RUNTIME_INCLUDE_DIR / "gg_gemm.cuh").read_text().splitlines()
     line_of = {
         "A": 1 + next(i for i, t in enumerate(lines) if "gg::ldmatrix_x4(a[i]" in t),
         "B": 1 + next(i for i, t in enumerate(lines) if "gg::ldmatrix_x4(r, b_tile" in t),
     }
     out = {}
     for name, line in line_of.items():
-        sites = [s for c in counters for s in c.sites if s.op == "ldmatrix" and s.where.endswith(f".cu:{line}")]
+        sites = [s for c in counters for s in c.sites if s.op == "ldmatrix" and s.where.endswith(f"gg_gemm.cuh:{line}")]
         assert sites, f"no ldmatrix counted at line {line}"
         out[name] = tuple(sum(getattr(s, f) for s in sites) for f in ("requests", "wavefronts", "ideal_wavefronts"))
     return out
@@ -174,14 +181,17 @@ def test_unpadded_a_tile_shows_ldmatrix_bank_conflicts(mode):
     counters: list = []
     _, result = run("dense", "dense_gemm_bf16", source, GEMM_CASE, mode, counters=counters)
     assert result.passed, result.detail
-    padded = ldmatrix_sites(counters, source)
+    padded = ldmatrix_sites(counters)
     # 80-byte rows: the eight rows of a matrix cover all 32 banks once.
     assert padded["A"][1] == padded["A"][2] and padded["B"][1] == padded["B"][2]
-    mutant = mutate(source, "kAStride = 80,", "kAStride = 64,")
+    # Unpadded A rows: the tile's numbers, and the rule check_tile holds them to.
+    mutant = mutate(source, "kAStride = 80, kAStage = 10240;", "kAStride = 64, kAStage = 8192;")
+    mutant = with_mutated_runtime(mutant, "gg_gemm_config.cuh", "T::kAStride != T::kBK * kElem + 16",
+                                  "T::kAStride != T::kBK * kElem")
     counters = []
     _, result = run("dense", "dense_gemm_bf16", mutant, GEMM_CASE, mode, counters=counters)
     assert result.passed, result.detail  # right values: only the cost changed
-    unpadded = ldmatrix_sites(counters, mutant)
+    unpadded = ldmatrix_sites(counters)
     # 64-byte rows: rows r and r + 2 start in the same bank, so each 8-row
     # matrix needs 4 wavefronts instead of 1; B keeps its padding.
     assert unpadded["A"] == (padded["A"][0], 4 * padded["A"][2], padded["A"][2])

@@ -1,30 +1,85 @@
 """CUDA tile GEMM (dense and grouped) on tensor cores: the plan.
 
-`plan(kernel, spec)` does every piece of arithmetic for `gemm.cu.j2`: the
-warp layout, the MMA shape, fragment counts, shared-memory strides and
-bytes per stage, the grid of every launch step, the 16-byte alignment rules,
-and the argument list; `launch_plan` wraps it in the `LaunchPlan` the
-launcher templates print. docs/cuda.md describes the kernel.
+The kernel body is C++ shared by every tile GEMM (runtime/cuda/gg_gemm.cuh,
+with gg_widen.cuh, gg_scales.cuh and gg_epilogue.cuh), templated on a
+`Config` and one struct per tile; its choices (operand formats, B's layout
+and feed, scale modes and where they apply, bias, activation, alpha) are
+`if constexpr` on that configuration. `plan(kernel, spec)` decides and
+computes everything `gemm.cu.j2` prints: the Config's members, the warp
+layout, fragment counts, shared-memory strides and bytes of every tile, the
+entry points' parameter list (once, in launch order), and their layout as
+clang-format would print it, so the emitted file is formatted as emitted;
+`launch_plan` wraps it in the `LaunchPlan` the launcher templates print.
+docs/cuda.md describes the kernel.
 """
 
 from __future__ import annotations
 
+import enum
 import math
+import textwrap
 from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
-from gemmgen.diagnostics import Diagnostic
-from gemmgen.archs import shared_memory_limit
-from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 from gemmgen.backends.cuda_common import (
-    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, cond_expr,
-    i32, i64, spec_checks, where,
+    CTYPE,
+    LIMITS,
+    WARP,
+    Arg,
+    Binding,
+    Check,
+    LaunchPlan,
+    Step,
+    StepArg,
+    Variant,
+    array,
+    cond_expr,
+    i32,
+    i64,
+    spec_checks,
+    where,
 )
-
+from gemmgen.describe import describe_kernel
+from gemmgen.diagnostics import Diagnostic
+from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.render import _cfloat
+from gemmgen.archs import shared_memory_limit
 
 # ---------------------------------------------------------------------------
 # Plan data
+
+
+class BFeed(enum.Enum):
+    """How the staged B tile reaches the tensor cores (gg::gemm::BFeed)."""
+
+    LDMATRIX = "kLdmatrix"  # [n, k] tile of the tensor-core type, as for A
+    LDMATRIX_TRANS = "kLdmatrixTrans"  # [k, n] tile of a 16-bit type: ldmatrix.trans
+    CONVERT = "kConvert"  # widened and / or transposed to a [n, k] tile first
+
+
+# The C++ spelling of the plan's choices (runtime/cuda/gg_gemm_config.cuh).
+FORMAT = {
+    DType.F32: "kF32", DType.BF16: "kBF16", DType.F16: "kF16", DType.E4M3: "kE4M3",
+    DType.E5M2: "kE5M2", DType.INT8: "kInt8", DType.INT4: "kInt4", DType.FP4: "kFp4",
+    DType.E8M0: "kE8M0",
+}
+SCALE_MODE = {
+    ScaleMode.NONE: "kNone", ScaleMode.TENSOR: "kPerTensor", ScaleMode.TOKEN: "kPerToken",
+    ScaleMode.TOKEN_GROUP: "kPerTokenGroup", ScaleMode.CHANNEL: "kPerChannel",
+    ScaleMode.BLOCK: "kBlock", ScaleMode.KBLOCK: "kKBlock",
+}
+BIAS = {BiasMode.NONE: "kNone", BiasMode.N: "kN", BiasMode.GROUP: "kGroup"}
+ACTIVATION = {
+    Activation.NONE: "kNone", Activation.RELU: "kRelu", Activation.GELU: "kGelu",
+    Activation.SILU: "kSilu", Activation.SILU_MUL: "kSiluMul",
+}
+MMA = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16",
+       DType.E4M3: "mma_m16n8k32_e4m3", DType.E5M2: "mma_m16n8k32_e5m2",
+       DType.INT8: "mma_m16n8k32_s8"}
+
+COLUMNS = 100  # the .clang-format column limit the emitted text keeps
+INDENT = 4  # clang-format's continuation indent (Google style)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +124,40 @@ class TileConfig:
         return self.warps_m * self.warps_n * WARP
 
     @property
-    def a_chunks(self) -> int:  # 16-byte copies per A stage
-        return self.bm * (self.a_stride - 16) // 16
+    def label(self) -> str:
+        """Where the LUT uses the tile."""
+        return f"when {self.when}" if self.when else "default"
 
     @property
-    def b_chunks(self) -> int:
-        return self.b_raw_rows * self.b_raw_row_bytes // 16
+    def comment(self) -> tuple[str, ...]:
+        """The lines of the comment above the tile's struct."""
+        text = (f"Tile {self.index}, {self.label} ({self.where}): pipeline {self.pipeline_bytes} "
+                f"bytes, epilogue {self.epilogue_bytes}.")
+        return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter of an entry point, in launch order: its C++ type and
+    name, and what the launchers pass for it."""
+
+    ctype: str  # e.g. "const __nv_bfloat16* __restrict__", "int"
+    name: str
+    launch: StepArg
+
+    @property
+    def decl(self) -> str:
+        return f"{self.ctype} {self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """An `extern "C"` entry point of the .cu, laid out as clang-format
+    would (the file is emitted formatted, docs/cuda.md)."""
+
+    comment: tuple[str, ...]  # the lines of the comment above it
+    signature: tuple[str, ...]  # through the opening brace
+    body: tuple[str, ...]  # the statements, indented
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,79 +169,56 @@ class GemmPlan:
     where: str
     summary: str
     spec_lines: tuple[str, ...]
+    algorithm: tuple[str, ...]  # the file comment's "Algorithm" lines
     archs: tuple[str, ...]
     args: tuple[Arg, ...]  # contract order, then out
     bindings: tuple[Binding, ...]
     checks: tuple[Check, ...]
     tiles: tuple[TileConfig, ...]  # LUT rules, then the default
+    grouped: bool
     # Types.
     lhs: DType
     rhs: DType
     out: DType
     compute: DType  # what the tensor cores multiply
-    acc_ctype: str  # "float" or "int"
+    acc: DType  # f32, or int32 for int8 MMAs
     mma: str  # primitive name, e.g. "mma_m16n8k16_bf16"
     kstep: int  # K per MMA (16 or 32)
-    elem_bytes: int  # bytes per compute element in shared memory
     rhs_nk: bool
-    b_direct: bool  # B feeds ldmatrix straight from the staged tile
-    b_trans: bool  # ... with .trans ([k, n], 16-bit)
+    b_feed: BFeed
     # Scales, bias, epilogue.
     lhs_scale: ir.Scale
     rhs_scale: ir.Scale
-    mainloop_scale: bool
-    scale_block_k: int  # K extent of one main-loop scale (0: none)
-    bias: BiasMode
-    activation: str
+    fold_scales: bool  # epilogue scales join the main loop's (see fold_scales())
+    scale_block_k: int  # K extent of one promotion (0: no main-loop scale)
+    bias: ir.Bias
+    activation: Activation
     alpha: float | None
-    silu_mul: bool
-    grouped: bool
     k_align: int  # k must be a multiple of this (16-byte rows)
     n_align: int
     n_out: str  # output columns, an expression of n
-
-    def ctype(self, dt: DType) -> str:
-        return CTYPE[dt]
-
-    @property
-    def rhs_bits(self) -> int:
-        return self.rhs.bits
+    params: tuple[Param, ...]  # the GEMM entry points' parameters, launch order
+    config: tuple[str, ...]  # the members of the generated `Config` struct
+    entries: tuple[Entry, ...]  # fill and worklist (grouped), then one GEMM per tile
 
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    @property
+    def summary_lines(self) -> tuple[str, ...]:
+        kind = "grouped (mixture-of-experts) GEMM" if self.grouped else "dense GEMM"
+        return tuple(textwrap.wrap(f"{self.name}: {kind} on tensor cores.", COLUMNS - len("// ")))
+
+    @property
+    def mainloop_scale(self) -> bool:
+        return self.scale_block_k > 0
 
     def arg(self, name: str) -> Arg | None:
         for a in self.args:
             if a.name == name:
                 return a
         return None
-
-    @property
-    def rules(self) -> tuple[TileConfig, ...]:
-        return self.tiles[:-1]
-
-    @property
-    def inputs(self) -> tuple[Arg, ...]:
-        return tuple(a for a in self.args if a.role == "in")
-
-    @property
-    def max_smem(self) -> int:
-        return max(t.smem_bytes for t in self.tiles)
-
-    @property
-    def max_threads(self) -> int:
-        return max(t.threads for t in self.tiles)
-
-    @property
-    def fold_scales(self) -> bool:
-        """Epilogue scales (per tensor / token / channel) applied with the
-        main-loop ones at every K block's promotion, when there are both and
-        one is e8m0. Scaling the partial total by the main-loop scales alone
-        can leave f32 where the fully scaled result does not (2^126 now and
-        2^-127 in the epilogue); with every scale in the promotion the total
-        has the output's magnitude."""
-        return fold_scales(self.kernel)
 
     def promoted(self, scale: ir.Scale) -> bool:
         """Whether `scale` multiplies each K block's partial sum."""
@@ -170,12 +230,6 @@ class GemmPlan:
         leave f32 (2^-254 .. 2^254), so they are applied as exponents when a
         thread's products are not all normal (gg::mul_scales_out_of_line)."""
         return any(self.promoted(s) and s.dtype is DType.E8M0
-                   for s in (self.lhs_scale, self.rhs_scale))
-
-    @property
-    def exact_epilogue(self) -> bool:
-        """An e8m0 scale in the epilogue: applied with gg::mul_scale(s), exactly."""
-        return any(s.enabled and not self.promoted(s) and s.dtype is DType.E8M0
                    for s in (self.lhs_scale, self.rhs_scale))
 
 
@@ -442,6 +496,210 @@ def _alignments(kernel: ir.Kernel, compute: DType) -> tuple[int, int]:
     return k_align, n_align
 
 
+def _b_feed(kernel: ir.Kernel, compute: DType) -> BFeed:
+    if not _b_direct(kernel, compute):
+        return BFeed.CONVERT
+    return BFeed.LDMATRIX if kernel.rhs_operand.layout is Layout.NK else BFeed.LDMATRIX_TRANS
+
+
+def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
+    """The GEMM entry points' parameters in launch order: the arrays the
+    kernel reads and writes (absent scales and bias are not parameters),
+    the grouped worklist, then the dims."""
+    grouped = kernel.op is Op.GROUPED
+    arrays = [("lhs", kernel.lhs.dtype), ("rhs", kernel.rhs_operand.dtype)]
+    for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
+        if scale.enabled:
+            arrays.append((side, scale.dtype))
+    if kernel.bias.mode is not BiasMode.NONE:
+        arrays.append(("bias", kernel.bias.dtype))
+    out = [Param(f"const {CTYPE[dt]}* __restrict__", name, array(name)) for name, dt in arrays]
+    out.append(Param(f"{CTYPE[kernel.out]}* __restrict__", "out", array("out")))
+    if grouped:
+        out.append(Param("const int* __restrict__", "workspace", array("workspace")))
+    dims = ("m", "n", "k", "num_groups", "group_offset") if grouped else ("m", "n", "k")
+    out += [Param("int", d, i32(d)) for d in dims]
+    return tuple(out)
+
+
+def _config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tuple[str, ...]:
+    """The members of the `Config` struct, in C++ (gg_gemm_config.cuh says
+    what each means)."""
+    g = "gg::gemm::"
+
+    def scale_type(s: ir.Scale) -> str:
+        return CTYPE[s.dtype] if s.enabled else "void"
+
+    def fmt(s: ir.Scale) -> str:
+        return FORMAT[s.dtype] if s.enabled else "kNone"
+
+    def per_k(s: ir.Scale) -> int:
+        return s.block_k if s.placement is ir.Placement.MAINLOOP and s.enabled else 0
+
+    ls, rs = kernel.lhs_scale, kernel.rhs_scale
+    alpha = kernel.epilogue.alpha
+    return (
+        f"using lhs_t = {CTYPE[kernel.lhs.dtype]};",
+        f"using rhs_t = {CTYPE[kernel.rhs_operand.dtype]};",
+        f"using mma_t = {CTYPE[compute]};",
+        f"using acc_t = {'int' if compute is DType.INT8 else 'float'};",
+        f"using out_t = {CTYPE[kernel.out]};",
+        f"using lhs_scale_t = {scale_type(ls)};",
+        f"using rhs_scale_t = {scale_type(rs)};",
+        f"using bias_t = {CTYPE[kernel.bias.dtype] if kernel.bias.mode is not BiasMode.NONE else 'void'};",
+        f"static constexpr {g}Format kRhs = {g}Format::{FORMAT[kernel.rhs_operand.dtype]};",
+        f"static constexpr bool kRhsNK = {_cbool(kernel.rhs_operand.layout is Layout.NK)};",
+        f"static constexpr {g}BFeed kBFeed = {g}BFeed::{b_feed.value};",
+        f"static constexpr {g}ScaleMode kLhsScale = {g}ScaleMode::{SCALE_MODE[ls.mode]};",
+        f"static constexpr {g}Format kLhsScaleFormat = {g}Format::{fmt(ls)};",
+        f"static constexpr int kLhsScaleBlockK = {per_k(ls)};",
+        f"static constexpr {g}ScaleMode kRhsScale = {g}ScaleMode::{SCALE_MODE[rs.mode]};",
+        f"static constexpr {g}Format kRhsScaleFormat = {g}Format::{fmt(rs)};",
+        f"static constexpr int kRhsScaleBlockN = {rs.block_n if rs.mode is ScaleMode.BLOCK else 0};",
+        f"static constexpr int kRhsScaleBlockK = {per_k(rs)};",
+        f"static constexpr bool kFoldScales = {_cbool(fold_scales(kernel))};",
+        f"static constexpr int kScaleBlockK = {block_k};",
+        f"static constexpr {g}Bias kBias = {g}Bias::{BIAS[kernel.bias.mode]};",
+        (f"static constexpr {g}Activation kActivation = {g}Activation::"
+         f"{ACTIVATION[kernel.epilogue.activation]};"),
+        f"static constexpr bool kHasAlpha = {_cbool(alpha is not None)};",
+        f"static constexpr float kAlpha = {_cfloat(alpha if alpha is not None else 1.0)};",
+    )
+
+
+def _cbool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _pack(items: list[str], indent: int, first: str, last: str) -> list[str]:
+    """`first` + the comma-separated `items` + `last`, filled greedily into
+    lines of at most COLUMNS, continuation lines at `indent`: how
+    clang-format bin-packs a parameter or argument list it cannot fit on one
+    line (tests/test_cuda_gemm_format.py checks the emitted files)."""
+    lines: list[str] = []
+    line = first
+    for i, item in enumerate(items):
+        text = item + (last if i == len(items) - 1 else ",")
+        sep = "" if line == first or line.endswith("(") else " "
+        if line.strip() and len(line) + len(sep) + len(text) > COLUMNS:
+            lines.append(line)
+            line = " " * indent + text
+        else:
+            line += sep + text
+    lines.append(line)
+    return lines
+
+
+def _signature(head: str, name: str, params: list[str], note: str) -> tuple[str, ...]:
+    """`head name(` then a comment line (which makes clang-format break
+    there) and the parameters bin-packed. When the first line does not fit,
+    clang-format breaks after the return type: the name starts a line of its
+    own, indented after an attribute such as `__launch_bounds__(256)`."""
+    first = f"{head} {name}("
+    if len(first) <= COLUMNS:
+        lines = [first]
+        indent = INDENT
+    else:
+        name_indent = INDENT if head.endswith(")") else 0
+        lines = [head, " " * name_indent + f"{name}("]
+        indent = name_indent + INDENT
+    lines.append(" " * indent + f"// {note}")
+    return tuple(lines + _pack(params, indent, " " * indent, ") {"))
+
+
+def _call(callee: str, args: list[str]) -> tuple[str, ...]:
+    """`callee(args);` as a statement, arguments aligned after the paren."""
+    first = f"  {callee}("
+    one = first + ", ".join(args) + ");"
+    if len(one) <= COLUMNS:
+        return (one,)
+    return tuple(_pack(args, len(first), first, ");"))
+
+
+def _entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...]) -> tuple[Entry, ...]:
+    name = kernel.name
+    grouped = kernel.op is Op.GROUPED
+    out: list[Entry] = []
+    if grouped:
+        ot = CTYPE[kernel.out]
+        out.append(Entry(
+            comment=("(1a) out = existing_out, or zeros: rows this shard does not compute keep",
+                     "these values; the GEMM overwrites the rows of its groups."),
+            signature=_signature('extern "C" __global__ void', f"{name}_fill",
+                                 [f"{ot}* __restrict__ out", f"const {ot}* __restrict__ existing_out",
+                                  "long long total"], "existing_out may be null"),
+            body=_call("gg::gemm::fill", ["out", "existing_out", "total"])))
+        ws = ["const int* __restrict__ group_sizes", "int num_groups", "int group_offset", "int g",
+              "int m", "int bm", "int* __restrict__ workspace"]
+        out.append(Entry(
+            comment=("(1b) The (local group, m tile) work items, by one thread (gg_gemm.cuh).",),
+            signature=_signature('extern "C" __global__ void', f"{name}_worklist", ws,
+                                 "one block of one thread"),
+            body=_call("gg::gemm::worklist", [w.split()[-1] for w in ws])))
+    present = {p.name for p in params}
+    for t in tiles:
+        args = ["gg_smem", "lhs", "rhs"]
+        args += [a if a in present else "nullptr" for a in ("lhs_scale", "rhs_scale", "bias")]
+        args += [p.name for p in params if p.name not in ("lhs", "rhs", "lhs_scale", "rhs_scale",
+                                                            "bias")]
+        rows = "work items" if grouped else "m tiles"
+        out.append(Entry(
+            comment=tuple(textwrap.wrap(
+                f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
+                f"tiles, {rows} over y and z.", COLUMNS - len("// "))),
+            signature=_signature(f'extern "C" __global__ void __launch_bounds__({t.threads})',
+                                 t.entry, [p.decl for p in params],
+                                 "arrays in the launch contract's order, then the dims"),
+            body=_call(f"gg::gemm::{'grouped' if grouped else 'dense'}<Tile{t.index}>", args)))
+    return tuple(out)
+
+
+def _algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_feed: BFeed,
+               block_k: int) -> tuple[str, ...]:
+    """The file comment's outline of what this kernel does."""
+    name = kernel.name
+    t = tiles[-1]
+    if kernel.op is Op.GROUPED:
+        one = (f"`{name}_fill` writes zeros (or existing_out) to out, and `{name}_worklist` turns "
+               "group_sizes into (group, m tile) work items on the device; each GEMM block takes "
+               "one item and an n tile, and stores only the rows of its group.")
+    else:
+        one = f"each block computes a {t.bm} x {t.bn_out} tile of out."
+    two = (f"{t.stages}-stage cp.async pipeline: 16-byte copies of A and B tiles into shared "
+           "memory, zero-filled past m, n and k.")
+    rhs = kernel.rhs_operand
+    if b_feed is BFeed.CONVERT:
+        kn = " [k, n] -> [n, k]" if rhs.layout is Layout.KN else ""
+        three = (f"each staged B tile is converted to a [bn][bk] {compute.value} tile "
+                 f"({rhs.dtype.value}{kn}, exact), then ")
+    else:
+        three = f"ldmatrix{'.trans' if b_feed is BFeed.LDMATRIX_TRANS else ''} feeds the fragments, then "
+    three += f"{MMA[compute]} accumulates in {'int' if compute is DType.INT8 else 'float'}"
+    if block_k:
+        three += (f"; every {block_k} of K the partial sums are multiplied by their scales and "
+                  "added to an f32 accumulator (FP32 promotion)")
+    three += "."
+    fold = fold_scales(kernel)
+    steps = []
+    if any(s.enabled and s.placement is ir.Placement.EPILOGUE and not fold
+           for s in (kernel.lhs_scale, kernel.rhs_scale)):
+        steps.append("scales")
+    if kernel.epilogue.alpha is not None:
+        steps.append("alpha")
+    if kernel.bias.mode is not BiasMode.NONE:
+        steps.append("bias")
+    if kernel.epilogue.activation is not Activation.NONE:
+        steps.append(kernel.epilogue.activation.value)
+    four = ("the epilogue stages the tile in shared memory and writes out row by row: "
+            + (", ".join(steps) + ", then " if steps else "") + f"the cast to {kernel.out.value}.")
+    lines: list[str] = []
+    for i, text in enumerate((one, two, three, four), 1):
+        wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+        lines.append(f"({i}) {wrapped[0]}")
+        lines += [f"    {w}" for w in wrapped[1:]]
+    return tuple(lines)
+
+
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     assert kernel.op in (Op.DENSE, Op.GROUPED)
     compute = compute_dtype(kernel)
@@ -464,27 +722,27 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     block_k = 0
     for sc in mainloop:
         block_k = math.gcd(block_k, sc.block_k)
-    mma = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16",
-           DType.E4M3: "mma_m16n8k32_e4m3", DType.E5M2: "mma_m16n8k32_e5m2",
-           DType.INT8: "mma_m16n8k32_s8"}[compute]
-    from gemmgen.describe import describe_kernel
+    b_feed = _b_feed(kernel, compute)
+    params = _params(kernel)
     return GemmPlan(
         kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
         summary=describe_kernel(kernel),
         spec_lines=_spec_lines(kernel),
+        algorithm=_algorithm(kernel, tiles, compute, b_feed, block_k),
         archs=target.cuda_archs if target else (),
         args=args, bindings=binds, checks=_checks(kernel, k_align, n_align),
-        tiles=tuple(tiles), lhs=kernel.lhs.dtype, rhs=kernel.rhs_operand.dtype, out=kernel.out,
-        compute=compute, acc_ctype="int" if compute is DType.INT8 else "float", mma=mma,
-        kstep=_kstep(compute), elem_bytes=compute.bits // 8,
-        rhs_nk=kernel.rhs_operand.layout is Layout.NK, b_direct=_b_direct(kernel, compute),
-        b_trans=_b_direct(kernel, compute) and kernel.rhs_operand.layout is Layout.KN,
-        lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, mainloop_scale=bool(mainloop),
-        scale_block_k=block_k, bias=kernel.bias.mode,
-        activation=kernel.epilogue.activation.value, alpha=kernel.epilogue.alpha,
-        silu_mul=kernel.epilogue.activation is Activation.SILU_MUL,
-        grouped=kernel.op is Op.GROUPED, k_align=k_align, n_align=n_align,
+        tiles=tuple(tiles), grouped=kernel.op is Op.GROUPED,
+        lhs=kernel.lhs.dtype, rhs=kernel.rhs_operand.dtype, out=kernel.out,
+        compute=compute, acc=DType.INT32 if compute is DType.INT8 else DType.F32,
+        mma=MMA[compute], kstep=_kstep(compute),
+        rhs_nk=kernel.rhs_operand.layout is Layout.NK, b_feed=b_feed,
+        lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale,
+        fold_scales=fold_scales(kernel), scale_block_k=block_k, bias=kernel.bias,
+        activation=kernel.epilogue.activation, alpha=kernel.epilogue.alpha,
+        k_align=k_align, n_align=n_align,
         n_out="gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n",
+        params=params, config=_config(kernel, compute, b_feed, block_k),
+        entries=_entries(kernel, tiles, params),
     )
 
 
@@ -539,14 +797,7 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     name = kernel.name
     variants = []
     for t in p.tiles:
-        gemm_args = [array("lhs"), array("rhs")]
-        gemm_args += [array(a) for a in ("lhs_scale", "rhs_scale", "bias") if p.arg(a)]
-        gemm_args.append(array("out"))
-        if p.grouped:
-            gemm_args.append(array("workspace"))
-        gemm_args += [i32("m"), i32("n"), i32("k")]
-        if p.grouped:
-            gemm_args += [i32("num_groups"), i32("group_offset")]
+        gemm_args = [prm.launch for prm in p.params]
         rows = "work items" if p.grouped else "m tiles"
         gemm = Step(t.entry, (t.grid_x, t.grid_y, t.grid_z), t.threads, t.smem_bytes,
                     tuple(gemm_args), f"{t.bm}x{t.bn_out} output tiles: n tiles, {rows} over y and z")

@@ -117,6 +117,9 @@ class LaunchCounters:
         return "\n".join(lines)
 
 
+KERNEL_BODY_HEADERS = ("gg_gemm.cuh", "gg_epilogue.cuh", "gg_scales.cuh", "gg_widen.cuh")
+
+
 def resolve_sites(library: Path, pcs: list[int], source_name: str) -> dict[int, str]:
     """file:line of each pc: the innermost inlined frame in the kernel's own
     source, else the innermost one outside the emulator's headers."""
@@ -141,14 +144,16 @@ def resolve_sites(library: Path, pcs: list[int], source_name: str) -> dict[int, 
         if current is not None and i + 1 < len(lines):
             frames[current].append((line, lines[i + 1]))
         i += 2
-    base = Path(source_name).name
+    # The tile GEMM's body is shared C++ in these runtime headers, which its
+    # .cu only configures: their lines are the kernel's own.
+    own_files = {Path(source_name).name, *KERNEL_BODY_HEADERS}
     out = {}
     for pc, fs in frames.items():
         locs = [(fn, re.sub(r" \(discriminator \d+\)$", "", loc)) for fn, loc in fs if not loc.startswith("??")]
-        own = [loc for _, loc in locs if Path(loc.rsplit(":", 1)[0]).name == base]
+        own = [loc for _, loc in locs if Path(loc.rsplit(":", 1)[0]).name in own_files]
         other = [loc for _, loc in locs if not re.search(r"gg_emu[\w.]*:\d+$", loc)]
         pick = own[0] if own else (other[0] if other else (locs[0][1] if locs else ""))
-        out[pc] = pick.split("/")[-1] if not own else f"{base}:{pick.rsplit(':', 1)[1]}"
+        out[pc] = pick.split("/")[-1]
     return out
 
 

@@ -15,3 +15,5 @@
 #endif
 
 #include "gg_primitives.cuh"
+// The tile GEMM's body and its configuration (gg_gemm_config.cuh).
+#include "gg_gemm.cuh"

@@ -9,268 +9,90 @@
 //   out       f32 (accumulator f32)
 //   tile      m=128 n=128 k=128, 2 stages
 //
-// Algorithm (docs/cuda.md):
-//   (1) `gmm_bf16_fill` writes zeros (or existing_out) to out, and
-//       `gmm_bf16_worklist` turns group_sizes into (group, m tile) work items
-//       on the device; each GEMM block takes one item and an n tile, and
-//       stores only the rows of its group.
-//   (2) 2-stage cp.async pipeline: 16-byte copies of A and B tiles
-//       into shared memory, zero-filled past m, n and k.
-//   (3) ldmatrix feeds the fragments, then
-//       mma_m16n8k16_bf16 accumulates in float.
-//   (4) the epilogue stages the tile in shared memory and writes out row by
-//       row: the cast to f32.
+// Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):
+//   (1) `gmm_bf16_fill` writes zeros (or existing_out) to out, and `gmm_bf16_worklist` turns
+//       group_sizes into (group, m tile) work items on the device; each GEMM block takes one item
+//       and an n tile, and stores only the rows of its group.
+//   (2) 2-stage cp.async pipeline: 16-byte copies of A and B tiles into shared memory, zero-filled
+//       past m, n and k.
+//   (3) ldmatrix feeds the fragments, then mma_m16n8k16_bf16 accumulates in float.
+//   (4) the epilogue stages the tile in shared memory and writes out row by row: the cast to f32.
 #include "gg_runtime.cuh"
-#include "gg_convert.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
 extern __shared__ __align__(16) unsigned char gg_smem[];
 
 namespace {
 
-using lhs_t = __nv_bfloat16;
-using rhs_t = __nv_bfloat16;
-using mma_t = __nv_bfloat16;
-using out_t = float;
-using acc_t = float;
+// What this kernel computes, for the shared body (gg_gemm_config.cuh).
+struct Config {
+  using lhs_t = __nv_bfloat16;
+  using rhs_t = __nv_bfloat16;
+  using mma_t = __nv_bfloat16;
+  using acc_t = float;
+  using out_t = float;
+  using lhs_scale_t = void;
+  using rhs_scale_t = void;
+  using bias_t = void;
+  static constexpr gg::gemm::Format kRhs = gg::gemm::Format::kBF16;
+  static constexpr bool kRhsNK = true;
+  static constexpr gg::gemm::BFeed kBFeed = gg::gemm::BFeed::kLdmatrix;
+  static constexpr gg::gemm::ScaleMode kLhsScale = gg::gemm::ScaleMode::kNone;
+  static constexpr gg::gemm::Format kLhsScaleFormat = gg::gemm::Format::kNone;
+  static constexpr int kLhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleMode kRhsScale = gg::gemm::ScaleMode::kNone;
+  static constexpr gg::gemm::Format kRhsScaleFormat = gg::gemm::Format::kNone;
+  static constexpr int kRhsScaleBlockN = 0;
+  static constexpr int kRhsScaleBlockK = 0;
+  static constexpr bool kFoldScales = false;
+  static constexpr int kScaleBlockK = 0;
+  static constexpr gg::gemm::Bias kBias = gg::gemm::Bias::kNone;
+  static constexpr gg::gemm::Activation kActivation = gg::gemm::Activation::kNone;
+  static constexpr bool kHasAlpha = false;
+  static constexpr float kAlpha = 1.0f;
+};
 
-constexpr int kRhsBits = 16;  // bits per stored rhs element
-
-// Tile shapes of the LUT. Strides are in bytes and padded by 16 so that the
-// eight rows one ldmatrix reads fall in different shared-memory banks.
-struct Tile0 {  // default (specs/moe.gemm)
-  static constexpr int kBM = 128, kBN = 128, kBK = 128;
-  static constexpr int kBNOut = 128;  // output columns per block
-  static constexpr int kWM = 64, kWN = 32;  // warp tile
-  static constexpr int kWarpsN = 4, kThreads = 256, kStages = 2;
-  static constexpr int kMI = 4, kNI = 4, kKSteps = 8;  // MMAs per warp per K tile
+// The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
+// eight rows one ldmatrix reads fall in different shared-memory banks;
+// gg::gemm::check_tile checks how the numbers follow from the shape.
+// Tile 0, default (specs/moe.gemm): pipeline 139264 bytes, epilogue 67584.
+struct Tile0 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 128;
+  static constexpr int kWM = 64, kWN = 32, kWarpsN = 4, kThreads = 256;
+  static constexpr int kStages = 2, kMI = 4, kNI = 4, kKSteps = 8;
   static constexpr int kAStride = 272, kAStage = 34816;
   static constexpr int kBRows = 128, kBRowBytes = 256;
   static constexpr int kBStride = 272, kBStage = 34816;
-  static constexpr int kCStride = 132;  // floats per row of the epilogue tile
-  static constexpr int kSmemBytes = 139264;  // pipeline 139264, epilogue 67584
-  static_assert(kSmemBytes >= kStages * (kAStage + kBStage) && kSmemBytes >= kBM * kCStride * 4, "shared memory plan");
+  static constexpr int kBConvStride = 272, kCStride = 132;
+  static constexpr int kSmemBytes = 139264;
 };
-
-// Column of B (and of the accumulator) that tile column c of the block
-// starting at output column n0 computes.
-template <class T>
-__device__ __forceinline__ int b_col(int c, int n0, int n) {
-  (void)n;
-  return n0 + c;
-}
-
-// One pipeline stage: a [bm, bk] tile of lhs and the matching B tile, by
-// 16-byte cp.async copies. Rows past m and columns past n or k read nothing
-// and land as zeros (the source pointer stays inside the array).
-template <class T>
-__device__ __forceinline__ void load_stage(unsigned char* smem, int slot, int kt,
-                                           const lhs_t* __restrict__ lhs,
-                                           const unsigned char* __restrict__ rhs_bytes,
-                                           int m, int n, int k, int m0, int n0) {
-  unsigned char* a_dst = smem + slot * T::kAStage;
-  constexpr int kAChunksPerRow = T::kBK * (int)sizeof(mma_t) / 16;
-  for (int c = threadIdx.x; c < T::kBM * kAChunksPerRow; c += T::kThreads) {
-    const int r = c / kAChunksPerRow, q = c % kAChunksPerRow;
-    const int row = m0 + r;
-    const int col = kt * T::kBK + q * (16 / (int)sizeof(mma_t));
-    int bytes = (k - col) * (int)sizeof(mma_t);
-    bytes = row < m ? (bytes < 0 ? 0 : (bytes > 16 ? 16 : bytes)) : 0;
-    const lhs_t* src = lhs + (bytes > 0 ? (long long)row * k + col : 0);
-    gg::cp_async_16(a_dst + r * T::kAStride + q * 16, src, bytes);
-  }
-  unsigned char* b_dst = smem + T::kStages * T::kAStage + slot * T::kBStage;
-  constexpr int kBChunksPerRow = T::kBRowBytes / 16;
-  for (int c = threadIdx.x; c < T::kBRows * kBChunksPerRow; c += T::kThreads) {
-    const int r = c / kBChunksPerRow, q = c % kBChunksPerRow;
-    // rhs [n, k]: staged row r is B column b_col(r), bytes along k.
-    const int col = b_col<T>(r, n0, n);
-    const long long row_bytes = (long long)k * kRhsBits / 8;
-    const long long off = (long long)kt * T::kBK * kRhsBits / 8 + q * 16;
-    long long bytes = row_bytes - off;
-    bytes = col < n ? (bytes < 0 ? 0 : (bytes > 16 ? 16 : bytes)) : 0;
-    const unsigned char* src = rhs_bytes + (bytes > 0 ? (long long)col * row_bytes + off : 0);
-    gg::cp_async_16(b_dst + r * T::kBStride + q * 16, src, (unsigned)bytes);
-  }
-}
-
-// The block's tile: rows [m0, m0 + bm) of lhs times B of local group `gl`,
-// output columns [n0, n0 + bn_out); rows outside [row_lo, row_hi) are not
-// stored (they belong to another group).
-template <class T>
-__device__ __forceinline__ void gemm_tile(
-    const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs,
-    out_t* __restrict__ out, int m, int n, int k, int m0, int n0, int gl, int row_lo, int row_hi) {
-  unsigned char* smem = gg_smem;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm0 = (warp / T::kWarpsN) * T::kWM, wn0 = (warp % T::kWarpsN) * T::kWN;
-  const int n_out = n;  // output columns
-  const int ktiles = (k + T::kBK - 1) / T::kBK;
-  const unsigned char* rhs_bytes =
-      reinterpret_cast<const unsigned char*>(rhs) + (long long)gl * n * k * kRhsBits / 8;
-
-  acc_t acc[T::kMI][T::kNI][4];
-#pragma unroll
-  for (int i = 0; i < T::kMI; ++i)
-#pragma unroll
-    for (int j = 0; j < T::kNI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        acc[i][j][e] = 0;
-      }
-
-  // Prologue: fill all but one stage.
-#pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < ktiles) load_stage<T>(smem, s, s, lhs, rhs_bytes, m, n, k, m0, n0);
-    gg::cp_async_commit_group();
-  }
-
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int slot = kt % T::kStages;
-    gg::cp_async_wait_group<T::kStages - 2>();
-    __syncthreads();  // stage kt has landed for every thread; stage kt - 1 is free
-    {
-      const int next = kt + T::kStages - 1;
-      if (next < ktiles) load_stage<T>(smem, next % T::kStages, next, lhs, rhs_bytes, m, n, k, m0, n0);
-      gg::cp_async_commit_group();
-    }
-    const unsigned char* b_tile = smem + T::kStages * T::kAStage + slot * T::kBStage;
-    constexpr int kBTileStride = T::kBStride;
-    const unsigned char* a_tile = smem + slot * T::kAStage;
-#pragma unroll
-    for (int ks = 0; ks < T::kKSteps; ++ks) {
-      // A fragments: four 8x8 matrices of 16 bytes per row (rows 0-7 / 8-15,
-      // bytes 0-15 / 16-31 of this MMA's K slice).
-      gg::u32 a[T::kMI][4];
-#pragma unroll
-      for (int i = 0; i < T::kMI; ++i) {
-        const int row = wm0 + i * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
-        gg::ldmatrix_x4(a[i], a_tile + row * T::kAStride + ks * 32 + 16 * (lane / 16));
-      }
-      gg::u32 b[T::kNI][2];
-#pragma unroll
-      for (int j = 0; j < T::kNI; j += 2) {
-        gg::u32 r[4];
-        // B is [n][k] in shared memory, like A: rows are output columns.
-        const int nr = wn0 + j * 8 + (lane % 8) + 8 * (lane / 16);
-        gg::ldmatrix_x4(r, b_tile + nr * kBTileStride + ks * 32 + 16 * ((lane / 8) % 2));
-        b[j][0] = r[0];
-        b[j][1] = r[1];
-        b[j + 1][0] = r[2];
-        b[j + 1][1] = r[3];
-      }
-#pragma unroll
-      for (int i = 0; i < T::kMI; ++i)
-#pragma unroll
-        for (int j = 0; j < T::kNI; ++j) gg::mma_m16n8k16_bf16(acc[i][j], a[i], b[j], acc[i][j]);
-    }
-  }
-
-  // Epilogue. (1) the accumulators go to a [bm][bn] f32 tile in shared
-  // memory, reusing the pipeline buffers.
-  gg::cp_async_wait_all();
-  __syncthreads();
-  float* c_tile = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int i = 0; i < T::kMI; ++i)
-#pragma unroll
-    for (int j = 0; j < T::kNI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = wm0 + i * 16 + lane / 4 + 8 * (e / 2);
-        const int c = wn0 + j * 8 + 2 * (lane % 4) + (e % 2);
-        c_tile[r * T::kCStride + c] = static_cast<float>(acc[i][j][e]);
-      }
-  __syncthreads();
-
-  // (2) consecutive threads take consecutive columns of a row: scales,
-  // alpha, bias and the activation in f32, then the cast to out_t.
-  for (int idx = threadIdx.x; idx < T::kBM * T::kBNOut; idx += T::kThreads) {
-    const int r = idx / T::kBNOut, c = idx % T::kBNOut;
-    const int row = m0 + r, col = n0 + c;
-    if (row < row_lo || row >= row_hi || col >= n_out) continue;
-    float x[1] = {c_tile[r * T::kCStride + c]};
-    const int bcol[1] = {col};
-#pragma unroll
-    for (int h = 0; h < 1; ++h) {
-      float v = x[h];
-      (void)bcol;
-      x[h] = v;
-    }
-    const float y = x[0];
-    out[(long long)row * n_out + col] = gg::from_float<out_t>(y);
-  }
-}
 
 }  // namespace
 
 // (1a) out = existing_out, or zeros: rows this shard does not compute keep
 // these values; the GEMM overwrites the rows of its groups.
-extern "C" __global__ void gmm_bf16_fill(out_t* __restrict__ out, const out_t* __restrict__ existing_out,
-                                          long long total) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-       i += (long long)gridDim.x * blockDim.x)
-    out[i] = existing_out != nullptr ? existing_out[i] : gg::from_float<out_t>(0.0f);
+extern "C" __global__ void gmm_bf16_fill(
+    // existing_out may be null
+    float* __restrict__ out, const float* __restrict__ existing_out, long long total) {
+  gg::gemm::fill(out, existing_out, total);
 }
 
-// Where group `group` of group_sizes starts, from the prefix sums starts[0 ..
-// num_groups]. Any group index is defined (docs/semantics.md, "grouped"): a
-// group group_sizes lacks (before 0, or past its end) is empty, so it starts
-// where its neighbour does and ends there too.
-__device__ __forceinline__ int group_start(const int* __restrict__ starts, int num_groups, long long group) {
-  return starts[group < 0 ? 0 : (group > num_groups ? num_groups : group)];
+// (1b) The (local group, m tile) work items, by one thread (gg_gemm.cuh).
+extern "C" __global__ void gmm_bf16_worklist(
+    // one block of one thread
+    const int* __restrict__ group_sizes, int num_groups, int group_offset, int g, int m, int bm,
+    int* __restrict__ workspace) {
+  gg::gemm::worklist(group_sizes, num_groups, group_offset, g, m, bm, workspace);
 }
 
-// (1b) The tile worklist, built on the device so no host synchronisation is
-// needed. Workspace layout (ints): [0] the item count; [1, 2 + num_groups)
-// the first row of each group, then the end of the last (prefix sums,
-// clamped to [0, m]; a negative size counts as 0); then (local group, m
-// tile) pairs, group by group.
-extern "C" __global__ void gmm_bf16_worklist(const int* __restrict__ group_sizes, int num_groups,
-                                              int group_offset, int g, int m, int bm,
-                                              int* __restrict__ workspace) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  int* starts = workspace + 1;
-  int* items = workspace + 2 + num_groups;
-  int row = 0;
-  starts[0] = 0;
-  for (int i = 0; i < num_groups; ++i) {
-    const int size = group_sizes[i] > 0 ? group_sizes[i] : 0;
-    row = size > m - row ? m : row + size;  // no overflow: 0 <= row <= m
-    starts[i + 1] = row;
-  }
-  int count = 0;
-  for (int gl = 0; gl < g; ++gl) {
-    const long long group = (long long)group_offset + gl;
-    const int lo = group_start(starts, num_groups, group), hi = group_start(starts, num_groups, group + 1);
-    if (hi <= lo) continue;  // empty groups get no work
-    for (int mt = lo / bm; (long long)mt * bm < hi; ++mt) {
-      items[2 * count] = gl;
-      items[2 * count + 1] = mt;
-      ++count;
-    }
-  }
-  workspace[0] = count;
-}
-
-// (2-4) The GEMM, one entry point per tile of the LUT.
+// (2-4) Tile 0 (default): 128 x 128 output tiles; grid: n tiles, work items over y and z.
 extern "C" __global__ void __launch_bounds__(256) gmm_bf16(
-    const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs,
-    out_t* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k, int num_groups,
+    // arrays in the launch contract's order, then the dims
+    const __nv_bfloat16* __restrict__ lhs, const __nv_bfloat16* __restrict__ rhs,
+    float* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k, int num_groups,
     int group_offset) {
-  // Grid (n tiles, items folded over y and z): the work item is
-  // blockIdx.y + blockIdx.z * gridDim.y (docs/cuda.md, "Launch limits").
-  const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
-  // Blocks past the item count (the grid is sized for the worst case) exit.
-  if (y >= static_cast<unsigned>(workspace[0])) return;
-  const int* starts = workspace + 1;
-  const int* item = workspace + 2 + num_groups + 2LL * y;
-  const int gl = item[0], m0 = item[1] * Tile0::kBM;
-  const long long group = (long long)group_offset + gl;
-  const int lo = group_start(starts, num_groups, group), hi = group_start(starts, num_groups, group + 1);
-  gemm_tile<Tile0>(lhs, rhs, out, m, n, k, m0,
-                        blockIdx.x * Tile0::kBNOut, gl, lo > m0 ? lo : m0, hi);
+  gg::gemm::grouped<Tile0>(gg_smem, lhs, rhs, nullptr, nullptr, nullptr, out, workspace, m, n, k,
+                           num_groups, group_offset);
 }
 
 // Host launcher, for nvcc's host pass and the CPU emulation (which runs it

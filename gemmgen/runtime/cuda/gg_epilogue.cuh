@@ -1,0 +1,88 @@
+// gg_epilogue.cuh: a tile GEMM's epilogue, per output element.
+//
+// In f32, in this order (docs/semantics.md): the scales the promotion did not
+// apply, alpha, the bias, the activation, then the cast to out_t (RNE; FP8
+// saturates). silu_mul pairs accumulator column j (gate) with column
+// j + n / 2 (up). A new activation is one more branch in `activate` (and a
+// test in tests/test_cuda_gemm_helpers.py).
+#pragma once
+
+#include "gg_convert.cuh"
+#include "gg_gemm_config.cuh"
+#include "gg_scales.cuh"
+
+namespace gg::gemm {
+
+// The activation of one output: `x` the accumulator column, `up` silu_mul's
+// paired column (unused otherwise).
+template <Activation A>
+__device__ __forceinline__ float activate(float x, float up) {
+  if constexpr (A == Activation::kSiluMul) {
+    return gg::silu(x) * up;
+  } else if constexpr (A == Activation::kSilu) {
+    return gg::silu(x);
+  } else if constexpr (A == Activation::kGelu) {
+    return gg::gelu_tanh(x);
+  } else if constexpr (A == Activation::kRelu) {
+    return gg::relu(x);
+  } else {
+    static_assert(A == Activation::kNone, "an activation");
+    return x;
+  }
+}
+
+// v times the scales of its row and column that the promotion did not apply
+// (per tensor, per token, per channel). With an e8m0 one among them, the
+// product is exact (gg::mul_scale(s)); otherwise one f32 multiply each.
+template <class C>
+__device__ __forceinline__ float epilogue_scale(float v, const typename C::lhs_scale_t* lhs_scale,
+                                                const typename C::rhs_scale_t* rhs_scale, int row,
+                                                int gl, int col, int n) {
+  constexpr bool kLhs = C::kLhsScale != ScaleMode::kNone && !kLhsScalePromoted<C>;
+  constexpr bool kRhs = C::kRhsScale != ScaleMode::kNone && !kRhsScalePromoted<C>;
+  if constexpr (kExactEpilogue<C> && kLhs && kRhs) {
+    return gg::mul_scales(v, lhs_scale_at<C>(lhs_scale, row, 0, 0),
+                          rhs_scale_at<C>(rhs_scale, gl, col, n, 0, 0));
+  } else if constexpr (kExactEpilogue<C> && kLhs) {
+    return gg::mul_scale(v, lhs_scale_at<C>(lhs_scale, row, 0, 0));
+  } else if constexpr (kExactEpilogue<C> && kRhs) {
+    return gg::mul_scale(v, rhs_scale_at<C>(rhs_scale, gl, col, n, 0, 0));
+  } else {
+    if constexpr (kLhs) {
+      v *= lhs_scale_at<C>(lhs_scale, row, 0, 0);
+    }
+    if constexpr (kRhs) {
+      v *= rhs_scale_at<C>(rhs_scale, gl, col, n, 0, 0);
+    }
+    return v;
+  }
+}
+
+// Number of accumulator columns one output reads: silu_mul's gate and up.
+template <class C>
+constexpr int kHalves = C::kActivation == Activation::kSiluMul ? 2 : 1;
+
+// One output element from its accumulator column(s) x (B columns bcol, of
+// local group gl; `row` of out): scales, alpha, bias, activation, cast.
+template <class C>
+__device__ __forceinline__ typename C::out_t epilogue_element(
+    float (&x)[kHalves<C>], const int (&bcol)[kHalves<C>], const typename C::lhs_scale_t* lhs_scale,
+    const typename C::rhs_scale_t* rhs_scale, const typename C::bias_t* bias, int row, int gl,
+    int n) {
+  GG_UNROLL
+  for (int h = 0; h < kHalves<C>; ++h) {
+    float v = epilogue_scale<C>(x[h], lhs_scale, rhs_scale, row, gl, bcol[h], n);
+    if constexpr (C::kHasAlpha) {
+      v *= C::kAlpha;
+    }
+    if constexpr (C::kBias == Bias::kN) {
+      v += gg::to_float(bias[bcol[h]]);
+    } else if constexpr (C::kBias == Bias::kGroup) {
+      v += gg::to_float(bias[(long long)gl * n + bcol[h]]);
+    }
+    x[h] = v;
+  }
+  return gg::from_float<typename C::out_t>(activate<C::kActivation>(x[0], x[kHalves<C> - 1]));
+}
+
+}  // namespace gg::gemm

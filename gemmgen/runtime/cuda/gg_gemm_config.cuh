@@ -1,0 +1,257 @@
+// gg_gemm_config.cuh: the words of a tile GEMM's configuration.
+//
+// A generated tile GEMM (.cu) prints one `Config` struct (types as `using`
+// aliases, these enums, ints) and one `TileN : Config` struct per tile of its
+// LUT; the kernel body (gg_gemm.cuh) and its helpers (gg_widen.cuh,
+// gg_scales.cuh, gg_epilogue.cuh) are templates on it that choose their code
+// with `if constexpr`. The members a Config must have:
+//
+//   using lhs_t, rhs_t, mma_t, acc_t, out_t    storage and tensor-core types
+//   using lhs_scale_t, rhs_scale_t, bias_t     void when absent
+//   kRhs (Format), kRhsNK (bool), kBFeed       how B reaches the tensor cores
+//   kLhsScale, kLhsScaleFormat, kLhsScaleBlockK
+//   kRhsScale, kRhsScaleFormat, kRhsScaleBlockN, kRhsScaleBlockK
+//   kFoldScales (bool), kScaleBlockK (int)     the FP32 promotion
+//   kBias, kActivation, kHasAlpha, kAlpha      the epilogue
+//
+// and a TileN adds the tile's shape, warp layout, strides and shared-memory
+// bytes (see check_tile below, which states how they relate).
+#pragma once
+
+#include "gg_runtime.cuh"
+
+// `#pragma unroll` for nvcc and NVRTC; the CPU emulation's g++ has no such
+// pragma (it would warn under -Wall), and unrolls as it sees fit.
+#if defined(__CUDACC__)
+#define GG_UNROLL _Pragma("unroll")
+#else
+#define GG_UNROLL
+#endif
+
+namespace gg::gemm {
+
+// A storage format: what the bytes of an operand, a scale or the output mean.
+// Several share a C++ type (int4, fp4 and e8m0 are all unsigned char).
+enum class Format { kNone, kF32, kBF16, kF16, kE4M3, kE5M2, kInt8, kInt4, kFp4, kE8M0 };
+
+// Where a scale factor lives (docs/spec.md, "Scales"; ir.ScaleMode).
+enum class ScaleMode {
+  kNone,
+  kPerTensor,      // lhs: []; rhs: [] or [g]
+  kPerToken,       // lhs: [m]
+  kPerTokenGroup,  // lhs: [m, cdiv(k, block_k)]
+  kPerChannel,     // rhs: [n] or [g, n]
+  kBlock,          // rhs: [cdiv(n, block_n), cdiv(k, block_k)] or [g, ...]
+  kKBlock,         // rhs: [g, cdiv(k, block_k), 1, n]
+};
+
+// How the staged B tile feeds the tensor cores.
+enum class BFeed {
+  kLdmatrix,       // [n, k] tile of mma_t: ldmatrix as for A
+  kLdmatrixTrans,  // [k, n] tile of a 16-bit mma_t: ldmatrix.trans
+  kConvert,        // widened or transposed to a [n, k] tile of mma_t first
+};
+
+enum class Bias { kNone, kN, kGroup };  // [n]; [g, 1, n]
+
+enum class Activation { kNone, kRelu, kGelu, kSilu, kSiluMul };
+
+template <class A, class B>
+constexpr bool kSame = false;
+template <class A>
+constexpr bool kSame<A, A> = true;
+
+// The C++ type that stores a format.
+template <Format F>
+struct Storage;
+template <>
+struct Storage<Format::kNone> {
+  using type = void;
+};
+template <>
+struct Storage<Format::kF32> {
+  using type = float;
+};
+template <>
+struct Storage<Format::kBF16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct Storage<Format::kF16> {
+  using type = __half;
+};
+template <>
+struct Storage<Format::kE4M3> {
+  using type = __nv_fp8_e4m3;
+};
+template <>
+struct Storage<Format::kE5M2> {
+  using type = __nv_fp8_e5m2;
+};
+template <>
+struct Storage<Format::kInt8> {
+  using type = signed char;
+};
+template <>
+struct Storage<Format::kInt4> {
+  using type = unsigned char;  // two per byte, element 2i in the low nibble
+};
+template <>
+struct Storage<Format::kFp4> {
+  using type = unsigned char;  // two per byte, element 2i in the low nibble
+};
+template <>
+struct Storage<Format::kE8M0> {
+  using type = unsigned char;
+};
+template <Format F>
+using storage_t = typename Storage<F>::type;
+
+// Bits per stored element.
+__host__ __device__ constexpr int bits(Format f) {
+  switch (f) {
+    case Format::kNone:
+      return 0;
+    case Format::kInt4:
+    case Format::kFp4:
+      return 4;
+    case Format::kE4M3:
+    case Format::kE5M2:
+    case Format::kInt8:
+    case Format::kE8M0:
+      return 8;
+    case Format::kBF16:
+    case Format::kF16:
+      return 16;
+    case Format::kF32:
+      return 32;
+  }
+  return 0;
+}
+
+// Whether a mode's scale changes along K, so that it multiplies each K
+// block's partial sums (the FP32 promotion) rather than the finished sum.
+__host__ __device__ constexpr bool per_k_block(ScaleMode mode) {
+  return mode == ScaleMode::kPerTokenGroup || mode == ScaleMode::kBlock ||
+         mode == ScaleMode::kKBlock;
+}
+
+// K of one MMA: 32 bytes of each A row (m16n8k16 for 16-bit types, m16n8k32
+// for 8-bit ones).
+template <class C>
+constexpr int kMmaK = 32 / static_cast<int>(sizeof(typename C::mma_t));
+
+// Whether a side's scale multiplies the partial sums of each K block: its
+// own mode needs it, or the plan folded the epilogue scales into the
+// promotion (kFoldScales: a main-loop scale and an e8m0 one, docs/cuda.md).
+template <class C>
+constexpr bool kLhsScalePromoted =
+    C::kLhsScale != ScaleMode::kNone && (per_k_block(C::kLhsScale) || C::kFoldScales);
+template <class C>
+constexpr bool kRhsScalePromoted =
+    C::kRhsScale != ScaleMode::kNone && (per_k_block(C::kRhsScale) || C::kFoldScales);
+
+// An FP32 promotion every kScaleBlockK of K.
+template <class C>
+constexpr bool kPromotion = per_k_block(C::kLhsScale) || per_k_block(C::kRhsScale);
+
+// An e8m0 scale in the promotion: a product of two scales may leave f32, so
+// a K block whose products are not all normal is scaled exactly.
+template <class C>
+constexpr bool kExactPromotion = (kLhsScalePromoted<C> && C::kLhsScaleFormat == Format::kE8M0) ||
+                                 (kRhsScalePromoted<C> && C::kRhsScaleFormat == Format::kE8M0);
+
+// An e8m0 scale in the epilogue: applied with gg::mul_scale(s), exactly.
+template <class C>
+constexpr bool kExactEpilogue = (C::kLhsScale != ScaleMode::kNone && !kLhsScalePromoted<C> &&
+                                 C::kLhsScaleFormat == Format::kE8M0) ||
+                                (C::kRhsScale != ScaleMode::kNone && !kRhsScalePromoted<C> &&
+                                 C::kRhsScaleFormat == Format::kE8M0);
+
+// Whether d (> 0) divides x.
+__host__ __device__ constexpr bool divides(int d, int x) {
+  return d > 0 && x % d == 0;
+}
+
+template <class M>
+struct Accumulator {
+  using type = float;
+};
+template <>
+struct Accumulator<signed char> {
+  using type = int;
+};
+
+// Whether a Config is consistent: each type is its format's, the scale
+// blocks and the promotion agree, B's feed suits its type and layout.
+template <class C>
+__host__ __device__ constexpr bool check_config() {
+  using mma_t = typename C::mma_t;
+  // lhs feeds the tensor cores as stored; rhs, the scales and the bias are
+  // stored as their formats say (void: absent).
+  if (!kSame<typename C::lhs_t, mma_t> || !kSame<typename C::rhs_t, storage_t<C::kRhs>> ||
+      !kSame<typename C::acc_t, typename Accumulator<mma_t>::type> ||
+      !kSame<typename C::lhs_scale_t, storage_t<C::kLhsScaleFormat>> ||
+      !kSame<typename C::rhs_scale_t, storage_t<C::kRhsScaleFormat>> ||
+      (C::kBias == Bias::kNone) != kSame<typename C::bias_t, void>) {
+    return false;
+  }
+  if ((C::kLhsScale == ScaleMode::kNone) != (C::kLhsScaleFormat == Format::kNone) ||
+      (C::kRhsScale == ScaleMode::kNone) != (C::kRhsScaleFormat == Format::kNone)) {
+    return false;
+  }
+  // Only modes per K block have a K extent, only `block` an N extent; the
+  // promotion runs at the gcd of the K extents.
+  if ((C::kLhsScaleBlockK > 0) != per_k_block(C::kLhsScale) ||
+      (C::kRhsScaleBlockK > 0) != per_k_block(C::kRhsScale) ||
+      (C::kRhsScaleBlockN > 0) != (C::kRhsScale == ScaleMode::kBlock)) {
+    return false;
+  }
+  if ((C::kScaleBlockK > 0) != kPromotion<C> || (C::kFoldScales && !kPromotion<C>)) {
+    return false;
+  }
+  if ((per_k_block(C::kLhsScale) && !divides(C::kScaleBlockK, C::kLhsScaleBlockK)) ||
+      (per_k_block(C::kRhsScale) && !divides(C::kScaleBlockK, C::kRhsScaleBlockK))) {
+    return false;
+  }
+  // ldmatrix reads B as stored only when it is of the tensor-core type, and
+  // .trans only transposes 16-bit elements.
+  const bool as_stored = kSame<typename C::rhs_t, mma_t>;
+  if ((C::kBFeed == BFeed::kLdmatrix && !(as_stored && C::kRhsNK)) ||
+      (C::kBFeed == BFeed::kLdmatrixTrans && !(as_stored && !C::kRhsNK && sizeof(mma_t) == 2))) {
+    return false;
+  }
+  return C::kHasAlpha || C::kAlpha == 1.0f;
+}
+
+// Whether a tile's numbers (computed by the plan, backends/cuda_gemm.py)
+// follow from its shape: the warp layout covers the tile, the strides are
+// rows padded by 16 bytes, the shared memory holds the pipeline and the
+// epilogue tile.
+template <class T>
+__host__ __device__ constexpr bool check_tile() {
+  using mma_t = typename T::mma_t;
+  constexpr int kElem = static_cast<int>(sizeof(mma_t));
+  if (!check_config<T>() || T::kBM % T::kWM != 0 || T::kBN % T::kWN != 0 ||
+      T::kWarpsN != T::kBN / T::kWN || T::kThreads != (T::kBM / T::kWM) * T::kWarpsN * 32 ||
+      T::kMI != T::kWM / 16 || T::kNI != T::kWN / 8 || T::kNI % 2 != 0 ||
+      T::kKSteps * kMmaK<T> != T::kBK) {
+    return false;
+  }
+  if (T::kBNOut != (T::kActivation == Activation::kSiluMul ? T::kBN / 2 : T::kBN)) {
+    return false;
+  }
+  if (T::kAStride != T::kBK * kElem + 16 || T::kAStage != T::kBM * T::kAStride ||
+      T::kBRows != (T::kRhsNK ? T::kBN : T::kBK) ||
+      T::kBRowBytes != (T::kRhsNK ? T::kBK : T::kBN) * bits(T::kRhs) / 8 ||
+      T::kBStride != T::kBRowBytes + 16 || T::kBStage != T::kBRows * T::kBStride ||
+      T::kBConvStride != T::kBK * kElem + 16 || T::kCStride != T::kBN + 4) {
+    return false;
+  }
+  const int conv = T::kBFeed == BFeed::kConvert ? T::kBN * T::kBConvStride : 0;
+  return T::kSmemBytes >= T::kStages * (T::kAStage + T::kBStage) + conv &&
+         T::kSmemBytes >= T::kBM * T::kCStride * 4 &&
+         (!kPromotion<T> || divides(T::kBK, T::kScaleBlockK));
+}
+
+}  // namespace gg::gemm
