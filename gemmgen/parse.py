@@ -304,6 +304,7 @@ def parse(source: str, path: str) -> SpecAst:
         return _to_ast(tree, source, path)
     lines = source.split("\n")
     diags: list[Diagnostic] = []
+    seen: set[tuple[int, int, str]] = set()
     # Blocks are independent, so after an error only the text from the
     # block around it on needs parsing again (blank lines keep the numbers).
     restart = 0
@@ -312,15 +313,24 @@ def parse(source: str, path: str) -> SpecAst:
         if found is None:
             break
         diag, at_end = found
-        diags.append(diag)
+        key = (diag.loc.line, diag.loc.col, diag.message)
+        repeated = key in seen
+        if not repeated:
+            seen.add(key)
+            diags.append(diag)
         if at_end:
             break
         row = diag.loc.line - 1
         last = row
-        if diag.message.startswith("unexpected '}'"):  # keep the brace
+        before = lines[row][:diag.loc.col - 1]
+        if repeated and not lines[row].strip():
+            break  # no progress: nothing left to blank
+        if (diag.message.startswith("unexpected '}'") and not repeated and before.strip()
+                and "{" not in before):
+            # `field value }`: keep the brace, so that the block still closes
             lines[row] = " " * (diag.loc.col - 1) + lines[row][diag.loc.col - 1:]
         else:
-            if "{" in lines[row]:  # a broken header: drop the block it opens
+            if lines[row].count("{") > lines[row].count("}"):  # a broken header: drop its block
                 while last + 1 < len(lines) and lines[last].strip() != "}":
                     last += 1
             for i in range(row, last + 1):

@@ -136,3 +136,20 @@ def test_docs_examples_run_on_the_reference(index):
         out = R.reference(k, **inputs)
         value = out[0] if k.op is Op.QUANTIZE else out
         assert np.isfinite(np.asarray(value, np.float64)).all(), k.name
+
+
+def test_a_one_line_block_is_one_error_and_recovery_moves_on():
+    """`target cuda { arch sm_90a }` on one line: one positioned error per
+    block (recovery used to report the same '}' until the error limit), and
+    the blocks after it are still parsed."""
+    from gemmgen.parse import SpecError
+
+    text = ("target cuda { arch sm_90a }\n"
+            "kernel k { op dense }\n"
+            "kernel j {\n  op dense\n  lhs bf16 [m, k] }\n"
+            "kernel i {\n  op\n}\n")
+    with pytest.raises(SpecError) as e:
+        parse(text, "x.gemm")
+    where = [(d.loc.line, d.loc.col) for d in e.value.diagnostics]
+    assert len(where) == len(set(where)) == 4, [d.message for d in e.value.diagnostics]
+    assert [line for line, _ in where] == [1, 2, 5, 7]

@@ -1056,6 +1056,14 @@ def _pack(first: str, items: Sequence[str], tail: str, indent: int) -> list[str]
     return lines
 
 
+def _one_per_line(items: Sequence[str], tail: str, indent: int) -> list[str]:
+    """The layout of last resort, for names too long for any line: one item
+    per line, `indent` columns in (lines may pass COLUMNS; clang-format may
+    lay such code out otherwise: docs/decisions.md, "Generated C++ layout")."""
+    pad = " " * indent
+    return [pad + item + ("," if i < len(items) - 1 else tail) for i, item in enumerate(items)]
+
+
 def cpp_decl(head: str, params: Sequence[str], tail: str, indent: int = 0) -> str:
     """A function declaration `head` (up to its "("), its parameters and
     `tail` (") {" or ");") as clang-format lays it out: one line; else the
@@ -1069,7 +1077,8 @@ def cpp_decl(head: str, params: Sequence[str], tail: str, indent: int = 0) -> st
     if aligned is not None:
         return "\n".join(aligned)
     broken = _pack(" " * (indent + 4), params, tail, indent + 4)
-    assert broken is not None and len(pad + head) <= COLUMNS, f"cannot lay out {head!r}"
+    if broken is None or len(pad + head) > COLUMNS:
+        return "\n".join([pad + head, *_one_per_line(params, tail, indent + 4)])
     return "\n".join([pad + head, *broken])
 
 
@@ -1084,7 +1093,8 @@ def cpp_call(head: str, args: Sequence[str], tail: str, indent: int) -> str:
         return one
     aligned = _pack(pad + head, args, tail, indent + len(head))
     broken = _pack(" " * (indent + 4), args, tail, indent + 4)
-    assert broken is not None, f"cannot lay out {head!r}"
+    if broken is None:
+        return "\n".join([pad + head, *_one_per_line(args, tail, indent + 4)])
     broken = [pad + head, *broken]
     if aligned is not None and len(aligned) <= len(broken):
         return "\n".join(aligned)
@@ -1150,7 +1160,11 @@ def cpp_string(head: str, text: str, tail: str) -> str:
             pieces.append(rest)
             break
         cut = rest.rfind(" ", 0, width)
-        assert cut > 0, f"cannot split {text!r}"
+        if cut <= 0:  # a word longer than the line: split after it
+            cut = rest.find(" ", width)
+            if cut < 0:
+                pieces.append(rest)
+                break
         pieces.append(rest[:cut + 1])
         rest = rest[cut + 1:]
     lines = [f'{head}"{pieces[0]}"'] + [f'{" " * col}"{p}"' for p in pieces[1:]]
