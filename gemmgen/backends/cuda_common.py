@@ -26,6 +26,7 @@ formatted as emitted (tests/test_generated_format.py checks them).
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -333,6 +334,7 @@ def any_of(*terms: Expr) -> Expr:
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_]\w*)|(==|!=|<=|>=|[-+*%<>(),]))")
 
 
+@functools.cache  # trees are frozen: one per distinct text
 def parse_expr(text: str) -> Expr:
     """The tree of `text`: identifiers, integer literals, `+ - * %`,
     comparisons, `and` / `or`, parentheses and calls of the `Fn` helpers.
