@@ -17,3 +17,5 @@
 #include "gg_primitives.cuh"
 // The tile GEMM's body and its configuration (gg_gemm_config.cuh).
 #include "gg_gemm.cuh"
+// The Hopper (sm_90a) tile GEMM: TMA + wgmma, warp specialized.
+#include "gg_gemm_sm90.cuh"
