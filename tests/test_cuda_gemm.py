@@ -147,7 +147,8 @@ def test_entry_points_take_the_launch_arguments_in_order(stem, name):
         assert signature, step.entry
         text = "\n".join(line for line in signature.group(1).splitlines() if "//" not in line)
         params = [p.split()[-1] for p in text.split(",")]
-        passed = [a.text if a.kind == "array" else re.fullmatch(r"gg_i32\((\w+)\)", a.text).group(1)
+        passed = [a.name if a.kind.value == "array"
+                  else re.fullmatch(r"gg_i32\((\w+)\)", a.value.cpp).group(1)
                   for a in step.args]
         assert params == passed, (step.entry, params, passed)
 
