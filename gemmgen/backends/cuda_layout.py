@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 __all__ = [
-    "COLUMNS", "comment", "cpp_assign_string", "cpp_call", "cpp_decl", "cpp_string",
-    "py_call", "py_collection", "py_tuple",
+    "COLUMNS", "Param", "comment", "cpp_args", "cpp_assign_string", "cpp_call", "cpp_decl",
+    "cpp_params", "cpp_signature", "cpp_string", "py_call", "py_collection", "py_tuple",
 ]
 
 COLUMNS = 100  # the column limit of .clang-format and of ruff (line-length)
@@ -151,3 +152,43 @@ def cpp_assign_string(lhs: str, text: str, indent: int) -> str:
     if len(one) <= COLUMNS:
         return one
     return f"{pad}{lhs} =\n" + cpp_string(" " * (indent + 4), text, ";")
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter of a generated C++ function: `const in_t* __restrict__ lhs`."""
+
+    type: str
+    name: str
+
+    @property
+    def decl(self) -> str:
+        return f"{self.type} {self.name}"
+
+
+def cpp_signature(head: str, name: str, params: Sequence[Param], note: str) -> str:
+    """A kernel's head: `head name(`, a comment line `// note` (which makes
+    clang-format break there), the parameters packed 4 columns in, `) {`.
+    When `head name(` does not fit, clang-format breaks after the return
+    type: the name starts a line of its own, 4 columns in after an attribute
+    such as `__launch_bounds__(256)`."""
+    first = f"{head} {name}("
+    if len(first) <= COLUMNS:
+        lines, indent = [first], 4
+    else:
+        name_indent = 4 if head.endswith(")") else 0
+        lines, indent = [head, " " * name_indent + f"{name}("], name_indent + 4
+    lines.append(comment(note, indent))
+    packed = _pack(" " * indent, [p.decl for p in params], ") {", indent)
+    assert packed is not None, f"cannot lay out the parameters of {name}"
+    return "\n".join(lines + packed)
+
+
+def cpp_params(head: str, params: Sequence[Param], indent: int = 0) -> str:
+    """A device function's head `head(params) {` as clang-format lays it out."""
+    return cpp_decl(head, [p.decl for p in params], ") {", indent)
+
+
+def cpp_args(head: str, params: Sequence[Param], tail: str, indent: int) -> str:
+    """A call passing `params` by their names: `head(a, b, c tail`."""
+    return cpp_call(head, [p.name for p in params], tail, indent)
