@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "COLUMNS", "Param", "comment", "cpp_args", "cpp_assign_string", "cpp_call", "cpp_decl",
+    "COLUMNS", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string", "cpp_call", "cpp_decl",
     "cpp_params", "cpp_signature", "cpp_string", "py_call", "py_collection", "py_tuple",
 ]
 
@@ -192,3 +192,14 @@ def cpp_params(head: str, params: Sequence[Param], indent: int = 0) -> str:
 def cpp_args(head: str, params: Sequence[Param], tail: str, indent: int) -> str:
     """A call passing `params` by their names: `head(a, b, c tail`."""
     return cpp_call(head, [p.name for p in params], tail, indent)
+
+
+def comment_item(label: str, text: str, indent: int = 0, width: int = 80) -> str:
+    """A numbered item of a comment block, `//   (2) text`, wrapped at
+    `width` columns with a hanging indent under the text. A no-break space
+    (U+00A0) in `text` holds its words together and prints as a space."""
+    first = " " * indent + f"//   {label} "
+    rest = " " * indent + "//" + " " * (len(first) - indent - 2)
+    text = textwrap.fill(text, min(width, COLUMNS), initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)
+    return text.replace("\u00a0", " ")
