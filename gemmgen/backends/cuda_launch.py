@@ -25,8 +25,8 @@ from gemmgen.backends.cuda_expr import (
     COMPARISONS, ZERO, Bin, Call, Expr, Fn, Lit, Var, all_of, expr, exprs, var,
 )
 from gemmgen.backends.cuda_layout import (
-    COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, py_call, py_collection,
-    py_tuple,
+    COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, pack, py_call,
+    py_collection, py_tuple,
 )
 from gemmgen.names import args_struct
 from gemmgen.render import source_ref
@@ -152,9 +152,30 @@ class Step:
                         ");", 6)
 
     def cpp_launch(self, i: int) -> str:
-        """The launch of step `i` of launch_<name>, with the sizes of `l[i]`."""
-        return cpp_call(f"{self.entry}<<<gg_grid(l[{i}]), gg_block(l[{i}]), l[{i}].smem, stream>>>(",
-                        list(self.cpp_args), ");", 6)
+        """The launch of step `i` of launch_<name>, with the sizes of `l[i]`,
+        at indent 6."""
+        config = [f"gg_grid(l[{i}])", f"gg_block(l[{i}])", f"l[{i}].smem", "stream"]
+        head = f"{self.entry}<<<{', '.join(config)}>>>("
+        if len(head) + 6 <= COLUMNS:
+            return cpp_call(head, list(self.cpp_args), ");", 6)
+        # A long entry name: clang-format breaks the launch configuration,
+        # aligned after "<<<" or, when that takes more lines, 4 columns in
+        # on the line after "<<<".
+        first = " " * 6 + f"{self.entry}<<<"
+        aligned = pack(first, config, ">>>(", len(first))
+        below_config = pack(" " * 10, config, ">>>(", 10)
+        assert below_config is not None and len(first) <= COLUMNS, f"cannot lay out {self.entry}"
+        broken = [first, *below_config]
+        lines = aligned if aligned is not None and len(aligned) <= len(broken) else broken
+        # The arguments: after ">>>(" (aligned there) or on lines of their
+        # own 4 columns in, whichever breaks fewer lines (aligned on a tie).
+        after = pack(lines[-1], list(self.cpp_args), ");", len(lines[-1]))
+        below = pack(" " * 10, list(self.cpp_args), ");", 10)
+        assert below is not None, f"cannot lay out the arguments of {self.entry}"
+        if after is not None and len(after) - 1 <= len(below):
+            return "\n".join(lines[:-1] + after)
+        lines += below
+        return "\n".join(lines)
 
     def py_launch(self, indent: int) -> str:
         """`Launch(...)` of this step, an item of a list (ends in ",")."""

@@ -14,25 +14,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "COLUMNS", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string", "cpp_call", "cpp_decl",
-    "cpp_params", "cpp_signature", "cpp_string", "py_call", "py_collection", "py_tuple",
+    "COLUMNS", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string", "cpp_call",
+    "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "pack", "py_call", "py_collection",
+    "py_tuple",
 ]
 
 COLUMNS = 100  # the column limit of .clang-format and of ruff (line-length)
 
 
-def _pack(first: str, items: Sequence[str], tail: str, indent: int) -> list[str] | None:
+def pack(first: str, items: Sequence[str], tail: str, indent: int) -> list[str] | None:
     """`first` then `items` separated by ", ", `tail` after the last, filled
     greedily into lines of at most COLUMNS; continuation lines start at
     column `indent`. None when an item does not fit."""
     lines, line = [], first
     for i, item in enumerate(items):
         piece = item + (tail if i == len(items) - 1 else ",")
-        sep = "" if line.endswith("(") or line == " " * indent or not line.strip() else " "
+        sep = "" if line.endswith(("(", "<<<")) or line == " " * indent or not line.strip() else " "
         if len(line) + len(sep) + len(piece) <= COLUMNS:
             line += sep + piece
         else:
-            if not line.strip() or line.endswith("("):
+            if not line.strip() or line.endswith(("(", "<<<")):
                 return None
             lines.append(line)
             line = " " * indent + piece
@@ -51,10 +52,10 @@ def cpp_decl(head: str, params: Sequence[str], tail: str, indent: int = 0) -> st
     one = pad + head + ", ".join(params) + tail
     if len(one) <= COLUMNS:
         return one
-    aligned = _pack(pad + head, params, tail, indent + len(head))
+    aligned = pack(pad + head, params, tail, indent + len(head))
     if aligned is not None:
         return "\n".join(aligned)
-    broken = _pack(" " * (indent + 4), params, tail, indent + 4)
+    broken = pack(" " * (indent + 4), params, tail, indent + 4)
     assert broken is not None and len(pad + head) <= COLUMNS, f"cannot lay out {head!r}"
     return "\n".join([pad + head, *broken])
 
@@ -68,8 +69,8 @@ def cpp_call(head: str, args: Sequence[str], tail: str, indent: int) -> str:
     one = pad + head + ", ".join(args) + tail
     if len(one) <= COLUMNS:
         return one
-    aligned = _pack(pad + head, args, tail, indent + len(head))
-    broken = _pack(" " * (indent + 4), args, tail, indent + 4)
+    aligned = pack(pad + head, args, tail, indent + len(head))
+    broken = pack(" " * (indent + 4), args, tail, indent + 4)
     assert broken is not None, f"cannot lay out {head!r}"
     broken = [pad + head, *broken]
     if aligned is not None and len(aligned) <= len(broken):
@@ -179,7 +180,7 @@ def cpp_signature(head: str, name: str, params: Sequence[Param], note: str) -> s
         name_indent = 4 if head.endswith(")") else 0
         lines, indent = [head, " " * name_indent + f"{name}("], name_indent + 4
     lines.append(comment(note, indent))
-    packed = _pack(" " * indent, [p.decl for p in params], ") {", indent)
+    packed = pack(" " * indent, [p.decl for p in params], ") {", indent)
     assert packed is not None, f"cannot lay out the parameters of {name}"
     return "\n".join(lines + packed)
 
