@@ -37,7 +37,7 @@ from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role
 from gemmgen.backends.cuda_expr import Expr, Lit, all_of, cdiv, div, var
 from gemmgen.backends.cuda_launch import WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
 from gemmgen.backends.cuda_layout import (
-    Param, comment, comment_item, cpp_args, cpp_call, cpp_params, cpp_signature,
+    COLUMNS, Param, comment, comment_item, cpp_args, cpp_call, cpp_params, cpp_signature,
 )
 from gemmgen.describe import describe_kernel
 from gemmgen.diagnostics import Diagnostic
@@ -351,6 +351,17 @@ def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
     return tuple(params)
 
 
+def _assign(lhs: str, head: str, args: list[str]) -> str:
+    """`lhs = head(args);` at indent 4 as clang-format lays it out: one line,
+    else the right-hand side on the next line 8 columns in, else the call's
+    arguments broken."""
+    one = f"    {lhs} = {head}{', '.join(args)});"
+    below = f"        {head}{', '.join(args)});"
+    if len(one) > COLUMNS and len(below) <= COLUMNS:
+        return f"    {lhs} =\n{below}"
+    return cpp_call(f"{lhs} = {head}", args, ");", 4)
+
+
 def _epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
               ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """scaled()'s head and scale lines, and the epilogue's statements that
@@ -378,9 +389,8 @@ def _epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
     pointers = [p.name for p in wanted]
     if kernel.epilogue.activation is Activation.SILU_MUL:
         finish = (cpp_call("const float g = scaled(", ["gate", "row", "col", *pointers], ");", 4),
-                  cpp_call("const float u = scaled(",
-                           ["up", "row", "(long long)n_out + col", *pointers], ");", 4),
-                  "    const float y = gg::silu(g) * u;")
+                  _assign("const float y", "gg::silu(g) * scaled(",
+                          ["up", "row", "(long long)n_out + col", *pointers]))
     else:
         call = _ACTIVATION_CALL.get(kernel.epilogue.activation)
         finish = (cpp_call("v = scaled(", ["v", "row", "col", *pointers], ");", 4),
