@@ -12,6 +12,7 @@ the helpers the printed text calls: `gg_cdiv`, `gg_div`, `gg_min`, `gg_i32`,
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -282,6 +283,7 @@ def any_of(*terms: Expr) -> Expr:
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_]\w*)|(==|!=|<=|>=|[-+*%<>(),]))")
 
 
+@functools.cache  # trees are frozen: one per distinct text
 def parse_expr(text: str) -> Expr:
     """The tree of `text`: identifiers, integer literals, `+ - * %`,
     comparisons, `and` / `or`, parentheses and calls of the `Fn` helpers.

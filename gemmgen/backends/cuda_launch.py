@@ -25,8 +25,8 @@ from gemmgen.backends.cuda_expr import (
     COMPARISONS, ZERO, Bin, Call, Expr, Fn, Lit, Var, all_of, expr, exprs, var,
 )
 from gemmgen.backends.cuda_layout import (
-    COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, pack, py_call,
-    py_collection, py_tuple,
+    COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, one_per_line, pack,
+    py_call, py_collection, py_tuple,
 )
 from gemmgen.names import args_struct
 from gemmgen.render import source_ref
@@ -147,9 +147,12 @@ class Step:
 
     @property
     def cpp_set_attribute(self) -> str:
-        return cpp_call("err = cudaFuncSetAttribute(",
-                        [self.entry, "cudaFuncAttributeMaxDynamicSharedMemorySize", str(self.smem)],
-                        ");", 6)
+        args = [self.entry, "cudaFuncAttributeMaxDynamicSharedMemorySize", str(self.smem)]
+        call = "cudaFuncSetAttribute(" + ", ".join(args) + ");"
+        if len(" " * 6 + "err = " + call) > COLUMNS and len(" " * 10 + call) <= COLUMNS:
+            # clang-format breaks after "=" when the call then fits on a line.
+            return " " * 6 + "err =\n" + " " * 10 + call
+        return cpp_call("err = cudaFuncSetAttribute(", args, ");", 6)
 
     def cpp_launch(self, i: int) -> str:
         """The launch of step `i` of launch_<name>, with the sizes of `l[i]`,
@@ -163,15 +166,14 @@ class Step:
         # on the line after "<<<".
         first = " " * 6 + f"{self.entry}<<<"
         aligned = pack(first, config, ">>>(", len(first))
-        below_config = pack(" " * 10, config, ">>>(", 10)
-        assert below_config is not None and len(first) <= COLUMNS, f"cannot lay out {self.entry}"
+        below_config = pack(" " * 10, config, ">>>(", 10) or one_per_line(config, ">>>(", 10)
         broken = [first, *below_config]
         lines = aligned if aligned is not None and len(aligned) <= len(broken) else broken
         # The arguments: after ">>>(" (aligned there) or on lines of their
         # own 4 columns in, whichever breaks fewer lines (aligned on a tie).
         after = pack(lines[-1], list(self.cpp_args), ");", len(lines[-1]))
-        below = pack(" " * 10, list(self.cpp_args), ");", 10)
-        assert below is not None, f"cannot lay out the arguments of {self.entry}"
+        below = (pack(" " * 10, list(self.cpp_args), ");", 10)
+                 or one_per_line(list(self.cpp_args), ");", 10))
         if after is not None and len(after) - 1 <= len(below):
             return "\n".join(lines[:-1] + after)
         lines += below

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "COLUMNS", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string", "cpp_call",
-    "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "pack", "py_call", "py_collection",
-    "py_tuple",
+    "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "one_per_line", "pack", "py_call",
+    "py_collection", "py_tuple",
 ]
 
 COLUMNS = 100  # the column limit of .clang-format and of ruff (line-length)
@@ -43,6 +43,14 @@ def pack(first: str, items: Sequence[str], tail: str, indent: int) -> list[str] 
     return lines
 
 
+def one_per_line(items: Sequence[str], tail: str, indent: int) -> list[str]:
+    """The layout of last resort, for names too long for any line: one item
+    per line, `indent` columns in (lines may pass COLUMNS; clang-format may
+    lay such code out otherwise: docs/decisions.md, "Generated C++ layout")."""
+    pad = " " * indent
+    return [pad + item + ("," if i < len(items) - 1 else tail) for i, item in enumerate(items)]
+
+
 def cpp_decl(head: str, params: Sequence[str], tail: str, indent: int = 0) -> str:
     """A function declaration `head` (up to its "("), its parameters and
     `tail` (") {" or ");") as clang-format lays it out: one line; else the
@@ -56,7 +64,8 @@ def cpp_decl(head: str, params: Sequence[str], tail: str, indent: int = 0) -> st
     if aligned is not None:
         return "\n".join(aligned)
     broken = pack(" " * (indent + 4), params, tail, indent + 4)
-    assert broken is not None and len(pad + head) <= COLUMNS, f"cannot lay out {head!r}"
+    if broken is None or len(pad + head) > COLUMNS:
+        return "\n".join([pad + head, *one_per_line(params, tail, indent + 4)])
     return "\n".join([pad + head, *broken])
 
 
@@ -71,7 +80,8 @@ def cpp_call(head: str, args: Sequence[str], tail: str, indent: int) -> str:
         return one
     aligned = pack(pad + head, args, tail, indent + len(head))
     broken = pack(" " * (indent + 4), args, tail, indent + 4)
-    assert broken is not None, f"cannot lay out {head!r}"
+    if broken is None:
+        return "\n".join([pad + head, *one_per_line(args, tail, indent + 4)])
     broken = [pad + head, *broken]
     if aligned is not None and len(aligned) <= len(broken):
         return "\n".join(aligned)
@@ -137,7 +147,11 @@ def cpp_string(head: str, text: str, tail: str) -> str:
             pieces.append(rest)
             break
         cut = rest.rfind(" ", 0, width)
-        assert cut > 0, f"cannot split {text!r}"
+        if cut <= 0:  # a word longer than the line: split after it
+            cut = rest.find(" ", width)
+            if cut < 0:
+                pieces.append(rest)
+                break
         pieces.append(rest[:cut + 1])
         rest = rest[cut + 1:]
     lines = [f'{head}"{pieces[0]}"'] + [f'{" " * col}"{p}"' for p in pieces[1:]]
@@ -180,8 +194,8 @@ def cpp_signature(head: str, name: str, params: Sequence[Param], note: str) -> s
         name_indent = 4 if head.endswith(")") else 0
         lines, indent = [head, " " * name_indent + f"{name}("], name_indent + 4
     lines.append(comment(note, indent))
-    packed = pack(" " * indent, [p.decl for p in params], ") {", indent)
-    assert packed is not None, f"cannot lay out the parameters of {name}"
+    decls = [p.decl for p in params]
+    packed = pack(" " * indent, decls, ") {", indent) or one_per_line(decls, ") {", indent)
     return "\n".join(lines + packed)
 
 

@@ -248,8 +248,8 @@ cudaError_t launch_dense_gemm_bf16(const DenseGemmBf16Args& a, cudaStream_t stre
   const long long n = a.n;
   switch (dense_gemm_bf16_pick_tile(m, n, k)) {
     case 0:
-      err = cudaFuncSetAttribute(dense_gemm_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 67584);
+      err =
+          cudaFuncSetAttribute(dense_gemm_bf16, cudaFuncAttributeMaxDynamicSharedMemorySize, 67584);
       if (err != cudaSuccess) {
         return err;
       }

@@ -284,8 +284,8 @@ cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stre
   const long long n = a.n;
   switch (fp8_weight_gemm_pick_tile(m, n, k)) {
     case 0:
-      err = cudaFuncSetAttribute(fp8_weight_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 67584);
+      err =
+          cudaFuncSetAttribute(fp8_weight_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, 67584);
       if (err != cudaSuccess) {
         return err;
       }
