@@ -275,6 +275,27 @@ def test_plan_arithmetic(built):
     assert lp.variants[0].steps[0].block == 128
 
 
+def test_plan_fields_are_typed_and_the_parameters_listed_once(built):
+    spec, _ = built
+    gate_up = cuda_gemv.plan(spec.kernel("gemv_batched_gate_up"), spec)
+    assert gate_up.activation is ir.Activation.SILU_MUL and gate_up.silu_mul is True
+    assert gate_up.rows_per_column == 2 and gate_up.n_out == "n / 2"
+    lp = cuda_backend.plan(spec.kernel("gemv_batched_gate_up"), spec)
+    for p, entry, variant in ((gate_up, gate_up.entries[0], lp.variants[0]),
+                              (gate_up, gate_up.entries[1], lp.variants[1])):
+        (step,) = variant.steps
+        names = [q.name for q in p.params]
+        assert [a.name or a.value.py for a in step.args] == \
+            [n if n not in ("m", "n", "k") else f"gg_i32({n})" for n in names]
+        assert " ".join(entry.call.split()) == f"gemv<{entry.vec}>({', '.join(names)});"
+    w8 = cuda_gemv.plan(spec.kernel("gemv_w8a16"), spec)
+    assert w8.lhs_scale_ctype is None and w8.bias_ctype == "__nv_bfloat16"
+    assert w8.rhs_scale_ctype == "float" and w8.rhs_scale_to_float == "gg::to_float"
+    assert w8.scales.rhs_block and not w8.scales.fold_lhs and not w8.scales.epilogue_rhs
+    # e8m0 per-tensor weight scale in the epilogue: multiplied exactly.
+    assert gate_up.scales.exact_epilogue and gate_up.rhs_scale_to_float == "gg::e8m0_to_float"
+
+
 @pytest.mark.parametrize("change,message", [
     (("rhs e4m3 [n, k]", "rhs e4m3 [k, n]"),
      "cuda cannot emit a gemv with rhs [k, n] yet: the GEMV streams K-contiguous weight rows"),

@@ -270,6 +270,24 @@ def test_plan_numbers():
     assert (p.warp_k, p.warp_n, p.threads) == (64, 32, 64)
 
 
+def test_plan_prints_one_parameter_list():
+    """The entry's head, and the launch step's arguments, come from the
+    plan's one parameter list; the grid is a tree the launch step reuses."""
+    spec = load_spec(SPEC)
+    kernel = spec.kernel("tgmm_f16_alpha")
+    p = cuda_tgmm.plan(kernel, spec)
+    names = [q.name for q in p.params]
+    assert names == ["lhs", "rhs", "group_sizes", "existing_out", "out", "m", "n", "k",
+                     "num_groups", "group_offset"]
+    assert p.entry_signature.startswith('extern "C" __global__ void __launch_bounds__(128) ')
+    assert all(q.decl in " ".join(p.entry_signature.split()) for q in p.params)
+    (step,) = cuda.plan(kernel, spec).variants[0].steps
+    assert [a.name or a.value.py for a in step.args] == \
+        names[:5] + [f"gg_i32({d})" for d in names[5:]]
+    assert step.grid == p.grid
+    assert [g.py for g in p.grid] == ["gg_cdiv(k, 64)", "gg_cdiv(n, 32)", "g"]
+
+
 def test_cpp_header_documents_how_g_is_set(generated):
     header = (generated["tgmm_bf16"].folder / "tgmm_bf16.h").read_text()
     assert ("  // existing_out.shape[0], or num_groups - group_offset without existing_out\n"

@@ -9,12 +9,17 @@ a spec that fails for another reason still contributes its good kernels):
   runtime headers that ship with the generated code;
 - every generated CUDA launcher .py passes `ruff format --check` and
   `ruff check` (line length 100);
-- nvcc compiles every generated .cu (minus EXCLUDED) for each arch its spec
-  declares with `-Werror all-warnings`.
+- nvcc compiles every generated .cu (minus GEMM_EXCLUDED) for each arch its
+  spec declares with `-Werror all-warnings`, and the host launcher of every
+  generated non-GEMM .cu with `-Xcompiler -Wall,-Wextra,-Werror` as well
+  (`-cubin` only compiles the device pass);
+- g++ compiles every generated non-GEMM .cu (with the launcher .h it
+  includes and the runtime headers) for the CPU emulator with `-Wall -Wextra
+  -Werror` (cuda_emu.EmuModule(warnings=True), cuda_emu.WARNING_FLAGS).
 
 The formatters are the pinned dev dependencies (pyproject.toml); the
 generator never runs them: the templates and the layout helpers of
-gemmgen.backends.cuda_common emit formatted text.
+gemmgen.backends.cuda_layout emit formatted text.
 """
 
 from __future__ import annotations
@@ -42,9 +47,6 @@ VENV_BIN = Path(sys.executable).parent  # the dev extra installs the formatters 
 GEMM_EXCLUDED = {"cuda/gemm.cu.j2": "the tile GEMM kernel is being restructured separately"}
 EXCLUDED = {
     "cuda/gemm.cu.j2": "the tile GEMM kernel is being restructured separately (issue 12)",
-    "cuda/gemv.cu.j2": "not yet emitted formatted (issue 12)",
-    "cuda/quantize.cu.j2": "not yet emitted formatted (issue 12)",
-    "cuda/tgmm.cu.j2": "not yet emitted formatted (issue 12)",
 }
 RUNTIME_HEADERS = ("gg_runtime.cuh", "gg_primitives.cuh", "gg_convert.cuh")
 
@@ -160,3 +162,52 @@ def test_nvcc_compiles_without_warnings(path, text, arch, tmp_path):
         (tmp_path / other.name).write_text(other_text)
     nvcc.compile_check(text, arch, name_for_errors=str(path), include_dirs=(tmp_path,),
                        extra_flags=("-Werror", "all-warnings"))
+
+
+# The kernels of every kind but the tile GEMM (GEMM_EXCLUDED), one per file.
+KINDS = [(spec, tpl, p, t) for spec, tpl, p, t in RENDERED
+         if tpl is not None and tpl not in GEMM_EXCLUDED]
+KINDS_CU = [(p, t, spec) for spec, _, p, t in KINDS]
+
+
+def test_kinds_cu_cover_every_kind():
+    assert {tpl for _, tpl, _, _ in KINDS} == {"cuda/gemv.cu.j2", "cuda/quantize.cu.j2",
+                                               "cuda/tgmm.cu.j2"}
+
+
+def _headers_in(folder: Path) -> Path:
+    for other, other_text in HEADERS:
+        (folder / other.name).write_text(other_text)
+    return folder
+
+
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
+@pytest.mark.parametrize("path, text, spec", KINDS_CU, ids=lambda v: str(v)[:60])
+def test_nvcc_host_launcher_compiles_without_warnings(path, text, spec, tmp_path):
+    """Both passes of `nvcc -c`: the host launcher (launch_<name>, under
+    `#if !defined(__CUDA_ARCH__)`) too, with the host compiler's -Wall
+    -Wextra -Werror."""
+    arch = (spec.target(ir.Backend.CUDA).cuda_archs or ("sm_90a",))[0]
+    from gemmgen.harness import nvcc
+
+    folder = _headers_in(tmp_path)
+    src = folder / path.name
+    src.write_text(text)
+    proc = subprocess.run([str(find_nvcc()), "-c", "-std=c++17", "-O3", nvcc.gencode(arch),
+                           f"-I{RUNTIME_INCLUDE_DIR}", f"-I{folder}", "-Werror", "all-warnings",
+                           "-Xcompiler", "-Wall,-Wextra,-Werror", str(src), "-o",
+                           str(folder / "kernel.o")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
+@pytest.mark.parametrize("path, text, spec", KINDS_CU, ids=lambda v: str(v)[:60])
+def test_gxx_emulation_compiles_without_warnings(path, text, spec, tmp_path):
+    """The emulator's own build (its preprocessing, its launch rewrite, its
+    flags) with -Wall -Wextra -Werror: the generated .cu, its .h and every
+    runtime header it includes."""
+    from gemmgen.harness.cuda_emu import EmuModule
+
+    folder = _headers_in(tmp_path)
+    module = EmuModule(text, str(path), include_dirs=[folder], warnings=True, memcheck=False)
+    assert set(cuda.plan(spec.kernel(path.stem), spec).entries) <= set(module.kernels)

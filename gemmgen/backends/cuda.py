@@ -11,7 +11,7 @@ Kernel kinds, each a module with `diagnose(kernel, spec)` and
 and `cuda_dispatch.render_dispatch(dispatch, spec)` prints the M
 dispatchers (`<dispatch>.h` / `.cu` / `.py`).
 
-A kind's LaunchPlan (cuda_common.py) drives three files per kernel under
+A kind's LaunchPlan (cuda_launch.py) drives three files per kernel under
 `generated/<stem>/cuda/`:
 
   <kernel>.cu   the kernel(s) and, for nvcc host builds, launch_<kernel>()

@@ -33,10 +33,13 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
-from gemmgen.backends.cuda_common import (
-    CTYPE, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks,
-    where,
+from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
+from gemmgen.backends.cuda_expr import Expr, Lit, all_of, cdiv, div, var
+from gemmgen.backends.cuda_launch import WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
+from gemmgen.backends.cuda_layout import (
+    COLUMNS, Param, comment, comment_item, cpp_args, cpp_call, cpp_params, cpp_signature,
 )
+from gemmgen.describe import describe_kernel
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 
@@ -64,6 +67,33 @@ class GemvEntry:
     name: str
     vec: int  # weight elements per lane and load (1: scalar loads)
     lhs_loads: int  # 16-byte lhs loads per K slice (0: scalar loads)
+    comment: str  # what the entry point serves
+    signature: str  # its head, laid out
+    call: str  # its body: the call of gemv<vec>
+
+
+@dataclass(frozen=True, slots=True)
+class Scales:
+    """Where the scales apply: the decisions of the main loop and the epilogue."""
+
+    lhs: ir.Scale
+    rhs: ir.Scale
+    # Block-scaled weights: each K slice's partial dot product is scaled in
+    # the main loop (FP32 promotion), by the scale of its (n, k) block.
+    rhs_block: bool
+    # The lhs scale applied with the block scales in the main loop, when both
+    # exist and one is e8m0: a partial sum scaled by the weight block alone
+    # may leave f32 where the fully scaled one does not (2^126 now, 2^-127 in
+    # the epilogue).
+    fold_lhs: bool
+    epilogue_lhs: bool  # the lhs scale applies in the epilogue
+    epilogue_rhs: bool  # the rhs scale applies in the epilogue (not per block)
+    # e8m0 in the main loop's scales: applied with gg::mul_scale(s), so
+    # 2^-127 and products outside f32 come out exact.
+    exact_block: bool
+    # An e8m0 epilogue scale: the scales multiply with gg::mul_scale(s),
+    # exactly (their product may leave f32).
+    exact_epilogue: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,57 +112,54 @@ class GemvPlan:
     warps: int
     out_cols: int  # output columns per warp
     acc_cols: int  # weight rows per warp (2 * out_cols with silu_mul)
+    rows_per_column: int  # weight rows per output column: 2 with silu_mul, else 1
     cols_per_block: int
     unroll: int  # K slices in flight per weight row
     vec: int  # weight elements per 16-byte load
     entries: tuple[GemvEntry, ...]  # the 16-byte path, then the unaligned-k path
     lhs_scale: ir.Scale
     rhs_scale: ir.Scale
+    scales: Scales
     bias: ir.Bias
-    activation: str
+    activation: Activation
     alpha: float | None
     silu_mul: bool
     args: tuple[Arg, ...]
+    # The .cu's text: C types (None: the operand is absent) and the pieces
+    # that depend on the plan, laid out.
+    title: str
+    n_out: str  # C++: the output columns
+    max_rows_source: str  # where kMaxRows comes from
+    algorithm_comment: str
+    entries_comment: str
+    lhs_ctype: str
+    rhs_ctype: str
+    out_ctype: str
+    lhs_scale_ctype: str | None
+    rhs_scale_ctype: str | None
+    bias_ctype: str | None
+    lhs_scale_to_float: str  # the conversion of one scale to f32
+    rhs_scale_to_float: str
+    lhs_scale_row: str  # the index of row r's lhs scale
+    weight_row_bound: str  # the last argument of weight_row()
+    params: tuple[Param, ...]  # gemv<kVec>() and the entry points, in the launch order
+    gemv_head: str
+    scaled_head: str
+    epilogue_scale_lines: tuple[str, ...]
+    block_accumulate: str  # the main loop's statement for a block-scaled slice
+    finish: tuple[str, ...]  # the epilogue after the reduction: scaled, activated value y
 
     @property
     def name(self) -> str:
         return self.kernel.name
 
-    def ctype(self, dt: DType) -> str:
-        return CTYPE[dt]
-
     @property
     def rhs_block(self) -> bool:
-        """Block-scaled weights: each K slice's partial dot product is scaled
-        in the main loop (FP32 promotion), the scale of its (n, k) block."""
-        return self.rhs_scale.mode is ScaleMode.BLOCK
+        return self.scales.rhs_block
 
     @property
     def fold_lhs_scale(self) -> bool:
-        """The lhs scale applied with the block scales in the main loop, when
-        both exist and one is e8m0: a partial sum scaled by the weight block
-        alone may leave f32 where the fully scaled one does not (2^126 now,
-        2^-127 in the epilogue)."""
-        return (self.rhs_block and self.lhs_scale.enabled
-                and DType.E8M0 in (self.lhs_scale.dtype, self.rhs_scale.dtype))
-
-    @property
-    def epilogue_lhs_scale(self) -> bool:
-        return self.lhs_scale.enabled and not self.fold_lhs_scale
-
-    @property
-    def exact_block(self) -> bool:
-        """e8m0 in the main loop's scales: applied with gg::mul_scale(s), so
-        2^-127 and products outside f32 come out exact."""
-        return self.rhs_block and (self.rhs_scale.dtype is DType.E8M0 or self.fold_lhs_scale)
-
-    @property
-    def exact_epilogue(self) -> bool:
-        """An e8m0 epilogue scale: the scales multiply with gg::mul_scale(s),
-        exactly (their product may leave f32)."""
-        return ((self.epilogue_lhs_scale and self.lhs_scale.dtype is DType.E8M0)
-                or (self.rhs_scale.enabled and not self.rhs_block
-                    and self.rhs_scale.dtype is DType.E8M0))
+        return self.scales.fold_lhs
 
     @property
     def outputs_per_warp(self) -> int:
@@ -209,42 +236,166 @@ def _acc_cols(kernel: ir.Kernel, rows: int) -> int:
     return cols
 
 
+def _scale_shape(scale: ir.Scale) -> tuple[Expr, ...]:
+    match scale.mode:
+        case ScaleMode.TENSOR:
+            return ()
+        case ScaleMode.TOKEN:
+            return (var("m"),)
+        case ScaleMode.CHANNEL:
+            return (var("n"),)
+        case ScaleMode.BLOCK:
+            return (cdiv(var("n"), scale.block_n), cdiv(var("k"), scale.block_k))
+    raise AssertionError(f"diagnose rejects scale {scale.mode.value}")
+
+
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     """The launcher arguments: the tile GEMM's for the same dense kernel, so
     an M dispatcher can hand one argument struct to either."""
-    args = [Arg("lhs", "in", kernel.lhs.dtype, ("m", "k"), "the activations", align=16),
-            Arg("rhs", "in", kernel.rhs_operand.dtype, ("n", "k"), "the weights", align=16)]
-    binds = (Binding("m", "lhs", 0), Binding("k", "lhs", 1), Binding("n", "rhs", 0))
+    m, n, k = var("m"), var("n"), var("k")
+    args = [Arg(name="lhs", role=Role.IN, dtype=kernel.lhs.dtype, shape=(m, k),
+                doc="the activations", align=16),
+            Arg(name="rhs", role=Role.IN, dtype=kernel.rhs_operand.dtype, shape=(n, k),
+                doc="the weights", align=16)]
+    binds = (Binding(dim="m", arg="lhs", axis=0), Binding(dim="k", arg="lhs", axis=1),
+             Binding(dim="n", arg="rhs", axis=0))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
-        if not scale.enabled:
-            continue
-        match scale.mode:
-            case ScaleMode.TENSOR:
-                shape: tuple[str, ...] = ()
-            case ScaleMode.TOKEN:
-                shape = ("m",)
-            case ScaleMode.CHANNEL:
-                shape = ("n",)
-            case ScaleMode.BLOCK:
-                shape = (f"gg_cdiv(n, {scale.block_n})", f"gg_cdiv(k, {scale.block_k})")
-            case _:
-                raise AssertionError(f"diagnose rejects {side}_scale {scale.mode.value}")
-        args.append(Arg(f"{side}_scale", "in", scale.dtype, shape,
-                        f"{scale.mode.value} scales of {side}", align=scale.dtype.bits // 8))
+        if scale.enabled:
+            args.append(Arg(name=f"{side}_scale", role=Role.IN, dtype=scale.dtype,
+                            shape=_scale_shape(scale), doc=f"{scale.mode.value} scales of {side}",
+                            align=scale.dtype.bits // 8))
     match kernel.bias.mode:
         case BiasMode.N:
-            args.append(Arg("bias", "in", kernel.bias.dtype, ("n",), "added per column",
-                            align=kernel.bias.dtype.bits // 8))
+            args.append(Arg(name="bias", role=Role.IN, dtype=kernel.bias.dtype, shape=(n,),
+                            doc="added per column", align=kernel.bias.dtype.bits // 8))
         case BiasMode.NONE:
             pass
         case BiasMode.GROUP:
             raise AssertionError("validate allows a per-group bias on grouped ops only")
         case _:
             assert_never(kernel.bias.mode)
-    n_out = "gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n"
-    args.append(Arg("out", "out", kernel.out, ("m", n_out), "the result",
-                    align=kernel.out.bits // 8))
+    n_out = div(n, 2) if kernel.epilogue.activation is Activation.SILU_MUL else n
+    args.append(Arg(name="out", role=Role.OUT, dtype=kernel.out, shape=(m, n_out),
+                    doc="the result", align=kernel.out.bits // 8))
     return tuple(args), binds
+
+
+def _scales(kernel: ir.Kernel) -> Scales:
+    lhs, rhs = kernel.lhs_scale, kernel.rhs_scale
+    block = rhs.mode is ScaleMode.BLOCK
+    fold = block and lhs.enabled and DType.E8M0 in (lhs.dtype, rhs.dtype)
+    epilogue_lhs = lhs.enabled and not fold
+    epilogue_rhs = rhs.enabled and not block
+    return Scales(
+        lhs=lhs, rhs=rhs, rhs_block=block, fold_lhs=fold, epilogue_lhs=epilogue_lhs,
+        epilogue_rhs=epilogue_rhs, exact_block=block and (rhs.dtype is DType.E8M0 or fold),
+        exact_epilogue=((epilogue_lhs and lhs.dtype is DType.E8M0)
+                        or (epilogue_rhs and rhs.dtype is DType.E8M0)),
+    )
+
+
+def _to_float(scale: ir.Scale) -> str:
+    return "gg::e8m0_to_float" if scale.dtype is DType.E8M0 else "gg::to_float"
+
+
+_ACTIVATION_CALL = {Activation.SILU: "gg::silu", Activation.GELU: "gg::gelu_tanh",
+                    Activation.RELU: "gg::relu"}
+
+
+def _algorithm_comment(kernel: ir.Kernel, sc: Scales, cols_per_block: int, unroll: int) -> str:
+    """Items (1) to (3) of the .cu's header comment."""
+    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    rows = "weight rows (the gate rows and their up rows n/2 further on)" if silu else "weight rows"
+    span = "[k0 + l * kVec, k0 + (l + 1) * kVec)".replace(" ", "\u00a0")
+    main = (f"lanes stride along K in slices of kVec elements: lane l reads {span} "
+            f"of each weight row with one 16-byte ld.global.nc ({unroll} "
+            f"slice{'s' if unroll > 1 else ''} per row in flight), widens it to f32 once and "
+            "multiplies it with the same K slice of every lhs row: f32 FMAs")
+    if sc.rhs_block:
+        main += ("; the slice's partial dot product is scaled by its weight block's scale"
+                 + (" and the row's lhs scale" if sc.fold_lhs else "")
+                 + " before it is added (FP32 promotion; a slice never straddles blocks)")
+    steps = []
+    if sc.epilogue_lhs or sc.epilogue_rhs:
+        steps.append("the scales")
+    if kernel.epilogue.alpha is not None:
+        steps.append("alpha")
+    if kernel.bias.mode is not BiasMode.NONE:
+        steps.append("the bias")
+    if kernel.epilogue.activation is not Activation.NONE:
+        steps.append(kernel.epilogue.activation.value)
+    steps.append(f"the cast to {kernel.out.value}")
+    finish = (f"warp_reduce_sum per (row, column); lane r * kOutCols + j then applies "
+              f"{', '.join(steps[:-1]) + ' and ' if len(steps) > 1 else ''}{steps[-1]} "
+              "to out[r, col0 + j].")
+    return "\n".join([
+        comment_item("(1)", f"each warp owns kOutCols consecutive output columns, i.e. kAccCols "
+                     f"{rows}; a block of kWarps warps covers {cols_per_block} columns and the "
+                     "grid runs over n."),
+        comment_item("(2)", main + "."),
+        comment_item("(3)", finish),
+    ])
+
+
+def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
+    """The arrays of the launch contract (the .cu's type aliases), then the dims."""
+    params = [Param("const lhs_t* __restrict__", "lhs"), Param("const rhs_t* __restrict__", "rhs")]
+    if kernel.lhs_scale.enabled:
+        params.append(Param("const lhs_scale_t* __restrict__", "lhs_scale"))
+    if kernel.rhs_scale.enabled:
+        params.append(Param("const rhs_scale_t* __restrict__", "rhs_scale"))
+    if kernel.bias.mode is BiasMode.N:
+        params.append(Param("const bias_t* __restrict__", "bias"))
+    params += [Param("out_t* __restrict__", "out"), Param("int", "m"), Param("int", "n"),
+               Param("int", "k")]
+    return tuple(params)
+
+
+def _assign(lhs: str, head: str, args: list[str]) -> str:
+    """`lhs = head(args);` at indent 4 as clang-format lays it out: one line,
+    else the right-hand side on the next line 8 columns in, else the call's
+    arguments broken."""
+    one = f"    {lhs} = {head}{', '.join(args)});"
+    below = f"        {head}{', '.join(args)});"
+    if len(one) > COLUMNS and len(below) <= COLUMNS:
+        return f"    {lhs} =\n{below}"
+    return cpp_call(f"{lhs} = {head}", args, ");", 4)
+
+
+def _epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
+              ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """scaled()'s head and scale lines, and the epilogue's statements that
+    give y, the value stored."""
+    lhs_row = "0" if sc.lhs.mode is ScaleMode.TENSOR else "row"
+    rhs_row = "0" if sc.rhs.mode is ScaleMode.TENSOR else "wrow"
+    factors = []
+    if sc.epilogue_lhs:
+        factors.append(f"lhs_scale_value(lhs_scale, {lhs_row})")
+    if sc.epilogue_rhs:
+        factors.append(f"rhs_scale_value(rhs_scale, {rhs_row})")
+    if sc.exact_epilogue:
+        fn = "gg::mul_scales(" if len(factors) == 2 else "gg::mul_scale("
+        lines = ("  // e8m0: exactly", cpp_call(f"v = {fn}", ["v", *factors], ");", 2))
+    else:
+        lines = tuple(f"  v *= {f};" for f in factors)
+    wanted = [p for p in params
+              if (p.name == "lhs_scale" and sc.epilogue_lhs)
+              or (p.name == "rhs_scale" and sc.epilogue_rhs) or p.name == "bias"]
+    row_used = sc.epilogue_lhs and lhs_row == "row"
+    wrow_used = (sc.epilogue_rhs and rhs_row == "wrow") or kernel.bias.mode is BiasMode.N
+    heads = [Param("float", "v"), Param("int" if row_used else "[[maybe_unused]] int", "row"),
+             Param("long long" if wrow_used else "[[maybe_unused]] long long", "wrow")]
+    head = cpp_params("__device__ __forceinline__ float scaled(", heads + wanted)
+    pointers = [p.name for p in wanted]
+    if kernel.epilogue.activation is Activation.SILU_MUL:
+        finish = (cpp_call("const float g = scaled(", ["gate", "row", "col", *pointers], ");", 4),
+                  _assign("const float y", "gg::silu(g) * scaled(",
+                          ["up", "row", "(long long)n_out + col", *pointers]))
+    else:
+        call = _ACTIVATION_CALL.get(kernel.epilogue.activation)
+        finish = (cpp_call("v = scaled(", ["v", "row", "col", *pointers], ");", 4),
+                  f"    const float y = {call}(v);" if call else "    const float y = v;")
+    return head, lines, finish
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
@@ -255,19 +406,61 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
     acc_cols = _acc_cols(kernel, rows)
     out_cols = acc_cols // 2 if silu else acc_cols
     vec = LOAD_BYTES * 8 // kernel.rhs_operand.dtype.bits
-    lhs_loads = vec * kernel.lhs.dtype.bits // 8 // LOAD_BYTES
-    entries = (GemvEntry(kernel.name, vec, lhs_loads),
-               GemvEntry(f"{kernel.name}_unaligned_k", 1, 0))
+    params = _params(kernel)
+    note = "the launch contract's arrays, then the dims"
+    head = f'extern "C" __global__ void __launch_bounds__({threads})'
+    entries = (
+        GemvEntry(name=kernel.name, vec=vec,
+                  lhs_loads=vec * kernel.lhs.dtype.bits // 8 // LOAD_BYTES,
+                  comment=f"k a multiple of {vec}: 16-byte loads of weights and activations.",
+                  signature=cpp_signature(head, kernel.name, params, note),
+                  call=cpp_args(f"gemv<{vec}>(", params, ");", 2)),
+        GemvEntry(name=f"{kernel.name}_unaligned_k", vec=1, lhs_loads=0,
+                  comment="Any k: rows are not 16-byte aligned, one element per lane and load.",
+                  signature=cpp_signature(head, f"{kernel.name}_unaligned_k", params, note),
+                  call=cpp_args("gemv<1>(", params, ");", 2)),
+    )
     args, _ = _args(kernel)
+    sc = _scales(kernel)
+    batched = kernel.algorithm is Algorithm.GEMV_BATCHED
+    unroll = UNROLL[kernel.algorithm]
+    scaled_head, scale_lines, finish = _epilogue(kernel, sc, params)
+    if sc.fold_lhs:
+        accumulate = "acc[r][a] += gg::mul_scales(dot, sw[a], sa[r]);  // exactly, whatever the e8m0 bytes"
+    elif sc.exact_block:
+        accumulate = "acc[r][a] += gg::mul_scale(dot, sw[a]);  // e8m0: 2^-127 too, exactly"
+    else:
+        accumulate = "acc[r][a] += dot * sw[a];"
+    fast, unaligned = entries
     return GemvPlan(
         kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
-        batched=kernel.algorithm is Algorithm.GEMV_BATCHED, max_rows=rows,
+        batched=batched, max_rows=rows,
         lhs=kernel.lhs.dtype, rhs=kernel.rhs_operand.dtype, out=kernel.out, threads=threads,
-        warps=warps, out_cols=out_cols, acc_cols=acc_cols, cols_per_block=warps * out_cols,
-        unroll=UNROLL[kernel.algorithm], vec=vec, entries=entries,
-        lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, bias=kernel.bias,
-        activation=kernel.epilogue.activation.value, alpha=kernel.epilogue.alpha,
+        warps=warps, out_cols=out_cols, acc_cols=acc_cols, rows_per_column=2 if silu else 1,
+        cols_per_block=warps * out_cols, unroll=unroll, vec=vec, entries=entries,
+        lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, scales=sc, bias=kernel.bias,
+        activation=kernel.epilogue.activation, alpha=kernel.epilogue.alpha,
         silu_mul=silu, args=args,
+        title=(f"batched GEMV, M = 0..{rows} rows in one pass over the weight" if batched
+               else "GEMV, M == 1"),
+        n_out="n / 2" if silu else "n",
+        max_rows_source="max_m" if batched else "gemv: M == 1",
+        algorithm_comment=_algorithm_comment(kernel, sc, warps * out_cols, unroll),
+        entries_comment=comment(f"Entry points: {fast.name} (k a multiple of {vec}: 16-byte "
+                                f"loads) and {unaligned.name} (any k: one element per lane and "
+                                "load)."),
+        lhs_ctype=CTYPE[kernel.lhs.dtype], rhs_ctype=CTYPE[kernel.rhs_operand.dtype],
+        out_ctype=CTYPE[kernel.out],
+        lhs_scale_ctype=CTYPE[sc.lhs.dtype] if sc.lhs.enabled else None,
+        rhs_scale_ctype=CTYPE[sc.rhs.dtype] if sc.rhs.enabled else None,
+        bias_ctype=CTYPE[kernel.bias.dtype] if kernel.bias.mode is BiasMode.N else None,
+        lhs_scale_to_float=_to_float(sc.lhs), rhs_scale_to_float=_to_float(sc.rhs),
+        lhs_scale_row="0" if sc.lhs.mode is ScaleMode.TENSOR else "r",
+        weight_row_bound="n_out" if silu else "n",
+        params=params,
+        gemv_head=cpp_params("__device__ __forceinline__ void gemv(", params),
+        scaled_head=scaled_head, epilogue_scale_lines=scale_lines,
+        block_accumulate=accumulate, finish=finish,
     )
 
 
@@ -296,13 +489,14 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 
 
 def _checks(kernel: ir.Kernel, rows: int) -> tuple[Check, ...]:
+    m, n, k = var("m"), var("n"), var("k")
     what = "gemv serves m == 1" if rows == 1 else f"gemv_batched serves m <= {rows}"
-    checks = [Check(f"m >= 0 and m <= {rows}",
+    checks = [Check(all_of(m.ge(0), m.le(rows)),
                     f"{what} (m == 0 launches nothing); a dispatcher sends larger m elsewhere"),
-              Check("n > 0 and k > 0", "n and k must be positive")]
+              Check(all_of(n.gt(0), k.gt(0)), "n and k must be positive")]
     checks += spec_checks(kernel)
     # The K loop steps an int past k by up to 32 * 16 * unroll elements.
-    checks.append(Check("n < 2147483647 and k <= 2147483647 - 65536",
+    checks.append(Check(all_of(n.lt(2147483647), k.le(Lit(2147483647) - 65536)),
                         "dims must fit in int32 (k with 65536 to spare)"))
     return tuple(checks)
 
@@ -313,8 +507,6 @@ def _checks(kernel: ir.Kernel, rows: int) -> tuple[Check, ...]:
 
 def summary(kernel: ir.Kernel) -> str:
     """`gemmgen list`'s description without the tile fields, which a GEMV ignores."""
-    from gemmgen.describe import describe_kernel
-
     text = describe_kernel(kernel)
     cut = text.find(f" tile {kernel.tile}")
     tail = text.find(" algorithm ", cut)
@@ -325,27 +517,27 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     p = plan(kernel, spec)
     target = spec.target(ir.Backend.CUDA)
     args, binds = _args(kernel)
-    step_args = [array("lhs"), array("rhs")]
-    step_args += [array(a.name) for a in args if a.name in ("lhs_scale", "rhs_scale", "bias")]
-    step_args += [array("out"), i32("m"), i32("n"), i32("k")]
-    grid = (f"gg_cdiv(n_out, {p.cols_per_block})", "1", "1")
+    step_args = tuple(array(q.name) if q.type.endswith("__restrict__") else i32(var(q.name))
+                      for q in p.params)
+    grid = Grid(cdiv(var("n_out"), p.cols_per_block), Lit(1), Lit(1))
     fast, unaligned = p.entries
     variants = (
-        Variant(0, f"k % {fast.vec} == 0", p.where, f"{LOAD_BYTES}-byte loads",
-                (Step(fast.name, grid, p.threads, 0, tuple(step_args),
-                      f"{p.cols_per_block} output columns per block, {LOAD_BYTES}-byte "
-                      "weight loads"),), "0"),
-        Variant(1, "", p.where, "unaligned k",
-                (Step(unaligned.name, grid, p.threads, 0, tuple(step_args),
-                      f"{p.cols_per_block} output columns per block, one element per "
-                      "lane and load (k is not a multiple of "
-                      f"{fast.vec})"),), "0"),
+        Variant(index=0, when=(var("k") % fast.vec).eq(0), where=p.where,
+                label=f"{LOAD_BYTES}-byte loads",
+                steps=(Step(entry=fast.name, grid=grid, block=p.threads, smem=0, args=step_args,
+                            comment=f"{p.cols_per_block} output columns per block, "
+                            f"{LOAD_BYTES}-byte weight loads"),)),
+        Variant(index=1, when=None, where=p.where, label="unaligned k",
+                steps=(Step(entry=unaligned.name, grid=grid, block=p.threads, smem=0,
+                            args=step_args,
+                            comment=f"{p.cols_per_block} output columns per block, one element "
+                            f"per lane and load (k is not a multiple of {fast.vec})"),)),
     )
     return LaunchPlan(
         kernel=kernel, template="cuda/gemv.cu.j2", detail=p, spec_path=spec.path,
         where=p.where, summary=summary(kernel), spec_lines=p.spec_lines,
         archs=target.cuda_archs if target else (), args=args, bindings=binds,
-        derived=(("n_out", "gg_div(n, 2)" if p.silu_mul else "n"),),
+        derived=(Derived(name="n_out", value=div(var("n"), 2) if p.silu_mul else var("n")),),
         checks=_checks(kernel, p.max_rows), variants=variants,
-        entries=tuple(e.name for e in p.entries), empty="m == 0",
+        entries=tuple(e.name for e in p.entries), empty=var("m").eq(0),
     )

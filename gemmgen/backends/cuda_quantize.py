@@ -32,9 +32,12 @@ import struct
 from dataclasses import dataclass
 
 from gemmgen import ir
-from gemmgen.backends.cuda_common import (
-    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
+from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
+from gemmgen.backends.cuda_expr import Lit, all_of, cdiv, min_, var
+from gemmgen.backends.cuda_launch import (
+    LIMITS, WARP, Grid, LaunchPlan, Step, Variant, array, i32, where,
 )
+from gemmgen.backends.cuda_layout import Param, comment, cpp_args, cpp_signature
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op, ScaleMode
 
@@ -58,19 +61,13 @@ class QuantEntry:
     chunks: int  # slices of `vec` per lane and group
     cached: bool  # the slices stay in registers for the cast pass
     items_per_block: int  # groups per block
+    description: str  # the entry point's comment in the .cu
+    signature: str  # its head, laid out
+    call: str  # its body: the call of quantize<vec, lanes, chunks, cached>
 
     @property
     def label(self) -> str:
         return f"{LOAD_BYTES}-byte loads" if self.vec > 1 else "unaligned k"
-
-    @property
-    def description(self) -> str:
-        """The entry point's comment in the .cu."""
-        unit = f"slice{'s' if self.chunks > 1 else ''} of {LOAD_BYTES} bytes" if self.vec > 1 \
-            else f"element{'s' if self.chunks > 1 else ''}"
-        head = f"k a multiple of {self.vec}" if self.vec > 1 else "Any k"
-        tail = "" if self.cached else ", read twice"
-        return f"{head}: {self.lanes} lanes per group, up to {self.chunks} {unit} per lane{tail}."
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +83,20 @@ class QuantPlan:
     amax_floor: float
     threads: int
     warps: int
+    e8m0: bool  # e8m0 scales (rounded up to a power of two), else f32
     entries: tuple[QuantEntry, ...]  # the 16-byte path (when G allows it), then unaligned k
+    # The .cu's text.
+    in_ctype: str
+    out_ctype: str
+    scale_ctype: str
+    out_name: str
+    scale_formula: str  # s[r, g] in the header comment
+    nan_scale: str  # what a group holding inf or NaN stores
+    entries_comment: str
 
     @property
     def name(self) -> str:
         return self.kernel.name
-
-    def ctype(self, dt: DType) -> str:
-        return CTYPE[dt]
-
-    @property
-    def e8m0(self) -> bool:
-        return self.scale_dtype is DType.E8M0
 
     @property
     def min_e8m0_code(self) -> int:
@@ -144,13 +143,28 @@ def _pow2_at_least(x: int) -> int:
     return p
 
 
-def _entry(name: str, vec: int, group: int, warps: int) -> QuantEntry:
+_PARAMS = (Param("const in_t* __restrict__", "lhs"), Param("out_t* __restrict__", "out"),
+           Param("scale_t* __restrict__", "out_scale"), Param("int", "m"), Param("int", "k"))
+
+
+def _entry(name: str, vec: int, group: int, warps: int, threads: int) -> QuantEntry:
     lanes = min(WARP, _pow2_at_least(-(-group // vec)))
     chunks = -(-group // (lanes * vec))
     per_warp = WARP // lanes
-    return QuantEntry(name=name, vec=vec, lanes=lanes, groups_per_warp=per_warp, chunks=chunks,
-                      cached=chunks * vec <= MAX_CACHED_VALUES,
-                      items_per_block=warps * per_warp)
+    cached = chunks * vec <= MAX_CACHED_VALUES
+    plural = "s" if chunks > 1 else ""
+    unit = f"slice{plural} of {LOAD_BYTES} bytes" if vec > 1 else f"element{plural}"
+    head = f"k a multiple of {vec}" if vec > 1 else "Any k"
+    tail = "" if cached else ", read twice"
+    template_args = f"{vec}, {lanes}, {chunks}, {'true' if cached else 'false'}"
+    return QuantEntry(
+        name=name, vec=vec, lanes=lanes, groups_per_warp=per_warp, chunks=chunks, cached=cached,
+        items_per_block=warps * per_warp,
+        description=f"{head}: {lanes} lanes per group, up to {chunks} {unit} per lane{tail}.",
+        signature=cpp_signature(f'extern "C" __global__ void __launch_bounds__({threads})', name,
+                                _PARAMS, "the launch contract's arrays, then the dims"),
+        call=cpp_args(f"quantize<{template_args}>(", _PARAMS, ");", 2),
+    )
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
@@ -160,13 +174,23 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
     vec = LOAD_BYTES * 8 // kernel.lhs.dtype.bits
     entries = []
     if group % vec == 0:
-        entries.append(_entry(kernel.name, vec, group, warps))
-    entries.append(_entry(f"{kernel.name}_unaligned_k", 1, group, warps))
+        entries.append(_entry(kernel.name, vec, group, warps, threads))
+    entries.append(_entry(f"{kernel.name}_unaligned_k", 1, group, warps, threads))
+    e8m0 = kernel.out_scale.dtype is DType.E8M0
+    fp8_max = kernel.out.max_finite
+    floor = f"max(amax(|x[r, gG : (g+1)G]|), {AMAX_FLOOR}) / {int(fp8_max)}"
+    what = [f"{e.name} (k a multiple of {e.vec}: 16-byte loads)" if e.vec > 1
+            else f"{e.name} (any k)" for e in entries]
     p = QuantPlan(
         kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
         lhs=kernel.lhs.dtype, out=kernel.out, scale_dtype=kernel.out_scale.dtype, group=group,
-        fp8_max=kernel.out.max_finite, amax_floor=AMAX_FLOOR, threads=threads, warps=warps,
+        fp8_max=fp8_max, amax_floor=AMAX_FLOOR, threads=threads, warps=warps, e8m0=e8m0,
         entries=tuple(entries),
+        in_ctype=CTYPE[kernel.lhs.dtype], out_ctype=CTYPE[kernel.out],
+        scale_ctype=CTYPE[kernel.out_scale.dtype], out_name=kernel.out.value,
+        scale_formula=f"2^ceil(log2({floor}))" if e8m0 else floor,
+        nan_scale="byte 255" if e8m0 else "f32 NaN",
+        entries_comment=comment("Entry points: " + ", ".join(what) + "."),
     )
     # The kernel computes 1 / s = 2^(127 - code) as one normal f32.
     assert not p.e8m0 or 1 <= p.min_e8m0_code <= p.max_e8m0_code <= 253
@@ -188,19 +212,23 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 
 def _args(p: QuantPlan) -> tuple[Arg, ...]:
     store = p.entries[0].vec  # fp8 bytes per lane store
+    m, k = var("m"), var("k")
     return (
-        Arg("lhs", "in", p.lhs, ("m", "k"), "the activations", align=LOAD_BYTES),
-        Arg("out", "out", p.out, ("m", "k"), "the FP8 values", align=store),
-        Arg("out_scale", "out", p.scale_dtype, ("m", "groups"),
-            f"one scale per group of {p.group} columns"
+        Arg(name="lhs", role=Role.IN, dtype=p.lhs, shape=(m, k), doc="the activations",
+            align=LOAD_BYTES),
+        Arg(name="out", role=Role.OUT, dtype=p.out, shape=(m, k), doc="the FP8 values",
+            align=store),
+        Arg(name="out_scale", role=Role.OUT, dtype=p.scale_dtype, shape=(m, var("groups")),
+            doc=f"one scale per group of {p.group} columns"
             + (" (e8m0 exponent bytes)" if p.e8m0 else ""), align=p.scale_dtype.bits // 8),
     )
 
 
-def _checks(kernel: ir.Kernel, p: QuantPlan) -> tuple[Check, ...]:
-    checks = [Check("m >= 0 and k > 0", "m must be >= 0 and k positive")]
+def _checks(kernel: ir.Kernel) -> tuple[Check, ...]:
+    m, k = var("m"), var("k")
+    checks = [Check(all_of(m.ge(0), k.gt(0)), "m must be >= 0 and k positive")]
     checks += spec_checks(kernel)
-    checks.append(Check("m < 2147483647 and k < 2147483647", "dims must fit in int32"))
+    checks.append(Check(all_of(m.lt(2147483647), k.lt(2147483647)), "dims must fit in int32"))
     # The grid (the groups' blocks over grid x and y) is checked with every
     # other launch limit by the launchers themselves.
     return tuple(checks)
@@ -216,26 +244,29 @@ def summary(kernel: ir.Kernel) -> str:
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     p = plan(kernel, spec)
     target = spec.target(ir.Backend.CUDA)
-    args = _args(p)
-    step_args = (array("lhs"), array("out"), array("out_scale"), i32("m"), i32("k"))
+    step_args = tuple(array(q.name) if q.type.endswith("__restrict__") else i32(var(q.name))
+                      for q in _PARAMS)
     variants = []
     for i, e in enumerate(p.entries):
         last = i == len(p.entries) - 1
         # The blocks fold over grid x and y (block = x + y * gridDim.x), so
         # more than 2^31 - 1 of them still launch (docs/cuda.md, "Launch
         # limits"); blocks past the last group idle, as lanes past it do.
-        blocks = f"gg_cdiv(m * groups, {e.items_per_block})"
-        grid = (f"gg_min({blocks}, {LIMITS.grid_x})", f"gg_cdiv({blocks}, {LIMITS.grid_x})", "1")
+        blocks = cdiv(var("m") * var("groups"), e.items_per_block)
+        grid = Grid(min_(blocks, LIMITS.grid_x), cdiv(blocks, LIMITS.grid_x), Lit(1))
         comment = (f"{e.items_per_block} groups per block, {e.lanes} lanes per group"
                    + (f", {LOAD_BYTES}-byte loads" if e.vec > 1 else ", one element per load"))
-        variants.append(Variant(i, "" if last else f"k % {e.vec} == 0", p.where, e.label,
-                                (Step(e.name, grid, p.threads, 0, step_args, comment),), "0"))
+        variants.append(Variant(
+            index=i, when=None if last else (var("k") % e.vec).eq(0), where=p.where,
+            label=e.label, steps=(Step(entry=e.name, grid=grid, block=p.threads, smem=0,
+                                       args=step_args, comment=comment),)))
     return LaunchPlan(
         kernel=kernel, template="cuda/quantize.cu.j2", detail=p, spec_path=spec.path,
         where=p.where, summary=summary(kernel), spec_lines=p.spec_lines,
-        archs=target.cuda_archs if target else (), args=args,
-        bindings=(Binding("m", "lhs", 0), Binding("k", "lhs", 1)),
-        derived=(("groups", f"gg_cdiv(k, {p.group})"),), checks=_checks(kernel, p),
-        variants=tuple(variants), entries=tuple(e.name for e in p.entries), empty="m == 0",
-        lut_dims=("m", "0", "k"),
+        archs=target.cuda_archs if target else (), args=_args(p),
+        bindings=(Binding(dim="m", arg="lhs", axis=0), Binding(dim="k", arg="lhs", axis=1)),
+        derived=(Derived(name="groups", value=cdiv(var("k"), p.group)),),
+        checks=_checks(kernel), variants=tuple(variants),
+        entries=tuple(e.name for e in p.entries), empty=var("m").eq(0),
+        lut_dims=(var("m"), Lit(0), var("k")),
     )

@@ -24,12 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemmgen import ir
-from gemmgen.backends.cuda_common import (
-    CTYPE, LIMITS, WARP, Arg, Binding, Check, LaunchPlan, Step, Variant, array, i32, spec_checks, where,
-)
+from gemmgen.archs import shared_memory_limit
+from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Role, spec_checks
+from gemmgen.backends.cuda_expr import Expr, all_of, cdiv, var
+from gemmgen.backends.cuda_launch import LIMITS, WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
+from gemmgen.backends.cuda_layout import Param, cpp_signature
+from gemmgen.describe import describe_kernel
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op
-from gemmgen.archs import shared_memory_limit
 
 MMA_K = 16  # m16n8k16: rows of the contraction per MMA
 COPY_BYTES = 16  # one cp.async
@@ -50,6 +52,9 @@ class TgmmPlan:
     out: DType
     mma: str  # primitive name, e.g. "mma_m16n8k16_bf16"
     alpha: float | None
+    # The header comment's words for the sum and the epilogue.
+    formula: str
+    epilogue_steps: str
     # Block tile: output [tile_k, tile_n] of one group, tile_rows rows of
     # lhs / rhs per pipeline stage.
     tile_k: int
@@ -73,14 +78,16 @@ class TgmmPlan:
     smem_bytes: int
     k_align: int  # k and n multiples that keep 16-byte copies aligned
     n_align: int
+    threads: int
+    # (k tiles, n tiles, local groups). The launchers reject n and g past
+    # CUDA's 65535 limit of grid y and z (docs/cuda.md, "Launch limits").
+    grid: Grid
+    params: tuple[Param, ...]  # the entry point's, in the launch step's order
+    entry_signature: str  # its head, laid out
 
     @property
     def name(self) -> str:
         return self.kernel.name
-
-    @property
-    def threads(self) -> int:
-        return self.warps_k * self.warps_n * WARP
 
     @property
     def operand_ctype(self) -> str:
@@ -91,11 +98,8 @@ class TgmmPlan:
         return CTYPE[self.out]
 
     @property
-    def grid(self) -> tuple[str, str, str]:
-        """(k tiles, n tiles, local groups), expressions over the dims. The
-        launchers reject n and g past CUDA's 65535 limit of grid y and z
-        (docs/cuda.md, "Launch limits")."""
-        return (f"gg_cdiv(k, {self.tile_k})", f"gg_cdiv(n, {self.tile_n})", "g")
+    def out_name(self) -> str:
+        return self.out.value
 
 
 # ---------------------------------------------------------------------------
@@ -182,10 +186,16 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
     b_stride = t.n * es + COPY_BYTES
     a_stage = t.m * a_stride
     b_stage = t.m * b_stride
+    alpha = kernel.epilogue.alpha
+    threads = (t.k // wk) * (t.n // wn) * WARP
+    params = _params()
     return TgmmPlan(
         kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
         spec_lines=_spec_lines(kernel), entry=kernel.name,
-        operand=operand, out=kernel.out, mma=_MMA[operand], alpha=kernel.epilogue.alpha,
+        operand=operand, out=kernel.out, mma=_MMA[operand], alpha=alpha,
+        formula=("" if alpha is None else f"{alpha} * ")
+        + "lhs[rows of group i]ᵀ · rhs[rows of group i] (+ existing_out)",
+        epilogue_steps=("" if alpha is None else "alpha and ") + "existing_out added in f32",
         tile_k=t.k, tile_n=t.n, tile_rows=t.m, warp_k=wk, warp_n=wn,
         warps_k=t.k // wk, warps_n=t.n // wn, stages=kernel.stages,
         mi=wk // 16, ni=wn // 8, ksteps=t.m // MMA_K,
@@ -194,8 +204,23 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
         a_stride=a_stride, a_stage_bytes=a_stage, b_stride=b_stride, b_stage_bytes=b_stage,
         # The epilogue stores from registers: the pipeline is all the block needs.
         smem_bytes=kernel.stages * (a_stage + b_stage),
-        k_align=COPY_BYTES // es, n_align=COPY_BYTES // es,
+        k_align=COPY_BYTES // es, n_align=COPY_BYTES // es, threads=threads,
+        grid=Grid(cdiv(var("k"), t.k), cdiv(var("n"), t.n), var("g")),
+        params=params,
+        entry_signature=cpp_signature(f'extern "C" __global__ void __launch_bounds__({threads})',
+                                      kernel.name, params,
+                                      "the launch contract's arrays, then the dims"),
     )
+
+
+def _params() -> tuple[Param, ...]:
+    """The entry point's parameters (in_t and out_t are the .cu's aliases of
+    the operand and output types); the launch step passes the same names."""
+    in_t, out_t = "const in_t* __restrict__", "out_t* __restrict__"
+    return (Param(in_t, "lhs"), Param(in_t, "rhs"), Param("const int* __restrict__", "group_sizes"),
+            Param("const out_t* __restrict__", "existing_out"), Param(out_t, "out"),
+            Param("int", "m"), Param("int", "n"), Param("int", "k"), Param("int", "num_groups"),
+            Param("int", "group_offset"))
 
 
 def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
@@ -224,72 +249,78 @@ def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     """The launcher arguments in contract order (docs/cuda.md, launchers), then out."""
     pair = 2 * kernel.out.bits // 8  # the epilogue stores column pairs
+    m, n, k, g = var("m"), var("n"), var("k"), var("g")
     args = (
-        Arg("lhs", "in", kernel.lhs.dtype, ("m", "k"),
-            "the activations, rows sorted by group", align=COPY_BYTES),
-        Arg("rhs", "in", kernel.rhs_operand.dtype, ("m", "n"),
-            "the output gradient, rows aligned with lhs", align=COPY_BYTES),
-        Arg("group_sizes", "in", DType.INT32, ("num_groups",),
-            "rows of lhs / rhs per group, in order (sum <= m)", align=4),
-        Arg("group_offset", "scalar", DType.INT32, (),
-            "the first group this shard owns (default 0)", optional=True),
-        Arg("existing_out", "in", kernel.out, ("g", "k", "n"),
-            "added to every local group's block; its leading dim is g", optional=True,
+        Arg(name="lhs", role=Role.IN, dtype=kernel.lhs.dtype, shape=(m, k),
+            doc="the activations, rows sorted by group", align=COPY_BYTES),
+        Arg(name="rhs", role=Role.IN, dtype=kernel.rhs_operand.dtype, shape=(m, n),
+            doc="the output gradient, rows aligned with lhs", align=COPY_BYTES),
+        Arg(name="group_sizes", role=Role.IN, dtype=DType.INT32, shape=(var("num_groups"),),
+            doc="rows of lhs / rhs per group, in order (sum <= m)", align=4),
+        Arg(name="group_offset", role=Role.SCALAR, dtype=DType.INT32, shape=(),
+            doc="the first group this shard owns (default 0)", optional=True),
+        Arg(name="existing_out", role=Role.IN, dtype=kernel.out, shape=(g, k, n),
+            doc="added to every local group's block; its leading dim is g", optional=True,
             align=pair),
-        Arg("out", "out", kernel.out, ("g", "k", "n"),
-            "per local group i, alpha * lhs[rows]ᵀ · rhs[rows] (+ existing_out); "
+        Arg(name="out", role=Role.OUT, dtype=kernel.out, shape=(g, k, n),
+            doc="per local group i, alpha * lhs[rows]ᵀ · rhs[rows] (+ existing_out); "
             "an empty group gives zeros (or existing_out)", align=pair),
     )
     binds = (
-        Binding("m", "lhs", 0), Binding("k", "lhs", 1), Binding("n", "rhs", 1),
-        Binding("num_groups", "group_sizes", 0),
+        Binding(dim="m", arg="lhs", axis=0), Binding(dim="k", arg="lhs", axis=1),
+        Binding(dim="n", arg="rhs", axis=1),
+        Binding(dim="num_groups", arg="group_sizes", axis=0),
         # NB: as in the reference, the number of local groups is
         # existing_out's leading dim when it is given, else every group from
         # group_offset on.
-        Binding("g", "existing_out", 0, fallback="num_groups - group_offset"),
+        Binding(dim="g", arg="existing_out", axis=0,
+                fallback=var("num_groups") - var("group_offset")),
     )
     return args, binds
 
 
+def _fits_int32(*names: str) -> Expr:
+    return all_of(*(var(d).lt(2147483647) for d in names))
+
+
 def _checks(kernel: ir.Kernel, p: TgmmPlan) -> tuple[Check, ...]:
-    checks = [Check("m >= 0 and n > 0 and k > 0", "m must be >= 0 and n, k positive"),
-              Check(f"k % {p.k_align} == 0",
+    m, n, k, g = var("m"), var("n"), var("k"), var("g")
+    offset = var("group_offset")
+    checks = [Check(all_of(m.ge(0), n.gt(0), k.gt(0)), "m must be >= 0 and n, k positive"),
+              Check((k % p.k_align).eq(0),
                     f"k must be a multiple of {p.k_align}: lhs rows are read in 16-byte copies"),
-              Check(f"n % {p.n_align} == 0",
+              Check((n % p.n_align).eq(0),
                     f"n must be a multiple of {p.n_align}: rhs rows are read in 16-byte copies")]
     checks += spec_checks(kernel)
     checks += [
         # NB: any group_offset is defined (docs/semantics.md, "tgmm"): local
         # groups that group_sizes lacks are empty. Only g, an output shape,
         # must be >= 0: without existing_out it is num_groups - group_offset.
-        Check("g >= 0",
+        Check(g.ge(0),
               "no local groups: g = num_groups - group_offset is negative (group_offset is "
               "past the end of group_sizes); give existing_out, whose leading dim is g"),
-        Check("group_offset >= -2147483648 and group_offset <= 2147483647",
+        Check(all_of(offset.ge(-2147483648), offset.le(2147483647)),
               "group_offset must fit in int32"),
         # Grid y and z (docs/cuda.md, "Launch limits"): a clearer message than
         # the launchers' generic check, which would catch these too.
-        Check(f"g <= {LIMITS.grid_yz}",
+        Check(g.le(LIMITS.grid_yz),
               f"at most {LIMITS.grid_yz} local groups: grid z = g is limited to {LIMITS.grid_yz}"),
-        Check(f"gg_cdiv(n, {p.tile_n}) <= {LIMITS.grid_yz}",
+        Check(p.grid.y.le(LIMITS.grid_yz),
               f"n must be at most {LIMITS.grid_yz * p.tile_n}: grid y = cdiv(n, {p.tile_n}) is "
               f"limited to {LIMITS.grid_yz}"),
-        Check("m < 2147483647 and n < 2147483647 and k < 2147483647", "dims must fit in int32"),
+        Check(_fits_int32("m", "n", "k"), "dims must fit in int32"),
     ]
     return tuple(checks)
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
-    from gemmgen.describe import describe_kernel
-
     p = plan(kernel, spec)
     args, binds = _args(kernel)
     t = kernel.tile
-    step = Step(p.entry, p.grid, p.threads, p.smem_bytes,
-                (array("lhs"), array("rhs"), array("group_sizes"), array("existing_out"),
-                 array("out"), i32("m"), i32("n"), i32("k"), i32("num_groups"),
-                 i32("group_offset")),
-                f"{p.tile_k}x{p.tile_n} blocks of out per local group, "
+    step = Step(entry=p.entry, grid=p.grid, block=p.threads, smem=p.smem_bytes,
+                args=tuple(array(q.name) if q.type.endswith("__restrict__") else i32(var(q.name))
+                           for q in p.params),
+                comment=f"{p.tile_k}x{p.tile_n} blocks of out per local group, "
                 f"{p.tile_rows} rows per stage")
     target = spec.target(ir.Backend.CUDA)
     return LaunchPlan(
@@ -297,6 +328,6 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
         where=p.where, summary=describe_kernel(kernel), spec_lines=p.spec_lines,
         archs=target.cuda_archs if target else (), args=args, bindings=binds, derived=(),
         checks=_checks(kernel, p),
-        variants=(Variant(0, "", p.where, str(t), (step,), "0"),),
-        entries=(p.entry,), empty="g == 0",
+        variants=(Variant(index=0, when=None, where=p.where, label=str(t), steps=(step,)),),
+        entries=(p.entry,), empty=var("g").eq(0),
     )

@@ -20,14 +20,17 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False, extra_sources=(), memcheck=None)`` compiles
+  defines=None, tsan=False, extra_sources=(), memcheck=None, warnings=False)`` compiles
   `source` (cached by content) into a shared library and raises
   ``EmuCompileError`` with g++'s diagnostics; ``extra_sources`` are more
   ``(text, name)`` translation units linked into the same library (a
   dispatcher's arms, a host program). Fiber-mode libraries carry the memory
   checker (races between blocks, misaligned accesses, counters;
   ``runtime/cuda/gg_emu_memcheck.h``) unless ``memcheck=False`` or
-  ``GEMMGEN_EMU_MEMCHECK=0``.
+  ``GEMMGEN_EMU_MEMCHECK=0``. ``warnings=True`` compiles with
+  ``WARNING_FLAGS`` (``-Wall -Wextra -Werror -Wno-unknown-pragmas``): any
+  warning of g++ in the kernel or the headers it includes is an
+  ``EmuCompileError``.
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
@@ -195,6 +198,12 @@ _MEMCHECK_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit
 _TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
                "-ftrivial-auto-var-init=pattern")
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
+# EmuModule(warnings=True): the kernel, its launcher header and the runtime
+# headers compile without a warning. -Wno-unknown-pragmas: `#pragma unroll`
+# is nvcc's (g++ spells it `#pragma GCC unroll`), and a kernel is written
+# for nvcc. (-Wno-attributes, always on: the CUDA attributes the emulation
+# maps to nothing, such as __launch_bounds__'s, are not g++'s.)
+WARNING_FLAGS = ("-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas")
 
 # Markers of the preprocessed text (gg_emu_compile.h explains them).
 _BOUNDS = r"__gg_launch_bounds__\s*\(((?:[^()]|\([^()]*\))*)\)\s*"
@@ -322,6 +331,7 @@ def _build_library(
     defines: tuple[tuple[str, str], ...],
     tsan: bool,
     memcheck: bool = False,
+    warnings: bool = False,
 ) -> _Library:
     """One shared library from the translation units `sources` ((text, name)
     pairs). The first unit that includes the runtime defines its dynamic
@@ -368,7 +378,8 @@ def _build_library(
 
     # (3) Compile each unit and link them, cached by everything that
     # determines the result.
-    flags = [*mode_flags, "-fPIC", "-fvisibility=hidden", "-Wno-attributes", "-include",
+    flags = [*mode_flags, "-fPIC", "-fvisibility=hidden", "-Wno-attributes",
+             *(WARNING_FLAGS if warnings else ()), "-include",
              str(RUNTIME_INCLUDE_DIR / "gg_emu_compile.h")]
     compile_header = (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text()
     version = tool_version(_CXX)
@@ -869,6 +880,7 @@ class EmuModule:
         tsan: bool = False,
         extra_sources: Sequence[tuple[str, str]] = (),
         memcheck: bool | None = None,
+        warnings: bool = False,
     ) -> None:
         self.name = name_for_errors
         self.tsan = tsan
@@ -877,9 +889,9 @@ class EmuModule:
         dirs = tuple(Path(d).resolve() for d in include_dirs)
         defs = tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items()))
         sources = ((source, name_for_errors), *((str(t), str(n)) for t, n in extra_sources))
-        key = (sources, dirs, defs, tsan, self.memcheck)
+        key = (sources, dirs, defs, tsan, self.memcheck, warnings)
         if key not in _LIBRARIES:
-            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan, self.memcheck)
+            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan, self.memcheck, warnings)
         self._library = _LIBRARIES[key]
         self.last_log = ""
         self.last_counters: dict | None = None

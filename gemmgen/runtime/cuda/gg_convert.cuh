@@ -277,9 +277,9 @@ __device__ __forceinline__ void widen16<__half>(const uint4& v, float (&f)[8]) {
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    __half2 h;
-    memcpy(&h, &w[i], sizeof h);
-    const float2 t = __half22float2(h);
+    __half2_raw raw;  // trivially copyable, unlike __half2 (g++ -Wclass-memaccess)
+    memcpy(&raw, &w[i], sizeof raw);
+    const float2 t = __half22float2(__half2(raw));
     f[2 * i] = t.x;
     f[2 * i + 1] = t.y;
   }

@@ -817,7 +817,7 @@ class BlockRunner {
     // Copies in flight still land on a GPU after the thread has exited.
     land_cp_async(t, ~0u);
     hopper_thread_exit(t);
-    Guard g = guard();
+    [[maybe_unused]] Guard g = guard();  // TSan mode: the block's lock, held to the end
     t.state = State::exited;
     --n_live_;
     --n_runnable_;

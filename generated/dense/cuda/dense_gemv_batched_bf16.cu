@@ -12,14 +12,15 @@
 // Algorithm (docs/cuda-gemv-quantize.md); memory bound, so everything serves
 // streaming the weight once at full bandwidth:
 //   (1) each warp owns kOutCols consecutive output columns, i.e. kAccCols
-//       weight rows; a block of kWarps warps covers 32 columns and the
-//       grid runs over n.
+//       weight rows; a block of kWarps warps covers 32 columns and the grid
+//       runs over n.
 //   (2) lanes stride along K in slices of kVec elements: lane l reads
-//       [k0 + l * kVec, k0 + (l + 1) * kVec) of each weight row with one 16-byte
-//       ld.global.nc (2 slices per row in flight), widens it to f32 once and
-//       multiplies it with the same K slice of every lhs row: f32 FMAs.
+//       [k0 + l * kVec, k0 + (l + 1) * kVec) of each weight row with one
+//       16-byte ld.global.nc (2 slices per row in flight), widens it to f32
+//       once and multiplies it with the same K slice of every lhs row: f32
+//       FMAs.
 //   (3) warp_reduce_sum per (row, column); lane r * kOutCols + j then applies
-//       and the cast to bf16 to out[r, col0 + j].
+//       the cast to bf16 to out[r, col0 + j].
 // Every row follows the same K order and reduction tree, so a row's result
 // does not depend on M or on how many columns a warp owns.
 //
@@ -34,11 +35,13 @@ using lhs_t = __nv_bfloat16;
 using rhs_t = __nv_bfloat16;
 using out_t = __nv_bfloat16;
 
-constexpr int kWarps = 8;  // threads 256 / 32
-constexpr int kMaxRows = 8;  // max_m
-constexpr int kOutCols = 4;  // output columns per warp
-constexpr int kAccCols = 4;  // weight rows per warp
-constexpr int kUnroll = 2;  // K slices in flight per weight row
+// Warps per block (threads 256 / 32) and the rows M the kernel serves (max_m).
+constexpr int kWarps = 8;
+constexpr int kMaxRows = 8;
+// Output columns and weight rows per warp; K slices in flight per weight row.
+constexpr int kOutCols = 4;
+constexpr int kAccCols = 4;
+constexpr int kUnroll = 2;
 constexpr int kOutputs = kMaxRows * kOutCols;  // (row, column) results per warp
 static_assert(kAccCols == 1 * kOutCols, "weight rows per output column");
 
@@ -85,7 +88,8 @@ __device__ __forceinline__ void load_lhs(const lhs_t* __restrict__ p, float (&x)
       float part[kPer];
       gg::widen16<lhs_t>(gg::ld_global_nc_128(p + i * kPer), part);
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) x[i * kPer + e] = part[e];
+      for (int e = 0; e < kPer; ++e)
+        x[i * kPer + e] = part[e];
     }
   }
 }
@@ -93,16 +97,14 @@ __device__ __forceinline__ void load_lhs(const lhs_t* __restrict__ p, float (&x)
 // The weight row that accumulator column a of the warp starting at output
 // column col0 reads. Columns past the end of out read the last valid row
 // (in bounds, never stored).
-__device__ __forceinline__ long long weight_row(int a, int col0, int n, int n_out) {
-  (void)n_out;
+__device__ __forceinline__ long long weight_row(int a, int col0, int n) {
   return col0 + a < n ? col0 + a : n - 1;
 }
 
 // Scales, alpha and bias of accumulator value v of row `row`, weight row
 // `wrow`, in f32 (the tile GEMM's order).
-__device__ __forceinline__ float scaled(float v, int row, long long wrow) {
-  (void)row;
-  (void)wrow;
+__device__ __forceinline__ float scaled(float v, [[maybe_unused]] int row,
+                                        [[maybe_unused]] long long wrow) {
   return v;
 }
 
@@ -113,13 +115,14 @@ __device__ __forceinline__ void gemv(const lhs_t* __restrict__ lhs, const rhs_t*
   const int n_out = n;
   const int col0 = (blockIdx.x * kWarps + warp) * kOutCols;
   // A warp past the last column leaves as a whole: no lane misses a shuffle.
-  if (col0 >= n_out) return;
+  if (col0 >= n_out)
+    return;
 
   // (1) This warp's weight rows.
   const rhs_t* w_rows[kAccCols];
 #pragma unroll
   for (int a = 0; a < kAccCols; ++a) {
-    const long long wrow = weight_row(a, col0, n, n_out);
+    const long long wrow = weight_row(a, col0, n);
     w_rows[a] = rhs + wrow * k;
   }
 
@@ -130,7 +133,8 @@ __device__ __forceinline__ void gemv(const lhs_t* __restrict__ lhs, const rhs_t*
 #pragma unroll
   for (int r = 0; r < kMaxRows; ++r)
 #pragma unroll
-    for (int a = 0; a < kAccCols; ++a) acc[r][a] = 0.0f;
+    for (int a = 0; a < kAccCols; ++a)
+      acc[r][a] = 0.0f;
 
   for (int k0 = lane * kVec; k0 < k; k0 += kStep * kUnroll) {
     RhsSlice<kVec> slices[kUnroll][kAccCols] = {};
@@ -138,24 +142,29 @@ __device__ __forceinline__ void gemv(const lhs_t* __restrict__ lhs, const rhs_t*
     for (int u = 0; u < kUnroll; ++u)
       if (k0 + u * kStep < k) {  // k is a multiple of kVec: a slice is whole or absent
 #pragma unroll
-        for (int a = 0; a < kAccCols; ++a) slices[u][a] = load_rhs<kVec>(w_rows[a] + k0 + u * kStep);
+        for (int a = 0; a < kAccCols; ++a)
+          slices[u][a] = load_rhs<kVec>(w_rows[a] + k0 + u * kStep);
       }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int kk = k0 + u * kStep;
-      if (kk >= k) break;
+      if (kk >= k)
+        break;
       float w[kAccCols][kVec];
 #pragma unroll
-      for (int a = 0; a < kAccCols; ++a) widen_rhs<kVec>(slices[u][a], w[a]);
+      for (int a = 0; a < kAccCols; ++a)
+        widen_rhs<kVec>(slices[u][a], w[a]);
 #pragma unroll
       for (int r = 0; r < kMaxRows; ++r) {
-        if (r >= m) continue;  // uniform across the warp
+        if (r >= m)
+          continue;  // uniform across the warp
         float x[kVec];
         load_lhs<kVec>(lhs + (long long)r * k + kk, x);
 #pragma unroll
         for (int a = 0; a < kAccCols; ++a) {
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) acc[r][a] += x[e] * w[a][e];
+          for (int e = 0; e < kVec; ++e)
+            acc[r][a] += x[e] * w[a][e];
         }
       }
     }
@@ -165,9 +174,11 @@ __device__ __forceinline__ void gemv(const lhs_t* __restrict__ lhs, const rhs_t*
   // finishes the outputs r * kOutCols + j it owns, 32 per round.
 #pragma unroll
   for (int r = 0; r < kMaxRows; ++r) {
-    if (r >= m) break;  // m is uniform across the warp
+    if (r >= m)
+      break;  // m is uniform across the warp
 #pragma unroll
-    for (int a = 0; a < kAccCols; ++a) acc[r][a] = gg::warp_reduce_sum(acc[r][a]);
+    for (int a = 0; a < kAccCols; ++a)
+      acc[r][a] = gg::warp_reduce_sum(acc[r][a]);
   }
 #pragma unroll
   for (int base = 0; base < kOutputs; base += 32) {
@@ -176,8 +187,10 @@ __device__ __forceinline__ void gemv(const lhs_t* __restrict__ lhs, const rhs_t*
     float v = 0.0f;
 #pragma unroll
     for (int t = base; t < kOutputs && t < base + 32; ++t)
-      if (t == idx) v = acc[t / kOutCols][t % kOutCols];
-    if (idx >= kOutputs || row >= m || col >= n_out) continue;
+      if (t == idx)
+        v = acc[t / kOutCols][t % kOutCols];
+    if (idx >= kOutputs || row >= m || col >= n_out)
+      continue;
     v = scaled(v, row, col);
     const float y = v;
     out[(long long)row * n_out + col] = gg::from_float<out_t>(y);
@@ -188,15 +201,17 @@ __device__ __forceinline__ void gemv(const lhs_t* __restrict__ lhs, const rhs_t*
 
 // k a multiple of 8: 16-byte loads of weights and activations.
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_batched_bf16(
-    const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs,
-    out_t* __restrict__ out, int m, int n, int k) {
+    // the launch contract's arrays, then the dims
+    const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs, out_t* __restrict__ out, int m,
+    int n, int k) {
   gemv<8>(lhs, rhs, out, m, n, k);
 }
 
 // Any k: rows are not 16-byte aligned, one element per lane and load.
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_batched_bf16_unaligned_k(
-    const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs,
-    out_t* __restrict__ out, int m, int n, int k) {
+    // the launch contract's arrays, then the dims
+    const lhs_t* __restrict__ lhs, const rhs_t* __restrict__ rhs, out_t* __restrict__ out, int m,
+    int n, int k) {
   gemv<1>(lhs, rhs, out, m, n, k);
 }
 

@@ -120,7 +120,8 @@ cudaError_t launch_fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32(
       if (err != cudaSuccess) {
         return err;
       }
-      fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+      fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem,
+                                                          stream>>>(
           a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

@@ -20,7 +20,8 @@
 // A group holding an infinity or a NaN gets a NaN scale and NaN q.
 // The last group of a row may be partial (k not a multiple of kGroup).
 //
-// Entry points: per_token_group_quant_fp8_out_scale_f32 (k a multiple of 8: 16-byte loads), per_token_group_quant_fp8_out_scale_f32_unaligned_k (any k).
+// Entry points: per_token_group_quant_fp8_out_scale_f32 (k a multiple of 8: 16-byte loads),
+// per_token_group_quant_fp8_out_scale_f32_unaligned_k (any k).
 #include "gg_runtime.cuh"
 #include "gg_convert.cuh"
 
@@ -30,14 +31,18 @@ using in_t = __nv_bfloat16;
 using out_t = __nv_fp8_e4m3;
 using scale_t = float;
 
-constexpr int kWarps = 8;  // threads 256 / 32
-constexpr int kGroup = 128;  // out_scale per_token_group k=G
-constexpr float kFp8Max = 448.0f;  // largest finite e4m3
-constexpr float kAmaxFloor = 1e-10f;  // keeps an all-zero group finite
+// Warps per block (threads 256 / 32); G of out_scale per_token_group k=G.
+constexpr int kWarps = 8;
+constexpr int kGroup = 128;
+// The largest finite e4m3; the amax floor keeps an all-zero group finite.
+constexpr float kFp8Max = 448.0f;
+constexpr float kAmaxFloor = 1e-10f;
 
 // NaN-propagating maximum (a NaN input makes its group's scale NaN, as in
 // the reference).
-__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+__device__ __forceinline__ float nan_max(float a, float b) {
+  return (b > a || b != b) ? b : a;
+}
 
 // Maximum over the kLanes lanes of a group (aligned lane segments).
 template <int kLanes>
@@ -46,7 +51,8 @@ __device__ __forceinline__ float group_max(float v) {
     return gg::warp_reduce_max(v);
   } else {
 #pragma unroll
-    for (int offset = kLanes / 2; offset > 0; offset >>= 1) v = nan_max(v, gg::shfl_xor(v, offset));
+    for (int offset = kLanes / 2; offset > 0; offset >>= 1)
+      v = nan_max(v, gg::shfl_xor(v, offset));
     return v;
   }
 }
@@ -76,7 +82,8 @@ __device__ __forceinline__ void store_slice(out_t* __restrict__ p, const unsigne
     *reinterpret_cast<unsigned*>(dst) = v;
   } else {
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) dst[e] = b[e];
+    for (int e = 0; e < kVec; ++e)
+      dst[e] = b[e];
   }
 }
 
@@ -85,7 +92,8 @@ template <int kVec>
 __device__ __forceinline__ void store_q(out_t* __restrict__ p, const float (&v)[kVec], float inv) {
   unsigned char b[kVec];
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) b[e] = gg::from_float<out_t>(v[e] * inv).__x;
+  for (int e = 0; e < kVec; ++e)
+    b[e] = gg::from_float<out_t>(v[e] * inv).__x;
   store_slice<kVec>(p, b);
 }
 
@@ -114,17 +122,20 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int off = (c * kLanes + sub) * kVec;
-      if (!active || off >= len) continue;
+      if (!active || off >= len)
+        continue;
       load_slice<kVec>(src + off, x[c]);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) amax = nan_max(amax, fabsf(x[c][e]));
+      for (int e = 0; e < kVec; ++e)
+        amax = nan_max(amax, fabsf(x[c][e]));
     }
   } else {
     for (int off = sub * kVec; active && off < len; off += kLanes * kVec) {
       float v[kVec];
       load_slice<kVec>(src + off, v);
 #pragma unroll
-      for (int e = 0; e < kVec; ++e) amax = nan_max(amax, fabsf(v[e]));
+      for (int e = 0; e < kVec; ++e)
+        amax = nan_max(amax, fabsf(v[e]));
     }
   }
 
@@ -138,7 +149,8 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
   // approximate division of --use_fast_math).
   const bool finite = amax <= 3.40282347e38f;  // false for inf and NaN
   const float s = finite ? __fdiv_rn(floored, kFp8Max) : gg::bits_to_float(0x7FC00000u);
-  if (active && sub == 0) out_scale[row * groups + g0 / kGroup] = s;
+  if (active && sub == 0)
+    out_scale[row * groups + g0 / kGroup] = s;
 
   // (4) q = x / s, saturated to the FP8 range. One reciprocal per lane and
   // group, then multiplications: x * (1 / s) is within an f32 ulp of x / s,
@@ -148,7 +160,8 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int off = (c * kLanes + sub) * kVec;
-      if (active && off < len) store_q<kVec>(out + row * k + g0 + off, x[c], inv);
+      if (active && off < len)
+        store_q<kVec>(out + row * k + g0 + off, x[c], inv);
     }
   } else {
     for (int off = sub * kVec; active && off < len; off += kLanes * kVec) {
@@ -163,13 +176,18 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
 
 // k a multiple of 8: 16 lanes per group, up to 1 slice of 16 bytes per lane.
 extern "C" __global__ void __launch_bounds__(256) per_token_group_quant_fp8_out_scale_f32(
-    const in_t* __restrict__ lhs, out_t* __restrict__ out, scale_t* __restrict__ out_scale, int m, int k) {
+    // the launch contract's arrays, then the dims
+    const in_t* __restrict__ lhs, out_t* __restrict__ out, scale_t* __restrict__ out_scale, int m,
+    int k) {
   quantize<8, 16, 1, true>(lhs, out, out_scale, m, k);
 }
 
 // Any k: 32 lanes per group, up to 4 elements per lane.
-extern "C" __global__ void __launch_bounds__(256) per_token_group_quant_fp8_out_scale_f32_unaligned_k(
-    const in_t* __restrict__ lhs, out_t* __restrict__ out, scale_t* __restrict__ out_scale, int m, int k) {
+extern "C" __global__ void __launch_bounds__(256)
+    per_token_group_quant_fp8_out_scale_f32_unaligned_k(
+        // the launch contract's arrays, then the dims
+        const in_t* __restrict__ lhs, out_t* __restrict__ out, scale_t* __restrict__ out_scale,
+        int m, int k) {
   quantize<1, 32, 4, true>(lhs, out, out_scale, m, k);
 }
 
@@ -201,7 +219,8 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
       }
       return cudaSuccess;
     case 1:
-      per_token_group_quant_fp8_out_scale_f32_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+      per_token_group_quant_fp8_out_scale_f32_unaligned_k<<<gg_grid(l[0]), gg_block(l[0]),
+                                                            l[0].smem, stream>>>(
           a.lhs, a.out, a.out_scale, gg_i32(m), gg_i32(k));
       err = cudaGetLastError();
       if (err != cudaSuccess) {

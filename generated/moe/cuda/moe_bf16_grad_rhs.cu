@@ -16,16 +16,16 @@
 //   (1) one block per (k tile, n tile, local group). Every warp sums
 //       group_sizes before its group with shuffles, so each block finds its
 //       rows [lo, hi) on the device: no host synchronisation, no workspace.
-//   (2) 2-stage cp.async pipeline over the group's rows, 32 at a time:
-//       lhs [rows][k0, k0 + 128) and rhs [rows][n0, n0 + 128) land in shared
-//       memory as stored; rows past the group and columns past k or n are
-//       zero-filled, so a partial stage adds nothing.
+//   (2) a kStages-stage cp.async pipeline over the group's rows, kTileRows at
+//       a time: lhs [rows][k0, k0 + kTileK) and rhs [rows][n0, n0 + kTileN)
+//       land in shared memory as stored; rows past the group and columns
+//       past k or n are zero-filled, so a partial stage adds nothing.
 //   (3) ldmatrix.trans turns the [rows][k] lhs tile into the A fragments of
 //       lhsᵀ and the [rows][n] rhs tile into the B fragments; mma_m16n8k16_bf16
 //       accumulates in f32.
-//   (4) the epilogue works from registers: existing_out added in f32,
-//       the cast to f32, one store per column pair. An empty group skips
-//       (2)-(3) and writes zeros (or existing_out).
+//   (4) the epilogue works from registers: existing_out added in f32, the cast to
+//       f32, one store per column pair. An empty group skips (2)-(3) and
+//       writes zeros (or existing_out).
 #include "gg_runtime.cuh"
 #include "gg_convert.cuh"
 
@@ -34,7 +34,8 @@ extern __shared__ __align__(16) unsigned char gg_smem[];
 
 namespace {
 
-using in_t = __nv_bfloat16;  // lhs and rhs
+// lhs and rhs; out and existing_out.
+using in_t = __nv_bfloat16;
 using out_t = float;
 
 // The block tile: out rows k0.. (k indices, spec tile m) x columns n0.. (spec
@@ -42,13 +43,17 @@ using out_t = float;
 // in bytes and padded by 16 so that the eight rows one ldmatrix reads fall in
 // different shared-memory banks.
 constexpr int kTileK = 128, kTileN = 128, kTileRows = 32;
-constexpr int kWarpK = 64, kWarpN = 32, kWarpsN = 4;  // warp tile of out
+// The warp tile of out, and the warps along n.
+constexpr int kWarpK = 64, kWarpN = 32, kWarpsN = 4;
 constexpr int kThreads = 256, kStages = 2;
-constexpr int kMI = 4, kNI = 4, kKSteps = 2;  // MMAs per warp per stage
-constexpr int kElemsPerCopy = 8;  // operand elements per 16-byte copy
+// MMAs per warp per stage.
+constexpr int kMI = 4, kNI = 4, kKSteps = 2;
+// Operand elements per 16-byte copy; copies per staged row.
+constexpr int kElemsPerCopy = 8;
 constexpr int kAChunksPerRow = 16, kBChunksPerRow = 16;
-constexpr int kAStride = 272, kAStage = 8704;  // lhs [kTileRows][kTileK]
-constexpr int kBStride = 272, kBStage = 8704;  // rhs [kTileRows][kTileN]
+// lhs [kTileRows][kTileK] and rhs [kTileRows][kTileN] per stage.
+constexpr int kAStride = 272, kAStage = 8704;
+constexpr int kBStride = 272, kBStage = 8704;
 constexpr int kSmemBytes = 34816;
 // Two adjacent columns of out: one 2-element store (existing_out and out are
 // aligned to its size, the launchers check).
@@ -89,6 +94,7 @@ __device__ __forceinline__ void load_stage(unsigned char* smem, int slot, int r0
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
+    // the launch contract's arrays, then the dims
     const in_t* __restrict__ lhs, const in_t* __restrict__ rhs, const int* __restrict__ group_sizes,
     const out_t* __restrict__ existing_out, out_t* __restrict__ out, int m, int n, int k,
     int num_groups, int group_offset) {
@@ -106,7 +112,8 @@ extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
   const bool listed = group >= 0 && group < num_groups;
   const int preceding = group < 0 ? 0 : (listed ? static_cast<int>(group) : num_groups);
   long long before = 0;
-  for (int i = lane; i < preceding; i += 32) before += group_sizes[i] > 0 ? group_sizes[i] : 0;
+  for (int i = lane; i < preceding; i += 32)
+    before += group_sizes[i] > 0 ? group_sizes[i] : 0;
   before = gg::warp_reduce_sum(before);
   const long long end = before + (listed && group_sizes[group] > 0 ? group_sizes[group] : 0);
   const int lo = static_cast<int>(before < m ? before : m);
@@ -119,12 +126,14 @@ extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
 #pragma unroll
     for (int j = 0; j < kNI; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+      for (int e = 0; e < 4; ++e)
+        acc[i][j][e] = 0.0f;
 
   // (2) Prologue: fill all but one stage.
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < stages_total) load_stage(smem, s, lo + s * kTileRows, hi, lhs, rhs, n, k, k0, n0);
+    if (s < stages_total)
+      load_stage(smem, s, lo + s * kTileRows, hi, lhs, rhs, n, k, k0, n0);
     gg::cp_async_commit_group();
   }
 
@@ -169,7 +178,8 @@ extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
 #pragma unroll
       for (int i = 0; i < kMI; ++i)
 #pragma unroll
-        for (int j = 0; j < kNI; ++j) gg::mma_m16n8k16_bf16(acc[i][j], a[i], b[j], acc[i][j]);
+        for (int j = 0; j < kNI; ++j)
+          gg::mma_m16n8k16_bf16(acc[i][j], a[i], b[j], acc[i][j]);
     }
   }
   gg::cp_async_wait_all();
@@ -187,7 +197,8 @@ extern "C" __global__ void __launch_bounds__(256) moe_bf16_grad_rhs(
       for (int h = 0; h < 2; ++h) {
         const int kr = k0 + wk0 + i * 16 + lane / 4 + 8 * h;
         const int col = n0 + wn0 + j * 8 + 2 * (lane % 4);
-        if (kr >= k || col >= n) continue;
+        if (kr >= k || col >= n)
+          continue;
         const long long o = group_base + (long long)kr * n + col;
         float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
         if (existing_out != nullptr) {

@@ -148,7 +148,8 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_e4m3(const MoeW8a16GroupedGemmRhsE
       if (err != cudaSuccess) {
         return err;
       }
-      moe_w8a16_grouped_gemm_rhs_e4m3_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+      moe_w8a16_grouped_gemm_rhs_e4m3_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem,
+                                                 stream>>>(
           a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m), gg_i32(64),
           static_cast<int*>(a.workspace));
       err = cudaGetLastError();

@@ -1,0 +1,567 @@
+"""The launch plan every CUDA kernel kind shares.
+
+A kind (tile GEMM, GEMV, quantize, tgmm) turns a kernel into a `LaunchPlan`:
+its arguments in contract order (cuda_args), how the problem dims are read
+off them, the checks a call must pass, and per tile of the LUT the sequence
+of launch steps (entry point, grid, block, dynamic shared memory,
+arguments). The C++ header, the nvcc host launcher and the Python (CuPy)
+launcher are rendered from this one object by generic templates; the kind's
+own `.cu` template gets its kind-specific `detail` as well. So a kernel and
+its launchers are printed from the same numbers and cannot drift.
+Expressions are data (cuda_expr); the text the launcher templates print is
+laid out by cuda_layout.
+"""
+
+from __future__ import annotations
+
+import enum
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gemmgen import ir
+from gemmgen.backends.cuda_args import Arg, Binding, Check, Derived
+from gemmgen.backends.cuda_expr import (
+    COMPARISONS, ZERO, Bin, Call, Expr, Fn, Lit, Var, all_of, expr, exprs, var,
+)
+from gemmgen.backends.cuda_layout import (
+    COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, one_per_line, pack,
+    py_call, py_collection, py_tuple,
+)
+from gemmgen.names import args_struct
+from gemmgen.render import source_ref
+
+__all__ = [
+    "DEFAULT_SMEM", "LIMITS", "WARP", "ArgKind", "Grid", "LaunchPlan", "Limits", "Step",
+    "StepArg", "Variant", "array", "cond_expr", "i32", "i64", "where",
+]
+
+WARP = 32
+# The opt-in shared-memory maximum per block of each arch is data in
+# gemmgen.archs (shared_memory_limit), which the nvcc checks test. Each
+# kind's diagnose() rejects a plan over the limit of a declared arch, and
+# both launchers compare every launch with the device's own limit.
+DEFAULT_SMEM = 48 * 1024  # above this, cudaFuncSetAttribute is needed
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """CUDA's launch limits, the same on every compute capability from 3.0 on
+    (so on every arch gemmgen targets): the CUDA C++ Programming Guide's
+    table of technical specifications per compute capability. Both launchers
+    check every launch against them before launching anything."""
+
+    grid_x: int = 2**31 - 1
+    grid_yz: int = 65535
+    block_threads: int = 1024
+
+
+LIMITS = Limits()
+
+
+class ArgKind(enum.Enum):
+    ARRAY = "array"
+    VALUE = "value"
+
+
+@dataclass(frozen=True, slots=True)
+class StepArg:
+    """An argument of a launch step: an array by name (`workspace` is the
+    launcher's scratch) or a scalar expression (`gg_i32(m)`)."""
+
+    kind: ArgKind
+    name: str = ""  # the array
+    value: Expr | None = None  # the scalar
+
+    def __init__(self, kind: ArgKind | str, text: str | Expr) -> None:
+        kind = ArgKind(kind)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", text if kind is ArgKind.ARRAY else "")
+        object.__setattr__(self, "value", expr(text) if kind is ArgKind.VALUE else None)
+
+    @property
+    def py(self) -> str:
+        """The argument in the Python launch sequence: a name or an expression."""
+        if self.value is not None:
+            return self.value.py
+        return f'"{self.name}"'
+
+    @property
+    def cpp(self) -> str:
+        """The argument of the C++ launch: a field of the argument struct, or
+        an expression."""
+        if self.value is not None:
+            return self.value.cpp
+        return "static_cast<int*>(a.workspace)" if self.name == "workspace" else f"a.{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """A launch's grid: one expression per axis."""
+
+    x: Expr
+    y: Expr
+    z: Expr
+
+    def __post_init__(self) -> None:
+        for axis in ("x", "y", "z"):
+            object.__setattr__(self, axis, expr(getattr(self, axis)))
+
+    @property
+    def axes(self) -> tuple[Expr, Expr, Expr]:
+        return (self.x, self.y, self.z)
+
+    def eval(self, env: Mapping[str, int]) -> tuple[int, int, int]:
+        return (self.x.eval(env), self.y.eval(env), self.z.eval(env))
+
+    def __iter__(self):
+        return iter(self.axes)
+
+    def __getitem__(self, i: int) -> Expr:
+        return self.axes[i]
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    entry: str
+    grid: Grid
+    block: int  # threads per block (x; y and z are 1)
+    smem: int
+    args: tuple[StepArg, ...]
+    comment: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.grid, Grid):
+            object.__setattr__(self, "grid", Grid(*self.grid))
+
+    @property
+    def needs_attribute(self) -> bool:
+        return self.smem > DEFAULT_SMEM
+
+    @property
+    def cpp_comment(self) -> str:
+        return comment(f"{self.entry}: {self.comment}", 6)
+
+    def cpp_what(self, i: int) -> str:
+        return cpp_assign_string(f"out[{i}].what", self.comment, 6)
+
+    @property
+    def cpp_set_attribute(self) -> str:
+        args = [self.entry, "cudaFuncAttributeMaxDynamicSharedMemorySize", str(self.smem)]
+        call = "cudaFuncSetAttribute(" + ", ".join(args) + ");"
+        if len(" " * 6 + "err = " + call) > COLUMNS and len(" " * 10 + call) <= COLUMNS:
+            # clang-format breaks after "=" when the call then fits on a line.
+            return " " * 6 + "err =\n" + " " * 10 + call
+        return cpp_call("err = cudaFuncSetAttribute(", args, ");", 6)
+
+    def cpp_launch(self, i: int) -> str:
+        """The launch of step `i` of launch_<name>, with the sizes of `l[i]`,
+        at indent 6."""
+        config = [f"gg_grid(l[{i}])", f"gg_block(l[{i}])", f"l[{i}].smem", "stream"]
+        head = f"{self.entry}<<<{', '.join(config)}>>>("
+        if len(head) + 6 <= COLUMNS:
+            return cpp_call(head, list(self.cpp_args), ");", 6)
+        # A long entry name: clang-format breaks the launch configuration,
+        # aligned after "<<<" or, when that takes more lines, 4 columns in
+        # on the line after "<<<".
+        first = " " * 6 + f"{self.entry}<<<"
+        aligned = pack(first, config, ">>>(", len(first))
+        below_config = pack(" " * 10, config, ">>>(", 10) or one_per_line(config, ">>>(", 10)
+        broken = [first, *below_config]
+        lines = aligned if aligned is not None and len(aligned) <= len(broken) else broken
+        # The arguments: after ">>>(" (aligned there) or on lines of their
+        # own 4 columns in, whichever breaks fewer lines (aligned on a tie).
+        after = pack(lines[-1], list(self.cpp_args), ");", len(lines[-1]))
+        below = (pack(" " * 10, list(self.cpp_args), ");", 10)
+                 or one_per_line(list(self.cpp_args), ");", 10))
+        if after is not None and len(after) - 1 <= len(below):
+            return "\n".join(lines[:-1] + after)
+        lines += below
+        return "\n".join(lines)
+
+    def py_launch(self, indent: int) -> str:
+        """`Launch(...)` of this step, an item of a list (ends in ",")."""
+        parts: list[str | list[str]] = [
+            f'"{self.entry}"', [a.py for a in self.grid], [str(self.block), "1", "1"],
+            str(self.smem), list(self.py_args), f'"{self.comment}"']
+        items = [p if isinstance(p, str) else py_tuple(p) for p in parts]
+        pad = " " * indent
+        one = f"{pad}Launch({', '.join(items)}),"
+        if len(one) <= COLUMNS:
+            return one
+        body = f"{pad}    {', '.join(items)}"
+        if len(body) <= COLUMNS:
+            return f"{pad}Launch(\n{body}\n{pad}),"
+        lines = [f"{pad}Launch("]
+        for p, item in zip(parts, items):
+            if isinstance(p, list) and len(pad) + 5 + len(item) > COLUMNS:
+                lines.append(py_collection("(", p, "),", indent + 4))
+            else:
+                lines.append(f"{pad}    {item},")
+        return "\n".join([*lines, f"{pad}),"])
+
+    @property
+    def py_args(self) -> tuple[str, ...]:
+        return tuple(a.py for a in self.args)
+
+    @property
+    def cpp_args(self) -> tuple[str, ...]:
+        return tuple(a.cpp for a in self.args)
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """One tile of the LUT: when it applies and what it launches."""
+
+    index: int
+    when: Expr | None  # condition on the dims; None for the default
+    where: str  # spec position
+    label: str  # e.g. "128x128x32"
+    steps: tuple[Step, ...]
+    workspace_ints: Expr = ZERO
+
+    def __post_init__(self) -> None:
+        if isinstance(self.when, str):
+            object.__setattr__(self, "when", expr(self.when) if self.when else None)
+        object.__setattr__(self, "workspace_ints", expr(self.workspace_ints))
+
+    @property
+    def has_workspace(self) -> bool:
+        return self.workspace_ints != ZERO
+
+    def applies(self, env: Mapping[str, int]) -> bool:
+        return self.when is None or bool(self.when.eval(env))
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchPlan:
+    kernel: ir.Kernel
+    template: str  # the kind's .cu template
+    detail: object  # the kind's own plan, for its .cu template
+    spec_path: str
+    where: str
+    summary: str
+    spec_lines: tuple[str, ...]
+    archs: tuple[str, ...]
+    args: tuple[Arg, ...]  # contract order, then the outputs
+    bindings: tuple[Binding, ...]
+    derived: tuple[Derived, ...]  # computed from the dims
+    checks: tuple[Check, ...]
+    variants: tuple[Variant, ...]  # LUT rules, then the default
+    entries: tuple[str, ...]  # every extern "C" kernel of the .cu
+    empty: Expr  # when true, there is nothing to compute: launch nothing
+    # What pick_tile(m, n, k) gets.
+    lut_dims: tuple[Expr, Expr, Expr] = field(default=(Var("m"), Var("n"), Var("k")))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "derived", tuple(
+            d if isinstance(d, Derived) else Derived(d[0], expr(d[1])) for d in self.derived))
+        object.__setattr__(self, "empty", expr(self.empty))
+        object.__setattr__(self, "lut_dims", exprs(self.lut_dims))
+        assert self.variants and self.variants[-1].when is None, "the last variant is the default"
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def args_struct(self) -> str:
+        """The C++ argument struct: `gmm_bf16` -> `GmmBf16Args`."""
+        return args_struct(self.name)
+
+    @property
+    def dims(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(b.dim for b in self.bindings))
+
+    @property
+    def scalars(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.is_scalar)
+
+    @property
+    def arrays(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if not a.is_scalar)
+
+    @property
+    def outputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.is_output)
+
+    @property
+    def inputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if not a.is_output)
+
+    @property
+    def aligned(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.arrays if a.align > 1)
+
+    @property
+    def has_workspace(self) -> bool:
+        return any(v.has_workspace for v in self.variants)
+
+    @property
+    def rules(self) -> tuple[Variant, ...]:
+        return self.variants[:-1]
+
+    @property
+    def default(self) -> Variant:
+        return self.variants[-1]
+
+    @property
+    def max_smem(self) -> int:
+        return max((s.smem for v in self.variants for s in v.steps), default=0)
+
+    @property
+    def max_steps(self) -> int:
+        return max(len(v.steps) for v in self.variants)
+
+    @property
+    def limits(self) -> Limits:
+        return LIMITS
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name an expression may use."""
+        return self.dims + tuple(a.name for a in self.scalars) + tuple(d.name for d in self.derived)
+
+    # -- evaluation (gemmgen explain, tests) ---------------------------------
+
+    def env(self, dims: Mapping[str, int]) -> dict[str, int]:
+        """Every name of the plan's expressions for `dims` (the bound dims and
+        the scalars; a dim with a fallback may be left out), derived names
+        added."""
+        env = dict(dims)
+        for b in self.bindings:
+            if b.dim not in env and b.fallback is not None:
+                env[b.dim] = b.fallback.eval(env)
+        for d in self.derived:
+            env[d.name] = d.value.eval(env)
+        return env
+
+    def variant_for(self, env: Mapping[str, int]) -> Variant:
+        """The LUT's tile for these dims (what pick_tile returns)."""
+        lut = dict(zip(("m", "n", "k"), (e.eval(env) for e in self.lut_dims)))
+        return next(v for v in self.variants if v.applies(lut))
+
+    # -- text the launcher templates print -----------------------------------
+
+    @property
+    def py_params(self) -> str:
+        """The Python launcher's parameters in contract order."""
+        return ", ".join(f"{a.name}=None" if a.optional else a.name for a in self.inputs)
+
+    @property
+    def lut_cpp(self) -> str:
+        return ", ".join(e.cpp for e in self.lut_dims)
+
+    @property
+    def lut_py(self) -> str:
+        return ", ".join(e.py for e in self.lut_dims)
+
+    def dim_comment(self, dim: str) -> str:
+        """What a struct field whose dim has a fallback means, else ""."""
+        for b in self.bindings:
+            if b.dim == dim and b.fallback is not None:
+                return f"{b.arg}.shape[{b.axis}], or {b.fallback.py} without {b.arg}"
+        return ""
+
+    def py_unpack(self, *exprs: Expr) -> str:
+        """`m, k = (dims["m"], dims["k"])`: the names `exprs` use."""
+        used = frozenset().union(*(e.names() for e in exprs))
+        names = [d for d in self.names if d in used]
+        if not names:
+            return ""
+        if len(names) == 1:
+            return f'    {names[0]} = dims["{names[0]}"]'
+        return py_collection(", ".join(names) + " = (", [f'dims["{d}"]' for d in names], ")", 4)
+
+    @property
+    def py_unpack_outputs(self) -> str:
+        return self.py_unpack(*(s for a in self.outputs for s in a.shape))
+
+    @property
+    def py_unpack_workspace(self) -> str:
+        return self.py_unpack(*self.lut_dims, *(v.workspace_ints for v in self.variants))
+
+    @property
+    def py_unpack_sequence(self) -> str:
+        steps = [s for v in self.variants for s in v.steps]
+        return self.py_unpack(self.empty, *self.lut_dims, *(g for s in steps for g in s.grid),
+                              *(a.value for s in steps for a in s.args if a.value is not None))
+
+    @property
+    def py_dims(self) -> str:
+        return py_collection("dims = {", [f'"{d}": {d}' for d in self.names], "}", 4)
+
+    @property
+    def py_shape_message(self) -> str:
+        """`m={m}, n={n}` for a check's message."""
+        return ", ".join(f"{d}={{{d}}}" for d in self.names)
+
+    @property
+    def cpp_locals(self) -> tuple[str, ...]:
+        """The dims, scalars and derived names as locals of a C++ function."""
+        out = [f"[[maybe_unused]] const long long {d} = a.{d};" for d in self.dims]
+        out += [f"[[maybe_unused]] const long long {s.name} = a.{s.name};" for s in self.scalars]
+        out += [f"[[maybe_unused]] const long long {d.name} = {d.value.cpp};" for d in self.derived]
+        return tuple(out)
+
+    @property
+    def cpp_locals_used(self) -> tuple[str, ...]:
+        """The locals launch_<name> needs: those of its launches' arguments
+        and of the tile pick (the rest are in <name>_launches)."""
+        used = frozenset().union(*(e.names() for e in self.lut_dims),
+                                 *(a.value.names() for v in self.variants for s in v.steps
+                                   for a in s.args if a.value is not None))
+        need = set(used)
+        for d in reversed(self.derived):
+            if d.name in need:
+                need |= d.value.names()
+        out = [f"const long long {d} = a.{d};" for d in self.dims if d in need]
+        out += [f"const long long {s.name} = a.{s.name};" for s in self.scalars if s.name in need]
+        out += [f"const long long {d.name} = {d.value.cpp};" for d in self.derived
+                if d.name in need]
+        return tuple(out)
+
+    # -- C++ text -------------------------------------------------------------
+
+    @property
+    def summary_comment(self) -> str:
+        return comment(self.summary, 0, "//  ")
+
+    @property
+    def cpp_usage_comment(self) -> str:
+        n = self.name
+        return "\n".join([
+            comment(f"Compile {n}.cu with nvcc (it defines launch_{n}; gemmgen's CPU emulator "
+                    "compiles and runs it with g++) and include this header:"),
+            "//",
+            f"//   {self.args_struct} args;  // device pointers and dims, below",
+            f"//   const char* why = {n}_validate(args);",
+            "//   if (why != nullptr) { /* a bad call: nothing is launched */ }",
+            f"//   cudaError_t err = launch_{n}(args, stream);",
+            "//",
+            comment(f"launch_{n} validates first and returns cudaErrorInvalidValue without "
+                    f"launching anything when {n}_validate() objects (a bad shape, or a launch "
+                    "over CUDA's grid or block limits) or when a launch needs more dynamic "
+                    f"shared memory than the current device allows ({n}_launch_error() with "
+                    "the device's limit says why)."),
+        ])
+
+    def cpp_head(self, ret: str, suffix: str, params: Sequence[str]) -> str:
+        """The head of function `<name><suffix>` (suffix ends in "("), ") {"."""
+        return cpp_decl(f"{ret}{self.name}{suffix}", params, ") {")
+
+    @property
+    def cpp_launch_decl(self) -> str:
+        return cpp_decl(f"cudaError_t launch_{self.name}(",
+                        [f"const {self.args_struct}& args", "cudaStream_t stream"], ");")
+
+    @property
+    def cpp_launch_def(self) -> str:
+        return cpp_decl(f"cudaError_t launch_{self.name}(",
+                        [f"const {self.args_struct}& a", "cudaStream_t stream"], ") {")
+
+    @property
+    def cpp_fields(self) -> tuple[str, ...]:
+        """The argument struct's fields, each under its comment."""
+        out: list[str] = []
+        for a in self.arrays:
+            out += [comment(a.cpp_comment, 2), f"  {a.cpp_field}"]
+        for d in self.dims:
+            if why := self.dim_comment(d):
+                out.append(comment(why, 2))
+            out.append(f"  int {d} = 0;")
+        for a in self.scalars:
+            out += [comment(a.doc, 2), f"  {a.cpp_field}"]
+        if self.has_workspace:
+            out += [comment(f"{self.name}_workspace_bytes(*this) bytes, 16-byte aligned", 2),
+                    "  void* workspace = nullptr;"]
+        return tuple(out)
+
+    @property
+    def cpp_pick_tile_head(self) -> str:
+        used = frozenset().union(*(v.when.names() for v in self.rules if v.when is not None))
+        params = [("" if d in used else "[[maybe_unused]] ") + f"long long {d}"
+                  for d in ("m", "n", "k")]
+        return self.cpp_head("inline int ", "_pick_tile(", params)
+
+    @property
+    def cpp_pick_tile_body(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for v in self.rules:
+            assert v.when is not None
+            out += [comment(f"{v.label}, {v.where}", 2), f"  if ({v.when.cpp}) {{",
+                    f"    return {v.index};", "  }"]
+        out += [comment(f"{self.default.label}, default", 2), f"  return {self.default.index};"]
+        return tuple(out)
+
+    def cpp_message(self, message: str) -> str:
+        """`return "<name>: <message>";` at indent 4, split as clang-format would."""
+        return cpp_string("    return ", f"{self.name}: {message}", ";")
+
+    # -- Python text ----------------------------------------------------------
+
+    @property
+    def py_outputs(self) -> str:
+        return py_tuple([f'"{a.name}"' for a in self.outputs])
+
+    @property
+    def py_may_be_none(self) -> str:
+        return py_tuple([f'"{a.name}"' for a in self.arrays if a.may_be_none])
+
+    @property
+    def py_signature(self) -> str:
+        """`def <name>(inputs, *, outputs=None, stream=None):`."""
+        params = [f"{a.name}=None" if a.optional else a.name for a in self.inputs]
+        params += ["*"] + [f"{a.name}=None" for a in self.outputs] + ["stream=None"]
+        return py_call(f"def {self.name}(", params, "):", 0)
+
+    @property
+    def py_validate_signature(self) -> str:
+        params = ["*"] + [f"{a.name}=None" if a.optional else a.name for a in self.inputs]
+        params += [f"{a.name}=None" for a in self.outputs]
+        return py_call("def validate(", params, ") -> dict[str, int]:", 0)
+
+    @property
+    def py_validate_call(self) -> str:
+        return py_call("dims = validate(", [f"{a.name}={a.name}" for a in self.args], ")", 4)
+
+    def py_raise(self, message: str, indent: int) -> str:
+        """`raise ValueError(f"{NAME}: <message> (m={m}, ...)")`."""
+        text = f'f"{{NAME}}: {message} ({self.py_shape_message})"'
+        return py_call("raise ValueError(", [text], ")", indent)
+
+    def py_check(self, check: Check) -> str:
+        return py_call("if not (", [check.cond.py], "):", 4)
+
+    @property
+    def py_summary(self) -> str:
+        return textwrap.fill(self.summary, COLUMNS - 4, initial_indent="    ",
+                             subsequent_indent="    ", break_long_words=False,
+                             break_on_hyphens=False)
+
+
+
+def where(loc: ir.Loc) -> str:
+    return source_ref(loc)
+
+
+def cond_expr(conds: tuple[ir.Cond, ...]) -> Expr:
+    """A LUT rule's condition (`m <= 64 and n >= 128`)."""
+    terms = [Bin(_CMP_OF[c.cmp.value], var(c.dim), Lit(c.value)) for c in conds]
+    return all_of(*terms)
+
+
+_CMP_OF = {o.value: o for o in COMPARISONS}
+
+
+def array(name: str) -> StepArg:
+    return StepArg(ArgKind.ARRAY, name)
+
+
+def i32(e: Expr | str) -> StepArg:
+    return StepArg(ArgKind.VALUE, Call(Fn.I32, (expr(e),)))
+
+
+def i64(e: Expr | str) -> StepArg:
+    return StepArg(ArgKind.VALUE, Call(Fn.I64, (expr(e),)))
+
