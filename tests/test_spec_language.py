@@ -290,3 +290,10 @@ def test_mma_auto_on_the_shipped_specs_changes_no_generated_file():
         sync = validate(parse(blocks[0].replace("mma auto", "mma mma_sync"), rel),
                         stem=path.stem, diagnose=backends.diagnose)
         assert all(k.mma is ir.Mma.MMA_SYNC for k in sync.kernels)
+
+
+def test_docs_mma_example_resolves_as_documented():
+    spec = load(next(b for b in DOC_BLOCKS if "kernel moe_up {" in b))
+    up, scaled = spec.kernel("moe_up"), spec.kernel("moe_up_scaled")
+    assert [up.uses_wgmma(a) for a in ("sm_89", "sm_90a")] == [False, True]
+    assert not scaled.uses_wgmma("sm_90a") and "'per_channel'" in scaled.wgmma_obstacle()
