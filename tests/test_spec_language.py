@@ -189,6 +189,11 @@ def test_mma_sweeps_into_named_variants():
                 "\nmma wgmma | mma_sync\n}\n")
     assert [(k.name, k.mma) for k in spec.kernels] == [
         ("mm_mma_wgmma", ir.Mma.WGMMA), ("mm_mma_mma_sync", ir.Mma.MMA_SYNC)]
+    from gemmgen.describe import describe_kernel
+
+    assert [describe_kernel(k).rsplit(" stages 2 ", 1)[1] for k in spec.kernels] == [
+        "mma wgmma [cuda]", "mma mma_sync [cuda]"]
+    assert "mma" not in describe_kernel(mma_kernel(BF16_NK))
 
 
 # Kernels the Hopper body runs (bf16/f16 x the same type, dense or grouped,
