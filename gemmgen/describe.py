@@ -52,6 +52,8 @@ def describe_kernel(k: ir.Kernel) -> str:
     if k.static_n or k.static_k:
         parts.append("dims" + (f" n={k.static_n}" if k.static_n else "") +
                      (f" k={k.static_k}" if k.static_k else ""))
+    if k.mma is not ir.Mma.AUTO:  # auto, the default, goes unsaid
+        parts.append(f"mma {k.mma.value}")
     parts.append("[" + ", ".join(b.value for b in k.backends) + "]")
     return " ".join(parts)
 

@@ -307,6 +307,20 @@ CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
 TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v7x")
 
 
+class Mma(enum.Enum):
+    """Which tensor-core instruction a CUDA tile kernel is built on
+    (docs/spec.md, "The mma field")."""
+
+    AUTO = "auto"  # wgmma on sm_90a where the kernel qualifies, else mma.sync
+    WGMMA = "wgmma"  # the Hopper body (gg_gemm_sm90.cuh) on every declared arch
+    MMA_SYNC = "mma_sync"  # the mma.sync + ldmatrix + cp.async body everywhere
+
+
+# The archs with wgmma: it is an sm_90a instruction (PTX ISA), absent on
+# sm_90 without the `a` and on sm_100a.
+WGMMA_ARCHS = ("sm_90a",)
+
+
 def arch_number(arch: str) -> int:
     """`sm_90a` -> 90."""
     return int(arch[3:].rstrip("af"))
@@ -346,6 +360,7 @@ class Kernel:
     static_n: int | None = None
     static_k: int | None = None
     backends: tuple[Backend, ...] = ()
+    mma: Mma = Mma.AUTO  # CUDA tile kernels: wgmma, mma.sync or auto
     # Fields that were swept to produce this variant, for `gemmgen list`.
     variant_of: str | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
@@ -374,6 +389,49 @@ class Kernel:
             if all(c.test(m, n, k) for c in rule.conds):
                 return rule.tile
         return self.tile
+
+    def wgmma_obstacle(self) -> str | None:
+        """Why the Hopper body (gg_gemm_sm90.cuh) cannot run this kernel,
+        as a phrase for a diagnostic; None when it can (on sm_90a).
+
+        The body's `qualifies<C>()` in C++ states the same conditions on a
+        Config: lhs and rhs of one 16-bit type, no scales, no silu_mul. The
+        rest follow from what it is: a tile GEMM for dense and grouped, fed
+        by TMA, whose global strides must be multiples of 16 bytes.
+        """
+        if self.op not in (Op.DENSE, Op.GROUPED):
+            return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
+        if self.algorithm is not Algorithm.TILE:
+            return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
+        rhs = self.rhs_operand
+        if self.lhs.dtype not in (DType.BF16, DType.F16) or rhs.dtype is not self.lhs.dtype:
+            return (f"it takes lhs and rhs of one 16-bit type (bf16 or f16), not lhs "
+                    f"'{self.lhs.dtype.value}' x rhs '{rhs.dtype.value}'")
+        for scale, side in ((self.lhs_scale, "lhs_scale"), (self.rhs_scale, "rhs_scale")):
+            if scale.enabled:
+                return f"it applies no scales, and {side} is '{scale.mode.value}'"
+        if self.epilogue.activation is Activation.SILU_MUL:
+            return "its epilogue has no silu_mul (the paired columns need two B tiles)"
+        if self.static_k is not None and self.static_k % 8:
+            return (f"its TMA rows must be multiples of 16 bytes (k % 8 == 0), but "
+                    f"dims k={self.static_k}")
+        if rhs.layout is Layout.KN and self.static_n is not None and self.static_n % 8:
+            return (f"its TMA rows of rhs [k, n] must be multiples of 16 bytes "
+                    f"(n % 8 == 0), but dims n={self.static_n}")
+        return None
+
+    def uses_wgmma(self, arch: str) -> bool:
+        """Whether the CUDA kernel for `arch` is the Hopper (wgmma) body
+        (the backend asks for each arch of the spec's cuda target).
+
+        `mma_sync`: never. `wgmma`: on sm_90a (validation rejects any other
+        arch and any kernel that does not qualify). `auto`: on sm_90a when
+        the kernel qualifies (`wgmma_obstacle()` is None); every other arch,
+        and a kernel that does not qualify, gets the mma.sync body.
+        """
+        if Backend.CUDA not in self.backends or self.mma is Mma.MMA_SYNC:
+            return False
+        return arch in WGMMA_ARCHS and self.wgmma_obstacle() is None
 
     @property
     def out_n_divisor(self) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gemmgen import ir
+from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
 from gemmgen.validate import identifier_problem, validate
 
@@ -153,3 +154,151 @@ def test_a_one_line_block_is_one_error_and_recovery_moves_on():
     where = [(d.loc.line, d.loc.col) for d in e.value.diagnostics]
     assert len(where) == len(set(where)) == 4, [d.message for d in e.value.diagnostics]
     assert [line for line, _ in where] == [1, 2, 5, 7]
+
+
+# -- mma: which tensor-core instruction a CUDA tile kernel is built on --------
+
+MMA_TARGETS = """
+target cuda {
+  archs ARCHS
+}
+
+target pallas_tpu {
+  tpu v5e
+}
+"""
+
+
+def mma_kernel(body: str, archs: str = "sm_90a") -> ir.Kernel:
+    (k,) = load(MMA_TARGETS.replace("ARCHS", archs) + "kernel mm {\n" + body + "\n}\n").kernels
+    return k
+
+
+BF16_NK = "op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nbackends cuda"
+
+
+def test_mma_defaults_to_auto_and_reads_each_value():
+    assert mma_kernel(BF16_NK).mma is ir.Mma.AUTO
+    for word, mma in (("auto", ir.Mma.AUTO), ("wgmma", ir.Mma.WGMMA),
+                      ("mma_sync", ir.Mma.MMA_SYNC)):
+        assert mma_kernel(BF16_NK + f"\nmma {word}").mma is mma
+
+
+def test_mma_sweeps_into_named_variants():
+    spec = load(MMA_TARGETS.replace("ARCHS", "sm_90a") + "kernel mm {\n" + BF16_NK +
+                "\nmma wgmma | mma_sync\n}\n")
+    assert [(k.name, k.mma) for k in spec.kernels] == [
+        ("mm_mma_wgmma", ir.Mma.WGMMA), ("mm_mma_mma_sync", ir.Mma.MMA_SYNC)]
+    from gemmgen.describe import describe_kernel
+
+    assert [describe_kernel(k).rsplit(" stages 2 ", 1)[1] for k in spec.kernels] == [
+        "mma wgmma [cuda]", "mma mma_sync [cuda]"]
+    assert "mma" not in describe_kernel(mma_kernel(BF16_NK))
+
+
+# Kernels the Hopper body runs (bf16/f16 x the same type, dense or grouped,
+# both rhs layouts, any out, bias, alpha, an activation other than silu_mul),
+# and kernels it does not run, each with the word its obstacle names.
+QUALIFY = (
+    "op dense\nlhs bf16 [m, k]\nrhs bf16 [k, n]\nout f32\nbackends cuda",
+    "op grouped\nlhs f16 [m, k]\nrhs f16 [g, n, k]\nout f16\nbias f32 [n]\n"
+    "epilogue gelu alpha=2\nbackends cuda",
+    "op grouped\nlhs bf16 [m, k]\nrhs bf16 [g, k, n]\nout bf16\nbias bf16 [g, 1, n]\n"
+    "dims n=4096 k=1024\nbackends cuda",
+    "op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout f32\ndims n=4099 k=8\nbackends cuda",
+)
+DO_NOT_QUALIFY = (
+    ("op tgmm\nlhs bf16 [m, k]\nrhs bf16 [m, n]\nout f32\nbackends cuda", "'tgmm'"),
+    ("op quantize\nlhs bf16 [m, k]\nout e4m3\nout_scale per_token_group k=128\n"
+     "backends cuda", "'quantize'"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nalgorithm gemv_batched\nmax_m 8\n"
+     "backends cuda", "'gemv_batched'"),
+    ("op dense\nlhs f32 [m, k]\nrhs f32 [k, n]\nout f32\nbackends cuda", "'f32'"),
+    ("op dense\nlhs bf16 [m, k]\nrhs f16 [k, n]\nout f32\nbackends cuda", "'f16'"),
+    ("op dense\nlhs bf16 [m, k]\nrhs fp4 packed [n, k]\nout bf16\n"
+     "rhs_scale block n=1 k=128 e8m0\nbackends cuda", "'fp4'"),
+    ("op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, n, k]\nout bf16\nbackends cuda", "'e4m3'"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nrhs_scale per_channel\n"
+     "backends cuda", "'per_channel'"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nlhs_scale per_tensor\n"
+     "backends cuda", "'per_tensor'"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nepilogue silu_mul\n"
+     "backends cuda", "silu_mul"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\ndims k=4\nbackends cuda", "k=4"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [k, n]\nout bf16\ndims n=12\nbackends cuda", "n=12"),
+)
+
+
+@pytest.mark.parametrize("body", QUALIFY)
+def test_auto_picks_wgmma_on_sm90a_only(body):
+    k = mma_kernel(body, "sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120")
+    assert k.wgmma_obstacle() is None
+    assert [a for a in ir.CUDA_ARCHS if k.uses_wgmma(a)] == ["sm_90a"]
+    forced = mma_kernel(body + "\nmma wgmma")
+    assert forced.uses_wgmma("sm_90a")
+    for sync in (mma_kernel(body + "\nmma mma_sync"),
+                 mma_kernel(body + "\nmma mma_sync", "sm_89 sm_90a")):
+        assert not any(sync.uses_wgmma(a) for a in ir.CUDA_ARCHS)
+
+
+@pytest.mark.parametrize("body,named", DO_NOT_QUALIFY)
+def test_auto_keeps_mma_sync_where_the_hopper_body_cannot_run(body, named):
+    k = mma_kernel(body)
+    why = k.wgmma_obstacle()
+    assert why is not None and named in why
+    assert not any(k.uses_wgmma(a) for a in ir.CUDA_ARCHS)
+    with pytest.raises(SpecError) as e:
+        mma_kernel(body + "\nmma wgmma")
+    (d,) = e.value.diagnostics
+    assert (d.loc.line, d.loc.col) == (body.count("\n") + 11, 1)
+    assert "'mma wgmma' cannot run this kernel on the Hopper body" in d.message
+    assert named in d.message
+
+
+def test_wgmma_needs_sm90a_on_every_arch_and_a_cuda_backend():
+    for archs, bad in (("sm_89", ["sm_89"]), ("sm_90", ["sm_90"]), ("sm_100a", ["sm_100a"]),
+                       ("sm_80 sm_90a sm_120", ["sm_80", "sm_120"])):
+        with pytest.raises(SpecError) as e:
+            mma_kernel(BF16_NK + "\nmma wgmma", archs)
+        got = sorted(d.message for d in e.value.diagnostics)
+        assert got == sorted(f"kernel 'mm': 'mma wgmma' needs sm_90a, but target cuda declares "
+                             f"'{a}' (wgmma is an sm_90a instruction); drop the arch or write "
+                             "'mma auto', which uses mma.sync there" for a in bad)
+        assert all(d.loc.line == 15 for d in e.value.diagnostics)
+        # auto compiles mma.sync for those archs instead; mma_sync never fails.
+        for word in ("auto", "mma_sync"):
+            k = mma_kernel(BF16_NK + f"\nmma {word}", archs)
+            assert [a for a in archs.split() if k.uses_wgmma(a)] == \
+                (["sm_90a"] if "sm_90a" in archs.split() and word == "auto" else [])
+    tpu = BF16_NK.replace("backends cuda", "backends pallas_tpu")
+    with pytest.raises(SpecError, match="'mma wgmma' is a CUDA choice"):
+        mma_kernel(tpu + "\nmma wgmma")
+    k = mma_kernel(tpu)
+    assert k.wgmma_obstacle() is None and not k.uses_wgmma("sm_90a")
+
+
+def test_mma_auto_on_the_shipped_specs_changes_no_generated_file():
+    """`auto` is the default: writing it into every kernel of specs/*.gemm
+    renders byte-identical files, and `mma_sync` is accepted there too."""
+    from gemmgen import backends
+
+    for path in sorted((ROOT / "specs").glob("*.gemm")):
+        text = path.read_text()
+        rel = path.relative_to(ROOT).as_posix()
+        base = backends.render(validate(parse(text, rel), stem=path.stem,
+                                        diagnose=backends.diagnose))
+        blocks = re.subn(r"(?m)^(kernel \w+ \{)$", r"\1\n  mma auto", text)
+        assert blocks[1] >= 2
+        spec = validate(parse(blocks[0], rel), stem=path.stem, diagnose=backends.diagnose)
+        assert all(k.mma is ir.Mma.AUTO for k in spec.kernels)
+        assert backends.render(spec) == base
+        sync = validate(parse(blocks[0].replace("mma auto", "mma mma_sync"), rel),
+                        stem=path.stem, diagnose=backends.diagnose)
+        assert all(k.mma is ir.Mma.MMA_SYNC for k in sync.kernels)
+
+
+def test_docs_mma_example_resolves_as_documented():
+    spec = load(next(b for b in DOC_BLOCKS if "kernel moe_up {" in b))
+    up, scaled = spec.kernel("moe_up"), spec.kernel("moe_up_scaled")
+    assert [up.uses_wgmma(a) for a in ("sm_89", "sm_90a")] == [False, True]
+    assert not scaled.uses_wgmma("sm_90a") and "'per_channel'" in scaled.wgmma_obstacle()

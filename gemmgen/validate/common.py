@@ -21,11 +21,11 @@ DTYPE_WORDS = {d.value: d for d in DType} | {
 KERNEL_FIELDS = (
     "op", "lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
     "bias", "epilogue", "tile", "tile_rule", "warp_tile", "stages", "threads",
-    "algorithm", "max_m", "dims", "backends",
+    "algorithm", "max_m", "dims", "backends", "mma",
 )
 REPEATABLE = {"tile_rule", "when"}
 SWEEPABLE = {"lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
-             "bias", "epilogue", "tile", "warp_tile", "stages", "threads"}
+             "bias", "epilogue", "tile", "warp_tile", "stages", "threads", "mma"}
 TARGET_FIELDS = {Backend.CUDA: ("archs",), Backend.PALLAS_TPU: ("tpu",)}
 BLOCK_KINDS = ("kernel", "target", "defaults", "dispatch")
 

@@ -11,7 +11,7 @@ from gemmgen import ir
 from gemmgen.diagnostics import one_of, suggest
 from gemmgen.ir import (
     Activation, Algorithm, Backend, Bias, BiasMode, Cmp, Cond, DType, Epilogue,
-    Layout, Loc, Op, Operand, Scale, ScaleMode, Tile, TileRule,
+    Layout, Loc, Mma, Op, Operand, Scale, ScaleMode, Tile, TileRule,
 )
 from gemmgen.parse import Alt, Atom, Field
 from gemmgen.validate import rules as semantic_rules
@@ -163,6 +163,10 @@ class KernelReader:
         static_n = self.positive_int(static["n"], "dims n") if "n" in static else None
         static_k = self.positive_int(static["k"], "dims k") if "k" in static else None
         backends = self.backends()
+        mma = Mma.AUTO
+        if a := self.only_atom("mma"):
+            w = self.word(a, [x.value for x in Mma], "mma")
+            mma = Mma(w) if w else Mma.AUTO
 
         if lhs is None or out is None or acc is None or tile is None or (
                 op is not Op.QUANTIZE and rhs is None):
@@ -173,7 +177,7 @@ class KernelReader:
             out_scale=out_scale or ir.NO_SCALE, bias=bias or Bias(), epilogue=epilogue or Epilogue(),
             tile=tile, tile_rules=rules, warp_tile=warp, stages=stages or 2, threads=threads,
             algorithm=algorithm, max_m=max_m, static_n=static_n, static_k=static_k,
-            backends=backends, loc=self.name_loc,
+            backends=backends, mma=mma, loc=self.name_loc,
         )
         if len(self.c.diags) > n_errors:
             return None

@@ -135,6 +135,28 @@ def arch_features(r: KernelReader, k: ir.Kernel) -> None:
                       "a bf16 lhs (W8A16)")
 
 
+def mma_choice(r: KernelReader, k: ir.Kernel) -> None:
+    """`mma wgmma` needs sm_90a on every declared CUDA arch and a kernel the
+    Hopper body runs (`ir.Kernel.wgmma_obstacle`); `auto` and `mma_sync`
+    always have a body to use."""
+    if k.mma is not ir.Mma.WGMMA:
+        return
+    loc = r.field_loc("mma")
+    cuda = r.targets.get(Backend.CUDA)
+    if cuda is None or Backend.CUDA not in k.backends:
+        r.err(loc, "'mma wgmma' is a CUDA choice, but the kernel has no cuda backend", 3)
+        return
+    for arch in cuda.cuda_archs:
+        if arch not in ir.WGMMA_ARCHS:
+            r.err(loc, f"'mma wgmma' needs sm_90a, but target cuda declares '{arch}' "
+                  "(wgmma is an sm_90a instruction); drop the arch or write 'mma auto', "
+                  "which uses mma.sync there", 3)
+    why = k.wgmma_obstacle()
+    if why is not None:
+        r.err(loc, f"'mma wgmma' cannot run this kernel on the Hopper body: {why}; "
+              "write 'mma auto' or 'mma mma_sync'", 3)
+
+
 def warp_layout(r: KernelReader, k: ir.Kernel) -> None:
     """warp_tile divides the block tile, and threads match the warp count.
     (tgmm's output block is k x n; its backend checks its own warp tile.)"""
@@ -152,7 +174,7 @@ def warp_layout(r: KernelReader, k: ir.Kernel) -> None:
 
 RULES: tuple[Rule, ...] = (
     quantize_fields, operand_types, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
-    static_dims, algorithms, arch_features, warp_layout,
+    static_dims, algorithms, arch_features, mma_choice, warp_layout,
 )
 
 
@@ -161,6 +183,7 @@ def check(r: KernelReader, k: ir.Kernel) -> None:
     or epilogue for the others to check)."""
     quantize_fields(r, k)
     if k.op is Op.QUANTIZE:
+        mma_choice(r, k)
         return
     for rule in RULES[1:]:
         rule(r, k)
