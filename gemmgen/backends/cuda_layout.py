@@ -9,6 +9,7 @@ formatter).
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ def py_tuple(items: Sequence[str]) -> str:
     return "(" + ", ".join(items) + ")"
 
 
+@functools.lru_cache(maxsize=4096)  # the same comments recur in every kernel
 def comment(text: str, indent: int = 0, mark: str = "//") -> str:
     """`text` as comment lines of at most COLUMNS columns."""
     pad = " " * indent
