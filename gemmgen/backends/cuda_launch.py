@@ -148,11 +148,7 @@ class Step:
     @property
     def cpp_set_attribute(self) -> str:
         args = [self.entry, "cudaFuncAttributeMaxDynamicSharedMemorySize", str(self.smem)]
-        call = "cudaFuncSetAttribute(" + ", ".join(args) + ");"
-        if len(" " * 6 + "err = " + call) > COLUMNS and len(" " * 10 + call) <= COLUMNS:
-            # clang-format breaks after "=" when the call then fits on a line.
-            return " " * 6 + "err =\n" + " " * 10 + call
-        return cpp_call("err = cudaFuncSetAttribute(", args, ");", 6)
+        return cpp_call("cudaFuncSetAttribute(", args, ");", 6, lhs="err")
 
     def cpp_launch(self, i: int) -> str:
         """The launch of step `i` of launch_<name>, with the sizes of `l[i]`,

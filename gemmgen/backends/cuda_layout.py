@@ -70,12 +70,20 @@ def cpp_decl(head: str, params: Sequence[str], tail: str, indent: int = 0) -> st
     return "\n".join([pad + head, *broken])
 
 
-def cpp_call(head: str, args: Sequence[str], tail: str, indent: int) -> str:
-    """A call statement `head(args tail` as clang-format lays it out: one
-    line; else the layout with fewer lines of (a) the arguments aligned after
-    "(" and (b) a break after "(" and the arguments 4 columns in (a on a
-    tie)."""
+def cpp_call(head: str, args: Sequence[str], tail: str, indent: int, *, lhs: str = "") -> str:
+    """A call statement `head(args tail` (assigned to `lhs` when given) as
+    clang-format lays it out: one line; else, for an assignment whose call
+    then fits on one line, a break after "="; else the layout with fewer
+    lines of (a) the arguments aligned after "(" and (b) a break after "("
+    and the arguments 4 columns in (a on a tie)."""
     pad = " " * indent
+    call = head + ", ".join(args) + tail
+    if lhs:
+        if len(pad + lhs + " = " + call) <= COLUMNS:
+            return pad + lhs + " = " + call
+        if len(pad + "    " + call) <= COLUMNS:
+            return pad + lhs + " =\n" + pad + "    " + call
+        head = lhs + " = " + head
     one = pad + head + ", ".join(args) + tail
     if len(one) <= COLUMNS:
         return one
