@@ -13,6 +13,7 @@ import math
 import jinja2
 
 from gemmgen.cache import usable_subdir
+from gemmgen.templates import TEMPLATE_DIR
 
 GENERATED_MARK = "DO NOT EDIT."
 
@@ -56,7 +57,7 @@ def _cfloat(value: float) -> str:
 def environment() -> jinja2.Environment:
     folder = usable_subdir("jinja")  # compiled templates, checked against their source
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("gemmgen", "templates"),
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         bytecode_cache=jinja2.FileSystemBytecodeCache(str(folder)) if folder else None,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
