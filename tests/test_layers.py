@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The IR and pure data and functions over it: no I/O, nothing from above.
     ("ir", ("gemmgen", "gemmgen.ir", "gemmgen.archs", "gemmgen.diagnostics", "gemmgen.names",
             "gemmgen.reserved", "gemmgen.numerics", "gemmgen.describe", "gemmgen.cache",
-            "gemmgen.runtime")),
+            "gemmgen.runtime", "gemmgen.templates")),
     # Spec text -> IR.
     ("parse/validate", ("gemmgen.parse", "gemmgen.validate", "gemmgen.validate.*")),
     # IR -> {path: text}: pure, no toolchain, no harness, no JAX or NumPy.
@@ -69,6 +69,8 @@ def _module_name(path: Path) -> str:
 
 
 MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+# The templates are the package gemmgen.templates installed from templates/.
+MODULES["gemmgen.templates"] = REPO / "templates" / "__init__.py"
 
 
 def _layer_of(module: str) -> int | None:
