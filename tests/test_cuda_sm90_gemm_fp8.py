@@ -147,7 +147,7 @@ PLANTED = {
     "add_before_wait": (
         [(WAIT_THEN_RELEASE, "gg::wgmma_wait_group<1>();\n    gg::wgmma_fence_operand(part);\n"
                              "    gg::mbarrier_arrive(&s.empty[st]);")],
-        r"wgmma|accumulator",
+        r"an accumulator was read before wgmma.wait_group retired its wgmma",
     ),
 }
 
