@@ -127,6 +127,78 @@ def test_grouped_e4m3(module, m, n, k, sizes, group_offset, g, existing, grid):
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=2**-7, atol=1e-6)
 
 
+def block_product(a, b, ls, rs):
+    """sum over K blocks of 128: (a_kb @ b_kb^T) * ls[:, kb] * rs[col // 128, kb]."""
+    m, k = a.shape
+    n = b.shape[0]
+    out = np.zeros((m, n))
+    for kb in range(-(-k // 128)):
+        part = product(a[:, 128 * kb:128 * (kb + 1)], b[:, 128 * kb:128 * (kb + 1)])
+        out += part * ls[:, kb][:, None] * np.repeat(rs[:, kb], 128)[:n][None, :]
+    return out
+
+
+@pytest.mark.parametrize("m,n,k,grid", [(1, 128, 128, 1), (130, 200, 400, 2),
+                                        pytest.param(257, 136, 272, 3, marks=pytest.mark.slow)])
+def test_block_scaled_f32(module, m, n, k, grid):
+    """DeepSeek-style W8A8: 1 x 128 activation scales, 128 x 128 weight
+    scales, k ragged (the last K block is partial)."""
+    rng = np.random.default_rng(m + k)
+    a, b = fp8(rng, (m, k), E4M3), fp8(rng, (n, k), E4M3)
+    kb, nb = -(-k // 128), -(-n // 128)
+    ls = rng.uniform(0.01, 1.0, (m, kb)).astype(np.float32)
+    rs = rng.uniform(0.001, 0.1, (nb, kb)).astype(np.float32)
+    out = run(module, "block", [m, n, k, grid], a=a, b=b, lhs_scale=ls, rhs_scale=rs)
+    out = np.frombuffer(out, BF16).reshape(m, n).astype(np.float64)
+    expected = block_product(a, b, ls.astype(np.float64), rs.astype(np.float64))
+    bound = block_product(np.abs(a.astype(np.float64)).astype(np.float64),
+                          np.abs(b.astype(np.float64)), ls.astype(np.float64),
+                          rs.astype(np.float64))
+    np.testing.assert_array_less(np.abs(out - expected), 2**-8 * np.abs(expected) + 1e-6 * bound
+                                 + 1e-30)
+
+
+def test_block_scaled_e8m0_exact_when_products_leave_f32(module):
+    """e8m0 scales whose products lie below f32's normal range for some rows
+    (2^-125 x 2^-9): the threads holding those rows take the exact path
+    (each partial sum scaled by gg::mul_scales_out_of_line), the others the
+    fast one; both must give the reference."""
+    m, n, k = 130, 136, 272
+    rng = np.random.default_rng(7)
+    a, b = fp8(rng, (m, k), E4M3), fp8(rng, (n, k), E4M3)
+    kb, nb = 3, 2
+    lsb = rng.choice(np.array([2, 3, 120, 130], np.uint8), (m, kb))
+    rsb = rng.choice(np.array([118, 125, 136], np.uint8), (nb, kb))
+    out = run(module, "block_e8m0", [m, n, k, 2], a=a, b=b, lhs_scale=lsb, rhs_scale=rsb)
+    out = np.frombuffer(out, BF16).reshape(m, n).astype(np.float64)
+    ls, rs = np.exp2(lsb.astype(np.float64) - 127), np.exp2(rsb.astype(np.float64) - 127)
+    expected = block_product(a, b, ls, rs)
+    # bf16 rounding; results below 2^-126 may flush (docs/semantics.md).
+    np.testing.assert_array_less(np.abs(out - expected), 2**-8 * np.abs(expected) + 2.0**-125)
+    assert np.count_nonzero(lsb < 10) > 0 and np.count_nonzero(np.abs(out) > 0) > m * n // 2
+
+
+def test_block_scaled_grouped_shard(module):
+    m, n, k, g = 260, 128, 256, 2
+    sizes, group_offset = [60, 100, 0, 100], 1
+    rng = np.random.default_rng(21)
+    a, b = fp8(rng, (m, k), E4M3), fp8(rng, (g, n, k), E4M3)
+    ls = rng.uniform(0.01, 1.0, (m, 2)).astype(np.float32)
+    rs = rng.uniform(0.001, 0.1, (g, 1, 2)).astype(np.float32)
+    before = rng.standard_normal((m, n)).astype(BF16)
+    dims = [m, n, k, 2, g, len(sizes), group_offset, 1]
+    out = run(module, "block_grouped", dims, a=a, b=b, lhs_scale=ls, rhs_scale=rs,
+              group_sizes=np.array(sizes, np.int32), existing=before)
+    out = np.frombuffer(out, BF16).reshape(m, n).astype(np.float64)
+    expected = before.astype(np.float64)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for gl in range(g):
+        lo, hi = starts[group_offset + gl], starts[group_offset + gl + 1]
+        expected[lo:hi] = block_product(a[lo:hi], b[gl], ls[lo:hi].astype(np.float64),
+                                        rs[gl].astype(np.float64))
+    np.testing.assert_allclose(out, expected, rtol=2**-7, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------
 # Planted bugs in the FP8 promotion of the body (the copy mechanism of
 # tests/test_cuda_sm90_gemm.py: one edit that must match exactly once, the
@@ -183,7 +255,8 @@ needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not in
 needs_cuobjdump = pytest.mark.skipif(
     nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed"
 )
-GEMMS = ["sm90_fp8_token_channel", "sm90_fp8_e5m2_e8m0", "sm90_fp8_grouped"]
+GEMMS = ["sm90_fp8_token_channel", "sm90_fp8_e5m2_e8m0", "sm90_fp8_grouped", "sm90_fp8_block",
+         "sm90_fp8_block_e8m0", "sm90_fp8_block_grouped"]
 
 
 @needs_nvcc

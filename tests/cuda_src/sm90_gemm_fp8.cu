@@ -36,7 +36,7 @@ using gg::gemm::Format;
 using gg::gemm::ScaleMode;
 
 template <class M, Format F, class O, ScaleMode LS, Format LF, ScaleMode RS, Format RF, Bias B,
-          class BiasT, Activation A>
+          class BiasT, Activation A, int kBlock = 0>
 struct Cfg {
   using lhs_t = M;
   using rhs_t = M;
@@ -51,13 +51,13 @@ struct Cfg {
   static constexpr BFeed kBFeed = BFeed::kLdmatrix;
   static constexpr ScaleMode kLhsScale = LS;
   static constexpr Format kLhsScaleFormat = LF;
-  static constexpr int kLhsScaleBlockK = 0;
+  static constexpr int kLhsScaleBlockK = LS == ScaleMode::kPerTokenGroup ? kBlock : 0;
   static constexpr ScaleMode kRhsScale = RS;
   static constexpr Format kRhsScaleFormat = RF;
-  static constexpr int kRhsScaleBlockN = 0;
-  static constexpr int kRhsScaleBlockK = 0;
+  static constexpr int kRhsScaleBlockN = RS == ScaleMode::kBlock ? kBlock : 0;
+  static constexpr int kRhsScaleBlockK = RS == ScaleMode::kBlock ? kBlock : 0;
   static constexpr bool kFoldScales = false;
-  static constexpr int kScaleBlockK = 0;
+  static constexpr int kScaleBlockK = kBlock;
   static constexpr Bias kBias = B;
   static constexpr Activation kActivation = A;
   static constexpr bool kHasAlpha = false;
@@ -89,6 +89,15 @@ using TE5 = Tile<Cfg<E5, Format::kE5M2, float, ScaleMode::kPerTensor, Format::kF
                  64, 6>;
 // Grouped e4m3 [g, n, k], per-token f32 x per-channel f32 [g, n] -> bf16.
 using TGrp = TTok;
+// DeepSeek-style block-scaled W8A8: e4m3, 1 x 128 lhs groups and 128 x 128
+// rhs blocks, f32 (TBlk) or e8m0 (TBlkE8) scales, promoted each K tile -> bf16.
+using TBlk = Tile<Cfg<E4, Format::kE4M3, BF, ScaleMode::kPerTokenGroup, Format::kF32,
+                      ScaleMode::kBlock, Format::kF32, Bias::kNone, void, Activation::kNone, 128>,
+                  128, 4>;
+using TBlkE8 =
+    Tile<Cfg<E4, Format::kE4M3, BF, ScaleMode::kPerTokenGroup, Format::kE8M0, ScaleMode::kBlock,
+             Format::kE8M0, Bias::kNone, void, Activation::kNone, 128>,
+         128, 4>;
 
 static_assert(body::runs<TTok>() && !body::qualifies<TTok>(),
               "FP8 runs on the body; the generator does not route it yet");
@@ -120,6 +129,29 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                                 workspace, m, n, k, num_groups, group_offset);
 }
 
+extern "C" __global__ void __launch_bounds__(384, 1)
+    sm90_fp8_block(const __grid_constant__ CUtensorMap map_a,
+                   const __grid_constant__ CUtensorMap map_b, const float* lhs_scale,
+                   const float* rhs_scale, BF* out, int m, int n, int k) {
+  body::dense<TBlk>(gg_smem, &map_a, &map_b, lhs_scale, rhs_scale, nullptr, out, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    sm90_fp8_block_e8m0(const __grid_constant__ CUtensorMap map_a,
+                        const __grid_constant__ CUtensorMap map_b, const unsigned char* lhs_scale,
+                        const unsigned char* rhs_scale, BF* out, int m, int n, int k) {
+  body::dense<TBlkE8>(gg_smem, &map_a, &map_b, lhs_scale, rhs_scale, nullptr, out, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    sm90_fp8_block_grouped(const __grid_constant__ CUtensorMap map_a,
+                           const __grid_constant__ CUtensorMap map_b, const float* lhs_scale,
+                           const float* rhs_scale, BF* out, const int* workspace, int m, int n,
+                           int k, int num_groups, int group_offset) {
+  body::grouped<TBlk>(gg_smem, &map_a, &map_b, lhs_scale, rhs_scale, nullptr, out, workspace, m,
+                      n, k, num_groups, group_offset);
+}
+
 extern "C" __global__ void sm90_fp8_fill_bf16(BF* out, const BF* existing, long long total) {
   gg::gemm::fill(out, existing, total);
 }
@@ -130,7 +162,7 @@ extern "C" __global__ void sm90_fp8_worklist(const int* group_sizes, int num_gro
 
 // ---------------------------------------------------------------------------
 // The host program (emulator): inputs "case" (token_channel, e5m2_e8m0,
-// grouped), "dims" (ints: m, n, k, grid, then for grouped g, num_groups,
+// grouped, block, block_e8m0, block_grouped), "dims" (ints: m, n, k, grid, then for grouped g, num_groups,
 // group_offset, has_existing), "a", "b", "lhs_scale", "rhs_scale", "bias",
 // "group_sizes", "existing"; output "out".
 #if !defined(__CUDACC__)
@@ -196,7 +228,7 @@ extern "C" int gg_emu_host_main(void) {
   std::vector<int> d(dims_raw.size() / 4);
   std::memcpy(d.data(), dims_raw.data(), d.size() * 4);
   const int m = d[0], n = d[1], k = d[2], grid = d[3];
-  const bool grouped = c == "grouped";
+  const bool grouped = c == "grouped" || c == "block_grouped";
   const int g = grouped ? d[4] : 1;
   const size_t out_bytes = static_cast<size_t>(m) * n * (c == "e5m2_e8m0" ? 4 : 2);
   void* a = device_copy(input("a"));
@@ -219,6 +251,14 @@ extern "C" int gg_emu_host_main(void) {
     rc = launch<TE5>(sm90_fp8_e5m2_e8m0, grid, ma, mb, static_cast<const float*>(lhs_scale),
                      static_cast<const unsigned char*>(rhs_scale), bias, static_cast<float*>(out),
                      m, n, k);
+  } else if (c == "block") {
+    rc = launch<TBlk>(sm90_fp8_block, grid, ma, mb, static_cast<const float*>(lhs_scale),
+                      static_cast<const float*>(rhs_scale), static_cast<BF*>(out), m, n, k);
+  } else if (c == "block_e8m0") {
+    rc = launch<TBlkE8>(sm90_fp8_block_e8m0, grid, ma, mb,
+                        static_cast<const unsigned char*>(lhs_scale),
+                        static_cast<const unsigned char*>(rhs_scale), static_cast<BF*>(out), m, n,
+                        k);
   } else if (grouped) {
     const int num_groups = d[5], group_offset = d[6], has_existing = d[7];
     const int* sizes = static_cast<const int*>(device_copy(input("group_sizes")));
@@ -227,9 +267,15 @@ extern "C" int gg_emu_host_main(void) {
     sm90_fp8_fill_bf16<<<4, 256>>>(static_cast<BF*>(out), static_cast<const BF*>(existing),
                                    static_cast<long long>(m) * n);
     sm90_fp8_worklist<<<1, 32>>>(sizes, num_groups, group_offset, g, m, ws);
-    rc = launch<TGrp>(sm90_fp8_grouped, grid, ma, mb, static_cast<const float*>(lhs_scale),
-                      static_cast<const float*>(rhs_scale), static_cast<BF*>(out), ws, m, n, k,
-                      num_groups, group_offset);
+    if (c == "grouped") {
+      rc = launch<TGrp>(sm90_fp8_grouped, grid, ma, mb, static_cast<const float*>(lhs_scale),
+                        static_cast<const float*>(rhs_scale), static_cast<BF*>(out), ws, m, n, k,
+                        num_groups, group_offset);
+    } else {
+      rc = launch<TBlk>(sm90_fp8_block_grouped, grid, ma, mb, static_cast<const float*>(lhs_scale),
+                        static_cast<const float*>(rhs_scale), static_cast<BF*>(out), ws, m, n, k,
+                        num_groups, group_offset);
+    }
   } else {
     return 4;
   }

@@ -56,14 +56,18 @@ constexpr bool kFp8 = kSame<M, __nv_fp8_e4m3> || kSame<M, __nv_fp8_e5m2>;
 
 // Whether this body computes a Config: A and B of one tensor-core type as
 // stored (bf16, f16, e4m3 or e5m2; B of an FP8 type K-major, rhs [n, k]);
-// scales only where the epilogue applies them (per tensor, per token, per
-// channel; no FP32 promotion); no silu_mul (its paired columns would need
-// two B boxes per tile).
+// scales where the epilogue applies them (per tensor, per token, per
+// channel) and, for FP8, the block scales of the FP32 promotion (lhs 1 x
+// block_k token groups, rhs block_n x block_k blocks); no folded scales; no
+// silu_mul (its paired columns would need two B boxes per tile).
 template <class C>
 constexpr bool runs() {
   using mma_t = typename C::mma_t;
-  return (k16Bit<mma_t> || (kFp8<mma_t> && C::kRhsNK)) && kSame<typename C::rhs_t, mma_t> &&
-         !kLhsScalePromoted<C> && !kRhsScalePromoted<C> && C::kActivation != Activation::kSiluMul;
+  constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
+  constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
+  return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && C::kRhsNK && kLhsOk && kRhsOk)) &&
+         kSame<typename C::rhs_t, mma_t> && !C::kFoldScales &&
+         C::kActivation != Activation::kSiluMul;
 }
 
 // Whether the generator routes a Config to this body on sm_90a (the spec's
@@ -92,8 +96,13 @@ __host__ __device__ constexpr bool check_tile_sm90() {
   if (T::kBN % 64 != 0 || T::kBN < 64 || T::kBN > 256 || T::kBNOut != T::kBN) {
     return false;
   }
-  // A promoted tile holds two fragments of kBN / 2 f32 per thread.
+  // A promoted tile holds two fragments of kBN / 2 f32 per thread. Block
+  // scales are constant over a K tile, and over a tile's columns.
   if (kFp8<typename T::mma_t> && T::kBN > 128) {
+    return false;
+  }
+  if (kPromotion<T> && (!divides(T::kBK, T::kScaleBlockK) ||
+                        (T::kRhsScale == ScaleMode::kBlock && !divides(T::kBN, T::kRhsScaleBlockN)))) {
     return false;
   }
   if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
@@ -286,11 +295,77 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
 template <class T>
 constexpr bool kPromoted = kFp8<typename T::mma_t>;
 
+// The scales of one K tile's partial sums (block-scaled FP8: 1 x 128 lhs
+// blocks, 128 x 128 rhs blocks, docs/cuda-hopper.md): this thread's two rows'
+// lhs scales and the tile's one rhs scale (the tile lies in one rhs block
+// of N). Rows past m (never stored) take 1 on the exact path, else 0.
+template <class T>
+struct TileScales {
+  float a[2];
+  float b;
+};
+
+template <class T>
+__device__ __forceinline__ TileScales<T> tile_scales(const TileWork& w, int row0,
+                                                     const Operands<T>& o, int m, int n, int k,
+                                                     int k0) {
+  constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
+  TileScales<T> sc{{1.0f, 1.0f}, 1.0f};
+  if constexpr (kLhsScalePromoted<T>) {
+    GG_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      sc.a[h] = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
+    }
+  }
+  if constexpr (kRhsScalePromoted<T>) {
+    sc.b = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+  }
+  return sc;
+}
+
+// d += part times the K tile's scales (plain add without block scales). With
+// an e8m0 scale, a product of two scales may leave f32: when this thread's
+// products are all normal (the usual case) they multiply at once, else each
+// partial sum is scaled exactly (gg::mul_scales_out_of_line).
+template <class T>
+__device__ __forceinline__ void add_scaled(float (&d)[T::kBN / 2], const float (&part)[T::kBN / 2],
+                                           const TileScales<T>& sc) {
+  if constexpr (!kPromotion<T>) {
+    GG_UNROLL
+    for (int i = 0; i < T::kBN / 2; ++i)
+      d[i] += part[i];
+  } else {
+    bool fast = true;
+    if constexpr (kExactPromotion<T>) {
+      const unsigned fa0 = gg::exponent_field(sc.a[0]), fa1 = gg::exponent_field(sc.a[1]);
+      const unsigned fb = gg::exponent_field(sc.b);
+      fast = gg::product_is_normal(fa0 < fa1 ? fa0 : fa1, fa0 < fa1 ? fa1 : fa0, fb, fb);
+    }
+    if (fast) {
+      const float f0 = sc.a[0] * sc.b, f1 = sc.a[1] * sc.b;
+      GG_UNROLL
+      for (int i = 0; i < T::kBN / 2; ++i)
+        d[i] += part[i] * ((i / 2) % 2 ? f1 : f0);
+    } else {
+      GG_UNROLL
+      for (int i = 0; i < T::kBN / 2; ++i)
+        d[i] += gg::mul_scales_out_of_line(part[i], gg::float_to_bits(sc.a[(i / 2) % 2]),
+                                           gg::float_to_bits(sc.b));
+    }
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void promote_tiles(const Smem<T>& s, int cw, int ktiles, int& it,
-                                              float (&d)[T::kBN / 2]) {
+                                              const TileWork& w, const Operands<T>& o, int m,
+                                              int n, int k, float (&d)[T::kBN / 2]) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  const int row0 = w.m0 + cw * 64 + 16 * warp + lane / 4;  // this thread's first row
   for (int kt = 0; kt < ktiles; ++kt, ++it) {
     const int st = it % T::kStages;
+    // The scales come from global memory: read them while the stage fills.
+    const TileScales<T> sc = tile_scales<T>(w, row0, o, m, n, k, kt * T::kBK);
     float part[T::kBN / 2];
     gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
     gg::wgmma_fence();
@@ -300,9 +375,7 @@ __device__ __forceinline__ void promote_tiles(const Smem<T>& s, int cw, int ktil
     gg::wgmma_wait_group<0>();
     gg::wgmma_fence_operand(part);
     gg::mbarrier_arrive(&s.empty[st]);
-    GG_UNROLL
-    for (int i = 0; i < T::kBN / 2; ++i)
-      d[i] += part[i];
+    add_scaled<T>(d, part, sc);
   }
 }
 
@@ -332,7 +405,7 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
     for (int i = 0; i < T::kBN / 2; ++i)
       d[i] = 0.0f;
     if constexpr (kPromoted<T>) {
-      promote_tiles<T>(s, cw, ktiles, it, d);
+      promote_tiles<T>(s, cw, ktiles, it, w, o, m, n, k, d);
       store_tile<T>(s, d, w, cw, o, n);
       continue;
     }
