@@ -507,10 +507,9 @@ def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
     ks = [RustKernel(p) for p in kernels]
     ds = [RustDispatch(d) for d in dispatches]
     stem = PurePosixPath(spec.path).stem
-    ctx = dict(header=header, spec_path=spec.path, crate=crate_name(stem),
-               lib=crate_name(stem).replace("-", "_"), modules=lib_modules(ks, ds),
-               kernels=ks, dispatches=ds, limits=LIMITS, default_smem=DEFAULT_SMEM,
-               rs_doc=rs_doc)
+    ctx = {"header": header, "spec_path": spec.path, "crate": crate_name(stem),
+           "lib": crate_name(stem).replace("-", "_"), "modules": lib_modules(ks, ds),
+           "limits": LIMITS, "default_smem": DEFAULT_SMEM, "rs_doc": rs_doc}
     files = {
         base / "Cargo.toml": render_template("rust/Cargo.toml.j2", **ctx),
         base / "rustfmt.toml": render_template("rust/rustfmt.toml.j2", **ctx),

@@ -49,26 +49,35 @@ pub fn m(a: &Args) -> i64 {
 }
 
 /// The arguments as dense_gemv_bf16's (the same fields).
-pub fn as_dense_gemv_bf16(a: &Args) -> dense_gemv_bf16::Args {
+pub fn dense_mm_bf16_as_dense_gemv_bf16(a: &Args) -> dense_gemv_bf16::Args {
     dense_gemv_bf16::Args { lhs: a.lhs, rhs: a.rhs, out: a.out }
 }
 
 /// The arguments as dense_gemv_batched_bf16's (the same fields).
-pub fn as_dense_gemv_batched_bf16(a: &Args) -> dense_gemv_batched_bf16::Args {
+pub fn dense_mm_bf16_as_dense_gemv_batched_bf16(a: &Args) -> dense_gemv_batched_bf16::Args {
     dense_gemv_batched_bf16::Args { lhs: a.lhs, rhs: a.rhs, out: a.out }
 }
 
 /// The arguments as dense_gemm_bf16's (the same fields).
-pub fn as_dense_gemm_bf16(a: &Args) -> dense_gemm_bf16::Args {
+pub fn dense_mm_bf16_as_dense_gemm_bf16(a: &Args) -> dense_gemm_bf16::Args {
     dense_gemm_bf16::Args { lhs: a.lhs, rhs: a.rhs, out: a.out }
 }
 
 /// Checks a call with the arm chosen for its M; returns the arm's name.
 pub fn validate(a: &Args) -> Result<&'static str, Refusal> {
     match pick(m(a)) {
-        0 => dense_gemv_bf16::validate(&as_dense_gemv_bf16(a)).map(|_| ARMS[0]),
-        1 => dense_gemv_batched_bf16::validate(&as_dense_gemv_batched_bf16(a)).map(|_| ARMS[1]),
-        _ => dense_gemm_bf16::validate(&as_dense_gemm_bf16(a)).map(|_| ARMS[2]),
+        0 => {
+            let arm = dense_mm_bf16_as_dense_gemv_bf16(a);
+            dense_gemv_bf16::validate(&arm).map(|_| ARMS[0])
+        }
+        1 => {
+            let arm = dense_mm_bf16_as_dense_gemv_batched_bf16(a);
+            dense_gemv_batched_bf16::validate(&arm).map(|_| ARMS[1])
+        }
+        _ => {
+            let arm = dense_mm_bf16_as_dense_gemm_bf16(a);
+            dense_gemm_bf16::validate(&arm).map(|_| ARMS[2])
+        }
     }
 }
 
@@ -80,8 +89,17 @@ pub fn launch<B: Backend>(
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     match pick(m(a)) {
-        0 => dense_gemv_bf16::launch(backend, &as_dense_gemv_bf16(a), stream),
-        1 => dense_gemv_batched_bf16::launch(backend, &as_dense_gemv_batched_bf16(a), stream),
-        _ => dense_gemm_bf16::launch(backend, &as_dense_gemm_bf16(a), stream),
+        0 => {
+            let arm = dense_mm_bf16_as_dense_gemv_bf16(a);
+            dense_gemv_bf16::launch(backend, &arm, stream)
+        }
+        1 => {
+            let arm = dense_mm_bf16_as_dense_gemv_batched_bf16(a);
+            dense_gemv_batched_bf16::launch(backend, &arm, stream)
+        }
+        _ => {
+            let arm = dense_mm_bf16_as_dense_gemm_bf16(a);
+            dense_gemm_bf16::launch(backend, &arm, stream)
+        }
     }
 }
