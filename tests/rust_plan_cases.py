@@ -97,7 +97,7 @@ def _candidates(plan: LaunchPlan):
             (True, False)):
         dims = {d: v for d, v in {"m": m, "n": n, "k": k, **FIXED}.items() if d in plan.dims}
         dims |= dict(zip(scalar_names, scalars))
-        present = set(a.name for a in plan.arrays if not a.optional)
+        present = {a.name for a in plan.arrays if not a.optional}
         if opt:
             present |= set(optional)
         yield dims, present

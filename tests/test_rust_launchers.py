@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rust_plan_cases import plan_tests
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
@@ -49,8 +50,6 @@ from gemmgen.harness.verify_cuda import _np_dtype, bound_dims, emulated_arch
 from gemmgen.parse import parse
 from gemmgen.reference import compare, reference
 from gemmgen.validate import validate
-
-from rust_plan_cases import plan_tests
 
 REPO = Path(__file__).resolve().parent.parent
 STEMS = ("dense", "moe")
@@ -612,16 +611,16 @@ def test_launchers_field_accepts_the_three_families():
 
 
 @pytest.mark.parametrize("field, error", [
-    ("launchers cpp cupy rustt", "3:22: target cuda: unknown launcher 'rustt'; did you mean "
-                                 "'rust'? (expected 'cpp', 'cupy' or 'rust')"),
+    ("launchers cpp cupy rustt", ("3:22: target cuda: unknown launcher 'rustt'; did you mean "
+                                  "'rust'? (expected 'cpp', 'cupy' or 'rust')")),
     ("launchers cpp cupy rust rust", "3:27: target cuda: launcher 'rust' listed twice"),
-    ("launchers cpp rust", "3:3: target cuda: launchers must include 'cupy' (the C++ and CuPy "
-                           "launchers are always emitted; list them with the optional 'rust')"),
+    ("launchers cpp rust", ("3:3: target cuda: launchers must include 'cupy' (the C++ and CuPy "
+                            "launchers are always emitted; list them with the optional 'rust')")),
     ("launchers cpp cupy | cpp cupy rust", "3:3: target cuda: 'launchers' cannot be swept with '|'"),
-    ("launchers cpp cupy 3", "3:22: target cuda: unknown launcher '3' (expected 'cpp', 'cupy' or "
-                             "'rust')"),
-    ("launcher cpp", "3:3: target cuda: unknown field 'launcher'; did you mean 'launchers'?; "
-                     "expected 'archs' or 'launchers'"),
+    ("launchers cpp cupy 3", ("3:22: target cuda: unknown launcher '3' (expected 'cpp', 'cupy' "
+                              "or 'rust')")),
+    ("launcher cpp", ("3:3: target cuda: unknown field 'launcher'; did you mean 'launchers'?; "
+                      "expected 'archs' or 'launchers'")),
 ])
 def test_launchers_field_errors_are_positioned(field, error):
     assert error in spec_errors(field)
