@@ -34,7 +34,7 @@ ARRAY_BASE = 0x7F00_0000_0000  # fake device addresses: distinct, 256-byte align
 ARRAY_STRIDE = 0x1_0000_0000
 WORKSPACE = 0x7E00_0000_0000
 MS = (0, 1, 5, 8, 9, 70, 300, 1 << 24)
-NKS = ((128, 256), (384, 128), (256, 100), (130, 64))
+NKS = ((128, 256), (384, 128), (256, 100), (130, 64), (384, 256))
 SCALAR_VALUES = {"group_offset": (0, 2)}
 FIXED = {"g": 3, "num_groups": 5}
 
