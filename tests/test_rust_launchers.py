@@ -416,7 +416,8 @@ def harness_rust() -> str:
 
 HARNESS_RS = r"""// The C ABI of tests/test_rust_launchers.py's emulator runs.
 #![allow(clippy::all)]
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_char, c_void};
 
 #[repr(C)]
 pub struct Host {

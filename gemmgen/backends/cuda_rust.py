@@ -291,7 +291,7 @@ class RustKernel:
         for a in p.aligned:
             assert a.align & (a.align - 1) == 0, "alignments are powers of two"
             if a.optional:
-                out.append(f"    if a.{a.name}.is_some_and(|x| !common::is_aligned(x.ptr, {a.align})) {{")
+                out.append(f"    if matches!(a.{a.name}, Some(x) if !common::is_aligned(x.ptr, {a.align})) {{")
             else:
                 out.append(f"    if !common::is_aligned(a.{a.name}.ptr, {a.align}) {{")
             out += [self._err(f'misaligned("{a.name}", {a.align})', 8), "    }"]

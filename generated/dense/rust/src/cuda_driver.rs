@@ -5,8 +5,9 @@
 //! with `unsafe` code; it declares exactly the five driver calls a launcher
 //! makes.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::ffi::CString;
 use std::fmt;
+use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::ptr;
 
 use crate::common::{Backend, KernelArg};

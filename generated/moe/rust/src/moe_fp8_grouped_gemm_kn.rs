@@ -169,7 +169,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if !common::is_aligned(a.rhs_scale.ptr, 4) {
         return Err(misaligned("rhs_scale", 4));
     }
-    if a.existing_out.is_some_and(|x| !common::is_aligned(x.ptr, 4)) {
+    if matches!(a.existing_out, Some(x) if !common::is_aligned(x.ptr, 4)) {
         return Err(misaligned("existing_out", 4));
     }
     let need = workspace_bytes(&d);
