@@ -239,6 +239,13 @@ class Workspace:
         (harness / "Cargo.toml").write_text(harness_cargo())
         (harness / "src" / "lib.rs").write_text(harness_rust())
         members.append("harness")
+        engine = root / "engine"  # docs/rust.md's worked example, compiled as written
+        (engine / "src").mkdir(parents=True)
+        (engine / "Cargo.toml").write_text(
+            '[package]\nname = "engine"\nversion = "0.1.0"\nedition = "2021"\npublish = false\n\n'
+            '[dependencies]\ngemmgen-dense = { path = "../dense" }\n')
+        (engine / "src" / "lib.rs").write_text(doc_example() + engine_test())
+        members.append("engine")
         (root / "Cargo.toml").write_text(
             "[workspace]\nresolver = \"2\"\nmembers = [" + ", ".join(f'"{m}"' for m in members)
             + "]\n")
@@ -265,6 +272,78 @@ class Workspace:
     @property
     def harness_library(self) -> Path:
         return self.target / "debug" / "libgemmgen_rust_harness.so"
+
+
+def doc_example() -> str:
+    """The Rust block of docs/rust.md that defines fp8_fp8_gemm_n128."""
+    text = (REPO / "docs" / "rust.md").read_text()
+    blocks = re.findall(r"```rust\n(.*?)```", text, flags=re.S)
+    (block,) = [b for b in blocks if "pub fn fp8_fp8_gemm_n128" in b]
+    return block
+
+
+# The worked example launches what the Python plan says (one launch; the
+# recording backend below is the engine's stand-in for its binding).
+ENGINE_TEST = """
+#[cfg(test)]
+mod tests {
+    use gemmgen_dense::common::{Backend, KernelArg};
+
+    #[derive(Default)]
+    struct Recorder(Vec<(&'static str, [u32; 3], [u32; 3], u32, Vec<KernelArg>)>);
+
+    impl Backend for Recorder {
+        type Kernel = &'static str;
+        type Stream = ();
+        type Error = String;
+        fn kernel(&mut self, entry: &'static str) -> Result<&'static str, String> {
+            Ok(entry)
+        }
+        fn max_dynamic_smem(&mut self) -> Result<u32, String> {
+            Ok(101376)
+        }
+        fn set_max_dynamic_smem(&mut self, _: &&'static str, _: u32) -> Result<(), String> {
+            Err("not needed below 48 KiB".to_string())
+        }
+        fn launch(&mut self, k: &&'static str, grid: [u32; 3], block: [u32; 3], smem: u32,
+                  _: (), args: &[KernelArg]) -> Result<(), String> {
+            self.0.push((k, grid, block, smem, args.to_vec()));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn worked_example() {
+        let mut gpu = Recorder::default();
+        super::fp8_fp8_gemm_n128(&mut gpu, 0x1000, 0x2000, 0x3000, (@M@, @N@, @K@), ()).unwrap();
+        assert_eq!(gpu.0, vec![@EXPECTED@]);
+        let bad = super::fp8_fp8_gemm_n128(&mut gpu, 0x1000, 0x2000, 0x3000, (8, 128, 100), ());
+        assert_eq!(bad.unwrap_err().to_string(), @REFUSAL@);
+    }
+}
+"""
+
+
+def engine_test() -> str:
+    """ENGINE_TEST with the Python launcher's launches and refusal."""
+    module = python_launchers("dense")[0]["fp8_fp8_gemm_tile_64x128x64"]
+    m, n, k = 70, 256, 128
+    pointers = {"lhs": 0x1000, "rhs": 0x2000, "out": 0x3000}
+    launches = []
+    for step in module.launches({"m": m, "k": k, "n": n, "n_out": n}):
+        args = ", ".join(f"KernelArg::Ptr({pointers[a]:#x})" if isinstance(a, str)
+                         else f"KernelArg::{'I32' if isinstance(a, np.int32) else 'I64'}({int(a)})"
+                         for a in step.args)
+        launches.append(f'("{step.entry}", {list(map(int, step.grid))}, '
+                        f"{list(map(int, step.block))}, {step.smem}, vec![{args}])")
+    try:
+        module.validate(lhs=np.zeros((8, 100), np.uint8), rhs=np.zeros((128, 100), np.uint8),
+                        out=np.zeros((8, 128), np.uint16))
+        raise AssertionError("k = 100 accepted")
+    except ValueError as e:
+        refusal = '"' + str(e).replace('"', '\\"') + '"'
+    return (ENGINE_TEST.replace("@M@", str(m)).replace("@N@", str(n)).replace("@K@", str(k))
+            .replace("@EXPECTED@", ", ".join(launches)).replace("@REFUSAL@", refusal))
 
 
 @pytest.fixture(scope="session")
@@ -337,6 +416,14 @@ def test_crates_are_clippy_clean_with_the_driver_backend(workspace):
 
 # ---------------------------------------------------------------------------
 # The launches: the Python plan's, byte for byte
+
+
+@needs_rust
+def test_the_worked_example_of_the_docs_launches_the_plan(workspace):
+    built(workspace)
+    proc = workspace.cargo("test", "-p", "engine", "--lib")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "test result: ok. 1 passed" in proc.stdout, proc.stdout
 
 
 @needs_rust
