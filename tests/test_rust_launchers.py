@@ -277,7 +277,7 @@ class Workspace:
 def doc_example() -> str:
     """The Rust block of docs/rust.md that defines fp8_fp8_gemm_n128."""
     text = (REPO / "docs" / "rust.md").read_text()
-    blocks = re.findall(r"```rust\n(.*?)```", text, flags=re.S)
+    blocks = re.findall(r"```rust\n(.*?)```", text, flags=re.DOTALL)
     (block,) = [b for b in blocks if "pub fn fp8_fp8_gemm_n128" in b]
     return block
 
