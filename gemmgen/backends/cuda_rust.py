@@ -246,6 +246,8 @@ class RustKernel:
                 out.append("    }")
             else:
                 out.append("    " + call.format(f"a.{a.name}"))
+        for sc in p.scalars:
+            out.append(f'    common::check_scalar(NAME, "{sc.name}", a.{sc.name})?;')
         # The dims, as the Python launcher reads them: the last binding of a
         # dim wins; the shape checks below catch a disagreement.
         last = {b.dim: b for b in p.bindings if b.fallback is None}

@@ -158,6 +158,15 @@ pub enum Error<E> {
         /// Its shape.
         shape: Vec<i64>,
     },
+    /// A scalar argument outside the int32 range.
+    Scalar {
+        /// The kernel or dispatcher.
+        kernel: &'static str,
+        /// The argument.
+        name: &'static str,
+        /// Its value.
+        value: i64,
+    },
     /// An array whose shape is not the one its dims give.
     Shape {
         /// The kernel or dispatcher.
@@ -218,6 +227,9 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 f,
                 "{kernel}: {array} has shape {shape:?}, an extent outside 0..={MAX_EXTENT}"
             ),
+            Error::Scalar { kernel, name, value } => {
+                write!(f, "{kernel}: {name} = {value} is outside the int32 range")
+            }
             Error::Shape { kernel, array, expected, got } => {
                 write!(f, "{kernel}: {array} must have shape {expected:?}, got {got:?}")
             }
@@ -247,6 +259,7 @@ impl Refusal {
         match self {
             Error::Null { kernel, array } => Error::Null { kernel, array },
             Error::Extent { kernel, array, shape } => Error::Extent { kernel, array, shape },
+            Error::Scalar { kernel, name, value } => Error::Scalar { kernel, name, value },
             Error::Shape { kernel, array, expected, got } => {
                 Error::Shape { kernel, array, expected, got }
             }
@@ -281,6 +294,15 @@ pub fn check_shape<const RANK: usize>(
             expected: expected.to_vec(),
             got: shape.to_vec(),
         });
+    }
+    Ok(())
+}
+
+/// A scalar argument outside the int32 range (checked before any dim is
+/// computed from it, so that no arithmetic overflows).
+pub fn check_scalar(kernel: &'static str, name: &'static str, value: i64) -> Result<(), Refusal> {
+    if i32::try_from(value).is_err() {
+        return Err(Error::Scalar { kernel, name, value });
     }
     Ok(())
 }

@@ -125,6 +125,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
         common::check_extents(NAME, "existing_out", x.shape)?;
     }
     common::check_extents(NAME, "out", a.out.shape)?;
+    common::check_scalar(NAME, "group_offset", a.group_offset)?;
     let m = a.lhs.shape[0];
     let k = a.lhs.shape[1];
     let g = a.rhs.shape[0];
