@@ -819,3 +819,72 @@ def test_launchers_field_accepts_the_three_families():
 ])
 def test_launchers_field_errors_are_positioned(field, error):
     assert error in spec_errors(field)
+
+
+# ---------------------------------------------------------------------------
+# Planted bugs: a changed Rust launcher is caught
+
+
+def planted(ws: Workspace, stem: str, name: str, old: str, new: str):
+    """A context: `old` (once) replaced by `new` in the crate's <name>.rs."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def change():
+        path = ws.root / stem / "src" / f"{name}.rs"
+        text = path.read_text()
+        assert text.count(old) == 1, f"the planted bug's anchor occurs {text.count(old)} times"
+        path.write_text(text.replace(old, new))
+        try:
+            yield
+        finally:
+            path.write_text(text)
+
+    return change()
+
+
+@needs_rust
+@pytest.mark.slow
+def test_a_planted_grid_bug_fails_the_plan_tests(workspace):
+    built(workspace)
+    with planted(workspace, "moe", "gmm_bf16", "gg_min(gg_cdiv(m, 128) + g, 65535)",
+                 "gg_min(gg_cdiv(m, 128) + g, 65534)"):
+        proc = workspace.cargo("test", "-p", "gemmgen-moe", "--test", "plan")
+    assert proc.returncode != 0
+    assert "test gmm_bf16 ... FAILED" in proc.stdout, proc.stdout
+
+
+@needs_rust
+@pytest.mark.slow
+def test_a_planted_message_bug_fails_the_plan_tests(workspace):
+    built(workspace)
+    with planted(workspace, "dense", "dense_gemm_bf16",
+                 '"k must be a multiple of 8: rows of 16-byte copies"', '"k must be a multiple of 8"'):
+        proc = workspace.cargo("test", "-p", "gemmgen-dense", "--test", "plan")
+    assert proc.returncode != 0
+    assert "test dense_gemm_bf16 ... FAILED" in proc.stdout, proc.stdout
+
+
+@needs_rust
+@pytest.mark.slow
+def test_swapped_arguments_are_caught_on_the_emulator(workspace):
+    from gemmgen.harness.cuda_emu import EmuKernelError
+
+    built(workspace)
+    stem, name, case = HARNESS_KERNELS["dense"]
+    spec = rendered(stem).spec
+    k = spec.kernel(name)
+    inputs = case.inputs(k, 17)
+    try:
+        with planted(workspace, stem, name, "gg_i32(m),\n                gg_i32(n),",
+                     "gg_i32(n),\n                gg_i32(m),"):
+            assert workspace.cargo("build", "-p", "gemmgen-rust-harness").returncode == 0
+            try:  # the memory checker stops the kernel; without it, the output is wrong
+                got = run_rust_on_emulator(workspace, stem, name, inputs, emulated_arch(spec))
+            except EmuKernelError:
+                pass
+            else:
+                result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+                assert not result.passed
+    finally:
+        assert workspace.cargo("build", "-p", "gemmgen-rust-harness").returncode == 0
