@@ -27,7 +27,10 @@ is installed; .ci/run installs one.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import json
 import os
 import re
 import shutil
@@ -220,8 +223,12 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.target = root / "target"
-        self.plan_cases: dict[str, int] = {}
         self.times: dict[str, float] = {}
+        ready = root / "plan_cases.json"
+        if ready.is_file():  # another pytest-xdist worker wrote it
+            self.plan_cases: dict[str, int] = json.loads(ready.read_text())
+            return
+        self.plan_cases = {}
         members = []
         for stem in STEMS:
             crate = root / stem
@@ -249,6 +256,18 @@ class Workspace:
         (root / "Cargo.toml").write_text(
             "[workspace]\nresolver = \"2\"\nmembers = [" + ", ".join(f'"{m}"' for m in members)
             + "]\n")
+        ready.write_text(json.dumps(self.plan_cases))
+
+    @contextlib.contextmanager
+    def locked(self):
+        """The workspace to this test alone: pytest-xdist workers share it
+        (one build), and a test may plant a bug in it for a while."""
+        with open(self.root.parent / "gemmgen-rust.lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     def cargo(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         # One target dir and one RUSTFLAGS for every command, so nothing
@@ -347,10 +366,25 @@ def engine_test() -> str:
 
 
 @pytest.fixture(scope="session")
-def workspace(tmp_path_factory) -> Workspace:
+def shared_workspace(tmp_path_factory) -> Workspace:
+    """One workspace per test session: under pytest-xdist, in the folder all
+    workers share, written by the first."""
     if CARGO is None or RUSTC is None:
         pytest.skip("no Rust toolchain")
-    return Workspace(tmp_path_factory.mktemp("gemmgen-rust"))
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    root = base / "gemmgen-rust"
+    with open(base / "gemmgen-rust.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        root.mkdir(exist_ok=True)
+        return Workspace(root)
+
+
+@pytest.fixture
+def workspace(shared_workspace):
+    with shared_workspace.locked() as ws:
+        yield ws
 
 
 def built(ws: Workspace) -> None:
@@ -826,8 +860,8 @@ def test_launchers_field_errors_are_positioned(field, error):
 
 
 def planted(ws: Workspace, stem: str, name: str, old: str, new: str):
-    """A context: `old` (once) replaced by `new` in the crate's <name>.rs."""
-    import contextlib
+    """A context: `old` (once) replaced by `new` in the crate's <name>.rs
+    (the test holds the workspace's lock)."""
 
     @contextlib.contextmanager
     def change():

@@ -383,7 +383,7 @@ class RustKernel:
 
     def _launch(self, s: Step, indent: int) -> list[str]:
         pad = " " * indent
-        out = [f"{pad}// {s.entry}: {s.comment}", f"{pad}Launch {{",
+        out = [rs_doc(f"{s.entry}: {s.comment}", indent, "//"), f"{pad}Launch {{",
                f"{pad}    kernel: NAME,", f'{pad}    entry: "{s.entry}",']
         what = f'{pad}    what: "{s.comment}",'
         out.append(what)

@@ -5,11 +5,10 @@
 //! dense_gemm_bf16: dense lhs bf16 x rhs bf16 [n, k] -> bf16 (acc f32) tile 128x128x32 stages 3
 //! [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `dense_gemm_bf16.h` and `dense_gemm_bf16.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `dense_gemm_bf16.h` and `dense_gemm_bf16.py`,
+//! printed from the same launch plan.
 
 use std::fmt;
 

@@ -5,11 +5,10 @@
 //! dense_gemv_batched_bf16: dense lhs bf16 x rhs bf16 [n, k] -> bf16 (acc f32) algorithm
 //! gemv_batched max_m 8 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `dense_gemv_batched_bf16.h` and `dense_gemv_batched_bf16.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `dense_gemv_batched_bf16.h` and
+//! `dense_gemv_batched_bf16.py`, printed from the same launch plan.
 
 use std::fmt;
 
@@ -146,7 +145,8 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
         ],
         // unaligned k
         _ => vec![
-            // dense_gemv_batched_bf16_unaligned_k: 32 output columns per block, one element per lane and load (k is not a multiple of 8)
+            // dense_gemv_batched_bf16_unaligned_k: 32 output columns per block, one element per
+            // lane and load (k is not a multiple of 8)
             Launch {
                 kernel: NAME,
                 entry: "dense_gemv_batched_bf16_unaligned_k",

@@ -5,11 +5,10 @@
 //! dense_gemv_fp8w: dense lhs bf16 x rhs e4m3 [n, k] -> bf16 (acc f32) rhs_scale per_channel f32
 //! (epilogue) algorithm gemv [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `dense_gemv_fp8w.h` and `dense_gemv_fp8w.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `dense_gemv_fp8w.h` and `dense_gemv_fp8w.py`,
+//! printed from the same launch plan.
 
 use std::fmt;
 
@@ -157,7 +156,8 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
         ],
         // unaligned k
         _ => vec![
-            // dense_gemv_fp8w_unaligned_k: 16 output columns per block, one element per lane and load (k is not a multiple of 16)
+            // dense_gemv_fp8w_unaligned_k: 16 output columns per block, one element per lane and
+            // load (k is not a multiple of 16)
             Launch {
                 kernel: NAME,
                 entry: "dense_gemv_fp8w_unaligned_k",

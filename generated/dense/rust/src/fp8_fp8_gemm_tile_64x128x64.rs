@@ -5,11 +5,10 @@
 //! fp8_fp8_gemm_tile_64x128x64: dense lhs e4m3 x rhs e4m3 [n, k] -> bf16 (acc f32) tile 64x128x64
 //! stages 3 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `fp8_fp8_gemm_tile_64x128x64.h` and `fp8_fp8_gemm_tile_64x128x64.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `fp8_fp8_gemm_tile_64x128x64.h` and
+//! `fp8_fp8_gemm_tile_64x128x64.py`, printed from the same launch plan.
 
 use std::fmt;
 

@@ -6,11 +6,10 @@
 //! per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile 128x64x128
 //! warp 32x32 stages 3 threads 256 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `fp8_gemm_blockscaled_pipe.h` and `fp8_gemm_blockscaled_pipe.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `fp8_gemm_blockscaled_pipe.h` and
+//! `fp8_gemm_blockscaled_pipe.py`, printed from the same launch plan.
 
 use std::fmt;
 

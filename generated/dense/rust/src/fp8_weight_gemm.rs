@@ -5,11 +5,10 @@
 //! fp8_weight_gemm: dense lhs bf16 x rhs e4m3 [n, k] -> bf16 (acc f32) rhs_scale per_channel f32
 //! (epilogue) tile 128x128x32 stages 3 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `fp8_weight_gemm.h` and `fp8_weight_gemm.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `fp8_weight_gemm.h` and `fp8_weight_gemm.py`,
+//! printed from the same launch plan.
 
 use std::fmt;
 

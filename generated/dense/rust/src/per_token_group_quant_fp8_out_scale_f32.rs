@@ -5,11 +5,10 @@
 //! per_token_group_quant_fp8_out_scale_f32: quantize lhs bf16 [m, k] -> e4m3, out_scale
 //! per_token_group k=128 f32 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `per_token_group_quant_fp8_out_scale_f32.h` and `per_token_group_quant_fp8_out_scale_f32.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `per_token_group_quant_fp8_out_scale_f32.h` and
+//! `per_token_group_quant_fp8_out_scale_f32.py`, printed from the same launch plan.
 
 use std::fmt;
 
@@ -19,7 +18,8 @@ use crate::common::{
 
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "per_token_group_quant_fp8_out_scale_f32";
-/// The `extern "C"` entry points of `per_token_group_quant_fp8_out_scale_f32.cu`, for a backend to load.
+/// The `extern "C"` entry points of `per_token_group_quant_fp8_out_scale_f32.cu`, for a backend to
+/// load.
 pub const ENTRIES: [&str; 2] = [
     "per_token_group_quant_fp8_out_scale_f32",
     "per_token_group_quant_fp8_out_scale_f32_unaligned_k",
@@ -123,7 +123,8 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
     match pick_tile(m, 0, k) {
         // 16-byte loads
         0 => vec![
-            // per_token_group_quant_fp8_out_scale_f32: 16 groups per block, 16 lanes per group, 16-byte loads
+            // per_token_group_quant_fp8_out_scale_f32: 16 groups per block, 16 lanes per group,
+            // 16-byte loads
             Launch {
                 kernel: NAME,
                 entry: "per_token_group_quant_fp8_out_scale_f32",
@@ -146,7 +147,8 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
         ],
         // unaligned k
         _ => vec![
-            // per_token_group_quant_fp8_out_scale_f32_unaligned_k: 8 groups per block, 32 lanes per group, one element per load
+            // per_token_group_quant_fp8_out_scale_f32_unaligned_k: 8 groups per block, 32 lanes per
+            // group, one element per load
             Launch {
                 kernel: NAME,
                 entry: "per_token_group_quant_fp8_out_scale_f32_unaligned_k",

@@ -5,10 +5,9 @@
 //! w4a16_gemm: dense lhs bf16 x rhs int4 packed [n, k] -> bf16 (acc f32) rhs_scale block k=128 bf16
 //! (mainloop) bias f32 [n] epilogue silu tile 64x128x64 stages 3 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `w4a16_gemm.h` and `w4a16_gemm.py`, printed from
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `w4a16_gemm.h` and `w4a16_gemm.py`, printed from
 //! the same launch plan.
 
 use std::fmt;

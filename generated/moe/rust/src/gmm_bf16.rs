@@ -5,11 +5,10 @@
 //! gmm_bf16: grouped lhs bf16 x rhs bf16 [g, n, k] -> f32 (acc f32) tile 128x128x128 stages 2
 //! [cuda, pallas_tpu]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `gmm_bf16.h` and `gmm_bf16.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `gmm_bf16.h` and `gmm_bf16.py`, printed from the
+//! same launch plan.
 
 use std::fmt;
 

@@ -5,11 +5,10 @@
 //! moe_bf16_grad_rhs: tgmm lhs bf16 x rhs bf16 [m, n] -> f32 (acc f32) tile 32x128x128 stages 2
 //! [cuda, pallas_tpu]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `moe_bf16_grad_rhs.h` and `moe_bf16_grad_rhs.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `moe_bf16_grad_rhs.h` and `moe_bf16_grad_rhs.py`,
+//! printed from the same launch plan.
 
 use std::fmt;
 

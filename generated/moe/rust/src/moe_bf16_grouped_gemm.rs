@@ -5,11 +5,10 @@
 //! moe_bf16_grouped_gemm: grouped lhs bf16 x rhs bf16 [g, n, k] -> bf16 (acc f32) tile 128x128x32
 //! stages 3 [cuda]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `moe_bf16_grouped_gemm.h` and `moe_bf16_grouped_gemm.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `moe_bf16_grouped_gemm.h` and
+//! `moe_bf16_grouped_gemm.py`, printed from the same launch plan.
 
 use std::fmt;
 

@@ -6,11 +6,10 @@
 //! per_token f32 (epilogue) rhs_scale per_channel f32 (epilogue) tile 128x128x128 stages 2 [cuda,
 //! pallas_tpu]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `moe_fp8_grouped_gemm_kn.h` and `moe_fp8_grouped_gemm_kn.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `moe_fp8_grouped_gemm_kn.h` and
+//! `moe_fp8_grouped_gemm_kn.py`, printed from the same launch plan.
 
 use std::fmt;
 

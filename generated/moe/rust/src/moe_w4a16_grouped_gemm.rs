@@ -5,11 +5,10 @@
 //! moe_w4a16_grouped_gemm: grouped lhs bf16 x rhs int4 packed [g, n, k] -> bf16 (acc f32) rhs_scale
 //! kblock k=256 bf16 (mainloop) bias f32 [g, 1, n] tile 64x128x256 stages 2 [cuda, pallas_tpu]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `moe_w4a16_grouped_gemm.h` and `moe_w4a16_grouped_gemm.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `moe_w4a16_grouped_gemm.h` and
+//! `moe_w4a16_grouped_gemm.py`, printed from the same launch plan.
 
 use std::fmt;
 

@@ -6,11 +6,10 @@
 //! rhs_scale kblock k=128 f32 (mainloop) bias f32 [g, 1, n] tile 64x128x128 stages 2 [cuda,
 //! pallas_tpu]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `moe_w8a16_grouped_gemm_rhs_int8.h` and `moe_w8a16_grouped_gemm_rhs_int8.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `moe_w8a16_grouped_gemm_rhs_int8.h` and
+//! `moe_w8a16_grouped_gemm_rhs_int8.py`, printed from the same launch plan.
 
 use std::fmt;
 

@@ -6,11 +6,10 @@
 //! per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile 64x128x128
 //! stages 2 [cuda, pallas_tpu]
 //!
-//! `launch(backend, &args, stream)` validates the call (pointers, shapes,
-//! the plan's conditions on the dims, alignment, CUDA's launch limits and
-//! the device's shared memory) and launches nothing when it refuses it; the
-//! launches are those of `moe_w8a8_grouped_gemm.h` and `moe_w8a8_grouped_gemm.py`, printed from
-//! the same launch plan.
+//! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
+//! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
+//! when it refuses it; the launches are those of `moe_w8a8_grouped_gemm.h` and
+//! `moe_w8a8_grouped_gemm.py`, printed from the same launch plan.
 
 use std::fmt;
 
