@@ -3,7 +3,7 @@ side (tests/test_rust_launchers.py writes them into a copy of each crate as
 `tests/plan.rs`).
 
 For every CUDA kernel of a spec, calls at several shapes (each tile of its
-LUT, an empty M, a grid over CUDA's limits): the Rust launcher must make,
+LUT, an empty M, an M of 2^24): the Rust launcher must make,
 on a recording backend, exactly the launches of the kernel's generated
 Python launcher (`<kernel>.py`: `launches(dims)`, `workspace_ints`, its
 shared-memory check), byte for byte in the arguments; a call the Python
