@@ -54,7 +54,7 @@ def gelu_tanh(x):
 # (m, n, k, grid): m = 1, ragged everything, k below one K tile of 128, more
 # tiles than blocks (the ring's phase carries across tiles).
 SHAPES = [(1, 128, 128, 1), (130, 72, 272, 2), (200, 136, 16, 1),
-          pytest.param(257, 200, 400, 3, marks=pytest.mark.slow)]
+          pytest.param(257, 136, 144, 3, marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("m,n,k,grid", SHAPES)
@@ -72,7 +72,7 @@ def test_e4m3_per_token_per_channel(module, m, n, k, grid):
                                  + 1e-30)
 
 
-@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+@pytest.mark.parametrize("schedule", ["run-ahead", pytest.param("reverse", marks=pytest.mark.slow)])
 def test_e5m2_per_tensor_e8m0_bias_gelu(module, schedule):
     m, n, k = 140, 100, 160
     rng = np.random.default_rng(11)
@@ -101,7 +101,8 @@ def grouped_reference(a, b, ls, rs, sizes, group_offset, g, existing):
 
 # (m, n, k, sizes, group_offset, g, existing, grid)
 GROUPED = [
-    (300, 72, 144, [40, 0, 130, 0, 130], 0, 5, False, 3),  # zero-size groups
+    pytest.param(300, 72, 144, [40, 0, 130, 0, 130], 0, 5, False, 3,  # zero-size groups
+                 marks=pytest.mark.slow),
     pytest.param(260, 128, 256, [60, 100, 0, 100], 1, 2, True, 2,  # a shard: groups 1, 2 of 4
                  marks=pytest.mark.slow),
     (190, 64, 128, [60, 100, 0, 30], 1, 2, True, 2),  # a shard, sums < m
@@ -138,8 +139,8 @@ def block_product(a, b, ls, rs):
     return out
 
 
-@pytest.mark.parametrize("m,n,k,grid", [(1, 128, 128, 1), (130, 200, 400, 2),
-                                        pytest.param(257, 136, 272, 3, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("m,n,k,grid", [(1, 128, 128, 1), (70, 200, 272, 1),
+                                        pytest.param(130, 200, 272, 2, marks=pytest.mark.slow)])
 def test_block_scaled_f32(module, m, n, k, grid):
     """DeepSeek-style W8A8: 1 x 128 activation scales, 128 x 128 weight
     scales, k ragged (the last K block is partial)."""
@@ -163,13 +164,13 @@ def test_block_scaled_e8m0_exact_when_products_leave_f32(module):
     (2^-125 x 2^-9): the threads holding those rows take the exact path
     (each partial sum scaled by gg::mul_scales_out_of_line), the others the
     fast one; both must give the reference."""
-    m, n, k = 130, 136, 272
+    m, n, k = 70, 136, 272
     rng = np.random.default_rng(7)
     a, b = fp8(rng, (m, k), E4M3), fp8(rng, (n, k), E4M3)
     kb, nb = 3, 2
     lsb = rng.choice(np.array([2, 3, 120, 130], np.uint8), (m, kb))
     rsb = rng.choice(np.array([118, 125, 136], np.uint8), (nb, kb))
-    out = run(module, "block_e8m0", [m, n, k, 2], a=a, b=b, lhs_scale=lsb, rhs_scale=rsb)
+    out = run(module, "block_e8m0", [m, n, k, 1], a=a, b=b, lhs_scale=lsb, rhs_scale=rsb)
     out = np.frombuffer(out, BF16).reshape(m, n).astype(np.float64)
     ls, rs = np.exp2(lsb.astype(np.float64) - 127), np.exp2(rsb.astype(np.float64) - 127)
     expected = block_product(a, b, ls, rs)
@@ -236,10 +237,11 @@ def planted_module(edits) -> EmuModule:
     return EmuModule.from_file(SOURCE, include_dirs=(folder,), defines={"GG_SM90_PLANTED": 1})
 
 
-@pytest.mark.parametrize("bug", list(PLANTED))
+@pytest.mark.parametrize("bug", ["release_before_retire",
+                                 pytest.param("add_before_wait", marks=pytest.mark.slow)])
 def test_planted_bug_in_the_promotion_is_caught(bug):
     edits, report = PLANTED[bug]
-    m, n, k = 200, 136, 640  # 4 tiles of 5 K tiles on one block: the 4-stage ring wraps
+    m, n, k = 100, 64, 640  # 5 K tiles on one block: the 4-stage ring wraps
     rng = np.random.default_rng(3)
     a, b = fp8(rng, (m, k), E4M3), fp8(rng, (n, k), E4M3)
     ones_m, ones_n = np.ones(m, np.float32), np.ones(n, np.float32)
