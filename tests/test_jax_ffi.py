@@ -1,0 +1,291 @@
+"""The JAX entry points (generated/<stem>/jax/<kernel>.py) on the CPU.
+
+Each kernel emitted for both backends has one JAX function: on a TPU the
+Pallas kernel, elsewhere the CUDA kernel through XLA's FFI. Here the same
+FFI handler (cuda/<kernel>_ffi.cc, which calls launch_<kernel>()) is built
+against gemmgen's CPU emulator (harness/ffi.emulated_ffi, GG_FFI_EMULATED)
+and registered for XLA's "cpu" platform, so `jax.jit` of the entry point
+runs the emulated CUDA kernel inside XLA. Results are compared with the
+NumPy reference (gemmgen/reference) and with the Pallas kernel in TPU
+interpret mode, on fresh random inputs; existing_out is poisoned (a value no
+computed row can have) so that a row the kernel should have written and did
+not shows.
+
+The files are rendered in memory from specs/ and written once per session
+as a package (`<package>.<stem>.jax.<kernel>` imports `..pallas`); each
+library is built once and cached by content (the emulator's cache).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemmgen import ir
+from gemmgen.backends import jax_ffi
+from gemmgen.build import render_spec
+from gemmgen.cases import Case, standard_cases
+from gemmgen.harness.cuda_emu import device_env
+from gemmgen.harness.ffi import emulated_ffi
+from gemmgen.harness.toolchain import find_nvcc
+from gemmgen.harness.verify_cuda import emulated_arch
+from gemmgen.reference import compare, reference
+
+jax = pytest.importorskip("jax")
+jnp = pytest.importorskip("jax.numpy")
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = "gemmgen_ffi_test"
+SENTINEL = -4242.0  # poisoned existing_out: no computed row holds it
+
+
+@functools.cache
+def rendered(stem: str):
+    return render_spec(REPO / "specs" / f"{stem}.gemm")
+
+
+@functools.cache
+def package_root() -> Path:
+    """A temporary folder holding the package PACKAGE: both specs' files."""
+    root = Path(tempfile.mkdtemp(prefix="gemmgen-ffi-"))
+    for stem in ("moe", "dense"):
+        for rel, text in rendered(stem).files.items():
+            path = root / PACKAGE / stem / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    sys.path.insert(0, str(root))
+    return root
+
+
+def entry(stem: str, name: str):
+    """The entry-point module, its emulated handler registered for "cpu"."""
+    package_root()
+    module = importlib.import_module(f"{PACKAGE}.{stem}.jax.{name}")
+    if "cpu" not in module._REGISTERED:
+        library = emulated_ffi(package_root() / PACKAGE / stem / "cuda", name)
+        module.register(library, platform="cpu")
+    # The emulated device: read by each library at its first launch.
+    os.environ.update(device_env(emulated_arch(rendered(stem).spec)))
+    return module
+
+
+def pallas(stem: str, name: str):
+    package_root()
+    return importlib.import_module(f"{PACKAGE}.{stem}.pallas.{name}")
+
+
+def kernel(stem: str, name: str) -> ir.Kernel:
+    return rendered(stem).spec.kernel(name)
+
+
+def poison(inputs: dict) -> dict:
+    """existing_out, when the case has one, set to SENTINEL."""
+    if inputs.get("existing_out") is not None:
+        x = inputs["existing_out"]
+        inputs["existing_out"] = np.full(x.shape, SENTINEL, x.dtype)
+    return inputs
+
+
+def as_jax(inputs: dict) -> dict:
+    return {a: (jnp.asarray(v) if isinstance(v, np.ndarray) else v) for a, v in inputs.items()}
+
+
+def to_numpy(out):
+    return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else np.asarray(out)
+
+
+def check(stem: str, name: str, case: Case, *, seed: int, jit: bool = False,
+          against_pallas: bool = True) -> None:
+    """The entry point on the emulated CUDA kernel against the reference and
+    against the Pallas kernel in interpret mode."""
+    k = kernel(stem, name)
+    inputs = poison(case.inputs(k, seed))
+    fn = getattr(entry(stem, name), name)
+    got = to_numpy((jax.jit(fn) if jit else fn)(**as_jax(inputs)))
+    expected = reference(k, **inputs)
+    result = compare(got, expected, k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} (FFI, emulated CUDA):\n{result.detail}"
+    if against_pallas:
+        from jax.experimental.pallas import tpu as pltpu
+
+        ref_fn = getattr(pallas(stem, name), name)
+        other = to_numpy(ref_fn(**as_jax(inputs), interpret=pltpu.InterpretParams()))
+        result = compare(got, other, k, k=case.k, inputs=inputs)
+        assert result.passed, f"{name} {case.describe()}: FFI vs Pallas interpret:\n{result.detail}"
+
+
+def all_entry_points() -> list[tuple[str, str]]:
+    return [(stem, k.name) for stem in ("moe", "dense") for k in jax_ffi.kernels(rendered(stem).spec)]
+
+
+# ---------------------------------------------------------------------------
+# The fast case: a sharded call with every edge at once.
+
+
+def test_grouped_entry_point_runs_the_cuda_kernel_inside_xla():
+    """gmm_bf16 under jax.jit on the CPU platform: zero-size groups, a
+    group_offset (traced: the handler reads it off the device), rows past
+    sum(group_sizes), poisoned existing_out."""
+    case = Case("sharded", m=150, n=128, k=64, group_sizes=(40, 0, 75, 0, 5), group_offset=1,
+                g_local=3, existing_out=True)
+    check("moe", "gmm_bf16", case, seed=31, jit=True)
+
+
+def test_the_default_branch_is_the_ffi_call():
+    """On the CPU, jax.lax.platform_dependent lowers only the FFI call: the
+    compiled HLO calls the target, and holds no Pallas kernel."""
+    module = entry("moe", "gmm_bf16")
+    lhs = jnp.zeros((8, 64), jnp.bfloat16)
+    rhs = jnp.zeros((2, 128, 64), jnp.bfloat16)
+    text = module._launch.lower(lhs, rhs, jnp.array([4, 4], jnp.int32), None, None).as_text()
+    assert module.TARGET in text and "tpu_custom_call" not in text
+
+
+def test_the_handler_refuses_what_the_cuda_launcher_refuses():
+    """k = 60 suits Pallas, not the CUDA launcher (16-byte rows): the call
+    fails with launch_gmm_bf16's own message, from inside XLA."""
+    module = entry("moe", "gmm_bf16")
+    lhs = jnp.ones((8, 60), jnp.bfloat16)
+    rhs = jnp.ones((2, 128, 60), jnp.bfloat16)
+    with pytest.raises(Exception, match=r"gmm_bf16: k must be a multiple of 8"):
+        jax.block_until_ready(module.gmm_bf16(lhs, rhs, [4, 4]))
+
+
+def test_bad_arguments_get_the_pallas_message_before_any_kernel():
+    module = entry("moe", "gmm_bf16")
+    lhs = jnp.ones((8, 64), jnp.float32)
+    rhs = jnp.ones((2, 128, 64), jnp.bfloat16)
+    with pytest.raises(ValueError, match=r"lhs must be bfloat16 \[8, 64\], got float32 \[8, 64\]"):
+        module.gmm_bf16(lhs, rhs, [4, 4])
+
+
+def test_register_refuses_a_library_without_the_handler():
+    """Another kernel's library: register() says so and registers nothing."""
+    package_root()
+    module = importlib.import_module(f"{PACKAGE}.moe.jax.moe_fp8_grouped_gemm")
+    other = emulated_ffi(package_root() / PACKAGE / "moe" / "cuda", "gmm_bf16")
+    with pytest.raises(ValueError, match=r"has no gg_ffi_moe_fp8_grouped_gemm"):
+        module.register(other, platform="cpu")
+    assert "cpu" not in module._REGISTERED
+
+
+# ---------------------------------------------------------------------------
+# Every entry point, on the cases `gemmgen verify` runs, and edge cases.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem, name", all_entry_points(), ids=lambda v: v)
+def test_every_entry_point_matches_the_reference_and_pallas(stem, name):
+    k = kernel(stem, name)
+    for i, case in enumerate(standard_cases(k)[:2]):
+        check(stem, name, case, seed=100 + i)
+
+
+EDGES = {
+    "m=1": Case("m1", m=1, n=128, k=64, group_sizes=(0, 1, 0)),
+    "all groups empty": Case("empty", m=20, n=128, k=64, group_sizes=(0, 0, 0)),
+    "offset past the groups": Case("far", m=20, n=128, k=64, group_sizes=(10, 10), group_offset=5,
+                                   g_local=2, existing_out=True),
+    "negative offset": Case("negative", m=40, n=128, k=64, group_sizes=(10, 20, 10),
+                            group_offset=-1, g_local=3, existing_out=True),
+    "no existing_out": Case("zeros", m=70, n=256, k=128, group_sizes=(30, 0, 40), group_offset=1,
+                            g_local=2),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edge", EDGES)
+def test_grouped_edges(edge):
+    check("moe", "gmm_bf16", EDGES[edge], seed=7, jit=True)
+
+
+@pytest.mark.slow
+def test_dense_m1_and_tgmm_and_quantize_under_jit():
+    check("dense", "int8_gemm", Case("m1", m=1, n=128, k=128), seed=3, jit=True)
+    check("moe", "moe_bf16_grad_rhs",
+          Case("tgmm", m=50, n=128, k=128, group_sizes=(20, 0, 30), group_offset=1, g_local=2,
+               existing_out=True), seed=4, jit=True)
+    check("dense", "per_token_group_quant_fp8_out_scale_e8m0", Case("q", m=3, n=256, k=256),
+          seed=5, jit=True)
+
+
+@pytest.mark.slow
+def test_vjp_gradients_match_the_pallas_vjp():
+    """gmm_bf16_vjp: the forward pass on the emulated CUDA kernel, the
+    backward pass the Pallas module's (interpret mode off a TPU); the
+    gradients equal those of the Pallas gmm_bf16_vjp in interpret mode."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    module = entry("moe", "gmm_bf16")
+    k = kernel("moe", "gmm_bf16")
+    case = Case("grad", m=60, n=128, k=64, group_sizes=(20, 0, 30, 10), group_offset=1, g_local=2,
+                existing_out=True)
+    inputs = as_jax(case.inputs(k, 11))
+    rng = np.random.default_rng(12)
+    d_out = jnp.asarray(rng.standard_normal((case.m, case.n)).astype(np.float32))
+
+    def grads(fn):
+        def loss(lhs, rhs, existing_out):
+            out = fn(lhs, rhs, inputs["group_sizes"], inputs["group_offset"], existing_out)
+            return jnp.sum(out * d_out)
+        return jax.grad(loss, argnums=(0, 1, 2))(inputs["lhs"], inputs["rhs"], inputs["existing_out"])
+
+    got = grads(module.gmm_bf16_vjp)
+    want = grads(functools.partial(pallas("moe", "gmm_bf16").gmm_bf16_vjp,
+                                   interpret=pltpu.InterpretParams()))
+    for name, g, w in zip(("lhs", "rhs", "existing_out"), got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32),
+                                   rtol=2e-2, atol=2e-2, err_msg=f"d {name}")
+
+
+# ---------------------------------------------------------------------------
+# `gemmgen compile`
+
+
+def _gemmgen(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "gemmgen", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, check=False)
+
+
+def test_compile_names_the_kernels_it_can_build(tmp_path):
+    proc = _gemmgen("compile", str(REPO / "specs" / "moe.gemm"), "--kernel", "gmm_bf1",
+                    "--out", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "has no JAX entry point 'gmm_bf1'; did you mean 'gmm_bf16'?" in proc.stderr
+    assert "Traceback" not in proc.stderr and not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_compile_emulate_writes_a_library_that_registers(tmp_path):
+    proc = _gemmgen("compile", str(REPO / "specs" / "moe.gemm"), "--kernel", "gmm_bf16",
+                    "--emulate", "--out", str(tmp_path / "build"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    library = tmp_path / "build" / "libgmm_bf16_ffi_emu.so"
+    assert library.is_file() and f"wrote {library}" in proc.stdout
+    import ctypes
+
+    assert hasattr(ctypes.CDLL(str(library)), "gg_ffi_gmm_bf16")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+def test_compile_builds_the_gpu_library_with_nvcc(tmp_path):
+    """The documented command: nvcc, warnings as errors, the spec's archs;
+    the handler is exported (loading needs no GPU: cudart is static)."""
+    proc = _gemmgen("compile", str(REPO / "specs" / "moe.gemm"), "--kernel",
+                    "moe_w8a8_grouped_gemm", "--out", str(tmp_path / "build"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "(sm_90a)" in proc.stdout
+    library = tmp_path / "build" / "libmoe_w8a8_grouped_gemm_ffi.so"
+    import ctypes
+
+    assert hasattr(ctypes.CDLL(str(library)), "gg_ffi_moe_w8a8_grouped_gemm")
