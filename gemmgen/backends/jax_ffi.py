@@ -32,7 +32,7 @@ from gemmgen.backends.cuda_common import Expr, LaunchPlan, Var, comment, cpp_cal
 from gemmgen.backends.cuda_kinds import plan as cuda_plan
 from gemmgen.render import header_text, render_template
 
-__all__ = ["FfiPlan", "kernels", "plan", "render"]
+__all__ = ["FfiPlan", "kernels", "plan", "render", "render_kernel"]
 
 # XLA FFI element types (xla::ffi::DataType) and jnp names of the storage
 # dtypes, by NumPy storage name (ir.DType.storage_numpy_name).
@@ -454,15 +454,26 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
     )
 
 
+def _render_plan(p: FfiPlan, header: str) -> dict[PurePosixPath, str]:
+    return {
+        PurePosixPath("jax") / f"{p.name}.py": render_template("jax/entry.py.j2", header=header,
+                                                                plan=p),
+        PurePosixPath("cuda") / f"{p.name}_ffi.cc": render_template("jax/ffi.cc.j2",
+                                                                    header=header, plan=p),
+    }
+
+
+def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
+    """One kernel's entry point and FFI handler."""
+    return _render_plan(plan(kernel, spec), header_text(spec.path))
+
+
 def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
     files: dict[PurePosixPath, str] = {}
     header = header_text(spec.path)
     plans = [plan(k, spec) for k in kernels(spec)]
     for p in plans:
-        files[PurePosixPath("jax") / f"{p.name}.py"] = render_template(
-            "jax/entry.py.j2", header=header, plan=p)
-        files[PurePosixPath("cuda") / f"{p.name}_ffi.cc"] = render_template(
-            "jax/ffi.cc.j2", header=header, plan=p)
+        files.update(_render_plan(p, header))
     if plans:
         files[PurePosixPath("jax") / "__init__.py"] = render_template(
             "jax/__init__.py.j2", header=header, plans=plans, spec_path=spec.path)
