@@ -289,3 +289,23 @@ def test_compile_builds_the_gpu_library_with_nvcc(tmp_path):
     import ctypes
 
     assert hasattr(ctypes.CDLL(str(library)), "gg_ffi_moe_w8a8_grouped_gemm")
+
+
+@pytest.mark.slow
+def test_the_documented_snippet_runs(tmp_path):
+    """docs/using-the-output.md, "JAX on GPU (XLA FFI)": its Python snippet,
+    in a fresh process from the repository root (generated/ importable as a
+    package), with the emulated library of the committed files registered
+    for "cpu" in place of the nvcc-built one."""
+    text = (REPO / "docs" / "using-the-output.md").read_text()
+    section = text.split("## JAX on GPU (XLA FFI)", 1)[1]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    call = 'gmm_bf16.register("build/libgmm_bf16_ffi.so")'
+    assert call in snippet
+    library = emulated_ffi(REPO / "generated" / "moe" / "cuda", "gmm_bf16")
+    snippet = snippet.replace(call, f'gmm_bf16.register("{library}", platform="cpu")')
+    snippet += "assert out.shape == (64, 256) and bool((out == 128).all()), out\nprint('ok')\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO), **device_env("sm_90a")}
+    proc = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
+                          cwd=REPO, env=env, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
