@@ -309,3 +309,54 @@ def test_the_documented_snippet_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
                           cwd=REPO, env=env, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+DEEP_STACK = """\
+#include "gg_runtime.cuh"
+
+// 32 KiB of locals: past the first 8 KiB of a fiber's stack, so the stack
+// grows on faults (docs/cuda-emulation.md, "Uninitialised values").
+extern "C" __global__ void deep(float* out) {
+  volatile float big[8192];
+  for (int i = 0; i < 8192; ++i) big[i] = static_cast<float>(i + LIBRARY);
+  float sum = 0.0f;
+  for (int i = 0; i < 8192; i += 1024) sum += big[i];
+  out[threadIdx.x] = sum;
+}
+
+extern "C" int gg_emu_host_main(void) {
+  float* out = nullptr;
+  if (cudaMalloc(&out, 32 * sizeof(float)) != cudaSuccess) return 1;
+  deep<<<2, 32>>>(out);
+  const cudaError_t err = cudaGetLastError();
+  cudaFree(out);
+  return err == cudaSuccess ? 0 : 2;
+}
+"""
+
+
+def test_emulated_libraries_in_one_process_pass_on_faults_that_are_not_theirs(tmp_path):
+    """Two emulated libraries in one process, as XLA's CPU platform holds one
+    per registered handler: A launches (its fault handler installed), then B
+    (B's replaces it), then A again, whose fiber stacks grow on faults that
+    reach B's handler first; B passes them on to A's instead of reporting an
+    invalid access (status 71)."""
+    from gemmgen.harness.cuda_emu import EmuModule, _encode_host_request
+
+    a, b = (EmuModule(DEEP_STACK, f"deep{i}.cu", defines={"LIBRARY": i}, memcheck=False).library
+            for i in (1, 2))
+    request = tmp_path / "request"
+    request.write_bytes(_encode_host_request({}))
+    child = (
+        "import ctypes, sys\n"
+        "libs = [ctypes.CDLL(p) for p in sys.argv[1:3]]\n"
+        "for lib in (libs[0], libs[1], libs[0]):\n"
+        "    run = lib.gg_emu_run_host\n"
+        "    run.argtypes = (ctypes.c_char_p, ctypes.c_char_p)\n"
+        "    assert run(sys.argv[3].encode(), sys.argv[4].encode()) == 0\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", child, str(a), str(b), str(request),
+                           str(tmp_path / "response")], capture_output=True, text=True,
+                          env={**os.environ, **device_env("sm_90a")}, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
