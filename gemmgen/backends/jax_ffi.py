@@ -336,6 +336,8 @@ class FfiPlan:
         """The Pallas module's checks, before either kernel is traced."""
         items = [f"{n}={n}" for n in self.pallas_names]
         if self.local_groups:
+            # tgmm's checks take g (the wrapper's, from group_offset) instead of the offset.
+            items = [i for i in items if i != "group_offset=group_offset"]
             return py_call("g = _pallas._validate(", [*items, "g=g"], ")", 4)
         return py_call("_pallas._validate(", items, ")", 4)
 

@@ -81,14 +81,7 @@ def _cuda(lhs, rhs, group_sizes, group_offset, existing_out, *, g):
 @functools.partial(jax.jit, static_argnames=("g",))
 def _launch(lhs, rhs, group_sizes, group_offset, existing_out, *, g):
     """moe_bf16_grad_rhs on checked arguments, under jax.jit: the kernel of the platform."""
-    g = _pallas._validate(
-        lhs=lhs,
-        rhs=rhs,
-        group_sizes=group_sizes,
-        group_offset=group_offset,
-        existing_out=existing_out,
-        g=g,
-    )
+    g = _pallas._validate(lhs=lhs, rhs=rhs, group_sizes=group_sizes, existing_out=existing_out, g=g)
     return lax.platform_dependent(
         lhs,
         rhs,
