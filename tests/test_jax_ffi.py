@@ -370,3 +370,50 @@ def test_emulated_libraries_in_one_process_pass_on_faults_that_are_not_theirs(tm
                            str(tmp_path / "response")], capture_output=True, text=True,
                           env={**os.environ, **device_env("sm_90a")}, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+SHARDED = """\
+import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+
+from generated.moe.jax import gmm_bf16
+
+gmm_bf16.register(sys.argv[1], platform="cpu")
+rng = np.random.default_rng(5)
+lhs = jnp.asarray(rng.standard_normal((96, 64)), jnp.bfloat16)
+rhs = jnp.asarray(rng.standard_normal((4, 128, 64)), jnp.bfloat16)
+group_sizes = jnp.array([30, 0, 50, 10], jnp.int32)
+mesh = jax.make_mesh((2,), ("x",))
+
+
+def shard(lhs, rhs, group_sizes):  # 2 experts per device: group_offset is traced
+    offset = (jax.lax.axis_index("x") * 2).astype(jnp.int32)
+    return jax.lax.psum(gmm_bf16.gmm_bf16(lhs, rhs, group_sizes, offset), "x")
+
+
+sharded = jax.jit(jax.shard_map(shard, mesh=mesh, in_specs=(P(), P("x"), P()), out_specs=P(),
+                                check_vma=False))
+got = sharded(lhs, jax.device_put(rhs, jax.NamedSharding(mesh, P("x"))), group_sizes)
+want = gmm_bf16.gmm_bf16(lhs, rhs, group_sizes)
+assert np.array_equal(np.asarray(got), np.asarray(want)), np.abs(np.asarray(got - want)).max()
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_expert_parallel_under_shard_map(tmp_path):
+    """Two CPU devices, two experts each: group_offset = axis_index * 2 is
+    traced, read by each device's handler; the psum of the shards equals the
+    unsharded call exactly (every row is computed on one device, zero on the
+    other). check_vma=False: with the default, the Pallas branch's
+    pallas_call (traced on every platform) needs its output's varying axes,
+    which the Pallas modules do not set yet (issue 15, item 3)."""
+    library = emulated_ffi(REPO / "generated" / "moe" / "cuda", "gmm_bf16")
+    env = {**os.environ, "PYTHONPATH": str(REPO), **device_env("sm_90a"),
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    proc = subprocess.run([sys.executable, "-c", SHARDED, str(library)], capture_output=True,
+                          text=True, cwd=REPO, env=env, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
