@@ -15,15 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import gemmgen
-from gemmgen import backends, ir, output
-from gemmgen.backends.pallas import JAX_VERSION  # recorded in MANIFEST.json
+from gemmgen import build_cache, ir, output
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.output import show
-from gemmgen.parse import parse
 from gemmgen.project_names import check_project_names
-from gemmgen.render import header_text
 from gemmgen.specfile import InputError, SpecFile, locate
-from gemmgen.validate import validate
 
 MANIFEST = PurePosixPath("MANIFEST.json")
 
@@ -42,27 +38,50 @@ class Rendered:
 def load(path: Path) -> tuple[ir.Spec, SpecFile]:
     """Read, parse and validate one spec (backend diagnostics included)."""
     sf = locate(path)
+    return _validated(sf), sf
+
+
+def _validated(sf: SpecFile) -> ir.Spec:
+    # Imported here, not at the top: a build whose specs are all in the
+    # render cache (gemmgen.build_cache) never loads lark, Jinja or the backends.
+    from gemmgen import backends
+    from gemmgen.parse import parse
+    from gemmgen.validate import validate
+
     try:
         ast = parse(sf.source, sf.display)
         spec = validate(ast, stem=sf.stem, diagnose=backends.diagnose)
     except SpecError as e:
         e.sources.setdefault(sf.display, sf.source)
         raise
-    return spec, sf
+    return spec
 
 
 def render_spec(path: Path) -> Rendered:
-    spec, sf = load(path)
+    """Read, validate and render one spec: from the render cache when this
+    generator rendered this very spec before (gemmgen.build_cache)."""
+    sf = locate(path)
+    cached = build_cache.load(sf)
+    if cached is not None:
+        return Rendered(cached[0], sf, cached[1])
+    from gemmgen import backends
+    from gemmgen.render import header_text
+
+    spec = _validated(sf)
     files = dict(sorted(backends.render(spec).items()))
     head = header_text(spec.path)
     for p, text in files.items():
         assert head in text.split("\n", 2)[0] or head in text.split("\n", 2)[1], \
             f"{p} lacks the generated-file header"
     files[MANIFEST] = manifest(spec, files)
+    build_cache.store(sf, spec, files)
     return Rendered(spec, sf, files)
 
 
 def manifest(spec: ir.Spec, files: dict[PurePosixPath, str]) -> str:
+    from gemmgen.backends.pallas import JAX_VERSION  # recorded in MANIFEST.json
+    from gemmgen.render import header_text
+
     doc = {
         "comment": header_text(spec.path),
         "generator": f"gemmgen {gemmgen.__version__}",

@@ -1,7 +1,9 @@
 """gemmgen's cache folder: `$GEMMGEN_CACHE`, else `~/.cache/gemmgen`.
 
 The generator caches what is slow to rebuild and never changes its output:
-the LALR tables of the spec grammar and the compiled Jinja templates. Every
+the LALR tables of the spec grammar, the compiled Jinja templates and the
+rendered specs (`gemmgen.build_cache`, keyed by the generator's own bytes
+and the spec's text). Every
 entry is keyed by a hash of what it was made from, written atomically
 (temporary file, then rename), and a missing, unreadable or read-only cache
 only costs time. The CUDA toolchain caches its build products here too.

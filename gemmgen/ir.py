@@ -326,12 +326,21 @@ def arch_number(arch: str) -> int:
     return int(arch[3:].rstrip("af"))
 
 
+# The launcher families of the cuda target (`launchers cpp cupy rust`): the
+# C++ header and host launcher and the Python (CuPy) launcher are always
+# emitted (the .cu holds the C++ launcher; verify runs the Python one);
+# `rust` adds a cargo crate of Rust launchers (docs/rust.md).
+CUDA_LAUNCHERS = ("cpp", "cupy", "rust")
+CUDA_REQUIRED_LAUNCHERS = ("cpp", "cupy")
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     backend: Backend
     cuda_archs: tuple[str, ...] = ()
     tpu: str = "v5e"
     loc: Loc = field(default=NO_LOC, compare=False)
+    launchers: tuple[str, ...] = CUDA_REQUIRED_LAUNCHERS  # cuda: CUDA_LAUNCHERS, in spec order
 
 
 @dataclass(frozen=True, slots=True)

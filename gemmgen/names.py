@@ -44,7 +44,7 @@ _AS = "_as_"
 
 RESERVED: frozenset[str] = (
     reserved.PYTHON_KEYWORDS | reserved.PYTHON_BUILTINS | reserved.CXX_KEYWORDS
-    | reserved.C_LIBRARY | reserved.POSIX | reserved.CUDA | reserved.GENERATED)
+    | reserved.RUST_KEYWORDS    | reserved.C_LIBRARY | reserved.POSIX | reserved.CUDA | reserved.GENERATED)
 
 _CATEGORIES = (
     ("a name the generated code defines or uses", reserved.GENERATED),
@@ -117,6 +117,8 @@ def name_problem(name: str) -> str | None:
         return f"'{name}' is reserved in Python"
     if name in reserved.CXX_KEYWORDS:
         return f"'{name}' is reserved in C++"
+    if name in reserved.RUST_KEYWORDS:
+        return f"'{name}' is reserved in Rust"
     if name.startswith("__") or (name.startswith("_") and name[1:2].isupper()) or "__" in name:
         return f"'{name}' is reserved in C++ (leading '_' + capital, or '__')"
     if name.startswith(OWN_PREFIXES) or name.lower() == "gg" or name.lower().startswith("gg_"):

@@ -19,18 +19,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from gemmgen import ir
+from gemmgen import build_cache, ir
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.names import collisions
-from gemmgen.parse import parse
 from gemmgen.specfile import InputError, SpecFile, locate
-from gemmgen.validate import validate
 
 
 def spec_names(spec: ir.Spec) -> list[tuple[str, ir.Loc, str]]:
     """The kernel and dispatch names of a spec, with their positions."""
     return ([(k.name, k.loc, "kernel") for k in spec.kernels]
             + [(d.name, d.loc, "dispatch") for d in spec.dispatches])
+
+
+def _names_of(sf: SpecFile) -> ir.Spec:
+    """A sibling's spec IR, enough for its names: from the render cache when
+    it was built before, else parsed (lark loaded only then)."""
+    cached = build_cache.load(sf)
+    if cached is not None:
+        return cached[0]
+    from gemmgen.parse import parse
+    from gemmgen.validate import validate
+
+    return validate(parse(sf.source, sf.display))
 
 
 def check_project_names(
@@ -48,7 +58,7 @@ def check_project_names(
                 continue
             try:
                 sf = locate(p)
-                spec = validate(parse(sf.source, sf.display))
+                spec = _names_of(sf)
             except (InputError, SpecError):
                 continue  # its own errors are reported when it is built
             siblings[p.resolve()] = (spec, sf)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import json
 import math
-
-import jinja2
+from typing import TYPE_CHECKING
 
 from gemmgen.cache import usable_subdir
 from gemmgen.templates import TEMPLATE_DIR
+
+if TYPE_CHECKING:
+    import jinja2
 
 GENERATED_MARK = "DO NOT EDIT."
 
@@ -55,6 +57,10 @@ def _cfloat(value: float) -> str:
 
 @functools.cache
 def environment() -> jinja2.Environment:
+    # Jinja is imported on first use: a build served from the render cache
+    # (gemmgen.build_cache) never loads it.
+    import jinja2
+
     folder = usable_subdir("jinja")  # compiled templates, checked against their source
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),

@@ -60,6 +60,15 @@ vars zip
 # C++23 keywords and alternative tokens, C23 keywords C++ lacks, identifiers
 # with a special meaning, and the names C and C++ give a meaning outside any
 # header (`main`, the `std` and `posix` namespaces).
+# Rust keywords: strict, reserved and weak (the Reference, editions 2015 to
+# 2024). A kernel or dispatcher name is a module of the generated Rust crate.
+RUST_KEYWORDS = _words("""
+as async await break const continue crate dyn else enum extern false fn for gen if
+impl in let loop match mod move mut pub ref return self Self static struct super
+trait true type unsafe use where while abstract become box do final macro override
+priv try typeof unsized virtual yield macro_rules raw safe union
+""")
+
 CXX_KEYWORDS = _words("""
 alignas alignof and and_eq asm auto bitand bitor bool break case catch char
 char8_t char16_t char32_t class compl concept const consteval constexpr constinit
@@ -313,6 +322,8 @@ lpt3 lpt4 lpt5 lpt6 lpt7 lpt8 lpt9 lpt0
 # the body of a host launcher (`launch_<name>`), which calls kernel entry
 # points by their bare names. tests/test_names.py keeps this list complete.
 GENERATED = _words("""
+common cuda_driver std core alloc Array Backend Error Refusal ENTRIES Args Dims
+workspace_bytes launch fmt KernelArg Workspace
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # IR -> {path: text}: pure, no toolchain, no harness, no JAX or NumPy.
     ("backends", ("gemmgen.render", "gemmgen.backends", "gemmgen.backends.*")),
     # Specs on disk -> rendered trees -> generated/.
-    ("build/output", ("gemmgen.build", "gemmgen.output", "gemmgen.specfile",
+    ("build/output", ("gemmgen.build", "gemmgen.build_cache", "gemmgen.output", "gemmgen.specfile",
                       "gemmgen.project_names")),
     # The NumPy reference and the test cases.
     ("reference", ("gemmgen.reference", "gemmgen.reference.*", "gemmgen.cases")),

@@ -241,6 +241,30 @@ def cxx_identifiers(text: str) -> set[str]:
     return out
 
 
+def rust_identifiers(text: str) -> set[str]:
+    """The names of a generated Rust module that a kernel or dispatcher name
+    (a module of the crate) could clash with: the crate root's modules, the
+    first segment of every `use` path (`std`, `crate`), the C symbols of an
+    `extern "C"` block, and in a module that imports other modules of the
+    crate by name (a dispatcher importing its arms) every item it defines or
+    imports at module level."""
+    code = re.sub(r"//[^\n]*", " ", text)
+    code = re.sub(r'"(?:\\.|[^"\\])*"', '""', code)
+    out = set(re.findall(r"^(?:pub )?mod (\w+);", code, flags=re.M))
+    uses = re.findall(r"^use ([^;]*);", code, flags=re.M | re.S)
+    out.update(u.split("::")[0].strip() for u in uses)
+    for block in re.findall(r'extern ""\s*\{(.*?)\n\}', code, flags=re.S):
+        out.update(re.findall(r"\bfn (\w+)", block))
+    imports_modules = any(u.startswith("crate::{") or (u.startswith("crate::")
+                          and not u.startswith("crate::common")) for u in uses)
+    if imports_modules:
+        for u in uses:
+            out.update(_IDENT.findall(u.split("::", 1)[-1]))
+        out.update(re.findall(r"^(?:pub )?(?:fn|const|struct|enum|type|trait|static) (\w+)",
+                              code, flags=re.M))
+    return out - {"self"}
+
+
 @functools.cache
 def generated_identifiers() -> dict[str, set[str]]:
     """identifier -> the files that define or use it, for every rendered
@@ -250,7 +274,10 @@ def generated_identifiers() -> dict[str, set[str]]:
     for spec, files in _rendered():
         own = {k.name for k in spec.kernels} | {d.name for d in spec.dispatches}
         for path, text in files.items():
-            ids = python_identifiers(text) if path.suffix == ".py" else cxx_identifiers(text)
+            if path.suffix == ".toml":
+                continue  # the Rust crate's manifest and rustfmt settings: no code
+            ids = (python_identifiers(text) if path.suffix == ".py"
+                   else rust_identifiers(text) if path.suffix == ".rs" else cxx_identifiers(text))
             for ident in ids:
                 if derived_from(ident, own) is None:
                     found.setdefault(ident, set()).add(f"{spec.path}: {path}")
@@ -308,7 +335,7 @@ def test_derived_symbols_are_the_ones_the_backends_print():
 
 
 @pytest.mark.parametrize("category", ["PYTHON_KEYWORDS", "PYTHON_BUILTINS", "CXX_KEYWORDS",
-                                      "C_LIBRARY", "POSIX", "CUDA", "GENERATED"])
+                                      "RUST_KEYWORDS", "C_LIBRARY", "POSIX", "CUDA", "GENERATED"])
 def test_every_reserved_name_is_rejected(category):
     words = getattr(reserved, category)
     assert words

@@ -9,7 +9,9 @@ Kernel kinds, each a module with `diagnose(kernel, spec)` and
   cuda_tgmm      the ragged-K backward pass (per group lhsᵀ · rhs)
 
 and `cuda_dispatch.render_dispatch(dispatch, spec)` prints the M
-dispatchers (`<dispatch>.h` / `.cu` / `.py`).
+dispatchers (`<dispatch>.h` / `.cu` / `.py`). With `launchers ... rust` in
+the target, `cuda_rust.render_crate` adds the Rust launchers, a cargo crate
+under `generated/<stem>/rust/` printed from the same plans.
 
 A kind's LaunchPlan (cuda_launch.py) drives three files per kernel under
 `generated/<stem>/cuda/`:
@@ -26,7 +28,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from gemmgen import ir
-from gemmgen.backends import cuda_dispatch
+from gemmgen.backends import cuda_dispatch, cuda_rust
 from gemmgen.backends.cuda_kinds import diagnose_kernel, plan
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.render import header_text, render_template
@@ -59,10 +61,16 @@ def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
 
 def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
     files: dict[PurePosixPath, str] = {}
-    for k in spec.kernels_for(ir.Backend.CUDA):
+    kernels = spec.kernels_for(ir.Backend.CUDA)
+    for k in kernels:
         files.update(render_kernel(k, spec))
-    for d in spec.dispatches:
-        arms = [spec.kernel(r.kernel) for r in d.rules]
-        if all(ir.Backend.CUDA in k.backends for k in arms):
-            files.update(cuda_dispatch.render_dispatch(d, spec))
+    dispatches = [d for d in spec.dispatches
+                  if all(ir.Backend.CUDA in spec.kernel(r.kernel).backends for r in d.rules)]
+    for d in dispatches:
+        files.update(cuda_dispatch.render_dispatch(d, spec))
+    target = spec.target(ir.Backend.CUDA)
+    if kernels and target is not None and "rust" in target.launchers:
+        files.update(cuda_rust.render_crate(
+            spec, header_text(spec.path), [plan(k, spec) for k in kernels],
+            [cuda_dispatch.plan(d, spec) for d in dispatches]))
     return dict(sorted(files.items()))

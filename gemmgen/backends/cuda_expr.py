@@ -2,10 +2,10 @@
 
 Shapes, checks, grids, workspace sizes and scalar arguments of a CUDA launch
 plan are `Expr` trees over the dim names (`cdiv(var("n"), 128)`), which
-print themselves as C++ (`Expr.cpp`) and Python (`Expr.py`) and evaluate
-directly (`Expr.eval`, what `gemmgen explain` uses). Both launchers define
-the helpers the printed text calls: `gg_cdiv`, `gg_div`, `gg_min`, `gg_i32`,
-`gg_i64`. A kind may still hand a plan expression as text in that language
+print themselves as C++ (`Expr.cpp`), Python (`Expr.py`) and Rust
+(`Expr.rs`, over i64) and evaluate directly (`Expr.eval`, what `gemmgen
+explain` uses). Every launcher defines the helpers the printed text calls:
+`gg_cdiv`, `gg_div`, `gg_min`, `gg_i32`, `gg_i64`. A kind may still hand a plan expression as text in that language
 (`parse_expr`, a small parser, never `eval`); the plan holds the tree.
 """
 
@@ -18,13 +18,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "COMPARISONS", "ZERO", "Bin", "Call", "Expr", "Fn", "Lit", "Op", "Var", "all_of", "any_of",
-    "cdiv", "div", "expr", "exprs", "min_", "parse_expr", "var",
+    "COMPARISONS", "ZERO", "Bin", "Call", "Expr", "Fn", "Lang", "Lit", "Op", "Var", "all_of",
+    "any_of", "cdiv", "div", "expr", "exprs", "min_", "parse_expr", "var",
 ]
 
 
+class Lang(enum.Enum):
+    """The languages an expression prints in."""
+
+    PY = "py"
+    CPP = "cpp"
+    RS = "rs"
+
+
 class Fn(enum.Enum):
-    """The helpers an expression may call; both launchers define them."""
+    """The helpers an expression may call; every launcher defines them."""
 
     CDIV = "gg_cdiv"
     DIV = "gg_div"
@@ -62,16 +70,21 @@ class Expr:
     def prec(self) -> int:
         return _ATOM
 
-    def render(self, cpp: bool) -> str:
+    def render(self, lang: Lang) -> str:
         raise NotImplementedError
 
     @property
     def cpp(self) -> str:
-        return self.render(True)
+        return self.render(Lang.CPP)
 
     @property
     def py(self) -> str:
-        return self.render(False)
+        return self.render(Lang.PY)
+
+    @property
+    def rs(self) -> str:
+        """Rust over i64 (a comparison, `and`, `or`: a bool)."""
+        return self.render(Lang.RS)
 
     def __str__(self) -> str:
         return self.py
@@ -118,7 +131,7 @@ class Expr:
 class Lit(Expr):
     value: int
 
-    def render(self, cpp: bool) -> str:
+    def render(self, lang: Lang) -> str:
         return str(self.value)
 
     @property
@@ -136,7 +149,7 @@ class Lit(Expr):
 class Var(Expr):
     name: str
 
-    def render(self, cpp: bool) -> str:
+    def render(self, lang: Lang) -> str:
         return self.name
 
     def eval(self, env: Mapping[str, int]) -> int:
@@ -153,8 +166,8 @@ class Call(Expr):
     fn: Fn
     args: tuple[Expr, ...]
 
-    def render(self, cpp: bool) -> str:
-        return f"{self.fn.value}({', '.join(a.render(cpp) for a in self.args)})"
+    def render(self, lang: Lang) -> str:
+        return f"{self.fn.value}({', '.join(a.render(lang) for a in self.args)})"
 
     def eval(self, env: Mapping[str, int]) -> int:
         v = [a.eval(env) for a in self.args]
@@ -187,16 +200,18 @@ class Bin(Expr):
             return _ARITH[self.op]
         return 3 if self.op in COMPARISONS else (2 if self.op is Op.AND else 1)
 
-    def render(self, cpp: bool) -> str:
+    def render(self, lang: Lang) -> str:
         p = self.prec
         if self.op in _ARITH:  # left-associative: a right operand of equal rank needs ( )
-            lhs, rhs = _paren(self.left, p, cpp), _paren(self.right, p + 1, cpp)
+            lhs, rhs = _paren(self.left, p, lang), _paren(self.right, p + 1, lang)
         elif self.op in COMPARISONS:  # never chained (Python would chain a < b < c)
-            lhs, rhs = _paren(self.left, p + 1, cpp), _paren(self.right, p + 1, cpp)
+            lhs, rhs = _paren(self.left, p + 1, lang), _paren(self.right, p + 1, lang)
         else:  # and / or: the other one inside gets ( ) (g++ -Wparentheses)
-            lhs, rhs = (f"({c.render(cpp)})" if c.prec in (1, 2) and c.prec != p
-                        else c.render(cpp) for c in (self.left, self.right))
-        word = {Op.AND: "&&", Op.OR: "||"}.get(self.op, self.op.value) if cpp else self.op.value
+            lhs, rhs = (f"({c.render(lang)})" if c.prec in (1, 2) and c.prec != p
+                        else c.render(lang) for c in (self.left, self.right))
+        word = self.op.value
+        if lang is not Lang.PY:  # C++ and Rust spell and / or alike
+            word = {Op.AND: "&&", Op.OR: "||"}.get(self.op, word)
         return f"{lhs} {word} {rhs}"
 
     def eval(self, env: Mapping[str, int]) -> int:
@@ -233,8 +248,8 @@ class Bin(Expr):
         return self.left.names() | self.right.names()
 
 
-def _paren(e: Expr, need: int, cpp: bool) -> str:
-    text = e.render(cpp)
+def _paren(e: Expr, need: int, lang: Lang) -> str:
+    text = e.render(lang)
     return f"({text})" if e.prec < need else text
 
 
@@ -263,6 +278,23 @@ def div(a: Expr | int, b: Expr | int) -> Expr:
 
 def min_(a: Expr | int, b: Expr | int) -> Expr:
     return Call(Fn.MIN, (expr(a), expr(b)))
+
+
+_NEGATED = {Op.EQ: Op.NE, Op.NE: Op.EQ, Op.LT: Op.GE, Op.GE: Op.LT, Op.LE: Op.GT, Op.GT: Op.LE}
+
+
+def negate(e: Expr) -> Expr:
+    """`not e`, with the negation pushed into the comparisons (De Morgan):
+    `m >= 0 and k % 8 == 0` -> `m < 0 or k % 8 != 0`. An integer is true
+    when nonzero, so its negation is `e == 0`."""
+    if isinstance(e, Bin):
+        if e.op in _NEGATED:
+            return Bin(_NEGATED[e.op], e.left, e.right)
+        if e.op is Op.AND:
+            return Bin(Op.OR, negate(e.left), negate(e.right))
+        if e.op is Op.OR:
+            return Bin(Op.AND, negate(e.left), negate(e.right))
+    return Bin(Op.EQ, e, Lit(0))
 
 
 def all_of(*terms: Expr) -> Expr:

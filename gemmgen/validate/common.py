@@ -26,7 +26,7 @@ KERNEL_FIELDS = (
 REPEATABLE = {"tile_rule", "when"}
 SWEEPABLE = {"lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
              "bias", "epilogue", "tile", "warp_tile", "stages", "threads", "mma"}
-TARGET_FIELDS = {Backend.CUDA: ("archs",), Backend.PALLAS_TPU: ("tpu",)}
+TARGET_FIELDS = {Backend.CUDA: ("archs", "launchers"), Backend.PALLAS_TPU: ("tpu",)}
 BLOCK_KINDS = ("kernel", "target", "defaults", "dispatch")
 
 # A kernel block's sweeps expand into at most this many variants.

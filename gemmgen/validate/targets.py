@@ -5,7 +5,7 @@ from __future__ import annotations
 from gemmgen import ir
 from gemmgen.diagnostics import one_of, suggest
 from gemmgen.ir import Backend
-from gemmgen.parse import Block
+from gemmgen.parse import Block, Field
 from gemmgen.validate.common import TARGET_FIELDS, Collector
 
 
@@ -19,6 +19,7 @@ def read_target(c: Collector, block: Block) -> ir.Target | None:
     backend = Backend(name)
     archs: list[str] = []
     tpu = "v5e"
+    launchers = ir.CUDA_REQUIRED_LAUNCHERS
     allowed = TARGET_FIELDS[backend]
     for f in block.fields:
         if f.name not in allowed:
@@ -27,6 +28,9 @@ def read_target(c: Collector, block: Block) -> ir.Target | None:
             continue
         if f.swept:
             c.err(f.loc, f"target {name}: '{f.name}' cannot be swept with '|'")
+            continue
+        if f.name == "launchers":
+            launchers = _read_launchers(c, f)
             continue
         for a in f.alts[0].atoms:
             choices = ir.CUDA_ARCHS if f.name == "archs" else ir.TPU_GENERATIONS
@@ -44,6 +48,28 @@ def read_target(c: Collector, block: Block) -> ir.Target | None:
             c.err(f.loc, f"target {name}: give one TPU generation")
     if backend is Backend.CUDA and not archs and not any(f.name == "archs" for f in block.fields):
         c.err(block.name_loc, "target cuda needs 'archs' (e.g. 'archs sm_80 sm_90a')", len(name))
-    return ir.Target(backend, tuple(archs), tpu, block.name_loc)
+    return ir.Target(backend, tuple(archs), tpu, block.name_loc, launchers)
+
+
+def _read_launchers(c: Collector, f: Field) -> tuple[str, ...]:
+    """`launchers cpp cupy rust`: the launcher families of the cuda target.
+    cpp and cupy must be listed (the .cu holds the C++ launcher, and
+    `gemmgen verify` runs the Python one); rust is optional."""
+    seen: list[str] = []
+    for a in f.alts[0].atoms:
+        if a.kind != "word" or a.value not in ir.CUDA_LAUNCHERS:
+            hint = suggest(str(a.value), ir.CUDA_LAUNCHERS) if a.kind == "word" else ""
+            c.err(a.loc, f"target cuda: unknown launcher {a.describe()}{hint} "
+                  f"(expected {one_of(ir.CUDA_LAUNCHERS)})", a.width)
+        elif a.value in seen:
+            c.err(a.loc, f"target cuda: launcher '{a.value}' listed twice", a.width)
+        else:
+            seen.append(str(a.value))
+    for need in ir.CUDA_REQUIRED_LAUNCHERS:
+        if need not in seen:
+            c.err(f.loc, f"target cuda: launchers must include '{need}' (the C++ and CuPy "
+                  "launchers are always emitted; list them with the optional 'rust')",
+                  len(f.name))
+    return tuple(seen)
 
 

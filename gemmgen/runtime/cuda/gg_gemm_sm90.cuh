@@ -1,13 +1,14 @@
 // gg_gemm_sm90.cuh: the Hopper (sm_90a) tile GEMM: TMA + wgmma, warp
 // specialized, persistent; dense and grouped.
 //
-// One body for the 16-bit GEMMs gemmgen generates for sm_90a, templated on a
+// One body for the 16-bit and FP8 GEMMs on sm_90a, templated on a
 // tile struct T: a Config (gg_gemm_config.cuh) plus the Hopper tile's numbers
 // (check_tile_sm90 below states how they relate). docs/cuda-hopper.md ("The
 // Hopper GEMM") describes the pipeline and the barrier protocol:
 //   - 384 threads: warpgroup 0 is the producer (one elected thread issues the
 //     TMA loads), warpgroups 1 and 2 are the consumers, 64 rows of the
-//     128-row tile each, issuing wgmma m64nBNk16 from shared memory;
+//     128-row tile each, issuing wgmma m64nBNk16 (bf16, f16) or m64nBNk32
+//     (e4m3, e5m2) from shared memory;
 //   - a kStages ring of (A, B) stages, each with a `full` mbarrier (1 arrival
 //     + the TMA bytes) and an `empty` one (256 consumer arrivals, each after
 //     its wgmma on the stage retired);
@@ -16,14 +17,17 @@
 //     stage and phase carry on from tile to tile, so the producer fills the
 //     next tile's stages while the consumers run the epilogue;
 //   - edges: TMA zero-fills boxes past m, n and k; the epilogue masks;
-//   - epilogue: each consumer warp applies gg_epilogue's element function to
-//     its 16 rows in registers, stages them in its own shared-memory slice
+//   - epilogue: each consumer warp applies gg_epilogue's element function
+//     (per-tensor, per-token and per-channel scales, alpha, bias, activation)
+//     to its 16 rows in registers, stages them in its own shared-memory slice
 //     and writes them out row by row (coalesced), rows outside [row_lo,
 //     row_hi) and columns past n skipped.
-// A is K-major (lhs [m, k], 128-byte swizzle, one box of kBK x 128 rows). B
-// is K-major for rhs [n, k] (one box of kBK x kBN rows) and MN-major for rhs
-// [k, n] (kBN / 64 boxes of 64 columns x kBK rows); grouped rhs [g, ...]
-// uses a 3D map whose outer coordinate is the local group.
+// A K tile is one 128-byte swizzle row: kBK = 64 16-bit or 128 FP8
+// elements. A is K-major (lhs [m, k], 128-byte swizzle, one box of kBK x 128
+// rows). B is K-major for rhs [n, k] (one box of kBK x kBN rows) and, for
+// 16-bit types only (wgmma reads FP8 K-major), MN-major for rhs [k, n]
+// (kBN / 64 boxes of 64 columns x kBK rows); grouped rhs [g, ...] uses a 3D
+// map whose outer coordinate is the local group.
 #pragma once
 
 #include "gg_convert.cuh"
@@ -34,23 +38,47 @@
 namespace gg::gemm::sm90 {
 
 // The fixed shape of the warp-specialized block: a producer warpgroup and two
-// consumer warpgroups of 64 rows; K tiles of 64 16-bit elements (one
-// 128-byte swizzle row).
+// consumer warpgroups of 64 rows; K tiles of one 128-byte swizzle row.
 constexpr int kThreads = 384;
 constexpr int kBM = 128;
-constexpr int kBK = 64;
+constexpr int kRowBytes = 128;
 constexpr int kProducerRegs = 40;  // setmaxnreg: 128 * 40 + 256 * 232 <= 64 Ki
 constexpr int kConsumerRegs = 232;
 
-// Whether a Config can run on this body: A and B of one 16-bit tensor-core
-// type as stored, no main-loop or epilogue scales, no silu_mul (its paired
-// columns would need two B boxes per tile).
+// K elements of a K tile: 64 for 16-bit types, 128 for FP8.
+template <class C>
+constexpr int kBKFor = kRowBytes / static_cast<int>(sizeof(typename C::mma_t));
+
+template <class M>
+constexpr bool k16Bit = kSame<M, __nv_bfloat16> || kSame<M, __half>;
+template <class M>
+constexpr bool kFp8 = kSame<M, __nv_fp8_e4m3> || kSame<M, __nv_fp8_e5m2>;
+
+// Whether this body computes a Config: A and B of one tensor-core type as
+// stored (bf16, f16, e4m3 or e5m2; B of an FP8 type K-major, rhs [n, k]);
+// scales where the epilogue applies them (per tensor, per token, per
+// channel) and, for FP8, the block scales of the FP32 promotion (lhs 1 x
+// block_k token groups, rhs block_n x block_k blocks); no folded scales; no
+// silu_mul (its paired columns would need two B boxes per tile).
+template <class C>
+constexpr bool runs() {
+  using mma_t = typename C::mma_t;
+  constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
+  constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
+  return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && C::kRhsNK && kLhsOk && kRhsOk)) &&
+         kSame<typename C::rhs_t, mma_t> && !C::kFoldScales &&
+         C::kActivation != Activation::kSiluMul;
+}
+
+// Whether the generator routes a Config to this body on sm_90a (the spec's
+// `mma auto | wgmma`, ir.Kernel.wgmma_obstacle states the same): the 16-bit
+// Configs without scales. The FP8 Configs that `runs` admits are computed
+// and tested here (tests/test_cuda_sm90_gemm_fp8.py) and join when the
+// launchers pass their scales.
 template <class C>
 constexpr bool qualifies() {
-  using mma_t = typename C::mma_t;
-  return (kSame<mma_t, __nv_bfloat16> || kSame<mma_t, __half>) && kSame<typename C::rhs_t, mma_t> &&
-         C::kLhsScale == ScaleMode::kNone && C::kRhsScale == ScaleMode::kNone &&
-         C::kActivation != Activation::kSiluMul;
+  return runs<C>() && k16Bit<typename C::mma_t> && C::kLhsScale == ScaleMode::kNone &&
+         C::kRhsScale == ScaleMode::kNone;
 }
 
 // Whether a tile's numbers (computed by the plan, backends/cuda_gemm.py)
@@ -61,14 +89,23 @@ constexpr bool qualifies() {
 template <class T>
 __host__ __device__ constexpr bool check_tile_sm90() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
-  if (!check_config<T>() || !qualifies<T>() || T::kBM != kBM || T::kBK != kBK ||
+  if (!check_config<T>() || !runs<T>() || T::kBM != kBM || T::kBK != kBKFor<T> ||
       T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
     return false;
   }
   if (T::kBN % 64 != 0 || T::kBN < 64 || T::kBN > 256 || T::kBNOut != T::kBN) {
     return false;
   }
-  if (T::kAStage != kBM * kBK * 2 || T::kBStage != T::kBN * kBK * 2 ||
+  // A promoted tile holds two fragments of kBN / 2 f32 per thread. Block
+  // scales are constant over a K tile, and over a tile's columns.
+  if (kFp8<typename T::mma_t> && T::kBN > 128) {
+    return false;
+  }
+  if (kPromotion<T> && (!divides(T::kBK, T::kScaleBlockK) ||
+                        (T::kRhsScale == ScaleMode::kBlock && !divides(T::kBN, T::kRhsScaleBlockN)))) {
+    return false;
+  }
+  if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
       T::kCStride != T::kBN + 16 / kOut || T::kCWarpBytes != 16 * T::kCStride * kOut) {
     return false;
   }
@@ -111,6 +148,16 @@ __device__ __forceinline__ void raster(int t, int items, int tiles_n, int& item,
   nt = in_group / rows;
 }
 
+// The epilogue's operands: the scales it applies (null where the Config has
+// none), the bias and the output.
+template <class T>
+struct Operands {
+  const typename T::lhs_scale_t* lhs_scale;
+  const typename T::rhs_scale_t* rhs_scale;
+  const typename T::bias_t* bias;
+  typename T::out_t* out;
+};
+
 // Where one work item's tile lies: rows [m0, m0 + 128) of lhs, output
 // columns [n0, n0 + kBN), local group gl (0 for dense), rows stored
 // [row_lo, row_hi).
@@ -124,6 +171,7 @@ template <class T, bool kGrouped>
 __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b, int tiles, int items, int tiles_n,
                                         int k, const int* items_gm) {
+  constexpr int kBK = T::kBK;
   const int ktiles = (k + kBK - 1) / kBK;
   int it = 0;  // K tiles issued by this block so far: stage it % S, round it / S
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -164,35 +212,43 @@ __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map
 }
 
 // One consumer warpgroup's wgmma on stage `st`: its 64 rows of A times the
-// stage's B, kBK / 16 instructions of m64nBNk16.
-template <class T>
+// stage's B, 4 instructions of 32 bytes of K each (m64nBNk16 for 16-bit
+// types, m64nBNk32 for FP8). kFresh: the first one overwrites d (scale-d =
+// 0) instead of accumulating.
+template <class T, bool kFresh = false>
 __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, int cw,
                                           float (&d)[T::kBN / 2]) {
   using mma_t = typename T::mma_t;
-  const unsigned char* sa = s.a + st * T::kAStage + cw * 64 * 128;
+  const unsigned char* sa = s.a + st * T::kAStage + cw * 64 * kRowBytes;
   const unsigned char* sb = s.b + st * T::kBStage;
   GG_UNROLL
-  for (int kb = 0; kb < kBK / 16; ++kb) {
+  for (int kb = 0; kb < kRowBytes / 32; ++kb) {
     // A, K-major, 128B swizzle: rows of 128 bytes, 8-row groups 1024 apart;
     // k block kb starts 32 bytes further into the (swizzled) row.
     const u64 da = gg::make_smem_desc(sa + kb * 32, 16, 1024, gg::SmemSwizzle::b128);
+    const bool acc = !kFresh || kb > 0;
     if constexpr (T::kRhsNK) {
       const u64 db = gg::make_smem_desc(sb + kb * 32, 16, 1024, gg::SmemSwizzle::b128);
       if constexpr (kSame<mma_t, __nv_bfloat16>) {
-        gg::wgmma_m64nNk16_bf16_ss<T::kBN>(d, da, db, true);
+        gg::wgmma_m64nNk16_bf16_ss<T::kBN>(d, da, db, acc);
+      } else if constexpr (kSame<mma_t, __half>) {
+        gg::wgmma_m64nNk16_f16_ss<T::kBN>(d, da, db, acc);
+      } else if constexpr (kSame<mma_t, __nv_fp8_e4m3>) {
+        gg::wgmma_m64nNk32_e4m3_ss<T::kBN>(d, da, db, acc);
       } else {
-        gg::wgmma_m64nNk16_f16_ss<T::kBN>(d, da, db, true);
+        gg::wgmma_m64nNk32_e5m2_ss<T::kBN>(d, da, db, acc);
       }
     } else {
+      static_assert(k16Bit<mma_t>, "wgmma reads FP8 B K-major only");
       // B, MN-major, 128B swizzle: k rows of 128 bytes (64 columns), 8-row
       // groups 1024 apart (SBO), 64-column boxes 64 * kBK * 2 apart (LBO);
       // k block kb starts 16 rows further.
       const u64 db =
-          gg::make_smem_desc(sb + kb * 16 * 128, 64 * kBK * 2, 1024, gg::SmemSwizzle::b128);
+          gg::make_smem_desc(sb + kb * 16 * 128, 64 * T::kBK * 2, 1024, gg::SmemSwizzle::b128);
       if constexpr (kSame<mma_t, __nv_bfloat16>) {
-        gg::wgmma_m64nNk16_bf16_ss<T::kBN, false, true>(d, da, db, true);
+        gg::wgmma_m64nNk16_bf16_ss<T::kBN, false, true>(d, da, db, acc);
       } else {
-        gg::wgmma_m64nNk16_f16_ss<T::kBN, false, true>(d, da, db, true);
+        gg::wgmma_m64nNk16_f16_ss<T::kBN, false, true>(d, da, db, acc);
       }
     }
   }
@@ -202,9 +258,7 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, int cw,
 // in registers, into its slice of shared memory, then out row by row.
 template <class T>
 __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T::kBN / 2],
-                                           const TileWork& w, int cw,
-                                           const typename T::bias_t* __restrict__ bias,
-                                           typename T::out_t* __restrict__ out, int n) {
+                                           const TileWork& w, int cw, const Operands<T>& o, int n) {
   using out_t = typename T::out_t;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   out_t* slice = reinterpret_cast<out_t*>(s.c + (cw * 4 + warp) * T::kCWarpBytes);
@@ -218,7 +272,7 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
       float x[1] = {d[i]};
       const int bcol[1] = {col};
       slice[r * T::kCStride + c] =
-          epilogue_element<T>(x, bcol, nullptr, nullptr, bias, row, w.gl, n);
+          epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
     }
   }
   __syncwarp();
@@ -226,10 +280,103 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
     const int r = idx / T::kBN, c = idx % T::kBN;
     const int row = row0 + r, col = w.n0 + c;
     if (row >= w.row_lo && row < w.row_hi && col < n) {
-      out[(long long)row * n + col] = slice[r * T::kCStride + c];
+      o.out[(long long)row * n + col] = slice[r * T::kCStride + c];
     }
   }
   __syncwarp();  // the slice is free for the next tile
+}
+
+// FP8: each K tile's 4 wgmmas accumulate into a fresh f32 fragment (the
+// first with scale-d = 0), which is added into the tile's accumulator once
+// they retire. The tensor cores accumulate FP8 products with fewer mantissa
+// bits than f32, so the sum over all of K is kept outside them, 128 K at a
+// time (the promotion CUTLASS's default FP8 schedule and DeepGEMM use). The
+// stage goes back to the producer as soon as its wgmmas retired.
+template <class T>
+constexpr bool kPromoted = kFp8<typename T::mma_t>;
+
+// The scales of one K tile's partial sums (block-scaled FP8: 1 x 128 lhs
+// blocks, 128 x 128 rhs blocks, docs/cuda-hopper.md): this thread's two rows'
+// lhs scales and the tile's one rhs scale (the tile lies in one rhs block
+// of N). Rows past m (never stored) take 1 on the exact path, else 0.
+template <class T>
+struct TileScales {
+  float a[2];
+  float b;
+};
+
+template <class T>
+__device__ __forceinline__ TileScales<T> tile_scales(const TileWork& w, int row0,
+                                                     const Operands<T>& o, int m, int n, int k,
+                                                     int k0) {
+  constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
+  TileScales<T> sc{{1.0f, 1.0f}, 1.0f};
+  if constexpr (kLhsScalePromoted<T>) {
+    GG_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      sc.a[h] = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
+    }
+  }
+  if constexpr (kRhsScalePromoted<T>) {
+    sc.b = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+  }
+  return sc;
+}
+
+// d += part times the K tile's scales (plain add without block scales). With
+// an e8m0 scale, a product of two scales may leave f32: when this thread's
+// products are all normal (the usual case) they multiply at once, else each
+// partial sum is scaled exactly (gg::mul_scales_out_of_line).
+template <class T>
+__device__ __forceinline__ void add_scaled(float (&d)[T::kBN / 2], const float (&part)[T::kBN / 2],
+                                           const TileScales<T>& sc) {
+  if constexpr (!kPromotion<T>) {
+    GG_UNROLL
+    for (int i = 0; i < T::kBN / 2; ++i)
+      d[i] += part[i];
+  } else {
+    bool fast = true;
+    if constexpr (kExactPromotion<T>) {
+      const unsigned fa0 = gg::exponent_field(sc.a[0]), fa1 = gg::exponent_field(sc.a[1]);
+      const unsigned fb = gg::exponent_field(sc.b);
+      fast = gg::product_is_normal(fa0 < fa1 ? fa0 : fa1, fa0 < fa1 ? fa1 : fa0, fb, fb);
+    }
+    if (fast) {
+      const float f0 = sc.a[0] * sc.b, f1 = sc.a[1] * sc.b;
+      GG_UNROLL
+      for (int i = 0; i < T::kBN / 2; ++i)
+        d[i] += part[i] * ((i / 2) % 2 ? f1 : f0);
+    } else {
+      GG_UNROLL
+      for (int i = 0; i < T::kBN / 2; ++i)
+        d[i] += gg::mul_scales_out_of_line(part[i], gg::float_to_bits(sc.a[(i / 2) % 2]),
+                                           gg::float_to_bits(sc.b));
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void promote_tiles(const Smem<T>& s, int cw, int ktiles, int& it,
+                                              const TileWork& w, const Operands<T>& o, int m,
+                                              int n, int k, float (&d)[T::kBN / 2]) {
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  const int row0 = w.m0 + cw * 64 + 16 * warp + lane / 4;  // this thread's first row
+  for (int kt = 0; kt < ktiles; ++kt, ++it) {
+    const int st = it % T::kStages;
+    // The scales come from global memory: read them while the stage fills.
+    const TileScales<T> sc = tile_scales<T>(w, row0, o, m, n, k, kt * T::kBK);
+    float part[T::kBN / 2];
+    gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
+    gg::wgmma_fence();
+    gg::wgmma_fence_operand(part);
+    mma_stage<T, true>(s, st, cw, part);
+    gg::wgmma_commit_group();
+    gg::wgmma_wait_group<0>();
+    gg::wgmma_fence_operand(part);
+    gg::mbarrier_arrive(&s.empty[st]);
+    add_scaled<T>(d, part, sc);
+  }
 }
 
 // A consumer warpgroup (cw = 0, 1): for each tile of this block, each K
@@ -238,10 +385,8 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
 template <class T, bool kGrouped>
 __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int items, int tiles_n,
                                         int m, int n, int k, const int* items_gm, const int* starts,
-                                        int num_groups, int group_offset,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out) {
-  const int ktiles = (k + kBK - 1) / kBK;
+                                        int num_groups, int group_offset, const Operands<T>& o) {
+  const int ktiles = (k + T::kBK - 1) / T::kBK;
   int it = 0;  // K tiles consumed by this block so far (as the producer counts)
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int item, nt;
@@ -259,6 +404,11 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
     GG_UNROLL
     for (int i = 0; i < T::kBN / 2; ++i)
       d[i] = 0.0f;
+    if constexpr (kPromoted<T>) {
+      promote_tiles<T>(s, cw, ktiles, it, w, o, m, n, k, d);
+      store_tile<T>(s, d, w, cw, o, n);
+      continue;
+    }
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
@@ -279,16 +429,15 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
     if (ktiles > 0) {
       gg::mbarrier_arrive(&s.empty[(it - 1) % T::kStages]);
     }
-    store_tile<T>(s, d, w, cw, bias, out, n);
+    store_tile<T>(s, d, w, cw, o, n);
   }
 }
 
 // The block: barriers, the role split, setmaxnreg.
 template <class T, bool kGrouped>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
-                                    const CUtensorMap* map_b,
-                                    const typename T::bias_t* __restrict__ bias,
-                                    typename T::out_t* __restrict__ out, int m, int n, int k,
+                                    const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
+                                    int k,
                                     int tiles, int items, int tiles_n, const int* items_gm,
                                     const int* starts, int num_groups, int group_offset) {
   static_assert(check_tile_sm90<T>(), "the tile's numbers follow from its shape");
@@ -312,26 +461,55 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   } else {
     gg::setmaxnreg_inc<kConsumerRegs>();
     consume<T, kGrouped>(s, wg - 1, tiles, items, tiles_n, m, n, k, items_gm, starts, num_groups,
-                         group_offset, bias, out);
+                         group_offset, o);
   }
 }
 
 // Dense: out[m, n] = lhs[m, k] @ B over the tensor maps of lhs (map_a) and
-// rhs (map_b); block b takes tiles b, b + gridDim.x, ...
+// rhs (map_b), then the epilogue (scales, bias, ...); block b takes tiles b,
+// b + gridDim.x, ...
+template <class T>
+__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
+                                      const CUtensorMap* map_b,
+                                      const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                      const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                      const typename T::bias_t* __restrict__ bias,
+                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
+  const int tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + T::kBN - 1) / T::kBN;
+  run<T, false>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
+                tiles_m * tiles_n, tiles_m, tiles_n, nullptr, nullptr, 0, 0);
+}
+
+// Dense without scales.
 template <class T>
 __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
                                       const CUtensorMap* map_b,
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k) {
-  const int tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + T::kBN - 1) / T::kBN;
-  run<T, false>(smem, map_a, map_b, bias, out, m, n, k, tiles_m * tiles_n, tiles_m, tiles_n,
-                nullptr, nullptr, 0, 0);
+  dense<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
 }
 
 // Grouped: the work items of gg::gemm::worklist (workspace, built on the
 // device by an earlier launch) times the n tiles; map_b is 3D over rhs
 // [g, ...] with the local group outermost. Only the rows of each item's
-// group are stored.
+// group are stored; per-tensor and per-channel rhs scales are per local
+// group ([g], [g, n]).
+template <class T>
+__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
+                                        const CUtensorMap* map_b,
+                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                        const typename T::bias_t* __restrict__ bias,
+                                        typename T::out_t* __restrict__ out,
+                                        const int* __restrict__ workspace, int m, int n, int k,
+                                        int num_groups, int group_offset) {
+  const int items = workspace[0], tiles_n = (n + T::kBN - 1) / T::kBN;
+  run<T, true>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
+               items * tiles_n, items, tiles_n, workspace + 2 + num_groups, workspace + 1,
+               num_groups, group_offset);
+}
+
+// Grouped without scales.
 template <class T>
 __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b,
@@ -339,9 +517,8 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         typename T::out_t* __restrict__ out,
                                         const int* __restrict__ workspace, int m, int n, int k,
                                         int num_groups, int group_offset) {
-  const int items = workspace[0], tiles_n = (n + T::kBN - 1) / T::kBN;
-  run<T, true>(smem, map_a, map_b, bias, out, m, n, k, items * tiles_n, items, tiles_n,
-               workspace + 2 + num_groups, workspace + 1, num_groups, group_offset);
+  grouped<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
+             group_offset);
 }
 
 }  // namespace gg::gemm::sm90

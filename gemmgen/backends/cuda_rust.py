@@ -1,0 +1,527 @@
+"""Rust launchers of the CUDA kernels: a cargo crate per spec.
+
+With `launchers cpp cupy rust` in the spec's `target cuda` block, the CUDA
+backend also renders `generated/<stem>/rust/`, a crate with no dependencies:
+
+  Cargo.toml           package gemmgen-<stem>, feature `cuda-driver`
+  src/lib.rs           one module per kernel and dispatcher
+  src/common.rs        the Backend trait, Array, KernelArg, Launch, Error,
+                       CUDA's launch limits and the plan's integer helpers
+  src/cuda_driver.rs   Backend over the CUDA driver API (feature
+                       `cuda-driver`; the crate's only `unsafe` code)
+  src/<kernel>.rs      Args, Dims, pick_tile, validate, workspace_bytes,
+                       launches and launch, printed from the kernel's
+                       LaunchPlan (the one its C++ and CuPy launchers print)
+  src/<dispatch>.rs    pick(m) and launch, handing the call to the arm's module
+
+Every expression is the plan's `Expr` printed as Rust (`Expr.rs`, over
+i64); the text is laid out as rustfmt lays it out (the tests check it with
+`rustfmt --check`), by the small helpers below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from gemmgen import ir
+from gemmgen.backends.cuda_args import Arg
+from gemmgen.backends.cuda_dispatch import DispatchPlan
+from gemmgen.backends.cuda_expr import Bin, Call, Expr, Fn, negate
+from gemmgen.backends.cuda_launch import DEFAULT_SMEM, LIMITS, ArgKind, LaunchPlan, Step
+from gemmgen.render import render_template
+
+__all__ = ["RustDispatch", "RustKernel", "crate_name", "render_crate"]
+
+# rustfmt's max_width; the crate's rustfmt.toml sets use_small_heuristics =
+# "Max", so a list stays on one line exactly when the line fits.
+WIDTH = 100
+HELPERS = tuple(f.value for f in Fn)  # gg_cdiv, ...: common.rs defines them
+
+
+def crate_name(stem: str) -> str:
+    """The package name: `gemmgen-<stem>` (lib `gemmgen_<stem>`)."""
+    return "gemmgen-" + stem.replace("_", "-")
+
+
+def rs_list(head: str, items: list[str], tail: str, indent: int) -> str:
+    """`head` items `tail` on one line when rustfmt keeps it there (the
+    line fits WIDTH and the items CALL_WIDTH), else one item a line."""
+    pad = " " * indent
+    inner = ", ".join(items)
+    one = f"{pad}{head}{inner}{tail}"
+    if len(one) <= WIDTH:
+        return one
+    lines = [f"{pad}{head}"] + [f"{pad}    {i}," for i in items] + [f"{pad}{tail.lstrip()}"]
+    return "\n".join(lines)
+
+
+def rs_format(head: str, lead: list[str], args: list[str], tail: str, indent: int) -> str:
+    """A format macro call (`write!(f, "..", a, b)`): on one line when it
+    fits; else `lead` one a line and the arguments on one line after them
+    when they fit there (rustfmt's layout of format arguments), else one a
+    line."""
+    one = rs_list(head, [*lead, *args], tail, indent)
+    if "\n" not in one:
+        return one
+    pad = " " * (indent + 4)
+    rest = ", ".join(args) + ","
+    if len(pad) + len(rest) <= WIDTH:
+        return "\n".join([" " * indent + head, *(f"{pad}{x}," for x in lead), pad + rest,
+                          " " * indent + tail])
+    return one
+
+
+def rs_const(head: str, items: list[str]) -> str:
+    """`head [items];` (head ends in "= "), broken after `=` when the list
+    then fits on the next line, else one item a line."""
+    one = f"{head}[{', '.join(items)}];"
+    if len(one) <= WIDTH:
+        return one
+    below = f"    [{', '.join(items)}];"
+    if len(below) <= WIDTH:
+        return f"{head.rstrip()}\n{below}"
+    return rs_list(f"{head}[", items, "];", 0)
+
+
+def rs_call(head: str, args: list[str], tail: str, indent: int) -> str:
+    """A call on one line when it fits, else one argument a line."""
+    return rs_list(head, args, tail, indent)
+
+
+def rs_use(path: str, names: list[str]) -> str:
+    """`use path::{a, b};`, wrapped as rustfmt wraps an import list."""
+    one = f"use {path}::{{{', '.join(names)}}};"
+    if len(one) <= WIDTH:
+        return one
+    lines, line = [], ""
+    for n in names:
+        item = f"{n},"
+        if line and 4 + len(line) + 1 + len(item) > WIDTH:
+            lines.append(line)
+            line = item
+        else:
+            line = f"{line} {item}" if line else item
+    lines.append(line)
+    return "\n".join([f"use {path}::{{", *(f"    {x}" for x in lines), "};"])
+
+
+def rs_doc(text: str, indent: int, mark: str = "///") -> str:
+    """`text` as doc-comment lines of at most WIDTH columns."""
+    pad = " " * indent
+    words = text.split()
+    lines: list[str] = []
+    line = ""
+    for w in words:
+        if line and len(pad) + len(mark) + 1 + len(line) + 1 + len(w) > WIDTH:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}" if line else w
+    if line:
+        lines.append(line)
+    return "\n".join(f"{pad}{mark} {x}" for x in lines)
+
+
+def _used(*exprs: Expr | None) -> frozenset[str]:
+    return frozenset().union(*(e.names() for e in exprs if e is not None))
+
+
+def _calls(e: Expr) -> set[str]:
+    if isinstance(e, Call):
+        out = {e.fn.value}
+        for a in e.args:
+            out |= _calls(a)
+        return out
+    if isinstance(e, Bin):
+        return _calls(e.left) | _calls(e.right)
+    return set()
+
+
+def _rank(a: Arg) -> int:
+    return len(a.shape)
+
+
+def _field_type(a: Arg) -> str:
+    if a.is_scalar:
+        return "i64"
+    t = f"Array<{_rank(a)}>"
+    return f"Option<{t}>" if a.optional else t
+
+
+def _field_doc(a: Arg) -> str:
+    if a.is_scalar:
+        return a.doc[:1].upper() + a.doc[1:] + "."
+    opt = " (optional)" if a.optional else ""
+    return f"`{a.shape_text}` {a.dtype.value if a.dtype else ''}: {a.doc}{opt}."
+
+
+@dataclass(frozen=True)
+class RustKernel:
+    """The Rust text of one kernel's LaunchPlan."""
+
+    plan: LaunchPlan
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def summary_doc(self) -> str:
+        return rs_doc(self.plan.summary, 0, "//!")
+
+    @property
+    def entries(self) -> str:
+        items = [f'"{e}"' for e in self.plan.entries]
+        return rs_const(f"pub const ENTRIES: [&str; {len(items)}] = ", items)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for a in self.plan.args:
+            out += [rs_doc(_field_doc(a), 4), f"    pub {a.name}: {_field_type(a)},"]
+        if self.plan.has_workspace:
+            out += [rs_doc("`workspace_bytes(&dims)` bytes of device memory, 16-byte aligned.", 4),
+                    "    pub workspace: Workspace,"]
+        return tuple(out)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.plan.names
+
+    @property
+    def dims_doc(self) -> tuple[str, ...]:
+        p = self.plan
+        docs = {d: f"Dim `{d}`." for d in p.dims}
+        for d in p.dims:
+            if why := p.dim_comment(d):
+                docs[d] = f"Dim `{d}`: {why}."
+        docs |= {s.name: f"Scalar `{s.name}`." for s in p.scalars}
+        docs |= {d.name: f"`{d.name}` = `{d.value.py}`." for d in p.derived}
+        return tuple(docs[n] for n in self.names)
+
+    @property
+    def dims_display(self) -> str:
+        fmt = ", ".join(f"{n}={{}}" for n in self.names)
+        return rs_format("write!(", ["f", f'"{fmt}"'], [f"self.{n}" for n in self.names], ")", 8)
+
+    # -- the tile pick ------------------------------------------------------
+
+    @property
+    def pick_tile_head(self) -> str:
+        used = _used(*(v.when for v in self.plan.rules))
+        params = [f"{'' if d in used else '_'}{d}: i64" for d in ("m", "n", "k")]
+        return f"pub fn pick_tile({', '.join(params)}) -> usize {{"
+
+    @property
+    def pick_tile_body(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for v in self.plan.rules:
+            assert v.when is not None
+            out += [f"    // {v.label}, {v.where}", f"    if {v.when.rs} {{",
+                    f"        return {v.index};", "    }"]
+        out += [f"    // {self.plan.default.label}, default", f"    {self.plan.default.index}"]
+        return tuple(out)
+
+    @property
+    def lut(self) -> str:
+        return ", ".join(e.rs for e in self.plan.lut_dims)
+
+    # -- validate -----------------------------------------------------------
+
+    @property
+    def validate_body(self) -> tuple[str, ...]:
+        p = self.plan
+        out: list[str] = []
+        for a in p.arrays:
+            if not a.optional:
+                out += [f"    if a.{a.name}.ptr == 0 {{",
+                        f'        return Err(Error::Null {{ kernel: NAME, array: "{a.name}" }});',
+                        "    }"]
+        for a in p.arrays:
+            call = f'common::check_extents(NAME, "{a.name}", {{}}.shape)?;'
+            if a.optional:
+                out.append(f"    if let Some(x) = a.{a.name} {{")
+                out.append("        " + call.format("x"))
+                out.append("    }")
+            else:
+                out.append("    " + call.format(f"a.{a.name}"))
+        for sc in p.scalars:
+            out.append(f'    common::check_scalar(NAME, "{sc.name}", a.{sc.name})?;')
+        # The dims, as the Python launcher reads them: the last binding of a
+        # dim wins; the shape checks below catch a disagreement.
+        last = {b.dim: b for b in p.bindings if b.fallback is None}
+        for d in p.dims:
+            b = last.get(d)
+            if b is not None:
+                read = f"a.{b.arg}.shape[{b.axis}]" + (f" * {b.mul}" if b.mul != 1 else "")
+                out.append(f"    let {d} = {read};")
+        for s in p.scalars:
+            out.append(f"    let {s.name} = a.{s.name};")
+        for b in p.bindings:
+            if b.fallback is not None:
+                read = f"x.shape[{b.axis}]" + (f" * {b.mul}" if b.mul != 1 else "")
+                out += [f"    let {b.dim} = match a.{b.arg} {{",
+                        f"        Some(x) => {read},", f"        None => {b.fallback.rs},",
+                        "    };"]
+        for d in p.derived:
+            out.append(f"    let {d.name} = {d.value.rs};")
+        fields = ", ".join(self.names)
+        line = f"    let d = Dims {{ {fields} }};"
+        if len(line) > WIDTH:
+            out.append("    let d = Dims {")
+            out += [f"        {n}," for n in self.names]
+            out.append("    };")
+        else:
+            out.append(line)
+        for a in p.arrays:
+            shape = "[" + ", ".join(s.rs for s in a.shape) + "]"
+            if a.optional:
+                out.append(f"    if let Some(x) = a.{a.name} {{")
+                out.append(rs_call("common::check_shape(", ["NAME", f'"{a.name}"', "x.shape", shape],
+                                   ")?;", 8))
+                out.append("    }")
+            else:
+                out.append(rs_call("common::check_shape(",
+                                   ["NAME", f'"{a.name}"', f"a.{a.name}.shape", shape], ")?;", 4))
+        for c in p.checks:
+            cond = negate(c.cond).rs
+            head = f"    if {cond} {{"
+            if len(head) > WIDTH:
+                raise AssertionError(f"condition too long for one line: {cond}")
+            out += [head, self._err(f'd.check("{c.message}")', 8), "    }"]
+        for a in p.aligned:
+            assert a.align & (a.align - 1) == 0, "alignments are powers of two"
+            if a.optional:
+                out.append(f"    if matches!(a.{a.name}, Some(x) if !common::is_aligned(x.ptr, {a.align})) {{")
+            else:
+                out.append(f"    if !common::is_aligned(a.{a.name}.ptr, {a.align}) {{")
+            out += [self._err(f'misaligned("{a.name}", {a.align})', 8), "    }"]
+        if p.has_workspace:
+            out += ["    let need = workspace_bytes(&d);",
+                    "    let w = a.workspace;",
+                    "    if w.ptr == 0 || !common::is_aligned(w.ptr, 16) || w.bytes < need {",
+                    "        return Err(Error::Workspace { kernel: NAME, need, got: w });",
+                    "    }"]
+        out.append("    common::check_launches(NAME, &launches(a, &d), &d, None)?;")
+        out.append("    Ok(d)")
+        return tuple(out)
+
+    @staticmethod
+    def _err(value: str, indent: int) -> str:
+        line = f"{' ' * indent}return Err({value});"
+        if len(line) <= WIDTH:
+            return line
+        inner = value[value.index("(") + 1:-1]
+        head = value[:value.index("(") + 1]
+        return "\n".join([f"{' ' * indent}return Err({head}", f"{' ' * (indent + 4)}{inner},",
+                          f"{' ' * indent}));"])
+
+    @property
+    def checks_used(self) -> bool:
+        return bool(self.plan.checks)
+
+    @property
+    def aligned_used(self) -> bool:
+        return bool(self.plan.aligned)
+
+    # -- workspace and launches --------------------------------------------
+
+    def unpack(self, *exprs: Expr) -> str:
+        used = _used(*exprs)
+        names = [n for n in self.names if n in used]
+        if not names:
+            return ""
+        rest = ", .." if len(names) < len(self.names) else ""
+        return rs_list("let Dims { ", names, f"{rest} }} = *d;", 4).replace(
+            "{ \n", "{\n")
+
+    @property
+    def workspace_unpack(self) -> str:
+        return self.unpack(*self.lut_used, *(v.workspace_ints for v in self.plan.variants))
+
+    @property
+    def lut_used(self) -> tuple[Expr, ...]:
+        """The LUT's dims, when there is a tile to pick."""
+        return self.plan.lut_dims if len(self.plan.variants) > 1 else ()
+
+    @property
+    def workspace_body(self) -> tuple[str, ...]:
+        p = self.plan
+        if len(p.variants) == 1:
+            return (f"    let ints = {p.default.workspace_ints.rs};",)
+        out = [f"    let ints = match pick_tile({self.lut}) {{"]
+        for v in p.rules:
+            out.append(f"        {v.index} => {v.workspace_ints.rs},")
+        out += [f"        _ => {p.default.workspace_ints.rs},", "    };"]
+        return tuple(out)
+
+    @property
+    def steps(self) -> list[Step]:
+        return [s for v in self.plan.variants for s in v.steps]
+
+    @property
+    def launches_unpack(self) -> str:
+        steps = self.steps
+        return self.unpack(self.plan.empty, *self.lut_used,
+                           *(g for s in steps for g in s.grid),
+                           *(a.value for s in steps for a in s.args if a.value is not None))
+
+    @property
+    def uses_args(self) -> bool:
+        return any(a.kind is ArgKind.ARRAY for s in self.steps for a in s.args)
+
+    def _arg(self, a) -> str:
+        if a.value is not None:
+            return a.value.rs
+        if a.name == "workspace":
+            return "KernelArg::Ptr(a.workspace.ptr)"
+        arg = next(x for x in self.plan.arrays if x.name == a.name)
+        if arg.optional:
+            return f"KernelArg::Ptr(a.{a.name}.map_or(0, |x| x.ptr))"
+        return f"KernelArg::Ptr(a.{a.name}.ptr)"
+
+    def _launch(self, s: Step, indent: int) -> list[str]:
+        pad = " " * indent
+        out = [rs_doc(f"{s.entry}: {s.comment}", indent, "//"), f"{pad}Launch {{",
+               f"{pad}    kernel: NAME,", f'{pad}    entry: "{s.entry}",']
+        what = f'{pad}    what: "{s.comment}",'
+        out.append(what)
+        out.append(rs_list("grid: [", [g.rs for g in s.grid], "],", indent + 4))
+        out += [f"{pad}    threads: {s.block},", f"{pad}    smem: {s.smem},"]
+        out.append(rs_list("args: vec![", [self._arg(a) for a in s.args], "],", indent + 4))
+        out.append(f"{pad}}},")
+        return out
+
+    def _vec(self, steps: tuple[Step, ...], indent: int) -> list[str]:
+        pad = " " * indent
+        out = ["vec!["]
+        for s in steps:
+            out += self._launch(s, indent + 4)
+        out.append(f"{pad}]")
+        return out
+
+    @property
+    def launches_body(self) -> tuple[str, ...]:
+        p = self.plan
+        out = [f"    if {p.empty.rs} {{", "        return Vec::new();", "    }"]
+        if len(p.variants) == 1:
+            v = self._vec(p.default.steps, 4)
+            out += ["    " + v[0], *v[1:]]
+            return tuple(out)
+        out.append(f"    match pick_tile({self.lut}) {{")
+        for v in p.variants:
+            key = "_" if v is p.default else str(v.index)
+            vec = self._vec(v.steps, 8)
+            out += [f"        // {v.label}", f"        {key} => {vec[0]}", *vec[1:-1],
+                    vec[-1] + ","]
+        out.append("    }")
+        return tuple(out)
+
+    @property
+    def helpers(self) -> tuple[str, ...]:
+        p = self.plan
+        exprs: list[Expr] = [*p.lut_dims, p.empty, *(c.cond for c in p.checks),
+                             *(d.value for d in p.derived),
+                             *(s for a in p.arrays for s in a.shape),
+                             *(b.fallback for b in p.bindings if b.fallback is not None),
+                             *(v.when for v in p.rules if v.when is not None)]
+        if p.has_workspace:
+            exprs += [v.workspace_ints for v in p.variants]
+        exprs += [g for s in self.steps for g in s.grid]
+        exprs += [a.value for s in self.steps for a in s.args if a.value is not None]
+        used: set[str] = set()
+        for e in exprs:
+            used |= _calls(e)
+        return tuple(h for h in HELPERS if h in used)
+
+    @property
+    def imports(self) -> str:
+        types = ["Array", "Backend", "Error", "Launch", "Refusal"]
+        if self.uses_args:
+            types.append("KernelArg")
+        if self.plan.has_workspace:
+            types.append("Workspace")
+        # rustfmt's order: self, then snake_case, then CamelCase names.
+        names = ["self", *sorted(self.helpers), *sorted(types)]
+        return rs_use("crate::common", names)
+
+
+@dataclass(frozen=True)
+class RustDispatch:
+    plan: DispatchPlan
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def arms_const(self) -> str:
+        items = [f'"{a.kernel}"' for a in self.plan.arms]
+        return rs_const(f"pub const ARMS: [&str; {len(items)}] = ", items)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for a in (*self.plan.arrays, *self.plan.scalars):
+            out += [rs_doc(_field_doc(a), 4), f"    pub {a.name}: {_field_type(a)},"]
+        return tuple(out)
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in (*self.plan.arrays, *self.plan.scalars))
+
+    def convert(self, arm: str) -> str:
+        """The body of as_<arm>: the same fields in the arm's Args."""
+        items = [f"{f}: a.{f}" for f in self.field_names]
+        return rs_list(f"{arm}::Args {{ ", items, " }", 4).replace("{ \n", "{\n").replace(
+            "\n     }", "\n    }")
+
+    @property
+    def m_read(self) -> str:
+        b = self.plan.m_binding
+        return f"a.{b.arg}.shape[{b.axis}]" + (f" * {b.mul}" if b.mul != 1 else "")
+
+    @property
+    def pick_body(self) -> tuple[str, ...]:
+        out: list[str] = []
+        for a in self.plan.arms:
+            if a.cond:
+                out += [f"    // {a.kernel}, {a.where}", f"    if {a.cond} {{",
+                        f"        return {a.index};", "    }"]
+            else:
+                out += [f"    // {a.kernel}, {a.where}", f"    {a.index}"]
+        return tuple(out)
+
+    @property
+    def uses(self) -> str:
+        return rs_use("crate", sorted({a.kernel for a in self.plan.arms}))
+
+
+def lib_modules(kernels: list[RustKernel], dispatches: list[RustDispatch]) -> list[str]:
+    return sorted([k.name for k in kernels] + [d.name for d in dispatches])
+
+
+def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
+                 dispatches: list[DispatchPlan]) -> dict[PurePosixPath, str]:
+    """The crate's files under `rust/`."""
+    base = PurePosixPath("rust")
+    ks = [RustKernel(p) for p in kernels]
+    ds = [RustDispatch(d) for d in dispatches]
+    stem = PurePosixPath(spec.path).stem
+    ctx = {"header": header, "spec_path": spec.path, "crate": crate_name(stem),
+           "lib": crate_name(stem).replace("-", "_"), "modules": lib_modules(ks, ds),
+           "limits": LIMITS, "default_smem": DEFAULT_SMEM, "rs_doc": rs_doc}
+    files = {
+        base / "Cargo.toml": render_template("rust/Cargo.toml.j2", **ctx),
+        base / "rustfmt.toml": render_template("rust/rustfmt.toml.j2", **ctx),
+        base / "src" / "lib.rs": render_template("rust/lib.rs.j2", **ctx),
+        base / "src" / "common.rs": render_template("rust/common.rs.j2", **ctx),
+        base / "src" / "cuda_driver.rs": render_template("rust/cuda_driver.rs.j2", **ctx),
+    }
+    for k in ks:
+        files[base / "src" / f"{k.name}.rs"] = render_template("rust/launcher.rs.j2", k=k, **ctx)
+    for d in ds:
+        files[base / "src" / f"{d.name}.rs"] = render_template("rust/dispatch.rs.j2", d=d, **ctx)
+    return files
+
