@@ -1,4 +1,4 @@
-"""The `gemmgen` command: build, check, list, verify, explain.
+"""The `gemmgen` command: build, check, list, verify, explain, compile.
 
 Exit status: 0 success; 1 `check` found stale files or `verify` a failing
 kernel; 2 bad input (a spec with errors, a missing file, bad arguments) or a
@@ -56,6 +56,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--counters", action="store_true",
                    help="also run the CUDA kernel once on the CPU emulator and print its counters "
                         "(bank conflicts, sectors, instruction counts)")
+    k = sub.add_parser("compile", help="build the XLA FFI libraries of the JAX entry points "
+                                        "(generated/<stem>/jax/) with nvcc")
+    k.add_argument("spec", metavar="SPEC")
+    k.add_argument("--kernel", action="append", metavar="NAME",
+                   help="only these kernels (default: every kernel with a JAX entry point)")
+    k.add_argument("--out", metavar="DIR", default="build",
+                   help="where lib<kernel>_ffi.so goes (default: build/)")
+    k.add_argument("--cuda-arch", action="append", metavar="ARCH",
+                   help="SASS for these archs (default: the spec's declared archs)")
+    k.add_argument("--emulate", action="store_true",
+                   help="build lib<kernel>_ffi_emu.so for XLA's CPU platform instead: g++ and "
+                        "gemmgen's CPU emulator of CUDA (what the tests run)")
     return p
 
 

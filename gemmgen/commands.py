@@ -1,4 +1,4 @@
-"""What the `gemmgen` commands do: build, check, list, verify, explain.
+"""What the `gemmgen` commands do: build, check, list, verify, explain, compile.
 
 `gemmgen.cli` parses the arguments and calls `run`; this module does the
 work, turns every error into a message and an exit status, and is the only
@@ -160,6 +160,68 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Build the FFI library of each JAX entry point: the kernel's .cu and its
+    _ffi.cc, as `build` renders them, with nvcc (or, with --emulate, g++ and
+    the CPU emulator)."""
+    import shutil
+    import tempfile
+
+    from gemmgen import ir
+    from gemmgen.backends import jax_ffi
+    from gemmgen.diagnostics import suggest
+
+    rendered = _render([args.spec])[0]
+    spec = rendered.spec
+    names = [k.name for k in jax_ffi.kernels(spec)]
+    if not names:
+        print(f"gemmgen: error: {spec.path} has no kernel emitted for both pallas_tpu and cuda, "
+              "so no JAX entry point to compile", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for name in args.kernel or ():
+        if name not in names:
+            print(f"gemmgen: error: {spec.path} has no JAX entry point '{name}'"
+                  f"{suggest(name, names)} (kernels emitted for both backends: "
+                  f"{', '.join(names)})", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    archs = args.cuda_arch or list(spec.target(ir.Backend.CUDA).cuda_archs)
+    from gemmgen.archs import parse_arch
+
+    for arch in archs:
+        try:
+            parse_arch(arch)
+        except ValueError:
+            print(f"gemmgen: error: --cuda-arch {arch}: expected an arch such as sm_90a",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+    from gemmgen.harness import ffi
+    from gemmgen.harness.cuda_emu import EmuCompileError
+    from gemmgen.harness.nvcc import NvccError
+    from gemmgen.harness.toolchain import ToolchainError
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:
+        folder = Path(tmp)
+        for rel, text in rendered.files.items():
+            if rel.parts[0] == "cuda":
+                (folder / rel.name).write_text(text)
+        for name in args.kernel or names:
+            try:
+                if args.emulate:
+                    target = out / ffi.library_name(name).replace(".so", "_emu.so")
+                    shutil.copyfile(ffi.emulated_ffi(folder, name), target)
+                    what = "XLA's cpu platform, gemmgen's CUDA emulator"
+                else:
+                    target = ffi.compile_ffi(folder, name, out, archs)
+                    what = ", ".join(archs)
+            except (ToolchainError, NvccError, EmuCompileError) as e:
+                print(f"gemmgen: error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            print(f"wrote {show(target)} ({what})")
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the parsed command; every error becomes a message and a status."""
     try:
@@ -187,4 +249,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"build": cmd_build, "check": cmd_check, "list": cmd_list, "verify": cmd_verify,
-            "explain": cmd_explain}
+            "explain": cmd_explain, "compile": cmd_compile}

@@ -4,11 +4,12 @@ Over every CUDA kernel and dispatcher the backend can emit from specs/,
 tests/specs/ and tests/cases/ (rendered in memory, one kernel at a time, so
 a spec that fails for another reason still contributes its good kernels):
 
-- every generated .h and .cu passes `clang-format
+- every generated .h, .cu and FFI handler .cc (backends/jax_ffi.py) passes
+  `clang-format
   --dry-run -Werror` with the repository's .clang-format, and so do the
   runtime headers that ship with the generated code;
-- every generated CUDA launcher .py passes `ruff format --check` and
-  `ruff check` (line length 100);
+- every generated CUDA launcher .py and JAX entry point passes `ruff format
+  --check` and `ruff check` (line length 100);
 - nvcc compiles every generated .cu (minus GEMM_EXCLUDED) for each arch its
   spec declares with `-Werror all-warnings`, and the host launcher of every
   generated non-GEMM .cu with `-Xcompiler -Wall,-Wextra,-Werror` as well
@@ -32,7 +33,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from gemmgen import ir
-from gemmgen.backends import cuda, cuda_dispatch
+from gemmgen.backends import cuda, cuda_dispatch, jax_ffi, pallas
 from gemmgen.build import InputError, locate
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
@@ -96,12 +97,18 @@ def _rendered() -> list[tuple[ir.Spec, str | None, PurePosixPath, str]]:
                 continue
             for path, text in cuda_dispatch.render_dispatch(d, spec).items():
                 files.append((spec, None, path, text))
+        # The JAX entry points and their FFI handlers (backends/jax_ffi.py).
+        for k in jax_ffi.kernels(spec):
+            if cuda.diagnose_kernel(k, spec) or pallas.diagnose(k, spec):
+                continue
+            for path, text in jax_ffi.render_kernel(k, spec).items():
+                files.append((spec, None, path, text))
     return files
 
 
 RENDERED = _rendered()
 CPP = [(p, t, spec) for spec, tpl, p, t in RENDERED
-       if p.suffix in (".h", ".cu") and tpl not in EXCLUDED]
+       if p.suffix in (".h", ".cu", ".cc") and tpl not in EXCLUDED]
 HEADERS = [(p, t) for _, _, p, t in RENDERED if p.suffix == ".h"]
 CU = [(p, t, spec) for spec, tpl, p, t in RENDERED
       if p.suffix == ".cu" and tpl not in GEMM_EXCLUDED]

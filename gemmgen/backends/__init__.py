@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from types import ModuleType
 
-from gemmgen.backends import cuda, pallas
+from gemmgen.backends import cuda, jax_ffi, pallas
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Backend, Kernel, Spec
 
@@ -41,4 +41,8 @@ def render(spec: Spec) -> dict[PurePosixPath, str]:
         for path, text in module(backend).render(spec).items():
             assert path not in files, f"two backends render {path}"
             files[path] = text
+    # The JAX entry points of the kernels emitted for both backends.
+    for path, text in jax_ffi.render(spec).items():
+        assert path not in files, f"two backends render {path}"
+        files[path] = text
     return files

@@ -20,7 +20,8 @@ Example::
 API:
 
 - ``EmuModule(source, name_for_errors="kernel.cu", *, include_dirs=(),
-  defines=None, tsan=False, extra_sources=(), memcheck=None, warnings=False)`` compiles
+  defines=None, tsan=False, extra_sources=(), memcheck=None, warnings=False,
+  system_include_dirs=())`` compiles
   `source` (cached by content) into a shared library and raises
   ``EmuCompileError`` with g++'s diagnostics; ``extra_sources`` are more
   ``(text, name)`` translation units linked into the same library (a
@@ -30,7 +31,9 @@ API:
   ``GEMMGEN_EMU_MEMCHECK=0``. ``warnings=True`` compiles with
   ``WARNING_FLAGS`` (``-Wall -Wextra -Werror -Wno-unknown-pragmas``): any
   warning of g++ in the kernel or the headers it includes is an
-  ``EmuCompileError``.
+  ``EmuCompileError``; ``system_include_dirs`` (``-isystem``: third-party
+  headers such as XLA's FFI API, whose warnings are not the kernel's) are
+  exempt.
   ``EmuModule.from_file(path, **kw)`` also searches `path`'s directory for
   includes. ``.kernels`` lists the launchable kernels: every
   ``extern "C" __global__`` function, and any named by
@@ -332,6 +335,7 @@ def _build_library(
     tsan: bool,
     memcheck: bool = False,
     warnings: bool = False,
+    system_include_dirs: tuple[Path, ...] = (),
 ) -> _Library:
     """One shared library from the translation units `sources` ((text, name)
     pairs). The first unit that includes the runtime defines its dynamic
@@ -340,6 +344,7 @@ def _build_library(
     mode_flags = _TSAN_FLAGS if tsan else (_FIBER_FLAGS + _MEMCHECK_FLAGS if memcheck else _FIBER_FLAGS)
     define_flags = [f"-D{k}={v}" for k, v in defines]
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
+    include_flags += [f"-isystem{d}" for d in system_include_dirs]
     (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
 
     # (1) Preprocess every unit with the markers left in.
@@ -881,6 +886,7 @@ class EmuModule:
         extra_sources: Sequence[tuple[str, str]] = (),
         memcheck: bool | None = None,
         warnings: bool = False,
+        system_include_dirs: Iterable[str | os.PathLike[str]] = (),
     ) -> None:
         self.name = name_for_errors
         self.tsan = tsan
@@ -889,9 +895,11 @@ class EmuModule:
         dirs = tuple(Path(d).resolve() for d in include_dirs)
         defs = tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items()))
         sources = ((source, name_for_errors), *((str(t), str(n)) for t, n in extra_sources))
-        key = (sources, dirs, defs, tsan, self.memcheck, warnings)
+        system_dirs = tuple(Path(d).resolve() for d in system_include_dirs)
+        key = (sources, dirs, defs, tsan, self.memcheck, warnings, system_dirs)
         if key not in _LIBRARIES:
-            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan, self.memcheck, warnings)
+            _LIBRARIES[key] = _build_library(sources, dirs, defs, tsan, self.memcheck, warnings,
+                                             system_dirs)
         self._library = _LIBRARIES[key]
         self.last_log = ""
         self.last_counters: dict | None = None

@@ -604,15 +604,25 @@ GG_EMU_UNCHECKED inline bool grow_fiber_stack(const unsigned char* addr) {
   return false;
 }
 
-inline void on_fault(int sig, siginfo_t* info, void*) {
+// The SIGSEGV and SIGBUS handlers installed before ours. Several emulated
+// libraries may share a process (XLA's CPU platform loads one per FFI
+// handler, docs/cuda-emulation.md, "Inside XLA"): each installs its handler
+// once, and a fault that is none of its own (another library's fiber stack
+// growing, or its buffers) goes on to the handler it replaced, when that is
+// one taking siginfo as ours do.
+inline struct sigaction previous_fault_handler[2];
+
+inline void on_fault(int sig, siginfo_t* info, void* context) {
   const auto* addr = static_cast<const unsigned char*>(info->si_addr);
 #if !defined(GG_EMU_TSAN)
   if ((sig == SIGSEGV || sig == SIGBUS) && grow_fiber_stack(addr)) return;
 #endif
   std::string what = format("invalid memory access (%s) at address %p", sig == SIGBUS ? "SIGBUS" : "SIGSEGV", info->si_addr);
+  bool ours = false;
   Registry& r = registry();
   for (const DeviceBuffer& b : r.buffers) {
     if (addr >= b.map && addr < b.map + b.map_bytes) {
+      ours = true;
       if (addr < b.data) {
         what = format("out-of-bounds access %zu bytes before the start of %s", static_cast<std::size_t>(b.data - addr),
                       describe_buffer(b).c_str());
@@ -624,8 +634,14 @@ inline void on_fault(int sig, siginfo_t* info, void*) {
   }
   for (const StackGuard& g : r.stack_guards) {
     if (addr >= g.begin && addr < g.end) {
+      ours = true;
       what = format("stack overflow in a CUDA thread (each has %zu KiB; set GG_EMU_STACK_KB)", r.stack_bytes >> 10);
     }
+  }
+  const struct sigaction& previous = previous_fault_handler[sig == SIGBUS ? 1 : 0];
+  if (!ours && (previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
+    previous.sa_sigaction(sig, info, context);
+    return;
   }
   fail_with_status(kExitFault, what);
 }
@@ -637,8 +653,8 @@ inline void install_fault_handler() {
     sa.sa_sigaction = &on_fault;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, nullptr);
-    sigaction(SIGBUS, &sa, nullptr);
+    sigaction(SIGSEGV, &sa, &previous_fault_handler[0]);
+    sigaction(SIGBUS, &sa, &previous_fault_handler[1]);
   });
 }
 

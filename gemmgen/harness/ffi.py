@@ -1,0 +1,100 @@
+"""Build the XLA FFI handlers of the JAX entry points (`gemmgen compile`).
+
+A kernel emitted for both backends has a JAX entry point
+(`generated/<stem>/jax/<kernel>.py`) and an FFI handler
+(`generated/<stem>/cuda/<kernel>_ffi.cc`, which calls `launch_<kernel>()`).
+This module compiles the handler with the kernel's `.cu` into one shared
+library, `lib<kernel>_ffi.so`, that the entry point's `register()` loads:
+
+- `compile_ffi(folder, kernel, out_dir, archs)`: with nvcc, for the GPU
+  (XLA's CUDA platform): SASS for each arch, the CUDA runtime linked
+  statically, warnings as errors (XLA's headers are system headers);
+- `emulated_ffi(folder, kernel)`: with g++ against gemmgen's CPU emulator
+  (`cuda_emu`, `GG_FFI_EMULATED`), for XLA's CPU platform: the same handler
+  and launcher, whose launches run on the emulator inside XLA's process.
+
+`folder` holds the kernel's generated `.cu`, `.h` and `_ffi.cc`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from gemmgen.harness.cuda_emu import EmuModule
+from gemmgen.harness.nvcc import NvccError, gencode
+from gemmgen.harness.toolchain import (
+    RUNTIME_INCLUDE_DIR,
+    ToolchainError,
+    atomic_write,
+    find_nvcc,
+)
+
+__all__ = ["compile_ffi", "emulated_ffi", "library_name", "nvcc_command", "xla_include_dir"]
+
+
+def library_name(kernel: str) -> str:
+    """The file the entry point's register() expects (its LIBRARY)."""
+    return f"lib{kernel}_ffi.so"
+
+
+def xla_include_dir() -> Path:
+    """XLA's FFI headers, as jax.ffi.include_dir() names them (found without
+    importing JAX)."""
+    spec = importlib.util.find_spec("jaxlib")
+    if spec is None or spec.origin is None:
+        raise ToolchainError("XLA's FFI headers come with jaxlib, which is not installed: "
+                             "pip install 'gemmgen[pallas]'")
+    include = Path(spec.origin).parent / "include"
+    if not (include / "xla" / "ffi" / "api" / "ffi.h").is_file():
+        raise ToolchainError(f"{include} has no xla/ffi/api/ffi.h: jaxlib is too old for XLA's FFI")
+    return include
+
+
+def nvcc_command(nvcc: Path | str, folder: Path, kernel: str, archs: Sequence[str],
+                 output: Path) -> list[str]:
+    """The nvcc command line `gemmgen compile` runs (docs/using-the-output.md)."""
+    return [
+        str(nvcc), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC,-Wall,-Wextra",
+        "-Werror", "all-warnings", *(gencode(a) for a in archs),
+        f"-I{folder}", f"-I{RUNTIME_INCLUDE_DIR}", "-isystem", str(xla_include_dir()),
+        str(folder / f"{kernel}.cu"), str(folder / f"{kernel}_ffi.cc"), "-o", str(output),
+    ]
+
+
+def compile_ffi(folder: Path, kernel: str, out_dir: Path, archs: Sequence[str]) -> Path:
+    """Compile `kernel`'s handler and kernel with nvcc into
+    `out_dir/lib<kernel>_ffi.so` (written atomically); returns its path.
+
+    Raises ToolchainError without nvcc or jaxlib, NvccError when nvcc fails."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise ToolchainError("nvcc not found: pip install 'gemmgen[cuda-tools]', or put the "
+                             "CUDA toolkit on PATH")
+    target = out_dir / library_name(kernel)
+    with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:
+        built = Path(tmp) / target.name
+        cmd = nvcc_command(nvcc, folder, kernel, archs, built)
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise NvccError(f"{kernel}: nvcc failed:\n{(proc.stdout + proc.stderr).strip()}")
+        atomic_write(target, built.read_bytes())
+    return target
+
+
+def emulated_ffi(folder: Path, kernel: str) -> Path:
+    """`kernel`'s handler and kernel built with g++ against the CPU emulator
+    (cached by content, warnings as errors); returns the library, which a
+    process registers for XLA's "cpu" platform. Its launches run on the
+    emulator in that process: set GG_EMU_ARCH and GG_EMU_SMEM_OPTIN
+    (cuda_emu.device_env) before the first call to play another arch than an
+    sm_90a."""
+    cu, cc = folder / f"{kernel}.cu", folder / f"{kernel}_ffi.cc"
+    module = EmuModule(cu.read_text(), str(cu), include_dirs=[folder],
+                       system_include_dirs=[xla_include_dir()],
+                       extra_sources=[(cc.read_text(), str(cc))],
+                       defines={"GG_FFI_EMULATED": 1}, memcheck=False, warnings=True)
+    return module.library
