@@ -10,12 +10,13 @@ import contextlib
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import gemmgen
-from gemmgen import build_cache, ir, output
+from gemmgen import build_cache, ir, output, runtime
 from gemmgen.diagnostics import Diagnostic, SpecError
 from gemmgen.output import show
 from gemmgen.project_names import check_project_names
@@ -50,11 +51,10 @@ def _validated(sf: SpecFile) -> ir.Spec:
 
     try:
         ast = parse(sf.source, sf.display)
-        spec = validate(ast, stem=sf.stem, diagnose=backends.diagnose)
+        return validate(ast, stem=sf.stem, diagnose=backends.diagnose)
     except SpecError as e:
         e.sources.setdefault(sf.display, sf.source)
         raise
-    return spec
 
 
 def render_spec(path: Path) -> Rendered:
@@ -68,7 +68,10 @@ def render_spec(path: Path) -> Rendered:
     from gemmgen.render import header_text
 
     spec = _validated(sf)
-    files = dict(sorted(backends.render(spec).items()))
+    files = backends.render(spec)
+    files.update(package_files(spec, files))
+    files.update(runtime_headers(spec, files))
+    files = dict(sorted(files.items()))
     head = header_text(spec.path)
     for p, text in files.items():
         assert head in text.split("\n", 2)[0] or head in text.split("\n", 2)[1], \
@@ -78,14 +81,63 @@ def render_spec(path: Path) -> Rendered:
     return Rendered(spec, sf, files)
 
 
+def package_files(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[PurePosixPath, str]:
+    """The `__init__.py` files that make `generated/<stem>/` a Python package
+    (`import generated.<stem>.pallas.<kernel>`, `generated.<stem>.cuda.<kernel>`
+    from the project root); `pallas/__init__.py` is the Pallas backend's."""
+    from gemmgen.render import header_text, render_template
+
+    folders = sorted({p.parts[0] for p in files if len(p.parts) > 1})
+    out = {PurePosixPath("__init__.py"): render_template(
+        "package/__init__.py.j2", header=header_text(spec.path), spec_path=spec.path,
+        stem=spec.stem, folders=folders)}
+    if "cuda" in folders:
+        launchers = sorted(p.stem for p in files if p.parts[0] == "cuda" and p.suffix == ".py")
+        out[PurePosixPath("cuda/__init__.py")] = render_template(
+            "package/cuda_init.py.j2", header=header_text(spec.path), spec_path=spec.path,
+            launchers=launchers)
+    return out
+
+
+_QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def runtime_headers(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[PurePosixPath, str]:
+    """Copies of the runtime headers the generated CUDA code includes, beside
+    it in `cuda/`, so that `-I generated/<stem>/cuda` is all an nvcc build
+    needs: every `gemmgen/runtime/cuda` header reachable through quoted
+    includes, except the CPU emulator's (`runtime.is_emulator_file`; only a
+    host compiler reaches those). Each copy starts with the generated-file
+    header and names its source."""
+    from gemmgen.render import header_text
+
+    cuda = [t for p, t in files.items() if p.parts[0] == "cuda" and p.suffix in (".cu", ".h")]
+    if not cuda:
+        return {}
+    available = {p.name for p in runtime.RUNTIME_INCLUDE_DIR.iterdir() if p.is_file()}
+    texts: dict[str, str] = {}
+    todo = [name for t in cuda for name in _QUOTED_INCLUDE.findall(t)]
+    while todo:
+        name = todo.pop()
+        if name in texts or name not in available or runtime.is_emulator_file(name):
+            continue
+        texts[name] = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
+        todo += _QUOTED_INCLUDE.findall(texts[name])
+    head = (f"// {header_text(spec.path)}\n"
+            "// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name}.\n")
+    return {PurePosixPath("cuda") / name: head.format(name=name) + text
+            for name, text in sorted(texts.items())}
+
+
 def manifest(spec: ir.Spec, files: dict[PurePosixPath, str]) -> str:
-    from gemmgen.backends.pallas import JAX_VERSION  # recorded in MANIFEST.json
+    from gemmgen.backends.pallas import JAX_RANGE, JAX_VERSION  # recorded in MANIFEST.json
     from gemmgen.render import header_text
 
     doc = {
         "comment": header_text(spec.path),
         "generator": f"gemmgen {gemmgen.__version__}",
         "jax": JAX_VERSION,
+        "jax_range": JAX_RANGE,
         "spec": spec.path,
         "kernels": [k.name for k in spec.kernels],
         "dispatches": [d.name for d in spec.dispatches],

@@ -1,10 +1,11 @@
 """What ships with generated code: the CUDA headers in `cuda/` that
 generated `.cu` files include (and the CPU emulator's), and where they are.
 
-Generated CuPy launchers compile with `-I RUNTIME_INCLUDE_DIR`; this module
-imports nothing else of gemmgen, so running generated code needs no more of
-it. The Python that compiles, emulates and checks kernels is
-`gemmgen.harness`.
+`gemmgen build` copies the headers generated code reaches through its
+includes, except the emulator's, into `generated/<stem>/cuda/`
+(`gemmgen.build.runtime_headers`), so generated code and its CuPy launchers
+need nothing of gemmgen at run time. The Python that compiles, emulates and
+checks kernels is `gemmgen.harness`; it compiles against this folder.
 """
 
 from __future__ import annotations
@@ -13,3 +14,11 @@ from pathlib import Path
 
 RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent / "cuda"
 """The gemmgen CUDA runtime headers (gg_runtime.cuh and what it includes)."""
+
+
+def is_emulator_file(name: str) -> bool:
+    """Whether a runtime file belongs to the CPU emulator (gg_emu*.h and
+    gg_emu_host.cc), which only a host compiler reaches: gg_runtime.cuh
+    includes gg_emu.h only when __CUDACC__ is undefined. `gemmgen build` does
+    not copy these into generated/."""
+    return name.startswith("gg_emu")

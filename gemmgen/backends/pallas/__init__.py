@@ -21,6 +21,9 @@ from gemmgen.backends.pallas.cores import MatmulCore, Stage, TgmmCore, matmul_co
 from gemmgen.backends.pallas.dtypes import jnp_name, mxu_dtype, storage_bytes
 from gemmgen.backends.pallas.emit import render
 from gemmgen.backends.pallas.plans import (
+    JAX_BELOW,
+    JAX_MIN,
+    JAX_RANGE,
     JAX_VERSION,
     MatmulPlan,
     ModuleInfo,
@@ -41,6 +44,9 @@ from gemmgen.backends.pallas.vmem import (
 )
 
 __all__ = [
+    "JAX_BELOW",
+    "JAX_MIN",
+    "JAX_RANGE",
     "JAX_VERSION",
     "MAX_BUFFERS",
     "TPU_VMEM",

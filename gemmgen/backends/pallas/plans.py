@@ -23,9 +23,16 @@ from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
 from gemmgen.render import source_ref
 
 # The JAX release the generated code is lowered and interpreted with in the
-# tests (pyproject pins it and build.py records it in MANIFEST.json; Pallas
-# APIs move between releases).
+# tests (build.py records it in MANIFEST.json; Pallas APIs move between
+# releases).
 JAX_VERSION = "0.10.2"
+# The releases the generated code is for: from the tested one up to the next
+# minor release, excluded. The `pallas` extra of pyproject.toml states the
+# same range (a test keeps them equal), MANIFEST.json records it, and each
+# generated module warns when it is imported under a JAX outside it.
+JAX_MIN = (0, 10, 2)
+JAX_BELOW = (0, 11)
+JAX_RANGE = f">={'.'.join(map(str, JAX_MIN))},<{'.'.join(map(str, JAX_BELOW))}"
 
 
 GROUPED_NOTES = """\
@@ -96,6 +103,9 @@ class ModuleInfo:
     static_n: int | None
     static_k: int | None
     jax_version: str
+    jax_range: str = JAX_RANGE
+    jax_min: tuple[int, ...] = JAX_MIN
+    jax_below: tuple[int, ...] = JAX_BELOW
 
     @property
     def rules(self) -> tuple[TileRow, ...]:

@@ -36,6 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 
 SOURCE = pathlib.Path(__file__).with_suffix(".cu")
+# The runtime headers the kernel includes (gg_runtime.cuh and what it
+# includes) sit beside it: `gemmgen build` copies them into this folder, so
+# running the kernel needs nothing of gemmgen.
+INCLUDE_DIR = pathlib.Path(__file__).resolve().parent
 NAME = "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16"
 OUTPUTS = ("out",)
 # The arrays a call may leave out (None): optional inputs and the outputs.
@@ -274,11 +278,38 @@ def check_launches(
             raise ValueError(f"{NAME}: {why} ({shape})")
 
 
+def _cupy():
+    """CuPy, with a GPU to run on; or an error that says what is missing."""
+    try:
+        import cupy
+    except ModuleNotFoundError as e:
+        if e.name != "cupy":
+            raise
+        raise ModuleNotFoundError(
+            f"{NAME}: running the kernel needs CuPy, which is not installed: install the "
+            "CuPy wheel of your CUDA driver, `pip install cupy-cuda13x` (CUDA 13) or "
+            "`pip install cupy-cuda12x` (CUDA 12)",
+            name="cupy",
+        ) from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as e:
+        raise RuntimeError(
+            f"{NAME}: no CUDA GPU to run on: CuPy cannot reach the CUDA driver ({e}); check "
+            "that the machine has an NVIDIA GPU and its driver (nvidia-smi)"
+        ) from None
+    if count < 1:
+        raise RuntimeError(
+            f"{NAME}: no CUDA GPU to run on: the CUDA driver sees no device (check "
+            "CUDA_VISIBLE_DEVICES and nvidia-smi)"
+        )
+    return cupy
+
+
 def device_smem_limit() -> int:
     """The current device's opt-in maximum of dynamic shared memory per block
     (cudaDevAttrMaxSharedMemoryPerBlockOptin)."""
-    import cupy
-
+    cupy = _cupy()
     runtime = cupy.cuda.runtime
     device = cupy.cuda.Device().id
     return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device))
@@ -286,11 +317,8 @@ def device_smem_limit() -> int:
 
 @functools.cache
 def _module():
-    import cupy
-
-    from gemmgen.runtime import RUNTIME_INCLUDE_DIR
-
-    options = ("-std=c++17", f"-I{RUNTIME_INCLUDE_DIR}")
+    cupy = _cupy()
+    options = ("-std=c++17", f"-I{INCLUDE_DIR}")
     return cupy.RawModule(code=SOURCE.read_text(), options=options)
 
 
@@ -298,9 +326,8 @@ def fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16(
     lhs, rhs, lhs_scale, rhs_scale, *, out=None, stream=None
 ):
     """Run fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16 on the GPU with CuPy; returns out."""
-    import cupy
-
     dims = validate(lhs=lhs, rhs=rhs, lhs_scale=lhs_scale, rhs_scale=rhs_scale, out=out)
+    cupy = _cupy()  # after the checks: a bad call gets their message, with or without CuPy
     steps = launches(dims)
     if any(step.smem > 0 for step in steps):
         # Before anything is allocated or launched.

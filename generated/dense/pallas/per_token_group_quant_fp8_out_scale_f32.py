@@ -25,12 +25,25 @@ Generated for and checked with JAX 0.10.2.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+
+# The JAX releases this module is for (MANIFEST.json "jax_range"): Pallas
+# moves between minor releases. Imported under another JAX, it warns once.
+JAX_CHECKED = "0.10.2"
+JAX_RANGE = ">=0.10.2,<0.11"
+if not (0, 10, 2) <= tuple(jax.__version_info__[:3]) < (0, 11):
+    warnings.warn(
+        f"{__name__} was generated for JAX {JAX_RANGE} (checked with {JAX_CHECKED}), "
+        f"not JAX {jax.__version__}: Pallas may have changed; install a JAX in the range "
+        "or regenerate with a gemmgen made for this JAX",
+        stacklevel=2,
+    )
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
 # needs at most 229376 bytes (0.22 MiB) on a TPU v6e.
@@ -44,6 +57,37 @@ TM, TK = 128, 128
 # otherwise divide by zero; its q is all zero).
 FP8_MAX = 448.0
 AMAX_FLOOR = 1e-10
+
+
+def _varying_axes(*xs) -> frozenset:
+    """The mesh axes any of xs varies over inside `jax.shard_map` (none outside)."""
+    axes = set()
+    for x in xs:
+        if x is not None:
+            manual = getattr(jax.typeof(x), "manual_axis_type", None)
+            axes |= set(getattr(manual, "varying", ()))
+    return frozenset(axes)
+
+
+def _vary(xs, axes: frozenset) -> list:
+    """xs, each varying over every one of axes: under `jax.shard_map`'s
+    check_vma=True the operands of pallas_call and its output share one type
+    (`lax.pcast` adds the axes an operand lacks; outside shard_map there are
+    none)."""
+    out = []
+    for x in xs:
+        missing = frozenset() if x is None else axes - _varying_axes(x)
+        out.append(lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x)
+    return out
+
+
+def _out_struct(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A pallas_call output varying over axes, the operands' mesh axes inside
+    `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, manual_axis_type=manual)
 
 
 def _validate(*, lhs) -> None:
@@ -140,11 +184,12 @@ def per_token_group_quant_fp8_out_scale_f32(lhs, *, interpret=False):
     # (1) The grid (m tile i, K block kk). Scales come out as
     #     [groups rounded up to whole blocks, m, 1]: one [tm, 1] column per
     #     group, so a block never has a last dim narrower than 128 lanes.
+    axes = _varying_axes(lhs)
     q, scale = pl.pallas_call(
         functools.partial(_kernel, k=k),
         out_shape=(
-            jax.ShapeDtypeStruct((m, k), jnp.float8_e4m3fn),
-            jax.ShapeDtypeStruct((tiles_k * (TK // GROUP), m, 1), jnp.float32),
+            _out_struct((m, k), jnp.float8_e4m3fn, axes),
+            _out_struct((tiles_k * (TK // GROUP), m, 1), jnp.float32, axes),
         ),
         grid=(pl.cdiv(m, tm), tiles_k),
         in_specs=[pl.BlockSpec((tm, TK), lambda i, kk: (i, kk))],

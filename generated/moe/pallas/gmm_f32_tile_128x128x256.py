@@ -30,6 +30,7 @@ Generated for and checked with JAX 0.10.2.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +38,18 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+
+# The JAX releases this module is for (MANIFEST.json "jax_range"): Pallas
+# moves between minor releases. Imported under another JAX, it warns once.
+JAX_CHECKED = "0.10.2"
+JAX_RANGE = ">=0.10.2,<0.11"
+if not (0, 10, 2) <= tuple(jax.__version_info__[:3]) < (0, 11):
+    warnings.warn(
+        f"{__name__} was generated for JAX {JAX_RANGE} (checked with {JAX_CHECKED}), "
+        f"not JAX {jax.__version__}: Pallas may have changed; install a JAX in the range "
+        "or regenerate with a gemmgen made for this JAX",
+        stacklevel=2,
+    )
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
 # needs at most 851968 bytes (0.81 MiB) on a TPU v5e.
@@ -62,6 +75,37 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
             f"{name} must be {jnp.dtype(dtype).name} {list(shape)}, "
             f"got {jnp.dtype(x.dtype).name} {list(x.shape)}"
         )
+
+
+def _varying_axes(*xs) -> frozenset:
+    """The mesh axes any of xs varies over inside `jax.shard_map` (none outside)."""
+    axes = set()
+    for x in xs:
+        if x is not None:
+            manual = getattr(jax.typeof(x), "manual_axis_type", None)
+            axes |= set(getattr(manual, "varying", ()))
+    return frozenset(axes)
+
+
+def _vary(xs, axes: frozenset) -> list:
+    """xs, each varying over every one of axes: under `jax.shard_map`'s
+    check_vma=True the operands of pallas_call and its output share one type
+    (`lax.pcast` adds the axes an operand lacks; outside shard_map there are
+    none)."""
+    out = []
+    for x in xs:
+        missing = frozenset() if x is None else axes - _varying_axes(x)
+        out.append(lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x)
+    return out
+
+
+def _out_struct(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A pallas_call output varying over axes, the operands' mesh axes inside
+    `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, manual_axis_type=manual)
 
 
 def _validate(
@@ -351,6 +395,8 @@ def _gmm(
     )
     in_specs.append(pl.BlockSpec((tm, tn), out_index) if aliased else None)
     inputs.append(existing_out if aliased else None)
+    operands = [*metadata, *inputs]
+    axes = _varying_axes(*operands)
     out = pl.pallas_call(
         functools.partial(
             _kernel,
@@ -359,7 +405,7 @@ def _gmm(
             k_rem=k % tk,
             tm=tm,
         ),
-        out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
+        out_shape=_out_struct((m, n_out), out_dtype, axes),
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(metadata),
             grid=(tiles_n, num_work, tiles_k),
@@ -380,7 +426,7 @@ def _gmm(
             transcendentals=0,
         ),
         interpret=interpret,
-    )(*metadata, *inputs)
+    )(*_vary(operands, axes))
     if aliased:
         return out
 
@@ -483,9 +529,11 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
         pl.BlockSpec((tm, tn), rhs_index),
         None if existing_out is None else out_spec,
     ]
+    operands = [*metadata, lhs, rhs, existing_out]
+    axes = _varying_axes(*operands)
     return pl.pallas_call(
         functools.partial(_tgmm_kernel, tm=tm),
-        out_shape=jax.ShapeDtypeStruct((g, k, n), out_dtype),
+        out_shape=_out_struct((g, k, n), out_dtype, axes),
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(metadata),
             grid=(pl.cdiv(n, tn), pl.cdiv(k, tk), num_work),
@@ -505,7 +553,7 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
             transcendentals=0,
         ),
         interpret=interpret,
-    )(*metadata, lhs, rhs, existing_out)
+    )(*_vary(operands, axes))
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
@@ -683,7 +731,12 @@ def _launch_vjp(
     if existing_out is None:
         n_out = rhs.shape[2]
         existing_out = jnp.zeros((lhs.shape[0], n_out), jnp.float32)
-    return _differentiable(lhs, rhs, group_sizes, group_offset, existing_out, interpret)
+    # Inside jax.shard_map, every argument varies over the mesh axes of any
+    # of them: each gradient is computed from all of them, and a custom_vjp
+    # must return gradients of its arguments' types (for an argument that
+    # did not vary, pcast's transpose sums its gradient over the axes).
+    args = [lhs, rhs, group_sizes, group_offset, existing_out]
+    return _differentiable(*_vary(args, _varying_axes(*args)), interpret)
 
 
 def gmm_f32_tile_128x128x256_vjp(

@@ -29,6 +29,7 @@ Generated for and checked with JAX 0.10.2.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +37,18 @@ import numpy as np
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
+
+# The JAX releases this module is for (MANIFEST.json "jax_range"): Pallas
+# moves between minor releases. Imported under another JAX, it warns once.
+JAX_CHECKED = "0.10.2"
+JAX_RANGE = ">=0.10.2,<0.11"
+if not (0, 10, 2) <= tuple(jax.__version_info__[:3]) < (0, 11):
+    warnings.warn(
+        f"{__name__} was generated for JAX {JAX_RANGE} (checked with {JAX_CHECKED}), "
+        f"not JAX {jax.__version__}: Pallas may have changed; install a JAX in the range "
+        "or regenerate with a gemmgen made for this JAX",
+        stacklevel=2,
+    )
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
 # needs at most 294912 bytes (0.28 MiB) on a TPU v5e.
@@ -65,6 +78,37 @@ def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
             f"{name} must be {jnp.dtype(dtype).name} {list(shape)}, "
             f"got {jnp.dtype(x.dtype).name} {list(x.shape)}"
         )
+
+
+def _varying_axes(*xs) -> frozenset:
+    """The mesh axes any of xs varies over inside `jax.shard_map` (none outside)."""
+    axes = set()
+    for x in xs:
+        if x is not None:
+            manual = getattr(jax.typeof(x), "manual_axis_type", None)
+            axes |= set(getattr(manual, "varying", ()))
+    return frozenset(axes)
+
+
+def _vary(xs, axes: frozenset) -> list:
+    """xs, each varying over every one of axes: under `jax.shard_map`'s
+    check_vma=True the operands of pallas_call and its output share one type
+    (`lax.pcast` adds the axes an operand lacks; outside shard_map there are
+    none)."""
+    out = []
+    for x in xs:
+        missing = frozenset() if x is None else axes - _varying_axes(x)
+        out.append(lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x)
+    return out
+
+
+def _out_struct(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A pallas_call output varying over axes, the operands' mesh axes inside
+    `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, manual_axis_type=manual)
 
 
 def _validate(
@@ -418,6 +462,8 @@ def _gmm(
     )
     in_specs.append(pl.BlockSpec((tm, tn), out_index) if aliased else None)
     inputs.append(existing_out if aliased else None)
+    operands = [*metadata, *inputs]
+    axes = _varying_axes(*operands)
     out = pl.pallas_call(
         functools.partial(
             _kernel,
@@ -426,7 +472,7 @@ def _gmm(
             k_rem=k % tk,
             tm=tm,
         ),
-        out_shape=jax.ShapeDtypeStruct((m, n_out), out_dtype),
+        out_shape=_out_struct((m, n_out), out_dtype, axes),
         grid_spec=pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=len(metadata),
             grid=(tiles_n, num_work, tiles_k),
@@ -447,7 +493,7 @@ def _gmm(
             transcendentals=m * n,
         ),
         interpret=interpret,
-    )(*metadata, *inputs)
+    )(*_vary(operands, axes))
     if aliased:
         return out
 
