@@ -324,6 +324,7 @@ lpt3 lpt4 lpt5 lpt6 lpt7 lpt8 lpt9 lpt0
 GENERATED = _words("""
 common cuda_driver std core alloc Array Backend Error Refusal ENTRIES Args Dims
 workspace_bytes launch fmt KernelArg Workspace
+INCLUDE_DIR JAX_CHECKED JAX_RANGE warnings
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch
