@@ -17,8 +17,6 @@ import venv
 import zipfile
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # What the build needs from the checkout (tests/ and generated/ are not packaged).
@@ -69,7 +67,6 @@ def _fresh_venv(root: Path, wheel: Path) -> Path:
     return python
 
 
-@pytest.mark.slow
 def test_wheel_and_sdist_render_like_the_checkout(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
