@@ -11,9 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from gemmgen import build_cache
 from gemmgen.specfile import SpecFile
