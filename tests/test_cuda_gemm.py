@@ -105,7 +105,7 @@ needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 def test_compiles_for_every_arch_without_spills(stem, name):
     kernel = rendered(stem).spec.kernel(name)
     lp = cuda_backend.plan(kernel, rendered(stem).spec)
-    smem = {s.entry: s.smem for v in lp.variants for s in v.steps}
+    smem = {s.entry: s.smem for v in lp.variants for s in v.all_steps}
     source = (workdir(stem) / f"{name}.cu").read_text()
     for arch in lp.archs:
         # -Werror all-warnings: the generated code and the runtime headers

@@ -442,7 +442,9 @@ def _module(sm: int = 0):
             nvrtc.compileProgram(program, (*options, f"-I{include}", "-arch=sm_90a"))
         except nvrtc.NVRTCError as e:
             log = nvrtc.getProgramLog(program)
-            raise RuntimeError(f"{NAME}: NVRTC cannot compile {SOURCE.name} for sm_90a: {log}") from e
+            raise RuntimeError(
+                f"{NAME}: NVRTC cannot compile {SOURCE.name} for sm_90a: {log}"
+            ) from e
         cubin = nvrtc.getCUBIN(program)
     finally:
         nvrtc.destroyProgram(program)
@@ -457,9 +459,11 @@ def _encoder():
     import ctypes
 
     fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-    u32, u64 = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64, u64,
-                   u32, u32, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
+    pointer, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+    array32, array64, enum = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
+    # CUresult (CUtensorMap*, dtype, rank, address, dims, strides, box,
+    # element strides, interleave, swizzle, L2 promotion, OOB fill)
+    fn.argtypes = (pointer, enum, u32, pointer, array64, array64, array32, array32) + (enum,) * 4
     fn.restype = ctypes.c_int
     return fn
 
@@ -473,9 +477,14 @@ def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
     storage = np.zeros(256, np.uint8)  # the map, 128-byte aligned inside
     start = -storage.ctypes.data % 128
     code = _encoder()(
-        storage.ctypes.data + start, t.dtype, rank, int(x.data.ptr),
-        (ctypes.c_uint64 * rank)(*t.dims), (ctypes.c_uint64 * max(rank - 1, 1))(*t.strides),
-        (ctypes.c_uint32 * rank)(*t.box), (ctypes.c_uint32 * rank)(*([1] * rank)),
+        storage.ctypes.data + start,
+        t.dtype,
+        rank,
+        int(x.data.ptr),
+        (ctypes.c_uint64 * rank)(*t.dims),
+        (ctypes.c_uint64 * max(rank - 1, 1))(*t.strides),
+        (ctypes.c_uint32 * rank)(*t.box),
+        (ctypes.c_uint32 * rank)(*([1] * rank)),
         *TENSOR_MAP_MODES,
     )
     if code != 0:
