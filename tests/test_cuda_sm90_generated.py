@@ -166,7 +166,7 @@ def test_an_arch_list_without_sm90a_gets_no_hopper_path(tmp_path):
 
 
 def test_the_entry_points_and_the_launch_sequence():
-    spec, folder = generated()
+    _, folder = generated()
     text = (folder / "h_grouped.cu").read_text()
     assert ('extern "C" __global__ void __launch_bounds__(384, 1) h_grouped_sm90(' in text)
     assert "const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs" in text
