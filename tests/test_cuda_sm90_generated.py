@@ -220,9 +220,10 @@ DENSE = [
     ("h_dense", Case("ragged", 130, 136, 72), 2),
     ("h_dense", Case("k24", 200, 72, 24), 1),
     ("h_dense_kn", Case("ragged_bias", 150, 264, 136), 2),
+    ("h_dense_kn", Case("m1_bias", 1, 264, 72), 2),
     ("h_dense_kn", Case("m1_k8", 1, 64, 8), 1),
 ]
-FAST_DENSE = {("h_dense", "ragged"), ("h_dense_kn", "ragged_bias")}
+FAST_DENSE = {("h_dense", "ragged"), ("h_dense_kn", "m1_bias")}
 
 
 @pytest.mark.parametrize("name,case,num_sms", [

@@ -372,6 +372,9 @@ class CudaEmu(Runner):
         self.arch = self.cuda_arch or emulated_arch(rendered.spec)
         how = "--cuda-arch" if self.cuda_arch else "the declared arch with the least shared memory"
         self.note = f"emulated {self.arch} ({how})"
+        if parse_arch(self.arch)[0] == 90:
+            # The launchers pick by compute capability (docs/cuda-hopper.md).
+            self.note += "; kernels with a Hopper path run it (TMA + wgmma, 128-row tiles)"
         for rel, text in rendered.files.items():
             if rel.parts[0] == "cuda":
                 dest = workdir / rel
