@@ -11,6 +11,13 @@ entry points' parameter list (once, in launch order), and their layout as
 clang-format would print it, so the emitted file is formatted as emitted;
 `launch_plan` wraps it in the `LaunchPlan` the launcher templates print.
 docs/cuda.md describes the kernel.
+
+A kernel that gets the Hopper body on a declared arch (ir.Kernel.uses_wgmma:
+sm_90a) also gets, per LUT entry, an `Sm90Tile` and a `<entry>_sm90` entry
+point of gg_gemm_sm90.cuh (TMA + wgmma, 384 threads, a persistent grid),
+taking tensor maps of lhs and rhs; its launch steps are the Variant's
+`sm90_steps`, which the launchers run on compute capability 9.0
+(docs/cuda-hopper.md, "The generated kernels").
 """
 
 from __future__ import annotations
