@@ -246,14 +246,16 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
         launcher = load_generated_module(folder / f"{kernel.name}.py", f"gemmgen_counters_{kernel.name}")
         source = (folder / f"{kernel.name}.cu").read_text()
         counters: list = []
+        # The mma.sync path (sm=0): the counters see no TMA or wgmma traffic.
         run_launcher(launcher, source, f"{Path(spec.path).stem}/cuda/{kernel.name}.cu", case.inputs(kernel, 0),
-                     counters=counters, memcheck=True)
+                     counters=counters, memcheck=True, sm=0)
     return case, counters
 
 
 def _counters(spec: ir.Spec, kernel: ir.Kernel) -> list[str]:
     case, counters = emulator_counters(spec, kernel)
-    lines = [f"emulator counters, one run at {case.describe()} (docs/cuda-emulation.md, \"Counters\"):"]
+    path = " of the mma.sync path" if _sm90_plan(spec, kernel) is not None else ""
+    lines = [f"emulator counters{path}, one run at {case.describe()} (docs/cuda-emulation.md, \"Counters\"):"]
     for c in counters:
         lines += ["  " + line for line in c.table().splitlines()]
     return lines

@@ -72,9 +72,11 @@ def mutate(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, **mode):
-    """Run launch_<name>() on the emulator; `texts` replaces generated files
-    by name (a header too: the launcher then compiles a copy of the folder)."""
+def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, device: str | None = None,
+            **mode):
+    """Run launch_<name>() on the emulator (of the `device` arch, default the
+    spec's emulated arch); `texts` replaces generated files by name (a header
+    too: the launcher then compiles a copy of the folder)."""
     k = kernel(stem, name)
     inputs = case.inputs(k, seed)
     headers = {n: t for n, t in (texts or {}).items() if n.endswith(".h")}
@@ -85,7 +87,8 @@ def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, **mode):
             for f in folder(stem).iterdir():
                 if f.suffix in (".cu", ".h"):
                     (where / f.name).write_text(headers.get(f.name) or f.read_text())
-        got = run_cpp_launcher(plan(stem, name), where, inputs, arch=arch(stem), texts=texts, **mode)
+        got = run_cpp_launcher(plan(stem, name), where, inputs, arch=device or arch(stem), texts=texts,
+                               **mode)
     return k, inputs, got
 
 
@@ -184,6 +187,8 @@ def planted(stem: str, name: str, old: str, new: str, suffix: str = ".cu") -> di
 
 @pytest.mark.parametrize("mode", MODES)
 def test_dropped_attribute_call_is_caught(mode):
+    """The mma.sync path (an sm_89 device: moe_bf16_grouped_gemm's Hopper
+    path runs on compute capability 9.0 only)."""
     stem, name, case = GROUPED
     texts = planted(stem, name,
                     f"      err = cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
@@ -192,7 +197,20 @@ def test_dropped_attribute_call_is_caught(mode):
     with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue: kernel {name}: 67584 "
                                              r"bytes of dynamic shared memory requested, over the kernel's limit "
                                              r"of 49152"):
-        run_cpp(stem, name, case, seed=3, texts=texts, **MODES[mode])
+        run_cpp(stem, name, case, seed=3, texts=texts, device="sm_89", **MODES[mode])
+
+
+def test_dropped_attribute_call_of_the_hopper_path_is_caught():
+    """The same on sm_90a, where the launcher takes the Hopper path."""
+    stem, name, case = GROUPED
+    texts = planted(stem, name,
+                    f"        err = cudaFuncSetAttribute({name}_sm90,\n"
+                    "                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 199760);\n"
+                    "        if (err != cudaSuccess) {\n          return err;\n        }\n", "")
+    with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue: kernel {name}_sm90: "
+                                             r"199760 bytes of dynamic shared memory requested, over the kernel's "
+                                             r"limit of 49152"):
+        run_cpp(stem, name, case, seed=3, texts=texts, device="sm_90a", **MODES["1 worker"])
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -398,10 +398,17 @@ unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t smem, struct 
   return 1;
 }
 cudaError_t __wrap_cudaGetDevice(int* device) { *device = 0; return cudaSuccess; }
+// The device is an sm_89 with 128 SMs: the mma.sync path, which the Python
+// launcher's launches(dims) lists (the Hopper path needs compute capability 9.0).
 cudaError_t __wrap_cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
-  if (attribute != cudaDevAttrMaxSharedMemoryPerBlockOptin || device != 0) return cudaErrorInvalidValue;
-  *value = optin;
-  return cudaSuccess;
+  if (device != 0) return cudaErrorInvalidValue;
+  switch (attribute) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = optin; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 8; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 9; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 128; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
+  }
 }
 cudaError_t __wrap_cudaFuncSetAttribute(const void*, cudaFuncAttribute attribute, int bytes) {
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || bytes > optin) return cudaErrorInvalidValue;

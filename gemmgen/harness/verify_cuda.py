@@ -115,14 +115,16 @@ def _tensor_map_modes(a) -> tuple[int, int, int, int]:
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
                  schedule: str = "run-ahead", modules: dict | None = None, arch: str = DEFAULT_ARCH,
                  workers: int | None = None, ftz: bool = False, counters: list | None = None,
-                 memcheck: bool | None = None, num_sms: int | None = None):
+                 memcheck: bool | None = None, num_sms: int | None = None,
+                 sm: int | None = None):
     """Validate `inputs` with the generated launcher and run its launch
     sequence on the CPU emulator of an `arch` device, as the CuPy call does
     on a GPU; return the output (a tuple when the kernel has several, e.g.
     quantize's values and scales). A launcher with a Hopper path gets the
     device's compute capability and SM count (`device_of`; `num_sms`
-    overrides the count), as the CuPy call passes them, and its tensor maps
-    are encoded by the emulator. `ftz` flushes f32 subnormals as a kernel
+    overrides the count; `sm` the compute capability the launcher is told,
+    e.g. 0 for the mma.sync path on any arch), as the CuPy call passes them,
+    and its tensor maps are encoded by the emulator. `ftz` flushes f32 subnormals as a kernel
     built with -ftz does (EmuModule.launch). `counters`, a list, receives
     each launch's `gemmgen.harness.counters.LaunchCounters`; `memcheck`
     overrides the emulator's default (cuda_emu.memcheck_default)."""
@@ -143,7 +145,8 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     arrays["workspace"] = np.full(max(launcher.workspace_ints(dims), 1), -1, np.int32)
     written = set(launcher.OUTPUTS) | {"workspace"}
     if hasattr(launcher, "TensorMapArg"):  # a Hopper path: the device picks it
-        steps = launcher.launches(dims, *device_of(arch, num_sms))
+        device_sm, sms = device_of(arch, num_sms)
+        steps = launcher.launches(dims, device_sm if sm is None else sm, sms)
     else:
         steps = launcher.launches(dims)
     for step in steps:
