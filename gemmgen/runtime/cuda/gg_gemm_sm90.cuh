@@ -46,7 +46,7 @@ constexpr int kConsumerRegs = 232;
 // type as stored, no main-loop or epilogue scales, no silu_mul (its paired
 // columns would need two B boxes per tile).
 template <class C>
-constexpr bool qualifies() {
+__host__ __device__ constexpr bool qualifies() {
   using mma_t = typename C::mma_t;
   return (kSame<mma_t, __nv_bfloat16> || kSame<mma_t, __half>) && kSame<typename C::rhs_t, mma_t> &&
          C::kLhsScale == ScaleMode::kNone && C::kRhsScale == ScaleMode::kNone &&
