@@ -302,11 +302,20 @@ class EmuCupy:
     def __init__(self, folder: Path, arch: str, **mode):
         from gemmgen.harness.nvcc import shared_memory_limit
 
+        from gemmgen.archs import parse_arch, sm_count
+
         self.folder, self.arch, self.mode = folder, arch, mode
-        optin = shared_memory_limit(arch)
-        runtime = type("runtime", (), {"cudaDevAttrMaxSharedMemoryPerBlockOptin": 97,
-                                       "deviceGetAttribute": staticmethod(lambda attr, dev: optin)})
-        device = type("Device", (), {"id": 0})
+        optin, sms = shared_memory_limit(arch), sm_count(arch)
+        runtime = type("runtime", (), {
+            "cudaDevAttrMaxSharedMemoryPerBlockOptin": 97, "cudaDevAttrMultiProcessorCount": 16,
+            "deviceGetAttribute": staticmethod(lambda attr, dev: sms if attr == 16 else optin)})
+        # NB: the stand-in cannot build the sm_90a module (NVRTC) or encode
+        # tensor maps (the driver), so a 9.0 device says 8.9: the launcher
+        # takes the mma.sync path, which is what these tests check. The
+        # Hopper path's launches run on the emulator through run_launcher
+        # (tests/test_cuda_sm90_generated.py).
+        number, _ = parse_arch(arch)
+        device = type("Device", (), {"id": 0, "compute_capability": str(89 if number == 90 else number)})
         stream = type("Stream", (), {"__enter__": lambda s: s, "__exit__": lambda s, *a: None})
         self.cuda = type("cuda", (), {"runtime": runtime, "Device": device,
                                       "get_current_stream": staticmethod(stream)})
