@@ -30,6 +30,13 @@ SMEM_OPTIN = {
     120: 101376,
 }
 
+# The SM count of the part the CPU emulator plays for each compute capability
+# (cudaDevAttrMultiProcessorCount): the data-center part where there is one
+# (A100 108, H100 / H200 SXM 132, B200 148), else a common one (RTX 3090 82,
+# Jetson Orin 16, RTX 4090 128, RTX 5090 170). Persistent kernels size their
+# grid by it.
+SM_COUNT = {80: 108, 86: 82, 87: 16, 89: 128, 90: 132, 100: 148, 103: 148, 120: 170}
+
 _ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
 
 
@@ -47,3 +54,11 @@ def shared_memory_limit(arch: str) -> int:
     if number not in SMEM_OPTIN:
         raise ValueError(f"no shared-memory limit known for {arch}")
     return SMEM_OPTIN[number]
+
+
+def sm_count(arch: str) -> int:
+    """The SMs of the `arch` device the emulator plays (SM_COUNT)."""
+    number, _ = parse_arch(arch)
+    if number not in SM_COUNT:
+        raise ValueError(f"no SM count known for {arch}")
+    return SM_COUNT[number]

@@ -57,7 +57,11 @@ def cost(kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> tuple[int, i
     return flops, moved
 
 
-def roofline(kernel: ir.Kernel, flops: int, moved: int) -> list[str]:
+def roofline(kernel: ir.Kernel, flops: int, moved: int, *, wgmma: bool = False) -> list[str]:
+    """The roofline lines. `wgmma`: the kernel has the Hopper (wgmma) path on
+    sm_90a, whose rate the bound is (the tensor cores' full rate is reached
+    through wgmma only); otherwise the same peak bounds an mma.sync kernel,
+    which does not reach it."""
     eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
         kernel.rhs_operand.dtype.bits <= 8
     peak = H200_TFLOPS_8BIT if eight_bit else H200_TFLOPS_16BIT
@@ -65,14 +69,29 @@ def roofline(kernel: ir.Kernel, flops: int, moved: int) -> list[str]:
     t_memory = moved / (H200_TBPS * 1e12)
     bound = "compute" if t_compute >= t_memory else "memory"
     intensity = flops / moved if moved else math.inf
+    how = "wgmma (the sm_90a path)" if wgmma else "tensor cores"
     return [
         f"FLOPs:      {flops / 1e9:.3f} GFLOP",
         f"bytes:      {moved / 1e6:.3f} MB (each operand read once, output written once)",
         f"intensity:  {intensity:.1f} FLOP/byte",
         f"H200 bound: {max(t_compute, t_memory) * 1e6:.2f} us ({bound}-bound; "
-        f"{peak:.0f} TFLOP/s {'8-bit' if eight_bit else '16-bit'} tensor cores, "
+        f"{peak:.0f} TFLOP/s {'8-bit' if eight_bit else '16-bit'} {how}, "
         f"{H200_TBPS} TB/s)",
     ]
+
+
+# The device explain evaluates a Hopper path's persistent grid for.
+H200_SMS = 132
+
+
+def _sm90_plan(spec: ir.Spec, kernel: ir.Kernel):
+    """The kernel's GemmPlan when it has a Hopper path, else None."""
+    from gemmgen.backends import cuda_gemm, cuda_kinds
+
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+        return None
+    p = cuda_gemm.plan(kernel, spec)
+    return p if p.sm90_tiles else None
 
 
 def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> list[str]:
@@ -86,13 +105,43 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
     variant = lp.variant_for(env)
     rule = f" (LUT rule {variant.when.py}, {variant.where})" if variant.when else " (default)"
     lines = [f"cuda ({', '.join(lp.archs)}): tile {variant.label}{rule}"]
+    gp = _sm90_plan(spec, kernel)
+    if gp is not None:
+        paths = ", ".join(f"{a}: {'wgmma (Hopper body)' if kernel.uses_wgmma(a) else 'mma.sync'}"
+                          for a in lp.archs)
+        lines.append(f"  path per arch: {paths}; the launchers pick by compute capability "
+                     "(9.0: wgmma)")
+        lines.append("  mma.sync path (every other device):")
     for step in variant.steps:
         lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
                      f"{step.smem} bytes dynamic shared memory — {step.comment}")
     if variant.has_workspace:
         lines.append(f"  workspace: {variant.workspace_ints.eval(env)} ints")
-    lines += _ptxas(spec, kernel, lp.archs, [s.entry for s in variant.steps])
+    entries = [s.entry for s in variant.steps]
+    if gp is not None and variant.has_sm90:
+        t = gp.sm90_tiles[variant.index]
+        device = {**env, "sm": 90, "num_sms": H200_SMS}
+        lines.append(f"  wgmma path (sm_90a, on an H200 of {H200_SMS} SMs): tile {t.bm}x{t.bn}x{t.bk}, "
+                     f"{t.stages} stages of {t.a_stage + t.b_stage} bytes; {t.threads} threads: a "
+                     f"producer warpgroup (setmaxnreg {cuda_gemm_regs()[0]}, one thread issues the "
+                     f"TMA loads) and two consumer warpgroups (setmaxnreg {cuda_gemm_regs()[1]}, "
+                     f"wgmma m64n{t.bn}k16, 64 rows each); {t.smem_bytes} bytes of shared memory")
+        if variant.sm90_when is not None and variant.sm90_when.eval(device):
+            for step in variant.sm90_steps:
+                lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}, {step.block} "
+                             f"threads, {step.smem} bytes dynamic shared memory — {step.comment}")
+        else:
+            lines.append(f"  (not at this shape: {variant.sm90_when.py} is false)")
+        entries += [s.entry for s in variant.sm90_steps if s.entry not in entries]
+    lines += _ptxas(spec, kernel, lp.archs, entries)
     return lines
+
+
+def cuda_gemm_regs() -> tuple[int, int]:
+    """setmaxnreg of the producer and the consumer warpgroups."""
+    from gemmgen.backends import cuda_gemm
+
+    return cuda_gemm.SM90_PRODUCER_REGS, cuda_gemm.SM90_CONSUMER_REGS
 
 
 def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
@@ -197,14 +246,16 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
         launcher = load_generated_module(folder / f"{kernel.name}.py", f"gemmgen_counters_{kernel.name}")
         source = (folder / f"{kernel.name}.cu").read_text()
         counters: list = []
+        # The mma.sync path (sm=0): the counters see no TMA or wgmma traffic.
         run_launcher(launcher, source, f"{Path(spec.path).stem}/cuda/{kernel.name}.cu", case.inputs(kernel, 0),
-                     counters=counters, memcheck=True)
+                     counters=counters, memcheck=True, sm=0)
     return case, counters
 
 
 def _counters(spec: ir.Spec, kernel: ir.Kernel) -> list[str]:
     case, counters = emulator_counters(spec, kernel)
-    lines = [f"emulator counters, one run at {case.describe()} (docs/cuda-emulation.md, \"Counters\"):"]
+    path = " of the mma.sync path" if _sm90_plan(spec, kernel) is not None else ""
+    lines = [f"emulator counters{path}, one run at {case.describe()} (docs/cuda-emulation.md, \"Counters\"):"]
     for c in counters:
         lines += ["  " + line for line in c.table().splitlines()]
     return lines
@@ -220,7 +271,7 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
     lines = [describe_kernel(kernel), "",
              f"problem: m={m} n={n} k={k}" + (f", {groups} groups" if kernel.grouped else "")]
     flops, moved = cost(kernel, m, n, k, groups)
-    lines += roofline(kernel, flops, moved)
+    lines += roofline(kernel, flops, moved, wgmma=_sm90_plan(spec, kernel) is not None)
     for backend in kernel.backends:
         lines.append("")
         if backend is ir.Backend.CUDA:

@@ -7,6 +7,14 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
   (2) times it at a production shape with CUDA events and reports TFLOP/s
       and GB/s, next to torch.matmul (one call for dense, a loop over groups
       and the dense equivalent for grouped kernels) when torch is installed.
+  (3) for a kernel with a Hopper path (sm_90a: TMA + wgmma, docs/cuda-hopper.md)
+      on a device of compute capability 9.0, where the launcher picks that
+      path, it also checks and times the same kernel's mma.sync path (the
+      launcher's device_sm() answering (0, 0), which makes launches() pick
+      the path every arch runs), so the two bodies are compared on one GPU.
+      The goal (issue: Hopper tier): the bf16 dense Hopper kernel at 4096^3
+      to 8192^3 at or above torch.matmul, grouped at >= 90 % of its dense
+      equivalent.
 
     python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
 
@@ -120,6 +128,27 @@ def torch_baseline(kernel: ir.Kernel, m: int, n: int, k: int, g: int) -> dict:
     return res
 
 
+def mma_sync_path(launcher, fn, kernel: ir.Kernel, case, inputs: dict, dev: dict) -> dict:
+    """Correctness and time of the mma.sync path of a kernel whose launcher
+    picks its Hopper path on this device: its device_sm() is replaced by one
+    that answers (0, 0) for the duration."""
+    import cupy
+
+    real = launcher.device_sm
+    launcher.device_sm = lambda: (0, 0)
+    try:
+        got = fn(**to_device(inputs))
+        got = got if isinstance(got, tuple) else (got,)
+        host = tuple(_view(cupy.asnumpy(o), launcher.DTYPES[name])
+                     for o, name in zip(got, launcher.OUTPUTS))
+        result = compare(host[0] if len(host) == 1 else host, reference(kernel, **inputs), kernel,
+                         k=case.k, inputs=inputs)
+        return {"mma_sync_correct": bool(result.passed),
+                "mma_sync_seconds": time_call(lambda: fn(**dev))}
+    finally:
+        launcher.device_sm = real
+
+
 def _torch_time(fn, repeats: int = 20) -> float:
     import torch
 
@@ -184,10 +213,14 @@ def main() -> int:
                 row.update(m=m, n=n, k=k, groups=g, seconds=seconds,
                            tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9)
                 row.update(torch_baseline(kernel, m, n, k, g))
+                # (3) the mma.sync path of a kernel whose launcher chose wgmma.
+                if hasattr(launcher, "device_sm") and launcher.device_sm()[0] == 90:
+                    row["path"] = "wgmma"
+                    row.update(mma_sync_path(launcher, fn, kernel, case, inputs, dev))
             except Exception as e:  # report and go on
                 row["error"] = f"{type(e).__name__}: {e}"
                 row["traceback"] = traceback.format_exc()
-            failed += not row.get("correct", False)
+            failed += not row.get("correct", False) or not row.get("mma_sync_correct", True)
             rows.append(row)
             print(_line(row), flush=True)
     out = Path(args.out)
@@ -196,17 +229,23 @@ def main() -> int:
     (out / "bench.json").write_text(json.dumps({"device": device, "time": time.time(),
                                                 "rows": rows}, indent=2))
     print(f"\n{device}\n")
-    print("| kernel | shape | correct | TFLOP/s | GB/s | torch bf16 dense TFLOP/s |")
-    print("|---|---|---|---|---|---|")
+    print("| kernel | path | shape | correct | TFLOP/s | GB/s | mma.sync path TFLOP/s "
+          "| torch bf16 dense TFLOP/s |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "seconds" not in r:
-            print(f"| {r['kernel']} | - | {r.get('correct', False)} | error | | |")
+            print(f"| {r['kernel']} | - | - | {r.get('correct', False)} | error | | | |")
             continue
         flops = r["tflops"] * r["seconds"] * 1e12
         torch_tf = f"{flops / r['torch_dense_s'] / 1e12:.1f}" if "torch_dense_s" in r else "-"
-        print(f"| {r['kernel']} | {r['m']}x{r['n']}x{r['k']}"
+        mma_sync = "-"
+        if "mma_sync_seconds" in r:
+            mma_sync = f"{flops / r['mma_sync_seconds'] / 1e12:.1f}"
+            if not r["mma_sync_correct"]:
+                mma_sync += " (wrong)"
+        print(f"| {r['kernel']} | {r.get('path', 'mma.sync')} | {r['m']}x{r['n']}x{r['k']}"
               f"{' g=' + str(r['groups']) if r['groups'] else ''} | {r['correct']} | "
-              f"{r['tflops']:.1f} | {r['gbps']:.0f} | {torch_tf} |")
+              f"{r['tflops']:.1f} | {r['gbps']:.0f} | {mma_sync} | {torch_tf} |")
     return 1 if failed else 0
 
 
@@ -222,8 +261,12 @@ def _view(host: np.ndarray, dtype_name: str) -> np.ndarray:
 def _line(row: dict) -> str:
     if "error" in row:
         return f"{row['kernel']}: ERROR {row['error']}"
-    return (f"{row['kernel']}: correct={row['correct']} {row['m']}x{row['n']}x{row['k']} "
+    line = (f"{row['kernel']}: correct={row['correct']} {row['m']}x{row['n']}x{row['k']} "
             f"{row['tflops']:.1f} TFLOP/s {row['gbps']:.0f} GB/s")
+    if "mma_sync_seconds" in row:
+        line += (f" (wgmma path; mma.sync path: correct={row['mma_sync_correct']}, "
+                 f"{row['tflops'] * row['seconds'] / row['mma_sync_seconds']:.1f} TFLOP/s)")
+    return line
 
 
 if __name__ == "__main__":

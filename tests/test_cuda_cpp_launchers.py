@@ -72,9 +72,11 @@ def mutate(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, **mode):
-    """Run launch_<name>() on the emulator; `texts` replaces generated files
-    by name (a header too: the launcher then compiles a copy of the folder)."""
+def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, device: str | None = None,
+            **mode):
+    """Run launch_<name>() on the emulator (of the `device` arch, default the
+    spec's emulated arch); `texts` replaces generated files by name (a header
+    too: the launcher then compiles a copy of the folder)."""
     k = kernel(stem, name)
     inputs = case.inputs(k, seed)
     headers = {n: t for n, t in (texts or {}).items() if n.endswith(".h")}
@@ -85,7 +87,8 @@ def run_cpp(stem: str, name: str, case: Case, *, seed: int, texts=None, **mode):
             for f in folder(stem).iterdir():
                 if f.suffix in (".cu", ".h"):
                     (where / f.name).write_text(headers.get(f.name) or f.read_text())
-        got = run_cpp_launcher(plan(stem, name), where, inputs, arch=arch(stem), texts=texts, **mode)
+        got = run_cpp_launcher(plan(stem, name), where, inputs, arch=device or arch(stem), texts=texts,
+                               **mode)
     return k, inputs, got
 
 
@@ -184,6 +187,8 @@ def planted(stem: str, name: str, old: str, new: str, suffix: str = ".cu") -> di
 
 @pytest.mark.parametrize("mode", MODES)
 def test_dropped_attribute_call_is_caught(mode):
+    """The mma.sync path (an sm_89 device: moe_bf16_grouped_gemm's Hopper
+    path runs on compute capability 9.0 only)."""
     stem, name, case = GROUPED
     texts = planted(stem, name,
                     f"      err = cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
@@ -192,7 +197,20 @@ def test_dropped_attribute_call_is_caught(mode):
     with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue: kernel {name}: 67584 "
                                              r"bytes of dynamic shared memory requested, over the kernel's limit "
                                              r"of 49152"):
-        run_cpp(stem, name, case, seed=3, texts=texts, **MODES[mode])
+        run_cpp(stem, name, case, seed=3, texts=texts, device="sm_89", **MODES[mode])
+
+
+def test_dropped_attribute_call_of_the_hopper_path_is_caught():
+    """The same on sm_90a, where the launcher takes the Hopper path."""
+    stem, name, case = GROUPED
+    texts = planted(stem, name,
+                    f"        err = cudaFuncSetAttribute({name}_sm90,\n"
+                    "                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 199760);\n"
+                    "        if (err != cudaSuccess) {\n          return err;\n        }\n", "")
+    with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue: kernel {name}_sm90: "
+                                             r"199760 bytes of dynamic shared memory requested, over the kernel's "
+                                             r"limit of 49152"):
+        run_cpp(stem, name, case, seed=3, texts=texts, device="sm_90a", **MODES["1 worker"])
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -284,11 +302,20 @@ class EmuCupy:
     def __init__(self, folder: Path, arch: str, **mode):
         from gemmgen.harness.nvcc import shared_memory_limit
 
+        from gemmgen.archs import parse_arch, sm_count
+
         self.folder, self.arch, self.mode = folder, arch, mode
-        optin = shared_memory_limit(arch)
-        runtime = type("runtime", (), {"cudaDevAttrMaxSharedMemoryPerBlockOptin": 97,
-                                       "deviceGetAttribute": staticmethod(lambda attr, dev: optin)})
-        device = type("Device", (), {"id": 0})
+        optin, sms = shared_memory_limit(arch), sm_count(arch)
+        runtime = type("runtime", (), {
+            "cudaDevAttrMaxSharedMemoryPerBlockOptin": 97, "cudaDevAttrMultiProcessorCount": 16,
+            "deviceGetAttribute": staticmethod(lambda attr, dev: sms if attr == 16 else optin)})
+        # NB: the stand-in cannot build the sm_90a module (NVRTC) or encode
+        # tensor maps (the driver), so a 9.0 device says 8.9: the launcher
+        # takes the mma.sync path, which is what these tests check. The
+        # Hopper path's launches run on the emulator through run_launcher
+        # (tests/test_cuda_sm90_generated.py).
+        number, _ = parse_arch(arch)
+        device = type("Device", (), {"id": 0, "compute_capability": str(89 if number == 90 else number)})
         stream = type("Stream", (), {"__enter__": lambda s: s, "__exit__": lambda s, *a: None})
         self.cuda = type("cuda", (), {"runtime": runtime, "Device": device,
                                       "get_current_stream": staticmethod(stream)})

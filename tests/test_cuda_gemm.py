@@ -106,6 +106,9 @@ def test_compiles_for_every_arch_without_spills(stem, name):
     kernel = rendered(stem).spec.kernel(name)
     lp = cuda_backend.plan(kernel, rendered(stem).spec)
     smem = {s.entry: s.smem for v in lp.variants for s in v.steps}
+    # The Hopper entries (docs/cuda-hopper.md) run on sm_90a only; elsewhere
+    # they are a trap that no launcher picks.
+    sm90 = {s.entry: s.smem for v in lp.variants for s in v.sm90_steps if s.entry not in smem}
     source = (workdir(stem) / f"{name}.cu").read_text()
     for arch in lp.archs:
         # -Werror all-warnings: the generated code and the runtime headers
@@ -117,7 +120,8 @@ def test_compiles_for_every_arch_without_spills(stem, name):
         sass = nvcc.sass_summary(result.cubin)
         for entry, usage in result.kernels.items():
             assert usage.spill_stores == 0 and usage.spill_loads == 0, (arch, entry, usage)
-            assert usage.static_smem + smem[entry] <= nvcc.shared_memory_limit(arch)
+            need = smem[entry] if entry in smem else sm90[entry] if kernel.uses_wgmma(arch) else 0
+            assert usage.static_smem + need <= nvcc.shared_memory_limit(arch)
         for v in lp.variants:
             gemm = sass[v.steps[-1].entry]
             assert gemm.tensor_core > 0, (arch, gemm.opcodes)

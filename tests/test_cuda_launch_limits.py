@@ -152,7 +152,9 @@ class Folded:
     def __getattr__(self, name):
         return getattr(self.module, name)
 
-    def launches(self, dims):
+    def launches(self, dims, *device):
+        # The mma.sync path, whatever the device: the Hopper path's
+        # persistent grid has nothing to fold (docs/cuda-hopper.md).
         steps = self.module.launches(dims)
         last, w = steps[-1], self.width
         x, y, z = last.grid
@@ -291,23 +293,27 @@ def test_shared_memory_is_checked_against_the_devices_limit():
 def test_cupy_call_refuses_a_launch_over_the_devices_shared_memory(monkeypatch):
     """The CuPy call asks the device (cudaDevAttrMaxSharedMemoryPerBlockOptin)
     and raises before it allocates or launches anything: the stand-in `cupy`
-    has nothing else to offer."""
+    has nothing else to offer. The device is a 9.0 with 132 SMs (its SM count
+    asked first), so the launch checked is the Hopper path's."""
     name = "moe_bf16_grouped_gemm"
     asked = []
 
     def device_attribute(attribute, device):
         asked.append((attribute, device))
-        return 60000
+        return 132 if attribute == 16 else 60000
 
     runtime = types.SimpleNamespace(cudaDevAttrMaxSharedMemoryPerBlockOptin=97,
+                                    cudaDevAttrMultiProcessorCount=16,
                                     deviceGetAttribute=device_attribute)
-    cuda = types.SimpleNamespace(runtime=runtime, Device=lambda: types.SimpleNamespace(id=3))
+    cuda = types.SimpleNamespace(runtime=runtime, Device=lambda: types.SimpleNamespace(
+        id=3, compute_capability="90"))
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     case = Case("smem", m=300, n=256, k=96, group_sizes=(100, 0, 150, 50))
     inputs = case.inputs(rendered("moe").spec.kernel(name), seed=1)
-    with pytest.raises(ValueError, match="over the device's opt-in limit of 60000"):
+    with pytest.raises(ValueError, match=f"launch {name}_sm90 .* needs 199760 bytes of dynamic shared "
+                                         "memory per block, over the device's opt-in limit of 60000"):
         getattr(launcher("moe", name), name)(**inputs)
-    assert asked == [(97, 3)]
+    assert asked == [(16, 3), (97, 3)]
 
 
 def test_shared_memory_over_a_declared_arch_is_a_diagnostic():
@@ -398,10 +404,17 @@ unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t smem, struct 
   return 1;
 }
 cudaError_t __wrap_cudaGetDevice(int* device) { *device = 0; return cudaSuccess; }
+// The device is an sm_89 with 128 SMs: the mma.sync path, which the Python
+// launcher's launches(dims) lists (the Hopper path needs compute capability 9.0).
 cudaError_t __wrap_cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
-  if (attribute != cudaDevAttrMaxSharedMemoryPerBlockOptin || device != 0) return cudaErrorInvalidValue;
-  *value = optin;
-  return cudaSuccess;
+  if (device != 0) return cudaErrorInvalidValue;
+  switch (attribute) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = optin; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 8; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 9; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 128; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
+  }
 }
 cudaError_t __wrap_cudaFuncSetAttribute(const void*, cudaFuncAttribute attribute, int bytes) {
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || bytes > optin) return cudaErrorInvalidValue;

@@ -29,6 +29,14 @@ def test_explain_cuda_grouped(project, capsys):
     # 128 x 128 tiles: n / 128 column tiles; cdiv(m, 128) + g work items at most.
     assert f"grid ({n // 128}, {-(-m // 128) + g}, 1), 256 threads" in out
     assert "moe_bf16_grouped_gemm_worklist: grid (1, 1, 1)" in out
+    # sm_90a: the Hopper path, its bound at the wgmma rate, its plan and a
+    # persistent grid of min(132 SMs, (cdiv(m, 128) + g) * cdiv(n, 128)) blocks.
+    assert "16-bit wgmma (the sm_90a path)" in out
+    assert "path per arch: sm_90a: wgmma (Hopper body)" in out
+    assert ("wgmma path (sm_90a, on an H200 of 132 SMs): tile 128x128x64, 5 stages of 32768 bytes; "
+            "384 threads") in out
+    tiles = (-(-m // 128) + g) * (n // 128)
+    assert f"moe_bf16_grouped_gemm_sm90: grid ({min(132, tiles)}, 1, 1), 384 threads, 199760 bytes" in out
 
 
 def test_explain_pallas_and_unknown_kernel(project, capsys):

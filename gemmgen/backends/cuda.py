@@ -3,7 +3,8 @@
 Kernel kinds, each a module with `diagnose(kernel, spec)` and
 `launch_plan(kernel, spec) -> LaunchPlan`, picked by cuda_kinds.kind():
 
-  cuda_gemm      dense and grouped tile GEMMs on tensor cores (mma.sync)
+  cuda_gemm      dense and grouped tile GEMMs on tensor cores (mma.sync, and
+                 TMA + wgmma on sm_90a)
   cuda_gemv      dense GEMV (M == 1) and batched GEMV (M <= max_m)
   cuda_quantize  per-token-group FP8 activation quantization
   cuda_tgmm      the ragged-K backward pass (per group lhsᵀ · rhs)

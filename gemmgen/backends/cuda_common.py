@@ -23,8 +23,8 @@ from gemmgen.backends.cuda_expr import (
     min_, parse_expr, var,
 )
 from gemmgen.backends.cuda_launch import (
-    DEFAULT_SMEM, LIMITS, WARP, ArgKind, Grid, LaunchPlan, Limits, Step, StepArg, Variant, array,
-    cond_expr, i32, i64, where,
+    DEFAULT_SMEM, DEVICE_NAMES, LIMITS, WARP, ArgKind, Grid, LaunchPlan, Limits, Step, StepArg,
+    TensorMapSpec, Variant, array, cond_expr, i32, i64, tensor_map, where,
 )
 from gemmgen.backends.cuda_layout import (
     COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, py_call, py_collection,
@@ -32,10 +32,11 @@ from gemmgen.backends.cuda_layout import (
 )
 
 __all__ = [
-    "COLUMNS", "COMPARISONS", "CTYPE", "DEFAULT_SMEM", "LIMITS", "WARP", "ZERO", "Arg", "ArgKind",
-    "Bin", "Binding", "Call", "Check", "Derived", "Expr", "Fn", "Grid", "LaunchPlan", "Limits",
-    "Lit", "Op", "Role", "Step", "StepArg", "Var", "Variant", "all_of", "any_of", "array", "cdiv",
-    "comment", "cond_expr", "cpp_assign_string", "cpp_call", "cpp_decl", "cpp_string", "div",
-    "expr", "exprs", "i32", "i64", "min_", "parse_expr", "py_call", "py_collection", "py_tuple",
-    "spec_checks", "var", "where",
+    "COLUMNS", "COMPARISONS", "CTYPE", "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "WARP", "ZERO",
+    "Arg", "ArgKind", "Bin", "Binding", "Call", "Check", "Derived", "Expr", "Fn", "Grid",
+    "LaunchPlan", "Limits", "Lit", "Op", "Role", "Step", "StepArg", "TensorMapSpec", "Var",
+    "Variant", "all_of", "any_of", "array", "cdiv", "comment", "cond_expr", "cpp_assign_string",
+    "cpp_call", "cpp_decl", "cpp_string", "div", "expr", "exprs", "i32", "i64", "min_",
+    "parse_expr", "py_call", "py_collection", "py_tuple", "spec_checks", "tensor_map", "var",
+    "where",
 ]

@@ -11,6 +11,13 @@ entry points' parameter list (once, in launch order), and their layout as
 clang-format would print it, so the emitted file is formatted as emitted;
 `launch_plan` wraps it in the `LaunchPlan` the launcher templates print.
 docs/cuda.md describes the kernel.
+
+A kernel that gets the Hopper body on a declared arch (ir.Kernel.uses_wgmma:
+sm_90a) also gets, per LUT entry, an `Sm90Tile` and a `<entry>_sm90` entry
+point of gg_gemm_sm90.cuh (TMA + wgmma, 384 threads, a persistent grid),
+taking tensor maps of lhs and rhs; its launch steps are the Variant's
+`sm90_steps`, which the launchers run on compute capability 9.0
+(docs/cuda-hopper.md, "The generated kernels").
 """
 
 from __future__ import annotations
@@ -32,12 +39,16 @@ from gemmgen.backends.cuda_common import (
     LaunchPlan,
     Step,
     StepArg,
+    TensorMapSpec,
     Variant,
+    all_of,
     array,
     cond_expr,
     i32,
     i64,
     spec_checks,
+    tensor_map,
+    var,
     where,
 )
 from gemmgen.describe import describe_kernel
@@ -136,6 +147,89 @@ class TileConfig:
         return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
 
 
+# The Hopper body's fixed shape (gg_gemm_sm90.cuh: kThreads, kBM, kBK, the
+# setmaxnreg counts) and the plan's choices for it.
+SM90_ARCH = "sm_90a"
+SM90_THREADS, SM90_BM, SM90_BK = 384, 128, 64
+SM90_PRODUCER_REGS, SM90_CONSUMER_REGS = 40, 232
+SM90_GROUP_M = 8  # rows of tiles per rasterized group (L2 reuse)
+SM90_MAX_STAGES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Sm90Tile:
+    """The Hopper (TMA + wgmma) tile of one LUT entry: 128 x bn x 64, its
+    stages and shared memory (gg::gemm::sm90::check_tile_sm90 states how
+    the numbers relate)."""
+
+    index: int
+    entry: str  # extern "C" symbol
+    bn: int
+    stages: int
+    a_stage: int  # bytes of one stage's A tile
+    b_stage: int
+    c_stride: int  # out_t per row of a consumer warp's epilogue slice
+    c_warp_bytes: int
+    smem_bytes: int
+    grid_x: str  # the persistent grid: min(SMs, tiles)
+
+    threads = SM90_THREADS
+    bm = SM90_BM
+    bk = SM90_BK
+    group_m = SM90_GROUP_M
+
+    @property
+    def label(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}, {self.stages} stages"
+
+    @property
+    def comment(self) -> tuple[str, ...]:
+        text = (f"Hopper tile {self.index} (sm_90a): {self.bm} x {self.bn} x {self.bk}, "
+                f"{self.stages} stages of {self.a_stage + self.b_stage} bytes, "
+                f"{self.smem_bytes} bytes of shared memory in all.")
+        return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
+
+
+def sm90_smem_bytes(bn: int, stages: int, out: DType) -> int:
+    """gg_gemm_sm90.cuh's carve-up: alignment slack, the stages, 8 epilogue
+    slices of 16 rows, two barriers per stage."""
+    ob = out.bits // 8
+    return (1024 + stages * (SM90_BM * SM90_BK * 2 + bn * SM90_BK * 2)
+            + 8 * 16 * (bn + 16 // ob) * ob + 2 * stages * 8)
+
+
+def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90Tile:
+    """The LUT entry's n (when a wgmma N of 64..256 in steps of 64, else 128),
+    with the most stages (up to SM90_MAX_STAGES) that fit sm_90a's opt-in
+    shared memory; a narrower n when not even 2 stages fit."""
+    limit = shared_memory_limit(SM90_ARCH)
+    first = tile.n if tile.n in (64, 128, 192, 256) else 128
+    for bn in (first, 128, 64):
+        fits = [st for st in range(2, SM90_MAX_STAGES + 1)
+                if sm90_smem_bytes(bn, st, kernel.out) <= limit]
+        if fits:
+            break
+    stages = max(fits)
+    ob = kernel.out.bits // 8
+    c_stride = bn + 16 // ob
+    if kernel.op is Op.GROUPED:
+        tiles = f"(gg_cdiv(m, {SM90_BM}) + g) * gg_cdiv(n, {bn})"
+    else:
+        tiles = f"gg_cdiv(m, {SM90_BM}) * gg_cdiv(n, {bn})"
+    return Sm90Tile(index=index, entry=entry, bn=bn, stages=stages,
+                    a_stage=SM90_BM * SM90_BK * 2, b_stage=bn * SM90_BK * 2, c_stride=c_stride,
+                    c_warp_bytes=16 * c_stride * ob,
+                    smem_bytes=sm90_smem_bytes(bn, stages, kernel.out),
+                    grid_x=f"gg_min(num_sms, {tiles})")
+
+
+def uses_sm90(kernel: ir.Kernel, spec: ir.Spec) -> bool:
+    """Whether the kernel gets the Hopper body: a declared arch where
+    ir.Kernel.uses_wgmma holds (sm_90a)."""
+    target = spec.target(ir.Backend.CUDA)
+    return any(kernel.uses_wgmma(a) for a in (target.cuda_archs if target else ()))
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     """One parameter of an entry point, in launch order: its C++ type and
@@ -200,6 +294,11 @@ class GemmPlan:
     params: tuple[Param, ...]  # the GEMM entry points' parameters, launch order
     config: tuple[str, ...]  # the members of the generated `Config` struct
     entries: tuple[Entry, ...]  # fill and worklist (grouped), then one GEMM per tile
+    # The Hopper path (empty when the kernel has none): one tile per LUT
+    # entry, its entry points' parameters (tensor maps first) and entries.
+    sm90_tiles: tuple[Sm90Tile, ...] = ()
+    sm90_params: tuple[Param, ...] = ()
+    sm90_entries: tuple[Entry, ...] = ()
 
     @property
     def name(self) -> str:
@@ -522,6 +621,73 @@ def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
     return tuple(out)
 
 
+def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec]:
+    """The tensor maps of lhs and rhs (gg_gemm_sm90.cuh's boxes): A is one
+    {64, 128} box of lhs [m, k]; B one {64, bn} box of rhs [n, k], or bn / 64
+    boxes of {64 columns, 64 k rows} of rhs [k, n]; grouped rhs adds the
+    group as the outermost dimension (a box of 1)."""
+    dt = kernel.lhs.dtype.numpy_name
+    eb = kernel.lhs.dtype.bits // 8
+    k, n, m, g = var("k"), var("n"), var("m"), var("g")
+    lhs = TensorMapSpec(dt, (k, m), (k * eb,), (SM90_BK, SM90_BM))
+    if kernel.rhs_operand.layout is Layout.NK:
+        inner, outer, box = k, n, (SM90_BK, bn)
+    else:
+        inner, outer, box = n, k, (64, SM90_BK)
+    if kernel.op is Op.GROUPED:
+        rhs = TensorMapSpec(dt, (inner, outer, g), (inner * eb, inner * outer * eb), (*box, 1))
+    else:
+        rhs = TensorMapSpec(dt, (inner, outer), (inner * eb,), box)
+    return lhs, rhs
+
+
+def _sm90_params(kernel: ir.Kernel, bn: int) -> tuple[Param, ...]:
+    """The Hopper entry points' parameters in launch order: the tensor maps
+    of lhs and rhs (A and B are read through them alone), bias, out, the
+    grouped worklist, the dims."""
+    grouped = kernel.op is Op.GROUPED
+    map_lhs, map_rhs = _sm90_maps(kernel, bn)
+    out = [Param("const __grid_constant__ CUtensorMap", "map_lhs", tensor_map("lhs", map_lhs)),
+           Param("const __grid_constant__ CUtensorMap", "map_rhs", tensor_map("rhs", map_rhs))]
+    if kernel.bias.mode is not BiasMode.NONE:
+        out.append(Param(f"const {CTYPE[kernel.bias.dtype]}* __restrict__", "bias", array("bias")))
+    out.append(Param(f"{CTYPE[kernel.out]}* __restrict__", "out", array("out")))
+    if grouped:
+        out.append(Param("const int* __restrict__", "workspace", array("workspace")))
+    dims = ("m", "n", "k", "num_groups", "group_offset") if grouped else ("m", "n", "k")
+    out += [Param("int", d, i32(d)) for d in dims]
+    return tuple(out)
+
+
+def _sm90_entries(kernel: ir.Kernel, tiles: list[Sm90Tile],
+                  params: tuple[Param, ...]) -> tuple[Entry, ...]:
+    grouped = kernel.op is Op.GROUPED
+    present = {p.name for p in params}
+    args = ["gg_smem", "&map_lhs", "&map_rhs", "bias" if "bias" in present else "nullptr", "out"]
+    if grouped:
+        args.append("workspace")
+    args += [p.name for p in params if p.ctype == "int"]
+    out = []
+    for t in tiles:
+        rows = "work items" if grouped else "m tiles"
+        body = ("#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)",
+                "  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only",
+                "#else",
+                *_call(f"gg::gemm::sm90::{'grouped' if grouped else 'dense'}<Sm90Tile{t.index}>",
+                       args),
+                "#endif")
+        out.append(Entry(
+            comment=tuple(textwrap.wrap(
+                f"(sm_90a) Hopper tile {t.index}: TMA + wgmma, warp specialized; a persistent "
+                f"grid of min(SMs, tiles) blocks walks the {t.bm} x {t.bn} output tiles "
+                f"({rows} x n tiles) in rasterized order.", COLUMNS - len("// "))),
+            signature=_signature('extern "C" __global__ void __launch_bounds__(384, 1)',
+                                 t.entry, [p.decl for p in params],
+                                 "tensor maps of lhs and rhs, then the arrays and dims"),
+            body=body))
+    return tuple(out)
+
+
 def _config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tuple[str, ...]:
     """The members of the `Config` struct, in C++ (gg_gemm_config.cuh says
     what each means)."""
@@ -724,11 +890,21 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
         block_k = math.gcd(block_k, sc.block_k)
     b_feed = _b_feed(kernel, compute)
     params = _params(kernel)
+    sm90_tiles: list[Sm90Tile] = []
+    if uses_sm90(kernel, spec):
+        for t, tile in zip(tiles, [r.tile for r in rules] + [kernel.tile]):
+            sm90_tiles.append(_sm90_tile(kernel, tile, t.index, f"{t.entry}_sm90"))
+    # Every LUT entry's Hopper tile takes the same parameters (its n only
+    # shapes the B box, which the launcher encodes per tile).
+    sm90_params = _sm90_params(kernel, sm90_tiles[-1].bn) if sm90_tiles else ()
+    algorithm = _algorithm(kernel, tiles, compute, b_feed, block_k)
+    if sm90_tiles:
+        algorithm += _sm90_algorithm(sm90_tiles[-1])
     return GemmPlan(
         kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
         summary=describe_kernel(kernel),
         spec_lines=_spec_lines(kernel),
-        algorithm=_algorithm(kernel, tiles, compute, b_feed, block_k),
+        algorithm=algorithm,
         archs=target.cuda_archs if target else (),
         args=args, bindings=binds, checks=_checks(kernel, k_align, n_align),
         tiles=tuple(tiles), grouped=kernel.op is Op.GROUPED,
@@ -743,7 +919,20 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
         n_out="gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n",
         params=params, config=_config(kernel, compute, b_feed, block_k),
         entries=_entries(kernel, tiles, params),
+        sm90_tiles=tuple(sm90_tiles), sm90_params=sm90_params,
+        sm90_entries=_sm90_entries(kernel, sm90_tiles, sm90_params),
     )
+
+
+def _sm90_algorithm(t: Sm90Tile) -> tuple[str, ...]:
+    """The file comment's lines on the Hopper path."""
+    text = (f"on sm_90a (compute capability 9.0) the launchers run the Hopper body instead "
+            f"(gg_gemm_sm90.cuh, docs/cuda-hopper.md): {t.threads} threads, a producer "
+            f"warpgroup issuing TMA loads of {t.bm} x {t.bk} A and {t.bn} x {t.bk} B boxes "
+            f"(128-byte swizzle) into {t.stages} stages, two consumer warpgroups issuing wgmma "
+            f"m64n{t.bn}k16; a persistent grid of min(SMs, tiles) blocks.")
+    wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+    return (f"(5) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 
 
 def fold_scales(kernel: ir.Kernel) -> bool:
@@ -811,9 +1000,35 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
                                i32("g"), i32("m"), i32(str(t.bm)), array("workspace")),
                               "the (group, m tile) work items"))
         steps.append(gemm)
+        sm90: list[Step] = []
+        sm90_when = None
+        workspace = t.workspace_ints
+        if p.sm90_tiles:
+            h = p.sm90_tiles[t.index]
+            maps = dict(zip(("lhs", "rhs"), _sm90_maps(kernel, h.bn)))
+            args = tuple(tensor_map(a.name, maps[a.name]) if a.tmap is not None else a
+                         for a in (prm.launch for prm in p.sm90_params))
+            if p.grouped:
+                sm90 += [steps[0], Step(f"{name}_worklist", ("1", "1", "1"), 1, 0,
+                                        (array("group_sizes"), i32("num_groups"),
+                                         i32("group_offset"), i32("g"), i32("m"),
+                                         i32(str(SM90_BM)), array("workspace")),
+                                        f"the (group, {SM90_BM}-row tile) work items")]
+                # The worklist of the smaller of the two row tiles bounds both.
+                workspace = (f"2 + num_groups + 2 * (gg_cdiv(m, {min(t.bm, SM90_BM)}) + g)")
+            sm90.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
+                             f"{h.bm}x{h.bn} tiles, TMA + wgmma: a persistent grid of "
+                             "min(SMs, tiles) blocks"))
+            # Compute capability 9.0 (the device has sm_90a's wgmma); a grouped
+            # call with g = 0 has no rhs to map (and nothing to multiply).
+            conds = [var("sm").eq(90), var("num_sms").gt(0)]
+            if p.grouped:
+                conds.append(var("g").gt(0))
+            sm90_when = all_of(*conds)
         variants.append(Variant(t.index, t.when, t.where, f"{t.bm}x{t.bn}x{t.bk}",
-                                tuple(steps), t.workspace_ints))
-    entries = tuple(t.entry for t in p.tiles)
+                                tuple(steps), workspace, tuple(sm90), sm90_when,
+                                p.sm90_tiles[t.index].label if p.sm90_tiles else ""))
+    entries = tuple(t.entry for t in p.tiles) + tuple(h.entry for h in p.sm90_tiles)
     if p.grouped:
         entries = (f"{name}_fill", f"{name}_worklist") + entries
     return LaunchPlan(

@@ -32,8 +32,9 @@ from gemmgen.names import args_struct
 from gemmgen.render import source_ref
 
 __all__ = [
-    "DEFAULT_SMEM", "LIMITS", "WARP", "ArgKind", "Grid", "LaunchPlan", "Limits", "Step",
-    "StepArg", "Variant", "array", "cond_expr", "i32", "i64", "where",
+    "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "WARP", "ArgKind", "Grid", "LaunchPlan", "Limits",
+    "Step", "StepArg", "TensorMapSpec", "Variant", "array", "cond_expr", "i32", "i64",
+    "tensor_map", "where",
 ]
 
 WARP = 32
@@ -59,40 +60,127 @@ class Limits:
 LIMITS = Limits()
 
 
+# What the launchers know of the device, besides the dims: its compute
+# capability as major * 10 + minor (`sm`, 90 on an H100 or H200) and its
+# number of SMs (`num_sms`, the persistent grid of the Hopper GEMM). The C++
+# launcher asks cudaDeviceGetAttribute, the CuPy call CuPy; `launches()`
+# without them (0, 0) is the path every arch runs.
+DEVICE_NAMES = ("sm", "num_sms")
+
+
 class ArgKind(enum.Enum):
     ARRAY = "array"
     VALUE = "value"
+    TENSOR_MAP = "tensor_map"
+
+
+# CUtensorMapDataType (cuda.h) of the 16-bit types a tensor map carries.
+TENSOR_MAP_DTYPES = {"bfloat16": ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 9),
+                     "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 6)}
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMapSpec:
+    """A tiled tensor map over a launcher array (cuTensorMapEncodeTiled's
+    arguments, innermost dimension first): the dims in elements, the byte
+    strides of dims 1.., the box in elements; 128-byte swizzle, no
+    interleave, 256-byte L2 promotion, zero fill out of bounds."""
+
+    dtype: str  # NumPy name: "bfloat16" or "float16"
+    dims: tuple[Expr, ...]
+    strides: tuple[Expr, ...]
+    box: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", exprs(self.dims))
+        object.__setattr__(self, "strides", exprs(self.strides))
+        assert len(self.strides) == len(self.dims) - 1 == len(self.box) - 1
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def cu_dtype(self) -> str:
+        return TENSOR_MAP_DTYPES[self.dtype][0]
+
+    @property
+    def code(self) -> int:
+        return TENSOR_MAP_DTYPES[self.dtype][1]
+
+    def names(self) -> frozenset[str]:
+        return frozenset().union(*(e.names() for e in (*self.dims, *self.strides)))
+
+    def eval(self, env: Mapping[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return tuple(d.eval(env) for d in self.dims), tuple(s.eval(env) for s in self.strides)
 
 
 @dataclass(frozen=True, slots=True)
 class StepArg:
     """An argument of a launch step: an array by name (`workspace` is the
-    launcher's scratch) or a scalar expression (`gg_i32(m)`)."""
+    launcher's scratch), a scalar expression (`gg_i32(m)`), or a tensor map
+    over an array (`const __grid_constant__ CUtensorMap`, built by the
+    launcher before the launch)."""
 
     kind: ArgKind
-    name: str = ""  # the array
+    name: str = ""  # the array (of the map)
     value: Expr | None = None  # the scalar
+    tmap: TensorMapSpec | None = None
 
-    def __init__(self, kind: ArgKind | str, text: str | Expr) -> None:
+    def __init__(self, kind: ArgKind | str, text: str | Expr,
+                 tmap: TensorMapSpec | None = None) -> None:
         kind = ArgKind(kind)
         object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "name", text if kind is ArgKind.ARRAY else "")
+        object.__setattr__(self, "name", text if kind is not ArgKind.VALUE else "")
         object.__setattr__(self, "value", expr(text) if kind is ArgKind.VALUE else None)
+        assert (tmap is not None) == (kind is ArgKind.TENSOR_MAP)
+        object.__setattr__(self, "tmap", tmap)
+
+    def names(self) -> frozenset[str]:
+        """The dims and scalars the argument's expressions use."""
+        if self.value is not None:
+            return self.value.names()
+        return self.tmap.names() if self.tmap is not None else frozenset()
 
     @property
     def py(self) -> str:
-        """The argument in the Python launch sequence: a name or an expression."""
+        """The argument in the Python launch sequence: a name, an
+        expression, or a TensorMapArg."""
         if self.value is not None:
             return self.value.py
+        if self.tmap is not None:
+            t = self.tmap
+            return (f'TensorMapArg("{self.name}", {t.code}, {py_tuple([d.py for d in t.dims])}, '
+                    f"{py_tuple([s.py for s in t.strides])}, {py_tuple([str(b) for b in t.box])})")
         return f'"{self.name}"'
 
     @property
+    def cpp_map(self) -> str:
+        """The local that holds the encoded map of a tensor-map argument."""
+        return f"map_{self.name}"
+
+    @property
     def cpp(self) -> str:
-        """The argument of the C++ launch: a field of the argument struct, or
-        an expression."""
+        """The argument of the C++ launch: a field of the argument struct, an
+        expression, or the map the launcher encoded."""
         if self.value is not None:
             return self.value.cpp
+        if self.tmap is not None:
+            return self.cpp_map
         return "static_cast<int*>(a.workspace)" if self.name == "workspace" else f"a.{self.name}"
+
+    def cpp_encode(self, indent: int) -> str:
+        """The statement that encodes a tensor-map argument into its local:
+        gg_tensor_map(map, base, type, rank, dims (3), strides of dims 1..
+        (2), box (3)), launch_impl.cuh.j2; a rank-2 map pads with 1 and 0."""
+        t = self.tmap
+        assert t is not None
+        dims = [d.cpp for d in t.dims] + ["1"] * (3 - t.rank)
+        strides = [s.cpp for s in t.strides] + ["0"] * (3 - t.rank)
+        box = [str(b) for b in t.box] + ["1"] * (3 - t.rank)
+        return cpp_call("gg_tensor_map(", [f"&{self.cpp_map}", f"a.{self.name}", t.cu_dtype,
+                                           str(t.rank), *dims, *strides, *box], ");", indent,
+                        lhs="err")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,36 +228,48 @@ class Step:
 
     @property
     def cpp_comment(self) -> str:
-        return comment(f"{self.entry}: {self.comment}", 6)
+        return self.cpp_comment_at(6)
 
-    def cpp_what(self, i: int) -> str:
-        return cpp_assign_string(f"out[{i}].what", self.comment, 6)
+    def cpp_comment_at(self, indent: int) -> str:
+        return comment(f"{self.entry}: {self.comment}", indent)
+
+    def cpp_what(self, i: int, indent: int = 6) -> str:
+        return cpp_assign_string(f"out[{i}].what", self.comment, indent)
 
     @property
     def cpp_set_attribute(self) -> str:
+        return self.cpp_set_attribute_at(6)
+
+    def cpp_set_attribute_at(self, indent: int) -> str:
         args = [self.entry, "cudaFuncAttributeMaxDynamicSharedMemorySize", str(self.smem)]
-        return cpp_call("cudaFuncSetAttribute(", args, ");", 6, lhs="err")
+        return cpp_call("cudaFuncSetAttribute(", args, ");", indent, lhs="err")
 
     def cpp_launch(self, i: int) -> str:
         """The launch of step `i` of launch_<name>, with the sizes of `l[i]`,
         at indent 6."""
+        return self.cpp_launch_at(i, 6)
+
+    def cpp_launch_at(self, i: int, indent: int) -> str:
+        """The launch of step `i` at `indent`."""
         config = [f"gg_grid(l[{i}])", f"gg_block(l[{i}])", f"l[{i}].smem", "stream"]
         head = f"{self.entry}<<<{', '.join(config)}>>>("
-        if len(head) + 6 <= COLUMNS:
-            return cpp_call(head, list(self.cpp_args), ");", 6)
+        if len(head) + indent <= COLUMNS:
+            return cpp_call(head, list(self.cpp_args), ");", indent)
         # A long entry name: clang-format breaks the launch configuration,
         # aligned after "<<<" or, when that takes more lines, 4 columns in
         # on the line after "<<<".
-        first = " " * 6 + f"{self.entry}<<<"
+        cont = indent + 4
+        first = " " * indent + f"{self.entry}<<<"
         aligned = pack(first, config, ">>>(", len(first))
-        below_config = pack(" " * 10, config, ">>>(", 10) or one_per_line(config, ">>>(", 10)
+        below_config = (pack(" " * cont, config, ">>>(", cont)
+                        or one_per_line(config, ">>>(", cont))
         broken = [first, *below_config]
         lines = aligned if aligned is not None and len(aligned) <= len(broken) else broken
         # The arguments: after ">>>(" (aligned there) or on lines of their
         # own 4 columns in, whichever breaks fewer lines (aligned on a tie).
         after = pack(lines[-1], list(self.cpp_args), ");", len(lines[-1]))
-        below = (pack(" " * 10, list(self.cpp_args), ");", 10)
-                 or one_per_line(list(self.cpp_args), ");", 10))
+        below = (pack(" " * cont, list(self.cpp_args), ");", cont)
+                 or one_per_line(list(self.cpp_args), ");", cont))
         if after is not None and len(after) - 1 <= len(below):
             return "\n".join(lines[:-1] + after)
         lines += below
@@ -215,11 +315,33 @@ class Variant:
     label: str  # e.g. "128x128x32"
     steps: tuple[Step, ...]
     workspace_ints: Expr = ZERO
+    # The Hopper path (sm_90a, docs/cuda-hopper.md): its launches, run instead
+    # of `steps` when `sm90_when` holds (over the dims and DEVICE_NAMES).
+    sm90_steps: tuple[Step, ...] = ()
+    sm90_when: Expr | None = None
+    sm90_label: str = ""  # e.g. "128x128x64, 5 stages"
 
     def __post_init__(self) -> None:
         if isinstance(self.when, str):
             object.__setattr__(self, "when", expr(self.when) if self.when else None)
         object.__setattr__(self, "workspace_ints", expr(self.workspace_ints))
+        if isinstance(self.sm90_when, str):
+            object.__setattr__(self, "sm90_when", expr(self.sm90_when))
+        assert bool(self.sm90_steps) == (self.sm90_when is not None)
+
+    @property
+    def has_sm90(self) -> bool:
+        return bool(self.sm90_steps)
+
+    def steps_for(self, env: Mapping[str, int]) -> tuple[Step, ...]:
+        """The launches for these dims and device (env has DEVICE_NAMES)."""
+        if self.sm90_when is not None and self.sm90_when.eval(env):
+            return self.sm90_steps
+        return self.steps
+
+    @property
+    def all_steps(self) -> tuple[Step, ...]:
+        return self.steps + self.sm90_steps
 
     @property
     def has_workspace(self) -> bool:
@@ -303,11 +425,28 @@ class LaunchPlan:
 
     @property
     def max_smem(self) -> int:
-        return max((s.smem for v in self.variants for s in v.steps), default=0)
+        return max((s.smem for v in self.variants for s in v.all_steps), default=0)
 
     @property
     def max_steps(self) -> int:
-        return max(len(v.steps) for v in self.variants)
+        return max(max(len(v.steps), len(v.sm90_steps)) for v in self.variants)
+
+    @property
+    def has_sm90(self) -> bool:
+        """Whether a variant has a Hopper path (the launchers then ask the
+        device for DEVICE_NAMES and encode tensor maps)."""
+        return any(v.has_sm90 for v in self.variants)
+
+    @property
+    def tensor_map_args(self) -> tuple[StepArg, ...]:
+        """Every tensor-map argument of the plan's launches, once per array."""
+        seen: dict[str, StepArg] = {}
+        for v in self.variants:
+            for s in v.all_steps:
+                for a in s.args:
+                    if a.kind is ArgKind.TENSOR_MAP:
+                        seen.setdefault(a.name, a)
+        return tuple(seen.values())
 
     @property
     def limits(self) -> Limits:
@@ -379,9 +518,11 @@ class LaunchPlan:
 
     @property
     def py_unpack_sequence(self) -> str:
-        steps = [s for v in self.variants for s in v.steps]
-        return self.py_unpack(self.empty, *self.lut_dims, *(g for s in steps for g in s.grid),
-                              *(a.value for s in steps for a in s.args if a.value is not None))
+        steps = [s for v in self.variants for s in v.all_steps]
+        conds = [v.sm90_when for v in self.variants if v.sm90_when is not None]
+        return self.py_unpack(self.empty, *self.lut_dims, *conds,
+                              *(g for s in steps for g in s.grid),
+                              *(Var(n) for s in steps for a in s.args for n in sorted(a.names())))
 
     @property
     def py_dims(self) -> str:
@@ -405,8 +546,10 @@ class LaunchPlan:
         """The locals launch_<name> needs: those of its launches' arguments
         and of the tile pick (the rest are in <name>_launches)."""
         used = frozenset().union(*(e.names() for e in self.lut_dims),
-                                 *(a.value.names() for v in self.variants for s in v.steps
-                                   for a in s.args if a.value is not None))
+                                 *(v.sm90_when.names() for v in self.variants
+                                   if v.sm90_when is not None),
+                                 *(a.names() for v in self.variants for s in v.all_steps
+                                   for a in s.args))
         need = set(used)
         for d in reversed(self.derived):
             if d.name in need:
@@ -560,4 +703,8 @@ def i32(e: Expr | str) -> StepArg:
 
 def i64(e: Expr | str) -> StepArg:
     return StepArg(ArgKind.VALUE, Call(Fn.I64, (expr(e),)))
+
+
+def tensor_map(name: str, spec: TensorMapSpec) -> StepArg:
+    return StepArg(ArgKind.TENSOR_MAP, name, spec)
 

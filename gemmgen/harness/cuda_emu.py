@@ -76,7 +76,8 @@ API:
   cudaLaunchKernel, device queries, cudaGetLastError). Named inputs and
   outputs travel through ``gg_emu_host_input`` / ``gg_emu_host_output``;
   it returns a ``HostResult`` (status, outputs, log).
-- ``device_env(arch)``: the environment that makes a child an `arch` device.
+- ``device_env(arch, sm_count=None)``: the environment that makes a child an
+  `arch` device (its SM count from ``gemmgen.archs.sm_count`` unless given).
 - ``runtime_include_dir()`` and ``cuda_include_dir()``: the ``-I``
   directories a kernel needs.
 
@@ -104,6 +105,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
+from gemmgen.archs import sm_count as archs_sm_count
 from gemmgen.harness.toolchain import (
     RUNTIME_INCLUDE_DIR,
     atomic_write,
@@ -738,10 +740,14 @@ def _encode_request(
 DEFAULT_ARCH = "sm_90a"
 
 
-def device_env(arch: str) -> dict[str, str]:
-    """The environment that makes the emulator an `arch` device: its name and
-    its opt-in shared memory per block (gemmgen.archs's table)."""
-    return {"GG_EMU_ARCH": arch, "GG_EMU_SMEM_OPTIN": str(shared_memory_limit(arch))}
+def device_env(arch: str, sm_count: int | None = None) -> dict[str, str]:
+    """The environment that makes the emulator an `arch` device: its name, its
+    opt-in shared memory per block and its SM count (gemmgen.archs's tables;
+    `sm_count` overrides the count, e.g. to give a persistent kernel fewer
+    blocks than tiles)."""
+    count = archs_sm_count(arch) if sm_count is None else int(sm_count)
+    return {"GG_EMU_ARCH": arch, "GG_EMU_SMEM_OPTIN": str(shared_memory_limit(arch)),
+            "GG_EMU_SM_COUNT": str(count)}
 
 
 def _encode_host_request(inputs: Mapping[str, object]) -> bytes:
@@ -1020,6 +1026,7 @@ class EmuModule:
         workers: int | None = None,
         timeout: float = 120.0,
         arch: str = DEFAULT_ARCH,
+        sm_count: int | None = None,
     ) -> HostResult:
         """Runs the library's host program, ``extern "C" int
         gg_emu_host_main(void)``, on an emulated `arch` device. `inputs` maps
@@ -1028,7 +1035,8 @@ class EmuModule:
         bytes. Raises like `launch` when the emulator stops the program (a
         kernel fault, a crash, a timeout); a CUDA call that returns an error
         does not raise: the program decides, and its status and outputs
-        (``gg_emu_host_output``) come back in the HostResult."""
+        (``gg_emu_host_output``) come back in the HostResult. `sm_count`
+        overrides the device's SM count (cudaDevAttrMultiProcessorCount)."""
         if self.tsan:
             raise EmuError(f"{self.name}: host programs run in fiber mode only, not with tsan=True")
         if schedule not in SCHEDULES:
@@ -1036,7 +1044,8 @@ class EmuModule:
         with tempfile.TemporaryDirectory(prefix="gg-emu-") as tmp:
             req, resp = Path(tmp) / "request", Path(tmp) / "response"
             req.write_bytes(_encode_host_request(inputs))
-            proc = self._run_child(req, resp, "gg_emu_run_host", "host program", arch, schedule, workers, timeout)
+            proc = self._run_child(req, resp, "gg_emu_run_host", "host program", arch, schedule, workers, timeout,
+                                   sm_count=sm_count)
             if proc.returncode != 0:
                 raise _error_from_child(proc, f"{self.name} (host program)")
             status, outputs = _decode_host_response(_response_bytes(resp))
@@ -1044,9 +1053,10 @@ class EmuModule:
 
     def _run_child(self, req: Path, resp: Path, entry: str, what: str, arch: str, schedule: str,
                    workers: int | None, timeout: float, *, ftz: bool = False,
-                   extra_env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+                   extra_env: Mapping[str, str] | None = None,
+                   sm_count: int | None = None) -> subprocess.CompletedProcess:
         env = dict(os.environ, GG_EMU_SCHEDULE=schedule, GG_EMU_FTZ="1" if ftz else "0",
-                   **device_env(arch))
+                   **device_env(arch, sm_count))
         env.pop("GG_EMU_COUNTERS", None)
         env.update(extra_env or {})
         if workers is not None:

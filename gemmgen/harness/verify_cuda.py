@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmgen import ir
-from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, shared_memory_limit
+from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, parse_arch, shared_memory_limit, sm_count
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cases import lut_entry, tile_label
 from gemmgen.harness.runner import Runner, load_generated_module
@@ -60,14 +60,71 @@ def poisoned(shape: tuple[int, ...], dtype) -> np.ndarray:
         np.full(shape, -1, dtype=dt)
 
 
+def device_of(arch: str, num_sms: int | None = None) -> tuple[int, int]:
+    """(compute capability as major * 10 + minor, SMs) of the `arch` device
+    the emulator plays: what a launcher's `launches(dims, sm, num_sms)` gets
+    (`num_sms` overrides the count)."""
+    number, _ = parse_arch(arch)
+    return number, sm_count(arch) if num_sms is None else int(num_sms)
+
+
+def launch_arguments(step, arrays: dict[str, np.ndarray | None], written) -> tuple[
+        list[object], list[int], list[np.ndarray]]:
+    """The emulator's arguments of one launch of a generated launcher: an
+    array by name, a scalar as it is, and a TensorMapArg (the Hopper path's
+    lhs and rhs maps) as a cuda_emu.TensorMap over the array, passed in
+    `buffers` (the kernel reaches it through the map alone). Returns (args,
+    the indices of the arrays the launch writes, buffers)."""
+    from gemmgen.harness.cuda_emu import TensorMap
+
+    args: list[object] = []
+    inouts: list[int] = []
+    maps: list[tuple[int, object]] = []
+    for i, a in enumerate(step.args):
+        if type(a).__name__ == "TensorMapArg":
+            maps.append((i, a))
+            args.append(None)
+            continue
+        if not isinstance(a, str):
+            args.append(a)
+            continue
+        value = arrays[a]
+        if value is not None and not isinstance(value, np.ndarray):
+            value = np.asarray(value)
+        args.append(value)
+        if a in written:
+            inouts.append(i)
+    buffers: list[np.ndarray] = []
+    for i, a in maps:
+        interleave, swizzle, l2, oob = _tensor_map_modes(a)
+        buffers.append(np.ascontiguousarray(arrays[a.array]))
+        args[i] = TensorMap(len(step.args) + len(buffers) - 1, a.dtype, tuple(a.dims),
+                            tuple(a.strides), tuple(a.box), swizzle=swizzle, interleave=interleave,
+                            l2_promotion=l2, oob_fill=oob)
+    return args, inouts, buffers
+
+
+def _tensor_map_modes(a) -> tuple[int, int, int, int]:
+    """The launcher module's TENSOR_MAP_MODES (interleave, swizzle, L2
+    promotion, OOB fill) for a TensorMapArg of that module."""
+    import sys
+
+    return tuple(sys.modules[type(a).__module__].TENSOR_MAP_MODES)
+
+
 def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.ndarray], *,
                  schedule: str = "run-ahead", modules: dict | None = None, arch: str = DEFAULT_ARCH,
                  workers: int | None = None, ftz: bool = False, counters: list | None = None,
-                 memcheck: bool | None = None):
+                 memcheck: bool | None = None, num_sms: int | None = None,
+                 sm: int | None = None):
     """Validate `inputs` with the generated launcher and run its launch
     sequence on the CPU emulator of an `arch` device, as the CuPy call does
     on a GPU; return the output (a tuple when the kernel has several, e.g.
-    quantize's values and scales). `ftz` flushes f32 subnormals as a kernel
+    quantize's values and scales). A launcher with a Hopper path gets the
+    device's compute capability and SM count (`device_of`; `num_sms`
+    overrides the count; `sm` the compute capability the launcher is told,
+    e.g. 0 for the mma.sync path on any arch), as the CuPy call passes them,
+    and its tensor maps are encoded by the emulator. `ftz` flushes f32 subnormals as a kernel
     built with -ftz does (EmuModule.launch). `counters`, a list, receives
     each launch's `gemmgen.harness.counters.LaunchCounters`; `memcheck`
     overrides the emulator's default (cuda_emu.memcheck_default)."""
@@ -87,30 +144,24 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
         arrays[name] = poisoned(shape, _np_dtype(launcher.DTYPES[name]))
     arrays["workspace"] = np.full(max(launcher.workspace_ints(dims), 1), -1, np.int32)
     written = set(launcher.OUTPUTS) | {"workspace"}
-    for step in launcher.launches(dims):
-        args: list[object] = []
-        inouts: list[tuple[int, str]] = []
-        for i, a in enumerate(step.args):
-            if not isinstance(a, str):
-                args.append(a)
-                continue
-            value = arrays[a]
-            if value is not None and not isinstance(value, np.ndarray):
-                value = np.asarray(value)
-            args.append(value)
-            if a in written:
-                inouts.append((i, a))
+    if hasattr(launcher, "TensorMapArg"):  # a Hopper path: the device picks it
+        device_sm, sms = device_of(arch, num_sms)
+        steps = launcher.launches(dims, device_sm if sm is None else sm, sms)
+    else:
+        steps = launcher.launches(dims)
+    for step in steps:
+        args, inouts, buffers = launch_arguments(step, arrays, written)
         # As the CuPy call: cudaFuncSetAttribute above 48 KiB only.
         attribute = step.smem if step.smem > DEFAULT_DYNAMIC_SMEM else None
         results = module.launch(step.entry, grid=step.grid, block=step.block,
-                                smem_bytes=step.smem, args=args,
-                                inouts=[i for i, _ in inouts], schedule=schedule, arch=arch,
-                                workers=workers, max_dynamic_smem=attribute, ftz=ftz,
-                                counters=counters is not None)
+                                smem_bytes=step.smem, args=args, inouts=inouts,
+                                schedule=schedule, arch=arch, workers=workers,
+                                max_dynamic_smem=attribute, ftz=ftz,
+                                counters=counters is not None, buffers=buffers)
         if counters is not None:
             counters.append(module.last_counters)
-        for (_, name), value in zip(inouts, results):
-            arrays[name] = value
+        for i, value in zip(inouts, results):
+            arrays[step.args[i]] = value
     outs = tuple(arrays[name] for name in launcher.OUTPUTS)
     return outs[0] if len(outs) == 1 else outs
 
@@ -248,7 +299,8 @@ class CppLaunchError(RuntimeError):
 def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
                      sources: Sequence[str] | None = None, arch: str = DEFAULT_ARCH,
                      schedule: str = "run-ahead", workers: int | None = None,
-                     texts: dict[str, str] | None = None, logs: list[str] | None = None):
+                     texts: dict[str, str] | None = None, logs: list[str] | None = None,
+                     num_sms: int | None = None):
     """Call `launch_<plan.name>()` from C++ on the CPU emulator of an `arch`
     device, with `inputs` (arrays by name, scalars such as group_offset),
     and return the output (a tuple when there are several). `folder` holds
@@ -258,7 +310,8 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
     give the dims (default `plan`; a dispatcher's arm). Raises
     CppLaunchError when launch_<kernel>() returns an error, and the
     emulator's errors when a kernel misbehaves. `logs`, when given, gets the
-    child's output (kernel printf, "gg-emu: rejected: ..." reports)."""
+    child's output (kernel printf, "gg-emu: rejected: ..." reports).
+    `num_sms` overrides the emulated device's SM count."""
     from gemmgen.harness.cuda_emu import EmuModule  # looked up per call: tests replace it
 
     texts = texts or {}
@@ -278,7 +331,7 @@ def run_cpp_launcher(plan, folder: Path, inputs: dict[str, object], *, arm=None,
             host[arr.name] = np.ascontiguousarray(inputs[arr.name])
     for d in (*plan.dims, *(s.name for s in plan.scalars)):
         host[f"dim.{d}"] = np.int64(dims[d])
-    result = module.run_host(host, arch=arch, schedule=schedule, workers=workers)
+    result = module.run_host(host, arch=arch, schedule=schedule, workers=workers, sm_count=num_sms)
     if logs is not None:
         logs.append(result.log)
     if result.status != 0:
@@ -322,6 +375,9 @@ class CudaEmu(Runner):
         self.arch = self.cuda_arch or emulated_arch(rendered.spec)
         how = "--cuda-arch" if self.cuda_arch else "the declared arch with the least shared memory"
         self.note = f"emulated {self.arch} ({how})"
+        if parse_arch(self.arch)[0] == 90:
+            # The launchers pick by compute capability (docs/cuda-hopper.md).
+            self.note += "; kernels with a Hopper path run it (TMA + wgmma, 128-row tiles)"
         for rel, text in rendered.files.items():
             if rel.parts[0] == "cuda":
                 dest = workdir / rel

@@ -1378,14 +1378,17 @@ inline int reject(int code, const std::string& message) {
 // Emulated device: the arch whose limits launches are checked against.
 // gemmgen.harness.cuda_emu sets GG_EMU_ARCH (e.g. sm_89) and
 // GG_EMU_SMEM_OPTIN (its opt-in shared memory per block, from
-// gemmgen.archs.shared_memory_limit); without them the device is an
-// sm_90a. The grid and block limits are the same on every arch.
+// gemmgen.archs.shared_memory_limit) and GG_EMU_SM_COUNT (its SMs, from
+// gemmgen.archs.sm_count, or what a test asks for); without them the device
+// is an sm_90a with 132 SMs. The grid and block limits are the same on
+// every arch.
 
 struct Device {
   std::string arch;  // "sm_90a"
   int major = 0;
   int minor = 0;
   std::size_t smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  int sm_count = 132;          // cudaDevAttrMultiProcessorCount
 };
 
 inline constexpr unsigned long long kMaxGridX = 2147483647ull;  // 2^31 - 1
@@ -1415,6 +1418,13 @@ inline Device read_device() {
   }
   d.major = static_cast<int>(number / 10);
   d.minor = static_cast<int>(number % 10);
+  if (const char* sms = std::getenv("GG_EMU_SM_COUNT"); sms != nullptr && *sms != '\0') {
+    const long count = std::strtol(sms, nullptr, 10);
+    if (count < 1 || count > 1024) {
+      fail("GG_EMU_SM_COUNT=%s: expected 1..1024", sms);
+    }
+    d.sm_count = static_cast<int>(count);
+  }
   return d;
 }
 

@@ -339,6 +339,9 @@ GG_EMU_CUDART cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr
     case cudaDevAttrComputeCapabilityMinor:
       *value = d.minor;
       return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = d.sm_count;
+      return cudaSuccess;
     default:
       return api_error(cudaErrorNotSupported,
                        format("cudaDeviceGetAttribute: attribute %d is not modelled by the emulator "
@@ -367,6 +370,7 @@ GG_EMU_CUDART cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int devi
   prop->maxGridSize[1] = prop->maxGridSize[2] = static_cast<int>(kMaxGridYZ);
   prop->sharedMemPerBlock = static_cast<std::size_t>(kDefaultDynamicSmem);
   prop->sharedMemPerBlockOptin = d.smem_optin;
+  prop->multiProcessorCount = d.sm_count;
   prop->unifiedAddressing = 1;
   return cudaSuccess;
 }

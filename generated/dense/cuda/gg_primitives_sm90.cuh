@@ -43,6 +43,13 @@
 
 #if !defined(__CUDACC_RTC__)
 #include <cuda.h>
+#else
+// NVRTC (the CuPy launchers) cannot include <cuda.h>, which includes
+// <stdlib.h>: the opaque 128-byte map as cuda.h declares it, for
+// `const __grid_constant__ CUtensorMap` parameters.
+typedef struct CUtensorMap_st {
+  alignas(128) unsigned long long opaque[16];
+} CUtensorMap;
 #endif
 
 namespace gg {

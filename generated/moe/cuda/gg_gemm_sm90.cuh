@@ -63,7 +63,7 @@ constexpr bool kFp8 = kSame<M, __nv_fp8_e4m3> || kSame<M, __nv_fp8_e5m2>;
 // block_k token groups, rhs block_n x block_k blocks); no folded scales; no
 // silu_mul (its paired columns would need two B boxes per tile).
 template <class C>
-constexpr bool runs() {
+__host__ __device__ constexpr bool runs() {
   using mma_t = typename C::mma_t;
   constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
   constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
@@ -78,7 +78,7 @@ constexpr bool runs() {
 // and tested here (tests/test_cuda_sm90_gemm_fp8.py) and join when the
 // launchers pass their scales.
 template <class C>
-constexpr bool qualifies() {
+__host__ __device__ constexpr bool qualifies() {
   return runs<C>() && k16Bit<typename C::mma_t> && C::kLhsScale == ScaleMode::kNone &&
          C::kRhsScale == ScaleMode::kNone;
 }

@@ -19,7 +19,7 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "dense_gemm_bf16";
 /// The `extern "C"` entry points of `dense_gemm_bf16.cu`, for a backend to load.
-pub const ENTRIES: [&str; 1] = ["dense_gemm_bf16"];
+pub const ENTRIES: [&str; 2] = ["dense_gemm_bf16", "dense_gemm_bf16_sm90"];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

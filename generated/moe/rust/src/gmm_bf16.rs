@@ -20,7 +20,7 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "gmm_bf16";
 /// The `extern "C"` entry points of `gmm_bf16.cu`, for a backend to load.
-pub const ENTRIES: [&str; 3] = ["gmm_bf16_fill", "gmm_bf16_worklist", "gmm_bf16"];
+pub const ENTRIES: [&str; 4] = ["gmm_bf16_fill", "gmm_bf16_worklist", "gmm_bf16", "gmm_bf16_sm90"];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
