@@ -307,7 +307,7 @@ CUDA_PREFIX_PATTERNS = (
 
 # Numbered names generated code defines (`struct Tile0`, one per tile of a
 # LUT), as a regular expression.
-GENERATED_PATTERN = r"Tile\d+"
+GENERATED_PATTERN = r"(Sm90)?Tile\d+"
 
 # File names Windows refuses whatever the extension (`aux.py`), compared
 # without case.
@@ -325,6 +325,8 @@ GENERATED = _words("""
 common cuda_driver std core alloc Array Backend Error Refusal ENTRIES Args Dims
 workspace_bytes launch fmt KernelArg Workspace
 INCLUDE_DIR JAX_CHECKED JAX_RANGE warnings
+GgEncodeTiled TENSOR_MAP_MODES TensorMapArg ctypes cupy_backends device_sm major minor map_lhs
+map_rhs num_sms sm
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch

@@ -308,7 +308,8 @@ class EmuCupy:
         optin, sms = shared_memory_limit(arch), sm_count(arch)
         runtime = type("runtime", (), {
             "cudaDevAttrMaxSharedMemoryPerBlockOptin": 97, "cudaDevAttrMultiProcessorCount": 16,
-            "deviceGetAttribute": staticmethod(lambda attr, dev: sms if attr == 16 else optin)})
+            "deviceGetAttribute": staticmethod(lambda attr, dev: sms if attr == 16 else optin),
+            "getDeviceCount": staticmethod(lambda: 1), "CUDARuntimeError": RuntimeError})
         # NB: the stand-in cannot build the sm_90a module (NVRTC) or encode
         # tensor maps (the driver), so a 9.0 device says 8.9: the launcher
         # takes the mma.sync path, which is what these tests check. The

@@ -304,7 +304,8 @@ def test_cupy_call_refuses_a_launch_over_the_devices_shared_memory(monkeypatch):
 
     runtime = types.SimpleNamespace(cudaDevAttrMaxSharedMemoryPerBlockOptin=97,
                                     cudaDevAttrMultiProcessorCount=16,
-                                    deviceGetAttribute=device_attribute)
+                                    deviceGetAttribute=device_attribute,
+                                    getDeviceCount=lambda: 1, CUDARuntimeError=RuntimeError)
     cuda = types.SimpleNamespace(runtime=runtime, Device=lambda: types.SimpleNamespace(
         id=3, compute_capability="90"))
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))

@@ -82,6 +82,8 @@ struct Sm90Tile0 : Config {
   static constexpr int kCStride = 132, kCWarpBytes = 8448;
   static constexpr int kSmemBytes = 199744;
 };
+static_assert(gg::gemm::sm90::check_tile_sm90<Sm90Tile0>(),
+              "the Hopper tile's numbers follow from its shape");
 
 }  // namespace
 

@@ -83,6 +83,8 @@ struct Sm90Tile0 : Config {
   static constexpr int kCStride = 136, kCWarpBytes = 4352;
   static constexpr int kSmemBytes = 199760;
 };
+static_assert(gg::gemm::sm90::check_tile_sm90<Sm90Tile0>(),
+              "the Hopper tile's numbers follow from its shape");
 
 }  // namespace
 
