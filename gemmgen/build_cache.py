@@ -19,7 +19,9 @@ error are stored: a spec with errors is parsed every time, so its
 diagnostics are always fresh. A missing, unreadable, corrupt or read-only
 cache only costs the render (`gemmgen.cache`); `GEMMGEN_CACHE` moves it.
 Each stem keeps its newest few entries; older ones are deleted when a new
-one is written.
+one is written. A patch of the generator inside a running process (a test
+monkeypatching a backend) is not an input the key can see: such a test
+points GEMMGEN_CACHE at a fresh folder.
 """
 
 from __future__ import annotations

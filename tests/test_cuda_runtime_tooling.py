@@ -100,9 +100,12 @@ def test_no_inline_ptx_in_generated_code():
     offenders = [
         str(p.relative_to(ROOT))
         for p in sorted(generated.rglob("*"))
-        if p.is_file() and p.name != "gg_primitives.cuh" and pattern.search(p.read_text(errors="replace"))
+        if p.is_file() and p.name not in ("gg_primitives.cuh", "gg_primitives_sm90.cuh")
+        and pattern.search(p.read_text(errors="replace"))
     ]
-    assert not offenders, f"inline asm belongs in gg_primitives.cuh only; found in {offenders}"
+    # generated/<stem>/cuda/ holds copies of the runtime headers, the two
+    # primitives headers among them.
+    assert not offenders, f"inline asm belongs in the primitives headers only; found in {offenders}"
 
 
 def test_inline_ptx_lives_in_the_primitives_header_only():
