@@ -210,7 +210,10 @@ def every_byte(rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(256).astype(np.uint8)
 
 
-FTZ = pytest.mark.parametrize("ftz", [False, True], ids=["ieee", "ftz"])
+# CI runs the IEEE build of each edge test; the -ftz builds are slow (and
+# test_planted_old_decode_fails runs both).
+FTZ = pytest.mark.parametrize("ftz", [False, pytest.param(True, marks=pytest.mark.slow)],
+                              ids=["ieee", "ftz"])
 
 
 # ---------------------------------------------------------------------------

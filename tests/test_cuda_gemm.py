@@ -201,6 +201,7 @@ def group_layouts(draw):
     return m, tuple(int(s) for s in sizes), offset, g_local, draw(st.booleans())
 
 
+@pytest.mark.slow
 @given(layout=group_layouts())
 def test_grouped_bf16_with_drawn_groups(layout):
     m, sizes, offset, g_local, existing = layout
