@@ -301,6 +301,11 @@ class GemmPlan:
     sm90_entries: tuple[Entry, ...] = ()
 
     @property
+    def all_entries(self) -> tuple[Entry, ...]:
+        """Every entry point the .cu defines: the mma.sync ones, then the Hopper ones."""
+        return self.entries + self.sm90_entries
+
+    @property
     def name(self) -> str:
         return self.kernel.name
 

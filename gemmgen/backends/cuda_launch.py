@@ -333,6 +333,12 @@ class Variant:
     def has_sm90(self) -> bool:
         return bool(self.sm90_steps)
 
+    @property
+    def sm90_maps(self) -> tuple:
+        """The tensor-map arguments of the Hopper GEMM launch (its last step)."""
+        return tuple(a for a in self.sm90_steps[-1].args if a.tmap is not None) \
+            if self.sm90_steps else ()
+
     def steps_for(self, env: Mapping[str, int]) -> tuple[Step, ...]:
         """The launches for these dims and device (env has DEVICE_NAMES)."""
         if self.sm90_when is not None and self.sm90_when.eval(env):
