@@ -319,6 +319,8 @@ class Mma(enum.Enum):
 # The archs with wgmma: it is an sm_90a instruction (PTX ISA), absent on
 # sm_90 without the `a` and on sm_100a.
 WGMMA_ARCHS = ("sm_90a",)
+# K elements of the Hopper body's FP8 K tile (one 128-byte swizzle row).
+WGMMA_FP8_BK = 128
 
 
 def arch_number(arch: str) -> int:
@@ -404,7 +406,11 @@ class Kernel:
         as a phrase for a diagnostic; None when it can (on sm_90a).
 
         The body's `qualifies<C>()` in C++ states the same conditions on a
-        Config: lhs and rhs of one 16-bit type, no scales, no silu_mul. The
+        Config: lhs and rhs of one tensor-core type as stored (bf16, f16,
+        e4m3, e5m2; FP8 rhs K-major, [n, k]); scales the epilogue applies
+        (per tensor, per token, per channel) and, for FP8, the block scales
+        of the FP32 promotion (lhs per_token_group, rhs block) with K blocks
+        of whole 128-element K tiles; no e8m0 folding; no silu_mul. The
         rest follow from what it is: a tile GEMM for dense and grouped, fed
         by TMA, whose global strides must be multiples of 16 bytes.
         """
@@ -413,20 +419,46 @@ class Kernel:
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
         rhs = self.rhs_operand
-        if self.lhs.dtype not in (DType.BF16, DType.F16) or rhs.dtype is not self.lhs.dtype:
-            return (f"it takes lhs and rhs of one 16-bit type (bf16 or f16), not lhs "
-                    f"'{self.lhs.dtype.value}' x rhs '{rhs.dtype.value}'")
-        for scale, side in ((self.lhs_scale, "lhs_scale"), (self.rhs_scale, "rhs_scale")):
-            if scale.enabled:
-                return f"it applies no scales, and {side} is '{scale.mode.value}'"
+        lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
+        sixteen = lhs_t in (DType.BF16, DType.F16)
+        if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
+            return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2), "
+                    f"not lhs '{lhs_t.value}' x rhs '{rhs_t.value}'")
+        if not sixteen and rhs.layout is not Layout.NK:
+            return ("wgmma reads FP8 operands K-major only, so rhs must be [n, k] "
+                    "([g, n, k] grouped), not [k, n]")
+        scales = (("lhs_scale", self.lhs_scale, ScaleMode.TOKEN_GROUP),
+                  ("rhs_scale", self.rhs_scale, ScaleMode.BLOCK))
+        for side, scale, promoted in scales:
+            if scale.placement is not Placement.MAINLOOP or not scale.enabled:
+                continue
+            if sixteen:
+                return (f"it applies per-K-block scales to FP8 operands only, and {side} "
+                        f"is '{scale.mode.value}' on {lhs_t.value}")
+            if scale.mode is not promoted:
+                return (f"its per-K-block scales are lhs per_token_group and rhs block, "
+                        f"and {side} is '{scale.mode.value}'")
+            if scale.block_k % WGMMA_FP8_BK:
+                return (f"its K tile is {WGMMA_FP8_BK} FP8 elements, so a scale's K block "
+                        f"must be a multiple of it, but {side} has k={scale.block_k}")
+            if scale.mode is ScaleMode.BLOCK and scale.block_n % 64:
+                return (f"its N tile (64 or 128 for FP8) must lie in one scale block, so "
+                        f"rhs_scale's n must be a multiple of 64, not {scale.block_n}")
+        on = [s for s in (self.lhs_scale, self.rhs_scale) if s.enabled]
+        if (any(s.placement is Placement.MAINLOOP for s in on)
+                and any(s.placement is Placement.EPILOGUE for s in on)
+                and any(s.dtype is DType.E8M0 for s in on)):
+            return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
+                    "beside a per-K-block one: the mma.sync body's kFoldScales)")
         if self.epilogue.activation is Activation.SILU_MUL:
             return "its epilogue has no silu_mul (the paired columns need two B tiles)"
-        if self.static_k is not None and self.static_k % 8:
-            return (f"its TMA rows must be multiples of 16 bytes (k % 8 == 0), but "
+        per_row = 16 * 8 // lhs_t.bits
+        if self.static_k is not None and self.static_k % per_row:
+            return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "
                     f"dims k={self.static_k}")
-        if rhs.layout is Layout.KN and self.static_n is not None and self.static_n % 8:
+        if rhs.layout is Layout.KN and self.static_n is not None and self.static_n % per_row:
             return (f"its TMA rows of rhs [k, n] must be multiples of 16 bytes "
-                    f"(n % 8 == 0), but dims n={self.static_n}")
+                    f"(n % {per_row} == 0), but dims n={self.static_n}")
         return None
 
     def uses_wgmma(self, arch: str) -> bool:

@@ -13,14 +13,13 @@ bias, grouped, the C++ launcher, one planted bug); the rest are `slow`."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from cuda_helpers import render_cuda
+from sm90_helpers import HopperSpec
 from test_cuda_sm90_gemm import PLANTED
 
 from gemmgen import ir
@@ -31,8 +30,7 @@ from gemmgen.cache import cache_dir
 from gemmgen.cases import Case
 from gemmgen.harness import nvcc
 from gemmgen.harness.cuda_emu import EmuKernelError, EmuModule
-from gemmgen.harness.runner import load_generated_module
-from gemmgen.harness.verify_cuda import run_cpp_launcher, run_launcher
+from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.reference import compare, reference
 from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
@@ -88,48 +86,18 @@ kernel h_mma_sync {
 """
 
 SM90 = "sm_90a"
+HOPPER = HopperSpec("hopper", SPEC)
+_modules = HOPPER.modules
 
 
-@functools.cache
 def generated() -> tuple[ir.Spec, Path]:
     """SPEC rendered, its CUDA files in a folder of their own."""
-    spec, cuda, _ = render_cuda(Path(tempfile.mkdtemp(prefix="gemmgen-sm90-")), "hopper", SPEC)
-    return spec, cuda
+    return HOPPER.spec, HOPPER.folder
 
 
-def kernel(name: str) -> ir.Kernel:
-    return generated()[0].kernel(name)
-
-
-@functools.cache
-def launcher(name: str):
-    return load_generated_module(generated()[1] / f"{name}.py", f"test_sm90_generated_{name}")
-
-
-_modules: dict = {}
-
-
-def run_py(name: str, inputs: dict, num_sms: int):
-    folder = generated()[1]
-    return run_launcher(launcher(name), (folder / f"{name}.cu").read_text(),
-                        str(folder / f"{name}.cu"), inputs, modules=_modules, arch=SM90,
-                        num_sms=num_sms)
-
-
-def check(name: str, case: Case, num_sms: int, seed: int, cpp: bool = False) -> None:
-    k = kernel(name)
-    inputs = case.inputs(k, seed)
-    lm = launcher(name)
-    entries = [s.entry for s in lm.launches(lm.validate(**inputs), 90, num_sms)]
-    assert entries[-1].endswith("_sm90"), entries  # the Hopper path runs
-    if cpp:
-        spec, folder = generated()
-        actual = run_cpp_launcher(cuda_backend.plan(k, spec), folder, inputs, arch=SM90,
-                                  num_sms=num_sms)
-    else:
-        actual = run_py(name, inputs, num_sms)
-    result = compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs)
-    assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+kernel = HOPPER.kernel
+launcher = HOPPER.launcher
+check = HOPPER.check
 
 
 # ---------------------------------------------------------------------------
@@ -151,12 +119,20 @@ def test_plan_gives_qualifying_kernels_a_hopper_tile_per_lut_entry():
 
 
 def test_spec_kernels_on_sm90a_get_the_hopper_path():
-    """specs/: the 16-bit CUDA GEMMs without scales that declare sm_90a."""
+    """specs/: the 16-bit CUDA GEMMs without scales and the FP8 x FP8 [n, k]
+    ones (tests/test_cuda_sm90_generated_fp8.py) that declare sm_90a."""
     from test_cuda_gemm import KERNELS, rendered
 
     have = sorted(name for stem, name in KERNELS
                   if cuda_gemm.plan(rendered(stem).spec.kernel(name), rendered(stem).spec).sm90_tiles)
-    assert have == ["dense_gemm_bf16", "dense_gemm_bf16_kn", "gmm_bf16", "moe_bf16_grouped_gemm"]
+    assert have == ["dense_gemm_bf16", "dense_gemm_bf16_kn", "fp8_fp8_gemm_tile_128x128x64",
+                    "fp8_fp8_gemm_tile_64x128x64",
+                    "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16",
+                    "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32",
+                    "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16",
+                    "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32",
+                    "fp8_gemm_blockscaled_pipe", "gmm_bf16", "moe_bf16_grouped_gemm",
+                    "moe_fp8_grouped_gemm", "moe_w8a8_grouped_gemm"]
 
 
 def test_an_arch_list_without_sm90a_gets_no_hopper_path(tmp_path):

@@ -31,6 +31,19 @@ KERNELS = {
                  "  lhs_scale per_token",
     "silu_mul": "op dense\n  lhs bf16 [m, k]\n  rhs bf16 [n, k]\n  out bf16\n"
                 "  epilogue silu_mul",
+    "fp8_kn": "op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [k, n]\n  out bf16",
+    "fp8_e5m2_tensor": "op dense\n  lhs e5m2 [m, k]\n  rhs e5m2 [n, k]\n  out f32\n"
+                       "  lhs_scale per_tensor\n  rhs_scale per_channel e8m0",
+    "fp8_block": "op grouped\n  lhs e4m3 [m, k]\n  rhs e4m3 [g, n, k]\n  out bf16\n"
+                 "  lhs_scale per_token_group k=128\n  rhs_scale block n=128 k=128",
+    "fp8_block_k64": "op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [n, k]\n  out bf16\n"
+                     "  lhs_scale per_token_group k=64\n  tile m=128 n=128 k=64",
+    "fp8_block_n32": "op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [n, k]\n  out bf16\n"
+                     "  rhs_scale block n=32 k=128",
+    "fp8_folded": "op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [n, k]\n  out bf16\n"
+                  "  lhs_scale per_token_group k=128 e8m0\n  rhs_scale per_channel",
+    "bf16_block": "op dense\n  lhs bf16 [m, k]\n  rhs bf16 [n, k]\n  out bf16\n"
+                  "  rhs_scale block n=128 k=128",
 }
 
 CONFIG_RE = re.compile(r"^struct Config \{\n.*?^\};\n", re.M | re.S)
@@ -50,8 +63,9 @@ def test_wgmma_obstacle_matches_the_cxx_qualifies(tmp_path):
                  f"{'true' if expected[k.name] else 'false'}, \"{k.name}\");"]
     # Both answers occur, so a predicate stuck at either one fails.
     assert set(expected.values()) == {True, False}
-    assert [n for n, q in expected.items() if q] == ["bf16_nk", "f16_kn_bias_relu",
-                                                     "grouped_bf16_kn"]
+    assert [n for n, q in expected.items() if q] == [
+        "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "fp8", "per_channel", "per_token",
+        "fp8_e5m2_tensor", "fp8_block"]
     src = tmp_path / "qualifies.cc"
     src.write_text("\n".join(unit) + "\n")
     try:

@@ -197,7 +197,8 @@ def test_mma_sweeps_into_named_variants():
 
 
 # Kernels the Hopper body runs (bf16/f16 x the same type, dense or grouped,
-# both rhs layouts, any out, bias, alpha, an activation other than silu_mul),
+# both rhs layouts, any out, bias, alpha, an activation other than silu_mul;
+# e4m3/e5m2 x the same type [n, k] with epilogue or block scales),
 # and kernels it does not run, each with the word its obstacle names.
 QUALIFY = (
     "op dense\nlhs bf16 [m, k]\nrhs bf16 [k, n]\nout f32\nbackends cuda",
@@ -206,6 +207,12 @@ QUALIFY = (
     "op grouped\nlhs bf16 [m, k]\nrhs bf16 [g, k, n]\nout bf16\nbias bf16 [g, 1, n]\n"
     "dims n=4096 k=1024\nbackends cuda",
     "op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout f32\ndims n=4099 k=8\nbackends cuda",
+    "op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, n, k]\nout bf16\nbackends cuda",
+    "op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nrhs_scale per_channel\nbackends cuda",
+    "op dense\nlhs e5m2 [m, k]\nrhs e5m2 [n, k]\nout f32\nlhs_scale per_tensor\n"
+    "rhs_scale per_channel e8m0\nbias f32 [n]\nbackends cuda",
+    "op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, n, k]\nout bf16\n"
+    "lhs_scale per_token_group k=128\nrhs_scale block n=128 k=128\nbackends cuda",
 )
 DO_NOT_QUALIFY = (
     ("op tgmm\nlhs bf16 [m, k]\nrhs bf16 [m, n]\nout f32\nbackends cuda", "'tgmm'"),
@@ -217,11 +224,15 @@ DO_NOT_QUALIFY = (
     ("op dense\nlhs bf16 [m, k]\nrhs f16 [k, n]\nout f32\nbackends cuda", "'f16'"),
     ("op dense\nlhs bf16 [m, k]\nrhs fp4 packed [n, k]\nout bf16\n"
      "rhs_scale block n=1 k=128 e8m0\nbackends cuda", "'fp4'"),
-    ("op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, n, k]\nout bf16\nbackends cuda", "'e4m3'"),
-    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nrhs_scale per_channel\n"
-     "backends cuda", "'per_channel'"),
-    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nlhs_scale per_tensor\n"
-     "backends cuda", "'per_tensor'"),
+    ("op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, k, n]\nout bf16\nbackends cuda", "K-major"),
+    ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nrhs_scale block n=128 k=128\n"
+     "backends cuda", "'block'"),
+    ("op dense\nlhs e4m3 [m, k]\nrhs e4m3 [n, k]\nout bf16\n"
+     "lhs_scale per_token_group k=128 e8m0\nrhs_scale per_channel\nbackends cuda", "e8m0"),
+    ("op dense\nlhs e5m2 [m, k]\nrhs e5m2 [n, k]\nout bf16\nrhs_scale block n=32 k=128\n"
+     "backends cuda", "n must be a multiple of 64"),
+    ("op dense\nlhs e4m3 [m, k]\nrhs e4m3 [n, k]\nout bf16\ndims k=24\nbackends cuda",
+     "k % 16"),
     ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nepilogue silu_mul\n"
      "backends cuda", "silu_mul"),
     ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\ndims k=4\nbackends cuda", "k=4"),
@@ -231,7 +242,9 @@ DO_NOT_QUALIFY = (
 
 @pytest.mark.parametrize("body", QUALIFY)
 def test_auto_picks_wgmma_on_sm90a_only(body):
-    k = mma_kernel(body, "sm_80 sm_86 sm_89 sm_90 sm_90a sm_100a sm_120")
+    # FP8 tensor-core MMAs need sm_89 or newer (validation).
+    older = "" if "e4m3" in body or "e5m2" in body else "sm_80 sm_86 "
+    k = mma_kernel(body, older + "sm_89 sm_90 sm_90a sm_100a sm_120")
     assert k.wgmma_obstacle() is None
     assert [a for a in ir.CUDA_ARCHS if k.uses_wgmma(a)] == ["sm_90a"]
     forced = mma_kernel(body + "\nmma wgmma")
@@ -299,6 +312,8 @@ def test_mma_auto_on_the_shipped_specs_changes_no_generated_file():
 
 def test_docs_mma_example_resolves_as_documented():
     spec = load(next(b for b in DOC_BLOCKS if "kernel moe_up {" in b))
-    up, scaled = spec.kernel("moe_up"), spec.kernel("moe_up_scaled")
-    assert [up.uses_wgmma(a) for a in ("sm_89", "sm_90a")] == [False, True]
-    assert not scaled.uses_wgmma("sm_90a") and "'per_channel'" in scaled.wgmma_obstacle()
+    for name in ("moe_up", "moe_up_fp8"):
+        up = spec.kernel(name)
+        assert [up.uses_wgmma(a) for a in ("sm_89", "sm_90a")] == [False, True], name
+    kn = spec.kernel("moe_up_kn")
+    assert not kn.uses_wgmma("sm_90a") and "[k, n]" in kn.wgmma_obstacle()

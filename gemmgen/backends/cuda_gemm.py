@@ -147,10 +147,10 @@ class TileConfig:
         return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
 
 
-# The Hopper body's fixed shape (gg_gemm_sm90.cuh: kThreads, kBM, kBK, the
-# setmaxnreg counts) and the plan's choices for it.
+# The Hopper body's fixed shape (gg_gemm_sm90.cuh: kThreads, kBM, the
+# 128-byte K tile row, the setmaxnreg counts) and the plan's choices for it.
 SM90_ARCH = "sm_90a"
-SM90_THREADS, SM90_BM, SM90_BK = 384, 128, 64
+SM90_THREADS, SM90_BM, SM90_ROW_BYTES = 384, 128, 128
 SM90_PRODUCER_REGS, SM90_CONSUMER_REGS = 40, 232
 SM90_GROUP_M = 8  # rows of tiles per rasterized group (L2 reuse)
 SM90_MAX_STAGES = 8
@@ -158,13 +158,15 @@ SM90_MAX_STAGES = 8
 
 @dataclass(frozen=True, slots=True)
 class Sm90Tile:
-    """The Hopper (TMA + wgmma) tile of one LUT entry: 128 x bn x 64, its
-    stages and shared memory (gg::gemm::sm90::check_tile_sm90 states how
-    the numbers relate)."""
+    """The Hopper (TMA + wgmma) tile of one LUT entry: 128 x bn x bk (bk:
+    one 128-byte row, 64 16-bit or 128 FP8 elements), its stages and
+    shared memory (gg::gemm::sm90::check_tile_sm90 states how the numbers
+    relate)."""
 
     index: int
     entry: str  # extern "C" symbol
     bn: int
+    bk: int
     stages: int
     a_stage: int  # bytes of one stage's A tile
     b_stage: int
@@ -175,8 +177,13 @@ class Sm90Tile:
 
     threads = SM90_THREADS
     bm = SM90_BM
-    bk = SM90_BK
     group_m = SM90_GROUP_M
+
+    @property
+    def wgmma(self) -> str:
+        """The wgmma shape each consumer warpgroup issues: K is 32 bytes of
+        each row (k16 for 16-bit types, k32 for FP8)."""
+        return f"m64n{self.bn}k{self.bk // 4}"
 
     @property
     def label(self) -> str:
@@ -191,20 +198,34 @@ class Sm90Tile:
 
 
 def sm90_smem_bytes(bn: int, stages: int, out: DType) -> int:
-    """gg_gemm_sm90.cuh's carve-up: alignment slack, the stages, 8 epilogue
-    slices of 16 rows, two barriers per stage."""
+    """gg_gemm_sm90.cuh's carve-up: alignment slack, the stages (A and B
+    tiles of 128-byte rows), 8 epilogue slices of 16 rows, two barriers per
+    stage."""
     ob = out.bits // 8
-    return (1024 + stages * (SM90_BM * SM90_BK * 2 + bn * SM90_BK * 2)
+    return (1024 + stages * (SM90_BM + bn) * SM90_ROW_BYTES
             + 8 * 16 * (bn + 16 // ob) * ob + 2 * stages * 8)
 
 
+def _sm90_widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
+    """The tile's candidate n, widest first: the LUT entry's n when a wgmma
+    N of 64..256 in steps of 64 (at most 128 for FP8, whose promoted tile
+    holds two fragments), else 128, then the narrower ones; with rhs block
+    scales only the n that divide the scale block (one scale per tile)."""
+    widest = 128 if kernel.lhs.dtype.bits == 8 else 256
+    first = tile.n if tile.n in (64, 128, 192, 256) and tile.n <= widest else 128
+    out = tuple(dict.fromkeys((first, 128, 64)))
+    rs = kernel.rhs_scale
+    if rs.mode is ScaleMode.BLOCK:
+        out = tuple(bn for bn in out if rs.block_n % bn == 0)
+    return out
+
+
 def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90Tile:
-    """The LUT entry's n (when a wgmma N of 64..256 in steps of 64, else 128),
-    with the most stages (up to SM90_MAX_STAGES) that fit sm_90a's opt-in
-    shared memory; a narrower n when not even 2 stages fit."""
+    """The widest n of `_sm90_widths` with the most stages (up to
+    SM90_MAX_STAGES) that fit sm_90a's opt-in shared memory; a narrower n
+    when not even 2 stages fit."""
     limit = shared_memory_limit(SM90_ARCH)
-    first = tile.n if tile.n in (64, 128, 192, 256) else 128
-    for bn in (first, 128, 64):
+    for bn in _sm90_widths(kernel, tile):
         fits = [st for st in range(2, SM90_MAX_STAGES + 1)
                 if sm90_smem_bytes(bn, st, kernel.out) <= limit]
         if fits:
@@ -216,8 +237,9 @@ def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90
         tiles = f"(gg_cdiv(m, {SM90_BM}) + g) * gg_cdiv(n, {bn})"
     else:
         tiles = f"gg_cdiv(m, {SM90_BM}) * gg_cdiv(n, {bn})"
-    return Sm90Tile(index=index, entry=entry, bn=bn, stages=stages,
-                    a_stage=SM90_BM * SM90_BK * 2, b_stage=bn * SM90_BK * 2, c_stride=c_stride,
+    return Sm90Tile(index=index, entry=entry, bn=bn, bk=SM90_ROW_BYTES * 8 // kernel.lhs.dtype.bits,
+                    stages=stages, a_stage=SM90_BM * SM90_ROW_BYTES,
+                    b_stage=bn * SM90_ROW_BYTES, c_stride=c_stride,
                     c_warp_bytes=16 * c_stride * ob,
                     smem_bytes=sm90_smem_bytes(bn, stages, kernel.out),
                     grid_x=f"gg_min(num_sms, {tiles})")
@@ -627,18 +649,20 @@ def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
 
 
 def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec]:
-    """The tensor maps of lhs and rhs (gg_gemm_sm90.cuh's boxes): A is one
-    {64, 128} box of lhs [m, k]; B one {64, bn} box of rhs [n, k], or bn / 64
-    boxes of {64 columns, 64 k rows} of rhs [k, n]; grouped rhs adds the
-    group as the outermost dimension (a box of 1)."""
+    """The tensor maps of lhs and rhs (gg_gemm_sm90.cuh's boxes; bk elements
+    make a 128-byte row): A is one {bk, 128} box of lhs [m, k]; B one {bk,
+    bn} box of rhs [n, k], or (16-bit only) bn / 64 boxes of {64 columns, bk
+    k rows} of rhs [k, n]; grouped rhs adds the group as the outermost
+    dimension (a box of 1)."""
     dt = kernel.lhs.dtype.numpy_name
     eb = kernel.lhs.dtype.bits // 8
+    bk = SM90_ROW_BYTES // eb
     k, n, m, g = var("k"), var("n"), var("m"), var("g")
-    lhs = TensorMapSpec(dt, (k, m), (k * eb,), (SM90_BK, SM90_BM))
+    lhs = TensorMapSpec(dt, (k, m), (k * eb,), (bk, SM90_BM))
     if kernel.rhs_operand.layout is Layout.NK:
-        inner, outer, box = k, n, (SM90_BK, bn)
+        inner, outer, box = k, n, (bk, bn)
     else:
-        inner, outer, box = n, k, (64, SM90_BK)
+        inner, outer, box = n, k, (64, bk)
     if kernel.op is Op.GROUPED:
         rhs = TensorMapSpec(dt, (inner, outer, g), (inner * eb, inner * outer * eb), (*box, 1))
     else:
@@ -648,12 +672,15 @@ def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec
 
 def _sm90_params(kernel: ir.Kernel, bn: int) -> tuple[Param, ...]:
     """The Hopper entry points' parameters in launch order: the tensor maps
-    of lhs and rhs (A and B are read through them alone), bias, out, the
-    grouped worklist, the dims."""
+    of lhs and rhs (A and B are read through them alone), the scales, bias,
+    out, the grouped worklist, the dims."""
     grouped = kernel.op is Op.GROUPED
     map_lhs, map_rhs = _sm90_maps(kernel, bn)
     out = [Param("const __grid_constant__ CUtensorMap", "map_lhs", tensor_map("lhs", map_lhs)),
            Param("const __grid_constant__ CUtensorMap", "map_rhs", tensor_map("rhs", map_rhs))]
+    for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
+        if scale.enabled:
+            out.append(Param(f"const {CTYPE[scale.dtype]}* __restrict__", side, array(side)))
     if kernel.bias.mode is not BiasMode.NONE:
         out.append(Param(f"const {CTYPE[kernel.bias.dtype]}* __restrict__", "bias", array("bias")))
     out.append(Param(f"{CTYPE[kernel.out]}* __restrict__", "out", array("out")))
@@ -668,7 +695,10 @@ def _sm90_entries(kernel: ir.Kernel, tiles: list[Sm90Tile],
                   params: tuple[Param, ...]) -> tuple[Entry, ...]:
     grouped = kernel.op is Op.GROUPED
     present = {p.name for p in params}
-    args = ["gg_smem", "&map_lhs", "&map_rhs", "bias" if "bias" in present else "nullptr", "out"]
+    args = ["gg_smem", "&map_lhs", "&map_rhs"]
+    if "lhs_scale" in present or "rhs_scale" in present:
+        args += [side if side in present else "nullptr" for side in ("lhs_scale", "rhs_scale")]
+    args += ["bias" if "bias" in present else "nullptr", "out"]
     if grouped:
         args.append("workspace")
     args += [p.name for p in params if p.ctype == "int"]
@@ -904,7 +934,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     sm90_params = _sm90_params(kernel, sm90_tiles[-1].bn) if sm90_tiles else ()
     algorithm = _algorithm(kernel, tiles, compute, b_feed, block_k)
     if sm90_tiles:
-        algorithm += _sm90_algorithm(sm90_tiles[-1])
+        algorithm += _sm90_algorithm(kernel, sm90_tiles[-1])
     return GemmPlan(
         kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
         summary=describe_kernel(kernel),
@@ -929,13 +959,19 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     )
 
 
-def _sm90_algorithm(t: Sm90Tile) -> tuple[str, ...]:
+def _sm90_algorithm(kernel: ir.Kernel, t: Sm90Tile) -> tuple[str, ...]:
     """The file comment's lines on the Hopper path."""
+    promote = ""
+    if kernel.lhs.dtype.bits == 8:
+        blocks = any(s.enabled and s.placement is ir.Placement.MAINLOOP
+                     for s in (kernel.lhs_scale, kernel.rhs_scale))
+        promote = (" Each K tile's wgmma sums are promoted into an f32 accumulator"
+                   + (", times the tile's block scales" if blocks else "") + ".")
     text = (f"on sm_90a (compute capability 9.0) the launchers run the Hopper body instead "
             f"(gg_gemm_sm90.cuh, docs/cuda-hopper.md): {t.threads} threads, a producer "
             f"warpgroup issuing TMA loads of {t.bm} x {t.bk} A and {t.bn} x {t.bk} B boxes "
             f"(128-byte swizzle) into {t.stages} stages, two consumer warpgroups issuing wgmma "
-            f"m64n{t.bn}k16; a persistent grid of min(SMs, tiles) blocks.")
+            f"{t.wgmma}; a persistent grid of min(SMs, tiles) blocks.{promote}")
     wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
     return (f"(5) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 

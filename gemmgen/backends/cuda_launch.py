@@ -74,9 +74,13 @@ class ArgKind(enum.Enum):
     TENSOR_MAP = "tensor_map"
 
 
-# CUtensorMapDataType (cuda.h) of the 16-bit types a tensor map carries.
+# CUtensorMapDataType (cuda.h) of the types a tensor map carries: the 16-bit
+# ones, and FP8 as raw bytes (cuda.h has no FP8 type on sm_90a; the bytes
+# reach wgmma unchanged).
 TENSOR_MAP_DTYPES = {"bfloat16": ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 9),
-                     "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 6)}
+                     "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 6),
+                     "float8_e4m3fn": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0),
+                     "float8_e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +90,7 @@ class TensorMapSpec:
     strides of dims 1.., the box in elements; 128-byte swizzle, no
     interleave, 256-byte L2 promotion, zero fill out of bounds."""
 
-    dtype: str  # NumPy name: "bfloat16" or "float16"
+    dtype: str  # NumPy name: "bfloat16", "float16", "float8_e4m3fn" or "float8_e5m2"
     dims: tuple[Expr, ...]
     strides: tuple[Expr, ...]
     box: tuple[int, ...]
@@ -594,6 +598,11 @@ class LaunchPlan:
     def cpp_head(self, ret: str, suffix: str, params: Sequence[str]) -> str:
         """The head of function `<name><suffix>` (suffix ends in "("), ") {"."""
         return cpp_decl(f"{ret}{self.name}{suffix}", params, ") {")
+
+    def cpp_assign(self, lhs: str, suffix: str, args: Sequence[str]) -> str:
+        """`lhs = <name><suffix>args);` (suffix ends in "("), indented 2 and
+        laid out as clang-format would."""
+        return cpp_call(f"{self.name}{suffix}", args, ");", 2, lhs=lhs)
 
     @property
     def cpp_launch_decl(self) -> str:

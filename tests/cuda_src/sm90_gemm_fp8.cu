@@ -99,8 +99,8 @@ using TBlkE8 =
              Format::kE8M0, Bias::kNone, void, Activation::kNone, 128>,
          128, 4>;
 
-static_assert(body::runs<TTok>() && !body::qualifies<TTok>(),
-              "FP8 runs on the body; the generator does not route it yet");
+static_assert(body::runs<TTok>() && body::qualifies<TTok>() && body::qualifies<TBlk>(),
+              "the generator routes FP8, per-token/channel and block-scaled, to the body");
 
 }  // namespace
 

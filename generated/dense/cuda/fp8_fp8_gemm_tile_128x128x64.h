@@ -128,10 +128,12 @@ inline int fp8_fp8_gemm_tile_128x128x64_pick_tile([[maybe_unused]] long long m,
   return 0;
 }
 
-// The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). The launcher below makes exactly these.
+// The launches of call `a` in order, into `out`, on a device of compute
+// capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
+// (0: there is nothing to compute). The launcher below makes exactly these:
+// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
 inline int fp8_fp8_gemm_tile_128x128x64_launches(const Fp8Fp8GemmTile128x128x64Args& a,
-                                                 GgLaunch (&out)[1]) {
+                                                 GgLaunch (&out)[1], int sm = 0, int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long n = a.n;
@@ -141,6 +143,19 @@ inline int fp8_fp8_gemm_tile_128x128x64_launches(const Fp8Fp8GemmTile128x128x64A
   }
   switch (fp8_fp8_gemm_tile_128x128x64_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0) {
+        // fp8_fp8_gemm_tile_128x128x64_sm90: 128x128 tiles, TMA + wgmma: a persistent grid of
+        // min(SMs, tiles) blocks
+        out[0].kernel = "fp8_fp8_gemm_tile_128x128x64";
+        out[0].entry = "fp8_fp8_gemm_tile_128x128x64_sm90";
+        out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 384;
+        out[0].smem = 199760;
+        return 1;
+      }
       // fp8_fp8_gemm_tile_128x128x64: 128x128 output tiles: n tiles, m tiles over y and z
       out[0].kernel = "fp8_fp8_gemm_tile_128x128x64";
       out[0].entry = "fp8_fp8_gemm_tile_128x128x64";
@@ -160,9 +175,10 @@ inline int fp8_fp8_gemm_tile_128x128x64_launches(const Fp8Fp8GemmTile128x128x64A
 // device's opt-in maximum per block, which the launcher queries); else why
 // not.
 inline const char* fp8_fp8_gemm_tile_128x128x64_launch_error(const Fp8Fp8GemmTile128x128x64Args& a,
-                                                             long long smem_limit) {
+                                                             long long smem_limit, int sm = 0,
+                                                             int num_sms = 0) {
   GgLaunch launches[1];
-  const int count = fp8_fp8_gemm_tile_128x128x64_launches(a, launches);
+  const int count = fp8_fp8_gemm_tile_128x128x64_launches(a, launches, sm, num_sms);
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;

@@ -133,10 +133,13 @@ inline int fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_pick_tile(
   return 0;
 }
 
-// The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). The launcher below makes exactly these.
+// The launches of call `a` in order, into `out`, on a device of compute
+// capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
+// (0: there is nothing to compute). The launcher below makes exactly these:
+// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
 inline int fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launches(
-    const Fp8GemmBlockscaledLhsScaleF32RhsScaleF32Args& a, GgLaunch (&out)[1]) {
+    const Fp8GemmBlockscaledLhsScaleF32RhsScaleF32Args& a, GgLaunch (&out)[1], int sm = 0,
+    int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long n = a.n;
@@ -146,6 +149,19 @@ inline int fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launches(
   }
   switch (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0) {
+        // fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_sm90: 128x128 tiles, TMA + wgmma: a
+        // persistent grid of min(SMs, tiles) blocks
+        out[0].kernel = "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32";
+        out[0].entry = "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_sm90";
+        out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 384;
+        out[0].smem = 199760;
+        return 1;
+      }
       // fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32: 64x128 output tiles: n tiles, m tiles
       // over y and z
       out[0].kernel = "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32";
@@ -166,9 +182,11 @@ inline int fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launches(
 // device's opt-in maximum per block, which the launcher queries); else why
 // not.
 inline const char* fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launch_error(
-    const Fp8GemmBlockscaledLhsScaleF32RhsScaleF32Args& a, long long smem_limit) {
+    const Fp8GemmBlockscaledLhsScaleF32RhsScaleF32Args& a, long long smem_limit, int sm = 0,
+    int num_sms = 0) {
   GgLaunch launches[1];
-  const int count = fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launches(a, launches);
+  const int count =
+      fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launches(a, launches, sm, num_sms);
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;

@@ -73,14 +73,20 @@ __host__ __device__ constexpr bool runs() {
 }
 
 // Whether the generator routes a Config to this body on sm_90a (the spec's
-// `mma auto | wgmma`, ir.Kernel.wgmma_obstacle states the same): the 16-bit
-// Configs without scales. The FP8 Configs that `runs` admits are computed
-// and tested here (tests/test_cuda_sm90_gemm_fp8.py) and join when the
-// launchers pass their scales.
+// `mma auto | wgmma`; ir.Kernel.wgmma_obstacle states the same in Python):
+// what `runs` computes, with block scales whose K blocks are whole K tiles
+// and whose N blocks hold a 64-column tile (the plan then picks a kBN that
+// divides them).
 template <class C>
 __host__ __device__ constexpr bool qualifies() {
-  return runs<C>() && k16Bit<typename C::mma_t> && C::kLhsScale == ScaleMode::kNone &&
-         C::kRhsScale == ScaleMode::kNone;
+  if constexpr (!runs<C>()) {
+    return false;
+  } else if constexpr (kPromotion<C>) {
+    return C::kScaleBlockK % kBKFor<C> == 0 &&
+           (C::kRhsScale != ScaleMode::kBlock || C::kRhsScaleBlockN % 64 == 0);
+  } else {
+    return true;
+  }
 }
 
 // Whether a tile's numbers (computed by the plan, backends/cuda_gemm.py)
@@ -408,28 +414,27 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
       d[i] = 0.0f;
     if constexpr (kPromoted<T>) {
       promote_tiles<T>(s, cw, ktiles, it, w, o, m, n, k, d);
-      store_tile<T>(s, d, w, cw, o, n);
-      continue;
-    }
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int st = it % T::kStages;
-      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
-      gg::wgmma_fence();
+    } else {
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int st = it % T::kStages;
+        gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
+        gg::wgmma_fence();
+        gg::wgmma_fence_operand(d);
+        mma_stage<T>(s, st, cw, d);
+        gg::wgmma_commit_group();
+        // One group stays in flight: the previous K tile's has retired, so
+        // its stage goes back to the producer.
+        gg::wgmma_wait_group<1>();
+        gg::wgmma_fence_operand(d);
+        if (kt > 0) {
+          gg::mbarrier_arrive(&s.empty[(it - 1) % T::kStages]);
+        }
+      }
+      gg::wgmma_wait_group<0>();
       gg::wgmma_fence_operand(d);
-      mma_stage<T>(s, st, cw, d);
-      gg::wgmma_commit_group();
-      // One group stays in flight: the previous K tile's has retired, so
-      // its stage goes back to the producer.
-      gg::wgmma_wait_group<1>();
-      gg::wgmma_fence_operand(d);
-      if (kt > 0) {
+      if (ktiles > 0) {
         gg::mbarrier_arrive(&s.empty[(it - 1) % T::kStages]);
       }
-    }
-    gg::wgmma_wait_group<0>();
-    gg::wgmma_fence_operand(d);
-    if (ktiles > 0) {
-      gg::mbarrier_arrive(&s.empty[(it - 1) % T::kStages]);
     }
     store_tile<T>(s, d, w, cw, o, n);
   }

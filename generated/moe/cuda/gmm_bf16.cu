@@ -71,7 +71,7 @@ struct Tile0 : Config {
   static constexpr int kSmemBytes = 139264;
 };
 
-// The Hopper (sm_90a) tiles of the LUT: 384 threads, 128 x kBN x 64, a ring of
+// The Hopper (sm_90a) tiles of the LUT: 384 threads, 128 x kBN x kBK, a ring of
 // kStages TMA stages; gg::gemm::sm90::check_tile_sm90 checks the numbers.
 // Hopper tile 0 (sm_90a): 128 x 128 x 64, 4 stages of 32768 bytes, 199744 bytes of shared memory in
 // all.
@@ -207,7 +207,8 @@ cudaError_t launch_gmm_bf16(const GmmBf16Args& a, cudaStream_t stream) {
   if (err != cudaSuccess) {
     return err;
   }
-  if (gmm_bf16_launch_error(a, smem_limit, sm, num_sms) != nullptr) {
+  const char* const why = gmm_bf16_launch_error(a, smem_limit, sm, num_sms);
+  if (why != nullptr) {
     return cudaErrorInvalidValue;
   }
   const long long m = a.m;

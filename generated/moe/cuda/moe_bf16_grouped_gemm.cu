@@ -72,7 +72,7 @@ struct Tile0 : Config {
   static constexpr int kSmemBytes = 67584;
 };
 
-// The Hopper (sm_90a) tiles of the LUT: 384 threads, 128 x kBN x 64, a ring of
+// The Hopper (sm_90a) tiles of the LUT: 384 threads, 128 x kBN x kBK, a ring of
 // kStages TMA stages; gg::gemm::sm90::check_tile_sm90 checks the numbers.
 // Hopper tile 0 (sm_90a): 128 x 128 x 64, 5 stages of 32768 bytes, 199760 bytes of shared memory in
 // all.
@@ -209,7 +209,8 @@ cudaError_t launch_moe_bf16_grouped_gemm(const MoeBf16GroupedGemmArgs& a, cudaSt
   if (err != cudaSuccess) {
     return err;
   }
-  if (moe_bf16_grouped_gemm_launch_error(a, smem_limit, sm, num_sms) != nullptr) {
+  const char* const why = moe_bf16_grouped_gemm_launch_error(a, smem_limit, sm, num_sms);
+  if (why != nullptr) {
     return cudaErrorInvalidValue;
   }
   const long long m = a.m;

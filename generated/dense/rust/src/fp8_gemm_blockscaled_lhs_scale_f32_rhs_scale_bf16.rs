@@ -23,7 +23,10 @@ use crate::common::{
 pub const NAME: &str = "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16";
 /// The `extern "C"` entry points of `fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16.cu`, for a
 /// backend to load.
-pub const ENTRIES: [&str; 1] = ["fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16"];
+pub const ENTRIES: [&str; 2] = [
+    "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16",
+    "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_sm90",
+];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

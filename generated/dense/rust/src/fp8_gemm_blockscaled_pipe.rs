@@ -20,7 +20,7 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "fp8_gemm_blockscaled_pipe";
 /// The `extern "C"` entry points of `fp8_gemm_blockscaled_pipe.cu`, for a backend to load.
-pub const ENTRIES: [&str; 1] = ["fp8_gemm_blockscaled_pipe"];
+pub const ENTRIES: [&str; 2] = ["fp8_gemm_blockscaled_pipe", "fp8_gemm_blockscaled_pipe_sm90"];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,76 @@
+"""A test spec rendered once, whose kernels take the generated Hopper path
+on an emulated sm_90a device (tests/test_cuda_sm90_generated*.py)."""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from cuda_helpers import render_cuda
+
+from gemmgen import ir
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.cases import Case
+from gemmgen.harness.runner import load_generated_module
+from gemmgen.harness.verify_cuda import run_cpp_launcher, run_launcher
+from gemmgen.reference import compare, reference
+
+SM90 = "sm_90a"
+
+
+class HopperSpec:
+    """`text` rendered on first use, its CUDA files in a folder of their own."""
+
+    def __init__(self, stem: str, text: str) -> None:
+        self.stem, self.text = stem, text
+        self.modules: dict = {}
+        self._launchers: dict = {}
+
+    @functools.cached_property
+    def _rendered(self) -> tuple[ir.Spec, Path]:
+        root = Path(tempfile.mkdtemp(prefix=f"gemmgen-{self.stem}-"))
+        spec, cuda, _ = render_cuda(root, self.stem, self.text)
+        return spec, cuda
+
+    @property
+    def spec(self) -> ir.Spec:
+        return self._rendered[0]
+
+    @property
+    def folder(self) -> Path:
+        return self._rendered[1]
+
+    def kernel(self, name: str) -> ir.Kernel:
+        return self.spec.kernel(name)
+
+    def launcher(self, name: str):
+        if name not in self._launchers:
+            self._launchers[name] = load_generated_module(self.folder / f"{name}.py",
+                                                          f"test_{self.stem}_{name}")
+        return self._launchers[name]
+
+    def run_py(self, name: str, inputs: dict, num_sms: int):
+        path = self.folder / f"{name}.cu"
+        return run_launcher(self.launcher(name), path.read_text(), str(path), inputs,
+                            modules=self.modules, arch=SM90, num_sms=num_sms)
+
+    def check(self, name: str, case: Case, num_sms: int, seed: int, cpp: bool = False) -> None:
+        """The Hopper path of `name` on `case` against the reference."""
+        k = self.kernel(name)
+        inputs = case.inputs(k, seed)
+        lm = self.launcher(name)
+        entries = [s.entry for s in lm.launches(lm.validate(**inputs), 90, num_sms)]
+        assert entries[-1].endswith("_sm90"), entries  # the Hopper path runs
+        if cpp:
+            actual = run_cpp_launcher(cuda_backend.plan(k, self.spec), self.folder, inputs,
+                                      arch=SM90, num_sms=num_sms)
+        else:
+            actual = self.run_py(name, inputs, num_sms)
+        result = compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs)
+        assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+
+
+def fresh_seed() -> int:
+    return int(np.random.default_rng().integers(1 << 30))
