@@ -410,7 +410,7 @@ class Kernel:
         e4m3, e5m2; FP8 rhs K-major, [n, k]); scales the epilogue applies
         (per tensor, per token, per channel) and, for FP8, the block scales
         of the FP32 promotion (lhs per_token_group, rhs block) with K blocks
-        of whole 128-element K tiles; no e8m0 folding; no silu_mul. The
+        of whole 128-element K tiles; no e8m0 folding. The
         rest follow from what it is: a tile GEMM for dense and grouped, fed
         by TMA, whose global strides must be multiples of 16 bytes.
         """
@@ -450,8 +450,6 @@ class Kernel:
                 and any(s.dtype is DType.E8M0 for s in on)):
             return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
                     "beside a per-K-block one: the mma.sync body's kFoldScales)")
-        if self.epilogue.activation is Activation.SILU_MUL:
-            return "its epilogue has no silu_mul (the paired columns need two B tiles)"
         per_row = 16 * 8 // lhs_t.bits
         if self.static_k is not None and self.static_k % per_row:
             return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "

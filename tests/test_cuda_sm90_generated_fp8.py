@@ -33,6 +33,7 @@ from gemmgen.cases import Case
 from gemmgen.harness import nvcc
 from gemmgen.harness.cuda_emu import EmuKernelError, EmuModule
 from gemmgen.harness.verify_cuda import run_launcher
+from gemmgen.reference import compare, reference
 from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
 SPEC = """
@@ -110,6 +111,29 @@ kernel f_kn {
   op dense
   rhs e4m3 [k, n]
 }
+
+# The fused gate-up of a block-scaled MoE (moe_w8a8_gateup_silu): rhs rows
+# [0, n/2) gate, [n/2, n) up; out = silu(gate) * up, [m, n/2].
+kernel fg_gate {
+  op grouped
+  rhs e4m3 [g, n, k]
+  lhs_scale per_token_group k=128
+  rhs_scale block n=128 k=128
+  epilogue silu_mul
+  tile m=64 n=128 k=128
+}
+
+# 16-bit gate-up with rhs [k, n] and a bias over both halves: MN-major
+# boxes of 64 columns, two per half.
+kernel h_gate_kn {
+  op dense
+  lhs bf16 [m, k]
+  rhs bf16 [k, n]
+  bias f32 [n]
+  epilogue silu_mul
+  tile m=64 n=256 k=32
+  stages 2
+}
 """
 
 FP8 = HopperSpec("hopper_fp8", SPEC)
@@ -122,17 +146,20 @@ FP8 = HopperSpec("hopper_fp8", SPEC)
 def test_plan_of_fp8_kernels():
     spec = FP8.spec
     want = {"f_tok": [(128, 128)], "f_e5": [(64, 128), (128, 128)], "f_blk": [(128, 128)],
-            "f_blk_e8": [(128, 128)], "fg_tok": [(128, 128)], "fg_blk": [(64, 128)], "f_kn": []}
+            "f_blk_e8": [(128, 128)], "fg_tok": [(128, 128)], "fg_blk": [(64, 128)], "f_kn": [],
+            "fg_gate": [(128, 128)], "h_gate_kn": [(256, 64)]}
     for name, tiles in want.items():
         k = FP8.kernel(name)
         p = cuda_gemm.plan(k, spec)
         assert [(t.bn, t.bk) for t in p.sm90_tiles] == tiles, name
         assert (k.wgmma_obstacle() is None) == bool(tiles), name
+        silu = k.epilogue.activation.value == "silu_mul"
         for t in p.sm90_tiles:
-            assert t.wgmma == f"m64n{t.bn}k32"
+            assert t.wgmma == f"m64n{t.bn}k{256 // k.lhs.dtype.bits}"
+            assert t.bn_out == (t.bn // 2 if silu else t.bn)
             assert t.a_stage == 128 * 128 and t.b_stage == t.bn * 128
             assert t.smem_bytes <= shared_memory_limit(SM90)
-            more = cuda_gemm.sm90_smem_bytes(t.bn, t.stages + 1, k.out)
+            more = cuda_gemm.sm90_smem_bytes(t.bn, t.stages + 1, k.out, t.bn_out)
             assert t.stages == cuda_gemm.SM90_MAX_STAGES or more > shared_memory_limit(SM90)
     assert "wgmma reads FP8 operands K-major only" in FP8.kernel("f_kn").wgmma_obstacle()
 
@@ -169,8 +196,8 @@ def test_fp8_launch_passes_uint8_maps_and_the_scales():
 
 
 def test_spec_fp8_kernels_on_sm90a_get_the_hopper_path():
-    """specs/: the FP8 x FP8 [n, k] kernels without silu_mul take it; the
-    [k, n] one and the fused gate-up stay on mma.sync."""
+    """specs/: the FP8 x FP8 [n, k] kernels take it, the fused gate-up too;
+    the [k, n] one stays on mma.sync."""
     from test_cuda_gemm import KERNELS, rendered
 
     have = set()
@@ -179,8 +206,8 @@ def test_spec_fp8_kernels_on_sm90a_get_the_hopper_path():
         if k.lhs.dtype.bits == 8 and k.op.value in ("dense", "grouped") and \
                 cuda_gemm.plan(k, rendered(stem).spec).sm90_tiles:
             have.add(name)
-    assert {"moe_fp8_grouped_gemm", "moe_w8a8_grouped_gemm"} <= have
-    assert not have & {"moe_fp8_grouped_gemm_kn", "moe_w8a8_gateup_silu"}
+    assert {"moe_fp8_grouped_gemm", "moe_w8a8_grouped_gemm", "moe_w8a8_gateup_silu"} <= have
+    assert "moe_fp8_grouped_gemm_kn" not in have
 
 
 # ---------------------------------------------------------------------------
@@ -231,24 +258,70 @@ def test_cpp_launcher_runs_the_fp8_hopper_path():
 
 
 # ---------------------------------------------------------------------------
+# silu_mul on the Hopper body: a tile's B is the gate half over the up half
+# (two half boxes), its output half as wide.
+
+
+def test_gate_up_launch_takes_half_boxes_and_needs_whole_scale_blocks_at_n_half():
+    lg = FP8.launcher("fg_gate")
+
+    def steps(n):
+        return lg.launches(lg.validate(
+            lhs=np.zeros((64, 256), np.uint8), rhs=np.zeros((2, n, 256), np.uint8),
+            group_sizes=np.array([30, 34], np.int32), lhs_scale=np.zeros((64, 2), np.float32),
+            rhs_scale=np.zeros((2, -(-n // 128), 2), np.float32)), 90, 132)
+
+    hopper = steps(512)
+    assert hopper[-1].entry == "fg_gate_sm90"
+    assert hopper[-1].args[1].box == (128, 64, 1)  # a half of the 128 B rows
+    # (grouped: cdiv(m, 128) + g items) x cdiv(256, 64) output tiles: 3 x 4.
+    assert hopper[-1].grid == (12, 1, 1)
+    # n / 2 = 136 is not a whole number of 128-column scale blocks: mma.sync.
+    assert steps(272)[-1].entry == "fg_gate"
+    lk = FP8.launcher("h_gate_kn")
+    dims = lk.validate(lhs=np.zeros((10, 64), np.uint16), rhs=np.zeros((64, 400), np.uint16),
+                       bias=np.zeros(400, np.float32))
+    step = lk.launches(dims, 90, 132)[-1]
+    assert step.args[1].box == (64, 64) and step.grid == (2, 1, 1)  # 200 out columns / 128
+
+
+GATE = [
+    ("fg_gate", Case("shard", 260, 512, 272, group_sizes=(60, 100, 0, 100), group_offset=1,
+                     g_local=2, existing_out=True), 2),
+    ("fg_gate", Case("zero_size_m1", 1, 256, 144, group_sizes=(0, 1, 0)), 1),
+    ("h_gate_kn", Case("ragged", 150, 400, 136), 2),
+    ("h_gate_kn", Case("m1", 1, 272, 72), 1),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}",
+                 marks=() if c.name in ("shard", "ragged") else pytest.mark.slow)
+    for n, c, s in GATE])
+def test_gate_up_on_the_emulator(name, case, num_sms):
+    FP8.check(name, case, num_sms, seed=fresh_seed())
+
+
+# ---------------------------------------------------------------------------
 # The planted promotion bugs of tests/test_cuda_sm90_gemm_fp8.py, under a
 # generated kernel: its launch sequence, tile and maps, the body edited.
 
 
-def _planted(edits) -> tuple[dict, str]:
+def _planted(edits, kernel: str = "f_blk") -> tuple[dict, str]:
     text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm90.cuh").read_text()
     for old, new in edits:
         assert text.count(old) == 1, f"the planted edit no longer matches gg_gemm_sm90.cuh: {old!r}"
         text = text.replace(old, new)
     text = text.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
-    source = (FP8.folder / "f_blk.cu").read_text()
-    assert source.count("gg::gemm::sm90::dense<") == 1
-    source = source.replace("gg::gemm::sm90::dense<", "gg::gemm::sm90_planted::dense<").replace(
+    source = (FP8.folder / f"{kernel}.cu").read_text()
+    call = "gg::gemm::sm90::grouped<" if FP8.kernel(kernel).grouped else "gg::gemm::sm90::dense<"
+    assert source.count(call) == 1
+    source = source.replace(call, call.replace("sm90::", "sm90_planted::")).replace(
         '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n')
     out = cache_dir() / "sm90_fp8_generated_planted" / hashlib.sha256(text.encode()).hexdigest()[:16]
     out.mkdir(parents=True, exist_ok=True)
     (out / "sm90_planted.cuh").write_text(text)
-    name = str(FP8.folder / "f_blk_planted.cu")
+    name = str(FP8.folder / f"{kernel}_planted.cu")
     return {name: EmuModule(source, name, include_dirs=[out, FP8.folder])}, name
 
 
@@ -264,6 +337,40 @@ def test_planted_promotion_bug_under_the_generated_fp8_kernel_is_caught(bug):
                      num_sms=1)
 
 
+# silu_mul's own: the up half never loaded (one box of a half's rows for the
+# whole B tile: the barrier waits for bytes that never come), and the up
+# column paired with the wrong fragment element (a wrong product).
+GATE_PLANTED = {
+    "one_box_for_both_halves": (
+        [("constexpr int kRuns = kSilu<T> ? 2 : 1;", "constexpr int kRuns = 1;")],
+        r"transaction bytes missing \(expect_tx announced \d+, TMA delivered \d+\)"),
+    "up_paired_with_the_wrong_element": (
+        [("float x[2] = {d[i], d[i + T::kBN / 4]};", "float x[2] = {d[i], d[i + T::kBN / 8]};")],
+        None),
+}
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "one_box_for_both_halves" else pytest.mark.slow)
+    for b in GATE_PLANTED])
+def test_planted_gate_up_bug_is_caught(bug):
+    edits, report = GATE_PLANTED[bug]
+    k = FP8.kernel("fg_gate")
+    inputs = Case("gate", 200, 256, 272, group_sizes=(120, 80)).inputs(k, 9)
+    modules, name = _planted(edits, "fg_gate")
+
+    def run():
+        return run_launcher(FP8.launcher("fg_gate"), "", name, inputs, modules=modules,
+                            arch=SM90, num_sms=2)
+
+    if report is not None:
+        with pytest.raises(EmuKernelError, match=report):
+            run()
+    else:
+        result = compare(run(), reference(k, **inputs), k, k=272, inputs=inputs)
+        assert not result.passed
+
+
 # ---------------------------------------------------------------------------
 # nvcc for sm_90a.
 
@@ -275,7 +382,8 @@ needs_cuobjdump = pytest.mark.skipif(
 @needs_nvcc
 @needs_cuobjdump
 @pytest.mark.parametrize("name", ["fg_blk", pytest.param("f_e5", marks=pytest.mark.slow),
-                                  pytest.param("f_blk_e8", marks=pytest.mark.slow)])
+                                  pytest.param("f_blk_e8", marks=pytest.mark.slow),
+                                  "fg_gate"])
 def test_generated_fp8_hopper_entries_run_qgmma_on_tma_without_spills(name):
     lp = cuda_backend.plan(FP8.kernel(name), FP8.spec)
     source = (FP8.folder / f"{name}.cu").read_text()
@@ -289,5 +397,6 @@ def test_generated_fp8_hopper_entries_run_qgmma_on_tma_without_spills(name):
         code = sass[hopper.entry]
         # FP8 wgmma is QGMMA in SASS; no 16-bit HGMMA and no mma.sync HMMA.
         assert code.count("QGMMA") > 0, hopper.entry
+        assert usage.registers <= 168, usage  # the consumers' 232 after setmaxnreg
         assert code.count("HGMMA") == 0 and code.count("HMMA") == 0, hopper.entry
         assert code.count("UTMALDG") > 0 and code.count("USETMAXREG") == 2, hopper.entry

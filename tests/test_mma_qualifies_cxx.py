@@ -65,7 +65,7 @@ def test_wgmma_obstacle_matches_the_cxx_qualifies(tmp_path):
     assert set(expected.values()) == {True, False}
     assert [n for n, q in expected.items() if q] == [
         "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "fp8", "per_channel", "per_token",
-        "fp8_e5m2_tensor", "fp8_block"]
+        "silu_mul", "fp8_e5m2_tensor", "fp8_block"]
     src = tmp_path / "qualifies.cc"
     src.write_text("\n".join(unit) + "\n")
     try:

@@ -165,7 +165,8 @@ class Sm90Tile:
 
     index: int
     entry: str  # extern "C" symbol
-    bn: int
+    bn: int  # B columns of a tile (silu_mul: the gate half, then the up half)
+    bn_out: int  # output columns of a tile: bn, or bn / 2 for silu_mul
     bk: int
     stages: int
     a_stage: int  # bytes of one stage's A tile
@@ -197,26 +198,32 @@ class Sm90Tile:
         return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
 
 
-def sm90_smem_bytes(bn: int, stages: int, out: DType) -> int:
+def sm90_smem_bytes(bn: int, stages: int, out: DType, bn_out: int | None = None) -> int:
     """gg_gemm_sm90.cuh's carve-up: alignment slack, the stages (A and B
-    tiles of 128-byte rows), 8 epilogue slices of 16 rows, two barriers per
-    stage."""
+    tiles of 128-byte rows), 8 epilogue slices of 16 rows of the output tile
+    (bn_out columns, default bn), two barriers per stage."""
     ob = out.bits // 8
+    bn_out = bn if bn_out is None else bn_out
     return (1024 + stages * (SM90_BM + bn) * SM90_ROW_BYTES
-            + 8 * 16 * (bn + 16 // ob) * ob + 2 * stages * 8)
+            + 8 * 16 * (bn_out + 16 // ob) * ob + 2 * stages * 8)
 
 
 def _sm90_widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     """The tile's candidate n, widest first: the LUT entry's n when a wgmma
     N of 64..256 in steps of 64 (at most 128 for FP8, whose promoted tile
     holds two fragments), else 128, then the narrower ones; with rhs block
-    scales only the n that divide the scale block (one scale per tile)."""
+    scales only the n whose output columns divide the scale block (one scale
+    per tile, per half for silu_mul). silu_mul splits n into a gate and an
+    up half, each a whole number of 64-column boxes for rhs [k, n]."""
+    silu = kernel.epilogue.activation is Activation.SILU_MUL
     widest = 128 if kernel.lhs.dtype.bits == 8 else 256
     first = tile.n if tile.n in (64, 128, 192, 256) and tile.n <= widest else 128
     out = tuple(dict.fromkeys((first, 128, 64)))
+    if silu and kernel.rhs_operand.layout is Layout.KN:
+        out = tuple(dict.fromkeys(bn if bn % 128 == 0 else 128 for bn in out))
     rs = kernel.rhs_scale
     if rs.mode is ScaleMode.BLOCK:
-        out = tuple(bn for bn in out if rs.block_n % bn == 0)
+        out = tuple(bn for bn in out if rs.block_n % (bn // 2 if silu else bn) == 0)
     return out
 
 
@@ -225,23 +232,26 @@ def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90
     SM90_MAX_STAGES) that fit sm_90a's opt-in shared memory; a narrower n
     when not even 2 stages fit."""
     limit = shared_memory_limit(SM90_ARCH)
+    silu = kernel.epilogue.activation is Activation.SILU_MUL
     for bn in _sm90_widths(kernel, tile):
+        bn_out = bn // 2 if silu else bn
         fits = [st for st in range(2, SM90_MAX_STAGES + 1)
-                if sm90_smem_bytes(bn, st, kernel.out) <= limit]
+                if sm90_smem_bytes(bn, st, kernel.out, bn_out) <= limit]
         if fits:
             break
     stages = max(fits)
     ob = kernel.out.bits // 8
-    c_stride = bn + 16 // ob
+    c_stride = bn_out + 16 // ob
     if kernel.op is Op.GROUPED:
-        tiles = f"(gg_cdiv(m, {SM90_BM}) + g) * gg_cdiv(n, {bn})"
+        tiles = f"(gg_cdiv(m, {SM90_BM}) + g) * gg_cdiv(n_out, {bn_out})"
     else:
-        tiles = f"gg_cdiv(m, {SM90_BM}) * gg_cdiv(n, {bn})"
-    return Sm90Tile(index=index, entry=entry, bn=bn, bk=SM90_ROW_BYTES * 8 // kernel.lhs.dtype.bits,
+        tiles = f"gg_cdiv(m, {SM90_BM}) * gg_cdiv(n_out, {bn_out})"
+    return Sm90Tile(index=index, entry=entry, bn=bn, bn_out=bn_out,
+                    bk=SM90_ROW_BYTES * 8 // kernel.lhs.dtype.bits,
                     stages=stages, a_stage=SM90_BM * SM90_ROW_BYTES,
                     b_stage=bn * SM90_ROW_BYTES, c_stride=c_stride,
                     c_warp_bytes=16 * c_stride * ob,
-                    smem_bytes=sm90_smem_bytes(bn, stages, kernel.out),
+                    smem_bytes=sm90_smem_bytes(bn, stages, kernel.out, bn_out),
                     grid_x=f"gg_min(num_sms, {tiles})")
 
 
@@ -660,7 +670,9 @@ def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec
     k, n, m, g = var("k"), var("n"), var("m"), var("g")
     lhs = TensorMapSpec(dt, (k, m), (k * eb,), (bk, SM90_BM))
     if kernel.rhs_operand.layout is Layout.NK:
-        inner, outer, box = k, n, (bk, bn)
+        # silu_mul loads the gate and the up half of a tile as two boxes.
+        rows = bn // 2 if kernel.epilogue.activation is Activation.SILU_MUL else bn
+        inner, outer, box = k, n, (bk, rows)
     else:
         inner, outer, box = n, k, (64, bk)
     if kernel.op is Op.GROUPED:
@@ -967,6 +979,10 @@ def _sm90_algorithm(kernel: ir.Kernel, t: Sm90Tile) -> tuple[str, ...]:
                      for s in (kernel.lhs_scale, kernel.rhs_scale))
         promote = (" Each K tile's wgmma sums are promoted into an f32 accumulator"
                    + (", times the tile's block scales" if blocks else "") + ".")
+    if kernel.epilogue.activation is Activation.SILU_MUL:
+        promote += (f" silu_mul: a tile's B is {t.bn_out} gate columns over the matching "
+                    f"{t.bn_out} up columns (n / 2 on), so each thread holds both halves of "
+                    f"its outputs.")
     text = (f"on sm_90a (compute capability 9.0) the launchers run the Hopper body instead "
             f"(gg_gemm_sm90.cuh, docs/cuda-hopper.md): {t.threads} threads, a producer "
             f"warpgroup issuing TMA loads of {t.bm} x {t.bk} A and {t.bn} x {t.bk} B boxes "
@@ -1065,6 +1081,12 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
             conds = [var("sm").eq(90), var("num_sms").gt(0)]
             if p.grouped:
                 conds.append(var("g").gt(0))
+            rs = kernel.rhs_scale
+            if kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK:
+                # The up half starts at n / 2: in one rhs scale block per
+                # tile only when n / 2 is a whole number of blocks (else
+                # the mma.sync body, which scales column by column).
+                conds.append((var("n") % (2 * rs.block_n)).eq(0))
             sm90_when = all_of(*conds)
         variants.append(Variant(t.index, t.when, t.where, f"{t.bm}x{t.bn}x{t.bk}",
                                 tuple(steps), workspace, tuple(sm90), sm90_when,

@@ -146,7 +146,7 @@ inline int dense_gemm_bf16_launches(const DenseGemmBf16Args& a, GgLaunch (&out)[
         out[0].kernel = "dense_gemm_bf16";
         out[0].entry = "dense_gemm_bf16_sm90";
         out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
-        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 128));
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
         out[0].grid[1] = 1;
         out[0].grid[2] = 1;
         out[0].threads = 384;

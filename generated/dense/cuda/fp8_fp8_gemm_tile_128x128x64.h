@@ -149,7 +149,7 @@ inline int fp8_fp8_gemm_tile_128x128x64_launches(const Fp8Fp8GemmTile128x128x64A
         out[0].kernel = "fp8_fp8_gemm_tile_128x128x64";
         out[0].entry = "fp8_fp8_gemm_tile_128x128x64_sm90";
         out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
-        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 128));
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
         out[0].grid[1] = 1;
         out[0].grid[2] = 1;
         out[0].threads = 384;

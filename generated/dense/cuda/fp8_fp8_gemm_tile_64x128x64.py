@@ -234,7 +234,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                 return [
                     Launch(
                         "fp8_fp8_gemm_tile_64x128x64_sm90",
-                        (gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 128)), 1, 1),
+                        (gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1),
                         (384, 1, 1),
                         199760,
                         (

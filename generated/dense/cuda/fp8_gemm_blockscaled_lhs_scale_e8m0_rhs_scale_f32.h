@@ -155,7 +155,7 @@ inline int fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32_launches(
         out[0].kernel = "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32";
         out[0].entry = "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32_sm90";
         out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
-        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 128));
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
         out[0].grid[1] = 1;
         out[0].grid[2] = 1;
         out[0].threads = 384;

@@ -153,7 +153,7 @@ inline int fp8_gemm_blockscaled_pipe_launches(const Fp8GemmBlockscaledPipeArgs& 
         out[0].kernel = "fp8_gemm_blockscaled_pipe";
         out[0].entry = "fp8_gemm_blockscaled_pipe_sm90";
         out[0].what = "128x64 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
-        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n, 64));
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 64));
         out[0].grid[1] = 1;
         out[0].grid[2] = 1;
         out[0].threads = 384;

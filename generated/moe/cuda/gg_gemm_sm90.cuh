@@ -20,16 +20,20 @@
 //     next tile's stages while the consumers run the epilogue;
 //   - edges: TMA zero-fills boxes past m, n and k; the epilogue masks;
 //   - epilogue: each consumer warp applies gg_epilogue's element function
-//     (per-tensor, per-token and per-channel scales, alpha, bias, activation)
-//     to its 16 rows in registers, stages them in its own shared-memory slice
-//     and writes them out row by row (coalesced), rows outside [row_lo,
-//     row_hi) and columns past n skipped.
+//     (per-tensor, per-token and per-channel scales, alpha, bias, activation;
+//     silu_mul pairs gate column c of the tile with up column c + kBN / 2,
+//     both in the same thread's fragment) to its 16 rows in registers,
+//     stages them in its own shared-memory slice and writes them out row by
+//     row (coalesced), rows outside [row_lo, row_hi) and columns past n
+//     skipped.
 // A K tile is one 128-byte swizzle row: kBK = 64 16-bit or 128 FP8
 // elements. A is K-major (lhs [m, k], 128-byte swizzle, one box of kBK x 128
 // rows). B is K-major for rhs [n, k] (one box of kBK x kBN rows) and, for
 // 16-bit types only (wgmma reads FP8 K-major), MN-major for rhs [k, n]
 // (kBN / 64 boxes of 64 columns x kBK rows); grouped rhs [g, ...] uses a 3D
-// map whose outer coordinate is the local group.
+// map whose outer coordinate is the local group. silu_mul: a tile's B is
+// kBN / 2 gate rows (columns n0..) over kBN / 2 up rows (n / 2 + n0..), two
+// loads of half boxes, and its output is kBNOut = kBN / 2 columns wide.
 #pragma once
 
 #include "gg_convert.cuh"
@@ -55,21 +59,22 @@ template <class M>
 constexpr bool k16Bit = kSame<M, __nv_bfloat16> || kSame<M, __half>;
 template <class M>
 constexpr bool kFp8 = kSame<M, __nv_fp8_e4m3> || kSame<M, __nv_fp8_e5m2>;
+template <class C>
+constexpr bool kSilu = C::kActivation == Activation::kSiluMul;
 
 // Whether this body computes a Config: A and B of one tensor-core type as
 // stored (bf16, f16, e4m3 or e5m2; B of an FP8 type K-major, rhs [n, k]);
 // scales where the epilogue applies them (per tensor, per token, per
 // channel) and, for FP8, the block scales of the FP32 promotion (lhs 1 x
-// block_k token groups, rhs block_n x block_k blocks); no folded scales; no
-// silu_mul (its paired columns would need two B boxes per tile).
+// block_k token groups, rhs block_n x block_k blocks); no folded scales;
+// any epilogue, silu_mul included (gate and up halves of one B tile).
 template <class C>
 __host__ __device__ constexpr bool runs() {
   using mma_t = typename C::mma_t;
   constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
   constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
   return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && C::kRhsNK && kLhsOk && kRhsOk)) &&
-         kSame<typename C::rhs_t, mma_t> && !C::kFoldScales &&
-         C::kActivation != Activation::kSiluMul;
+         kSame<typename C::rhs_t, mma_t> && !C::kFoldScales;
 }
 
 // Whether the generator routes a Config to this body on sm_90a (the spec's
@@ -91,9 +96,10 @@ __host__ __device__ constexpr bool qualifies() {
 
 // Whether a tile's numbers (computed by the plan, backends/cuda_gemm.py)
 // follow from its shape: B's N is a wgmma N (and a multiple of 64 for the
-// MN-major boxes), the stages hold A and B, each consumer warp's epilogue
-// slice holds 16 rows of kCStride out_t, and everything fits after the
-// 1024-byte alignment.
+// MN-major boxes, of each half for silu_mul), the output tile is B's N (half
+// of it for silu_mul), the stages hold A and B, each consumer warp's
+// epilogue slice holds 16 rows of kCStride out_t, and everything fits after
+// the 1024-byte alignment.
 template <class T>
 __host__ __device__ constexpr bool check_tile_sm90() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
@@ -101,7 +107,9 @@ __host__ __device__ constexpr bool check_tile_sm90() {
       T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
     return false;
   }
-  if (T::kBN % 64 != 0 || T::kBN < 64 || T::kBN > 256 || T::kBNOut != T::kBN) {
+  if (T::kBN % 64 != 0 || T::kBN < 64 || T::kBN > 256 ||
+      T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) ||
+      (kSilu<T> && !T::kRhsNK && T::kBNOut % 64 != 0)) {
     return false;
   }
   // A promoted tile holds two fragments of kBN / 2 f32 per thread. Block
@@ -109,12 +117,13 @@ __host__ __device__ constexpr bool check_tile_sm90() {
   if (kFp8<typename T::mma_t> && T::kBN > 128) {
     return false;
   }
-  if (kPromotion<T> && (!divides(T::kBK, T::kScaleBlockK) ||
-                        (T::kRhsScale == ScaleMode::kBlock && !divides(T::kBN, T::kRhsScaleBlockN)))) {
+  if (kPromotion<T> &&
+      (!divides(T::kBK, T::kScaleBlockK) ||
+       (T::kRhsScale == ScaleMode::kBlock && !divides(T::kBNOut, T::kRhsScaleBlockN)))) {
     return false;
   }
   if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
-      T::kCStride != T::kBN + 16 / kOut || T::kCWarpBytes != 16 * T::kCStride * kOut) {
+      T::kCStride != T::kBNOut + 16 / kOut || T::kCWarpBytes != 16 * T::kCStride * kOut) {
     return false;
   }
   return T::kSmemBytes ==
@@ -167,7 +176,7 @@ struct Operands {
 };
 
 // Where one work item's tile lies: rows [m0, m0 + 128) of lhs, output
-// columns [n0, n0 + kBN), local group gl (0 for dense), rows stored
+// columns [n0, n0 + kBNOut), local group gl (0 for dense), rows stored
 // [row_lo, row_hi).
 struct TileWork {
   int m0, n0, gl, row_lo, row_hi;
@@ -178,7 +187,7 @@ struct TileWork {
 template <class T, bool kGrouped>
 __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b, int tiles, int items, int tiles_n,
-                                        int k, const int* items_gm) {
+                                        int n, int k, const int* items_gm) {
   constexpr int kBK = T::kBK;
   const int ktiles = (k + kBK - 1) / kBK;
   int it = 0;  // K tiles issued by this block so far: stage it % S, round it / S
@@ -190,7 +199,12 @@ __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map
       gl = items_gm[2 * item];
       m0 = items_gm[2 * item + 1] * kBM;
     }
-    const int n0 = nt * T::kBN;
+    // B rows (K-major) or columns (MN-major) of the tile: one run of kBN
+    // from n0, or for silu_mul the gate half from n0 and the up half from
+    // n / 2 + n0.
+    const int n0 = nt * T::kBNOut;
+    constexpr int kRuns = kSilu<T> ? 2 : 1;
+    const int b0[2] = {n0, n / 2 + n0};
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
@@ -199,19 +213,26 @@ __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map
       unsigned char* sb = s.b + st * T::kBStage;
       gg::tma_load_2d(sa, map_a, &s.full[st], kt * kBK, m0);
       if constexpr (T::kRhsNK) {
-        if constexpr (kGrouped) {
-          gg::tma_load_3d(sb, map_b, &s.full[st], kt * kBK, n0, gl);
-        } else {
-          gg::tma_load_2d(sb, map_b, &s.full[st], kt * kBK, n0);
+        // [n, k]: a box of kBN / kRuns rows of kBK per run.
+        GG_UNROLL
+        for (int r = 0; r < kRuns; ++r) {
+          unsigned char* dst = sb + r * (T::kBN / kRuns) * kRowBytes;
+          if constexpr (kGrouped) {
+            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kBK, b0[r], gl);
+          } else {
+            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kBK, b0[r]);
+          }
         }
       } else {
         // [k, n]: boxes of 64 columns x kBK rows, 64 * kBK * 2 bytes apart.
+        constexpr int kBoxes = T::kBN / 64 / kRuns;
         GG_UNROLL
         for (int j = 0; j < T::kBN / 64; ++j) {
+          const int col = b0[j / kBoxes] + 64 * (j % kBoxes);
           if constexpr (kGrouped) {
-            gg::tma_load_3d(sb + j * 64 * kBK * 2, map_b, &s.full[st], n0 + 64 * j, kt * kBK, gl);
+            gg::tma_load_3d(sb + j * 64 * kBK * 2, map_b, &s.full[st], col, kt * kBK, gl);
           } else {
-            gg::tma_load_2d(sb + j * 64 * kBK * 2, map_b, &s.full[st], n0 + 64 * j, kt * kBK);
+            gg::tma_load_2d(sb + j * 64 * kBK * 2, map_b, &s.full[st], col, kt * kBK);
           }
         }
       }
@@ -263,32 +284,44 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, int cw,
 }
 
 // A consumer warp's epilogue: its 16 rows of the fragment through gg_epilogue
-// in registers, into its slice of shared memory, then out row by row.
+// in registers, into its slice of shared memory, then out row by row (n_out
+// columns: n, or n / 2 for silu_mul). Fragment element i holds row
+// lane / 4 + 8 * ((i / 2) % 2) and column 8 * (i / 4) + 2 * (lane % 4) + i % 2
+// of the warp's 16 x kBN; for silu_mul the up column c + kBN / 2 of gate
+// column c is element i + kBN / 4, in the same thread.
 template <class T>
 __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T::kBN / 2],
                                            const TileWork& w, int cw, const Operands<T>& o, int n) {
   using out_t = typename T::out_t;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int n_out = kSilu<T> ? n / 2 : n;
   out_t* slice = reinterpret_cast<out_t*>(s.c + (cw * 4 + warp) * T::kCWarpBytes);
   const int row0 = w.m0 + cw * 64 + 16 * warp;  // the warp's first row of out
   GG_UNROLL
-  for (int i = 0; i < T::kBN / 2; ++i) {
+  for (int i = 0; i < T::kBNOut / 2; ++i) {
     const int r = lane / 4 + 8 * ((i / 2) % 2);
     const int c = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     const int row = row0 + r, col = w.n0 + c;
-    if (row >= w.row_lo && row < w.row_hi && col < n) {
-      float x[1] = {d[i]};
-      const int bcol[1] = {col};
-      slice[r * T::kCStride + c] =
-          epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+    if (row >= w.row_lo && row < w.row_hi && col < n_out) {
+      if constexpr (kSilu<T>) {
+        float x[2] = {d[i], d[i + T::kBN / 4]};
+        const int bcol[2] = {col, n / 2 + col};
+        slice[r * T::kCStride + c] =
+            epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      } else {
+        float x[1] = {d[i]};
+        const int bcol[1] = {col};
+        slice[r * T::kCStride + c] =
+            epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      }
     }
   }
   __syncwarp();
-  for (int idx = lane; idx < 16 * T::kBN; idx += 32) {
-    const int r = idx / T::kBN, c = idx % T::kBN;
+  for (int idx = lane; idx < 16 * T::kBNOut; idx += 32) {
+    const int r = idx / T::kBNOut, c = idx % T::kBNOut;
     const int row = row0 + r, col = w.n0 + c;
-    if (row >= w.row_lo && row < w.row_hi && col < n) {
-      o.out[(long long)row * n + col] = slice[r * T::kCStride + c];
+    if (row >= w.row_lo && row < w.row_hi && col < n_out) {
+      o.out[(long long)row * n_out + col] = slice[r * T::kCStride + c];
     }
   }
   __syncwarp();  // the slice is free for the next tile
@@ -305,12 +338,13 @@ constexpr bool kPromoted = kFp8<typename T::mma_t>;
 
 // The scales of one K tile's partial sums (block-scaled FP8: 1 x 128 lhs
 // blocks, 128 x 128 rhs blocks, docs/cuda-hopper.md): this thread's two rows'
-// lhs scales and the tile's one rhs scale (the tile lies in one rhs block
-// of N). Rows past m (never stored) take 1 on the exact path, else 0.
+// lhs scales and the tile's rhs scale (the tile's columns lie in one rhs
+// block of N; silu_mul's gate and up halves each in one: b[0] and b[1]).
+// Rows past m (never stored) take 1 on the exact path, else 0.
 template <class T>
 struct TileScales {
   float a[2];
-  float b;
+  float b[2];
 };
 
 template <class T>
@@ -318,7 +352,7 @@ __device__ __forceinline__ TileScales<T> tile_scales(const TileWork& w, int row0
                                                      const Operands<T>& o, int m, int n, int k,
                                                      int k0) {
   constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
-  TileScales<T> sc{{1.0f, 1.0f}, 1.0f};
+  TileScales<T> sc{{1.0f, 1.0f}, {1.0f, 1.0f}};
   if constexpr (kLhsScalePromoted<T>) {
     GG_UNROLL
     for (int h = 0; h < 2; ++h) {
@@ -327,15 +361,18 @@ __device__ __forceinline__ TileScales<T> tile_scales(const TileWork& w, int row0
     }
   }
   if constexpr (kRhsScalePromoted<T>) {
-    sc.b = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+    sc.b[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+    sc.b[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sc.b[0];
   }
   return sc;
 }
 
-// d += part times the K tile's scales (plain add without block scales). With
-// an e8m0 scale, a product of two scales may leave f32: when this thread's
-// products are all normal (the usual case) they multiply at once, else each
-// partial sum is scaled exactly (gg::mul_scales_out_of_line).
+// d += part times the K tile's scales (plain add without block scales);
+// element i is row half (i / 2) % 2 and, for silu_mul, column half
+// i / (kBN / 4) (gate, up). With an e8m0 scale, a product of two scales may
+// leave f32: when this thread's products are all normal (the usual case)
+// they multiply at once, else each partial sum is scaled exactly
+// (gg::mul_scales_out_of_line).
 template <class T>
 __device__ __forceinline__ void add_scaled(float (&d)[T::kBN / 2], const float (&part)[T::kBN / 2],
                                            const TileScales<T>& sc) {
@@ -344,22 +381,25 @@ __device__ __forceinline__ void add_scaled(float (&d)[T::kBN / 2], const float (
     for (int i = 0; i < T::kBN / 2; ++i)
       d[i] += part[i];
   } else {
+    constexpr int kHalf = kSilu<T> ? T::kBN / 4 : T::kBN / 2;  // elements per column half
     bool fast = true;
     if constexpr (kExactPromotion<T>) {
       const unsigned fa0 = gg::exponent_field(sc.a[0]), fa1 = gg::exponent_field(sc.a[1]);
-      const unsigned fb = gg::exponent_field(sc.b);
-      fast = gg::product_is_normal(fa0 < fa1 ? fa0 : fa1, fa0 < fa1 ? fa1 : fa0, fb, fb);
+      const unsigned fb0 = gg::exponent_field(sc.b[0]), fb1 = gg::exponent_field(sc.b[1]);
+      fast = gg::product_is_normal(fa0 < fa1 ? fa0 : fa1, fa0 < fa1 ? fa1 : fa0,
+                                   fb0 < fb1 ? fb0 : fb1, fb0 < fb1 ? fb1 : fb0);
     }
     if (fast) {
-      const float f0 = sc.a[0] * sc.b, f1 = sc.a[1] * sc.b;
+      const float f[2][2] = {{sc.a[0] * sc.b[0], sc.a[1] * sc.b[0]},
+                             {sc.a[0] * sc.b[1], sc.a[1] * sc.b[1]}};
       GG_UNROLL
       for (int i = 0; i < T::kBN / 2; ++i)
-        d[i] += part[i] * ((i / 2) % 2 ? f1 : f0);
+        d[i] += part[i] * f[i / kHalf][(i / 2) % 2];
     } else {
       GG_UNROLL
       for (int i = 0; i < T::kBN / 2; ++i)
         d[i] += gg::mul_scales_out_of_line(part[i], gg::float_to_bits(sc.a[(i / 2) % 2]),
-                                           gg::float_to_bits(sc.b));
+                                           gg::float_to_bits(sc.b[i / kHalf]));
     }
   }
 }
@@ -399,7 +439,7 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
-    TileWork w{item * kBM, nt * T::kBN, 0, 0, m};
+    TileWork w{item * kBM, nt * T::kBNOut, 0, 0, m};
     if constexpr (kGrouped) {
       w.gl = items_gm[2 * item];
       w.m0 = items_gm[2 * item + 1] * kBM;
@@ -440,6 +480,13 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
   }
 }
 
+// Output tiles along N: n columns of out, or n / 2 for silu_mul.
+template <class T>
+__device__ __forceinline__ int tiles_n_of(int n) {
+  const int n_out = kSilu<T> ? n / 2 : n;
+  return (n_out + T::kBNOut - 1) / T::kBNOut;
+}
+
 // The block: barriers, the role split, setmaxnreg.
 template <class T, bool kGrouped>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
@@ -463,7 +510,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
     if (threadIdx.x == 0) {
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
-      produce<T, kGrouped>(s, map_a, map_b, tiles, items, tiles_n, k, items_gm);
+      produce<T, kGrouped>(s, map_a, map_b, tiles, items, tiles_n, n, k, items_gm);
     }
   } else {
     gg::setmaxnreg_inc<kConsumerRegs>();
@@ -482,7 +529,7 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k) {
-  const int tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + T::kBN - 1) / T::kBN;
+  const int tiles_m = (m + kBM - 1) / kBM, tiles_n = tiles_n_of<T>(n);
   run<T, false>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
                 tiles_m * tiles_n, tiles_m, tiles_n, nullptr, nullptr, 0, 0);
 }
@@ -510,7 +557,7 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         typename T::out_t* __restrict__ out,
                                         const int* __restrict__ workspace, int m, int n, int k,
                                         int num_groups, int group_offset) {
-  const int items = workspace[0], tiles_n = (n + T::kBN - 1) / T::kBN;
+  const int items = workspace[0], tiles_n = tiles_n_of<T>(n);
   run<T, true>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
                items * tiles_n, items, tiles_n, workspace + 2 + num_groups, workspace + 1,
                num_groups, group_offset);

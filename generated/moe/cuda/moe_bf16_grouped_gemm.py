@@ -303,7 +303,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     ),
                     Launch(
                         "moe_bf16_grouped_gemm_sm90",
-                        (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n, 128)), 1, 1),
+                        (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1),
                         (384, 1, 1),
                         199760,
                         (

@@ -199,7 +199,7 @@ inline int moe_fp8_grouped_gemm_launches(const MoeFp8GroupedGemmArgs& a, GgLaunc
         out[2].kernel = "moe_fp8_grouped_gemm";
         out[2].entry = "moe_fp8_grouped_gemm_sm90";
         out[2].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
-        out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n, 128));
+        out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128));
         out[2].grid[1] = 1;
         out[2].grid[2] = 1;
         out[2].threads = 384;

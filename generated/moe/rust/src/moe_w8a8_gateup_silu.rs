@@ -21,8 +21,12 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_w8a8_gateup_silu";
 /// The `extern "C"` entry points of `moe_w8a8_gateup_silu.cu`, for a backend to load.
-pub const ENTRIES: [&str; 3] =
-    ["moe_w8a8_gateup_silu_fill", "moe_w8a8_gateup_silu_worklist", "moe_w8a8_gateup_silu"];
+pub const ENTRIES: [&str; 4] = [
+    "moe_w8a8_gateup_silu_fill",
+    "moe_w8a8_gateup_silu_worklist",
+    "moe_w8a8_gateup_silu",
+    "moe_w8a8_gateup_silu_sm90",
+];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
