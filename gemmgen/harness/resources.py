@@ -143,13 +143,19 @@ def measure(job: Job, nvcc: Path, release: str) -> Record:
         source.write_text(job.source)
         usage = resource_usage(nvcc, source, job.arch, include_dirs=(folder,))
     record = Record(job.arch, release, {e: _fields(u) for e, u in sorted(usage.items())})
+    store(job, record)
+    return record
+
+
+def store(job: Job, record: Record) -> None:
+    """Keep `record` as the measurement of `job` (quietly nothing when the
+    cache cannot be written)."""
     data = {"format": _FORMAT, "key": job.key, "kernel": job.kernel.name, "spec": job.spec_path,
             **asdict(record)}
     try:
         atomic_write(_path(job.key), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
     except OSError:
-        pass  # a read-only cache: the measurement is still returned
-    return record
+        pass
 
 
 def _fields(usage) -> dict:
