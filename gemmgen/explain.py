@@ -3,9 +3,11 @@
 For a problem shape (default m=4096 and the spec's static n and k, else
 4096), it prints what each backend would launch — grid, block, shared
 memory or VMEM, the tile the LUT picks — the registers and spills ptxas
-reports when nvcc is available, and the roofline: FLOPs, bytes moved and
-the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3 TB/s of HBM
-copy bandwidth, as measured on that part; docs/benchmarks.md), so a reviewer
+reports when nvcc is available (through the resource cache that `build`
+warns from, gemmgen.harness.resources), and the roofline: FLOPs, bytes
+moved and the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3
+TB/s of HBM copy bandwidth, as measured on that part; docs/benchmarks.md)
+of the path that runs on each declared arch (`tensor_path`), so a reviewer
 sees the cost of a variant.
 
 `--counters` also runs each CUDA launch once on the CPU emulator at a modest

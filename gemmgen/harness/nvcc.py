@@ -19,6 +19,10 @@ API:
   kernel: registers, spill stores and loads, stack frame, static shared
   memory, barriers, constant bank 0. Results are cached by content under
   ``$GEMMGEN_CACHE/nvcc``. Raises ``NvccError`` with nvcc's diagnostics.
+- ``resource_usage(nvcc, path, arch, *, include_dirs=()) -> dict[str,
+  ResourceUsage]``: ptxas's report for a file as a user compiles it (only
+  the given include folders), uncached; gemmgen.harness.resources keeps
+  the results for `build`'s spill warnings.
 - ``sass_summary(cubin) -> dict[str, SassSummary]``: ``cuobjdump
   --dump-sass`` per kernel: the opcode histogram and the counts that matter
   for a GEMM (tensor-core MMAs, LDSM, LDGSTS, 128-bit global loads).

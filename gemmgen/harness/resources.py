@@ -24,19 +24,17 @@ a convenience, never an input of the generated files.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import re
-import subprocess
-import tempfile
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from gemmgen import ir
 from gemmgen.cache import cache_dir
 from gemmgen.diagnostics import Diagnostic
-from gemmgen.harness.toolchain import atomic_write, digest
 
 _FORMAT = 1  # bump when a record changes shape
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
@@ -56,10 +54,17 @@ class Job:
 
     @property
     def key(self) -> str:
-        parts = [f"gemmgen-resources {_FORMAT}", self.arch, self.source]
+        parts = [f"gemmgen-resources {_FORMAT}", self.arch, _sha(self.source)]
         for name, text in self.includes:
-            parts += [name, text]
-        return digest(*parts)
+            parts += [name, _sha(text)]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1024)
+def _sha(text: str) -> str:
+    """SHA-256 of `text`, once per text: every kernel of a spec includes the
+    same runtime headers."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,18 +87,24 @@ def nvcc_release(version_text: str) -> str:
     return m.group(1) if m else version_text.strip()
 
 
-def _included(files: dict[PurePosixPath, str], text: str) -> tuple[tuple[str, str], ...]:
-    """The generated `cuda/` files `text` includes by quoted name, transitively."""
+def _included(cuda: dict[str, str], text: str) -> tuple[tuple[str, str], ...]:
+    """The generated `cuda/` files (by name) `text` includes by quoted name,
+    transitively."""
     found: dict[str, str] = {}
-    todo = _QUOTED_INCLUDE.findall(text)
+    todo = list(_includes_of(text))
     while todo:
         name = todo.pop()
-        path = PurePosixPath("cuda") / name
-        if name in found or path not in files:
+        if name in found or name not in cuda:
             continue
-        found[name] = files[path]
-        todo += _QUOTED_INCLUDE.findall(found[name])
+        found[name] = cuda[name]
+        todo += _includes_of(found[name])
     return tuple(sorted(found.items()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _includes_of(text: str) -> tuple[str, ...]:
+    """The quoted includes of `text` (each runtime header is scanned once)."""
+    return tuple(_QUOTED_INCLUDE.findall(text))
 
 
 def jobs(rendered: Iterable) -> list[Job]:
@@ -104,11 +115,12 @@ def jobs(rendered: Iterable) -> list[Job]:
         target = r.spec.target(ir.Backend.CUDA)
         if target is None:
             continue
+        cuda = {p.name: t for p, t in r.files.items() if p.parts[0] == "cuda"}
         for kernel in r.spec.kernels:
-            source = r.files.get(PurePosixPath("cuda") / f"{kernel.name}.cu")
+            source = cuda.get(f"{kernel.name}.cu")
             if ir.Backend.CUDA not in kernel.backends or source is None:
                 continue
-            includes = _included(r.files, source)
+            includes = _included(cuda, source)
             out += [Job(kernel, arch, source, includes, r.file.display) for arch in target.cuda_archs]
     return out
 
@@ -133,6 +145,8 @@ def measure(job: Job, nvcc: Path, release: str) -> Record:
     """Compile `job` with nvcc as a user compiles the generated files
     (`-I generated/<stem>/cuda`), record what ptxas reports and return it.
     Raises gemmgen.harness.nvcc.NvccError when nvcc rejects the file."""
+    import tempfile
+
     from gemmgen.harness.nvcc import resource_usage
 
     with tempfile.TemporaryDirectory(prefix="gemmgen-resources-") as tmp:
@@ -150,6 +164,8 @@ def measure(job: Job, nvcc: Path, release: str) -> Record:
 def store(job: Job, record: Record) -> None:
     """Keep `record` as the measurement of `job` (quietly nothing when the
     cache cannot be written)."""
+    from gemmgen.harness.toolchain import atomic_write
+
     data = {"format": _FORMAT, "key": job.key, "kernel": job.kernel.name, "spec": job.spec_path,
             **asdict(record)}
     try:
@@ -165,6 +181,8 @@ def _fields(usage) -> dict:
 
 
 def current_release(nvcc: Path) -> str:
+    import subprocess
+
     proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=False)
     return nvcc_release(proc.stdout)
 
@@ -182,6 +200,8 @@ def measure_all(todo: Sequence[Job], nvcc: Path, *, workers: int = 4,
 
     if workers <= 1 or len(todo) <= 1:
         return [one(j) for j in todo]
+    from concurrent.futures import ThreadPoolExecutor
+
     # Threads suffice: each one waits on its nvcc process.
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one, todo))
