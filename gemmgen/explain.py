@@ -266,7 +266,7 @@ def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
             warning = resources.spill_warning(job, record)
             if warning is not None:
                 lines.append(f"  warning: {warning.message}")
-    except Exception as e:  # no nvcc, or it failed: the plan is still useful
+    except Exception as e:  # noqa: BLE001 (no nvcc, or it failed: the plan is still useful)
         lines.append(f"  (registers: nvcc unavailable: {type(e).__name__}: {e})")
     return lines
 

@@ -26,10 +26,10 @@ def _examples() -> list[tuple[str, str]]:
     target and a kernel on it."""
     out = []
     for doc in sorted((ROOT / "docs").glob("*.md")):
-        blocks = re.findall(r"```gemm\n(.*?)```", doc.read_text(), re.S)
+        blocks = re.findall(r"```gemm\n(.*?)```", doc.read_text(), re.DOTALL)
         out += [(f"{doc.name}#{i}", b) for i, b in enumerate(blocks)
-                if re.search(r"^target cuda \{", b, re.M)
-                and re.search(r"^\s*backends\b.*\bcuda\b", b, re.M)]
+                if re.search(r"^target cuda \{", b, re.MULTILINE)
+                and re.search(r"^\s*backends\b.*\bcuda\b", b, re.MULTILINE)]
     return out
 
 

@@ -61,7 +61,7 @@ kernel w8a8_gateup {
 WARNING = re.compile(
     r"^specs/spill\.gemm:(\d+):(\d+): warning: kernel '(\w+)' spills registers on sm_90a "
     r"\((\w+): (\d+) bytes of spill stores and (\d+) of spill loads at (\d+) registers; "
-    r"ptxas of nvcc (V[\d.]+)\): every spill is local-memory traffic", re.M)
+    r"ptxas of nvcc (V[\d.]+)\): every spill is local-memory traffic", re.MULTILINE)
 
 
 @pytest.fixture
@@ -161,7 +161,7 @@ def test_build_resources_measures_and_every_build_warns(project, capsys):
     assert main(["build", "--resources"]) == 0
     out, err = capsys.readouterr()
     assert re.search(r"^resources: 2 kernel x arch builds measured with nvcc V[\d.]+: 1 spill$",
-                     out, re.M), out
+                     out, re.MULTILINE), out
     found = WARNING.findall(err)
     assert [f[:3] for f in found] == [("16", "8", "w8a8_block")], err
     stores, loads = int(found[0][4]), int(found[0][5])
@@ -194,7 +194,7 @@ def test_the_gate_up_variant_spills_too(project, capsys):
 def test_verify_warns_and_does_not_fail(project, capsys):
     assert main(["verify", "specs/spill.gemm", "--backend", "cuda-emu"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^ptxas sm_90a w8a8_block: 128 registers, [1-9]\d* bytes spilled$", out, re.M)
-    assert re.search(r"^ptxas sm_90a w8a8_small: \d+ registers, 0 bytes spilled$", out, re.M)
+    assert re.search(r"^ptxas sm_90a w8a8_block: 128 registers, [1-9]\d* bytes spilled$", out, re.MULTILINE)
+    assert re.search(r"^ptxas sm_90a w8a8_small: \d+ registers, 0 bytes spilled$", out, re.MULTILINE)
     assert [f[2] for f in WARNING.findall(out)] == ["w8a8_block"]
     assert ", 0 failed" in out
