@@ -45,7 +45,16 @@ def _us(flops: float, moved: float, tflops: float) -> str:
     return f"{max(flops / (tflops * 1e12), moved / 4.3e12) * 1e6:.2f} us"
 
 
-def test_explain_fp8_bound_is_the_rate_of_the_path_that_runs(project, capsys):
+@pytest.fixture
+def no_nvcc(monkeypatch):
+    """The roofline needs no compiler: skip ptxas (tests/test_spill_warnings.py
+    covers explain's registers and spills)."""
+    from gemmgen.harness import toolchain
+
+    monkeypatch.setattr(toolchain, "find_nvcc", lambda: None)
+
+
+def test_explain_fp8_bound_is_the_rate_of_the_path_that_runs(project, no_nvcc, capsys):
     """dense.gemm declares sm_89 and sm_90a. e4m3 x e4m3 runs on the mma.sync
     body on both: FP8 tensor cores (QMMA, the 8-bit rate) on sm_89, but
     conversions to f16 and HMMA on sm_90a (Hopper has FP8 only through
@@ -64,7 +73,7 @@ def test_explain_fp8_bound_is_the_rate_of_the_path_that_runs(project, capsys):
     assert "1580 TFLOP/s 8-bit" not in out
 
 
-def test_explain_int8_mma_sync_keeps_the_8bit_rate(project, capsys):
+def test_explain_int8_mma_sync_keeps_the_8bit_rate(project, no_nvcc, capsys):
     assert main(["explain", "specs/dense.gemm", "int8_gemm"]) == 0
     out = capsys.readouterr().out
     assert "1580 TFLOP/s 8-bit mma.sync (the sm_90a path), 4.3 TB/s); mma.sync does not" in out
