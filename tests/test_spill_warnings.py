@@ -149,6 +149,14 @@ def test_build_resources_without_nvcc_is_a_clear_error(project, capsys, monkeypa
     assert not (project / "generated").exists()
 
 
+def test_build_resources_with_a_broken_nvcc_is_a_clear_error(project, capsys, monkeypatch):
+    monkeypatch.setenv("GEMMGEN_NVCC", "no-such-nvcc")
+    assert main(["build", "--resources"]) == 2
+    err = capsys.readouterr().err
+    assert "gemmgen: error: cannot run no-such-nvcc: No such file or directory" in err
+    assert "Traceback" not in err and "internal error" not in err
+
+
 def test_nvcc_release():
     text = ("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, "
             "V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n")

@@ -181,9 +181,18 @@ def _fields(usage) -> dict:
 
 
 def current_release(nvcc: Path) -> str:
+    """The release of `nvcc` (`V13.0.88`); NvccError when it cannot run."""
     import subprocess
 
-    proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=False)
+    from gemmgen.harness.nvcc import NvccError
+
+    try:
+        proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
+                              check=False)
+    except OSError as e:
+        raise NvccError(f"cannot run {nvcc}: {e.strerror or e}") from None
+    if proc.returncode != 0:
+        raise NvccError(f"{nvcc} --version failed: {(proc.stdout + proc.stderr).strip()}")
     return nvcc_release(proc.stdout)
 
 
