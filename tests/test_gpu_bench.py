@@ -127,3 +127,23 @@ def test_help_and_list_need_no_gpu():
                                     "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32"]
     assert "(DeepGEMM README (H800): 206 TFLOP/s, 1688 GB/s)" in lines[0]
     assert any(line.startswith("contiguous 4 x 8192 rows, n=4096 k=7168") for line in lines)
+
+
+def test_deepseek_inputs_have_the_row_shapes(bench):
+    """The inputs a row is timed on (small stand-ins for its dims)."""
+    import numpy as np
+
+    specs = bench._specs()
+    rng = np.random.default_rng(0)
+    dense = specs["dense"].kernel(bench.DEEPSEEK_DENSE_KERNEL[1])
+    inputs, m, g = bench.deepseek_inputs(
+        dense, {"groups": 0, "m_per_group": 64, "n": 384, "k": 512}, rng)
+    assert (m, g) == (64, 0)
+    assert inputs["lhs"].shape == (64, 512) and inputs["rhs"].shape == (384, 512)
+    assert inputs["lhs_scale"].shape == (64, 4) and inputs["rhs_scale"].shape == (3, 4)
+    grouped = specs["moe"].kernel(bench.DEEPSEEK_CONTIGUOUS_KERNEL[1])
+    inputs, m, g = bench.deepseek_inputs(
+        grouped, {"groups": 3, "m_per_group": 128, "n": 256, "k": 256}, rng)
+    assert (m, g) == (384, 3)
+    assert inputs["lhs"].shape == (384, 256) and inputs["rhs"].shape == (3, 256, 256)
+    assert inputs["group_sizes"].tolist() == [128, 128, 128]
