@@ -268,7 +268,7 @@ def deepseek_plan(specs: dict) -> tuple[list[dict], list[str]]:
                          "groups": g if layout != "dense" else 0, "m_per_group": m, "n": n,
                          "k": k, "ref_tflops": tflops, "ref_gbps": gbps})
     if masked is None:
-        skipped.append(f"masked: no kernel of specs/ has the masked grouped layout, so the "
+        skipped.append(f"masked: no FP8 CUDA kernel of specs/ has the masked grouped layout, so the "
                        f"{len(DEEPSEEK_MASKED)} masked rows are not run")
     else:
         stem, k_ = masked

@@ -70,8 +70,8 @@ def test_the_rows_run_on_the_block_scaled_kernels_of_specs(bench):
         assert (k.rhs_scale.block_n, k.rhs_scale.block_k) == (128, 128)
     assert {specs[r["spec"]].kernel(r["kernel"]).op for r in contiguous} == {ir.Op.GROUPED}
     if bench.find_masked_kernel(specs) is None:
-        assert skipped == [("masked: no kernel of specs/ has the masked grouped layout, so the 6 "
-                            "masked rows are not run")]
+        assert skipped == [("masked: no FP8 CUDA kernel of specs/ has the masked grouped layout, "
+                            "so the 6 masked rows are not run")]
         assert not [r for r in plan if r["layout"] == "masked"]
 
 
