@@ -268,8 +268,8 @@ def deepseek_plan(specs: dict) -> tuple[list[dict], list[str]]:
                          "groups": g if layout != "dense" else 0, "m_per_group": m, "n": n,
                          "k": k, "ref_tflops": tflops, "ref_gbps": gbps})
     if masked is None:
-        skipped.append(f"masked: no FP8 CUDA kernel of specs/ has the masked grouped layout, so the "
-                       f"{len(DEEPSEEK_MASKED)} masked rows are not run")
+        skipped.append(f"masked: no FP8 CUDA kernel of specs/ has the masked grouped layout, "
+                       f"so the {len(DEEPSEEK_MASKED)} masked rows are not run")
     else:
         stem, k_ = masked
         for (g, m, n, k), (tflops, gbps) in DEEPSEEK_MASKED.items():

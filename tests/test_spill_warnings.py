@@ -81,7 +81,8 @@ def _tree(root: Path) -> dict[str, bytes]:
 def _jobs(project: Path) -> dict[str, resources.Job]:
     from gemmgen.build import render_spec
 
-    return {j.kernel.name: j for j in resources.jobs([render_spec(project / "specs" / "spill.gemm")])}
+    rendered = render_spec(project / "specs" / "spill.gemm")
+    return {j.kernel.name: j for j in resources.jobs([rendered])}
 
 
 def test_build_warns_from_a_recorded_measurement_and_writes_the_same_files(project, capsys):
@@ -92,7 +93,8 @@ def test_build_warns_from_a_recorded_measurement_and_writes_the_same_files(proje
     jobs = _jobs(project)
     usage = {"registers": 128, "spill_stores": 96, "spill_loads": 104, "stack_frame": 96,
              "static_smem": 0, "barriers": 1, "constant_bytes": 500}
-    resources.store(jobs["w8a8_block"], resources.Record("sm_90a", "V13.0.88", {"w8a8_block": usage}))
+    resources.store(jobs["w8a8_block"],
+                    resources.Record("sm_90a", "V13.0.88", {"w8a8_block": usage}))
     resources.store(jobs["w8a8_small"], resources.Record(
         "sm_90a", "V13.0.88", {"w8a8_small": {**usage, "spill_stores": 0, "spill_loads": 0}}))
     assert main(["build"]) == 0
@@ -202,7 +204,9 @@ def test_the_gate_up_variant_spills_too(project, capsys):
 def test_verify_warns_and_does_not_fail(project, capsys):
     assert main(["verify", "specs/spill.gemm", "--backend", "cuda-emu"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^ptxas sm_90a w8a8_block: 128 registers, [1-9]\d* bytes spilled$", out, re.MULTILINE)
-    assert re.search(r"^ptxas sm_90a w8a8_small: \d+ registers, 0 bytes spilled$", out, re.MULTILINE)
+    assert re.search(r"^ptxas sm_90a w8a8_block: 128 registers, [1-9]\d* bytes spilled$", out,
+                     re.MULTILINE)
+    assert re.search(r"^ptxas sm_90a w8a8_small: \d+ registers, 0 bytes spilled$", out,
+                     re.MULTILINE)
     assert [f[2] for f in WARNING.findall(out)] == ["w8a8_block"]
     assert ", 0 failed" in out

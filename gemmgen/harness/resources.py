@@ -121,7 +121,8 @@ def jobs(rendered: Iterable) -> list[Job]:
             if ir.Backend.CUDA not in kernel.backends or source is None:
                 continue
             includes = _included(cuda, source)
-            out += [Job(kernel, arch, source, includes, r.file.display) for arch in target.cuda_archs]
+            out += [Job(kernel, arch, source, includes, r.file.display)
+                    for arch in target.cuda_archs]
     return out
 
 
