@@ -62,3 +62,18 @@ def sm_count(arch: str) -> int:
     if number not in SM_COUNT:
         raise ValueError(f"no SM count known for {arch}")
     return SM_COUNT[number]
+
+
+# The compute capabilities whose `mma.sync` multiplies FP8 (e4m3, e5m2) in
+# hardware: SASS `QMMA` on sm_89 (Ada) and sm_120. Elsewhere ptxas compiles
+# an FP8 `mma.sync` into conversions to f16 plus `HMMA.16816.F32`, which runs
+# at the f16 rate: on sm_90/sm_90a (whose FP8 tensor cores are reached through
+# wgmma only) and on sm_100a (nvcc 13.0, checked by compiling one
+# mma.sync.m16n8k32.e4m3 for each arch; docs/cuda.md, "Hopper and FP8").
+FP8_MMA_SYNC = (89, 120)
+
+
+def fp8_mma_sync(arch: str) -> bool:
+    """Whether an FP8 `mma.sync` runs on FP8 tensor cores on `arch`."""
+    number, _ = parse_arch(arch)
+    return number in FP8_MMA_SYNC

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="render specs into generated/<spec-stem>/")
     b.add_argument("specs", nargs="*", metavar="SPEC",
                    help="default: every specs/*.gemm of the project (found upward from here)")
+    b.add_argument("--resources", action="store_true",
+                   help="also compile every CUDA kernel for each declared arch with nvcc and "
+                        "record ptxas's registers and spills, which every build warns about")
     c = sub.add_parser("check", help="exit 1 if generated/ differs from what build makes")
     c.add_argument("specs", nargs="*", metavar="SPEC",
                    help="default: every specs/*.gemm of the project (found upward from here)")

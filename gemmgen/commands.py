@@ -69,6 +69,16 @@ def _render(paths: Sequence[str]) -> list[Rendered]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    nvcc = None
+    if getattr(args, "resources", False):
+        from gemmgen.harness.toolchain import find_nvcc
+
+        nvcc = find_nvcc()
+        if nvcc is None:
+            print("gemmgen: error: build --resources measures each CUDA kernel with nvcc, and no "
+                  "nvcc was found: put the CUDA toolkit on PATH, set GEMMGEN_NVCC or "
+                  "`pip install nvidia-cuda-nvcc`", file=sys.stderr)
+            return EXIT_BAD_INPUT
     rendered = _render(args.specs or _default_specs()[1])
     report = write(rendered, on_wait=lambda: print(
         "gemmgen: waiting for another build of this project to finish", file=sys.stderr))
@@ -83,7 +93,45 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}, {n_files} files: "
           f"{len(report.written)} written, {len(report.unchanged)} unchanged, "
           f"{len(report.removed)} removed{kept}")
+    if nvcc is not None:
+        status = _measure_resources(rendered, nvcc)
+        if status != EXIT_OK:
+            return status
+    _print_spill_warnings(rendered)
     return EXIT_OK
+
+
+def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
+    """`build --resources`: every CUDA kernel x declared arch through ptxas,
+    a few nvcc processes at once, into the resource cache."""
+    from gemmgen.harness import resources
+    from gemmgen.harness.nvcc import NvccError
+
+    todo = resources.jobs(rendered)
+    workers = max(1, min(4, os.cpu_count() or 1))
+    try:
+        records = resources.measure_all(todo, nvcc, workers=workers)
+    except NvccError as e:
+        for line in clip_message(str(e)).splitlines():
+            print(f"gemmgen: error: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    spilling = sum(1 for r in records if r.spilling())
+    release = records[0].nvcc if records else resources.current_release(nvcc)
+    print(f"resources: {len(todo)} kernel x arch builds measured with nvcc {release}: "
+          f"{spilling} spill{'s' if spilling != 1 else ''}")
+    return EXIT_OK
+
+
+def _print_spill_warnings(rendered: list[Rendered]) -> None:
+    """A warning for each kernel and arch whose recorded ptxas measurement
+    spills (gemmgen.harness.resources: read from the cache, never compiled
+    here)."""
+    from gemmgen.harness import resources
+
+    for d, source in sorted(resources.spill_warnings(rendered),
+                            key=lambda w: (w[0].loc.path, w[0].loc.line, w[0].loc.col,
+                                           w[0].message)):
+        print(d.render(source), file=sys.stderr)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

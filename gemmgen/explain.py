@@ -3,9 +3,11 @@
 For a problem shape (default m=4096 and the spec's static n and k, else
 4096), it prints what each backend would launch — grid, block, shared
 memory or VMEM, the tile the LUT picks — the registers and spills ptxas
-reports when nvcc is available, and the roofline: FLOPs, bytes moved and
-the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3 TB/s of HBM
-copy bandwidth, as measured on that part; docs/benchmarks.md), so a reviewer
+reports when nvcc is available (through the resource cache that `build`
+warns from, gemmgen.harness.resources), and the roofline: FLOPs, bytes
+moved and the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3
+TB/s of HBM copy bandwidth, as measured on that part; docs/benchmarks.md)
+of the path that runs on each declared arch (`tensor_path`), so a reviewer
 sees the cost of a variant.
 
 `--counters` also runs each CUDA launch once on the CPU emulator at a modest
@@ -17,6 +19,7 @@ bank conflicts, global sectors against the ideal, MMA / ldmatrix / cp.async
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from gemmgen import ir
 
@@ -57,27 +60,118 @@ def cost(kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> tuple[int, i
     return flops, moved
 
 
-def roofline(kernel: ir.Kernel, flops: int, moved: int, *, wgmma: bool = False) -> list[str]:
-    """The roofline lines. `wgmma`: the kernel has the Hopper (wgmma) path on
-    sm_90a, whose rate the bound is (the tensor cores' full rate is reached
-    through wgmma only); otherwise the same peak bounds an mma.sync kernel,
-    which does not reach it."""
-    eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
-        kernel.rhs_operand.dtype.bits <= 8
-    peak = H200_TFLOPS_8BIT if eight_bit else H200_TFLOPS_16BIT
-    t_compute = flops / (peak * 1e12)
+@dataclass(frozen=True, slots=True)
+class TensorPath:
+    """The body a CUDA tile kernel runs on one arch, and what its tensor
+    cores multiply there."""
+
+    arch: str
+    wgmma: bool  # the Hopper body (else the mma.sync body)
+    multiplies: ir.DType  # the tensor cores' input type on this path
+    why: str = ""  # when `multiplies` is not the kernel's own MMA type
+
+    @property
+    def name(self) -> str:
+        return "wgmma (Hopper body)" if self.wgmma else "mma.sync"
+
+    @property
+    def tflops(self) -> float:
+        return H200_TFLOPS_8BIT if self.multiplies.bits <= 8 else H200_TFLOPS_16BIT
+
+    @property
+    def below_peak(self) -> bool:
+        """An mma.sync body on Hopper: the tensor cores' full rate needs wgmma."""
+        return not self.wgmma and ir.arch_number(self.arch) == 90
+
+
+def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
+    """The path `kernel` takes on `arch`; None when it is not a CUDA tile GEMM
+    (GEMV, quantize and tgmm have one body on every arch).
+
+    wgmma multiplies the plan's `compute` type (the operands as the tensor
+    cores see them). The mma.sync body issues an MMA of that type too, but
+    an FP8 mma.sync exists in hardware only on some archs
+    (`archs.fp8_mma_sync`); elsewhere ptxas converts to f16 and the tensor
+    cores multiply f16, at the f16 rate. int8 mma.sync is native everywhere.
+    """
+    from gemmgen.archs import fp8_mma_sync
+    from gemmgen.backends import cuda_gemm, cuda_kinds
+
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+        return None
+    compute = cuda_gemm.compute_dtype(kernel)
+    if compute is None:
+        return None
+    if kernel.uses_wgmma(arch):
+        return TensorPath(arch, True, compute)
+    if compute.is_fp8 and not fp8_mma_sync(arch):
+        return TensorPath(arch, False, ir.DType.F16,
+                          f"{arch} has no FP8 mma.sync: ptxas converts {compute.value} to f16 "
+                          "for HMMA")
+    return TensorPath(arch, False, compute)
+
+
+def _h200_arch(archs: tuple[str, ...]) -> str | None:
+    """The declared arch whose code an H200 (compute capability 9.0) runs."""
+    for arch in ("sm_90a", "sm_90"):
+        if arch in archs:
+            return arch
+    return None
+
+
+def _bound(flops: int, moved: int, tflops: float) -> tuple[float, str]:
+    t_compute = flops / (tflops * 1e12)
     t_memory = moved / (H200_TBPS * 1e12)
-    bound = "compute" if t_compute >= t_memory else "memory"
+    return max(t_compute, t_memory), "compute" if t_compute >= t_memory else "memory"
+
+
+def roofline(kernel: ir.Kernel, flops: int, moved: int, *,
+             archs: tuple[str, ...] = ()) -> list[str]:
+    """The roofline lines. For a CUDA tile GEMM, the bound of the path that
+    actually runs (`tensor_path`): on an H200, the path of the declared
+    sm_90a (or sm_90) build, then the path of every declared arch at H200
+    rates. Only wgmma reaches the H200 figures on Hopper; an mma.sync body
+    there is bounded by them but does not reach them. Other kernels: the
+    rate of their operand width."""
+    paths = [p for p in (tensor_path(kernel, a) for a in archs) if p is not None]
     intensity = flops / moved if moved else math.inf
-    how = "wgmma (the sm_90a path)" if wgmma else "tensor cores"
-    return [
+    lines = [
         f"FLOPs:      {flops / 1e9:.3f} GFLOP",
         f"bytes:      {moved / 1e6:.3f} MB (each operand read once, output written once)",
         f"intensity:  {intensity:.1f} FLOP/byte",
-        f"H200 bound: {max(t_compute, t_memory) * 1e6:.2f} us ({bound}-bound; "
-        f"{peak:.0f} TFLOP/s {'8-bit' if eight_bit else '16-bit'} {how}, "
-        f"{H200_TBPS} TB/s)",
     ]
+    if not paths:
+        eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
+            kernel.rhs_operand.dtype.bits <= 8
+        peak = H200_TFLOPS_8BIT if eight_bit else H200_TFLOPS_16BIT
+        t, bound = _bound(flops, moved, peak)
+        lines.append(f"H200 bound: {t * 1e6:.2f} us ({bound}-bound; {peak:.0f} TFLOP/s "
+                     f"{'8-bit' if eight_bit else '16-bit'} tensor cores, {H200_TBPS} TB/s)")
+        return lines
+    h200 = _h200_arch(archs)
+    p = next((p for p in paths if p.arch == h200), paths[0])
+    t, bound = _bound(flops, moved, p.tflops)
+    after = ""
+    if h200 is None:
+        how = f"{p.name} (the {p.arch} path)"
+        after = "; no declared arch runs on an H200 (compute capability 9.0)"
+    elif p.wgmma:
+        how = f"wgmma (the {p.arch} path)"
+    else:
+        how = f"mma.sync (the {p.arch} path{', FP8 converted to f16' if p.why else ''})"
+        after = "; mma.sync does not reach this rate: Hopper's full tensor-core rate needs wgmma"
+    lines.append(f"H200 bound: {t * 1e6:.2f} us ({bound}-bound; {p.tflops:.0f} TFLOP/s "
+                 f"{p.multiplies.bits}-bit {how}, {H200_TBPS} TB/s){after}")
+    lines.append("bound per declared arch, at H200 rates (the path that runs there and the "
+                 "type its tensor cores multiply):")
+    for p in paths:
+        t, bound = _bound(flops, moved, p.tflops)
+        why = f" ({p.why})" if p.why else ""
+        below = "; mma.sync does not reach the full tensor-core rate on Hopper (wgmma does)" \
+            if p.below_peak else ""
+        lines.append(f"  {p.arch}: {p.name} multiplies {p.multiplies.value}{why}: "
+                     f"{p.tflops:.0f} TFLOP/s -> {t * 1e6:.2f} us ({bound}-bound){below}")
+    return lines
 
 
 # The device explain evaluates a Hopper path's persistent grid for.
@@ -125,7 +219,8 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
                      f"{t.stages} stages of {t.a_stage + t.b_stage} bytes; {t.threads} threads: a "
                      f"producer warpgroup (setmaxnreg {cuda_gemm_regs()[0]}, one thread issues the "
                      f"TMA loads) and two consumer warpgroups (setmaxnreg {cuda_gemm_regs()[1]}, "
-                     f"wgmma m64n{t.bn}k16, 64 rows each); {t.smem_bytes} bytes of shared memory")
+                     f"wgmma m64n{t.bn}k{256 // gp.compute.bits}, 64 rows each); "
+                     f"{t.smem_bytes} bytes of shared memory")
         if variant.sm90_when is not None and variant.sm90_when.eval(device):
             for step in variant.sm90_steps:
                 lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}, {step.block} "
@@ -147,32 +242,32 @@ def cuda_gemm_regs() -> tuple[int, int]:
 def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
            entries: list[str]) -> list[str]:
     """Registers, spills and static shared memory of `entries` as ptxas
-    reports them, compiling the files the CUDA backend renders."""
-    import tempfile
+    reports them for the files `build` writes, measured through the
+    resource cache (gemmgen.harness.resources), which this fills for
+    `build`'s spill warnings; and the warning itself when a tile spills."""
     from pathlib import Path
 
-    from gemmgen.backends import cuda
-    from gemmgen.harness import nvcc
+    from gemmgen.build import render_spec
+    from gemmgen.harness import resources
     from gemmgen.harness.toolchain import find_nvcc
 
     lines: list[str] = []
     try:
-        if find_nvcc() is None:
+        nvcc = find_nvcc()
+        if nvcc is None:
             raise FileNotFoundError("nvcc")
-        files = cuda.render_kernel(kernel, spec)
-        with tempfile.TemporaryDirectory() as tmp:
-            for path, text in files.items():
-                Path(tmp, path.name).write_text(text)
-            source = Path(tmp, f"{kernel.name}.cu").read_text()
-            for arch in archs:
-                result = nvcc.compile_check(source, arch, name_for_errors=f"{kernel.name}.cu",
-                                            include_dirs=(Path(tmp),))
-                for entry in entries:
-                    u = result.kernels[entry]
-                    lines.append(f"  ptxas {arch} {entry}: {u.registers} registers, "
-                                 f"{u.spill_stores + u.spill_loads} bytes spilled, "
-                                 f"{u.static_smem} bytes static shared memory")
-    except Exception as e:  # no nvcc, or it failed: the plan is still useful
+        todo = [j for j in resources.jobs([render_spec(Path(spec.path))])
+                if j.kernel.name == kernel.name and j.arch in archs]
+        for job, record in zip(todo, resources.measure_all(todo, nvcc, workers=2), strict=True):
+            for entry in entries:
+                u = record.kernels[entry]
+                lines.append(f"  ptxas {job.arch} {entry}: {u['registers']} registers, "
+                             f"{u['spill_stores'] + u['spill_loads']} bytes spilled, "
+                             f"{u['static_smem']} bytes static shared memory")
+            warning = resources.spill_warning(job, record)
+            if warning is not None:
+                lines.append(f"  warning: {warning.message}")
+    except Exception as e:  # noqa: BLE001 (no nvcc, or it failed: the plan is still useful)
         lines.append(f"  (registers: nvcc unavailable: {type(e).__name__}: {e})")
     return lines
 
@@ -271,7 +366,9 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
     lines = [describe_kernel(kernel), "",
              f"problem: m={m} n={n} k={k}" + (f", {groups} groups" if kernel.grouped else "")]
     flops, moved = cost(kernel, m, n, k, groups)
-    lines += roofline(kernel, flops, moved, wgmma=_sm90_plan(spec, kernel) is not None)
+    target = spec.target(ir.Backend.CUDA)
+    archs = target.cuda_archs if target is not None and ir.Backend.CUDA in kernel.backends else ()
+    lines += roofline(kernel, flops, moved, archs=archs)
     for backend in kernel.backends:
         lines.append("")
         if backend is ir.Backend.CUDA:

@@ -109,6 +109,7 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
         if any(r.backend in k.backends for r in active):
             for why in _uncovered_tiles(k):
                 print(f"note: {k.name}: {why}", file=out)
+    _resources(rendered, selected, active, out)
     failed = [r for r in rows if not r.passed]
     for r in failed:
         print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)
@@ -118,6 +119,36 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
         print("nothing was run: no kernel targets an available backend", file=out)
         return 1
     return 1 if failed else 0
+
+
+def _resources(rendered: Rendered, selected: list[ir.Kernel], active: list[Runner],
+               out: TextIO) -> None:
+    """With nvcc on this machine: ptxas's registers and spills of each CUDA
+    kernel that ran, on every declared arch (measured once, then read from
+    the resource cache that `build` warns from), and a warning, never a
+    failure, for each that spills."""
+    from gemmgen.harness import resources
+    from gemmgen.harness.nvcc import NvccError
+    from gemmgen.harness.toolchain import find_nvcc
+
+    ran = {k.name for k in selected for r in active
+           if r.backend is ir.Backend.CUDA and r.backend in k.backends}
+    nvcc = find_nvcc() if ran else None
+    if nvcc is None:
+        return
+    todo = [j for j in resources.jobs([rendered]) if j.kernel.name in ran]
+    try:
+        records = resources.measure_all(todo, nvcc, workers=2)
+    except NvccError as e:
+        print(f"note: ptxas could not measure registers and spills: {e}", file=out)
+        return
+    for job, record in zip(todo, records, strict=True):
+        for entry, u in sorted(record.kernels.items()):
+            print(f"ptxas {job.arch} {entry}: {u['registers']} registers, "
+                  f"{u['spill_stores'] + u['spill_loads']} bytes spilled", file=out)
+        warning = resources.spill_warning(job, record)
+        if warning is not None:
+            print(warning.render(rendered.file.source), file=out)
 
 
 def _uncovered_tiles(kernel: ir.Kernel) -> list[str]:

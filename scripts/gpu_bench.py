@@ -15,8 +15,21 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
       The goal (issue: Hopper tier): the bf16 dense Hopper kernel at 4096^3
       to 8192^3 at or above torch.matmul, grouped at >= 90 % of its dense
       equivalent.
+  (4) the DeepSeek-V3 shapes whose FP8 block-scaled figures DeepGEMM
+      publishes (DEEPSEEK_DENSE, DEEPSEEK_CONTIGUOUS, DEEPSEEK_MASKED, from
+      the performance tables of the DeepGEMM README (H800), NVCC 12.8): the
+      dense rows on the block-scaled W8A8 kernel of specs/dense.gemm, the
+      contiguous grouped rows on moe_w8a8_grouped_gemm of specs/moe.gemm and
+      the masked rows on a kernel with the masked grouped layout when the
+      specs have one (else they are skipped, saying why), timed and printed
+      in TFLOP/s and GB/s beside DeepGEMM's H800 figures. Goal (issue 14):
+      at or above them on an H200 for the large shapes, >= 90 % of HBM
+      bandwidth for m = 64. These rows are timed only: the kernels'
+      correctness is step (1)'s, on ragged shapes.
 
     python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
+    python scripts/gpu_bench.py --deepseek-only     # only step (4)
+    python scripts/gpu_bench.py --list-deepseek     # the DeepSeek rows and their kernels; no GPU
 
 It prints a Markdown table (paste into docs/benchmarks.md) and writes
 bench.json to --out (default $OUT, else the current folder). Without CuPy or
@@ -26,6 +39,7 @@ a GPU it says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -45,6 +59,50 @@ from gemmgen.explain import cost  # noqa: E402
 from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
 from gemmgen.harness import cuda_gpu  # noqa: E402
 from gemmgen.harness.runner import load_generated_module  # noqa: E402
+
+# DeepSeek-V3 shapes and DeepGEMM's published figures for them, as
+# (TFLOP/s, GB/s): the "Performance" tables of the DeepGEMM README (H800),
+# FP8 e4m3 with 1x128 activation and 128x128 weight scales, bf16 out.
+DEEPGEMM_SOURCE = "DeepGEMM README (H800)"
+# (m, n, k) -> (TFLOP/s, GB/s)
+DEEPSEEK_DENSE = {
+    (64, 2112, 7168): (206, 1688),
+    (64, 24576, 1536): (289, 2455),
+    (64, 32768, 512): (219, 2143),
+    (64, 7168, 16384): (336, 2668),
+    (64, 4096, 7168): (287, 2320),
+    (64, 7168, 2048): (295, 2470),
+    (128, 2112, 7168): (352, 1509),
+    (128, 24576, 1536): (535, 2448),
+    (128, 32768, 512): (358, 2103),
+    (128, 7168, 16384): (645, 2604),
+    (128, 4096, 7168): (533, 2221),
+    (128, 7168, 2048): (510, 2277),
+    (4096, 2112, 7168): (1058, 527),
+    (4096, 24576, 1536): (990, 786),
+    (4096, 32768, 512): (590, 1232),
+    (4096, 7168, 16384): (1358, 343),
+    (4096, 4096, 7168): (1304, 500),
+    (4096, 7168, 2048): (1025, 697),
+}
+# (groups, m per group, n, k) -> (TFLOP/s, GB/s)
+DEEPSEEK_CONTIGUOUS = {
+    (4, 8192, 4096, 7168): (1297, 418),
+    (4, 8192, 7168, 2048): (1099, 681),
+    (8, 4096, 4096, 7168): (1288, 494),
+    (8, 4096, 7168, 2048): (1093, 743),
+}
+DEEPSEEK_MASKED = {
+    (1, 1024, 4096, 7168): (1233, 924),
+    (1, 1024, 7168, 2048): (925, 968),
+    (2, 512, 4096, 7168): (1040, 1288),
+    (2, 512, 7168, 2048): (916, 1405),
+    (4, 256, 4096, 7168): (932, 2064),
+    (4, 256, 7168, 2048): (815, 2047),
+}
+# The kernels of specs/ the rows run on: (spec stem, kernel name).
+DEEPSEEK_DENSE_KERNEL = ("dense", "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32")
+DEEPSEEK_CONTIGUOUS_KERNEL = ("moe", "moe_w8a8_grouped_gemm")
 
 # Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
 SHAPES = {
@@ -165,18 +223,164 @@ def _torch_time(fn, repeats: int = 20) -> float:
     return float(np.median(times))
 
 
+def is_masked(kernel: ir.Kernel) -> bool:
+    """A grouped kernel with the masked layout (a fixed per-group capacity
+    and a per-group valid count): any field of its IR whose value is, or is
+    named, `masked`, so that this script follows the spec language's option
+    whatever the field is called."""
+    if kernel.op is not ir.Op.GROUPED:
+        return False
+    for f in dataclasses.fields(kernel):
+        value = getattr(kernel, f.name)
+        if getattr(value, "value", None) == "masked" or (f.name == "masked" and value is True):
+            return True
+    return False
+
+
+def find_masked_kernel(specs: dict) -> tuple[str, ir.Kernel] | None:
+    """(stem, kernel) of the first FP8 CUDA kernel of the specs with the
+    masked grouped layout, block-scaled W8A8 first; None when there is none."""
+    found = [(stem, k) for stem, spec in specs.items() for k in spec.kernels_for(ir.Backend.CUDA)
+             if is_masked(k) and k.lhs.dtype.is_fp8]
+    found.sort(key=lambda sk: not (sk[1].lhs_scale.enabled and sk[1].rhs_scale.enabled))
+    return found[0] if found else None
+
+
+def deepseek_plan(specs: dict) -> tuple[list[dict], list[str]]:
+    """The DeepSeek-V3 rows to run, each with its kernel and DeepGEMM's
+    figures; and why rows are skipped (a missing kernel)."""
+    rows, skipped = [], []
+
+    def kernel(stem: str, name: str) -> ir.Kernel | None:
+        spec = specs.get(stem)
+        return next((k for k in spec.kernels if k.name == name), None) if spec else None
+
+    layouts = [("dense", DEEPSEEK_DENSE_KERNEL, {(1, m, n, k): v for (m, n, k), v in
+                                                  DEEPSEEK_DENSE.items()}),
+               ("contiguous", DEEPSEEK_CONTIGUOUS_KERNEL, DEEPSEEK_CONTIGUOUS)]
+    masked = find_masked_kernel(specs)
+    for layout, (stem, name), table in layouts:
+        if kernel(stem, name) is None:
+            skipped.append(f"{layout}: specs/{stem}.gemm has no kernel {name}")
+            continue
+        for (g, m, n, k), (tflops, gbps) in table.items():
+            rows.append({"layout": layout, "spec": stem, "kernel": name,
+                         "groups": g if layout != "dense" else 0, "m_per_group": m, "n": n,
+                         "k": k, "ref_tflops": tflops, "ref_gbps": gbps})
+    if masked is None:
+        skipped.append(f"masked: no FP8 CUDA kernel of specs/ has the masked grouped layout, "
+                       f"so the {len(DEEPSEEK_MASKED)} masked rows are not run")
+    else:
+        stem, k_ = masked
+        for (g, m, n, k), (tflops, gbps) in DEEPSEEK_MASKED.items():
+            rows.append({"layout": "masked", "spec": stem, "kernel": k_.name, "groups": g,
+                         "m_per_group": m, "n": n, "k": k, "ref_tflops": tflops,
+                         "ref_gbps": gbps})
+    return rows, skipped
+
+
+def deepseek_inputs(kernel: ir.Kernel, row: dict, rng) -> tuple[dict, int, int]:
+    """Inputs of one DeepSeek row, the total m and the group count for cost()."""
+    g, m = row["groups"], row["m_per_group"]
+    if not g:
+        return random_inputs(kernel, m=m, n=row["n"], k=row["k"], rng=rng), m, 0
+    # Contiguous: g groups of m rows each. Masked: g groups of capacity m,
+    # all m valid (DeepGEMM's masked rows run full groups too).
+    sizes = np.full(g, m, np.int32)
+    return (random_inputs(kernel, m=g * m, n=row["n"], k=row["k"], rng=rng, group_sizes=sizes),
+            g * m, g)
+
+
+def run_deepseek(specs: dict) -> list[dict]:
+    from gemmgen.explain import H200_TBPS
+
+    plan, skipped = deepseek_plan(specs)
+    for why in skipped:
+        print(f"deepseek rows skipped: {why}", flush=True)
+    rng = np.random.default_rng(0)
+    done = []
+    for row in plan:
+        spec = specs[row["spec"]]
+        kernel = spec.kernel(row["kernel"])
+        try:
+            path = ROOT / "generated" / row["spec"] / "cuda" / f"{kernel.name}.py"
+            launcher = load_generated_module(path, f"bench_deepseek_{kernel.name}")
+            fn = getattr(launcher, kernel.name)
+            inputs, m, g = deepseek_inputs(kernel, row, rng)
+            dev = to_device(inputs)
+            seconds = time_call(lambda fn=fn, dev=dev: fn(**dev))
+            flops, moved = cost(kernel, m, row["n"], row["k"], g)
+            row.update(seconds=seconds, tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9)
+            row["hbm_fraction"] = row["gbps"] / (H200_TBPS * 1e3)
+            if hasattr(launcher, "device_sm"):
+                row["path"] = "wgmma" if launcher.device_sm()[0] == 90 and \
+                    kernel.uses_wgmma("sm_90a") else "mma.sync"
+        except Exception as e:  # noqa: BLE001 (report and go on)
+            row["error"] = f"{type(e).__name__}: {e}"
+        print(_deepseek_line(row), flush=True)
+        done.append(row)
+    return done
+
+
+def _deepseek_shape(row: dict) -> str:
+    if row["layout"] == "dense":
+        return f"{row['m_per_group']}x{row['n']}x{row['k']}"
+    return f"{row['groups']} x {row['m_per_group']} rows, n={row['n']} k={row['k']}"
+
+
+def _deepseek_line(row: dict) -> str:
+    head = f"deepseek {row['layout']} {_deepseek_shape(row)} on {row['kernel']}: "
+    ref = f"{DEEPGEMM_SOURCE}: {row['ref_tflops']} TFLOP/s, {row['ref_gbps']} GB/s"
+    if "error" in row:
+        return head + f"ERROR {row['error']} ({ref})"
+    return head + (f"{row['tflops']:.0f} TFLOP/s, {row['gbps']:.0f} GB/s "
+                   f"({row['hbm_fraction']:.0%} of HBM) vs {ref}")
+
+
+def deepseek_table(rows: list[dict]) -> list[str]:
+    out = [(f"| layout | shape | kernel | path | TFLOP/s | GB/s | % of HBM | {DEEPGEMM_SOURCE} "
+            "TFLOP/s | GB/s | ratio |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "tflops" not in r:
+            out.append(f"| {r['layout']} | {_deepseek_shape(r)} | {r['kernel']} | - | error | | | "
+                       f"{r['ref_tflops']} | {r['ref_gbps']} | |")
+            continue
+        out.append(f"| {r['layout']} | {_deepseek_shape(r)} | {r['kernel']} | "
+                   f"{r.get('path', '-')} | {r['tflops']:.0f} | {r['gbps']:.0f} | "
+                   f"{r['hbm_fraction']:.0%} | {r['ref_tflops']} | {r['ref_gbps']} | "
+                   f"{r['tflops'] / r['ref_tflops']:.2f} |")
+    return out
+
+
+def _specs() -> dict:
+    return {stem: render_spec(ROOT / "specs" / f"{stem}.gemm").spec for stem in ("dense", "moe")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--kernel", action="append")
     ap.add_argument("--quick", action="store_true", help="1/8 of the production shapes")
+    ap.add_argument("--deepseek-only", action="store_true",
+                    help=f"only the DeepSeek-V3 shapes, beside the {DEEPGEMM_SOURCE} figures")
+    ap.add_argument("--list-deepseek", action="store_true",
+                    help="print the DeepSeek-V3 rows and the kernels they run on, and exit "
+                         "(needs no GPU)")
     args = ap.parse_args()
+    if args.list_deepseek:
+        plan, skipped = deepseek_plan(_specs())
+        for row in plan:
+            print(f"{row['layout']:10} {_deepseek_shape(row):40} {row['kernel']}  "
+                  f"({DEEPGEMM_SOURCE}: {row['ref_tflops']} TFLOP/s, {row['ref_gbps']} GB/s)")
+        for why in skipped:
+            print(f"skipped {why}")
+        return 0
     if reason := cuda_gpu.unavailable_reason():
         print(f"gpu_bench: skipped: {reason}")
         return 0
     rows = []
     failed = 0
-    for stem in ("dense", "moe"):
+    for stem in () if args.deepseek_only else ("dense", "moe"):
         rendered = render_spec(ROOT / "specs" / f"{stem}.gemm")
         for kernel in rendered.spec.kernels_for(ir.Backend.CUDA):
             if args.kernel and kernel.name not in args.kernel:
@@ -223,11 +427,15 @@ def main() -> int:
             failed += not row.get("correct", False) or not row.get("mma_sync_correct", True)
             rows.append(row)
             print(_line(row), flush=True)
+    deepseek = run_deepseek(_specs()) if not args.kernel or args.deepseek_only else []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = __import__("cupy").cuda.runtime.getDeviceProperties(0)["name"].decode()
     (out / "bench.json").write_text(json.dumps({"device": device, "time": time.time(),
-                                                "rows": rows}, indent=2))
+                                                "rows": rows, "deepseek": deepseek}, indent=2))
+    if deepseek:
+        print(f"\nDeepSeek-V3 shapes on {device}, beside {DEEPGEMM_SOURCE}:\n")
+        print("\n".join(deepseek_table(deepseek)))
     print(f"\n{device}\n")
     print("| kernel | path | shape | correct | TFLOP/s | GB/s | mma.sync path TFLOP/s "
           "| torch bf16 dense TFLOP/s |")

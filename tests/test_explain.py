@@ -35,8 +35,70 @@ def test_explain_cuda_grouped(project, capsys):
     assert "path per arch: sm_90a: wgmma (Hopper body)" in out
     assert ("wgmma path (sm_90a, on an H200 of 132 SMs): tile 128x128x64, 5 stages of 32768 bytes; "
             "384 threads") in out
+    assert "wgmma m64n128k16, 64 rows each" in out  # 256 bits of K: 16 bf16
+    assert "  sm_90a: wgmma (Hopper body) multiplies bf16: 790 TFLOP/s" in out
     tiles = (-(-m // 128) + g) * (n // 128)
     assert f"moe_bf16_grouped_gemm_sm90: grid ({min(132, tiles)}, 1, 1), 384 threads, 199760 bytes" in out
+
+
+def _us(flops: float, moved: float, tflops: float) -> str:
+    return f"{max(flops / (tflops * 1e12), moved / 4.3e12) * 1e6:.2f} us"
+
+
+@pytest.fixture
+def no_nvcc(monkeypatch):
+    """The roofline needs no compiler: skip ptxas (tests/test_spill_warnings.py
+    covers explain's registers and spills)."""
+    from gemmgen.harness import toolchain
+
+    monkeypatch.setattr(toolchain, "find_nvcc", lambda: None)
+
+
+def test_explain_fp8_bound_is_the_rate_of_the_path_that_runs(project, no_nvcc, capsys):
+    """dense.gemm declares sm_89 and sm_90a. e4m3 x e4m3 runs on the mma.sync
+    body on both: FP8 tensor cores (QMMA, the 8-bit rate) on sm_89, but
+    conversions to f16 and HMMA on sm_90a (Hopper has FP8 only through
+    wgmma), so the H200 bound is the f16 one."""
+    m = n = k = 4096
+    assert main(["explain", "specs/dense.gemm", "fp8_fp8_gemm_tile_128x128x64"]) == 0
+    out = capsys.readouterr().out
+    flops, moved = 2 * m * n * k, m * k + k * n + 2 * m * n  # e4m3 in, bf16 out
+    assert (f"H200 bound: {_us(flops, moved, 790)} (compute-bound; 790 TFLOP/s 16-bit mma.sync "
+            "(the sm_90a path, FP8 converted to f16), 4.3 TB/s); mma.sync does not reach this "
+            "rate") in out
+    assert f"  sm_89: mma.sync multiplies e4m3: 1580 TFLOP/s -> {_us(flops, moved, 1580)}" in out
+    assert ("  sm_90a: mma.sync multiplies f16 (sm_90a has no FP8 mma.sync: ptxas converts e4m3 "
+            f"to f16 for HMMA): 790 TFLOP/s -> {_us(flops, moved, 790)} (compute-bound); "
+            "mma.sync does not reach the full tensor-core rate on Hopper") in out
+    assert "1580 TFLOP/s 8-bit" not in out
+
+
+def test_explain_int8_mma_sync_keeps_the_8bit_rate(project, no_nvcc, capsys):
+    assert main(["explain", "specs/dense.gemm", "int8_gemm"]) == 0
+    out = capsys.readouterr().out
+    assert "1580 TFLOP/s 8-bit mma.sync (the sm_90a path), 4.3 TB/s); mma.sync does not" in out
+    assert "  sm_89: mma.sync multiplies int8: 1580 TFLOP/s" in out
+    assert "  sm_90a: mma.sync multiplies int8: 1580 TFLOP/s" in out
+
+
+def test_the_fp8_bound_follows_uses_wgmma(monkeypatch):
+    """Once an FP8 kernel takes the Hopper body (Kernel.uses_wgmma), its
+    bound is the 8-bit wgmma rate, with no code naming FP8 here."""
+    from gemmgen import explain, ir
+    from gemmgen.build import load
+
+    spec, _ = load(REPO / "specs" / "dense.gemm")
+    kernel = spec.kernel("fp8_fp8_gemm_tile_128x128x64")
+    assert explain.tensor_path(kernel, "sm_90a").multiplies is ir.DType.F16
+    monkeypatch.setattr(ir.Kernel, "uses_wgmma", lambda self, arch: arch == "sm_90a")
+    p = explain.tensor_path(kernel, "sm_90a")
+    assert p.wgmma and p.multiplies is ir.DType.E4M3 and p.tflops == 1580 and not p.below_peak
+    lines = explain.roofline(kernel, 2 * 4096**3, 4096**2 * 4, archs=("sm_89", "sm_90a"))
+    assert "1580 TFLOP/s 8-bit wgmma (the sm_90a path), 4.3 TB/s)" in lines[3]
+    assert lines[-1].startswith("  sm_90a: wgmma (Hopper body) multiplies e4m3: 1580 TFLOP/s")
+    # No arch an H200 runs: the bound says so.
+    lines = explain.roofline(kernel, 2 * 4096**3, 4096**2 * 4, archs=("sm_89",))
+    assert lines[3].endswith("no declared arch runs on an H200 (compute capability 9.0)")
 
 
 def test_explain_pallas_and_unknown_kernel(project, capsys):

@@ -19,6 +19,10 @@ API:
   kernel: registers, spill stores and loads, stack frame, static shared
   memory, barriers, constant bank 0. Results are cached by content under
   ``$GEMMGEN_CACHE/nvcc``. Raises ``NvccError`` with nvcc's diagnostics.
+- ``resource_usage(nvcc, path, arch, *, include_dirs=()) -> dict[str,
+  ResourceUsage]``: ptxas's report for a file as a user compiles it (only
+  the given include folders), uncached; gemmgen.harness.resources keeps
+  the results for `build`'s spill warnings.
 - ``sass_summary(cubin) -> dict[str, SassSummary]``: ``cuobjdump
   --dump-sass`` per kernel: the opcode histogram and the counts that matter
   for a GEMM (tensor-core MMAs, LDSM, LDGSTS, 128-bit global loads).
@@ -63,6 +67,7 @@ __all__ = [
     "find_cuda_tool",
     "find_nvcc",
     "gencode",
+    "resource_usage",
     "sass_summary",
     "shared_memory_limit",
 ]
@@ -252,6 +257,23 @@ def _nvcc(nvcc: Path, flags: list[str], source: str, name: str, arch: str, cubin
             raise NvccError(f"{name}: nvcc failed for {arch}:\n{log.strip()}")
         atomic_write(cubin_path, out.read_bytes())
         atomic_write(log_path, log.encode())
+
+
+def resource_usage(nvcc: Path, source: Path, arch: str, *,
+                   include_dirs: Iterable[str | Path] = ()) -> dict[str, ResourceUsage]:
+    """What ptxas reports for every entry function of the file `source`
+    compiled for `arch` (``-O3 -std=c++17``, the include folders and no
+    others: how a user compiles ``generated/<stem>/cuda/``). Not cached here
+    (gemmgen.harness.resources keeps the results). Raises NvccError."""
+    with tempfile.TemporaryDirectory(prefix="gg-nvcc-") as tmp:
+        proc = subprocess.run([str(nvcc), "-cubin", "--resource-usage", "-std=c++17", "-O3",
+                               gencode(arch), *(f"-I{Path(d).resolve()}" for d in include_dirs),
+                               str(source), "-o", str(Path(tmp) / "kernel.cubin")],
+                              capture_output=True, text=True, check=False)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise NvccError(f"{source.name}: nvcc failed for {arch}:\n{log.strip()}")
+    return _parse_resource_usage(log, arch)
 
 
 _FUNCTION_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
