@@ -55,18 +55,29 @@ def no_nvcc(monkeypatch):
 
 
 def test_explain_fp8_bound_is_the_rate_of_the_path_that_runs(project, no_nvcc, capsys):
-    """dense.gemm declares sm_89 and sm_90a. e4m3 x e4m3 runs on the mma.sync
-    body on both: FP8 tensor cores (QMMA, the 8-bit rate) on sm_89, but
-    conversions to f16 and HMMA on sm_90a (Hopper has FP8 only through
-    wgmma), so the H200 bound is the f16 one."""
+    """dense.gemm declares sm_89 and sm_90a. e4m3 x e4m3 [n, k] runs on FP8
+    tensor cores on both: mma.sync (QMMA, the 8-bit rate) on sm_89, the
+    Hopper body (wgmma) on sm_90a. moe.gemm's FP8 [g, k, n] kernel cannot
+    take wgmma (FP8 B must be K-major): on sm_90a its mma.sync converts to
+    f16 for HMMA (Hopper has FP8 only through wgmma), so its H200 bound is
+    the f16 one."""
     m = n = k = 4096
     assert main(["explain", "specs/dense.gemm", "fp8_fp8_gemm_tile_128x128x64"]) == 0
     out = capsys.readouterr().out
     flops, moved = 2 * m * n * k, m * k + k * n + 2 * m * n  # e4m3 in, bf16 out
+    assert (f"H200 bound: {_us(flops, moved, 1580)} (compute-bound; 1580 TFLOP/s 8-bit wgmma "
+            "(the sm_90a path), 4.3 TB/s)") in out
+    assert f"  sm_89: mma.sync multiplies e4m3: 1580 TFLOP/s -> {_us(flops, moved, 1580)}" in out
+    assert (f"  sm_90a: wgmma (Hopper body) multiplies e4m3: 1580 TFLOP/s -> "
+            f"{_us(flops, moved, 1580)}") in out
+    assert "wgmma m64n128k32" in out
+    assert main(["explain", "specs/moe.gemm", "moe_fp8_grouped_gemm_kn", "--groups", "1"]) == 0
+    out = capsys.readouterr().out
+    # e4m3 lhs and rhs, f32 per-token [m] and per-channel [1, n] scales, bf16 out.
+    moved = m * k + k * n + 4 * m + 4 * n + 2 * m * n
     assert (f"H200 bound: {_us(flops, moved, 790)} (compute-bound; 790 TFLOP/s 16-bit mma.sync "
             "(the sm_90a path, FP8 converted to f16), 4.3 TB/s); mma.sync does not reach this "
             "rate") in out
-    assert f"  sm_89: mma.sync multiplies e4m3: 1580 TFLOP/s -> {_us(flops, moved, 1580)}" in out
     assert ("  sm_90a: mma.sync multiplies f16 (sm_90a has no FP8 mma.sync: ptxas converts e4m3 "
             f"to f16 for HMMA): 790 TFLOP/s -> {_us(flops, moved, 790)} (compute-bound); "
             "mma.sync does not reach the full tensor-core rate on Hopper") in out
@@ -87,8 +98,8 @@ def test_the_fp8_bound_follows_uses_wgmma(monkeypatch):
     from gemmgen import explain, ir
     from gemmgen.build import load
 
-    spec, _ = load(REPO / "specs" / "dense.gemm")
-    kernel = spec.kernel("fp8_fp8_gemm_tile_128x128x64")
+    spec, _ = load(REPO / "specs" / "moe.gemm")
+    kernel = spec.kernel("moe_fp8_grouped_gemm_kn")  # FP8 [g, k, n]: mma.sync on sm_90a
     assert explain.tensor_path(kernel, "sm_90a").multiplies is ir.DType.F16
     monkeypatch.setattr(ir.Kernel, "uses_wgmma", lambda self, arch: arch == "sm_90a")
     p = explain.tensor_path(kernel, "sm_90a")
