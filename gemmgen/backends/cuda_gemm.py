@@ -313,6 +313,8 @@ class GemmPlan:
     @property
     def summary_lines(self) -> tuple[str, ...]:
         kind = "grouped (mixture-of-experts) GEMM" if self.grouped else "dense GEMM"
+        if self.kernel.masked:
+            kind = "masked grouped (mixture-of-experts) GEMM"
         return tuple(textwrap.wrap(f"{self.name}: {kind} on tensor cores.", COLUMNS - len("// ")))
 
     @property
@@ -843,9 +845,9 @@ def _algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_fee
     name = kernel.name
     t = tiles[-1]
     if kernel.masked:
-        one = (f"the masked layout: lhs and out hold g groups of m rows (the capacity); each "
-               f"block takes a (group, m tile) pair and an n tile, computes the rows before "
-               f"the group's count masked_m[g] and writes zeros to the rows past it.")
+        one = ("the masked layout: lhs and out hold g groups of m rows (the capacity); each "
+               "block takes a (group, m tile) pair and an n tile, computes the rows before "
+               "the group's count masked_m[group] and writes zeros to the rows past it.")
     elif kernel.op is Op.GROUPED:
         one = (f"`{name}_fill` writes zeros (or existing_out) to out, and `{name}_worklist` turns "
                "group_sizes into (group, m tile) work items on the device; each GEMM block takes "
@@ -1061,7 +1063,9 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     return LaunchPlan(
         kernel=kernel, template="cuda/gemm.cu.j2", detail=p, spec_path=spec.path,
         where=p.where, summary=p.summary, spec_lines=p.spec_lines, archs=p.archs, args=p.args,
-        bindings=p.bindings, derived=(("n_out", p.n_out),), checks=p.checks,
+        bindings=p.bindings,
+        derived=(("n_out", p.n_out),) + ((cuda_masked.DERIVED,) if kernel.masked else ()),
+        checks=p.checks,
         variants=tuple(variants), entries=entries,
         empty=cuda_masked.EMPTY if kernel.masked else "m == 0",
     )
