@@ -417,3 +417,23 @@ def test_verify_runs_the_masked_kernel_on_both_backends(tmp_path):
     for backend in ("pallas-interpret", "pallas-lower", "cuda-emu"):
         assert f"{SPEC_KERNEL}  {backend}" in proc.stdout
     assert " 0 failed" in proc.stdout
+
+
+def test_explain_counts_every_row_of_capacity():
+    """`gemmgen explain`: m is the capacity of each of the groups, all valid
+    at most: the cost of g * m contiguous rows, and no existing_out."""
+    import dataclasses
+
+    from gemmgen import explain
+    from gemmgen.backends import pallas
+
+    kernel = moe_kernel()
+    flops, moved = explain.cost(kernel, 128, 4096, 7168, 32)
+    assert flops == 2 * 32 * 128 * 4096 * 7168
+    plain = dataclasses.replace(kernel, masked=False)
+    assert (flops, moved) == explain.cost(plain, 32 * 128, 4096, 7168, 32)
+    spec = render_spec(REPO / "specs" / "moe.gemm").spec
+    assert pallas.existing_out_saving(pallas.plan(kernel, spec), 128, 4096) is None
+    text = "\n".join(explain._pallas(spec, kernel, 100, 256, 256, 5))
+    assert "grid ~ (2, 10, 2) (n tiles, (group, m tile) pairs" in text
+    assert "existing_out" not in text

@@ -456,8 +456,9 @@ class AliasSaving:
 
 def existing_out_saving(p: PallasPlan, m: int, n: int) -> AliasSaving | None:
     """The saving at an [m, k] x [n] problem, for a grouped matmul (the only
-    op whose existing_out is aliased); None for the others."""
-    if not isinstance(p, MatmulPlan) or not p.grouped:
+    op whose existing_out is aliased; not the masked layout, which has no
+    existing_out); None for the others."""
+    if not isinstance(p, MatmulPlan) or not p.grouped or p.masked:
         return None
     n_out = n // 2 if p.core.silu_mul else n
     array = m * n_out * storage_bytes(p.module.kernel.out)

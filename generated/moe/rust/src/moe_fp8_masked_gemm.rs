@@ -2,9 +2,9 @@
 
 //! Rust launcher of the CUDA kernel moe_fp8_masked_gemm (specs/moe.gemm):
 //!
-//! moe_fp8_masked_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32) lhs_scale
-//! per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile 64x128x128
-//! +1 tile rule stages 2 [cuda, pallas_tpu]
+//! moe_fp8_masked_gemm: grouped lhs e4m3 [g, m, k] (masked) x rhs e4m3 [g, n, k] -> bf16 (acc f32)
+//! lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile
+//! 64x128x128 +1 tile rule stages 2 [cuda, pallas_tpu]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
