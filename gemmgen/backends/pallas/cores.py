@@ -330,10 +330,10 @@ class MatmulCore:
             names.append("rhs_scale_ref")
         if self.bias is not BiasMode.NONE:
             names += [f"bias{h.suffix}_ref" for h in self.halves]
-        if self.grouped:
+        if self.grouped and not self.masked:
             names.append("existing_ref")
         groups.append(ParamGroup("Inputs (existing_ref: None unless existing_out is aliased).",
-                                 tuple(names)) if self.grouped
+                                 tuple(names)) if self.grouped and not self.masked
                       else ParamGroup("Inputs.", tuple(names)))
         groups.append(ParamGroup("Output and scratch.",
                                  ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves))))
@@ -355,7 +355,7 @@ class MatmulCore:
             names.append("rhs_scale")
         if self.bias is not BiasMode.NONE:
             names.append("bias")
-        if self.grouped:
+        if self.grouped and not self.masked:
             names += ["group_offset", "existing_out"]
         return tuple(names)
 
@@ -380,11 +380,12 @@ class MatmulCore:
         if self.fn == "_gmm_plain":
             what += " without scales, bias or activation (the backward pass)"
         g = "g, " if self.grouped else ""
+        doc = f"{what} on validated arguments: rhs is [{g}n, k] when rhs_nk, else [{g}k, n]."
         if self.masked:
-            what += (" of the masked layout (lhs [g * cap, k], group_sizes is masked_m, "
-                     "no group_offset or existing_out)")
-        return (f"{what} on validated arguments: rhs is [{g}n, k] when rhs_nk, "
-                f"else [{g}k, n].")
+            doc += ("\n\n    The masked layout: lhs is [g * cap, k], group i owns rows [i * cap, "
+                    "i * cap + group_sizes[i])\n    (group_sizes is masked_m, clipped to [0, cap]); "
+                    "cap = m / g.\n    ")
+        return doc
 
     @property
     def steps(self) -> tuple[Step, ...]:

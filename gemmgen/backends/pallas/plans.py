@@ -163,10 +163,9 @@ class MatmulPlan:
     def masked_call(self) -> tuple[str, ...]:
         """The masked layout: what `_launch` passes for each of the core's
         parameters: lhs and its per-row scales as g * m rows, masked_m as
-        group_sizes, no group_offset or existing_out."""
+        group_sizes."""
         rows = "g * m"
-        values = {"lhs": f"lhs.reshape({rows}, lhs.shape[2])", "group_sizes": "masked_m",
-                  "group_offset": "None", "existing_out": "None"}
+        values = {"lhs": f"lhs.reshape({rows}, lhs.shape[2])", "group_sizes": "masked_m"}
         if self.core.lhs_scale in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
             values["lhs_scale"] = f"lhs_scale.reshape(({rows},) + lhs_scale.shape[2:])"
         return tuple(values.get(name, name) for name in self.core.fn_params)
