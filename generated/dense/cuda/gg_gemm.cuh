@@ -544,8 +544,8 @@ __device__ __forceinline__ void masked(unsigned char* smem,
     out[(long long)(base + r) * n_out + c] = gg::from_float<typename T::out_t>(0.0f);
   }
   if (count > lo) {
-    gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, base + count, n, k, base + lo,
-                 n0, gl, base + lo, base + count);
+    gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, base + count, n, k, base + lo, n0,
+                 gl, base + lo, base + count);
   }
 }
 
