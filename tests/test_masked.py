@@ -400,9 +400,9 @@ def test_cuda_empty_calls_launch_nothing(g, m):
 def test_cuda_grid_covers_every_group_and_m_tile():
     kernel = moe_kernel()
     lm = cuda_launcher("moe", SPEC_KERNEL)
-    (launch,) = lm.launches({"m": 70, "k": 256, "g": 5, "n": 256, "n_out": 256, "rows": 350})
+    (launch,) = lm.launches({"m": 70, "k": 256, "g": 5, "n": 256, "n_out": 256})
     assert launch.grid == (2, 5 * 2, 1)  # n tiles, g * cdiv(70, 64) (group, m tile) pairs
-    (launch,) = lm.launches({"m": 20, "k": 256, "g": 5, "n": 256, "n_out": 256, "rows": 100})
+    (launch,) = lm.launches({"m": 20, "k": 256, "g": 5, "n": 256, "n_out": 256})
     assert launch.entry == f"{SPEC_KERNEL}_t0" and launch.grid == (2, 5, 1)  # the 32-row rule
 
 

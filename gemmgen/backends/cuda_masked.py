@@ -19,12 +19,11 @@ from __future__ import annotations
 from gemmgen.backends.cuda_common import Arg, Binding, Check, StepArg, array, i32, var
 from gemmgen.ir import DType
 
-__all__ = ["DERIVED", "EMPTY", "ROWS", "args", "bindings", "checks", "grid_rows", "params"]
+__all__ = ["EMPTY", "ROWS", "args", "bindings", "checks", "grid_rows", "params"]
 
-# The kernel's row count, a derived name of the launch plan: g * m, as the
-# launchers compute it (in 64 bits; `checks` keeps it within int32).
-ROWS = "rows"
-DERIVED = (ROWS, "g * m")
+# The rows of lhs and out as the kernel indexes them, g * m: the launchers
+# compute it in 64 bits and `checks` keeps it within int32.
+ROWS = "g * m"
 # Nothing to compute: no group, or no row of capacity.
 EMPTY = "m == 0 or g == 0"
 
@@ -69,7 +68,7 @@ def checks(grouped: tuple[Check, ...]) -> tuple[Check, ...]:
     """The contiguous layout's checks less group_offset's, and the row count
     within int32 (the kernel indexes rows as int)."""
     out = [c for c in grouped if "group_offset" not in c.message]
-    out.insert(len(out) - 1, Check(f"{DERIVED[1]} < 2147483647",
+    out.insert(len(out) - 1, Check(f"{ROWS} < 2147483647",
                                    "g * m (the rows of lhs and out) must fit in int32"))
     return tuple(out)
 
@@ -78,7 +77,7 @@ def params() -> tuple[tuple[str, str, StepArg], ...]:
     """The GEMM entry points' parameters after out (C++ type, name, what the
     launchers pass): masked_m, then the dims (m is the capacity)."""
     return (("const int* __restrict__", "masked_m", array("masked_m")),
-            *(("int", d, i32(d)) for d in (ROWS, "n", "k", "g", "m")))
+            *(("int", d, i32(d)) for d in ("n", "k", "g", "m")))
 
 
 def grid_rows(bm: int) -> str:

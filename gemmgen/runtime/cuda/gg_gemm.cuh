@@ -503,8 +503,8 @@ __device__ __forceinline__ void worklist(const int* __restrict__ group_sizes, in
   workspace[0] = count;
 }
 
-// (2-4) for a masked grouped GEMM (docs/cuda.md, "The masked layout"): lhs
-// [g, cap, k] and out [g, cap, n_out] as `rows` = g * cap rows; group gl owns
+// (2-4) for a masked grouped GEMM (docs/cuda.md, "Masked grouped launches"):
+// lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows; group gl owns
 // rows [gl * cap, gl * cap + masked_m[gl]) (the count clipped to [0, cap]).
 // Block (x, y, z) takes n tile x and m tile y + z * gridDim.y of the grid's
 // g * cdiv(cap, bm) (group, m tile) pairs: it zeroes the rows of its tile
@@ -520,8 +520,8 @@ __device__ __forceinline__ void masked(unsigned char* smem,
                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                        const typename T::bias_t* __restrict__ bias,
                                        typename T::out_t* __restrict__ out,
-                                       const int* __restrict__ masked_m, int rows, int n, int k,
-                                       int g, int cap) {
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
   const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
   const unsigned tiles = static_cast<unsigned>((cap + T::kBM - 1) / T::kBM);
   if (y >= tiles * static_cast<unsigned>(g)) {
@@ -531,7 +531,7 @@ __device__ __forceinline__ void masked(unsigned char* smem,
   const int lo = static_cast<int>(y % tiles) * T::kBM;  // the tile's first row in its group
   const int hi = lo + T::kBM < cap ? lo + T::kBM : cap;
   const int count = masked_m[gl] < 0 ? 0 : (masked_m[gl] > cap ? cap : masked_m[gl]);
-  const int base = gl * cap;  // < rows <= INT_MAX: the launchers check g * cap
+  const int base = gl * cap;  // < g * cap <= INT_MAX: the launchers check it
   const int n_out = T::kActivation == Activation::kSiluMul ? n / 2 : n;
   const int n0 = blockIdx.x * T::kBNOut;
   // Rows [max(lo, count), hi) of the tile are past the count: zeros.

@@ -91,10 +91,9 @@ extern "C" __global__ void __launch_bounds__(128) moe_fp8_masked_gemm_t0(
     // arrays in the launch contract's order, then the dims
     const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
     const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
-    __nv_bfloat16* __restrict__ out, const int* __restrict__ masked_m, int rows, int n, int k,
-    int g, int m) {
-  gg::gemm::masked<Tile0>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, masked_m, rows, n,
-                          k, g, m);
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ masked_m, int n, int k, int g, int m) {
+  gg::gemm::masked<Tile0>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, masked_m, n, k, g,
+                          m);
 }
 
 // (2-4) Tile 1 (default): 64 x 128 output tiles; grid: n tiles, (group, m tile) pairs over y and z.
@@ -102,10 +101,9 @@ extern "C" __global__ void __launch_bounds__(256) moe_fp8_masked_gemm_t1(
     // arrays in the launch contract's order, then the dims
     const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
     const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
-    __nv_bfloat16* __restrict__ out, const int* __restrict__ masked_m, int rows, int n, int k,
-    int g, int m) {
-  gg::gemm::masked<Tile1>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, masked_m, rows, n,
-                          k, g, m);
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ masked_m, int n, int k, int g, int m) {
+  gg::gemm::masked<Tile1>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, masked_m, n, k, g,
+                          m);
 }
 
 // Host launcher, for nvcc's host pass and the CPU emulation (which runs it
@@ -141,12 +139,11 @@ cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream
   const long long k = a.k;
   const long long g = a.g;
   const long long n = a.n;
-  const long long rows = g * m;
   switch (moe_fp8_masked_gemm_pick_tile(m, n, k)) {
     case 0:
       moe_fp8_masked_gemm_t0<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
-          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(rows), gg_i32(n),
-          gg_i32(k), gg_i32(g), gg_i32(m));
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(n), gg_i32(k),
+          gg_i32(g), gg_i32(m));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
         return err;
@@ -159,8 +156,8 @@ cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream
         return err;
       }
       moe_fp8_masked_gemm_t1<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
-          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(rows), gg_i32(n),
-          gg_i32(k), gg_i32(g), gg_i32(m));
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(n), gg_i32(k),
+          gg_i32(g), gg_i32(m));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
         return err;

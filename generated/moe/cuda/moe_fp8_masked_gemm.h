@@ -145,7 +145,6 @@ inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch 
   [[maybe_unused]] const long long g = a.g;
   [[maybe_unused]] const long long n = a.n;
   [[maybe_unused]] const long long n_out = n;
-  [[maybe_unused]] const long long rows = g * m;
   if (m == 0 || g == 0) {
     return 0;
   }
@@ -200,7 +199,6 @@ inline const char* moe_fp8_masked_gemm_validate(const MoeFp8MaskedGemmArgs& a) {
   [[maybe_unused]] const long long g = a.g;
   [[maybe_unused]] const long long n = a.n;
   [[maybe_unused]] const long long n_out = n;
-  [[maybe_unused]] const long long rows = g * m;
   if (!(m >= 0 && n > 0 && k > 0)) {
     return "moe_fp8_masked_gemm: m must be >= 0 and n, k positive";
   }

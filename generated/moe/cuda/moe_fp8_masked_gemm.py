@@ -162,7 +162,6 @@ def validate(*, lhs, rhs, masked_m, lhs_scale, rhs_scale, out=None) -> dict[str,
     g = int(rhs.shape[0])
     n = int(rhs.shape[1])
     n_out = n
-    rows = g * m
     expected = {
         "lhs": (g, m, k),
         "rhs": (g, n, k),
@@ -177,19 +176,19 @@ def validate(*, lhs, rhs, masked_m, lhs_scale, rhs_scale, out=None) -> dict[str,
             raise ValueError(f"{NAME}: {name} must have shape {list(shape)}, got {list(x.shape)}")
     if not (m >= 0 and n > 0 and k > 0):
         raise ValueError(
-            f"{NAME}: m must be >= 0 and n, k positive (m={m}, k={k}, g={g}, n={n}, n_out={n_out}, rows={rows})",
+            f"{NAME}: m must be >= 0 and n, k positive (m={m}, k={k}, g={g}, n={n}, n_out={n_out})"
         )
     if not (k % 16 == 0):
         raise ValueError(
-            f"{NAME}: k must be a multiple of 16: rows of 16-byte copies (m={m}, k={k}, g={g}, n={n}, n_out={n_out}, rows={rows})",
+            f"{NAME}: k must be a multiple of 16: rows of 16-byte copies (m={m}, k={k}, g={g}, n={n}, n_out={n_out})",
         )
     if not (g * m < 2147483647):
         raise ValueError(
-            f"{NAME}: g * m (the rows of lhs and out) must fit in int32 (m={m}, k={k}, g={g}, n={n}, n_out={n_out}, rows={rows})",
+            f"{NAME}: g * m (the rows of lhs and out) must fit in int32 (m={m}, k={k}, g={g}, n={n}, n_out={n_out})",
         )
     if not (m < 2147483647 and n < 2147483647 and k < 2147483647):
         raise ValueError(
-            f"{NAME}: dims must fit in int32 (m={m}, k={k}, g={g}, n={n}, n_out={n_out}, rows={rows})",
+            f"{NAME}: dims must fit in int32 (m={m}, k={k}, g={g}, n={n}, n_out={n_out})"
         )
     for name, align in ALIGN.items():
         ptr = _pointer(arrays[name])
@@ -199,7 +198,7 @@ def validate(*, lhs, rhs, masked_m, lhs_scale, rhs_scale, out=None) -> dict[str,
         flags = getattr(x, "flags", None)
         if x is not None and flags is not None and not flags["C_CONTIGUOUS"]:
             raise ValueError(f"{NAME}: {name} must be C-contiguous")
-    dims = {"m": m, "k": k, "g": g, "n": n, "n_out": n_out, "rows": rows}
+    dims = {"m": m, "k": k, "g": g, "n": n, "n_out": n_out}
     launches(dims)  # raises ValueError when a launch is over CUDA's grid or block limits
     return dims
 
@@ -232,14 +231,7 @@ def launches(dims: dict[str, int]) -> list[Launch]:
 
 
 def _sequence(dims: dict[str, int]) -> list[Launch]:
-    m, k, g, n, n_out, rows = (
-        dims["m"],
-        dims["k"],
-        dims["g"],
-        dims["n"],
-        dims["n_out"],
-        dims["rows"],
-    )
+    m, k, g, n, n_out = (dims["m"], dims["k"], dims["g"], dims["n"], dims["n_out"])
     if m == 0 or g == 0:
         return []
     match pick_tile(m, n, k):
@@ -262,7 +254,6 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
                         "rhs_scale",
                         "out",
                         "masked_m",
-                        gg_i32(rows),
                         gg_i32(n),
                         gg_i32(k),
                         gg_i32(g),
@@ -290,7 +281,6 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
                         "rhs_scale",
                         "out",
                         "masked_m",
-                        gg_i32(rows),
                         gg_i32(n),
                         gg_i32(k),
                         gg_i32(g),

@@ -136,7 +136,6 @@ ffi::Error Handler(ffi::Context ctx, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs,
   [[maybe_unused]] const long long g = a.g;
   [[maybe_unused]] const long long n = a.n;
   [[maybe_unused]] const long long n_out = n;
-  [[maybe_unused]] const long long rows = g * m;
   std::string why;
   if (why.empty()) {
     why = ShapeError("lhs", "[g, m, k]", lhs.dimensions(), {g, m, k});

@@ -52,17 +52,11 @@ pub struct Dims {
     pub n: i64,
     /// `n_out` = `n`.
     pub n_out: i64,
-    /// `rows` = `g * m`.
-    pub rows: i64,
 }
 
 impl fmt::Display for Dims {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "m={}, k={}, g={}, n={}, n_out={}, rows={}",
-            self.m, self.k, self.g, self.n, self.n_out, self.rows,
-        )
+        write!(f, "m={}, k={}, g={}, n={}, n_out={}", self.m, self.k, self.g, self.n, self.n_out)
     }
 }
 
@@ -117,8 +111,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     let g = a.rhs.shape[0];
     let n = a.rhs.shape[1];
     let n_out = n;
-    let rows = g * m;
-    let d = Dims { m, k, g, n, n_out, rows };
+    let d = Dims { m, k, g, n, n_out };
     common::check_shape(NAME, "lhs", a.lhs.shape, [g, m, k])?;
     common::check_shape(NAME, "rhs", a.rhs.shape, [g, n, k])?;
     common::check_shape(NAME, "masked_m", a.masked_m.shape, [g])?;
@@ -164,7 +157,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
 /// The launches of a valid call with dims `d`, in order (none when there
 /// is nothing to compute). `launch` makes exactly these.
 pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
-    let Dims { m, k, g, n, n_out, rows } = *d;
+    let Dims { m, k, g, n, n_out } = *d;
     if m == 0 || g == 0 {
         return Vec::new();
     }
@@ -191,7 +184,6 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
                     KernelArg::Ptr(a.rhs_scale.ptr),
                     KernelArg::Ptr(a.out.ptr),
                     KernelArg::Ptr(a.masked_m.ptr),
-                    gg_i32(rows),
                     gg_i32(n),
                     gg_i32(k),
                     gg_i32(g),
@@ -221,7 +213,6 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
                     KernelArg::Ptr(a.rhs_scale.ptr),
                     KernelArg::Ptr(a.out.ptr),
                     KernelArg::Ptr(a.masked_m.ptr),
-                    gg_i32(rows),
                     gg_i32(n),
                     gg_i32(k),
                     gg_i32(g),
