@@ -1063,9 +1063,7 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     return LaunchPlan(
         kernel=kernel, template="cuda/gemm.cu.j2", detail=p, spec_path=spec.path,
         where=p.where, summary=p.summary, spec_lines=p.spec_lines, archs=p.archs, args=p.args,
-        bindings=p.bindings,
-        derived=(("n_out", p.n_out),),
-        checks=p.checks,
+        bindings=p.bindings, derived=(("n_out", p.n_out),), checks=p.checks,
         variants=tuple(variants), entries=entries,
         empty=cuda_masked.EMPTY if kernel.masked else "m == 0",
     )
