@@ -456,3 +456,42 @@ def test_local_kernels_compile_for_every_arch_without_spills(name):
         assert set(result.kernels) == set(lp.entries)
         for entry, usage in result.kernels.items():
             assert usage.spill_stores == 0 and usage.spill_loads == 0, (arch, entry, usage)
+
+
+# Planted bugs in the masked body (gg_gemm.cuh): the edge tests above must
+# fail on each, so they are not vacuous.
+PLANTED = [
+    # no zeros past a count: the poisoned output shows through
+    ("const int zero_from = count > lo ? count : lo;", "const int zero_from = hi;"),
+    # a count past the capacity is not clipped: rows of the next group are
+    # overwritten with this group's product
+    ("(masked_m[gl] > cap ? cap : masked_m[gl])", "masked_m[gl]"),
+    # the partial last m tile of a capacity forgotten (and the pairs misindexed)
+    ("static_cast<unsigned>((cap + T::kBM - 1) / T::kBM)", "static_cast<unsigned>(cap / T::kBM)"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("old,new", PLANTED, ids=["no_zeros", "no_clip", "floor_tiles"])
+def test_planted_bugs_in_the_masked_body_fail(old, new):
+    from cuda_helpers import with_mutated_runtime
+
+    from gemmgen.harness.cuda_emu import EmuRaceError
+
+    spec, d = cuda_generated("moe")
+    kernel = spec.kernel(SPEC_KERNEL)
+    source = (d / f"{SPEC_KERNEL}.cu").read_text()
+    case = Case("planted", m=70, n=128, k=256, masked_m=(0, 90, 1, 65))
+    inputs = case.inputs(kernel, 0)
+    expected = reference(kernel, **inputs)
+    good = run_launcher(cuda_launcher("moe", SPEC_KERNEL), source, f"masked/{SPEC_KERNEL}.cu",
+                        inputs, modules=_modules, arch=emulated_arch(spec))
+    assert compare(good, expected, kernel, k=case.k, inputs=inputs).passed
+    mutant = with_mutated_runtime(source, "gg_gemm.cuh", old, new)
+    try:
+        bad = run_launcher(cuda_launcher("moe", SPEC_KERNEL), mutant,
+                           f"masked/{SPEC_KERNEL}.planted.{PLANTED.index((old, new))}.cu",
+                           inputs, modules=_modules, arch=emulated_arch(spec))
+    except EmuRaceError:
+        return  # two blocks wrote one element: the emulator caught it
+    assert not compare(bad, expected, kernel, k=case.k, inputs=inputs).passed
