@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gemmgen import backends, ir
 from gemmgen.backends import cuda as cuda_backend
@@ -495,3 +497,43 @@ def test_planted_bugs_in_the_masked_body_fail(old, new):
     except EmuRaceError:
         return  # two blocks wrote one element: the emulator caught it
     assert not compare(bad, expected, kernel, k=case.k, inputs=inputs).passed
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_cuda_drawn_capacities_and_counts(data):
+    """Hypothesis: capacities around the 32- and 64-row tiles (both LUT
+    entries), 1..8 groups, counts anywhere in [-2, cap + 2]."""
+    cap = data.draw(st.integers(1, 140), label="cap")
+    g = data.draw(st.integers(1, 8), label="g")
+    counts = data.draw(st.lists(st.integers(-2, cap + 2), min_size=g, max_size=g), label="counts")
+    cuda_check("moe", SPEC_KERNEL, Case("drawn", m=cap, n=128, k=256, masked_m=tuple(counts)))
+
+
+def _nan_padding(kernel: ir.Kernel, case: Case) -> dict:
+    """The case's inputs with NaN in every lhs row (and lhs scale) past a
+    count: padding a kernel must never let into a stored row."""
+    inputs = case.inputs(kernel, 3)
+    lhs = inputs["lhs"].copy()
+    scale = inputs["lhs_scale"].copy()
+    for i, c in enumerate(case.masked_m):
+        lhs[i, max(c, 0):] = np.nan
+        scale[i, max(c, 0):] = np.nan
+    return dict(inputs, lhs=lhs, lhs_scale=scale)
+
+
+NAN_CASE = Case("nan_padding", m=70, n=128, k=256, masked_m=(0, 70, 1, 65, 33))
+
+
+@pytest.mark.slow
+def test_nan_padding_stays_out_on_both_backends(pallas_modules):
+    import pallas_helpers as ph
+
+    kernel = moe_kernel()
+    inputs = _nan_padding(kernel, NAN_CASE)
+    expected = reference(kernel, **inputs)
+    assert np.isfinite(expected).all()
+    actual = cuda_run("moe", SPEC_KERNEL, inputs)
+    assert compare(actual, expected, kernel, k=NAN_CASE.k, inputs=inputs).passed
+    ph.check(kernel, pallas_modules["moe"].fn(SPEC_KERNEL), inputs, k=NAN_CASE.k)
