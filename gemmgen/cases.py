@@ -2,7 +2,9 @@
 the backend test suites run, chosen from the kernel's own tile so that every
 case exercises the edges: a partial last M tile, K not a multiple of the K
 tile, zero-sized groups, rows owned by no group, and group_offset sharding
-with existing_out.
+with existing_out; for the masked grouped layout, valid counts of 0, 1, the
+capacity and ragged ones, a capacity that is not a multiple of the M tile,
+and 16 groups.
 
 Tile LUTs: every entry (each `tile_rule` and the default tile) gets at least
 one case whose shape picks it, built from that entry's tile (`lut_cases`).
@@ -42,9 +44,13 @@ class Case:
     group_offset: int | None = None
     g_local: int | None = None
     existing_out: bool = False
+    # The masked layout (m is the capacity): the valid rows of each group.
+    masked_m: tuple[int, ...] | None = None
 
     def describe(self) -> str:
         s = f"m={self.m} n={self.n} k={self.k}"
+        if self.masked_m is not None:
+            s += f" masked_m={list(self.masked_m)}"
         if self.group_sizes is not None:
             s += f" groups={list(self.group_sizes)}"
         if self.group_offset is not None:
@@ -56,9 +62,10 @@ class Case:
     def inputs(self, kernel: ir.Kernel, seed: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng([seed, self.m, self.n, self.k, len(self.name)])
         gs = np.asarray(self.group_sizes, np.int32) if self.group_sizes is not None else None
+        mm = np.asarray(self.masked_m, np.int32) if self.masked_m is not None else None
         return random_inputs(kernel, m=self.m, n=self.n, k=self.k, rng=rng, group_sizes=gs,
                              g_local=self.g_local, group_offset=self.group_offset,
-                             with_existing_out=self.existing_out)
+                             with_existing_out=self.existing_out, masked_m=mm)
 
 
 def standard_cases(kernel: ir.Kernel, *, small: bool = True) -> list[Case]:
@@ -86,6 +93,12 @@ def _base_cases(kernel: ir.Kernel, small: bool) -> list[Case]:
                 top = kernel.max_m or 8
                 return [Case("batch2", m=2, n=n, k=k), Case(f"batch{top}", m=top, n=n, k=k)]
             return [Case("ragged", m=m, n=n, k=k), Case("decode", m=3, n=n, k=k)]
+        case ir.Op.GROUPED if kernel.masked:
+            # m is the capacity, one row past a tile edge plus 37 (not a
+            # multiple of the tile); then 16 groups of a decode-sized capacity.
+            return [Case("masked_ragged", m=m, n=n, k=k, masked_m=_masked_counts(m, t, 5)),
+                    Case("masked_g16", m=t.m // 2 + 5, n=n, k=k,
+                         masked_m=_masked_counts(t.m // 2 + 5, t, 16))]
         case ir.Op.GROUPED:
             # 5 groups: an empty first group, a group spanning a tile edge,
             # another empty one, and rows past sum(group_sizes).
@@ -122,6 +135,14 @@ def _grouped_sizes(m: int, t: ir.Tile, rows: int | None = None) -> tuple[int, ..
     rest = rows - a
     last = min(7, rest // 2)
     return (0, a, 0, rest - last, last)
+
+
+def _masked_counts(cap: int, t: ir.Tile, g: int) -> tuple[int, ...]:
+    """Valid rows of g groups of capacity cap: empty, full, one row, one past
+    a tile edge (when the capacity has one), then ragged counts."""
+    first = [0, cap, min(1, cap), min(t.m + 1, cap) if cap > t.m else cap // 2 + 1]
+    rest = [(7 * i + 3) % (cap + 1) for i in range(max(g - len(first), 0))]
+    return tuple((first + rest)[:g])
 
 
 def _tgmm_sizes(m: int, t: ir.Tile, rows: int | None = None) -> tuple[int, ...]:
@@ -173,6 +194,9 @@ def case_work(kernel: ir.Kernel, case: Case) -> int:
     t = kernel.tile_for(case.m, case.n, case.k)
     n_pad = _round_up(case.n, t.n)
     k_pad = _round_up(case.k, t.k)
+    if case.masked_m is not None:
+        # masked: the m tiles of each group's valid rows
+        return sum(_round_up(max(c, 0), t.m) for c in case.masked_m) * n_pad * k_pad
     if case.group_sizes is None:
         return _round_up(case.m, t.m) * n_pad * k_pad
     offset = case.group_offset or 0
@@ -354,6 +378,9 @@ def _best(kernel: ir.Kernel, entry: int, template: Case, ms: list[int], ns: list
 def _shaped(kernel: ir.Kernel, template: Case, m: int, n: int, k: int, tile: ir.Tile) -> Case:
     """`template` with the shape (m, n, k) and group sizes to match."""
     sizes = template.group_sizes
+    if kernel.masked:
+        counts = _masked_counts(m, tile, len(template.masked_m or ()) or 5)
+        return replace(template, m=m, n=n, k=k, masked_m=counts)
     if kernel.op is ir.Op.GROUPED:
         sizes = _grouped_sizes(m, tile, rows=min(m - m // 8, tile.m + 17) if m > tile.m + 37 else None)
     elif kernel.op is ir.Op.TGMM:

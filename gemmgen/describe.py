@@ -23,8 +23,9 @@ def describe_kernel(k: ir.Kernel) -> str:
                      ir.Op.TGMM: {ir.Layout.KN: "[m, n]", ir.Layout.NK: "[m, n]"}}[k.op][k.rhs.layout]
         packed = " packed" if k.rhs.packed else ""
         lhs_packed = " packed" if k.lhs.packed else ""
-        parts.append(f"lhs {k.lhs.dtype.value}{lhs_packed} x rhs {k.rhs.dtype.value}{packed} "
-                     f"{rhs_shape}")
+        masked = " [g, m, k] (masked)" if k.masked else ""
+        parts.append(f"lhs {k.lhs.dtype.value}{lhs_packed}{masked} x rhs {k.rhs.dtype.value}"
+                     f"{packed} {rhs_shape}")
     else:
         parts.append(f"lhs {k.lhs.dtype.value}")
     parts.append(f"-> {k.out.value} (acc {k.acc.value})")

@@ -18,6 +18,7 @@ bank conflicts, global sectors against the ideal, MMA / ldmatrix / cp.async
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -36,7 +37,11 @@ def _bytes(dt: ir.DType, count: int) -> int:
 
 
 def cost(kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> tuple[int, int]:
-    """(FLOPs, bytes moved at least once) for one call."""
+    """(FLOPs, bytes moved at least once) for one call. The masked layout:
+    m is each group's capacity, every row counted valid (the most work a
+    call can do)."""
+    if kernel.masked:  # the same as g * m contiguous rows
+        return cost(dataclasses.replace(kernel, masked=False), groups * m, n, k, groups)
     if kernel.op is ir.Op.QUANTIZE:
         g = kernel.out_scale.block_k or k
         moved = _bytes(kernel.lhs.dtype, m * k) + _bytes(kernel.out, m * k) + \
@@ -272,16 +277,21 @@ def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
     return lines
 
 
-def _pallas(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int) -> list[str]:
+def _pallas(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
+            groups: int = 1) -> list[str]:
     from gemmgen.backends import pallas
 
     p = pallas.plan(kernel, spec)
     mod = p.module
     t = kernel.tile_for(m, n, k)
     lines = [f"pallas_tpu ({mod.tpu}): tile m={t.m} n={t.n} k={t.k}"]
-    grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
-    lines.append(f"  grid ~ {grid} (n tiles, m tiles [+ groups], k tiles); "
-                 f"{mod.buffers} buffers per block")
+    if kernel.masked:  # every (group, m tile) pair holding valid rows, at most
+        grid = (math.ceil(n / t.n), groups * math.ceil(m / t.m), math.ceil(k / t.k))
+        what = "n tiles, (group, m tile) pairs with valid rows (at most), k tiles"
+    else:
+        grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
+        what = "n tiles, m tiles [+ groups], k tiles"
+    lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block")
     lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
     saving = pallas.existing_out_saving(p, m, n)
     if saving is not None:
@@ -363,8 +373,9 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
     k = k or kernel.static_k or 4096
     from gemmgen.describe import describe_kernel
 
-    lines = [describe_kernel(kernel), "",
-             f"problem: m={m} n={n} k={k}" + (f", {groups} groups" if kernel.grouped else "")]
+    what = (f", {groups} groups of m rows of capacity, all valid (masked layout)" if kernel.masked
+            else f", {groups} groups" if kernel.grouped else "")
+    lines = [describe_kernel(kernel), "", f"problem: m={m} n={n} k={k}" + what]
     flops, moved = cost(kernel, m, n, k, groups)
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target is not None and ir.Backend.CUDA in kernel.backends else ()
@@ -376,5 +387,5 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
             if counters:
                 lines += _counters(spec, kernel)
         else:
-            lines += _pallas(spec, kernel, m, n, k)
+            lines += _pallas(spec, kernel, m, n, k, groups)
     return "\n".join(lines)

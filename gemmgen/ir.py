@@ -9,6 +9,9 @@ Shapes use these names (docs/semantics.md):
 
     dense     lhs [m, k]   rhs [k, n] or [n, k]         out [m, n]
     grouped   lhs [m, k]   rhs [g, k, n] or [g, n, k]   out [m, n]
+    masked    lhs [g, m, k] rhs [g, k, n] or [g, n, k]  out [g, m, n]
+              (op grouped with a 3-d lhs: m is the per-group capacity and
+              `masked_m` [g] the valid rows of each group)
     tgmm      lhs [m, k]   rhs [m, n]                   out [g, k, n]
     quantize  lhs [m, k]                                out [m, k] + scale [m, k/G]
 
@@ -372,6 +375,9 @@ class Kernel:
     static_k: int | None = None
     backends: tuple[Backend, ...] = ()
     mma: Mma = Mma.AUTO  # CUDA tile kernels: wgmma, mma.sync or auto
+    # The masked grouped layout (op grouped, `lhs [g, m, k]`): each group's
+    # rows padded to a capacity m, `masked_m` [g] the valid rows of each.
+    masked: bool = False
     # Fields that were swept to produce this variant, for `gemmgen list`.
     variant_of: str | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
@@ -382,6 +388,8 @@ class Kernel:
         if (self.op is Op.QUANTIZE) != (self.rhs is None):
             has = "has no rhs" if self.rhs is None else "has an rhs"
             raise ValueError(f"kernel {self.name}: a {self.op.value} kernel {has}")
+        if self.masked and self.op is not Op.GROUPED:
+            raise ValueError(f"kernel {self.name}: the masked layout is op 'grouped' only")
 
     @property
     def rhs_operand(self) -> Operand:
@@ -416,6 +424,8 @@ class Kernel:
         """
         if self.op not in (Op.DENSE, Op.GROUPED):
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
+        if self.masked:
+            return "the masked grouped layout (lhs [g, m, k]) is not wired to it yet"
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
         rhs = self.rhs_operand
@@ -529,10 +539,15 @@ def cdiv(a: int, b: int) -> int:
 
 
 def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
-                g: int | None) -> tuple[int, ...]:
-    """The runtime shape of a scale tensor (docs/semantics.md, "Operations")."""
+                g: int | None, masked: bool = False) -> tuple[int, ...]:
+    """The runtime shape of a scale tensor (docs/semantics.md, "Operations").
+
+    masked: the masked grouped layout, whose per-row lhs scales gain a
+    leading g ([g, m] and [g, m, ceil(k/G)], m the capacity)."""
     bk = scale.block_k or k
     grp: tuple[int, ...] = (g,) if g is not None else ()
+    if masked and side == "lhs" and scale.mode in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
+        return grp + scale_shape(scale, side=side, m=m, n=n, k=k, g=None)
     match scale.mode:
         case ScaleMode.NONE:
             return ()

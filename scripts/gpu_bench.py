@@ -105,11 +105,14 @@ DEEPSEEK_DENSE_KERNEL = ("dense", "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_
 DEEPSEEK_CONTIGUOUS_KERNEL = ("moe", "moe_w8a8_grouped_gemm")
 
 # Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
+# The masked layout's m is each group's capacity (every row valid): 8 local
+# experts of 256 tokens at DeepSeek-V3's (n, k) = (4096, 7168).
 SHAPES = {
     "gemv": (1, 8192, 8192, 0),
     "gemv_batched": (8, 8192, 8192, 0),
     "dense": (4096, 4096, 4096, 0),
     "grouped": (8192, 4096, 4096, 8),
+    "masked": (256, 4096, 7168, 8),
     "tgmm": (8192, 4096, 4096, 8),
     "quantize": (8192, 0, 7168, 0),
 }
@@ -117,6 +120,8 @@ SHAPES = {
 
 def shape_for(kernel: ir.Kernel, quick: bool) -> tuple[int, int, int, int]:
     key = kernel.algorithm.value if kernel.algorithm is not ir.Algorithm.TILE else kernel.op.value
+    if kernel.masked:
+        key = "masked"
     m, n, k, g = SHAPES[key]
     if quick:
         m, n, k = max(1, m // 8), max(n // 8, 256), max(k // 8, 256)
@@ -408,7 +413,9 @@ def main() -> int:
                 m, n, k, g = shape_for(kernel, args.quick)
                 rng = np.random.default_rng(0)
                 kw = {}
-                if kernel.grouped:
+                if kernel.masked:
+                    kw["masked_m"] = np.full(g, m, np.int32)
+                elif kernel.grouped:
                     kw["group_sizes"] = np.full(g, m // g, np.int32)
                 big = random_inputs(kernel, m=m, n=n, k=k, rng=rng, **kw)
                 dev = to_device(big)
@@ -416,7 +423,7 @@ def main() -> int:
                 flops, moved = cost(kernel, m, n, k, g)
                 row.update(m=m, n=n, k=k, groups=g, seconds=seconds,
                            tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9)
-                row.update(torch_baseline(kernel, m, n, k, g))
+                row.update(torch_baseline(kernel, g * m if kernel.masked else m, n, k, g))
                 # (3) the mma.sync path of a kernel whose launcher chose wgmma.
                 if hasattr(launcher, "device_sm") and launcher.device_sm()[0] == 90:
                     row["path"] = "wgmma"

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
+from gemmgen.backends import cuda_masked
 from gemmgen.backends.cuda_common import (
     CTYPE,
     LIMITS,
@@ -344,6 +345,8 @@ class GemmPlan:
     @property
     def summary_lines(self) -> tuple[str, ...]:
         kind = "grouped (mixture-of-experts) GEMM" if self.grouped else "dense GEMM"
+        if self.kernel.masked:
+            kind = "masked grouped (mixture-of-experts) GEMM"
         return tuple(textwrap.wrap(f"{self.name}: {kind} on tensor cores.", COLUMNS - len("// ")))
 
     @property
@@ -502,6 +505,8 @@ def _tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when:
     # within CUDA's 65535 for any int32 m (docs/cuda.md, "Launch limits").
     rows = f"gg_cdiv(m, {tile.m}) + g" if grouped else f"gg_cdiv(m, {tile.m})"
     ws = f"2 + num_groups + 2 * (gg_cdiv(m, {tile.m}) + g)" if grouped else "0"
+    if kernel.masked:  # every (group, m tile) pair; no worklist
+        rows, ws = cuda_masked.grid_rows(tile.m), "0"
     return TileConfig(
         index=index, entry=entry, when=when, where=where, bm=tile.m, bn=tile.n,
         bn_out=bn_out, bk=tile.k, wm=wm, wn=wn,
@@ -574,6 +579,8 @@ def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
                         "rows this shard does not compute keep these values", optional=True,
                         align=4))
     args.append(Arg("out", "out", kernel.out, ("m", n_out), "the result"))
+    if kernel.masked:
+        return cuda_masked.args(tuple(args)), cuda_masked.bindings(tuple(binds))
     return tuple(args), tuple(binds)
 
 
@@ -615,6 +622,8 @@ def _checks(kernel: ir.Kernel, k_align: int, n_align: int) -> tuple[Check, ...]:
                             "group_offset must fit in int32"))
     checks.append(Check("m < 2147483647 and n < 2147483647 and k < 2147483647",
                         "dims must fit in int32"))
+    if kernel.masked:
+        return cuda_masked.checks(tuple(checks))
     return tuple(checks)
 
 
@@ -651,6 +660,8 @@ def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
         arrays.append(("bias", kernel.bias.dtype))
     out = [Param(f"const {CTYPE[dt]}* __restrict__", name, array(name)) for name, dt in arrays]
     out.append(Param(f"{CTYPE[kernel.out]}* __restrict__", "out", array("out")))
+    if kernel.masked:
+        return tuple(out) + tuple(Param(*p) for p in cuda_masked.params())
     if grouped:
         out.append(Param("const int* __restrict__", "workspace", array("workspace")))
     dims = ("m", "n", "k", "num_groups", "group_offset") if grouped else ("m", "n", "k")
@@ -833,7 +844,7 @@ def _entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ..
     name = kernel.name
     grouped = kernel.op is Op.GROUPED
     out: list[Entry] = []
-    if grouped:
+    if grouped and not kernel.masked:
         ot = CTYPE[kernel.out]
         out.append(Entry(
             comment=("(1a) out = existing_out, or zeros: rows this shard does not compute keep",
@@ -856,6 +867,9 @@ def _entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ..
         args += [p.name for p in params if p.name not in ("lhs", "rhs", "lhs_scale", "rhs_scale",
                                                             "bias")]
         rows = "work items" if grouped else "m tiles"
+        body = "grouped" if grouped else "dense"
+        if kernel.masked:
+            rows, body = "(group, m tile) pairs", "masked"
         out.append(Entry(
             comment=tuple(textwrap.wrap(
                 f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
@@ -863,7 +877,7 @@ def _entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ..
             signature=_signature(f'extern "C" __global__ void __launch_bounds__({t.threads})',
                                  t.entry, [p.decl for p in params],
                                  "arrays in the launch contract's order, then the dims"),
-            body=_call(f"gg::gemm::{'grouped' if grouped else 'dense'}<Tile{t.index}>", args)))
+            body=_call(f"gg::gemm::{body}<Tile{t.index}>", args)))
     return tuple(out)
 
 
@@ -872,7 +886,11 @@ def _algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_fee
     """The file comment's outline of what this kernel does."""
     name = kernel.name
     t = tiles[-1]
-    if kernel.op is Op.GROUPED:
+    if kernel.masked:
+        one = ("the masked layout: lhs and out hold g groups of m rows (the capacity); each "
+               "block takes a (group, m tile) pair and an n tile, computes the rows before "
+               "the group's count masked_m[group] and writes zeros to the rows past it.")
+    elif kernel.op is Op.GROUPED:
         one = (f"`{name}_fill` writes zeros (or existing_out) to out, and `{name}_worklist` turns "
                "group_sizes into (group, m tile) work items on the device; each GEMM block takes "
                "one item and an n tile, and stores only the rows of its group.")
@@ -1000,12 +1018,16 @@ def fold_scales(kernel: ir.Kernel) -> bool:
             and any(s.enabled and s.placement is ir.Placement.EPILOGUE for s in scales))
 
 
+def _lhs_shape(kernel: ir.Kernel) -> str:
+    return "[g, m, k] (masked: m rows of capacity per group)" if kernel.masked else "[m, k]"
+
+
 def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     """The spec restated for the comment block at the top of each file."""
     rhs_shape = {(Op.DENSE, Layout.NK): "[n, k]", (Op.DENSE, Layout.KN): "[k, n]",
                  (Op.GROUPED, Layout.NK): "[g, n, k]", (Op.GROUPED, Layout.KN): "[g, k, n]"}
     lines = [f"op        {kernel.op.value}",
-             f"lhs       {kernel.lhs.dtype.value} [m, k]",
+             f"lhs       {kernel.lhs.dtype.value} {_lhs_shape(kernel)}",
              f"rhs       {kernel.rhs_operand.dtype.value}{' packed' if kernel.rhs_operand.packed else ''} "
              f"{rhs_shape[(kernel.op, kernel.rhs_operand.layout)]}",
              f"out       {kernel.out.value} (accumulator {kernel.acc.value})"]
@@ -1045,10 +1067,12 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     for t in p.tiles:
         gemm_args = [prm.launch for prm in p.params]
         rows = "work items" if p.grouped else "m tiles"
+        if kernel.masked:
+            rows = "(group, m tile) pairs"
         gemm = Step(t.entry, (t.grid_x, t.grid_y, t.grid_z), t.threads, t.smem_bytes,
                     tuple(gemm_args), f"{t.bm}x{t.bn_out} output tiles: n tiles, {rows} over y and z")
         steps: list[Step] = []
-        if p.grouped:
+        if p.grouped and not kernel.masked:
             steps.append(Step(f"{name}_fill", ("gg_min(gg_cdiv(m * n_out, 256), 4096)", "1", "1"),
                               256, 0, (array("out"), array("existing_out"), i64("m * n_out")),
                               "out = existing_out or zeros"))
@@ -1092,11 +1116,12 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
                                 tuple(steps), workspace, tuple(sm90), sm90_when,
                                 p.sm90_tiles[t.index].label if p.sm90_tiles else ""))
     entries = tuple(t.entry for t in p.tiles) + tuple(h.entry for h in p.sm90_tiles)
-    if p.grouped:
+    if p.grouped and not kernel.masked:
         entries = (f"{name}_fill", f"{name}_worklist") + entries
     return LaunchPlan(
         kernel=kernel, template="cuda/gemm.cu.j2", detail=p, spec_path=spec.path,
         where=p.where, summary=p.summary, spec_lines=p.spec_lines, archs=p.archs, args=p.args,
         bindings=p.bindings, derived=(("n_out", p.n_out),), checks=p.checks,
-        variants=tuple(variants), entries=entries, empty="m == 0",
+        variants=tuple(variants), entries=entries,
+        empty=cuda_masked.EMPTY if kernel.masked else "m == 0",
     )

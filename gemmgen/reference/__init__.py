@@ -8,7 +8,7 @@
 - `inputs`: `random_inputs` / `random_group_sizes` draw operands.
 """
 
-from gemmgen.reference.inputs import random_group_sizes, random_inputs
+from gemmgen.reference.inputs import random_group_sizes, random_inputs, random_masked_m
 from gemmgen.reference.semantics import _LIPSCHITZ as _LIPSCHITZ
 from gemmgen.reference.semantics import AMAX_FLOOR, group_starts, reference, reference_output
 from gemmgen.reference.semantics import _activate as _activate
@@ -24,6 +24,7 @@ __all__ = [
     "group_starts",
     "random_group_sizes",
     "random_inputs",
+    "random_masked_m",
     "reference",
     "reference_output",
     "tolerance",

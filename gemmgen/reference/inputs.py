@@ -44,6 +44,15 @@ def random_group_sizes(rng: np.random.Generator, m: int, num_groups: int, *,
     return sizes.astype(np.int32)
 
 
+def random_masked_m(rng: np.random.Generator, cap: int, g: int) -> np.ndarray:
+    """int32 [g] valid-row counts in 0..cap for the masked layout, with empty
+    (0) and full (cap) groups among ragged ones when g allows."""
+    counts = rng.integers(0, cap + 1, size=g)
+    if g >= 3:
+        counts[rng.permutation(g)[:2]] = (0, cap)
+    return counts.astype(np.int32)
+
+
 def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
                     scaled: bool, gain: float = 1.0) -> tuple[np.ndarray, float]:
     """Random nonzero values exactly representable in `dtype` (float64, unpacked)
@@ -85,8 +94,8 @@ def _random_scale(rng: np.random.Generator, scale: ir.Scale, shape: tuple[int, .
 
 def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.Generator,
                   group_sizes=None, num_groups: int | None = None, g_local: int | None = None,
-                  group_offset: int | None = None, with_existing_out: bool = False
-                  ) -> dict[str, np.ndarray]:
+                  group_offset: int | None = None, with_existing_out: bool = False,
+                  masked_m=None) -> dict[str, np.ndarray]:
     """Fresh random operands for `kernel` in storage format, keyed like `reference`'s
     keyword arguments (only the ones the kernel takes).
 
@@ -94,7 +103,9 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
     n / 2 columns. Grouped ops: group_sizes (default: `random_group_sizes`
     over num_groups, default 4, groups in total), g_local local groups
     (default: all from group_offset on), group_offset (default: omitted,
-    meaning 0). Values are never zero; scales are positive and bring the
+    meaning 0). The masked layout: m is the capacity, g_local the groups
+    (default 4), masked_m the valid rows (default `random_masked_m`); lhs is
+    [g, m, k]. Values are never zero; scales are positive and bring the
     dequantized operands to magnitude ~1, so |out| ~ sqrt(k).
     """
     out: dict[str, np.ndarray] = {}
@@ -106,7 +117,18 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
         return out
 
     g = None
-    if kernel.grouped:
+    if kernel.masked:
+        if group_sizes is not None or group_offset is not None or with_existing_out:
+            raise ValueError("the masked layout takes masked_m, not group_sizes / "
+                             "group_offset / existing_out")
+        g = g_local if g_local is not None else (
+            len(masked_m) if masked_m is not None else 4)
+        if masked_m is None:
+            masked_m = random_masked_m(rng, m, g)
+        out["masked_m"] = np.asarray(masked_m, np.int32)
+    elif masked_m is not None:
+        raise ValueError("masked_m is for the masked grouped layout (lhs [g, m, k])")
+    elif kernel.grouped:
         if group_sizes is None:
             total_groups = num_groups if num_groups is not None else (
                 (g_local or 4) + (group_offset or 0))
@@ -124,7 +146,8 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
 
     lhs_scaled = kernel.lhs_scale.enabled
     rhs_scaled = kernel.rhs_scale.enabled
-    a, a_base = _operand_values(rng, kernel.lhs.dtype, (m, k), scaled=lhs_scaled)
+    a, a_base = _operand_values(rng, kernel.lhs.dtype, (g, m, k) if kernel.masked else (m, k),
+                                scaled=lhs_scaled)
     # silu_mul multiplies two accumulators: shrink B so |out| stays ~ sqrt(k).
     gain = k**-0.25 if kernel.epilogue.activation is Activation.SILU_MUL else 1.0
     match kernel.op:
@@ -140,7 +163,7 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
     for side, base in (("lhs", a_base), ("rhs", b_base)):
         scale: ir.Scale = getattr(kernel, f"{side}_scale")
         if scale.enabled:
-            shape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g)
+            shape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g, masked=kernel.masked)
             out[f"{side}_scale"] = _random_scale(rng, scale, shape, base)
     match kernel.bias.mode:
         case BiasMode.N:

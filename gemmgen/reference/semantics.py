@@ -13,6 +13,8 @@ executable form. In short, with every operand dequantized exactly:
     dense     y = act(alpha * sum_b (A[:, b] @ B[b, :]) * sa[:, b] * sb[b, :] + bias)
     grouped   the same per group i on rows of group i with B[i - group_offset];
               other rows are 0, or existing_out's rows when it is given
+    masked    (grouped with lhs [g, m, k]) out[i, r] as dense with B[i] for
+              r < masked_m[i] (clipped to [0, m]); rows past it are 0
     tgmm      out[i] = existing_out[i] + alpha * A[rows_i]^T @ D[rows_i]
     quantize  q = sat(x / s), s = max(amax(|x_group|), 1e-10) / fp8_max
               (e8m0: s rounded up to a power of two)
@@ -75,6 +77,10 @@ class _Inputs:
     rhs_scale: np.ndarray | None
     bias: np.ndarray | None  # float64 [n] or [g, 1, n]
     existing: np.ndarray | None  # float64, the output shape
+    # The masked layout: a [g, cap, k] lhs is held as [g * cap, k] (and its
+    # per-row scales likewise); group i owns rows [i * cap, i * cap + counts[i]).
+    cap: int | None = None
+    counts: np.ndarray | None = None  # int64 [g], masked_m clipped to [0, cap]
 
 
 def _arg_error(kernel: ir.Kernel, message: str) -> ValueError:
@@ -94,16 +100,24 @@ def _decode_scale(kernel: ir.Kernel, side: str, array, *, m: int, n: int, k: int
     if array is None:
         raise _arg_error(kernel, f"{side}_scale ({scale.mode.value}) is required")
     values = storage_to_float64(array, scale.dtype)
-    want = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g)
+    want = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g, masked=kernel.masked)
     if values.shape != want:
         raise _arg_error(kernel, f"{side}_scale must have shape {want}, got {values.shape}")
     return values
 
 
 def _decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
-            rhs_scale=None, bias=None, group_offset=None, existing_out=None) -> _Inputs:
+            rhs_scale=None, bias=None, group_offset=None, existing_out=None,
+            masked_m=None) -> _Inputs:
     if lhs is None or rhs is None:
         raise _arg_error(kernel, "lhs and rhs are required")
+    if kernel.masked:
+        return _decode_masked(kernel, lhs=lhs, rhs=rhs, masked_m=masked_m,
+                              lhs_scale=lhs_scale, rhs_scale=rhs_scale, bias=bias,
+                              group_sizes=group_sizes, group_offset=group_offset,
+                              existing_out=existing_out)
+    if masked_m is not None:
+        raise _arg_error(kernel, "masked_m is for the masked grouped layout (lhs [g, m, k])")
     a = storage_to_float64(lhs, kernel.lhs.dtype)
     b = storage_to_float64(rhs, kernel.rhs.dtype)
     if a.ndim != 2:
@@ -190,6 +204,60 @@ def _decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scal
                    lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=existing)
 
 
+def _decode_masked(kernel: ir.Kernel, *, lhs, rhs, masked_m, lhs_scale, rhs_scale, bias,
+                   group_sizes, group_offset, existing_out) -> _Inputs:
+    """The masked layout: lhs [g, cap, k], masked_m [g]; decoded as a
+    [g * cap, k] lhs whose group i owns rows [i * cap, i * cap + counts[i])."""
+    if group_sizes is not None or group_offset is not None or existing_out is not None:
+        raise _arg_error(kernel, "the masked layout takes masked_m, not group_sizes / "
+                         "group_offset / existing_out")
+    if masked_m is None:
+        raise _arg_error(kernel, "masked_m is required")
+    a = storage_to_float64(lhs, kernel.lhs.dtype)
+    b = storage_to_float64(rhs, kernel.rhs.dtype)
+    if a.ndim != 3:
+        raise _arg_error(kernel, f"lhs must be [g, m, k], got shape {a.shape}")
+    if b.ndim != 3:
+        raise _arg_error(kernel, f"rhs has {b.ndim} dims, expected 3")
+    g, cap, k = a.shape
+    if kernel.rhs.layout is ir.Layout.NK:
+        b = np.swapaxes(b, -1, -2)
+    if b.shape[0] != g:
+        raise _arg_error(kernel, f"rhs has g = {b.shape[0]}, lhs has g = {g}")
+    if b.shape[1] != k:
+        raise _arg_error(kernel, f"rhs has k = {b.shape[1]}, lhs has k = {k}")
+    n = b.shape[2]
+    _check_static_dims(kernel, n=n, k=k)
+    if kernel.out_n_divisor == 2 and n % 2:
+        raise _arg_error(kernel, f"silu_mul needs an even n, got {n}")
+    counts = np.asarray(masked_m)
+    if counts.shape != (g,) or not np.issubdtype(counts.dtype, np.integer):
+        raise _arg_error(kernel, f"masked_m must be an integer array of shape ({g},), got "
+                         f"{counts.dtype}{list(counts.shape)}")
+    # Any integer is defined: a count is clipped to [0, cap] (exactly, as objects).
+    counts = np.clip(counts.astype(object), 0, cap).astype(np.int64)
+    a = a.reshape(g * cap, k)
+    if kernel.lhs.dtype in (DType.INT8, DType.INT4) and kernel.rhs.dtype in (DType.INT8, DType.INT4):
+        a, b = a.astype(np.int64), b.astype(np.int64)
+    ls = _decode_scale(kernel, "lhs", lhs_scale, m=cap, n=n, k=k, g=g)
+    if ls is not None and ls.ndim >= 2:
+        ls = ls.reshape((g * cap,) + ls.shape[2:])  # per-row scales follow the rows
+    rs = _decode_scale(kernel, "rhs", rhs_scale, m=cap, n=n, k=k, g=g)
+    bias_values = None
+    if kernel.bias.mode is not BiasMode.NONE:
+        if bias is None:
+            raise _arg_error(kernel, "bias is required")
+        bias_values = storage_to_float64(bias, kernel.bias.dtype)
+        want = (n,) if kernel.bias.mode is BiasMode.N else (g, 1, n)
+        if bias_values.shape != want:
+            raise _arg_error(kernel, f"bias must have shape {want}, got {bias_values.shape}")
+    elif bias is not None:
+        raise _arg_error(kernel, "bias given but the kernel has no bias")
+    return _Inputs(a=a, b=b, m=g * cap, n=n, k=k, g=g, starts=None, offset=0,
+                   lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=None,
+                   cap=cap, counts=counts)
+
+
 def _check_static_dims(kernel: ir.Kernel, *, n: int | None, k: int) -> None:
     for dim, static, got in (("n", kernel.static_n, n), ("k", kernel.static_k, k)):
         if static is not None and got is not None and got != static:
@@ -206,7 +274,10 @@ def _tgmm_local_groups(num_groups: int, offset: int, *, existing_out, rhs_scale)
 
 
 def _out_shape(kernel: ir.Kernel, *, m: int, n: int, k: int, g: int | None) -> tuple[int, ...]:
+    """The output shape (masked: m is the capacity)."""
     n_out = n // kernel.out_n_divisor
+    if kernel.masked:
+        return (g, m, n_out)
     return (g, k, n_out) if kernel.op is Op.TGMM else (m, n_out)
 
 
@@ -380,7 +451,10 @@ def group_starts(sizes, m: int) -> np.ndarray:
 
 
 def _group_rows(inp: _Inputs, local: int) -> slice:
-    """The rows of local group `local`; empty for a group group_sizes lacks."""
+    """The rows of local group `local`; empty for a group group_sizes lacks
+    (masked: the first counts[local] rows of its capacity)."""
+    if inp.cap is not None:
+        return slice(local * inp.cap, local * inp.cap + int(inp.counts[local]))
     gi = inp.offset + local
     if not 0 <= gi < len(inp.starts) - 1:
         return slice(0, 0)
@@ -430,10 +504,10 @@ def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
 
 def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
               rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-              with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
+              masked_m=None, with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
     inp = _decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
                   rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
-                  existing_out=existing_out)
+                  existing_out=existing_out, masked_m=masked_m)
     scales = _Scales(kernel, inp.lhs_scale, inp.rhs_scale, inp.n, inp.k)
     alpha = _alpha(kernel)
     acc = alpha * _accumulate(kernel, inp, inp.a, inp.b, scales)
@@ -487,13 +561,27 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
         fill = inp.existing if inp.existing is not None else np.zeros(y.shape)
         y = np.where(computed, y, fill)
         pre = np.where(mask[:, None], pre, 0.0)
-    return _Evaluation(value=y, pre=pre, magnitude=magnitude, rss=rss,
-                       contraction=np.full((1, 1), float(inp.k)), computed=computed,
-                       existing=inp.existing, raw_magnitude=raw)
+    ev = _Evaluation(value=y, pre=pre, magnitude=magnitude, rss=rss,
+                     contraction=np.full((1, 1), float(inp.k)), computed=computed,
+                     existing=inp.existing, raw_magnitude=raw)
+    if inp.cap is not None:
+        ev = _unflatten(ev, inp.g, inp.cap)
+    return ev
+
+
+def _unflatten(ev: _Evaluation, g: int, cap: int) -> _Evaluation:
+    """The masked layout: the [g * cap, .] arrays as [g, cap, .]."""
+    def shaped(x):
+        return None if x is None else np.reshape(x, (g, cap) + np.shape(x)[1:])
+    return _Evaluation(value=shaped(ev.value), pre=shaped(ev.pre),
+                       magnitude=shaped(ev.magnitude), rss=shaped(ev.rss),
+                       contraction=np.full((1, 1, 1), ev.contraction.item()),
+                       computed=shaped(ev.computed), existing=None,
+                       raw_magnitude=shaped(ev.raw_magnitude))
 
 
 def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=None,
-              rhs_scale=None, bias=None, group_offset=None, existing_out=None):
+              rhs_scale=None, bias=None, group_offset=None, existing_out=None, masked_m=None):
     """The kernel's result in float64, before the final output cast.
 
     Args:
@@ -506,16 +594,21 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
       bias: [n] or [g, 1, n] in the bias dtype.
       group_offset: int scalar, the first group this shard owns (default 0).
       existing_out: the out shape in the out dtype.
+      masked_m: int [g], the masked layout's valid rows per group (lhs
+        [g, m, k], out [g, m, n_out]; no group_sizes, group_offset or
+        existing_out).
 
     Returns:
-      float64 [m, n_out] (dense, grouped) or [g, k, n_out] (tgmm); for
+      float64 [m, n_out] (dense, grouped), [g, m, n_out] (masked) or
+      [g, k, n_out] (tgmm); for
       quantize a tuple (x / scale before the fp8 cast [m, k], scale float64).
     """
     if kernel.op is Op.QUANTIZE:
         return _quantize(kernel, lhs)
     return _evaluate(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes,
                      lhs_scale=lhs_scale, rhs_scale=rhs_scale, bias=bias,
-                     group_offset=group_offset, existing_out=existing_out).value
+                     group_offset=group_offset, existing_out=existing_out,
+                     masked_m=masked_m).value
 
 
 def reference_output(kernel: ir.Kernel, **arrays):

@@ -21,6 +21,11 @@ from gemmgen.validate.common import (
 )
 
 
+# The lhs shape of the masked grouped layout: g groups of m rows (the
+# capacity), of which masked_m[i] are valid (docs/spec.md).
+MASKED_LHS = ("g", "m", "k")
+
+
 class KernelReader:
     """Reads one kernel variant's fields into IR values, collecting errors."""
 
@@ -34,6 +39,7 @@ class KernelReader:
         self.repeated = repeated
         self.targets = targets
         self.spec_path = spec_path
+        self.masked = False  # lhs [g, m, k]: set by operand("lhs")
 
     # -- atom helpers -----------------------------------------------------
 
@@ -177,7 +183,8 @@ class KernelReader:
             out_scale=out_scale or ir.NO_SCALE, bias=bias or Bias(), epilogue=epilogue or Epilogue(),
             tile=tile, tile_rules=rules, warp_tile=warp, stages=stages or 2, threads=threads,
             algorithm=algorithm, max_m=max_m, static_n=static_n, static_k=static_k,
-            backends=backends, mma=mma, loc=self.name_loc,
+            backends=backends, mma=mma, masked=self.masked and op is Op.GROUPED,
+            loc=self.name_loc,
         )
         if len(self.c.diags) > n_errors:
             return None
@@ -214,6 +221,8 @@ class KernelReader:
         expected: dict[tuple[str, ...], Layout]
         if field == "lhs":
             expected = {("m", "k"): Layout.KN}
+            if op is Op.GROUPED:  # [g, m, k]: the masked layout (a capacity per group)
+                expected[MASKED_LHS] = Layout.KN
         elif op is Op.DENSE:
             expected = {("k", "n"): Layout.KN, ("n", "k"): Layout.NK}
         elif op is Op.GROUPED:
@@ -230,11 +239,19 @@ class KernelReader:
             assert isinstance(shape.value, tuple)
             dims = tuple(str(d.value) for d in shape.value)
             if dims not in expected:
+                hint = ""
+                if field == "lhs" and dims == MASKED_LHS:
+                    hint = " ([g, m, k] is the masked layout of op 'grouped')"
+                elif field == "lhs" and op is Op.GROUPED and len(dims) == 3:
+                    hint = (" (a 3-d lhs is the masked layout [g, m, k]: m rows of capacity "
+                            "per group)")
                 self.err(shape.loc, f"{field} shape must be "
                          f"{one_of('[' + ', '.join(s) + ']' for s in expected)} for op "
-                         f"'{op.value}', not {shape.describe()}", shape.width)
+                         f"'{op.value}', not {shape.describe()}{hint}", shape.width)
                 return None
             layout = expected[dims]
+            if field == "lhs":
+                self.masked = dims == MASKED_LHS
         return Operand(dt, packed, layout, floc)
 
     def out_dtype(self, op: Op) -> DType | None:

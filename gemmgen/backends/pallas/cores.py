@@ -127,6 +127,9 @@ class MatmulCore:
     bias: BiasMode
     activation: Activation
     alpha: float | None  # rounded to f32
+    # The masked layout: `fn` gets lhs [g * cap, k] and masked_m as
+    # group_sizes (no group_offset or existing_out).
+    masked: bool = False
 
     # -- decisions ----------------------------------------------------------
 
@@ -327,10 +330,10 @@ class MatmulCore:
             names.append("rhs_scale_ref")
         if self.bias is not BiasMode.NONE:
             names += [f"bias{h.suffix}_ref" for h in self.halves]
-        if self.grouped:
+        if self.grouped and not self.masked:
             names.append("existing_ref")
         groups.append(ParamGroup("Inputs (existing_ref: None unless existing_out is aliased).",
-                                 tuple(names)) if self.grouped
+                                 tuple(names)) if self.grouped and not self.masked
                       else ParamGroup("Inputs.", tuple(names)))
         groups.append(ParamGroup("Output and scratch.",
                                  ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves))))
@@ -352,7 +355,7 @@ class MatmulCore:
             names.append("rhs_scale")
         if self.bias is not BiasMode.NONE:
             names.append("bias")
-        if self.grouped:
+        if self.grouped and not self.masked:
             names += ["group_offset", "existing_out"]
         return tuple(names)
 
@@ -377,8 +380,12 @@ class MatmulCore:
         if self.fn == "_gmm_plain":
             what += " without scales, bias or activation (the backward pass)"
         g = "g, " if self.grouped else ""
-        return (f"{what} on validated arguments: rhs is [{g}n, k] when rhs_nk, "
-                f"else [{g}k, n].")
+        doc = f"{what} on validated arguments: rhs is [{g}n, k] when rhs_nk, else [{g}k, n]."
+        if self.masked:
+            doc += ("\n\n    The masked layout: lhs is [g * cap, k], group i owns rows [i * cap, "
+                    "i * cap + group_sizes[i])\n    (group_sizes is masked_m, clipped to [0, cap]); "
+                    "cap = m / g.\n    ")
+        return doc
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -393,7 +400,14 @@ class MatmulCore:
             steps.append((("rhs is packed along k, two per byte: the kernel contracts its "
                            "even", "elements with lhs's even columns and its odd ones with the "
                            "odd."), ("lhs_even, lhs_odd = lhs[:, 0::2], lhs[:, 1::2]",)))
-        if self.grouped:
+        if self.masked:
+            steps.append((("The work list: one item per (group, m tile) pair with valid rows "
+                           "(lhs is", "[g * cap, k] here: group i owns rows [i * cap, i * cap "
+                           "+ masked_m[i]))."),
+                          ("starts, ends = _masked_bounds(group_sizes, m=m, g=g)",
+                           "metadata, num_work = _group_metadata(starts, ends, m=m, tm=tm, "
+                           "visit_empty=False)")))
+        elif self.grouped:
             steps.append((("The work list: one item per (group, m tile) pair with rows to "
                            "compute.",),
                           ("starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)",
@@ -683,6 +697,7 @@ def matmul_core(kernel: ir.Kernel) -> MatmulCore:
         fn="_gmm" if grouped else "_matmul",
         kernel_fn="_kernel",
         grouped=grouped,
+        masked=kernel.masked,
         rhs_nk=rhs.layout is Layout.NK,
         lhs_packed=packed(kernel.lhs),
         rhs_packed=packed(rhs),
@@ -712,7 +727,7 @@ def plain_core(core: MatmulCore) -> MatmulCore:
 
 def vjp_supported(kernel: ir.Kernel) -> bool:
     """Grouped kernels with f32/bf16 operands and no scales get `<name>_vjp`."""
-    return (kernel.op is Op.GROUPED
+    return (kernel.op is Op.GROUPED and not kernel.masked
             and kernel.lhs.dtype in (DType.F32, DType.BF16)
             and kernel.rhs_operand.dtype in (DType.F32, DType.BF16)
             and not kernel.lhs_scale.enabled and not kernel.rhs_scale.enabled)

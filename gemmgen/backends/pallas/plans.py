@@ -44,6 +44,14 @@ buffer becomes the result). Any integers are valid sizes: a negative size
 counts as 0 and no group runs past row m (the running sum saturates at m,
 nothing overflows int32)."""
 
+MASKED_NOTES = """\
+The masked layout (decode-time MoE): lhs holds m rows (the capacity) for
+each of the g groups, and group i's first masked_m[i] rows are valid; out
+row r of group i is computed when r < masked_m[i] and is zero otherwise.
+Any integers are valid counts: a count is clipped to [0, m]. The kernel
+runs on lhs as g * m rows, with one grid step per (group, m tile) pair that
+holds valid rows: tiles past a group's count cost nothing."""
+
 VJP_NOTES = """\
 {name}_vjp is the same function, differentiable: its backward pass runs
 generated kernels too (the grouped matmul with the other B layout for d lhs,
@@ -131,7 +139,8 @@ class ModuleInfo:
     @property
     def checked_args(self) -> tuple[Arg, ...]:
         """The arguments `_validate` checks with `_expect` after lhs and rhs."""
-        return tuple(a for a in self.args[2:] if a.name not in ("group_sizes", "group_offset"))
+        return tuple(a for a in self.args[2:]
+                     if a.name not in ("group_sizes", "group_offset", "masked_m"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +149,7 @@ class MatmulPlan:
 
     module: ModuleInfo
     grouped: bool
+    masked: bool
     core: MatmulCore
     backward: MatmulCore | None  # the plain core of the backward pass
     tgmm: TgmmCore | None  # d rhs of the backward pass
@@ -148,6 +158,17 @@ class MatmulPlan:
     @property
     def vjp(self) -> bool:
         return self.backward is not None
+
+    @property
+    def masked_call(self) -> tuple[str, ...]:
+        """The masked layout: what `_launch` passes for each of the core's
+        parameters: lhs and its per-row scales as g * m rows, masked_m as
+        group_sizes."""
+        rows = "g * m"
+        values = {"lhs": f"lhs.reshape({rows}, lhs.shape[2])", "group_sizes": "masked_m"}
+        if self.core.lhs_scale in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
+            values["lhs_scale"] = f"lhs_scale.reshape(({rows},) + lhs_scale.shape[2:])"
+        return tuple(values.get(name, name) for name in self.core.fn_params)
 
     @property
     def cores(self) -> tuple[MatmulCore, ...]:
@@ -327,11 +348,16 @@ def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
         backward = core if core.plain else plain_core(core)
         tgmm = tgmm_core(kernel.lhs.dtype, kernel.lhs.dtype, None)
     notes = ""
-    if grouped:
+    if kernel.masked:
+        notes = MASKED_NOTES
+    elif grouped:
         notes = GROUPED_NOTES
         if backward is not None:
             notes += "\n\n" + VJP_NOTES.format(name=kernel.name)
-    if grouped:
+    if kernel.masked:
+        returns = (f"[g, m, {out_n}] {out}: the first masked_m[i] rows of each group i as "
+                   "above; the rows past them are zero.")
+    elif grouped:
         returns = (f"[m, {out_n}] {out}: the rows of each owned group i as above; all "
                    "other rows are zero, or existing_out's.")
     else:
@@ -341,6 +367,7 @@ def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
                            summary=formula(kernel, core), notes=notes,
                            args=matmul_args(kernel, core), returns=returns),
         grouped=grouped,
+        masked=kernel.masked,
         core=core,
         backward=backward,
         tgmm=tgmm,
@@ -428,8 +455,9 @@ class AliasSaving:
 
 def existing_out_saving(p: PallasPlan, m: int, n: int) -> AliasSaving | None:
     """The saving at an [m, k] x [n] problem, for a grouped matmul (the only
-    op whose existing_out is aliased); None for the others."""
-    if not isinstance(p, MatmulPlan) or not p.grouped:
+    op whose existing_out is aliased; not the masked layout, which has no
+    existing_out); None for the others."""
+    if not isinstance(p, MatmulPlan) or not p.grouped or p.masked:
         return None
     n_out = n // 2 if p.core.silu_mul else n
     array = m * n_out * storage_bytes(p.module.kernel.out)

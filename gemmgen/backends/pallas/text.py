@@ -45,17 +45,18 @@ def operand_arg(name: str, operand: ir.Operand, dims: tuple[str, ...], doc: str)
                jnp_name(operand.dtype), doc)
 
 
-def scale_arg(side: str, scale: ir.Scale, grouped: bool) -> Arg:
+def scale_arg(side: str, scale: ir.Scale, grouped: bool, masked: bool = False) -> Arg:
     g = ("g",) if grouped else ()
     bk = scale.block_k
+    rows = ("g", "m") if masked else ("m",)  # masked: per-row scales per group
     match scale.mode:
         case ScaleMode.TENSOR:
             dims: tuple[str, ...] = g if side == "rhs" else ()
             what = "one scale" + (" per group" if dims else " for the whole tensor")
         case ScaleMode.TOKEN:
-            dims, what = ("m",), "one scale per row of lhs"
+            dims, what = rows, "one scale per row of lhs"
         case ScaleMode.TOKEN_GROUP:
-            dims, what = ("m", f"cdiv(k, {bk})"), f"one scale per row and {bk} columns of lhs"
+            dims, what = rows + (f"cdiv(k, {bk})",), f"one scale per row and {bk} columns of lhs"
         case ScaleMode.CHANNEL:
             dims, what = g + ("n",), "one scale per column of the output"
         case ScaleMode.BLOCK:
@@ -86,7 +87,11 @@ def _cdiv_expr(dim: str) -> str:
 
 def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     grouped = core.grouped
-    lhs = operand_arg("lhs", kernel.lhs, ("m", "k"), "the activations.")
+    if kernel.masked:
+        lhs = operand_arg("lhs", kernel.lhs, ("g", "m", "k"),
+                          "the activations, m rows (the capacity) per group.")
+    else:
+        lhs = operand_arg("lhs", kernel.lhs, ("m", "k"), "the activations.")
     dims = ("n", "k") if core.rhs_nk else ("k", "n")
     if grouped:
         rhs = operand_arg("rhs", kernel.rhs_operand, ("g",) + dims,
@@ -94,14 +99,19 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     else:
         rhs = operand_arg("rhs", kernel.rhs_operand, dims, "the weights.")
     args = [lhs, rhs]
-    if grouped:
+    if kernel.masked:
+        args.append(Arg("masked_m", "[g]", "(g,)", "int32",
+                        "valid rows of each group: group i computes its first masked_m[i] "
+                        "rows. Any integer array-like (a list or tuple too): a count is "
+                        "clipped to [0, m]."))
+    elif grouped:
         args.append(Arg("group_sizes", "[num_groups]", "(num_groups,)", "int32",
                         "rows of lhs per group, in order; num_groups >= g. Any integer "
                         "array-like (a list or tuple too): a negative size counts as 0, "
                         "no group runs past row m."))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.enabled:
-            args.append(scale_arg(side, scale, grouped))
+            args.append(scale_arg(side, scale, grouped, kernel.masked))
     match kernel.bias.mode:
         case BiasMode.N:
             args.append(Arg("bias", "[n]", "(n,)", jnp_name(kernel.bias.dtype),
@@ -114,7 +124,7 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
         case _:
             assert_never(kernel.bias.mode)
     out_n = "n // 2" if core.silu_mul else "n"
-    if grouped:
+    if grouped and not kernel.masked:
         args.append(Arg("group_offset", "[]", "()", "int32",
                         "the first group this shard owns (default 0, an int is fine): it "
                         "computes groups [group_offset, group_offset + g); a local group "
@@ -129,6 +139,8 @@ def formula(kernel: ir.Kernel, core: MatmulCore) -> str:
     t = "ᵀ" if core.rhs_nk else ""
     b = f"rhs[i - group_offset]{t}" if core.grouped else f"rhs{t}"
     a = "lhs[rows of group i]" if core.grouped else "lhs"
+    if kernel.masked:
+        b, a = f"rhs[i]{t}", "lhs[i, :masked_m[i]]"
     prod = f"{a} @ {b}"
     scales = []
     if kernel.lhs_scale.enabled:
@@ -145,6 +157,8 @@ def formula(kernel: ir.Kernel, core: MatmulCore) -> str:
     if act is not Activation.NONE:
         prod = f"{act.value}({prod})"
     lhs_side = "out[rows of group i]" if core.grouped else "out"
+    if kernel.masked:
+        lhs_side = "out[i, :masked_m[i]]"
     return f"{lhs_side} = {prod}"
 
 
@@ -152,7 +166,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
                 need: int) -> tuple[str, ...]:
     lines = [f"op        {kernel.op.value}"]
     lines.append(f"lhs       {kernel.lhs.dtype.value}{' packed' if kernel.lhs.packed else ''} "
-                 "[m, k]")
+                 + ("[g, m, k] (masked: m rows of capacity per group)" if kernel.masked
+                    else "[m, k]"))
     if kernel.rhs is not None:
         packed = " packed" if kernel.rhs_operand.packed else ""
         lines.append(f"rhs       {kernel.rhs_operand.dtype.value}{packed} {_rhs_shape(kernel)}")

@@ -97,7 +97,7 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
     if kernel.bias.mode is not BiasMode.NONE:
         blocks.append(VmemBlock("bias", (1, tn), storage_bytes(kernel.bias.dtype),
                                 bufs * halves))
-    if core.grouped:  # existing_out, aliased into the output: read with out's blocks
+    if core.grouped and not core.masked:  # existing_out, aliased: read with out's blocks
         blocks.append(VmemBlock("existing_out", (tm, tn), out_b, bufs))
     blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
     blocks.append(VmemBlock("acc", (tm, tn), 4, halves))

@@ -5,7 +5,8 @@
 // generated .cu prints T and entry points that call `dense` or `grouped`.
 // docs/cuda.md ("The tile GEMM") describes the algorithm:
 //   (1) grouped: `fill` writes out = existing_out (or zeros), `worklist`
-//       turns group_sizes into (local group, m tile) work items;
+//       turns group_sizes into (local group, m tile) work items (the masked
+//       layout needs neither: `masked` indexes its (group, m tile) grid);
 //   (2) a kStages-stage cp.async pipeline of 16-byte copies of the A and B
 //       tiles, zero-filled past m, n and k;
 //   (3) B fed to ldmatrix as staged, or widened / transposed first (widen);
@@ -500,6 +501,50 @@ __device__ __forceinline__ void worklist(const int* __restrict__ group_sizes, in
     }
   }
   workspace[0] = count;
+}
+
+// (2-4) for a masked grouped GEMM (docs/cuda.md, "Masked grouped launches"):
+// lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows; group gl owns
+// rows [gl * cap, gl * cap + masked_m[gl]) (the count clipped to [0, cap]).
+// Block (x, y, z) takes n tile x and m tile y + z * gridDim.y of the grid's
+// g * cdiv(cap, bm) (group, m tile) pairs: it zeroes the rows of its tile
+// past the count and computes the rows before it, so every element of out is
+// written once, without a fill pass. The GEMM reads no row past the count:
+// its m bound is the group's last valid row, so lhs padding (and its scales)
+// may hold anything.
+template <class T>
+__device__ __forceinline__ void masked(unsigned char* smem,
+                                       const typename T::lhs_t* __restrict__ lhs,
+                                       const typename T::rhs_t* __restrict__ rhs,
+                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                       const typename T::bias_t* __restrict__ bias,
+                                       typename T::out_t* __restrict__ out,
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
+  const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
+  const unsigned tiles = static_cast<unsigned>((cap + T::kBM - 1) / T::kBM);
+  if (y >= tiles * static_cast<unsigned>(g)) {
+    return;  // the last z slice of the folded grid
+  }
+  const int gl = static_cast<int>(y / tiles);
+  const int lo = static_cast<int>(y % tiles) * T::kBM;  // the tile's first row in its group
+  const int hi = lo + T::kBM < cap ? lo + T::kBM : cap;
+  const int count = masked_m[gl] < 0 ? 0 : (masked_m[gl] > cap ? cap : masked_m[gl]);
+  const int base = gl * cap;  // < g * cap <= INT_MAX: the launchers check it
+  const int n_out = T::kActivation == Activation::kSiluMul ? n / 2 : n;
+  const int n0 = blockIdx.x * T::kBNOut;
+  // Rows [max(lo, count), hi) of the tile are past the count: zeros.
+  const int zero_from = count > lo ? count : lo;
+  const int cols = n_out - n0 < T::kBNOut ? n_out - n0 : T::kBNOut;
+  for (int idx = threadIdx.x; idx < (hi - zero_from) * cols; idx += T::kThreads) {
+    const int r = zero_from + idx / cols, c = n0 + idx % cols;
+    out[(long long)(base + r) * n_out + c] = gg::from_float<typename T::out_t>(0.0f);
+  }
+  if (count > lo) {
+    gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, base + count, n, k, base + lo, n0,
+                 gl, base + lo, base + count);
+  }
 }
 
 }  // namespace gg::gemm

@@ -11,6 +11,7 @@ need nothing of gemmgen. Launcher modules:
     moe_bf16_grouped_gemm
     moe_fp8_grouped_gemm
     moe_fp8_grouped_gemm_kn
+    moe_fp8_masked_gemm
     moe_w4a16_grouped_gemm
     moe_w8a16_grouped_gemm_rhs_e4m3
     moe_w8a16_grouped_gemm_rhs_int8

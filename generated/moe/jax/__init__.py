@@ -8,6 +8,7 @@ emitted for both backends, the Pallas kernel on a TPU and the CUDA kernel
     moe_fp8_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale
     moe_fp8_grouped_gemm_kn: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]) * lhs_scale * rhs_scale
     moe_w8a8_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale
+    moe_fp8_masked_gemm: out[i, :masked_m[i]] = (lhs[i, :masked_m[i]] @ rhs[i]ᵀ) * lhs_scale * rhs_scale
     moe_w8a8_gateup_silu: out[rows of group i] = silu_mul((lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale)
     moe_w8a16_grouped_gemm_rhs_int8: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
     moe_w8a16_grouped_gemm_rhs_e4m3: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
