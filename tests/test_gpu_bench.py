@@ -107,13 +107,18 @@ def test_masked_rows_follow_a_masked_kernel_when_there_is_one(bench):
         def kernels_for(self, backend):
             return self.kernels
 
-    specs = {**bench._specs(), "extra": Spec()}
-    plan, skipped = bench.deepseek_plan(specs)
+    # A masked kernel of its own is picked up...
+    plan, skipped = bench.deepseek_plan({"extra": Spec()})
     rows = [r for r in plan if r["layout"] == "masked"]
     assert [(r["groups"], r["m_per_group"], r["n"], r["k"]) for r in rows] == \
         list(bench.DEEPSEEK_MASKED)
     assert {(r["spec"], r["kernel"]) for r in rows} == {("extra", "moe_masked")}
     assert not [s for s in skipped if s.startswith("masked")]
+    # ... and specs/moe.gemm's own (moe_fp8_masked_gemm) runs the masked rows.
+    plan, skipped = bench.deepseek_plan(bench._specs())
+    rows = [r for r in plan if r["layout"] == "masked"]
+    assert {(r["spec"], r["kernel"]) for r in rows} == {("moe", "moe_fp8_masked_gemm")}
+    assert len(rows) == len(bench.DEEPSEEK_MASKED)
 
 
 def test_help_and_list_need_no_gpu():
