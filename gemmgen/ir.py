@@ -424,8 +424,6 @@ class Kernel:
         """
         if self.op not in (Op.DENSE, Op.GROUPED):
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
-        if self.masked:
-            return "the masked grouped layout (lhs [g, m, k]) is not wired to it yet"
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
         rhs = self.rhs_operand

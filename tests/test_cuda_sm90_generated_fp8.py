@@ -134,6 +134,28 @@ kernel h_gate_kn {
   tile m=64 n=256 k=32
   stages 2
 }
+
+# The masked layout (decode-time MoE): lhs [g, m, k] of m rows of capacity
+# per group, masked_m [g] valid; block-scaled W8A8 like moe_fp8_masked_gemm.
+kernel fm_blk {
+  op grouped
+  lhs e4m3 [g, m, k]
+  rhs e4m3 [g, n, k]
+  lhs_scale per_token_group k=128
+  rhs_scale block n=128 k=128
+  tile m=64 n=128 k=128
+}
+
+# bf16 masked with per-token scales, a group bias and silu_mul.
+kernel hm_gate {
+  op grouped
+  lhs bf16 [g, m, k]
+  rhs bf16 [g, n, k]
+  lhs_scale per_token
+  bias f32 [g, 1, n]
+  epilogue silu_mul
+  tile m=64 n=128 k=32
+}
 """
 
 FP8 = HopperSpec("hopper_fp8", SPEC)
@@ -147,7 +169,8 @@ def test_plan_of_fp8_kernels():
     spec = FP8.spec
     want = {"f_tok": [(128, 128)], "f_e5": [(64, 128), (128, 128)], "f_blk": [(128, 128)],
             "f_blk_e8": [(128, 128)], "fg_tok": [(128, 128)], "fg_blk": [(64, 128)], "f_kn": [],
-            "fg_gate": [(128, 128)], "h_gate_kn": [(256, 64)]}
+            "fg_gate": [(128, 128)], "h_gate_kn": [(256, 64)], "fm_blk": [(128, 128)],
+            "hm_gate": [(128, 64)]}
     for name, tiles in want.items():
         k = FP8.kernel(name)
         p = cuda_gemm.plan(k, spec)
@@ -303,6 +326,45 @@ def test_gate_up_on_the_emulator(name, case, num_sms):
 
 
 # ---------------------------------------------------------------------------
+# The masked layout on the Hopper body: every (group, m tile) pair an item of
+# the persistent grid, rows past a group's count written as zeros (a tile
+# past it loads nothing), no fill and no worklist.
+
+
+def test_masked_launch_is_one_persistent_gemm_over_every_group_tile():
+    lm = FP8.launcher("fm_blk")
+    dims = lm.validate(lhs=np.zeros((3, 200, 256), np.uint8), rhs=np.zeros((3, 256, 256), np.uint8),
+                       masked_m=np.array([0, 200, 7], np.int32),
+                       lhs_scale=np.zeros((3, 200, 2), np.float32),
+                       rhs_scale=np.zeros((3, 2, 2), np.float32))
+    (step,) = lm.launches(dims, 90, 132)
+    assert step.entry == "fm_blk_sm90"
+    assert step.grid == (12, 1, 1)  # 3 groups x 2 m tiles of 128 x 2 n tiles
+    assert step.args[0].dims == (256, 600) and step.args[0].box == (128, 128)  # g * m rows
+    assert step.args[1].dims == (256, 256, 3)
+    assert "gg::gemm::sm90::masked<Sm90Tile0>(" in (FP8.folder / "fm_blk.cu").read_text()
+    assert [s.entry for s in lm.launches(dims, 89, 128)] == ["fm_blk"]
+
+
+MASKED = [
+    ("fm_blk", Case("edges", 200, 256, 272, masked_m=(0, 200, 1, 129)), 3),
+    ("fm_blk", Case("cap_101_g16", 101, 128, 144,
+                    masked_m=(0, 101, 1, 65, 3, 0, 100, 7, 64, 0, 2, 99, 5, 0, 101, 33)), 4),
+    ("hm_gate", Case("gate", 150, 272, 72, masked_m=(150, 0, 20, 149)), 2),
+    ("hm_gate", Case("all_empty", 64, 128, 64, masked_m=(0, 0)), 1),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}",
+                 marks=() if (n, c.name) in {("fm_blk", "edges"), ("hm_gate", "gate")}
+                 else pytest.mark.slow)
+    for n, c, s in MASKED])
+def test_masked_on_the_emulator(name, case, num_sms):
+    FP8.check(name, case, num_sms, seed=fresh_seed())
+
+
+# ---------------------------------------------------------------------------
 # The planted promotion bugs of tests/test_cuda_sm90_gemm_fp8.py, under a
 # generated kernel: its launch sequence, tile and maps, the body edited.
 
@@ -314,7 +376,8 @@ def _planted(edits, kernel: str = "f_blk") -> tuple[dict, str]:
         text = text.replace(old, new)
     text = text.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
     source = (FP8.folder / f"{kernel}.cu").read_text()
-    call = "gg::gemm::sm90::grouped<" if FP8.kernel(kernel).grouped else "gg::gemm::sm90::dense<"
+    k = FP8.kernel(kernel)
+    call = f"gg::gemm::sm90::{'masked' if k.masked else 'grouped' if k.grouped else 'dense'}<"
     assert source.count(call) == 1
     source = source.replace(call, call.replace("sm90::", "sm90_planted::")).replace(
         '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n')
@@ -371,6 +434,42 @@ def test_planted_gate_up_bug_is_caught(bug):
         assert not result.passed
 
 
+# The masked layout's own: the consumers run the K loop of a tile past its
+# group's count, whose stages the producer never loads (a deadlock), and the
+# rows past the count never zeroed (the poisoned output shows).
+MASKED_PLANTED = {
+    "consumer_loops_on_an_empty_tile": (
+        [("    const int ktiles = ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);",
+          "    const int ktiles = (k + T::kBK - 1) / T::kBK;")],
+        r"(?s)deadlock in block .*mbarrier.try_wait.parity"),
+    "rows_past_the_count_not_zeroed": (
+        [("    w.zero_hi = base + (lo + kBM < g.cap ? lo + kBM : g.cap);",
+          "    w.zero_hi = base + (lo + kBM < g.cap ? lo + kBM : g.cap);\n    w.zero_hi = end;")],
+        None),
+}
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "consumer_loops_on_an_empty_tile" else pytest.mark.slow)
+    for b in MASKED_PLANTED])
+def test_planted_masked_bug_is_caught(bug):
+    edits, report = MASKED_PLANTED[bug]
+    k = FP8.kernel("fm_blk")
+    case = Case("edges", 200, 128, 144, masked_m=(0, 200, 1, 100))
+    inputs = case.inputs(k, 4)
+    modules, name = _planted(edits, "fm_blk")
+
+    def run():
+        return run_launcher(FP8.launcher("fm_blk"), "", name, inputs, modules=modules,
+                            arch=SM90, num_sms=2)
+
+    if report is not None:
+        with pytest.raises(EmuKernelError, match=report):
+            run()
+    else:
+        assert not compare(run(), reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+
+
 # ---------------------------------------------------------------------------
 # nvcc for sm_90a.
 
@@ -383,7 +482,7 @@ needs_cuobjdump = pytest.mark.skipif(
 @needs_cuobjdump
 @pytest.mark.parametrize("name", ["fg_blk", pytest.param("f_e5", marks=pytest.mark.slow),
                                   pytest.param("f_blk_e8", marks=pytest.mark.slow),
-                                  "fg_gate"])
+                                  "fg_gate", pytest.param("fm_blk", marks=pytest.mark.slow)])
 def test_generated_fp8_hopper_entries_run_qgmma_on_tma_without_spills(name):
     lp = cuda_backend.plan(FP8.kernel(name), FP8.spec)
     source = (FP8.folder / f"{name}.cu").read_text()

@@ -114,9 +114,6 @@ def _kernel_text(op: str, lhs: str, rhs: str, extra: str = "") -> str:
     ("grouped", "[g, cap, k]", "[g, n, k]", "", "specs/masked.gemm:7:12",
      ("lhs shape must be '[m, k]' or '[g, m, k]' for op 'grouped', not [g, cap, k] (a 3-d "
       "lhs is the masked layout [g, m, k]: m rows of capacity per group)")),
-    ("grouped", "[g, m, k]", "[g, n, k]", "  mma wgmma\n", "specs/masked.gemm:10:3",
-     ("'mma wgmma' cannot run this kernel on the Hopper body: the masked grouped layout "
-      "(lhs [g, m, k]) is not wired to it yet")),
 ])
 def test_misuses_are_positioned_errors(op, lhs, rhs, extra, where, message):
     (error,) = errors(_kernel_text(op, lhs, rhs, extra))
@@ -135,15 +132,17 @@ def test_the_cli_reports_a_misuse_with_exit_2(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_the_hopper_body_is_not_taken_by_auto():
-    """mma auto on sm_90a: a masked kernel gets the mma.sync body (no
-    Hopper entry points), as docs/cuda.md says."""
+def test_the_hopper_body_is_taken_by_auto_on_sm90a():
+    """mma auto on sm_90a: a masked kernel gets the Hopper body there, as
+    one persistent launch like the mma.sync one (no fill, no worklist, no
+    workspace); tests/test_cuda_sm90_generated_fp8.py runs it."""
     spec = load(LOCAL_SPEC)
     kernel = spec.kernel("masked_bf16")
-    assert kernel.wgmma_obstacle() is not None and not kernel.uses_wgmma("sm_90a")
+    assert kernel.wgmma_obstacle() is None and kernel.uses_wgmma("sm_90a")
+    assert not kernel.uses_wgmma("sm_89")
     lp = cuda_backend.plan(kernel, spec)
-    assert not lp.has_sm90 and not lp.has_workspace
-    assert all(len(v.steps) == 1 for v in lp.variants)  # no fill, no worklist
+    assert lp.has_sm90 and not lp.has_workspace
+    assert all(len(v.steps) == 1 and len(v.sm90_steps) == 1 for v in lp.variants)
 
 
 # ---------------------------------------------------------------------------
@@ -445,8 +444,8 @@ def test_explain_counts_every_row_of_capacity():
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
 @pytest.mark.parametrize("name", ["masked_bf16_kn", "masked_bf16"])
 def test_local_kernels_compile_for_every_arch_without_spills(name):
-    """sm_89 and sm_90a, -Werror: the masked body of the mma.sync kernel
-    (the only one a masked kernel gets, on sm_90a too)."""
+    """sm_89 and sm_90a, -Werror: every entry (the mma.sync masked body and,
+    in the sm_90a build, the Hopper one) without spills."""
     from gemmgen.harness import nvcc
 
     spec, d = cuda_generated("local")

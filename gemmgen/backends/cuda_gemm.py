@@ -243,7 +243,9 @@ def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90
     stages = max(fits)
     ob = kernel.out.bits // 8
     c_stride = bn_out + 16 // ob
-    if kernel.op is Op.GROUPED:
+    if kernel.masked:  # every (group, m tile) pair
+        tiles = f"g * gg_cdiv(m, {SM90_BM}) * gg_cdiv(n_out, {bn_out})"
+    elif kernel.op is Op.GROUPED:
         tiles = f"(gg_cdiv(m, {SM90_BM}) + g) * gg_cdiv(n_out, {bn_out})"
     else:
         tiles = f"gg_cdiv(m, {SM90_BM}) * gg_cdiv(n_out, {bn_out})"
@@ -679,7 +681,9 @@ def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec
     eb = kernel.lhs.dtype.bits // 8
     bk = SM90_ROW_BYTES // eb
     k, n, m, g = var("k"), var("n"), var("m"), var("g")
-    lhs = TensorMapSpec(dt, (k, m), (k * eb,), (bk, SM90_BM))
+    # Masked: lhs [g, m, k] is g * m rows.
+    lhs_rows = g * m if kernel.masked else m
+    lhs = TensorMapSpec(dt, (k, lhs_rows), (k * eb,), (bk, SM90_BM))
     if kernel.rhs_operand.layout is Layout.NK:
         # silu_mul loads the gate and the up half of a tile as two boxes.
         rows = bn // 2 if kernel.epilogue.activation is Activation.SILU_MUL else bn
@@ -707,6 +711,8 @@ def _sm90_params(kernel: ir.Kernel, bn: int) -> tuple[Param, ...]:
     if kernel.bias.mode is not BiasMode.NONE:
         out.append(Param(f"const {CTYPE[kernel.bias.dtype]}* __restrict__", "bias", array("bias")))
     out.append(Param(f"{CTYPE[kernel.out]}* __restrict__", "out", array("out")))
+    if kernel.masked:  # masked_m, then n, k, g and m (the capacity)
+        return tuple(out) + tuple(Param(*prm) for prm in cuda_masked.params())
     if grouped:
         out.append(Param("const int* __restrict__", "workspace", array("workspace")))
     dims = ("m", "n", "k", "num_groups", "group_offset") if grouped else ("m", "n", "k")
@@ -722,16 +728,20 @@ def _sm90_entries(kernel: ir.Kernel, tiles: list[Sm90Tile],
     if "lhs_scale" in present or "rhs_scale" in present:
         args += [side if side in present else "nullptr" for side in ("lhs_scale", "rhs_scale")]
     args += ["bias" if "bias" in present else "nullptr", "out"]
-    if grouped:
+    if kernel.masked:
+        args.append("masked_m")
+    elif grouped:
         args.append("workspace")
     args += [p.name for p in params if p.ctype == "int"]
+    body_fn = "masked" if kernel.masked else "grouped" if grouped else "dense"
     out = []
     for t in tiles:
-        rows = "work items" if grouped else "m tiles"
+        rows = ("(group, m tile) pairs" if kernel.masked else "work items" if grouped
+                else "m tiles")
         body = ("#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)",
                 "  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only",
                 "#else",
-                *_call(f"gg::gemm::sm90::{'grouped' if grouped else 'dense'}<Sm90Tile{t.index}>",
+                *_call(f"gg::gemm::sm90::{body_fn}<Sm90Tile{t.index}>",
                        args),
                 "#endif")
         out.append(Entry(
@@ -1089,7 +1099,7 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
             maps = dict(zip(("lhs", "rhs"), _sm90_maps(kernel, h.bn)))
             args = tuple(tensor_map(a.name, maps[a.name]) if a.tmap is not None else a
                          for a in (prm.launch for prm in p.sm90_params))
-            if p.grouped:
+            if p.grouped and not kernel.masked:
                 sm90 += [steps[0], Step(f"{name}_worklist", ("1", "1", "1"), 1, 0,
                                         (array("group_sizes"), i32("num_groups"),
                                          i32("group_offset"), i32("g"), i32("m"),

@@ -176,33 +176,78 @@ struct Operands {
 };
 
 // Where one work item's tile lies: rows [m0, m0 + 128) of lhs, output
-// columns [n0, n0 + kBNOut), local group gl (0 for dense), rows stored
-// [row_lo, row_hi).
+// columns [n0, n0 + kBNOut), local group gl (0 for dense), rows computed
+// and stored [row_lo, row_hi), rows stored as zeros [row_hi, zero_hi) (the
+// masked layout's rows past a group's count; empty otherwise).
 struct TileWork {
-  int m0, n0, gl, row_lo, row_hi;
+  int m0, n0, gl, row_lo, row_hi, zero_hi;
 };
+
+// How a block's items map to rows of lhs and out: m tiles (dense), the
+// device worklist's (local group, m tile) items (grouped, the contiguous
+// layout), or every (group, m tile) pair of g groups of cap rows (masked).
+enum class Rows { kDense, kGrouped, kMasked };
+
+// Where the items come from: the worklist (grouped) or the counts (masked).
+struct Items {
+  const int* items_gm;  // grouped: (local group, m tile) pairs
+  const int* starts;    // grouped: the group starts gg::gemm::worklist wrote
+  int num_groups, group_offset;
+  const int* masked_m;  // masked: the valid rows of each group
+  int cap;              // masked: the rows of each group
+};
+
+// Item `item`'s tile at n tile `nt`. Masked: group item / tiles of its
+// cdiv(cap, 128) m tiles; rows past its count (clipped to [0, cap]) are
+// zeros, and a tile with none before the count has no K loop.
+template <class T, Rows L>
+__device__ __forceinline__ TileWork work_of(int item, int nt, int m, const Items& g) {
+  TileWork w{item * kBM, nt * T::kBNOut, 0, 0, m, m};
+  if constexpr (L == Rows::kGrouped) {
+    w.gl = g.items_gm[2 * item];
+    w.m0 = g.items_gm[2 * item + 1] * kBM;
+    const long long group = (long long)g.group_offset + w.gl;
+    const int lo = group_start(g.starts, g.num_groups, group);
+    w.row_lo = lo > w.m0 ? lo : w.m0;
+    w.row_hi = w.zero_hi = group_start(g.starts, g.num_groups, group + 1);
+  } else if constexpr (L == Rows::kMasked) {
+    const int tiles = (g.cap + kBM - 1) / kBM;
+    w.gl = item / tiles;
+    const int base = w.gl * g.cap, lo = (item % tiles) * kBM;
+    const int c = g.masked_m[w.gl];
+    const int end = base + (c < 0 ? 0 : (c > g.cap ? g.cap : c));
+    w.m0 = w.row_lo = base + lo;
+    w.zero_hi = base + (lo + kBM < g.cap ? lo + kBM : g.cap);
+    w.row_hi = end < w.m0 ? w.m0 : (end < w.zero_hi ? end : w.zero_hi);
+  }
+  return w;
+}
+
+// K tiles of a tile: all of k, none for a masked tile past its count.
+template <Rows L>
+__device__ __forceinline__ int ktiles_of(const TileWork& w, int ktiles) {
+  return L == Rows::kMasked && w.row_hi <= w.row_lo ? 0 : ktiles;
+}
 
 // The producer's elected thread: for each tile of this block, each K tile:
 // wait until the stage is empty, announce its bytes, issue the loads.
-template <class T, bool kGrouped>
+template <class T, Rows L>
 __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b, int tiles, int items, int tiles_n,
-                                        int n, int k, const int* items_gm) {
+                                        int m, int n, int k, const Items& g) {
   constexpr int kBK = T::kBK;
-  const int ktiles = (k + kBK - 1) / kBK;
+  constexpr bool kGrouped = L != Rows::kDense;
   int it = 0;  // K tiles issued by this block so far: stage it % S, round it / S
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
-    int m0 = item * kBM, gl = 0;
-    if constexpr (kGrouped) {
-      gl = items_gm[2 * item];
-      m0 = items_gm[2 * item + 1] * kBM;
-    }
+    const TileWork w = work_of<T, L>(item, nt, m, g);
+    const int m0 = w.m0, gl = w.gl;
+    const int ktiles = ktiles_of<L>(w, (k + kBK - 1) / kBK);
     // B rows (K-major) or columns (MN-major) of the tile: one run of kBN
     // from n0, or for silu_mul the gate half from n0 and the up half from
     // n / 2 + n0.
-    const int n0 = nt * T::kBNOut;
+    const int n0 = w.n0;
     constexpr int kRuns = kSilu<T> ? 2 : 1;
     const int b0[2] = {n0, n / 2 + n0};
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
@@ -302,7 +347,9 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
     const int r = lane / 4 + 8 * ((i / 2) % 2);
     const int c = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     const int row = row0 + r, col = w.n0 + c;
-    if (row >= w.row_lo && row < w.row_hi && col < n_out) {
+    if (row >= w.row_hi && row < w.zero_hi && col < n_out) {
+      slice[r * T::kCStride + c] = gg::from_float<out_t>(0.0f);  // masked: past the count
+    } else if (row >= w.row_lo && row < w.row_hi && col < n_out) {
       if constexpr (kSilu<T>) {
         float x[2] = {d[i], d[i + T::kBN / 4]};
         const int bcol[2] = {col, n / 2 + col};
@@ -320,7 +367,7 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
   for (int idx = lane; idx < 16 * T::kBNOut; idx += 32) {
     const int r = idx / T::kBNOut, c = idx % T::kBNOut;
     const int row = row0 + r, col = w.n0 + c;
-    if (row >= w.row_lo && row < w.row_hi && col < n_out) {
+    if (row >= w.row_lo && row < w.zero_hi && col < n_out) {
       o.out[(long long)row * n_out + col] = slice[r * T::kCStride + c];
     }
   }
@@ -430,24 +477,15 @@ __device__ __forceinline__ void promote_tiles(const Smem<T>& s, int cw, int ktil
 // A consumer warpgroup (cw = 0, 1): for each tile of this block, each K
 // tile: wait until the stage is full, issue its wgmmas, retire the previous
 // K tile's and release that stage; then the epilogue.
-template <class T, bool kGrouped>
+template <class T, Rows L>
 __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int items, int tiles_n,
-                                        int m, int n, int k, const int* items_gm, const int* starts,
-                                        int num_groups, int group_offset, const Operands<T>& o) {
-  const int ktiles = (k + T::kBK - 1) / T::kBK;
+                                        int m, int n, int k, const Items& g, const Operands<T>& o) {
   int it = 0;  // K tiles consumed by this block so far (as the producer counts)
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
-    TileWork w{item * kBM, nt * T::kBNOut, 0, 0, m};
-    if constexpr (kGrouped) {
-      w.gl = items_gm[2 * item];
-      w.m0 = items_gm[2 * item + 1] * kBM;
-      const long long group = (long long)group_offset + w.gl;
-      const int lo = group_start(starts, num_groups, group);
-      w.row_lo = lo > w.m0 ? lo : w.m0;
-      w.row_hi = group_start(starts, num_groups, group + 1);
-    }
+    const TileWork w = work_of<T, L>(item, nt, m, g);
+    const int ktiles = ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     float d[T::kBN / 2];
     GG_UNROLL
     for (int i = 0; i < T::kBN / 2; ++i)
@@ -488,12 +526,10 @@ __device__ __forceinline__ int tiles_n_of(int n) {
 }
 
 // The block: barriers, the role split, setmaxnreg.
-template <class T, bool kGrouped>
+template <class T, Rows L>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
                                     const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
-                                    int k,
-                                    int tiles, int items, int tiles_n, const int* items_gm,
-                                    const int* starts, int num_groups, int group_offset) {
+                                    int k, int tiles, int items, int tiles_n, const Items& g) {
   static_assert(check_tile_sm90<T>(), "the tile's numbers follow from its shape");
   const Smem<T> s(smem);
   if (threadIdx.x == 0) {
@@ -510,12 +546,11 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
     if (threadIdx.x == 0) {
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
-      produce<T, kGrouped>(s, map_a, map_b, tiles, items, tiles_n, n, k, items_gm);
+      produce<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
     }
   } else {
     gg::setmaxnreg_inc<kConsumerRegs>();
-    consume<T, kGrouped>(s, wg - 1, tiles, items, tiles_n, m, n, k, items_gm, starts, num_groups,
-                         group_offset, o);
+    consume<T, L>(s, wg - 1, tiles, items, tiles_n, m, n, k, g, o);
   }
 }
 
@@ -530,8 +565,8 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k) {
   const int tiles_m = (m + kBM - 1) / kBM, tiles_n = tiles_n_of<T>(n);
-  run<T, false>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                tiles_m * tiles_n, tiles_m, tiles_n, nullptr, nullptr, 0, 0);
+  run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
+                       tiles_m * tiles_n, tiles_m, tiles_n, Items{});
 }
 
 // Dense without scales.
@@ -558,9 +593,9 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         const int* __restrict__ workspace, int m, int n, int k,
                                         int num_groups, int group_offset) {
   const int items = workspace[0], tiles_n = tiles_n_of<T>(n);
-  run<T, true>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-               items * tiles_n, items, tiles_n, workspace + 2 + num_groups, workspace + 1,
-               num_groups, group_offset);
+  const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
+  run<T, Rows::kGrouped>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n,
+                         k, items * tiles_n, items, tiles_n, g);
 }
 
 // Grouped without scales.
@@ -573,6 +608,38 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         int num_groups, int group_offset) {
   grouped<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
              group_offset);
+}
+
+// Masked (the masked grouped layout, docs/cuda.md): lhs [g, cap, k] and out
+// [g, cap, n_out] as g * cap rows over map_a and out; map_b is 3D over rhs
+// [g, ...]. Every (group, m tile) pair is an item: the rows before the
+// group's count masked_m[gl] (clipped to [0, cap]) are computed, the rest of
+// the group's rows written as zeros (a tile past the count loads nothing).
+// No worklist, no fill. Per-token lhs scales are rows of the g * cap.
+template <class T>
+__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
+                                       const CUtensorMap* map_b,
+                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                       const typename T::bias_t* __restrict__ bias,
+                                       typename T::out_t* __restrict__ out,
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
+  const int items = g * ((cap + kBM - 1) / kBM), tiles_n = tiles_n_of<T>(n);
+  const Items it{nullptr, nullptr, g, 0, masked_m, cap};
+  run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
+                        n, k, items * tiles_n, items, tiles_n, it);
+}
+
+// Masked without scales.
+template <class T>
+__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
+                                       const CUtensorMap* map_b,
+                                       const typename T::bias_t* __restrict__ bias,
+                                       typename T::out_t* __restrict__ out,
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
+  masked<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, masked_m, n, k, g, cap);
 }
 
 }  // namespace gg::gemm::sm90

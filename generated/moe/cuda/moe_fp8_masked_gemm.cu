@@ -22,6 +22,11 @@
 //       the partial sums are multiplied by their scales and added to an f32 accumulator (FP32
 //       promotion).
 //   (4) the epilogue stages the tile in shared memory and writes out row by row: the cast to bf16.
+//   (5) on sm_90a (compute capability 9.0) the launchers run the Hopper body instead
+//       (gg_gemm_sm90.cuh, docs/cuda-hopper.md): 384 threads, a producer warpgroup issuing TMA
+//       loads of 128 x 128 A and 128 x 128 B boxes (128-byte swizzle) into 5 stages, two consumer
+//       warpgroups issuing wgmma m64n128k32; a persistent grid of min(SMs, tiles) blocks. Each K
+//       tile's wgmma sums are promoted into an f32 accumulator, times the tile's block scales.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -83,6 +88,31 @@ struct Tile1 : Config {
   static constexpr int kSmemBytes = 55296;
 };
 
+// The Hopper (sm_90a) tiles of the LUT: 384 threads, 128 x kBN x kBK, a ring of
+// kStages TMA stages; gg::gemm::sm90::check_tile_sm90 checks the numbers.
+// Hopper tile 0 (sm_90a): 128 x 128 x 128, 5 stages of 32768 bytes, 199760 bytes of shared memory
+// in all.
+struct Sm90Tile0 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 128;
+  static constexpr int kThreads = 384, kStages = 5, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kCStride = 136, kCWarpBytes = 4352;
+  static constexpr int kSmemBytes = 199760;
+};
+static_assert(gg::gemm::sm90::check_tile_sm90<Sm90Tile0>(),
+              "the Hopper tile's numbers follow from its shape");
+// Hopper tile 1 (sm_90a): 128 x 128 x 128, 5 stages of 32768 bytes, 199760 bytes of shared memory
+// in all.
+struct Sm90Tile1 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 128;
+  static constexpr int kThreads = 384, kStages = 5, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kCStride = 136, kCWarpBytes = 4352;
+  static constexpr int kSmemBytes = 199760;
+};
+static_assert(gg::gemm::sm90::check_tile_sm90<Sm90Tile1>(),
+              "the Hopper tile's numbers follow from its shape");
+
 }  // namespace
 
 // (2-4) Tile 0 (when m <= 32): 32 x 128 output tiles; grid: n tiles, (group, m tile) pairs over y
@@ -106,33 +136,117 @@ extern "C" __global__ void __launch_bounds__(256) moe_fp8_masked_gemm_t1(
                           m);
 }
 
+// (sm_90a) Hopper tile 0: TMA + wgmma, warp specialized; a persistent grid of min(SMs, tiles)
+// blocks walks the 128 x 128 output tiles ((group, m tile) pairs x n tiles) in rasterized order.
+extern "C" __global__ void __launch_bounds__(384, 1) moe_fp8_masked_gemm_t0_sm90(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ masked_m, int n, int k, int g, int m) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only
+#else
+  gg::gemm::sm90::masked<Sm90Tile0>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr, out,
+                                    masked_m, n, k, g, m);
+#endif
+}
+
+// (sm_90a) Hopper tile 1: TMA + wgmma, warp specialized; a persistent grid of min(SMs, tiles)
+// blocks walks the 128 x 128 output tiles ((group, m tile) pairs x n tiles) in rasterized order.
+extern "C" __global__ void __launch_bounds__(384, 1) moe_fp8_masked_gemm_t1_sm90(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ masked_m, int n, int k, int g, int m) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only
+#else
+  gg::gemm::sm90::masked<Sm90Tile1>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr, out,
+                                    masked_m, n, k, g, m);
+#endif
+}
+
 // Host launcher, for nvcc's host pass and the CPU emulation (which runs it
 // on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
 // through moe_fp8_masked_gemm.py, which prints the same launch plan.
 #if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "moe_fp8_masked_gemm.h"
 
+#ifndef GG_TENSOR_MAP_HELPER
+#define GG_TENSOR_MAP_HELPER
+// cuTensorMapEncodeTiled (cuda.h), reached through the runtime's
+// cudaGetDriverEntryPointByVersion: no -lcuda.
+using GgEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// Encodes the tiled map of a 2D or 3D row-major 16-bit tensor at `base`:
+// dims and box innermost first, the byte strides of dims 1 and 2, 128-byte
+// swizzle, zero fill out of bounds. cudaErrorInvalidValue when the driver
+// refuses it (its reason: docs/cuda-hopper.md, "Tensor-map encode").
+inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMapDataType type,
+                                 int rank, long long d0, long long d1, long long d2, long long s1,
+                                 long long s2, int b0, int b1, int b2) {
+  static GgEncodeTiled encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr) {
+      return err != cudaSuccess ? err : cudaErrorNotSupported;
+    }
+    encode = reinterpret_cast<GgEncodeTiled>(fn);
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1),
+                              static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s1), static_cast<cuuint64_t>(s2)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(b0), static_cast<cuuint32_t>(b1),
+                             static_cast<cuuint32_t>(b2)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r =
+      encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+
 cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream_t stream) {
   if (moe_fp8_masked_gemm_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch l[1];  // the launches, in order
-  if (moe_fp8_masked_gemm_launches(a, l) == 0) {
-    return cudaSuccess;
+  // The device: its compute capability picks the path (9.0: the Hopper
+  // body), its SM count sizes the Hopper body's persistent grid.
+  int device = 0, major = 0, minor = 0, num_sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   }
-  cudaError_t err = cudaSuccess;
-  // Every launch's dynamic shared memory against the current device's opt-in
-  // limit, before the first launch.
-  int device = 0, smem_limit = 0;
-  err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  }
   if (err != cudaSuccess) {
     return err;
   }
+  const int sm = major * 10 + minor;
+  GgLaunch l[1];  // the launches, in order
+  if (moe_fp8_masked_gemm_launches(a, l, sm, num_sms) == 0) {
+    return cudaSuccess;
+  }
+  // Every launch's dynamic shared memory against the device's opt-in limit,
+  // before the first launch.
+  int smem_limit = 0;
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) {
     return err;
   }
-  if (moe_fp8_masked_gemm_launch_error(a, smem_limit) != nullptr) {
+  const char* const why = moe_fp8_masked_gemm_launch_error(a, smem_limit, sm, num_sms);
+  if (why != nullptr) {
     return cudaErrorInvalidValue;
   }
   const long long m = a.m;
@@ -141,6 +255,34 @@ cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream
   const long long n = a.n;
   switch (moe_fp8_masked_gemm_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0 && g > 0) {
+        // The Hopper path, 128x128x128, 5 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, k, g * m, 1, k * 1,
+                            0, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, k, n, g, k * 1,
+                            k * n * 1, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(moe_fp8_masked_gemm_t0_sm90,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 199760);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_fp8_masked_gemm_t0_sm90<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(n), gg_i32(k),
+            gg_i32(g), gg_i32(m));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
       moe_fp8_masked_gemm_t0<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(n), gg_i32(k),
           gg_i32(g), gg_i32(m));
@@ -150,6 +292,34 @@ cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream
       }
       return cudaSuccess;
     case 1:
+      if (sm == 90 && num_sms > 0 && g > 0) {
+        // The Hopper path, 128x128x128, 5 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, k, g * m, 1, k * 1,
+                            0, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, k, n, g, k * 1,
+                            k * n * 1, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(moe_fp8_masked_gemm_t1_sm90,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 199760);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_fp8_masked_gemm_t1_sm90<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.out, a.masked_m, gg_i32(n), gg_i32(k),
+            gg_i32(g), gg_i32(m));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
       err = cudaFuncSetAttribute(moe_fp8_masked_gemm_t1,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 55296);
       if (err != cudaSuccess) {

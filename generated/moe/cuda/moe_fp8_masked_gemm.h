@@ -137,9 +137,12 @@ inline int moe_fp8_masked_gemm_pick_tile(long long m, [[maybe_unused]] long long
   return 1;
 }
 
-// The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). The launcher below makes exactly these.
-inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch (&out)[1]) {
+// The launches of call `a` in order, into `out`, on a device of compute
+// capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
+// (0: there is nothing to compute). The launcher below makes exactly these:
+// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch (&out)[1],
+                                        int sm = 0, int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long g = a.g;
@@ -150,6 +153,19 @@ inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch 
   }
   switch (moe_fp8_masked_gemm_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0 && g > 0) {
+        // moe_fp8_masked_gemm_t0_sm90: 128x128 tiles, TMA + wgmma: a persistent grid of min(SMs,
+        // tiles) blocks
+        out[0].kernel = "moe_fp8_masked_gemm";
+        out[0].entry = "moe_fp8_masked_gemm_t0_sm90";
+        out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 384;
+        out[0].smem = 199760;
+        return 1;
+      }
       // moe_fp8_masked_gemm_t0: 32x128 output tiles: n tiles, (group, m tile) pairs over y and z
       out[0].kernel = "moe_fp8_masked_gemm";
       out[0].entry = "moe_fp8_masked_gemm_t0";
@@ -161,6 +177,19 @@ inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch 
       out[0].smem = 46080;
       return 1;
     case 1:
+      if (sm == 90 && num_sms > 0 && g > 0) {
+        // moe_fp8_masked_gemm_t1_sm90: 128x128 tiles, TMA + wgmma: a persistent grid of min(SMs,
+        // tiles) blocks
+        out[0].kernel = "moe_fp8_masked_gemm";
+        out[0].entry = "moe_fp8_masked_gemm_t1_sm90";
+        out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 384;
+        out[0].smem = 199760;
+        return 1;
+      }
       // moe_fp8_masked_gemm_t1: 64x128 output tiles: n tiles, (group, m tile) pairs over y and z
       out[0].kernel = "moe_fp8_masked_gemm";
       out[0].entry = "moe_fp8_masked_gemm_t1";
@@ -180,9 +209,10 @@ inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch 
 // device's opt-in maximum per block, which the launcher queries); else why
 // not.
 inline const char* moe_fp8_masked_gemm_launch_error(const MoeFp8MaskedGemmArgs& a,
-                                                    long long smem_limit) {
+                                                    long long smem_limit, int sm = 0,
+                                                    int num_sms = 0) {
   GgLaunch launches[1];
-  const int count = moe_fp8_masked_gemm_launches(a, launches);
+  const int count = moe_fp8_masked_gemm_launches(a, launches, sm, num_sms);
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;

@@ -20,7 +20,12 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_fp8_masked_gemm";
 /// The `extern "C"` entry points of `moe_fp8_masked_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 2] = ["moe_fp8_masked_gemm_t0", "moe_fp8_masked_gemm_t1"];
+pub const ENTRIES: [&str; 4] = [
+    "moe_fp8_masked_gemm_t0",
+    "moe_fp8_masked_gemm_t1",
+    "moe_fp8_masked_gemm_t0_sm90",
+    "moe_fp8_masked_gemm_t1_sm90",
+];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
