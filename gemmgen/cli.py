@@ -49,9 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--cuda-arch", metavar="ARCH",
                    help="the arch the CUDA emulator plays (default: the spec's declared arch "
                         "with the least shared memory)")
-    e = sub.add_parser("explain", help="the plan of one kernel in words, with its cost")
+    e = sub.add_parser("explain", help="the plan of one kernel (or M dispatcher) in words, "
+                       "with its cost")
     e.add_argument("spec", metavar="SPEC")
-    e.add_argument("kernel", metavar="KERNEL")
+    e.add_argument("kernel", metavar="KERNEL", help="a kernel, or a dispatch (its arms, the "
+                   "body each runs per arch, the arm --m picks, explained)")
     e.add_argument("--m", type=int, default=4096)
     e.add_argument("--n", type=int, default=None)
     e.add_argument("--k", type=int, default=None)

@@ -195,12 +195,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     rendered = _render([args.spec])
     spec = rendered[0].spec
+    dispatch = next((d for d in spec.dispatches if d.name == args.kernel), None)
+    if dispatch is not None:
+        print(explain.explain_dispatch(spec, dispatch, m=args.m, n=args.n, k=args.k,
+                                       groups=args.groups, counters=args.counters))
+        return EXIT_OK
     try:
         spec.kernel(args.kernel)
     except KeyError:
-        names = [k.name for k in spec.kernels]
+        names = [k.name for k in spec.kernels] + [d.name for d in spec.dispatches]
         from gemmgen.diagnostics import suggest
-        print(f"gemmgen: error: {spec.path} has no kernel '{args.kernel}'"
+        print(f"gemmgen: error: {spec.path} has no kernel or dispatch '{args.kernel}'"
               f"{suggest(args.kernel, names)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups,

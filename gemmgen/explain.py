@@ -389,3 +389,28 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
         else:
             lines += _pallas(spec, kernel, m, n, k, groups)
     return "\n".join(lines)
+
+
+def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | None,
+                     k: int | None, groups: int, counters: bool = False) -> str:
+    """An M dispatcher: its arms, the body each arm's kernel runs on each
+    declared CUDA arch, the arm the problem's m picks, then that kernel's
+    explanation (its roofline is the bound of the path that runs)."""
+    from gemmgen.backends.cuda_dispatch import arm_paths
+
+    target = spec.target(ir.Backend.CUDA)
+    archs = target.cuda_archs if target is not None else ()
+    first = spec.kernel(dispatch.rules[0].kernel)
+    n = n or first.static_n or 4096
+    k = k or first.static_k or 4096
+    picked = dispatch.pick(m, n, k)
+    lines = [f"dispatch {dispatch.name}: the kernel for each M (first matching arm), and the "
+             f"body it runs on each declared arch ({', '.join(archs) or 'none'}):"]
+    for r in dispatch.rules:
+        kernel = spec.kernel(r.kernel)
+        label = f"when {r.cond}" if r.cond is not None else "else"
+        paths = arm_paths(kernel, archs) if ir.Backend.CUDA in kernel.backends else "no cuda"
+        mark = "  <- m=%d" % m if r.kernel == picked else ""
+        lines.append(f"  {label:<14} -> {r.kernel} ({kernel.algorithm.value}; {paths}){mark}")
+    lines += ["", explain(spec, picked, m=m, n=n, k=k, groups=groups, counters=counters)]
+    return "\n".join(lines)

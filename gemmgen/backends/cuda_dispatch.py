@@ -44,10 +44,22 @@ class Arm:
     cond: str  # "m <= 8" (valid Python and C++); "" for the else arm
     where: str
     algorithm: str
+    paths: str  # the body the arm's kernel runs on each declared arch
 
     @property
     def label(self) -> str:
         return f"when {self.cond}" if self.cond else "else"
+
+
+def arm_paths(kernel: ir.Kernel, archs: tuple[str, ...]) -> str:
+    """Which body `kernel` runs on each of `archs`, e.g. "sm_89: mma.sync,
+    sm_90a: wgmma" (tile GEMMs), "every arch: the gemv body" (others)."""
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        return f"every arch: the {kernel.algorithm.value} body"
+    names = ["wgmma" if kernel.uses_wgmma(a) else "mma.sync" for a in archs]
+    if len(set(names)) == 1:
+        return f"every arch: {names[0]}" if archs else "no arch declared"
+    return ", ".join(f"{a}: {n}" for a, n in zip(archs, names))
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +135,8 @@ def plan(dispatch: ir.Dispatch, spec: ir.Spec) -> DispatchPlan:
     arms = tuple(
         Arm(index=i, kernel=r.kernel, args_struct=lp.args_struct,
             cond=str(r.cond) if r.cond is not None else "", where=where(r.loc),
-            algorithm=spec.kernel(r.kernel).algorithm.value)
+            algorithm=spec.kernel(r.kernel).algorithm.value,
+            paths=arm_paths(spec.kernel(r.kernel), first.archs))
         for i, (r, lp) in enumerate(zip(dispatch.rules, plans)))
     m_binding = next(b for b in first.bindings if b.dim == "m")
     return DispatchPlan(
