@@ -326,7 +326,7 @@ common cuda_driver std core alloc Array Backend Error Refusal ENTRIES Args Dims
 workspace_bytes launch fmt KernelArg Workspace
 INCLUDE_DIR JAX_CHECKED JAX_RANGE warnings
 GgEncodeTiled TENSOR_MAP_MODES TensorMapArg ctypes cupy_backends device_sm major minor map_lhs
-map_rhs num_sms sm
+map_rhs num_sms sm why masked_m
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch

@@ -132,7 +132,8 @@ def test_spec_kernels_on_sm90a_get_the_hopper_path():
                     "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16",
                     "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32",
                     "fp8_gemm_blockscaled_pipe", "gmm_bf16", "moe_bf16_grouped_gemm",
-                    "moe_fp8_grouped_gemm", "moe_w8a8_gateup_silu", "moe_w8a8_grouped_gemm"]
+                    "moe_fp8_grouped_gemm", "moe_fp8_masked_gemm", "moe_w8a8_gateup_silu",
+                    "moe_w8a8_grouped_gemm"]
 
 
 def test_an_arch_list_without_sm90a_gets_no_hopper_path(tmp_path):
