@@ -39,7 +39,6 @@ a GPU it says so and exits 0.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -230,16 +229,8 @@ def _torch_time(fn, repeats: int = 20) -> float:
 
 def is_masked(kernel: ir.Kernel) -> bool:
     """A grouped kernel with the masked layout (a fixed per-group capacity
-    and a per-group valid count): any field of its IR whose value is, or is
-    named, `masked`, so that this script follows the spec language's option
-    whatever the field is called."""
-    if kernel.op is not ir.Op.GROUPED:
-        return False
-    for f in dataclasses.fields(kernel):
-        value = getattr(kernel, f.name)
-        if getattr(value, "value", None) == "masked" or (f.name == "masked" and value is True):
-            return True
-    return False
+    and a per-group valid count, `ir.Kernel.masked`)."""
+    return kernel.masked
 
 
 def find_masked_kernel(specs: dict) -> tuple[str, ir.Kernel] | None:

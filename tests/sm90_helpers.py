@@ -4,6 +4,7 @@ on an emulated sm_90a device (tests/test_cuda_sm90_generated*.py)."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -12,10 +13,13 @@ from cuda_helpers import render_cuda
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
+from gemmgen.cache import cache_dir
 from gemmgen.cases import Case
+from gemmgen.harness.cuda_emu import EmuModule
 from gemmgen.harness.runner import load_generated_module
 from gemmgen.harness.verify_cuda import run_cpp_launcher, run_launcher
 from gemmgen.reference import compare, reference
+from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
 SM90 = "sm_90a"
 
@@ -70,6 +74,30 @@ class HopperSpec:
             actual = self.run_py(name, inputs, num_sms)
         result = compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs)
         assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+
+
+    def planted(self, name: str, edits) -> tuple[dict, str]:
+        """Kernel `name`'s generated .cu on a copy of gg_gemm_sm90.cuh with
+        `edits` (each must match once), renamed gg::gemm::sm90_planted: the
+        emulator modules keyed as run_launcher looks them up, and the key
+        (pass it as run_launcher's source name, with an empty source)."""
+        text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm90.cuh").read_text()
+        for old, new in edits:
+            assert text.count(old) == 1, \
+                f"the planted edit no longer matches gg_gemm_sm90.cuh: {old!r}"
+            text = text.replace(old, new)
+        text = text.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
+        k = self.kernel(name)
+        call = f"gg::gemm::sm90::{'masked' if k.masked else 'grouped' if k.grouped else 'dense'}<"
+        source = (self.folder / f"{name}.cu").read_text()
+        assert source.count(call) == 1
+        source = source.replace(call, call.replace("sm90::", "sm90_planted::")).replace(
+            '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n')
+        out = cache_dir() / "sm90_generated_planted" / hashlib.sha256(text.encode()).hexdigest()[:16]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "sm90_planted.cuh").write_text(text)
+        key = str(self.folder / f"{name}_planted.cu")
+        return {key: EmuModule(source, key, include_dirs=[out, self.folder])}, key
 
 
 def fresh_seed() -> int:

@@ -139,15 +139,15 @@ def test_grouped(module, nk, m, n, k, sizes, group_offset, g, existing, grid):
 
 HEADER = RUNTIME_INCLUDE_DIR / "gg_gemm_sm90.cuh"
 FULL_WAIT = "gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);"
-EMPTY_RELEASE = "if (kt > 0) {\n        gg::mbarrier_arrive(&s.empty[(it - 1) % T::kStages]);"
+EMPTY_RELEASE = "if (kt > 0) {\n          gg::mbarrier_arrive(&s.empty[(it - 1) % T::kStages]);"
 PLANTED = {
     "expect_tx_too_many": (
         [("T::kAStage + T::kBStage);", "T::kAStage + T::kBStage + 1024);")],
         r"1024 transaction bytes missing \(expect_tx announced \d+, TMA delivered \d+\)",
     ),
     "no_full_wait": (
-        [(FULL_WAIT + "\n      gg::wgmma_fence();\n      gg::wgmma_fence_operand(d);",
-          "gg::wgmma_fence();\n      gg::wgmma_fence_operand(d);")],
+        [(FULL_WAIT + "\n        gg::wgmma_fence();\n        gg::wgmma_fence_operand(d);",
+          "gg::wgmma_fence();\n        gg::wgmma_fence_operand(d);")],
         (
             r"no thread waited (for it|on that phase)|no thread has waited on that barrier phase|the wgmma was "
             r"issued before the data it reads had arrived"

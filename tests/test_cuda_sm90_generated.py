@@ -13,7 +13,6 @@ bias, grouped, the C++ launcher, one planted bug); the rest are `slow`."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -26,13 +25,11 @@ from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends import cuda_gemm
-from gemmgen.cache import cache_dir
 from gemmgen.cases import Case
 from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError, EmuModule
+from gemmgen.harness.cuda_emu import EmuKernelError
 from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.reference import compare, reference
-from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
 SPEC = """
 target cuda {
@@ -260,29 +257,9 @@ def test_the_mma_sync_path_of_the_same_kernel_on_sm89():
 # generated ones.
 
 
-def planted_module(edits) -> tuple[dict, Path]:
-    """The emulator module of h_dense.cu on the planted body, keyed as
-    run_launcher looks it up, and the .cu's path."""
-    text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm90.cuh").read_text()
-    for old, new in edits:
-        assert text.count(old) == 1, f"the planted edit no longer matches gg_gemm_sm90.cuh: {old!r}"
-        text = text.replace(old, new)
-    text = text.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
-    _, folder = generated()
-    source = (folder / "h_dense.cu").read_text()
-    assert source.count("gg::gemm::sm90::dense<") == 1
-    source = source.replace("gg::gemm::sm90::dense<", "gg::gemm::sm90_planted::dense<").replace(
-        '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n')
-    out = Path(cache_dir()) / "sm90_generated_planted" / hashlib.sha256(text.encode()).hexdigest()[:16]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sm90_planted.cuh").write_text(text)
-    name = str(folder / "h_dense_planted.cu")
-    return {name: EmuModule(source, name, include_dirs=[out, folder])}, Path(name)
-
-
 def run_planted(edits, inputs):
-    modules, path = planted_module(edits)
-    return run_launcher(launcher("h_dense"), "", str(path), inputs, modules=modules, arch=SM90,
+    modules, key = HOPPER.planted("h_dense", edits)
+    return run_launcher(launcher("h_dense"), "", key, inputs, modules=modules, arch=SM90,
                         num_sms=1)
 
 

@@ -22,8 +22,6 @@ one planted promotion bug, the nvcc build of the FP8 gate-up; the rest are
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import pytest
 from sm90_helpers import SM90, HopperSpec, fresh_seed
@@ -32,13 +30,11 @@ from test_cuda_sm90_gemm_fp8 import PLANTED as FP8_PLANTED
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends import cuda_gemm
-from gemmgen.cache import cache_dir
 from gemmgen.cases import Case
 from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError, EmuModule
+from gemmgen.harness.cuda_emu import EmuKernelError
 from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.reference import compare, reference
-from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 
 SPEC = """
 target cuda {
@@ -372,32 +368,13 @@ def test_masked_on_the_emulator(name, case, num_sms):
 # generated kernel: its launch sequence, tile and maps, the body edited.
 
 
-def _planted(edits, kernel: str = "f_blk") -> tuple[dict, str]:
-    text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm90.cuh").read_text()
-    for old, new in edits:
-        assert text.count(old) == 1, f"the planted edit no longer matches gg_gemm_sm90.cuh: {old!r}"
-        text = text.replace(old, new)
-    text = text.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
-    source = (FP8.folder / f"{kernel}.cu").read_text()
-    k = FP8.kernel(kernel)
-    call = f"gg::gemm::sm90::{'masked' if k.masked else 'grouped' if k.grouped else 'dense'}<"
-    assert source.count(call) == 1
-    source = source.replace(call, call.replace("sm90::", "sm90_planted::")).replace(
-        '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n')
-    out = cache_dir() / "sm90_fp8_generated_planted" / hashlib.sha256(text.encode()).hexdigest()[:16]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sm90_planted.cuh").write_text(text)
-    name = str(FP8.folder / f"{kernel}_planted.cu")
-    return {name: EmuModule(source, name, include_dirs=[out, FP8.folder])}, name
-
-
 @pytest.mark.parametrize("bug", [
     pytest.param(b, marks=() if b == "release_before_retire" else pytest.mark.slow)
     for b in FP8_PLANTED])
 def test_planted_promotion_bug_under_the_generated_fp8_kernel_is_caught(bug):
     edits, report = FP8_PLANTED[bug]
     inputs = Case("ring_wraps", 256, 128, 1024).inputs(FP8.kernel("f_blk"), 5)  # 8 K tiles
-    modules, name = _planted(edits)
+    modules, name = FP8.planted("f_blk", edits)
     with pytest.raises(EmuKernelError, match=report):
         run_launcher(FP8.launcher("f_blk"), "", name, inputs, modules=modules, arch=SM90,
                      num_sms=1)
@@ -422,7 +399,7 @@ def test_planted_gate_up_bug_is_caught(bug):
     edits, report = GATE_PLANTED[bug]
     k = FP8.kernel("fg_gate")
     inputs = Case("gate", 200, 256, 272, group_sizes=(120, 80)).inputs(k, 9)
-    modules, name = _planted(edits, "fg_gate")
+    modules, name = FP8.planted("fg_gate", edits)
 
     def run():
         return run_launcher(FP8.launcher("fg_gate"), "", name, inputs, modules=modules,
@@ -458,7 +435,7 @@ def test_planted_masked_bug_is_caught(bug):
     k = FP8.kernel("fm_blk")
     case = Case("edges", 200, 128, 144, masked_m=(0, 200, 1, 100))
     inputs = case.inputs(k, 4)
-    modules, name = _planted(edits, "fm_blk")
+    modules, name = FP8.planted("fm_blk", edits)
 
     def run():
         return run_launcher(FP8.launcher("fm_blk"), "", name, inputs, modules=modules,

@@ -6,7 +6,6 @@ imply, so a mistyped figure shows)."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 import importlib.util
 import subprocess
 import sys
@@ -75,30 +74,13 @@ def test_the_rows_run_on_the_block_scaled_kernels_of_specs(bench):
         assert not [r for r in plan if r["layout"] == "masked"]
 
 
-class _Layout(enum.Enum):
-    CONTIGUOUS = "contiguous"
-    MASKED = "masked"
-
-
 def test_masked_rows_follow_a_masked_kernel_when_there_is_one(bench):
-    """The script finds the masked layout by value, whatever the IR field
-    that will hold it is named."""
+    """The script finds the masked layout by the IR's `masked` field."""
     base = bench._specs()["moe"].kernel("moe_w8a8_grouped_gemm")
     assert not bench.is_masked(base)
-
-    @dataclasses.dataclass(frozen=True)
-    class Kernel:
-        name: str
-        op: ir.Op
-        lhs: ir.Operand
-        lhs_scale: ir.Scale
-        rhs_scale: ir.Scale
-        group_layout: _Layout
-        backends: tuple = (ir.Backend.CUDA,)
-
-    masked = Kernel("moe_masked", ir.Op.GROUPED, base.lhs, base.lhs_scale, base.rhs_scale,
-                    _Layout.MASKED)
-    contiguous = dataclasses.replace(masked, name="moe_contig", group_layout=_Layout.CONTIGUOUS)
+    masked = dataclasses.replace(bench._specs()["moe"].kernel("moe_fp8_masked_gemm"),
+                                 name="moe_masked")
+    contiguous = dataclasses.replace(base, name="moe_contig")
     assert bench.is_masked(masked) and not bench.is_masked(contiguous)
 
     class Spec:

@@ -671,12 +671,13 @@ def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec]:
+def _sm90_maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
     """The tensor maps of lhs and rhs (gg_gemm_sm90.cuh's boxes; bk elements
-    make a 128-byte row): A is one {bk, 128} box of lhs [m, k]; B one {bk,
-    bn} box of rhs [n, k], or (16-bit only) bn / 64 boxes of {64 columns, bk
-    k rows} of rhs [k, n]; grouped rhs adds the group as the outermost
-    dimension (a box of 1)."""
+    make a 128-byte row): A is one {bk, 128} box of lhs [m, k] ([g * m, k]
+    masked); B boxes of {bk, bn_out} rows of rhs [n, k] (one box a tile, or
+    silu_mul's gate and up halves), or (16-bit only) {64 columns, bk k rows}
+    of rhs [k, n]; grouped rhs adds the group as the outermost dimension (a
+    box of 1)."""
     dt = kernel.lhs.dtype.numpy_name
     eb = kernel.lhs.dtype.bits // 8
     bk = SM90_ROW_BYTES // eb
@@ -685,9 +686,7 @@ def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec
     lhs_rows = g * m if kernel.masked else m
     lhs = TensorMapSpec(dt, (k, lhs_rows), (k * eb,), (bk, SM90_BM))
     if kernel.rhs_operand.layout is Layout.NK:
-        # silu_mul loads the gate and the up half of a tile as two boxes.
-        rows = bn // 2 if kernel.epilogue.activation is Activation.SILU_MUL else bn
-        inner, outer, box = k, n, (bk, rows)
+        inner, outer, box = k, n, (bk, t.bn_out)
     else:
         inner, outer, box = n, k, (64, bk)
     if kernel.op is Op.GROUPED:
@@ -697,12 +696,12 @@ def _sm90_maps(kernel: ir.Kernel, bn: int) -> tuple[TensorMapSpec, TensorMapSpec
     return lhs, rhs
 
 
-def _sm90_params(kernel: ir.Kernel, bn: int) -> tuple[Param, ...]:
+def _sm90_params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
     """The Hopper entry points' parameters in launch order: the tensor maps
     of lhs and rhs (A and B are read through them alone), the scales, bias,
     out, the grouped worklist, the dims."""
     grouped = kernel.op is Op.GROUPED
-    map_lhs, map_rhs = _sm90_maps(kernel, bn)
+    map_lhs, map_rhs = _sm90_maps(kernel, t)
     out = [Param("const __grid_constant__ CUtensorMap", "map_lhs", tensor_map("lhs", map_lhs)),
            Param("const __grid_constant__ CUtensorMap", "map_rhs", tensor_map("rhs", map_rhs))]
     for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
@@ -971,7 +970,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
             sm90_tiles.append(_sm90_tile(kernel, tile, t.index, f"{t.entry}_sm90"))
     # Every LUT entry's Hopper tile takes the same parameters (its n only
     # shapes the B box, which the launcher encodes per tile).
-    sm90_params = _sm90_params(kernel, sm90_tiles[-1].bn) if sm90_tiles else ()
+    sm90_params = _sm90_params(kernel, sm90_tiles[-1]) if sm90_tiles else ()
     algorithm = _algorithm(kernel, tiles, compute, b_feed, block_k)
     if sm90_tiles:
         algorithm += _sm90_algorithm(kernel, sm90_tiles[-1])
@@ -1096,7 +1095,7 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
         workspace = t.workspace_ints
         if p.sm90_tiles:
             h = p.sm90_tiles[t.index]
-            maps = dict(zip(("lhs", "rhs"), _sm90_maps(kernel, h.bn)))
+            maps = dict(zip(("lhs", "rhs"), _sm90_maps(kernel, h)))
             args = tuple(tensor_map(a.name, maps[a.name]) if a.tmap is not None else a
                          for a in (prm.launch for prm in p.sm90_params))
             if p.grouped and not kernel.masked:
