@@ -224,7 +224,7 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
                      f"{t.stages} stages of {t.a_stage + t.b_stage} bytes; {t.threads} threads: a "
                      f"producer warpgroup (setmaxnreg {cuda_gemm_regs()[0]}, one thread issues the "
                      f"TMA loads) and two consumer warpgroups (setmaxnreg {cuda_gemm_regs()[1]}, "
-                     f"wgmma m64n{t.bn}k{256 // gp.compute.bits}, 64 rows each); "
+                     f"wgmma {t.wgmma}, 64 {'weight ' if t.mixed else ''}rows each); "
                      f"{t.smem_bytes} bytes of shared memory")
         if variant.sm90_when is not None and variant.sm90_when.eval(device):
             for step in variant.sm90_steps:

@@ -324,6 +324,12 @@ class Mma(enum.Enum):
 WGMMA_ARCHS = ("sm_90a",)
 # K elements of the Hopper body's FP8 K tile (one 128-byte swizzle row).
 WGMMA_FP8_BK = 128
+# K elements of the weight-only Hopper tile's K tile (a 128-byte row of its
+# 16-bit activations).
+WGMMA_MIXED_BK = 64
+# The weight formats the weight-only Hopper tile widens into 16-bit wgmma
+# operands (gg_gemm_sm90.cuh: runs_mixed).
+WGMMA_WEIGHTS = frozenset({DType.INT8, DType.INT4, DType.FP4, DType.E4M3, DType.E5M2})
 
 
 def arch_number(arch: str) -> int:
@@ -429,6 +435,8 @@ class Kernel:
         rhs = self.rhs_operand
         lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
         sixteen = lhs_t in (DType.BF16, DType.F16)
+        if sixteen and rhs_t in WGMMA_WEIGHTS:
+            return self._mixed_obstacle()
         if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
             return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2), "
                     f"not lhs '{lhs_t.value}' x rhs '{rhs_t.value}'")
@@ -452,10 +460,7 @@ class Kernel:
             if scale.mode is ScaleMode.BLOCK and scale.block_n % 64:
                 return (f"its N tile (64 or 128 for FP8) must lie in one scale block, so "
                         f"rhs_scale's n must be a multiple of 64, not {scale.block_n}")
-        on = [s for s in (self.lhs_scale, self.rhs_scale) if s.enabled]
-        if (any(s.placement is Placement.MAINLOOP for s in on)
-                and any(s.placement is Placement.EPILOGUE for s in on)
-                and any(s.dtype is DType.E8M0 for s in on)):
+        if fold_scales_of(self):
             return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
                     "beside a per-K-block one: the mma.sync body's kFoldScales)")
         per_row = 16 * 8 // lhs_t.bits
@@ -465,6 +470,40 @@ class Kernel:
         if rhs.layout is Layout.KN and self.static_n is not None and self.static_n % per_row:
             return (f"its TMA rows of rhs [k, n] must be multiples of 16 bytes "
                     f"(n % {per_row} == 0), but dims n={self.static_n}")
+        return None
+
+    @property
+    def wgmma_mixed(self) -> bool:
+        """Whether the Hopper body would run this kernel as a weight-only
+        tile (gg_gemm_sm90_mixed.cuh): 16-bit lhs times narrower weights
+        widened in registers, the operands swapped."""
+        return (self.lhs.dtype in (DType.BF16, DType.F16)
+                and self.rhs_operand.dtype in WGMMA_WEIGHTS)
+
+    def _mixed_obstacle(self) -> str | None:
+        """wgmma_obstacle for 16-bit lhs times 8- or 4-bit weights (C++:
+        runs_mixed and qualifies in gg_gemm_sm90.cuh)."""
+        rhs = self.rhs_operand
+        if rhs.layout is not Layout.NK:
+            return ("its weight-only tile reads the weights [n, k] ([g, n, k] grouped), "
+                    "not [k, n]")
+        if self.epilogue.activation is Activation.SILU_MUL:
+            return "its weight-only tile has no silu_mul epilogue (gate and up halves)"
+        if self.lhs_scale.enabled and self.lhs_scale.placement is Placement.MAINLOOP:
+            return (f"its weight-only tile applies lhs scales in the epilogue only, and "
+                    f"lhs_scale is '{self.lhs_scale.mode.value}'")
+        rs = self.rhs_scale
+        if rs.enabled and rs.placement is Placement.MAINLOOP and rs.block_k % WGMMA_MIXED_BK:
+            return (f"its K tile is {WGMMA_MIXED_BK} elements, so a scale's K block must be a "
+                    f"multiple of it, but rhs_scale has k={rs.block_k}")
+        if fold_scales_of(self):
+            return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
+                    "beside a per-K-block one: the mma.sync body's kFoldScales)")
+        # TMA rows of 16 bytes: lhs k % 8, the weights' k * bits / 8 % 16.
+        per_row = 16 * 8 // rhs.dtype.bits
+        if self.static_k is not None and self.static_k % per_row:
+            return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0 for "
+                    f"{rhs.dtype.value} weights), but dims k={self.static_k}")
         return None
 
     def uses_wgmma(self, arch: str) -> bool:
@@ -566,3 +605,13 @@ def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
 
 def lcm(a: int, b: int) -> int:
     return a * b // math.gcd(a, b)
+
+
+def fold_scales_of(kernel: Kernel) -> bool:
+    """Whether the mma.sync body folds the epilogue scales into the FP32
+    promotion (its kFoldScales): a main-loop scale, an epilogue scale, and
+    an e8m0 one among them."""
+    on = [s for s in (kernel.lhs_scale, kernel.rhs_scale) if s.enabled]
+    return (any(s.placement is Placement.MAINLOOP for s in on)
+            and any(s.placement is Placement.EPILOGUE for s in on)
+            and any(s.dtype is DType.E8M0 for s in on))

@@ -77,25 +77,35 @@ class HopperSpec:
 
 
     def planted(self, name: str, edits) -> tuple[dict, str]:
-        """Kernel `name`'s generated .cu on a copy of gg_gemm_sm90.cuh with
-        `edits` (each must match once), renamed gg::gemm::sm90_planted: the
-        emulator modules keyed as run_launcher looks them up, and the key
-        (pass it as run_launcher's source name, with an empty source)."""
-        text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm90.cuh").read_text()
+        """Kernel `name`'s generated .cu on copies of gg_gemm_sm90.cuh and
+        gg_gemm_sm90_mixed.cuh with `edits` (each must match once in one of
+        them), renamed gg::gemm::sm90_planted: the emulator modules keyed as
+        run_launcher looks them up, and the key (pass it as run_launcher's
+        source name, with an empty source)."""
+        headers = ("gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh")
+        texts = {h: (RUNTIME_INCLUDE_DIR / h).read_text() for h in headers}
         for old, new in edits:
-            assert text.count(old) == 1, \
-                f"the planted edit no longer matches gg_gemm_sm90.cuh: {old!r}"
-            text = text.replace(old, new)
-        text = text.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
+            assert sum(t.count(old) for t in texts.values()) == 1, \
+                f"the planted edit no longer matches the Hopper body: {old!r}"
+            h = next(h for h, t in texts.items() if old in t)
+            texts[h] = texts[h].replace(old, new)
+        texts = {h: t.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
+                 for h, t in texts.items()}
+        texts[headers[1]] = texts[headers[1]].replace('#include "gg_gemm_sm90.cuh"',
+                                                      '#include "sm90_planted.cuh"')
         k = self.kernel(name)
         call = f"gg::gemm::sm90::{'masked' if k.masked else 'grouped' if k.grouped else 'dense'}<"
         source = (self.folder / f"{name}.cu").read_text()
         assert source.count(call) == 1
         source = source.replace(call, call.replace("sm90::", "sm90_planted::")).replace(
-            '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n')
-        out = cache_dir() / "sm90_generated_planted" / hashlib.sha256(text.encode()).hexdigest()[:16]
+            '#include "gg_runtime.cuh"\n',
+            '#include "gg_runtime.cuh"\n#include "sm90_planted.cuh"\n'
+            '#include "sm90_mixed_planted.cuh"\n')
+        digest = hashlib.sha256("\0".join(texts.values()).encode()).hexdigest()[:16]
+        out = cache_dir() / "sm90_generated_planted" / digest
         out.mkdir(parents=True, exist_ok=True)
-        (out / "sm90_planted.cuh").write_text(text)
+        (out / "sm90_planted.cuh").write_text(texts[headers[0]])
+        (out / "sm90_mixed_planted.cuh").write_text(texts[headers[1]])
         key = str(self.folder / f"{name}_planted.cu")
         return {key: EmuModule(source, key, include_dirs=[out, self.folder])}, key
 

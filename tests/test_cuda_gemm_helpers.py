@@ -46,6 +46,9 @@ WIDEN = [
     )
     for src in sources
 ]
+# widen_pair: two 8- or 4-bit weights to a 16-bit type in one register (the
+# Hopper weight-only tile's A fragments).
+WIDEN_PAIRS = [(n, s, d) for n, s, d in WIDEN if d.bits == 16 and s.bits <= 8]
 FORMAT = {DType.F32: "kF32", DType.BF16: "kBF16", DType.F16: "kF16", DType.E4M3: "kE4M3",
           DType.E5M2: "kE5M2", DType.INT8: "kInt8", DType.INT4: "kInt4", DType.FP4: "kFp4",
           DType.E8M0: "kE8M0"}
@@ -123,6 +126,14 @@ def _source() -> str:
 extern "C" __global__ void widen_{name}(const unsigned char* row, {CTYPE[dst]}* out, int count) {{
   for (int e = threadIdx.x; e < count; e += blockDim.x) {{
     out[e] = gg::gemm::widen<{F}{FORMAT[src]}, {CTYPE[dst]}>(row, e);
+  }}
+}}
+""")
+    for name, src, dst in WIDEN_PAIRS:
+        parts.append(f"""
+extern "C" __global__ void widen_pair_{name}(const unsigned char* rows, unsigned* out, int count) {{
+  for (int e = threadIdx.x; e < count; e += blockDim.x) {{
+    out[e] = gg::gemm::widen_pair<{F}{FORMAT[src]}, {CTYPE[dst]}>(rows + e * {src.bits * 2 // 8});
   }}
 }}
 """)
@@ -234,6 +245,24 @@ def test_widen_every_stored_value(name, src, dst):
         finite = np.isfinite(values)
         assert (want.astype(np.float64)[finite] == values[finite]).all(), "not exact"
     _same(got, want)
+
+
+@pytest.mark.parametrize("name,src,dst", WIDEN_PAIRS, ids=[w[0] for w in WIDEN_PAIRS])
+def test_widen_pair_every_pair_of_stored_values(name, src, dst):
+    """Every pair: all 256 bytes of two 4-bit codes, all 65536 byte pairs of
+    an 8-bit format; element 0 in the register's low half."""
+    if src.bits == 4:
+        raw = np.arange(256, dtype=np.uint8)  # element 2i in the low nibble
+        values = numerics.storage_to_float64(raw, src).reshape(-1, 2)
+    else:
+        raw = np.arange(1 << 16, dtype=np.uint16).view(np.uint8)
+        stored = raw.view(numerics.storage_dtype(src))
+        with np.errstate(invalid="ignore"):
+            values = numerics.storage_to_float64(stored, src).reshape(-1, 2)
+    count = values.shape[0]
+    (got,) = launch(f"widen_pair_{name}", [raw, np.empty(count, np.uint32), np.int32(count)], [1])
+    want = values.astype(numerics.element_dtype(dst))  # exact, as test_widen_every_stored_value shows
+    _same(got.view(numerics.element_dtype(dst)).reshape(-1, 2), want)
 
 
 # ---------------------------------------------------------------------------

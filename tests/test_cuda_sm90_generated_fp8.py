@@ -422,8 +422,8 @@ MASKED_PLANTED = {
           "    const int ktiles = (k + T::kBK - 1) / T::kBK;")],
         r"(?s)deadlock in block .*mbarrier.try_wait.parity"),
     "rows_past_the_count_not_zeroed": (
-        [("    w.zero_hi = base + (lo + kBM < g.cap ? lo + kBM : g.cap);",
-          "    w.zero_hi = base + (lo + kBM < g.cap ? lo + kBM : g.cap);\n    w.zero_hi = end;")],
+        [("    w.zero_hi = base + (lo + T::kBM < g.cap ? lo + T::kBM : g.cap);",
+          "    w.zero_hi = base + (lo + T::kBM < g.cap ? lo + T::kBM : g.cap);\n    w.zero_hi = end;")],
         None),
 }
 

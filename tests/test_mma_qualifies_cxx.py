@@ -44,6 +44,19 @@ KERNELS = {
                   "  lhs_scale per_token_group k=128 e8m0\n  rhs_scale per_channel",
     "bf16_block": "op dense\n  lhs bf16 [m, k]\n  rhs bf16 [n, k]\n  out bf16\n"
                   "  rhs_scale block n=128 k=128",
+    # Weight-only (the mixed tile): [n, k] weights of 8 or 4 bits, scales
+    # per K block of whole 64-element K tiles, no silu_mul.
+    "w4a16_block": "op dense\n  lhs bf16 [m, k]\n  rhs int4 packed [n, k]\n  out bf16\n"
+                   "  rhs_scale block n=1 k=128 bf16",
+    "w8a16_grouped_kblock": "op grouped\n  lhs f16 [m, k]\n  rhs e4m3 [g, n, k]\n  out f16\n"
+                            "  rhs_scale kblock k=128 f32",
+    "w8a16_kn": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [k, n]\n  out bf16",
+    "w8a16_k32": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
+                 "  rhs_scale block n=1 k=32\n  tile m=64 n=128 k=32",
+    "w8a16_silu_mul": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
+                      "  epilogue silu_mul",
+    "w8a16_lhs_group": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
+                       "  lhs_scale per_token_group k=128",
 }
 
 CONFIG_RE = re.compile(r"^struct Config \{\n.*?^\};\n", re.M | re.S)
@@ -64,8 +77,9 @@ def test_wgmma_obstacle_matches_the_cxx_qualifies(tmp_path):
     # Both answers occur, so a predicate stuck at either one fails.
     assert set(expected.values()) == {True, False}
     assert [n for n, q in expected.items() if q] == [
-        "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "fp8", "per_channel", "per_token",
-        "silu_mul", "fp8_e5m2_tensor", "fp8_block"]
+        "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "w8a16", "fp8", "per_channel",
+        "per_token", "silu_mul", "fp8_e5m2_tensor", "fp8_block", "w4a16_block",
+        "w8a16_grouped_kblock"]
     src = tmp_path / "qualifies.cc"
     src.write_text("\n".join(unit) + "\n")
     try:

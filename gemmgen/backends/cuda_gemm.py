@@ -45,6 +45,7 @@ from gemmgen.backends.cuda_common import (
     all_of,
     array,
     cond_expr,
+    div,
     i32,
     i64,
     spec_checks,
@@ -162,7 +163,9 @@ class Sm90Tile:
     """The Hopper (TMA + wgmma) tile of one LUT entry: 128 x bn x bk (bk:
     one 128-byte row, 64 16-bit or 128 FP8 elements), its stages and
     shared memory (gg::gemm::sm90::check_tile_sm90 states how the numbers
-    relate)."""
+    relate). A weight-only tile (`mixed`, gg_gemm_sm90_mixed.cuh) is bm
+    rows of lhs (8..128, wgmma's N) x 128 weight rows x 64, its B stage raw
+    weight bytes (check_tile_mixed)."""
 
     index: int
     entry: str  # extern "C" symbol
@@ -176,16 +179,25 @@ class Sm90Tile:
     c_warp_bytes: int
     smem_bytes: int
     grid_x: str  # the persistent grid: min(SMs, tiles)
+    bm: int = SM90_BM  # rows of lhs (and out) of a tile
+    mixed: bool = False  # weight-only: the operands swapped, A from registers
 
     threads = SM90_THREADS
-    bm = SM90_BM
     group_m = SM90_GROUP_M
 
     @property
     def wgmma(self) -> str:
         """The wgmma shape each consumer warpgroup issues: K is 32 bytes of
-        each row (k16 for 16-bit types, k32 for FP8)."""
+        each row (k16 for 16-bit types, k32 for FP8); weight-only tiles
+        multiply 64 weight rows (from registers) by the tile's bm rows."""
+        if self.mixed:
+            return f"m64n{self.bm}k16 (A from registers)"
         return f"m64n{self.bn}k{self.bk // 4}"
+
+    @property
+    def check(self) -> str:
+        """The C++ predicate that checks the tile's numbers."""
+        return "check_tile_mixed" if self.mixed else "check_tile_sm90"
 
     @property
     def label(self) -> str:
@@ -228,10 +240,53 @@ def _sm90_widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     return out
 
 
+# The weight-only tile's rows of lhs (wgmma's N), narrowest first.
+SM90_MIXED_BMS = (8, 16, 32, 64, 128)
+
+
+def sm90_mixed_smem_bytes(bm: int, stages: int, out: DType, weight_bits: int) -> int:
+    """check_tile_mixed's carve-up: alignment slack, the stages (bm rows of
+    128-byte lhs rows, 128 rows of 64 weight elements), 8 epilogue slices
+    of bm rows of 16 output columns (+ 16 bytes), two barriers per stage."""
+    ob = out.bits // 8
+    return (1024 + stages * (bm * SM90_ROW_BYTES + SM90_BM * 64 * weight_bits // 8)
+            + 8 * bm * (16 + 16 // ob) * ob + 2 * stages * 8)
+
+
+def _sm90_tiles_expr(kernel: ir.Kernel, bm: int, bn_out: int) -> str:
+    """The output tiles of a Hopper launch (the persistent grid's work)."""
+    if kernel.masked:  # every (group, m tile) pair
+        return f"g * gg_cdiv(m, {bm}) * gg_cdiv(n_out, {bn_out})"
+    if kernel.op is Op.GROUPED:
+        return f"(gg_cdiv(m, {bm}) + g) * gg_cdiv(n_out, {bn_out})"
+    return f"gg_cdiv(m, {bm}) * gg_cdiv(n_out, {bn_out})"
+
+
+def _sm90_mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90Tile:
+    """The weight-only tile of a LUT entry: the narrowest bm of
+    SM90_MIXED_BMS that holds the entry's m rows (a decode entry of m <= 16
+    streams the weights with 16-row tiles), with the most stages that fit."""
+    bm = next((b for b in SM90_MIXED_BMS if b >= tile.m), SM90_MIXED_BMS[-1])
+    wb = kernel.rhs_operand.dtype.bits
+    limit = shared_memory_limit(SM90_ARCH)
+    stages = max(st for st in range(2, SM90_MAX_STAGES + 1)
+                 if sm90_mixed_smem_bytes(bm, st, kernel.out, wb) <= limit)
+    ob = kernel.out.bits // 8
+    c_stride = 16 + 16 // ob
+    return Sm90Tile(index=index, entry=entry, bn=SM90_BM, bn_out=SM90_BM, bk=64,
+                    stages=stages, a_stage=bm * SM90_ROW_BYTES, b_stage=SM90_BM * 64 * wb // 8,
+                    c_stride=c_stride, c_warp_bytes=bm * c_stride * ob,
+                    smem_bytes=sm90_mixed_smem_bytes(bm, stages, kernel.out, wb),
+                    grid_x=f"gg_min(num_sms, {_sm90_tiles_expr(kernel, bm, SM90_BM)})",
+                    bm=bm, mixed=True)
+
+
 def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90Tile:
     """The widest n of `_sm90_widths` with the most stages (up to
     SM90_MAX_STAGES) that fit sm_90a's opt-in shared memory; a narrower n
     when not even 2 stages fit."""
+    if kernel.wgmma_mixed:
+        return _sm90_mixed_tile(kernel, tile, index, entry)
     limit = shared_memory_limit(SM90_ARCH)
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     for bn in _sm90_widths(kernel, tile):
@@ -243,12 +298,7 @@ def _sm90_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90
     stages = max(fits)
     ob = kernel.out.bits // 8
     c_stride = bn_out + 16 // ob
-    if kernel.masked:  # every (group, m tile) pair
-        tiles = f"g * gg_cdiv(m, {SM90_BM}) * gg_cdiv(n_out, {bn_out})"
-    elif kernel.op is Op.GROUPED:
-        tiles = f"(gg_cdiv(m, {SM90_BM}) + g) * gg_cdiv(n_out, {bn_out})"
-    else:
-        tiles = f"gg_cdiv(m, {SM90_BM}) * gg_cdiv(n_out, {bn_out})"
+    tiles = _sm90_tiles_expr(kernel, SM90_BM, bn_out)
     return Sm90Tile(index=index, entry=entry, bn=bn, bn_out=bn_out,
                     bk=SM90_ROW_BYTES * 8 // kernel.lhs.dtype.bits,
                     stages=stages, a_stage=SM90_BM * SM90_ROW_BYTES,
@@ -684,7 +734,18 @@ def _sm90_maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMap
     k, n, m, g = var("k"), var("n"), var("m"), var("g")
     # Masked: lhs [g, m, k] is g * m rows.
     lhs_rows = g * m if kernel.masked else m
-    lhs = TensorMapSpec(dt, (k, lhs_rows), (k * eb,), (bk, SM90_BM))
+    lhs = TensorMapSpec(dt, (k, lhs_rows), (k * eb,), (bk, t.bm))
+    if t.mixed:
+        # The weights as raw bytes: rows of k * bits / 8, a box of one K
+        # tile's bytes x 128 rows, swizzled over that span (64 or 32 bytes).
+        wb = kernel.rhs_operand.dtype.bits
+        inner, raw = (k, 64) if wb == 8 else (div(k, 8 // wb), 64 * wb // 8)
+        if kernel.op is Op.GROUPED:
+            rhs = TensorMapSpec("uint8", (inner, n, g), (inner, inner * n), (raw, SM90_BM, 1),
+                                swizzle=raw)
+        else:
+            rhs = TensorMapSpec("uint8", (inner, n), (inner,), (raw, SM90_BM), swizzle=raw)
+        return lhs, rhs
     if kernel.rhs_operand.layout is Layout.NK:
         inner, outer, box = k, n, (bk, t.bn_out)
     else:
@@ -1000,6 +1061,22 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
 
 def _sm90_algorithm(kernel: ir.Kernel, t: Sm90Tile) -> tuple[str, ...]:
     """The file comment's lines on the Hopper path."""
+    if t.mixed:
+        blocks = kernel.rhs_scale.enabled and kernel.rhs_scale.placement is ir.Placement.MAINLOOP
+        wb = kernel.rhs_operand.dtype.bits
+        text = (f"on sm_90a (compute capability 9.0) the launchers run the Hopper body's "
+                f"weight-only tile instead (gg_gemm_sm90_mixed.cuh, docs/cuda-hopper.md): "
+                f"{t.threads} threads, a producer warpgroup issuing TMA loads of {t.bm} x "
+                f"{t.bk} lhs boxes (128-byte swizzle) and 128 x {64 * wb // 8}-byte weight "
+                f"boxes ({64 * wb // 8}-byte swizzle) into {t.stages} stages; two consumer "
+                f"warpgroups, the operands swapped, widen their 64 weight rows of each K tile "
+                f"to {kernel.lhs.dtype.value} in registers and issue wgmma {t.wgmma} on the "
+                f"tile's lhs rows, then store the transposed fragment; a persistent grid of "
+                f"min(SMs, tiles) blocks."
+                + (" The K tiles of each scale block are promoted into an f32 accumulator "
+                   "times the weight rows' scales." if blocks else ""))
+        wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+        return (f"(5) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
     promote = ""
     if kernel.lhs.dtype.bits == 8:
         blocks = any(s.enabled and s.placement is ir.Placement.MAINLOOP
@@ -1021,10 +1098,7 @@ def _sm90_algorithm(kernel: ir.Kernel, t: Sm90Tile) -> tuple[str, ...]:
 
 def fold_scales(kernel: ir.Kernel) -> bool:
     """GemmPlan.fold_scales: a main-loop scale, an epilogue scale, and e8m0."""
-    scales = (kernel.lhs_scale, kernel.rhs_scale)
-    return (any(s.enabled and s.placement is ir.Placement.MAINLOOP for s in scales)
-            and any(s.enabled and s.dtype is DType.E8M0 for s in scales)
-            and any(s.enabled and s.placement is ir.Placement.EPILOGUE for s in scales))
+    return ir.fold_scales_of(kernel)
 
 
 def _lhs_shape(kernel: ir.Kernel) -> str:
@@ -1102,10 +1176,10 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
                 sm90 += [steps[0], Step(f"{name}_worklist", ("1", "1", "1"), 1, 0,
                                         (array("group_sizes"), i32("num_groups"),
                                          i32("group_offset"), i32("g"), i32("m"),
-                                         i32(str(SM90_BM)), array("workspace")),
-                                        f"the (group, {SM90_BM}-row tile) work items")]
+                                         i32(str(h.bm)), array("workspace")),
+                                        f"the (group, {h.bm}-row tile) work items")]
                 # The worklist of the smaller of the two row tiles bounds both.
-                workspace = (f"2 + num_groups + 2 * (gg_cdiv(m, {min(t.bm, SM90_BM)}) + g)")
+                workspace = (f"2 + num_groups + 2 * (gg_cdiv(m, {min(t.bm, h.bm)}) + g)")
             sm90.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
                              f"{h.bm}x{h.bn} tiles, TMA + wgmma: a persistent grid of "
                              "min(SMs, tiles) blocks"))

@@ -127,9 +127,12 @@ inline int fp8_weight_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unuse
   return 0;
 }
 
-// The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). The launcher below makes exactly these.
-inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[1]) {
+// The launches of call `a` in order, into `out`, on a device of compute
+// capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
+// (0: there is nothing to compute). The launcher below makes exactly these:
+// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[1], int sm = 0,
+                                    int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long n = a.n;
@@ -139,6 +142,19 @@ inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[
   }
   switch (fp8_weight_gemm_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0) {
+        // fp8_weight_gemm_sm90: 128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles)
+        // blocks
+        out[0].kernel = "fp8_weight_gemm";
+        out[0].entry = "fp8_weight_gemm_sm90";
+        out[0].what = "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 384;
+        out[0].smem = 222320;
+        return 1;
+      }
       // fp8_weight_gemm: 128x128 output tiles: n tiles, m tiles over y and z
       out[0].kernel = "fp8_weight_gemm";
       out[0].entry = "fp8_weight_gemm";
@@ -157,9 +173,10 @@ inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
 // device's opt-in maximum per block, which the launcher queries); else why
 // not.
-inline const char* fp8_weight_gemm_launch_error(const Fp8WeightGemmArgs& a, long long smem_limit) {
+inline const char* fp8_weight_gemm_launch_error(const Fp8WeightGemmArgs& a, long long smem_limit,
+                                                int sm = 0, int num_sms = 0) {
   GgLaunch launches[1];
-  const int count = fp8_weight_gemm_launches(a, launches);
+  const int count = fp8_weight_gemm_launches(a, launches, sm, num_sms);
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;

@@ -77,6 +77,23 @@ __host__ __device__ constexpr bool runs() {
          kSame<typename C::rhs_t, mma_t> && !C::kFoldScales;
 }
 
+// Whether the weight-only variant of this body (gg_gemm_sm90_mixed.cuh)
+// computes a Config: 16-bit lhs (the activations) times rhs [n, k] of an
+// 8- or 4-bit weight format (int8, int4, fp4, e4m3, e5m2), which the
+// consumers widen exactly to the lhs type in registers; rhs scales of any
+// mode (per-K-block ones in an FP32 promotion, one scale per weight row and
+// K block); lhs scales in the epilogue only; no folded scales, no silu_mul.
+template <class C>
+__host__ __device__ constexpr bool runs_mixed() {
+  using mma_t = typename C::mma_t;
+  return k16Bit<mma_t> && !kSame<typename C::rhs_t, mma_t> && bits(C::kRhs) <= 8 &&
+         C::kRhsNK && !kLhsScalePromoted<C> && !C::kFoldScales && !kSilu<C>;
+}
+
+// A Config the weight-only variant computes (its tiles are `mixed`).
+template <class C>
+constexpr bool kMixed = runs_mixed<C>();
+
 // Whether the generator routes a Config to this body on sm_90a (the spec's
 // `mma auto | wgmma`; ir.Kernel.wgmma_obstacle states the same in Python):
 // what `runs` computes, with block scales whose K blocks are whole K tiles
@@ -84,7 +101,9 @@ __host__ __device__ constexpr bool runs() {
 // divides them).
 template <class C>
 __host__ __device__ constexpr bool qualifies() {
-  if constexpr (!runs<C>()) {
+  if constexpr (runs_mixed<C>()) {
+    return !kPromotion<C> || C::kScaleBlockK % 64 == 0;
+  } else if constexpr (!runs<C>()) {
     return false;
   } else if constexpr (kPromotion<C>) {
     return C::kScaleBlockK % kBKFor<C> == 0 &&
@@ -130,6 +149,38 @@ __host__ __device__ constexpr bool check_tile_sm90() {
          1024 + T::kStages * (T::kAStage + T::kBStage) + 8 * T::kCWarpBytes + 2 * T::kStages * 8;
 }
 
+// Bytes of one weight row of a K tile of a weight-only tile (64 for 8-bit
+// weights, 32 for 4-bit ones): the inner extent of its TMA box, loaded with
+// a swizzle of that span; for any other tile, B's K tile in elements.
+template <class T>
+constexpr int kBInner = kMixed<T> ? T::kBK * bits(T::kRhs) / 8 : T::kBK;
+
+// Whether a weight-only tile's numbers follow from its shape: kBM rows of
+// lhs (wgmma's N, 8..128) times kBN = 128 weight rows (64 per consumer
+// warpgroup, wgmma's M), K tiles of 64; A stages of kBM 128-byte rows of
+// lhs, B stages of 128 rows of raw weight bytes; each consumer warp's
+// epilogue slice holds kBM rows of its 16 output columns.
+template <class T>
+__host__ __device__ constexpr bool check_tile_mixed() {
+  constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
+  if (!check_config<T>() || !kMixed<T> || T::kBN != kBM || T::kBNOut != T::kBN || T::kBK != 64 ||
+      T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
+    return false;
+  }
+  if (T::kBM != 8 && T::kBM != 16 && T::kBM != 32 && T::kBM != 64 && T::kBM != 128) {
+    return false;
+  }
+  if (kPromotion<T> && !divides(T::kBK, T::kScaleBlockK)) {
+    return false;
+  }
+  if (T::kAStage != T::kBM * kRowBytes || T::kBStage != kBM * kBInner<T> ||
+      T::kCStride != 16 + 16 / kOut || T::kCWarpBytes != T::kBM * T::kCStride * kOut) {
+    return false;
+  }
+  return T::kSmemBytes ==
+         1024 + T::kStages * (T::kAStage + T::kBStage) + 8 * T::kCWarpBytes + 2 * T::kStages * 8;
+}
+
 // The shared-memory carve-up of a tile: the 1024-aligned base, then the A
 // stages, the B stages, the 8 consumer warps' epilogue slices and the
 // barriers.
@@ -141,9 +192,9 @@ struct Smem {
   u64* full;
   u64* empty;
   __device__ __forceinline__ explicit Smem(unsigned char* raw) {
-    unsigned char* base = reinterpret_cast<unsigned char*>(
-        (reinterpret_cast<uintptr_t>(raw) + 1023) & ~static_cast<uintptr_t>(1023));
-    a = base;
+    // An offset from raw (not an integer cast back), so that the compiler
+    // still knows the pointers are shared memory: ld.shared, not ld.
+    a = raw + ((1024 - (reinterpret_cast<uintptr_t>(raw) & 1023)) & 1023);
     b = a + T::kStages * T::kAStage;
     c = b + T::kStages * T::kBStage;
     full = reinterpret_cast<u64*>(c + 8 * T::kCWarpBytes);
@@ -202,22 +253,22 @@ struct Items {
 // zeros, and a tile with none before the count has no K loop.
 template <class T, Rows L>
 __device__ __forceinline__ TileWork work_of(int item, int nt, int m, const Items& g) {
-  TileWork w{item * kBM, nt * T::kBNOut, 0, 0, m, m};
+  TileWork w{item * T::kBM, nt * T::kBNOut, 0, 0, m, m};
   if constexpr (L == Rows::kGrouped) {
     w.gl = g.items_gm[2 * item];
-    w.m0 = g.items_gm[2 * item + 1] * kBM;
+    w.m0 = g.items_gm[2 * item + 1] * T::kBM;
     const long long group = (long long)g.group_offset + w.gl;
     const int lo = group_start(g.starts, g.num_groups, group);
     w.row_lo = lo > w.m0 ? lo : w.m0;
     w.row_hi = w.zero_hi = group_start(g.starts, g.num_groups, group + 1);
   } else if constexpr (L == Rows::kMasked) {
-    const int tiles = (g.cap + kBM - 1) / kBM;
+    const int tiles = (g.cap + T::kBM - 1) / T::kBM;
     w.gl = item / tiles;
-    const int base = w.gl * g.cap, lo = (item % tiles) * kBM;
+    const int base = w.gl * g.cap, lo = (item % tiles) * T::kBM;
     const int c = g.masked_m[w.gl];
     const int end = base + (c < 0 ? 0 : (c > g.cap ? g.cap : c));
     w.m0 = w.row_lo = base + lo;
-    w.zero_hi = base + (lo + kBM < g.cap ? lo + kBM : g.cap);
+    w.zero_hi = base + (lo + T::kBM < g.cap ? lo + T::kBM : g.cap);
     w.row_hi = end < w.m0 ? w.m0 : (end < w.zero_hi ? end : w.zero_hi);
   }
   return w;
@@ -263,9 +314,9 @@ __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map
         for (int r = 0; r < kRuns; ++r) {
           unsigned char* dst = sb + r * (T::kBN / kRuns) * kRowBytes;
           if constexpr (kGrouped) {
-            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kBK, b0[r], gl);
+            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kBInner<T>, b0[r], gl);
           } else {
-            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kBK, b0[r]);
+            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kBInner<T>, b0[r]);
           }
         }
       } else {
@@ -420,15 +471,15 @@ __device__ __forceinline__ TileScales<T> tile_scales(const TileWork& w, int row0
 // leave f32: when this thread's products are all normal (the usual case)
 // they multiply at once, else each partial sum is scaled exactly
 // (gg::mul_scales_out_of_line).
-template <class T>
-__device__ __forceinline__ void add_scaled(float (&d)[T::kBN / 2], const float (&part)[T::kBN / 2],
+template <class T, int V>
+__device__ __forceinline__ void add_scaled(float (&d)[V], const float (&part)[V],
                                            const TileScales<T>& sc) {
   if constexpr (!kPromotion<T>) {
     GG_UNROLL
-    for (int i = 0; i < T::kBN / 2; ++i)
+    for (int i = 0; i < V; ++i)
       d[i] += part[i];
   } else {
-    constexpr int kHalf = kSilu<T> ? T::kBN / 4 : T::kBN / 2;  // elements per column half
+    constexpr int kHalf = kSilu<T> ? V / 2 : V;  // elements per column half
     bool fast = true;
     if constexpr (kExactPromotion<T>) {
       const unsigned fa0 = gg::exponent_field(sc.a[0]), fa1 = gg::exponent_field(sc.a[1]);
@@ -440,11 +491,11 @@ __device__ __forceinline__ void add_scaled(float (&d)[T::kBN / 2], const float (
       const float f[2][2] = {{sc.a[0] * sc.b[0], sc.a[1] * sc.b[0]},
                              {sc.a[0] * sc.b[1], sc.a[1] * sc.b[1]}};
       GG_UNROLL
-      for (int i = 0; i < T::kBN / 2; ++i)
+      for (int i = 0; i < V; ++i)
         d[i] += part[i] * f[i / kHalf][(i / 2) % 2];
     } else {
       GG_UNROLL
-      for (int i = 0; i < T::kBN / 2; ++i)
+      for (int i = 0; i < V; ++i)
         d[i] += gg::mul_scales_out_of_line(part[i], gg::float_to_bits(sc.a[(i / 2) % 2]),
                                            gg::float_to_bits(sc.b[i / kHalf]));
     }
@@ -518,6 +569,12 @@ __device__ __forceinline__ void consume(const Smem<T>& s, int cw, int tiles, int
   }
 }
 
+// The weight-only consumer (gg_gemm_sm90_mixed.cuh, included after this
+// header by gg_runtime.cuh).
+template <class T, Rows L>
+__device__ void consume_mixed(const Smem<T>& s, int cw, int tiles, int items, int tiles_n, int m,
+                              int n, int k, const Items& g, const Operands<T>& o);
+
 // Output tiles along N: n columns of out, or n / 2 for silu_mul.
 template <class T>
 __device__ __forceinline__ int tiles_n_of(int n) {
@@ -530,7 +587,8 @@ template <class T, Rows L>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
                                     const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
                                     int k, int tiles, int items, int tiles_n, const Items& g) {
-  static_assert(check_tile_sm90<T>(), "the tile's numbers follow from its shape");
+  static_assert(kMixed<T> ? check_tile_mixed<T>() : check_tile_sm90<T>(),
+                "the tile's numbers follow from its shape");
   const Smem<T> s(smem);
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
@@ -550,7 +608,11 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
     }
   } else {
     gg::setmaxnreg_inc<kConsumerRegs>();
-    consume<T, L>(s, wg - 1, tiles, items, tiles_n, m, n, k, g, o);
+    if constexpr (kMixed<T>) {
+      consume_mixed<T, L>(s, wg - 1, tiles, items, tiles_n, m, n, k, g, o);
+    } else {
+      consume<T, L>(s, wg - 1, tiles, items, tiles_n, m, n, k, g, o);
+    }
   }
 }
 
@@ -564,7 +626,7 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k) {
-  const int tiles_m = (m + kBM - 1) / kBM, tiles_n = tiles_n_of<T>(n);
+  const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = tiles_n_of<T>(n);
   run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
                        tiles_m * tiles_n, tiles_m, tiles_n, Items{});
 }
@@ -625,7 +687,7 @@ __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* m
                                        typename T::out_t* __restrict__ out,
                                        const int* __restrict__ masked_m, int n, int k, int g,
                                        int cap) {
-  const int items = g * ((cap + kBM - 1) / kBM), tiles_n = tiles_n_of<T>(n);
+  const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = tiles_n_of<T>(n);
   const Items it{nullptr, nullptr, g, 0, masked_m, cap};
   run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
                         n, k, items * tiles_n, items, tiles_n, it);

@@ -21,3 +21,5 @@
 #include "gg_gemm.cuh"
 // The Hopper (sm_90a) tile GEMM: TMA + wgmma, warp specialized.
 #include "gg_gemm_sm90.cuh"
+// Its weight-only consumers: narrow weights widened into wgmma's A registers.
+#include "gg_gemm_sm90_mixed.cuh"

@@ -21,6 +21,14 @@
 //       their scales and added to an f32 accumulator (FP32 promotion).
 //   (4) the epilogue stages the tile in shared memory and writes out row by row: bias, silu, then
 //       the cast to bf16.
+//   (5) on sm_90a (compute capability 9.0) the launchers run the Hopper body's weight-only tile
+//       instead (gg_gemm_sm90_mixed.cuh, docs/cuda-hopper.md): 384 threads, a producer warpgroup
+//       issuing TMA loads of 64 x 64 lhs boxes (128-byte swizzle) and 128 x 32-byte weight boxes
+//       (32-byte swizzle) into 8 stages; two consumer warpgroups, the operands swapped, widen their
+//       64 weight rows of each K tile to bf16 in registers and issue wgmma m64n64k16 (A from
+//       registers) on the tile's lhs rows, then store the transposed fragment; a persistent grid of
+//       min(SMs, tiles) blocks. The K tiles of each scale block are promoted into an f32
+//       accumulator times the weight rows' scales.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -71,6 +79,21 @@ struct Tile0 : Config {
   static constexpr int kSmemBytes = 64512;
 };
 
+// The Hopper (sm_90a) weight-only tiles of the LUT: 384 threads, kBM rows of
+// lhs x kBN = 128 weight rows x kBK, a ring of kStages TMA stages;
+// gg::gemm::sm90::check_tile_mixed checks the numbers.
+// Hopper tile 0 (sm_90a): 64 x 128 x 64, 8 stages of 12288 bytes, 124032 bytes of shared memory in
+// all.
+struct Sm90Tile0 : Config {
+  static constexpr int kBM = 64, kBN = 128, kBK = 64, kBNOut = 128;
+  static constexpr int kThreads = 384, kStages = 8, kGroupM = 8;
+  static constexpr int kAStage = 8192, kBStage = 4096;
+  static constexpr int kCStride = 24, kCWarpBytes = 3072;
+  static constexpr int kSmemBytes = 124032;
+};
+static_assert(gg::gemm::sm90::check_tile_mixed<Sm90Tile0>(),
+              "the Hopper tile's numbers follow from its shape");
+
 }  // namespace
 
 // (2-4) Tile 0 (default): 64 x 128 output tiles; grid: n tiles, m tiles over y and z.
@@ -82,33 +105,103 @@ extern "C" __global__ void __launch_bounds__(256) w4a16_gemm(
   gg::gemm::dense<Tile0>(gg_smem, lhs, rhs, nullptr, rhs_scale, bias, out, m, n, k);
 }
 
+// (sm_90a) Hopper tile 0: TMA + wgmma, warp specialized; a persistent grid of min(SMs, tiles)
+// blocks walks the 64 x 128 output tiles (m tiles x n tiles) in rasterized order.
+extern "C" __global__ void __launch_bounds__(384, 1) w4a16_gemm_sm90(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const __nv_bfloat16* __restrict__ rhs_scale, const float* __restrict__ bias,
+    __nv_bfloat16* __restrict__ out, int m, int n, int k) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only
+#else
+  gg::gemm::sm90::dense<Sm90Tile0>(gg_smem, &map_lhs, &map_rhs, nullptr, rhs_scale, bias, out, m, n,
+                                   k);
+#endif
+}
+
 // Host launcher, for nvcc's host pass and the CPU emulation (which runs it
 // on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
 // through w4a16_gemm.py, which prints the same launch plan.
 #if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "w4a16_gemm.h"
 
+#ifndef GG_TENSOR_MAP_HELPER
+#define GG_TENSOR_MAP_HELPER
+// cuTensorMapEncodeTiled (cuda.h), reached through the runtime's
+// cudaGetDriverEntryPointByVersion: no -lcuda.
+using GgEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// Encodes the tiled map of a 2D or 3D row-major tensor at `base`: its
+// element type, its swizzle (each map its own), dims and box innermost
+// first, the byte strides of dims 1 and 2; no interleave, 256-byte L2
+// promotion, zero fill out of bounds. cudaErrorInvalidValue when the driver
+// refuses it (its reason: docs/cuda-hopper.md, "Tensor-map encode").
+inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMapDataType type,
+                                 CUtensorMapSwizzle swizzle, int rank, long long d0, long long d1,
+                                 long long d2, long long s1, long long s2, int b0, int b1, int b2) {
+  static GgEncodeTiled encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr) {
+      return err != cudaSuccess ? err : cudaErrorNotSupported;
+    }
+    encode = reinterpret_cast<GgEncodeTiled>(fn);
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1),
+                              static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s1), static_cast<cuuint64_t>(s2)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(b0), static_cast<cuuint32_t>(b1),
+                             static_cast<cuuint32_t>(b2)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r =
+      encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+
 cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
   if (w4a16_gemm_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch l[1];  // the launches, in order
-  if (w4a16_gemm_launches(a, l) == 0) {
-    return cudaSuccess;
+  // The device: its compute capability picks the path (9.0: the Hopper
+  // body), its SM count sizes the Hopper body's persistent grid.
+  int device = 0, major = 0, minor = 0, num_sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   }
-  cudaError_t err = cudaSuccess;
-  // Every launch's dynamic shared memory against the current device's opt-in
-  // limit, before the first launch.
-  int device = 0, smem_limit = 0;
-  err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  }
   if (err != cudaSuccess) {
     return err;
   }
+  const int sm = major * 10 + minor;
+  GgLaunch l[1];  // the launches, in order
+  if (w4a16_gemm_launches(a, l, sm, num_sms) == 0) {
+    return cudaSuccess;
+  }
+  // Every launch's dynamic shared memory against the device's opt-in limit,
+  // before the first launch.
+  int smem_limit = 0;
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) {
     return err;
   }
-  if (w4a16_gemm_launch_error(a, smem_limit) != nullptr) {
+  const char* const why = w4a16_gemm_launch_error(a, smem_limit, sm, num_sms);
+  if (why != nullptr) {
     return cudaErrorInvalidValue;
   }
   const long long m = a.m;
@@ -116,6 +209,34 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
   const long long n = a.n;
   switch (w4a16_gemm_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0) {
+        // The Hopper path, 64x128x64, 8 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 2, 0, 64, 64, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_32B, 2, gg_div(k, 2), n, 1, gg_div(k, 2), 0, 32,
+                            128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(w4a16_gemm_sm90, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   124032);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        w4a16_gemm_sm90<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            map_lhs, map_rhs, a.rhs_scale, a.bias, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
       err = cudaFuncSetAttribute(w4a16_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, 64512);
       if (err != cudaSuccess) {
         return err;

@@ -129,9 +129,12 @@ inline int w4a16_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] l
   return 0;
 }
 
-// The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). The launcher below makes exactly these.
-inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1]) {
+// The launches of call `a` in order, into `out`, on a device of compute
+// capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
+// (0: there is nothing to compute). The launcher below makes exactly these:
+// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1], int sm = 0,
+                               int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long n = a.n;
@@ -141,6 +144,18 @@ inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1]) {
   }
   switch (w4a16_gemm_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0) {
+        // w4a16_gemm_sm90: 64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks
+        out[0].kernel = "w4a16_gemm";
+        out[0].entry = "w4a16_gemm_sm90";
+        out[0].what = "64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 64) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 384;
+        out[0].smem = 124032;
+        return 1;
+      }
       // w4a16_gemm: 64x128 output tiles: n tiles, m tiles over y and z
       out[0].kernel = "w4a16_gemm";
       out[0].entry = "w4a16_gemm";
@@ -159,9 +174,10 @@ inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1]) {
 // block, and with smem_limit >= 0 dynamic shared memory (smem_limit: the
 // device's opt-in maximum per block, which the launcher queries); else why
 // not.
-inline const char* w4a16_gemm_launch_error(const W4a16GemmArgs& a, long long smem_limit) {
+inline const char* w4a16_gemm_launch_error(const W4a16GemmArgs& a, long long smem_limit, int sm = 0,
+                                           int num_sms = 0) {
   GgLaunch launches[1];
-  const int count = w4a16_gemm_launches(a, launches);
+  const int count = w4a16_gemm_launches(a, launches, sm, num_sms);
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;

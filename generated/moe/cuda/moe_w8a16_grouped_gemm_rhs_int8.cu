@@ -23,6 +23,14 @@
 //       their scales and added to an f32 accumulator (FP32 promotion).
 //   (4) the epilogue stages the tile in shared memory and writes out row by row: bias, then the
 //       cast to bf16.
+//   (5) on sm_90a (compute capability 9.0) the launchers run the Hopper body's weight-only tile
+//       instead (gg_gemm_sm90_mixed.cuh, docs/cuda-hopper.md): 384 threads, a producer warpgroup
+//       issuing TMA loads of 64 x 64 lhs boxes (128-byte swizzle) and 128 x 64-byte weight boxes
+//       (64-byte swizzle) into 8 stages; two consumer warpgroups, the operands swapped, widen their
+//       64 weight rows of each K tile to bf16 in registers and issue wgmma m64n64k16 (A from
+//       registers) on the tile's lhs rows, then store the transposed fragment; a persistent grid of
+//       min(SMs, tiles) blocks. The K tiles of each scale block are promoted into an f32
+//       accumulator times the weight rows' scales.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -73,6 +81,21 @@ struct Tile0 : Config {
   static constexpr int kSmemBytes = 106496;
 };
 
+// The Hopper (sm_90a) weight-only tiles of the LUT: 384 threads, kBM rows of
+// lhs x kBN = 128 weight rows x kBK, a ring of kStages TMA stages;
+// gg::gemm::sm90::check_tile_mixed checks the numbers.
+// Hopper tile 0 (sm_90a): 64 x 128 x 64, 8 stages of 16384 bytes, 156800 bytes of shared memory in
+// all.
+struct Sm90Tile0 : Config {
+  static constexpr int kBM = 64, kBN = 128, kBK = 64, kBNOut = 128;
+  static constexpr int kThreads = 384, kStages = 8, kGroupM = 8;
+  static constexpr int kAStage = 8192, kBStage = 8192;
+  static constexpr int kCStride = 24, kCWarpBytes = 3072;
+  static constexpr int kSmemBytes = 156800;
+};
+static_assert(gg::gemm::sm90::check_tile_mixed<Sm90Tile0>(),
+              "the Hopper tile's numbers follow from its shape");
+
 }  // namespace
 
 // (1a) out = existing_out, or zeros: rows this shard does not compute keep
@@ -103,34 +126,105 @@ extern "C" __global__ void __launch_bounds__(256) moe_w8a16_grouped_gemm_rhs_int
                            num_groups, group_offset);
 }
 
+// (sm_90a) Hopper tile 0: TMA + wgmma, warp specialized; a persistent grid of min(SMs, tiles)
+// blocks walks the 64 x 128 output tiles (work items x n tiles) in rasterized order.
+extern "C" __global__ void __launch_bounds__(384, 1) moe_w8a16_grouped_gemm_rhs_int8_sm90(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const float* __restrict__ rhs_scale, const float* __restrict__ bias,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only
+#else
+  gg::gemm::sm90::grouped<Sm90Tile0>(gg_smem, &map_lhs, &map_rhs, nullptr, rhs_scale, bias, out,
+                                     workspace, m, n, k, num_groups, group_offset);
+#endif
+}
+
 // Host launcher, for nvcc's host pass and the CPU emulation (which runs it
 // on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
 // through moe_w8a16_grouped_gemm_rhs_int8.py, which prints the same launch plan.
 #if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "moe_w8a16_grouped_gemm_rhs_int8.h"
 
+#ifndef GG_TENSOR_MAP_HELPER
+#define GG_TENSOR_MAP_HELPER
+// cuTensorMapEncodeTiled (cuda.h), reached through the runtime's
+// cudaGetDriverEntryPointByVersion: no -lcuda.
+using GgEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// Encodes the tiled map of a 2D or 3D row-major tensor at `base`: its
+// element type, its swizzle (each map its own), dims and box innermost
+// first, the byte strides of dims 1 and 2; no interleave, 256-byte L2
+// promotion, zero fill out of bounds. cudaErrorInvalidValue when the driver
+// refuses it (its reason: docs/cuda-hopper.md, "Tensor-map encode").
+inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMapDataType type,
+                                 CUtensorMapSwizzle swizzle, int rank, long long d0, long long d1,
+                                 long long d2, long long s1, long long s2, int b0, int b1, int b2) {
+  static GgEncodeTiled encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr) {
+      return err != cudaSuccess ? err : cudaErrorNotSupported;
+    }
+    encode = reinterpret_cast<GgEncodeTiled>(fn);
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1),
+                              static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s1), static_cast<cuuint64_t>(s2)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(b0), static_cast<cuuint32_t>(b1),
+                             static_cast<cuuint32_t>(b2)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r =
+      encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+
 cudaError_t launch_moe_w8a16_grouped_gemm_rhs_int8(const MoeW8a16GroupedGemmRhsInt8Args& a,
                                                    cudaStream_t stream) {
   if (moe_w8a16_grouped_gemm_rhs_int8_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch l[3];  // the launches, in order
-  if (moe_w8a16_grouped_gemm_rhs_int8_launches(a, l) == 0) {
-    return cudaSuccess;
+  // The device: its compute capability picks the path (9.0: the Hopper
+  // body), its SM count sizes the Hopper body's persistent grid.
+  int device = 0, major = 0, minor = 0, num_sms = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   }
-  cudaError_t err = cudaSuccess;
-  // Every launch's dynamic shared memory against the current device's opt-in
-  // limit, before the first launch.
-  int device = 0, smem_limit = 0;
-  err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  }
   if (err != cudaSuccess) {
     return err;
   }
+  const int sm = major * 10 + minor;
+  GgLaunch l[3];  // the launches, in order
+  if (moe_w8a16_grouped_gemm_rhs_int8_launches(a, l, sm, num_sms) == 0) {
+    return cudaSuccess;
+  }
+  // Every launch's dynamic shared memory against the device's opt-in limit,
+  // before the first launch.
+  int smem_limit = 0;
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) {
     return err;
   }
-  if (moe_w8a16_grouped_gemm_rhs_int8_launch_error(a, smem_limit) != nullptr) {
+  const char* const why = moe_w8a16_grouped_gemm_rhs_int8_launch_error(a, smem_limit, sm, num_sms);
+  if (why != nullptr) {
     return cudaErrorInvalidValue;
   }
   const long long m = a.m;
@@ -142,6 +236,48 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_int8(const MoeW8a16GroupedGemmRhsI
   const long long n_out = n;
   switch (moe_w8a16_grouped_gemm_rhs_int8_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 90 && num_sms > 0 && g > 0) {
+        // The Hopper path, 64x128x64, 8 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 2, 0, 64, 64, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_64B, 3, k, n, g, k, k * n, 64, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_w8a16_grouped_gemm_rhs_int8_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            a.out, a.existing_out, gg_i64(m * n_out));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_w8a16_grouped_gemm_rhs_int8_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem,
+                                                   stream>>>(
+            a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+            gg_i32(64), static_cast<int*>(a.workspace));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(moe_w8a16_grouped_gemm_rhs_int8_sm90,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 156800);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_w8a16_grouped_gemm_rhs_int8_sm90<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+            map_lhs, map_rhs, a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace), gg_i32(m),
+            gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
       moe_w8a16_grouped_gemm_rhs_int8_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.out, a.existing_out, gg_i64(m * n_out));
       err = cudaGetLastError();

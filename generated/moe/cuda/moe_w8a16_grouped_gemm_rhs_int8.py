@@ -107,6 +107,28 @@ class Launch:
     what: str = ""
 
 
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A `const __grid_constant__ CUtensorMap` launch argument: the tiled map
+    of array `array`, as cuTensorMapEncodeTiled takes it (innermost first):
+    `dtype` a CUtensorMapDataType, `dims` in elements, `strides` the byte
+    strides of dims 1.., `box` in elements, `swizzle` a CUtensorMapSwizzle
+    (0 none, 1 32B, 2 64B, 3 128B); no interleave, 256-byte L2 promotion,
+    zero fill out of bounds (TENSOR_MAP_MODES)."""
+
+    array: str
+    dtype: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int
+
+
+# cuTensorMapEncodeTiled's interleave, L2 promotion and OOB fill, the same
+# for every map: NONE, L2_256B, NONE (cuda.h's values).
+TENSOR_MAP_MODES = (0, 3, 0)
+
+
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
     # 64x128x128, specs/moe.gemm
@@ -240,15 +262,18 @@ def workspace_ints(dims: dict[str, int]) -> int:
     raise AssertionError("unreachable")
 
 
-def launches(dims: dict[str, int]) -> list[Launch]:
-    """The launch sequence for validated dims (empty when there is no work).
-    Raises ValueError when a launch is over CUDA's grid or block limits."""
-    steps = _sequence(dims)
+def launches(dims: dict[str, int], sm: int = 0, num_sms: int = 0) -> list[Launch]:
+    """The launch sequence for validated dims (empty when there is no work) on
+    a device of compute capability `sm` (major * 10 + minor) with `num_sms`
+    SMs: on 9.0 the Hopper path (sm_90a), else (and with sm = 0) the
+    mma.sync path. Raises ValueError when a launch is over CUDA's grid or
+    block limits."""
+    steps = _sequence(dims, sm, num_sms)
     check_launches(steps, dims)
     return steps
 
 
-def _sequence(dims: dict[str, int]) -> list[Launch]:
+def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     m, k, g, n, num_groups, group_offset, n_out = (
         dims["m"],
         dims["k"],
@@ -263,6 +288,54 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 64x128x128
+            if sm == 90 and num_sms > 0 and g > 0:
+                # The Hopper path: 64x128x64, 8 stages
+                return [
+                    Launch(
+                        "moe_w8a16_grouped_gemm_rhs_int8_fill",
+                        (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                        (256, 1, 1),
+                        0,
+                        ("out", "existing_out", gg_i64(m * n_out)),
+                        "out = existing_out or zeros",
+                    ),
+                    Launch(
+                        "moe_w8a16_grouped_gemm_rhs_int8_worklist",
+                        (1, 1, 1),
+                        (1, 1, 1),
+                        0,
+                        (
+                            "group_sizes",
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(64),
+                            "workspace",
+                        ),
+                        "the (group, 64-row tile) work items",
+                    ),
+                    Launch(
+                        "moe_w8a16_grouped_gemm_rhs_int8_sm90",
+                        (gg_min(num_sms, (gg_cdiv(m, 64) + g) * gg_cdiv(n_out, 128)), 1, 1),
+                        (384, 1, 1),
+                        156800,
+                        (
+                            TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 64), 3),
+                            TensorMapArg("rhs", 0, (k, n, g), (k, k * n), (64, 128, 1), 2),
+                            "rhs_scale",
+                            "bias",
+                            "out",
+                            "workspace",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ),
+                        "64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                    ),
+                ]
             return [
                 Launch(
                     "moe_w8a16_grouped_gemm_rhs_int8_fill",
@@ -386,11 +459,89 @@ def device_smem_limit() -> int:
     return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device))
 
 
+def device_sm() -> tuple[int, int]:
+    """The current device's compute capability (major * 10 + minor) and SM
+    count: what picks the path and sizes the Hopper path's persistent grid."""
+    cupy = _cupy()
+    device = cupy.cuda.Device()
+    count = cupy.cuda.runtime.deviceGetAttribute(
+        cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device.id
+    )
+    return int(device.compute_capability), int(count)
+
+
 @functools.cache
-def _module():
+def _module(sm: int = 0):
     cupy = _cupy()
     options = ("-std=c++17", f"-I{INCLUDE_DIR}")
-    return cupy.RawModule(code=SOURCE.read_text(), options=options)
+    if sm != 90:
+        return cupy.RawModule(code=SOURCE.read_text(), options=options)
+    # CuPy's RawModule compiles for sm_<cc>, and sm_90 has no wgmma: NVRTC
+    # directly, for sm_90a, with the CUDA headers CuPy's build finds.
+    from cupy_backends.cuda.libs import nvrtc
+
+    include = pathlib.Path(cupy.cuda.get_cuda_path() or "/usr/local/cuda") / "include"
+    program = nvrtc.createProgram(SOURCE.read_text(), SOURCE.name, (), ())
+    try:
+        try:
+            nvrtc.compileProgram(program, (*options, f"-I{include}", "-arch=sm_90a"))
+        except nvrtc.NVRTCError as e:
+            log = nvrtc.getProgramLog(program)
+            raise RuntimeError(
+                f"{NAME}: NVRTC cannot compile {SOURCE.name} for sm_90a: {log}"
+            ) from e
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    module = cupy.cuda.function.Module()
+    module.load(cubin)
+    return module
+
+
+@functools.cache
+def _encoder():
+    """The driver's cuTensorMapEncodeTiled (libcuda.so.1: no toolkit needed)."""
+    import ctypes
+
+    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    pointer, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+    array32, array64, enum = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
+    # CUresult (CUtensorMap*, dtype, rank, address, dims, strides, box,
+    # element strides, interleave, swizzle, L2 promotion, OOB fill)
+    fn.argtypes = (pointer, enum, u32, pointer, array64, array64, array32, array32) + (enum,) * 4
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
+    """The 128-byte CUtensorMap of `t` over CuPy array `x`, as CuPy passes it
+    by value: a NumPy array of one 128-byte element."""
+    import ctypes
+
+    rank = len(t.dims)
+    interleave, l2_promotion, oob_fill = TENSOR_MAP_MODES
+    storage = np.zeros(256, np.uint8)  # the map, 128-byte aligned inside
+    start = -storage.ctypes.data % 128
+    code = _encoder()(
+        storage.ctypes.data + start,
+        t.dtype,
+        rank,
+        int(x.data.ptr),
+        (ctypes.c_uint64 * rank)(*t.dims),
+        (ctypes.c_uint64 * max(rank - 1, 1))(*t.strides),
+        (ctypes.c_uint32 * rank)(*t.box),
+        (ctypes.c_uint32 * rank)(*([1] * rank)),
+        interleave,
+        t.swizzle,
+        l2_promotion,
+        oob_fill,
+    )
+    if code != 0:
+        raise ValueError(
+            f"{NAME}: cuTensorMapEncodeTiled returned CUresult {code} for the map of {t.array} "
+            f"(dims {t.dims}, strides {t.strides}, box {t.box}, swizzle {t.swizzle})"
+        )
+    return storage[start : start + 128].copy().view(np.dtype((np.void, 128)))
 
 
 def moe_w8a16_grouped_gemm_rhs_int8(
@@ -417,7 +568,8 @@ def moe_w8a16_grouped_gemm_rhs_int8(
         out=out,
     )
     cupy = _cupy()  # after the checks: a bad call gets their message, with or without CuPy
-    steps = launches(dims)
+    sm, num_sms = device_sm()
+    steps = launches(dims, sm, num_sms)
     if any(step.smem > 0 for step in steps):
         # Before anything is allocated or launched.
         check_launches(steps, dims, device_smem_limit())
@@ -434,11 +586,14 @@ def moe_w8a16_grouped_gemm_rhs_int8(
         if arrays[name] is None:
             arrays[name] = cupy.empty(shape, dtype=_VIEWS.get(DTYPES[name], DTYPES[name]))
     arrays["workspace"] = cupy.empty(max(workspace_ints(dims), 4), dtype=np.int32)
-    module = _module()
+    module = _module(sm)
     with stream or cupy.cuda.get_current_stream():
         for step in steps:
             kernel = module.get_function(step.entry)
-            if step.smem > 48 * 1024:
+            if step.smem > 48 * 1024 and sm == 90:  # a Function of the sm_90a module
+                attribute = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                cupy.cuda.driver.funcSetAttribute(kernel.ptr, attribute, step.smem)
+            elif step.smem > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = step.smem
             args = tuple(_argument(arrays, a) for a in step.args)
             kernel(step.grid, step.block, args, shared_mem=step.smem)
@@ -447,7 +602,9 @@ def moe_w8a16_grouped_gemm_rhs_int8(
 
 
 def _argument(arrays: dict, a):
-    """A launch argument: an array by name (None: a null pointer) or a scalar."""
+    """A launch argument: an array by name (None: a null pointer), a tensor map or a scalar."""
+    if isinstance(a, TensorMapArg):
+        return _tensor_map(arrays[a.array], a)
     if not isinstance(a, str):
         return a
     return np.uint64(0) if arrays[a] is None else arrays[a]

@@ -19,7 +19,7 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "fp8_weight_gemm";
 /// The `extern "C"` entry points of `fp8_weight_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 1] = ["fp8_weight_gemm"];
+pub const ENTRIES: [&str; 2] = ["fp8_weight_gemm", "fp8_weight_gemm_sm90"];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "w4a16_gemm";
 /// The `extern "C"` entry points of `w4a16_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 1] = ["w4a16_gemm"];
+pub const ENTRIES: [&str; 2] = ["w4a16_gemm", "w4a16_gemm_sm90"];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,8 +20,12 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_w4a16_grouped_gemm";
 /// The `extern "C"` entry points of `moe_w4a16_grouped_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 3] =
-    ["moe_w4a16_grouped_gemm_fill", "moe_w4a16_grouped_gemm_worklist", "moe_w4a16_grouped_gemm"];
+pub const ENTRIES: [&str; 4] = [
+    "moe_w4a16_grouped_gemm_fill",
+    "moe_w4a16_grouped_gemm_worklist",
+    "moe_w4a16_grouped_gemm",
+    "moe_w4a16_grouped_gemm_sm90",
+];
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

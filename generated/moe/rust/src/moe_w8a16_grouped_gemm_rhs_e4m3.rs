@@ -21,10 +21,11 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_w8a16_grouped_gemm_rhs_e4m3";
 /// The `extern "C"` entry points of `moe_w8a16_grouped_gemm_rhs_e4m3.cu`, for a backend to load.
-pub const ENTRIES: [&str; 3] = [
+pub const ENTRIES: [&str; 4] = [
     "moe_w8a16_grouped_gemm_rhs_e4m3_fill",
     "moe_w8a16_grouped_gemm_rhs_e4m3_worklist",
     "moe_w8a16_grouped_gemm_rhs_e4m3",
+    "moe_w8a16_grouped_gemm_rhs_e4m3_sm90",
 ];
 
 /// The arguments of a call (device arrays in the kernel's contract order).

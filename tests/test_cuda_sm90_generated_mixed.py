@@ -1,0 +1,323 @@
+"""The generated weight-only Hopper path (docs/cuda-hopper.md, "Weight-only
+W8A16 / W4A16"): bf16 / f16 activations times int8, int4, fp4, e4m3 or e5m2
+weights [n, k] take gg_gemm_sm90_mixed.cuh on sm_90a: the operands swapped
+(the weights are wgmma's A, widened into registers; the activations its B
+from shared memory), per-K-block weight scales in an FP32 promotion, the
+fragment transposed in the epilogue.
+
+Checked here: the plan (bm rows of lhs from the LUT entry's m, 128 weight
+rows, raw-byte weight maps with a 64- or 32-byte swizzle), the kernels that
+stay on mma.sync and why, the generated kernels on an emulated sm_90a
+device against the reference (m = 1, ragged m / n / k and scale blocks,
+zero-size groups, sums < m, g = 16, group_offset + existing_out, the masked
+layout, persistent grids smaller than the tile count, poisoned outputs)
+through the Python and the C++ launcher, planted bugs (a fragment built into
+the registers of an in-flight wgmma, the weights read without their
+swizzle, the epilogue's transpose undone, a stage read before its TMA
+arrived), and nvcc for sm_90a (HGMMA with A in registers fed by UTMALDG, no
+HMMA, no spills).
+
+Unmarked: the plan tests, one dense int4 and one grouped int8 case, one
+masked case, the C++ launcher, one planted bug and one nvcc build; the rest
+are `slow`."""
+
+from __future__ import annotations
+
+import pytest
+from sm90_helpers import SM90, HopperSpec, fresh_seed
+
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.backends import cuda_gemm
+from gemmgen.cases import Case
+from gemmgen.harness import nvcc
+from gemmgen.harness.cuda_emu import EmuKernelError
+from gemmgen.harness.verify_cuda import run_launcher
+from gemmgen.reference import compare, reference
+
+SPEC = """
+target cuda {
+  archs sm_89 sm_90a
+}
+
+defaults {
+  lhs bf16 [m, k]
+  out bf16
+  tile m=64 n=128 k=64
+  stages 3
+  backends cuda
+}
+
+# W8A16, per-channel f32 scales in the epilogue; a 16-row tile for small m.
+kernel w8 {
+  op dense
+  rhs int8 [n, k]
+  rhs_scale per_channel
+  tile_rule m<=16 -> m=16 n=128 k=64
+}
+
+# W4A16 (w4a16_gemm): per-128 group scales along K (bf16), bias, silu.
+kernel w4 {
+  op dense
+  rhs int4 packed [n, k]
+  rhs_scale block n=1 k=128 bf16
+  bias f32 [n]
+  epilogue silu
+}
+
+# f16 activations, e5m2 weights, no scale, f32 out.
+kernel h_e5 {
+  op dense
+  lhs f16 [m, k]
+  rhs e5m2 [n, k]
+  out f32
+}
+
+# fp4 weights with e8m0 block scales of 64 along K (MXFP4-like), f16 out.
+kernel w_fp4 {
+  op dense
+  rhs fp4 packed [n, k]
+  out f16
+  rhs_scale block n=1 k=64 e8m0
+}
+
+# Grouped MoE experts (moe_w8a16_grouped_gemm): rhs_scale [g, k/128, 1, n].
+kernel wg8 {
+  op grouped
+  rhs int8 [g, n, k] | e4m3 [g, n, k]
+  rhs_scale kblock k=128 f32
+  bias f32 [g, 1, n]
+}
+
+# Grouped W4A16 (moe_w4a16_grouped_gemm), 256-wide K blocks.
+kernel wg4 {
+  op grouped
+  rhs int4 packed [g, n, k]
+  rhs_scale kblock k=256 bf16
+  bias f32 [g, 1, n]
+  tile m=32 n=128 k=64
+}
+
+# The masked layout (lhs [g, m, k]: m rows of capacity per group, masked_m
+# [g] valid) with int8 experts.
+kernel wm8 {
+  op grouped
+  lhs bf16 [g, m, k]
+  rhs int8 [g, n, k]
+  rhs_scale kblock k=128 f32
+}
+
+# Weights [k, n], a scale block of 32 along K, silu_mul: mma.sync.
+kernel w8_kn {
+  op dense
+  rhs int8 [k, n]
+}
+
+kernel w8_k32 {
+  op dense
+  rhs int8 [n, k]
+  rhs_scale block n=1 k=32 f32
+  tile m=64 n=128 k=32
+}
+
+kernel w8_gate {
+  op dense
+  rhs int8 [n, k]
+  epilogue silu_mul
+}
+"""
+
+MIXED = HopperSpec("sm90mixed", SPEC)
+
+
+# ---------------------------------------------------------------------------
+# The plan.
+
+
+def test_plan_of_weight_only_tiles():
+    w4 = cuda_gemm.plan(MIXED.kernel("w4"), MIXED.spec).sm90_tiles[0]
+    assert (w4.mixed, w4.bm, w4.bn, w4.bk) == (True, 64, 128, 64)
+    assert (w4.a_stage, w4.b_stage) == (64 * 128, 128 * 32)  # 4-bit rows of 32 bytes
+    assert w4.wgmma == "m64n64k16 (A from registers)"
+    w8 = cuda_gemm.plan(MIXED.kernel("w8"), MIXED.spec).sm90_tiles
+    assert [(t.bm, t.b_stage) for t in w8] == [(16, 128 * 64), (64, 128 * 64)]
+    for t in w8:
+        assert t.smem_bytes <= 232448 and t.stages >= 2
+
+
+def test_weight_maps_are_raw_bytes_with_the_row_span_swizzle():
+    for name, inner_bytes in (("w4", 32), ("wg8_rhs_int8", 64), ("wg4", 32)):
+        k = MIXED.kernel(name)
+        t = cuda_gemm.plan(k, MIXED.spec).sm90_tiles[0]
+        lhs, rhs = cuda_gemm._sm90_maps(k, t)
+        assert (lhs.dtype, lhs.box, lhs.swizzle) == ("bfloat16", (64, t.bm), 128)
+        assert rhs.dtype == "uint8" and rhs.box[:2] == (inner_bytes, 128)
+        assert rhs.swizzle == inner_bytes
+        env = {"m": 300, "n": 384, "k": 1024, "g": 4}
+        dims, strides = rhs.eval(env)
+        assert dims[0] == 1024 * k.rhs_operand.dtype.bits // 8 and dims[1] == 384
+        assert strides[0] == dims[0]
+
+
+def test_which_weight_only_kernels_take_the_hopper_path():
+    for name in ("w8", "w4", "h_e5", "w_fp4", "wg8_rhs_int8", "wg8_rhs_e4m3", "wg4", "wm8"):
+        k = MIXED.kernel(name)
+        assert k.wgmma_mixed and k.uses_wgmma(SM90) and not k.uses_wgmma("sm_89"), name
+    reasons = {name: MIXED.kernel(name).wgmma_obstacle()
+               for name in ("w8_kn", "w8_k32", "w8_gate")}
+    assert "[n, k]" in reasons["w8_kn"]
+    assert "k=32" in reasons["w8_k32"]
+    assert "silu_mul" in reasons["w8_gate"]
+
+
+def test_spec_weight_only_kernels_take_the_hopper_path():
+    """specs/: W4A16 dense and the W8A16 / W4A16 experts take it."""
+    from test_cuda_gemm import rendered
+
+    for stem, names in (("dense", ("w4a16_gemm",)),
+                        ("moe", ("moe_w8a16_grouped_gemm_rhs_int8",
+                                 "moe_w8a16_grouped_gemm_rhs_e4m3", "moe_w4a16_grouped_gemm"))):
+        spec = rendered(stem).spec
+        for name in names:
+            tiles = cuda_gemm.plan(spec.kernel(name), spec).sm90_tiles
+            assert tiles and all(t.mixed for t in tiles), name
+
+
+# ---------------------------------------------------------------------------
+# The emulator.
+
+DENSE = [
+    ("w4", Case("ragged", 130, 200, 320), 2),
+    ("w4", Case("m1", 1, 136, 256), 1),
+    ("w8", Case("lut_small_m", 13, 264, 112), 2),
+    ("w8", Case("ragged", 150, 136, 208), 3),
+    ("h_e5", Case("k16", 70, 128, 16), 1),
+    ("w_fp4", Case("ragged_blocks", 90, 136, 224), 2),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}",
+                 marks=() if (n, c.name) == ("w4", "ragged") else pytest.mark.slow)
+    for n, c, s in DENSE])
+def test_dense_weight_only_on_the_emulator(name, case, num_sms):
+    MIXED.check(name, case, num_sms, seed=fresh_seed())
+
+
+GROUPED = [
+    ("wg8_rhs_int8", Case("shard", 260, 136, 272, group_sizes=(60, 100, 0, 100), group_offset=1,
+                          g_local=2, existing_out=True), 2),
+    ("wg8_rhs_e4m3", Case("zero_size", 200, 128, 128, group_sizes=(40, 0, 130, 0)), 2),
+    ("wg4", Case("g16", 150, 128, 320, group_sizes=(0, 20, 0, 1, 40, 0, 7, 30, 0, 20, 2,
+                                                    0, 9, 0, 1, 0)), 3),
+    ("wg4", Case("all_empty", 64, 128, 256, group_sizes=(0, 0, 0)), 1),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}",
+                 marks=() if (n, c.name) == ("wg8_rhs_int8", "shard") else pytest.mark.slow)
+    for n, c, s in GROUPED])
+def test_grouped_weight_only_on_the_emulator(name, case, num_sms):
+    MIXED.check(name, case, num_sms, seed=fresh_seed())
+
+
+MASKED = [
+    ("wm8", Case("edges", 70, 136, 144, masked_m=(0, 70, 1, 65)), 2),
+    ("wm8", Case("cap_5_g16", 5, 128, 128, masked_m=(5, 0, 1, 3, 9, -1, 0, 2, 5, 5, 0, 1, 4,
+                                                      0, 5, 2)), 3),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if c.name == "edges" else pytest.mark.slow)
+    for n, c, s in MASKED])
+def test_masked_weight_only_on_the_emulator(name, case, num_sms):
+    MIXED.check(name, case, num_sms, seed=fresh_seed())
+
+
+def test_cpp_launcher_runs_the_weight_only_hopper_path():
+    MIXED.check("wg4", Case("sums_lt_m", 120, 136, 256, group_sizes=(50, 0, 30)), 2,
+                seed=fresh_seed(), cpp=True)
+
+
+# ---------------------------------------------------------------------------
+# Planted bugs under a generated kernel.
+
+MIXED_PLANTED = {
+    # The next K tile's fragment built into the registers the in-flight
+    # wgmmas read (no double buffer).
+    "fragment_built_into_in_flight_registers": (
+        [("        load_fragments<T>(s, nx, cw, next);", "        load_fragments<T>(s, nx, cw, a);")],
+        r"A fragment"),
+    # The weights read as if the TMA had not swizzled them.
+    "weights_read_unswizzled": (
+        [("(tile + (x ^ (((x >> 7) & kMask) << 4)));", "(tile + x);")],
+        None),
+    # The epilogue's transpose undone: fragment rows taken as out rows.
+    "epilogue_not_transposed": (
+        [("    const int row = w.m0 + r, col = col0 + c;\n    if (row >= w.row_hi",
+          "    const int row = w.m0 + c, col = col0 + r;\n    if (row >= w.row_hi")],
+        None),
+    # The next K tile's weights read before its stage's full barrier.
+    "weights_read_before_the_stage_arrived": (
+        [("        gg::mbarrier_wait(&s.full[nx], ((it + 1) / T::kStages) & 1);\n", "")],
+        None),
+}
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "fragment_built_into_in_flight_registers"
+                 else pytest.mark.slow) for b in MIXED_PLANTED])
+def test_planted_weight_only_bug_is_caught(bug):
+    edits, report = MIXED_PLANTED[bug]
+    k = MIXED.kernel("w4")
+    case = Case("ring", 100, 136, 512)  # 8 K tiles over a ring of 3 stages
+    inputs = case.inputs(k, 3)
+    modules, name = MIXED.planted("w4", edits)
+
+    def run():
+        return run_launcher(MIXED.launcher("w4"), "", name, inputs, modules=modules, arch=SM90,
+                            num_sms=2)
+
+    if report is not None:
+        with pytest.raises(EmuKernelError, match=report):
+            run()
+    else:
+        assert not compare(run(), reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+
+
+# ---------------------------------------------------------------------------
+# nvcc for sm_90a.
+
+needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
+needs_cuobjdump = pytest.mark.skipif(
+    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("name", ["w4", pytest.param("wg8_rhs_int8", marks=pytest.mark.slow),
+                                  pytest.param("w8", marks=pytest.mark.slow),
+                                  pytest.param("w_fp4", marks=pytest.mark.slow),
+                                  pytest.param("wm8", marks=pytest.mark.slow)])
+def test_generated_weight_only_entries_run_hgmma_from_registers_without_spills(name):
+    lp = cuda_backend.plan(MIXED.kernel(name), MIXED.spec)
+    source = (MIXED.folder / f"{name}.cu").read_text()
+    result = nvcc.compile_check(source, SM90, name_for_errors=f"{name}.cu",
+                                include_dirs=(MIXED.folder,),
+                                extra_flags=("-Werror", "all-warnings"))
+    sass = nvcc.sass_summary(result.cubin)
+    for v in lp.variants:
+        hopper = v.sm90_steps[-1]
+        usage = result.kernels[hopper.entry]
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+        assert usage.registers <= 168, usage
+        code = sass[hopper.entry]
+        # wgmma with A from registers: HGMMA whose second operand is a
+        # register (R..), not a descriptor; no mma.sync HMMA.
+        hgmma = [line for line in code.splitlines() if "HGMMA" in line]
+        assert hgmma and all(", R" in line.split("HGMMA", 1)[1] for line in hgmma), hopper.entry
+        assert code.count("HMMA") == 0, hopper.entry
+        # The weights come from shared memory (LDS), which the TMA filled.
+        assert code.count("UTMALDG") > 0 and code.count("LDS") > 0, hopper.entry
+        assert code.count("USETMAXREG") == 2, hopper.entry
