@@ -312,6 +312,49 @@ def test_reading_accumulators_before_wait_group_is_reported(sm90):
         sm90.run_host({"case": b"simple", "kernel": b"wgmma_early_read"})
 
 
+RS_TILES = 3  # kRsTiles of the kernel wgmma_rs_reuse
+
+
+def run_rs_reuse(sm90, mode: int, schedule: str = "run-ahead"):
+    """wgmma_rs_reuse: D (64 x 64) = A (64 x 48) * B^T (B: 64 x 48), bf16, A from
+    registers one K tile of 16 at a time, the fragment registers reused as
+    `mode` says (see the kernel). Returns (d per thread, the NumPy product)."""
+    rng = np.random.default_rng(40 + mode)
+    a = rng.integers(-4, 5, (64, 16 * RS_TILES)).astype(np.float32).astype(BF16)
+    b = rng.integers(-4, 5, (64, 16 * RS_TILES)).astype(np.float32).astype(BF16)
+    images = [image(np.ascontiguousarray(b[:, 16 * kt:16 * (kt + 1)]), False, 0) for kt in range(RS_TILES)]
+    assert len({packed for _, packed in images}) == 1
+    regs = np.stack([a_register_fragment(np.ascontiguousarray(a[:, 16 * kt:16 * (kt + 1)]))
+                     for kt in range(RS_TILES)])
+    params = np.array([mode, images[0][1]], np.uint64)
+    r = sm90.run_host({"case": b"wgmma_rs_reuse", "params": params, "b": np.concatenate([i for i, _ in images]),
+                       "a_regs": regs}, schedule=schedule)
+    assert r.status == 0, r.log
+    d = np.frombuffer(r.outputs["d"], np.float32).reshape(128, 32)
+    return d, a.astype(np.float64) @ b.astype(np.float64).T
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+@pytest.mark.parametrize("mode", [0, 1], ids=["double_buffered", "rebuilt_after_wait"])
+def test_wgmma_a_registers_reused_only_after_retiring_match_numpy(sm90, mode, schedule):
+    d, product = run_rs_reuse(sm90, mode, schedule)
+    row, col = fragment_coords(64)
+    np.testing.assert_allclose(d, product[row, col], rtol=0, atol=1e-6)
+
+
+A_REGS_OVERWRITTEN = (r"the A fragment registers of a wgmma.mma_async \(A in registers\) were overwritten before "
+                      r"wgmma.wait_group retired it \(thread \d+, warpgroup 0, commit group 0: a\[\d\] was "
+                      r"0x[0-9a-f]{8} at issue, 0x[0-9a-f]{8} at %s\): build the next fragment in other registers, "
+                      r"or wait first")
+
+
+@pytest.mark.parametrize(("mode", "seen_at"), [(2, "the next wgmma.fence"), (3, "wgmma.wait_group")],
+                         ids=["next_tile_into_the_same_array", "overwritten_before_wait"])
+def test_overwriting_wgmma_a_registers_before_wait_group_is_reported(sm90, mode, seen_at):
+    with pytest.raises(EmuKernelError, match=A_REGS_OVERWRITTEN % seen_at):
+        run_rs_reuse(sm90, mode)
+
+
 # ---------------------------------------------------------------------------
 # The warp-specialized pipeline and its planted bugs.
 

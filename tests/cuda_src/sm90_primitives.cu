@@ -217,6 +217,80 @@ extern "C" __global__ void wgmma_early_read(const unsigned char* img, float* out
   gg::wgmma_wait_group<0>();
 }
 
+// wgmma with A in registers over kRsTiles K tiles of 16 (bf16, N = 64): the
+// A fragment of tile kt is a_regs[(kt * 128 + t) * 4 + i], B's tile kt a
+// K-major image at smem + kt * b_tile_bytes. kMode says how the fragment
+// registers are reused:
+//   0: two arrays: tile kt is built into buf[kt % 2] while tile kt - 1's
+//      wgmma is in flight (wait_group<1> after each commit);
+//   1: one array, wait_group<0> after each commit: rebuilt once retired;
+//   2: (bug) one array with wait_group<1>: the next tile's fragment
+//      overwrites the registers of the wgmma still in flight;
+//   3: (bug) one tile: the array is overwritten (with tile 1's fragment)
+//      after the commit, before wait_group<0>.
+// Each thread writes its 32 accumulators raw: out[t * 32 + i].
+constexpr int kRsTiles = 3;
+
+template <int kMode>
+__device__ void wgmma_rs_tiles(const unsigned char* smem, int b_tile_bytes, const u32* a_regs,
+                               u64 lbo_sbo_b, float (&d)[32]) {
+  const auto fragment = [&](u32(&a)[4], int kt) {
+    for (int i = 0; i < 4; ++i)
+      a[i] = a_regs[(kt * 128 + static_cast<int>(threadIdx.x)) * 4 + i];
+  };
+  u32 buf[2][4];
+  constexpr int kTiles = kMode == 3 ? 1 : kRsTiles;
+#pragma unroll
+  for (int kt = 0; kt < kTiles; ++kt) {
+    u32(&a)[4] = buf[kMode == 0 ? kt % 2 : 0];
+    fragment(a, kt);
+    const u64 db =
+        gg::make_smem_desc(smem + kt * b_tile_bytes, static_cast<u32>(lbo_sbo_b & 0xFFFFF),
+                           static_cast<u32>((lbo_sbo_b >> 20) & 0xFFFFF), gg::SmemSwizzle::none);
+    gg::wgmma_fence();
+    gg::wgmma_fence_operand(d);
+    gg::wgmma_m64nNk16_bf16_rs<64>(d, a, db, kt > 0);
+    gg::wgmma_commit_group();
+    if (kMode == 3)
+      fragment(a, 1);  // BUG: the in-flight wgmma still owns these registers
+    if (kMode == 1 || kMode == 3) {
+      gg::wgmma_wait_group<0>();
+    } else {
+      gg::wgmma_wait_group<1>();
+    }
+  }
+  gg::wgmma_wait_group<0>();
+  gg::wgmma_fence_operand(d);
+}
+
+extern "C" __global__ void wgmma_rs_reuse(const unsigned char* b_img, int b_tile_bytes,
+                                          const u32* a_regs, float* out, u64 lbo_sbo_b, int mode) {
+  unsigned char* smem = smem_1024();
+  for (int i = threadIdx.x; i < kRsTiles * b_tile_bytes; i += blockDim.x)
+    smem[i] = b_img[i];
+  gg::fence_proxy_async();
+  __syncthreads();
+  float d[32];
+  for (int i = 0; i < 32; ++i)
+    d[i] = 0.0f;
+  switch (mode) {
+    case 0:
+      wgmma_rs_tiles<0>(smem, b_tile_bytes, a_regs, lbo_sbo_b, d);
+      break;
+    case 1:
+      wgmma_rs_tiles<1>(smem, b_tile_bytes, a_regs, lbo_sbo_b, d);
+      break;
+    case 2:
+      wgmma_rs_tiles<2>(smem, b_tile_bytes, a_regs, lbo_sbo_b, d);
+      break;
+    default:
+      wgmma_rs_tiles<3>(smem, b_tile_bytes, a_regs, lbo_sbo_b, d);
+      break;
+  }
+  for (int i = 0; i < 32; ++i)
+    out[threadIdx.x * 32 + i] = d[i];
+}
+
 // setmaxnreg in a producer / consumer split.
 extern "C" __global__ void __launch_bounds__(384, 1) setmaxnreg_roles(int* out) {
   if (threadIdx.x < 128) {
@@ -484,6 +558,25 @@ int run_wgmma() {
   return 0;
 }
 
+int run_wgmma_rs_reuse() {
+  const std::vector<unsigned long long> p =
+      input_as<unsigned long long>("params");  // mode, lbo_sbo_b
+  const std::vector<unsigned char> b = input("b"), regs = input("a_regs");
+  const unsigned char* db = static_cast<const unsigned char*>(device_copy(b));
+  const u32* dr = static_cast<const u32*>(device_copy(regs));
+  float* out = nullptr;
+  cudaMalloc(reinterpret_cast<void**>(&out), 128 * 32 * sizeof(float));
+  const int smem = 1024 + static_cast<int>(b.size());
+  cudaFuncSetAttribute(wgmma_rs_reuse, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  wgmma_rs_reuse<<<1, 128, smem>>>(db, static_cast<int>(b.size()) / kRsTiles, dr, out, p[1],
+                                   static_cast<int>(p[0]));
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
+  const std::vector<unsigned char> h = host_copy(out, 128 * 32 * sizeof(float));
+  output("d", h.data(), h.size());
+  return 0;
+}
+
 int run_ws_gemm() {
   const std::vector<int> s = input_as<int>("shape");  // m, n, k, bug
   const int m = s[0], n = s[1], k = s[2], bug = s[3];
@@ -563,6 +656,8 @@ extern "C" int gg_emu_host_main(void) {
     return run_wgmma();
   if (c == "ws_gemm")
     return run_ws_gemm();
+  if (c == "wgmma_rs_reuse")
+    return run_wgmma_rs_reuse();
   if (c == "simple")
     return run_simple();
   return 4;

@@ -27,10 +27,13 @@
 // - wgmma: the accumulators hold signalling NaNs from issue until the
 //   wait_group that retires the op; the floating-point "invalid" trap is on
 //   while a thread has ops in flight, so arithmetic on them stops the kernel
-//   with a report. wait_group yields until the block stalls, so other threads
-//   run while the op is in flight: a TMA load into shared memory an
-//   unretired wgmma reads is reported. Operands are read through the
-//   matrix descriptors per the PTX ISA's canonical layouts.
+//   with a report. With A in registers, the thread's fragment array must
+//   keep its values at issue until the op retires (checked at the thread's
+//   next wgmma.fence / mma_async / commit_group / wait_group). wait_group
+//   yields until the block stalls, so other threads run while the op is in
+//   flight: a TMA load into shared memory an unretired wgmma reads is
+//   reported. Operands are read through the matrix descriptors per the PTX
+//   ISA's canonical layouts.
 // Not modelled: clusters and multicast, im2col and interleaved tensor maps,
 // element strides, the 128B_ATOM swizzles, descriptor base offsets, TSan
 // mode (GG_EMU_TSAN): the primitives stop there with a message.
@@ -422,6 +425,10 @@ struct WgmmaOp {
   unsigned eb = 2;
   double (*value)(unsigned) = nullptr;
   std::uint16_t a_tile[16][16];  // A from registers: the warp's 16 rows (k16 types)
+  // A from registers: the calling thread's fragment array and its values at
+  // issue; the array must hold them until the op retires.
+  const std::uint32_t* a_addr = nullptr;
+  std::uint32_t a_vals[4] = {};
   float* d = nullptr;
   std::vector<float> c;      // D's value when issued (or the previous op's result)
   int chained = -1;          // index of the earlier in-flight op writing the same d
@@ -945,12 +952,41 @@ inline void trap_invalid(bool on) {
   }
 }
 
+// The A fragment registers of the thread's in-flight wgmmas with A in
+// registers must hold their values until the op retires (PTX ISA: accessing
+// them before wgmma.wait_group is undefined; on a GPU an overwrite corrupts
+// the product). Checked when the thread next touches wgmma (`where`) and when
+// the op retires, at the wait_group that retires it.
+inline void check_a_registers(const HopperThread& t, const char* where) {
+  for (const WgmmaOp& op : t.wgmma) {
+    if (op.a_addr == nullptr)
+      continue;
+    for (unsigned i = 0; i < 4; ++i) {
+      std::uint32_t now;
+      std::memcpy(&now, op.a_addr + i, sizeof now);
+      if (now != op.a_vals[i]) {
+        const unsigned tid = current().linear;
+        fail(
+            "the A fragment registers of a wgmma.mma_async (A in registers) were overwritten "
+            "before wgmma.wait_group retired it (thread %u, warpgroup %u, commit group %u: a[%u] "
+            "was 0x%08x at issue, 0x%08x at %s): build the next fragment in other registers, or "
+            "wait first",
+            tid, tid / 128, op.group, i, op.a_vals[i], now, where);
+      }
+    }
+  }
+}
+
 inline void wgmma_fence() {
-  me().fence_needed = false;
+  HopperThread& t = me();
+  check_a_registers(t, "the next wgmma.fence");
+  t.fence_needed = false;
 }
 
 inline void wgmma_commit() {
-  ++me().wgmma_committed;
+  HopperThread& t = me();
+  check_a_registers(t, "the next wgmma.commit_group");
+  ++t.wgmma_committed;
 }
 
 // The shared memory a wgmma operand reads, as ranges of 16-byte chunks.
@@ -1004,6 +1040,7 @@ inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsign
 // the accumulators. `op` is complete but for `group`, `c`, `chained`, `reads`.
 inline void wgmma_issue(WgmmaOp op, float* d) {
   HopperThread& t = me();
+  check_a_registers(t, "the next wgmma.mma_async");
   if (t.fence_needed) {
     fail(
         "wgmma.mma_async without a wgmma.fence before it: every batch of wgmma (the first of the "
@@ -1080,6 +1117,9 @@ GG_EMU_UNCHECKED inline void wgmma_compute(WgmmaOp& op, const float* c, unsigned
 // that everything else that can run, runs while the ops are in flight.
 inline void wgmma_wait(unsigned keep) {
   HopperThread& t = me();
+  // The thread's registers cannot change while it waits: this is the check at
+  // retirement, before anything the thread does after the wait.
+  check_a_registers(t, "wgmma.wait_group");
   const unsigned limit = t.wgmma_committed >= keep ? t.wgmma_committed - keep : 0u;
   bool any = false;
   for (const WgmmaOp& op : t.wgmma)

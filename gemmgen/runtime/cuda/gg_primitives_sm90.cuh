@@ -677,6 +677,10 @@ GG_EMU_ALWAYS_INLINE void emu_wgmma(const char* op, float (&d)[N / 2], u64 desc_
   w.eb = elem_bytes;
   w.value = value;
   std::memcpy(w.a_tile, out.tile, sizeof w.a_tile);
+  if (a_regs != nullptr) {
+    w.a_addr = a_regs;
+    std::memcpy(w.a_vals, a_regs, sizeof w.a_vals);
+  }
   gg::emu::sm90::wgmma_issue(std::move(w), d);
 }
 
