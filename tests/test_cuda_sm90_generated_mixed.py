@@ -258,10 +258,11 @@ MIXED_PLANTED = {
         [("    const int row = w.m0 + r, col = col0 + c;\n    if (row >= w.row_hi",
           "    const int row = w.m0 + c, col = col0 + r;\n    if (row >= w.row_hi")],
         None),
-    # The next K tile's weights read before its stage's full barrier.
+    # The next K tile's weights read before its stage's full barrier: its
+    # wgmmas then read activations a TMA load still fills.
     "weights_read_before_the_stage_arrived": (
         [("        gg::mbarrier_wait(&s.full[nx], ((it + 1) / T::kStages) & 1);\n", "")],
-        None),
+        r"still fills: no thread has waited on that barrier phase"),
 }
 
 
@@ -306,17 +307,23 @@ def test_generated_weight_only_entries_run_hgmma_from_registers_without_spills(n
     result = nvcc.compile_check(source, SM90, name_for_errors=f"{name}.cu",
                                 include_dirs=(MIXED.folder,),
                                 extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
+    text = nvcc.sass_text(result.cubin)
+    sass = nvcc.parse_sass(text)
+    tiles = cuda_gemm.plan(MIXED.kernel(name), MIXED.spec).sm90_tiles
     for v in lp.variants:
         hopper = v.sm90_steps[-1]
         usage = result.kernels[hopper.entry]
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
         assert usage.registers <= 168, usage
         code = sass[hopper.entry]
-        # wgmma with A from registers: HGMMA whose second operand is a
-        # register (R..), not a descriptor; no mma.sync HMMA.
-        hgmma = [line for line in code.splitlines() if "HGMMA" in line]
-        assert hgmma and all(", R" in line.split("HGMMA", 1)[1] for line in hgmma), hopper.entry
+        # wgmma with A from registers: HGMMA.64xBMx16 whose A operand (after
+        # the accumulator) is a register, not a gdesc; no mma.sync HMMA.
+        hgmma = nvcc.sass_instructions(text, hopper.entry, "HGMMA")
+        assert hgmma, hopper.entry
+        for line in hgmma:
+            opcode, operands = line.split(None, 1)
+            assert opcode.startswith(f"HGMMA.64x{tiles[v.index].bm}x16.F32."), line
+            assert operands.split(",")[1].strip().startswith("R"), line
         assert code.count("HMMA") == 0, hopper.entry
         # The weights come from shared memory (LDS), which the TMA filled.
         assert code.count("UTMALDG") > 0 and code.count("LDS") > 0, hopper.entry

@@ -25,7 +25,10 @@ API:
   the results for `build`'s spill warnings.
 - ``sass_summary(cubin) -> dict[str, SassSummary]``: ``cuobjdump
   --dump-sass`` per kernel: the opcode histogram and the counts that matter
-  for a GEMM (tensor-core MMAs, LDSM, LDGSTS, 128-bit global loads).
+  for a GEMM (tensor-core MMAs, LDSM, LDGSTS, 128-bit global loads);
+  ``sass_text(cubin)`` the listing itself and ``sass_instructions(text,
+  kernel, opcode)`` one kernel's instructions of an opcode, operands and
+  all (e.g. whether an HGMMA's A is a register or a descriptor).
 - ``gencode(arch)``; ``shared_memory_limit(arch)`` (from ``gemmgen.archs``,
   the per-arch limits the plans and the emulator use too); ``find_nvcc()`` and
   ``find_cuda_tool()`` come from ``gemmgen.harness.toolchain``.
@@ -292,8 +295,8 @@ def parse_sass(text: str) -> dict[str, SassSummary]:
     return {name: SassSummary(name, dict(sorted(h.items()))) for name, h in histograms.items()}
 
 
-def sass_summary(cubin: bytes) -> dict[str, SassSummary]:
-    """The SASS instruction mix of every kernel in `cubin` (``cuobjdump --dump-sass``)."""
+def sass_text(cubin: bytes) -> str:
+    """``cuobjdump --dump-sass`` of `cubin`."""
     cuobjdump = _require("cuobjdump")
     with tempfile.TemporaryDirectory(prefix="gg-sass-") as tmp:
         path = Path(tmp) / "kernel.cubin"
@@ -301,4 +304,21 @@ def sass_summary(cubin: bytes) -> dict[str, SassSummary]:
         proc = subprocess.run([str(cuobjdump), "--dump-sass", str(path)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise NvccError(f"cuobjdump --dump-sass failed:\n{proc.stderr.strip()}")
-    return parse_sass(proc.stdout)
+    return proc.stdout
+
+
+def sass_summary(cubin: bytes) -> dict[str, SassSummary]:
+    """The SASS instruction mix of every kernel in `cubin` (``cuobjdump --dump-sass``)."""
+    return parse_sass(sass_text(cubin))
+
+
+def sass_instructions(text: str, kernel: str, opcode: str) -> list[str]:
+    """The instructions (opcode with modifiers, then operands) of `kernel` in
+    ``cuobjdump --dump-sass`` output whose base opcode is `opcode`."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if m := _FUNCTION_RE.match(line):
+            inside = m.group(1) == kernel
+        elif inside and (m := _INSTRUCTION_RE.match(line)) and m.group(1).split(".")[0] == opcode:
+            out.append(line[m.start(1):].split(";")[0].strip())
+    return out
