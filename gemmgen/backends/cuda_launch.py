@@ -32,9 +32,9 @@ from gemmgen.names import args_struct
 from gemmgen.render import source_ref
 
 __all__ = [
-    "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "WARP", "ArgKind", "Grid", "LaunchPlan", "Limits",
-    "Step", "StepArg", "TensorMapSpec", "Variant", "array", "cond_expr", "i32", "i64",
-    "tensor_map", "where",
+    "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "TENSOR_MAP_DTYPES", "TENSOR_MAP_SWIZZLES", "WARP",
+    "ArgKind", "Grid", "LaunchPlan", "Limits", "Step", "StepArg", "TensorMapSpec", "Variant",
+    "array", "cond_expr", "i32", "i64", "tensor_map", "where",
 ]
 
 WARP = 32
@@ -74,31 +74,57 @@ class ArgKind(enum.Enum):
     TENSOR_MAP = "tensor_map"
 
 
-# CUtensorMapDataType (cuda.h) of the types a tensor map carries: the 16-bit
-# ones, and FP8 as raw bytes (cuda.h has no FP8 type on sm_90a; the bytes
-# reach wgmma unchanged).
-TENSOR_MAP_DTYPES = {"bfloat16": ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 9),
-                     "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 6),
-                     "float8_e4m3fn": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0),
-                     "float8_e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0)}
+# CUtensorMapDataType (cuda.h) of the types a tensor map carries, and their
+# element size in bytes: the 16-bit ones, and FP8 as raw bytes (cuda.h has
+# no FP8 type on sm_90a; the bytes reach wgmma unchanged), and "uint8" for
+# any other raw bytes (int8 or packed int4 weights viewed as bytes).
+TENSOR_MAP_DTYPES = {"bfloat16": ("CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", 9, 2),
+                     "float16": ("CU_TENSOR_MAP_DATA_TYPE_FLOAT16", 6, 2),
+                     "float8_e4m3fn": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0, 1),
+                     "float8_e5m2": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0, 1),
+                     "uint8": ("CU_TENSOR_MAP_DATA_TYPE_UINT8", 0, 1)}
+
+# CUtensorMapSwizzle (cuda.h) of each swizzle span in bytes (0: none).
+TENSOR_MAP_SWIZZLES = {0: ("CU_TENSOR_MAP_SWIZZLE_NONE", 0),
+                       32: ("CU_TENSOR_MAP_SWIZZLE_32B", 1),
+                       64: ("CU_TENSOR_MAP_SWIZZLE_64B", 2),
+                       128: ("CU_TENSOR_MAP_SWIZZLE_128B", 3)}
 
 
 @dataclass(frozen=True, slots=True)
 class TensorMapSpec:
     """A tiled tensor map over a launcher array (cuTensorMapEncodeTiled's
     arguments, innermost dimension first): the dims in elements, the byte
-    strides of dims 1.., the box in elements; 128-byte swizzle, no
-    interleave, 256-byte L2 promotion, zero fill out of bounds."""
+    strides of dims 1.., the box in elements, the swizzle span in bytes
+    (0 for none, 32, 64 or 128: CU_TENSOR_MAP_SWIZZLE_NONE, _32B, _64B,
+    _128B); no interleave, 256-byte L2 promotion, zero fill out of bounds.
+    Each map has its own swizzle, which every launcher encodes as given."""
 
-    dtype: str  # NumPy name: "bfloat16", "float16", "float8_e4m3fn" or "float8_e5m2"
+    dtype: str  # a TENSOR_MAP_DTYPES name: "bfloat16", "float16", an FP8 one or "uint8"
     dims: tuple[Expr, ...]
     strides: tuple[Expr, ...]
     box: tuple[int, ...]
+    swizzle: int = 128
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", exprs(self.dims))
         object.__setattr__(self, "strides", exprs(self.strides))
         assert len(self.strides) == len(self.dims) - 1 == len(self.box) - 1
+        if self.dtype not in TENSOR_MAP_DTYPES:
+            raise ValueError(f"tensor map dtype {self.dtype!r}: not one of "
+                             f"{', '.join(TENSOR_MAP_DTYPES)}")
+        if isinstance(self.swizzle, bool) or self.swizzle not in TENSOR_MAP_SWIZZLES:
+            raise ValueError(f"tensor map swizzle {self.swizzle!r}: the span in bytes is 0 (none), "
+                             f"32, 64 or 128")
+        # cuTensorMapEncodeTiled (without interleave): the box's inner extent
+        # is a multiple of 16 bytes, and at most the swizzle span.
+        inner = self.box[0] * self.element_bytes
+        if inner % 16 != 0:
+            raise ValueError(f"tensor map box {self.box}: its inner extent, {inner} bytes, is not "
+                             f"a multiple of 16 bytes")
+        if self.swizzle and inner > self.swizzle:
+            raise ValueError(f"tensor map box {self.box}: its inner extent, {inner} bytes, is more "
+                             f"than the {self.swizzle}-byte swizzle span")
 
     @property
     def rank(self) -> int:
@@ -111,6 +137,20 @@ class TensorMapSpec:
     @property
     def code(self) -> int:
         return TENSOR_MAP_DTYPES[self.dtype][1]
+
+    @property
+    def element_bytes(self) -> int:
+        return TENSOR_MAP_DTYPES[self.dtype][2]
+
+    @property
+    def cu_swizzle(self) -> str:
+        """The CUtensorMapSwizzle of the span, by name (CU_TENSOR_MAP_SWIZZLE_128B)."""
+        return TENSOR_MAP_SWIZZLES[self.swizzle][0]
+
+    @property
+    def swizzle_code(self) -> int:
+        """The CUtensorMapSwizzle of the span, its value (3 for 128 bytes)."""
+        return TENSOR_MAP_SWIZZLES[self.swizzle][1]
 
     def names(self) -> frozenset[str]:
         return frozenset().union(*(e.names() for e in (*self.dims, *self.strides)))
@@ -155,7 +195,8 @@ class StepArg:
         if self.tmap is not None:
             t = self.tmap
             return (f'TensorMapArg("{self.name}", {t.code}, {py_tuple([d.py for d in t.dims])}, '
-                    f"{py_tuple([s.py for s in t.strides])}, {py_tuple([str(b) for b in t.box])})")
+                    f"{py_tuple([s.py for s in t.strides])}, {py_tuple([str(b) for b in t.box])}, "
+                    f"{t.swizzle_code})")
         return f'"{self.name}"'
 
     @property
@@ -175,16 +216,17 @@ class StepArg:
 
     def cpp_encode(self, indent: int) -> str:
         """The statement that encodes a tensor-map argument into its local:
-        gg_tensor_map(map, base, type, rank, dims (3), strides of dims 1..
-        (2), box (3)), launch_impl.cuh.j2; a rank-2 map pads with 1 and 0."""
+        gg_tensor_map(map, base, type, swizzle, rank, dims (3), strides of
+        dims 1.. (2), box (3)), launch_impl.cuh.j2; a rank-2 map pads with 1
+        and 0."""
         t = self.tmap
         assert t is not None
         dims = [d.cpp for d in t.dims] + ["1"] * (3 - t.rank)
         strides = [s.cpp for s in t.strides] + ["0"] * (3 - t.rank)
         box = [str(b) for b in t.box] + ["1"] * (3 - t.rank)
-        return cpp_call("gg_tensor_map(", [f"&{self.cpp_map}", f"a.{self.name}", t.cu_dtype,
-                                           str(t.rank), *dims, *strides, *box], ");", indent,
-                        lhs="err")
+        args = [f"&{self.cpp_map}", f"a.{self.name}", t.cu_dtype, t.cu_swizzle, str(t.rank),
+                *dims, *strides, *box]
+        return cpp_call("gg_tensor_map(", args, ");", indent, lhs="err")
 
 
 @dataclass(frozen=True, slots=True)

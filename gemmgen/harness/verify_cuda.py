@@ -72,9 +72,10 @@ def launch_arguments(step, arrays: dict[str, np.ndarray | None], written) -> tup
         list[object], list[int], list[np.ndarray]]:
     """The emulator's arguments of one launch of a generated launcher: an
     array by name, a scalar as it is, and a TensorMapArg (the Hopper path's
-    lhs and rhs maps) as a cuda_emu.TensorMap over the array, passed in
-    `buffers` (the kernel reaches it through the map alone). Returns (args,
-    the indices of the arrays the launch writes, buffers)."""
+    lhs and rhs maps, each with its own swizzle) as a cuda_emu.TensorMap
+    over the array, passed in `buffers` (the kernel reaches it through the
+    map alone). Returns (args, the indices of the arrays the launch writes,
+    buffers)."""
     from gemmgen.harness.cuda_emu import TensorMap
 
     args: list[object] = []
@@ -96,17 +97,18 @@ def launch_arguments(step, arrays: dict[str, np.ndarray | None], written) -> tup
             inouts.append(i)
     buffers: list[np.ndarray] = []
     for i, a in maps:
-        interleave, swizzle, l2, oob = _tensor_map_modes(a)
+        interleave, l2, oob = _tensor_map_modes(a)
         buffers.append(np.ascontiguousarray(arrays[a.array]))
         args[i] = TensorMap(len(step.args) + len(buffers) - 1, a.dtype, tuple(a.dims),
-                            tuple(a.strides), tuple(a.box), swizzle=swizzle, interleave=interleave,
-                            l2_promotion=l2, oob_fill=oob)
+                            tuple(a.strides), tuple(a.box), swizzle=a.swizzle,
+                            interleave=interleave, l2_promotion=l2, oob_fill=oob)
     return args, inouts, buffers
 
 
-def _tensor_map_modes(a) -> tuple[int, int, int, int]:
-    """The launcher module's TENSOR_MAP_MODES (interleave, swizzle, L2
-    promotion, OOB fill) for a TensorMapArg of that module."""
+def _tensor_map_modes(a) -> tuple[int, int, int]:
+    """The launcher module's TENSOR_MAP_MODES (interleave, L2 promotion, OOB
+    fill, the same for every map; the swizzle is the map's own) for a
+    TensorMapArg of that module."""
     import sys
 
     return tuple(sys.modules[type(a).__module__].TENSOR_MAP_MODES)

@@ -99,19 +99,21 @@ class TensorMapArg:
     """A `const __grid_constant__ CUtensorMap` launch argument: the tiled map
     of array `array`, as cuTensorMapEncodeTiled takes it (innermost first):
     `dtype` a CUtensorMapDataType, `dims` in elements, `strides` the byte
-    strides of dims 1.., `box` in elements; 128-byte swizzle, no interleave,
-    256-byte L2 promotion, zero fill out of bounds (TENSOR_MAP_MODES)."""
+    strides of dims 1.., `box` in elements, `swizzle` a CUtensorMapSwizzle
+    (0 none, 1 32B, 2 64B, 3 128B); no interleave, 256-byte L2 promotion,
+    zero fill out of bounds (TENSOR_MAP_MODES)."""
 
     array: str
     dtype: int
     dims: tuple[int, ...]
     strides: tuple[int, ...]
     box: tuple[int, ...]
+    swizzle: int
 
 
-# cuTensorMapEncodeTiled's interleave, swizzle, L2 promotion and OOB fill:
-# NONE, 128B, L2_256B, NONE (cuda.h's values).
-TENSOR_MAP_MODES = (0, 3, 3, 0)
+# cuTensorMapEncodeTiled's interleave, L2 promotion and OOB fill, the same
+# for every map: NONE, L2_256B, NONE (cuda.h's values).
+TENSOR_MAP_MODES = (0, 3, 0)
 
 
 def pick_tile(m: int, n: int, k: int) -> int:
@@ -238,8 +240,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         (384, 1, 1),
                         199760,
                         (
-                            TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 128)),
-                            TensorMapArg("rhs", 9, (k, n), (k * 2,), (64, 128)),
+                            TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 128), 3),
+                            TensorMapArg("rhs", 9, (k, n), (k * 2,), (64, 128), 3),
                             "out",
                             gg_i32(m),
                             gg_i32(n),
@@ -395,6 +397,7 @@ def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
     import ctypes
 
     rank = len(t.dims)
+    interleave, l2_promotion, oob_fill = TENSOR_MAP_MODES
     storage = np.zeros(256, np.uint8)  # the map, 128-byte aligned inside
     start = -storage.ctypes.data % 128
     code = _encoder()(
@@ -406,12 +409,15 @@ def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
         (ctypes.c_uint64 * max(rank - 1, 1))(*t.strides),
         (ctypes.c_uint32 * rank)(*t.box),
         (ctypes.c_uint32 * rank)(*([1] * rank)),
-        *TENSOR_MAP_MODES,
+        interleave,
+        t.swizzle,
+        l2_promotion,
+        oob_fill,
     )
     if code != 0:
         raise ValueError(
             f"{NAME}: cuTensorMapEncodeTiled returned CUresult {code} for the map of {t.array} "
-            f"(dims {t.dims}, strides {t.strides}, box {t.box})"
+            f"(dims {t.dims}, strides {t.strides}, box {t.box}, swizzle {t.swizzle})"
         )
     return storage[start : start + 128].copy().view(np.dtype((np.void, 128)))
 

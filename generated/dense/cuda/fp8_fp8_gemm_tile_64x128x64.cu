@@ -122,13 +122,14 @@ using GgEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t
                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-// Encodes the tiled map of a 2D or 3D row-major 16-bit tensor at `base`:
-// dims and box innermost first, the byte strides of dims 1 and 2, 128-byte
-// swizzle, zero fill out of bounds. cudaErrorInvalidValue when the driver
+// Encodes the tiled map of a 2D or 3D row-major tensor at `base`: its
+// element type, its swizzle (each map its own), dims and box innermost
+// first, the byte strides of dims 1 and 2; no interleave, 256-byte L2
+// promotion, zero fill out of bounds. cudaErrorInvalidValue when the driver
 // refuses it (its reason: docs/cuda-hopper.md, "Tensor-map encode").
 inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMapDataType type,
-                                 int rank, long long d0, long long d1, long long d2, long long s1,
-                                 long long s2, int b0, int b1, int b2) {
+                                 CUtensorMapSwizzle swizzle, int rank, long long d0, long long d1,
+                                 long long d2, long long s1, long long s2, int b0, int b1, int b2) {
   static GgEncodeTiled encode = nullptr;
   if (encode == nullptr) {
     void* fn = nullptr;
@@ -148,7 +149,7 @@ inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMap
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r =
       encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
@@ -200,13 +201,13 @@ cudaError_t launch_fp8_fp8_gemm_tile_64x128x64(const Fp8Fp8GemmTile64x128x64Args
         // The Hopper path, 128x128x128, 5 stages: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
-        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, k, m, 1, k * 1, 0,
-                            128, 128, 1);
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 1, 0, 128, 128, 1);
         if (err != cudaSuccess) {
           return err;
         }
-        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, k, n, 1, k * 1, 0,
-                            128, 128, 1);
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, n, 1, k * 1, 0, 128, 128, 1);
         if (err != cudaSuccess) {
           return err;
         }
