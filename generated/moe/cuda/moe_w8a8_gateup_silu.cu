@@ -181,10 +181,9 @@ inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMap
   const cuuint32_t box[3] = {static_cast<cuuint32_t>(b0), static_cast<cuuint32_t>(b1),
                              static_cast<cuuint32_t>(b2)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r =
-      encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box,
-             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims,
+                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 #endif
