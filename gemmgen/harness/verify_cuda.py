@@ -379,7 +379,8 @@ class CudaEmu(Runner):
         self.note = f"emulated {self.arch} ({how})"
         if parse_arch(self.arch)[0] == 90:
             # The launchers pick by compute capability (docs/cuda-hopper.md).
-            self.note += "; kernels with a Hopper path run it (TMA + wgmma, 128-row tiles)"
+            self.note += ("; kernels with a Hopper path run it (TMA + wgmma; the tile column "
+                          "shows the mma.sync tile)")
         for rel, text in rendered.files.items():
             if rel.parts[0] == "cuda":
                 dest = workdir / rel
