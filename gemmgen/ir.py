@@ -487,8 +487,6 @@ class Kernel:
         if rhs.layout is not Layout.NK:
             return ("its weight-only tile reads the weights [n, k] ([g, n, k] grouped), "
                     "not [k, n]")
-        if self.epilogue.activation is Activation.SILU_MUL:
-            return "its weight-only tile has no silu_mul epilogue (gate and up halves)"
         if self.lhs_scale.enabled and self.lhs_scale.placement is Placement.MAINLOOP:
             return (f"its weight-only tile applies lhs scales in the epilogue only, and "
                     f"lhs_scale is '{self.lhs_scale.mode.value}'")

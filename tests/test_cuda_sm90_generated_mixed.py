@@ -106,7 +106,27 @@ kernel wm8 {
   rhs_scale kblock k=128 f32
 }
 
-# Weights [k, n], a scale block of 32 along K, silu_mul: mma.sync.
+# The fused gate-up of W4A16 experts: rhs rows [0, n/2) gate, [n/2, n) up,
+# out = silu(gate) * up of n/2 columns; a group bias over both halves.
+kernel wg4_gate {
+  op grouped
+  rhs int4 packed [g, n, k]
+  rhs_scale kblock k=128 bf16
+  bias f32 [g, 1, n]
+  epilogue silu_mul
+}
+
+# Dense int8 gate-up, per-channel scales of both halves, f32 out.
+kernel w8_gate {
+  op dense
+  rhs int8 [n, k]
+  out f32
+  rhs_scale per_channel
+  epilogue silu_mul
+  tile m=32 n=128 k=64
+}
+
+# Weights [k, n] and a scale block of 32 along K: mma.sync.
 kernel w8_kn {
   op dense
   rhs int8 [k, n]
@@ -117,12 +137,6 @@ kernel w8_k32 {
   rhs int8 [n, k]
   rhs_scale block n=1 k=32 f32
   tile m=64 n=128 k=32
-}
-
-kernel w8_gate {
-  op dense
-  rhs int8 [n, k]
-  epilogue silu_mul
 }
 """
 
@@ -159,14 +173,23 @@ def test_weight_maps_are_raw_bytes_with_the_row_span_swizzle():
 
 
 def test_which_weight_only_kernels_take_the_hopper_path():
-    for name in ("w8", "w4", "h_e5", "w_fp4", "wg8_rhs_int8", "wg8_rhs_e4m3", "wg4", "wm8"):
+    for name in ("w8", "w4", "h_e5", "w_fp4", "wg8_rhs_int8", "wg8_rhs_e4m3", "wg4", "wm8",
+                 "wg4_gate", "w8_gate"):
         k = MIXED.kernel(name)
         assert k.wgmma_mixed and k.uses_wgmma(SM90) and not k.uses_wgmma("sm_89"), name
-    reasons = {name: MIXED.kernel(name).wgmma_obstacle()
-               for name in ("w8_kn", "w8_k32", "w8_gate")}
+    reasons = {name: MIXED.kernel(name).wgmma_obstacle() for name in ("w8_kn", "w8_k32")}
     assert "[n, k]" in reasons["w8_kn"]
     assert "k=32" in reasons["w8_k32"]
-    assert "silu_mul" in reasons["w8_gate"]
+
+
+def test_gate_up_tile_interleaves_gate_and_up_rows_8_by_8():
+    k = MIXED.kernel("wg4_gate")
+    t = cuda_gemm.plan(k, MIXED.spec).sm90_tiles[0]
+    assert (t.bm, t.bn, t.bn_out, t.c_stride) == (64, 128, 64, 8 + 8)
+    _, rhs = cuda_gemm._sm90_maps(k, t)
+    assert rhs.box == (32, 8, 1)  # 16 boxes of 8 rows a K tile
+    # The whole stage still arrives: 16 boxes of 8 rows are the 128 rows.
+    assert 16 * rhs.box[0] * rhs.box[1] == t.b_stage
 
 
 def test_spec_weight_only_kernels_take_the_hopper_path():
@@ -221,6 +244,21 @@ def test_grouped_weight_only_on_the_emulator(name, case, num_sms):
     MIXED.check(name, case, num_sms, seed=fresh_seed())
 
 
+GATE = [
+    ("wg4_gate", Case("shard", 200, 272, 256, group_sizes=(60, 70, 0, 70), group_offset=1,
+                      g_local=2, existing_out=True), 2),
+    ("w8_gate", Case("ragged", 70, 400, 144), 2),
+    ("w8_gate", Case("m1", 1, 144, 64), 1),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if n == "wg4_gate" else pytest.mark.slow)
+    for n, c, s in GATE])
+def test_gate_up_weight_only_on_the_emulator(name, case, num_sms):
+    MIXED.check(name, case, num_sms, seed=fresh_seed())
+
+
 MASKED = [
     ("wm8", Case("edges", 70, 136, 144, masked_m=(0, 70, 1, 65)), 2),
     ("wm8", Case("cap_5_g16", 5, 128, 128, masked_m=(5, 0, 1, 3, 9, -1, 0, 2, 5, 5, 0, 1, 4,
@@ -258,6 +296,13 @@ MIXED_PLANTED = {
         [("    const int row = w.m0 + r, col = col0 + c;\n    if (row >= w.row_hi",
           "    const int row = w.m0 + c, col = col0 + r;\n    if (row >= w.row_hi")],
         None),
+    # silu_mul: the up row paired with the wrong fragment element.
+    "up_paired_with_the_wrong_element": (
+        [("float x[2] = {d[i], d[i + 2]};", "float x[2] = {d[i], d[i + 4]};")], None),
+    # silu_mul: the gate rows loaded together, then the up rows (no interleave).
+    "gate_and_up_not_interleaved": (
+        [("const int row = b0[r % 2] + kRunRows * (r / 2);",
+          "const int row = b0[r / (kRuns / 2)] + kRunRows * (r % (kRuns / 2));")], None),
     # The next K tile's weights read before its stage's full barrier: its
     # wgmmas then read activations a TMA load still fills.
     "weights_read_before_the_stage_arrived": (
@@ -271,14 +316,15 @@ MIXED_PLANTED = {
                  else pytest.mark.slow) for b in MIXED_PLANTED])
 def test_planted_weight_only_bug_is_caught(bug):
     edits, report = MIXED_PLANTED[bug]
-    k = MIXED.kernel("w4")
-    case = Case("ring", 100, 136, 512)  # 8 K tiles over a ring of 3 stages
+    kernel = "w8_gate" if "up" in bug else "w4"
+    k = MIXED.kernel(kernel)
+    case = Case("ring", 100, 272, 512)  # 8 K tiles over a ring of 3 stages
     inputs = case.inputs(k, 3)
-    modules, name = MIXED.planted("w4", edits)
+    modules, name = MIXED.planted(kernel, edits)
 
     def run():
-        return run_launcher(MIXED.launcher("w4"), "", name, inputs, modules=modules, arch=SM90,
-                            num_sms=2)
+        return run_launcher(MIXED.launcher(kernel), "", name, inputs, modules=modules,
+                            arch=SM90, num_sms=2)
 
     if report is not None:
         with pytest.raises(EmuKernelError, match=report):
@@ -298,6 +344,7 @@ needs_cuobjdump = pytest.mark.skipif(
 @needs_nvcc
 @needs_cuobjdump
 @pytest.mark.parametrize("name", ["w4", pytest.param("wg8_rhs_int8", marks=pytest.mark.slow),
+                                  pytest.param("wg4_gate", marks=pytest.mark.slow),
                                   pytest.param("w8", marks=pytest.mark.slow),
                                   pytest.param("w_fp4", marks=pytest.mark.slow),
                                   pytest.param("wm8", marks=pytest.mark.slow)])

@@ -244,13 +244,15 @@ def _sm90_widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
 SM90_MIXED_BMS = (8, 16, 32, 64, 128)
 
 
-def sm90_mixed_smem_bytes(bm: int, stages: int, out: DType, weight_bits: int) -> int:
+def sm90_mixed_smem_bytes(bm: int, stages: int, out: DType, weight_bits: int,
+                          warp_cols: int = 16) -> int:
     """check_tile_mixed's carve-up: alignment slack, the stages (bm rows of
     128-byte lhs rows, 128 rows of 64 weight elements), 8 epilogue slices
-    of bm rows of 16 output columns (+ 16 bytes), two barriers per stage."""
+    of bm rows of a warp's output columns (16, or 8 for silu_mul; + 16
+    bytes), two barriers per stage."""
     ob = out.bits // 8
     return (1024 + stages * (bm * SM90_ROW_BYTES + SM90_BM * 64 * weight_bits // 8)
-            + 8 * bm * (16 + 16 // ob) * ob + 2 * stages * 8)
+            + 8 * bm * (warp_cols + 16 // ob) * ob + 2 * stages * 8)
 
 
 def _sm90_tiles_expr(kernel: ir.Kernel, bm: int, bn_out: int) -> str:
@@ -268,16 +270,18 @@ def _sm90_mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -
     streams the weights with 16-row tiles), with the most stages that fit."""
     bm = next((b for b in SM90_MIXED_BMS if b >= tile.m), SM90_MIXED_BMS[-1])
     wb = kernel.rhs_operand.dtype.bits
+    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    cols, bn_out = (8, SM90_BM // 2) if silu else (16, SM90_BM)  # per warp, per tile
     limit = shared_memory_limit(SM90_ARCH)
     stages = max(st for st in range(2, SM90_MAX_STAGES + 1)
-                 if sm90_mixed_smem_bytes(bm, st, kernel.out, wb) <= limit)
+                 if sm90_mixed_smem_bytes(bm, st, kernel.out, wb, cols) <= limit)
     ob = kernel.out.bits // 8
-    c_stride = 16 + 16 // ob
-    return Sm90Tile(index=index, entry=entry, bn=SM90_BM, bn_out=SM90_BM, bk=64,
+    c_stride = cols + 16 // ob
+    return Sm90Tile(index=index, entry=entry, bn=SM90_BM, bn_out=bn_out, bk=64,
                     stages=stages, a_stage=bm * SM90_ROW_BYTES, b_stage=SM90_BM * 64 * wb // 8,
                     c_stride=c_stride, c_warp_bytes=bm * c_stride * ob,
-                    smem_bytes=sm90_mixed_smem_bytes(bm, stages, kernel.out, wb),
-                    grid_x=f"gg_min(num_sms, {_sm90_tiles_expr(kernel, bm, SM90_BM)})",
+                    smem_bytes=sm90_mixed_smem_bytes(bm, stages, kernel.out, wb, cols),
+                    grid_x=f"gg_min(num_sms, {_sm90_tiles_expr(kernel, bm, bn_out)})",
                     bm=bm, mixed=True)
 
 
@@ -737,14 +741,16 @@ def _sm90_maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMap
     lhs = TensorMapSpec(dt, (k, lhs_rows), (k * eb,), (bk, t.bm))
     if t.mixed:
         # The weights as raw bytes: rows of k * bits / 8, a box of one K
-        # tile's bytes x 128 rows, swizzled over that span (64 or 32 bytes).
+        # tile's bytes x 128 rows (silu_mul: 8 rows, 16 boxes interleaving
+        # gate and up), swizzled over that span (64 or 32 bytes).
         wb = kernel.rhs_operand.dtype.bits
         inner, raw = (k, 64) if wb == 8 else (div(k, 8 // wb), 64 * wb // 8)
+        rows = 8 if kernel.epilogue.activation is Activation.SILU_MUL else SM90_BM
         if kernel.op is Op.GROUPED:
-            rhs = TensorMapSpec("uint8", (inner, n, g), (inner, inner * n), (raw, SM90_BM, 1),
+            rhs = TensorMapSpec("uint8", (inner, n, g), (inner, inner * n), (raw, rows, 1),
                                 swizzle=raw)
         else:
-            rhs = TensorMapSpec("uint8", (inner, n), (inner,), (raw, SM90_BM), swizzle=raw)
+            rhs = TensorMapSpec("uint8", (inner, n), (inner,), (raw, rows), swizzle=raw)
         return lhs, rhs
     if kernel.rhs_operand.layout is Layout.NK:
         inner, outer, box = k, n, (bk, t.bn_out)
@@ -1074,7 +1080,10 @@ def _sm90_algorithm(kernel: ir.Kernel, t: Sm90Tile) -> tuple[str, ...]:
                 f"tile's lhs rows, then store the transposed fragment; a persistent grid of "
                 f"min(SMs, tiles) blocks."
                 + (" The K tiles of each scale block are promoted into an f32 accumulator "
-                   "times the weight rows' scales." if blocks else ""))
+                   "times the weight rows' scales." if blocks else "")
+                + (" silu_mul: a stage's weight rows are 8 gate rows over the 8 matching up "
+                   "rows, 16 boxes, so each thread holds both rows of its output column."
+                   if kernel.epilogue.activation is Activation.SILU_MUL else ""))
         wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
         return (f"(5) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
     promote = ""
@@ -1189,7 +1198,8 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
             if p.grouped:
                 conds.append(var("g").gt(0))
             rs = kernel.rhs_scale
-            if kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK:
+            if (kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK
+                    and not h.mixed):
                 # The up half starts at n / 2: in one rhs scale block per
                 # tile only when n / 2 is a whole number of blocks (else
                 # the mma.sync body, which scales column by column).

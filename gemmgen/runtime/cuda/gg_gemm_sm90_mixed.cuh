@@ -24,7 +24,12 @@
 //     promotion of the mma.sync body);
 //   - the epilogue transposes: fragment row r, column c is out column
 //     n0 + r, row m0 + c; each warp stages its kBM x 16 block of out in its
-//     slice of shared memory and stores it row by row.
+//     slice of shared memory and stores it row by row;
+//   - silu_mul: the 128 weight rows of a stage are 64 gate rows (output
+//     columns n0..) and the 64 matching up rows (n / 2 + n0..), interleaved
+//     8 by 8 (16 TMA boxes of 8 rows), so that a thread's two fragment rows
+//     r and r + 8 are the gate and the up row of one output column; the
+//     epilogue pairs them in registers and a warp stores kBM x 8.
 #pragma once
 
 #include "gg_gemm_sm90.cuh"
@@ -86,56 +91,92 @@ __device__ __forceinline__ void mma_mixed(const Smem<T>& s, int st, const u32 (&
   }
 }
 
+// The weight rows (columns of B, rhs rows) of this thread's two fragment
+// rows r = lane / 4 and r + 8 of its warp: rows c and c + 8 from the
+// warp's first, or for silu_mul gate row c and up row n / 2 + c of output
+// column c. Rows past n (past n / 2 for silu_mul's c) are never stored.
+template <class T>
+__device__ __forceinline__ void weight_rows(const TileWork& w, int cw, int n, int (&rows)[2],
+                                            bool& inside) {
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int c = w.n0 + (cw * 4 + warp) * kWarpCols<T> + lane / 4;
+  if constexpr (kSilu<T>) {
+    rows[0] = c;
+    rows[1] = n / 2 + c;
+    inside = c < n / 2;
+  } else {
+    rows[0] = c;
+    rows[1] = c + 8;
+    inside = true;
+  }
+}
+
 // The scales of one scale block of K for this thread's two weight rows
 // (fragment rows: TileScales' row-indexed `a`, so that add_scaled applies
-// them; `b` is 1). Rows past n (never stored) take 1 on the exact path,
-// else 0.
+// them; `b` is 1). Rows never stored take 1 on the exact path, else 0.
 template <class T>
-__device__ __forceinline__ TileScales<T> weight_scales(const TileWork& w, int col0,
+__device__ __forceinline__ TileScales<T> weight_scales(const TileWork& w, int cw,
                                                        const Operands<T>& o, int n, int k,
                                                        int k0) {
   constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
+  int rows[2];
+  bool inside;
+  weight_rows<T>(w, cw, n, rows, inside);
   TileScales<T> sc{{1.0f, 1.0f}, {1.0f, 1.0f}};
   GG_UNROLL
   for (int h = 0; h < 2; ++h) {
-    const int col = col0 + 8 * h;
-    sc.a[h] = col < n ? rhs_scale_at<T>(o.rhs_scale, w.gl, col, n, k, k0) : kOutside;
+    sc.a[h] = inside && rows[h] < n ? rhs_scale_at<T>(o.rhs_scale, w.gl, rows[h], n, k, k0)
+                                     : kOutside;
   }
   return sc;
 }
 
-// A consumer warp's epilogue: fragment element i is weight row (out column)
-// lane / 4 + 8 * ((i / 2) % 2) of the warp's 16 and lhs row (out row)
-// 8 * (i / 4) + 2 * (lane % 4) + i % 2 of the tile's kBM; through
-// gg_epilogue into the warp's [kBM][16] slice, then out row by row.
+// A consumer warp's epilogue: fragment element i is weight row lane / 4 +
+// 8 * ((i / 2) % 2) of the warp's 16 (out column c of its kWarpCols: the
+// row itself, or for silu_mul the gate row c = lane / 4 with its up row in
+// element i + 2) and lhs row (out row) 8 * (i / 4) + 2 * (lane % 4) + i % 2
+// of the tile's kBM; through gg_epilogue into the warp's [kBM][kWarpCols]
+// slice, then out row by row (n_out columns: n, or n / 2 for silu_mul).
 template <class T>
 __device__ __forceinline__ void store_mixed(const Smem<T>& s, const float (&d)[T::kBM / 2],
                                             const TileWork& w, int cw, const Operands<T>& o,
                                             int n) {
   using out_t = typename T::out_t;
+  constexpr int kCols = kWarpCols<T>;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const int n_out = kSilu<T> ? n / 2 : n;
   out_t* slice = reinterpret_cast<out_t*>(s.c + (cw * 4 + warp) * T::kCWarpBytes);
-  const int col0 = w.n0 + cw * 64 + 16 * warp;  // the warp's first column of out
+  const int col0 = w.n0 + (cw * 4 + warp) * kCols;  // the warp's first column of out
   GG_UNROLL
   for (int i = 0; i < T::kBM / 2; ++i) {
+    if (kSilu<T> && (i / 2) % 2 == 1) {
+      continue;  // an up row: paired with its gate row, element i - 2
+    }
     const int c = lane / 4 + 8 * ((i / 2) % 2);
     const int r = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     const int row = w.m0 + r, col = col0 + c;
-    if (row >= w.row_hi && row < w.zero_hi && col < n) {
+    if (row >= w.row_hi && row < w.zero_hi && col < n_out) {
       slice[r * T::kCStride + c] = gg::from_float<out_t>(0.0f);  // masked: past the count
-    } else if (row >= w.row_lo && row < w.row_hi && col < n) {
-      float x[1] = {d[i]};
-      const int bcol[1] = {col};
-      slice[r * T::kCStride + c] =
-          epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+    } else if (row >= w.row_lo && row < w.row_hi && col < n_out) {
+      if constexpr (kSilu<T>) {
+        float x[2] = {d[i], d[i + 2]};
+        const int bcol[2] = {col, n / 2 + col};
+        slice[r * T::kCStride + c] =
+            epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      } else {
+        float x[1] = {d[i]};
+        const int bcol[1] = {col};
+        slice[r * T::kCStride + c] =
+            epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      }
     }
   }
   __syncwarp();
-  for (int idx = lane; idx < 16 * T::kBM; idx += 32) {
-    const int r = idx / 16, c = idx % 16;
+  for (int idx = lane; idx < kCols * T::kBM; idx += 32) {
+    const int r = idx / kCols, c = idx % kCols;
     const int row = w.m0 + r, col = col0 + c;
-    if (row >= w.row_lo && row < w.zero_hi && col < n) {
-      o.out[(long long)row * n + col] = slice[r * T::kCStride + c];
+    if (row >= w.row_lo && row < w.zero_hi && col < n_out) {
+      o.out[(long long)row * n_out + col] = slice[r * T::kCStride + c];
     }
   }
   __syncwarp();  // the slice is free for the next tile
@@ -150,14 +191,12 @@ template <class T, Rows L>
 __device__ void consume_mixed(const Smem<T>& s, int cw, int tiles, int items, int tiles_n, int m,
                               int n, int k, const Items& g, const Operands<T>& o) {
   constexpr int kV = T::kBM / 2;
-  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   int it = 0;  // K tiles consumed by this block so far (as the producer counts)
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
     const TileWork w = work_of<T, L>(item, nt, m, g);
     const int ktiles = ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    const int col0 = w.n0 + cw * 64 + 16 * warp + lane / 4;  // this thread's first weight row
     float d[kV];
     float part[kPromotion<T> ? kV : 1];
     GG_UNROLL
@@ -182,7 +221,7 @@ __device__ void consume_mixed(const Smem<T>& s, int cw, int tiles, int items, in
         // A scale block's first K tile starts a fresh partial sum.
         const bool first = kt * T::kBK % T::kScaleBlockK == 0;
         if (first) {
-          sc = weight_scales<T>(w, col0, o, n, k, kt * T::kBK);
+          sc = weight_scales<T>(w, cw, o, n, k, kt * T::kBK);
         }
         gg::wgmma_fence_operand(part);
         mma_mixed<T>(s, st, a, first, part);

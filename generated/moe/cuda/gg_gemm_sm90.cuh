@@ -82,12 +82,13 @@ __host__ __device__ constexpr bool runs() {
 // 8- or 4-bit weight format (int8, int4, fp4, e4m3, e5m2), which the
 // consumers widen exactly to the lhs type in registers; rhs scales of any
 // mode (per-K-block ones in an FP32 promotion, one scale per weight row and
-// K block); lhs scales in the epilogue only; no folded scales, no silu_mul.
+// K block); lhs scales in the epilogue only; no folded scales; any
+// epilogue, silu_mul included (gate and up rows interleaved 8 by 8).
 template <class C>
 __host__ __device__ constexpr bool runs_mixed() {
   using mma_t = typename C::mma_t;
   return k16Bit<mma_t> && !kSame<typename C::rhs_t, mma_t> && bits(C::kRhs) <= 8 &&
-         C::kRhsNK && !kLhsScalePromoted<C> && !C::kFoldScales && !kSilu<C>;
+         C::kRhsNK && !kLhsScalePromoted<C> && !C::kFoldScales;
 }
 
 // A Config the weight-only variant computes (its tiles are `mixed`).
@@ -155,15 +156,22 @@ __host__ __device__ constexpr bool check_tile_sm90() {
 template <class T>
 constexpr int kBInner = kMixed<T> ? T::kBK * bits(T::kRhs) / 8 : T::kBK;
 
+// Output columns of a consumer warp of a weight-only tile: its 16 weight
+// rows, or for silu_mul 8 (8 gate rows over the 8 matching up rows).
+template <class T>
+constexpr int kWarpCols = kSilu<T> ? 8 : 16;
+
 // Whether a weight-only tile's numbers follow from its shape: kBM rows of
 // lhs (wgmma's N, 8..128) times kBN = 128 weight rows (64 per consumer
-// warpgroup, wgmma's M), K tiles of 64; A stages of kBM 128-byte rows of
-// lhs, B stages of 128 rows of raw weight bytes; each consumer warp's
-// epilogue slice holds kBM rows of its 16 output columns.
+// warpgroup, wgmma's M; silu_mul: 64 gate and 64 up rows, kBNOut 64), K
+// tiles of 64; A stages of kBM 128-byte rows of lhs, B stages of 128 rows
+// of raw weight bytes; each consumer warp's epilogue slice holds kBM rows
+// of its kWarpCols output columns.
 template <class T>
 __host__ __device__ constexpr bool check_tile_mixed() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
-  if (!check_config<T>() || !kMixed<T> || T::kBN != kBM || T::kBNOut != T::kBN || T::kBK != 64 ||
+  if (!check_config<T>() || !kMixed<T> || T::kBN != kBM ||
+      T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) || T::kBK != 64 ||
       T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
     return false;
   }
@@ -174,7 +182,7 @@ __host__ __device__ constexpr bool check_tile_mixed() {
     return false;
   }
   if (T::kAStage != T::kBM * kRowBytes || T::kBStage != kBM * kBInner<T> ||
-      T::kCStride != 16 + 16 / kOut || T::kCWarpBytes != T::kBM * T::kCStride * kOut) {
+      T::kCStride != kWarpCols<T> + 16 / kOut || T::kCWarpBytes != T::kBM * T::kCStride * kOut) {
     return false;
   }
   return T::kSmemBytes ==
@@ -297,9 +305,12 @@ __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map
     const int ktiles = ktiles_of<L>(w, (k + kBK - 1) / kBK);
     // B rows (K-major) or columns (MN-major) of the tile: one run of kBN
     // from n0, or for silu_mul the gate half from n0 and the up half from
-    // n / 2 + n0.
+    // n / 2 + n0; a weight-only silu_mul tile interleaves them, 8 gate rows
+    // then the 8 matching up rows, 16 runs (gg_gemm_sm90_mixed.cuh).
     const int n0 = w.n0;
-    constexpr int kRuns = kSilu<T> ? 2 : 1;
+    constexpr int kRuns = kSilu<T> ? (kMixed<T> ? 16 : 2) : 1;
+    constexpr int kRunRows = T::kBN / kRuns;
+    constexpr int kBRowBytes = kMixed<T> ? kBInner<T> : kRowBytes;
     const int b0[2] = {n0, n / 2 + n0};
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
@@ -309,14 +320,16 @@ __device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map
       unsigned char* sb = s.b + st * T::kBStage;
       gg::tma_load_2d(sa, map_a, &s.full[st], kt * kBK, m0);
       if constexpr (T::kRhsNK) {
-        // [n, k]: a box of kBN / kRuns rows of kBK per run.
+        // [n, k]: a box of kRunRows rows of one K tile per run; run r
+        // reads half r % 2 (gate, up) from row kRunRows * (r / 2) on.
         GG_UNROLL
         for (int r = 0; r < kRuns; ++r) {
-          unsigned char* dst = sb + r * (T::kBN / kRuns) * kRowBytes;
+          unsigned char* dst = sb + r * kRunRows * kBRowBytes;
+          const int row = b0[r % 2] + kRunRows * (r / 2);
           if constexpr (kGrouped) {
-            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kBInner<T>, b0[r], gl);
+            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kBInner<T>, row, gl);
           } else {
-            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kBInner<T>, b0[r]);
+            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kBInner<T>, row);
           }
         }
       } else {
