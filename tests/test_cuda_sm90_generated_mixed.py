@@ -17,9 +17,12 @@ swizzle, the epilogue's transpose undone, a stage read before its TMA
 arrived), and nvcc for sm_90a (HGMMA with A in registers fed by UTMALDG, no
 HMMA, no spills).
 
-Unmarked: the plan tests, one dense int4 and one grouped int8 case, one
-masked case, the C++ launcher, one planted bug and one nvcc build; the rest
-are `slow`."""
+The fused gate-up (silu_mul: gate and up rows interleaved 8 by 8) is
+tested here too, with planted bugs of its own.
+
+Unmarked: the plan tests, one dense int4, one grouped int8, one gate-up
+and one masked case, the C++ launcher, one planted bug and one nvcc build;
+the rest are `slow`."""
 
 from __future__ import annotations
 
