@@ -45,7 +45,7 @@ KERNELS = {
     "bf16_block": "op dense\n  lhs bf16 [m, k]\n  rhs bf16 [n, k]\n  out bf16\n"
                   "  rhs_scale block n=128 k=128",
     # Weight-only (the mixed tile): [n, k] weights of 8 or 4 bits, scales
-    # per K block of whole 64-element K tiles, no silu_mul.
+    # per K block of whole 64-element K tiles, lhs scales in the epilogue.
     "w4a16_block": "op dense\n  lhs bf16 [m, k]\n  rhs int4 packed [n, k]\n  out bf16\n"
                    "  rhs_scale block n=1 k=128 bf16",
     "w8a16_grouped_kblock": "op grouped\n  lhs f16 [m, k]\n  rhs e4m3 [g, n, k]\n  out f16\n"
@@ -79,7 +79,7 @@ def test_wgmma_obstacle_matches_the_cxx_qualifies(tmp_path):
     assert [n for n, q in expected.items() if q] == [
         "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "w8a16", "fp8", "per_channel",
         "per_token", "silu_mul", "fp8_e5m2_tensor", "fp8_block", "w4a16_block",
-        "w8a16_grouped_kblock"]
+        "w8a16_grouped_kblock", "w8a16_silu_mul"]
     src = tmp_path / "qualifies.cc"
     src.write_text("\n".join(unit) + "\n")
     try:
