@@ -438,8 +438,9 @@ class Kernel:
         if sixteen and rhs_t in WGMMA_WEIGHTS:
             return self._mixed_obstacle()
         if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
-            return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2), "
-                    f"not lhs '{lhs_t.value}' x rhs '{rhs_t.value}'")
+            return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2) "
+                    f"or bf16 / f16 lhs with int8, int4, fp4, e4m3 or e5m2 weights, not lhs "
+                    f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
         if not sixteen and rhs.layout is not Layout.NK:
             return ("wgmma reads FP8 operands K-major only, so rhs must be [n, k] "
                     "([g, n, k] grouped), not [k, n]")

@@ -412,16 +412,28 @@ def test_planted_f32_scale_product_fails(built):
     assert "NaN" in result.detail or "nan" in result.detail or "0.0" in result.detail
 
 
-def test_planted_subnormal_scale_fails_only_when_flushing(built):
+# The exact-promotion test of each body that runs kblock_grouped (W8A16, e8m0
+# kblock scales) on an sm_90a device: the mma.sync body (the launcher told
+# compute capability 0) and the Hopper weight-only tile (told 9.0).
+SUBNORMAL_PLANTS = {
+    "mma_sync": (0, "gg_gemm.cuh", "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true"),
+    "hopper": (None, "gg_gemm_sm90.cuh", "fast = gg::product_is_normal(",
+               "fast = true || gg::product_is_normal("),
+}
+
+
+@pytest.mark.parametrize("body", list(SUBNORMAL_PLANTS))
+def test_planted_subnormal_scale_fails_only_when_flushing(built, body):
     """The old promotion multiplied by 2^-127 as an f32 subnormal: right on
     x86 and on a GPU built without -ftz, wrong on one built with it. The
     emulator shows the difference only with ftz=True."""
-    bug = planted_runtime(built, "kblock_grouped", "gg_gemm.cuh",
-                          "gg::product_is_normal(lo_a, hi_a, lo_b, hi_b)", "true")
+    sm, header, old, new = SUBNORMAL_PLANTS[body]
+    bug = planted_runtime(built, "kblock_grouped", header, old, new)
     inputs = kblock_every_byte(built)
-    assert verdict(built, "kblock_grouped", inputs, source=bug, tag=".subnormal").passed
-    assert not verdict(built, "kblock_grouped", inputs, ftz=True, source=bug,
-                       tag=".subnormal").passed
+    tag = f".subnormal_{body}"
+    assert verdict(built, "kblock_grouped", inputs, source=bug, tag=tag, sm=sm).passed
+    assert not verdict(built, "kblock_grouped", inputs, ftz=True, source=bug, tag=tag,
+                       sm=sm).passed
 
 
 def test_planted_sequential_epilogue_fails(built):

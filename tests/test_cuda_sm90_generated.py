@@ -116,8 +116,9 @@ def test_plan_gives_qualifying_kernels_a_hopper_tile_per_lut_entry():
 
 
 def test_spec_kernels_on_sm90a_get_the_hopper_path():
-    """specs/: the 16-bit CUDA GEMMs without scales and the FP8 x FP8 [n, k]
-    ones (tests/test_cuda_sm90_generated_fp8.py) that declare sm_90a."""
+    """specs/: the 16-bit CUDA GEMMs without scales, the FP8 x FP8 [n, k]
+    ones (tests/test_cuda_sm90_generated_fp8.py) and the weight-only ones
+    (tests/test_cuda_sm90_generated_mixed.py) that declare sm_90a."""
     from test_cuda_gemm import KERNELS, rendered
 
     have = sorted(name for stem, name in KERNELS
@@ -128,9 +129,11 @@ def test_spec_kernels_on_sm90a_get_the_hopper_path():
                     "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32",
                     "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16",
                     "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32",
-                    "fp8_gemm_blockscaled_pipe", "gmm_bf16", "moe_bf16_grouped_gemm",
-                    "moe_fp8_grouped_gemm", "moe_fp8_masked_gemm", "moe_w8a8_gateup_silu",
-                    "moe_w8a8_grouped_gemm"]
+                    "fp8_gemm_blockscaled_pipe", "fp8_weight_gemm", "gmm_bf16",
+                    "moe_bf16_grouped_gemm",
+                    "moe_fp8_grouped_gemm", "moe_fp8_masked_gemm", "moe_w4a16_grouped_gemm",
+                    "moe_w8a16_grouped_gemm_rhs_e4m3", "moe_w8a16_grouped_gemm_rhs_int8",
+                    "moe_w8a8_gateup_silu", "moe_w8a8_grouped_gemm", "w4a16_gemm"]
 
 
 def test_an_arch_list_without_sm90a_gets_no_hopper_path(tmp_path):

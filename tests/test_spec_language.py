@@ -214,6 +214,11 @@ QUALIFY = (
     "op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, n, k]\nout bf16\n"
     "lhs_scale per_token_group k=128\nrhs_scale block n=128 k=128\nbackends cuda",
     "op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nepilogue silu_mul\nbackends cuda",
+    # Weight-only (the Hopper body's weight-only tile).
+    ("op dense\nlhs bf16 [m, k]\nrhs fp4 packed [n, k]\nout bf16\n"
+     "rhs_scale block n=1 k=128 e8m0\nbackends cuda"),
+    "op grouped\nlhs f16 [m, k]\nrhs int4 packed [g, n, k]\nout f16\n"
+    "rhs_scale kblock k=128\nepilogue silu_mul\nbackends cuda",
     "op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, n, k]\nout bf16\n"
     "lhs_scale per_token_group k=128\nrhs_scale block n=128 k=128\nepilogue silu_mul\n"
     "backends cuda",
@@ -226,8 +231,15 @@ DO_NOT_QUALIFY = (
      "backends cuda", "'gemv_batched'"),
     ("op dense\nlhs f32 [m, k]\nrhs f32 [k, n]\nout f32\nbackends cuda", "'f32'"),
     ("op dense\nlhs bf16 [m, k]\nrhs f16 [k, n]\nout f32\nbackends cuda", "'f16'"),
-    ("op dense\nlhs bf16 [m, k]\nrhs fp4 packed [n, k]\nout bf16\n"
-     "rhs_scale block n=1 k=128 e8m0\nbackends cuda", "'fp4'"),
+    # Weight-only: [k, n] weights, a scale K block under the 64-element K
+    # tile, lhs per-K-block scales, int4 rows not 16 bytes.
+    ("op dense\nlhs bf16 [m, k]\nrhs int8 [k, n]\nout bf16\nbackends cuda", "[n, k]"),
+    ("op dense\nlhs bf16 [m, k]\nrhs int4 packed [n, k]\nout bf16\n"
+     "rhs_scale block n=1 k=32\ntile m=64 n=128 k=32\nbackends cuda", "k=32"),
+    ("op dense\nlhs bf16 [m, k]\nrhs int8 [n, k]\nout bf16\n"
+     "lhs_scale per_token_group k=128\nbackends cuda", "per_token_group"),
+    ("op dense\nlhs f16 [m, k]\nrhs int4 packed [n, k]\nout f16\ndims k=48\nbackends cuda",
+     "k % 32"),
     ("op grouped\nlhs e4m3 [m, k]\nrhs e4m3 [g, k, n]\nout bf16\nbackends cuda", "K-major"),
     ("op dense\nlhs bf16 [m, k]\nrhs bf16 [n, k]\nout bf16\nrhs_scale block n=128 k=128\n"
      "backends cuda", "'block'"),

@@ -193,11 +193,24 @@ class StepArg:
         if self.value is not None:
             return self.value.py
         if self.tmap is not None:
-            t = self.tmap
-            return (f'TensorMapArg("{self.name}", {t.code}, {py_tuple([d.py for d in t.dims])}, '
-                    f"{py_tuple([s.py for s in t.strides])}, {py_tuple([str(b) for b in t.box])}, "
-                    f"{t.swizzle_code})")
+            return f"TensorMapArg({', '.join(self._tmap_items())})"
         return f'"{self.name}"'
+
+    def _tmap_items(self) -> list[str]:
+        t = self.tmap
+        assert t is not None
+        return [f'"{self.name}"', str(t.code), py_tuple([d.py for d in t.dims]),
+                py_tuple([s.py for s in t.strides]), py_tuple([str(b) for b in t.box]),
+                str(t.swizzle_code)]
+
+    def py_item(self, indent: int) -> str:
+        """The argument as an item of a split list, `indent` columns in,
+        with its comma: a TensorMapArg too long for the line laid out as
+        ruff format splits a call."""
+        one = " " * indent + self.py + ","
+        if self.tmap is None or len(one) <= COLUMNS:
+            return one
+        return py_call("TensorMapArg(", self._tmap_items(), "),", indent)
 
     @property
     def cpp_map(self) -> str:
@@ -335,8 +348,11 @@ class Step:
         if len(body) <= COLUMNS:
             return f"{pad}Launch(\n{body}\n{pad}),"
         lines = [f"{pad}Launch("]
-        for p, item in zip(parts, items):
-            if isinstance(p, list) and len(pad) + 5 + len(item) > COLUMNS:
+        for i, (p, item) in enumerate(zip(parts, items)):
+            if i == 4 and len(pad) + 5 + len(item) > COLUMNS:  # the arguments
+                lines += [f"{pad}    (", *(a.py_item(indent + 8) for a in self.args),
+                          f"{pad}    ),"]
+            elif isinstance(p, list) and len(pad) + 5 + len(item) > COLUMNS:
                 lines.append(py_collection("(", p, "),", indent + 4))
             else:
                 lines.append(f"{pad}    {item},")

@@ -75,7 +75,11 @@ def cpp_call(head: str, args: Sequence[str], tail: str, indent: int, *, lhs: str
     clang-format lays it out: one line; else, for an assignment whose call
     then fits on one line, a break after "="; else the layout with fewer
     lines of (a) the arguments aligned after "(" and (b) a break after "("
-    and the arguments 4 columns in (a on a tie)."""
+    and the arguments 4 columns in (a on a tie). An assignment whose
+    arguments, aligned after "(" of the call 4 columns in on the line after
+    "=", take fewer lines than aligned after "lhs = head(" gets that break
+    after "=" (clang-format breaks an assignment before it breaks an
+    argument list once more)."""
     pad = " " * indent
     call = head + ", ".join(args) + tail
     if lhs:
@@ -83,6 +87,10 @@ def cpp_call(head: str, args: Sequence[str], tail: str, indent: int, *, lhs: str
             return pad + lhs + " = " + call
         if len(pad + "    " + call) <= COLUMNS:
             return pad + lhs + " =\n" + pad + "    " + call
+        inner = pack(pad + "    " + head, args, tail, indent + 4 + len(head))
+        outer = pack(pad + lhs + " = " + head, args, tail, indent + len(lhs + " = " + head))
+        if inner is not None and outer is not None and len(inner) < len(outer):
+            return "\n".join([pad + lhs + " =", *inner])
         head = lhs + " = " + head
     one = pad + head + ", ".join(args) + tail
     if len(one) <= COLUMNS:

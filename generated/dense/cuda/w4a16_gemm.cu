@@ -217,9 +217,9 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
         if (err != cudaSuccess) {
           return err;
         }
-        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                            CU_TENSOR_MAP_SWIZZLE_32B, 2, gg_div(k, 2), n, 1, gg_div(k, 2), 0, 32,
-                            128, 1);
+        err =
+            gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_32B,
+                          2, gg_div(k, 2), n, 1, gg_div(k, 2), 0, 32, 128, 1);
         if (err != cudaSuccess) {
           return err;
         }

@@ -243,9 +243,9 @@ cudaError_t launch_moe_w4a16_grouped_gemm(const MoeW4a16GroupedGemmArgs& a, cuda
         if (err != cudaSuccess) {
           return err;
         }
-        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                            CU_TENSOR_MAP_SWIZZLE_32B, 3, gg_div(k, 2), n, g, gg_div(k, 2),
-                            gg_div(k, 2) * n, 32, 128, 1);
+        err =
+            gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_32B,
+                          3, gg_div(k, 2), n, g, gg_div(k, 2), gg_div(k, 2) * n, 32, 128, 1);
         if (err != cudaSuccess) {
           return err;
         }

@@ -322,7 +322,14 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         124032,
                         (
                             TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 64), 3),
-                            TensorMapArg("rhs", 0, (gg_div(k, 2), n, g), (gg_div(k, 2), gg_div(k, 2) * n), (32, 128, 1), 1),
+                            TensorMapArg(
+                                "rhs",
+                                0,
+                                (gg_div(k, 2), n, g),
+                                (gg_div(k, 2), gg_div(k, 2) * n),
+                                (32, 128, 1),
+                                1,
+                            ),
                             "rhs_scale",
                             "bias",
                             "out",
