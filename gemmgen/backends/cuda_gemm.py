@@ -244,6 +244,13 @@ def _sm90_widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
 SM90_MIXED_BMS = (8, 16, 32, 64, 128)
 
 
+def sm90_weight_row_bytes(weight_bits: int) -> int:
+    """Bytes of one weight row of a weight-only K tile (kBInner): 64 for 8-bit
+    weights, 32 for 4-bit ones; the inner extent and swizzle span of the
+    weight map's box."""
+    return ir.WGMMA_MIXED_BK * weight_bits // 8
+
+
 def sm90_mixed_smem_bytes(bm: int, stages: int, out: DType, weight_bits: int,
                           warp_cols: int = 16) -> int:
     """check_tile_mixed's carve-up: alignment slack, the stages (bm rows of
@@ -251,7 +258,7 @@ def sm90_mixed_smem_bytes(bm: int, stages: int, out: DType, weight_bits: int,
     of bm rows of a warp's output columns (16, or 8 for silu_mul; + 16
     bytes), two barriers per stage."""
     ob = out.bits // 8
-    return (1024 + stages * (bm * SM90_ROW_BYTES + SM90_BM * 64 * weight_bits // 8)
+    return (1024 + stages * (bm * SM90_ROW_BYTES + SM90_BM * sm90_weight_row_bytes(weight_bits))
             + 8 * bm * (warp_cols + 16 // ob) * ob + 2 * stages * 8)
 
 
@@ -277,8 +284,9 @@ def _sm90_mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -
                  if sm90_mixed_smem_bytes(bm, st, kernel.out, wb, cols) <= limit)
     ob = kernel.out.bits // 8
     c_stride = cols + 16 // ob
-    return Sm90Tile(index=index, entry=entry, bn=SM90_BM, bn_out=bn_out, bk=64,
-                    stages=stages, a_stage=bm * SM90_ROW_BYTES, b_stage=SM90_BM * 64 * wb // 8,
+    return Sm90Tile(index=index, entry=entry, bn=SM90_BM, bn_out=bn_out, bk=ir.WGMMA_MIXED_BK,
+                    stages=stages, a_stage=bm * SM90_ROW_BYTES,
+                    b_stage=SM90_BM * sm90_weight_row_bytes(wb),
                     c_stride=c_stride, c_warp_bytes=bm * c_stride * ob,
                     smem_bytes=sm90_mixed_smem_bytes(bm, stages, kernel.out, wb, cols),
                     grid_x=f"gg_min(num_sms, {_sm90_tiles_expr(kernel, bm, bn_out)})",
@@ -744,7 +752,7 @@ def _sm90_maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMap
         # tile's bytes x 128 rows (silu_mul: 8 rows, 16 boxes interleaving
         # gate and up), swizzled over that span (64 or 32 bytes).
         wb = kernel.rhs_operand.dtype.bits
-        inner, raw = (k, 64) if wb == 8 else (div(k, 8 // wb), 64 * wb // 8)
+        inner, raw = k if wb == 8 else div(k, 8 // wb), sm90_weight_row_bytes(wb)
         rows = 8 if kernel.epilogue.activation is Activation.SILU_MUL else SM90_BM
         if kernel.op is Op.GROUPED:
             rhs = TensorMapSpec("uint8", (inner, n, g), (inner, inner * n), (raw, rows, 1),
@@ -1069,12 +1077,12 @@ def _sm90_algorithm(kernel: ir.Kernel, t: Sm90Tile) -> tuple[str, ...]:
     """The file comment's lines on the Hopper path."""
     if t.mixed:
         blocks = kernel.rhs_scale.enabled and kernel.rhs_scale.placement is ir.Placement.MAINLOOP
-        wb = kernel.rhs_operand.dtype.bits
+        row = t.b_stage // SM90_BM  # bytes of a weight row of a K tile
         text = (f"on sm_90a (compute capability 9.0) the launchers run the Hopper body's "
                 f"weight-only tile instead (gg_gemm_sm90_mixed.cuh, docs/cuda-hopper.md): "
                 f"{t.threads} threads, a producer warpgroup issuing TMA loads of {t.bm} x "
-                f"{t.bk} lhs boxes (128-byte swizzle) and 128 x {64 * wb // 8}-byte weight "
-                f"boxes ({64 * wb // 8}-byte swizzle) into {t.stages} stages; two consumer "
+                f"{t.bk} lhs boxes (128-byte swizzle) and 128 x {row}-byte weight "
+                f"boxes ({row}-byte swizzle) into {t.stages} stages; two consumer "
                 f"warpgroups, the operands swapped, widen their 64 weight rows of each K tile "
                 f"to {kernel.lhs.dtype.value} in registers and issue wgmma {t.wgmma} on the "
                 f"tile's lhs rows, then store the transposed fragment; a persistent grid of "

@@ -336,9 +336,10 @@ class Step:
 
     def py_launch(self, indent: int) -> str:
         """`Launch(...)` of this step, an item of a list (ends in ",")."""
+        args = list(self.py_args)
         parts: list[str | list[str]] = [
             f'"{self.entry}"', [a.py for a in self.grid], [str(self.block), "1", "1"],
-            str(self.smem), list(self.py_args), f'"{self.comment}"']
+            str(self.smem), args, f'"{self.comment}"']
         items = [p if isinstance(p, str) else py_tuple(p) for p in parts]
         pad = " " * indent
         one = f"{pad}Launch({', '.join(items)}),"
@@ -348,8 +349,8 @@ class Step:
         if len(body) <= COLUMNS:
             return f"{pad}Launch(\n{body}\n{pad}),"
         lines = [f"{pad}Launch("]
-        for i, (p, item) in enumerate(zip(parts, items)):
-            if i == 4 and len(pad) + 5 + len(item) > COLUMNS:  # the arguments
+        for p, item in zip(parts, items):
+            if p is args and len(pad) + 5 + len(item) > COLUMNS:  # one argument a line
                 lines += [f"{pad}    (", *(a.py_item(indent + 8) for a in self.args),
                           f"{pad}    ),"]
             elif isinstance(p, list) and len(pad) + 5 + len(item) > COLUMNS:
