@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--cuda-arch", metavar="ARCH",
                    help="the arch the CUDA emulator plays (default: the spec's declared arch "
                         "with the least shared memory)")
+    v.add_argument("--no-resources", action="store_true",
+                   help="skip ptxas's registers and spills of each CUDA kernel (with nvcc "
+                        "installed, verify compiles each one for every declared arch)")
     e = sub.add_parser("explain", help="the plan of one kernel (or M dispatcher) in words, "
                        "with its cost")
     e.add_argument("spec", metavar="SPEC")

@@ -187,7 +187,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
                        kernels=args.kernel, out=sys.stdout, progress=sys.stderr,
-                       cuda_arch=args.cuda_arch)
+                       cuda_arch=args.cuda_arch, resources=not args.no_resources)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

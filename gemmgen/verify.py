@@ -64,7 +64,7 @@ RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda-emu-cpp", 
 
 def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
          kernels: list[str] | None, out: TextIO, progress: TextIO,
-         cuda_arch: str | None = None) -> int:
+         cuda_arch: str | None = None, resources: bool = True) -> int:
     spec = rendered.spec
     runners = {r.name: r for r in _runners()}
     chosen = backends or [n for n in RUNNER_NAMES if n in runners]
@@ -109,7 +109,8 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
         if any(r.backend in k.backends for r in active):
             for why in _uncovered_tiles(k):
                 print(f"note: {k.name}: {why}", file=out)
-    _resources(rendered, selected, active, out)
+    if resources:
+        _resources(rendered, selected, active, out)
     failed = [r for r in rows if not r.passed]
     for r in failed:
         print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)

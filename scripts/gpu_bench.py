@@ -10,7 +10,7 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
   (3) for a kernel with a Hopper path (sm_90a: TMA + wgmma, docs/cuda-hopper.md)
       on a device of compute capability 9.0, where the launcher picks that
       path, it also checks and times the same kernel's mma.sync path (the
-      launcher's device_sm() answering (0, 0), which makes launches() pick
+      launcher's device_sm() answering (9.0, 0 SMs), which makes launches() pick
       the path every arch runs), so the two bodies are compared on one GPU.
       The goal (issue: Hopper tier): the bf16 dense Hopper kernel at 4096^3
       to 8192^3 at or above torch.matmul, grouped at >= 90 % of its dense
@@ -197,7 +197,8 @@ def mma_sync_path(launcher, fn, kernel: ir.Kernel, case, inputs: dict, dev: dict
     import cupy
 
     real = launcher.device_sm
-    launcher.device_sm = lambda: (0, 0)
+    sm = real()[0]
+    launcher.device_sm = lambda: (sm, 0)  # no SM count: launches() takes the mma.sync path
     try:
         got = fn(**to_device(inputs))
         got = got if isinstance(got, tuple) else (got,)

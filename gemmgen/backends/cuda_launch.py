@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gemmgen import ir
+from gemmgen.archs import parse_arch
 from gemmgen.backends.cuda_args import Arg, Binding, Check, Derived
 from gemmgen.backends.cuda_expr import (
     COMPARISONS, ZERO, Bin, Call, Expr, Fn, Lit, Var, all_of, expr, exprs, var,
@@ -505,6 +506,18 @@ class LaunchPlan:
         """Whether a variant has a Hopper path (the launchers then ask the
         device for DEVICE_NAMES and encode tensor maps)."""
         return any(v.has_sm90 for v in self.variants)
+
+    @property
+    def py_archs(self) -> str:
+        """The declared archs as the Python launcher's ARCHS tuple."""
+        items = ", ".join(f'"{a}"' for a in self.archs)
+        return f"({items},)" if len(self.archs) == 1 else f"({items})"
+
+    @property
+    def min_sm(self) -> int:
+        """The compute capability (major * 10 + minor) of the oldest declared
+        arch: the Python launcher refuses an older device."""
+        return min(parse_arch(a)[0] for a in self.archs)
 
     @property
     def tensor_map_args(self) -> tuple[StepArg, ...]:

@@ -450,6 +450,14 @@ class CudaGpu(CudaEmu):
         fn = getattr(launcher, kernel.name)
         dev = {k: (cupy.asarray(_bits(v)) if isinstance(v, np.ndarray) and v.ndim else v)
                for k, v in inputs.items()}
+        # Outputs poisoned (0xFF bytes, NaN in every float format) before the
+        # launch, as the emulator's are: a tile the kernel never writes shows.
+        shapes = launcher.output_shapes(launcher.validate(**inputs))
+        for name, shape in shapes.items():
+            if name not in dev and name in launcher.MAY_BE_NONE:
+                dtype = np.dtype(launcher._VIEWS.get(launcher.DTYPES[name], launcher.DTYPES[name]))
+                dev[name] = cupy.full(int(np.prod(shape)) * dtype.itemsize, 0xFF,
+                                      np.uint8).view(dtype).reshape(shape)
         outs = fn(**dev)
         outs = outs if isinstance(outs, tuple) else (outs,)
         got = tuple(cupy.asnumpy(o).view(_np_dtype(launcher.DTYPES[name]))

@@ -23,11 +23,9 @@
 // 2(l%4) and 2(l%4)+1.
 #pragma once
 
-#if !defined(__CUDACC_RTC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#endif
 
 #if defined(GG_EMU)
 #include <cstring>

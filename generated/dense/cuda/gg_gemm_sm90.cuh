@@ -202,7 +202,7 @@ struct Smem {
   __device__ __forceinline__ explicit Smem(unsigned char* raw) {
     // An offset from raw (not an integer cast back), so that the compiler
     // still knows the pointers are shared memory: ld.shared, not ld.
-    a = raw + ((1024 - (reinterpret_cast<uintptr_t>(raw) & 1023)) & 1023);
+    a = raw + ((1024 - (static_cast<unsigned>(reinterpret_cast<unsigned long long>(raw)) & 1023u)) & 1023);
     b = a + T::kStages * T::kAStage;
     c = b + T::kStages * T::kBStage;
     full = reinterpret_cast<u64*>(c + 8 * T::kCWarpBytes);

@@ -29,6 +29,7 @@ of the same bits (uint16 for bf16, uint8 for FP8).
 from __future__ import annotations
 
 import functools
+import os
 import pathlib
 from dataclasses import dataclass
 
@@ -40,6 +41,11 @@ SOURCE = pathlib.Path(__file__).with_suffix(".cu")
 # running the kernel needs nothing of gemmgen.
 INCLUDE_DIR = pathlib.Path(__file__).resolve().parent
 NAME = "int8_gemm"
+SPEC = "specs/dense.gemm"
+# The archs the spec declares: NVRTC builds the kernel for the device's own
+# arch (sm_90a on 9.0), and refuses a device older than the oldest of them.
+ARCHS = ("sm_89", "sm_90a")
+MIN_SM = 89
 OUTPUTS = ("out",)
 # The arrays a call may leave out (None): optional inputs and the outputs.
 MAY_BE_NONE = ("out",)
@@ -314,17 +320,106 @@ def device_smem_limit() -> int:
     return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device))
 
 
-@functools.cache
-def _module():
+def device_sm() -> tuple[int, int]:
+    """The current device's compute capability (major * 10 + minor) and SM
+    count: what the module is compiled for."""
     cupy = _cupy()
-    options = ("-std=c++17", f"-I{INCLUDE_DIR}")
-    return cupy.RawModule(code=SOURCE.read_text(), options=options)
+    device = cupy.cuda.Device()
+    count = cupy.cuda.runtime.deviceGetAttribute(
+        cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device.id
+    )
+    return int(device.compute_capability), int(count)
+
+
+def nvrtc_arch(sm: int) -> str:
+    """NVRTC's target for a device of compute capability `sm`: sm_90a on 9.0
+    (the Hopper path's wgmma, TMA and setmaxnreg need the arch-specific
+    target), else the device's own sm_<sm>."""
+    return "sm_90a" if sm == 90 else f"sm_{sm}"
+
+
+def arch_error(sm: int) -> str | None:
+    """Why the kernel cannot run on a device of compute capability `sm`, or
+    None: it is built for the device's own arch, but not for one older than
+    the oldest the spec declares (ARCHS), whose limits it was checked
+    against."""
+    if sm >= MIN_SM:
+        return None
+    return (
+        f"{NAME}: the device has compute capability {sm // 10}.{sm % 10} (sm_{sm}), older than "
+        f"the archs {SPEC} declares ({', '.join(ARCHS)}): the kernel is not built for it; "
+        "declare its arch in the spec's `archs` to build and check it there"
+    )
+
+
+@functools.cache
+def cuda_include_dir() -> pathlib.Path:
+    """The CUDA headers NVRTC compiles against (cuda_bf16.h, cuda_fp16.h,
+    cuda_fp8.h): the first `include` folder that has them under $CUDA_PATH,
+    $CUDA_HOME, the nvidia-cuda-runtime wheel (CUDA 13, then 12), CuPy's
+    CUDA path and /usr/local/cuda."""
+    roots = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    try:
+        import nvidia
+
+        wheels = [pathlib.Path(p, v) for p in nvidia.__path__ for v in ("cu13", "cuda_runtime")]
+        roots += [str(w) for w in wheels]
+    except ModuleNotFoundError:
+        pass
+    try:
+        import cupy
+
+        roots.append(cupy.cuda.get_cuda_path())
+    except ModuleNotFoundError:
+        pass
+    roots.append("/usr/local/cuda")
+    for root in roots:
+        if root and (pathlib.Path(root) / "include" / "cuda_bf16.h").is_file():
+            return pathlib.Path(root) / "include"
+    searched = ", ".join(str(r) for r in roots if r)
+    raise RuntimeError(
+        f"{NAME}: NVRTC needs the CUDA headers (cuda_bf16.h), found under none of {searched}: "
+        "`pip install nvidia-cuda-runtime` or set CUDA_PATH to a CUDA toolkit"
+    )
+
+
+def compile_options(sm: int) -> tuple[str, ...]:
+    """The NVRTC options SOURCE is compiled with for a device of compute
+    capability `sm`: C++17, this folder's runtime headers, the CUDA headers
+    and the device's arch."""
+    return ("-std=c++17", f"-I{INCLUDE_DIR}", f"-I{cuda_include_dir()}", f"-arch={nvrtc_arch(sm)}")
+
+
+@functools.cache
+def _module(sm: int):
+    """SOURCE compiled by NVRTC for a device of compute capability `sm`, loaded."""
+    cupy = _cupy()
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram(SOURCE.read_text(), SOURCE.name, (), ())
+    try:
+        try:
+            nvrtc.compileProgram(program, compile_options(sm))
+        except nvrtc.NVRTCError as e:
+            log = nvrtc.getProgramLog(program)
+            raise RuntimeError(
+                f"{NAME}: NVRTC cannot compile {SOURCE.name} for {nvrtc_arch(sm)}: {log}"
+            ) from e
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    module = cupy.cuda.function.Module()
+    module.load(cubin)
+    return module
 
 
 def int8_gemm(lhs, rhs, lhs_scale, rhs_scale, *, out=None, stream=None):
     """Run int8_gemm on the GPU with CuPy; returns out."""
     dims = validate(lhs=lhs, rhs=rhs, lhs_scale=lhs_scale, rhs_scale=rhs_scale, out=out)
     cupy = _cupy()  # after the checks: a bad call gets their message, with or without CuPy
+    sm = device_sm()[0]
+    if why := arch_error(sm):
+        raise RuntimeError(why)
     steps = launches(dims)
     if any(step.smem > 0 for step in steps):
         # Before anything is allocated or launched.
@@ -340,12 +435,13 @@ def int8_gemm(lhs, rhs, lhs_scale, rhs_scale, *, out=None, stream=None):
         if arrays[name] is None:
             arrays[name] = cupy.empty(shape, dtype=_VIEWS.get(DTYPES[name], DTYPES[name]))
     arrays["workspace"] = cupy.empty(max(workspace_ints(dims), 4), dtype=np.int32)
-    module = _module()
+    module = _module(sm)
     with stream or cupy.cuda.get_current_stream():
         for step in steps:
             kernel = module.get_function(step.entry)
             if step.smem > 48 * 1024:
-                kernel.max_dynamic_shared_size_bytes = step.smem
+                attribute = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                cupy.cuda.driver.funcSetAttribute(kernel.ptr, attribute, step.smem)
             args = tuple(_argument(arrays, a) for a in step.args)
             kernel(step.grid, step.block, args, shared_mem=step.smem)
     outs = tuple(arrays[name] for name in OUTPUTS)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The one prepared command for a machine with a CUDA GPU: it checks every
+# CUDA kernel of specs/ on the GPU against the NumPy reference, runs the
+# runtime primitives' vectors there, and times the benchmark table, writing
+# each step's output under $OUT (default ./gpu-results), so that the few
+# minutes a GPU is lent go to measuring. Every step has its own time limit
+# and a failed step does not stop the next; the whole run fits in 10
+# minutes on an H200 (docs/benchmarks.md).
+#
+#     bash scripts/gpu_run.sh            # with gemmgen and CuPy importable
+#     PYTHON=/path/to/python bash scripts/gpu_run.sh
+#
+# Exit status: 0 when every step passed, 1 otherwise.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-gpu-results}"
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+status=0
+
+step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.txt, report
+  local name="$1" limit="$2"
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "$name: exit $rc in $((SECONDS - start)) s (log $OUT/$name.txt)" | tee -a "$OUT/steps.txt"
+  tail -n 5 "$OUT/$name.txt"
+  [ "$rc" = 0 ] || status=1
+}
+
+step env 60 bash -c "nvidia-smi; $PY - <<'PYEOF'
+import platform, cupy
+from cupy_backends.cuda.libs import nvrtc
+print('python', platform.python_version(), 'cupy', cupy.__version__)
+print('CUDA runtime', cupy.cuda.runtime.runtimeGetVersion(), 'driver',
+      cupy.cuda.runtime.driverGetVersion(), 'NVRTC', nvrtc.getVersion())
+props = cupy.cuda.runtime.getDeviceProperties(0)
+print(props['name'].decode(), 'cc', props['major'], props['minor'], 'SMs',
+      props['multiProcessorCount'])
+PYEOF"
+step runtime "${GPU_RUNTIME_LIMIT:-90}" "$PY" scripts/gpu_check_cuda_runtime.py
+for spec in specs/*.gemm; do
+  stem="$(basename "$spec" .gemm)"
+  step "verify_$stem" "${GPU_VERIFY_LIMIT:-150}" \
+    "$PY" -m gemmgen verify "$spec" --backend cuda --no-resources
+done
+step bench "${GPU_BENCH_LIMIT:-270}" "$PY" scripts/gpu_bench.py --out "$OUT" "$@"
+exit "$status"
