@@ -325,6 +325,7 @@ GENERATED = _words("""
 common cuda_driver std core alloc Array Backend Error Refusal ENTRIES Args Dims
 workspace_bytes launch fmt KernelArg Workspace
 INCLUDE_DIR JAX_CHECKED JAX_RANGE warnings
+SPEC ARCHS MIN_SM arch_error compile_options cuda_include_dir nvrtc_arch nvidia os
 GgEncodeTiled TENSOR_MAP_MODES TensorMapArg ctypes cupy_backends device_sm major minor map_lhs
 map_rhs num_sms sm why masked_m
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType

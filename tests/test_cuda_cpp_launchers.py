@@ -3,7 +3,7 @@ generated C++ caller (verify_cuda.cpp_caller) allocates device buffers,
 fills the argument struct and calls the launcher as a user of the `.h`
 would; every CUDA runtime call it makes is the emulator's, which checks each
 launch as the driver of the emulated arch would. The CuPy call of the `.py`
-runs too, with a stand-in `cupy` over the emulator. Results are compared
+runs in tests/test_cupy_call.py. Results are compared
 with gemmgen/reference.py.
 
 - one case per kernel kind (tile GEMM dense and grouped, tgmm, GEMV, batched
@@ -11,8 +11,7 @@ with gemmgen/reference.py.
   for the spec (the declared arch with the least shared memory);
 - planted bugs in the rendered launcher text (the attribute call dropped, a
   grid dimension halved, two arguments swapped, a block over the kernel's
-  __launch_bounds__; in the Python launcher, a halved grid and, in its CuPy
-  call, the attribute dropped) that the
+  __launch_bounds__; in the Python launcher, a halved grid) that the
   emulator must catch in every mode (1 worker, 2 workers, the reverse
   schedule), while the unmutated launchers pass with no report at all.
 """
@@ -290,111 +289,3 @@ def test_unmutated_launchers_pass_with_no_report(target, mode):
     got = run_cpp_launcher(plan(stem, name), folder(stem), inputs, arch=arch(stem), logs=logs, **MODES[mode])
     assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
     assert logs and "gg-emu:" not in logs[0], logs
-
-
-# ---------------------------------------------------------------------------
-# The CuPy call itself, on the emulator: a stand-in `cupy` whose RawModule
-# is an EmuModule, so the generated <kernel>() runs as it would on a GPU —
-# its validate(), its device query, its output allocation, its
-# cudaFuncSetAttribute rule and its launch loop.
-
-
-class EmuCupy:
-    """Just the part of CuPy the generated launchers use."""
-
-    def __init__(self, folder: Path, arch: str, **mode):
-        from gemmgen.harness.nvcc import shared_memory_limit
-
-        from gemmgen.archs import parse_arch, sm_count
-
-        self.folder, self.arch, self.mode = folder, arch, mode
-        optin, sms = shared_memory_limit(arch), sm_count(arch)
-        runtime = type("runtime", (), {
-            "cudaDevAttrMaxSharedMemoryPerBlockOptin": 97, "cudaDevAttrMultiProcessorCount": 16,
-            "deviceGetAttribute": staticmethod(lambda attr, dev: sms if attr == 16 else optin),
-            "getDeviceCount": staticmethod(lambda: 1), "CUDARuntimeError": RuntimeError})
-        # NB: the stand-in cannot build the sm_90a module (NVRTC) or encode
-        # tensor maps (the driver), so a 9.0 device says 8.9: the launcher
-        # takes the mma.sync path, which is what these tests check. The
-        # Hopper path's launches run on the emulator through run_launcher
-        # (tests/test_cuda_sm90_generated.py).
-        number, _ = parse_arch(arch)
-        device = type("Device", (), {"id": 0, "compute_capability": str(89 if number == 90 else number)})
-        stream = type("Stream", (), {"__enter__": lambda s: s, "__exit__": lambda s, *a: None})
-        self.cuda = type("cuda", (), {"runtime": runtime, "Device": device,
-                                      "get_current_stream": staticmethod(stream)})
-
-    @staticmethod
-    def empty(shape, dtype):
-        """Poisoned, as the emulator's device memory: 0xFF bytes."""
-        dt = np.dtype(dtype)
-        return np.full(int(np.prod(shape)) * dt.itemsize, 0xFF, np.uint8).view(dt).reshape(shape)
-
-    def RawModule(self, code: str, options=()):  # noqa: N802 - CuPy's name
-        from gemmgen.harness.cuda_emu import EmuModule
-
-        module = EmuModule(code, str(self.folder / "kernel.cu"), include_dirs=[self.folder])
-        outer = self
-
-        class Function:
-            def __init__(self, entry):
-                self.entry = entry
-                self.max_dynamic_shared_size_bytes = None  # as CUDA: 48 KiB until set
-
-            def __call__(self, grid, block, args, shared_mem=0):
-                # CuPy passes np.uint64(0) for a null pointer.
-                args = [None if isinstance(a, np.uint64) and a == 0 else a for a in args]
-                arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
-                attribute = self.max_dynamic_shared_size_bytes
-                results = module.launch(self.entry, grid, block, shared_mem, args, inouts=arrays,
-                                        arch=outer.arch, max_dynamic_smem=attribute or 48 * 1024,
-                                        **outer.mode)
-                for i, value in zip(arrays, results):
-                    np.copyto(args[i], value)
-
-        return type("Module", (), {"get_function": lambda _, entry: Function(entry)})()
-
-
-def cupy_call(stem: str, name: str, inputs: dict, *, source: str | None = None, **mode):
-    """`<name>(**inputs)` of the generated .py (or of `source`, a changed
-    copy), with EmuCupy as `cupy`."""
-    import sys
-
-    d = Path(tempfile.mkdtemp(prefix="gemmgen-cupy-"))
-    for suffix in (".cu", ".h", ".py"):
-        (d / f"{name}{suffix}").write_text((folder(stem) / f"{name}{suffix}").read_text())
-    if source is not None:
-        (d / f"{name}.py").write_text(source)
-    launcher = load_generated_module(d / f"{name}.py", f"test_cupy_call_{d.name}")
-    saved = sys.modules.get("cupy")
-    sys.modules["cupy"] = EmuCupy(d, arch(stem), **mode)
-    try:
-        return getattr(launcher, name)(**inputs)
-    finally:
-        if saved is None:
-            del sys.modules["cupy"]
-        else:
-            sys.modules["cupy"] = saved
-
-
-def test_cupy_call_runs_on_the_emulator():
-    stem, name, case = GROUPED  # 67584 bytes of shared memory: the attribute is needed
-    k = kernel(stem, name)
-    inputs = case.inputs(k, 10)
-    out = cupy_call(stem, name, inputs)
-    assert out.dtype == np.uint16  # CuPy has no bfloat16: the launcher allocates a view
-    got = out.view(_np_dtype("bfloat16"))
-    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
-    assert result.passed, result.detail
-
-
-@pytest.mark.parametrize("mode", MODE_PARAMS)
-def test_cupy_call_without_the_attribute_is_caught(mode):
-    from gemmgen.harness.cuda_emu import EmuLaunchError
-
-    stem, name, case = GROUPED
-    source = mutate((folder(stem) / f"{name}.py").read_text(),
-                    "                kernel.max_dynamic_shared_size_bytes = step.smem\n", "                pass\n")
-    with pytest.raises(EmuLaunchError, match=r"67584 bytes of dynamic shared memory requested, over the kernel's "
-                                             r"limit of 49152"):
-        cupy_call(stem, name, case.inputs(kernel(stem, name), 11), source=source, **MODES[mode])

@@ -290,31 +290,26 @@ def test_shared_memory_is_checked_against_the_devices_limit():
         lm.check_launches(steps, dims, smem - 1)
 
 
-def test_cupy_call_refuses_a_launch_over_the_devices_shared_memory(monkeypatch):
+def test_cupy_call_refuses_a_launch_over_the_devices_shared_memory():
     """The CuPy call asks the device (cudaDevAttrMaxSharedMemoryPerBlockOptin)
-    and raises before it allocates or launches anything: the stand-in `cupy`
-    has nothing else to offer. The device is a 9.0 with 132 SMs (its SM count
-    asked first), so the launch checked is the Hopper path's."""
+    and raises before it builds, allocates or launches anything. The device is
+    a 9.0 (the CuPy stand-in, tests/cupy_standin.py) whose opt-in limit is
+    lowered to 60000 bytes, so the launch checked is the Hopper path's."""
+    import cupy_standin
+
     name = "moe_bf16_grouped_gemm"
-    asked = []
-
-    def device_attribute(attribute, device):
-        asked.append((attribute, device))
-        return 132 if attribute == 16 else 60000
-
-    runtime = types.SimpleNamespace(cudaDevAttrMaxSharedMemoryPerBlockOptin=97,
-                                    cudaDevAttrMultiProcessorCount=16,
-                                    deviceGetAttribute=device_attribute,
-                                    getDeviceCount=lambda: 1, CUDARuntimeError=RuntimeError)
-    cuda = types.SimpleNamespace(runtime=runtime, Device=lambda: types.SimpleNamespace(
-        id=3, compute_capability="90"))
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     case = Case("smem", m=300, n=256, k=96, group_sizes=(100, 0, 150, 50))
     inputs = case.inputs(rendered("moe").spec.kernel(name), seed=1)
-    with pytest.raises(ValueError, match=f"launch {name}_sm90 .* needs 199760 bytes of dynamic shared "
-                                         "memory per block, over the device's opt-in limit of 60000"):
-        getattr(launcher("moe", name), name)(**inputs)
-    assert asked == [(16, 3), (97, 3)]
+    module = launcher("moe", name)
+    with cupy_standin.install(Path(module.__file__).parent, "sm_90a") as cupy:
+        cupy.optin = 60000
+        args = {a: cupy.asarray(v.view(np.uint16) if v.dtype.name == "bfloat16" else v)
+                if isinstance(v, np.ndarray) and v.ndim else v for a, v in inputs.items()}
+        with pytest.raises(ValueError, match=f"launch {name}_sm90 .* needs 199760 bytes of dynamic shared "
+                                             "memory per block, over the device's opt-in limit of 60000"):
+            getattr(module, name)(**args)
+        assert sorted(cupy.asked) == [(16, 0), (97, 0)]  # the SM count and the opt-in limit, once
+        assert not cupy.launches and not cupy.options_seen
 
 
 def test_shared_memory_over_a_declared_arch_is_a_diagnostic():

@@ -736,9 +736,9 @@ class LaunchPlan:
 
     @property
     def py_signature(self) -> str:
-        """`def <name>(inputs, *, outputs=None, stream=None):`."""
+        """`def <name>(inputs, *, outputs=None, workspace=None, stream=None):`."""
         params = [f"{a.name}=None" if a.optional else a.name for a in self.inputs]
-        params += ["*"] + [f"{a.name}=None" for a in self.outputs] + ["stream=None"]
+        params += ["*"] + [f"{a.name}=None" for a in self.outputs] + ["workspace=None", "stream=None"]
         return py_call(f"def {self.name}(", params, "):", 0)
 
     @property

@@ -318,3 +318,53 @@ class GpuModule:
             host = cupy.asnumpy(device[i])
             results.append(host.view(like.dtype).reshape(like.shape))
         return results
+
+
+def _device_bits(cupy, x: np.ndarray):
+    """A host array on the device; bf16 / FP8 as the unsigned integers of
+    their bits (CuPy has neither dtype)."""
+    if x.dtype.name == "bfloat16":
+        x = x.view(np.uint16)
+    elif x.dtype.name.startswith("float8"):
+        x = x.view(np.uint8)
+    return cupy.asarray(x)
+
+
+def call_launcher(launcher, inputs: Mapping[str, object], *, mma_sync: bool = False,
+                  device_inputs: Mapping[str, object] | None = None) -> tuple[np.ndarray, ...]:
+    """Run a generated CuPy launcher on the GPU: `inputs` (host arrays and
+    NumPy scalars, as `reference` takes them) copied to the device, every
+    output the call may leave out passed poisoned (0xFF bytes), and the
+    outputs copied back in their storage dtypes (ml_dtypes for bf16 / FP8).
+    `mma_sync` makes the launcher take the path every arch runs even where
+    the device has a Hopper one (its device_sm() reports no SM count).
+    `device_inputs` are already on the device (then `inputs` only shapes the
+    outputs)."""
+    import ml_dtypes
+
+    cupy = _cupy()
+    dev = dict(device_inputs) if device_inputs is not None else {
+        k: (_device_bits(cupy, v) if isinstance(v, np.ndarray) and v.ndim else v)
+        for k, v in inputs.items()}
+    shapes = launcher.output_shapes(launcher.validate(**inputs))
+    for name, shape in shapes.items():
+        if name not in dev and name in launcher.MAY_BE_NONE:
+            dtype = np.dtype(launcher._VIEWS.get(launcher.DTYPES[name], launcher.DTYPES[name]))
+            dev[name] = cupy.full(int(np.prod(shape)) * dtype.itemsize, 0xFF,
+                                  np.uint8).view(dtype).reshape(shape)
+    real = launcher.device_sm
+    if mma_sync:
+        sm = real()[0]
+        launcher.device_sm = lambda: (sm, 0)
+    try:
+        outs = getattr(launcher, launcher.NAME)(**dev)
+    finally:
+        launcher.device_sm = real
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    host = []
+    for o, name in zip(outs, launcher.OUTPUTS):
+        want = launcher.DTYPES[name]
+        h = cupy.asnumpy(o)
+        host.append(h.view(getattr(ml_dtypes, want)) if want in ("bfloat16", "float8_e4m3fn",
+                                                                  "float8_e5m2") else h.view(want))
+    return tuple(host)

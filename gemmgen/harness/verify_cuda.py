@@ -440,38 +440,15 @@ class CudaGpu(CudaEmu):
         self.note = None  # a real device
 
     def run(self, kernel, case, inputs):
-        import cupy
+        from gemmgen.harness.cuda_gpu import call_launcher
 
         if kernel.name not in self.launchers:
             self.launchers[kernel.name] = load_generated_module(
                 self.workdir / "cuda" / f"{kernel.name}.py",
                 f"gemmgen_verify_gpu_{self.rendered.spec.stem}_{kernel.name}")
-        launcher = self.launchers[kernel.name]
-        fn = getattr(launcher, kernel.name)
-        dev = {k: (cupy.asarray(_bits(v)) if isinstance(v, np.ndarray) and v.ndim else v)
-               for k, v in inputs.items()}
-        # Outputs poisoned (0xFF bytes, NaN in every float format) before the
-        # launch, as the emulator's are: a tile the kernel never writes shows.
-        shapes = launcher.output_shapes(launcher.validate(**inputs))
-        for name, shape in shapes.items():
-            if name not in dev and name in launcher.MAY_BE_NONE:
-                dtype = np.dtype(launcher._VIEWS.get(launcher.DTYPES[name], launcher.DTYPES[name]))
-                dev[name] = cupy.full(int(np.prod(shape)) * dtype.itemsize, 0xFF,
-                                      np.uint8).view(dtype).reshape(shape)
-        outs = fn(**dev)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        got = tuple(cupy.asnumpy(o).view(_np_dtype(launcher.DTYPES[name]))
-                    for o, name in zip(outs, launcher.OUTPUTS))
+        # Outputs are poisoned before the launch, as the emulator's are.
+        got = call_launcher(self.launchers[kernel.name], inputs)
         return got[0] if len(got) == 1 else got
-
-
-def _bits(x: np.ndarray) -> np.ndarray:
-    """CuPy has no bf16 / fp8 dtypes: move their bits as unsigned integers."""
-    if x.dtype.name in ("bfloat16",):
-        return x.view(np.uint16)
-    if x.dtype.name.startswith("float8"):
-        return x.view(np.uint8)
-    return x
 
 
 def runners() -> list[Runner]:

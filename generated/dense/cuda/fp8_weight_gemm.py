@@ -27,6 +27,7 @@ of the same bits (uint16 for bf16, uint8 for FP8).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import pathlib
@@ -341,25 +342,29 @@ def _cupy():
     return cupy
 
 
+@functools.cache
+def _device_limits(device: int) -> tuple[int, int, int]:
+    """(compute capability, SM count, opt-in dynamic shared memory per block)
+    of CUDA device `device`, queried once."""
+    cuda = _cupy().cuda
+    sms = cuda.runtime.deviceGetAttribute(cuda.runtime.cudaDevAttrMultiProcessorCount, device)
+    optin = cuda.runtime.deviceGetAttribute(
+        cuda.runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device
+    )
+    return int(cuda.Device(device).compute_capability), int(sms), int(optin)
+
+
 def device_smem_limit() -> int:
     """The current device's opt-in maximum of dynamic shared memory per block
     (cudaDevAttrMaxSharedMemoryPerBlockOptin)."""
-    cupy = _cupy()
-    runtime = cupy.cuda.runtime
-    device = cupy.cuda.Device().id
-    return int(runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device))
+    return _device_limits(_cupy().cuda.runtime.getDevice())[2]
 
 
 def device_sm() -> tuple[int, int]:
     """The current device's compute capability (major * 10 + minor) and SM
     count: what the module is compiled for; they pick the path and size the
     Hopper path's persistent grid."""
-    cupy = _cupy()
-    device = cupy.cuda.Device()
-    count = cupy.cuda.runtime.deviceGetAttribute(
-        cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device.id
-    )
-    return int(device.compute_capability), int(count)
+    return _device_limits(_cupy().cuda.runtime.getDevice())[:2]
 
 
 def nvrtc_arch(sm: int) -> str:
@@ -437,6 +442,13 @@ def _module(sm: int):
                 f"{NAME}: NVRTC cannot compile {SOURCE.name} for {nvrtc_arch(sm)}: {log}"
             ) from e
         cubin = nvrtc.getCUBIN(program)
+        # CuPy's getCUBIN drops the image's last byte (it strips a C string's
+        # NUL): pad it back to the end of the ELF's section header table.
+        header = np.frombuffer(cubin, np.uint8, 64)
+        end = int(header[40:48].view("<u8")[0]) + int(header[58:60].view("<u2")[0]) * int(
+            header[60:62].view("<u2")[0]
+        )
+        cubin += bytes(max(0, end - len(cubin)))
     finally:
         nvrtc.destroyProgram(program)
     module = cupy.cuda.function.Module()
@@ -447,8 +459,6 @@ def _module(sm: int):
 @functools.cache
 def _encoder():
     """The driver's cuTensorMapEncodeTiled (libcuda.so.1: no toolkit needed)."""
-    import ctypes
-
     fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
     pointer, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
     array32, array64, enum = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
@@ -462,8 +472,12 @@ def _encoder():
 def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
     """The 128-byte CUtensorMap of `t` over CuPy array `x`, as CuPy passes it
     by value: a NumPy array of one 128-byte element."""
-    import ctypes
+    return _encoded_map(int(x.data.ptr), t)
 
+
+@functools.lru_cache(maxsize=1024)
+def _encoded_map(address: int, t: TensorMapArg) -> np.ndarray:
+    """The map of `t` over GPU address `address`, encoded once (read-only)."""
     rank = len(t.dims)
     interleave, l2_promotion, oob_fill = TENSOR_MAP_MODES
     storage = np.zeros(256, np.uint8)  # the map, 128-byte aligned inside
@@ -472,7 +486,7 @@ def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
         storage.ctypes.data + start,
         t.dtype,
         rank,
-        int(x.data.ptr),
+        address,
         (ctypes.c_uint64 * rank)(*t.dims),
         (ctypes.c_uint64 * max(rank - 1, 1))(*t.strides),
         (ctypes.c_uint32 * rank)(*t.box),
@@ -487,20 +501,31 @@ def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
             f"{NAME}: cuTensorMapEncodeTiled returned CUresult {code} for the map of {t.array} "
             f"(dims {t.dims}, strides {t.strides}, box {t.box}, swizzle {t.swizzle})"
         )
-    return storage[start : start + 128].copy().view(np.dtype((np.void, 128)))
+    encoded = storage[start : start + 128].copy().view(np.dtype((np.void, 128)))
+    encoded.setflags(write=False)
+    return encoded
 
 
-def fp8_weight_gemm(lhs, rhs, rhs_scale, *, out=None, stream=None):
-    """Run fp8_weight_gemm on the GPU with CuPy; returns out."""
+def fp8_weight_gemm(lhs, rhs, rhs_scale, *, out=None, workspace=None, stream=None):
+    """Run fp8_weight_gemm on the GPU with CuPy; returns out.
+
+    The arrays are CuPy arrays or any GPU array that speaks DLPack or
+    __cuda_array_interface__ (a PyTorch CUDA tensor, a JAX GPU array), used in
+    place, without a copy. `workspace`: an int32 GPU array of at least
+    workspace_ints(dims) elements, reused across calls (default: allocated per
+    call). `stream`: a CuPy stream or any stream with `__cuda_stream__`
+    (default: CuPy's current stream)."""
+    cupy = _cupy()
+    launch_stream = _stream(cupy, stream)
+    lhs = _device_array(cupy, lhs, "lhs", launch_stream)
+    rhs = _device_array(cupy, rhs, "rhs", launch_stream)
+    rhs_scale = _device_array(cupy, rhs_scale, "rhs_scale", launch_stream)
+    out = _device_array(cupy, out, "out", launch_stream)
     dims = validate(lhs=lhs, rhs=rhs, rhs_scale=rhs_scale, out=out)
-    cupy = _cupy()  # after the checks: a bad call gets their message, with or without CuPy
     sm, num_sms = device_sm()
     if why := arch_error(sm):
         raise RuntimeError(why)
-    steps = launches(dims, sm, num_sms)
-    if any(step.smem > 0 for step in steps):
-        # Before anything is allocated or launched.
-        check_launches(steps, dims, device_smem_limit())
+    steps = _steps(tuple(dims.items()), sm, num_sms, device_smem_limit())
     arrays = {
         "lhs": lhs,
         "rhs": rhs,
@@ -510,18 +535,142 @@ def fp8_weight_gemm(lhs, rhs, rhs_scale, *, out=None, stream=None):
     for name, shape in output_shapes(dims).items():
         if arrays[name] is None:
             arrays[name] = cupy.empty(shape, dtype=_VIEWS.get(DTYPES[name], DTYPES[name]))
-    arrays["workspace"] = cupy.empty(max(workspace_ints(dims), 4), dtype=np.int32)
-    module = _module(sm)
-    with stream or cupy.cuda.get_current_stream():
+    arrays["workspace"] = _workspace(cupy, workspace, max(workspace_ints(dims), 4), launch_stream)
+    with launch_stream:
         for step in steps:
-            kernel = module.get_function(step.entry)
-            if step.smem > 48 * 1024:
-                attribute = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                cupy.cuda.driver.funcSetAttribute(kernel.ptr, attribute, step.smem)
+            kernel = _function(sm, step.entry, step.smem)
             args = tuple(_argument(arrays, a) for a in step.args)
             kernel(step.grid, step.block, args, shared_mem=step.smem)
     outs = tuple(arrays[name] for name in OUTPUTS)
     return outs[0] if len(outs) == 1 else outs
+
+
+@functools.lru_cache(maxsize=256)
+def _steps(dims: tuple, sm: int, num_sms: int, smem_limit: int) -> tuple[Launch, ...]:
+    """launches() of validated dims (as items), each checked against the
+    device's shared memory: computed once per shape and device."""
+    steps = tuple(launches(dict(dims), sm, num_sms))
+    check_launches(list(steps), dict(dims), smem_limit)
+    return steps
+
+
+@functools.cache
+def _function(sm: int, entry: str, smem: int):
+    """Kernel `entry` of the module for compute capability `sm`, its dynamic
+    shared memory limit raised to `smem` where that is over the 48 KiB
+    default (cuFuncSetAttribute)."""
+    kernel = _module(sm).get_function(entry)
+    if smem > 48 * 1024:
+        attribute = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        _cupy().cuda.driver.funcSetAttribute(kernel.ptr, attribute, smem)
+    return kernel
+
+
+def _stream(cupy, stream):
+    """The stream to launch on: CuPy's current one, a CuPy stream, or a stream
+    of another library through the CUDA stream protocol (__cuda_stream__)."""
+    if stream is None:
+        return cupy.cuda.get_current_stream()
+    if isinstance(stream, cupy.cuda.Stream):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return cupy.cuda.Stream.from_external(stream)
+    raise TypeError(
+        f"{NAME}: stream must be a CuPy stream or have __cuda_stream__, got {type(stream).__name__}"
+    )
+
+
+# DLPack (code, bits) of the dtypes the kernels take.
+_DLPACK = {
+    (0, 8): "int8",
+    (0, 32): "int32",
+    (1, 8): "uint8",
+    (1, 16): "uint16",
+    (2, 16): "float16",
+    (2, 32): "float32",
+    (4, 16): "bfloat16",
+    (10, 8): "float8_e4m3fn",
+    (12, 8): "float8_e5m2",
+    (14, 8): "float8_e8m0fnu",
+}
+
+
+class _DLTensor(ctypes.Structure):
+    """DLPack's DLTensor (dlpack.h), the head of the DLManagedTensor a capsule holds."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+def _device_array(cupy, x, name: str, stream, dtype: str | None = None):
+    """`x` as a CuPy array over the same GPU memory (no copy): a CuPy array as
+    it is, else through DLPack or __cuda_array_interface__. `dtype` (default
+    DTYPES[name]) is checked where CuPy has no such dtype."""
+    if x is None or isinstance(x, cupy.ndarray):
+        return x
+    if isinstance(x, np.ndarray):
+        raise TypeError(
+            f"{NAME}: {name} is a NumPy array, in host memory: pass a GPU array "
+            f"(cupy.asarray({name}) copies it to the GPU)"
+        )
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        return _from_dlpack(cupy, x, name, stream, dtype or DTYPES[name])
+    if hasattr(x, "__cuda_array_interface__"):
+        return cupy.asarray(x)
+    raise TypeError(
+        f"{NAME}: {name} must be a GPU array (CuPy, or with __dlpack__ or "
+        f"__cuda_array_interface__), got {type(x).__name__}"
+    )
+
+
+def _from_dlpack(cupy, x, name: str, stream, want: str):
+    """A CuPy view of DLPack array `x` (bf16 and FP8 as their bits), which
+    keeps `x`'s capsule, and so its memory, alive."""
+    kind, device = x.__dlpack_device__()
+    if int(kind) not in (2, 13):  # kDLCUDA, kDLCUDAManaged
+        raise ValueError(f"{NAME}: {name} is not in GPU memory (DLPack device type {int(kind)})")
+    # DLPack's stream numbering: 1 is the legacy default stream (CuPy's null stream, 0).
+    capsule = x.__dlpack__(stream=stream.ptr or 1)
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
+    t = _DLTensor.from_address(get(capsule, b"dltensor"))
+    got = _DLPACK.get((t.code, t.bits)) if t.lanes == 1 else None
+    if got != want and got != _VIEWS.get(want):
+        dlpack = (t.code, t.bits, t.lanes)
+        raise ValueError(f"{NAME}: {name} must be {want}, got DLPack dtype {dlpack}")
+    dtype = np.dtype(_VIEWS.get(got, got))
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    if t.strides:
+        strides = tuple(t.strides[i] * dtype.itemsize for i in range(t.ndim))
+    else:
+        strides = tuple(int(np.prod(shape[i + 1 :])) * dtype.itemsize for i in range(t.ndim))
+    span = 0 if 0 in shape else dtype.itemsize + sum((d - 1) * s for d, s in zip(shape, strides))
+    memory = cupy.cuda.UnownedMemory((t.data or 0) + t.byte_offset, span, capsule, int(device))
+    pointer = cupy.cuda.MemoryPointer(memory, 0)
+    return cupy.ndarray(shape, dtype, memptr=pointer, strides=strides)
+
+
+def _workspace(cupy, workspace, ints: int, stream):
+    """The launch's int32 scratch: the caller's, checked, or a new one."""
+    if workspace is None:
+        return cupy.empty(ints, dtype=np.int32)
+    workspace = _device_array(cupy, workspace, "workspace", stream, "int32")
+    if workspace.dtype != np.int32 or workspace.size < ints or not workspace.flags["C_CONTIGUOUS"]:
+        raise ValueError(
+            f"{NAME}: workspace must be a C-contiguous int32 array of at least {ints} elements, "
+            f"got {workspace.dtype} of shape {tuple(workspace.shape)}"
+        )
+    return workspace
 
 
 def _argument(arrays: dict, a):
@@ -530,4 +679,4 @@ def _argument(arrays: dict, a):
         return _tensor_map(arrays[a.array], a)
     if not isinstance(a, str):
         return a
-    return np.uint64(0) if arrays[a] is None else arrays[a]
+    return arrays[a]  # None: CuPy passes a null pointer
