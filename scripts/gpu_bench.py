@@ -30,6 +30,16 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
     python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
     python scripts/gpu_bench.py --deepseek-only     # only step (4)
     python scripts/gpu_bench.py --list-deepseek     # the DeepSeek rows and their kernels; no GPU
+    python scripts/gpu_bench.py --emulate --kernel dense_gemm_bf16   # the whole flow on the CPU
+
+Timing: each sample is `BATCH` calls back to back between two CUDA events,
+so the host's per-call work (validation, plan, argument packing: the "host
+us" column, timed alone over many calls) overlaps the GPU's, as in a model's
+forward pass; a kernel shorter than that host work is host-bound, and the
+table says so. `--emulate` runs every step on the CPU emulator through the
+CuPy stand-in (gemmgen/harness/cupy_standin.py: the real NVRTC, the
+emulator's launches) at tiny shapes, so that the script's first run on a
+lent GPU cannot fail on a stale name; its times are not measurements.
 
 It prints a Markdown table (paste into docs/benchmarks.md) and writes
 bench.json to --out (default $OUT, else the current folder). Without CuPy or
@@ -122,7 +132,10 @@ def shape_for(kernel: ir.Kernel, quick: bool) -> tuple[int, int, int, int]:
     if kernel.masked:
         key = "masked"
     m, n, k, g = SHAPES[key]
-    if quick:
+    if EMULATED:
+        m, n, k = min(m, 64 if g else 32), min(n, 256) if n else 0, min(k, 256)
+        g = min(g, 2)
+    elif quick:
         m, n, k = max(1, m // 8), max(n // 8, 256), max(k // 8, 256)
     n = kernel.static_n or n or k
     k = kernel.static_k or k
@@ -145,21 +158,44 @@ def to_device(inputs: dict) -> dict:
     return out
 
 
-def time_call(fn, repeats: int = 20) -> float:
-    """Median seconds per call, measured with CUDA events after a warm-up."""
+BATCH = 10  # calls per timed sample
+EMULATED = False  # --emulate: tiny shapes, one sample
+
+
+def time_call(fn, repeats: int = 10) -> float:
+    """Median seconds per call over samples of BATCH back-to-back calls
+    between CUDA events, after a warm-up."""
     import cupy
 
     fn()
     cupy.cuda.Device().synchronize()
+    batch, repeats = (1, 1) if EMULATED else (BATCH, repeats)
     times = []
     for _ in range(repeats):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
         start.record()
-        fn()
+        for _ in range(batch):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3 / batch)
     return float(np.median(times))
+
+
+def host_seconds(fn, calls: int = 200) -> float:
+    """Host seconds per call of the launcher (validation, cached plan,
+    argument packing, the launch calls), calls enqueued without waiting."""
+    import cupy
+
+    calls = 1 if EMULATED else calls
+    fn()
+    cupy.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    seconds = (time.perf_counter() - start) / calls
+    cupy.cuda.Device().synchronize()
+    return seconds
 
 
 def torch_baseline(kernel: ir.Kernel, m: int, n: int, k: int, g: int) -> dict:
@@ -279,6 +315,9 @@ def deepseek_plan(specs: dict) -> tuple[list[dict], list[str]]:
 def deepseek_inputs(kernel: ir.Kernel, row: dict, rng) -> tuple[dict, int, int]:
     """Inputs of one DeepSeek row, the total m and the group count for cost()."""
     g, m = row["groups"], row["m_per_group"]
+    if EMULATED:
+        row = {**row, "n": 256, "k": 256}
+        g, m = min(g, 2), min(m, 32)
     if not g:
         return random_inputs(kernel, m=m, n=row["n"], k=row["k"], rng=rng), m, 0
     # Contiguous: g groups of m rows each. Masked: g groups of capacity m,
@@ -296,7 +335,7 @@ def run_deepseek(specs: dict) -> list[dict]:
         print(f"deepseek rows skipped: {why}", flush=True)
     rng = np.random.default_rng(0)
     done = []
-    for row in plan:
+    for row in plan[:1] if EMULATED else plan:
         spec = specs[row["spec"]]
         kernel = spec.kernel(row["kernel"])
         try:
@@ -304,9 +343,11 @@ def run_deepseek(specs: dict) -> list[dict]:
             launcher = load_generated_module(path, f"bench_deepseek_{kernel.name}")
             fn = getattr(launcher, kernel.name)
             inputs, m, g = deepseek_inputs(kernel, row, rng)
+            n, k = (256, 256) if EMULATED else (row["n"], row["k"])
             dev = to_device(inputs)
             seconds = time_call(lambda fn=fn, dev=dev: fn(**dev))
-            flops, moved = cost(kernel, m, row["n"], row["k"], g)
+            row["host_seconds"] = host_seconds(lambda fn=fn, dev=dev: fn(**dev))
+            flops, moved = cost(kernel, m, n, k, g)
             row.update(seconds=seconds, tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9)
             row["hbm_fraction"] = row["gbps"] / (H200_TBPS * 1e3)
             if hasattr(launcher, "device_sm"):
@@ -331,7 +372,8 @@ def _deepseek_line(row: dict) -> str:
     if "error" in row:
         return head + f"ERROR {row['error']} ({ref})"
     return head + (f"{row['tflops']:.0f} TFLOP/s, {row['gbps']:.0f} GB/s "
-                   f"({row['hbm_fraction']:.0%} of HBM) vs {ref}")
+                   f"({row['hbm_fraction']:.0%} of HBM), host {row['host_seconds'] * 1e6:.0f} us/call "
+                   f"vs {ref}")
 
 
 def deepseek_table(rows: list[dict]) -> list[str]:
@@ -358,6 +400,9 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--kernel", action="append")
     ap.add_argument("--quick", action="store_true", help="1/8 of the production shapes")
+    ap.add_argument("--emulate", action="store_true",
+                    help="run the whole flow on the CPU emulator (CuPy stand-in, tiny shapes); "
+                         "its times are not measurements")
     ap.add_argument("--deepseek-only", action="store_true",
                     help=f"only the DeepSeek-V3 shapes, beside the {DEEPGEMM_SOURCE} figures")
     ap.add_argument("--list-deepseek", action="store_true",
@@ -372,9 +417,20 @@ def main() -> int:
         for why in skipped:
             print(f"skipped {why}")
         return 0
+    if args.emulate:
+        from gemmgen.harness import cupy_standin
+
+        global EMULATED
+        EMULATED = True
+        with cupy_standin.install(ROOT / "generated", "sm_90a"):
+            return run(args)
     if reason := cuda_gpu.unavailable_reason():
         print(f"gpu_bench: skipped: {reason}")
         return 0
+    return run(args)
+
+
+def run(args) -> int:
     rows = []
     failed = 0
     for stem in () if args.deepseek_only else ("dense", "moe"):
@@ -412,10 +468,12 @@ def main() -> int:
                 big = random_inputs(kernel, m=m, n=n, k=k, rng=rng, **kw)
                 dev = to_device(big)
                 seconds = time_call(lambda: fn(**dev))
+                row["host_seconds"] = host_seconds(lambda: fn(**dev))
                 flops, moved = cost(kernel, m, n, k, g)
                 row.update(m=m, n=n, k=k, groups=g, seconds=seconds,
                            tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9)
-                row.update(torch_baseline(kernel, g * m if kernel.masked else m, n, k, g))
+                if not EMULATED:
+                    row.update(torch_baseline(kernel, g * m if kernel.masked else m, n, k, g))
                 # (3) the mma.sync path of a kernel whose launcher chose wgmma.
                 if hasattr(launcher, "device_sm") and launcher.device_sm()[0] == 90:
                     row["path"] = "wgmma"
@@ -436,12 +494,14 @@ def main() -> int:
         print(f"\nDeepSeek-V3 shapes on {device}, beside {DEEPGEMM_SOURCE}:\n")
         print("\n".join(deepseek_table(deepseek)))
     print(f"\n{device}\n")
-    print("| kernel | path | shape | correct | TFLOP/s | GB/s | mma.sync path TFLOP/s "
+    if EMULATED:
+        print("(emulated: the times below are the CPU emulator's, not measurements)")
+    print("| kernel | path | shape | correct | TFLOP/s | GB/s | host us/call | mma.sync path TFLOP/s "
           "| torch bf16 dense TFLOP/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "seconds" not in r:
-            print(f"| {r['kernel']} | - | - | {r.get('correct', False)} | error | | | |")
+            print(f"| {r['kernel']} | - | - | {r.get('correct', False)} | error | | | | |")
             continue
         flops = r["tflops"] * r["seconds"] * 1e12
         torch_tf = f"{flops / r['torch_dense_s'] / 1e12:.1f}" if "torch_dense_s" in r else "-"
@@ -452,7 +512,7 @@ def main() -> int:
                 mma_sync += " (wrong)"
         print(f"| {r['kernel']} | {r.get('path', 'mma.sync')} | {r['m']}x{r['n']}x{r['k']}"
               f"{' g=' + str(r['groups']) if r['groups'] else ''} | {r['correct']} | "
-              f"{r['tflops']:.1f} | {r['gbps']:.0f} | {mma_sync} | {torch_tf} |")
+              f"{r['tflops']:.1f} | {r['gbps']:.0f} | {r['host_seconds'] * 1e6:.0f} | {mma_sync} | {torch_tf} |")
     return 1 if failed else 0
 
 
@@ -469,7 +529,9 @@ def _line(row: dict) -> str:
     if "error" in row:
         return f"{row['kernel']}: ERROR {row['error']}"
     line = (f"{row['kernel']}: correct={row['correct']} {row['m']}x{row['n']}x{row['k']} "
-            f"{row['tflops']:.1f} TFLOP/s {row['gbps']:.0f} GB/s")
+            f"{row['tflops']:.1f} TFLOP/s {row['gbps']:.0f} GB/s, host {row['host_seconds'] * 1e6:.0f} us/call")
+    if row["host_seconds"] >= row["seconds"]:
+        line += " (host-bound)"
     if "mma_sync_seconds" in row:
         line += (f" (wgmma path; mma.sync path: correct={row['mma_sync_correct']}, "
                  f"{row['tflops'] * row['seconds'] / row['mma_sync_seconds']:.1f} TFLOP/s)")

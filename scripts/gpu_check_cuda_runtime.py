@@ -11,6 +11,12 @@ and cases the device's arch lacks (FP8 mma before sm_89) are listed as
 skipped.
 
     python scripts/gpu_check_cuda_runtime.py
+    python scripts/gpu_check_cuda_runtime.py --emulate   # the same flow on the CPU emulator (sm_90a)
+
+`--emulate` runs every step but the GPU's own (the same cases, modules and
+checks, on cuda_emu.EmuModule, which has GpuModule's launch signature), so the
+script's first run on a lent GPU cannot fail on a stale name; its times are the
+emulator's, not a measurement.
 
 Exit status: 0 when every case passed or no GPU is usable (a message says
 which), 1 when a case failed.
@@ -38,19 +44,36 @@ def compile_source(name: str, defines: dict[str, int]) -> cuda_gpu.GpuModule:
         return cuda_gpu.GpuModule.from_file(path, defines=defines, backend="nvcc")
 
 
-def main() -> int:
-    reason = cuda_gpu.unavailable_reason()
-    if reason:
-        print(f"SKIPPED: {reason}; nothing was run.")
-        return 0
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--emulate", action="store_true", help="run on the CPU emulator (sm_90a), not a GPU")
+    ap.add_argument("--case", action="append", help="only the cases whose name contains this")
+    args = ap.parse_args(argv)
+    if args.emulate:
+        from gemmgen.harness.cuda_emu import EmuModule
+
+        arch = 90
+
+        def build(name: str, defines: dict[str, int]):
+            return EmuModule.from_file(ROOT / "tests" / "cuda_src" / name, defines=defines)
+    else:
+        reason = cuda_gpu.unavailable_reason()
+        if reason:
+            print(f"SKIPPED: {reason}; nothing was run.")
+            return 0
+        arch = cuda_gpu.device_arch()
+        build = compile_source
     import cuda_runtime_cases as cases
 
-    arch = cuda_gpu.device_arch()
     defines = {} if arch >= 89 else {"GG_NO_FP8": 1}
     modules: dict[str, cuda_gpu.GpuModule] = {}
     rows: list[tuple[str, str, str]] = []
     for case in cases.all_cases():
-        if case.emulator_only:
+        if args.case and not any(c in case.name for c in args.case):
+            continue
+        if case.emulator_only and not args.emulate:
             rows.append((case.name, "skip", "models the emulator, undefined on a GPU"))
             continue
         if case.min_arch > arch:
@@ -59,7 +82,7 @@ def main() -> int:
         start = time.perf_counter()
         try:
             if case.source not in modules:
-                modules[case.source] = compile_source(case.source, defines)
+                modules[case.source] = build(case.source, defines)
             case.check(cases.launch(modules[case.source], case))
             rows.append((case.name, "PASS", f"{(time.perf_counter() - start) * 1e3:.1f} ms"))
         except AssertionError as e:
@@ -69,7 +92,7 @@ def main() -> int:
             traceback.print_exc(file=sys.stderr)
 
     width = max(len(r[0]) for r in rows)
-    print(f"device: sm_{arch}")
+    print(f"device: sm_{arch}{' (the CPU emulator)' if args.emulate else ''}")
     print(f"{'case':<{width}}  result  detail")
     for name, result, detail in rows:
         print(f"{name:<{width}}  {result:<6}  {detail}")

@@ -293,9 +293,9 @@ def test_shared_memory_is_checked_against_the_devices_limit():
 def test_cupy_call_refuses_a_launch_over_the_devices_shared_memory():
     """The CuPy call asks the device (cudaDevAttrMaxSharedMemoryPerBlockOptin)
     and raises before it builds, allocates or launches anything. The device is
-    a 9.0 (the CuPy stand-in, tests/cupy_standin.py) whose opt-in limit is
+    a 9.0 (the CuPy stand-in, gemmgen/harness/cupy_standin.py) whose opt-in limit is
     lowered to 60000 bytes, so the launch checked is the Hopper path's."""
-    import cupy_standin
+    from gemmgen.harness import cupy_standin
 
     name = "moe_bf16_grouped_gemm"
     case = Case("smem", m=300, n=256, k=96, group_sizes=(100, 0, 150, 50))

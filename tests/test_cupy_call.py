@@ -3,7 +3,7 @@ end on the CPU: its NVRTC build (the real NVRTC), module load and function
 lookup (checked against the cubin), the shared-memory opt-in attribute, its
 argument packing (pointers, scalars, tensor maps by value through a
 driver-signature encoder), workspace and stream handling, and the launches
-themselves on the emulator (tests/cupy_standin.py), compared with the NumPy
+themselves on the emulator (gemmgen/harness/cupy_standin.py), compared with the NumPy
 reference. Planted bugs in the launcher text must be caught.
 
 - one case per kernel kind and path: the Hopper path (wgmma, tensor maps:
@@ -29,7 +29,7 @@ from gemmgen.cases import Case
 from gemmgen.harness.nvcc import find_cuda_tool, sass_text
 from gemmgen.harness.runner import load_generated_module
 from gemmgen.reference import compare, reference
-import cupy_standin
+from gemmgen.harness import cupy_standin
 
 pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy is not installed (pip install 'gemmgen[gpu]')")
 

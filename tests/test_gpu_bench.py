@@ -134,3 +134,36 @@ def test_deepseek_inputs_have_the_row_shapes(bench):
     assert (m, g) == (384, 3)
     assert inputs["lhs"].shape == (384, 256) and inputs["rhs"].shape == (3, 256, 256)
     assert inputs["group_sizes"].tolist() == [128, 128, 128]
+
+
+# ---------------------------------------------------------------------------
+# The GPU scripts' whole flow on the CPU (--emulate), so that their first run
+# on a lent GPU cannot fail on a stale name or a typo.
+
+
+def test_the_bench_runs_its_flow_on_the_emulator(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--kernel", "dense_gemm_bf16",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dense_gemm_bf16: correct=True" in proc.stdout and "mma.sync path: correct=True" in proc.stdout
+    assert "(emulated: the times below are the CPU emulator's, not measurements)" in proc.stdout
+    import json
+
+    (row,) = json.loads((tmp_path / "bench.json").read_text())["rows"]
+    assert row["path"] == "wgmma" and row["correct"] and row["mma_sync_correct"] and row["host_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_the_bench_runs_a_deepseek_row_on_the_emulator(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--deepseek-only", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "deepseek dense" in proc.stdout and "ERROR" not in proc.stdout, proc.stdout
+
+
+def test_the_runtime_check_runs_its_flow_on_the_emulator():
+    script = ROOT / "scripts" / "gpu_check_cuda_runtime.py"
+    proc = subprocess.run([sys.executable, str(script), "--emulate"], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(the CPU emulator)" in proc.stdout and " 0 failed" in proc.stdout and "PASS" in proc.stdout

@@ -38,6 +38,7 @@ import ctypes
 import itertools
 import struct
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -336,15 +337,42 @@ def _cuda_namespace(cupy: StandinCupy):
             raise CUDARuntimeError(f"the stand-in has no device attribute {attribute}")
         return values[attribute]
 
+    def device_properties(device: int) -> dict:
+        device_get_attribute(16, device)
+        return {"name": f"CPU emulator ({cupy.arch})".encode(), "major": cupy.sm // 10, "minor": cupy.sm % 10,
+                "multiProcessorCount": cupy.sms, "sharedMemPerBlockOptin": cupy.optin}
+
     runtime = types.SimpleNamespace(
         cudaDevAttrMultiProcessorCount=16, cudaDevAttrMaxSharedMemoryPerBlockOptin=97,
         deviceGetAttribute=device_get_attribute, getDeviceCount=lambda: 1, getDevice=lambda: 0,
-        CUDARuntimeError=CUDARuntimeError)
+        getDeviceProperties=device_properties, CUDARuntimeError=CUDARuntimeError)
 
     class Device:
         def __init__(self, device: int | None = None) -> None:
             self.id = 0 if device is None else int(device)
             self.compute_capability = str(cupy.sm)
+
+        def synchronize(self) -> None:
+            """Every emulated launch has finished when its call returns."""
+
+    class Event:
+        """A CUDA event: the host clock when recorded (emulated launches run
+        synchronously), so elapsed times are the emulator's, not a GPU's."""
+
+        def __init__(self) -> None:
+            self.time: float | None = None
+
+        def record(self, stream=None) -> None:
+            self.time = time.perf_counter()
+
+        def synchronize(self) -> None:
+            if self.time is None:
+                raise CUDARuntimeError("cudaErrorInvalidResourceHandle: the event was never recorded")
+
+    def get_elapsed_time(start: Event, stop: Event) -> float:
+        start.synchronize()
+        stop.synchronize()
+        return (stop.time - start.time) * 1e3
 
     def func_set_attribute(function: int, attribute: int, value: int) -> None:
         if attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
@@ -462,7 +490,7 @@ def _cuda_namespace(cupy: StandinCupy):
     cuda = types.SimpleNamespace(
         runtime=runtime, driver=driver, Device=Device, Stream=Stream, get_current_stream=get_current_stream,
         UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer, function=types.SimpleNamespace(Module=Module),
-        get_cuda_path=lambda: None)  # CuPy's: None where it finds no toolkit
+        get_cuda_path=lambda: None, Event=Event, get_elapsed_time=get_elapsed_time)  # CuPy's: None where it finds no toolkit
     return cuda
 
 
