@@ -400,6 +400,7 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--kernel", action="append")
     ap.add_argument("--quick", action="store_true", help="1/8 of the production shapes")
+    ap.add_argument("--no-deepseek", action="store_true", help="skip the DeepSeek-V3 rows (step 4)")
     ap.add_argument("--emulate", action="store_true",
                     help="run the whole flow on the CPU emulator (CuPy stand-in, tiny shapes); "
                          "its times are not measurements")
@@ -484,12 +485,10 @@ def run(args) -> int:
             failed += not row.get("correct", False) or not row.get("mma_sync_correct", True)
             rows.append(row)
             print(_line(row), flush=True)
-    deepseek = run_deepseek(_specs()) if not args.kernel or args.deepseek_only else []
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    device = __import__("cupy").cuda.runtime.getDeviceProperties(0)["name"].decode()
-    (out / "bench.json").write_text(json.dumps({"device": device, "time": time.time(),
-                                                "rows": rows, "deepseek": deepseek}, indent=2))
+            save(args, rows, [])  # so far: a step cut short by its time limit keeps its rows
+    run_it = args.deepseek_only or not (args.kernel or args.no_deepseek)
+    deepseek = run_deepseek(_specs()) if run_it else []
+    device = save(args, rows, deepseek)
     if deepseek:
         print(f"\nDeepSeek-V3 shapes on {device}, beside {DEEPGEMM_SOURCE}:\n")
         print("\n".join(deepseek_table(deepseek)))
@@ -514,6 +513,17 @@ def run(args) -> int:
               f"{' g=' + str(r['groups']) if r['groups'] else ''} | {r['correct']} | "
               f"{r['tflops']:.1f} | {r['gbps']:.0f} | {r['host_seconds'] * 1e6:.0f} | {mma_sync} | {torch_tf} |")
     return 1 if failed else 0
+
+
+def save(args, rows: list[dict], deepseek: list[dict]) -> str:
+    """Write bench.json (or bench_deepseek.json for --deepseek-only) to --out; returns the device's name."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = __import__("cupy").cuda.runtime.getDeviceProperties(0)["name"].decode()
+    name = "bench_deepseek.json" if args.deepseek_only else "bench.json"
+    (out / name).write_text(json.dumps({"device": device, "time": time.time(), "rows": rows,
+                                        "deepseek": deepseek}, indent=2))
+    return device
 
 
 def _view(host: np.ndarray, dtype_name: str) -> np.ndarray:

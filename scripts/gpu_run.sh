@@ -46,5 +46,7 @@ for spec in specs/*.gemm; do
   step "verify_$stem" "${GPU_VERIFY_LIMIT:-150}" \
     "$PY" -m gemmgen verify "$spec" --backend cuda --no-resources
 done
-step bench "${GPU_BENCH_LIMIT:-270}" "$PY" scripts/gpu_bench.py --out "$OUT" "$@"
+step host_overhead 60 "$PY" scripts/host_overhead.py
+step bench "${GPU_BENCH_LIMIT:-200}" "$PY" scripts/gpu_bench.py --out "$OUT" --no-deepseek "$@"
+step bench_deepseek "${GPU_DEEPSEEK_LIMIT:-150}" "$PY" scripts/gpu_bench.py --out "$OUT" --deepseek-only
 exit "$status"

@@ -369,3 +369,15 @@ def test_a_repeated_shape_reuses_the_launch_plan_and_maps():
     assert module._steps.cache_info().hits == 1 and module._steps.cache_info().misses == 1
     assert module._encoded_map.cache_info().hits >= 2
     assert len(cupy.options_seen) == 1  # one NVRTC build
+
+
+def test_without_cupy_a_bad_call_gets_its_message_first(monkeypatch):
+    stem, name = "dense", "dense_gemm_bf16"
+    module = launcher(stem, name)
+    k = rendered(stem).spec.kernel(name)
+    inputs = Case("small", m=8, n=128, k=64).inputs(k, 1)
+    monkeypatch.setitem(__import__("sys").modules, "cupy", None)  # `import cupy` fails: not installed
+    with pytest.raises(ValueError, match=r"dense_gemm_bf16: rhs must have shape \[128, 64\], got \[128, 60\]"):
+        module.dense_gemm_bf16(inputs["lhs"], np.ascontiguousarray(inputs["rhs"][:, :60]))
+    with pytest.raises(ModuleNotFoundError, match=r"running the kernel needs CuPy, which is not installed"):
+        module.dense_gemm_bf16(**inputs)

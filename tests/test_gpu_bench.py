@@ -167,3 +167,12 @@ def test_the_runtime_check_runs_its_flow_on_the_emulator():
                           timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(the CPU emulator)" in proc.stdout and " 0 failed" in proc.stdout and "PASS" in proc.stdout
+
+
+def test_the_host_overhead_benchmark_runs_on_the_standin():
+    script = ROOT / "scripts" / "host_overhead.py"
+    proc = subprocess.run([sys.executable, str(script), "--standin", "--calls", "3"], capture_output=True,
+                          text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "us/call" not in line]
+    assert len(rows) == 4 and all(float(r.split("|")[3]) > 0 for r in rows), proc.stdout

@@ -113,12 +113,17 @@ class _Memory:
         raise CUDADriverError(CUDA_ERROR_INVALID_VALUE, f"{nbytes} bytes at {address:#x} are not device memory")
 
 
-def install(folder: Path, arch: str, *, driver: bool = True, **mode) -> contextlib.AbstractContextManager:
+def install(folder: Path, arch: str, *, driver: bool = True, launch: bool = True,
+            **mode) -> contextlib.AbstractContextManager:
     """A context in which `import cupy` is the stand-in of an `arch` device
     (the launcher's .cu and .h in `folder`) and, with `driver`,
     `ctypes.CDLL("libcuda.so.1")` is the emulator's encoder; it yields the
-    stand-in. `mode` goes to each emulated launch (workers, schedule)."""
-    return _installed(StandinCupy(folder, arch, **mode), driver)
+    stand-in. `mode` goes to each emulated launch (workers, schedule). With
+    `launch` False a launch is checked and recorded but not run (to time the
+    launcher's host work)."""
+    cupy = StandinCupy(folder, arch, **mode)
+    cupy.run_launches = launch
+    return _installed(cupy, driver)
 
 
 @contextlib.contextmanager
@@ -455,6 +460,8 @@ def _cuda_namespace(cupy: StandinCupy):
             attribute = cupy._attributes.get(self.ptr, 48 * 1024)
             cupy.launches.append(dict(entry=self.name, grid=grid, block=block, smem=int(shared_mem),
                                       stream=stream.ptr, attribute=attribute))
+            if not cupy.run_launches:
+                return
             results = self.module.emu.launch(self.name, grid, block, int(shared_mem), emu_args, inouts=inouts,
                                              arch=cupy.arch, max_dynamic_smem=attribute, buffers=buffers,
                                              **cupy.mode)

@@ -129,8 +129,13 @@ def pick_tile(m: int, n: int, k: int) -> int:
     return 0
 
 
+@functools.cache
+def _dtype_name(dtype) -> str:
+    return np.dtype(dtype).name
+
+
 def _dtype_ok(x, name: str) -> bool:
-    got = np.dtype(x.dtype).name
+    got = _dtype_name(x.dtype)
     want = DTYPES[name]
     return got == want or got == _VIEWS.get(want)
 
@@ -199,8 +204,15 @@ def validate(*, lhs, rhs, out=None) -> dict[str, int]:
         if x is not None and flags is not None and not flags["C_CONTIGUOUS"]:
             raise ValueError(f"{NAME}: {name} must be C-contiguous")
     dims = {"m": m, "k": k, "n": n, "n_out": n_out}
-    launches(dims)  # raises ValueError when a launch is over CUDA's grid or block limits
+    _within_limits(tuple(dims.items()))
     return dims
+
+
+@functools.lru_cache(maxsize=256)
+def _within_limits(dims: tuple) -> None:
+    """Raise ValueError when a launch for validated dims (as items) is over
+    CUDA's grid or block limits; checked once per shape."""
+    launches(dict(dims))
 
 
 def output_shapes(dims: dict[str, int]) -> dict[str, tuple[int, ...]]:
@@ -307,8 +319,10 @@ def check_launches(
             raise ValueError(f"{NAME}: {why} ({shape})")
 
 
+@functools.cache
 def _cupy():
-    """CuPy, with a GPU to run on; or an error that says what is missing."""
+    """CuPy, with a GPU to run on (found once); or an error that says what is
+    missing."""
     try:
         import cupy
     except ModuleNotFoundError as e:
@@ -345,6 +359,16 @@ def _device_limits(device: int) -> tuple[int, int, int]:
         cuda.runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, device
     )
     return int(cuda.Device(device).compute_capability), int(sms), int(optin)
+
+
+def _cupy_if_installed():
+    """CuPy with a GPU, or None when CuPy is not installed."""
+    try:
+        return _cupy()
+    except ModuleNotFoundError as e:
+        if e.name != "cupy":
+            raise
+        return None
 
 
 def device_smem_limit() -> int:
@@ -508,12 +532,13 @@ def dense_gemm_bf16(lhs, rhs, *, out=None, workspace=None, stream=None):
     workspace_ints(dims) elements, reused across calls (default: allocated per
     call). `stream`: a CuPy stream or any stream with `__cuda_stream__`
     (default: CuPy's current stream)."""
-    cupy = _cupy()
-    launch_stream = _stream(cupy, stream)
+    cupy = _cupy_if_installed()  # without CuPy a bad call still gets its ValueError first
+    launch_stream = _stream(cupy, stream) if cupy else None
     lhs = _device_array(cupy, lhs, "lhs", launch_stream)
     rhs = _device_array(cupy, rhs, "rhs", launch_stream)
     out = _device_array(cupy, out, "out", launch_stream)
     dims = validate(lhs=lhs, rhs=rhs, out=out)
+    cupy = cupy or _cupy()
     sm, num_sms = device_sm()
     if why := arch_error(sm):
         raise RuntimeError(why)
@@ -607,8 +632,8 @@ def _device_array(cupy, x, name: str, stream, dtype: str | None = None):
     """`x` as a CuPy array over the same GPU memory (no copy): a CuPy array as
     it is, else through DLPack or __cuda_array_interface__. `dtype` (default
     DTYPES[name]) is checked where CuPy has no such dtype."""
-    if x is None or isinstance(x, cupy.ndarray):
-        return x
+    if cupy is None or x is None or isinstance(x, cupy.ndarray):
+        return x  # (without CuPy: for validate's message only)
     if isinstance(x, np.ndarray):
         raise TypeError(
             f"{NAME}: {name} is a NumPy array, in host memory: pass a GPU array "

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Per-call host work of the generated CuPy launchers at decode shapes.
+
+A repeated call of the same shape (what a decode step does) runs the
+launcher's validation, its cached launch plan, argument packing and the
+launch calls. This script times that host work per call:
+
+    python scripts/host_overhead.py            # on the GPU, with CuPy: whole calls
+    python scripts/host_overhead.py --standin  # no GPU: the CuPy stand-in, launches not run
+
+With `--standin` (gemmgen/harness/cupy_standin.py) each kernel launch is
+replaced by a no-op, so the figure is the launcher's own Python work and
+excludes CuPy's kernel-call cost (a few microseconds per launch on a GPU
+host). Output and callers' workspace are passed in, as a serving loop would.
+Results go in docs/benchmarks.md ("Host overhead"); nothing asserts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gemmgen.build import render_spec  # noqa: E402
+from gemmgen.cases import Case  # noqa: E402
+from gemmgen.harness.runner import load_generated_module  # noqa: E402
+
+CASES = [
+    ("dense", "dense_gemm_bf16", Case("decode", m=16, n=4096, k=4096)),
+    ("dense", "dense_gemv_bf16", Case("decode", m=1, n=4096, k=4096)),
+    ("moe", "moe_bf16_grouped_gemm", Case("decode", m=64, n=4096, k=4096, group_sizes=(8,) * 8)),
+    ("moe", "moe_w8a8_grouped_gemm", Case("decode", m=64, n=4096, k=4096, group_sizes=(8,) * 8)),
+]
+BITS = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
+
+
+def measure(cupy, stem: str, name: str, case: Case, calls: int, no_launch: bool) -> tuple[float, float]:
+    kernel = render_spec(ROOT / "specs" / f"{stem}.gemm").spec.kernel(name)
+    inputs = case.inputs(kernel, 0)
+    module = load_generated_module(ROOT / "generated" / stem / "cuda" / f"{name}.py", f"host_overhead_{name}")
+    args = {a: cupy.asarray(v.view(BITS[v.dtype.name]) if v.dtype.name in BITS else v)
+            if isinstance(v, np.ndarray) and v.ndim else v for a, v in inputs.items()}
+    dims = module.validate(**inputs)
+    for out, shape in module.output_shapes(dims).items():
+        dtype = module.DTYPES[out]
+        args[out] = cupy.empty(shape, BITS.get(dtype, dtype))
+    args["workspace"] = cupy.empty(max(module.workspace_ints(dims), 4), np.int32)
+    fn = getattr(module, name)
+    fn(**args)  # builds the module, fills the caches
+    if no_launch:
+        module._function = lambda sm, entry, smem: (lambda grid, block, a, shared_mem=0: None)
+    cupy.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(**args)
+    per_call = (time.perf_counter() - start) / calls
+    cupy.cuda.Device().synchronize()
+    workspace = args.pop("workspace")
+    del workspace
+    start = time.perf_counter()
+    for _ in range(calls):
+        module.validate(**args)
+    return per_call, (time.perf_counter() - start) / calls
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--standin", action="store_true", help="no GPU: the CuPy stand-in, launches not run")
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args()
+    if args.standin:
+        from gemmgen.harness import cupy_standin
+
+        context = cupy_standin.install(ROOT / "generated", "sm_90a", launch=False)
+    else:
+        import contextlib
+
+        from gemmgen.harness import cuda_gpu
+
+        if reason := cuda_gpu.unavailable_reason():
+            print(f"host_overhead: skipped: {reason} (--standin runs without a GPU)")
+            return 0
+        context = contextlib.nullcontext()
+    with context:
+        import cupy
+
+        print("| kernel | shape | host us/call | of which validate() |")
+        print("|---|---|---|---|")
+        for stem, name, case in CASES:
+            per_call, validate = measure(cupy, stem, name, case, args.calls, args.standin)
+            print(f"| {name} | {case.describe()} | {per_call * 1e6:.1f} | {validate * 1e6:.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
