@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="run every kernel against the NumPy reference")
     v.add_argument("spec", metavar="SPEC")
     v.add_argument("--backend", action="append", metavar="NAME",
-                   help="pallas-interpret, pallas-lower, cuda-emu, cuda-emu-cpp, cuda "
+                   help="pallas-interpret, pallas-lower, pallas-tpu, cuda-emu, cuda-emu-cpp, cuda "
                         "(default: all available)")
     v.add_argument("--kernel", action="append", metavar="NAME", help="only these kernels")
     v.add_argument("--seed", type=int, default=0)

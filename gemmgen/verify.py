@@ -4,6 +4,7 @@ available on this machine against the NumPy reference, and print a table.
 Backends (`--backend`):
   pallas-interpret  Pallas kernels in TPU interpret mode on the CPU
   pallas-lower      the real Pallas -> Mosaic TPU lowering, on the CPU
+  pallas-tpu        Pallas kernels compiled by Mosaic and run on a real TPU
   cuda-emu          CUDA kernels compiled with g++ and run on CPU fibers,
                     launched by their Python launcher's plan (as the CuPy call)
   cuda-emu-cpp      the same kernels launched by their C++ launcher,
@@ -59,7 +60,8 @@ def _runners() -> list[Runner]:
     return [*verify_pallas.runners(), *verify_cuda.runners()]
 
 
-RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "cuda-emu", "cuda-emu-cpp", "cuda")
+RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "pallas-tpu", "cuda-emu", "cuda-emu-cpp",
+                "cuda")
 
 
 def main(rendered: Rendered, *, backends: list[str] | None, seed: int,

@@ -1,6 +1,7 @@
 """Run generated Pallas kernels for `gemmgen verify`: in TPU interpret mode
-on the CPU (`pallas-interpret`), and through the real Pallas -> Mosaic TPU
-lowering without running (`pallas-lower`).
+on the CPU (`pallas-interpret`), through the real Pallas -> Mosaic TPU
+lowering without running (`pallas-lower`), and compiled by Mosaic and run on
+a real TPU when JAX sees one (`pallas-tpu`).
 
 JAX is imported when a runner first needs it, so importing this module
 (and `gemmgen verify --backend cuda-emu`) does not load JAX.
@@ -85,5 +86,47 @@ class PallasLower(_PallasBase):
         return exported.mlir_module()
 
 
+def tpu_device():
+    """The first TPU device JAX sees, or None (no TPU, or no TPU runtime)."""
+    import jax
+
+    try:
+        devices = jax.devices("tpu")
+    except RuntimeError:  # "Unknown backend: 'tpu' requested ..."
+        return None
+    return devices[0] if devices else None
+
+
+class PallasTPU(_PallasBase):
+    """The generated kernel as a user on a TPU calls it: inputs placed on the
+    TPU, compiled by Mosaic for that chip, run, and read back."""
+
+    name = "pallas-tpu"
+
+    def unavailable(self) -> str | None:
+        reason = super().unavailable()
+        if reason:
+            return reason
+        if tpu_device() is None:
+            return "JAX sees no TPU on this machine"
+        return None
+
+    def run(self, kernel, case, inputs):
+        import jax
+
+        device = tpu_device()
+        fn = self.module(kernel)
+        args = {key: jax.device_put(v, device) for key, v in inputs.items()}
+        out = jax.block_until_ready(fn(**args))
+        if isinstance(out, tuple):
+            return tuple(np.asarray(o) for o in out)
+        return np.asarray(out)
+
+    @property
+    def note(self) -> str:
+        device = tpu_device()
+        return f"ran on {device.device_kind}" if device is not None else ""
+
+
 def runners() -> list[Runner]:
-    return [PallasInterpret(), PallasLower()]
+    return [PallasInterpret(), PallasLower(), PallasTPU()]
