@@ -124,3 +124,40 @@ def lower_for_tpu(fn, inputs: dict[str, np.ndarray], **static) -> jax.export.Exp
 
 def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, seed: int = 0, **kwargs):
     return ref.random_inputs(kernel, m=m, n=n, k=k, rng=np.random.default_rng(seed), **kwargs)
+
+
+def pallas_blocks(fn, inputs: dict[str, np.ndarray]) -> list[tuple[tuple, tuple, np.dtype]]:
+    """(block shape, array shape, dtype) of every blocked operand and output of
+    the pallas_calls `fn` makes, captured while it is lowered for TPU."""
+    from jax.experimental import pallas as pl
+
+    seen = []
+    original = pl.pallas_call
+
+    def spy(kernel, *args, **kw):
+        call = original(kernel, *args, **kw)
+        grid_spec = kw.get("grid_spec")
+        in_specs = grid_spec.in_specs if grid_spec is not None else kw.get("in_specs", ())
+        out_specs = grid_spec.out_specs if grid_spec is not None else kw.get("out_specs")
+        out_shape = kw.get("out_shape", args[0] if args else None)
+        # Scalar-prefetch operands come first and have no block.
+        prefetch = grid_spec.num_scalar_prefetch if grid_spec is not None else 0
+
+        def run(*operands):
+            outs = out_shape if isinstance(out_shape, (list, tuple)) else [out_shape]
+            specs = out_specs if isinstance(out_specs, (list, tuple)) else [out_specs]
+            ins = in_specs if isinstance(in_specs, (list, tuple)) else [in_specs]
+            for spec, x in [*zip(ins, operands[prefetch:]), *zip(specs, outs)]:
+                block = getattr(spec, "block_shape", None)
+                if block is not None:
+                    seen.append((tuple(block), tuple(x.shape), np.dtype(x.dtype)))
+            return call(*operands)
+
+        return run
+
+    pl.pallas_call = spy
+    try:
+        lower_for_tpu(fn, inputs)
+    finally:
+        pl.pallas_call = original
+    return seen

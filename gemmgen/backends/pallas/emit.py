@@ -14,6 +14,7 @@ from gemmgen.backends.pallas.plans import (
     TgmmPlan,
     plan,
 )
+from gemmgen.backends.pallas.tpu import M_ALIGN
 from gemmgen.render import header_text, render_template
 
 
@@ -27,7 +28,7 @@ def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
     plans = [plan(k, spec) for k in kernels]
     for p in plans:
         files[p.module.path] = render_template(f"pallas/{_template(p)}", header=header, plan=p,
-                                               mod=p.module)
+                                               mod=p.module, m_align=M_ALIGN)
     files[PurePosixPath("pallas/__init__.py")] = render_template(
         "pallas/__init__.py.j2", header=header, spec_path=spec.path,
         modules=[p.module for p in plans], jax_version=JAX_VERSION)

@@ -17,7 +17,7 @@ from gemmgen.backends.pallas.cores import (
 )
 from gemmgen.backends.pallas.dtypes import f32, jnp_name, storage_bytes
 from gemmgen.backends.pallas.text import Arg, formula, matmul_args, spec_lines
-from gemmgen.backends.pallas.tpu import MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
+from gemmgen.backends.pallas.tpu import M_ALIGN, MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
 from gemmgen.render import source_ref
@@ -331,6 +331,10 @@ def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
     if core.rhs_scale in (ScaleMode.BLOCK, ScaleMode.KBLOCK):
         out.append(Constant("RHS_SCALE_BLOCK_K", str(core.rhs_block_k),
                             "rows of k per rhs_scale"))
+    out.append(Constant("M_ALIGN", str(M_ALIGN), "rows of a block past m: whole sublane tiles"))
+    if not core.silu_mul:
+        out.append(Constant("N_ALIGN", str(core.n_lanes),
+                            "columns of a block past n: whole lane tiles"))
     if core.silu_mul:
         out.append(Constant("N_LANES", str(core.n_lanes),
                             "columns of one lane-aligned rhs block" +

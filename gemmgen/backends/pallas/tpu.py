@@ -35,6 +35,14 @@ TPU_VMEM = {
 MAX_BUFFERS = 2
 
 LANES = 128  # last dim of a VMEM tile
+# Rows of a block cut from a dim shorter than the tile: a multiple of every
+# dtype's sublane tiling (8 rows of 32-bit, 16 of 16-bit, 32 of 8-bit data).
+# A block of exactly the dim's odd size is legal as a BlockSpec, but Mosaic
+# cannot lower the masks and relayouts of such a block's value on a TPU
+# ("Not implemented: Sublane broadcast", seen on a v5e with m = 165 rows of
+# bf16 under a 256-row tile); a block that overruns the array is partial,
+# like any edge block.
+M_ALIGN = 32
 SUBLANES = 8  # second-minor dim of a 32-bit VMEM tile
 
 

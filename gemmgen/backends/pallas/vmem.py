@@ -8,7 +8,7 @@ from typing import assert_never
 from gemmgen import ir
 from gemmgen.backends.pallas.cores import matmul_core
 from gemmgen.backends.pallas.dtypes import storage_bytes
-from gemmgen.backends.pallas.tpu import LANES, MAX_BUFFERS, SUBLANES, MiB, TpuVmem
+from gemmgen.backends.pallas.tpu import LANES, MAX_BUFFERS, SUBLANES, TPU_VMEM, MiB, TpuVmem
 from gemmgen.ir import BiasMode, Op, ScaleMode
 from gemmgen.render import source_ref
 
@@ -110,9 +110,12 @@ def vmem_bytes(kernel: ir.Kernel, tile: ir.Tile) -> int:
 
 def vmem_limit(need: int, vmem: TpuVmem) -> int | None:
     """The scoped-VMEM limit to request: None (Mosaic's default) when the
-    kernel fits it, else the need plus a quarter, in whole MiB, capped at
-    the usable VMEM."""
-    if need <= vmem.scoped_default:
+    kernel fits the smallest default of any TPU generation, else the need
+    plus a quarter, in whole MiB, capped at the declared generation's usable
+    VMEM. The smallest default, not the declared generation's: a module
+    built for a v6e (32 MiB by default) that needs 22 MiB must still compile
+    on a v5e (16 MiB), where Mosaic would refuse it (seen on a v5e)."""
+    if need <= min(v.scoped_default for v in TPU_VMEM.values()):
         return None
     want = -(-(need + need // 4) // MiB) * MiB
     return min(want, vmem.usable)

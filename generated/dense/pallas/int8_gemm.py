@@ -45,6 +45,8 @@ if not (0, 10, 2) <= tuple(jax.__version_info__[:3]) < (0, 11):
 VMEM_LIMIT_BYTES = None
 
 RHS_NK = True  # rhs is [n, k]
+M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+N_ALIGN = 128  # columns of a block past n: whole lane tiles
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -214,12 +216,15 @@ def _matmul(
     if m == 0:
         return jnp.zeros((0, n_out), out_dtype)
 
-    # (1) The tile: the LUT's, each dim clamped to the problem (a block as
-    #     large as its whole dimension is always a legal TPU block). Edge
-    #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and the kernel masks K.
+    # (1) The tile: the LUT's, each dim clamped to the problem: k to k (a
+    #     block as large as its whole dimension is always a legal TPU block),
+    #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
+    #     block's value only in whole tiles). Edge blocks of m and n are
+    #     partial: Pallas drops their writes past the array, and the kernel
+    #     masks K.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+    tm, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tk, k)
+    tn = min(tn, pl.cdiv(n, N_ALIGN) * N_ALIGN)
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays).

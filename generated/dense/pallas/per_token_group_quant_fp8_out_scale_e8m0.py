@@ -53,6 +53,7 @@ VMEM_LIMIT_BYTES = None
 # TM rows by TK columns, TK a whole number of groups and of 128 lanes.
 GROUP = 128
 TM, TK = 128, 128
+M_ALIGN = 32  # rows of a block past m: whole sublane tiles
 # The largest finite e4m3, and the floor of amax (an all-zero group would
 # otherwise divide by zero; its q is all zero).
 FP8_MAX = 448.0
@@ -163,7 +164,7 @@ def per_token_group_quant_fp8_out_scale_e8m0(lhs, *, interpret=False):
     groups = pl.cdiv(k, GROUP)
     if m == 0:
         return jnp.zeros((0, k), jnp.float8_e4m3fn), jnp.zeros((0, groups), jnp.uint8)
-    tm = min(TM, m)
+    tm = min(TM, pl.cdiv(m, M_ALIGN) * M_ALIGN)  # past m: whole sublane tiles
     tiles_k = pl.cdiv(k, TK)
 
     # (1) The grid (m tile i, K block kk). Scales come out as

@@ -61,6 +61,8 @@ VMEM_LIMIT_BYTES = None
 MAX_ROWS = 2**30
 
 RHS_NK = False  # rhs is [g, k, n]
+M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+N_ALIGN = 128  # columns of a block past n: whole lane tiles
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -356,12 +358,15 @@ def _gmm(
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
 
-    # (1) The tile: the LUT's, each dim clamped to the problem (a block as
-    #     large as its whole dimension is always a legal TPU block). Edge
-    #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and the kernel masks K.
+    # (1) The tile: the LUT's, each dim clamped to the problem: k to k (a
+    #     block as large as its whole dimension is always a legal TPU block),
+    #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
+    #     block's value only in whole tiles). Edge blocks of m and n are
+    #     partial: Pallas drops their writes past the array, and the kernel
+    #     masks K.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+    tm, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tk, k)
+    tn = min(tn, pl.cdiv(n, N_ALIGN) * N_ALIGN)
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) The work list: one item per (group, m tile) pair with rows to compute.
@@ -502,10 +507,11 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
 
-    # (1) The tile, clamped to the problem; edge blocks are partial. The m
-    #     tile is the reduction block here.
+    # (1) The tile, clamped to the problem (m to whole sublane tiles past
+    #     it: Mosaic lowers a block's value only in whole tiles); edge blocks
+    #     are partial. The m tile is the reduction block here.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+    tm, tn, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tn, n), min(tk, k)
 
     # (2) The work list: every local group gets at least one item, so the
     #     output of an empty group is written too.

@@ -61,6 +61,8 @@ MAX_ROWS = 2**30
 # Local groups are int32 ids too.
 MAX_GROUPS = 2**31 - 1
 
+M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
@@ -335,10 +337,11 @@ def _tgmm(lhs, rhs, group_sizes, group_offset, existing_out, *, g: int, out_dtyp
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
 
-    # (1) The tile, clamped to the problem; edge blocks are partial. The m
-    #     tile is the reduction block here.
+    # (1) The tile, clamped to the problem (m to whole sublane tiles past
+    #     it: Mosaic lowers a block's value only in whole tiles); edge blocks
+    #     are partial. The m tile is the reduction block here.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+    tm, tn, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tn, n), min(tk, k)
 
     # (2) The work list: every local group gets at least one item, so the
     #     output of an empty group is written too.

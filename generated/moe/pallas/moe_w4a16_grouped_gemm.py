@@ -60,6 +60,8 @@ MAX_ROWS = 2**30
 
 RHS_NK = True  # rhs is [g, n, k]
 RHS_SCALE_BLOCK_K = 256  # rows of k per rhs_scale
+M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+N_ALIGN = 128  # columns of a block past n: whole lane tiles
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -380,12 +382,15 @@ def _gmm(
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
 
-    # (1) The tile: the LUT's, each dim clamped to the problem (a block as
-    #     large as its whole dimension is always a legal TPU block). Edge
-    #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and the kernel masks K.
+    # (1) The tile: the LUT's, each dim clamped to the problem: k to k (a
+    #     block as large as its whole dimension is always a legal TPU block),
+    #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
+    #     block's value only in whole tiles). Edge blocks of m and n are
+    #     partial: Pallas drops their writes past the array, and the kernel
+    #     masks K.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tn, tk = min(tm, m), min(tn, n), min(tk, k)
+    tm, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tk, k)
+    tn = min(tn, pl.cdiv(n, N_ALIGN) * N_ALIGN)
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays).

@@ -63,6 +63,7 @@ RHS_NK = True  # rhs is [g, n, k]
 LHS_SCALE_BLOCK_K = 128  # columns of lhs per lhs_scale
 RHS_SCALE_BLOCK_N = 128  # columns of rhs per rhs_scale
 RHS_SCALE_BLOCK_K = 128  # rows of k per rhs_scale
+M_ALIGN = 32  # rows of a block past m: whole sublane tiles
 N_LANES = 128  # columns of one lane-aligned rhs block
 
 
@@ -393,12 +394,14 @@ def _gmm(
     if group_offset is None:
         group_offset = jnp.zeros((), jnp.int32)
 
-    # (1) The tile: the LUT's, each dim clamped to the problem (a block as
-    #     large as its whole dimension is always a legal TPU block). Edge
-    #     blocks of m and n are partial: Pallas drops their writes past the
-    #     array, and the kernel masks K.
+    # (1) The tile: the LUT's, each dim clamped to the problem: k to k (a
+    #     block as large as its whole dimension is always a legal TPU block),
+    #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
+    #     block's value only in whole tiles). Edge blocks of m and n are
+    #     partial: Pallas drops their writes past the array, and the kernel
+    #     masks K.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tk = min(tm, m), min(tk, k)
+    tm, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tk, k)
     # The n tile must divide n/2, so that column block j (gate) and column
     # block j + n/2 / tn (up) pair up: the largest such multiple of N_LANES.
     tn = min(tn, n_out)
