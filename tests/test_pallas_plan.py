@@ -57,8 +57,14 @@ def test_vmem_accounting_of_a_grouped_tile():
 
 def test_vmem_limit_requested_over_the_scoped_default():
     vm = TPU_VMEM["v5e"]
-    assert pallas.vmem_limit(16 * MiB, vm) is None
+    # None while need + 1/4 (Mosaic's own scratch) fits 16 MiB, the smallest
+    # default of any generation: a v5e refused 16.84 MiB for 16 MiB of blocks.
+    assert pallas.vmem_limit(12 * MiB, vm) is None
+    assert pallas.vmem_limit(16 * MiB, vm) == 20 * MiB
     assert pallas.vmem_limit(20 * MiB, vm) == 25 * MiB  # need + 1/4, whole MiB
+    # The smallest default, whatever generation the spec declares: a v6e
+    # module (32 MiB default) needing 22 MiB failed to compile on a v5e.
+    assert pallas.vmem_limit(22 * MiB, TPU_VMEM["v6e"]) == 28 * MiB
     assert pallas.vmem_limit(90 * MiB, vm) == 96 * MiB  # capped at 3/4 of 128 MiB
     kernel, spec = _kernel(*GMM, "tile m=1024 n=1024 k=1024", tpu="v5e")
     p = pallas.plan(kernel, spec)

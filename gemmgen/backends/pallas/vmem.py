@@ -110,14 +110,17 @@ def vmem_bytes(kernel: ir.Kernel, tile: ir.Tile) -> int:
 
 def vmem_limit(need: int, vmem: TpuVmem) -> int | None:
     """The scoped-VMEM limit to request: None (Mosaic's default) when the
-    kernel fits the smallest default of any TPU generation, else the need
-    plus a quarter, in whole MiB, capped at the declared generation's usable
-    VMEM. The smallest default, not the declared generation's: a module
-    built for a v6e (32 MiB by default) that needs 22 MiB must still compile
-    on a v5e (16 MiB), where Mosaic would refuse it (seen on a v5e)."""
-    if need <= min(v.scoped_default for v in TPU_VMEM.values()):
+    kernel's blocks plus a quarter (Mosaic's own scratch: 16.84 MiB for 16
+    MiB of blocks, seen on a v5e) fit the smallest default of any TPU
+    generation, else that much in whole MiB, capped at the declared
+    generation's usable VMEM. The smallest default, not the declared
+    generation's: a module built for a v6e (32 MiB by default) that needs
+    22 MiB must still compile on a v5e (16 MiB), where Mosaic would refuse
+    it (seen on a v5e)."""
+    want = need + need // 4
+    if want <= min(v.scoped_default for v in TPU_VMEM.values()):
         return None
-    want = -(-(need + need // 4) // MiB) * MiB
+    want = -(-want // MiB) * MiB
     return min(want, vmem.usable)
 
 

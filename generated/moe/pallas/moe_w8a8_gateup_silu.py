@@ -192,9 +192,12 @@ def _int32_array(name: str, x, *, ndim: int) -> jax.Array:
 
 
 def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:
-    """x with every entry at index >= limit along `axis` set to zero."""
+    """x with every entry at index >= limit along `axis` set to zero. The
+    select runs in f32, as megablox's does: Mosaic cannot select a packed
+    (16- or 8-bit) block with a 32-bit mask of many rows on a TPU ("Not
+    implemented: Sublane broadcast"); every storage type casts exactly."""
     index = lax.broadcasted_iota(jnp.int32, x.shape, axis)
-    return jnp.where(index < limit, x, jnp.zeros_like(x))
+    return jnp.where(index < limit, x.astype(jnp.float32), 0.0).astype(x.dtype)
 
 
 def _dot(lhs, rhs, *, rhs_nk: bool):
