@@ -50,7 +50,7 @@ from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.diagnostics import SpecError
 from gemmgen.harness.runner import load_generated_module
-from gemmgen.harness.verify_cuda import _np_dtype, bound_dims, emulated_arch
+from gemmgen.harness.verify_cuda import _np_dtype, bound_dims
 from gemmgen.parse import parse
 from gemmgen.reference import compare, reference
 from gemmgen.validate import validate
@@ -208,11 +208,20 @@ def python_launchers(stem: str) -> tuple[dict, dict]:
 # The cargo workspace of a test session
 
 
+# The kernels the emulator runs through their Rust launchers: (stem, kernel,
+# case, the emulated arch, slow). On sm_89 the mma.sync path; on sm_90a
+# (compute capability 9.0, 132 SMs) the Hopper path: tensor maps encoded by
+# the emulator's cuTensorMapEncodeTiled, the persistent grid, the
+# shared-memory attribute.
 HARNESS_KERNELS = {
-    "dense": ("dense", "dense_gemm_bf16", Case("ragged", m=70, n=256, k=80)),
-    "grouped": ("moe", "moe_bf16_grouped_gemm",
-                Case("sharded", m=150, n=128, k=64, group_sizes=(40, 0, 75, 20, 5),
-                     group_offset=1, g_local=3, existing_out=True)),
+    "dense": ("dense", "dense_gemm_bf16", Case("ragged", m=70, n=256, k=80), "sm_89", False),
+    "dense_sm90": ("dense", "dense_gemm_bf16", Case("ragged", m=70, n=160, k=80), "sm_90a",
+                   True),
+    "grouped_sm90": ("moe", "moe_bf16_grouped_gemm",
+                     Case("sharded", m=150, n=128, k=64, group_sizes=(40, 0, 75, 20, 5),
+                          group_offset=1, g_local=3, existing_out=True), "sm_90a", False),
+    "fp8_blockscaled_sm90": ("dense", "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32",
+                             Case("ragged", m=40, n=128, k=256), "sm_90a", True),
 }
 
 
@@ -301,12 +310,13 @@ def doc_example() -> str:
     return block
 
 
-# The worked example launches what the Python plan says (one launch; the
-# recording backend below is the engine's stand-in for its binding).
+# The worked example launches what the Python plan says (one launch, on an
+# sm_89 device: the mma.sync path; the recording backend below is the
+# engine's stand-in for its binding).
 ENGINE_TEST = """
 #[cfg(test)]
 mod tests {
-    use gemmgen_dense::common::{Backend, KernelArg};
+    use gemmgen_dense::common::{Backend, CuTensorMap, Device, KernelArg, TiledMap};
 
     #[derive(Default)]
     struct Recorder(Vec<(&'static str, [u32; 3], [u32; 3], u32, Vec<KernelArg>)>);
@@ -315,6 +325,12 @@ mod tests {
         type Kernel = &'static str;
         type Stream = ();
         type Error = String;
+        fn device(&mut self) -> Result<Device, String> {
+            Ok(Device { sm: @SM@, num_sms: @NUM_SMS@ })
+        }
+        fn encode_tensor_map(&mut self, _: &TiledMap) -> Result<CuTensorMap, String> {
+            Err("no tensor map on the mma.sync path".to_string())
+        }
         fn kernel(&mut self, entry: &'static str) -> Result<&'static str, String> {
             Ok(entry)
         }
@@ -349,7 +365,8 @@ def engine_test() -> str:
     m, n, k = 70, 256, 128
     pointers = {"lhs": 0x1000, "rhs": 0x2000, "out": 0x3000}
     launches = []
-    for step in module.launches({"m": m, "k": k, "n": n, "n_out": n}):
+    sm, num_sms = 89, 128
+    for step in module.launches({"m": m, "k": k, "n": n, "n_out": n}, sm, num_sms):
         args = ", ".join(f"KernelArg::Ptr({pointers[a]:#x})" if isinstance(a, str)
                          else f"KernelArg::{'I32' if isinstance(a, np.int32) else 'I64'}({int(a)})"
                          for a in step.args)
@@ -361,7 +378,8 @@ def engine_test() -> str:
         raise AssertionError("k = 100 accepted")
     except ValueError as e:
         refusal = '"' + str(e).replace('"', '\\"') + '"'
-    return (ENGINE_TEST.replace("@M@", str(m)).replace("@N@", str(n)).replace("@K@", str(k))
+    return (ENGINE_TEST.replace("@SM@", str(sm)).replace("@NUM_SMS@", str(num_sms))
+            .replace("@M@", str(m)).replace("@N@", str(n)).replace("@K@", str(k))
             .replace("@EXPECTED@", ", ".join(launches)).replace("@REFUSAL@", refusal))
 
 
@@ -502,16 +520,21 @@ def harness_cargo() -> str:
 
 def harness_plans():
     return {name: cuda_backend.plan(rendered(stem).spec.kernel(name), rendered(stem).spec)
-            for stem, name, _ in HARNESS_KERNELS.values()}
+            for stem, name, *_ in HARNESS_KERNELS.values()}
 
 
-def harness_rust() -> str:
-    """A cdylib with `gg_rust_launch`: builds a kernel's Args from flat
-    pointer / shape / scalar tables (the plan's order) and calls its Rust
-    launch() with a Backend whose calls go back to the C++ host program."""
+def harness_kernels() -> dict[str, str]:
+    """Each harness kernel once: name -> stem."""
+    return {name: stem for stem, name, *_ in HARNESS_KERNELS.values()}
+
+
+def launch_arms(backend: str, kernels: dict[str, str]) -> str:
+    """The match arms of `gg_rust_launch`: kernel name -> its Rust launch()
+    on Args built from flat pointer / shape / scalar tables (the plan's
+    order)."""
     arms = []
-    for stem, name, _ in HARNESS_KERNELS.values():
-        plan = harness_plans()[name]
+    for name, stem in kernels.items():
+        plan = cuda_backend.plan(rendered(stem).spec.kernel(name), rendered(stem).spec)
         lib = lib_name(stem)
         fields, shape_i, array_i, scalar_i = [], 0, 0, 0
         for a in plan.args:
@@ -529,10 +552,18 @@ def harness_rust() -> str:
         if plan.has_workspace:
             fields.append(f"workspace: {lib}::common::Workspace {{ ptr: workspace, bytes: workspace_bytes }}")
         args = f"{lib}::{name}::Args {{ " + ", ".join(fields) + " }"
-        arms.append(f'        "{name}" => {lib}::{name}::launch(&mut backend, &{args}, stream)'
+        arms.append(f'        "{name}" => {lib}::{name}::launch(&mut {backend}, &{args}, stream)'
                     ".map_err(|e| e.to_string()),")
+    return "\n".join(arms)
+
+
+def harness_rust() -> str:
+    """A cdylib with `gg_rust_launch`: builds a kernel's Args and calls its
+    Rust launch() with a Backend whose calls go back to the C++ host
+    program."""
     impls = "\n".join(f"emu_backend!({lib_name(stem)});" for stem in STEMS)
-    return HARNESS_RS.replace("@ARMS@", "\n".join(arms)).replace("@IMPLS@", impls)
+    return (HARNESS_RS.replace("@ARMS@", launch_arms("backend", harness_kernels()))
+            .replace("@IMPLS@", impls))
 
 
 HARNESS_RS = r"""// The C ABI of tests/test_rust_launchers.py's emulator runs.
@@ -546,6 +577,10 @@ pub struct Host {
     max_smem: extern "C" fn() -> u32,
     set_smem: extern "C" fn(*const c_void, u32) -> i32,
     launch: extern "C" fn(*const c_void, *const u32, *const u32, u32, *mut c_void, *mut *mut c_void) -> i32,
+    device: extern "C" fn(*mut i64, *mut i64) -> i32,
+    // The emulator's cuTensorMapEncodeTiled, the driver's signature.
+    encode: extern "C" fn(*mut c_void, i32, u32, *mut c_void, *const u64, *const u64, *const u32,
+                          *const u32, i32, i32, i32, i32) -> i32,
 }
 
 struct Emu<'a> {
@@ -559,6 +594,27 @@ macro_rules! emu_backend {
             type Kernel = *const c_void;
             type Stream = *mut c_void;
             type Error = String;
+
+            fn device(&mut self) -> Result<$lib::common::Device, String> {
+                let (mut sm, mut num_sms) = (0i64, 0i64);
+                match (self.host.device)(&mut sm, &mut num_sms) {
+                    0 => Ok($lib::common::Device { sm, num_sms }),
+                    e => Err(format!("cudaDeviceGetAttribute returned {e}")),
+                }
+            }
+
+            fn encode_tensor_map(&mut self, t: &$lib::common::TiledMap)
+                                 -> Result<$lib::common::CuTensorMap, String> {
+                let mut map = $lib::common::CuTensorMap::ZERO;
+                let code = (self.host.encode)((&mut map as *mut $lib::common::CuTensorMap).cast(),
+                    t.dtype as i32, t.rank, t.address as *mut c_void, t.dims.as_ptr(),
+                    t.strides.as_ptr(), t.box_dims.as_ptr(), t.element_strides.as_ptr(),
+                    t.interleave as i32, t.swizzle as i32, t.l2_promotion as i32, t.oob_fill as i32);
+                match code {
+                    0 => Ok(map),
+                    e => Err(format!("cuTensorMapEncodeTiled returned CUresult {e}")),
+                }
+            }
 
             fn kernel(&mut self, entry: &'static str) -> Result<*const c_void, String> {
                 let name = CString::new(entry).unwrap();
@@ -579,14 +635,8 @@ macro_rules! emu_backend {
 
             fn launch(&mut self, kernel: &*const c_void, grid: [u32; 3], block: [u32; 3], smem: u32,
                       stream: *mut c_void, args: &[$lib::common::KernelArg]) -> Result<(), String> {
-                let mut slots: Vec<u64> = args.iter().map(|a| {
-                    let mut b = [0u8; 8];
-                    let bytes = a.bytes();
-                    b[..bytes.len()].copy_from_slice(&bytes);
-                    u64::from_le_bytes(b)
-                }).collect();
                 let mut params: Vec<*mut c_void> =
-                    slots.iter_mut().map(|s| (s as *mut u64).cast()).collect();
+                    args.iter().map(|a| a.value_ptr() as *mut c_void).collect();
                 match (self.host.launch)(*kernel, grid.as_ptr(), block.as_ptr(), smem, stream,
                                          params.as_mut_ptr()) {
                     0 => Ok(()),
@@ -639,6 +689,7 @@ def harness_caller(plan) -> str:
     outputs = "\n".join(f'    output("{a.name}", reinterpret_cast<void*>(ptrs[{i}]));'
                         for i, a in enumerate(plan.arrays) if a.is_output)
     return f"""// C++ host program of a Rust launcher run (tests/test_rust_launchers.py).
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -648,6 +699,10 @@ def harness_caller(plan) -> str:
 
 extern "C" int gg_emu_host_input(const char* name, const void** data, size_t* bytes);
 extern "C" void gg_emu_host_output(const char* name, const void* data, size_t bytes);
+extern "C" CUresult gg_emu_cuTensorMapEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                                  const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                                  const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                                  CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 {entries}
 
 namespace {{
@@ -657,6 +712,18 @@ struct Host {{
   unsigned (*max_smem)();
   int (*set_smem)(const void*, unsigned);
   int (*launch)(const void*, const unsigned*, const unsigned*, unsigned, void*, void**);
+  int (*device)(long long*, long long*);
+  decltype(&gg_emu_cuTensorMapEncodeTiled) encode;
+}};
+
+// What the driver stand-in (tests/test_rust_launchers.py's STANDIN_C) runs
+// its calls on.
+struct StandinEmu {{
+  const void* (*kernel)(const char*);
+  int (*launch)(const void*, const unsigned*, const unsigned*, unsigned, void*, void**);
+  int (*set_smem)(const void*, unsigned);
+  int (*attribute)(int, int*);
+  decltype(&gg_emu_cuTensorMapEncodeTiled) encode;
 }};
 
 const void* kernel(const char* name) {{
@@ -679,6 +746,22 @@ int set_smem(const void* fn, unsigned bytes) {{
 int launch(const void* fn, const unsigned* g, const unsigned* b, unsigned smem, void* stream, void** args) {{
   return static_cast<int>(cudaLaunchKernel(fn, dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]), args, smem,
                                            static_cast<cudaStream_t>(stream)));
+}}
+
+int device(long long* sm, long long* num_sms) {{
+  int major = 0, minor = 0, sms = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  *sm = major * 10 + minor;
+  *num_sms = sms;
+  return static_cast<int>(err);
+}}
+
+// The driver's device attributes the stand-in forwards have the runtime's
+// numbers (cudaDeviceAttr mirrors CUdevice_attribute).
+int attribute(int attrib, int* value) {{
+  return static_cast<int>(cudaDeviceGetAttribute(value, static_cast<cudaDeviceAttr>(attrib), 0));
 }}
 
 std::vector<void*> allocations;
@@ -719,13 +802,31 @@ extern "C" int gg_emu_host_main(void) {{
   gg_emu_host_input("rust.library", &path, &path_bytes);
   std::vector<char> library(static_cast<const char*>(path), static_cast<const char*>(path) + path_bytes);
   library.push_back(0);
+  const void* standin = nullptr;
+  size_t standin_bytes = 0;
+  if (gg_emu_host_input("standin.library", &standin, &standin_bytes)) {{
+    // The Rust library uses the crate's CudaDriver: its libcuda is the
+    // stand-in, loaded first and bound to the emulator.
+    std::vector<char> so(static_cast<const char*>(standin), static_cast<const char*>(standin) + standin_bytes);
+    so.push_back(0);
+    void* s = dlopen(so.data(), RTLD_NOW | RTLD_GLOBAL);
+    if (s == nullptr) return 1004;
+    auto bind = reinterpret_cast<void (*)(const StandinEmu*)>(dlsym(s, "gg_standin_bind"));
+    if (bind == nullptr) return 1005;
+    static const StandinEmu emu{{kernel, launch, set_smem, attribute, gg_emu_cuTensorMapEncodeTiled}};
+    bind(&emu);
+  }}
   void* handle = dlopen(library.data(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) return 1002;
+  if (handle == nullptr) {{
+    const char* why = dlerror();
+    gg_emu_host_output("message", why, std::strlen(why));
+    return 1002;
+  }}
   using Launch = int (*)(const Host*, const char*, const std::uint64_t*, const long long*, const long long*,
                          std::uint64_t, std::uint64_t, void*, char*, size_t);
   auto rust_launch = reinterpret_cast<Launch>(dlsym(handle, "gg_rust_launch"));
   if (rust_launch == nullptr) return 1003;
-  const Host host{{kernel, max_smem, set_smem, launch}};
+  const Host host{{kernel, max_smem, set_smem, launch, device, gg_emu_cuTensorMapEncodeTiled}};
   const std::uint64_t ptrs[] = {{{ptrs}}};
   const long long shapes[] = {{{shapes}}};
   const long long scalars[] = {{{scalars}}};
@@ -741,6 +842,10 @@ extern "C" int gg_emu_host_main(void) {{
                                  sizeof message);
   const cudaError_t sync = cudaStreamSynchronize(stream);
   if (status != 0) gg_emu_host_output("message", message, std::strlen(message));
+  if (standin != nullptr) {{
+    auto log = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "gg_standin_log"));
+    if (log != nullptr) gg_emu_host_output("driver.log", log(), std::strlen(log()));
+  }}
   if (status == 0 && sync == cudaSuccess) {{
 {outputs}
   }}
@@ -751,7 +856,13 @@ extern "C" int gg_emu_host_main(void) {{
 """
 
 
-def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch: str):
+def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch: str,
+                         library: Path | None = None, standin: Path | None = None,
+                         log: list | None = None):
+    """Runs kernel `name`'s Rust launcher (in `library`, default the
+    harness cdylib; with `standin`, a library over the crate's CudaDriver
+    whose libcuda is that stand-in) on an emulated `arch` device; its
+    outputs. `log` gets the stand-in's record of the driver calls."""
     from gemmgen.harness.cuda_emu import EmuModule
 
     plan = harness_plans()[name]
@@ -764,7 +875,9 @@ def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch
     module = EmuModule(source, str(folder / f"{name}.cu"), include_dirs=[folder],
                        extra_sources=[(harness_caller(plan), str(folder / f"{name}_rust_caller.cc"))])
     dims = bound_dims(plan, inputs)
-    host: dict[str, object] = {"rust.library": str(ws.harness_library).encode()}
+    host: dict[str, object] = {"rust.library": str(library or ws.harness_library).encode()}
+    if standin is not None:
+        host["standin.library"] = str(standin).encode()
     for a in plan.arrays:
         shape = tuple(s.eval(dims) for s in a.shape)
         if a.is_output:
@@ -777,6 +890,8 @@ def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch
     for s in plan.scalars:
         host[f"dim.{s.name}"] = np.int64(dims[s.name])
     result = module.run_host(host, arch=arch)
+    if log is not None:
+        log.append(result.outputs.get("driver.log", b"").decode())
     if result.status != 0:
         raise AssertionError(f"{name}: status {result.status}: "
                              f"{result.outputs.get('message', b'').decode()}\n{result.log}")
@@ -788,14 +903,15 @@ def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch
 
 
 @needs_rust
-@pytest.mark.parametrize("kind", HARNESS_KERNELS)
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if v[4] else k
+                                  for k, v in HARNESS_KERNELS.items()])
 def test_rust_launcher_runs_on_the_emulator(workspace, kind):
     built(workspace)
-    stem, name, case = HARNESS_KERNELS[kind]
+    stem, name, case, arch, _ = HARNESS_KERNELS[kind]
     spec = rendered(stem).spec
     k = spec.kernel(name)
     inputs = case.inputs(k, 17)
-    got = run_rust_on_emulator(workspace, stem, name, inputs, emulated_arch(spec))
+    got = run_rust_on_emulator(workspace, stem, name, inputs, arch)
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
 
@@ -905,7 +1021,7 @@ def test_swapped_arguments_are_caught_on_the_emulator(workspace):
     from gemmgen.harness.cuda_emu import EmuKernelError
 
     built(workspace)
-    stem, name, case = HARNESS_KERNELS["dense"]
+    stem, name, case, arch, _ = HARNESS_KERNELS["dense"]
     spec = rendered(stem).spec
     k = spec.kernel(name)
     inputs = case.inputs(k, 17)
@@ -914,7 +1030,7 @@ def test_swapped_arguments_are_caught_on_the_emulator(workspace):
                      "gg_i32(n),\n                gg_i32(m),"):
             assert workspace.cargo("build", "-p", "gemmgen-rust-harness").returncode == 0
             try:  # the memory checker stops the kernel; without it, the output is wrong
-                got = run_rust_on_emulator(workspace, stem, name, inputs, emulated_arch(spec))
+                got = run_rust_on_emulator(workspace, stem, name, inputs, arch)
             except EmuKernelError:
                 pass
             else:
