@@ -46,6 +46,7 @@ from rust_plan_cases import plan_tests
 
 from gemmgen import backends, ir
 from gemmgen.backends import cuda as cuda_backend
+from gemmgen.backends.cuda_launch import DEFAULT_SMEM
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.diagnostics import SpecError
@@ -278,15 +279,16 @@ class Workspace:
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def cargo(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    def cargo(self, *args: str, timeout: float = 600, cwd: Path | None = None,
+              target: Path | None = None) -> subprocess.CompletedProcess:
         # One target dir and one RUSTFLAGS for every command, so nothing
         # compiles twice; no debug info and no incremental state (one build).
-        env = dict(os.environ, CARGO_TARGET_DIR=str(self.target), RUSTFLAGS="-D warnings",
+        env = dict(os.environ, CARGO_TARGET_DIR=str(target or self.target), RUSTFLAGS="-D warnings",
                    CARGO_NET_OFFLINE="true", CARGO_TERM_COLOR="never",
                    CARGO_PROFILE_DEV_DEBUG="0", CARGO_INCREMENTAL="0")
         env["PATH"] = f"{Path(CARGO).parent}{os.pathsep}{env.get('PATH', '')}"
         start = time.monotonic()
-        proc = subprocess.run([CARGO, args[0], "--offline", *args[1:]], cwd=self.root, env=env,
+        proc = subprocess.run([CARGO, args[0], "--offline", *args[1:]], cwd=cwd or self.root, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
         self.times[" ".join(args)] = time.monotonic() - start
         return proc
@@ -945,6 +947,263 @@ def test_rust_launcher_runs_on_the_emulator(workspace, kind):
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
     # The path the device picks: the Python launcher's entries on this device.
     assert log[0] == expected_entries(stem, name, inputs, arch), log[0]
+
+
+# ---------------------------------------------------------------------------
+# The crate's CudaDriver against a CPU stand-in of libcuda
+
+
+DRIVER_KERNEL = ("dense", "dense_gemm_bf16", Case("ragged", m=70, n=160, k=80))
+STANDIN_SOURCE = Path(__file__).resolve().parent / "rust_driver_standin.c"
+
+
+def driver_rust(stem: str, name: str) -> str:
+    """A cdylib with `gg_rust_launch` over the crate's CudaDriver: the
+    engine's side, loading the module with cuModuleLoadData."""
+    return DRIVER_RS.replace("@ARMS@", launch_arms("gpu", {name: stem}))
+
+
+DRIVER_RS = r"""// The C ABI of tests/test_rust_launchers.py's driver stand-in runs.
+#![allow(clippy::all)]
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_void};
+
+use gemmgen_dense::cuda_driver::{CudaDriver, Stream};
+
+#[link(name = "cuda")]
+extern "C" {
+    fn cuModuleLoadData(module: *mut *mut c_void, image: *const c_void) -> i32;
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gg_rust_launch(_host: *const c_void, kernel: *const c_char, ptrs: *const u64,
+                                        shapes: *const i64, scalars: *const i64, workspace: u64,
+                                        workspace_bytes: u64, stream: *mut c_void,
+                                        message: *mut c_char, message_len: usize) -> i32 {
+    let _ = (scalars, workspace, workspace_bytes);
+    let mut module = std::ptr::null_mut();
+    let code = cuModuleLoadData(&mut module, b"the kernels' cubin\0".as_ptr().cast());
+    let result = if code != 0 {
+        Err(format!("cuModuleLoadData returned {code}"))
+    } else {
+        let mut gpu = CudaDriver::from_module(module);
+        let stream = Stream::from_raw(stream);
+        match CStr::from_ptr(kernel).to_str().unwrap() {
+@ARMS@
+            other => Err(format!("no launcher {other}")),
+        }
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            let n = e.len().min(message_len - 1);
+            std::ptr::copy_nonoverlapping(e.as_ptr(), message as *mut u8, n);
+            *message.add(n) = 0;
+            1
+        }
+    }
+}
+"""
+
+
+class DriverCrate:
+    """A cargo workspace of its own (the feature `cuda-driver` would
+    otherwise be on in every crate of the shared one): a copy of the dense
+    crate, a cdylib over its CudaDriver, and the stand-in libcuda.so it
+    links, built with gcc against CUDA's cuda.h."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self.root = ws.root / "driver"
+        self.target = self.root / "target"
+        self.standin = self.root / "standin" / "libcuda.so"
+        if (self.root / "Cargo.toml").is_file():
+            return
+        stem, name, _ = DRIVER_KERNEL
+        for rel, text in crate_files(stem).items():
+            (self.root / stem / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / stem / rel).write_text(text)
+        crate = self.root / "engine"
+        (crate / "src").mkdir(parents=True)
+        (crate / "Cargo.toml").write_text(
+            '[package]\nname = "gemmgen-rust-driver"\nversion = "0.1.0"\nedition = "2021"\n'
+            'publish = false\n\n[lib]\ncrate-type = ["cdylib"]\n\n[dependencies]\n'
+            f'gemmgen-{stem} = {{ path = "../{stem}", features = ["cuda-driver"] }}\n')
+        folder = self.standin.parent
+        (crate / "build.rs").write_text(
+            "fn main() {\n"
+            f'    println!("cargo:rustc-link-search=native={folder}");\n'
+            f'    println!("cargo:rustc-link-arg=-Wl,-rpath,{folder}");\n'
+            f'    println!("cargo:rerun-if-changed={self.standin}");\n'
+            "}\n")
+        (crate / "src" / "lib.rs").write_text(driver_rust(stem, name))
+        (self.root / "Cargo.toml").write_text(
+            '[workspace]\nresolver = "2"\nmembers = ["engine"]\n')
+
+    def build_standin(self) -> None:
+        from gemmgen.harness.toolchain import cuda_include_dir
+
+        self.standin.parent.mkdir(exist_ok=True)
+        proc = subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror",
+             "-Wl,-soname,libcuda.so", f"-I{cuda_include_dir()}", "-o", str(self.standin),
+             str(STANDIN_SOURCE)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, f"the stand-in does not compile:\n{proc.stderr}"
+
+    def build(self) -> None:
+        if not self.standin.is_file():
+            self.build_standin()
+        proc = self.ws.cargo("build", "-p", "gemmgen-rust-driver", cwd=self.root,
+                             target=self.target)
+        assert proc.returncode == 0, f"cargo build failed:\n{proc.stderr}"
+
+    @property
+    def library(self) -> Path:
+        return self.target / "debug" / "libgemmgen_rust_driver.so"
+
+    def run(self, inputs: dict, arch: str) -> tuple[object, list[str], str]:
+        """The outputs, the entries launched and the stand-in's log."""
+        stem, name, _ = DRIVER_KERNEL
+        log: list = []
+        try:
+            got = run_rust_on_emulator(self.ws, stem, name, inputs, arch, library=self.library,
+                                       standin=self.standin, log=log)
+        except AssertionError as e:
+            raise DriverRunError(str(e), log[1] if len(log) > 1 else "") from None
+        return got, log[0], log[1]
+
+
+class DriverRunError(AssertionError):
+    def __init__(self, message: str, log: str) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@pytest.fixture
+def driver(workspace) -> DriverCrate:
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    d = DriverCrate(workspace)
+    d.build()
+    return d
+
+
+def expected_driver_calls(inputs: dict, arch: str) -> list[str]:
+    """The stand-in's log lines of a call's maps, attribute calls and
+    launches, from the Python launcher: its launches on the device and its
+    TensorMapArg values (every map encoded before the first launch, as the
+    Rust `run` does)."""
+    from gemmgen.archs import parse_arch, sm_count
+
+    stem, name, _ = DRIVER_KERNEL
+    plan = harness_plans()[name]
+    module = python_launchers(stem)[0][name]
+    env = plan.env(bound_dims(plan, inputs))
+    steps = module.launches({n: env[n] for n in plan.names}, parse_arch(arch)[0], sm_count(arch))
+    interleave, l2, oob = module.TENSOR_MAP_MODES
+
+    def join(values) -> str:
+        return ",".join(str(int(v)) for v in values)
+
+    out = []
+    for s in steps:
+        for a in s.args:
+            if isinstance(a, module.TensorMapArg):
+                out.append(f"cuTensorMapEncodeTiled dtype={a.dtype} rank={len(a.dims)} "
+                           f"dims={join(a.dims)} strides={join(a.strides)} box={join(a.box)} "
+                           f"elementStrides={join([1] * len(a.dims))} interleave={interleave} "
+                           f"swizzle={a.swizzle} l2={l2} oob={oob} aligned64=1 -> 0")
+    for s in steps:
+        out.append(f"cuModuleGetFunction {s.entry}")
+        if s.smem > DEFAULT_SMEM:
+            out.append(f"cuFuncSetAttribute {s.entry} 8 {s.smem}")
+        out.append(f"cuLaunchKernel {s.entry} grid={join(s.grid)} block={join(s.block)} "
+                   f"smem={s.smem} -> 0")
+    return out
+
+
+def driver_calls(log: str) -> list[str]:
+    """The log without the device queries and the module load."""
+    return [x for x in log.splitlines()
+            if not x.startswith(("cuCtxGetDevice", "cuDeviceGetAttribute", "cuModuleLoadData"))]
+
+
+@needs_rust
+def test_cuda_driver_backend_runs_the_hopper_path_on_the_standin(driver):
+    stem, name, case = DRIVER_KERNEL
+    spec = rendered(stem).spec
+    k = spec.kernel(name)
+    inputs = case.inputs(k, 23)
+    got, launched, log = driver.run(inputs, "sm_90a")
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+    assert launched == [f"{name}_sm90"], launched
+    assert driver_calls(log) == expected_driver_calls(inputs, "sm_90a"), log
+    # The device: compute capability, SM count, opt-in shared memory.
+    queried = {int(x.split()[1]) for x in log.splitlines() if x.startswith("cuDeviceGetAttribute")}
+    assert queried == {75, 76, 16, 97}, log
+    # An sm_80 device is older than the spec's archs: refused, nothing launched.
+    module = python_launchers(stem)[0][name]
+    with pytest.raises(DriverRunError) as refused:
+        driver.run(inputs, "sm_80")
+    assert module.arch_error(80) in str(refused.value)
+    assert "cuLaunchKernel" not in refused.value.log and "cuTensorMap" not in refused.value.log
+
+
+MAP_LHS = "tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),"
+MAP_RHS = "tensor_map(a.rhs.ptr, 9, &[k, n], &[k * 2], &[64, 128], 3),"
+MAP_INDENT = "\n" + " " * 20
+
+# Bugs planted in the driver crate's copy, each caught on the stand-in (the
+# driver's refusal) or the emulator (a wrong result, a kernel error).
+DRIVER_PLANTS = {
+    "no_smem_attribute": (
+        "common", "            backend.set_max_dynamic_smem(&k, l.smem).map_err(Error::Backend)?;\n",
+        "", "backend: cuLaunchKernel returned CUresult 1"),
+    "interleave_and_swizzle_swapped": (
+        "cuda_driver", "                interleave,\n                swizzle,\n",
+        "                swizzle,\n                interleave,\n",
+        "backend: cuTensorMapEncodeTiled returned CUresult 1"),
+    "dims_and_strides_swapped": (
+        "cuda_driver", "                map.dims.as_ptr(),\n                map.strides.as_ptr(),\n",
+        "                map.strides.as_ptr(),\n                map.dims.as_ptr(),\n",
+        "backend: cuTensorMapEncodeTiled returned CUresult 1"),
+    "map_box_not_the_kernels": (
+        "dense_gemm_bf16", "tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3)",
+        "tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 64], 3)", None),
+    "lhs_and_rhs_maps_swapped": ("dense_gemm_bf16", MAP_LHS + MAP_INDENT + MAP_RHS,
+                                 MAP_RHS + MAP_INDENT + MAP_LHS, None),
+}
+
+
+@needs_rust
+@pytest.mark.slow
+@pytest.mark.parametrize("plant", DRIVER_PLANTS)
+def test_planted_driver_bugs_are_caught(driver, plant):
+    from gemmgen.harness.cuda_emu import EmuError
+
+    module_name, old, new, message = DRIVER_PLANTS[plant]
+    stem, name, case = DRIVER_KERNEL
+    k = rendered(stem).spec.kernel(name)
+    inputs = case.inputs(k, 23)
+    try:
+        with planted(driver.ws, f"driver/{stem}", module_name, old, new):
+            driver.build()
+            try:
+                got, _, _ = driver.run(inputs, "sm_90a")
+            except DriverRunError as e:
+                caught = str(e)
+                assert message is None or message in caught, caught
+                if "cuTensorMapEncodeTiled" in caught:  # refused before any launch
+                    assert "cuLaunchKernel" not in e.log, e.log
+            except EmuError as e:  # the emulator stops the kernel
+                assert message is None, f"expected {message!r}, the emulator stopped: {e}"
+            else:
+                assert message is None, f"expected the refusal {message!r}"
+                result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+                assert not result.passed, f"{plant}: the output is still right"
+    finally:
+        driver.build()
 
 
 # ---------------------------------------------------------------------------

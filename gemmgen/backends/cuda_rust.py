@@ -29,7 +29,12 @@ from gemmgen.backends.cuda_args import Arg
 from gemmgen.backends.cuda_dispatch import DispatchPlan
 from gemmgen.backends.cuda_expr import Bin, Call, Expr, Fn, Var, negate
 from gemmgen.backends.cuda_launch import (
-    DEFAULT_SMEM, DEVICE_NAMES, LIMITS, ArgKind, LaunchPlan, Step,
+    DEFAULT_SMEM,
+    DEVICE_NAMES,
+    LIMITS,
+    ArgKind,
+    LaunchPlan,
+    Step,
 )
 from gemmgen.render import render_template
 
