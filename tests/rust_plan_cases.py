@@ -3,10 +3,12 @@ side (tests/test_rust_launchers.py writes them into a copy of each crate as
 `tests/plan.rs`).
 
 For every CUDA kernel of a spec, calls at several shapes (each tile of its
-LUT, an empty M, an M of 2^24): the Rust launcher must make,
-on a recording backend, exactly the launches of the kernel's generated
-Python launcher (`<kernel>.py`: `launches(dims)`, `workspace_ints`, its
-shared-memory check), byte for byte in the arguments; a call the Python
+LUT, an empty M, an M of 2^24) on several devices (an H100, a 10.0 one,
+few SMs, sm_89, one older than the spec's archs): the Rust launcher must
+make, on a recording backend that plays the device, exactly the calls of
+the kernel's generated Python launcher (`<kernel>.py`: `launches(dims, sm,
+num_sms)`, its TensorMapArg maps, `workspace_ints`, its shared-memory
+check, `arch_error`), byte for byte in the arguments; a call the Python
 launcher refuses (a check of the plan, a wrong shape, a launch over a limit,
 too little shared memory on the device) must be refused with the same
 message and nothing launched. For every M dispatcher, every M around each
@@ -43,6 +45,7 @@ FIXED = {"g": 3, "num_groups": 5}
 HOPPER = (90, 132)
 FEW_SMS = (90, 7)
 ADA = (89, 128)
+BLACKWELL = (100, 148)  # newer than 9.0: the mma.sync path, at every shape
 MAP_BYTE = 0xA0  # the recorder's n-th encoded map is 128 bytes of MAP_BYTE + n
 
 
@@ -192,7 +195,12 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
         ws = 4 * plan.variant_for(env).workspace_ints.eval(env) if plan.has_workspace else None
         if ws is not None:
             assert ws == 4 * module.workspace_ints(py_dims)
-        cases.append(Call(shapes, {s.name: env[s.name] for s in plan.scalars}, ws, expected))
+        scalars = {s.name: env[s.name] for s in plan.scalars}
+        cases.append(Call(shapes, scalars, ws, expected))
+        if plan.has_sm90:  # the mma.sync path at the same shape
+            mma = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit, BLACKWELL)
+            if mma != expected:
+                cases.append(Call(shapes, scalars, ws, mma, BLACKWELL))
     assert cases, f"{plan.name}: no valid case"
     assert seen_variants == {v.index for v in plan.variants}, f"{plan.name}: a tile never picked"
     # Other devices: few SMs and an sm_89 one (the mma.sync path) where the

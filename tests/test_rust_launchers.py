@@ -15,10 +15,14 @@ each crate compiles once):
   every kernel and dispatcher (their launches for several shapes, each
   dispatcher's arm at every threshold, the messages of refused calls);
   `cargo test` runs them against a recording backend;
-- the Rust launcher of a dense and of a grouped kernel runs on the CPU
-  emulator through a C ABI (a cdylib whose Backend calls back into a C++
-  host program, which launches with the emulator's cudaLaunchKernel), and
-  its output matches gemmgen/reference;
+- the Rust launchers of dense, grouped and FP8 block-scaled kernels run on
+  the CPU emulator through a C ABI (a cdylib whose Backend calls back into
+  a C++ host program, which launches with the emulator's cudaLaunchKernel
+  and encodes tensor maps with its cuTensorMapEncodeTiled), on sm_89 and
+  on sm_90a (the Hopper path), and the output matches gemmgen/reference;
+- the crate's `cuda-driver` backend runs against a CPU stand-in of libcuda
+  (tests/rust_driver_standin.c, gcc against cuda.h) that forwards onto the
+  emulator: output, the driver calls it logs, planted driver bugs;
 - the spec language's `launchers` field: positioned errors for bad values.
 
 The tests skip, saying why, only where no Rust toolchain (cargo and rustc)

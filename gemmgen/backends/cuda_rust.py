@@ -11,7 +11,8 @@ backend also renders `generated/<stem>/rust/`, a crate with no dependencies:
                        `cuda-driver`; the crate's only `unsafe` code)
   src/<kernel>.rs      Args, Dims, pick_tile, validate, workspace_bytes,
                        launches and launch, printed from the kernel's
-                       LaunchPlan (the one its C++ and CuPy launchers print)
+                       LaunchPlan (the one its C++ and CuPy launchers print),
+                       the Hopper path's launches and tensor maps included
   src/<dispatch>.rs    pick(m) and launch, handing the call to the arm's module
 
 Every expression is the plan's `Expr` printed as Rust (`Expr.rs`, over
