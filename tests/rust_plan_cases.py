@@ -3,10 +3,12 @@ side (tests/test_rust_launchers.py writes them into a copy of each crate as
 `tests/plan.rs`).
 
 For every CUDA kernel of a spec, calls at several shapes (each tile of its
-LUT, an empty M, an M of 2^24): the Rust launcher must make,
-on a recording backend, exactly the launches of the kernel's generated
-Python launcher (`<kernel>.py`: `launches(dims)`, `workspace_ints`, its
-shared-memory check), byte for byte in the arguments; a call the Python
+LUT, an empty M, an M of 2^24) on several devices (an H100, a 10.0 one,
+few SMs, sm_89, one older than the spec's archs): the Rust launcher must
+make, on a recording backend that plays the device, exactly the calls of
+the kernel's generated Python launcher (`<kernel>.py`: `launches(dims, sm,
+num_sms)`, its TensorMapArg maps, `workspace_ints`, its shared-memory
+check, `arch_error`), byte for byte in the arguments; a call the Python
 launcher refuses (a check of the plan, a wrong shape, a launch over a limit,
 too little shared memory on the device) must be refused with the same
 message and nothing launched. For every M dispatcher, every M around each
@@ -37,6 +39,14 @@ MS = (0, 1, 5, 8, 9, 70, 300, 1 << 24)
 NKS = ((128, 256), (384, 128), (256, 100), (130, 64), (384, 256))
 SCALAR_VALUES = {"group_offset": (0, 2)}
 FIXED = {"g": 3, "num_groups": 5}
+# The devices the recording backend plays, (sm, num_sms): an H100 / H200
+# (the Hopper path where a kernel has one), one with few SMs (the persistent
+# grid is min(SMs, tiles)), an sm_89 one (the mma.sync path).
+HOPPER = (90, 132)
+FEW_SMS = (90, 7)
+ADA = (89, 128)
+BLACKWELL = (100, 148)  # newer than 9.0: the mma.sync path, at every shape
+MAP_BYTE = 0xA0  # the recorder's n-th encoded map is 128 bytes of MAP_BYTE + n
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,7 @@ class Call:
     scalars: dict[str, int]
     workspace_bytes: int | None  # None: no workspace
     expected: list[str] | str  # the Rust `Call` values, or the refusal message
+    device: tuple[int, int] = HOPPER  # (sm, num_sms) the recorder plays
 
 
 def addresses(plan) -> dict[str, int]:
@@ -67,20 +78,46 @@ def _arg_hex(arg, present: dict[str, tuple[int, ...]], addr: dict[str, int]) -> 
     return int(arg).to_bytes(8, "little", signed=True).hex()
 
 
-def expected_calls(module, dims: dict[str, int], present, addr, smem_limit: int) -> list[str] | str:
-    """The recording backend's calls for a call with `dims`, from the
-    Python launcher `module`; or the message it refuses the call with."""
+def py_launches(module, dims: dict[str, int], device: tuple[int, int]):
+    """The Python launcher's launches on `device` (sm, num_sms)."""
+    if hasattr(module, "TensorMapArg"):  # a kernel with a Hopper path
+        return module.launches(dims, *device)
+    return module.launches(dims)
+
+
+def _encode_text(module, t, addr: dict[str, int]) -> str:
+    """The recorder's text of a cuTensorMapEncodeTiled call: the Python
+    launcher's TensorMapArg and TENSOR_MAP_MODES."""
+    interleave, l2, oob = module.TENSOR_MAP_MODES
+    rank = len(t.dims)
+    return (f"{addr[t.array]:#x} {t.dtype} {rank} {list(t.dims)} {list(t.strides)} {list(t.box)} "
+            f"{[1] * rank} {interleave} {t.swizzle} {l2} {oob}")
+
+
+def expected_calls(module, dims: dict[str, int], present, addr, smem_limit: int,
+                   device: tuple[int, int] = HOPPER) -> list[str] | str:
+    """The recording backend's calls for a call with `dims` on `device`, from
+    the Python launcher `module`; or the message it refuses the call with."""
+    if why := module.arch_error(device[0]):
+        return why
     try:
-        steps = module.launches(dims)
+        steps = py_launches(module, dims, device)
         if any(s.smem > 0 for s in steps):
             module.check_launches(steps, dims, smem_limit)
     except ValueError as e:
         return str(e)
     out = []
+    maps = {}  # every map encoded before the first launch, in order
+    for s in steps:
+        for a in s.args:
+            if hasattr(module, "TensorMapArg") and isinstance(a, module.TensorMapArg):
+                maps[id(a)] = (MAP_BYTE + len(maps)).to_bytes(1, "little").hex() * 128
+                out.append(f"Call::Encode({rust_str(_encode_text(module, a, addr))}.to_string())")
     for s in steps:
         if s.smem > DEFAULT_SMEM:
             out.append(f'Call::Attr("{s.entry}", {s.smem})')
-        args = ", ".join(f'"{_arg_hex(a, present, addr)}"' for a in s.args)
+        args = ", ".join(f'"{maps[id(a)] if id(a) in maps else _arg_hex(a, present, addr)}"'
+                         for a in s.args)
         grid = ", ".join(str(int(g)) for g in s.grid)
         block = ", ".join(str(int(b)) for b in s.block)
         out.append(f'Call::launch("{s.entry}", [{grid}], [{block}], {s.smem}, &[{args}])')
@@ -158,9 +195,26 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
         ws = 4 * plan.variant_for(env).workspace_ints.eval(env) if plan.has_workspace else None
         if ws is not None:
             assert ws == 4 * module.workspace_ints(py_dims)
-        cases.append(Call(shapes, {s.name: env[s.name] for s in plan.scalars}, ws, expected))
+        scalars = {s.name: env[s.name] for s in plan.scalars}
+        cases.append(Call(shapes, scalars, ws, expected))
+        if plan.has_sm90:  # the mma.sync path at the same shape
+            mma = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit, BLACKWELL)
+            if mma != expected:
+                cases.append(Call(shapes, scalars, ws, mma, BLACKWELL))
     assert cases, f"{plan.name}: no valid case"
     assert seen_variants == {v.index for v in plan.variants}, f"{plan.name}: a tile never picked"
+    # Other devices: few SMs and an sm_89 one (the mma.sync path) where the
+    # spec declares sm_89, for the first call that launches something; and
+    # a device older than the spec's archs, refused.
+    busy = next(c for c in cases if isinstance(c.expected, list) and c.expected)
+    dims = _dims_of(plan, busy)
+    devices = [FEW_SMS] if plan.has_sm90 else []
+    if plan.min_sm <= ADA[0]:
+        devices.append(ADA)
+    devices.append((plan.min_sm - 1, 16))
+    for device in devices:
+        expected = expected_calls(module, dims, busy.shapes, addresses(plan), smem_limit, device)
+        cases.append(Call(busy.shapes, busy.scalars, busy.workspace_bytes, expected, device))
     # Refusals: a check of the plan, a wrong output shape, too little
     # shared memory on the device.
     if failing is not None:
@@ -202,11 +256,13 @@ def rust_args(module_name: str, plan, shapes, scalars, workspace_bytes, type_pat
     return f"{type_path} {{ {', '.join(fields)} }}"
 
 
-def rust_check(call: str, expected: list[str] | str, indent: str = "    ") -> list[str]:
+def rust_check(call: str, expected: list[str] | str, device: tuple[int, int] = HOPPER,
+               indent: str = "    ") -> list[str]:
+    dev = f"({device[0]}, {device[1]})"
     if isinstance(expected, str):
-        return [f"{indent}refused(|r| {call}, {rust_str(expected)});"]
+        return [f"{indent}refused({dev}, |r| {call}, {rust_str(expected)});"]
     calls = ", ".join(expected)
-    return [f"{indent}launched(|r| {call}, &[{calls}]);"]
+    return [f"{indent}launched({dev}, |r| {call}, &[{calls}]);"]
 
 
 def rust_str(text: str) -> str:
@@ -217,11 +273,12 @@ PRELUDE = """\
 // Printed by tests/rust_plan_cases.py from the Python launch plans.
 #![allow(clippy::all)]
 #[allow(unused_imports)]
-use {lib}::common::{{Array, Backend, Error, KernelArg, Workspace}};
+use {lib}::common::{{Array, Backend, CuTensorMap, Device, Error, KernelArg, TiledMap, Workspace}};
 use {lib}::*;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Call {{
+    Encode(String),
     Attr(&'static str, u32),
     Launch(&'static str, [u32; 3], [u32; 3], u32, Vec<String>),
 }}
@@ -235,12 +292,33 @@ impl Call {{
 struct Recorder {{
     calls: Vec<Call>,
     smem_limit: u32,
+    device: Device,
+    maps: u64,
+}}
+
+impl Recorder {{
+    fn new(device: (i64, i64), smem_limit: u32) -> Recorder {{
+        Recorder {{ calls: Vec::new(), smem_limit, device: Device {{ sm: device.0, num_sms: device.1 }}, maps: 0 }}
+    }}
 }}
 
 impl Backend for Recorder {{
     type Kernel = &'static str;
     type Stream = ();
     type Error = String;
+    fn device(&mut self) -> Result<Device, String> {{
+        Ok(self.device)
+    }}
+    fn encode_tensor_map(&mut self, t: &TiledMap) -> Result<CuTensorMap, String> {{
+        let r = t.rank as usize;
+        self.calls.push(Call::Encode(format!(
+            "{{:#x}} {{}} {{}} {{:?}} {{:?}} {{:?}} {{:?}} {{}} {{}} {{}} {{}}", t.address, t.dtype, t.rank, &t.dims[..r],
+            &t.strides[..r - 1], &t.box_dims[..r], &t.element_strides[..r], t.interleave, t.swizzle,
+            t.l2_promotion, t.oob_fill)));
+        let byte = {map_byte} + self.maps;
+        self.maps += 1;
+        Ok(CuTensorMap([u64::from_le_bytes([byte as u8; 8]); 16]))
+    }}
     fn kernel(&mut self, entry: &'static str) -> Result<&'static str, String> {{
         Ok(entry)
     }}
@@ -253,6 +331,7 @@ impl Backend for Recorder {{
     }}
     fn launch(&mut self, kernel: &&'static str, grid: [u32; 3], block: [u32; 3], smem: u32,
               _stream: (), args: &[KernelArg]) -> Result<(), String> {{
+        assert!(!args.iter().any(|a| matches!(a, KernelArg::TensorMap(_))), "a map not encoded");
         let hex = args.iter().map(|a| a.bytes().iter().map(|b| format!("{{b:02x}}")).collect()).collect();
         self.calls.push(Call::Launch(kernel, grid, block, smem, hex));
         Ok(())
@@ -261,16 +340,16 @@ impl Backend for Recorder {{
 
 const SMEM_LIMIT: u32 = {smem_limit};
 
-fn launched(f: impl Fn(&mut Recorder) -> Result<(), Error<String>>, expected: &[Call]) {{
-    let mut r = Recorder {{ calls: Vec::new(), smem_limit: SMEM_LIMIT }};
+fn launched(device: (i64, i64), f: impl Fn(&mut Recorder) -> Result<(), Error<String>>, expected: &[Call]) {{
+    let mut r = Recorder::new(device, SMEM_LIMIT);
     if let Err(e) = f(&mut r) {{
         panic!("refused: {{e}}");
     }}
     assert_eq!(r.calls, expected);
 }}
 
-fn refused(f: impl Fn(&mut Recorder) -> Result<(), Error<String>>, message: &str) {{
-    let mut r = Recorder {{ calls: Vec::new(), smem_limit: SMEM_LIMIT }};
+fn refused(device: (i64, i64), f: impl Fn(&mut Recorder) -> Result<(), Error<String>>, message: &str) {{
+    let mut r = Recorder::new(device, SMEM_LIMIT);
     match f(&mut r) {{
         Ok(()) => panic!("launched {{:?}}, expected the refusal: {{message}}", r.calls),
         Err(e) => assert_eq!(e.to_string(), message),
@@ -281,7 +360,7 @@ fn refused(f: impl Fn(&mut Recorder) -> Result<(), Error<String>>, message: &str
 // The device of the smaller shared memory refuses what needs more.
 #[allow(dead_code)]
 fn with_limit(limit: u32, f: impl Fn(&mut Recorder) -> Result<(), Error<String>>) -> (Vec<Call>, Result<(), String>) {{
-    let mut r = Recorder {{ calls: Vec::new(), smem_limit: limit }};
+    let mut r = Recorder::new(({hopper_sm}, {hopper_sms}), limit);
     let out = f(&mut r).map_err(|e| e.to_string());
     (r.calls, out)
 }}
@@ -300,7 +379,8 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
     number of cases. `modules` are the kernels' generated Python launchers
     by name, `dispatch_modules` the dispatchers'."""
     limit = smem_limit(spec)
-    lines = [PRELUDE.format(lib=lib, smem_limit=limit)]
+    lines = [PRELUDE.format(lib=lib, smem_limit=limit, map_byte=MAP_BYTE, hopper_sm=HOPPER[0],
+                            hopper_sms=HOPPER[1])]
     count = 0
     for k in spec.kernels_for(ir.Backend.CUDA):
         plan = cuda_backend.plan(k, spec)
@@ -309,7 +389,7 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
         for c in kernel_cases(plan, module, limit):
             args = rust_args(k.name, plan, c.shapes, c.scalars, c.workspace_bytes,
                              f"{k.name}::Args")
-            lines += rust_check(f"{k.name}::launch(r, &{args}, ())", c.expected)
+            lines += rust_check(f"{k.name}::launch(r, &{args}, ())", c.expected, c.device)
             count += 1
         # Too little shared memory on the device: refused before any launch.
         smem = plan.max_smem
@@ -318,7 +398,7 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
                         if isinstance(c.expected, list) and c.expected)
             dims = _dims_of(plan, case)
             try:
-                steps = module.launches(dims)
+                steps = py_launches(module, dims, HOPPER)
                 module.check_launches(steps, dims, 1024)
                 message = None
             except ValueError as e:

@@ -11,7 +11,8 @@ backend also renders `generated/<stem>/rust/`, a crate with no dependencies:
                        `cuda-driver`; the crate's only `unsafe` code)
   src/<kernel>.rs      Args, Dims, pick_tile, validate, workspace_bytes,
                        launches and launch, printed from the kernel's
-                       LaunchPlan (the one its C++ and CuPy launchers print)
+                       LaunchPlan (the one its C++ and CuPy launchers print),
+                       the Hopper path's launches and tensor maps included
   src/<dispatch>.rs    pick(m) and launch, handing the call to the arm's module
 
 Every expression is the plan's `Expr` printed as Rust (`Expr.rs`, over
@@ -27,8 +28,15 @@ from pathlib import PurePosixPath
 from gemmgen import ir
 from gemmgen.backends.cuda_args import Arg
 from gemmgen.backends.cuda_dispatch import DispatchPlan
-from gemmgen.backends.cuda_expr import Bin, Call, Expr, Fn, negate
-from gemmgen.backends.cuda_launch import DEFAULT_SMEM, LIMITS, ArgKind, LaunchPlan, Step
+from gemmgen.backends.cuda_expr import Bin, Call, Expr, Fn, Var, negate
+from gemmgen.backends.cuda_launch import (
+    DEFAULT_SMEM,
+    DEVICE_NAMES,
+    LIMITS,
+    ArgKind,
+    LaunchPlan,
+    Step,
+)
 from gemmgen.render import render_template
 
 __all__ = ["RustDispatch", "RustKernel", "crate_name", "render_crate"]
@@ -176,6 +184,15 @@ class RustKernel:
         return rs_const(f"pub const ENTRIES: [&str; {len(items)}] = ", items)
 
     @property
+    def archs(self) -> str:
+        items = [f'"{a}"' for a in self.plan.archs]
+        return rs_const(f"pub const ARCHS: [&str; {len(items)}] = ", items)
+
+    @property
+    def has_sm90(self) -> bool:
+        return self.plan.has_sm90
+
+    @property
     def fields(self) -> tuple[str, ...]:
         out: list[str] = []
         for a in self.plan.args:
@@ -303,7 +320,8 @@ class RustKernel:
                     "    if w.ptr == 0 || !common::is_aligned(w.ptr, 16) || w.bytes < need {",
                     "        return Err(Error::Workspace { kernel: NAME, need, got: w });",
                     "    }"]
-        out.append("    common::check_launches(NAME, &launches(a, &d), &d, None)?;")
+        device = ", Device::UNKNOWN" if p.has_sm90 else ""
+        out.append(f"    common::check_launches(NAME, &launches(a, &d{device}), &d, None)?;")
         out.append("    Ok(d)")
         return tuple(out)
 
@@ -358,20 +376,57 @@ class RustKernel:
 
     @property
     def steps(self) -> list[Step]:
-        return [s for v in self.plan.variants for s in v.steps]
+        return [s for v in self.plan.variants for s in v.all_steps]
+
+    def _arg_names(self) -> list[Expr]:
+        return [Var(n) for s in self.steps for a in s.args for n in sorted(a.names())]
 
     @property
     def launches_unpack(self) -> str:
         steps = self.steps
-        return self.unpack(self.plan.empty, *self.lut_used,
-                           *(g for s in steps for g in s.grid),
-                           *(a.value for s in steps for a in s.args if a.value is not None))
+        conds = [v.sm90_when for v in self.plan.variants if v.sm90_when is not None]
+        return self.unpack(self.plan.empty, *self.lut_used, *conds,
+                           *(g for s in steps for g in s.grid), *self._arg_names())
+
+    @property
+    def device_unpack(self) -> str:
+        """`let Device { sm, num_sms } = device;`: the names of DEVICE_NAMES
+        the Hopper path's conditions and grids use."""
+        steps = self.steps
+        conds = [v.sm90_when for v in self.plan.variants if v.sm90_when is not None]
+        used = _used(*conds, *(g for s in steps for g in s.grid), *self._arg_names())
+        names = [n for n in DEVICE_NAMES if n in used]
+        if not names:
+            return ""
+        rest = ", .." if len(names) < len(DEVICE_NAMES) else ""
+        return f"    let Device {{ {', '.join(names)}{rest} }} = device;"
+
+    @property
+    def launches_head(self) -> str:
+        a = "a" if self.uses_args else "_a"
+        if self.has_sm90:
+            return f"pub fn launches({a}: &Args, d: &Dims, device: Device) -> Vec<Launch> {{"
+        return f"pub fn launches({a}: &Args, d: &Dims) -> Vec<Launch> {{"
 
     @property
     def uses_args(self) -> bool:
-        return any(a.kind is ArgKind.ARRAY for s in self.steps for a in s.args)
+        return any(a.kind is not ArgKind.VALUE for s in self.steps for a in s.args)
+
+    def _ptr(self, name: str) -> str:
+        arg = next(x for x in self.plan.arrays if x.name == name)
+        return f"a.{name}.map_or(0, |x| x.ptr)" if arg.optional else f"a.{name}.ptr"
+
+    def _map_items(self, a) -> list[str]:
+        """tensor_map()'s arguments: the plan's TensorMapSpec, as the C++
+        and Python launchers print it."""
+        t = a.tmap
+        return [self._ptr(a.name), str(t.code), "&[" + ", ".join(d.rs for d in t.dims) + "]",
+                "&[" + ", ".join(s.rs for s in t.strides) + "]",
+                "&[" + ", ".join(str(b) for b in t.box) + "]", str(t.swizzle_code)]
 
     def _arg(self, a) -> str:
+        if a.tmap is not None:
+            return f"tensor_map({', '.join(self._map_items(a))})"
         if a.value is not None:
             return a.value.rs
         if a.name == "workspace":
@@ -389,7 +444,16 @@ class RustKernel:
         out.append(what)
         out.append(rs_list("grid: [", [g.rs for g in s.grid], "],", indent + 4))
         out += [f"{pad}    threads: {s.block},", f"{pad}    smem: {s.smem},"]
-        out.append(rs_list("args: vec![", [self._arg(a) for a in s.args], "],", indent + 4))
+        args = rs_list("args: vec![", [self._arg(a) for a in s.args], "],", indent + 4)
+        if "\n" in args:  # one a line; a map too long for its line, one argument a line
+            lines = [f"{pad}    args: vec!["]
+            for a in s.args:
+                item = f"{pad}        {self._arg(a)},"
+                if a.tmap is not None and len(item) > WIDTH:
+                    item = rs_call("tensor_map(", self._map_items(a), "),", indent + 8)
+                lines.append(item)
+            args = "\n".join([*lines, f"{pad}    ],"])
+        out.append(args)
         out.append(f"{pad}}},")
         return out
 
@@ -401,20 +465,37 @@ class RustKernel:
         out.append(f"{pad}]")
         return out
 
+    def _sm90(self, v, indent: int) -> list[str]:
+        """`if <sm90_when> { return vec![..Hopper steps..]; }` at `indent`."""
+        pad = " " * indent
+        head = f"{pad}if {v.sm90_when.rs} {{"
+        if len(head) > WIDTH:
+            raise AssertionError(f"condition too long for one line: {v.sm90_when.rs}")
+        vec = self._vec(v.sm90_steps, indent + 4)
+        return [head, f"{pad}    // The Hopper path: {v.sm90_label}",
+                f"{pad}    return {vec[0]}", *vec[1:-1], vec[-1] + ";", f"{pad}}}"]
+
     @property
     def launches_body(self) -> tuple[str, ...]:
         p = self.plan
         out = [f"    if {p.empty.rs} {{", "        return Vec::new();", "    }"]
         if len(p.variants) == 1:
+            if p.default.has_sm90:
+                out += self._sm90(p.default, 4)
             v = self._vec(p.default.steps, 4)
             out += ["    " + v[0], *v[1:]]
             return tuple(out)
         out.append(f"    match pick_tile({self.lut}) {{")
         for v in p.variants:
             key = "_" if v is p.default else str(v.index)
-            vec = self._vec(v.steps, 8)
-            out += [f"        // {v.label}", f"        {key} => {vec[0]}", *vec[1:-1],
-                    vec[-1] + ","]
+            out.append(f"        // {v.label}")
+            if v.has_sm90:
+                vec = self._vec(v.steps, 12)
+                out += [f"        {key} => {{", *self._sm90(v, 12), f"            {vec[0]}",
+                        *vec[1:], "        }"]
+            else:
+                vec = self._vec(v.steps, 8)
+                out += [f"        {key} => {vec[0]}", *vec[1:-1], vec[-1] + ","]
         out.append("    }")
         return tuple(out)
 
@@ -430,6 +511,9 @@ class RustKernel:
             exprs += [v.workspace_ints for v in p.variants]
         exprs += [g for s in self.steps for g in s.grid]
         exprs += [a.value for s in self.steps for a in s.args if a.value is not None]
+        exprs += [e for s in self.steps for a in s.args if a.tmap is not None
+                  for e in (*a.tmap.dims, *a.tmap.strides)]
+        exprs += [v.sm90_when for v in p.variants if v.sm90_when is not None]
         used: set[str] = set()
         for e in exprs:
             used |= _calls(e)
@@ -438,12 +522,15 @@ class RustKernel:
     @property
     def imports(self) -> str:
         types = ["Array", "Backend", "Error", "Launch", "Refusal"]
-        if self.uses_args:
+        if self.has_sm90:
+            types.append("Device")
+        if any(a.kind is ArgKind.ARRAY for s in self.steps for a in s.args):
             types.append("KernelArg")
         if self.plan.has_workspace:
             types.append("Workspace")
         # rustfmt's order: self, then snake_case, then CamelCase names.
-        names = ["self", *sorted(self.helpers), *sorted(types)]
+        helpers = [*self.helpers, *(["tensor_map"] if self.has_sm90 else [])]
+        names = ["self", *sorted(helpers), *sorted(types)]
         return rs_use("crate::common", names)
 
 

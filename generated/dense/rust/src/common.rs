@@ -6,7 +6,11 @@
 //! plan (the C++ and Python launchers define the same).
 
 use std::convert::Infallible;
+use std::ffi::c_void;
 use std::fmt;
+
+/// The spec the crate's kernels come from (errors name it).
+pub const SPEC: &str = "specs/dense.gemm";
 
 /// CUDA's launch limits, the same on every arch (docs/cuda.md, "Launch
 /// limits"): grid x, grid y and z, threads per block.
@@ -46,6 +50,69 @@ pub struct Workspace {
     pub bytes: u64,
 }
 
+/// What a launcher knows of the device besides the dims (`Backend::device`):
+/// its compute capability picks the path (9.0: the Hopper body, sm_90a's
+/// TMA and wgmma), its SM count sizes the Hopper body's persistent grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// The compute capability as major * 10 + minor (90 on an H100 or H200).
+    pub sm: i64,
+    /// The number of SMs (`CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`).
+    pub num_sms: i64,
+}
+
+impl Device {
+    /// No device: `launches` then gives the `mma.sync` path every arch runs
+    /// (what `validate` checks against CUDA's limits).
+    pub const UNKNOWN: Device = Device { sm: 0, num_sms: 0 };
+}
+
+/// cuda.h's `CUtensorMap`: an encoded tensor map, 128 bytes, 64-byte
+/// aligned, passed to the kernel by value.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CuTensorMap(pub [u64; 16]);
+
+impl CuTensorMap {
+    /// A map of zeros, for an encoder to write into.
+    pub const ZERO: CuTensorMap = CuTensorMap([0; 16]);
+
+    /// Its 128 bytes.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+/// A tiled tensor map to encode: `cuTensorMapEncodeTiled`'s arguments,
+/// innermost dimension first (the first `rank` entries of each array are
+/// used). The launchers' maps have no interleave, 256-byte L2 promotion and
+/// no out-of-bounds NaN fill (the values of cuda.h's enums).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TiledMap {
+    /// The device address of element 0 (`globalAddress`).
+    pub address: u64,
+    /// `CUtensorMapDataType` (9 bf16, 6 f16, 0 raw bytes).
+    pub dtype: u32,
+    /// `tensorRank`, 1..=5.
+    pub rank: u32,
+    /// `globalDim`, in elements.
+    pub dims: [u64; 5],
+    /// `globalStrides`: the byte strides of dims 1..rank.
+    pub strides: [u64; 4],
+    /// `boxDim`, in elements.
+    pub box_dims: [u32; 5],
+    /// `elementStrides` (1: every element).
+    pub element_strides: [u32; 5],
+    /// `CUtensorMapInterleave` (0: none).
+    pub interleave: u32,
+    /// `CUtensorMapSwizzle` (0 none, 1 32B, 2 64B, 3 128B).
+    pub swizzle: u32,
+    /// `CUtensorMapL2promotion` (3: 256 bytes).
+    pub l2_promotion: u32,
+    /// `CUtensorMapFloatOOBfill` (0: zeros).
+    pub oob_fill: u32,
+}
+
 /// One argument of a kernel launch, in the kernel's parameter order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelArg {
@@ -55,15 +122,37 @@ pub enum KernelArg {
     I32(i32),
     /// A `long long` parameter.
     I64(i64),
+    /// A `const __grid_constant__ CUtensorMap` parameter as `launches` gives
+    /// it: the map to encode. `run` encodes it (`Backend::encode_tensor_map`)
+    /// before the first launch and hands the backend `Map` in its place.
+    TensorMap(TiledMap),
+    /// An encoded `CUtensorMap` parameter (128 bytes by value).
+    Map(CuTensorMap),
 }
 
 impl KernelArg {
-    /// The parameter's bytes, as the kernel reads them (little-endian).
+    /// The parameter's bytes, as the kernel reads them (little-endian; a
+    /// map's 128 bytes). Empty for a `TensorMap` not yet encoded.
     pub fn bytes(&self) -> Vec<u8> {
         match self {
             KernelArg::Ptr(v) => v.to_le_bytes().to_vec(),
             KernelArg::I32(v) => v.to_le_bytes().to_vec(),
             KernelArg::I64(v) => v.to_le_bytes().to_vec(),
+            KernelArg::TensorMap(_) => Vec::new(),
+            KernelArg::Map(m) => m.bytes(),
+        }
+    }
+
+    /// Where the parameter's value lies, as an entry of `cuLaunchKernel`'s
+    /// `kernelParams` (a map: its 64-byte aligned 128 bytes); null for a
+    /// `TensorMap` not yet encoded. Valid while `self` is.
+    pub fn value_ptr(&self) -> *const c_void {
+        match self {
+            KernelArg::Ptr(v) => (v as *const u64).cast(),
+            KernelArg::I32(v) => (v as *const i32).cast(),
+            KernelArg::I64(v) => (v as *const i64).cast(),
+            KernelArg::TensorMap(_) => std::ptr::null(),
+            KernelArg::Map(m) => (m as *const CuTensorMap).cast(),
         }
     }
 }
@@ -110,6 +199,15 @@ pub trait Backend {
     /// The binding's error.
     type Error;
 
+    /// The current device's compute capability and SM count
+    /// (`CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`,
+    /// `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT`).
+    fn device(&mut self) -> Result<Device, Self::Error>;
+
+    /// Encodes `map` (`cuTensorMapEncodeTiled`); the launchers call it
+    /// before the first launch of a call whose launches take tensor maps.
+    fn encode_tensor_map(&mut self, map: &TiledMap) -> Result<CuTensorMap, Self::Error>;
+
     /// The kernel with `extern "C"` name `entry`.
     fn kernel(&mut self, entry: &'static str) -> Result<Self::Kernel, Self::Error>;
 
@@ -125,7 +223,8 @@ pub trait Backend {
         bytes: u32,
     ) -> Result<(), Self::Error>;
 
-    /// Launches `kernel` on `stream` with `args` in parameter order.
+    /// Launches `kernel` on `stream` with `args` in parameter order (tensor
+    /// maps encoded: `KernelArg::Map`).
     fn launch(
         &mut self,
         kernel: &Self::Kernel,
@@ -215,6 +314,16 @@ pub enum Error<E> {
         /// The dims, `m=.., n=..`.
         dims: String,
     },
+    /// A device older than every arch the spec declares (the kernels are not
+    /// built for it).
+    Arch {
+        /// The kernel or dispatcher.
+        kernel: &'static str,
+        /// The device's compute capability, major * 10 + minor.
+        sm: i64,
+        /// The archs the spec declares.
+        archs: &'static [&'static str],
+    },
     /// The backend failed.
     Backend(E),
 }
@@ -243,6 +352,15 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 got.bytes, got.ptr
             ),
             Error::Limit { kernel, message, dims } => write!(f, "{kernel}: {message} ({dims})"),
+            Error::Arch { kernel, sm, archs } => write!(
+                f,
+                "{kernel}: the device has compute capability {}.{} (sm_{sm}), older than the \
+                 archs {SPEC} declares ({}): the kernel is not built for it; declare its arch in \
+                 the spec's `archs` to build and check it there",
+                sm / 10,
+                sm % 10,
+                archs.join(", ")
+            ),
             Error::Backend(e) => write!(f, "backend: {e}"),
         }
     }
@@ -269,6 +387,7 @@ impl Refusal {
             }
             Error::Workspace { kernel, need, got } => Error::Workspace { kernel, need, got },
             Error::Limit { kernel, message, dims } => Error::Limit { kernel, message, dims },
+            Error::Arch { kernel, sm, archs } => Error::Arch { kernel, sm, archs },
             Error::Backend(never) => match never {},
         }
     }
@@ -363,10 +482,24 @@ pub fn check_launches(
     Ok(())
 }
 
+/// A device older than `min_sm`, the oldest of the declared `archs`, as an
+/// error of `kernel`.
+pub fn check_arch(
+    kernel: &'static str,
+    archs: &'static [&'static str],
+    min_sm: i64,
+    device: Device,
+) -> Result<(), Refusal> {
+    if device.sm < min_sm {
+        return Err(Error::Arch { kernel, sm: device.sm, archs });
+    }
+    Ok(())
+}
+
 /// Runs `launches` on `backend`: every launch's dynamic shared memory
-/// against the device's limit first, then each kernel in order, its
-/// max-dynamic-shared-memory attribute raised when it needs over
-/// DEFAULT_SMEM.
+/// against the device's limit first, then every tensor map encoded, then
+/// each kernel in order, its max-dynamic-shared-memory attribute raised when
+/// it needs over DEFAULT_SMEM.
 pub fn run<B: Backend>(
     backend: &mut B,
     kernel: &'static str,
@@ -378,15 +511,66 @@ pub fn run<B: Backend>(
         let limit = backend.max_dynamic_smem().map_err(Error::Backend)?;
         check_launches(kernel, launches, dims, Some(limit)).map_err(Refusal::widen)?;
     }
+    // The maps, encoded before the first launch: a map the driver refuses
+    // launches nothing.
+    let mut encoded: Vec<Vec<KernelArg>> = Vec::with_capacity(launches.len());
     for l in launches {
+        let mut args = Vec::with_capacity(l.args.len());
+        for a in &l.args {
+            args.push(match a {
+                KernelArg::TensorMap(t) => {
+                    KernelArg::Map(backend.encode_tensor_map(t).map_err(Error::Backend)?)
+                }
+                other => *other,
+            });
+        }
+        encoded.push(args);
+    }
+    for (l, args) in launches.iter().zip(&encoded) {
         let k = backend.kernel(l.entry).map_err(Error::Backend)?;
         if l.smem > DEFAULT_SMEM {
             backend.set_max_dynamic_smem(&k, l.smem).map_err(Error::Backend)?;
         }
         let (grid, block) = (l.grid_u32(), l.block_u32());
-        backend.launch(&k, grid, block, l.smem, stream, &l.args).map_err(Error::Backend)?;
+        backend.launch(&k, grid, block, l.smem, stream, args).map_err(Error::Backend)?;
     }
     Ok(())
+}
+
+/// A tensor-map argument: the tiled map of the array at `address`, dims and
+/// box innermost first, the byte strides of dims 1.. (the plan's
+/// `TensorMapSpec`); no interleave, 256-byte L2 promotion, zero fill.
+pub fn tensor_map(
+    address: u64,
+    dtype: u32,
+    dims: &[i64],
+    strides: &[i64],
+    box_dims: &[u32],
+    swizzle: u32,
+) -> KernelArg {
+    let mut t = TiledMap {
+        address,
+        dtype,
+        rank: u32::try_from(dims.len()).unwrap_or(0),
+        dims: [1; 5],
+        strides: [0; 4],
+        box_dims: [1; 5],
+        element_strides: [1; 5],
+        interleave: 0,
+        swizzle,
+        l2_promotion: 3,
+        oob_fill: 0,
+    };
+    for (slot, &v) in t.dims.iter_mut().zip(dims) {
+        *slot = u64::try_from(v).unwrap_or(0);
+    }
+    for (slot, &v) in t.strides.iter_mut().zip(strides) {
+        *slot = u64::try_from(v).unwrap_or(0);
+    }
+    for (slot, &v) in t.box_dims.iter_mut().zip(box_dims) {
+        *slot = v;
+    }
+    KernelArg::TensorMap(t)
 }
 
 /// The launch plan's ceiling division (operands are non-negative).

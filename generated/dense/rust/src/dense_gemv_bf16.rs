@@ -17,6 +17,10 @@ use crate::common::{self, gg_cdiv, gg_i32, Array, Backend, Error, KernelArg, Lau
 pub const NAME: &str = "dense_gemv_bf16";
 /// The `extern "C"` entry points of `dense_gemv_bf16.cu`, for a backend to load.
 pub const ENTRIES: [&str; 2] = ["dense_gemv_bf16", "dense_gemv_bf16_unaligned_k"];
+/// The archs the spec declares: a device older than the first refuses the call.
+pub const ARCHS: [&str; 2] = ["sm_89", "sm_90a"];
+/// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
+pub const MIN_SM: i64 = 89;
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,12 +170,15 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
     }
 }
 
-/// Validates the call and runs its launches on `stream`.
+/// Validates the call, asks the backend for the device (refused when it is
+/// older than `ARCHS`) and runs its launches on `stream`.
 pub fn launch<B: Backend>(
     backend: &mut B,
     a: &Args,
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     let d = validate(a).map_err(Refusal::widen)?;
+    let device = backend.device().map_err(Error::Backend)?;
+    common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
     common::run(backend, NAME, &launches(a, &d), &d, stream)
 }

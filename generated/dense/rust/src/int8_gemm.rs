@@ -20,6 +20,10 @@ use crate::common::{
 pub const NAME: &str = "int8_gemm";
 /// The `extern "C"` entry points of `int8_gemm.cu`, for a backend to load.
 pub const ENTRIES: [&str; 1] = ["int8_gemm"];
+/// The archs the spec declares: a device older than the first refuses the call.
+pub const ARCHS: [&str; 2] = ["sm_89", "sm_90a"];
+/// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
+pub const MIN_SM: i64 = 89;
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,12 +166,15 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
     ]
 }
 
-/// Validates the call and runs its launches on `stream`.
+/// Validates the call, asks the backend for the device (refused when it is
+/// older than `ARCHS`) and runs its launches on `stream`.
 pub fn launch<B: Backend>(
     backend: &mut B,
     a: &Args,
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     let d = validate(a).map_err(Refusal::widen)?;
+    let device = backend.device().map_err(Error::Backend)?;
+    common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
     common::run(backend, NAME, &launches(a, &d), &d, stream)
 }

@@ -24,6 +24,10 @@ pub const ENTRIES: [&str; 2] = [
     "per_token_group_quant_fp8_out_scale_f32",
     "per_token_group_quant_fp8_out_scale_f32_unaligned_k",
 ];
+/// The archs the spec declares: a device older than the first refuses the call.
+pub const ARCHS: [&str; 2] = ["sm_89", "sm_90a"];
+/// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
+pub const MIN_SM: i64 = 89;
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,12 +176,15 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
     }
 }
 
-/// Validates the call and runs its launches on `stream`.
+/// Validates the call, asks the backend for the device (refused when it is
+/// older than `ARCHS`) and runs its launches on `stream`.
 pub fn launch<B: Backend>(
     backend: &mut B,
     a: &Args,
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     let d = validate(a).map_err(Refusal::widen)?;
+    let device = backend.device().map_err(Error::Backend)?;
+    common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
     common::run(backend, NAME, &launches(a, &d), &d, stream)
 }

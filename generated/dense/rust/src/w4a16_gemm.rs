@@ -13,13 +13,18 @@
 use std::fmt;
 
 use crate::common::{
-    self, gg_cdiv, gg_div, gg_i32, gg_min, Array, Backend, Error, KernelArg, Launch, Refusal,
+    self, gg_cdiv, gg_div, gg_i32, gg_min, tensor_map, Array, Backend, Device, Error, KernelArg,
+    Launch, Refusal,
 };
 
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "w4a16_gemm";
 /// The `extern "C"` entry points of `w4a16_gemm.cu`, for a backend to load.
 pub const ENTRIES: [&str; 2] = ["w4a16_gemm", "w4a16_gemm_sm90"];
+/// The archs the spec declares: a device older than the first refuses the call.
+pub const ARCHS: [&str; 2] = ["sm_89", "sm_90a"];
+/// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
+pub const MIN_SM: i64 = 89;
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,16 +126,45 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if !common::is_aligned(a.rhs_scale.ptr, 4) {
         return Err(misaligned("rhs_scale", 4));
     }
-    common::check_launches(NAME, &launches(a, &d), &d, None)?;
+    common::check_launches(NAME, &launches(a, &d, Device::UNKNOWN), &d, None)?;
     Ok(d)
 }
 
-/// The launches of a valid call with dims `d`, in order (none when there
-/// is nothing to compute). `launch` makes exactly these.
-pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
+/// The launches of a valid call with dims `d` on `device`, in order (none
+/// when there is nothing to compute): on compute capability 9.0 the Hopper
+/// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
+/// of the device's SMs), else (and on `Device::UNKNOWN`) the `mma.sync`
+/// path. `launch` makes exactly these.
+pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, n, n_out } = *d;
+    let Device { sm, num_sms } = device;
     if m == 0 {
         return Vec::new();
+    }
+    if sm == 90 && num_sms > 0 {
+        // The Hopper path: 64x128x64, 8 stages
+        return vec![
+            // w4a16_gemm_sm90: 64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles)
+            // blocks
+            Launch {
+                kernel: NAME,
+                entry: "w4a16_gemm_sm90",
+                what: "64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                grid: [gg_min(num_sms, gg_cdiv(m, 64) * gg_cdiv(n_out, 128)), 1, 1],
+                threads: 384,
+                smem: 124032,
+                args: vec![
+                    tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 64], 3),
+                    tensor_map(a.rhs.ptr, 0, &[gg_div(k, 2), n], &[gg_div(k, 2)], &[32, 128], 1),
+                    KernelArg::Ptr(a.rhs_scale.ptr),
+                    KernelArg::Ptr(a.bias.ptr),
+                    KernelArg::Ptr(a.out.ptr),
+                    gg_i32(m),
+                    gg_i32(n),
+                    gg_i32(k),
+                ],
+            },
+        ];
     }
     vec![
         // w4a16_gemm: 64x128 output tiles: n tiles, m tiles over y and z
@@ -159,12 +193,15 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
     ]
 }
 
-/// Validates the call and runs its launches on `stream`.
+/// Validates the call, asks the backend for the device (refused when it is
+/// older than `ARCHS`) and runs its launches on `stream`.
 pub fn launch<B: Backend>(
     backend: &mut B,
     a: &Args,
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     let d = validate(a).map_err(Refusal::widen)?;
-    common::run(backend, NAME, &launches(a, &d), &d, stream)
+    let device = backend.device().map_err(Error::Backend)?;
+    common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
+    common::run(backend, NAME, &launches(a, &d, device), &d, stream)
 }

@@ -2,21 +2,24 @@
 
 //! `Backend` over the CUDA driver API (feature `cuda-driver`): a minimal
 //! `extern "C"` declaration set of libcuda. The only module of this crate
-//! with `unsafe` code; it declares exactly the five driver calls a launcher
-//! makes.
+//! with `unsafe` code; it declares exactly the six driver calls a launcher
+//! makes (`cuTensorMapEncodeTiled` for the Hopper path's tensor maps).
 
 use std::ffi::CString;
 use std::fmt;
 use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::ptr;
 
-use crate::common::{Backend, KernelArg};
+use crate::common::{Backend, CuTensorMap, Device, KernelArg, TiledMap};
 
 type CuResult = c_int;
 
 const CUDA_SUCCESS: CuResult = 0;
 const CUDA_ERROR_INVALID_VALUE: CuResult = 1;
 const CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: c_int = 8;
+const CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: c_int = 16;
+const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
 const CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: c_int = 97;
 
 #[link(name = "cuda")]
@@ -29,6 +32,21 @@ extern "C" {
     fn cuFuncSetAttribute(func: *mut c_void, attrib: c_int, value: c_int) -> CuResult;
     fn cuCtxGetDevice(device: *mut c_int) -> CuResult;
     fn cuDeviceGetAttribute(value: *mut c_int, attrib: c_int, device: c_int) -> CuResult;
+    #[allow(clippy::too_many_arguments)]
+    fn cuTensorMapEncodeTiled(
+        map: *mut CuTensorMap,
+        dtype: c_int,
+        rank: c_uint,
+        address: *mut c_void,
+        dims: *const u64,
+        strides: *const u64,
+        box_dims: *const c_uint,
+        element_strides: *const c_uint,
+        interleave: c_int,
+        swizzle: c_int,
+        l2_promotion: c_int,
+        oob_fill: c_int,
+    ) -> CuResult;
     #[allow(clippy::too_many_arguments)]
     fn cuLaunchKernel(
         func: *mut c_void,
@@ -68,6 +86,17 @@ fn check(call: &'static str, code: CuResult) -> Result<(), DriverError> {
     } else {
         Err(DriverError { call, code })
     }
+}
+
+/// Attribute `attrib` of the current context's device.
+fn attribute(attrib: c_int) -> Result<c_int, DriverError> {
+    let mut device: c_int = 0;
+    // SAFETY: `device` outlives the call.
+    check("cuCtxGetDevice", unsafe { cuCtxGetDevice(&mut device) })?;
+    let mut value: c_int = 0;
+    // SAFETY: `value` outlives the call.
+    check("cuDeviceGetAttribute", unsafe { cuDeviceGetAttribute(&mut value, attrib, device) })?;
+    Ok(value)
 }
 
 /// A `CUfunction` of the backend's module.
@@ -129,15 +158,47 @@ impl Backend for CudaDriver {
         Ok(Function(func))
     }
 
+    fn device(&mut self) -> Result<Device, DriverError> {
+        let major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let num_sms = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        Ok(Device { sm: i64::from(major) * 10 + i64::from(minor), num_sms: i64::from(num_sms) })
+    }
+
+    fn encode_tensor_map(&mut self, map: &TiledMap) -> Result<CuTensorMap, DriverError> {
+        let call = "cuTensorMapEncodeTiled";
+        let invalid = DriverError { call, code: CUDA_ERROR_INVALID_VALUE };
+        let as_int = |v: u32| c_int::try_from(v).map_err(|_| invalid);
+        let (dtype, interleave, swizzle) =
+            (as_int(map.dtype)?, as_int(map.interleave)?, as_int(map.swizzle)?);
+        let (l2_promotion, oob_fill) = (as_int(map.l2_promotion)?, as_int(map.oob_fill)?);
+        let mut out = CuTensorMap::ZERO;
+        // SAFETY: `out` is a 64-byte aligned CUtensorMap and the arrays hold
+        // 5 (dims, box, element strides) and 4 (strides) entries, at least
+        // the `rank` and `rank - 1` the driver reads for a rank it accepts
+        // (1..=5); all outlive the call. The driver only reads the address.
+        let code = unsafe {
+            cuTensorMapEncodeTiled(
+                &mut out,
+                dtype,
+                map.rank,
+                map.address as *mut c_void,
+                map.dims.as_ptr(),
+                map.strides.as_ptr(),
+                map.box_dims.as_ptr(),
+                map.element_strides.as_ptr(),
+                interleave,
+                swizzle,
+                l2_promotion,
+                oob_fill,
+            )
+        };
+        check(call, code)?;
+        Ok(out)
+    }
+
     fn max_dynamic_smem(&mut self) -> Result<u32, DriverError> {
-        let mut device: c_int = 0;
-        // SAFETY: `device` outlives the call.
-        check("cuCtxGetDevice", unsafe { cuCtxGetDevice(&mut device) })?;
-        let mut value: c_int = 0;
-        let attrib = CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
-        // SAFETY: `value` outlives the call.
-        let code = unsafe { cuDeviceGetAttribute(&mut value, attrib, device) };
-        check("cuDeviceGetAttribute", code)?;
+        let value = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         Ok(u32::try_from(value).unwrap_or(0))
     }
 
@@ -159,21 +220,19 @@ impl Backend for CudaDriver {
         stream: Stream,
         args: &[KernelArg],
     ) -> Result<(), DriverError> {
-        // Each parameter's bytes in an 8-byte slot (little-endian: an int
-        // parameter reads the low four).
-        let mut slots: Vec<u64> = args
-            .iter()
-            .map(|a| match *a {
-                KernelArg::Ptr(v) => v,
-                KernelArg::I32(v) => u64::from(v as u32),
-                KernelArg::I64(v) => v as u64,
-            })
-            .collect();
-        let mut params: Vec<*mut c_void> =
-            slots.iter_mut().map(|s| (s as *mut u64).cast::<c_void>()).collect();
-        // SAFETY: `params` points at `slots`, one per kernel parameter in
-        // order, both alive until the call returns (the driver copies the
-        // values); `kernel` and `stream` are valid (from_module, from_raw).
+        // Each parameter where its value lies in `args` (a map: its 64-byte
+        // aligned 128 bytes); a map not encoded has no value.
+        let mut params: Vec<*mut c_void> = Vec::with_capacity(args.len());
+        for a in args {
+            if let KernelArg::TensorMap(_) = a {
+                return Err(DriverError { call: "cuLaunchKernel", code: CUDA_ERROR_INVALID_VALUE });
+            }
+            params.push(a.value_ptr() as *mut c_void);
+        }
+        // SAFETY: `params` points at the values in `args`, one per kernel
+        // parameter in order, alive until the call returns (the driver
+        // copies them and writes none); `kernel` and `stream` are valid
+        // (from_module, from_raw).
         let code = unsafe {
             cuLaunchKernel(
                 kernel.0,

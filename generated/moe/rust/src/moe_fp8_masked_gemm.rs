@@ -14,7 +14,8 @@
 use std::fmt;
 
 use crate::common::{
-    self, gg_cdiv, gg_i32, gg_min, Array, Backend, Error, KernelArg, Launch, Refusal,
+    self, gg_cdiv, gg_i32, gg_min, tensor_map, Array, Backend, Device, Error, KernelArg, Launch,
+    Refusal,
 };
 
 /// The kernel's name, as errors give it.
@@ -26,6 +27,10 @@ pub const ENTRIES: [&str; 4] = [
     "moe_fp8_masked_gemm_t0_sm90",
     "moe_fp8_masked_gemm_t1_sm90",
 ];
+/// The archs the spec declares: a device older than the first refuses the call.
+pub const ARCHS: [&str; 1] = ["sm_90a"];
+/// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
+pub const MIN_SM: i64 = 90;
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,85 +160,164 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if !common::is_aligned(a.rhs_scale.ptr, 4) {
         return Err(misaligned("rhs_scale", 4));
     }
-    common::check_launches(NAME, &launches(a, &d), &d, None)?;
+    common::check_launches(NAME, &launches(a, &d, Device::UNKNOWN), &d, None)?;
     Ok(d)
 }
 
-/// The launches of a valid call with dims `d`, in order (none when there
-/// is nothing to compute). `launch` makes exactly these.
-pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
+/// The launches of a valid call with dims `d` on `device`, in order (none
+/// when there is nothing to compute): on compute capability 9.0 the Hopper
+/// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
+/// of the device's SMs), else (and on `Device::UNKNOWN`) the `mma.sync`
+/// path. `launch` makes exactly these.
+pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, g, n, n_out } = *d;
+    let Device { sm, num_sms } = device;
     if m == 0 || g == 0 {
         return Vec::new();
     }
     match pick_tile(m, n, k) {
         // 32x128x128
-        0 => vec![
-            // moe_fp8_masked_gemm_t0: 32x128 output tiles: n tiles, (group, m tile) pairs over y
-            // and z
-            Launch {
-                kernel: NAME,
-                entry: "moe_fp8_masked_gemm_t0",
-                what: "32x128 output tiles: n tiles, (group, m tile) pairs over y and z",
-                grid: [
-                    gg_cdiv(n_out, 128),
-                    gg_min(g * gg_cdiv(m, 32), 65535),
-                    gg_cdiv(g * gg_cdiv(m, 32), 65535),
-                ],
-                threads: 128,
-                smem: 46080,
-                args: vec![
-                    KernelArg::Ptr(a.lhs.ptr),
-                    KernelArg::Ptr(a.rhs.ptr),
-                    KernelArg::Ptr(a.lhs_scale.ptr),
-                    KernelArg::Ptr(a.rhs_scale.ptr),
-                    KernelArg::Ptr(a.out.ptr),
-                    KernelArg::Ptr(a.masked_m.ptr),
-                    gg_i32(n),
-                    gg_i32(k),
-                    gg_i32(g),
-                    gg_i32(m),
-                ],
-            },
-        ],
+        0 => {
+            if sm == 90 && num_sms > 0 && g > 0 {
+                // The Hopper path: 128x128x128, 5 stages
+                return vec![
+                    // moe_fp8_masked_gemm_t0_sm90: 128x128 tiles, TMA + wgmma: a persistent grid of
+                    // min(SMs, tiles) blocks
+                    Launch {
+                        kernel: NAME,
+                        entry: "moe_fp8_masked_gemm_t0_sm90",
+                        what: "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                        grid: [gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
+                        threads: 384,
+                        smem: 199760,
+                        args: vec![
+                            tensor_map(a.lhs.ptr, 0, &[k, g * m], &[k * 1], &[128, 128], 3),
+                            tensor_map(
+                                a.rhs.ptr,
+                                0,
+                                &[k, n, g],
+                                &[k * 1, k * n * 1],
+                                &[128, 128, 1],
+                                3,
+                            ),
+                            KernelArg::Ptr(a.lhs_scale.ptr),
+                            KernelArg::Ptr(a.rhs_scale.ptr),
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.masked_m.ptr),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(g),
+                            gg_i32(m),
+                        ],
+                    },
+                ];
+            }
+            vec![
+                // moe_fp8_masked_gemm_t0: 32x128 output tiles: n tiles, (group, m tile) pairs over
+                // y and z
+                Launch {
+                    kernel: NAME,
+                    entry: "moe_fp8_masked_gemm_t0",
+                    what: "32x128 output tiles: n tiles, (group, m tile) pairs over y and z",
+                    grid: [
+                        gg_cdiv(n_out, 128),
+                        gg_min(g * gg_cdiv(m, 32), 65535),
+                        gg_cdiv(g * gg_cdiv(m, 32), 65535),
+                    ],
+                    threads: 128,
+                    smem: 46080,
+                    args: vec![
+                        KernelArg::Ptr(a.lhs.ptr),
+                        KernelArg::Ptr(a.rhs.ptr),
+                        KernelArg::Ptr(a.lhs_scale.ptr),
+                        KernelArg::Ptr(a.rhs_scale.ptr),
+                        KernelArg::Ptr(a.out.ptr),
+                        KernelArg::Ptr(a.masked_m.ptr),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(g),
+                        gg_i32(m),
+                    ],
+                },
+            ]
+        }
         // 64x128x128
-        _ => vec![
-            // moe_fp8_masked_gemm_t1: 64x128 output tiles: n tiles, (group, m tile) pairs over y
-            // and z
-            Launch {
-                kernel: NAME,
-                entry: "moe_fp8_masked_gemm_t1",
-                what: "64x128 output tiles: n tiles, (group, m tile) pairs over y and z",
-                grid: [
-                    gg_cdiv(n_out, 128),
-                    gg_min(g * gg_cdiv(m, 64), 65535),
-                    gg_cdiv(g * gg_cdiv(m, 64), 65535),
-                ],
-                threads: 256,
-                smem: 55296,
-                args: vec![
-                    KernelArg::Ptr(a.lhs.ptr),
-                    KernelArg::Ptr(a.rhs.ptr),
-                    KernelArg::Ptr(a.lhs_scale.ptr),
-                    KernelArg::Ptr(a.rhs_scale.ptr),
-                    KernelArg::Ptr(a.out.ptr),
-                    KernelArg::Ptr(a.masked_m.ptr),
-                    gg_i32(n),
-                    gg_i32(k),
-                    gg_i32(g),
-                    gg_i32(m),
-                ],
-            },
-        ],
+        _ => {
+            if sm == 90 && num_sms > 0 && g > 0 {
+                // The Hopper path: 128x128x128, 5 stages
+                return vec![
+                    // moe_fp8_masked_gemm_t1_sm90: 128x128 tiles, TMA + wgmma: a persistent grid of
+                    // min(SMs, tiles) blocks
+                    Launch {
+                        kernel: NAME,
+                        entry: "moe_fp8_masked_gemm_t1_sm90",
+                        what: "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                        grid: [gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
+                        threads: 384,
+                        smem: 199760,
+                        args: vec![
+                            tensor_map(a.lhs.ptr, 0, &[k, g * m], &[k * 1], &[128, 128], 3),
+                            tensor_map(
+                                a.rhs.ptr,
+                                0,
+                                &[k, n, g],
+                                &[k * 1, k * n * 1],
+                                &[128, 128, 1],
+                                3,
+                            ),
+                            KernelArg::Ptr(a.lhs_scale.ptr),
+                            KernelArg::Ptr(a.rhs_scale.ptr),
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.masked_m.ptr),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(g),
+                            gg_i32(m),
+                        ],
+                    },
+                ];
+            }
+            vec![
+                // moe_fp8_masked_gemm_t1: 64x128 output tiles: n tiles, (group, m tile) pairs over
+                // y and z
+                Launch {
+                    kernel: NAME,
+                    entry: "moe_fp8_masked_gemm_t1",
+                    what: "64x128 output tiles: n tiles, (group, m tile) pairs over y and z",
+                    grid: [
+                        gg_cdiv(n_out, 128),
+                        gg_min(g * gg_cdiv(m, 64), 65535),
+                        gg_cdiv(g * gg_cdiv(m, 64), 65535),
+                    ],
+                    threads: 256,
+                    smem: 55296,
+                    args: vec![
+                        KernelArg::Ptr(a.lhs.ptr),
+                        KernelArg::Ptr(a.rhs.ptr),
+                        KernelArg::Ptr(a.lhs_scale.ptr),
+                        KernelArg::Ptr(a.rhs_scale.ptr),
+                        KernelArg::Ptr(a.out.ptr),
+                        KernelArg::Ptr(a.masked_m.ptr),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(g),
+                        gg_i32(m),
+                    ],
+                },
+            ]
+        }
     }
 }
 
-/// Validates the call and runs its launches on `stream`.
+/// Validates the call, asks the backend for the device (refused when it is
+/// older than `ARCHS`) and runs its launches on `stream`.
 pub fn launch<B: Backend>(
     backend: &mut B,
     a: &Args,
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     let d = validate(a).map_err(Refusal::widen)?;
-    common::run(backend, NAME, &launches(a, &d), &d, stream)
+    let device = backend.device().map_err(Error::Backend)?;
+    common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
+    common::run(backend, NAME, &launches(a, &d, device), &d, stream)
 }

@@ -13,8 +13,8 @@
 use std::fmt;
 
 use crate::common::{
-    self, gg_cdiv, gg_div, gg_i32, gg_i64, gg_min, Array, Backend, Error, KernelArg, Launch,
-    Refusal, Workspace,
+    self, gg_cdiv, gg_div, gg_i32, gg_i64, gg_min, tensor_map, Array, Backend, Device, Error,
+    KernelArg, Launch, Refusal, Workspace,
 };
 
 /// The kernel's name, as errors give it.
@@ -26,6 +26,10 @@ pub const ENTRIES: [&str; 4] = [
     "moe_w4a16_grouped_gemm",
     "moe_w4a16_grouped_gemm_sm90",
 ];
+/// The archs the spec declares: a device older than the first refuses the call.
+pub const ARCHS: [&str; 1] = ["sm_90a"];
+/// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
+pub const MIN_SM: i64 = 90;
 
 /// The arguments of a call (device arrays in the kernel's contract order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,7 +178,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if w.ptr == 0 || !common::is_aligned(w.ptr, 16) || w.bytes < need {
         return Err(Error::Workspace { kernel: NAME, need, got: w });
     }
-    common::check_launches(NAME, &launches(a, &d), &d, None)?;
+    common::check_launches(NAME, &launches(a, &d, Device::UNKNOWN), &d, None)?;
     Ok(d)
 }
 
@@ -185,12 +189,83 @@ pub fn workspace_bytes(d: &Dims) -> u64 {
     u64::try_from(4 * ints).unwrap_or(0)
 }
 
-/// The launches of a valid call with dims `d`, in order (none when there
-/// is nothing to compute). `launch` makes exactly these.
-pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
+/// The launches of a valid call with dims `d` on `device`, in order (none
+/// when there is nothing to compute): on compute capability 9.0 the Hopper
+/// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
+/// of the device's SMs), else (and on `Device::UNKNOWN`) the `mma.sync`
+/// path. `launch` makes exactly these.
+pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, g, n, num_groups, group_offset, n_out } = *d;
+    let Device { sm, num_sms } = device;
     if m == 0 {
         return Vec::new();
+    }
+    if sm == 90 && num_sms > 0 && g > 0 {
+        // The Hopper path: 64x128x64, 8 stages
+        return vec![
+            // moe_w4a16_grouped_gemm_fill: out = existing_out or zeros
+            Launch {
+                kernel: NAME,
+                entry: "moe_w4a16_grouped_gemm_fill",
+                what: "out = existing_out or zeros",
+                grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                threads: 256,
+                smem: 0,
+                args: vec![
+                    KernelArg::Ptr(a.out.ptr),
+                    KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                    gg_i64(m * n_out),
+                ],
+            },
+            // moe_w4a16_grouped_gemm_worklist: the (group, 64-row tile) work items
+            Launch {
+                kernel: NAME,
+                entry: "moe_w4a16_grouped_gemm_worklist",
+                what: "the (group, 64-row tile) work items",
+                grid: [1, 1, 1],
+                threads: 1,
+                smem: 0,
+                args: vec![
+                    KernelArg::Ptr(a.group_sizes.ptr),
+                    gg_i32(num_groups),
+                    gg_i32(group_offset),
+                    gg_i32(g),
+                    gg_i32(m),
+                    gg_i32(64),
+                    KernelArg::Ptr(a.workspace.ptr),
+                ],
+            },
+            // moe_w4a16_grouped_gemm_sm90: 64x128 tiles, TMA + wgmma: a persistent grid of min(SMs,
+            // tiles) blocks
+            Launch {
+                kernel: NAME,
+                entry: "moe_w4a16_grouped_gemm_sm90",
+                what: "64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                grid: [gg_min(num_sms, (gg_cdiv(m, 64) + g) * gg_cdiv(n_out, 128)), 1, 1],
+                threads: 384,
+                smem: 124032,
+                args: vec![
+                    tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 64], 3),
+                    tensor_map(
+                        a.rhs.ptr,
+                        0,
+                        &[gg_div(k, 2), n, g],
+                        &[gg_div(k, 2), gg_div(k, 2) * n],
+                        &[32, 128, 1],
+                        1,
+                    ),
+                    KernelArg::Ptr(a.rhs_scale.ptr),
+                    KernelArg::Ptr(a.bias.ptr),
+                    KernelArg::Ptr(a.out.ptr),
+                    KernelArg::Ptr(a.workspace.ptr),
+                    gg_i32(m),
+                    gg_i32(n),
+                    gg_i32(k),
+                    gg_i32(num_groups),
+                    gg_i32(group_offset),
+                ],
+            },
+        ];
     }
     vec![
         // moe_w4a16_grouped_gemm_fill: out = existing_out or zeros
@@ -254,12 +329,15 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
     ]
 }
 
-/// Validates the call and runs its launches on `stream`.
+/// Validates the call, asks the backend for the device (refused when it is
+/// older than `ARCHS`) and runs its launches on `stream`.
 pub fn launch<B: Backend>(
     backend: &mut B,
     a: &Args,
     stream: B::Stream,
 ) -> Result<(), Error<B::Error>> {
     let d = validate(a).map_err(Refusal::widen)?;
-    common::run(backend, NAME, &launches(a, &d), &d, stream)
+    let device = backend.device().map_err(Error::Backend)?;
+    common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
+    common::run(backend, NAME, &launches(a, &d, device), &d, stream)
 }
