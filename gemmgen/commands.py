@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gemmgen.build import InputError, Rendered, check, render_all, write
-from gemmgen.diagnostics import SpecError, clip_message
+from gemmgen.diagnostics import SpecError, clip_message, plural
 from gemmgen.output import OutputError, show
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -40,9 +40,9 @@ def render_report(e: SpecError, limit: int = MAX_DIAGNOSTICS_PER_FILE) -> str:
         shown_per_file[d.loc.path] = n + 1
         out.append(d.render(e.sources.get(d.loc.path)) + "\n")
     for path, n in sorted(hidden.items()):
-        out.append(f"{show(path)}: note: {n} more error{'s' if n != 1 else ''} not shown\n")
+        out.append(f"{show(path)}: note: {plural(n, 'more error')} not shown\n")
     n = len(e.diagnostics) + len(getattr(e, "unreadable", []))
-    out.append(f"{n} error{'s' if n != 1 else ''}; nothing was written\n")
+    out.append(f"{plural(n, 'error')}; nothing was written\n")
     return "".join(out)
 
 
@@ -90,7 +90,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"kept {show(p)} (not written by gemmgen)")
     n_files = sum(len(r.files) for r in rendered)
     kept = f", {len(report.kept)} kept" if report.kept else ""
-    print(f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}, {n_files} files: "
+    print(f"{plural(len(rendered), 'spec')}, {plural(n_files, 'file')}: "
           f"{len(report.written)} written, {len(report.unchanged)} unchanged, "
           f"{len(report.removed)} removed{kept}")
     if nvcc is not None:
@@ -117,8 +117,8 @@ def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
         return EXIT_BAD_INPUT
     spilling = sum(1 for r in records if r.spilling())
     release = records[0].nvcc if records else resources.current_release(nvcc)
-    print(f"resources: {len(todo)} kernel x arch builds measured with nvcc {release}: "
-          f"{spilling} spill{'s' if spilling != 1 else ''}")
+    print(f"resources: {plural(len(todo), 'kernel x arch build')} measured with nvcc {release}: "
+          f"{plural(spilling, 'spill')}")
     return EXIT_OK
 
 
@@ -146,11 +146,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     failing = [p for p in problems if p.fails]
     if not failing:
         n_files = sum(len(r.files) for r in rendered)
-        print(f"gemmgen check: {len(rendered)} specs, {n_files} files up to date")
+        print(f"gemmgen check: {plural(len(rendered), 'spec')}, {plural(n_files, 'file')} "
+              "up to date")
         return EXIT_OK
     fix = "gemmgen build " + " ".join(show(os.path.relpath(r.file.path)) for r in rendered)
-    print(f"\ngenerated/ is out of date ({len(failing)} problem"
-          f"{'s' if len(failing) != 1 else ''}); fix it with:\n    {fix}", file=sys.stderr)
+    print(f"\ngenerated/ is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
+          f"    {fix}", file=sys.stderr)
     gone = [p for p in failing if p.kind == "orphaned" and p.path.parent.name == "generated"]
     for p in gone:
         print(f"and remove {show(p.path)}, whose spec is gone", file=sys.stderr)

@@ -372,9 +372,10 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
     n = n or kernel.static_n or 4096
     k = k or kernel.static_k or 4096
     from gemmgen.describe import describe_kernel
+    from gemmgen.diagnostics import plural
 
-    what = (f", {groups} groups of m rows of capacity, all valid (masked layout)" if kernel.masked
-            else f", {groups} groups" if kernel.grouped else "")
+    what = (f", {plural(groups, 'group')} of m rows of capacity, all valid (masked layout)"
+            if kernel.masked else f", {plural(groups, 'group')}" if kernel.grouped else "")
     lines = [describe_kernel(kernel), "", f"problem: m={m} n={n} k={k}" + what]
     flops, moved = cost(kernel, m, n, k, groups)
     target = spec.target(ir.Backend.CUDA)

@@ -37,6 +37,7 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.build import Rendered
 from gemmgen.cases import Case, lut_entry, standard_cases, tile_label
+from gemmgen.diagnostics import plural
 from gemmgen.harness import verify_cuda, verify_pallas
 from gemmgen.harness.runner import Runner
 from gemmgen.reference import compare, reference
@@ -115,7 +116,7 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
     for r in failed:
         print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)
     print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
-          + (f", {len(skipped)} backend(s) unavailable" if skipped else ""), file=out)
+          + (f", {plural(len(skipped), 'backend')} unavailable" if skipped else ""), file=out)
     if not rows:
         print("nothing was run: no kernel targets an available backend", file=out)
         return 1
