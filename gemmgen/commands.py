@@ -184,11 +184,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
               f"{'is' if len(missing) == 1 else 'are'} not installed; "
               "install the verification extras: pip install 'gemmgen[verify]'", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.cuda_arch is not None and (problem := arch_problem(args.cuda_arch)):
+        print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from gemmgen import verify
+    from gemmgen.cases import Shape
 
+    shape = Shape(m=args.m, n=args.n, k=args.k, groups=args.groups,
+                  group_sizes=args.group_sizes)
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
                        kernels=args.kernel, out=sys.stdout, progress=sys.stderr,
-                       cuda_arch=args.cuda_arch, resources=not args.no_resources)
+                       cuda_arch=args.cuda_arch, resources=not args.no_resources, shape=shape)
+
+
+def arch_problem(arch: str) -> str | None:
+    """What is wrong with a CUDA arch given on the command line, or None:
+    the archs a spec may declare (ir.CUDA_ARCHS), the one list of archs
+    gemmgen knows."""
+    from gemmgen import ir
+    from gemmgen.diagnostics import one_of, suggest
+
+    if arch in ir.CUDA_ARCHS:
+        return None
+    return (f"{arch}: not an arch gemmgen knows{suggest(arch, ir.CUDA_ARCHS)} (expected "
+            f"{one_of(ir.CUDA_ARCHS)}, the archs a spec may declare)")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -239,14 +258,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
                   f"{', '.join(names)})", file=sys.stderr)
             return EXIT_BAD_INPUT
     archs = args.cuda_arch or list(spec.target(ir.Backend.CUDA).cuda_archs)
-    from gemmgen.archs import parse_arch
-
     for arch in archs:
-        try:
-            parse_arch(arch)
-        except ValueError:
-            print(f"gemmgen: error: --cuda-arch {arch}: expected an arch such as sm_90a",
-                  file=sys.stderr)
+        if problem := arch_problem(arch):
+            print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
     from gemmgen.harness import ffi
     from gemmgen.harness.cuda_emu import EmuCompileError

@@ -429,10 +429,18 @@ class CudaGpu(CudaEmu):
     def unavailable(self) -> str | None:
         try:
             import cupy
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] != "cupy":
+                return f"CuPy does not import: {e}"
+            return ("CuPy is not installed: install the GPU extra, pip install -e '.[gpu]' "
+                    "from a checkout of gemmgen (CuPy for CUDA 13)")
+        except Exception as e:  # a broken install
+            return f"CuPy does not import: {type(e).__name__}: {e}"
+        try:
             if cupy.cuda.runtime.getDeviceCount() < 1:
                 return "no CUDA GPU"
-        except Exception as e:  # ImportError, or CUDA driver errors
-            return f"CuPy cannot reach a GPU ({type(e).__name__})"
+        except Exception as e:  # CUDA driver errors: no GPU or no driver
+            return f"CuPy cannot reach a GPU ({type(e).__name__}: {e})"
         return None
 
     def prepare(self, rendered, workdir: Path) -> None:
