@@ -516,20 +516,27 @@ def launch_conditions(kernel: ir.Kernel, spec: ir.Spec) -> list:
     return spec_checks(kernel)
 
 
-def refused(kernel: ir.Kernel, spec: ir.Spec, case: Case) -> list:
-    """The conditions of `launch_conditions` that `case` fails."""
-    env = launch_env(kernel, case)
+def condition_results(kernel: ir.Kernel, spec: ir.Spec,
+                      dims: dict[str, int]) -> list[tuple[object, bool | None]]:
+    """Each of `launch_conditions` with whether `dims` (named as the launch
+    plan names them: m, n, k, g, num_groups, group_offset) meet it; None
+    where the condition needs a name `dims` does not give."""
+    env = dict(dims)
     if ir.Backend.CUDA in kernel.backends:
         from gemmgen.backends import cuda
 
         plan = cuda.plan(kernel, spec)
         env = plan.env({name: v for name, v in env.items() if name in plan.names})
-    out = []
+    out: list[tuple[object, bool | None]] = []
     for check in launch_conditions(kernel, spec):
         try:
-            ok = check.cond.eval(env)
-        except KeyError:  # a name this case does not bind: not decidable here
-            continue
-        if not ok:
-            out.append(check)
+            out.append((check, bool(check.cond.eval(env))))
+        except KeyError:
+            out.append((check, None))
     return out
+
+
+def refused(kernel: ir.Kernel, spec: ir.Spec, case: Case) -> list:
+    """The conditions of `launch_conditions` that `case` fails."""
+    return [c for c, ok in condition_results(kernel, spec, launch_env(kernel, case))
+            if ok is False]

@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("spec", metavar="SPEC")
     e.add_argument("kernel", metavar="KERNEL", help="a kernel, or a dispatch (its arms, the "
                    "body each runs per arch, the arm --m picks, explained)")
-    e.add_argument("--m", type=int, default=4096, metavar="M",
+    e.add_argument("--m", type=int, default=None, metavar="M",
                    help="the problem's m: rows of lhs, for the masked layout each group's "
                         "capacity (default: 4096)")
     e.add_argument("--n", type=int, default=None, metavar="N",

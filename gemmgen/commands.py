@@ -215,10 +215,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     rendered = _render([args.spec])
     spec = rendered[0].spec
+    for name in ("m", "n", "k", "groups"):
+        v = getattr(args, name)
+        if v is not None and v < (0 if name == "m" else 1):
+            print(f"gemmgen: error: --{name} {v}: must be {'>= 0' if name == 'm' else 'positive'}",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+    # --counters runs at the dims given; explain's default m is for the roofline.
+    asked = {d: getattr(args, d) for d in ("m", "n", "k") if getattr(args, d) is not None}
+    m = args.m if args.m is not None else explain.DEFAULT_M
     dispatch = next((d for d in spec.dispatches if d.name == args.kernel), None)
     if dispatch is not None:
-        print(explain.explain_dispatch(spec, dispatch, m=args.m, n=args.n, k=args.k,
-                                       groups=args.groups, counters=args.counters))
+        print(explain.explain_dispatch(spec, dispatch, m=m, n=args.n, k=args.k,
+                                       groups=args.groups, counters=args.counters, asked=asked))
         return EXIT_OK
     try:
         spec.kernel(args.kernel)
@@ -228,8 +237,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"gemmgen: error: {spec.path} has no kernel or dispatch '{args.kernel}'"
               f"{suggest(args.kernel, names)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups,
-                          counters=args.counters))
+    print(explain.explain(spec, args.kernel, m=m, n=args.n, k=args.k, groups=args.groups,
+                          counters=args.counters, asked=asked))
     return EXIT_OK
 
 
