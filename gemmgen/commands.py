@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gemmgen.build import InputError, Rendered, check, render_all, write
-from gemmgen.diagnostics import SpecError, clip_message, plural
+from gemmgen.diagnostics import SpecError, clip_message, install_hint, plural
 from gemmgen.output import OutputError, show
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -182,7 +182,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if missing:
         print(f"gemmgen: error: verify needs {', '.join(missing)}, which "
               f"{'is' if len(missing) == 1 else 'are'} not installed; "
-              "install the verification extras: pip install 'gemmgen[verify]'", file=sys.stderr)
+              f"install the verification extras: {install_hint('verify')}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.cuda_arch is not None and (problem := arch_problem(args.cuda_arch)):
         print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)

@@ -209,6 +209,6 @@ def test_without_cupy_the_cuda_backend_says_how_to_install_it(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails as when not installed
     reason = CudaGpu().unavailable()
-    assert reason.startswith("CuPy is not installed") and "pip install -e '.[gpu]'" in reason
+    assert reason.startswith("CuPy is not installed") and "pip install '.[gpu]'" in reason
 
 

@@ -31,6 +31,7 @@ from gemmgen import ir
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, parse_arch, shared_memory_limit, sm_count
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cases import lut_entry, tile_label
+from gemmgen.diagnostics import install_hint
 from gemmgen.harness.runner import Runner, load_generated_module
 
 DEFAULT_ARCH = "sm_90a"
@@ -432,8 +433,7 @@ class CudaGpu(CudaEmu):
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] != "cupy":
                 return f"CuPy does not import: {e}"
-            return ("CuPy is not installed: install the GPU extra, pip install -e '.[gpu]' "
-                    "from a checkout of gemmgen (CuPy for CUDA 13)")
+            return f"CuPy is not installed: install the GPU extra, {install_hint('gpu')}"
         except Exception as e:  # a broken install
             return f"CuPy does not import: {type(e).__name__}: {e}"
         try:
