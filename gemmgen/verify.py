@@ -161,7 +161,10 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
             for why in _uncovered_tiles(k):
                 print(f"note: {k.name}: {why}", file=out)
     if resources and not interrupted:
-        _resources(rendered, selected, active, out)
+        try:
+            _resources(rendered, selected, active, out)
+        except KeyboardInterrupt:  # the rows are all done; only ptxas's figures are lost
+            interrupted = True
     failed = [r for r in rows if not r.passed]
     for r in failed:
         print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)

@@ -212,3 +212,26 @@ def test_without_cupy_the_cuda_backend_says_how_to_install_it(monkeypatch):
     assert reason.startswith("CuPy is not installed") and "pip install '.[gpu]'" in reason
 
 
+
+
+def test_a_cuda_only_spec_asked_for_pallas(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cuda_only.gemm").write_text(textwrap.dedent("""\
+        target cuda {
+          archs sm_89
+        }
+
+        kernel only_cuda_gemm {
+          op dense
+          lhs bf16 [m, k]
+          rhs bf16 [n, k]
+          out bf16
+          tile m=128 n=128 k=32
+          backends cuda
+        }
+    """))
+    assert main(["verify", "cuda_only.gemm", "--backend", "pallas-interpret"]) == 2
+    err = capsys.readouterr().err
+    assert ("nothing was run: no kernel of cuda_only.gemm targets pallas-interpret (pallas_tpu); "
+            "its kernels target cuda: run them with 'cuda-emu', 'cuda-emu-cpp' or 'cuda'") in err
+    assert "available backend" not in err
