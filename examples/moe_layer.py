@@ -217,7 +217,8 @@ def main(steps: int = 3, tokens: int = 32) -> None:
         ref_loss, params, _ = ref_step(params, x, target)
         sharded = (new, *sharded[1:])
         print(
-            f"step {i}: loss {float(loss):.5f} (expert-parallel over {devices} devices), "
+            f"step {i}: loss {float(loss):.5f} (expert-parallel over {devices} "
+            f"device{'s' if devices != 1 else ''}), "
             f"{float(ref_loss):.5f} (plain jnp)"
         )
     if not on_tpu:

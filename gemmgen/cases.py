@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gemmgen import ir
+from gemmgen.diagnostics import plural
 from gemmgen.reference import random_inputs
 
 # Multiply-adds of the tiles a case runs (m, n, k rounded up to the tile)
@@ -406,3 +407,136 @@ def _needs_full_k(kernel: ir.Kernel) -> bool:
     """Packed operands and K-blocked scales want k a multiple of their block."""
     return kernel.lhs.packed or (kernel.rhs is not None and kernel.rhs.packed) or any(
         s.enabled and s.block_k for s in (kernel.lhs_scale, kernel.rhs_scale))
+
+
+# -- the user's own shape (`gemmgen verify --m/--n/--k/--groups/--group-sizes`)
+
+# Groups of a grouped kernel's own shape when neither --groups nor
+# --group-sizes says (explain's default too).
+DEFAULT_GROUPS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """A problem shape as the user gives it; None where not given."""
+
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    groups: int | None = None
+    group_sizes: tuple[int, ...] | None = None
+
+    def given(self) -> bool:
+        return any(v is not None for v in (self.m, self.n, self.k, self.groups, self.group_sizes))
+
+
+class ShapeError(ValueError):
+    """A shape no case can be built from, or one the kernel's launcher refuses."""
+
+
+def check_shape(shape: Shape) -> None:
+    """A ShapeError for values no kernel takes: negative dims, no groups,
+    --groups and --group-sizes that disagree."""
+    for name in ("m", "n", "k"):
+        v = getattr(shape, name)
+        if v is not None and v < (0 if name == "m" else 1):
+            raise ShapeError(f"--{name} {v}: must be {'>= 0' if name == 'm' else 'positive'}")
+    if shape.groups is not None and shape.groups < 1:
+        raise ShapeError(f"--groups {shape.groups}: must be positive")
+    sizes = shape.group_sizes
+    if sizes is not None:
+        if not sizes or any(s < 0 for s in sizes):
+            raise ShapeError(f"--group-sizes {','.join(map(str, sizes))}: each size must be >= 0")
+        if shape.groups is not None and shape.groups != len(sizes):
+            raise ShapeError(f"--groups {shape.groups} but --group-sizes gives "
+                             f"{plural(len(sizes), 'group')}")
+
+
+def user_case(kernel: ir.Kernel, shape: Shape) -> Case:
+    """The case `your_shape` at the user's shape: dims not given are the
+    kernel's first standard case's (its static dims where the spec fixes
+    them). A grouped kernel's m rows are split evenly over --groups groups
+    (default DEFAULT_GROUPS) unless --group-sizes gives them; the masked
+    layout's m is each group's capacity, --group-sizes its valid rows (default:
+    all). A ShapeError for values no kernel takes (negative, inconsistent)."""
+    check_shape(shape)
+    sizes = shape.group_sizes
+    base = standard_cases(kernel)[0]
+    if kernel.op is ir.Op.QUANTIZE:
+        if shape.n is not None and shape.n != (shape.k or base.k):
+            raise ShapeError(f"{kernel.name} (op quantize) has no n: its output is m x k "
+                             "(give --k)")
+        k = shape.k or base.k
+        return Case("your_shape", m=base.m if shape.m is None else shape.m, n=k, k=k)
+    grouped = kernel.op in (ir.Op.GROUPED, ir.Op.TGMM)
+    if not grouped and (shape.groups is not None or sizes is not None):
+        raise ShapeError(f"{kernel.name} is not grouped: --groups and --group-sizes do not "
+                         "apply (use --kernel to pick grouped kernels)")
+    n = shape.n or base.n
+    k = shape.k or base.k
+    if not grouped:
+        return Case("your_shape", m=base.m if shape.m is None else shape.m, n=n, k=k)
+    if kernel.masked:
+        cap = shape.m if shape.m is not None else max(sizes) if sizes else base.m
+        counts = sizes or (cap,) * (shape.groups or DEFAULT_GROUPS)
+        if max(counts) > cap:
+            raise ShapeError(f"--group-sizes: a masked group holds at most m = {cap} valid "
+                             f"rows (its capacity), not {max(counts)}")
+        return Case("your_shape", m=cap, n=n, k=k, masked_m=tuple(counts))
+    if sizes is None:
+        m = base.m if shape.m is None else shape.m
+        g = shape.groups or DEFAULT_GROUPS
+        sizes = tuple(m // g + (1 if i < m % g else 0) for i in range(g))
+    m = shape.m if shape.m is not None else sum(sizes)
+    if sum(sizes) > m:
+        raise ShapeError(f"--group-sizes add up to {sum(sizes)} rows, more than m = {m}")
+    return Case("your_shape", m=m, n=n, k=k, group_sizes=tuple(sizes))
+
+
+def launch_env(kernel: ir.Kernel, case: Case) -> dict[str, int]:
+    """The dims a launcher reads off the arrays of `case`, by the names of
+    its launch plan (gemmgen.backends.cuda_launch)."""
+    groups = len(case.masked_m if case.masked_m is not None else case.group_sizes or ())
+    return {"m": case.m, "n": case.n, "k": case.k, "g": case.g_local or groups,
+            "num_groups": groups, "group_offset": case.group_offset or 0}
+
+
+def launch_conditions(kernel: ir.Kernel, spec: ir.Spec) -> list:
+    """The conditions a call of `kernel` must meet (each a `Check`: its
+    `cond` expression and the message), as its launchers check them: the
+    CUDA launch plan's checks, or for a kernel without CUDA the checks of
+    what the spec fixes (`dims`, silu_mul's even n), which both backends'
+    launchers make."""
+    from gemmgen.backends.cuda_args import spec_checks
+
+    if ir.Backend.CUDA in kernel.backends:
+        from gemmgen.backends import cuda
+
+        return list(cuda.plan(kernel, spec).checks)
+    return spec_checks(kernel)
+
+
+def condition_results(kernel: ir.Kernel, spec: ir.Spec,
+                      dims: dict[str, int]) -> list[tuple[object, bool | None]]:
+    """Each of `launch_conditions` with whether `dims` (named as the launch
+    plan names them: m, n, k, g, num_groups, group_offset) meet it; None
+    where the condition needs a name `dims` does not give."""
+    env = dict(dims)
+    if ir.Backend.CUDA in kernel.backends:
+        from gemmgen.backends import cuda
+
+        plan = cuda.plan(kernel, spec)
+        env = plan.env({name: v for name, v in env.items() if name in plan.names})
+    out: list[tuple[object, bool | None]] = []
+    for check in launch_conditions(kernel, spec):
+        try:
+            out.append((check, bool(check.cond.eval(env))))
+        except KeyError:
+            out.append((check, None))
+    return out
+
+
+def refused(kernel: ir.Kernel, spec: ir.Spec, case: Case) -> list:
+    """The conditions of `launch_conditions` that `case` fails."""
+    return [c for c, ok in condition_results(kernel, spec, launch_env(kernel, case))
+            if ok is False]

@@ -24,6 +24,15 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """`5,0,17` -> (5, 0, 17)."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 5,0,17, not {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gemmgen", description="Generate GEMM kernels and launchers from a spec.")
     p.add_argument("--version", action="version", version=f"gemmgen {__version__}")
@@ -52,15 +61,34 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--no-resources", action="store_true",
                    help="skip ptxas's registers and spills of each CUDA kernel (with nvcc "
                         "installed, verify compiles each one for every declared arch)")
+    v.add_argument("--m", type=int, metavar="M",
+                   help="also run each kernel at your own shape (the case 'your_shape', beside "
+                        "the standard cases): rows of lhs; for the masked layout each group's "
+                        "capacity")
+    v.add_argument("--n", type=int, metavar="N", help="your shape's n (default: the kernel's "
+                   "static n, else that of its first standard case)")
+    v.add_argument("--k", type=int, metavar="K", help="your shape's k (default: the kernel's "
+                   "static k, else that of its first standard case)")
+    v.add_argument("--groups", type=int, metavar="G",
+                   help="grouped kernels: your shape's number of groups, m rows split evenly "
+                        "over them (default: 8)")
+    v.add_argument("--group-sizes", type=_sizes, metavar="S,S,...",
+                   help="grouped kernels: your shape's group sizes, e.g. 5,0,17 (m defaults to "
+                        "their sum); for the masked layout, each group's valid rows")
     e = sub.add_parser("explain", help="the plan of one kernel (or M dispatcher) in words, "
                        "with its cost")
     e.add_argument("spec", metavar="SPEC")
     e.add_argument("kernel", metavar="KERNEL", help="a kernel, or a dispatch (its arms, the "
                    "body each runs per arch, the arm --m picks, explained)")
-    e.add_argument("--m", type=int, default=4096)
-    e.add_argument("--n", type=int, default=None)
-    e.add_argument("--k", type=int, default=None)
-    e.add_argument("--groups", type=int, default=8)
+    e.add_argument("--m", type=int, default=None, metavar="M",
+                   help="the problem's m: rows of lhs, for the masked layout each group's "
+                        "capacity (default: 4096)")
+    e.add_argument("--n", type=int, default=None, metavar="N",
+                   help="the problem's n (default: the kernel's static n, else 4096)")
+    e.add_argument("--k", type=int, default=None, metavar="K",
+                   help="the problem's k (default: the kernel's static k, else 4096)")
+    e.add_argument("--groups", type=int, default=8, metavar="G",
+                   help="grouped kernels: the number of groups (default: 8)")
     e.add_argument("--counters", action="store_true",
                    help="also run the CUDA kernel once on the CPU emulator and print its counters "
                         "(bank conflicts, sectors, instruction counts)")

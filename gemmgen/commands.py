@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gemmgen.build import InputError, Rendered, check, render_all, write
-from gemmgen.diagnostics import SpecError, clip_message
+from gemmgen.diagnostics import SpecError, clip_message, install_hint, plural
 from gemmgen.output import OutputError, show
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
@@ -40,9 +40,9 @@ def render_report(e: SpecError, limit: int = MAX_DIAGNOSTICS_PER_FILE) -> str:
         shown_per_file[d.loc.path] = n + 1
         out.append(d.render(e.sources.get(d.loc.path)) + "\n")
     for path, n in sorted(hidden.items()):
-        out.append(f"{show(path)}: note: {n} more error{'s' if n != 1 else ''} not shown\n")
+        out.append(f"{show(path)}: note: {plural(n, 'more error')} not shown\n")
     n = len(e.diagnostics) + len(getattr(e, "unreadable", []))
-    out.append(f"{n} error{'s' if n != 1 else ''}; nothing was written\n")
+    out.append(f"{plural(n, 'error')}; nothing was written\n")
     return "".join(out)
 
 
@@ -90,7 +90,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"kept {show(p)} (not written by gemmgen)")
     n_files = sum(len(r.files) for r in rendered)
     kept = f", {len(report.kept)} kept" if report.kept else ""
-    print(f"{len(rendered)} spec{'s' if len(rendered) != 1 else ''}, {n_files} files: "
+    print(f"{plural(len(rendered), 'spec')}, {plural(n_files, 'file')}: "
           f"{len(report.written)} written, {len(report.unchanged)} unchanged, "
           f"{len(report.removed)} removed{kept}")
     if nvcc is not None:
@@ -117,8 +117,8 @@ def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
         return EXIT_BAD_INPUT
     spilling = sum(1 for r in records if r.spilling())
     release = records[0].nvcc if records else resources.current_release(nvcc)
-    print(f"resources: {len(todo)} kernel x arch builds measured with nvcc {release}: "
-          f"{spilling} spill{'s' if spilling != 1 else ''}")
+    print(f"resources: {plural(len(todo), 'kernel x arch build')} measured with nvcc {release}: "
+          f"{plural(spilling, 'spill')}")
     return EXIT_OK
 
 
@@ -146,11 +146,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     failing = [p for p in problems if p.fails]
     if not failing:
         n_files = sum(len(r.files) for r in rendered)
-        print(f"gemmgen check: {len(rendered)} specs, {n_files} files up to date")
+        print(f"gemmgen check: {plural(len(rendered), 'spec')}, {plural(n_files, 'file')} "
+              "up to date")
         return EXIT_OK
     fix = "gemmgen build " + " ".join(show(os.path.relpath(r.file.path)) for r in rendered)
-    print(f"\ngenerated/ is out of date ({len(failing)} problem"
-          f"{'s' if len(failing) != 1 else ''}); fix it with:\n    {fix}", file=sys.stderr)
+    print(f"\ngenerated/ is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
+          f"    {fix}", file=sys.stderr)
     gone = [p for p in failing if p.kind == "orphaned" and p.path.parent.name == "generated"]
     for p in gone:
         print(f"and remove {show(p.path)}, whose spec is gone", file=sys.stderr)
@@ -181,13 +182,32 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if missing:
         print(f"gemmgen: error: verify needs {', '.join(missing)}, which "
               f"{'is' if len(missing) == 1 else 'are'} not installed; "
-              "install the verification extras: pip install 'gemmgen[verify]'", file=sys.stderr)
+              f"install the verification extras: {install_hint('verify')}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.cuda_arch is not None and (problem := arch_problem(args.cuda_arch)):
+        print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     from gemmgen import verify
+    from gemmgen.cases import Shape
 
+    shape = Shape(m=args.m, n=args.n, k=args.k, groups=args.groups,
+                  group_sizes=args.group_sizes)
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
                        kernels=args.kernel, out=sys.stdout, progress=sys.stderr,
-                       cuda_arch=args.cuda_arch, resources=not args.no_resources)
+                       cuda_arch=args.cuda_arch, resources=not args.no_resources, shape=shape)
+
+
+def arch_problem(arch: str) -> str | None:
+    """What is wrong with a CUDA arch given on the command line, or None:
+    the archs a spec may declare (ir.CUDA_ARCHS), the one list of archs
+    gemmgen knows."""
+    from gemmgen import ir
+    from gemmgen.diagnostics import one_of, suggest
+
+    if arch in ir.CUDA_ARCHS:
+        return None
+    return (f"{arch}: not an arch gemmgen knows{suggest(arch, ir.CUDA_ARCHS)} (expected "
+            f"{one_of(ir.CUDA_ARCHS)}, the archs a spec may declare)")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -195,10 +215,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     rendered = _render([args.spec])
     spec = rendered[0].spec
+    for name in ("m", "n", "k", "groups"):
+        v = getattr(args, name)
+        if v is not None and v < (0 if name == "m" else 1):
+            print(f"gemmgen: error: --{name} {v}: must be {'>= 0' if name == 'm' else 'positive'}",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+    # --counters runs at the dims given; explain's default m is for the roofline.
+    asked = {d: getattr(args, d) for d in ("m", "n", "k") if getattr(args, d) is not None}
+    m = args.m if args.m is not None else explain.DEFAULT_M
     dispatch = next((d for d in spec.dispatches if d.name == args.kernel), None)
     if dispatch is not None:
-        print(explain.explain_dispatch(spec, dispatch, m=args.m, n=args.n, k=args.k,
-                                       groups=args.groups, counters=args.counters))
+        print(explain.explain_dispatch(spec, dispatch, m=m, n=args.n, k=args.k,
+                                       groups=args.groups, counters=args.counters, asked=asked))
         return EXIT_OK
     try:
         spec.kernel(args.kernel)
@@ -208,8 +237,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"gemmgen: error: {spec.path} has no kernel or dispatch '{args.kernel}'"
               f"{suggest(args.kernel, names)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(explain.explain(spec, args.kernel, m=args.m, n=args.n, k=args.k, groups=args.groups,
-                          counters=args.counters))
+    print(explain.explain(spec, args.kernel, m=m, n=args.n, k=args.k, groups=args.groups,
+                          counters=args.counters, asked=asked))
     return EXIT_OK
 
 
@@ -238,14 +267,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
                   f"{', '.join(names)})", file=sys.stderr)
             return EXIT_BAD_INPUT
     archs = args.cuda_arch or list(spec.target(ir.Backend.CUDA).cuda_archs)
-    from gemmgen.archs import parse_arch
-
     for arch in archs:
-        try:
-            parse_arch(arch)
-        except ValueError:
-            print(f"gemmgen: error: --cuda-arch {arch}: expected an arch such as sm_90a",
-                  file=sys.stderr)
+        if problem := arch_problem(arch):
+            print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
     from gemmgen.harness import ffi
     from gemmgen.harness.cuda_emu import EmuCompileError

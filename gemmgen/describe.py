@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gemmgen import ir
+from gemmgen.diagnostics import plural
 
 
 def _scale(s: ir.Scale) -> str:
@@ -42,7 +43,7 @@ def describe_kernel(k: ir.Kernel) -> str:
     if k.op is not ir.Op.QUANTIZE:
         parts.append(f"tile {k.tile}")
         if k.tile_rules:
-            parts.append(f"+{len(k.tile_rules)} tile rule{'s' if len(k.tile_rules) > 1 else ''}")
+            parts.append(f"+{plural(len(k.tile_rules), 'tile rule')}")
         if k.warp_tile:
             parts.append(f"warp {k.warp_tile.m}x{k.warp_tile.n}")
         parts.append(f"stages {k.stages}")

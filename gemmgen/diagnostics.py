@@ -108,6 +108,18 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean '{best[0]}'?" if best else ""
 
 
+def install_hint(extra: str) -> str:
+    """How to install one of gemmgen's extras (pyproject.toml); gemmgen is
+    not on PyPI, so from a checkout or its git URL."""
+    return (f"pip install '.[{extra}]' in a checkout of gemmgen (or \"gemmgen[{extra}] @ "
+            "git+URL\" with its repository's git URL)")
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """`1 spec`, `0 specs`, `2 specs` (`nouns` where adding 's' is wrong)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def one_of(choices: Iterable[str]) -> str:
     items = [f"'{c}'" for c in choices]
     if len(items) <= 1:

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 
+# The problem's m when --m is not given.
+DEFAULT_M = 4096
+
 # H200 figures, measured (the datasheet's dense bf16 peak is 989 TFLOP/s).
 # mma.sync kernels do not reach wgmma peaks; the bound is what the hardware
 # allows, not a prediction.
@@ -357,25 +360,88 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
     return case, counters
 
 
-def _counters(spec: ir.Spec, kernel: ir.Kernel) -> list[str]:
-    case, counters = emulator_counters(spec, kernel)
+def counters_at(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
+                groups: int) -> tuple[object, str]:
+    """The case `--counters` runs and a note on its shape: the dims the
+    user asked for (`asked`: m, n, k given on the command line), the others
+    from `counters_case`'s modest shape; that modest shape alone when
+    nothing was asked, or when the asked shape is refused by the launchers
+    or too large for the CPU emulator (over WORK_BUDGET multiply-adds),
+    saying why."""
+    from gemmgen.cases import WORK_BUDGET, Shape, ShapeError, case_work, refused, user_case
+
+    modest = counters_case(kernel)
+    if not asked:
+        return modest, "a modest shape of whole tiles; --m, --n, --k set the one it runs at"
+    quantize = kernel.op is ir.Op.QUANTIZE
+    shape = Shape(m=asked.get("m", modest.m), n=None if quantize else asked.get("n", modest.n),
+                  k=asked.get("k", modest.k), groups=groups if kernel.grouped else None)
+    given = ", ".join(f"{d}={v}" for d, v in asked.items())
+    try:
+        case = dataclasses.replace(user_case(kernel, shape), name="counters")
+    except ShapeError as e:
+        return modest, f"not at the asked {given}: {e}"
+    bad = refused(kernel, spec, case)
+    if bad:
+        return modest, (f"not at the asked {given}: the launchers refuse "
+                        f"{case.describe()}: {bad[0].message} ({bad[0].cond.py})")
+    work = case_work(kernel, case)
+    if work > WORK_BUDGET:
+        return modest, (f"not at the asked {given}: {case.describe()} is {work:.2g} "
+                        f"multiply-adds, too many for the CPU emulator (at most "
+                        f"{WORK_BUDGET:.2g}); this is a modest shape of whole tiles")
+    rest = [d for d in "mnk" if d not in asked and not (quantize and d == "n")]
+    return case, f"the asked {given}" + (
+        f"; {', '.join(rest)} modest" if rest else "")
+
+
+def _counters(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
+              groups: int) -> list[str]:
+    case, note = counters_at(spec, kernel, asked, groups)
+    case, counters = emulator_counters(spec, kernel, case)
     path = " of the mma.sync path" if _sm90_plan(spec, kernel) is not None else ""
-    lines = [f"emulator counters{path}, one run at {case.describe()} (docs/cuda-emulation.md, \"Counters\"):"]
+    lines = [f"emulator counters{path}, one run at {case.describe()} ({note}; "
+             "docs/cuda-emulation.md, \"Counters\"):"]
     for c in counters:
         lines += ["  " + line for line in c.table().splitlines()]
     return lines
 
 
+def launcher_conditions(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
+                        groups: int) -> tuple[list[str], list[str]]:
+    """(the lines stating the conditions every call of the kernel must meet,
+    as its launchers check them, each marked when the problem fails it; the
+    failed ones). The conditions are the launch plan's own checks
+    (gemmgen.cases.launch_conditions), evaluated, never restated."""
+    from gemmgen.cases import condition_results
+
+    dims = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0}
+    lines, failed = [], []
+    for check, ok in condition_results(kernel, spec, dims):
+        if ok is False:
+            failed.append(f"{check.message} ({check.cond.py})")
+        mark = "" if ok else "  <- not met at this shape" if ok is False else ""
+        lines.append(f"  {check.cond.py}: {check.message}{mark}")
+    return lines, failed
+
+
 def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
-            groups: int, counters: bool = False) -> str:
+            groups: int, counters: bool = False,
+            asked: dict[str, int] | None = None) -> str:
+    """`asked`: the dims the user gave (--m, --n, --k), which `--counters`
+    runs at (the others modest); by default a modest shape."""
     kernel = spec.kernel(name)
     n = n or kernel.static_n or 4096
     k = k or kernel.static_k or 4096
     from gemmgen.describe import describe_kernel
+    from gemmgen.diagnostics import plural
 
-    what = (f", {groups} groups of m rows of capacity, all valid (masked layout)" if kernel.masked
-            else f", {groups} groups" if kernel.grouped else "")
+    what = (f", {plural(groups, 'group')} of m rows of capacity, all valid (masked layout)"
+            if kernel.masked else f", {plural(groups, 'group')}" if kernel.grouped else "")
     lines = [describe_kernel(kernel), "", f"problem: m={m} n={n} k={k}" + what]
+    conditions, failed = launcher_conditions(spec, kernel, m, n, k, groups)
+    for why in failed:
+        lines.append(f"refused: the launchers refuse this shape: {why}")
     flops, moved = cost(kernel, m, n, k, groups)
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target is not None and ir.Backend.CUDA in kernel.backends else ()
@@ -385,14 +451,18 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
         if backend is ir.Backend.CUDA:
             lines += _cuda(spec, kernel, m, n, k, groups)
             if counters:
-                lines += _counters(spec, kernel)
+                lines += _counters(spec, kernel, asked or {}, groups)
         else:
             lines += _pallas(spec, kernel, m, n, k, groups)
+    if conditions:
+        lines += ["", "launcher conditions (a call that fails one is refused before any "
+                  "launch):", *conditions]
     return "\n".join(lines)
 
 
 def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | None,
-                     k: int | None, groups: int, counters: bool = False) -> str:
+                     k: int | None, groups: int, counters: bool = False,
+                     asked: dict[str, int] | None = None) -> str:
     """An M dispatcher: its arms, the body each arm's kernel runs on each
     declared CUDA arch, the arm the problem's m picks, then that kernel's
     explanation (its roofline is the bound of the path that runs)."""
@@ -412,5 +482,6 @@ def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | N
         paths = arm_paths(kernel, archs) if ir.Backend.CUDA in kernel.backends else "no cuda"
         mark = "  <- m=%d" % m if r.kernel == picked else ""
         lines.append(f"  {label:<14} -> {r.kernel} ({kernel.algorithm.value}; {paths}){mark}")
-    lines += ["", explain(spec, picked, m=m, n=n, k=k, groups=groups, counters=counters)]
+    lines += ["", explain(spec, picked, m=m, n=n, k=k, groups=groups, counters=counters,
+                          asked=asked)]
     return "\n".join(lines)

@@ -271,8 +271,30 @@ def _first_error(text: str, path: str) -> tuple[Diagnostic, bool] | None:
         else:
             expected = {t for t in e.expected if not t.startswith("__ANON") or t == "__ANON_0"}
             msg = f"unexpected {_token_text(tok)}, expected {_words(expected)}"
+            if tok.type == "LBRACE" and _BLOCK_START.match(text.split("\n")[e.line - 1]):
+                msg += " (a new block starts here: is the block before it missing its '}'?)"
         width = 1 if tok.type == "_NL" else max(len(tok.value), 1)
         return Diagnostic(Loc(path, e.line, e.column), msg, width=width), False
+
+
+def _unclosed_block(source: str, path: str) -> Diagnostic | None:
+    """The error for the first '{' of `source` that no '}' closes (comments
+    skipped; blocks do not nest, so a block opened inside another one means
+    the other was never closed): at that brace, naming its block."""
+    opened: list[tuple[int, int, str]] = []
+    for row, line in enumerate(source.split("\n"), 1):
+        code = line.split("#", 1)[0]
+        for col, ch in enumerate(code, 1):
+            if ch == "{":
+                opened.append((row, col, code[:col - 1].strip()))
+            elif ch == "}" and opened:
+                opened.pop()
+    if not opened:
+        return None
+    row, col, header = opened[0]
+    what = f"block '{header}'" if header else "this block"
+    return Diagnostic(Loc(path, row, col), f"{what} is never closed: a '}}' on a line of its "
+                      "own must end it before the next block or the end of the file")
 
 
 def describe_char(ch: str) -> str:
@@ -313,6 +335,8 @@ def parse(source: str, path: str) -> SpecAst:
         if found is None:
             break
         diag, at_end = found
+        if at_end:  # point at the block that is never closed, not at the end
+            diag = _unclosed_block(source, path) or diag
         key = (diag.loc.line, diag.loc.col, diag.message)
         repeated = key in seen
         if not repeated:

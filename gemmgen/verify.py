@@ -19,12 +19,20 @@ The kernels run are the ones `gemmgen build` would write now (rendered in
 memory), not whatever is on disk. The cases (gemmgen/cases.py) cover every
 tile of a kernel's LUT; the table says which tile each case ran. The CPU
 emulator plays the spec's declared CUDA arch with the least shared memory
-per block (`--cuda-arch` picks another).
+per block (`--cuda-arch` picks another, one of the archs a spec may declare).
+
+`--m/--n/--k/--groups/--group-sizes` add a case at the user's own shape
+(`your_shape`, gemmgen.cases.user_case) beside the standard ones; a shape
+a kernel's launcher refuses (its launch plan's checks, `cases.refused`) is
+bad input. The table's header comes first and each row as its case
+finishes; Ctrl-C ends the run with the rows done, a summary saying so, and
+status 130.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -37,7 +45,11 @@ import numpy as np
 
 from gemmgen import ir
 from gemmgen.build import Rendered
-from gemmgen.cases import Case, lut_entry, standard_cases, tile_label
+from gemmgen.cases import (
+    Case, Shape, ShapeError, check_shape, lut_entry, refused, standard_cases, tile_label,
+    user_case,
+)
+from gemmgen.diagnostics import one_of, plural, suggest
 from gemmgen.harness import verify_cuda, verify_pallas
 from gemmgen.harness.runner import Runner
 from gemmgen.reference import compare, reference
@@ -66,41 +78,80 @@ RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "pallas-tpu", "cuda-emu", "c
 
 def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
          kernels: list[str] | None, out: TextIO, progress: TextIO,
-         cuda_arch: str | None = None, resources: bool = True) -> int:
+         cuda_arch: str | None = None, resources: bool = True,
+         shape: Shape | None = None) -> int:
+    """Run the cases and print the table: its header first, each row as its
+    case finishes, then the notes and the summary. Ctrl-C stops the run; the
+    rows done so far stay printed, the summary says it was interrupted, and
+    the status is 130."""
     spec = rendered.spec
     runners = {r.name: r for r in _runners()}
     chosen = backends or [n for n in RUNNER_NAMES if n in runners]
     for name in chosen:
         if name not in RUNNER_NAMES:
-            print(f"gemmgen: error: unknown backend '{name}' (expected "
-                  f"{', '.join(RUNNER_NAMES)})", file=progress)
+            print(f"gemmgen: error: unknown backend '{name}'{suggest(name, RUNNER_NAMES)} "
+                  f"(expected {one_of(RUNNER_NAMES)})", file=progress)
+            return 2
+    names = [k.name for k in spec.kernels]
+    for name in kernels or ():
+        if name not in names:
+            print(f"gemmgen: error: {spec.path} has no kernel '{name}'{suggest(name, names)}",
+                  file=progress)
             return 2
     selected = [k for k in spec.kernels if kernels is None or k.name in kernels]
-    if kernels:
-        missing = sorted(set(kernels) - {k.name for k in spec.kernels})
-        if missing:
-            print(f"gemmgen: error: {spec.path} has no kernel {', '.join(missing)}", file=progress)
-            return 2
+    mine = _user_cases(spec, selected, shape, progress) if shape is not None and shape.given() \
+        else {}
+    if mine is None:
+        return 2
     rows: list[Row] = []
     skipped: list[str] = []
+    active: list[Runner] = []
+    jobs: list[tuple[ir.Kernel, Runner, Case]] = []
+    interrupted = False
     with tempfile.TemporaryDirectory(prefix="gemmgen-verify-") as tmp:
-        active: list[Runner] = []
-        for name in chosen:
-            runner = runners.get(name)
-            reason = runner.unavailable() if runner else "not built into this gemmgen"
-            if reason:
-                skipped.append(f"{name}: {reason}")
-                continue
-            runner.cuda_arch = cuda_arch
-            runner.prepare(rendered, Path(tmp) / name)
-            active.append(runner)
-        jobs = [(k, r, c) for k in selected for r in active if r.backend in k.backends
-                for c in standard_cases(k)]
-        for i, (kernel, runner, case) in enumerate(jobs, 1):
-            print(f"[{i}/{len(jobs)}] {kernel.name} on {runner.name}: {case.name} "
-                  f"({case.describe()})", file=progress, flush=True)
-            rows.append(_run_one(kernel, runner, case, seed))
-    _table(rows, out)
+        try:
+            for name in chosen:
+                runner = runners.get(name)
+                reason = runner.unavailable() if runner else "not built into this gemmgen"
+                if reason:
+                    skipped.append(f"{name}: {reason}")
+                    continue
+                runner.cuda_arch = cuda_arch
+                runner.prepare(rendered, Path(tmp) / name)
+                active.append(runner)
+            jobs = [(k, r, c) for k in selected for r in active if r.backend in k.backends
+                    for c in [*standard_cases(k), *([mine[k.name]] if k.name in mine else [])]]
+            if not jobs:
+                for s in skipped:
+                    print(f"skipped {s}", file=out)
+                if active:
+                    print(_nothing_targets(spec, selected, active, kernels), file=progress)
+                    return 2 if backends else 1
+                print("nothing was run: no backend asked for is available here", file=out)
+                return 1
+            table = _Table(jobs, out)
+            table.header()
+            # On one terminal the progress line is transient: the row replaces it.
+            transient = _same_terminal(out, progress)
+            for i, (kernel, runner, case) in enumerate(jobs, 1):
+                line = f"[{i}/{len(jobs)}] {kernel.name} on {runner.name}: {case.name} " \
+                       f"({case.describe()})"
+                if transient:
+                    width = shutil.get_terminal_size().columns - 1
+                    progress.write(line[:width] + "\r")
+                    progress.flush()
+                else:
+                    print(line, file=progress, flush=True)
+                try:
+                    row = _run_one(kernel, runner, case, seed)
+                finally:
+                    if transient:
+                        progress.write("\x1b[K")
+                        progress.flush()
+                rows.append(row)
+                table.row(row)
+        except KeyboardInterrupt:
+            interrupted = True
     for s in skipped:
         print(f"skipped {s}", file=out)
     for r in active:
@@ -111,17 +162,80 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
         if any(r.backend in k.backends for r in active):
             for why in _uncovered_tiles(k):
                 print(f"note: {k.name}: {why}", file=out)
-    if resources:
-        _resources(rendered, selected, active, out)
+    if resources and not interrupted:
+        try:
+            _resources(rendered, selected, active, out)
+        except KeyboardInterrupt:  # the rows are all done; only ptxas's figures are lost
+            interrupted = True
     failed = [r for r in rows if not r.passed]
     for r in failed:
         print(f"\nFAIL {r.kernel} on {r.backend} ({r.case}):\n{r.detail}", file=out)
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed"
-          + (f", {len(skipped)} backend(s) unavailable" if skipped else ""), file=out)
-    if not rows:
-        print("nothing was run: no kernel targets an available backend", file=out)
-        return 1
+    summary = f"{len(rows) - len(failed)} passed, {len(failed)} failed" + (
+        f", {plural(len(skipped), 'backend')} unavailable" if skipped else "")
+    if interrupted:
+        print(f"\ninterrupted (Ctrl-C) after {len(rows)} of {plural(len(jobs), 'case')}: "
+              f"{summary}", file=out, flush=True)
+        return 130
+    print(f"\n{summary}", file=out)
     return 1 if failed else 0
+
+
+def _same_terminal(out: TextIO, progress: TextIO) -> bool:
+    """Whether the table and the progress lines go to one terminal."""
+    try:
+        return out.isatty() and progress.isatty() and \
+            os.path.samestat(os.fstat(out.fileno()), os.fstat(progress.fileno()))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _user_cases(spec: ir.Spec, selected: list[ir.Kernel], shape: Shape,
+                progress: TextIO) -> dict[str, Case] | None:
+    """Each selected kernel's case at the user's shape; None (after the
+    errors) when the shape is bad or a kernel's launcher refuses it."""
+    try:
+        check_shape(shape)
+    except ShapeError as e:
+        print(f"gemmgen: error: {e}", file=progress)
+        return None
+    cases: dict[str, Case] = {}
+    problems: list[str] = []
+    for k in selected:
+        try:
+            case = user_case(k, shape)
+        except ShapeError as e:
+            problems.append(str(e))
+            continue
+        bad = refused(k, spec, case)
+        if bad:
+            why = "; ".join(f"{c.message} ({c.cond.py})" for c in bad)
+            problems.append(f"{k.name} refuses {case.describe()}: {why}")
+            continue
+        cases[k.name] = case
+    for p in problems:
+        print(f"gemmgen: error: {p}", file=progress)
+    if problems:
+        if len(problems) < len(selected):
+            print("gemmgen: (--kernel picks the kernels to run at this shape)", file=progress)
+        return None
+    return cases
+
+
+def _nothing_targets(spec: ir.Spec, selected: list[ir.Kernel], active: list[Runner],
+                     kernels: list[str] | None) -> str:
+    """Why no case runs: the kernels chosen target none of the backends
+    that run here (or were asked for)."""
+    runs = ", ".join(f"{r.name} ({r.backend.value})" for r in active)
+    targets = sorted({b.value for k in selected for b in k.backends})
+    which = ("no kernel chosen (--kernel) targets", "they target") if kernels else \
+        (f"no kernel of {spec.path} targets", "its kernels target")
+    return (f"gemmgen: error: nothing was run: {which[0]} {runs}; {which[1]} "
+            f"{', '.join(targets)}: run them with "
+            f"{one_of(n for n in RUNNER_NAMES if _backend_of(n) in targets)}")
+
+
+def _backend_of(runner_name: str) -> str:
+    return "cuda" if runner_name.startswith("cuda") else "pallas_tpu"
 
 
 def _resources(rendered: Rendered, selected: list[ir.Kernel], active: list[Runner],
@@ -197,13 +311,31 @@ def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
                result.detail)
 
 
-def _table(rows: list[Row], out: TextIO) -> None:
-    head = ("kernel", "backend", "case", "shapes", "tile", "max err", "max allowed", "result")
-    body = [(r.kernel, r.backend, r.case, r.shapes, r.tile, r.error, r.tolerance,
-             "pass" if r.passed else "FAIL") for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    for line in [head, tuple("-" * w for w in widths), *body]:
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip(), file=out)
+class _Table:
+    """The result table, printed a row at a time: its column widths come
+    from the jobs, known before any runs (the number columns are as wide as
+    their headers, which fit every value `_run_one` writes)."""
+
+    HEAD = ("kernel", "backend", "case", "shapes", "tile", "max err", "max allowed", "result")
+
+    def __init__(self, jobs: list[tuple[ir.Kernel, Runner, Case]], out: TextIO):
+        self.out = out
+        cells = [(k.name, r.name, c.name, c.describe(), tile_label(k, c)) for k, r, c in jobs]
+        self.widths = [max(len(x) for x in col) for col in zip(self.HEAD[:5], *cells)]
+        # "1.23e-05", "raised", "lowered", "-"; then "pass" / "FAIL"
+        self.widths += [max(len(h), 9) for h in self.HEAD[5:7]] + [len(self.HEAD[7])]
+
+    def _line(self, cells) -> None:
+        print("  ".join(str(x).ljust(w) for x, w in zip(cells, self.widths)).rstrip(),
+              file=self.out, flush=True)
+
+    def header(self) -> None:
+        self._line(self.HEAD)
+        self._line(tuple("-" * w for w in self.widths))
+
+    def row(self, r: Row) -> None:
+        self._line((r.kernel, r.backend, r.case, r.shapes, r.tile, r.error, r.tolerance,
+                    "pass" if r.passed else "FAIL"))
 
 
 if __name__ == "__main__":  # pragma: no cover

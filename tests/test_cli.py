@@ -216,3 +216,41 @@ def test_pre_commit_hooks_run_check_once_on_specs_and_generated():
     # The hook's command, as pre-commit runs it at the repository root.
     r = run_cli("check", cwd=REPO)
     assert r.returncode == 0, r.stderr
+
+
+TINY_SPEC = """target pallas_tpu {
+  tpu v5e
+}
+
+kernel tiny_gemm {
+  op dense
+  lhs bf16 [m, k]
+  rhs bf16 [n, k]
+  out f32
+  tile m=128 n=128 k=128
+  tile_rule m<=64 -> m=64 n=128 k=128
+  backends pallas_tpu
+}
+"""
+
+
+def test_counts_are_singular_for_one(tmp_path, monkeypatch, capsys):
+    """"1 spec", "1 problem", "1 tile rule": never "1 specs"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "tiny.gemm").write_text(TINY_SPEC)
+    assert main(["build", "specs/tiny.gemm"]) == 0
+    assert "1 spec, " in capsys.readouterr().out
+    assert main(["check", "specs/tiny.gemm"]) == 0
+    out = capsys.readouterr().out
+    assert "gemmgen check: 1 spec, " in out and "1 specs" not in out
+    assert main(["list", "specs/tiny.gemm"]) == 0
+    assert "+1 tile rule" in capsys.readouterr().out
+    manifest = tmp_path / "generated" / "tiny" / "MANIFEST.json"
+    manifest.write_text(manifest.read_text() + " ")
+    assert main(["check", "specs/tiny.gemm"]) == 1
+    err = capsys.readouterr().err
+    assert "(1 problem)" in err and "1 problems" not in err
+    (tmp_path / "specs" / "tiny.gemm").write_text(TINY_SPEC.replace("op dense", "op densee"))
+    assert main(["build", "specs/tiny.gemm"]) == 2
+    assert "\n1 error; nothing was written" in capsys.readouterr().err

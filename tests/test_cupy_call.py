@@ -31,7 +31,7 @@ from gemmgen.harness.runner import load_generated_module
 from gemmgen.reference import compare, reference
 from gemmgen.harness import cupy_standin
 
-pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy is not installed (pip install 'gemmgen[gpu]')")
+pytest.importorskip("cupy_backends.cuda.libs.nvrtc", reason="CuPy is not installed (pip install -e '.[gpu]')")
 
 REPO = Path(__file__).resolve().parent.parent
 DTYPE_BITS = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}

@@ -14,7 +14,8 @@ repository's specs/, generated/ and examples/ (the project root), with
   pre-commit runs it (fresh: exit 0; a generated file edited: exit 1), and
   its `files` pattern is the one `.pre-commit-hooks.yaml` gives;
 - `yaml github-actions`: each `run:` step runs in the project, except
-  `pip install gemmgen`, which the PATH above stands for.
+  `pip install -r requirements-dev.txt` (the project's pinned gemmgen),
+  which the PATH above stands for.
 
 A block with any other info string fails the test: nothing on the page
 goes unrun.
@@ -56,6 +57,26 @@ def blocks() -> list[Block]:
 
 
 KNOWN = re.compile(r"^(python|python gpu|sh|cpp file=\S+|yaml pre-commit|yaml github-actions)$")
+
+
+def test_the_install_instructions_are_ones_that_work():
+    """gemmgen is not on PyPI: the page never tells a user to `pip install
+    gemmgen` by name; it installs from a checkout or a git URL, with extras
+    pyproject.toml defines; and no heading is given twice."""
+    import tomllib
+
+    text = DOC.read_text()
+    assert not re.search(r"pip install ['\"]?gemmgen(\[[^]]*\])?['\"]?(?!\s*@)(?=\s|`|$)", text,
+                         re.M)
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for extra in re.findall(r"pip install (?:-e )?'\.\[(\w[\w-]*)\]'", text):
+        assert extra in extras, extra
+    assert "pip install ." in text and "gemmgen[verify] @ git+URL" in text
+    headings = re.findall(r"^#+ .+$", text, re.M)
+    assert len(headings) == len(set(headings)), headings
+    readme = (REPO / "README.md").read_text()
+    assert "pip install '.[verify]'" in readme and "pip install -e '.[dev]'" in readme
 
 
 def test_every_block_is_one_the_runner_knows():
@@ -198,7 +219,7 @@ def test_github_actions(project):
     root, env = project
     (block,) = [b for b in _section("CI") if b.info == "yaml github-actions"]
     steps = re.findall(r"^\s*- run: (.+)$", block.text, re.M)
-    assert steps == ["pip install gemmgen", "gemmgen check"]
+    assert steps == ["pip install -r requirements-dev.txt", "gemmgen check"]
     for step in steps[1:]:
         assert _run(["bash", "-c", step], root, env).returncode == 0
     _stale(root)

@@ -281,3 +281,75 @@ def test_dispatcher_files_state_each_arm_path():
             "//                     sm_89: mma.sync, sm_90a: wgmma\n") in text
     py = (REPO / "generated" / "dense" / "cuda" / "dense_mm_bf16.py").read_text()
     assert "                      sm_89: mma.sync, sm_90a: wgmma\n" in py
+
+
+# ---------------------------------------------------------------------------
+# What a new user meets: help for every shape option, the launchers'
+# conditions stated and checked, --counters at the shape asked.
+
+def test_every_shape_option_has_help(capsys):
+    from gemmgen.cli import build_parser
+
+    explain = next(a for a in build_parser()._subparsers._group_actions[0].choices.items()
+                   if a[0] == "explain")[1]
+    helps = {a.option_strings[0]: a.help for a in explain._actions if a.option_strings}
+    for option in ("--m", "--n", "--k", "--groups"):
+        assert helps[option], option
+    row = next(line for line in (REPO / "README.md").read_text().splitlines()
+               if line.startswith("| `gemmgen explain"))
+    assert all(o in row for o in ("--m", "--n", "--k", "--groups", "--counters"))
+
+
+def test_explain_states_and_checks_the_launchers_conditions(project, no_nvcc, capsys):
+    from gemmgen.backends import cuda
+    from gemmgen.build import load
+
+    spec, _ = load(REPO / "specs" / "dense.gemm")
+    kernel = "fp8_fp8_gemm_tile_64x128x64"
+    checks = cuda.plan(spec.kernel(kernel), spec).checks
+    assert main(["explain", "specs/dense.gemm", kernel, "--k", "2001"]) == 0
+    out = capsys.readouterr().out
+    k16 = next(c for c in checks if c.cond.py == "k % 16 == 0")
+    assert f"refused: the launchers refuse this shape: {k16.message} (k % 16 == 0)" in out
+    for c in checks:  # every condition of the plan, stated once
+        assert out.count(f"  {c.cond.py}: {c.message}") == 1
+    assert f"  k % 16 == 0: {k16.message}  <- not met at this shape" in out
+    assert main(["explain", "specs/dense.gemm", kernel, "--k", "2048"]) == 0
+    out = capsys.readouterr().out
+    assert "refused:" not in out and "not met" not in out and f"  k % 16 == 0: {k16.message}" in out
+
+
+def test_explain_refuses_negative_dims(project, capsys):
+    assert main(["explain", "specs/dense.gemm", "dense_gemm_bf16", "--n", "-5"]) == 2
+    assert "--n -5: must be positive" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # an emulator run; counters_at's choice is tested unmarked below
+def test_counters_run_at_the_asked_shape(project, no_nvcc, capsys):
+    assert main(["explain", "specs/dense.gemm", "dense_gemm_bf16", "--m", "64", "--n", "256",
+                 "--k", "256", "--counters"]) == 0
+    out = capsys.readouterr().out
+    assert "one run at m=64 n=256 k=256 (the asked m=64, n=256, k=256;" in out
+    # 64 x 256: one 128-row m tile, two 128-column n tiles.
+    assert "counters of dense_gemm_bf16: grid (2, 1, 1)" in out
+
+
+def test_counters_say_why_not_at_the_asked_shape():
+    from gemmgen.build import load
+    from gemmgen.explain import counters_at, counters_case
+
+    spec, _ = load(REPO / "specs" / "dense.gemm")
+    kernel = spec.kernel("dense_gemm_bf16")
+    case, note = counters_at(spec, kernel, {"m": 64}, 8)
+    assert (case.m, case.n, case.k) == (64, counters_case(kernel).n, counters_case(kernel).k)
+    assert note == "the asked m=64; n, k modest"
+    case, note = counters_at(spec, kernel, {"m": 4096, "n": 4096, "k": 4096}, 8)
+    assert case == counters_case(kernel)
+    assert note.startswith("not at the asked m=4096, n=4096, k=4096: m=4096 n=4096 k=4096 is "
+                           "6.9e+10 multiply-adds, too many for the CPU emulator")
+    fp8 = spec.kernel("fp8_fp8_gemm_tile_64x128x64")
+    case, note = counters_at(spec, fp8, {"k": 2001}, 8)
+    assert case == counters_case(fp8)
+    assert "the launchers refuse m=" in note and "(k % 16 == 0)" in note
+    case, note = counters_at(spec, kernel, {}, 8)
+    assert case == counters_case(kernel) and note.startswith("a modest shape")

@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM
+from gemmgen.diagnostics import install_hint
 from gemmgen.harness.cuda_emu import TensorMap, dim3, tensor_map_problem
 from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, ToolchainError, cuda_include_dir
 
@@ -219,7 +220,7 @@ def unavailable_reason() -> str | None:
         cupy = _cupy()
     except ImportError as e:  # not installed, or installed without its CUDA libraries
         if e.name == "cupy":
-            return "CuPy is not installed (pip install 'gemmgen[gpu]')"
+            return f"CuPy is not installed ({install_hint('gpu')})"
         return f"CuPy cannot be imported ({type(e).__name__}: {e})"
     try:
         count = cupy.cuda.runtime.getDeviceCount()

@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from gemmgen.diagnostics import install_hint
 from gemmgen.harness.cuda_emu import EmuModule
 from gemmgen.harness.nvcc import NvccError, gencode
 from gemmgen.harness.toolchain import (
@@ -47,7 +48,7 @@ def xla_include_dir() -> Path:
     spec = importlib.util.find_spec("jaxlib")
     if spec is None or spec.origin is None:
         raise ToolchainError("XLA's FFI headers come with jaxlib, which is not installed: "
-                             "pip install 'gemmgen[pallas]'")
+                             f"{install_hint('pallas')}")
     include = Path(spec.origin).parent / "include"
     if not (include / "xla" / "ffi" / "api" / "ffi.h").is_file():
         raise ToolchainError(f"{include} has no xla/ffi/api/ffi.h: jaxlib is too old for XLA's FFI")
@@ -72,7 +73,7 @@ def compile_ffi(folder: Path, kernel: str, out_dir: Path, archs: Sequence[str]) 
     Raises ToolchainError without nvcc or jaxlib, NvccError when nvcc fails."""
     nvcc = find_nvcc()
     if nvcc is None:
-        raise ToolchainError("nvcc not found: pip install 'gemmgen[cuda-tools]', or put the "
+        raise ToolchainError(f"nvcc not found: {install_hint('cuda-tools')}, or put the "
                              "CUDA toolkit on PATH")
     target = out_dir / library_name(kernel)
     with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:

@@ -31,6 +31,7 @@ from gemmgen import ir
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, parse_arch, shared_memory_limit, sm_count
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cases import lut_entry, tile_label
+from gemmgen.diagnostics import install_hint
 from gemmgen.harness.runner import Runner, load_generated_module
 
 DEFAULT_ARCH = "sm_90a"
@@ -429,10 +430,17 @@ class CudaGpu(CudaEmu):
     def unavailable(self) -> str | None:
         try:
             import cupy
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] != "cupy":
+                return f"CuPy does not import: {e}"
+            return f"CuPy is not installed: install the GPU extra, {install_hint('gpu')}"
+        except Exception as e:  # a broken install
+            return f"CuPy does not import: {type(e).__name__}: {e}"
+        try:
             if cupy.cuda.runtime.getDeviceCount() < 1:
                 return "no CUDA GPU"
-        except Exception as e:  # ImportError, or CUDA driver errors
-            return f"CuPy cannot reach a GPU ({type(e).__name__})"
+        except Exception as e:  # CUDA driver errors: no GPU or no driver
+            return f"CuPy cannot reach a GPU ({type(e).__name__}: {e})"
         return None
 
     def prepare(self, rendered, workdir: Path) -> None:

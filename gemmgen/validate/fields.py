@@ -134,6 +134,11 @@ class KernelReader:
             w = self.word(op_atom, [o.value for o in Op], "op")
             op = Op(w) if w else None
         if op is None:
+            # No op to read the operands against: still report every other
+            # problem of the kernel (a dtype no op accepts, the fields no op
+            # decides), so that one run shows them all.
+            self.operand_dtypes_without_op()
+            self.other_fields()
             return None
         if op is not Op.QUANTIZE and "rhs" not in self.fields:
             self.err(self.name_loc, f"missing required field 'rhs' (op '{op.value}')",
@@ -147,6 +152,39 @@ class KernelReader:
             rhs = self.operand("rhs", op)
         out = self.out_dtype(op)
         acc = self.acc_dtype(lhs, rhs)
+        f = self.other_fields()
+        tile = f["tile"]
+        if lhs is None or out is None or acc is None or tile is None or (
+                op is not Op.QUANTIZE and rhs is None):
+            return None
+        kernel = ir.Kernel(
+            name=self.name, op=op, lhs=lhs, rhs=rhs, out=out, acc=acc,
+            lhs_scale=f["lhs_scale"] or ir.NO_SCALE, rhs_scale=f["rhs_scale"] or ir.NO_SCALE,
+            out_scale=f["out_scale"] or ir.NO_SCALE, bias=f["bias"] or Bias(),
+            epilogue=f["epilogue"] or Epilogue(), tile=tile, tile_rules=f["rules"],
+            warp_tile=f["warp"], stages=f["stages"] or 2, threads=f["threads"],
+            algorithm=f["algorithm"], max_m=f["max_m"], static_n=f["static_n"],
+            static_k=f["static_k"], backends=f["backends"], mma=f["mma"],
+            masked=self.masked and op is Op.GROUPED, loc=self.name_loc,
+        )
+        if len(self.c.diags) > n_errors:
+            return None
+        semantic_rules.check(self, kernel)
+        return kernel
+
+    def operand_dtypes_without_op(self) -> None:
+        """lhs, rhs and out dtypes against what some op accepts (the kernel's
+        op is unknown or missing)."""
+        for field, allowed in (("lhs", ir.OPERAND_DTYPES), ("rhs", ir.OPERAND_DTYPES),
+                               ("out", ir.OUTPUT_DTYPES + ir.QUANTIZED_OUTPUT_DTYPES),
+                               ("acc", (DType.F32, DType.INT32))):
+            atoms = self.atoms(field)
+            if atoms:
+                self.dtype(atoms[0], allowed, f"{field} dtype")
+
+    def other_fields(self) -> dict:
+        """Every field whose reading does not depend on op or the operands
+        (errors collected)."""
         lhs_scale = self.scale("lhs_scale", LHS_SCALE_MODES)
         rhs_scale = self.scale("rhs_scale", RHS_SCALE_MODES)
         out_scale = self.scale("out_scale", (ScaleMode.TOKEN_GROUP,)) \
@@ -173,23 +211,10 @@ class KernelReader:
         if a := self.only_atom("mma"):
             w = self.word(a, [x.value for x in Mma], "mma")
             mma = Mma(w) if w else Mma.AUTO
-
-        if lhs is None or out is None or acc is None or tile is None or (
-                op is not Op.QUANTIZE and rhs is None):
-            return None
-        kernel = ir.Kernel(
-            name=self.name, op=op, lhs=lhs, rhs=rhs, out=out, acc=acc,
-            lhs_scale=lhs_scale or ir.NO_SCALE, rhs_scale=rhs_scale or ir.NO_SCALE,
-            out_scale=out_scale or ir.NO_SCALE, bias=bias or Bias(), epilogue=epilogue or Epilogue(),
-            tile=tile, tile_rules=rules, warp_tile=warp, stages=stages or 2, threads=threads,
-            algorithm=algorithm, max_m=max_m, static_n=static_n, static_k=static_k,
-            backends=backends, mma=mma, masked=self.masked and op is Op.GROUPED,
-            loc=self.name_loc,
-        )
-        if len(self.c.diags) > n_errors:
-            return None
-        semantic_rules.check(self, kernel)
-        return kernel
+        return dict(lhs_scale=lhs_scale, rhs_scale=rhs_scale, out_scale=out_scale,
+                    bias=bias, epilogue=epilogue, tile=tile, rules=rules, warp=warp,
+                    stages=stages, threads=threads, algorithm=algorithm, max_m=max_m,
+                    static_n=static_n, static_k=static_k, backends=backends, mma=mma)
 
     def operand(self, field: str, op: Op) -> Operand | None:
         atoms = self.atoms(field)
