@@ -15,14 +15,14 @@
 # Exit status: 0 when every step passed, 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+what="${1:-all}"
+[ $# -gt 0 ] && shift
+case "$what" in all|verify|bench) ;; *) echo "usage: $0 [all|verify|bench] [tpu_bench options]" >&2; exit 2;; esac
 OUT="${OUT:-tpu-results}"
 PY="${PYTHON:-python3}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 status=0
-what="${1:-all}"
-[ $# -gt 0 ] && shift
-case "$what" in all|verify|bench) ;; *) echo "usage: $0 [all|verify|bench] [tpu_bench options]" >&2; exit 2;; esac
 
 step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.txt, report
   local name="$1" limit="$2"
