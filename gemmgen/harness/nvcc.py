@@ -490,7 +490,7 @@ def _function_hazards(name: str, instrs: list[tuple[int, int, str, str, str, str
         return []
     states[0] = (frozenset(), 0)
     work = [0]
-    found: dict[tuple[int, str, int], WgmmaHazard] = {}
+    found: dict[tuple[int, str], WgmmaHazard] = {}
     while work:
         i = work.pop()
         inflight, dirty = states[i]
@@ -500,7 +500,7 @@ def _function_hazards(name: str, instrs: list[tuple[int, int, str, str, str, str
         if info is not None:
             amask, acc, closes = info
             if (amask | acc) & dirty:
-                found.setdefault((i, "no-fence", i), WgmmaHazard(name, lineno, text, "no-fence",
+                found.setdefault((i, "no-fence"), WgmmaHazard(name, lineno, text, "no-fence",
                                                                _regs_of((amask | acc) & dirty), lineno))
             inflight = inflight | {(i, -1)}
             if closes:
@@ -511,8 +511,11 @@ def _function_hazards(name: str, instrs: list[tuple[int, int, str, str, str, str
                 hit = [("a-write", writes[i] & amask), ("acc-write", writes[i] & acc), ("acc-read", reads[i] & acc)]
                 for kind, regs in hit:
                     if regs:
-                        found.setdefault((i, kind, j), WgmmaHazard(name, lineno, text, kind, _regs_of(regs),
-                                                                   instrs[j][0]))
+                        old = found.get((i, kind))
+                        if old is not None:
+                            regs |= sum(1 << r for r in old.registers)
+                        found[(i, kind)] = WgmmaHazard(name, lineno, text, kind, _regs_of(regs),
+                                                       old.wgmma_line if old else instrs[j][0])
             if opcode.startswith("WARPGROUP.ARRIVE"):
                 dirty = 0
             elif opcode.startswith("WARPGROUP.DEPBAR"):

@@ -62,6 +62,9 @@ __device__ __forceinline__ void load_fragments(const Smem<T>& s, int st, int cw,
   const unsigned char* tile = s.b + st * T::kBStage;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const int row = cw * 64 + 16 * warp + lane / 4;
+#if defined(GG_EMU) && !defined(__CUDA_ARCH__)
+  gg::emu::sm90::register_work("widening weights into A fragments (load_fragments)");
+#endif
   GG_UNROLL
   for (int kb = 0; kb < 4; ++kb) {
     GG_UNROLL
