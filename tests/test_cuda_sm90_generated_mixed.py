@@ -27,7 +27,7 @@ the rest are `slow`."""
 from __future__ import annotations
 
 import pytest
-from sm90_helpers import SM90, HopperSpec, fresh_seed
+from sm90_helpers import OVERLAPPED_WEIGHT_ONLY_LOOP, SM90, HopperSpec, fresh_seed
 
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends import cuda_gemm
@@ -290,21 +290,17 @@ MIXED_PLANTED = {
     # the new values the in-flight A registers (docs/cuda-hopper.md,
     # "Register-sourced wgmma hazards"); the emulator refuses any such work.
     "next_fragments_built_while_wgmmas_in_flight": (
-        [("      gg::wgmma_commit_group();\n      gg::wgmma_wait_group<0>();",
-          "      gg::wgmma_commit_group();\n      if (kt + 1 < ktiles) {\n        u32 next[4][4];\n"
-          "        gg::mbarrier_wait(&s.full[(it + 1) % T::kStages], ((it + 1) / T::kStages) & 1);\n"
-          "        load_fragments<T>(s, (it + 1) % T::kStages, cw, next);\n      }\n"
-          "      gg::wgmma_wait_group<0>();")],
-        r"a spin on an mbarrier \(mbarrier.try_wait\) while a wgmma.mma_async with A in registers is in "
-        r"flight \(thread \d+, warpgroup \d, commit group \d+\): ptxas may give"),
+        OVERLAPPED_WEIGHT_ONLY_LOOP,
+        (r"a spin on an mbarrier \(mbarrier.try_wait\) while a wgmma.mma_async with A in registers is in "
+        r"flight \(thread \d+, warpgroup \d, commit group \d+\): ptxas may give")),
     # This K tile's fragments rebuilt after its wgmmas were issued: the
     # in-flight A registers themselves change.
     "fragment_built_into_in_flight_registers": (
         [("      gg::wgmma_commit_group();\n      gg::wgmma_wait_group<0>();",
-          "      gg::wgmma_commit_group();\n      load_fragments<T>(s, st, cw, a);\n"
-          "      gg::wgmma_wait_group<0>();")],
-        r"widening weights into A fragments \(load_fragments\) while a wgmma.mma_async with A in "
-        r"registers is in flight"),
+          ("      gg::wgmma_commit_group();\n      load_fragments<T>(s, st, cw, a);\n"
+          "      gg::wgmma_wait_group<0>();"))],
+        (r"widening weights into A fragments \(load_fragments\) while a wgmma.mma_async with A in "
+        r"registers is in flight")),
     # The weights read as if the TMA had not swizzled them.
     "weights_read_unswizzled": (
         [("(tile + (x ^ (((x >> 7) & kMask) << 4)));", "(tile + x);")],
