@@ -29,6 +29,11 @@ API:
   ``sass_text(cubin)`` the listing itself and ``sass_instructions(text,
   kernel, opcode)`` one kernel's instructions of an opcode, operands and
   all (e.g. whether an HGMMA's A is a register or a descriptor).
+- ``wgmma_register_hazards(sass_text) -> list[WgmmaHazard]``: instructions
+  that touch an in-flight wgmma's A registers or accumulators before the
+  ``WARPGROUP.DEPBAR`` that retires it, on any control-flow path, and
+  wgmmas on registers written after the last ``WARPGROUP.ARRIVE``
+  (docs/cuda-hopper.md, "Register-sourced wgmma hazards"); empty when clean.
 - ``gencode(arch)``; ``shared_memory_limit(arch)`` (from ``gemmgen.archs``,
   the per-arch limits the plans and the emulator use too); ``find_nvcc()`` and
   ``find_cuda_tool()`` come from ``gemmgen.harness.toolchain``.
@@ -66,6 +71,7 @@ __all__ = [
     "NvccError",
     "ResourceUsage",
     "SassSummary",
+    "WgmmaHazard",
     "compile_check",
     "find_cuda_tool",
     "find_nvcc",
@@ -73,6 +79,7 @@ __all__ = [
     "resource_usage",
     "sass_summary",
     "shared_memory_limit",
+    "wgmma_register_hazards",
 ]
 
 
@@ -385,8 +392,8 @@ def _dest_width(opcode: str) -> int:
         return 4
     if "64" in parts or base in ("DADD", "DMUL", "DFMA", "DSETP") or (base == "IMAD" and "WIDE" in parts):
         return 2
-    if base == "LDSM":
-        return 4 if "4" in parts[1:] and parts[-1] == "4" else (2 if parts[-1] == "2" else 1)
+    if base == "LDSM":  # LDSM.16.M88.4: four 8x8 matrices, one register each
+        return int(parts[-1]) if parts[-1] in ("2", "4") else 1
     if base in ("HMMA", "IMMA", "QMMA"):
         return 4
     return 1
@@ -457,7 +464,8 @@ def _function_hazards(name: str, instrs: list[tuple[int, int, str, str, str, str
         if base in _GMMA_OPS:
             shape = _GMMA_SHAPE_RE.match(opcode.split(".")[1])
             n = int(shape.group(2)) if shape else 256
-            acc_count = n // 4 if ".F16" in opcode[len(base):].split(".F32")[0] and ".F32" not in opcode else n // 2
+            # HGMMA.64xNx16.<accumulator type>.<input types>: f16x2 accumulators take N/4 registers.
+            acc_count = n // 4 if opcode.split(".")[2:3] == ["F16"] else n // 2
             d = _REG_RE.fullmatch(operands[0]) if operands else None
             a = _REG_RE.fullmatch(operands[1]) if len(operands) > 1 else None
             acc = _mask(int(d.group(1)), acc_count) if d else 0
