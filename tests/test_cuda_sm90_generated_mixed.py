@@ -15,7 +15,7 @@ through the Python and the C++ launcher, planted bugs (a fragment built into
 the registers of an in-flight wgmma, the weights read without their
 swizzle, the epilogue's transpose undone, a stage read before its TMA
 arrived), and nvcc for sm_90a (HGMMA with A in registers fed by UTMALDG, no
-HMMA, no spills).
+HMMA, no spills, no instruction touching an in-flight wgmma's registers).
 
 The fused gate-up (silu_mul: gate and up rows interleaved 8 by 8) is
 tested here too, with planted bugs of its own.
@@ -373,6 +373,9 @@ def test_generated_weight_only_entries_run_hgmma_from_registers_without_spills(n
                                 extra_flags=("-Werror", "all-warnings"))
     text = nvcc.sass_text(result.cubin)
     sass = nvcc.parse_sass(text)
+    # Nothing touches an in-flight wgmma's A registers or accumulators.
+    hazards = nvcc.wgmma_register_hazards(text)
+    assert not hazards, "\n".join(map(str, hazards[:20]))
     tiles = cuda_gemm.plan(MIXED.kernel(name), MIXED.spec).sm90_tiles
     for v in lp.variants:
         hopper = v.sm90_steps[-1]
