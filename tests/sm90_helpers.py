@@ -112,3 +112,25 @@ class HopperSpec:
 
 def fresh_seed() -> int:
     return int(np.random.default_rng().integers(1 << 30))
+
+
+# The weight-only consumers' K loop as it ran on the H200 (docs/cuda-hopper.md,
+# "Register-sourced wgmma hazards"): the next K tile's fragments built into a
+# second array between the wgmmas and their wait, copied into the wgmmas'
+# array at the top of the next K tile. Edits of gg_gemm_sm90_mixed.cuh.
+OVERLAPPED_WEIGHT_ONLY_LOOP = [
+    ("    TileScales<T> sc{{1.0f, 1.0f}, {1.0f, 1.0f}};\n    for (int kt = 0; kt < ktiles; ++kt, ++it) {",
+     ("    u32 next[4][4];\n    if (ktiles > 0) {\n"
+     "      gg::mbarrier_wait(&s.full[it % T::kStages], (it / T::kStages) & 1);\n"
+     "      load_fragments<T>(s, it % T::kStages, cw, next);\n    }\n"
+     "    TileScales<T> sc{{1.0f, 1.0f}, {1.0f, 1.0f}};\n    for (int kt = 0; kt < ktiles; ++kt, ++it) {")),
+    (("      u32 a[4][4];\n      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);\n"
+     "      load_fragments<T>(s, st, cw, a);\n"),
+     ("      u32 a[4][4];\n      for (int kb = 0; kb < 4; ++kb)\n        for (int j = 0; j < 4; ++j)\n"
+     "          a[kb][j] = next[kb][j];\n")),
+    ("      gg::wgmma_commit_group();\n      gg::wgmma_wait_group<0>();",
+     ("      gg::wgmma_commit_group();\n      if (kt + 1 < ktiles) {\n"
+     "        gg::mbarrier_wait(&s.full[(it + 1) % T::kStages], ((it + 1) / T::kStages) & 1);\n"
+     "        load_fragments<T>(s, (it + 1) % T::kStages, cw, next);\n      }\n"
+     "      gg::wgmma_wait_group<0>();")),
+]

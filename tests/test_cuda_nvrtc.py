@@ -9,6 +9,9 @@ cubin is held to nvcc's build of the same file:
   memory (LDL/STL: spills), in NVRTC's cubin; nvcc's has no spill stores,
   spill loads or stack frame (ptxas's report, as tests/test_cuda_runtime_nvcc.py
   checks it);
+- neither build touches an in-flight wgmma's registers
+  (nvcc.wgmma_register_hazards: docs/cuda-hopper.md, "Register-sourced
+  wgmma hazards");
 - the same entry functions, each with the same multiset of tensor-core
   instructions with their full modifiers (HMMA/IMMA/QMMA,
   HGMMA.64x128x16.F32.BF16/QGMMA/IGMMA, LDSM/STSM, the TMA copies
@@ -342,6 +345,9 @@ def check_case(spec: str, name: str, arch: str, expected: frozenset[str] = froze
         assert not local, f"{case}: NVRTC's {entry} spills (local memory accesses {local})"
     found = {base(op) for h in ours.values() for op in h}
     assert expected <= found, f"{case}: no {sorted(expected - found)} in NVRTC's SASS"
+    hazards = nvcc.wgmma_register_hazards(sass)
+    assert not hazards, (f"{case}: NVRTC's SASS touches an in-flight wgmma's registers "
+                         f"({versions()}):\n" + "\n".join(map(str, hazards[:20])))
 
     if reference_nvcc() is None:
         pytest.skip(f"{case}: NVRTC's build is clean; comparing it with nvcc's needs nvcc "
@@ -349,7 +355,11 @@ def check_case(spec: str, name: str, arch: str, expected: frozenset[str] = froze
     cubin, kernels = nvcc_build(spec, name, arch)
     for u in kernels.values():  # the check of tests/test_cuda_runtime_nvcc.py
         assert u.spill_stores == u.spill_loads == u.stack_frame == 0, f"{case}: nvcc's build spills: {u}"
-    theirs = opcodes(cuobjdump(cubin, "--dump-sass"))
+    their_sass = cuobjdump(cubin, "--dump-sass")
+    hazards = nvcc.wgmma_register_hazards(their_sass)
+    assert not hazards, f"{case}: nvcc's SASS touches an in-flight wgmma's registers:\n" + "\n".join(
+        map(str, hazards[:20]))
+    theirs = opcodes(their_sass)
     their_usage = resource_usage(cubin)
     assert sorted(ours) == sorted(theirs) == sorted(kernels), \
         f"{case}: NVRTC's entry functions {sorted(ours)} are not nvcc's {sorted(theirs)} ({versions()})"

@@ -672,7 +672,28 @@ inline unsigned long long mbarrier_arrive(void* bar, unsigned long long tx) {
   return token;
 }
 
+// Register work of the thread (`what`: widening weights into registers,
+// spinning on an mbarrier) while one of its wgmmas with A in registers is in
+// flight. The C++ arrays may all differ, but ptxas does not reserve an
+// in-flight wgmma's A registers across code that branches, and gives their
+// physical registers to the new values (docs/cuda-hopper.md, "Register-
+// sourced wgmma hazards"): such a wgmma's batch must be waited for first.
+inline void register_work(const char* what) {
+  const HopperThread& t = me();
+  for (const WgmmaOp& op : t.wgmma) {
+    if (op.a_regs) {
+      const unsigned tid = current().linear;
+      fail(
+          "%s while a wgmma.mma_async with A in registers is in flight (thread %u, warpgroup %u, "
+          "commit group %u): ptxas may give the in-flight A fragment's registers to the new "
+          "values; wgmma.wait_group first",
+          what, tid, tid / 128, op.group);
+    }
+  }
+}
+
 inline bool mbarrier_wait(void* bar, unsigned parity, const char* op) {
+  register_work("a spin on an mbarrier (mbarrier.try_wait)");
   Barrier* b = &barrier(bar, op);
   if (!phase_done(*b, parity)) {
     HopperThread& t = me();

@@ -17,9 +17,10 @@
 //     banks);
 //   - a consumer thread reads its two weight rows' elements of a K tile from
 //     shared memory, widens them exactly (gg_widen.cuh) into the A fragments
-//     of wgmma .m64nNk16 .rs (the mma.m16n8k16 A layout) and issues 4 wgmmas;
-//     the next K tile's fragments are built while they run, in other
-//     registers (an in-flight wgmma's A registers must not change);
+//     of wgmma .m64nNk16 .rs (the mma.m16n8k16 A layout), issues 4 wgmmas
+//     and waits for them before anything else: an in-flight wgmma's A
+//     registers must not change, and ptxas does not reserve them across
+//     branchy code (consume_mixed);
 //   - per-K-block weight scales (rhs block or kblock): the K tiles of one
 //     scale block accumulate into a fresh fragment, which is then added into
 //     the f32 accumulator times this thread's two rows' scales (the FP32
@@ -63,6 +64,9 @@ __device__ __forceinline__ void load_fragments(const Smem<T>& s, int st, int cw,
   const unsigned char* tile = s.b + st * T::kBStage;
   const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
   const int row = cw * 64 + 16 * warp + lane / 4;
+#if defined(GG_EMU) && !defined(__CUDA_ARCH__)
+  gg::emu::sm90::register_work("widening weights into A fragments (load_fragments)");
+#endif
   GG_UNROLL
   for (int kb = 0; kb < 4; ++kb) {
     GG_UNROLL
@@ -185,10 +189,19 @@ __device__ __forceinline__ void store_mixed(const Smem<T>& s, const float (&d)[T
 }
 
 // A consumer warpgroup (cw = 0, 1) of a weight-only tile: for each tile of
-// this block, each K tile: issue its wgmmas on the fragments built during
-// the previous K tile, build the next K tile's fragments while they run,
-// retire them and release the stage; per-K-block scales promote at the end
-// of each scale block; then the epilogue.
+// this block, each K tile: wait for its stage, widen its weights into the A
+// fragments, issue its wgmmas, retire them and release the stage; per-K-block
+// scales promote at the end of each scale block; then the epilogue.
+//
+// Nothing runs between a K tile's wgmmas and their wgmma.wait_group: an
+// in-flight wgmma reads its A registers until the wait, but ptxas does not
+// keep them reserved when the code in between branches (the next stage's
+// mbarrier wait, a bounds check): it gave the next K tile's values, in a
+// second array here once, the in-flight fragment's physical registers
+// (docs/cuda-hopper.md, "Register-sourced wgmma hazards";
+// gemmgen.harness.nvcc.wgmma_register_hazards checks the SASS). The other
+// consumer warpgroup's wgmmas keep the tensor cores busy while this one
+// widens.
 template <class T, Rows L>
 __device__ void consume_mixed(const Smem<T>& s, int cw, int tiles, int items, int tiles_n, int m,
                               int n, int k, const Items& g, const Operands<T>& o) {
@@ -204,39 +217,27 @@ __device__ void consume_mixed(const Smem<T>& s, int cw, int tiles, int items, in
     GG_UNROLL
     for (int i = 0; i < kV; ++i)
       d[i] = 0.0f;
-    u32 a[4][4], next[4][4];
-    if (ktiles > 0) {
-      gg::mbarrier_wait(&s.full[it % T::kStages], (it / T::kStages) & 1);
-      load_fragments<T>(s, it % T::kStages, cw, next);
-    }
     TileScales<T> sc{{1.0f, 1.0f}, {1.0f, 1.0f}};
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
-      GG_UNROLL
-      for (int kb = 0; kb < 4; ++kb) {
-        GG_UNROLL
-        for (int j = 0; j < 4; ++j)
-          a[kb][j] = next[kb][j];
-      }
-      gg::wgmma_fence();
+      u32 a[4][4];
+      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
+      load_fragments<T>(s, st, cw, a);
       if constexpr (kPromotion<T>) {
         // A scale block's first K tile starts a fresh partial sum.
         const bool first = kt * T::kBK % T::kScaleBlockK == 0;
         if (first) {
           sc = weight_scales<T>(w, cw, o, n, k, kt * T::kBK);
         }
+        gg::wgmma_fence();
         gg::wgmma_fence_operand(part);
         mma_mixed<T>(s, st, a, first, part);
       } else {
+        gg::wgmma_fence();
         gg::wgmma_fence_operand(d);
         mma_mixed<T>(s, st, a, false, d);
       }
       gg::wgmma_commit_group();
-      if (kt + 1 < ktiles) {
-        const int nx = (it + 1) % T::kStages;
-        gg::mbarrier_wait(&s.full[nx], ((it + 1) / T::kStages) & 1);
-        load_fragments<T>(s, nx, cw, next);
-      }
       gg::wgmma_wait_group<0>();
       if constexpr (kPromotion<T>) {
         gg::wgmma_fence_operand(part);
