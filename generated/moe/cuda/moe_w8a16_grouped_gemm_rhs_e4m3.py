@@ -746,8 +746,9 @@ def moe_w8a16_grouped_gemm_rhs_e4m3(
 # oldest dropped past _MAX_CALLS.
 _CALLS: dict[tuple, _Call] = {}
 _MAX_CALLS = 256
-# A scalar argument that cannot be hashed: its call is checked every time.
-_UNHASHABLE = ("unhashable",)
+# The key of a call whose scalar argument is not a number: never cached.
+_UNCACHED = ("uncached",)
+_NUMBERS = (int, bool, float, type(None))
 
 
 def _signature(x, align: int):
@@ -760,12 +761,14 @@ def _signature(x, align: int):
 
 
 def _scalar(x):
-    """What the checks read of a scalar argument: its type and value."""
-    try:
-        hash(x)
-    except TypeError:
-        return _UNHASHABLE
-    return (type(x), x)
+    """What the checks read of a scalar argument: the type and value of a
+    number (Python's, NumPy's or None), the value of a NumPy 0-d array;
+    else _UNCACHED (another library's 0-d tensor may change in place)."""
+    if type(x) in _NUMBERS or isinstance(x, np.number):
+        return (type(x), x)
+    if type(x) is np.ndarray and x.ndim == 0 and x.dtype.kind in "biuf":
+        return (np.ndarray, x.dtype, x.item())
+    return _UNCACHED
 
 
 def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Call:
@@ -773,7 +776,7 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
     (the workspace among them) on the current device `device`, the device's
     arch, each launch within its shared memory, the caller's workspace. Then
     the call's launch plan, kept for its signature `key` (unless a scalar is
-    unhashable)."""
+    not a number)."""
     for name, x in arrays.items():
         if x is not None and x.data.device_id != device:
             raise ValueError(
@@ -794,7 +797,7 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
             f"got {workspace.dtype} of shape {tuple(workspace.shape)}"
         )
     call = _Call(dims, steps, sm, ints)
-    if _UNHASHABLE not in key:
+    if _UNCACHED not in key:
         if len(_CALLS) >= _MAX_CALLS:
             del _CALLS[next(iter(_CALLS))]
         _CALLS[key] = call
