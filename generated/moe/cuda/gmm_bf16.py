@@ -746,9 +746,9 @@ def _scalar(x):
 def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Call:
     """The checks of a call after validate() (which gave `dims`): every array
     (the workspace among them) on the current device `device`, the device's
-    arch, each launch within its shared memory, the caller's workspace. Then
-    the call's launch plan, kept for its signature `key` (unless a scalar is
-    not a number)."""
+    arch, each launch within its shared memory (_steps), the caller's
+    workspace. Returns the shape's launch plan, kept for the call's signature
+    `key` (unless a scalar is not a number)."""
     for name, x in arrays.items():
         if x is not None and x.data.device_id != device:
             raise ValueError(
@@ -758,8 +758,8 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
     sm, num_sms, smem_limit = key[1]  # _device_limits(device)
     if why := arch_error(sm):
         raise RuntimeError(why)
-    steps = _steps(tuple(dims.items()), sm, num_sms, smem_limit)
-    ints = max(workspace_ints(dims), 4)
+    call = _plan(tuple(dims.items()), sm, num_sms, smem_limit)
+    ints = call.workspace_ints
     workspace = arrays["workspace"]
     if workspace is not None and (
         workspace.dtype != np.int32 or workspace.size < ints or not workspace.flags["C_CONTIGUOUS"]
@@ -768,7 +768,6 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
             f"{NAME}: workspace must be a C-contiguous int32 array of at least {ints} elements, "
             f"got {workspace.dtype} of shape {tuple(workspace.shape)}"
         )
-    call = _Call(dims, steps, sm, ints)
     if _UNCACHED not in key:
         if len(_CALLS) >= _MAX_CALLS:
             del _CALLS[next(iter(_CALLS))]
@@ -776,17 +775,24 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
     return call
 
 
+@functools.lru_cache(maxsize=256)
+def _plan(dims: tuple, sm: int, num_sms: int, smem_limit: int) -> _Call:
+    """The launches of validated dims (as items) on a device (see _steps),
+    planned once per shape and device."""
+    return _Call(dict(dims), _steps(dims, sm, num_sms, smem_limit), sm)
+
+
 class _Call:
-    """The launches of one checked call signature, planned once: for each,
-    the kernel function, grid, block, dynamic shared memory and where its
+    """The launches of one shape on one device, planned once: for each, the
+    kernel function, grid, block, dynamic shared memory and where its
     arguments are in the call's values (`launch`): the arrays (DTYPES order,
     then the workspace), the tensor maps over them and the launches' scalars."""
 
     __slots__ = ("launches", "maps", "scalars", "shapes", "workspace_ints")
 
-    def __init__(self, dims: dict[str, int], steps: tuple[Launch, ...], sm: int, ints: int) -> None:
+    def __init__(self, dims: dict[str, int], steps: tuple[Launch, ...], sm: int) -> None:
         self.shapes = output_shapes(dims)
-        self.workspace_ints = ints
+        self.workspace_ints = max(workspace_ints(dims), 4)
         arrays = {name: i for i, name in enumerate((*DTYPES, "workspace"))}
         args = [a for step in steps for a in step.args]
         maps = [a for a in args if isinstance(a, TensorMapArg)]
