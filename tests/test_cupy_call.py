@@ -11,7 +11,11 @@ reference. Planted bugs in the launcher text must be caught.
   mma.sync path on an sm_89 device, tgmm, GEMV, quantize;
 - foreign arrays (DLPack and __cuda_array_interface__) used without a copy;
   host arrays, CPU DLPack arrays and wrong dtypes refused with a message;
-- a caller's workspace and stream; the arch refusal.
+- a caller's workspace and stream; the arch refusal;
+- the signature cache: a repeated call skips the checks, and a call that
+  differs from a cached one in anything a check reads (shape, dtype,
+  strides, alignment, device, a host array, the workspace, the group count,
+  a scalar) is checked again and refused as on a first call.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ the launch sequence (entry point, grid, block, dynamic shared memory,
 arguments) printed from the same plan as the kernel, each launch checked
 against CUDA's grid and block limits (validate() runs that check too). The
 CuPy call below also checks every launch's dynamic shared memory against the
-device's opt-in limit, before the first launch. The CuPy call and gemmgen's
+device's opt-in limit and every array's device, before the first launch,
+once per call signature (see its docstring). The CuPy call and gemmgen's
 CPU emulation both run exactly that sequence.
 
 CuPy has no bfloat16 or FP8 dtypes: such arrays may also be passed as views
