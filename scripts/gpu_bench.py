@@ -10,7 +10,7 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
   (3) for a kernel with a Hopper path (sm_90a: TMA + wgmma, docs/cuda-hopper.md)
       on a device of compute capability 9.0, where the launcher picks that
       path, it also checks and times the same kernel's mma.sync path (the
-      launcher's device_sm() answering (9.0, 0 SMs), which makes launches() pick
+      launcher's device limits answering 0 SMs, which makes launches() pick
       the path every arch runs), so the two bodies are compared on one GPU.
       The goal (issue: Hopper tier): the bf16 dense Hopper kernel at 4096^3
       to 8192^3 at or above torch.matmul, grouped at >= 90 % of its dense
@@ -228,13 +228,14 @@ def torch_baseline(kernel: ir.Kernel, m: int, n: int, k: int, g: int) -> dict:
 
 def mma_sync_path(launcher, fn, kernel: ir.Kernel, case, inputs: dict, dev: dict) -> dict:
     """Correctness and time of the mma.sync path of a kernel whose launcher
-    picks its Hopper path on this device: its device_sm() is replaced by one
-    that answers (0, 0) for the duration."""
+    picks its Hopper path on this device: its _device_limits() (what
+    device_sm() and the CuPy call read, part of a call's signature) is
+    replaced by one that answers 0 SMs for the duration."""
     import cupy
 
-    real = launcher.device_sm
-    sm = real()[0]
-    launcher.device_sm = lambda: (sm, 0)  # no SM count: launches() takes the mma.sync path
+    real = launcher._device_limits
+    # No SM count: launches() takes the mma.sync path.
+    launcher._device_limits = lambda device: (real(device)[0], 0, real(device)[2])
     try:
         got = fn(**to_device(inputs))
         got = got if isinstance(got, tuple) else (got,)
@@ -245,7 +246,7 @@ def mma_sync_path(launcher, fn, kernel: ir.Kernel, case, inputs: dict, dev: dict
         return {"mma_sync_correct": bool(result.passed),
                 "mma_sync_seconds": time_call(lambda: fn(**dev))}
     finally:
-        launcher.device_sm = real
+        launcher._device_limits = real
 
 
 def _torch_time(fn, repeats: int = 20) -> float:

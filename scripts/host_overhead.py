@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Per-call host work of the generated CuPy launchers at decode shapes.
 
-A repeated call of the same shape (what a decode step does) runs the
-launcher's validation, its cached launch plan, argument packing and the
-launch calls. This script times that host work per call:
+A repeated call of the same shape (what a decode step does) finds its
+signature (shapes, strides, dtypes, devices, alignment, scalars) among
+those already checked and runs their launch plan: its arrays taken in,
+the signature looked up, the arguments picked by position, the launch
+calls. A new signature runs every check (validate() and the device's) and
+plans its launches first. This script times that host work per call:
 
     python scripts/host_overhead.py            # on the GPU, with CuPy: whole calls
     python scripts/host_overhead.py --standin  # no GPU: the CuPy stand-in, launches not run
@@ -12,12 +15,14 @@ With `--standin` (gemmgen/harness/cupy_standin.py) each kernel launch is
 replaced by a no-op, so the figure is the launcher's own Python work and
 excludes CuPy's kernel-call cost (a few microseconds per launch on a GPU
 host). Output and callers' workspace are passed in, as a serving loop would.
+Each figure is the median of --repeats batches (the machine may be shared).
 Results go in docs/benchmarks.md ("Host overhead"); nothing asserts them.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,7 +45,12 @@ CASES = [
 BITS = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
 
 
-def measure(cupy, stem: str, name: str, case: Case, calls: int, no_launch: bool) -> tuple[float, float]:
+def measure(cupy, stem: str, name: str, case: Case, calls: int, repeats: int,
+            no_launch: bool) -> tuple[float, float, float]:
+    """Seconds per call, each the median of `repeats` batches of `calls`: a
+    repeated call, a call of a signature not seen before (its checks and
+    planning: the launcher's cache of signatures emptied before each), and
+    validate() alone."""
     kernel = render_spec(ROOT / "specs" / f"{stem}.gemm").spec.kernel(name)
     inputs = case.inputs(kernel, 0)
     module = load_generated_module(ROOT / "generated" / stem / "cuda" / f"{name}.py", f"host_overhead_{name}")
@@ -54,25 +64,42 @@ def measure(cupy, stem: str, name: str, case: Case, calls: int, no_launch: bool)
     fn = getattr(module, name)
     fn(**args)  # builds the module, fills the caches
     if no_launch:
-        module._function = lambda sm, entry, smem: (lambda grid, block, a, shared_mem=0: None)
-    cupy.cuda.Device().synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
+        module._function = lambda sm, entry, smem: (lambda grid, block, a, shared_mem=0, stream=None: None)
+        module._CALLS.clear()
+        module._plan.cache_clear()
+        fn(**args)  # the call's plan again, over no-op launches
+
+    def repeated():
         fn(**args)
-    per_call = (time.perf_counter() - start) / calls
-    cupy.cuda.Device().synchronize()
-    workspace = args.pop("workspace")
-    del workspace
-    start = time.perf_counter()
-    for _ in range(calls):
-        module.validate(**args)
-    return per_call, (time.perf_counter() - start) / calls
+
+    def new_signature():
+        module._CALLS.clear()
+        fn(**args)
+
+    checks = {a: v for a, v in args.items() if a != "workspace"}
+
+    def validate():
+        module.validate(**checks)
+
+    def median(what) -> float:
+        cupy.cuda.Device().synchronize()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(calls):
+                what()
+            times.append((time.perf_counter() - start) / calls)
+        cupy.cuda.Device().synchronize()
+        return statistics.median(times)
+
+    return median(repeated), median(new_signature), median(validate)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--standin", action="store_true", help="no GPU: the CuPy stand-in, launches not run")
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--calls", type=int, default=2000, help="calls per timed batch")
+    ap.add_argument("--repeats", type=int, default=5, help="batches; the median is reported")
     args = ap.parse_args()
     if args.standin:
         from gemmgen.harness import cupy_standin
@@ -90,11 +117,12 @@ def main() -> int:
     with context:
         import cupy
 
-        print("| kernel | shape | host us/call | of which validate() |")
-        print("|---|---|---|---|")
+        print("| kernel | shape | host us/call | a new signature | validate() alone |")
+        print("|---|---|---|---|---|")
         for stem, name, case in CASES:
-            per_call, validate = measure(cupy, stem, name, case, args.calls, args.standin)
-            print(f"| {name} | {case.describe()} | {per_call * 1e6:.1f} | {validate * 1e6:.1f} |", flush=True)
+            times = measure(cupy, stem, name, case, args.calls, args.repeats, args.standin)
+            figures = " | ".join(f"{t * 1e6:.1f}" for t in times)
+            print(f"| {name} | {case.describe()} | {figures} |", flush=True)
     return 0
 
 

@@ -11,7 +11,11 @@ reference. Planted bugs in the launcher text must be caught.
   mma.sync path on an sm_89 device, tgmm, GEMV, quantize;
 - foreign arrays (DLPack and __cuda_array_interface__) used without a copy;
   host arrays, CPU DLPack arrays and wrong dtypes refused with a message;
-- a caller's workspace and stream; the arch refusal.
+- a caller's workspace and stream; the arch refusal;
+- the signature cache: a repeated call skips the checks, and a call that
+  differs from a cached one in anything a check reads (shape, dtype,
+  strides, alignment, device, a host array, the workspace, the group count,
+  a scalar) is checked again and refused as on a first call.
 """
 
 from __future__ import annotations
@@ -359,18 +363,139 @@ def test_a_device_older_than_the_specs_archs_is_refused():
         assert not cupy.launches and not cupy.options_seen
 
 
-def test_a_repeated_shape_reuses_the_launch_plan_and_maps():
+# ---------------------------------------------------------------------------
+# The signature cache: a repeated call skips the checks, a changed one does not.
+
+
+def test_a_repeated_shape_reuses_the_launch_plan_and_maps(monkeypatch):
     stem, name, case = GROUPED
     module = launcher(stem, name)
     k = rendered(stem).spec.kernel(name)
     inputs = case.inputs(k, 9)
     with cupy_standin.install(folder(stem), "sm_90a") as cupy:
         args = {a: to_device(cupy, v) for a, v in inputs.items()}
-        for _ in range(2):
-            getattr(module, name)(**args)
-    assert module._steps.cache_info().hits == 1 and module._steps.cache_info().misses == 1
-    assert module._encoded_map.cache_info().hits >= 2
+        first = host(getattr(module, name)(**args), "bfloat16")
+        # A repeated signature runs neither validate() nor the planning.
+        monkeypatch.setattr(module, "validate", lambda **_: pytest.fail("validate() ran again"))
+        monkeypatch.setattr(module, "_prepare", lambda *_: pytest.fail("_prepare() ran again"))
+        second = host(getattr(module, name)(**args), "bfloat16")  # a new, poisoned output
+    assert len(module._CALLS) == 1 and module._steps.cache_info().misses == 1
+    assert module._encoded_map.cache_info().misses == 2  # lhs and rhs, encoded once
     assert len(cupy.options_seen) == 1  # one NVRTC build
+    for got in (first, second):
+        assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+
+
+def _at(cupy, x, *, shape=None, dtype=None, strides=None, offset: int = 0, device: int = 0):
+    """A stand-in array over x's memory (from `offset` bytes on), as CuPy
+    makes one over a MemoryPointer: its shape, dtype, strides and device
+    given."""
+    memory = cupy.cuda.UnownedMemory(x.data.ptr + offset, x.nbytes - offset, x, device)
+    return cupy.ndarray(shape or x.shape, dtype or x.dtype, memptr=cupy.cuda.MemoryPointer(memory, 0),
+                        strides=strides)
+
+
+def test_a_warm_cache_still_refuses_each_bad_call():
+    """After a good call of a signature, a call that differs from it in one
+    thing a check reads gets the first call's error, and launches nothing;
+    the good call still runs and matches the reference."""
+    stem, name = "dense", "dense_gemm_bf16"
+    case = Case("small", m=8, n=128, k=64)
+    module = launcher(stem, name)
+    k = rendered(stem).spec.kernel(name)
+    inputs = case.inputs(k, 12)
+    with cupy_standin.install(folder(stem), "sm_89") as cupy:
+        lhs = cupy.asarray(inputs["lhs"].view(np.uint16))
+        rhs = cupy.asarray(inputs["rhs"].view(np.uint16))
+        out = cupy.empty((8, 128), np.uint16)
+        module.dense_gemm_bf16(lhs, rhs, out=out)
+        assert compare(host(out, "bfloat16"), reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+        wide = cupy.empty((8, 128), np.uint16)  # lhs's rows 128 elements apart: not contiguous
+        bad = {
+            r"rhs must have shape \[128, 64\], got \[128, 32\]": dict(rhs=_at(cupy, rhs, shape=(128, 32))),
+            r"out must have shape \[8, 128\], got \[8, 64\]": dict(out=_at(cupy, out, shape=(8, 64))),
+            r"lhs must be bfloat16, got float16": dict(lhs=_at(cupy, lhs, dtype=np.float16)),
+            r"lhs must be bfloat16, got int16": dict(lhs=_at(cupy, lhs, dtype=np.int16)),
+            r"lhs must be C-contiguous": dict(lhs=_at(cupy, wide, shape=(8, 64), strides=(256, 2))),
+            r"rhs must be 16-byte aligned": dict(rhs=_at(cupy, rhs, offset=2)),
+            r"lhs is on device 1, not on the current device 0": dict(lhs=_at(cupy, lhs, device=1)),
+            r"out is on device 1, not on the current device 0": dict(out=_at(cupy, out, device=1)),
+            r"lhs is a NumPy array, in host memory": dict(lhs=inputs["lhs"]),
+            r"workspace must be a C-contiguous int32 array": dict(workspace=cupy.empty(4, np.int16)),
+        }
+        launched = len(cupy.launches)
+        for message, change in bad.items():
+            call = {"lhs": lhs, "rhs": rhs, "out": out, **change}
+            for _ in range(2):  # and again: a refused call is not cached
+                with pytest.raises((ValueError, TypeError), match=message):
+                    module.dense_gemm_bf16(**call)
+        assert len(cupy.launches) == launched, "a refused call launched"
+        assert len(module._CALLS) == 1
+        poisoned = cupy.empty((8, 128), np.uint16)
+        module.dense_gemm_bf16(lhs, rhs, out=poisoned)
+        got = host(poisoned, "bfloat16")
+    assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+
+
+def test_the_group_count_and_scalars_are_part_of_the_signature():
+    """Grouped GEMM: a call with another group count of the same total rows
+    is planned again (its workspace is larger: a caller's workspace sized for
+    the first is refused), new group sizes of the same count reuse the plan
+    (they are read on the device), and a changed group_offset is checked
+    again; every result matches the reference."""
+    stem, name = "moe", "moe_bf16_grouped_gemm"
+    module = launcher(stem, name)
+    k = rendered(stem).spec.kernel(name)
+    two = Case("groups", m=40, n=128, k=32, group_sizes=(25, 15))
+    three = Case("groups", m=40, n=128, k=32, group_sizes=(10, 15, 15))
+    swapped = Case("groups", m=40, n=128, k=32, group_sizes=(15, 25))
+    sharded = Case("sharded", m=40, n=128, k=32, group_sizes=(10, 15, 15), group_offset=1, g_local=2)
+    with cupy_standin.install(folder(stem), "sm_90a") as cupy:
+        def run(case, seed, offset=None, **kwargs):
+            inputs = case.inputs(k, seed)
+            if offset is not None:  # the call's group_offset; the reference gets its value
+                inputs["group_offset"] = np.int32(int(offset))
+            args = {a: to_device(cupy, v) for a, v in inputs.items()}
+            if offset is not None:
+                args["group_offset"] = offset
+            got = host(getattr(module, name)(**args, **kwargs), "bfloat16")
+            assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed, case.describe()
+            return args
+
+        dims = module.validate(**two.inputs(k, 1))
+        workspace = cupy.empty(max(module.workspace_ints(dims), 4), np.int32)
+        run(two, 1, workspace=workspace)
+        run(swapped, 2, workspace=workspace)
+        assert len(module._CALLS) == 1  # the same signature: group sizes are data on the device
+        args = {a: to_device(cupy, v) for a, v in three.inputs(k, 3).items()}
+        with pytest.raises(ValueError, match=r"workspace must be a C-contiguous int32 array of at least"):
+            getattr(module, name)(**args, workspace=workspace)
+        run(three, 3)
+        assert len(module._CALLS) == 2
+        args = run(sharded, 4)  # group_offset=1 as a NumPy 0-d array
+        run(sharded, 5, offset=0)
+        assert len(module._CALLS) == 4
+        with pytest.raises(ValueError, match=r"group_offset must be a scalar, got shape \(2,\)"):
+            getattr(module, name)(**{**args, "group_offset": np.array([1, 1])})
+        with pytest.raises(ValueError, match=r"group_offset must fit in int32"):
+            getattr(module, name)(**{**args, "group_offset": 2**31})
+
+        class Tensor0d:
+            """Another library's 0-d tensor: hashable by identity, changed in place."""
+
+            ndim = 0
+
+            def __init__(self, value: int) -> None:
+                self.value = value
+
+            def __int__(self) -> int:
+                return self.value
+
+        offset = Tensor0d(1)
+        run(sharded, 6, offset=offset)
+        offset.value = 0
+        run(sharded, 7, offset=offset)  # its new value, not a cached plan's
+        assert len(module._CALLS) == 4
 
 
 def test_without_cupy_a_bad_call_gets_its_message_first(monkeypatch):

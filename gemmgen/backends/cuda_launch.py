@@ -747,9 +747,21 @@ class LaunchPlan:
         params += [f"{a.name}=None" for a in self.outputs]
         return py_call("def validate(", params, ") -> dict[str, int]:", 0)
 
+    def py_validate(self, indent: int, lhs: str) -> str:
+        """`<lhs>validate(lhs=lhs, ...)` at `indent`."""
+        return py_call(f"{lhs}validate(", [f"{a.name}={a.name}" for a in self.args], ")", indent)
+
     @property
-    def py_validate_call(self) -> str:
-        return py_call("dims = validate(", [f"{a.name}={a.name}" for a in self.args], ")", 4)
+    def py_prepare_call(self) -> str:
+        """The arrays of a call by name, the workspace last, for _prepare."""
+        names = [a.name for a in self.arrays] + ["workspace"]
+        return py_collection("named = {", [f'"{n}": {n}' for n in names], "}", 8)
+
+    @property
+    def py_launch_arrays(self) -> str:
+        """The arrays of a call in DTYPES order, then the workspace."""
+        names = [a.name for a in self.arrays] + ["workspace"]
+        return py_collection("arrays = (", names, ")", 4)
 
     def py_raise(self, message: str, indent: int) -> str:
         """`raise ValueError(f"{NAME}: <message> (m={m}, ...)")`."""

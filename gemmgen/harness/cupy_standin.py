@@ -269,7 +269,10 @@ class StandinArray:
         contiguous = tuple(int(np.prod(self.shape[i + 1:])) * self.dtype.itemsize for i in range(self.ndim))
         self.strides = contiguous if strides is None else tuple(int(s) for s in strides)
         address = self._cupy.memory.allocate(self.nbytes) if memptr is None else int(memptr.ptr)
-        self.data = types.SimpleNamespace(ptr=address)
+        # CuPy's MemoryPointer: the address and the device it is on (the
+        # stand-in's is device 0; a foreign pointer may say otherwise).
+        device = 0 if memptr is None else getattr(memptr, "device_id", 0)
+        self.data = types.SimpleNamespace(ptr=address, device_id=device)
         self.flags = {"C_CONTIGUOUS": self.strides == contiguous or self.size <= 1}
 
     def host(self) -> np.ndarray:
@@ -332,6 +335,8 @@ def _cuda_namespace(cupy: StandinCupy):
     class MemoryPointer:
         def __init__(self, mem, offset: int) -> None:
             self.mem, self.ptr = mem, mem.ptr + int(offset)
+            # As CuPy: an UnownedMemory of device -1 is on the device its pointer is on (0 here).
+            self.device_id = mem.device_id if mem.device_id >= 0 else 0
 
     def device_get_attribute(attribute: int, device: int) -> int:
         cupy.asked.append((attribute, device))

@@ -21,7 +21,8 @@ the launch sequence (entry point, grid, block, dynamic shared memory,
 arguments) printed from the same plan as the kernel, each launch checked
 against CUDA's grid and block limits (validate() runs that check too). The
 CuPy call below also checks every launch's dynamic shared memory against the
-device's opt-in limit, before the first launch. The CuPy call and gemmgen's
+device's opt-in limit and every array's device, before the first launch,
+once per call signature (see its docstring). The CuPy call and gemmgen's
 CPU emulation both run exactly that sequence.
 
 CuPy has no bfloat16 or FP8 dtypes: such arrays may also be passed as views
@@ -32,6 +33,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
+import operator
 import os
 import pathlib
 from dataclasses import dataclass
@@ -626,45 +629,196 @@ def moe_fp8_masked_gemm(
 
     The arrays are CuPy arrays or any GPU array that speaks DLPack or
     __cuda_array_interface__ (a PyTorch CUDA tensor, a JAX GPU array), used in
-    place, without a copy. `workspace`: an int32 GPU array of at least
-    workspace_ints(dims) elements, reused across calls (default: allocated per
-    call). `stream`: a CuPy stream or any stream with `__cuda_stream__`
-    (default: CuPy's current stream)."""
-    cupy = _cupy_if_installed()  # without CuPy a bad call still gets its ValueError first
-    launch_stream = _stream(cupy, stream) if cupy else None
+    place, without a copy, on the current device. `workspace`: an int32 GPU
+    array of at least workspace_ints(dims) elements, reused across calls
+    (default: allocated per call). `stream`: a CuPy stream or any stream with
+    `__cuda_stream__` (default: CuPy's current stream).
+
+    The first call of a signature (what the checks read: every array's
+    shape, strides, dtype, device and base address modulo its alignment,
+    the scalars, the current device and its limits) runs every check and
+    plans its launches (_prepare); a call of a signature seen before reuses
+    that plan (_CALLS). A changed signature is checked again."""
+    cupy = _cupy_if_installed()
+    if cupy is None:  # without CuPy a bad call still gets its ValueError first
+        validate(
+            lhs=lhs, rhs=rhs, masked_m=masked_m, lhs_scale=lhs_scale, rhs_scale=rhs_scale, out=out
+        )
+        cupy = _cupy()
+    launch_stream = _stream(cupy, stream)
     lhs = _device_array(cupy, lhs, "lhs", launch_stream)
     rhs = _device_array(cupy, rhs, "rhs", launch_stream)
     masked_m = _device_array(cupy, masked_m, "masked_m", launch_stream)
     lhs_scale = _device_array(cupy, lhs_scale, "lhs_scale", launch_stream)
     rhs_scale = _device_array(cupy, rhs_scale, "rhs_scale", launch_stream)
     out = _device_array(cupy, out, "out", launch_stream)
-    dims = validate(
-        lhs=lhs, rhs=rhs, masked_m=masked_m, lhs_scale=lhs_scale, rhs_scale=rhs_scale, out=out
+    workspace = _device_array(cupy, workspace, "workspace", launch_stream, "int32")
+    device = cupy.cuda.runtime.getDevice()
+    key = (
+        device,
+        _device_limits(device),
+        _signature(lhs, 16),
+        _signature(rhs, 16),
+        _signature(masked_m, 4),
+        _signature(lhs_scale, 4),
+        _signature(rhs_scale, 4),
+        _signature(out, 1),
+        _signature(workspace, 1),
     )
-    cupy = cupy or _cupy()
-    sm, num_sms = device_sm()
+    call = _CALLS.get(key)
+    if call is None:
+        dims = validate(
+            lhs=lhs, rhs=rhs, masked_m=masked_m, lhs_scale=lhs_scale, rhs_scale=rhs_scale, out=out
+        )
+        named = {
+            "lhs": lhs,
+            "rhs": rhs,
+            "masked_m": masked_m,
+            "lhs_scale": lhs_scale,
+            "rhs_scale": rhs_scale,
+            "out": out,
+            "workspace": workspace,
+        }
+        call = _prepare(key, dims, named, device)
+    if out is None:
+        out = call.new_output(cupy, "out")
+    if workspace is None:
+        workspace = cupy.empty(call.workspace_ints, dtype=np.int32)
+    arrays = (lhs, rhs, masked_m, lhs_scale, rhs_scale, out, workspace)
+    call.launch(arrays, launch_stream)
+    return out
+
+
+# The launch plan of each call signature seen (see the CuPy call above), the
+# oldest dropped past _MAX_CALLS.
+_CALLS: dict[tuple, _Call] = {}
+_MAX_CALLS = 256
+# The key of a call whose scalar argument is not a number: never cached.
+_UNCACHED = ("uncached",)
+_NUMBERS = (int, bool, float, type(None))
+
+
+def _signature(x, align: int):
+    """What the checks read of GPU array `x` (None: left out): its shape,
+    strides, dtype, device and base address modulo `align`."""
+    if x is None:
+        return None
+    data = x.data
+    return (x.shape, x.strides, x.dtype, data.device_id, data.ptr % align)
+
+
+def _scalar(x):
+    """What the checks read of a scalar argument: the type and value of a
+    number (Python's, NumPy's or None), the value of a NumPy 0-d array;
+    else _UNCACHED (another library's 0-d tensor may change in place)."""
+    if type(x) in _NUMBERS or isinstance(x, np.number):
+        return (type(x), x)
+    if type(x) is np.ndarray and x.ndim == 0 and x.dtype.kind in "biuf":
+        return (np.ndarray, x.dtype, x.item())
+    return _UNCACHED
+
+
+def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Call:
+    """The checks of a call after validate() (which gave `dims`): every array
+    (the workspace among them) on the current device `device`, the device's
+    arch, each launch within its shared memory (_steps), the caller's
+    workspace. Returns the shape's launch plan, kept for the call's signature
+    `key` (unless a scalar is not a number)."""
+    for name, x in arrays.items():
+        if x is not None and x.data.device_id != device:
+            raise ValueError(
+                f"{NAME}: {name} is on device {x.data.device_id}, not on the current device "
+                f"{device}: make its device current (with cupy.cuda.Device({x.data.device_id}))"
+            )
+    sm, num_sms, smem_limit = key[1]  # _device_limits(device)
     if why := arch_error(sm):
         raise RuntimeError(why)
-    steps = _steps(tuple(dims.items()), sm, num_sms, device_smem_limit())
-    arrays = {
-        "lhs": lhs,
-        "rhs": rhs,
-        "masked_m": masked_m,
-        "lhs_scale": lhs_scale,
-        "rhs_scale": rhs_scale,
-        "out": out,
-    }
-    for name, shape in output_shapes(dims).items():
-        if arrays[name] is None:
-            arrays[name] = cupy.empty(shape, dtype=_VIEWS.get(DTYPES[name], DTYPES[name]))
-    arrays["workspace"] = _workspace(cupy, workspace, max(workspace_ints(dims), 4), launch_stream)
-    with launch_stream:
+    call = _plan(tuple(dims.items()), sm, num_sms, smem_limit)
+    ints = call.workspace_ints
+    workspace = arrays["workspace"]
+    if workspace is not None and (
+        workspace.dtype != np.int32 or workspace.size < ints or not workspace.flags["C_CONTIGUOUS"]
+    ):
+        raise ValueError(
+            f"{NAME}: workspace must be a C-contiguous int32 array of at least {ints} elements, "
+            f"got {workspace.dtype} of shape {tuple(workspace.shape)}"
+        )
+    if _UNCACHED not in key:
+        if len(_CALLS) >= _MAX_CALLS:
+            del _CALLS[next(iter(_CALLS))]
+        _CALLS[key] = call
+    return call
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(dims: tuple, sm: int, num_sms: int, smem_limit: int) -> _Call:
+    """The launches of validated dims (as items) on a device (see _steps),
+    planned once per shape and device."""
+    return _Call(dict(dims), _steps(dims, sm, num_sms, smem_limit), sm)
+
+
+class _Call:
+    """The launches of one shape on one device, planned once: for each, the
+    kernel function, grid, block, dynamic shared memory and where its
+    arguments are in the call's values (`launch`): the arrays (DTYPES order,
+    then the workspace), the tensor maps over them and the launches' scalars."""
+
+    __slots__ = ("launches", "maps", "scalars", "shapes", "workspace_ints")
+
+    def __init__(self, dims: dict[str, int], steps: tuple[Launch, ...], sm: int) -> None:
+        self.shapes = output_shapes(dims)
+        self.workspace_ints = max(workspace_ints(dims), 4)
+        arrays = {name: i for i, name in enumerate((*DTYPES, "workspace"))}
+        args = [a for step in steps for a in step.args]
+        maps = [a for a in args if isinstance(a, TensorMapArg)]
+        # (position of the array, the map, its encodings by the array's address)
+        self.maps = tuple((arrays[t.array], t, {}) for t in maps)
+        self.scalars = tuple(a for a in args if not isinstance(a, (str, TensorMapArg)))
+        map_at = itertools.count(len(arrays))
+        scalar_at = itertools.count(len(arrays) + len(maps))
+        self.launches = []
         for step in steps:
+            at = []
+            for a in step.args:
+                if isinstance(a, TensorMapArg):
+                    at.append(next(map_at))
+                elif isinstance(a, str):
+                    at.append(arrays[a])
+                else:
+                    at.append(next(scalar_at))
             kernel = _function(sm, step.entry, step.smem)
-            args = tuple(_argument(arrays, a) for a in step.args)
-            kernel(step.grid, step.block, args, shared_mem=step.smem)
-    outs = tuple(arrays[name] for name in OUTPUTS)
-    return outs[0] if len(outs) == 1 else outs
+            self.launches.append((kernel, step.grid, step.block, step.smem, _picker(at)))
+
+    def new_output(self, cupy, name: str):
+        """A new GPU array for output `name`."""
+        return cupy.empty(self.shapes[name], dtype=_VIEWS.get(DTYPES[name], DTYPES[name]))
+
+    def launch(self, arrays: tuple, stream) -> None:
+        """Run the launches over `arrays` (DTYPES order, then the workspace;
+        None: a null pointer) on `stream`."""
+        values = arrays + self._maps(arrays) + self.scalars
+        for kernel, grid, block, smem, pick in self.launches:
+            kernel(grid, block, pick(values), shared_mem=smem, stream=stream)
+
+    def _maps(self, arrays: tuple) -> tuple:
+        """The tensor maps over `arrays`, each encoded once per address."""
+        out = []
+        for i, t, encoded in self.maps:
+            address = arrays[i].data.ptr
+            if address not in encoded:
+                if len(encoded) >= 64:
+                    encoded.clear()
+                encoded[address] = _tensor_map(arrays[i], t)
+            out.append(encoded[address])
+        return tuple(out)
+
+
+def _picker(positions: list[int]):
+    """A function that picks a launch's arguments, in order, out of the
+    call's values."""
+    if len(positions) < 2:
+        return lambda values: tuple(values[i] for i in positions)
+    return operator.itemgetter(*positions)
 
 
 @functools.lru_cache(maxsize=256)
@@ -780,25 +934,3 @@ def _from_dlpack(cupy, x, name: str, stream, want: str):
     memory = cupy.cuda.UnownedMemory((t.data or 0) + t.byte_offset, span, capsule, int(device))
     pointer = cupy.cuda.MemoryPointer(memory, 0)
     return cupy.ndarray(shape, dtype, memptr=pointer, strides=strides)
-
-
-def _workspace(cupy, workspace, ints: int, stream):
-    """The launch's int32 scratch: the caller's, checked, or a new one."""
-    if workspace is None:
-        return cupy.empty(ints, dtype=np.int32)
-    workspace = _device_array(cupy, workspace, "workspace", stream, "int32")
-    if workspace.dtype != np.int32 or workspace.size < ints or not workspace.flags["C_CONTIGUOUS"]:
-        raise ValueError(
-            f"{NAME}: workspace must be a C-contiguous int32 array of at least {ints} elements, "
-            f"got {workspace.dtype} of shape {tuple(workspace.shape)}"
-        )
-    return workspace
-
-
-def _argument(arrays: dict, a):
-    """A launch argument: an array by name (None: a null pointer), a tensor map or a scalar."""
-    if isinstance(a, TensorMapArg):
-        return _tensor_map(arrays[a.array], a)
-    if not isinstance(a, str):
-        return a
-    return arrays[a]  # None: CuPy passes a null pointer
