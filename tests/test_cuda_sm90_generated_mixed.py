@@ -256,7 +256,10 @@ GATE = [
 
 
 @pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if n == "wg4_gate" else pytest.mark.slow)
+    # In CI: the dense int8 gate-up (ragged). The grouped int4 shard is slow
+    # (about 100 s on the emulator alone, near its 120 s limit under load).
+    pytest.param(n, c, s, id=f"{n}-{c.name}",
+                 marks=() if (n, c.name) == ("w8_gate", "ragged") else pytest.mark.slow)
     for n, c, s in GATE])
 def test_gate_up_weight_only_on_the_emulator(name, case, num_sms):
     MIXED.check(name, case, num_sms, seed=fresh_seed())
