@@ -19,16 +19,8 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 status=0
 
-step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.txt, report
-  local name="$1" limit="$2"
-  shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.txt" 2>&1
-  local rc=$?
-  echo "$name: exit $rc in $((SECONDS - start)) s (log $OUT/$name.txt)" | tee -a "$OUT/steps.txt"
-  tail -n 5 "$OUT/$name.txt"
-  [ "$rc" = 0 ] || status=1
-}
+# shellcheck source=scripts/steps.sh
+. scripts/steps.sh
 
 step env 60 bash -c "nvidia-smi; $PY - <<'PYEOF'
 import platform, cupy

@@ -64,3 +64,17 @@ def test_tpu_run_rejects_an_unknown_step(tmp_path):
                        text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path / "out")})
     assert r.returncode == 2 and "usage" in r.stderr
     assert not (tmp_path / "out").exists()  # nothing written before the usage check
+
+
+def test_tpu_run_runs_each_step_and_reports_it(tmp_path):
+    """Without a TPU the verify steps fail (saying why) and the script goes
+    on to the next, logging each step (scripts/steps.sh)."""
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", "scripts/tpu_run.sh", "verify"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600,
+                       env={"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": sys.executable})
+    assert r.returncode == 1, r.stdout + r.stderr
+    steps = (out / "steps.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in steps] == ["env", "verify_dense", "verify_moe"]
+    assert steps[0].startswith("env: exit 0") and "exit 1" in steps[1]
+    assert "JAX sees no TPU" in (out / "verify_moe.txt").read_text()
