@@ -333,8 +333,8 @@ GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launche
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch
 MAY_BE_NONE smem l
 annotations arm ARMS cupy dataclass dataclasses DTYPES
-FP8_MAX functools gemmgen GROUP importlib jax jnp Launch launches lax NAME np numpy
-LHS_SCALE_BLOCK_K N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N
+FP8_MAX functools gemmgen GROUP importlib itertools jax jnp Launch launches lax NAME np numpy
+LHS_SCALE_BLOCK_K M_ALIGN N_ALIGN N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N
 output_shapes OUTPUTS pathlib pick pick_index pick_tile pl pltpu SOURCE sys tile_for
 TK TM validate VMEM_LIMIT_BYTES workspace_ints
 A a acc_t B b_col b_element bias bias_t Config convert_b err existing_out g gemm_tile gemv

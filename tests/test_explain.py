@@ -115,7 +115,7 @@ def test_the_fp8_bound_follows_uses_wgmma(monkeypatch):
 def test_explain_pallas_and_unknown_kernel(project, capsys):
     assert main(["explain", "specs/moe.gemm", "gmm_bf16_lut", "--m", "32"]) == 0
     out = capsys.readouterr().out
-    assert "pallas_tpu (v5e): tile m=64 n=128 k=128" in out  # the LUT's m<=64 rule
+    assert "pallas_tpu (v5e): tile m=64 n=1024 k=1024" in out  # the LUT's m<=64 rule
     assert main(["explain", "specs/moe.gemm", "gmm_bf61"]) == 2
     assert "did you mean 'gmm_bf16'" in capsys.readouterr().err
 

@@ -69,7 +69,8 @@ def test_grouped_fp8_silu_mul_plan():
                                              "rhs_scale_up_index"]
     assert [(k.name, k.value) for k in p.constants] == [
         ("RHS_NK", "True"), ("LHS_SCALE_BLOCK_K", "128"), ("RHS_SCALE_BLOCK_N", "128"),
-        ("RHS_SCALE_BLOCK_K", "128"), ("M_ALIGN", "32"), ("N_LANES", "128")]
+        ("RHS_SCALE_BLOCK_K", "128"), ("M_ALIGN", "32"), ("N_ALIGN", "128"),
+        ("N_LANES", "128")]
     mod = p.module
     assert mod.path == PurePosixPath("pallas/gemm.py") and mod.out_dtype == "bfloat16"
     assert [a.name for a in mod.args] == ["lhs", "rhs", "group_sizes", "lhs_scale",

@@ -63,6 +63,7 @@ MAX_ROWS = 2**30
 
 RHS_NK = True  # rhs is [g, n, k]
 M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+N_ALIGN = 128  # columns of a block past n: whole lane tiles
 N_LANES = 128  # columns of one lane-aligned rhs block
 
 

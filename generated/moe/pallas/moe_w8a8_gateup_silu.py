@@ -64,6 +64,7 @@ LHS_SCALE_BLOCK_K = 128  # columns of lhs per lhs_scale
 RHS_SCALE_BLOCK_N = 128  # columns of rhs per rhs_scale
 RHS_SCALE_BLOCK_K = 128  # rows of k per rhs_scale
 M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+N_ALIGN = 128  # columns of a block past n: whole lane tiles
 N_LANES = 128  # columns of one lane-aligned rhs block
 
 
