@@ -76,8 +76,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         nvcc = find_nvcc()
         if nvcc is None:
             print("gemmgen: error: build --resources measures each CUDA kernel with nvcc, and no "
-                  "nvcc was found: put the CUDA toolkit on PATH, set GEMMGEN_NVCC or "
-                  "`pip install nvidia-cuda-nvcc`", file=sys.stderr)
+                  "nvcc was found: set GEMMGEN_NVCC or CUDA_HOME, `pip install nvidia-cuda-nvcc`, "
+                  "or put the CUDA toolkit on PATH", file=sys.stderr)
             return EXIT_BAD_INPUT
     rendered = _render(args.specs or _default_specs()[1])
     report = write(rendered, on_wait=lambda: print(
@@ -106,6 +106,7 @@ def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
     a few nvcc processes at once, into the resource cache."""
     from gemmgen.harness import resources
     from gemmgen.harness.nvcc import NvccError
+    from gemmgen.harness.toolchain import describe_nvcc
 
     todo = resources.jobs(rendered)
     workers = max(1, min(4, os.cpu_count() or 1))
@@ -116,9 +117,8 @@ def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
             print(f"gemmgen: error: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     spilling = sum(1 for r in records if r.spilling())
-    release = records[0].nvcc if records else resources.current_release(nvcc)
-    print(f"resources: {plural(len(todo), 'kernel x arch build')} measured with nvcc {release}: "
-          f"{plural(spilling, 'spill')}")
+    print(f"resources: {plural(len(todo), 'kernel x arch build')} measured with "
+          f"{describe_nvcc(nvcc)}: {plural(spilling, 'spill')}")
     return EXIT_OK
 
 
