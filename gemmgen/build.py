@@ -260,7 +260,7 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
                     tofile=f"{_rel(dest, r.file.root)} (generated)", n=2))
                 problems.append(Problem("stale", dest, diff))
         for rel, entry in existing.items():
-            if rel in r.files or (entry.kind == "dir" and entry.path.name == "__pycache__"):
+            if rel in r.files or output.is_build_product(entry):
                 continue
             if entry.kind == "file" and recorded.get(str(rel)) == \
                     hashlib.sha256(entry.path.read_bytes()).hexdigest():

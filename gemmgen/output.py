@@ -12,6 +12,11 @@ Rules (docs/decisions.md, "Builds that cannot hurt"):
   `__pycache__`) is kept. A path that gemmgen now generates is overwritten
   only when it was gemmgen's (listed in the manifest, or carrying the
   generated-file header); anything else in the way is an error.
+- Build products: what tools write beside the generated files when a user
+  builds them in place (`__pycache__` folders anywhere; the Rust crate's
+  `rust/target/` and `rust/Cargo.lock`, which the crate's generated
+  `.gitignore` names) are carried over untouched, never reported by `check`
+  and never removed.
 - Atomic trees: the new tree is staged next to the old one
   (`generated/.gemmgen-stage-<stem>-*`), unchanged and kept files are hard
   links to the old ones (so their mtimes do not move), and the two trees are
@@ -49,6 +54,12 @@ STAGE_PREFIX = ".gemmgen-stage-"
 OLD_PREFIX = ".gemmgen-old-"
 # Folders Python writes beside generated modules: carried over silently.
 _CACHE_DIRS = frozenset({"__pycache__"})
+# What `cargo build` writes in the generated crate (`rust/`), relative to a
+# spec's output folder: carried over silently, like `__pycache__`, and
+# listed in the crate's generated `.gitignore` (gemmgen.backends.cuda_rust).
+CRATE = PurePosixPath("rust")
+CRATE_BUILD_PRODUCTS = ("target", "Cargo.lock")
+_BUILD_PRODUCTS = frozenset(CRATE / name for name in CRATE_BUILD_PRODUCTS)
 LOCK_TIMEOUT_S = 120.0
 
 
@@ -117,7 +128,7 @@ def scan(root: Path) -> dict[PurePosixPath, Entry]:
     """Every file, link and empty folder below `root`, links not followed.
 
     Folders appear only when empty (files imply their folders); `__pycache__`
-    folders are one entry each.
+    folders and the crate's `rust/target` are one entry each.
     """
     found: dict[PurePosixPath, Entry] = {}
 
@@ -132,7 +143,7 @@ def scan(root: Path) -> dict[PurePosixPath, Entry]:
             if e.is_symlink():
                 found[r] = Entry(r, p, "link")
             elif e.is_dir(follow_symlinks=False):
-                if e.name in _CACHE_DIRS:
+                if e.name in _CACHE_DIRS or r in _BUILD_PRODUCTS:
                     found[r] = Entry(r, p, "dir")
                 else:
                     walk(p, r)
@@ -144,6 +155,13 @@ def scan(root: Path) -> dict[PurePosixPath, Entry]:
     if root.is_dir() and not root.is_symlink():
         walk(root, PurePosixPath("."))
     return found
+
+
+def is_build_product(entry: Entry) -> bool:
+    """Whether `entry` is what a tool wrote building the generated files in
+    place (`__pycache__`, the crate's `target/` and `Cargo.lock`): carried
+    over by every build, never reported by `check`, never removed."""
+    return entry.rel in _BUILD_PRODUCTS or (entry.kind == "dir" and entry.path.name in _CACHE_DIRS)
 
 
 def read_manifest(out: Path) -> dict[str, object] | None:
@@ -220,7 +238,7 @@ def plan_tree(out: Path, files: dict[PurePosixPath, bytes], spec_display: str) -
                 raise OutputError(f"error: {show(entry.path)} was not written by gemmgen and is in "
                                   "the way of a generated file; move it away")
             continue
-        if entry.kind == "dir" and entry.path.name in _CACHE_DIRS:
+        if is_build_product(entry):
             change.carried.append(entry)
             continue
         if entry.kind == "file" and recorded.get(str(rel)) == _sha(_read(entry.path)):
