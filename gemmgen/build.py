@@ -107,26 +107,50 @@ def runtime_headers(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[Pure
     it in `cuda/`, so that `-I generated/<stem>/cuda` is all an nvcc build
     needs: every `gemmgen/runtime/cuda` header reachable through quoted
     includes, except the CPU emulator's (`runtime.is_emulator_file`; only a
-    host compiler reaches those). Each copy starts with the generated-file
-    header and names its source."""
+    host compiler reaches those) and, for a spec that declares no sm_90a,
+    the Hopper-only ones (`runtime.is_hopper_file`): their includes become
+    comments in the copies that had them. Each copy starts with the
+    generated-file header and names its source."""
     from gemmgen.render import header_text
 
     cuda = [t for p, t in files.items() if p.parts[0] == "cuda" and p.suffix in (".cu", ".h")]
     if not cuda:
         return {}
+    target = spec.target(ir.Backend.CUDA)
+    hopper = target is not None and runtime.HOPPER_ARCH in target.cuda_archs
     available = {p.name for p in runtime.RUNTIME_INCLUDE_DIR.iterdir() if p.is_file()}
     texts: dict[str, str] = {}
+    pruned: set[str] = set()
     todo = [name for t in cuda for name in _QUOTED_INCLUDE.findall(t)]
     while todo:
         name = todo.pop()
         if name in texts or name not in available or runtime.is_emulator_file(name):
             continue
-        texts[name] = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
-        todo += _QUOTED_INCLUDE.findall(texts[name])
+        text = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
+        if not hopper:
+            kept = _without_hopper_includes(text)
+            if kept != text:
+                pruned.add(name)
+            text = kept
+        texts[name] = text
+        todo += _QUOTED_INCLUDE.findall(text)
     head = (f"// {header_text(spec.path)}\n"
-            "// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name}.\n")
-    return {PurePosixPath("cuda") / name: head.format(name=name) + text
-            for name, text in sorted(texts.items())}
+            "// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name}{but}.\n")
+    but = (",\n// without its Hopper-only includes "
+           f"({spec.path} declares no {runtime.HOPPER_ARCH})")
+    return {PurePosixPath("cuda") / name: head.format(name=name, but=but if name in pruned else "")
+            + text for name, text in sorted(texts.items())}
+
+
+def _without_hopper_includes(text: str) -> str:
+    """`text` with each quoted include of a Hopper-only runtime header turned
+    into a comment that names it."""
+    def drop(m: re.Match[str]) -> str:
+        if not runtime.is_hopper_file(m.group(1)):
+            return m.group(0)
+        return f'// (not copied, for sm_90a only: #include "{m.group(1)}")'
+
+    return _QUOTED_INCLUDE.sub(drop, text)
 
 
 def manifest(spec: ir.Spec, files: dict[PurePosixPath, str]) -> str:
