@@ -33,7 +33,7 @@ class Rendered:
 
     @property
     def out_dir(self) -> Path:
-        return self.file.root / "generated" / self.spec.stem
+        return output.out_dir(self.file.root, self.spec.stem)
 
 
 def load(path: Path) -> tuple[ir.Spec, SpecFile]:
@@ -69,7 +69,7 @@ def render_spec(path: Path) -> Rendered:
 
     spec = _validated(sf)
     files = backends.render(spec)
-    files.update(package_files(spec, files))
+    files.update(package_files(spec, files, PurePosixPath(sf.output)))
     files.update(runtime_headers(spec, files))
     files = dict(sorted(files.items()))
     head = header_text(spec.path)
@@ -81,16 +81,19 @@ def render_spec(path: Path) -> Rendered:
     return Rendered(spec, sf, files)
 
 
-def package_files(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[PurePosixPath, str]:
-    """The `__init__.py` files that make `generated/<stem>/` a Python package
-    (`import generated.<stem>.pallas.<kernel>`, `generated.<stem>.cuda.<kernel>`
-    from the project root); `pallas/__init__.py` is the Pallas backend's."""
+def package_files(spec: ir.Spec, files: dict[PurePosixPath, str],
+                  folder: PurePosixPath = PurePosixPath("generated")) -> dict[PurePosixPath, str]:
+    """The `__init__.py` files that make `generated/<stem>/` (or the
+    project's output `folder`) a Python package (`import
+    generated.<stem>.pallas.<kernel>`, `generated.<stem>.cuda.<kernel>` from
+    the project root); `pallas/__init__.py` is the Pallas backend's."""
+    from gemmgen.project import Output
     from gemmgen.render import header_text, render_template
 
     folders = sorted({p.parts[0] for p in files if len(p.parts) > 1})
     out = {PurePosixPath("__init__.py"): render_template(
         "package/__init__.py.j2", header=header_text(spec.path), spec_path=spec.path,
-        stem=spec.stem, folders=folders)}
+        stem=spec.stem, folders=folders, out=Output(folder))}
     if "cuda" in folders:
         launchers = sorted(p.stem for p in files if p.parts[0] == "cuda" and p.suffix == ".py")
         out[PurePosixPath("cuda/__init__.py")] = render_template(
@@ -299,6 +302,8 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
             for d in sorted(gen.iterdir()):
                 if d.name in stems or d.name.startswith(".gemmgen-"):
                     continue
+                if d.name in _PACKAGE_OWN and not d.is_symlink():
+                    continue  # the project's own package files (a configured output folder)
                 doc = output.read_manifest(d) if d.is_dir() and not d.is_symlink() else None
                 if doc is not None:
                     problems.append(Problem(
@@ -307,6 +312,11 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
                 else:
                     problems.append(Problem("unexpected", d, note="not written by gemmgen"))
     return problems
+
+
+# What a project's own package holds beside the specs' packages when its
+# output folder is a package of its (`[tool.gemmgen] output`): not reported.
+_PACKAGE_OWN = frozenset({"__init__.py", "py.typed", "__pycache__"})
 
 
 def _rel(p: Path, root: Path) -> str:

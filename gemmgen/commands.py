@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gemmgen.build import InputError, Rendered, check, render_all, write
 from gemmgen.diagnostics import SpecError, clip_message, install_hint, plural
-from gemmgen.output import OutputError, show
+from gemmgen.output import OutputError, generated_dir, show
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # A spec with thousands of problems shows the first few dozen and a count.
@@ -150,9 +150,11 @@ def cmd_check(args: argparse.Namespace) -> int:
               "up to date")
         return EXIT_OK
     fix = "gemmgen build " + " ".join(show(os.path.relpath(r.file.path)) for r in rendered)
-    print(f"\ngenerated/ is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
+    where = sorted({r.file.output for r in rendered})
+    print(f"\n{', '.join(f'{w}/' for w in where)} is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
           f"    {fix}", file=sys.stderr)
-    gone = [p for p in failing if p.kind == "orphaned" and p.path.parent.name == "generated"]
+    gone = [p for p in failing if p.kind == "orphaned" and root is not None
+            and p.path.parent == generated_dir(root)]
     for p in gone:
         print(f"and remove {show(p.path)}, whose spec is gone", file=sys.stderr)
     return EXIT_STALE

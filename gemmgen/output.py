@@ -90,13 +90,20 @@ def _oserror(what: str, path: Path, e: OSError) -> OutputError:
 # -- containment -------------------------------------------------------------
 
 def generated_dir(root: Path) -> Path:
-    """`<root>/generated`, refused if it is a link or not a folder."""
-    gen = root / GENERATED
-    if gen.is_symlink():
-        raise OutputError(f"error: {show(gen)} is a symbolic link; gemmgen writes only into a "
-                          "real 'generated' folder and never follows links out of it")
-    if gen.exists() and not gen.is_dir():
-        raise OutputError(f"error: {show(gen)} exists and is not a folder")
+    """`<root>/generated`, or the project's output folder
+    (`gemmgen.project`: `[tool.gemmgen] output` in pyproject.toml), refused
+    if it or a folder between it and the root is a link or not a folder."""
+    from gemmgen.project import output_folder
+
+    folder = output_folder(root)
+    gen = root
+    for part in folder.parts:
+        gen = gen / part
+        if gen.is_symlink():
+            raise OutputError(f"error: {show(gen)} is a symbolic link; gemmgen writes only into "
+                              f"a real '{folder}' folder and never follows links out of it")
+        if gen.exists() and not gen.is_dir():
+            raise OutputError(f"error: {show(gen)} exists and is not a folder")
     return gen
 
 
@@ -450,7 +457,7 @@ def project_lock(gen: Path, *, timeout: float | None = None,
         return
     timeout = LOCK_TIMEOUT_S if timeout is None else timeout
     try:
-        gen.mkdir(exist_ok=True)
+        gen.mkdir(parents=True, exist_ok=True)
         fd = os.open(gen, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as e:
         raise _oserror("create", gen, e) from None

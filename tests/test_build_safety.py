@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -519,3 +521,120 @@ def test_the_crates_build_products_are_ignored_kept_and_never_removed(tmp_path, 
     assert not (crate / ".gitignore").exists() and not (crate / "src").exists()
     assert snapshot(crate / "target") == before
     assert (crate / "Cargo.lock").is_file()
+
+
+# -- the output folder ([tool.gemmgen] output in pyproject.toml) ---------------
+
+def _pyproject(root: Path, output: str) -> None:
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "myproj"\n\n# Where gemmgen writes.\n[tool.gemmgen]\n'
+        f"output = {output}\n")
+
+
+def test_a_configured_output_folder_is_the_package(tmp_path, monkeypatch, capsys):
+    """`[tool.gemmgen] output` moves every spec's package: build, check and
+    MANIFEST.json follow it, the generated Python imports under the project's
+    own package name (its imports between generated files are relative), and
+    the render cache does not hand back the default layout's files."""
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    shutil.copy(REPO / "specs" / "moe.gemm", root / "specs")
+    monkeypatch.chdir(root)
+    assert main(["build"]) == 0  # the default first: generated/moe/
+    assert (root / "generated" / "moe" / "MANIFEST.json").is_file()
+    shutil.rmtree(root / "generated")
+    _pyproject(root, '"src/myproj/kernels"')
+    pkg = root / "src" / "myproj"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""The project\'s own package."""\n')
+    capsys.readouterr()
+    assert main(["build"]) == 0
+    assert not (root / "generated").exists()
+    out = pkg / "kernels" / "moe"
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    assert manifest["spec"] == "specs/moe.gemm" and "jax/gmm_bf16.py" in manifest["files"]
+    init = (out / "__init__.py").read_text()
+    assert "With the folder that holds myproj/ (src/) on sys.path:" in init
+    assert "from myproj.kernels.moe.pallas.<kernel> import <kernel>" in init
+    assert "generated." not in init and "generated/" not in init
+    for py in out.rglob("*.py"):
+        for line in py.read_text().splitlines():
+            if "<kernel>" not in line:  # the docstring's example is the one absolute import
+                assert not re.match(r"\s*(from|import)\s+(generated|myproj)\b", line), (py, line)
+    # The project's own package files beside the specs' packages are not noise.
+    (pkg / "kernels" / "__init__.py").write_text("")
+    capsys.readouterr()
+    assert main(["check"]) == 0
+    captured = capsys.readouterr()
+    assert "unexpected" not in captured.err, captured.err
+    assert "gemmgen check: 1 spec" in captured.out
+    # A stale file is reported under the configured folder.
+    (out / "jax" / "gmm_bf16.py").write_text("# edited\n")
+    assert main(["check"]) == 1
+    err = capsys.readouterr().err
+    assert "stale: " in err and "src/myproj/kernels/moe/jax/gmm_bf16.py" in err
+    assert "src/myproj/kernels/ is out of date" in err
+    assert main(["build"]) == 0
+    # The generated package imports as myproj.kernels.moe with src/ on sys.path.
+    code = ("import sys; sys.path.insert(0, 'src'); import myproj.kernels.moe.jax.gmm_bf16 as m; "
+            "import myproj.kernels.moe.cuda.gmm_bf16 as c; print(m.__name__, c.NAME)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["myproj.kernels.moe.jax.gmm_bf16", "gmm_bf16"]
+
+
+@pytest.mark.parametrize("value, problem", [
+    ('"/tmp/elsewhere"', "is absolute"),
+    ('"../elsewhere"', "leaves the project ('..')"),
+    ('"src/../../elsewhere"', "leaves the project ('..')"),
+    ('"specs/out"', "is inside specs/"),
+    ('"."', "must name a folder below the project root"),
+    ('""', "must name a folder below the project root"),
+    ('"src//kernels"', "must name a folder below the project root"),
+    ('"my-proj/kernels"', "'my-proj' is not a Python identifier"),
+    ('"src\\\\kernels"', "use '/' between folders"),
+    ("5", "must be a string"),
+])
+def test_a_dangerous_output_folder_is_a_positioned_error(tmp_path, monkeypatch, capsys, value,
+                                                         problem):
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "small.gemm").write_text(SMALL)
+    _pyproject(root, value)
+    monkeypatch.chdir(root)
+    before = snapshot(tmp_path)
+    for command in (["build"], ["check"], ["build", "specs/small.gemm"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gemmgen: pyproject.toml:6:10: error: [tool.gemmgen] output "), err
+        assert problem in err and "Traceback" not in err
+    assert snapshot(tmp_path) == before
+
+
+def test_an_unknown_setting_is_a_positioned_error(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "small.gemm").write_text(SMALL)
+    (root / "pyproject.toml").write_text('[tool.gemmgen]\noutptu = "src/k"\n')
+    monkeypatch.chdir(root)
+    assert main(["build"]) == 2
+    assert capsys.readouterr().err == ("gemmgen: pyproject.toml:2:10: error: [tool.gemmgen]: "
+                                       "unknown setting 'outptu'; did you mean 'output'? "
+                                       "(known: output)\n")
+    assert not (root / "generated").exists() and not (root / "src").exists()
+
+
+def test_a_link_on_the_way_to_the_output_folder_is_refused(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "specs" / "small.gemm").write_text(SMALL)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "src").symlink_to(outside)
+    _pyproject(root, '"src/kernels"')
+    monkeypatch.chdir(root)
+    assert main(["build"]) == 2
+    err = capsys.readouterr().err
+    assert "src is a symbolic link" in err and "never follows links" in err
+    assert list(outside.iterdir()) == []
