@@ -33,12 +33,22 @@ class Rendered:
 
     @property
     def out_dir(self) -> Path:
-        return output.out_dir(self.file.root, self.spec.stem)
+        return output.out_dir(self.file.root, self.spec.stem, self.file.output)
+
+
+def _locate(path: Path) -> SpecFile:
+    """The spec file and its project's output folder (gemmgen.project)."""
+    from dataclasses import replace
+
+    from gemmgen.project import output_folder
+
+    sf = locate(path)
+    return replace(sf, output=output_folder(sf.root).as_posix())
 
 
 def load(path: Path) -> tuple[ir.Spec, SpecFile]:
     """Read, parse and validate one spec (backend diagnostics included)."""
-    sf = locate(path)
+    sf = _locate(path)
     return _validated(sf), sf
 
 
@@ -60,7 +70,7 @@ def _validated(sf: SpecFile) -> ir.Spec:
 def render_spec(path: Path) -> Rendered:
     """Read, validate and render one spec: from the render cache when this
     generator rendered this very spec before (gemmgen.build_cache)."""
-    sf = locate(path)
+    sf = _locate(path)
     cached = build_cache.load(sf)
     if cached is not None:
         return Rendered(cached[0], sf, cached[1])
@@ -226,14 +236,15 @@ def write(rendered: list[Rendered], *, on_wait: Callable[[], None] | None = None
     report = WriteReport()
     plans = []
     for r in rendered:  # refuse links and foreign trees before touching anything
-        out = output.out_dir(r.file.root, r.spec.stem)
+        out = output.out_dir(r.file.root, r.spec.stem, r.file.output)
         plans.append((r, out))
-    roots = sorted({r.file.root for r in rendered})
+    roots = sorted({(r.file.root, r.file.output) for r in rendered})
     with contextlib.ExitStack() as stack:
-        for root in roots:
-            stack.enter_context(output.project_lock(output.generated_dir(root), on_wait=on_wait))
+        for root, folder in roots:
+            stack.enter_context(output.project_lock(output.generated_dir(root, folder),
+                                                    on_wait=on_wait))
         for r, out in plans:
-            out = output.out_dir(r.file.root, r.spec.stem)  # again, under the lock
+            out = output.out_dir(r.file.root, r.spec.stem, r.file.output)  # again, under the lock
             output.recover(out.parent, r.spec.stem)
             files = {rel: text.encode() for rel, text in r.files.items()}
             change = output.plan_tree(out, files, r.spec.path)
@@ -265,7 +276,7 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
     """
     problems: list[Problem] = []
     for r in rendered:
-        out = output.out_dir(r.file.root, r.spec.stem)
+        out = output.out_dir(r.file.root, r.spec.stem, r.file.output)
         existing = output.scan(out)
         doc = output.read_manifest(out)
         recorded: dict[str, str] = doc["files"] if doc else {}  # type: ignore[assignment]
@@ -296,7 +307,9 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
                 problems.append(Problem("unexpected", entry.path,
                                         note="not written by gemmgen; build leaves it alone"))
     if all_specs_root is not None:
-        gen = output.generated_dir(all_specs_root)
+        from gemmgen.project import output_folder
+
+        gen = output.generated_dir(all_specs_root, output_folder(all_specs_root))
         stems = {r.spec.stem for r in rendered}
         if gen.is_dir():
             for d in sorted(gen.iterdir()):

@@ -17,6 +17,7 @@ from pathlib import Path
 from gemmgen.build import InputError, Rendered, check, render_all, write
 from gemmgen.diagnostics import SpecError, clip_message, install_hint, plural
 from gemmgen.output import OutputError, generated_dir, show
+from gemmgen.project import output_folder
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # A spec with thousands of problems shows the first few dozen and a count.
@@ -154,7 +155,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"\n{', '.join(f'{w}/' for w in where)} is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
           f"    {fix}", file=sys.stderr)
     gone = [p for p in failing if p.kind == "orphaned" and root is not None
-            and p.path.parent == generated_dir(root)]
+            and p.path.parent == generated_dir(root, output_folder(root))]
     for p in gone:
         print(f"and remove {show(p.path)}, whose spec is gone", file=sys.stderr)
     return EXIT_STALE

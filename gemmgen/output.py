@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from gemmgen.render import GENERATED_MARK
+from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
 
 GENERATED = "generated"
 MANIFEST = PurePosixPath("MANIFEST.json")
@@ -57,9 +58,7 @@ _CACHE_DIRS = frozenset({"__pycache__"})
 # What `cargo build` writes in the generated crate (`rust/`), relative to a
 # spec's output folder: carried over silently, like `__pycache__`, and
 # listed in the crate's generated `.gitignore` (gemmgen.backends.cuda_rust).
-CRATE = PurePosixPath("rust")
-CRATE_BUILD_PRODUCTS = ("target", "Cargo.lock")
-_BUILD_PRODUCTS = frozenset(CRATE / name for name in CRATE_BUILD_PRODUCTS)
+_BUILD_PRODUCTS = frozenset(PurePosixPath(CRATE) / name for name in CRATE_BUILD_PRODUCTS)
 LOCK_TIMEOUT_S = 120.0
 
 
@@ -89,13 +88,11 @@ def _oserror(what: str, path: Path, e: OSError) -> OutputError:
 
 # -- containment -------------------------------------------------------------
 
-def generated_dir(root: Path) -> Path:
-    """`<root>/generated`, or the project's output folder
-    (`gemmgen.project`: `[tool.gemmgen] output` in pyproject.toml), refused
-    if it or a folder between it and the root is a link or not a folder."""
-    from gemmgen.project import output_folder
-
-    folder = output_folder(root)
+def generated_dir(root: Path, folder: PurePosixPath | str = GENERATED) -> Path:
+    """`<root>/generated`, or `<root>/<folder>` (the project's output folder,
+    `gemmgen.project`: `[tool.gemmgen] output` in pyproject.toml), refused if
+    it or a folder between it and the root is a link or not a folder."""
+    folder = PurePosixPath(folder)
     gen = root
     for part in folder.parts:
         gen = gen / part
@@ -107,10 +104,11 @@ def generated_dir(root: Path) -> Path:
     return gen
 
 
-def out_dir(root: Path, stem: str) -> Path:
-    """`<root>/generated/<stem>`, refused if it is a link or not a folder."""
+def out_dir(root: Path, stem: str, folder: PurePosixPath | str = GENERATED) -> Path:
+    """`<root>/generated/<stem>` (`<root>/<folder>/<stem>`), refused if it is
+    a link or not a folder."""
     assert stem.isidentifier() and stem.isascii(), stem  # the CLI checked the spec's name
-    d = generated_dir(root) / stem
+    d = generated_dir(root, folder) / stem
     if d.is_symlink():
         raise OutputError(f"error: {show(d)} is a symbolic link; gemmgen never writes or "
                           "removes files behind a link (replace it with a real folder)")

@@ -42,7 +42,7 @@ class SpecFile:
     display: str  # posix path relative to root, used in headers and messages
     source: str
     stem: str
-    output: str = "generated"  # the project's output folder (gemmgen.project)
+    output: str = "generated"  # the project's output folder (gemmgen.build sets it)
 
 
 def spec_stem(name: str) -> str:
@@ -128,7 +128,4 @@ def locate(path: Path) -> SpecFile:
         raise InputError(f"{show(display)}: error: the spec's name '{show(stem)}' (its file "
                          f"name without '.gemm') {problem}; it names the output folder "
                          "generated/<name>/")
-    from gemmgen.project import output_folder  # here: gemmgen.project imports this module
-
-    return SpecFile(path, root, display, decode_spec(data, display), stem,
-                    output_folder(root).as_posix())
+    return SpecFile(path, root, display, decode_spec(data, display), stem)

@@ -37,7 +37,7 @@ from gemmgen.backends.cuda_launch import (
     LaunchPlan,
     Step,
 )
-from gemmgen.output import CRATE, CRATE_BUILD_PRODUCTS
+from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
 from gemmgen.render import render_template
 
 __all__ = ["RustDispatch", "RustKernel", "crate_name", "render_crate"]
@@ -593,7 +593,7 @@ def lib_modules(kernels: list[RustKernel], dispatches: list[RustDispatch]) -> li
 def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
                  dispatches: list[DispatchPlan]) -> dict[PurePosixPath, str]:
     """The crate's files under `rust/`."""
-    base = CRATE
+    base = PurePosixPath(CRATE)
     ks = [RustKernel(p) for p in kernels]
     ds = [RustDispatch(d) for d in dispatches]
     stem = PurePosixPath(spec.path).stem

@@ -31,6 +31,7 @@ import fcntl
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -114,12 +115,19 @@ def find_nvcc() -> Path | None:
     return find_cuda_tool("nvcc")
 
 
+_RELEASE = re.compile(r"release [\d.]+, (V[\d.]+)")
+
+
+def nvcc_release(version_text: str) -> str:
+    """`V13.0.88` from `nvcc --version`; the whole text when the line is absent."""
+    m = _RELEASE.search(version_text)
+    return m.group(1) if m else version_text.strip()
+
+
 def describe_nvcc(nvcc: Path) -> str:
     """``nvcc V13.5.37 (/path/to/nvcc, from PATH)``:
     the release and the file of the compiler that measures, and the rule
     that chose it (when `nvcc` is the one the rule picks)."""
-    from gemmgen.harness.resources import nvcc_release
-
     try:
         release = nvcc_release(tool_version(str(nvcc))) or "of unknown release"
     except OSError as e:

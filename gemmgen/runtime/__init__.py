@@ -24,6 +24,15 @@ def is_emulator_file(name: str) -> bool:
     return name.startswith("gg_emu")
 
 
+CRATE = "rust"
+"""The folder of a spec's output that holds its Rust crate."""
+
+CRATE_BUILD_PRODUCTS = ("target", "Cargo.lock")
+"""What `cargo build` writes in the crate when a user builds it in place:
+listed in the crate's generated `.gitignore`, carried over by every build and
+never reported by `check` (gemmgen.output)."""
+
+
 HOPPER_ARCH = "sm_90a"
 """The arch whose kernels get the Hopper (TMA + wgmma) body."""
 
