@@ -2,8 +2,11 @@
 
 Rules (docs/decisions.md, "Builds that cannot hurt"):
 
-- Containment: a spec writes into `<root>/generated/<stem>/` only. Neither
-  `generated/` nor `generated/<stem>` may be a symbolic link, and nothing
+- Containment: a spec writes into `<root>/generated/<stem>/` only (or
+  `<root>/<output>/<stem>/`, the project's `[tool.gemmgen] output`, which
+  gemmgen.project checks stays inside the project). Neither `generated/`
+  (nor a folder on the way to `<output>`) nor `generated/<stem>` may be a
+  symbolic link, and nothing
   below them is ever followed: links found in the old tree are carried over
   as links.
 - Ownership: a file is removed only when the previous `MANIFEST.json` of
