@@ -33,12 +33,22 @@ class Rendered:
 
     @property
     def out_dir(self) -> Path:
-        return self.file.root / "generated" / self.spec.stem
+        return output.out_dir(self.file.root, self.spec.stem, self.file.output)
+
+
+def _locate(path: Path) -> SpecFile:
+    """The spec file and its project's output folder (gemmgen.project)."""
+    from dataclasses import replace
+
+    from gemmgen.project import output_folder
+
+    sf = locate(path)
+    return replace(sf, output=output_folder(sf.root).as_posix())
 
 
 def load(path: Path) -> tuple[ir.Spec, SpecFile]:
     """Read, parse and validate one spec (backend diagnostics included)."""
-    sf = locate(path)
+    sf = _locate(path)
     return _validated(sf), sf
 
 
@@ -60,7 +70,7 @@ def _validated(sf: SpecFile) -> ir.Spec:
 def render_spec(path: Path) -> Rendered:
     """Read, validate and render one spec: from the render cache when this
     generator rendered this very spec before (gemmgen.build_cache)."""
-    sf = locate(path)
+    sf = _locate(path)
     cached = build_cache.load(sf)
     if cached is not None:
         return Rendered(cached[0], sf, cached[1])
@@ -69,7 +79,7 @@ def render_spec(path: Path) -> Rendered:
 
     spec = _validated(sf)
     files = backends.render(spec)
-    files.update(package_files(spec, files))
+    files.update(package_files(spec, files, PurePosixPath(sf.output)))
     files.update(runtime_headers(spec, files))
     files = dict(sorted(files.items()))
     head = header_text(spec.path)
@@ -81,16 +91,19 @@ def render_spec(path: Path) -> Rendered:
     return Rendered(spec, sf, files)
 
 
-def package_files(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[PurePosixPath, str]:
-    """The `__init__.py` files that make `generated/<stem>/` a Python package
-    (`import generated.<stem>.pallas.<kernel>`, `generated.<stem>.cuda.<kernel>`
-    from the project root); `pallas/__init__.py` is the Pallas backend's."""
+def package_files(spec: ir.Spec, files: dict[PurePosixPath, str],
+                  folder: PurePosixPath = PurePosixPath("generated")) -> dict[PurePosixPath, str]:
+    """The `__init__.py` files that make `generated/<stem>/` (or the
+    project's output `folder`) a Python package (`import
+    generated.<stem>.pallas.<kernel>`, `generated.<stem>.cuda.<kernel>` from
+    the project root); `pallas/__init__.py` is the Pallas backend's."""
+    from gemmgen.project import Output
     from gemmgen.render import header_text, render_template
 
     folders = sorted({p.parts[0] for p in files if len(p.parts) > 1})
     out = {PurePosixPath("__init__.py"): render_template(
         "package/__init__.py.j2", header=header_text(spec.path), spec_path=spec.path,
-        stem=spec.stem, folders=folders)}
+        stem=spec.stem, folders=folders, out=Output(folder))}
     if "cuda" in folders:
         launchers = sorted(p.stem for p in files if p.parts[0] == "cuda" and p.suffix == ".py")
         out[PurePosixPath("cuda/__init__.py")] = render_template(
@@ -107,26 +120,50 @@ def runtime_headers(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[Pure
     it in `cuda/`, so that `-I generated/<stem>/cuda` is all an nvcc build
     needs: every `gemmgen/runtime/cuda` header reachable through quoted
     includes, except the CPU emulator's (`runtime.is_emulator_file`; only a
-    host compiler reaches those). Each copy starts with the generated-file
-    header and names its source."""
+    host compiler reaches those) and, for a spec that declares no sm_90a,
+    the Hopper-only ones (`runtime.is_hopper_file`): their includes become
+    comments in the copies that had them. Each copy starts with the
+    generated-file header and names its source."""
     from gemmgen.render import header_text
 
     cuda = [t for p, t in files.items() if p.parts[0] == "cuda" and p.suffix in (".cu", ".h")]
     if not cuda:
         return {}
+    target = spec.target(ir.Backend.CUDA)
+    hopper = target is not None and runtime.HOPPER_ARCH in target.cuda_archs
     available = {p.name for p in runtime.RUNTIME_INCLUDE_DIR.iterdir() if p.is_file()}
     texts: dict[str, str] = {}
+    pruned: set[str] = set()
     todo = [name for t in cuda for name in _QUOTED_INCLUDE.findall(t)]
     while todo:
         name = todo.pop()
         if name in texts or name not in available or runtime.is_emulator_file(name):
             continue
-        texts[name] = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
-        todo += _QUOTED_INCLUDE.findall(texts[name])
+        text = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
+        if not hopper:
+            kept = _without_hopper_includes(text)
+            if kept != text:
+                pruned.add(name)
+            text = kept
+        texts[name] = text
+        todo += _QUOTED_INCLUDE.findall(text)
     head = (f"// {header_text(spec.path)}\n"
-            "// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name}.\n")
-    return {PurePosixPath("cuda") / name: head.format(name=name) + text
-            for name, text in sorted(texts.items())}
+            "// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name}{but}.\n")
+    but = (",\n// without its Hopper-only includes "
+           f"({spec.path} declares no {runtime.HOPPER_ARCH})")
+    return {PurePosixPath("cuda") / name: head.format(name=name, but=but if name in pruned else "")
+            + text for name, text in sorted(texts.items())}
+
+
+def _without_hopper_includes(text: str) -> str:
+    """`text` with each quoted include of a Hopper-only runtime header turned
+    into a comment that names it."""
+    def drop(m: re.Match[str]) -> str:
+        if not runtime.is_hopper_file(m.group(1)):
+            return m.group(0)
+        return f'// (not copied, for sm_90a only: #include "{m.group(1)}")'
+
+    return _QUOTED_INCLUDE.sub(drop, text)
 
 
 def manifest(spec: ir.Spec, files: dict[PurePosixPath, str]) -> str:
@@ -199,14 +236,15 @@ def write(rendered: list[Rendered], *, on_wait: Callable[[], None] | None = None
     report = WriteReport()
     plans = []
     for r in rendered:  # refuse links and foreign trees before touching anything
-        out = output.out_dir(r.file.root, r.spec.stem)
+        out = output.out_dir(r.file.root, r.spec.stem, r.file.output)
         plans.append((r, out))
-    roots = sorted({r.file.root for r in rendered})
+    roots = sorted({(r.file.root, r.file.output) for r in rendered})
     with contextlib.ExitStack() as stack:
-        for root in roots:
-            stack.enter_context(output.project_lock(output.generated_dir(root), on_wait=on_wait))
+        for root, folder in roots:
+            stack.enter_context(output.project_lock(output.generated_dir(root, folder),
+                                                    on_wait=on_wait))
         for r, out in plans:
-            out = output.out_dir(r.file.root, r.spec.stem)  # again, under the lock
+            out = output.out_dir(r.file.root, r.spec.stem, r.file.output)  # again, under the lock
             output.recover(out.parent, r.spec.stem)
             files = {rel: text.encode() for rel, text in r.files.items()}
             change = output.plan_tree(out, files, r.spec.path)
@@ -238,7 +276,7 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
     """
     problems: list[Problem] = []
     for r in rendered:
-        out = output.out_dir(r.file.root, r.spec.stem)
+        out = output.out_dir(r.file.root, r.spec.stem, r.file.output)
         existing = output.scan(out)
         doc = output.read_manifest(out)
         recorded: dict[str, str] = doc["files"] if doc else {}  # type: ignore[assignment]
@@ -260,7 +298,7 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
                     tofile=f"{_rel(dest, r.file.root)} (generated)", n=2))
                 problems.append(Problem("stale", dest, diff))
         for rel, entry in existing.items():
-            if rel in r.files or (entry.kind == "dir" and entry.path.name == "__pycache__"):
+            if rel in r.files or output.is_build_product(entry):
                 continue
             if entry.kind == "file" and recorded.get(str(rel)) == \
                     hashlib.sha256(entry.path.read_bytes()).hexdigest():
@@ -269,12 +307,16 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
                 problems.append(Problem("unexpected", entry.path,
                                         note="not written by gemmgen; build leaves it alone"))
     if all_specs_root is not None:
-        gen = output.generated_dir(all_specs_root)
+        from gemmgen.project import output_folder
+
+        gen = output.generated_dir(all_specs_root, output_folder(all_specs_root))
         stems = {r.spec.stem for r in rendered}
         if gen.is_dir():
             for d in sorted(gen.iterdir()):
                 if d.name in stems or d.name.startswith(".gemmgen-"):
                     continue
+                if d.name in _PACKAGE_OWN and not d.is_symlink():
+                    continue  # the project's own package files (a configured output folder)
                 doc = output.read_manifest(d) if d.is_dir() and not d.is_symlink() else None
                 if doc is not None:
                     problems.append(Problem(
@@ -283,6 +325,11 @@ def check(rendered: list[Rendered], *, all_specs_root: Path | None = None) -> li
                 else:
                     problems.append(Problem("unexpected", d, note="not written by gemmgen"))
     return problems
+
+
+# What a project's own package holds beside the specs' packages when its
+# output folder is a package of its (`[tool.gemmgen] output`): not reported.
+_PACKAGE_OWN = frozenset({"__init__.py", "py.typed", "__pycache__"})
 
 
 def _rel(p: Path, root: Path) -> str:

@@ -82,7 +82,7 @@ def fingerprint(roots: tuple[Path, ...], libraries: tuple[str, ...]) -> str:
 
 def key(sf: SpecFile) -> str:
     h = hashlib.sha256(generator_fingerprint().encode())
-    for part in (sf.display, sf.stem, sf.source):
+    for part in (sf.display, sf.stem, sf.source, sf.output):
         h.update(b"\0" + part.encode("utf-8", "surrogatepass"))
     return h.hexdigest()[:40]
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from gemmgen.build import InputError, Rendered, check, render_all, write
 from gemmgen.diagnostics import SpecError, clip_message, install_hint, plural
-from gemmgen.output import OutputError, show
+from gemmgen.output import OutputError, generated_dir, show
+from gemmgen.project import output_folder
 
 EXIT_OK, EXIT_STALE, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # A spec with thousands of problems shows the first few dozen and a count.
@@ -76,8 +77,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         nvcc = find_nvcc()
         if nvcc is None:
             print("gemmgen: error: build --resources measures each CUDA kernel with nvcc, and no "
-                  "nvcc was found: put the CUDA toolkit on PATH, set GEMMGEN_NVCC or "
-                  "`pip install nvidia-cuda-nvcc`", file=sys.stderr)
+                  "nvcc was found: set GEMMGEN_NVCC or CUDA_HOME, `pip install nvidia-cuda-nvcc`, "
+                  "or put the CUDA toolkit on PATH", file=sys.stderr)
             return EXIT_BAD_INPUT
     rendered = _render(args.specs or _default_specs()[1])
     report = write(rendered, on_wait=lambda: print(
@@ -106,6 +107,7 @@ def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
     a few nvcc processes at once, into the resource cache."""
     from gemmgen.harness import resources
     from gemmgen.harness.nvcc import NvccError
+    from gemmgen.harness.toolchain import describe_nvcc
 
     todo = resources.jobs(rendered)
     workers = max(1, min(4, os.cpu_count() or 1))
@@ -116,9 +118,8 @@ def _measure_resources(rendered: list[Rendered], nvcc: Path) -> int:
             print(f"gemmgen: error: {line}", file=sys.stderr)
         return EXIT_BAD_INPUT
     spilling = sum(1 for r in records if r.spilling())
-    release = records[0].nvcc if records else resources.current_release(nvcc)
-    print(f"resources: {plural(len(todo), 'kernel x arch build')} measured with nvcc {release}: "
-          f"{plural(spilling, 'spill')}")
+    print(f"resources: {plural(len(todo), 'kernel x arch build')} measured with "
+          f"{describe_nvcc(nvcc)}: {plural(spilling, 'spill')}")
     return EXIT_OK
 
 
@@ -150,9 +151,11 @@ def cmd_check(args: argparse.Namespace) -> int:
               "up to date")
         return EXIT_OK
     fix = "gemmgen build " + " ".join(show(os.path.relpath(r.file.path)) for r in rendered)
-    print(f"\ngenerated/ is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
+    where = sorted({r.file.output for r in rendered})
+    print(f"\n{', '.join(f'{w}/' for w in where)} is out of date ({plural(len(failing), 'problem')}); fix it with:\n"
           f"    {fix}", file=sys.stderr)
-    gone = [p for p in failing if p.kind == "orphaned" and p.path.parent.name == "generated"]
+    gone = [p for p in failing if p.kind == "orphaned" and root is not None
+            and p.path.parent == generated_dir(root, output_folder(root))]
     for p in gone:
         print(f"and remove {show(p.path)}, whose spec is gone", file=sys.stderr)
     return EXIT_STALE

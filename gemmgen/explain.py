@@ -257,13 +257,14 @@ def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
 
     from gemmgen.build import render_spec
     from gemmgen.harness import resources
-    from gemmgen.harness.toolchain import find_nvcc
+    from gemmgen.harness.toolchain import describe_nvcc, find_nvcc
 
     lines: list[str] = []
     try:
         nvcc = find_nvcc()
         if nvcc is None:
             raise FileNotFoundError("nvcc")
+        lines.append(f"  ptxas of {describe_nvcc(nvcc)}")
         todo = [j for j in resources.jobs([render_spec(Path(spec.path))])
                 if j.kernel.name == kernel.name and j.arch in archs]
         for job, record in zip(todo, resources.measure_all(todo, nvcc, workers=2), strict=True):

@@ -2,8 +2,11 @@
 
 Rules (docs/decisions.md, "Builds that cannot hurt"):
 
-- Containment: a spec writes into `<root>/generated/<stem>/` only. Neither
-  `generated/` nor `generated/<stem>` may be a symbolic link, and nothing
+- Containment: a spec writes into `<root>/generated/<stem>/` only (or
+  `<root>/<output>/<stem>/`, the project's `[tool.gemmgen] output`, which
+  gemmgen.project checks stays inside the project). Neither `generated/`
+  (nor a folder on the way to `<output>`) nor `generated/<stem>` may be a
+  symbolic link, and nothing
   below them is ever followed: links found in the old tree are carried over
   as links.
 - Ownership: a file is removed only when the previous `MANIFEST.json` of
@@ -12,6 +15,11 @@ Rules (docs/decisions.md, "Builds that cannot hurt"):
   `__pycache__`) is kept. A path that gemmgen now generates is overwritten
   only when it was gemmgen's (listed in the manifest, or carrying the
   generated-file header); anything else in the way is an error.
+- Build products: what tools write beside the generated files when a user
+  builds them in place (`__pycache__` folders anywhere; the Rust crate's
+  `rust/target/` and `rust/Cargo.lock`, which the crate's generated
+  `.gitignore` names) are carried over untouched, never reported by `check`
+  and never removed.
 - Atomic trees: the new tree is staged next to the old one
   (`generated/.gemmgen-stage-<stem>-*`), unchanged and kept files are hard
   links to the old ones (so their mtimes do not move), and the two trees are
@@ -42,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from gemmgen.render import GENERATED_MARK
+from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
 
 GENERATED = "generated"
 MANIFEST = PurePosixPath("MANIFEST.json")
@@ -49,6 +58,10 @@ STAGE_PREFIX = ".gemmgen-stage-"
 OLD_PREFIX = ".gemmgen-old-"
 # Folders Python writes beside generated modules: carried over silently.
 _CACHE_DIRS = frozenset({"__pycache__"})
+# What `cargo build` writes in the generated crate (`rust/`), relative to a
+# spec's output folder: carried over silently, like `__pycache__`, and
+# listed in the crate's generated `.gitignore` (gemmgen.backends.cuda_rust).
+_BUILD_PRODUCTS = frozenset(PurePosixPath(CRATE) / name for name in CRATE_BUILD_PRODUCTS)
 LOCK_TIMEOUT_S = 120.0
 
 
@@ -78,21 +91,27 @@ def _oserror(what: str, path: Path, e: OSError) -> OutputError:
 
 # -- containment -------------------------------------------------------------
 
-def generated_dir(root: Path) -> Path:
-    """`<root>/generated`, refused if it is a link or not a folder."""
-    gen = root / GENERATED
-    if gen.is_symlink():
-        raise OutputError(f"error: {show(gen)} is a symbolic link; gemmgen writes only into a "
-                          "real 'generated' folder and never follows links out of it")
-    if gen.exists() and not gen.is_dir():
-        raise OutputError(f"error: {show(gen)} exists and is not a folder")
+def generated_dir(root: Path, folder: PurePosixPath | str = GENERATED) -> Path:
+    """`<root>/generated`, or `<root>/<folder>` (the project's output folder,
+    `gemmgen.project`: `[tool.gemmgen] output` in pyproject.toml), refused if
+    it or a folder between it and the root is a link or not a folder."""
+    folder = PurePosixPath(folder)
+    gen = root
+    for part in folder.parts:
+        gen = gen / part
+        if gen.is_symlink():
+            raise OutputError(f"error: {show(gen)} is a symbolic link; gemmgen writes only into "
+                              f"a real '{folder}' folder and never follows links out of it")
+        if gen.exists() and not gen.is_dir():
+            raise OutputError(f"error: {show(gen)} exists and is not a folder")
     return gen
 
 
-def out_dir(root: Path, stem: str) -> Path:
-    """`<root>/generated/<stem>`, refused if it is a link or not a folder."""
+def out_dir(root: Path, stem: str, folder: PurePosixPath | str = GENERATED) -> Path:
+    """`<root>/generated/<stem>` (`<root>/<folder>/<stem>`), refused if it is
+    a link or not a folder."""
     assert stem.isidentifier() and stem.isascii(), stem  # the CLI checked the spec's name
-    d = generated_dir(root) / stem
+    d = generated_dir(root, folder) / stem
     if d.is_symlink():
         raise OutputError(f"error: {show(d)} is a symbolic link; gemmgen never writes or "
                           "removes files behind a link (replace it with a real folder)")
@@ -117,7 +136,7 @@ def scan(root: Path) -> dict[PurePosixPath, Entry]:
     """Every file, link and empty folder below `root`, links not followed.
 
     Folders appear only when empty (files imply their folders); `__pycache__`
-    folders are one entry each.
+    folders and the crate's `rust/target` are one entry each.
     """
     found: dict[PurePosixPath, Entry] = {}
 
@@ -132,7 +151,7 @@ def scan(root: Path) -> dict[PurePosixPath, Entry]:
             if e.is_symlink():
                 found[r] = Entry(r, p, "link")
             elif e.is_dir(follow_symlinks=False):
-                if e.name in _CACHE_DIRS:
+                if e.name in _CACHE_DIRS or r in _BUILD_PRODUCTS:
                     found[r] = Entry(r, p, "dir")
                 else:
                     walk(p, r)
@@ -144,6 +163,13 @@ def scan(root: Path) -> dict[PurePosixPath, Entry]:
     if root.is_dir() and not root.is_symlink():
         walk(root, PurePosixPath("."))
     return found
+
+
+def is_build_product(entry: Entry) -> bool:
+    """Whether `entry` is what a tool wrote building the generated files in
+    place (`__pycache__`, the crate's `target/` and `Cargo.lock`): carried
+    over by every build, never reported by `check`, never removed."""
+    return entry.rel in _BUILD_PRODUCTS or (entry.kind == "dir" and entry.path.name in _CACHE_DIRS)
 
 
 def read_manifest(out: Path) -> dict[str, object] | None:
@@ -220,7 +246,7 @@ def plan_tree(out: Path, files: dict[PurePosixPath, bytes], spec_display: str) -
                 raise OutputError(f"error: {show(entry.path)} was not written by gemmgen and is in "
                                   "the way of a generated file; move it away")
             continue
-        if entry.kind == "dir" and entry.path.name in _CACHE_DIRS:
+        if is_build_product(entry):
             change.carried.append(entry)
             continue
         if entry.kind == "file" and recorded.get(str(rel)) == _sha(_read(entry.path)):
@@ -432,7 +458,7 @@ def project_lock(gen: Path, *, timeout: float | None = None,
         return
     timeout = LOCK_TIMEOUT_S if timeout is None else timeout
     try:
-        gen.mkdir(exist_ok=True)
+        gen.mkdir(parents=True, exist_ok=True)
         fd = os.open(gen, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as e:
         raise _oserror("create", gen, e) from None

@@ -42,6 +42,7 @@ class SpecFile:
     display: str  # posix path relative to root, used in headers and messages
     source: str
     stem: str
+    output: str = "generated"  # the project's output folder (gemmgen.build sets it)
 
 
 def spec_stem(name: str) -> str:

@@ -246,7 +246,7 @@ def _resources(rendered: Rendered, selected: list[ir.Kernel], active: list[Runne
     failure, for each that spills."""
     from gemmgen.harness import resources
     from gemmgen.harness.nvcc import NvccError
-    from gemmgen.harness.toolchain import find_nvcc
+    from gemmgen.harness.toolchain import describe_nvcc, find_nvcc
 
     ran = {k.name for k in selected for r in active
            if r.backend is ir.Backend.CUDA and r.backend in k.backends}
@@ -259,6 +259,8 @@ def _resources(rendered: Rendered, selected: list[ir.Kernel], active: list[Runne
     except NvccError as e:
         print(f"note: ptxas could not measure registers and spills: {e}", file=out)
         return
+    if todo:
+        print(f"ptxas of {describe_nvcc(nvcc)}", file=out)
     for job, record in zip(todo, records, strict=True):
         for entry, u in sorted(record.kernels.items()):
             print(f"ptxas {job.arch} {entry}: {u['registers']} registers, "

@@ -213,6 +213,7 @@ def test_pre_commit_hooks_run_check_once_on_specs_and_generated():
     files = re.compile(re.search(r"^\s*files: (\S+)$", check, re.M).group(1))
     assert files.search("specs/moe.gemm") and files.search("generated/moe/cuda/x.cu")
     assert not files.search("gemmgen/cli.py") and not files.search("tests/specs/x.gemm")
+    assert files.search("pyproject.toml")  # where [tool.gemmgen] output moves generated/
     # The hook's command, as pre-commit runs it at the repository root.
     r = run_cli("check", cwd=REPO)
     assert r.returncode == 0, r.stderr

@@ -277,7 +277,7 @@ def _release(nvcc_path: Path) -> str | None:
 @functools.cache
 def reference_nvcc() -> Path | None:
     """The nvcc to compare NVRTC with: $GEMMGEN_NVCC if set, else the first
-    nvcc (PATH, the PyPI wheels, $CUDA_HOME, /usr/local/cuda) of NVRTC's own
+    nvcc (the toolchain rule's, then $CUDA_HOME, the PyPI wheels, /usr/local/cuda) of NVRTC's own
     CUDA release, else the project's usual one (nvcc.find_nvcc). Of one
     release, the two builds have had identical SASS; across releases ptxas
     schedules the scalar code differently."""

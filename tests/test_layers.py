@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends", ("gemmgen.render", "gemmgen.backends", "gemmgen.backends.*")),
     # Specs on disk -> rendered trees -> generated/.
     ("build/output", ("gemmgen.build", "gemmgen.build_cache", "gemmgen.output", "gemmgen.specfile",
-                      "gemmgen.project_names")),
+                      "gemmgen.project_names", "gemmgen.project")),
     # The NumPy reference and the test cases.
     ("reference", ("gemmgen.reference", "gemmgen.reference.*", "gemmgen.cases")),
     # Running generated kernels: the CUDA emulator, nvcc, CuPy, runners.

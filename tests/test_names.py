@@ -274,8 +274,8 @@ def generated_identifiers() -> dict[str, set[str]]:
     for spec, files in _rendered():
         own = {k.name for k in spec.kernels} | {d.name for d in spec.dispatches}
         for path, text in files.items():
-            if path.suffix == ".toml":
-                continue  # the Rust crate's manifest and rustfmt settings: no code
+            if path.suffix == ".toml" or path.name == ".gitignore":
+                continue  # the Rust crate's manifest, rustfmt settings, git ignores: no code
             ids = (python_identifiers(text) if path.suffix == ".py"
                    else rust_identifiers(text) if path.suffix == ".rs" else cxx_identifiers(text))
             for ident in ids:

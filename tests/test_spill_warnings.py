@@ -170,7 +170,7 @@ def test_build_resources_measures_and_every_build_warns(project, capsys):
     """ptxas itself: the 128-row tile spills on sm_90a, the 64-row one does not."""
     assert main(["build", "--resources"]) == 0
     out, err = capsys.readouterr()
-    assert re.search(r"^resources: 2 kernel x arch builds measured with nvcc V[\d.]+: 1 spill$",
+    assert re.search(r"^resources: 2 kernel x arch builds measured with nvcc V[\d.]+ \(.*\): 1 spill$",
                      out, re.MULTILINE), out
     found = WARNING.findall(err)
     assert [f[:3] for f in found] == [("16", "8", "w8a8_block")], err

@@ -37,6 +37,7 @@ from gemmgen.backends.cuda_launch import (
     LaunchPlan,
     Step,
 )
+from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
 from gemmgen.render import render_template
 
 __all__ = ["RustDispatch", "RustKernel", "crate_name", "render_crate"]
@@ -592,7 +593,7 @@ def lib_modules(kernels: list[RustKernel], dispatches: list[RustDispatch]) -> li
 def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
                  dispatches: list[DispatchPlan]) -> dict[PurePosixPath, str]:
     """The crate's files under `rust/`."""
-    base = PurePosixPath("rust")
+    base = PurePosixPath(CRATE)
     ks = [RustKernel(p) for p in kernels]
     ds = [RustDispatch(d) for d in dispatches]
     stem = PurePosixPath(spec.path).stem
@@ -602,6 +603,8 @@ def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
     files = {
         base / "Cargo.toml": render_template("rust/Cargo.toml.j2", **ctx),
         base / "rustfmt.toml": render_template("rust/rustfmt.toml.j2", **ctx),
+        base / ".gitignore": render_template("rust/gitignore.j2", ignored=CRATE_BUILD_PRODUCTS,
+                                             **ctx),
         base / "src" / "lib.rs": render_template("rust/lib.rs.j2", **ctx),
         base / "src" / "common.rs": render_template("rust/common.rs.j2", **ctx),
         base / "src" / "cuda_driver.rs": render_template("rust/cuda_driver.rs.j2", **ctx),

@@ -73,8 +73,8 @@ def compile_ffi(folder: Path, kernel: str, out_dir: Path, archs: Sequence[str]) 
     Raises ToolchainError without nvcc or jaxlib, NvccError when nvcc fails."""
     nvcc = find_nvcc()
     if nvcc is None:
-        raise ToolchainError(f"nvcc not found: {install_hint('cuda-tools')}, or put the "
-                             "CUDA toolkit on PATH")
+        raise ToolchainError(f"nvcc not found: {install_hint('cuda-tools')}, set "
+                             "GEMMGEN_NVCC or CUDA_HOME, or put the CUDA toolkit on PATH")
     target = out_dir / library_name(kernel)
     with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:
         built = Path(tmp) / target.name

@@ -218,7 +218,8 @@ def _parse_resource_usage(log: str, arch: str) -> dict[str, ResourceUsage]:
 def _require(tool: str) -> Path:
     path = find_cuda_tool(tool)
     if path is None:
-        raise ToolchainError(f"{tool} not found: put the CUDA toolkit on PATH or `pip install nvidia-cuda-nvcc`")
+        raise ToolchainError(f"{tool} not found: set GEMMGEN_{tool.upper()} or CUDA_HOME, "
+                              "`pip install nvidia-cuda-nvcc`, or put the CUDA toolkit on PATH")
     return path
 
 

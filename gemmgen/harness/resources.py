@@ -38,7 +38,6 @@ from gemmgen.diagnostics import Diagnostic
 
 _FORMAT = 1  # bump when a record changes shape
 _QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
-_RELEASE = re.compile(r"release [\d.]+, (V[\d.]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +82,9 @@ class Record:
 
 def nvcc_release(version_text: str) -> str:
     """`V13.0.88` from `nvcc --version`; the whole text when the line is absent."""
-    m = _RELEASE.search(version_text)
-    return m.group(1) if m else version_text.strip()
+    from gemmgen.harness.toolchain import nvcc_release as release
+
+    return release(version_text)
 
 
 def _included(cuda: dict[str, str], text: str) -> tuple[tuple[str, str], ...]:

@@ -1,9 +1,20 @@
 """Where gemmgen finds the CUDA toolchain, and where it caches what it builds.
 
-Lookup order for a CUDA tool (nvcc, cuobjdump, nvdisasm):
-``$GEMMGEN_<TOOL>`` (e.g. ``GEMMGEN_NVCC``), then ``PATH``, then the PyPI
-wheels (``site-packages/nvidia/cu13/bin``, from ``nvidia-cuda-nvcc`` and
-friends), then ``$CUDA_HOME/bin`` and ``/usr/local/cuda/bin``.
+One rule picks every CUDA tool (nvcc, cuobjdump, nvdisasm), here and nowhere
+else, from the most explicit setting to the least:
+
+1. ``$GEMMGEN_<TOOL>`` (e.g. ``GEMMGEN_NVCC``): that file, whatever it is;
+2. ``$CUDA_HOME/bin`` (then ``$CUDA_PATH/bin``): the toolkit the user named;
+3. the PyPI wheels of the Python environment gemmgen runs in
+   (``site-packages/nvidia/cu13/bin``, from ``nvidia-cuda-nvcc`` and friends:
+   the toolchain ``pip install 'gemmgen[cuda-tools]'`` brought);
+4. ``PATH``;
+5. ``/usr/local/cuda/bin``.
+
+An older toolkit first on ``PATH`` therefore does not shadow the one the
+install brought; ``locate_cuda_tool`` says which rule chose a tool, and
+``describe_nvcc`` is the line ``explain``, ``verify`` and ``build
+--resources`` print so that every figure names the compiler that measured it.
 
 The CUDA headers (``cuda_bf16.h``, ``cuda_fp16.h``, ``cuda_fp8.h``) come from
 ``$CUDA_HOME/include``, the PyPI wheels, or ``/usr/local/cuda/include``.
@@ -20,9 +31,11 @@ import fcntl
 import functools
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from gemmgen.cache import cache_dir as cache_dir  # re-exported for the harness modules
@@ -50,28 +63,78 @@ def _pypi_cuda_roots() -> list[Path]:
 
 
 def _cuda_homes() -> list[Path]:
-    homes = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    return homes + _pypi_cuda_roots() + [Path("/usr/local/cuda")]
+    """The toolkit folders whose ``include/`` may hold the CUDA headers, in
+    the order of the tool rule (module docstring)."""
+    return _named_homes() + _pypi_cuda_roots() + [Path("/usr/local/cuda")]
+
+
+def _named_homes() -> list[Path]:
+    return [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A CUDA tool and the rule that chose it."""
+
+    path: Path
+    how: str  # e.g. "$GEMMGEN_NVCC", "$CUDA_HOME", "PATH"
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def locate_cuda_tool(name: str) -> Located | None:
+    """CUDA tool `name` (``nvcc``, ``cuobjdump``, ...) by the rule of the
+    module docstring, or None when none is installed."""
+    variable = f"GEMMGEN_{name.upper()}"
+    if os.environ.get(variable):
+        return Located(Path(os.environ[variable]), f"${variable}")
+    for v in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(v) and _executable(candidate := Path(os.environ[v]) / "bin" / name):
+            return Located(candidate, f"${v}")
+    for root in _pypi_cuda_roots():
+        if _executable(candidate := root / "bin" / name):
+            return Located(candidate, "the PyPI wheels of this Python environment")
+    on_path = shutil.which(name)
+    if on_path:
+        return Located(Path(on_path), "PATH")
+    if _executable(candidate := Path("/usr/local/cuda/bin") / name):
+        return Located(candidate, "/usr/local/cuda")
+    return None
 
 
 def find_cuda_tool(name: str) -> Path | None:
     """The path of CUDA tool `name` (``nvcc``, ``cuobjdump``, ...), or None."""
-    override = os.environ.get(f"GEMMGEN_{name.upper()}")
-    if override:
-        return Path(override)
-    on_path = shutil.which(name)
-    if on_path:
-        return Path(on_path)
-    for home in _cuda_homes():
-        candidate = home / "bin" / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    found = locate_cuda_tool(name)
+    return found.path if found is not None else None
 
 
 def find_nvcc() -> Path | None:
     """The nvcc to use, or None when none is installed."""
     return find_cuda_tool("nvcc")
+
+
+_RELEASE = re.compile(r"release [\d.]+, (V[\d.]+)")
+
+
+def nvcc_release(version_text: str) -> str:
+    """`V13.0.88` from `nvcc --version`; the whole text when the line is absent."""
+    m = _RELEASE.search(version_text)
+    return m.group(1) if m else version_text.strip()
+
+
+def describe_nvcc(nvcc: Path) -> str:
+    """``nvcc V13.5.37 (/path/to/nvcc, from PATH)``:
+    the release and the file of the compiler that measures, and the rule
+    that chose it (when `nvcc` is the one the rule picks)."""
+    try:
+        release = nvcc_release(tool_version(str(nvcc))) or "of unknown release"
+    except OSError as e:
+        release = f"(cannot run: {e.strerror or e})"
+    found = locate_cuda_tool("nvcc")
+    how = f", from {found.how}" if found is not None and found.path == nvcc else ""
+    return f"nvcc {release} ({nvcc}{how})"
 
 
 @functools.cache

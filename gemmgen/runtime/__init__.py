@@ -22,3 +22,24 @@ def is_emulator_file(name: str) -> bool:
     includes gg_emu.h only when __CUDACC__ is undefined. `gemmgen build` does
     not copy these into generated/."""
     return name.startswith("gg_emu")
+
+
+CRATE = "rust"
+"""The folder of a spec's output that holds its Rust crate."""
+
+CRATE_BUILD_PRODUCTS = ("target", "Cargo.lock")
+"""What `cargo build` writes in the crate when a user builds it in place:
+listed in the crate's generated `.gitignore`, carried over by every build and
+never reported by `check` (gemmgen.output)."""
+
+
+HOPPER_ARCH = "sm_90a"
+"""The arch whose kernels get the Hopper (TMA + wgmma) body."""
+
+
+def is_hopper_file(name: str) -> bool:
+    """Whether a runtime header serves only the Hopper body (gg_*_sm90*.cuh:
+    TMA, wgmma, mbarriers, the warp-specialized tile GEMM). `gemmgen build`
+    copies these only for a spec that declares sm_90a, and leaves their
+    includes out of the other headers' copies otherwise."""
+    return name.startswith("gg_") and "_sm90" in name
