@@ -480,10 +480,12 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     if out:
         return out
     p = plan(kernel, spec)
+    # At the kernel's name, or for the CUDA tile LUT of its own at each line.
+    locs = [loc if kernel.tile_at is not None else kernel.loc for _, loc in _tiles_with_loc(kernel)]
     for t in p.tiles:
         for arch in archs:
             if t.smem_bytes > shared_memory_limit(arch):
-                out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile "
+                out.append(Diagnostic(locs[t.index], f"kernel '{kernel.name}': tile "
                                       f"{t.bm}x{t.bn}x{t.bk} needs {t.smem_bytes} bytes of shared "
                                       f"memory, over the {shared_memory_limit(arch)} that {arch} allows; "
                                       "use a smaller tile or fewer stages"))

@@ -93,8 +93,8 @@ def qualified_problem(f: Field, q: Atom) -> tuple[Atom | Field, str] | None:
     backends = [b.value for b in Backend]
     if word not in backends:
         return q, (f"unknown backend '{word}' before the {f.name} values"
-                   f"{suggest(word, backends)} (a backend's own {f.name} is "
-                   f"'{f.name} {one_of(backends)} ...')")
+                   f"{suggest(word, backends)} (a backend's own {f.name} starts with its "
+                   f"name: {one_of(backends)})")
     if f.swept:
         return f, (f"'{f.name} {word}' cannot be swept with '|': a backend's own "
                    f"{'tile' if f.name == 'tile' else 'tile rule'} is one line (sweep the "
