@@ -6,7 +6,9 @@ The validator collects all problems of a spec before raising, so one run of
 1. blocks: known kinds, names `gemmgen.names` accepts, one `defaults`
    block, known targets with known archs / TPU generations;
 2. fields of each kernel: known names (with a nearest-word suggestion), the
-   values each field admits, required fields present, no duplicates;
+   values each field admits, required fields present, no duplicates; a
+   backend's own tile LUT (`tile pallas_tpu ...`, `tile_rule pallas_tpu
+   ...`) for a backend the kernel lists;
 3. sweeps: a field with alternatives (`out f32 | bf16`) expands the kernel
    into one variant per combination, named `<base>_<field>_<token>`;
 4. kernel semantics: dtypes against the op, scale modes against the operand

@@ -187,7 +187,8 @@ class KernelReader:
             out_scale=out_scale or ir.NO_SCALE, bias=bias or Bias(), epilogue=epilogue or Epilogue(),
             tile=tile, tile_rules=rules, warp_tile=warp, stages=stages or 2, threads=threads,
             algorithm=algorithm, max_m=max_m, static_n=static_n, static_k=static_k,
-            backends=backends, backend_tiles=backend_tiles, mma=mma, masked=self.masked and op is Op.GROUPED,
+            backends=backends, backend_tiles=backend_tiles, mma=mma,
+            masked=self.masked and op is Op.GROUPED,
             loc=self.name_loc,
         )
         if len(self.c.diags) > n_errors:
