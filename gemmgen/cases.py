@@ -8,6 +8,8 @@ and 16 groups.
 
 Tile LUTs: every entry (each `tile_rule` and the default tile) gets at least
 one case whose shape picks it, built from that entry's tile (`lut_cases`).
+A backend with a LUT of its own gets the cases of its own LUT: the cases are
+those of the kernel as the backend sees it (`ir.Kernel.for_backend`).
 
 Size: a case costs `case_work(kernel, case)` multiply-adds of the tiles it
 runs. Over WORK_BUDGET, the free dims shrink (m first: the fewest rows that
@@ -71,7 +73,14 @@ class Case:
 
 def standard_cases(kernel: ir.Kernel, *, small: bool = True) -> list[Case]:
     """A few cases covering the kernel's edges, and every tile of its LUT;
-    `small` keeps them cheap for CPU emulation and interpret mode."""
+    `small` keeps them cheap for CPU emulation and interpret mode.
+
+    A kernel with a tile LUT of a backend's own (`tile pallas_tpu ...`) has
+    one LUT per backend: pass the view of the backend that runs the cases,
+    `kernel.for_backend(backend)`, whose LUT they then cover."""
+    if kernel.backend_tiles and kernel.view is None:
+        raise ValueError(f"kernel {kernel.name} has a tile LUT per backend: take the cases "
+                         "of kernel.for_backend(backend)")
     cases = [_fit(kernel, c) for c in _base_cases(kernel, small)]
     return cases + lut_cases(kernel, cases)
 

@@ -16,7 +16,17 @@ def _scale(s: ir.Scale) -> str:
     return f"{inner} ({s.placement.value})"
 
 
+def _lut(tile: ir.Tile, rules: tuple[ir.TileRule, ...]) -> str:
+    text = f"tile {tile}"
+    if rules:
+        text += f" +{plural(len(rules), 'tile rule')}"
+    return text
+
+
 def describe_kernel(k: ir.Kernel) -> str:
+    """One line: the kernel as the spec states it, with each backend's own
+    tile LUT after the shared one (`pallas_tpu: tile 1024x1024x512`); a
+    backend's view (`ir.Kernel.for_backend`) shows its own tiles only."""
     parts = [f"{k.name}:", k.op.value]
     if k.rhs is not None:
         rhs_shape = {ir.Op.DENSE: {ir.Layout.KN: "[k, n]", ir.Layout.NK: "[n, k]"},
@@ -41,9 +51,10 @@ def describe_kernel(k: ir.Kernel) -> str:
     if k.epilogue.alpha is not None:
         parts.append(f"alpha {k.epilogue.alpha!r}")
     if k.op is not ir.Op.QUANTIZE:
-        parts.append(f"tile {k.tile}")
-        if k.tile_rules:
-            parts.append(f"+{plural(len(k.tile_rules), 'tile rule')}")
+        parts.append(_lut(k.tile, k.tile_rules))
+        if k.view is None:
+            for own in k.backend_tiles:
+                parts.append(f"({own.backend.value}: {_lut(own.tile, own.tile_rules)})")
         if k.warp_tile:
             parts.append(f"warp {k.warp_tile.m}x{k.warp_tile.n}")
         parts.append(f"stages {k.stages}")

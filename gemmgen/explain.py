@@ -316,6 +316,7 @@ def counters_case(kernel: ir.Kernel):
     steady state rather than the edges."""
     from gemmgen.cases import Case, standard_cases
 
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     base = standard_cases(kernel)[0]
     t = kernel.tile
     if kernel.op is ir.Op.QUANTIZE:
@@ -345,6 +346,7 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
     from gemmgen.harness.runner import load_generated_module
     from gemmgen.harness.verify_cuda import run_launcher
 
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     case = case or counters_case(kernel)
     rendered = render_spec(Path(spec.path))
     with tempfile.TemporaryDirectory(prefix="gemmgen-counters-") as tmp:
@@ -449,12 +451,13 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
     lines += roofline(kernel, flops, moved, archs=archs)
     for backend in kernel.backends:
         lines.append("")
+        view = kernel.for_backend(backend)  # the backend's own tile LUT, if any
         if backend is ir.Backend.CUDA:
-            lines += _cuda(spec, kernel, m, n, k, groups)
+            lines += _cuda(spec, view, m, n, k, groups)
             if counters:
-                lines += _counters(spec, kernel, asked or {}, groups)
+                lines += _counters(spec, view, asked or {}, groups)
         else:
-            lines += _pallas(spec, kernel, m, n, k, groups)
+            lines += _pallas(spec, view, m, n, k, groups)
     if conditions:
         lines += ["", "launcher conditions (a call that fails one is refused before any "
                   "launch):", *conditions]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,15 +295,27 @@ class TileRule:
     loc: Loc = field(default=NO_LOC, compare=False)
 
 
+class Backend(enum.Enum):
+    PALLAS_TPU = "pallas_tpu"
+    CUDA = "cuda"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTiles:
+    """A backend's own tile LUT (`tile pallas_tpu ...` and `tile_rule
+    pallas_tpu ...` lines, docs/spec.md "A tile per backend"): the backend
+    uses it in place of the kernel's unqualified `tile` and `tile_rule`s."""
+
+    backend: Backend
+    tile: Tile
+    tile_rules: tuple[TileRule, ...] = ()
+    loc: Loc = field(default=NO_LOC, compare=False)  # of the `tile BACKEND` line
+
+
 class Algorithm(enum.Enum):
     TILE = "tile"  # block-tiled GEMM (tensor cores on CUDA)
     GEMV = "gemv"  # M == 1, memory bound
     GEMV_BATCHED = "gemv_batched"  # M in 1..max_m, one pass over B
-
-
-class Backend(enum.Enum):
-    PALLAS_TPU = "pallas_tpu"
-    CUDA = "cuda"
 
 
 CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
@@ -380,6 +392,14 @@ class Kernel:
     static_n: int | None = None
     static_k: int | None = None
     backends: tuple[Backend, ...] = ()
+    # The backends with a tile LUT of their own (`tile pallas_tpu ...`); every
+    # other backend uses `tile` and `tile_rules`. Read through for_backend().
+    backend_tiles: tuple[BackendTiles, ...] = ()
+    # for_backend(): the backend this kernel is the view of (None: the kernel
+    # as the spec states it), and where its default tile was written when
+    # that is a line of its own (None: the kernel's name, see tile_loc).
+    view: Backend | None = None
+    tile_at: Loc | None = field(default=None, compare=False)
     mma: Mma = Mma.AUTO  # CUDA tile kernels: wgmma, mma.sync or auto
     # The masked grouped layout (op grouped, `lhs [g, m, k]`): each group's
     # rows padded to a capacity m, `masked_m` [g] the valid rows of each.
@@ -407,6 +427,34 @@ class Kernel:
     @property
     def grouped(self) -> bool:
         return self.op in (Op.GROUPED, Op.TGMM)
+
+    def own_tiles(self, backend: Backend) -> BackendTiles | None:
+        """The tile LUT `backend` has of its own, if the spec gives it one."""
+        return next((t for t in self.backend_tiles if t.backend is backend), None)
+
+    def for_backend(self, backend: Backend) -> Kernel:
+        """The kernel as `backend` sees it: `tile` and `tile_rules` are that
+        backend's own LUT when the spec gives it one, else the unqualified
+        ones. Backends, their checks and the verification cases of a backend
+        read this view. A view is its own view; asking a view for another
+        backend's is a bug (its tile is no longer the unqualified one)."""
+        if self.view is not None:
+            if self.view is not backend:
+                raise ValueError(f"kernel {self.name}: the {self.view.value} view asked for "
+                                 f"the {backend.value} view")
+            return self
+        own = self.own_tiles(backend)
+        if own is None:
+            return replace(self, view=backend)
+        return replace(self, tile=own.tile, tile_rules=own.tile_rules, tile_at=own.loc,
+                       view=backend)
+
+    @property
+    def tile_loc(self) -> Loc:
+        """Where the default tile was stated, for diagnostics and the spec
+        references in generated code: a backend's own `tile BACKEND` line,
+        else (the unqualified tile) the kernel's name."""
+        return self.tile_at if self.tile_at is not None else self.loc
 
     def tile_for(self, m: int, n: int, k: int) -> Tile:
         """The tile LUT: the first rule whose conditions hold, else `tile`."""

@@ -17,7 +17,9 @@ gemmgen.harness.verify_pallas and gemmgen.harness.verify_cuda; this module
 runs the cases and prints the table.
 The kernels run are the ones `gemmgen build` would write now (rendered in
 memory), not whatever is on disk. The cases (gemmgen/cases.py) cover every
-tile of a kernel's LUT; the table says which tile each case ran. The CPU
+tile of a kernel's LUT, on each backend the LUT that backend uses (its own,
+`tile pallas_tpu ...`, or the shared one); the table says which tile each
+case ran. The CPU
 emulator plays the spec's declared CUDA arch with the least shared memory
 per block (`--cuda-arch` picks another, one of the archs a spec may declare).
 
@@ -119,8 +121,11 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
                 runner.cuda_arch = cuda_arch
                 runner.prepare(rendered, Path(tmp) / name)
                 active.append(runner)
-            jobs = [(k, r, c) for k in selected for r in active if r.backend in k.backends
-                    for c in [*standard_cases(k), *([mine[k.name]] if k.name in mine else [])]]
+            # Each backend runs the kernel as it sees it, with cases that cover
+            # every tile of its own LUT (ir.Kernel.for_backend).
+            jobs = [(view, r, c) for k in selected for r in active if r.backend in k.backends
+                    for view in [k.for_backend(r.backend)]
+                    for c in [*standard_cases(view), *([mine[k.name]] if k.name in mine else [])]]
             if not jobs:
                 for s in skipped:
                     print(f"skipped {s}", file=out)
@@ -159,9 +164,15 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
         if note:
             print(f"{r.name}: {note}", file=out)
     for k in selected:
-        if any(r.backend in k.backends for r in active):
-            for why in _uncovered_tiles(k):
-                print(f"note: {k.name}: {why}", file=out)
+        seen: set[tuple[str, str]] = set()
+        for b in k.backends:
+            if any(r.backend is b for r in active):
+                # One LUT for every backend: the notes as ever; else per backend.
+                label = f"{k.name} ({b.value})" if k.backend_tiles else k.name
+                for why in _uncovered_tiles(k.for_backend(b)):
+                    if (label, why) not in seen:
+                        seen.add((label, why))
+                        print(f"note: {label}: {why}", file=out)
     if resources and not interrupted:
         try:
             _resources(rendered, selected, active, out)
@@ -271,7 +282,8 @@ def _resources(rendered: Rendered, selected: list[ir.Kernel], active: list[Runne
 
 
 def _uncovered_tiles(kernel: ir.Kernel) -> list[str]:
-    """The LUT entries no standard case picks (no valid shape reaches them)."""
+    """The LUT entries no standard case picks (no valid shape reaches them),
+    of `kernel` as one backend sees it (`ir.Kernel.for_backend`)."""
     cases = standard_cases(kernel)
     if not kernel.tile_rules or tile_label(kernel, cases[0]) == "-":
         return []

@@ -255,3 +255,15 @@ def test_counts_are_singular_for_one(tmp_path, monkeypatch, capsys):
     (tmp_path / "specs" / "tiny.gemm").write_text(TINY_SPEC.replace("op dense", "op densee"))
     assert main(["build", "specs/tiny.gemm"]) == 2
     assert "\n1 error; nothing was written" in capsys.readouterr().err
+
+
+def test_list_shows_a_backends_own_tile(tmp_path, monkeypatch, capsys):
+    (tmp_path / "both.gemm").write_text(
+        "target cuda {\n  archs sm_80\n}\n\ntarget pallas_tpu {\n  tpu v5e\n}\n\n"
+        "kernel dense_both {\n  op dense\n  lhs bf16 [m, k]\n  rhs bf16 [n, k]\n  out bf16\n"
+        "  tile m=64 n=128 k=128\n  tile pallas_tpu m=512 n=1024 k=512\n"
+        "  backends pallas_tpu cuda\n}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["list", "both.gemm"]) == 0
+    out = capsys.readouterr().out
+    assert "tile 64x128x128 (pallas_tpu: tile 512x1024x512) stages 2 [cuda, pallas_tpu]" in out

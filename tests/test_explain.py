@@ -353,3 +353,23 @@ def test_counters_say_why_not_at_the_asked_shape():
     assert "the launchers refuse m=" in note and "(k % 16 == 0)" in note
     case, note = counters_at(spec, kernel, {}, 8)
     assert case == counters_case(kernel) and note.startswith("a modest shape")
+
+
+def test_explain_gives_each_backend_its_own_tile(tmp_path, monkeypatch, no_nvcc, capsys):
+    """A kernel with a Pallas tile of its own: the Pallas plan uses it, the
+    CUDA plan the shared LUT (docs/spec.md, "A tile per backend")."""
+    (tmp_path / "both.gemm").write_text(
+        "target cuda {\n  archs sm_80\n}\n\ntarget pallas_tpu {\n  tpu v5e\n}\n\n"
+        "kernel dense_both {\n  op dense\n  lhs bf16 [m, k]\n  rhs bf16 [n, k]\n  out bf16\n"
+        "  tile m=64 n=128 k=128\n  tile pallas_tpu m=512 n=1024 k=512\n"
+        "  tile_rule pallas_tpu m<=64 -> m=64 n=1024 k=512\n  backends pallas_tpu cuda\n}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "both.gemm", "dense_both", "--m", "4096", "--n", "4096", "--k",
+                 "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "(pallas_tpu: tile 512x1024x512 +1 tile rule)" in out  # the kernel line
+    assert "pallas_tpu (v5e): tile m=512 n=1024 k=512" in out
+    assert "grid ~ (4, 8, 8)" in out  # n / 1024, m / 512, k / 512
+    assert "cuda (sm_80): tile 64x128x128" in out
+    assert main(["explain", "both.gemm", "dense_both", "--m", "16"]) == 0
+    assert "pallas_tpu (v5e): tile m=64 n=1024 k=512" in capsys.readouterr().out

@@ -195,7 +195,9 @@ def test_register_refuses_a_library_without_the_handler():
 @pytest.mark.parametrize("stem, name", all_entry_points(), ids=lambda v: v)
 def test_every_entry_point_matches_the_reference_and_pallas(stem, name):
     k = kernel(stem, name)
-    for i, case in enumerate(standard_cases(k)[:2]):
+    # The first cases of each backend's tile LUT (one list when they share it).
+    cases = [c for b in k.backends for c in standard_cases(k.for_backend(b))[:2]]
+    for i, case in enumerate(dict.fromkeys(cases)):
         check(stem, name, case, seed=100 + i)
 
 

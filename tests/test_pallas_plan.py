@@ -239,3 +239,77 @@ def test_no_pallas_kernels_render_nothing():
         "pallas_tpu", "cuda")
     spec = validate(parse(text, "specs/c.gemm"))
     assert pallas.render(spec) == {}
+
+
+BOTH_BACKENDS = """\
+target cuda {{
+  archs sm_80 sm_90a
+}}
+
+target pallas_tpu {{
+  tpu v5e
+}}
+
+kernel dense_both {{
+  op dense
+  lhs bf16 [m, k]
+  rhs bf16 [n, k]
+  out bf16
+  tile m=64 n=128 k=128
+  tile_rule m<=32 -> m=32 n=128 k=128
+{own}  backends pallas_tpu cuda
+}}
+"""
+PALLAS_LUT = ("  tile pallas_tpu m=512 n=1024 k=512\n"
+              "  tile_rule pallas_tpu m<=64 -> m=64 n=1024 k=512\n")
+
+
+def _tile_for(module_text: str):
+    """The generated module's `tile_for`, compiled on its own."""
+    tree = ast.parse(module_text)
+    (fn,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "tile_for"]
+    scope: dict = {}
+    exec(compile(ast.Module([fn], []), "tile_for", "exec"), scope)  # noqa: S102 (generated, ours)
+    return scope["tile_for"]
+
+
+def test_a_pallas_tile_of_its_own_renders_in_the_pallas_module_only():
+    """The Pallas module's LUT is the Pallas one, every other file (CUDA
+    kernel, launchers, JAX entry point) byte-identical to the kernel's
+    without the Pallas lines."""
+    from gemmgen.backends import render
+
+    own = load_spec(BOTH_BACKENDS.format(own=PALLAS_LUT))
+    shared = load_spec(BOTH_BACKENDS.format(own=""))
+    a, b = render(own), render(shared)
+    assert a.keys() == b.keys()
+    module = PurePosixPath("pallas/dense_both.py")
+    others = [p for p in a if p.parts[0] != "pallas"]
+    assert any(p.parts[0] == "cuda" for p in others) and any(p.parts[0] == "jax" for p in others)
+    for p in others:
+        assert a[p] == b[p], p
+    assert a[module] != b[module]
+    tile_for = _tile_for(a[module])
+    assert tile_for(16, 4096, 4096) == (64, 1024, 512)
+    assert tile_for(4096, 4096, 4096) == (512, 1024, 512)
+    assert _tile_for(b[module])(4096, 4096, 4096) == (64, 128, 128)
+    p = pallas.plan(own.kernel("dense_both"), own)
+    assert [(t.m, t.n, t.k) for t in p.module.tiles] == [(64, 1024, 512), (512, 1024, 512)]
+    assert p.module.kernel.view is ir.Backend.PALLAS_TPU
+    assert "tile      m=512 n=1024 k=512" in a[module]  # the module's spec lines
+
+
+def test_pallas_checks_read_the_pallas_tile():
+    """The shared tile k=32 is no TPU block, which the CUDA tile may be; with
+    a Pallas tile of its own the kernel passes the Pallas checks, and a bad
+    Pallas tile is reported at its own line."""
+    text = BOTH_BACKENDS.replace("k=128\n  tile_rule m<=32 -> m=32 n=128 k=128", "k=32\n")
+    with pytest.raises(SpecError) as e:
+        load_spec(text.format(own=""))
+    assert {d.loc.line for d in e.value.diagnostics} == {9}  # the kernel's name
+    load_spec(text.format(own=PALLAS_LUT))
+    with pytest.raises(SpecError) as e:
+        load_spec(text.format(own="  tile pallas_tpu m=512 n=1000 k=512\n"))
+    (d,) = e.value.diagnostics
+    assert d.loc.line == 16 and "tile pallas_tpu 512x1000x512: n=1000 is not a multiple of 128" \
+        in d.message

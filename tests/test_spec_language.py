@@ -45,6 +45,7 @@ def test_every_construct_is_expressible(everything):
     assert {k.epilogue.activation for k in ks} == set(ir.Activation)
     assert any(k.epilogue.alpha == 0.5 for k in ks)
     assert any(k.tile_rules for k in ks) and any(k.warp_tile for k in ks)
+    assert any(own.tile_rules for k in ks for own in k.backend_tiles)  # a backend's own LUT
     assert {k.stages for k in ks} == {3} and any(k.threads for k in ks)
     assert {k.algorithm for k in ks} == set(ir.Algorithm)
     assert any(k.lhs.packed or (k.rhs and k.rhs.packed) for k in ks)

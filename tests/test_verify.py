@@ -63,3 +63,53 @@ def test_verify_catches_a_wrong_kernel(project, capsys, monkeypatch):
 def test_verify_rejects_unknown_names(project, capsys):
     assert main(["verify", "specs/moe.gemm", "--backend", "tpu-silicon"]) == 2
     assert main(["verify", "specs/moe.gemm", "--kernel", "nope"]) == 2
+
+
+TWO_LUTS = """\
+target cuda {
+  archs sm_80
+}
+
+target pallas_tpu {
+  tpu v5e
+}
+
+# One LUT per backend: the CUDA tiles, and the TPU's own.
+kernel dense_two_luts {
+  op dense
+  lhs bf16 [m, k]
+  rhs bf16 [n, k]
+  out bf16
+  tile m=64 n=64 k=32
+  tile_rule m<=16 -> m=16 n=64 k=32
+  tile pallas_tpu m=256 n=256 k=256
+  tile_rule pallas_tpu m<=32 -> m=32 n=256 k=256
+  tile_rule pallas_tpu n<=128 -> m=128 n=128 k=256
+  backends pallas_tpu cuda
+}
+"""
+
+
+def test_verify_runs_each_backend_on_its_own_lut(tmp_path, monkeypatch, capsys):
+    """The Pallas cases cover every tile of the Pallas LUT and the CUDA cases
+    every tile of the CUDA one (the CUDA runner also checks that the
+    launcher picks the tile the table names); no case runs the other
+    backend's tiles."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "lut2.gemm").write_text(TWO_LUTS)
+    monkeypatch.chdir(tmp_path)
+    code = main(["verify", "specs/lut2.gemm", "--backend", "pallas-interpret", "--backend",
+                 "cuda-emu", "--no-resources"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rows = [line.split("  ") for line in out.splitlines() if line.startswith("dense_two_luts ")]
+    tiles: dict[str, set[str]] = {}
+    for row in rows:
+        cells = [c.strip() for c in row if c.strip()]
+        tiles.setdefault(cells[1], set()).add(cells[4])
+    assert tiles == {
+        "pallas-interpret": {"256x256x256 (default)", "32x256x256 (m <= 32)",
+                             "128x128x256 (n <= 128)"},
+        "cuda-emu": {"64x64x32 (default)", "16x64x32 (m <= 16)"},
+    }, out
+    assert "note:" not in out  # every entry of both LUTs ran

@@ -459,6 +459,7 @@ def compute_dtype(kernel: ir.Kernel) -> DType | None:
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the tile GEMM cannot emit for a dense / grouped kernel, and the
     shared memory each tile needs against each declared arch."""
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     out: list[Diagnostic] = []
     assert kernel.algorithm is Algorithm.TILE
     if compute_dtype(kernel) is None:
@@ -479,10 +480,12 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     if out:
         return out
     p = plan(kernel, spec)
+    # At the kernel's name, or for the CUDA tile LUT of its own at each line.
+    locs = [loc if kernel.tile_at is not None else kernel.loc for _, loc in _tiles_with_loc(kernel)]
     for t in p.tiles:
         for arch in archs:
             if t.smem_bytes > shared_memory_limit(arch):
-                out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile "
+                out.append(Diagnostic(locs[t.index], f"kernel '{kernel.name}': tile "
                                       f"{t.bm}x{t.bn}x{t.bk} needs {t.smem_bytes} bytes of shared "
                                       f"memory, over the {shared_memory_limit(arch)} that {arch} allows; "
                                       "use a smaller tile or fewer stages"))
@@ -490,7 +493,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def _tiles_with_loc(kernel: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc]]:
-    return [(r.tile, r.loc) for r in kernel.tile_rules] + [(kernel.tile, kernel.loc)]
+    return [(r.tile, r.loc) for r in kernel.tile_rules] + [(kernel.tile, kernel.tile_loc)]
 
 
 def _kstep(compute: DType) -> int:
@@ -1016,6 +1019,7 @@ def _algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_fee
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     assert kernel.op in (Op.DENSE, Op.GROUPED)
     compute = compute_dtype(kernel)
     assert compute is not None
@@ -1027,7 +1031,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
                                   cond_expr(rule.conds), where(rule.loc), compute))
     default_entry = f"{kernel.name}_t{len(rules)}" if rules else kernel.name
     tiles.append(_tile_config(kernel, kernel.tile, len(rules), default_entry, "",
-                              where(kernel.loc), compute))
+                              where(kernel.tile_loc), compute))
     args, binds = _args(kernel)
     k_align, n_align = _alignments(kernel, compute)
     mainloop = [s for s in (kernel.lhs_scale, kernel.rhs_scale)
@@ -1161,6 +1165,7 @@ def _spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     p = plan(kernel, spec)
     name = kernel.name
     variants = []

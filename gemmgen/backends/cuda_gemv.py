@@ -181,6 +181,7 @@ def _not_yet(loc: ir.Loc, kernel: ir.Kernel, what: str, why: str) -> Diagnostic:
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the GEMV kernels cannot emit (everything else is supported)."""
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     assert kernel.op is Op.DENSE and kernel.algorithm in (Algorithm.GEMV, Algorithm.GEMV_BATCHED)
     algo = f"a {kernel.algorithm.value}"
     out: list[Diagnostic] = []
@@ -399,6 +400,7 @@ def _epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     rows = max_rows(kernel)
     threads = kernel.threads or DEFAULT_THREADS
     warps = threads // WARP
@@ -514,6 +516,7 @@ def summary(kernel: ir.Kernel) -> str:
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     p = plan(kernel, spec)
     target = spec.target(ir.Backend.CUDA)
     args, binds = _args(kernel)

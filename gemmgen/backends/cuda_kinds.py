@@ -38,7 +38,9 @@ def _what(kernel: ir.Kernel) -> str:
 
 
 def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """What this backend cannot emit for one kernel."""
+    """What this backend cannot emit for one kernel (as this backend sees
+    it: its own tile LUT, if the spec gives it one)."""
+    kernel = kernel.for_backend(ir.Backend.CUDA)
     k = kind(kernel)
     if k is None:
         return [Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda cannot emit "
@@ -47,6 +49,7 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)
     k = kind(kernel)
     assert k is not None, "diagnose() rejects kernels without a kind"
     return k.launch_plan(kernel, spec)

@@ -121,6 +121,7 @@ def _e8m0_code(amax: float, fp8_max: float) -> int:
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     assert kernel.op is Op.QUANTIZE
     out: list[Diagnostic] = []
     if kernel.lhs.dtype not in INPUT_DTYPES:
@@ -168,6 +169,7 @@ def _entry(name: str, vec: int, group: int, warps: int, threads: int) -> QuantEn
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     group = kernel.out_scale.block_k
     threads = kernel.threads or DEFAULT_THREADS
     warps = threads // WARP
@@ -242,6 +244,7 @@ def summary(kernel: ir.Kernel) -> str:
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     p = plan(kernel, spec)
     target = spec.target(ir.Backend.CUDA)
     step_args = tuple(array(q.name) if q.type.endswith("__restrict__") else i32(var(q.name))

@@ -108,6 +108,7 @@ class TgmmPlan:
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What the CUDA tgmm cannot emit, and its shared memory against each arch."""
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     assert kernel.op is Op.TGMM
     out: list[Diagnostic] = []
     lhs, rhs = kernel.lhs.dtype, kernel.rhs_operand.dtype
@@ -171,6 +172,7 @@ def _tile_problem(kernel: ir.Kernel) -> str | None:
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     assert kernel.op is Op.TGMM
     operand = kernel.lhs.dtype
     assert operand in _MMA and kernel.rhs_operand.dtype is operand, "diagnose() rejects other types"
@@ -314,6 +316,7 @@ def _checks(kernel: ir.Kernel, p: TgmmPlan) -> tuple[Check, ...]:
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     p = plan(kernel, spec)
     args, binds = _args(kernel)
     t = kernel.tile

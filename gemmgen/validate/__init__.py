@@ -6,7 +6,9 @@ The validator collects all problems of a spec before raising, so one run of
 1. blocks: known kinds, names `gemmgen.names` accepts, one `defaults`
    block, known targets with known archs / TPU generations;
 2. fields of each kernel: known names (with a nearest-word suggestion), the
-   values each field admits, required fields present, no duplicates;
+   values each field admits, required fields present, no duplicates; a
+   backend's own tile LUT (`tile pallas_tpu ...`, `tile_rule pallas_tpu
+   ...`) for a backend the kernel lists;
 3. sweeps: a field with alternatives (`out f32 | bf16`) expands the kernel
    into one variant per combination, named `<base>_<field>_<token>`;
 4. kernel semantics: dtypes against the op, scale modes against the operand
@@ -35,7 +37,7 @@ from gemmgen.validate.common import (
 )
 from gemmgen.validate.dispatch import read_dispatch
 from gemmgen.validate.fields import KernelReader
-from gemmgen.validate.sweeps import expand
+from gemmgen.validate.sweeps import check_defaults_tiles, expand
 from gemmgen.validate.targets import read_target
 
 __all__ = [
@@ -75,6 +77,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                     c.err(f.loc, f"defaults: unknown field '{f.name}'"
                           f"{suggest(f.name, KERNEL_FIELDS)}", len(f.name))
             defaults = tuple(f for f in block.fields if f.name in KERNEL_FIELDS)
+            check_defaults_tiles(c, defaults)
             continue
         if block.name is None:
             c.err(block.loc, f"a {block.kind} block needs a name: '{block.kind} NAME {{'",
@@ -100,7 +103,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                   f"{block_names[block.name]})", len(block.name))
             continue
         block_names[block.name] = block.name_loc
-        variants, repeated = expand(c, block, defaults)
+        variants, repeated, own_tiles = expand(c, block, defaults)
         for v in variants:
             name = f"{block.name}_{v.suffix}" if v.suffix else block.name
             if v.suffix and (problem := name_problem(name)):
@@ -108,7 +111,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                 continue
             claim(name, block.name_loc, "kernel")
             k = KernelReader(c, name, block.name_loc, v.fields, repeated, targets,
-                              ast.path).read()
+                              ast.path, own_tiles).read()
             if k is not None:
                 if v.suffix:
                     k = replace(k, variant_of=block.name)

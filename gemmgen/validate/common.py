@@ -24,6 +24,8 @@ KERNEL_FIELDS = (
     "algorithm", "max_m", "dims", "backends", "mma",
 )
 REPEATABLE = {"tile_rule", "when"}
+# Fields a backend may have its own of: `tile pallas_tpu m=1024 n=1024 k=512`.
+QUALIFIABLE = {"tile", "tile_rule"}
 SWEEPABLE = {"lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
              "bias", "epilogue", "tile", "warp_tile", "stages", "threads", "mma"}
 TARGET_FIELDS = {Backend.CUDA: ("archs", "launchers"), Backend.PALLAS_TPU: ("tpu",)}

@@ -19,6 +19,7 @@ from gemmgen.validate.common import (
     DIM_MAX, DTYPE_WORDS, F32_MAX, F32_MIN_NORMAL, LHS_SCALE_MODES, RHS_SCALE_MODES,
     Collector,
 )
+from gemmgen.validate.sweeps import OwnTiles
 
 
 # The lhs shape of the masked grouped layout: g groups of m rows (the
@@ -31,8 +32,10 @@ class KernelReader:
 
     def __init__(self, c: Collector, name: str, name_loc: Loc,
                  fields: dict[str, tuple[Field, Alt]], repeated: dict[str, list[Field]],
-                 targets: dict[Backend, ir.Target], spec_path: str):
+                 targets: dict[Backend, ir.Target], spec_path: str,
+                 own_tiles: dict[str, OwnTiles] | None = None):
         self.c = c
+        self.own_tiles = own_tiles or {}
         self.name = name
         self.name_loc = name_loc
         self.fields = fields
@@ -164,7 +167,8 @@ class KernelReader:
             epilogue=f["epilogue"] or Epilogue(), tile=tile, tile_rules=f["rules"],
             warp_tile=f["warp"], stages=f["stages"] or 2, threads=f["threads"],
             algorithm=f["algorithm"], max_m=f["max_m"], static_n=f["static_n"],
-            static_k=f["static_k"], backends=f["backends"], mma=f["mma"],
+            static_k=f["static_k"], backends=f["backends"], backend_tiles=f["backend_tiles"],
+            mma=f["mma"],
             masked=self.masked and op is Op.GROUPED, loc=self.name_loc,
         )
         if len(self.c.diags) > n_errors:
@@ -207,6 +211,7 @@ class KernelReader:
         static_n = self.positive_int(static["n"], "dims n") if "n" in static else None
         static_k = self.positive_int(static["k"], "dims k") if "k" in static else None
         backends = self.backends()
+        backend_tiles = self.backend_tiles()
         mma = Mma.AUTO
         if a := self.only_atom("mma"):
             w = self.word(a, [x.value for x in Mma], "mma")
@@ -214,7 +219,8 @@ class KernelReader:
         return dict(lhs_scale=lhs_scale, rhs_scale=rhs_scale, out_scale=out_scale,
                     bias=bias, epilogue=epilogue, tile=tile, rules=rules, warp=warp,
                     stages=stages, threads=threads, algorithm=algorithm, max_m=max_m,
-                    static_n=static_n, static_k=static_k, backends=backends, mma=mma)
+                    static_n=static_n, static_k=static_k, backends=backends,
+                    backend_tiles=backend_tiles, mma=mma)
 
     def operand(self, field: str, op: Op) -> Operand | None:
         atoms = self.atoms(field)
@@ -399,8 +405,10 @@ class KernelReader:
             act = Activation(w)
         return Epilogue(act, alpha, floc)
 
-    def tile(self, field: str, keys: tuple[str, ...]) -> Tile | None:
-        got = self.kvs(self.atoms(field), keys, field, required=keys)
+    def tile(self, field: str, keys: tuple[str, ...],
+             atoms: tuple[Atom, ...] | None = None) -> Tile | None:
+        """The `key=value` tile of `field` (or of `atoms`, named `field`)."""
+        got = self.kvs(self.atoms(field) if atoms is None else atoms, keys, field, required=keys)
         vals = {}
         for key, a in got.items():
             v = self.positive_int(a, f"{field} {key}", 1, 4096)
@@ -411,24 +419,62 @@ class KernelReader:
             return None
         return Tile(vals["m"], vals["n"], vals.get("k", 0))
 
-    def tile_rules(self) -> tuple[TileRule, ...]:
+    def tile_rules(self, fields: list[Field] | None = None,
+                   backend: str = "") -> tuple[TileRule, ...]:
+        """The unqualified `tile_rule` lines, or `fields`: the lines of
+        `backend`'s own LUT (`tile_rule BACKEND ...`, the word skipped)."""
         rules = []
-        for f in self.repeated.get("tile_rule", []):
-            atoms = f.alts[0].atoms
+        what = f"tile_rule {backend}" if backend else "tile_rule"
+        for f in self.repeated.get("tile_rule", []) if fields is None else fields:
+            atoms = f.alts[0].atoms[1 if backend else 0:]
             arrow = next((i for i, a in enumerate(atoms) if a.kind == "arrow"), None)
             if arrow is None or arrow == 0:
-                self.err(f.loc, "tile_rule is 'CONDITIONS -> m=.. n=.. k=..', "
-                         "e.g. 'tile_rule m<=64 -> m=64 n=128 k=128'")
+                self.err(f.loc, f"{what} is 'CONDITIONS -> m=.. n=.. k=..', "
+                         f"e.g. '{what} m<=64 -> m=64 n=128 k=128'")
                 continue
             conds = [self.cond(a, ("m", "n", "k")) for a in atoms[:arrow]]
-            got = self.kvs(atoms[arrow + 1:], ("m", "n", "k"), "tile_rule tile",
+            got = self.kvs(atoms[arrow + 1:], ("m", "n", "k"), f"{what} tile",
                            required=("m", "n", "k"))
-            vals = {k: self.positive_int(a, f"tile_rule {k}", 1, 4096) for k, a in got.items()}
+            vals = {k: self.positive_int(a, f"{what} {k}", 1, 4096) for k, a in got.items()}
             if None in conds or None in vals.values() or len(vals) != 3:
                 continue
             rules.append(TileRule(tuple(c for c in conds if c), Tile(vals["m"], vals["n"], vals["k"]),  # type: ignore[arg-type]
                                   f.loc))
         return tuple(rules)
+
+    def backend_tiles(self) -> tuple[ir.BackendTiles, ...]:
+        """The backends' own tile LUTs (`tile pallas_tpu ...`), in backend
+        order. A backend's LUT is its own lines only, so it needs its own
+        default tile; a line for a backend the kernel does not list is an
+        error (the defaults' lines for such a backend are not used)."""
+        listed = [str(a.value) for a in self.atoms("backends") if a.kind == "word"]
+        out = []
+        for word in sorted(self.own_tiles):
+            own = self.own_tiles[word]
+            if word not in listed:
+                if own.own_lines:
+                    q = own.own_lines[0].alts[0].atoms[0]
+                    have = f"its backends are {', '.join(listed)}" if listed else \
+                        "it lists no backends"
+                    self.err(q.loc, f"'{own.own_lines[0].name} {word}' is for backend '{word}', "
+                             f"which the kernel does not list ({have})", q.width)
+                continue
+            if own.tile is None:
+                first = own.rules[0]
+                self.err(first.loc, f"'tile_rule {word}' needs a 'tile {word} m=.. n=.. k=..' "
+                         f"line: the default tile of {word}'s own tile LUT", len(first.name))
+                continue
+            values = own.tile.alts[0].atoms[1:]
+            if not values:
+                q = own.tile.alts[0].atoms[0]
+                self.err(q.loc, f"'tile {word}' needs its tile: 'tile {word} m=.. n=.. k=..'",
+                         q.width)
+                continue
+            tile = self.tile(f"tile {word}", ("m", "n", "k"), values)
+            rules = self.tile_rules(own.rules, word)
+            if tile is not None:
+                out.append(ir.BackendTiles(Backend(word), tile, rules, own.tile.loc))
+        return tuple(out)
 
     def cond(self, a: Atom, dims: tuple[str, ...]) -> Cond | None:
         if a.kind != "cond" or a.key not in dims:

@@ -33,6 +33,14 @@ def quantize_fields(r: KernelReader, k: ir.Kernel) -> None:
     for f in ("lhs_scale", "rhs_scale", "bias", "epilogue", "tile_rule"):
         if f in r.fields or f in r.repeated:
             r.err(r.field_loc(f), f"op 'quantize' does not take '{f}'")
+    for loc, what in _own_rule_lines(r):
+        r.err(loc, f"op 'quantize' does not take '{what}'")
+
+
+def _own_rule_lines(r: KernelReader) -> list[tuple[ir.Loc, str]]:
+    """The first `tile_rule BACKEND` line of each backend's own LUT."""
+    return [(own.rules[0].loc, f"tile_rule {word}") for word, own in sorted(r.own_tiles.items())
+            if own.rules]
 
 
 def operand_types(r: KernelReader, k: ir.Kernel) -> None:
@@ -58,6 +66,8 @@ def tgmm_fields(r: KernelReader, k: ir.Kernel) -> None:
     for f in ("lhs_scale", "rhs_scale", "bias", "tile_rule"):
         if f in r.fields or f in r.repeated:
             r.err(r.field_loc(f), f"op 'tgmm' (the backward pass) does not take '{f}'")
+    for loc, what in _own_rule_lines(r):
+        r.err(loc, f"op 'tgmm' (the backward pass) does not take '{what}'")
     if k.epilogue.activation is not Activation.NONE:
         r.err(k.epilogue.loc, "op 'tgmm' takes no activation")
 
@@ -77,9 +87,7 @@ def tiles_fit_scale_blocks(r: KernelReader, k: ir.Kernel) -> None:
     silu_mul needs even N tiles. (GEMV kernels have no block tile.)"""
     if k.algorithm is not Algorithm.TILE or k.op is Op.QUANTIZE:
         return
-    tiles = [(k.tile, r.field_loc("tile"), "tile")] + [
-        (rule.tile, rule.loc, "tile_rule") for rule in k.tile_rules]
-    for tile, loc, what in tiles:
+    for tile, loc, what in lut_tiles(r, k):
         for scale, side in ((k.lhs_scale, "lhs_scale"), (k.rhs_scale, "rhs_scale")):
             if scale.placement is ir.Placement.MAINLOOP and scale.block_k and \
                     scale.block_k % tile.k:
@@ -92,6 +100,22 @@ def tiles_fit_scale_blocks(r: KernelReader, k: ir.Kernel) -> None:
                       f"n={scale.block_n}: one must divide the other")
         if k.epilogue.activation is Activation.SILU_MUL and tile.n % 2:
             r.err(loc, f"{what} n={tile.n} must be even for silu_mul")
+
+
+def lut_tiles(r: KernelReader, k: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc, str]]:
+    """Every tile of the LUTs the kernel's backends use, with its position
+    and what to call it: the unqualified `tile` and `tile_rule`s when a
+    listed backend has no LUT of its own (they are no backend's otherwise),
+    then each backend's own."""
+    out = []
+    if any(k.own_tiles(b) is None for b in k.backends):
+        out += [(k.tile, r.field_loc("tile"), "tile")] + [
+            (rule.tile, rule.loc, "tile_rule") for rule in k.tile_rules]
+    for own in k.backend_tiles:
+        word = own.backend.value
+        out += [(own.tile, own.loc, f"tile {word}")] + [
+            (rule.tile, rule.loc, f"tile_rule {word}") for rule in own.tile_rules]
+    return out
 
 
 def static_dims(r: KernelReader, k: ir.Kernel) -> None:
@@ -162,6 +186,7 @@ def warp_layout(r: KernelReader, k: ir.Kernel) -> None:
     (tgmm's output block is k x n; its backend checks its own warp tile.)"""
     if k.warp_tile is None or k.op is Op.TGMM:
         return
+    k = k.for_backend(Backend.CUDA)  # warp_tile splits the CUDA tile
     if k.tile.m % k.warp_tile.m or k.tile.n % k.warp_tile.n:
         r.err(r.field_loc("warp_tile"), f"warp_tile {k.warp_tile.m}x{k.warp_tile.n} "
               f"must divide the block tile {k.tile.m}x{k.tile.n}")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gemmgen.diagnostics import one_of, suggest
+from gemmgen.ir import Backend
 from gemmgen.parse import Alt, Atom, Block, Field
-from gemmgen.diagnostics import suggest
 from gemmgen.validate.common import (
-    DTYPE_ALIASES, KERNEL_FIELDS, MAX_VARIANTS, REPEATABLE, SWEEPABLE, Collector,
+    DTYPE_ALIASES, KERNEL_FIELDS, MAX_VARIANTS, QUALIFIABLE, REPEATABLE, SWEEPABLE, Collector,
 )
 
 
@@ -66,15 +67,103 @@ def _alt_tokens(field: Field) -> list[str]:
 
 
 
+@dataclass
+class OwnTiles:
+    """One backend's own tile LUT lines (`tile BACKEND ...`, `tile_rule
+    BACKEND ...`), each keeping its backend word as its first atom."""
+
+    tile: Field | None = None
+    rules: list[Field] = field(default_factory=list)
+    # The kernel block's own lines (not the defaults'), in order: a line for
+    # a backend the kernel does not list is an error at the first of them.
+    own_lines: list[Field] = field(default_factory=list)
+
+
+def qualifier(f: Field) -> Atom | None:
+    """The backend word of `tile BACKEND ...` or `tile_rule BACKEND ...`."""
+    if f.name not in QUALIFIABLE or not f.alts[0].atoms:
+        return None
+    first = f.alts[0].atoms[0]
+    return first if first.kind == "word" else None
+
+
+def qualified_problem(f: Field, q: Atom) -> tuple[Atom | Field, str] | None:
+    """What is wrong with a qualified tile line in itself: (where, message)."""
+    word = str(q.value)
+    backends = [b.value for b in Backend]
+    if word not in backends:
+        return q, (f"unknown backend '{word}' before the {f.name} values"
+                   f"{suggest(word, backends)} (a backend's own {f.name} starts with its "
+                   f"name: {one_of(backends)})")
+    if f.swept:
+        return f, (f"'{f.name} {word}' cannot be swept with '|': a backend's own "
+                   f"{'tile' if f.name == 'tile' else 'tile rule'} is one line (sweep the "
+                   "unqualified tile of a kernel for that backend alone)")
+    return None
+
+
+def check_defaults_tiles(c: Collector, defaults: tuple[Field, ...]) -> None:
+    """The defaults block's qualified tile lines, checked once (each kernel
+    block then takes the good ones it lacks)."""
+    first: dict[str, Field] = {}
+    for f in defaults:
+        if (q := qualifier(f)) is None:
+            continue
+        if (problem := qualified_problem(f, q)) is not None:
+            _report(c, "defaults", *problem)
+        elif f.name == "tile":
+            if str(q.value) in first:
+                c.err(f.loc, f"defaults: field 'tile {q.value}' given twice (first at line "
+                      f"{first[str(q.value)].loc.line})", len(f.name))
+            first.setdefault(str(q.value), f)
+
+
+def _report(c: Collector, where: str, at: Atom | Field, message: str) -> None:
+    if isinstance(at, Atom):
+        c.err(at.loc, f"{where}: {message}", at.width)
+    else:
+        c.err(at.loc, f"{where}: {message}", len(at.name))
+
+
+def _qualified(c: Collector, block: Block, f: Field, q: Atom,
+               tiles: dict[str, OwnTiles], from_defaults: bool) -> None:
+    """File a qualified tile line under its backend, or report it (a
+    defaults line is reported once, by check_defaults_tiles)."""
+    word = str(q.value)
+    where = f"kernel '{block.name}'"
+    if (problem := qualified_problem(f, q)) is not None:
+        if not from_defaults:
+            _report(c, where, *problem)
+        return
+    own = tiles.setdefault(word, OwnTiles())
+    if f.name == "tile":
+        if own.tile is not None:
+            if not from_defaults:
+                c.err(f.loc, f"{where}: field 'tile {word}' given twice (first at line "
+                      f"{own.tile.loc.line})", len(f.name))
+            return
+        own.tile = f
+    else:
+        own.rules.append(f)
+    if not from_defaults:
+        own.own_lines.append(f)
+
+
 def expand(c: Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
-        list[Variant], dict[str, list[Field]]]:
-    """Check field names and duplicates; expand sweeps into variants."""
+        list[Variant], dict[str, list[Field]], dict[str, OwnTiles]]:
+    """Check field names and duplicates; expand sweeps into variants. The
+    third result holds the backend-qualified tile lines, by backend: they
+    are not swept, so every variant shares them."""
     own: dict[str, Field] = {}
     repeated: dict[str, list[Field]] = {}
+    tiles: dict[str, OwnTiles] = {}
     for f in block.fields:
         if f.name not in KERNEL_FIELDS:
             c.err(f.loc, f"kernel '{block.name}': unknown field '{f.name}'"
                   f"{suggest(f.name, KERNEL_FIELDS)}", len(f.name))
+            continue
+        if (q := qualifier(f)) is not None:
+            _qualified(c, block, f, q, tiles, from_defaults=False)
             continue
         if f.name in REPEATABLE:
             if f.swept:
@@ -92,9 +181,18 @@ def expand(c: Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
             f = Field(f.name, f.alts[:1], f.loc)  # go on with the first value
         own[f.name] = f
     merged = dict(own)
+    # The defaults fill what the block leaves out: a field, the lines of a
+    # repeatable field (all of them, when the block has none of its own),
+    # and per backend its own tile and its own tile rules.
+    own_repeated = set(repeated)
+    own_tiles = {word: (t.tile is not None, bool(t.rules)) for word, t in tiles.items()}
     for f in defaults:
-        if f.name in REPEATABLE:
-            if f.name not in repeated:
+        if (q := qualifier(f)) is not None:
+            has_tile, has_rules = own_tiles.get(str(q.value), (False, False))
+            if not (has_tile if f.name == "tile" else has_rules):
+                _qualified(c, block, f, q, tiles, from_defaults=True)
+        elif f.name in REPEATABLE:
+            if f.name not in own_repeated:
                 repeated.setdefault(f.name, []).append(f)
         elif f.name not in merged:
             merged[f.name] = f
@@ -104,7 +202,7 @@ def expand(c: Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
     if count > MAX_VARIANTS:
         c.err(block.name_loc, f"kernel '{block.name}': its sweeps make {count} variants; at most "
               f"{MAX_VARIANTS} per kernel block (split it into several blocks)", len(block.name))
-        return [], repeated
+        return [], repeated, tiles
     tokens = {f.name: _alt_tokens(f) for f in swept}
     variants: list[Variant] = []
     for combo in itertools.product(*[range(len(f.alts)) for f in swept]):
@@ -114,6 +212,6 @@ def expand(c: Collector, block: Block, defaults: tuple[Field, ...]) -> tuple[
             chosen[f.name] = (f, f.alts[i])
             suffix.append(f"{f.name}_{tokens[f.name][i]}")
         variants.append(Variant(chosen, "_".join(suffix)))
-    return variants, repeated
+    return variants, repeated, tiles
 
 

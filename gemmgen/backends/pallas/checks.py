@@ -10,7 +10,9 @@ from gemmgen.ir import Layout, Op, ScaleMode
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """What this backend cannot emit for `kernel`, and the VMEM budget."""
+    """What this backend cannot emit for `kernel`, and the VMEM budget, of
+    the kernel as this backend sees it (its own tile LUT, if any)."""
+    kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     out: list[Diagnostic] = []
     name = kernel.name
     if kernel.algorithm is not ir.Algorithm.TILE:
@@ -43,7 +45,7 @@ def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
                               f"to whole groups of {g}) must be a multiple of {LANES} lanes; "
                               f"choose a group size that divides {LANES} or is a multiple of it"))
     if kernel.tile.m % SUBLANES:
-        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
+        out.append(Diagnostic(kernel.tile_loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
                               f"not a multiple of {SUBLANES}, as a TPU block needs"))
     return out
 
@@ -57,8 +59,9 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
     k_lanes = LANES * 2 if (kernel.lhs.packed or (kernel.rhs_operand.packed and
                                                    kernel.rhs_operand.layout is Layout.NK)) else LANES
     n_lanes = LANES * 2 if (kernel.rhs_operand.packed and kernel.rhs_operand.layout is Layout.KN) else LANES
-    tiles = [(kernel.tile, kernel.loc, "tile")] + [(r.tile, r.loc, "tile_rule")
-                                                     for r in kernel.tile_rules]
+    own = " pallas_tpu" if kernel.tile_at is not None else ""  # its own tile LUT
+    tiles = [(kernel.tile, kernel.tile_loc, f"tile{own}")] + [
+        (r.tile, r.loc, f"tile_rule{own}") for r in kernel.tile_rules]
     for tile, loc, what in tiles:
         problems = []
         if tile.m % SUBLANES:
@@ -78,7 +81,7 @@ def _check_vmem(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     tpu = tpu_of(spec)
     vm = TPU_VMEM[tpu]
     out = []
-    for tile, loc in [(kernel.tile, kernel.loc)] + [(r.tile, r.loc) for r in kernel.tile_rules]:
+    for tile, loc in [(kernel.tile, kernel.tile_loc)] + [(r.tile, r.loc) for r in kernel.tile_rules]:
         blocks = vmem_blocks(kernel, tile)
         need = sum(b.bytes for b in blocks)
         if need > vm.usable:

@@ -276,6 +276,7 @@ PallasPlan = MatmulPlan | TgmmPlan | QuantizePlan
 
 def module_info(kernel: ir.Kernel, spec: ir.Spec, *, title: str, summary: str, notes: str,
                 args: tuple[Arg, ...], returns: str) -> ModuleInfo:
+    kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     tpu = tpu_of(spec)
     tiles = tile_rows(kernel)
     need = max(t.vmem_bytes for t in tiles)
@@ -305,7 +306,10 @@ def module_info(kernel: ir.Kernel, spec: ir.Spec, *, title: str, summary: str, n
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
-    """Everything the templates print, computed once (no I/O)."""
+    """Everything the templates print, computed once (no I/O), for the
+    kernel as this backend sees it (its own tile LUT, if the spec gives it
+    one: `ir.Kernel.for_backend`)."""
+    kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     match kernel.op:
         case Op.DENSE | Op.GROUPED:
             return matmul_plan(kernel, spec)

@@ -45,6 +45,7 @@ class VmemBlock:
 
 def quantize_tk(kernel: ir.Kernel) -> int:
     """The K block of the quantize grid: the tile's k rounded to whole groups."""
+    kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     g = kernel.out_scale.block_k or kernel.tile.k
     return max(g, kernel.tile.k // g * g)
 
@@ -138,11 +139,12 @@ class TileRow:
 
 def tile_rows(kernel: ir.Kernel) -> tuple[TileRow, ...]:
     """The tile LUT: the rules in order, then the default (cond "")."""
+    kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     rows = []
     for rule in kernel.tile_rules:
         cond = " and ".join(f"{c.dim} {c.cmp.value} {c.value}" for c in rule.conds)
         rows.append(TileRow(cond, rule.tile.m, rule.tile.n, rule.tile.k,
                             source_ref(rule.loc), vmem_bytes(kernel, rule.tile)))
     t = kernel.tile
-    rows.append(TileRow("", t.m, t.n, t.k, source_ref(kernel.loc), vmem_bytes(kernel, t)))
+    rows.append(TileRow("", t.m, t.n, t.k, source_ref(kernel.tile_loc), vmem_bytes(kernel, t)))
     return tuple(rows)
