@@ -49,7 +49,9 @@ def parse_tile(text: str) -> ir.Tile:
 
 
 def with_tile(spec: ir.Spec, kernel: ir.Kernel, tile: ir.Tile) -> tuple[ir.Spec, ir.Kernel]:
-    k2 = dataclasses.replace(kernel, tile=tile, tile_rules=())
+    # The kernel as the Pallas backend sees it (its own LUT, if the spec
+    # gives it one), with `tile` as that LUT's only entry.
+    k2 = dataclasses.replace(kernel.for_backend(ir.Backend.PALLAS_TPU), tile=tile, tile_rules=())
     return dataclasses.replace(spec, kernels=(k2,), dispatches=()), k2
 
 
