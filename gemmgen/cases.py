@@ -461,6 +461,16 @@ def check_shape(shape: Shape) -> None:
                              f"{plural(len(sizes), 'group')}")
 
 
+def _defaults_view(kernel: ir.Kernel) -> ir.Kernel:
+    """The view whose first standard case gives `user_case` the dims not
+    given: the kernel itself when it is a view or has one LUT, else its CUDA
+    view (the smaller tiles: modest defaults), else its first backend's."""
+    if kernel.view is not None or not kernel.backend_tiles:
+        return kernel
+    backend = ir.Backend.CUDA if ir.Backend.CUDA in kernel.backends else kernel.backends[0]
+    return kernel.for_backend(backend)
+
+
 def user_case(kernel: ir.Kernel, shape: Shape) -> Case:
     """The case `your_shape` at the user's shape: dims not given are the
     kernel's first standard case's (its static dims where the spec fixes
@@ -470,7 +480,7 @@ def user_case(kernel: ir.Kernel, shape: Shape) -> Case:
     all). A ShapeError for values no kernel takes (negative, inconsistent)."""
     check_shape(shape)
     sizes = shape.group_sizes
-    base = standard_cases(kernel)[0]
+    base = standard_cases(_defaults_view(kernel))[0]
     if kernel.op is ir.Op.QUANTIZE:
         if shape.n is not None and shape.n != (shape.k or base.k):
             raise ShapeError(f"{kernel.name} (op quantize) has no n: its output is m x k "

@@ -27,7 +27,7 @@ def test_verify_passes_and_prints_a_table(project, capsys):
     assert code == 0, out
     assert out.splitlines()[0].split() == ["kernel", "backend", "case", "shapes", "tile", "max", "err",
                                            "max", "allowed", "result"]
-    assert "128x128x128  " in out  # the tile each case ran
+    assert "512x1024x1024  " in out  # the tile each case ran (the spec's TPU-sized tile)
     assert "gmm_bf16_kn  pallas-interpret  sharded_existing_out" in out
     assert "lowered" in out and "4 passed, 0 failed" in out
     assert "[1/4] gmm_bf16_kn on pallas-interpret" in err  # progress

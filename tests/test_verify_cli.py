@@ -16,6 +16,7 @@ import pytest
 
 from gemmgen import ir, verify
 from gemmgen.build import render_spec
+from gemmgen.cases import standard_cases
 from gemmgen.cli import main
 from gemmgen.harness.runner import Runner
 from gemmgen.reference import reference
@@ -106,6 +107,11 @@ def test_ctrl_c_in_a_real_run(project):
     assert "interrupted (Ctrl-C) after 1 of 2 cases: 1 passed, 0 failed" in r.stdout
 
 
+def _first_case(name: str):
+    """The first standard case of a Pallas-only kernel of specs/moe.gemm."""
+    return standard_cases(render_spec(REPO / "specs" / "moe.gemm").spec.kernel(name))[0]
+
+
 def test_the_users_shape_runs_beside_the_standard_cases(monkeypatch):
     from gemmgen.cases import Shape
 
@@ -114,7 +120,9 @@ def test_the_users_shape_runs_beside_the_standard_cases(monkeypatch):
     assert len(runner.seen) == 3
     row = out.splitlines()[4]
     assert row.split()[:3] == ["gmm_bf16_kn", "pallas-interpret", "your_shape"]
-    assert "m=40 n=256 k=320 groups=[5, 0, 17]" in row and row.endswith("pass")
+    # n and k not given: the kernel's first standard case's.
+    base = _first_case("gmm_bf16_kn")
+    assert f"m=40 n={base.n} k={base.k} groups=[5, 0, 17]" in row and row.endswith("pass")
 
 
 @pytest.mark.slow
@@ -124,7 +132,8 @@ def test_verify_at_the_users_shape(project, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     row = next(line for line in out.splitlines() if "your_shape" in line)
-    assert "m=40 n=256 k=320 groups=[5, 0, 17]" in row and row.endswith("pass")
+    base = _first_case("gmm_bf16_kn")
+    assert f"m=40 n={base.n} k={base.k} groups=[5, 0, 17]" in row and row.endswith("pass")
     assert "3 passed, 0 failed" in out
 
 
@@ -134,7 +143,13 @@ def test_users_shape_fills_in_and_splits_groups():
     spec = render_spec(REPO / "specs" / "moe.gemm").spec
     grouped, masked = spec.kernel("gmm_bf16_kn"), spec.kernel("moe_fp8_masked_gemm")
     case = user_case(grouped, Shape(m=10, k=64, groups=3))
-    assert (case.m, case.n, case.k, case.group_sizes) == (10, 256, 64, (4, 3, 3))
+    base = _first_case("gmm_bf16_kn")
+    assert (case.m, case.n, case.k, case.group_sizes) == (10, base.n, 64, (4, 3, 3))
+    # A kernel with a TPU tile of its own: the defaults of its CUDA view.
+    both = spec.kernel("moe_fp8_grouped_gemm")
+    case = user_case(both, Shape(m=10, groups=2))
+    cuda_base = standard_cases(both.for_backend(ir.Backend.CUDA))[0]
+    assert (case.n, case.k, case.group_sizes) == (cuda_base.n, cuda_base.k, (5, 5))
     case = user_case(masked, Shape(group_sizes=(5, 0, 17)))
     assert (case.m, case.masked_m, case.group_sizes) == (17, (5, 0, 17), None)
     dense = render_spec(REPO / "specs" / "dense.gemm").spec.kernel("dense_gemm_bf16")
