@@ -1,9 +1,13 @@
-"""Shared pytest setup: CPU-only JAX and a deterministic Hypothesis profile."""
+"""Shared pytest setup: CPU-only JAX, a deterministic Hypothesis profile,
+and the `project` fixture."""
 
 import os
+import shutil
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 # Deterministic: the same examples on every run and machine, so CI never
@@ -18,3 +22,11 @@ settings.register_profile(
 )
 settings.register_profile("explore", deadline=None, max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A copy of the repository's specs in a fresh project folder (the cwd)."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "specs", tmp_path / "specs")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

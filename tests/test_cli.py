@@ -17,14 +17,6 @@ from gemmgen.cli import main
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A copy of the repository's specs in a fresh project folder (cwd)."""
-    shutil.copytree(REPO / "specs", tmp_path / "specs")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def tree(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}

@@ -12,12 +12,6 @@ from gemmgen.cli import main
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "specs", tmp_path / "specs")
-    monkeypatch.chdir(tmp_path)
-
-
 def test_explain_cuda_grouped(project, capsys):
     m, n, k, g = 1000, 512, 1024, 4
     assert main(["explain", "specs/moe.gemm", "moe_bf16_grouped_gemm", "--m", str(m), "--n",

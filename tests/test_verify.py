@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import pytest
 
 from gemmgen import backends
 from gemmgen.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "specs", tmp_path / "specs")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_verify_passes_and_prints_a_table(project, capsys):

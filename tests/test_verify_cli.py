@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -22,13 +21,6 @@ from gemmgen.harness.runner import Runner
 from gemmgen.reference import reference
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    shutil.copytree(REPO / "specs", tmp_path / "specs")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 class Recording(Runner):
