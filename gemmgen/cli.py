@@ -92,6 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--counters", action="store_true",
                    help="also run the CUDA kernel once on the CPU emulator and print its counters "
                         "(bank conflicts, sectors, instruction counts)")
+    e.add_argument("--device", metavar="NAME", default=None,
+                   help="the device the roofline bounds on: a100, l40s, h100, h200, b200, "
+                        "rtx5090, gb10, v4, v5e, v5p, v6e, v7x (default: one that runs the "
+                        "spec's preferred declared arch, else the spec's TPU)")
     k = sub.add_parser("compile", help="build the XLA FFI libraries of the JAX entry points "
                                         "(generated/<stem>/jax/) with nvcc")
     k.add_argument("spec", metavar="SPEC")

@@ -224,13 +224,22 @@ def cmd_explain(args: argparse.Namespace) -> int:
             print(f"gemmgen: error: --{name} {v}: must be {'>= 0' if name == 'm' else 'positive'}",
                   file=sys.stderr)
             return EXIT_BAD_INPUT
+    device = None
+    if args.device is not None:
+        from gemmgen.devices import UnknownDevice, lookup
+        try:
+            device = lookup(args.device)
+        except UnknownDevice as e:
+            print(f"gemmgen: error: --device: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     # --counters runs at the dims given; explain's default m is for the roofline.
     asked = {d: getattr(args, d) for d in ("m", "n", "k") if getattr(args, d) is not None}
     m = args.m if args.m is not None else explain.DEFAULT_M
     dispatch = next((d for d in spec.dispatches if d.name == args.kernel), None)
     if dispatch is not None:
         print(explain.explain_dispatch(spec, dispatch, m=m, n=args.n, k=args.k,
-                                       groups=args.groups, counters=args.counters, asked=asked))
+                                       groups=args.groups, counters=args.counters, asked=asked,
+                                       device=device))
         return EXIT_OK
     try:
         spec.kernel(args.kernel)
@@ -241,7 +250,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
               f"{suggest(args.kernel, names)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(explain.explain(spec, args.kernel, m=m, n=args.n, k=args.k, groups=args.groups,
-                          counters=args.counters, asked=asked))
+                          counters=args.counters, asked=asked, device=device))
     return EXIT_OK
 
 

@@ -5,10 +5,12 @@ For a problem shape (default m=4096 and the spec's static n and k, else
 memory or VMEM, the tile the LUT picks — the registers and spills ptxas
 reports when nvcc is available (through the resource cache that `build`
 warns from, gemmgen.harness.resources), and the roofline: FLOPs, bytes
-moved and the time bound on an H200 (about 790 TFLOP/s dense bf16 and 4.3
-TB/s of HBM copy bandwidth, as measured on that part; docs/benchmarks.md)
-of the path that runs on each declared arch (`tensor_path`), so a reviewer
-sees the cost of a variant.
+moved and the time bound on a device (`--device`, gemmgen.devices: a
+table of GPUs and TPUs with each rate's source; by default one that runs
+the spec's preferred declared arch, an H200 for sm_90a at about 790 TFLOP/s
+dense bf16 and 4.3 TB/s as measured on that part, else the spec's TPU) of
+the path that runs there (`tensor_path`), so a reviewer sees the cost of a
+variant.
 
 `--counters` also runs each CUDA launch once on the CPU emulator at a modest
 shape (`counters_case`) and prints what it would cost a GPU: shared-memory
@@ -23,16 +25,19 @@ import math
 from dataclasses import dataclass
 
 from gemmgen import ir
+from gemmgen.devices import DEVICES, Device, runs_arch
 
 # The problem's m when --m is not given.
 DEFAULT_M = 4096
 
-# H200 figures, measured (the datasheet's dense bf16 peak is 989 TFLOP/s).
+# H200 figures, measured (the datasheet's dense bf16 peak is 989 TFLOP/s):
+# the default device of a spec that declares sm_90a (gemmgen.devices).
 # mma.sync kernels do not reach wgmma peaks; the bound is what the hardware
 # allows, not a prediction.
-H200_TFLOPS_16BIT = 790.0
-H200_TFLOPS_8BIT = 2 * H200_TFLOPS_16BIT  # FP8 / int8 tensor cores: twice the rate
-H200_TBPS = 4.3
+H200 = DEVICES["h200"]
+H200_TFLOPS_16BIT = H200.tflops16
+H200_TFLOPS_8BIT = H200.tflops8  # FP8 / int8 tensor cores: twice the rate
+H200_TBPS = H200.tbps
 
 
 def _bytes(dt: ir.DType, count: int) -> int:
@@ -84,7 +89,14 @@ class TensorPath:
 
     @property
     def tflops(self) -> float:
-        return H200_TFLOPS_8BIT if self.multiplies.bits <= 8 else H200_TFLOPS_16BIT
+        """At H200 rates."""
+        return self.rate(H200)
+
+    def rate(self, device: Device) -> float:
+        """TFLOP/s of `device`'s tensor cores multiplying this path's type."""
+        if self.multiplies.is_fp8 and not device.fp8:
+            return device.tflops16  # converted to 16-bit first
+        return device.rate(self.multiplies.bits)
 
     @property
     def below_peak(self) -> bool:
@@ -119,67 +131,72 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
     return TensorPath(arch, False, compute)
 
 
-def _h200_arch(archs: tuple[str, ...]) -> str | None:
-    """The declared arch whose code an H200 (compute capability 9.0) runs."""
-    for arch in ("sm_90a", "sm_90"):
-        if arch in archs:
-            return arch
-    return None
-
-
-def _bound(flops: int, moved: int, tflops: float) -> tuple[float, str]:
+def _bound(flops: int, moved: int, tflops: float, tbps: float = H200_TBPS) -> tuple[float, str]:
     t_compute = flops / (tflops * 1e12)
-    t_memory = moved / (H200_TBPS * 1e12)
+    t_memory = moved / (tbps * 1e12)
     return max(t_compute, t_memory), "compute" if t_compute >= t_memory else "memory"
 
 
 def roofline(kernel: ir.Kernel, flops: int, moved: int, *,
-             archs: tuple[str, ...] = ()) -> list[str]:
-    """The roofline lines. For a CUDA tile GEMM, the bound of the path that
-    actually runs (`tensor_path`): on an H200, the path of the declared
-    sm_90a (or sm_90) build, then the path of every declared arch at H200
-    rates. Only wgmma reaches the H200 figures on Hopper; an mma.sync body
-    there is bounded by them but does not reach them. Other kernels: the
-    rate of their operand width."""
+             archs: tuple[str, ...] = (), device: Device = H200) -> list[str]:
+    """The roofline lines on `device` (gemmgen.devices; default an H200).
+    For a CUDA tile GEMM, the bound of the path that actually runs
+    (`tensor_path`): on the device, the path of the declared arch it runs
+    (`devices.runs_arch`), then the path of every declared arch at the
+    device's rates. Only wgmma reaches the figures on Hopper; an mma.sync
+    body there is bounded by them but does not reach them. Other kernels
+    (and every kernel on a TPU): the rate of their operand width."""
     paths = [p for p in (tensor_path(kernel, a) for a in archs) if p is not None]
+    if device.sm is None:
+        paths = []  # a TPU runs the Pallas kernel: no CUDA path
     intensity = flops / moved if moved else math.inf
+    name = device.label
     lines = [
         f"FLOPs:      {flops / 1e9:.3f} GFLOP",
         f"bytes:      {moved / 1e6:.3f} MB (each operand read once, output written once)",
         f"intensity:  {intensity:.1f} FLOP/byte",
     ]
+    note = [f"  ({device.note})"] if device.note else []
     if not paths:
         eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
             kernel.rhs_operand.dtype.bits <= 8
-        peak = H200_TFLOPS_8BIT if eight_bit else H200_TFLOPS_16BIT
-        t, bound = _bound(flops, moved, peak)
-        lines.append(f"H200 bound: {t * 1e6:.2f} us ({bound}-bound; {peak:.0f} TFLOP/s "
-                     f"{'8-bit' if eight_bit else '16-bit'} tensor cores, {H200_TBPS} TB/s)")
-        return lines
-    h200 = _h200_arch(archs)
-    p = next((p for p in paths if p.arch == h200), paths[0])
-    t, bound = _bound(flops, moved, p.tflops)
+        fp8 = kernel.rhs is not None and (kernel.lhs.dtype.is_fp8 or kernel.rhs_operand.dtype.is_fp8)
+        eight_bit = eight_bit and (device.fp8 or not fp8)
+        peak = device.rate(8 if eight_bit else 16)
+        unit = "MXU" if device.tpu is not None or device.sm is None else "tensor cores"
+        t, bound = _bound(flops, moved, peak, device.tbps)
+        lines.append(f"{name} bound: {t * 1e6:.2f} us ({bound}-bound; {peak:.0f} TFLOP/s "
+                     f"{'8-bit' if eight_bit else '16-bit'} {unit}, {device.tbps} TB/s)")
+        return lines + note
+    runs = runs_arch(device, archs)
+    p = next((p for p in paths if p.arch == runs), paths[0])
+    t, bound = _bound(flops, moved, p.rate(device), device.tbps)
     after = ""
-    if h200 is None:
+    cc = f"{device.sm // 10}.{device.sm % 10}"
+    if runs is None:
         how = f"{p.name} (the {p.arch} path)"
-        after = "; no declared arch runs on an H200 (compute capability 9.0)"
+        after = f"; no declared arch runs on an {name} (compute capability {cc})"
     elif p.wgmma:
         how = f"wgmma (the {p.arch} path)"
     else:
         how = f"mma.sync (the {p.arch} path{', FP8 converted to f16' if p.why else ''})"
-        after = "; mma.sync does not reach this rate: Hopper's full tensor-core rate needs wgmma"
-    lines.append(f"H200 bound: {t * 1e6:.2f} us ({bound}-bound; {p.tflops:.0f} TFLOP/s "
-                 f"{p.multiplies.bits}-bit {how}, {H200_TBPS} TB/s){after}")
-    lines.append("bound per declared arch, at H200 rates (the path that runs there and the "
+        if device.sm == 90:
+            after = "; mma.sync does not reach this rate: Hopper's full tensor-core rate needs wgmma"
+    bits = 16 if p.multiplies.is_fp8 and not device.fp8 else p.multiplies.bits
+    lines.append(f"{name} bound: {t * 1e6:.2f} us ({bound}-bound; {p.rate(device):.0f} TFLOP/s "
+                 f"{bits}-bit {how}, {device.tbps} TB/s){after}")
+    lines.append(f"bound per declared arch, at {name} rates (the path that runs there and the "
                  "type its tensor cores multiply):")
     for p in paths:
-        t, bound = _bound(flops, moved, p.tflops)
+        t, bound = _bound(flops, moved, p.rate(device), device.tbps)
         why = f" ({p.why})" if p.why else ""
         below = "; mma.sync does not reach the full tensor-core rate on Hopper (wgmma does)" \
             if p.below_peak else ""
+        if p.multiplies.is_fp8 and not device.fp8:
+            why += f" (the {name} has no FP8 tensor cores: at its 16-bit rate)"
         lines.append(f"  {p.arch}: {p.name} multiplies {p.multiplies.value}{why}: "
-                     f"{p.tflops:.0f} TFLOP/s -> {t * 1e6:.2f} us ({bound}-bound){below}")
-    return lines
+                     f"{p.rate(device):.0f} TFLOP/s -> {t * 1e6:.2f} us ({bound}-bound){below}")
+    return lines + note
 
 
 # The device explain evaluates a Hopper path's persistent grid for.
@@ -430,10 +447,15 @@ def launcher_conditions(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int
 
 def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
             groups: int, counters: bool = False,
-            asked: dict[str, int] | None = None) -> str:
+            asked: dict[str, int] | None = None, device: Device | None = None) -> str:
     """`asked`: the dims the user gave (--m, --n, --k), which `--counters`
-    runs at (the others modest); by default a modest shape."""
+    runs at (the others modest); by default a modest shape. `device`: the
+    roofline's (--device; default `devices.default_device`: one that runs
+    the spec's preferred arch, else the spec's TPU)."""
+    from gemmgen.devices import default_device
+
     kernel = spec.kernel(name)
+    device = device or default_device(spec, kernel)
     n = n or kernel.static_n or 4096
     k = k or kernel.static_k or 4096
     from gemmgen.describe import describe_kernel
@@ -448,7 +470,8 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
     flops, moved = cost(kernel, m, n, k, groups)
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target is not None and ir.Backend.CUDA in kernel.backends else ()
-    lines += roofline(kernel, flops, moved, archs=archs)
+    lines += roofline(kernel, flops, moved, archs=archs, device=device)
+    lines.append(f"device: {device.label} (--device {device.name}; rates: {device.source})")
     for backend in kernel.backends:
         lines.append("")
         view = kernel.for_backend(backend)  # the backend's own tile LUT, if any
@@ -466,7 +489,7 @@ def explain(spec: ir.Spec, name: str, *, m: int, n: int | None, k: int | None,
 
 def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | None,
                      k: int | None, groups: int, counters: bool = False,
-                     asked: dict[str, int] | None = None) -> str:
+                     asked: dict[str, int] | None = None, device: Device | None = None) -> str:
     """An M dispatcher: its arms, the body each arm's kernel runs on each
     declared CUDA arch, the arm the problem's m picks, then that kernel's
     explanation (its roofline is the bound of the path that runs)."""
@@ -487,5 +510,5 @@ def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | N
         mark = "  <- m=%d" % m if r.kernel == picked else ""
         lines.append(f"  {label:<14} -> {r.kernel} ({kernel.algorithm.value}; {paths}){mark}")
     lines += ["", explain(spec, picked, m=m, n=n, k=k, groups=groups, counters=counters,
-                          asked=asked)]
+                          asked=asked, device=device)]
     return "\n".join(lines)

@@ -367,3 +367,50 @@ def test_explain_gives_each_backend_its_own_tile(tmp_path, monkeypatch, no_nvcc,
     assert "cuda (sm_80): tile 64x128x128" in out
     assert main(["explain", "both.gemm", "dense_both", "--m", "16"]) == 0
     assert "pallas_tpu (v5e): tile m=64 n=1024 k=512" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------
+# explain --device: the roofline on the user's GPU or TPU, from a cited table.
+
+def test_explain_bounds_on_the_device_asked(project, no_nvcc, capsys):
+    from gemmgen.devices import DEVICES
+
+    assert main(["explain", "specs/dense.gemm", "fp8_fp8_gemm_tile_64x128x64", "--device",
+                 "h100"]) == 0
+    out = capsys.readouterr().out
+    # wgmma's FP8 rate of the H100's datasheet, not the H200's measured one.
+    assert DEVICES["h100"].tflops8 == 1978.9
+    assert "H100 bound: " in out and "1979 TFLOP/s 8-bit wgmma (the sm_90a path), 3.35 TB/s" in out
+    assert "device: H100 (--device h100; rates: NVIDIA H100 datasheet" in out
+    assert "H200" not in out.split("cuda (")[0]
+    # A TPU runs the Pallas kernel: its MXU rate and HBM, no CUDA path.
+    assert main(["explain", "specs/moe.gemm", "gmm_bf16", "--device", "v6e"]) == 0
+    out = capsys.readouterr().out
+    assert "TPU v6e bound: " in out and "918 TFLOP/s 16-bit MXU, 1.64 TB/s" in out
+    assert "bound per declared arch" not in out
+
+
+def test_explain_defaults_to_a_device_the_spec_runs_on(project, no_nvcc, capsys):
+    # A CUDA kernel of a spec declaring sm_90a: an H200, as before --device.
+    assert main(["explain", "specs/dense.gemm", "int8_gemm"]) == 0
+    assert "\nH200 bound: " in capsys.readouterr().out
+    # A Pallas-only kernel: the spec's own TPU (moe.gemm targets a v5e).
+    assert main(["explain", "specs/moe.gemm", "gmm_bf16_out"]) == 0
+    out = capsys.readouterr().out
+    assert "TPU v5e bound: " in out and "H200" not in out
+
+
+def test_explain_an_unknown_device_is_bad_input(project, capsys):
+    assert main(["explain", "specs/dense.gemm", "int8_gemm", "--device", "h10"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown device 'h10'; did you mean 'h100'?" in err and "v5e" in err
+
+
+def test_a_device_runs_its_own_arch_or_a_compatible_one():
+    from gemmgen.devices import DEVICES, runs_arch
+
+    assert runs_arch(DEVICES["h200"], ("sm_89", "sm_90a")) == "sm_90a"
+    assert runs_arch(DEVICES["h200"], ("sm_89",)) is None  # SASS runs within its major only
+    assert runs_arch(DEVICES["gb10"], ("sm_80", "sm_120")) == "sm_120"  # 12.1 runs sm_120 code
+    assert runs_arch(DEVICES["a100"], ("sm_86",)) is None  # not on an older minor
+    assert runs_arch(DEVICES["v5e"], ("sm_90a",)) is None

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The IR and pure data and functions over it: no I/O, nothing from above.
     ("ir", ("gemmgen", "gemmgen.ir", "gemmgen.archs", "gemmgen.diagnostics", "gemmgen.names",
             "gemmgen.reserved", "gemmgen.numerics", "gemmgen.describe", "gemmgen.cache",
+            "gemmgen.devices",
             "gemmgen.runtime", "gemmgen.templates")),
     # Spec text -> IR.
     ("parse/validate", ("gemmgen.parse", "gemmgen.validate", "gemmgen.validate.*")),
