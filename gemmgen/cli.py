@@ -33,6 +33,17 @@ def _sizes(text: str) -> tuple[int, ...]:
             f"expected comma-separated integers such as 5,0,17, not {text!r}") from None
 
 
+def _positive(text: str) -> int:
+    """A count of at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not {text!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gemmgen", description="Generate GEMM kernels and launchers from a spec.")
     p.add_argument("--version", action="version", version=f"gemmgen {__version__}")
@@ -55,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: all available)")
     v.add_argument("--kernel", action="append", metavar="NAME", help="only these kernels")
     v.add_argument("--seed", type=int, default=0)
+    v.add_argument("-j", "--jobs", type=_positive, metavar="N", default=None,
+                   help="cases run at once, each kernel's on one thread (default: one per "
+                        "core); the table is the same for any N")
     v.add_argument("--cuda-arch", metavar="ARCH",
                    help="the arch the CUDA emulator plays (default: the spec's declared arch "
                         "with the least shared memory)")

@@ -197,7 +197,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
                   group_sizes=args.group_sizes)
     return verify.main(rendered[0], backends=args.backend, seed=args.seed,
                        kernels=args.kernel, out=sys.stdout, progress=sys.stderr,
-                       cuda_arch=args.cuda_arch, resources=not args.no_resources, shape=shape)
+                       cuda_arch=args.cuda_arch, resources=not args.no_resources, shape=shape,
+                       workers=args.jobs)
 
 
 def arch_problem(arch: str) -> str | None:

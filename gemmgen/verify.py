@@ -27,16 +27,20 @@ per block (`--cuda-arch` picks another, one of the archs a spec may declare).
 (`your_shape`, gemmgen.cases.user_case) beside the standard ones; a shape
 a kernel's launcher refuses (its launch plan's checks, `cases.refused`) is
 bad input. The table's header comes first and each row as its case
-finishes; Ctrl-C ends the run with the rows done, a summary saying so, and
+finishes (in the order of the table, whatever runs at once: `--jobs`, one
+thread per core by default, see `_Execution`); Ctrl-C ends the run with the
+rows done, a summary saying so, and
 status 130.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -81,7 +85,7 @@ RUNNER_NAMES = ("pallas-interpret", "pallas-lower", "pallas-tpu", "cuda-emu", "c
 def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
          kernels: list[str] | None, out: TextIO, progress: TextIO,
          cuda_arch: str | None = None, resources: bool = True,
-         shape: Shape | None = None) -> int:
+         shape: Shape | None = None, workers: int | None = None) -> int:
     """Run the cases and print the table: its header first, each row as its
     case finishes, then the notes and the summary. Ctrl-C stops the run; the
     rows done so far stay printed, the summary says it was interrupted, and
@@ -136,26 +140,8 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
                 return 1
             table = _Table(jobs, out)
             table.header()
-            # On one terminal the progress line is transient: the row replaces it.
-            transient = _same_terminal(out, progress)
-            for i, (kernel, runner, case) in enumerate(jobs, 1):
-                line = f"[{i}/{len(jobs)}] {kernel.name} on {runner.name}: {case.name} " \
-                       f"({case.describe()})"
-                if transient:
-                    width = shutil.get_terminal_size().columns - 1
-                    progress.write(line[:width] + "\r")
-                    progress.flush()
-                else:
-                    print(line, file=progress, flush=True)
-                try:
-                    row = _run_one(kernel, runner, case, seed)
-                finally:
-                    if transient:
-                        progress.write("\x1b[K")
-                        progress.flush()
-                rows.append(row)
-                table.row(row)
-        except KeyboardInterrupt:
+            rows, interrupted = _Execution(jobs, seed, table, progress, workers).run()
+        except KeyboardInterrupt:  # while preparing the runners
             interrupted = True
     for s in skipped:
         print(f"skipped {s}", file=out)
@@ -323,6 +309,110 @@ def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
     tol = f"{float(finite.max()):.3g}" if finite.size else "-"
     return Row(kernel.name, runner.name, case.name, shapes, tile, err, tol, result.passed,
                result.detail)
+
+
+class _Execution:
+    """Runs the jobs on `workers` threads and prints each row in job order
+    as soon as it and every row before it are done (so the table reads the
+    same whatever the parallelism).
+
+    Jobs run in lanes, each lane's cases one after another on one thread: a
+    kernel's cases on one runner form a lane (its first case compiles or
+    loads what the others reuse), and a `serial` runner's cases (Pallas
+    interpret mode, whose simulated TPU state is global to the process, or
+    one real device) form a single lane. Lanes run side by side: a CUDA
+    kernel compiles or runs on the emulator (child processes) while the
+    Pallas interpreter runs another case, on every core. Ctrl-C (in the main
+    thread, or raised by a runner) ends the run at once with the rows
+    printed so far; the worker threads are daemons, left to die with the
+    process."""
+
+    def __init__(self, jobs: list[tuple[ir.Kernel, Runner, Case]], seed: int, table: _Table,
+                 progress: TextIO, workers: int | None) -> None:
+        self.jobs, self.seed, self.table, self.progress = jobs, seed, table, progress
+        lanes: dict[tuple[str, str], list[int]] = {}
+        for i, (kernel, runner, _) in enumerate(jobs):
+            key = (runner.name, "" if runner.serial else kernel.name)
+            lanes.setdefault(key, []).append(i)
+        self.lanes: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
+        for lane in lanes.values():
+            self.lanes.put(lane)
+        self.workers = max(1, min(workers or os.cpu_count() or 1, len(lanes)))
+        self.done: dict[int, Row] = {}
+        self.printed = 0
+        self.stop = threading.Event()
+        self.interrupted = False
+        self.lock = threading.Condition()
+        self.transient = _same_terminal(table.out, progress)
+
+    def run(self) -> tuple[list[Row], bool]:
+        """The rows printed (in job order), and whether Ctrl-C ended the run."""
+        for _ in range(self.workers):
+            threading.Thread(target=self._worker, daemon=True, name="gemmgen-verify").start()
+        try:
+            with self.lock:
+                while self.printed < len(self.jobs) and not self.interrupted:
+                    self.lock.wait()
+        except KeyboardInterrupt:
+            self.stop.set()
+            self.interrupted = True
+        with self.lock:
+            self.stop.set()
+            if self.transient:
+                self.progress.write("\x1b[K")
+                self.progress.flush()
+            return [self.done[i] for i in range(self.printed)], self.interrupted
+
+    def _worker(self) -> None:
+        while not self.stop.is_set():
+            try:
+                lane = self.lanes.get_nowait()
+            except queue.Empty:
+                return
+            for i in lane:
+                if self.stop.is_set():
+                    return
+                kernel, runner, case = self.jobs[i]
+                self._started(i, kernel, runner, case)
+                try:
+                    row = _run_one(kernel, runner, case, self.seed)
+                except KeyboardInterrupt:  # a runner interrupted (tests, a child's SIGINT)
+                    with self.lock:
+                        self.interrupted = True
+                        self.stop.set()
+                        self.lock.notify_all()
+                    return
+                except Exception as e:  # outside the run itself: making the inputs
+                    row = Row(kernel.name, runner.name, case.name, case.describe(),
+                              tile_label(kernel, case), "raised", "-", False,
+                              "".join(traceback.format_exception_only(type(e), e)).strip())
+                self._finished(i, row)
+
+    def _started(self, i: int, kernel: ir.Kernel, runner: Runner, case: Case) -> None:
+        line = f"[{i + 1}/{len(self.jobs)}] {kernel.name} on {runner.name}: {case.name} " \
+               f"({case.describe()})"
+        with self.lock:
+            if self.stop.is_set():
+                return
+            if self.transient:  # one terminal: a transient line the next row replaces
+                width = shutil.get_terminal_size().columns - 1
+                self.progress.write("\x1b[K" + line[:width] + "\r")
+                self.progress.flush()
+            else:
+                print(line, file=self.progress, flush=True)
+
+    def _finished(self, i: int, row: Row) -> None:
+        with self.lock:
+            self.done[i] = row
+            if self.stop.is_set():
+                return
+            while self.printed in self.done:
+                if self.transient:
+                    self.progress.write("\x1b[K")
+                    self.progress.flush()
+                self.table.row(self.done[self.printed])
+                self.printed += 1
+            self.lock.notify_all()
 
 
 class _Table:

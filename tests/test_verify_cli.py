@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,70 @@ def test_an_interrupt_keeps_the_rows_done(monkeypatch):
     assert "interrupted (Ctrl-C) after 1 of 2 cases: 1 passed, 0 failed" in out
 
 
+class Timed(Runner):
+    """Returns the reference result after `delay[kernel]` seconds and records
+    when each case started and ended (for the parallel schedule)."""
+
+    name = "pallas-interpret"
+
+    def __init__(self, delay: dict[str, float], serial: bool):
+        self.delay, self.serial, self.spans = delay, serial, []
+        self.lock = threading.Lock()
+
+    def run(self, kernel, case, inputs):
+        start = time.monotonic()
+        time.sleep(self.delay.get(kernel.name, 0.0))
+        with self.lock:
+            self.spans.append((kernel.name, case.name, start, time.monotonic()))
+        return reference(kernel, **inputs)
+
+
+def run_timed(monkeypatch, serial: bool, workers: int):
+    out, progress = io.StringIO(), io.StringIO()
+    runner = Timed({"gmm_bf16": 0.6}, serial)  # the first kernel of the table
+    monkeypatch.setattr(verify, "_runners", lambda: [runner])
+    rendered = render_spec(REPO / "specs" / "moe.gemm")
+    code = verify.main(rendered, backends=["pallas-interpret"], seed=0,
+                       kernels=["gmm_bf16_kn", "gmm_bf16"], out=out, progress=progress,
+                       resources=False, workers=workers)
+    assert code == 0, out.getvalue()
+    return out.getvalue(), runner.spans
+
+
+def _overlap(spans) -> bool:
+    return any(a[2] < b[3] and b[2] < a[3] for i, a in enumerate(spans) for b in spans[i + 1:])
+
+
+def test_kernels_run_at_once_and_rows_keep_the_table_order(monkeypatch):
+    """With two workers the fast kernel's cases run (and finish) while the
+    slow one's are still running, yet the rows come out in the table's order,
+    the same as with one worker; a kernel's own cases run one after another."""
+    parallel, spans = run_timed(monkeypatch, serial=False, workers=2)
+    assert _overlap(spans)
+    for name in ("gmm_bf16_kn", "gmm_bf16"):
+        assert not _overlap([s for s in spans if s[0] == name])
+    ends = {s[0]: s[3] for s in sorted(spans, key=lambda s: s[3])}
+    assert ends["gmm_bf16_kn"] < ends["gmm_bf16"]  # the fast kernel finished first
+    rows = [line.split()[0] for line in parallel.splitlines()[2:6]]
+    assert rows == ["gmm_bf16"] * 2 + ["gmm_bf16_kn"] * 2
+    serial_out, _ = run_timed(monkeypatch, serial=False, workers=1)
+    assert serial_out == parallel
+
+
+def test_a_serial_runner_runs_one_case_at_a_time(monkeypatch):
+    """Pallas interpret mode keeps its simulated TPU in global state: its
+    cases never overlap, whatever the number of workers."""
+    _, spans = run_timed(monkeypatch, serial=True, workers=4)
+    assert len(spans) == 4 and not _overlap(spans)
+
+
+def test_jobs_must_be_positive(project, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["verify", "specs/moe.gemm", "--jobs", "0"])
+    assert e.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
 def test_ctrl_c_in_a_real_run(project):
     """A real SIGINT in the middle of a case: exit 130, the finished row and
     the summary printed."""
@@ -92,7 +158,7 @@ def test_ctrl_c_in_a_real_run(project):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", script, "verify", "specs/moe.gemm", "--kernel",
                         "gmm_bf16_kn", "--backend", "pallas-interpret"], cwd=project, env=env,
-                       capture_output=True, text=True, timeout=25)
+                       capture_output=True, text=True, timeout=90)
     assert r.returncode == 130, r.stderr
     assert "Traceback" not in r.stderr
     assert "gmm_bf16_kn  pallas-interpret  ragged_groups" in r.stdout

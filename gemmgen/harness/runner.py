@@ -26,6 +26,10 @@ class Runner:
     name = ""
     backend = ir.Backend.PALLAS_TPU
     checks_numbers = True
+    # True: one case at a time for the whole run (state global to the
+    # process, or one device); else `gemmgen verify` runs different kernels'
+    # cases on separate threads at once.
+    serial = False
     cuda_arch: str | None = None  # the arch CUDA emulation plays (None: the spec's)
 
     def unavailable(self) -> str | None:

@@ -426,6 +426,7 @@ class CudaEmuCpp(CudaEmu):
 
 class CudaGpu(CudaEmu):
     name = "cuda"
+    serial = True  # one device
 
     def unavailable(self) -> str | None:
         try:

@@ -48,6 +48,7 @@ class _PallasBase(Runner):
 
 class PallasInterpret(_PallasBase):
     name = "pallas-interpret"
+    serial = True  # the interpreter's simulated TPU memory is global to the process
 
     def run(self, kernel, case, inputs):
         import jax.numpy as jnp
@@ -102,6 +103,7 @@ class PallasTPU(_PallasBase):
     TPU, compiled by Mosaic for that chip, run, and read back."""
 
     name = "pallas-tpu"
+    serial = True  # one device
 
     def unavailable(self) -> str | None:
         reason = super().unavailable()
