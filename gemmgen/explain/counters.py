@@ -101,7 +101,7 @@ def counters_at(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
 
 
 def counters_lines(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
-              groups: int) -> list[str]:
+                   groups: int) -> list[str]:
     case, note = counters_at(spec, kernel, asked, groups)
     case, counters = emulator_counters(spec, kernel, case)
     path = " of the mma.sync path" if sm90_plan(spec, kernel) is not None else ""

@@ -110,7 +110,7 @@ def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
 
 
 def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
-            groups: int = 1) -> list[str]:
+                 groups: int = 1) -> list[str]:
     from gemmgen.backends import pallas
 
     p = pallas.plan(kernel, spec)

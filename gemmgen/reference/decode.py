@@ -64,8 +64,8 @@ def _decode_scale(kernel: ir.Kernel, side: str, array, *, m: int, n: int, k: int
 
 
 def decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
-            rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-            masked_m=None) -> Inputs:
+           rhs_scale=None, bias=None, group_offset=None, existing_out=None,
+           masked_m=None) -> Inputs:
     if lhs is None or rhs is None:
         raise arg_error(kernel, "lhs and rhs are required")
     if kernel.masked:
@@ -121,7 +121,7 @@ def decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale
             len(sizes), offset, existing_out=existing_out, rhs_scale=rhs_scale)
         if g < 0:
             raise arg_error(kernel, f"group_offset {offset} is past the {len(sizes)} groups of "
-                             "group_sizes, so tgmm has no local groups (give existing_out)")
+                            "group_sizes, so tgmm has no local groups (give existing_out)")
     elif group_sizes is not None or group_offset is not None or existing_out is not None:
         raise arg_error(kernel, "group_sizes / group_offset / existing_out are for grouped ops")
 
@@ -158,7 +158,7 @@ def decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale
     if kernel.op is Op.TGMM and kernel.epilogue.activation is not Activation.NONE:
         raise arg_error(kernel, "tgmm has no activation")
     return Inputs(a=a, b=b, m=m, n=n, k=k, g=g, starts=starts, offset=offset,
-                   lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=existing)
+                  lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=existing)
 
 
 def _decode_masked(kernel: ir.Kernel, *, lhs, rhs, masked_m, lhs_scale, rhs_scale, bias,
@@ -167,7 +167,7 @@ def _decode_masked(kernel: ir.Kernel, *, lhs, rhs, masked_m, lhs_scale, rhs_scal
     [g * cap, k] lhs whose group i owns rows [i * cap, i * cap + counts[i])."""
     if group_sizes is not None or group_offset is not None or existing_out is not None:
         raise arg_error(kernel, "the masked layout takes masked_m, not group_sizes / "
-                         "group_offset / existing_out")
+                        "group_offset / existing_out")
     if masked_m is None:
         raise arg_error(kernel, "masked_m is required")
     a = storage_to_float64(lhs, kernel.lhs.dtype)
@@ -190,7 +190,7 @@ def _decode_masked(kernel: ir.Kernel, *, lhs, rhs, masked_m, lhs_scale, rhs_scal
     counts = np.asarray(masked_m)
     if counts.shape != (g,) or not np.issubdtype(counts.dtype, np.integer):
         raise arg_error(kernel, f"masked_m must be an integer array of shape ({g},), got "
-                         f"{counts.dtype}{list(counts.shape)}")
+                        f"{counts.dtype}{list(counts.shape)}")
     # Any integer is defined: a count is clipped to [0, cap] (exactly, as objects).
     counts = np.clip(counts.astype(object), 0, cap).astype(np.int64)
     a = a.reshape(g * cap, k)
@@ -211,8 +211,8 @@ def _decode_masked(kernel: ir.Kernel, *, lhs, rhs, masked_m, lhs_scale, rhs_scal
     elif bias is not None:
         raise arg_error(kernel, "bias given but the kernel has no bias")
     return Inputs(a=a, b=b, m=g * cap, n=n, k=k, g=g, starts=None, offset=0,
-                   lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=None,
-                   cap=cap, counts=counts)
+                  lhs_scale=ls, rhs_scale=rs, bias=bias_values, existing=None,
+                  cap=cap, counts=counts)
 
 
 def check_static_dims(kernel: ir.Kernel, *, n: int | None, k: int) -> None:

@@ -23,7 +23,7 @@ def quantize_groups(kernel: ir.Kernel, k: int) -> int:
     scale = kernel.out_scale
     if scale.mode not in QUANTIZE_SCALE_MODES:
         raise arg_error(kernel, f"quantize needs a per_tensor / per_token / per_token_group "
-                         f"out scale, got {scale.mode.value}")
+                        f"out scale, got {scale.mode.value}")
     return (scale.block_k or k) if scale.mode is ScaleMode.TOKEN_GROUP else k
 
 

@@ -25,7 +25,6 @@ where b runs over K blocks (the scale blocks of main-loop scales; one block
 when every scale is applied in the epilogue).
 """
 
-
 from __future__ import annotations
 
 import math
@@ -48,10 +47,6 @@ _LIPSCHITZ = {
     Activation.NONE: 1.0, Activation.RELU: 1.0, Activation.SILU: 1.1,
     Activation.GELU: 1.13, Activation.SILU_MUL: 1.1,
 }
-
-
-# ---------------------------------------------------------------------------
-# Evaluation
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,8 +170,8 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
               rhs_scale=None, bias=None, group_offset=None, existing_out=None,
               masked_m=None, with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
     inp = decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
-                  rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
-                  existing_out=existing_out, masked_m=masked_m)
+                 rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
+                 existing_out=existing_out, masked_m=masked_m)
     scales = Scales(kernel, inp.lhs_scale, inp.rhs_scale, inp.n, inp.k)
     alpha = _alpha(kernel)
     acc = alpha * _accumulate(kernel, inp, inp.a, inp.b, scales)
