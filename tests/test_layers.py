@@ -8,7 +8,8 @@ function-level import, or a type a module names, is a dependency all the
 same); gemmgen modules are imported by plain import statements (no
 `importlib.import_module` by name), and no `except ImportError` may swallow
 the failure of a gemmgen import. The generator (parse, validate, backends,
-build, the CLI) imports neither JAX nor NumPy.
+build, the CLI) imports neither JAX nor NumPy. Each module says what it holds
+(a docstring) and is at most MAX_MODULE_LINES long.
 
 The checks read the source with `ast`, so they see every import statement,
 including those inside functions that only run in some commands.
@@ -406,6 +407,50 @@ def test_build_imports_neither_jax_nor_numpy(tmp_path):
     code = "from gemmgen.cli import main\nassert main(['build']) == 0"
     assert _heavy_after(code, cwd=tmp_path) == []
     assert (tmp_path / "generated" / "dense" / "MANIFEST.json").is_file()
+
+
+# A module is read at once: at most this many lines, and a docstring that
+# says what it holds. The backends and the harness are being split into such
+# modules (issue 25) and join the rule when they are.
+MAX_MODULE_LINES = 500
+NOT_YET_SPLIT = ("gemmgen/backends/", "gemmgen/harness/")
+
+
+def _module_problems(modules: dict[str, Path], root: Path = REPO) -> list[str]:
+    out = []
+    for _, path in sorted(modules.items()):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        if ast.get_docstring(ast.parse(text)) is None:
+            out.append(f"{rel}: no docstring saying what the module holds")
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES and not rel.startswith(NOT_YET_SPLIT):
+            out.append(f"{rel}: {lines} lines, over {MAX_MODULE_LINES}: split it by concern")
+    return out
+
+
+def test_modules_are_short_and_say_what_they_hold():
+    problems = _module_problems(MODULES)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_module_check_catches_a_long_or_undocumented_module(tmp_path):
+    body = "\n".join(f"X{i} = {i}" for i in range(MAX_MODULE_LINES))
+    files = {"gemmgen.long": "gemmgen/long.py", "gemmgen.bare": "gemmgen/bare.py",
+             "gemmgen.backends.long": "gemmgen/backends/long.py",
+             "gemmgen.fine": "gemmgen/fine.py"}
+    texts = {"gemmgen.long": f'"""Long."""\n{body}\n', "gemmgen.bare": "X = 1\n",
+             "gemmgen.backends.long": f'"""Long, not yet split."""\n{body}\n',
+             "gemmgen.fine": f'"""Just short enough."""\n{body[:body.rindex(chr(10))]}\n'}
+    modules = {}
+    for module, rel in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(texts[module])
+        modules[module] = tmp_path / rel
+    assert _module_problems(modules, tmp_path) == [
+        "gemmgen/bare.py: no docstring saying what the module holds",
+        f"gemmgen/long.py: {MAX_MODULE_LINES + 1} lines, over {MAX_MODULE_LINES}: split it "
+        "by concern"]
 
 
 def test_every_declarable_arch_has_limits():
