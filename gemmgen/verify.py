@@ -16,7 +16,7 @@ Each backend is a `Runner` (gemmgen.harness.runner) of the harness:
 gemmgen.harness.verify_pallas and gemmgen.harness.verify_cuda; this module
 runs the cases and prints the table.
 The kernels run are the ones `gemmgen build` would write now (rendered in
-memory), not whatever is on disk. The cases (gemmgen/cases.py) cover every
+memory), not whatever is on disk. The cases (gemmgen.cases) cover every
 tile of a kernel's LUT, on each backend the LUT that backend uses (its own,
 `tile pallas_tpu ...`, or the shared one); the table says which tile each
 case ran. The CPU

@@ -37,7 +37,6 @@ from gemmgen import ir  # noqa: E402
 from gemmgen.build import render_spec  # noqa: E402
 from gemmgen.harness import cuda_gpu  # noqa: E402
 from gemmgen.harness.runner import load_generated_module  # noqa: E402
-from gemmgen.numerics import storage_to_float64  # noqa: E402
 from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
 
 PROBE_SPEC = """\

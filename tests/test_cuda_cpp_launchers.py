@@ -32,7 +32,7 @@ from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.reference import compare, reference
 from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import CppLaunchError, _np_dtype, emulated_arch, run_cpp_launcher, run_launcher
+from gemmgen.harness.verify_cuda import CppLaunchError, emulated_arch, run_cpp_launcher, run_launcher
 from gemmgen.harness.runner import load_generated_module
 
 REPO = Path(__file__).resolve().parent.parent

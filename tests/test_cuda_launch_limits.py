@@ -32,8 +32,6 @@ import functools
 import re
 import shutil
 import subprocess
-import sys
-import types
 from pathlib import Path
 
 import numpy as np

@@ -3,11 +3,13 @@
 gemmgen's modules form layers, lowest first (LAYERS below). A module may
 import from its own layer and the layers below it, never from a layer above;
 no two gemmgen modules import each other, directly or through others (at
-module level or inside functions: a function-level import is a dependency
-all the same); gemmgen modules are imported by plain import statements (no
+module level, inside functions or under `if TYPE_CHECKING:`: a
+function-level import, or a type a module names, is a dependency all the
+same); gemmgen modules are imported by plain import statements (no
 `importlib.import_module` by name), and no `except ImportError` may swallow
 the failure of a gemmgen import. The generator (parse, validate, backends,
-build, the CLI) imports neither JAX nor NumPy.
+build, the CLI) imports neither JAX nor NumPy. Each module says what it holds
+(a docstring) and is at most MAX_MODULE_LINES long.
 
 The checks read the source with `ast`, so they see every import statement,
 including those inside functions that only run in some commands.
@@ -30,7 +32,8 @@ PACKAGE = REPO / "gemmgen"
 # Lowest first. A pattern `x.*` is every module below package x (not x).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The IR and pure data and functions over it: no I/O, nothing from above.
-    ("ir", ("gemmgen", "gemmgen.ir", "gemmgen.archs", "gemmgen.diagnostics", "gemmgen.names",
+    ("ir", ("gemmgen", "gemmgen.ir", "gemmgen.ir.*", "gemmgen.archs", "gemmgen.diagnostics",
+            "gemmgen.names",
             "gemmgen.reserved", "gemmgen.numerics", "gemmgen.describe", "gemmgen.cache",
             "gemmgen.devices",
             "gemmgen.runtime", "gemmgen.templates")),
@@ -42,11 +45,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("build/output", ("gemmgen.build", "gemmgen.build_cache", "gemmgen.output", "gemmgen.specfile",
                       "gemmgen.project_names", "gemmgen.project")),
     # The NumPy reference and the test cases.
-    ("reference", ("gemmgen.reference", "gemmgen.reference.*", "gemmgen.cases")),
+    ("reference", ("gemmgen.reference", "gemmgen.reference.*", "gemmgen.cases",
+                   "gemmgen.cases.*")),
     # Running generated kernels: the CUDA emulator, nvcc, CuPy, runners.
     ("harness", ("gemmgen.harness", "gemmgen.harness.*")),
     # `gemmgen verify` and `gemmgen explain`.
-    ("verify", ("gemmgen.verify", "gemmgen.explain")),
+    ("verify", ("gemmgen.verify", "gemmgen.explain", "gemmgen.explain.*")),
     # Arguments -> a command -> messages and an exit status.
     ("commands/cli", ("gemmgen.commands", "gemmgen.cli", "gemmgen.__main__")),
 )
@@ -159,6 +163,8 @@ IMPORTS = _imports()
 
 def _describe(imp: Import) -> str:
     how = "inside a function" if imp.in_function else "at module level"
+    if imp.type_checking:
+        how += " under TYPE_CHECKING"
     return f"{imp.where}: {imp.source} imports {imp.target} {how}"
 
 
@@ -247,9 +253,11 @@ def _cycles(edges: dict[str, dict[str, Import]]) -> list[list[Import]]:
 
 
 def test_no_import_cycles():
+    """Imports under `if TYPE_CHECKING:` count: the module needs the other's
+    types to be read, and the cycle only hides from the interpreter."""
     edges: dict[str, dict[str, Import]] = {}
     for imp in IMPORTS:
-        if imp.internal and not imp.type_checking and imp.target != imp.source:
+        if imp.internal and imp.target != imp.source:
             edges.setdefault(imp.source, {}).setdefault(imp.target, imp)
     found = _cycles(edges)
     text = "\n\n".join("\n".join("  " + _describe(i) for i in cycle) for cycle in found)
@@ -401,6 +409,50 @@ def test_build_imports_neither_jax_nor_numpy(tmp_path):
     assert (tmp_path / "generated" / "dense" / "MANIFEST.json").is_file()
 
 
+# A module is read at once: at most this many lines, and a docstring that
+# says what it holds. The backends and the harness are being split into such
+# modules (issue 25) and join the rule when they are.
+MAX_MODULE_LINES = 500
+NOT_YET_SPLIT = ("gemmgen/backends/", "gemmgen/harness/")
+
+
+def _module_problems(modules: dict[str, Path], root: Path = REPO) -> list[str]:
+    out = []
+    for _, path in sorted(modules.items()):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        if ast.get_docstring(ast.parse(text)) is None:
+            out.append(f"{rel}: no docstring saying what the module holds")
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES and not rel.startswith(NOT_YET_SPLIT):
+            out.append(f"{rel}: {lines} lines, over {MAX_MODULE_LINES}: split it by concern")
+    return out
+
+
+def test_modules_are_short_and_say_what_they_hold():
+    problems = _module_problems(MODULES)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_module_check_catches_a_long_or_undocumented_module(tmp_path):
+    body = "\n".join(f"X{i} = {i}" for i in range(MAX_MODULE_LINES))
+    files = {"gemmgen.long": "gemmgen/long.py", "gemmgen.bare": "gemmgen/bare.py",
+             "gemmgen.backends.long": "gemmgen/backends/long.py",
+             "gemmgen.fine": "gemmgen/fine.py"}
+    texts = {"gemmgen.long": f'"""Long."""\n{body}\n', "gemmgen.bare": "X = 1\n",
+             "gemmgen.backends.long": f'"""Long, not yet split."""\n{body}\n',
+             "gemmgen.fine": f'"""Just short enough."""\n{body[:body.rindex(chr(10))]}\n'}
+    modules = {}
+    for module, rel in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(texts[module])
+        modules[module] = tmp_path / rel
+    too_long = f"{MAX_MODULE_LINES + 1} lines, over {MAX_MODULE_LINES}: split it by concern"
+    assert _module_problems(modules, tmp_path) == [
+        "gemmgen/bare.py: no docstring saying what the module holds",
+        f"gemmgen/long.py: {too_long}"]
+
+
 def test_every_declarable_arch_has_limits():
     """gemmgen.archs is the one table of per-arch limits: it knows every arch
     a spec may declare."""
@@ -450,8 +502,28 @@ def test_the_cycle_and_layer_checks_catch_a_planted_cycle(monkeypatch):
     planted = [Import("gemmgen.ir", "gemmgen.backends.cuda", 7, True, False),
                Import("gemmgen.backends.cuda", "gemmgen.ir", 30, False, False)]
     monkeypatch.setitem(globals(), "IMPORTS", [*IMPORTS, *planted])
-    with pytest.raises(AssertionError, match=r"gemmgen/ir.py:7: gemmgen.ir imports "
+    with pytest.raises(AssertionError, match=r"gemmgen/ir/__init__.py:7: gemmgen.ir imports "
                                              r"gemmgen.backends.cuda inside a function"):
         test_no_import_cycles()
     with pytest.raises(AssertionError, match=r"layer 'ir' imports the higher layer 'backends'"):
         test_no_import_goes_up_a_layer()
+
+
+def test_the_cycle_check_catches_a_cycle_through_type_checking(monkeypatch):
+    """A cycle one of whose imports is under `if TYPE_CHECKING:` (as
+    validate.rules once imported validate.fields for a type) is a cycle."""
+    source = ("from typing import TYPE_CHECKING\n"
+              "if TYPE_CHECKING:\n    from gemmgen.validate.fields import KernelReader\n")
+    module = "gemmgen.validate.planted"
+    monkeypatch.setitem(MODULES, module, PACKAGE / "validate" / "planted.py")
+    planted: list[Import] = []
+    _walk(module, ast.parse(source), False, False, planted)
+    assert [(i.target, i.type_checking) for i in planted] == [
+        ("typing", False), ("gemmgen.validate.fields", True)]
+    back = Import("gemmgen.validate.fields", module, 12, False, False)
+    monkeypatch.setitem(globals(), "IMPORTS", [*IMPORTS, *planted, back])
+    with pytest.raises(AssertionError, match=r"gemmgen/validate/planted.py:3: "
+                                             r"gemmgen.validate.planted imports "
+                                             r"gemmgen.validate.fields at module level under "
+                                             r"TYPE_CHECKING"):
+        test_no_import_cycles()

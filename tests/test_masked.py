@@ -428,6 +428,7 @@ def test_explain_counts_every_row_of_capacity():
 
     from gemmgen import explain
     from gemmgen.backends import pallas
+    from gemmgen.explain.plans import pallas_lines
 
     kernel = moe_kernel()
     flops, moved = explain.cost(kernel, 128, 4096, 7168, 32)
@@ -436,7 +437,7 @@ def test_explain_counts_every_row_of_capacity():
     assert (flops, moved) == explain.cost(plain, 32 * 128, 4096, 7168, 32)
     spec = render_spec(REPO / "specs" / "moe.gemm").spec
     assert pallas.existing_out_saving(pallas.plan(kernel, spec), 128, 4096) is None
-    text = "\n".join(explain._pallas(spec, kernel, 100, 256, 256, 5))
+    text = "\n".join(pallas_lines(spec, kernel, 100, 256, 256, 5))
     assert "grid ~ (2, 10, 2) (n tiles, (group, m tile) pairs" in text
     assert "existing_out" not in text
 

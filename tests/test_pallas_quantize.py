@@ -205,7 +205,6 @@ def test_nonfinite_groups(generated, name):
     and every q of the group NaN; the other groups of the row and the
     other rows are untouched."""
     kernel = generated.kernel(name)
-    dtype = _dtype(name)
     group = kernel.out_scale.block_k
     m, groups = 16, 4
     k = groups * group - group // 2  # the NaN in row 3 sits in the partial last group

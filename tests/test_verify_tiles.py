@@ -1,4 +1,4 @@
-"""`gemmgen verify` covers every tile of a LUT (gemmgen/cases.py): each
+"""`gemmgen verify` covers every tile of a LUT (gemmgen.cases): each
 `tile_rule` and the default tile gets a case whose shape picks it, the table
 says which tile each case ran, and cases stay small when the spec fixes
 large dims or a rule needs large ones (sizes measured with

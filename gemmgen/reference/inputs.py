@@ -17,9 +17,7 @@ from gemmgen.numerics import (
     saturating_cast,
     storage_to_float64,
 )
-from gemmgen.reference.semantics import _out_shape
-
-
+from gemmgen.reference.decode import out_shape
 
 
 def random_group_sizes(rng: np.random.Generator, m: int, num_groups: int, *,
@@ -178,7 +176,7 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
     if with_existing_out:
         if not kernel.grouped:
             raise ValueError("existing_out is for grouped ops")
-        shape = _out_shape(kernel, m=m, n=n, k=k, g=g)
+        shape = out_shape(kernel, m=m, n=n, k=k, g=g)
         values = rng.standard_normal(shape) * math.sqrt(k)
         out["existing_out"] = saturating_cast(values, kernel.out)
     return out

@@ -14,15 +14,8 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.ir import Activation, DType, Op, ScaleMode
 from gemmgen.numerics import saturating_cast, spacing, storage_to_float64
-from gemmgen.reference.semantics import (
-    _LIPSCHITZ,
-    _evaluate,
-    _Evaluation,
-    _quantize_groups,
-    _silu,
-)
-
-
+from gemmgen.reference.quantize import quantize_groups
+from gemmgen.reference.semantics import _LIPSCHITZ, _evaluate, _Evaluation, _silu
 
 F32_MAX = float(np.finfo(np.float32).max)
 F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2**-126
@@ -239,7 +232,7 @@ def _compare_quantized(actual, expected, kernel: ir.Kernel) -> CompareResult:
     if q.shape != pre.shape:
         return CompareResult(math.inf, math.inf, np.zeros(pre.shape), False,
                              f"q shape {q.shape} != expected {pre.shape}")
-    group = _quantize_groups(kernel, pre.shape[1])
+    group = quantize_groups(kernel, pre.shape[1])
     if kernel.out_scale.mode is ScaleMode.TOKEN_GROUP:
         ratio = np.repeat(s_ref / s, group, axis=1)[:, : pre.shape[1]]
     else:

@@ -1,25 +1,24 @@
 """Kernel semantics: one small function per rule, run in order on a kernel
 whose fields all read cleanly (docs/spec.md states each rule in prose).
 
-A rule gets the field reader (for positions: `r.field_loc`, `r.fields`,
-`r.repeated`, `r.targets`) and the kernel, and reports through `r.err`.
+A rule gets the field reader (`reader.FieldReader`, for positions:
+`r.field_loc`, `r.fields`, `r.repeated`, `r.targets`) and the kernel, and
+reports through `r.err`. The rules import the reader, never the field
+readers of `fields` that run them: no import cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from gemmgen import ir
 from gemmgen.ir import Activation, Algorithm, Backend, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.validate.reader import FieldReader
 
-if TYPE_CHECKING:
-    from gemmgen.validate.fields import KernelReader
-
-Rule = Callable[["KernelReader", ir.Kernel], None]
+Rule = Callable[[FieldReader, ir.Kernel], None]
 
 
-def quantize_fields(r: KernelReader, k: ir.Kernel) -> None:
+def quantize_fields(r: FieldReader, k: ir.Kernel) -> None:
     """quantize produces per-token-group f32 / e8m0 scales and takes nothing else."""
     if k.op is not Op.QUANTIZE:
         if "out_scale" in r.fields:
@@ -37,13 +36,13 @@ def quantize_fields(r: KernelReader, k: ir.Kernel) -> None:
         r.err(loc, f"op 'quantize' does not take '{what}'")
 
 
-def _own_rule_lines(r: KernelReader) -> list[tuple[ir.Loc, str]]:
+def _own_rule_lines(r: FieldReader) -> list[tuple[ir.Loc, str]]:
     """The first `tile_rule BACKEND` line of each backend's own LUT."""
     return [(own.rules[0].loc, f"tile_rule {word}") for word, own in sorted(r.own_tiles.items())
             if own.rules]
 
 
-def operand_types(r: KernelReader, k: ir.Kernel) -> None:
+def operand_types(r: FieldReader, k: ir.Kernel) -> None:
     """A may be wider than B (weight-only quantization), but integer x float
     and fp8 x int8 have no MMA, and 4-bit values belong on the rhs."""
     lhs, rhs = k.lhs, k.rhs
@@ -59,7 +58,7 @@ def operand_types(r: KernelReader, k: ir.Kernel) -> None:
         r.err(lhs.loc, "a 4-bit lhs needs a 4-bit rhs; 4-bit weights belong on the rhs")
 
 
-def tgmm_fields(r: KernelReader, k: ir.Kernel) -> None:
+def tgmm_fields(r: FieldReader, k: ir.Kernel) -> None:
     """tgmm, the backward pass, has no scales, bias, tile LUT or activation."""
     if k.op is not Op.TGMM:
         return
@@ -72,7 +71,7 @@ def tgmm_fields(r: KernelReader, k: ir.Kernel) -> None:
         r.err(k.epilogue.loc, "op 'tgmm' takes no activation")
 
 
-def grouped_only(r: KernelReader, k: ir.Kernel) -> None:
+def grouped_only(r: FieldReader, k: ir.Kernel) -> None:
     """`kblock` scales and a per-group bias are for grouped weights."""
     if k.rhs_scale.mode is ScaleMode.KBLOCK and k.op is not Op.GROUPED:
         r.err(k.rhs_scale.loc, "rhs_scale 'kblock' ([g, k/bk, 1, n], megablox) is for op "
@@ -81,7 +80,7 @@ def grouped_only(r: KernelReader, k: ir.Kernel) -> None:
         r.err(k.bias.loc, "bias [g, 1, n] is per group: op 'grouped' only")
 
 
-def tiles_fit_scale_blocks(r: KernelReader, k: ir.Kernel) -> None:
+def tiles_fit_scale_blocks(r: FieldReader, k: ir.Kernel) -> None:
     """FP32 promotion happens at the end of each K scale block, so a K tile
     may not straddle two; N tiles and N scale blocks divide one another;
     silu_mul needs even N tiles. (GEMV kernels have no block tile.)"""
@@ -102,7 +101,7 @@ def tiles_fit_scale_blocks(r: KernelReader, k: ir.Kernel) -> None:
             r.err(loc, f"{what} n={tile.n} must be even for silu_mul")
 
 
-def lut_tiles(r: KernelReader, k: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc, str]]:
+def lut_tiles(r: FieldReader, k: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc, str]]:
     """Every tile of the LUTs the kernel's backends use, with its position
     and what to call it: the unqualified `tile` and `tile_rule`s when a
     listed backend has no LUT of its own (they are no backend's otherwise),
@@ -118,7 +117,7 @@ def lut_tiles(r: KernelReader, k: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc, str]
     return out
 
 
-def static_dims(r: KernelReader, k: ir.Kernel) -> None:
+def static_dims(r: FieldReader, k: ir.Kernel) -> None:
     """Fixed dims must suit silu_mul's pairing and the packing of 4-bit operands."""
     if k.epilogue.activation is Activation.SILU_MUL and k.static_n is not None and \
             k.static_n % 2:
@@ -135,7 +134,7 @@ def static_dims(r: KernelReader, k: ir.Kernel) -> None:
                   f"{packed_dim} must be even; dims {packed_dim}={static}")
 
 
-def algorithms(r: KernelReader, k: ir.Kernel) -> None:
+def algorithms(r: FieldReader, k: ir.Kernel) -> None:
     """GEMV algorithms are for dense ops; gemv_batched says the M it serves."""
     if k.algorithm is not Algorithm.TILE and k.op is not Op.DENSE:
         r.err(r.field_loc("algorithm"), f"algorithm '{k.algorithm.value}' is for op 'dense'")
@@ -146,7 +145,7 @@ def algorithms(r: KernelReader, k: ir.Kernel) -> None:
         r.err(r.field_loc("max_m"), "'max_m' applies to algorithm 'gemv_batched' only")
 
 
-def arch_features(r: KernelReader, k: ir.Kernel) -> None:
+def arch_features(r: FieldReader, k: ir.Kernel) -> None:
     """FP8 x FP8 tensor-core MMA needs sm_89 or newer on every declared arch."""
     cuda = r.targets.get(Backend.CUDA)
     if cuda is None or Backend.CUDA not in k.backends or k.rhs is None:
@@ -159,7 +158,7 @@ def arch_features(r: KernelReader, k: ir.Kernel) -> None:
                       "a bf16 lhs (W8A16)")
 
 
-def mma_choice(r: KernelReader, k: ir.Kernel) -> None:
+def mma_choice(r: FieldReader, k: ir.Kernel) -> None:
     """`mma wgmma` needs sm_90a on every declared CUDA arch and a kernel the
     Hopper body runs (`ir.Kernel.wgmma_obstacle`); `auto` and `mma_sync`
     always have a body to use."""
@@ -181,7 +180,7 @@ def mma_choice(r: KernelReader, k: ir.Kernel) -> None:
               "write 'mma auto' or 'mma mma_sync'", 3)
 
 
-def warp_layout(r: KernelReader, k: ir.Kernel) -> None:
+def warp_layout(r: FieldReader, k: ir.Kernel) -> None:
     """warp_tile divides the block tile, and threads match the warp count.
     (tgmm's output block is k x n; its backend checks its own warp tile.)"""
     if k.warp_tile is None or k.op is Op.TGMM:
@@ -203,7 +202,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def check(r: KernelReader, k: ir.Kernel) -> None:
+def check(r: FieldReader, k: ir.Kernel) -> None:
     """Run the rules on `k`: for quantize only its own (it has no rhs, tile
     or epilogue for the others to check)."""
     quantize_fields(r, k)

@@ -1,0 +1,138 @@
+"""What each backend would launch for a problem, in words: the CUDA launch
+plan evaluated at the shape (grids, threads, shared memory, the LUT entry,
+the Hopper path where the kernel has one) with the registers and spills
+ptxas reports (through the resource cache `build` warns from,
+gemmgen.harness.resources), and the Pallas grid and VMEM."""
+
+from __future__ import annotations
+
+import math
+
+from gemmgen import ir
+
+# The device explain evaluates a Hopper path's persistent grid for.
+H200_SMS = 132
+
+
+def sm90_plan(spec: ir.Spec, kernel: ir.Kernel):
+    """The kernel's GemmPlan when it has a Hopper path, else None."""
+    from gemmgen.backends import cuda_gemm, cuda_kinds
+
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+        return None
+    p = cuda_gemm.plan(kernel, spec)
+    return p if p.sm90_tiles else None
+
+
+def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> list[str]:
+    """The launch plan evaluated at the problem shape: the plan's own
+    expressions (grids, workspace, LUT conditions), never rendered text."""
+    from gemmgen.backends import cuda
+
+    lp = cuda.plan(kernel, spec)
+    given = {"m": m, "n": n, "k": k, "g": groups, "num_groups": groups, "group_offset": 0}
+    env = lp.env({name: value for name, value in given.items() if name in lp.names})
+    variant = lp.variant_for(env)
+    rule = f" (LUT rule {variant.when.py}, {variant.where})" if variant.when else " (default)"
+    lines = [f"cuda ({', '.join(lp.archs)}): tile {variant.label}{rule}"]
+    gp = sm90_plan(spec, kernel)
+    if gp is not None:
+        paths = ", ".join(f"{a}: {'wgmma (Hopper body)' if kernel.uses_wgmma(a) else 'mma.sync'}"
+                          for a in lp.archs)
+        lines.append(f"  path per arch: {paths}; the launchers pick by compute capability "
+                     "(9.0: wgmma)")
+        lines.append("  mma.sync path (every other device):")
+    for step in variant.steps:
+        lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
+                     f"{step.smem} bytes dynamic shared memory — {step.comment}")
+    if variant.has_workspace:
+        lines.append(f"  workspace: {variant.workspace_ints.eval(env)} ints")
+    entries = [s.entry for s in variant.steps]
+    if gp is not None and variant.has_sm90:
+        t = gp.sm90_tiles[variant.index]
+        device = {**env, "sm": 90, "num_sms": H200_SMS}
+        lines.append(f"  wgmma path (sm_90a, on an H200 of {H200_SMS} SMs): tile {t.bm}x{t.bn}x{t.bk}, "
+                     f"{t.stages} stages of {t.a_stage + t.b_stage} bytes; {t.threads} threads: a "
+                     f"producer warpgroup (setmaxnreg {cuda_gemm_regs()[0]}, one thread issues the "
+                     f"TMA loads) and two consumer warpgroups (setmaxnreg {cuda_gemm_regs()[1]}, "
+                     f"wgmma {t.wgmma}, 64 {'weight ' if t.mixed else ''}rows each); "
+                     f"{t.smem_bytes} bytes of shared memory")
+        if variant.sm90_when is not None and variant.sm90_when.eval(device):
+            for step in variant.sm90_steps:
+                lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}, {step.block} "
+                             f"threads, {step.smem} bytes dynamic shared memory — {step.comment}")
+        else:
+            lines.append(f"  (not at this shape: {variant.sm90_when.py} is false)")
+        entries += [s.entry for s in variant.sm90_steps if s.entry not in entries]
+    lines += _ptxas(spec, kernel, lp.archs, entries)
+    return lines
+
+
+def cuda_gemm_regs() -> tuple[int, int]:
+    """setmaxnreg of the producer and the consumer warpgroups."""
+    from gemmgen.backends import cuda_gemm
+
+    return cuda_gemm.SM90_PRODUCER_REGS, cuda_gemm.SM90_CONSUMER_REGS
+
+
+def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
+           entries: list[str]) -> list[str]:
+    """Registers, spills and static shared memory of `entries` as ptxas
+    reports them for the files `build` writes, measured through the
+    resource cache (gemmgen.harness.resources), which this fills for
+    `build`'s spill warnings; and the warning itself when a tile spills."""
+    from pathlib import Path
+
+    from gemmgen.build import render_spec
+    from gemmgen.harness import resources
+    from gemmgen.harness.toolchain import describe_nvcc, find_nvcc
+
+    lines: list[str] = []
+    try:
+        nvcc = find_nvcc()
+        if nvcc is None:
+            raise FileNotFoundError("nvcc")
+        lines.append(f"  ptxas of {describe_nvcc(nvcc)}")
+        todo = [j for j in resources.jobs([render_spec(Path(spec.path))])
+                if j.kernel.name == kernel.name and j.arch in archs]
+        for job, record in zip(todo, resources.measure_all(todo, nvcc, workers=2), strict=True):
+            for entry in entries:
+                u = record.kernels[entry]
+                lines.append(f"  ptxas {job.arch} {entry}: {u['registers']} registers, "
+                             f"{u['spill_stores'] + u['spill_loads']} bytes spilled, "
+                             f"{u['static_smem']} bytes static shared memory")
+            warning = resources.spill_warning(job, record)
+            if warning is not None:
+                lines.append(f"  warning: {warning.message}")
+    except Exception as e:  # noqa: BLE001 (no nvcc, or it failed: the plan is still useful)
+        lines.append(f"  (registers: nvcc unavailable: {type(e).__name__}: {e})")
+    return lines
+
+
+def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
+                 groups: int = 1) -> list[str]:
+    from gemmgen.backends import pallas
+
+    p = pallas.plan(kernel, spec)
+    mod = p.module
+    t = kernel.tile_for(m, n, k)
+    lines = [f"pallas_tpu ({mod.tpu}): tile m={t.m} n={t.n} k={t.k}"]
+    if kernel.masked:  # every (group, m tile) pair holding valid rows, at most
+        grid = (math.ceil(n / t.n), groups * math.ceil(m / t.m), math.ceil(k / t.k))
+        what = "n tiles, (group, m tile) pairs with valid rows (at most), k tiles"
+    else:
+        grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
+        what = "n tiles, m tiles [+ groups], k tiles"
+    lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block")
+    lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
+    saving = pallas.existing_out_saving(p, m, n)
+    if saving is not None:
+        lines.append(
+            f"  existing_out is aliased into the output (input_output_aliases): saves "
+            f"{saving.saved} bytes of HBM traffic per call ({saving.saved / 2**20:.2f} MiB): "
+            f"the select pass that took the rows the shard does not own from existing_out "
+            f"({saving.select_pass} bytes: read out and existing_out, write the result) "
+            f"against the kernel reading existing_out's blocks of the m tiles it visits (at "
+            f"most {saving.block_reads} bytes); when existing_out is not donated and is live "
+            f"after the call, XLA copies it first ({saving.copy} bytes)")
+    return lines

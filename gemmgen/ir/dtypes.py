@@ -1,0 +1,93 @@
+"""Number formats: the element types (`DType`) with their width, NumPy name
+and largest finite value, and which of them each role admits (operands,
+outputs, scales, bias). The tables `_BITS`, `_NUMPY_NAME` and `_MAX_FINITE`
+are the one place a dtype's facts live (docs/architecture.md, "How to add
+a dtype")."""
+
+from __future__ import annotations
+
+import enum
+
+
+class DType(enum.Enum):
+    """Element types. The value is the canonical spelling in a spec."""
+
+    F32 = "f32"
+    BF16 = "bf16"
+    F16 = "f16"
+    E4M3 = "e4m3"  # float8_e4m3fn: no infinity, max 448
+    E5M2 = "e5m2"  # float8_e5m2: max 57344
+    INT8 = "int8"
+    INT4 = "int4"  # stored packed, two per uint8 (low nibble = even element)
+    FP4 = "fp4"  # float4_e2m1fn, stored packed like int4
+    E8M0 = "e8m0"  # scale-only: byte e means 2**(e - 127)
+    INT32 = "int32"  # accumulator of int8 x int8
+
+    @property
+    def bits(self) -> int:
+        return _BITS[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self not in (DType.INT8, DType.INT4, DType.INT32)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self in (DType.E4M3, DType.E5M2)
+
+    @property
+    def is_sub_byte(self) -> bool:
+        return self.bits < 8
+
+    @property
+    def is_quantized(self) -> bool:
+        """8 bits or fewer: an operand that usually comes with scales."""
+        return self.bits <= 8
+
+    @property
+    def numpy_name(self) -> str:
+        """The `ml_dtypes` / NumPy name of the unpacked element type."""
+        return _NUMPY_NAME[self]
+
+    @property
+    def storage_numpy_name(self) -> str:
+        """The NumPy dtype of an array holding this type in memory.
+
+        Sub-byte types are stored packed two per byte in uint8; e8m0 scales
+        are stored as their raw exponent byte.
+        """
+        if self.is_sub_byte or self is DType.E8M0:
+            return "uint8"
+        return self.numpy_name
+
+    @property
+    def max_finite(self) -> float:
+        return _MAX_FINITE[self]
+
+
+_BITS = {
+    DType.F32: 32, DType.BF16: 16, DType.F16: 16, DType.E4M3: 8,
+    DType.E5M2: 8, DType.INT8: 8, DType.INT4: 4, DType.FP4: 4,
+    DType.E8M0: 8, DType.INT32: 32,
+}
+_NUMPY_NAME = {
+    DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
+    DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
+    DType.INT8: "int8", DType.INT4: "int4", DType.FP4: "float4_e2m1fn",
+    DType.E8M0: "float8_e8m0fnu", DType.INT32: "int32",
+}
+_MAX_FINITE = {
+    DType.F32: 3.4028234663852886e38, DType.BF16: 3.3895313892515355e38,
+    DType.F16: 65504.0, DType.E4M3: 448.0, DType.E5M2: 57344.0,
+    DType.INT8: 127.0, DType.INT4: 7.0, DType.FP4: 6.0,
+    DType.E8M0: 2.0**127, DType.INT32: 2147483647.0,
+}
+
+OPERAND_DTYPES = (
+    DType.F32, DType.BF16, DType.F16, DType.E4M3, DType.E5M2, DType.INT8,
+    DType.INT4, DType.FP4,
+)
+OUTPUT_DTYPES = (DType.F32, DType.BF16, DType.F16)
+QUANTIZED_OUTPUT_DTYPES = (DType.E4M3, DType.E5M2)  # op quantize
+SCALE_DTYPES = (DType.F32, DType.BF16, DType.E8M0)
+BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)

@@ -1,0 +1,261 @@
+"""The `Kernel`: one validated kernel variant, its view per backend
+(`for_backend`, the tile LUT a backend uses) and whether the Hopper body
+(wgmma, gg_gemm_sm90.cuh) runs it (`wgmma_obstacle`, `uses_wgmma`), with
+the facts of that body it is checked against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gemmgen.ir.dtypes import DType
+from gemmgen.ir.loc import NO_LOC, Loc
+from gemmgen.ir.parts import (
+    NO_SCALE,
+    Activation,
+    Algorithm,
+    Bias,
+    Epilogue,
+    Layout,
+    Mma,
+    Op,
+    Operand,
+    Placement,
+    Scale,
+    ScaleMode,
+    Tile,
+    TileRule,
+)
+from gemmgen.ir.targets import Backend, BackendTiles
+
+# The archs with wgmma: it is an sm_90a instruction (PTX ISA), absent on
+# sm_90 without the `a` and on sm_100a.
+WGMMA_ARCHS = ("sm_90a",)
+# K elements of the Hopper body's FP8 K tile (one 128-byte swizzle row).
+WGMMA_FP8_BK = 128
+# K elements of the weight-only Hopper tile's K tile (a 128-byte row of its
+# 16-bit activations).
+WGMMA_MIXED_BK = 64
+# The weight formats the weight-only Hopper tile widens into 16-bit wgmma
+# operands (gg_gemm_sm90.cuh: runs_mixed).
+WGMMA_WEIGHTS = frozenset({DType.INT8, DType.INT4, DType.FP4, DType.E4M3, DType.E5M2})
+
+# The defaults of a kernel's bias, epilogue and tile (frozen values).
+_NO_BIAS = Bias()
+_NO_EPILOGUE = Epilogue()
+_DEFAULT_TILE = Tile(128, 128, 128)
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    op: Op
+    lhs: Operand
+    rhs: Operand | None  # None for quantize
+    out: DType
+    acc: DType
+    lhs_scale: Scale = NO_SCALE
+    rhs_scale: Scale = NO_SCALE
+    out_scale: Scale = NO_SCALE  # quantize: the scale it produces
+    bias: Bias = _NO_BIAS
+    epilogue: Epilogue = _NO_EPILOGUE
+    tile: Tile = _DEFAULT_TILE
+    tile_rules: tuple[TileRule, ...] = ()
+    warp_tile: Tile | None = None  # CUDA: m, n per warp (k = tile.k)
+    stages: int = 2
+    threads: int | None = None  # CUDA threads per block (None: derived)
+    algorithm: Algorithm = Algorithm.TILE
+    max_m: int | None = None  # gemv_batched: largest M it serves
+    # Problem dims fixed by the spec (`dims n=.. k=..`): weights usually have
+    # a fixed shape, which lets validation check alignment and silu_mul
+    # parity at generation time and launchers reject any other shape.
+    static_n: int | None = None
+    static_k: int | None = None
+    backends: tuple[Backend, ...] = ()
+    # The backends with a tile LUT of their own (`tile pallas_tpu ...`); every
+    # other backend uses `tile` and `tile_rules`. Read through for_backend().
+    backend_tiles: tuple[BackendTiles, ...] = ()
+    # for_backend(): the backend this kernel is the view of (None: the kernel
+    # as the spec states it), and where its default tile was written when
+    # that is a line of its own (None: the kernel's name, see tile_loc).
+    view: Backend | None = None
+    tile_at: Loc | None = field(default=None, compare=False)
+    mma: Mma = Mma.AUTO  # CUDA tile kernels: wgmma, mma.sync or auto
+    # The masked grouped layout (op grouped, `lhs [g, m, k]`): each group's
+    # rows padded to a capacity m, `masked_m` [g] the valid rows of each.
+    masked: bool = False
+    # Fields that were swept to produce this variant, for `gemmgen list`.
+    variant_of: str | None = None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+    def __post_init__(self) -> None:
+        # The validator reports a missing or stray rhs at its position; an IR
+        # built any other way must hold the same invariant.
+        if (self.op is Op.QUANTIZE) != (self.rhs is None):
+            has = "has no rhs" if self.rhs is None else "has an rhs"
+            raise ValueError(f"kernel {self.name}: a {self.op.value} kernel {has}")
+        if self.masked and self.op is not Op.GROUPED:
+            raise ValueError(f"kernel {self.name}: the masked layout is op 'grouped' only")
+
+    @property
+    def rhs_operand(self) -> Operand:
+        """The rhs of a matmul (every op but quantize has one: __post_init__)."""
+        if self.rhs is None:
+            raise TypeError(f"kernel {self.name}: a {self.op.value} kernel has no rhs")
+        return self.rhs
+
+    @property
+    def grouped(self) -> bool:
+        return self.op in (Op.GROUPED, Op.TGMM)
+
+    def own_tiles(self, backend: Backend) -> BackendTiles | None:
+        """The tile LUT `backend` has of its own, if the spec gives it one."""
+        return next((t for t in self.backend_tiles if t.backend is backend), None)
+
+    def for_backend(self, backend: Backend) -> Kernel:
+        """The kernel as `backend` sees it: `tile` and `tile_rules` are that
+        backend's own LUT when the spec gives it one, else the unqualified
+        ones. Backends, their checks and the verification cases of a backend
+        read this view. A view is its own view; asking a view for another
+        backend's is a bug (its tile is no longer the unqualified one)."""
+        if self.view is not None:
+            if self.view is not backend:
+                raise ValueError(f"kernel {self.name}: the {self.view.value} view asked for "
+                                 f"the {backend.value} view")
+            return self
+        own = self.own_tiles(backend)
+        if own is None:
+            return replace(self, view=backend)
+        return replace(self, tile=own.tile, tile_rules=own.tile_rules, tile_at=own.loc,
+                       view=backend)
+
+    @property
+    def tile_loc(self) -> Loc:
+        """Where the default tile was stated, for diagnostics and the spec
+        references in generated code: a backend's own `tile BACKEND` line,
+        else (the unqualified tile) the kernel's name."""
+        return self.tile_at if self.tile_at is not None else self.loc
+
+    def tile_for(self, m: int, n: int, k: int) -> Tile:
+        """The tile LUT: the first rule whose conditions hold, else `tile`."""
+        for rule in self.tile_rules:
+            if all(c.test(m, n, k) for c in rule.conds):
+                return rule.tile
+        return self.tile
+
+    def wgmma_obstacle(self) -> str | None:
+        """Why the Hopper body (gg_gemm_sm90.cuh) cannot run this kernel,
+        as a phrase for a diagnostic; None when it can (on sm_90a).
+
+        The body's `qualifies<C>()` in C++ states the same conditions on a
+        Config: lhs and rhs of one tensor-core type as stored (bf16, f16,
+        e4m3, e5m2; FP8 rhs K-major, [n, k]); scales the epilogue applies
+        (per tensor, per token, per channel) and, for FP8, the block scales
+        of the FP32 promotion (lhs per_token_group, rhs block) with K blocks
+        of whole 128-element K tiles; no e8m0 folding. The
+        rest follow from what it is: a tile GEMM for dense and grouped, fed
+        by TMA, whose global strides must be multiples of 16 bytes.
+        """
+        if self.op not in (Op.DENSE, Op.GROUPED):
+            return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
+        if self.algorithm is not Algorithm.TILE:
+            return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
+        rhs = self.rhs_operand
+        lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
+        sixteen = lhs_t in (DType.BF16, DType.F16)
+        if sixteen and rhs_t in WGMMA_WEIGHTS:
+            return self._mixed_obstacle()
+        if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
+            return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2) "
+                    f"or bf16 / f16 lhs with int8, int4, fp4, e4m3 or e5m2 weights, not lhs "
+                    f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
+        if not sixteen and rhs.layout is not Layout.NK:
+            return ("wgmma reads FP8 operands K-major only, so rhs must be [n, k] "
+                    "([g, n, k] grouped), not [k, n]")
+        scales = (("lhs_scale", self.lhs_scale, ScaleMode.TOKEN_GROUP),
+                  ("rhs_scale", self.rhs_scale, ScaleMode.BLOCK))
+        for side, scale, promoted in scales:
+            if scale.placement is not Placement.MAINLOOP or not scale.enabled:
+                continue
+            if sixteen:
+                return (f"it applies per-K-block scales to FP8 operands only, and {side} "
+                        f"is '{scale.mode.value}' on {lhs_t.value}")
+            if scale.mode is not promoted:
+                return (f"its per-K-block scales are lhs per_token_group and rhs block, "
+                        f"and {side} is '{scale.mode.value}'")
+            if scale.block_k % WGMMA_FP8_BK:
+                return (f"its K tile is {WGMMA_FP8_BK} FP8 elements, so a scale's K block "
+                        f"must be a multiple of it, but {side} has k={scale.block_k}")
+            if scale.mode is ScaleMode.BLOCK and scale.block_n % 64:
+                return (f"its N tile (64 or 128 for FP8) must lie in one scale block, so "
+                        f"rhs_scale's n must be a multiple of 64, not {scale.block_n}")
+        if fold_scales_of(self):
+            return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
+                    "beside a per-K-block one: the mma.sync body's kFoldScales)")
+        per_row = 16 * 8 // lhs_t.bits
+        if self.static_k is not None and self.static_k % per_row:
+            return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "
+                    f"dims k={self.static_k}")
+        if rhs.layout is Layout.KN and self.static_n is not None and self.static_n % per_row:
+            return (f"its TMA rows of rhs [k, n] must be multiples of 16 bytes "
+                    f"(n % {per_row} == 0), but dims n={self.static_n}")
+        return None
+
+    @property
+    def wgmma_mixed(self) -> bool:
+        """Whether the Hopper body would run this kernel as a weight-only
+        tile (gg_gemm_sm90_mixed.cuh): 16-bit lhs times narrower weights
+        widened in registers, the operands swapped."""
+        return (self.lhs.dtype in (DType.BF16, DType.F16)
+                and self.rhs_operand.dtype in WGMMA_WEIGHTS)
+
+    def _mixed_obstacle(self) -> str | None:
+        """wgmma_obstacle for 16-bit lhs times 8- or 4-bit weights (C++:
+        runs_mixed and qualifies in gg_gemm_sm90.cuh)."""
+        rhs = self.rhs_operand
+        if rhs.layout is not Layout.NK:
+            return ("its weight-only tile reads the weights [n, k] ([g, n, k] grouped), "
+                    "not [k, n]")
+        if self.lhs_scale.enabled and self.lhs_scale.placement is Placement.MAINLOOP:
+            return (f"its weight-only tile applies lhs scales in the epilogue only, and "
+                    f"lhs_scale is '{self.lhs_scale.mode.value}'")
+        rs = self.rhs_scale
+        if rs.enabled and rs.placement is Placement.MAINLOOP and rs.block_k % WGMMA_MIXED_BK:
+            return (f"its K tile is {WGMMA_MIXED_BK} elements, so a scale's K block must be a "
+                    f"multiple of it, but rhs_scale has k={rs.block_k}")
+        if fold_scales_of(self):
+            return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
+                    "beside a per-K-block one: the mma.sync body's kFoldScales)")
+        # TMA rows of 16 bytes: lhs k % 8, the weights' k * bits / 8 % 16.
+        per_row = 16 * 8 // rhs.dtype.bits
+        if self.static_k is not None and self.static_k % per_row:
+            return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0 for "
+                    f"{rhs.dtype.value} weights), but dims k={self.static_k}")
+        return None
+
+    def uses_wgmma(self, arch: str) -> bool:
+        """Whether the CUDA kernel for `arch` is the Hopper (wgmma) body
+        (the backend asks for each arch of the spec's cuda target).
+
+        `mma_sync`: never. `wgmma`: on sm_90a (validation rejects any other
+        arch and any kernel that does not qualify). `auto`: on sm_90a when
+        the kernel qualifies (`wgmma_obstacle()` is None); every other arch,
+        and a kernel that does not qualify, gets the mma.sync body.
+        """
+        if Backend.CUDA not in self.backends or self.mma is Mma.MMA_SYNC:
+            return False
+        return arch in WGMMA_ARCHS and self.wgmma_obstacle() is None
+
+    @property
+    def out_n_divisor(self) -> int:
+        """silu_mul halves n: out has n/2 columns."""
+        return 2 if self.epilogue.activation is Activation.SILU_MUL else 1
+
+
+def fold_scales_of(kernel: Kernel) -> bool:
+    """Whether the mma.sync body folds the epilogue scales into the FP32
+    promotion (its kFoldScales): a main-loop scale, an epilogue scale, and
+    an e8m0 one among them."""
+    on = [s for s in (kernel.lhs_scale, kernel.rhs_scale) if s.enabled]
+    return (any(s.placement is Placement.MAINLOOP for s in on)
+            and any(s.placement is Placement.EPILOGUE for s in on)
+            and any(s.dtype is DType.E8M0 for s in on))

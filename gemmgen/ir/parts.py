@@ -1,0 +1,225 @@
+"""The parts a kernel is made of: its op and rhs layout, scales (modes,
+placement and their runtime shapes, `scale_shape`), bias, epilogue,
+operands, tiles and the conditions of a tile LUT, the algorithm and the
+tensor-core instruction (`Mma`) of a CUDA tile kernel."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+from gemmgen.ir.dtypes import DType
+from gemmgen.ir.loc import NO_LOC, Loc
+
+
+class Op(enum.Enum):
+    DENSE = "dense"
+    GROUPED = "grouped"
+    TGMM = "tgmm"
+    QUANTIZE = "quantize"
+
+
+class Layout(enum.Enum):
+    """Layout of B (rhs): which of k / n is the contiguous (last) dim."""
+
+    KN = "kn"  # [k, n] / [g, k, n]
+    NK = "nk"  # [n, k] / [g, n, k]: K-contiguous, "transposed"
+
+
+class ScaleMode(enum.Enum):
+    """Where a scale factor lives. Shapes for dense/grouped ops.
+
+    `lhs_scale` modes apply to A, `rhs_scale` modes to B; validate checks
+    that a mode is used on the operand it belongs to.
+    """
+
+    NONE = "none"
+    TENSOR = "per_tensor"  # lhs or rhs: [] (grouped rhs: [g])
+    TOKEN = "per_token"  # lhs: [m]
+    TOKEN_GROUP = "per_token_group"  # lhs: [m, ceil(k/G)]   (1 x G, DeepSeek)
+    CHANNEL = "per_channel"  # rhs: [n] (grouped: [g, n])
+    BLOCK = "block"  # rhs: [ceil(n/bn), ceil(k/bk)] (grouped: [g, ...])
+    KBLOCK = "kblock"  # rhs, megablox rhs_scale: [g, ceil(k/bk), 1, n]
+
+
+# Which scale modes apply where: the validator accepts, and the reference
+# defines, exactly these.
+LHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
+RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL, ScaleMode.BLOCK,
+                   ScaleMode.KBLOCK)
+QUANTIZE_SCALE_MODES = (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
+
+
+class Placement(enum.Enum):
+    """Where the scale is applied (docs/spec.md, "Scales")."""
+
+    EPILOGUE = "epilogue"  # once, on the f32/i32 accumulator
+    MAINLOOP = "mainloop"  # per K block: partial products promoted to f32
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    mode: ScaleMode
+    dtype: DType = DType.F32
+    block_m: int = 1  # rows of A / of the output sharing one scale
+    block_n: int = 1  # columns of B sharing one scale
+    block_k: int = 0  # K extent of one scale (0: all of K)
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+    @property
+    def placement(self) -> Placement:
+        if self.mode in (ScaleMode.TOKEN_GROUP, ScaleMode.BLOCK, ScaleMode.KBLOCK):
+            return Placement.MAINLOOP
+        return Placement.EPILOGUE
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not ScaleMode.NONE
+
+
+NO_SCALE = Scale(ScaleMode.NONE)
+
+
+class BiasMode(enum.Enum):
+    NONE = "none"
+    N = "n"  # [n]
+    GROUP = "group"  # [g, 1, n] (megablox rhs_bias)
+
+
+@dataclass(frozen=True, slots=True)
+class Bias:
+    mode: BiasMode = BiasMode.NONE
+    dtype: DType = DType.F32
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+class Activation(enum.Enum):
+    NONE = "none"
+    RELU = "relu"
+    SILU = "silu"
+    GELU = "gelu"  # tanh approximation
+    SILU_MUL = "silu_mul"  # out[:, j] = silu(x[:, j]) * x[:, j + n/2]
+
+
+@dataclass(frozen=True, slots=True)
+class Epilogue:
+    """y = activation(alpha * acc_scaled + bias), then the output cast."""
+
+    activation: Activation = Activation.NONE
+    alpha: float | None = None
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    dtype: DType
+    packed: bool = False  # sub-byte: two elements per uint8
+    layout: Layout = Layout.KN  # meaningful for rhs only
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    m: int
+    n: int
+    k: int
+
+    def __str__(self) -> str:
+        return f"{self.m}x{self.n}x{self.k}"
+
+
+class Cmp(enum.Enum):
+    LT = "<"
+    LE = "<="
+    EQ = "=="
+    GE = ">="
+    GT = ">"
+
+    def test(self, a: int, b: int) -> bool:
+        match self:
+            case Cmp.LT:
+                return a < b
+            case Cmp.LE:
+                return a <= b
+            case Cmp.EQ:
+                return a == b
+            case Cmp.GE:
+                return a >= b
+            case Cmp.GT:
+                return a > b
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    """`dim cmp value`, dim one of m, n, k."""
+
+    dim: str
+    cmp: Cmp
+    value: int
+
+    def test(self, m: int, n: int, k: int) -> bool:
+        return self.cmp.test({"m": m, "n": n, "k": k}[self.dim], self.value)
+
+    def __str__(self) -> str:
+        return f"{self.dim} {self.cmp.value} {self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class TileRule:
+    """One row of a tile LUT: when all conds hold, use `tile`."""
+
+    conds: tuple[Cond, ...]
+    tile: Tile
+    loc: Loc = field(default=NO_LOC, compare=False)
+
+
+class Algorithm(enum.Enum):
+    TILE = "tile"  # block-tiled GEMM (tensor cores on CUDA)
+    GEMV = "gemv"  # M == 1, memory bound
+    GEMV_BATCHED = "gemv_batched"  # M in 1..max_m, one pass over B
+
+
+class Mma(enum.Enum):
+    """Which tensor-core instruction a CUDA tile kernel is built on
+    (docs/spec.md, "The mma field")."""
+
+    AUTO = "auto"  # wgmma on sm_90a where the kernel qualifies, else mma.sync
+    WGMMA = "wgmma"  # the Hopper body (gg_gemm_sm90.cuh) on every declared arch
+    MMA_SYNC = "mma_sync"  # the mma.sync + ldmatrix + cp.async body everywhere
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
+                g: int | None, masked: bool = False) -> tuple[int, ...]:
+    """The runtime shape of a scale tensor (docs/semantics.md, "Operations").
+
+    masked: the masked grouped layout, whose per-row lhs scales gain a
+    leading g ([g, m] and [g, m, ceil(k/G)], m the capacity)."""
+    bk = scale.block_k or k
+    grp: tuple[int, ...] = (g,) if g is not None else ()
+    if masked and side == "lhs" and scale.mode in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
+        return grp + scale_shape(scale, side=side, m=m, n=n, k=k, g=None)
+    match scale.mode:
+        case ScaleMode.NONE:
+            return ()
+        case ScaleMode.TENSOR:
+            return grp if side == "rhs" else ()
+        case ScaleMode.TOKEN:
+            return (m,)
+        case ScaleMode.TOKEN_GROUP:
+            return (m, cdiv(k, bk))
+        case ScaleMode.CHANNEL:
+            return grp + (n,)
+        case ScaleMode.BLOCK:
+            return grp + (cdiv(n, scale.block_n), cdiv(k, bk))
+        case ScaleMode.KBLOCK:
+            return (g if g is not None else 1, cdiv(k, bk), 1, n)
+    raise AssertionError(scale.mode)
+
+
+def lcm(a: int, b: int) -> int:
+    return a * b // math.gcd(a, b)

@@ -1,0 +1,54 @@
+"""What the kernels are generated for: the backends, a backend's own tile
+LUT (`BackendTiles`), the CUDA archs and TPU generations a spec may declare,
+the launcher families of the cuda target, and a spec's `Target` blocks."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from gemmgen.ir.loc import NO_LOC, Loc
+from gemmgen.ir.parts import Tile, TileRule
+
+
+class Backend(enum.Enum):
+    PALLAS_TPU = "pallas_tpu"
+    CUDA = "cuda"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTiles:
+    """A backend's own tile LUT (`tile pallas_tpu ...` and `tile_rule
+    pallas_tpu ...` lines, docs/spec.md "A tile per backend"): the backend
+    uses it in place of the kernel's unqualified `tile` and `tile_rule`s."""
+
+    backend: Backend
+    tile: Tile
+    tile_rules: tuple[TileRule, ...] = ()
+    loc: Loc = field(default=NO_LOC, compare=False)  # of the `tile BACKEND` line
+
+
+CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v7x")
+
+
+def arch_number(arch: str) -> int:
+    """`sm_90a` -> 90."""
+    return int(arch[3:].rstrip("af"))
+
+
+# The launcher families of the cuda target (`launchers cpp cupy rust`): the
+# C++ header and host launcher and the Python (CuPy) launcher are always
+# emitted (the .cu holds the C++ launcher; verify runs the Python one);
+# `rust` adds a cargo crate of Rust launchers (docs/rust.md).
+CUDA_LAUNCHERS = ("cpp", "cupy", "rust")
+CUDA_REQUIRED_LAUNCHERS = ("cpp", "cupy")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    backend: Backend
+    cuda_archs: tuple[str, ...] = ()
+    tpu: str = "v5e"
+    loc: Loc = field(default=NO_LOC, compare=False)
+    launchers: tuple[str, ...] = CUDA_REQUIRED_LAUNCHERS  # cuda: CUDA_LAUNCHERS, in spec order
