@@ -73,26 +73,33 @@ def test_an_interrupt_keeps_the_rows_done(monkeypatch):
 
 
 class Timed(Runner):
-    """Returns the reference result after `delay[kernel]` seconds and records
-    when each case started and ended (for the parallel schedule)."""
+    """Returns the reference result and records when each case started and
+    ended. With `gate`, the cases of the table's first kernel (gmm_bf16)
+    wait until the second kernel's cases are done (at most 60 s): a run that
+    does not run them at once takes a minute and fails."""
 
     name = "pallas-interpret"
 
-    def __init__(self, delay: dict[str, float], serial: bool):
-        self.delay, self.serial, self.spans = delay, serial, []
+    def __init__(self, serial: bool, gate: bool):
+        self.serial, self.gate, self.spans = serial, gate, []
         self.lock = threading.Lock()
+        self.second_done = threading.Event()
 
     def run(self, kernel, case, inputs):
         start = time.monotonic()
-        time.sleep(self.delay.get(kernel.name, 0.0))
+        if self.gate and kernel.name == "gmm_bf16":
+            self.second_done.wait(60)
+        time.sleep(0.05)
         with self.lock:
             self.spans.append((kernel.name, case.name, start, time.monotonic()))
+            if sum(s[0] == "gmm_bf16_kn" for s in self.spans) == 2:
+                self.second_done.set()
         return reference(kernel, **inputs)
 
 
-def run_timed(monkeypatch, serial: bool, workers: int):
+def run_timed(monkeypatch, *, serial: bool, gate: bool, workers: int):
     out, progress = io.StringIO(), io.StringIO()
-    runner = Timed({"gmm_bf16": 0.6}, serial)  # the first kernel of the table
+    runner = Timed(serial, gate)
     monkeypatch.setattr(verify, "_runners", lambda: [runner])
     rendered = render_spec(REPO / "specs" / "moe.gemm")
     code = verify.main(rendered, backends=["pallas-interpret"], seed=0,
@@ -107,25 +114,24 @@ def _overlap(spans) -> bool:
 
 
 def test_kernels_run_at_once_and_rows_keep_the_table_order(monkeypatch):
-    """With two workers the fast kernel's cases run (and finish) while the
-    slow one's are still running, yet the rows come out in the table's order,
-    the same as with one worker; a kernel's own cases run one after another."""
-    parallel, spans = run_timed(monkeypatch, serial=False, workers=2)
-    assert _overlap(spans)
+    """With two workers the second kernel's cases run (and finish) while the
+    first one's wait, yet the rows come out in the table's order, the same
+    as with one worker; a kernel's own cases run one after another."""
+    t0 = time.monotonic()
+    parallel, spans = run_timed(monkeypatch, serial=False, gate=True, workers=2)
+    assert time.monotonic() - t0 < 50, "the kernels did not run at once"
     for name in ("gmm_bf16_kn", "gmm_bf16"):
         assert not _overlap([s for s in spans if s[0] == name])
-    ends = {s[0]: s[3] for s in sorted(spans, key=lambda s: s[3])}
-    assert ends["gmm_bf16_kn"] < ends["gmm_bf16"]  # the fast kernel finished first
     rows = [line.split()[0] for line in parallel.splitlines()[2:6]]
     assert rows == ["gmm_bf16"] * 2 + ["gmm_bf16_kn"] * 2
-    serial_out, _ = run_timed(monkeypatch, serial=False, workers=1)
-    assert serial_out == parallel
+    one_worker, _ = run_timed(monkeypatch, serial=False, gate=False, workers=1)
+    assert one_worker == parallel
 
 
 def test_a_serial_runner_runs_one_case_at_a_time(monkeypatch):
     """Pallas interpret mode keeps its simulated TPU in global state: its
     cases never overlap, whatever the number of workers."""
-    _, spans = run_timed(monkeypatch, serial=True, workers=4)
+    _, spans = run_timed(monkeypatch, serial=True, gate=False, workers=4)
     assert len(spans) == 4 and not _overlap(spans)
 
 
