@@ -4,7 +4,7 @@ The backends' plans check their shared memory against these limits, the CPU
 emulator plays a device with them, and the nvcc checks compare compiled
 kernels with them; all three import this table, so they cannot disagree.
 `ir.CUDA_ARCHS` lists the archs a spec may declare; each has a limit here
-(tests/test_layers.py checks it).
+(tests/cli/test_layers.py checks it).
 """
 
 from __future__ import annotations

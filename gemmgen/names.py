@@ -11,7 +11,7 @@ their struct with `args_struct` and their symbols as `symbols` says, so the
 rules here are the generated code's own.
 
 The reserved names are data in `gemmgen.reserved`. This module renders
-nothing: `tests/test_names.py` renders every kind of kernel and checks that
+nothing: `tests/language/test_names.py` renders every kind of kernel and checks that
 no identifier of the generated code is a name `name_problem` accepts.
 """
 

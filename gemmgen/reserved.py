@@ -7,7 +7,7 @@ cannot be used; the sets are static, so validation gives the same answer on
 every machine and never renders anything.
 
 `GENERATED` lists what the generated code itself defines or refers to. It
-is kept honest by `tests/test_names.py`, which renders every kind of kernel
+is kept honest by `tests/language/test_names.py`, which renders every kind of kernel
 and fails, naming the identifier, when generated code defines or uses a
 name that `gemmgen.names.name_problem` accepts. The other sets come from
 the languages and libraries generated code is compiled and linked with.
@@ -21,7 +21,7 @@ def _words(text: str) -> frozenset[str]:
 
 
 # Python keywords and soft keywords (keyword.kwlist and keyword.softkwlist of
-# Python 3.10 to 3.13). tests/test_names.py checks that the running Python's
+# Python 3.10 to 3.13). tests/language/test_names.py checks that the running Python's
 # lists are included.
 PYTHON_KEYWORDS = _words("""
 False None True and as assert async await break class continue def del elif else
@@ -320,7 +320,7 @@ lpt3 lpt4 lpt5 lpt6 lpt7 lpt8 lpt9 lpt0
 # refers to, beyond the sets above: module-level Python names and the globals
 # its functions use, C++ file-scope names and macros, and every identifier in
 # the body of a host launcher (`launch_<name>`), which calls kernel entry
-# points by their bare names. tests/test_names.py keeps this list complete.
+# points by their bare names. tests/language/test_names.py keeps this list complete.
 GENERATED = _words("""
 common cuda_driver std core alloc Array Backend Error Refusal ENTRIES Args Dims
 workspace_bytes launch fmt KernelArg Workspace

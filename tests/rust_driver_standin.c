@@ -1,4 +1,4 @@
-// A CPU stand-in for libcuda (tests/test_rust_launchers.py builds it with
+// A CPU stand-in for libcuda (tests/launchers/test_rust_launchers.py builds it with
 // gcc as libcuda.so): the driver calls of a generated crate's CudaDriver,
 // and cuModuleLoadData for the test's engine, with the signatures of
 // cuda.h (this file includes it, so a prototype that differs does not

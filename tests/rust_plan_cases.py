@@ -1,5 +1,5 @@
 """Rust integration tests of the generated launchers, printed from the Python
-side (tests/test_rust_launchers.py writes them into a copy of each crate as
+side (tests/launchers/test_rust_launchers.py writes them into a copy of each crate as
 `tests/plan.rs`).
 
 For every CUDA kernel of a spec, calls at several shapes (each tile of its

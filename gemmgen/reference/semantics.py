@@ -42,7 +42,7 @@ from gemmgen.reference.scales import Scales
 
 # Largest |f'(x)| of the activations, for propagating an absolute error on
 # the pre-activation value: silu' peaks at 1.0998 (x ~ 2.4), the tanh gelu's
-# derivative at 1.1289 (x ~ 1.5); tests/test_reference.py checks both.
+# derivative at 1.1289 (x ~ 1.5); tests/reference/test_reference.py checks both.
 _LIPSCHITZ = {
     Activation.NONE: 1.0, Activation.RELU: 1.0, Activation.SILU: 1.1,
     Activation.GELU: 1.13, Activation.SILU_MUL: 1.1,

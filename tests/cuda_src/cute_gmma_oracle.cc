@@ -1,5 +1,5 @@
 // Host-only CuTe program (g++, no GPU): prints what CuTe says about the SM90
-// GMMA layouts, for tests/test_cuda_sm90_cute_oracle.py to compare with the
+// GMMA layouts, for tests/cuda/sm90/test_cuda_sm90_cute_oracle.py to compare with the
 // emulator's decoding (gg_emu_sm90.h). One record per line:
 //   atom MAJOR SW BITS MN K OFFSET            byte offset of atom element (mn, k)
 //   desc MAJOR SW BITS ROWS KB START LBO SBO LAYOUT OFFSETS...

@@ -1,5 +1,5 @@
 // faults.cu: kernels that each break one rule of CUDA on purpose, so that
-// tests/test_cuda_runtime_faults.py can check what the emulator reports.
+// tests/cuda/emulator/test_cuda_runtime_faults.py can check what the emulator reports.
 // Emulator only: several of them would hang or crash a GPU.
 #include <cassert>
 

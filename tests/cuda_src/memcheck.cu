@@ -1,5 +1,5 @@
 // memcheck.cu: kernels for the emulator's memory checker, uninitialised-value
-// poisoning and performance counters (tests/test_cuda_runtime_memcheck.py).
+// poisoning and performance counters (tests/cuda/emulator/test_cuda_runtime_memcheck.py).
 // The counter kernels have access patterns whose cost is worked out by hand
 // in the tests, from the CUDA / PTX definitions.
 #include <cstring>

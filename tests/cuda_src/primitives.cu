@@ -1,5 +1,5 @@
 // primitives.cu: one small kernel per gg:: primitive, for the tests in
-// tests/test_cuda_runtime_primitives.py and scripts/gpu_check_cuda_runtime.py
+// tests/cuda/emulator/test_cuda_runtime_primitives.py and scripts/gpu_check_cuda_runtime.py
 // (the expected values live in tests/cuda_runtime_cases.py). Every kernel runs
 // as one warp unless its comment says otherwise. Build with -DGG_NO_FP8 for
 // archs before sm_89.

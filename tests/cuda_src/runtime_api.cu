@@ -2,7 +2,7 @@
 // launches with <<<>>> and cudaLaunchKernel against the driver's checks,
 // attributes, device queries, streams, copies and the last error. The host
 // program (gg_emu_host_main) writes one "name value" line per check to its
-// output "report"; tests/test_cuda_launch_emulation.py compares them with
+// output "report"; tests/cuda/emulator/test_cuda_launch_emulation.py compares them with
 // what a GPU of the emulated arch gives.
 #include "gg_runtime.cuh"
 

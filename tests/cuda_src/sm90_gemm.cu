@@ -1,7 +1,7 @@
 // The Hopper tile GEMM body (gg_gemm_sm90.cuh) with hand-written tiles:
 // dense bf16 with rhs [n, k] (f32 out) and rhs [k, n] (bf16 out), dense f16
 // with a bias and relu, and grouped bf16 with both layouts
-// (tests/test_cuda_sm90_gemm.py). The host program (gg_emu_host_main,
+// (tests/cuda/sm90/test_cuda_sm90_gemm.py). The host program (gg_emu_host_main,
 // emulator only) encodes the tensor maps through cudaGetDriverEntryPoint, as
 // a launcher does, and runs the case its inputs name; nvcc compiles the
 // kernels for sm_90a (the SASS test).
@@ -17,7 +17,7 @@
 #include "gg_runtime.cuh"
 
 // GG_SM90_PLANTED: the test's copy of gg_gemm_sm90.cuh with one bug planted,
-// in namespace gg::gemm::sm90_planted (tests/test_cuda_sm90_gemm.py).
+// in namespace gg::gemm::sm90_planted (tests/cuda/sm90/test_cuda_sm90_gemm.py).
 #if defined(GG_SM90_PLANTED)
 #include "sm90_planted.cuh"
 namespace body = gg::gemm::sm90_planted;

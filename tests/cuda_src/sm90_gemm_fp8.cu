@@ -1,7 +1,7 @@
 // The Hopper tile GEMM body (gg_gemm_sm90.cuh) on FP8 with hand-written
 // tiles: wgmma m64nNk32 from K-major tiles of 128 FP8 elements, the FP32
 // promotion of each K tile, and the per-tensor, per-token and per-channel
-// scales (f32 and e8m0) in the epilogue (tests/test_cuda_sm90_gemm_fp8.py).
+// scales (f32 and e8m0) in the epilogue (tests/cuda/sm90/test_cuda_sm90_gemm_fp8.py).
 // The host program (gg_emu_host_main, emulator only) encodes the tensor maps
 // through cudaGetDriverEntryPoint, as a launcher does; nvcc compiles the
 // kernels for sm_90a (the SASS test).
@@ -17,7 +17,7 @@
 #include "gg_runtime.cuh"
 
 // GG_SM90_PLANTED: a copy of gg_gemm_sm90.cuh with one bug planted, in
-// namespace gg::gemm::sm90_planted (tests/test_cuda_sm90_gemm_fp8.py).
+// namespace gg::gemm::sm90_planted (tests/cuda/sm90/test_cuda_sm90_gemm_fp8.py).
 #if defined(GG_SM90_PLANTED)
 #include "sm90_planted.cuh"
 namespace body = gg::gemm::sm90_planted;

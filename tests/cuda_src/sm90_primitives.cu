@@ -1,6 +1,6 @@
 // The Hopper primitives (gg_primitives_sm90.cuh): one small kernel per
 // primitive, and a warp-specialized TMA + wgmma GEMM pipeline with planted
-// bugs (tests/test_cuda_sm90_primitives.py). The host program
+// bugs (tests/cuda/sm90/test_cuda_sm90_primitives.py). The host program
 // (gg_emu_host_main, emulator only) encodes the tensor maps through
 // cudaGetDriverEntryPoint, as a launcher does, and runs the case named by its
 // input "case". nvcc compiles the kernels for sm_90a (the SASS test).

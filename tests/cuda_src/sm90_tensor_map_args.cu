@@ -1,4 +1,4 @@
-// Kernels that take tensor maps from Python (tests/test_cuda_sm90_tensor_map_args.py):
+// Kernels that take tensor maps from Python (tests/cuda/sm90/test_cuda_sm90_tensor_map_args.py):
 // EmuModule.launch and cuda_gpu.GpuModule.launch encode a cuda_emu.TensorMap
 // against the launch's own device buffer and pass the CUtensorMap by value.
 // The kernels use only the gg:: primitives, so nvcc compiles them for sm_90a

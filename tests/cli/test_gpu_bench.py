@@ -1,0 +1,178 @@
+"""scripts/gpu_bench.py without a GPU: it imports, answers --help, and its
+DeepSeek-V3 rows are the shapes issue 14 lists, on the kernels of specs/,
+beside DeepGEMM's published H800 figures (checked against the traffic they
+imply, so a mistyped figure shows)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmgen import ir
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "gpu_bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("gpu_bench_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_dense_rows_are_the_issue_shapes(bench):
+    shapes = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+    assert list(bench.DEEPSEEK_DENSE) == [(m, n, k) for m in (64, 128, 4096) for n, k in shapes]
+
+
+def test_the_grouped_rows_are_deepgemms(bench):
+    nk = [(4096, 7168), (7168, 2048)]
+    assert list(bench.DEEPSEEK_CONTIGUOUS) == [(g, m, n, k) for g, m in ((4, 8192), (8, 4096))
+                                               for n, k in nk]
+    assert list(bench.DEEPSEEK_MASKED) == [(g, m, n, k) for g, m in ((1, 1024), (2, 512), (4, 256))
+                                           for n, k in nk]
+    assert bench.DEEPGEMM_SOURCE == "DeepGEMM README (H800)"
+
+
+def test_each_published_figure_pair_implies_the_same_time(bench):
+    """DeepGEMM counts FP8 A and B and bf16 D once: TFLOP/s and GB/s of one
+    row must describe one run time (within the rounding of the figures)."""
+    rows = [(1, m, n, k, v) for (m, n, k), v in bench.DEEPSEEK_DENSE.items()]
+    rows += [(g, m, n, k, v) for (g, m, n, k), v in bench.DEEPSEEK_CONTIGUOUS.items()]
+    rows += [(g, m, n, k, v) for (g, m, n, k), v in bench.DEEPSEEK_MASKED.items()]
+    for g, m, n, k, (tflops, gbps) in rows:
+        rows_total = g * m
+        seconds = 2 * rows_total * n * k / (tflops * 1e12)
+        moved = rows_total * k + g * n * k + 2 * rows_total * n
+        assert moved / seconds / 1e9 == pytest.approx(gbps, rel=0.01), (g, m, n, k)
+
+
+def test_the_rows_run_on_the_block_scaled_kernels_of_specs(bench):
+    specs = bench._specs()
+    plan, skipped = bench.deepseek_plan(specs)
+    dense = [r for r in plan if r["layout"] == "dense"]
+    contiguous = [r for r in plan if r["layout"] == "contiguous"]
+    assert len(dense) == 18 and len(contiguous) == 4
+    for r in dense + contiguous:
+        k = specs[r["spec"]].kernel(r["kernel"])
+        assert ir.Backend.CUDA in k.backends
+        assert k.lhs.dtype is ir.DType.E4M3 and k.rhs_operand.dtype is ir.DType.E4M3
+        assert k.lhs_scale.mode is ir.ScaleMode.TOKEN_GROUP and k.lhs_scale.block_k == 128
+        assert k.rhs_scale.mode is ir.ScaleMode.BLOCK and k.rhs_scale.dtype is ir.DType.F32
+        assert (k.rhs_scale.block_n, k.rhs_scale.block_k) == (128, 128)
+    assert {specs[r["spec"]].kernel(r["kernel"]).op for r in contiguous} == {ir.Op.GROUPED}
+    if bench.find_masked_kernel(specs) is None:
+        assert skipped == [("masked: no FP8 CUDA kernel of specs/ has the masked grouped layout, "
+                            "so the 6 masked rows are not run")]
+        assert not [r for r in plan if r["layout"] == "masked"]
+
+
+def test_masked_rows_follow_a_masked_kernel_when_there_is_one(bench):
+    """The script finds the masked layout by the IR's `masked` field."""
+    base = bench._specs()["moe"].kernel("moe_w8a8_grouped_gemm")
+    assert not bench.is_masked(base)
+    masked = dataclasses.replace(bench._specs()["moe"].kernel("moe_fp8_masked_gemm"),
+                                 name="moe_masked")
+    contiguous = dataclasses.replace(base, name="moe_contig")
+    assert bench.is_masked(masked) and not bench.is_masked(contiguous)
+
+    class Spec:
+        kernels = (contiguous, masked)
+
+        def kernels_for(self, backend):
+            return self.kernels
+
+    # A masked kernel of its own is picked up...
+    plan, skipped = bench.deepseek_plan({"extra": Spec()})
+    rows = [r for r in plan if r["layout"] == "masked"]
+    assert [(r["groups"], r["m_per_group"], r["n"], r["k"]) for r in rows] == \
+        list(bench.DEEPSEEK_MASKED)
+    assert {(r["spec"], r["kernel"]) for r in rows} == {("extra", "moe_masked")}
+    assert not [s for s in skipped if s.startswith("masked")]
+    # ... and specs/moe.gemm's own (moe_fp8_masked_gemm) runs the masked rows.
+    plan, skipped = bench.deepseek_plan(bench._specs())
+    rows = [r for r in plan if r["layout"] == "masked"]
+    assert {(r["spec"], r["kernel"]) for r in rows} == {("moe", "moe_fp8_masked_gemm")}
+    assert len(rows) == len(bench.DEEPSEEK_MASKED)
+
+
+def test_help_and_list_need_no_gpu():
+    env_run = {"capture_output": True, "text": True, "cwd": ROOT, "timeout": 120}
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--help"], **env_run, check=False)
+    assert proc.returncode == 0 and "--deepseek-only" in proc.stdout
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--list-deepseek"], **env_run, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:3] == ["dense", "64x2112x7168",
+                                    "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32"]
+    assert "(DeepGEMM README (H800): 206 TFLOP/s, 1688 GB/s)" in lines[0]
+    assert any(line.startswith("contiguous 4 x 8192 rows, n=4096 k=7168") for line in lines)
+
+
+def test_deepseek_inputs_have_the_row_shapes(bench):
+    """The inputs a row is timed on (small stand-ins for its dims)."""
+    import numpy as np
+
+    specs = bench._specs()
+    rng = np.random.default_rng(0)
+    dense = specs["dense"].kernel(bench.DEEPSEEK_DENSE_KERNEL[1])
+    inputs, m, g = bench.deepseek_inputs(
+        dense, {"groups": 0, "m_per_group": 64, "n": 384, "k": 512}, rng)
+    assert (m, g) == (64, 0)
+    assert inputs["lhs"].shape == (64, 512) and inputs["rhs"].shape == (384, 512)
+    assert inputs["lhs_scale"].shape == (64, 4) and inputs["rhs_scale"].shape == (3, 4)
+    grouped = specs["moe"].kernel(bench.DEEPSEEK_CONTIGUOUS_KERNEL[1])
+    inputs, m, g = bench.deepseek_inputs(
+        grouped, {"groups": 3, "m_per_group": 128, "n": 256, "k": 256}, rng)
+    assert (m, g) == (384, 3)
+    assert inputs["lhs"].shape == (384, 256) and inputs["rhs"].shape == (3, 256, 256)
+    assert inputs["group_sizes"].tolist() == [128, 128, 128]
+
+
+# ---------------------------------------------------------------------------
+# The GPU scripts' whole flow on the CPU (--emulate), so that their first run
+# on a lent GPU cannot fail on a stale name or a typo.
+
+
+def test_the_bench_runs_its_flow_on_the_emulator(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--kernel", "dense_gemm_bf16",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dense_gemm_bf16: correct=True" in proc.stdout and "mma.sync path: correct=True" in proc.stdout
+    assert "(emulated: the times below are the CPU emulator's, not measurements)" in proc.stdout
+    import json
+
+    (row,) = json.loads((tmp_path / "bench.json").read_text())["rows"]
+    assert row["path"] == "wgmma" and row["correct"] and row["mma_sync_correct"] and row["host_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_the_bench_runs_a_deepseek_row_on_the_emulator(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--deepseek-only", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "deepseek dense" in proc.stdout and "ERROR" not in proc.stdout, proc.stdout
+
+
+def test_the_runtime_check_runs_its_flow_on_the_emulator():
+    script = ROOT / "scripts" / "gpu_check_cuda_runtime.py"
+    proc = subprocess.run([sys.executable, str(script), "--emulate"], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(the CPU emulator)" in proc.stdout and " 0 failed" in proc.stdout and "PASS" in proc.stdout
+
+
+def test_the_host_overhead_benchmark_runs_on_the_standin():
+    script = ROOT / "scripts" / "host_overhead.py"
+    proc = subprocess.run([sys.executable, str(script), "--standin", "--calls", "3", "--repeats", "2"],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "us/call" not in line]
+    assert len(rows) == 4 and all(float(f) > 0 for r in rows for f in r.split("|")[3:6]), proc.stdout
