@@ -114,6 +114,7 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
     active: list[Runner] = []
     jobs: list[tuple[ir.Kernel, Runner, Case]] = []
     interrupted = False
+    measured = None
     with tempfile.TemporaryDirectory(prefix="gemmgen-verify-") as tmp:
         try:
             for name in chosen:
@@ -140,6 +141,8 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
                 return 1
             table = _Table(jobs, out)
             table.header()
+            # ptxas's figures are measured beside the cases, printed after them.
+            measured = _Measurement(rendered, selected, active) if resources else None
             rows, interrupted = _Execution(jobs, seed, table, progress, workers).run()
         except KeyboardInterrupt:  # while preparing the runners
             interrupted = True
@@ -159,9 +162,9 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
                     if (label, why) not in seen:
                         seen.add((label, why))
                         print(f"note: {label}: {why}", file=out)
-    if resources and not interrupted:
+    if resources and not interrupted and measured is not None:
         try:
-            _resources(rendered, selected, active, out)
+            measured.report(rendered, out)
         except KeyboardInterrupt:  # the rows are all done; only ptxas's figures are lost
             interrupted = True
     failed = [r for r in rows if not r.passed]
@@ -235,36 +238,61 @@ def _backend_of(runner_name: str) -> str:
     return "cuda" if runner_name.startswith("cuda") else "pallas_tpu"
 
 
-def _resources(rendered: Rendered, selected: list[ir.Kernel], active: list[Runner],
-               out: TextIO) -> None:
+class _Measurement:
     """With nvcc on this machine: ptxas's registers and spills of each CUDA
-    kernel that ran, on every declared arch (measured once, then read from
-    the resource cache that `build` warns from), and a warning, never a
-    failure, for each that spills."""
-    from gemmgen.harness import resources
-    from gemmgen.harness.nvcc import NvccError
-    from gemmgen.harness.toolchain import describe_nvcc, find_nvcc
+    kernel that runs, on every declared arch (measured once, then read from
+    the resource cache that `build` warns from). The compilations start at
+    once on a background thread (one nvcc at a time, beside the cases), and
+    `report` prints them, with a warning, never a failure, for each kernel
+    that spills."""
 
-    ran = {k.name for k in selected for r in active
-           if r.backend is ir.Backend.CUDA and r.backend in k.backends}
-    nvcc = find_nvcc() if ran else None
-    if nvcc is None:
-        return
-    todo = [j for j in resources.jobs([rendered]) if j.kernel.name in ran]
-    try:
-        records = resources.measure_all(todo, nvcc, workers=2)
-    except NvccError as e:
-        print(f"note: ptxas could not measure registers and spills: {e}", file=out)
-        return
-    if todo:
-        print(f"ptxas of {describe_nvcc(nvcc)}", file=out)
-    for job, record in zip(todo, records, strict=True):
-        for entry, u in sorted(record.kernels.items()):
-            print(f"ptxas {job.arch} {entry}: {u['registers']} registers, "
-                  f"{u['spill_stores'] + u['spill_loads']} bytes spilled", file=out)
-        warning = resources.spill_warning(job, record)
-        if warning is not None:
-            print(warning.render(rendered.file.source), file=out)
+    def __init__(self, rendered: Rendered, selected: list[ir.Kernel],
+                 active: list[Runner]) -> None:
+        from gemmgen.harness import resources
+        from gemmgen.harness.toolchain import find_nvcc
+
+        ran = {k.name for k in selected for r in active
+               if r.backend is ir.Backend.CUDA and r.backend in k.backends}
+        self.nvcc = find_nvcc() if ran else None
+        self.todo = [j for j in resources.jobs([rendered]) if j.kernel.name in ran] \
+            if self.nvcc is not None else []
+        self.records: list | None = None
+        self.error: Exception | None = None
+        self.thread = threading.Thread(target=self._measure, daemon=True,
+                                       name="gemmgen-verify-ptxas")
+        if self.todo:
+            self.thread.start()
+
+    def _measure(self) -> None:
+        from gemmgen.harness import resources
+
+        try:
+            self.records = resources.measure_all(self.todo, self.nvcc, workers=1)
+        except Exception as e:  # reported by `report`, in the main thread
+            self.error = e
+
+    def report(self, rendered: Rendered, out: TextIO) -> None:
+        from gemmgen.harness import resources
+        from gemmgen.harness.nvcc import NvccError
+        from gemmgen.harness.toolchain import describe_nvcc
+
+        if not self.todo:
+            return
+        while self.thread.is_alive():  # a join that Ctrl-C can interrupt
+            self.thread.join(0.2)
+        if isinstance(self.error, NvccError):
+            print(f"note: ptxas could not measure registers and spills: {self.error}", file=out)
+            return
+        if self.error is not None:
+            raise self.error
+        print(f"ptxas of {describe_nvcc(self.nvcc)}", file=out)
+        for job, record in zip(self.todo, self.records or [], strict=True):
+            for entry, u in sorted(record.kernels.items()):
+                print(f"ptxas {job.arch} {entry}: {u['registers']} registers, "
+                      f"{u['spill_stores'] + u['spill_loads']} bytes spilled", file=out)
+            warning = resources.spill_warning(job, record)
+            if warning is not None:
+                print(warning.render(rendered.file.source), file=out)
 
 
 def _uncovered_tiles(kernel: ir.Kernel) -> list[str]:
