@@ -99,6 +99,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -330,6 +331,36 @@ def _compile_cached(cmd_head: list[str], inputs: list[Path | str], suffix: str, 
     return result
 
 
+# The emulator's core: the translation units of the runtime that do not depend
+# on the kernel (gg_emu_core.cc, gg_emu_launch.cc, ...). Compiled once per
+# mode and cache into objects that every kernel library of that mode links.
+def _core_sources() -> list[Path]:
+    return sorted(p for p in RUNTIME_INCLUDE_DIR.glob("gg_emu_*.cc") if p.name != "gg_emu_host.cc")
+
+
+def core_objects(mode_flags: Sequence[str]) -> list[Path]:
+    """The emulator's core objects for a build mode (`mode_flags`: the fiber,
+    memory-checker or TSan flags), compiled once into the cache: keyed by the
+    flags, the compiler's version, the CUDA headers' folder and the bytes of
+    every emulator source (gg_emu*), under the build lock, so that pytest
+    workers compile each once. Built with WARNING_FLAGS: the core compiles
+    without a warning in every mode."""
+    runtime = sorted(p for p in RUNTIME_INCLUDE_DIR.iterdir() if p.name.startswith("gg_emu") and p.is_file())
+    cuda = cuda_include_dir()
+    flags = [*mode_flags, "-fPIC", "-fvisibility=hidden", "-Wno-attributes", *WARNING_FLAGS, "-DGG_EMU_CORE=1",
+             f"-I{RUNTIME_INCLUDE_DIR}", f"-I{cuda}"]
+    base = digest(*(p.name.encode() + b"\0" + p.read_bytes() for p in runtime), " ".join(flags),
+                  tool_version(_CXX))
+    (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
+
+    def build(source: Path) -> Path:
+        return _compile_cached([_CXX, "-x", "c++", _STD, "-c", *flags], [source], ".o",
+                               digest(base, source.name), str(source), "compile the emulator's core")
+
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:
+        return list(pool.map(build, _core_sources()))
+
+
 def _build_library(
     sources: tuple[tuple[str, str], ...],
     include_dirs: tuple[Path, ...],
@@ -400,6 +431,7 @@ def _build_library(
     # ThreadSanitizer's runtime, whose hooks the emulator replaces.
     link_flags = ([*_FIBER_FLAGS, *_LIBRARY_FLAGS, "-Wl,-z,defs"] if memcheck and not tsan
                   else [*mode_flags, *_LIBRARY_FLAGS])
+    objects += core_objects(mode_flags)
     key = digest(*(o.name for o in objects), " ".join(link_flags), version)
     library = _compile_cached([_CXX, *link_flags], objects, ".so", key, sources[0][1], "link it")
     params = {k: names for text in texts for k in kernels if (names := _parameter_names(text, k))}
