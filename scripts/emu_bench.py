@@ -10,13 +10,15 @@ as every later build of a session does. Then it launches
 generated/dense/cuda/dense_gemm_bf16.cu through its Python launcher
 (memory checker on, the default) and reports the median of N launches.
 The figures depend on the machine and its load: compare runs made side by
-side.
+side; the CPU seconds of the compilers (user + system) vary less with the
+load than the wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -34,7 +36,13 @@ GENERATED = ("moe/cuda/moe_bf16_grouped_gemm.cu", "moe/cuda/moe_w8a8_grouped_gem
              "dense/cuda/dense_gemm_bf16.cu")
 
 
-def timed_builds() -> list[tuple[str, float]]:
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes (g++)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_builds() -> list[tuple[str, float, float]]:
     from gemmgen.harness import cuda_emu
 
     rows = []
@@ -50,9 +58,9 @@ def timed_builds() -> list[tuple[str, float]]:
             path = REPO / "generated" / rel
             builds.append((f"{rel}, memcheck", lambda p=path: cuda_emu.EmuModule.from_file(p, memcheck=True)))
         for label, build in builds:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), _children_cpu()
             build()
-            rows.append((label, time.perf_counter() - start))
+            rows.append((label, time.perf_counter() - start, _children_cpu() - cpu))
     os.environ.pop("GEMMGEN_CACHE")
     cuda_emu._LIBRARIES.clear()  # their files went with the cache
     return rows
@@ -92,8 +100,8 @@ def main() -> None:
     parser.add_argument("--skip-compile", action="store_true")
     args = parser.parse_args()
     if not args.skip_compile:
-        for label, seconds in timed_builds():
-            print(f"{seconds:7.2f} s  build: {label}", flush=True)
+        for label, seconds, cpu in timed_builds():
+            print(f"{seconds:7.2f} s  ({cpu:6.2f} s CPU)  build: {label}", flush=True)
     median, best = launch_time(args.launches)
     print(f"{median:7.3f} s  launch: dense_gemm_bf16 256x256x256, 1 worker, memcheck (median of "
           f"{args.launches}; best {best:.3f} s)")
