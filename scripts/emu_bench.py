@@ -53,7 +53,7 @@ def timed_builds() -> list[tuple[str, float, float]]:
                   ("trivial kernel, memcheck (first build: + core)", lambda: cuda_emu.EmuModule(
                       TRIVIAL, "trivial.cu", memcheck=True)),
                   ("trivial kernel, memcheck, new source", lambda: cuda_emu.EmuModule(
-                      TRIVIAL + "// another\n", "trivial.cu", memcheck=True))]
+                      TRIVIAL.replace("1.0f", "2.0f"), "trivial.cu", memcheck=True))]
         for rel in GENERATED:
             path = REPO / "generated" / rel
             builds.append((f"{rel}, memcheck", lambda p=path: cuda_emu.EmuModule.from_file(p, memcheck=True)))
