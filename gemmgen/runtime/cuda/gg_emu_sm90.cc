@@ -10,7 +10,7 @@ namespace gg::emu {
 
 namespace sm90 {
 
-int dtype_bytes(int dtype) {
+inline int dtype_bytes(int dtype) {
   switch (dtype) {
     case CU_TENSOR_MAP_DATA_TYPE_UINT8:
       return 1;
@@ -35,11 +35,11 @@ int dtype_bytes(int dtype) {
 }
 
 // The swizzle span in bytes of a CU_TENSOR_MAP_SWIZZLE_* (0: none).
-unsigned swizzle_span(int swizzle) {
+inline unsigned swizzle_span(int swizzle) {
   return swizzle == 0 ? 0u : 16u << swizzle;
 }
 
-CUresult encode_error(CUresult code, const std::string& why) {
+inline CUresult encode_error(CUresult code, const std::string& why) {
   last_error() = "cuTensorMapEncodeTiled: " + why;
   std::fprintf(
       stderr, "gg-emu: rejected: %s (%s)\n", last_error().c_str(),
@@ -165,7 +165,7 @@ CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t ra
 }
 
 // The name of a CUresult the encoder returns.
-const char* result_name(CUresult code) {
+inline const char* result_name(CUresult code) {
   switch (code) {
     case CUDA_SUCCESS:
       return "CUDA_SUCCESS";
@@ -180,7 +180,7 @@ const char* result_name(CUresult code) {
 
 // The last byte a map reaches in global memory, plus one: every dimension at
 // its last index (0: a dimension of size 0, which encode_tiled rejects).
-std::uint64_t map_extent(const MapBits& m) {
+inline std::uint64_t map_extent(const MapBits& m) {
   std::uint64_t end = m.elem_bytes;
   for (unsigned d = 0; d < m.rank; ++d) {
     if (m.dims[d] == 0)
@@ -259,7 +259,7 @@ struct Desc {
   unsigned mode;  // 0 none, 1 128B, 2 64B, 3 32B
 };
 
-Desc decode_desc(std::uint64_t d) {
+inline Desc decode_desc(std::uint64_t d) {
   return {static_cast<std::uint32_t>(d & 0x3FFF) << 4,
           static_cast<std::uint32_t>((d >> 16) & 0x3FFF) << 4,
           static_cast<std::uint32_t>((d >> 32) & 0x3FFF) << 4, static_cast<unsigned>((d >> 49) & 7),
@@ -267,12 +267,12 @@ Desc decode_desc(std::uint64_t d) {
 }
 
 // Swizzle bytes of a descriptor's layout type (0: none).
-unsigned desc_span(unsigned mode) {
+inline unsigned desc_span(unsigned mode) {
   return mode == 0 ? 0u : (mode == 1 ? 128u : (mode == 2 ? 64u : 32u));
 }
 
 // Swizzle<B,4,3> on a byte address: bits [4, 4+B) ^= bits [7, 7+B), B = log2(span / 16).
-std::uint32_t swizzle_address(std::uint32_t addr, unsigned span) {
+inline std::uint32_t swizzle_address(std::uint32_t addr, unsigned span) {
   if (span == 0)
     return addr;
   const std::uint32_t mask = span / 16 - 1;
@@ -288,7 +288,7 @@ std::uint32_t swizzle_address(std::uint32_t addr, unsigned span) {
 //   MN-major, none:     (mn%T)*eb + (mn/T)*SBO + (k%8)*16 + (k/8)*LBO
 //   MN-major, swizzled: (mn%T)*eb + ((mn/T)%(S/16))*16 + (mn/(T*S/16))*LBO + (k%8)*S + (k/8)*SBO
 // then Swizzle<log2(S/16),4,3> on the address.
-std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigned mn,
+inline std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigned mn,
                                      unsigned k) {
   const unsigned t = 16 / eb;
   const unsigned span = desc_span(d.mode);
@@ -309,7 +309,7 @@ std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigne
 // The wgmma accumulator fragment (PTX ISA, figures "WGMMA .m64nNk16 / k32
 // register fragment layout for accumulator matrix D"): thread t of the
 // warpgroup, value i of its N/2 f32 registers.
-void accumulator_coord(unsigned t, unsigned i, unsigned* m, unsigned* n) {
+inline void accumulator_coord(unsigned t, unsigned i, unsigned* m, unsigned* n) {
   const unsigned warp = t / 32, lane = t % 32;
   *m = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
   *n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
@@ -384,17 +384,17 @@ struct HopperBlock {
 
 namespace sm90 {
 
-[[noreturn]] void tsan_unsupported() {
+[[noreturn]] inline void tsan_unsupported() {
   fail(
       "the Hopper primitives (mbarrier, TMA, wgmma) are modelled in fiber mode only, not in TSan "
       "mode");
 }
 
-BlockRunner& runner() {
+inline BlockRunner& runner() {
   return *current().runner;
 }
 
-HopperBlock& block() {
+inline HopperBlock& block() {
 #if defined(GG_EMU_TSAN)
   tsan_unsupported();
 #else
@@ -417,12 +417,12 @@ HopperBlock& block() {
 #endif
 }
 
-HopperThread& me() {
+inline HopperThread& me() {
   return block().threads[current().linear];
 }
 
 // The bytes at shared address `a`, `bytes` long, in this block's shared memory.
-unsigned char* at(std::uint32_t a, std::size_t bytes, const char* what) {
+inline unsigned char* at(std::uint32_t a, std::size_t bytes, const char* what) {
   const SharedRegion& s = runner().shared_region();
   const std::uint32_t base = addr_of(s.begin);
   const std::size_t off = (a - base) % kWindow;
@@ -435,20 +435,20 @@ unsigned char* at(std::uint32_t a, std::size_t bytes, const char* what) {
 
 // The offset in the block's shared memory of shared address `a` (ranges
 // are kept as offsets: the window address of the region may wrap at 2^18).
-std::uint32_t rel(std::uint32_t a) {
+inline std::uint32_t rel(std::uint32_t a) {
   return (a - addr_of(runner().shared_region().begin)) % kWindow;
 }
 
-std::size_t shadow_offset(const void* p) {
+inline std::size_t shadow_offset(const void* p) {
   return static_cast<std::size_t>(static_cast<const unsigned char*>(p) -
                                   runner().shared_region().begin);
 }
 
-std::string where_smem(const void* p) {
+inline std::string where_smem(const void* p) {
   return format("shared address 0x%05x", addr_of(p));
 }
 
-Barrier* find_barrier(const void* bar) {
+inline Barrier* find_barrier(const void* bar) {
   const std::uint32_t a = addr_of(bar);
   for (Barrier& b : block().barriers) {
     if (b.addr == a)
@@ -457,13 +457,13 @@ Barrier* find_barrier(const void* bar) {
   return nullptr;
 }
 
-void check_barrier_address(const void* bar, const char* op) {
+inline void check_barrier_address(const void* bar, const char* op) {
   if (reinterpret_cast<std::uintptr_t>(bar) % 8 != 0)
     fail("%s: mbarrier address %p is not 8-byte aligned", op, bar);
   check_shared(bar, 8, op);
 }
 
-Barrier& barrier(const void* bar, const char* op) {
+inline Barrier& barrier(const void* bar, const char* op) {
   check_barrier_address(bar, op);
   Barrier* b = find_barrier(bar);
   if (b == nullptr) {
@@ -473,7 +473,7 @@ Barrier& barrier(const void* bar, const char* op) {
   return *b;
 }
 
-std::string describe_barrier(const Barrier& b) {
+inline std::string describe_barrier(const Barrier& b) {
   std::string s = format(
       "mbarrier at shared address 0x%05x: phase %llu (parity %llu) incomplete: %u of %u arrivals "
       "missing",
@@ -490,10 +490,10 @@ std::string describe_barrier(const Barrier& b) {
   return s;
 }
 
-GG_EMU_UNCHECKED void copy_box(const TmaLoad& l);
+GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l);
 
 // Ends the current phase when nothing is missing; wakes the waiters.
-void maybe_complete(Barrier& b) {
+inline void maybe_complete(Barrier& b) {
   if (b.pending != 0 || b.tx != 0)
     return;
   ++b.phase;
@@ -502,13 +502,13 @@ void maybe_complete(Barrier& b) {
   runner().wake_waiters();
 }
 
-bool phase_done(const Barrier& b, unsigned parity) {
+inline bool phase_done(const Barrier& b, unsigned parity) {
   return (b.phase & 1) != parity;
 }
 
 // Lands the TMA loads of every completed phase of barrier `b` (a thread's
 // wait has seen the phase complete).
-GG_EMU_UNCHECKED void land_loads(const Barrier& b) {
+GG_EMU_UNCHECKED inline void land_loads(const Barrier& b) {
   HopperBlock& h = block();
   std::size_t kept = 0;
   for (std::size_t i = 0; i < h.loads.size(); ++i) {
@@ -528,7 +528,7 @@ struct WaitArg {
   unsigned parity;
 };
 
-bool wait_ready(const void* p) {
+inline bool wait_ready(const void* p) {
   const auto* w = static_cast<const WaitArg*>(p);
   for (const Barrier& b : w->h->barriers) {
     if (b.addr == w->addr)
@@ -626,7 +626,7 @@ bool mbarrier_wait(void* bar, unsigned parity, const char* op) {
 
 // The async proxy reads [p, p + bytes): its bytes must be what the last
 // fence.proxy.async (or an async-proxy write) left.
-void check_async_view(const unsigned char* p, std::size_t bytes, const char* reader) {
+inline void check_async_view(const unsigned char* p, std::size_t bytes, const char* reader) {
   const HopperBlock& h = block();
   const std::size_t off = shadow_offset(p);
   for (std::size_t i = 0; i < bytes; ++i) {
@@ -652,7 +652,7 @@ void fence_proxy_async() {
 // Walks every element of a TMA box: f(offset of the element in the box
 // (elements), its global coordinates, whether all are in bounds).
 template <class F>
-GG_EMU_UNCHECKED void for_box(const MapBits& m, const int* coords, F f) {
+GG_EMU_UNCHECKED inline void for_box(const MapBits& m, const int* coords, F f) {
   std::size_t count = 1;
   for (unsigned d = 0; d < m.rank; ++d)
     count *= m.box[d];
@@ -669,7 +669,7 @@ GG_EMU_UNCHECKED void for_box(const MapBits& m, const int* coords, F f) {
   }
 }
 
-std::size_t box_bytes(const MapBits& m) {
+inline std::size_t box_bytes(const MapBits& m) {
   std::size_t n = m.elem_bytes;
   for (unsigned d = 0; d < m.rank; ++d)
     n *= m.box[d];
@@ -678,7 +678,7 @@ std::size_t box_bytes(const MapBits& m) {
 
 // Byte `byte` of a box that starts at `dst`, after the swizzle (which only
 // moves bits 4-6 of the address, so the host address serves).
-unsigned char* box_byte(unsigned char* dst, std::size_t byte, unsigned swizzle) {
+inline unsigned char* box_byte(unsigned char* dst, std::size_t byte, unsigned swizzle) {
   std::uintptr_t a = reinterpret_cast<std::uintptr_t>(dst) + byte;
   const unsigned span = swizzle_span(swizzle);
   if (span != 0)
@@ -686,7 +686,7 @@ unsigned char* box_byte(unsigned char* dst, std::size_t byte, unsigned swizzle) 
   return reinterpret_cast<unsigned char*>(a);
 }
 
-GG_EMU_UNCHECKED void copy_box(const TmaLoad& l) {
+GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l) {
   HopperBlock& h = block();
   const MapBits& m = l.map;
   const auto* g = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(m.address));
@@ -719,7 +719,7 @@ const MapBits& map_bits(const CUtensorMap* map, const char* op) {
 
 // Shared memory that an in-flight wgmma of some thread reads, overlapping
 // [lo, hi): a report, or nothing.
-void check_no_wgmma_reads(std::uint32_t lo, std::uint32_t hi, const char* writer) {
+inline void check_no_wgmma_reads(std::uint32_t lo, std::uint32_t hi, const char* writer) {
   const HopperBlock& h = block();
   for (unsigned t = 0; t < h.threads.size(); ++t) {
     for (const WgmmaOp& op : h.threads[t].wgmma) {
@@ -808,7 +808,7 @@ void bulk_commit() {
   ++me().bulk_committed;
 }
 
-GG_EMU_UNCHECKED void write_store(const TmaStore& st) {
+GG_EMU_UNCHECKED inline void write_store(const TmaStore& st) {
   const MapBits& m = st.map;
   auto* g = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(m.address));
   for_box(m, st.coords, [&](std::size_t e, const long long* c, bool inside) {
@@ -854,14 +854,14 @@ void bulk_wait(unsigned keep, bool read_only) {
 
 // ---- wgmma -------------------------------------------------------------------
 
-float wgmma_poison() {
+inline float wgmma_poison() {
   const std::uint32_t bits = 0x7fa0574du;  // a signalling NaN ("WM")
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-void on_fpe(int, siginfo_t* info, void*) {
+inline void on_fpe(int, siginfo_t* info, void*) {
   if (info->si_code == FPE_FLTINV) {
     fail_with_status(
         kExitKernelError,
@@ -874,7 +874,7 @@ void on_fpe(int, siginfo_t* info, void*) {
       format("arithmetic exception (SIGFPE, code %d) in a CUDA thread", info->si_code));
 }
 
-void trap_invalid(bool on) {
+inline void trap_invalid(bool on) {
   static std::once_flag once;
   std::call_once(once, [] {
     struct sigaction sa{};
@@ -896,7 +896,7 @@ void trap_invalid(bool on) {
 // them before wgmma.wait_group is undefined; on a GPU an overwrite corrupts
 // the product). Checked when the thread next touches wgmma (`where`) and when
 // the op retires, at the wait_group that retires it.
-void check_a_registers(const HopperThread& t, const char* where) {
+inline void check_a_registers(const HopperThread& t, const char* where) {
   for (const WgmmaOp& op : t.wgmma) {
     if (op.a_addr == nullptr)
       continue;
@@ -929,7 +929,7 @@ void wgmma_commit() {
 }
 
 // The shared memory a wgmma operand reads, as ranges of 16-byte chunks.
-void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_major, unsigned eb,
+inline void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_major, unsigned eb,
                           unsigned rows, unsigned k) {
   const Desc d = decode_desc(desc);
   for (unsigned mn = 0; mn < rows; ++mn) {
@@ -944,7 +944,7 @@ void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_major, u
   }
 }
 
-void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows, unsigned k,
+inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows, unsigned k,
                           const char* what) {
   const Desc d = decode_desc(desc);
   if (d.base_offset != 0)
@@ -1028,7 +1028,7 @@ void wgmma_issue(WgmmaOp op, float* d) {
   trap_invalid(true);
 }
 
-GG_EMU_UNCHECKED void wgmma_compute(WgmmaOp& op, const float* c, unsigned tid) {
+GG_EMU_UNCHECKED inline void wgmma_compute(WgmmaOp& op, const float* c, unsigned tid) {
   const Desc da = decode_desc(op.desc_a), db = decode_desc(op.desc_b);
   const unsigned nv = op.n / 2;
   for (unsigned i = 0; i < nv; ++i) {
