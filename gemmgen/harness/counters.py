@@ -1,7 +1,7 @@
 """Performance counters of an emulated CUDA launch.
 
 ``EmuModule.launch(..., counters=True)`` runs a memory-checked module with
-``GG_EMU_COUNTERS`` set; the emulator (``runtime/cuda/gg_emu_memcheck.h``)
+``GG_EMU_COUNTERS`` set; the emulator (``runtime/cuda/gg_emu_memcheck.cc``)
 records every access of every lane, groups them per (warp, access site,
 n-th execution by the lane) into warp-level requests, and writes per site:
 

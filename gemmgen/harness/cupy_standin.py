@@ -47,9 +47,9 @@ import numpy as np
 from gemmgen.archs import parse_arch, sm_count
 from gemmgen.harness import cuda_gpu
 from gemmgen.harness.cuda_emu import EmuModule, TensorMap
+from gemmgen.harness.cubin import EM_CUDA, cubin_arch, cubin_functions
 from gemmgen.harness.nvcc import shared_memory_limit
 
-EM_CUDA = 190
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 CUDA_ERROR_NOT_FOUND = 500
@@ -65,32 +65,6 @@ class CUDADriverError(RuntimeError):
 
 class CUDARuntimeError(RuntimeError):
     pass
-
-
-def cubin_arch(cubin: bytes) -> int:
-    """The SM number (major * 10 + minor) a CUDA ELF is built for: bits 8-15
-    of e_flags (what cuobjdump reports as its arch; tests/test_cupy_call.py
-    checks it against cuobjdump)."""
-    (flags,) = struct.unpack_from("<I", cubin, 48)
-    return (flags >> 8) & 0xFF
-
-
-def cubin_functions(cubin: bytes) -> set[str]:
-    """The names of the function symbols of an ELF64 (its .symtab)."""
-    shoff, = struct.unpack_from("<Q", cubin, 40)
-    shentsize, shnum = struct.unpack_from("<HH", cubin, 58)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
-    names = set()
-    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
-        if kind != 2:  # SHT_SYMTAB
-            continue
-        strtab = sections[link][4]
-        for j in range(size // entsize):
-            name, info = struct.unpack_from("<IB", cubin, offset + j * entsize)
-            if info & 0xF == 2:  # STT_FUNC
-                end = cubin.index(b"\0", strtab + name)
-                names.add(cubin[strtab + name:end].decode())
-    return names
 
 
 class _Memory:

@@ -17,8 +17,9 @@ RUNTIME_INCLUDE_DIR = Path(__file__).resolve().parent / "cuda"
 
 
 def is_emulator_file(name: str) -> bool:
-    """Whether a runtime file belongs to the CPU emulator (gg_emu*.h and
-    gg_emu_host.cc), which only a host compiler reaches: gg_runtime.cuh
+    """Whether a runtime file belongs to the CPU emulator (gg_emu*.h, its core
+    units gg_emu_*.cc and gg_emu_host.cc), which only a host compiler
+    reaches: gg_runtime.cuh
     includes gg_emu.h only when __CUDACC__ is undefined. `gemmgen build` does
     not copy these into generated/."""
     return name.startswith("gg_emu")

@@ -3,6 +3,7 @@ no-inline-PTX rule for generated code, and the GPU path's clean skip."""
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,36 @@ extern "C" __global__ void scale_bf16(const __grid_constant__ Scale s, float* x)
   if (i < s.n) x[i] = s.alpha * __low2float(pair);
 }
 """
+
+
+def test_the_emulator_core_is_compiled_once_and_linked_into_each_library():
+    # The kernel-independent emulator (gg_emu_*.cc) is compiled once per
+    # build mode into the cache and linked into every library; the kernel's
+    # own unit does not compile it again (docs/cuda-emulation.md, "The core
+    # objects").
+    module = EmuModule(TINY, "tiny.cu", memcheck=False)
+    core = cuda_emu.core_objects(cuda_emu.build._FIBER_FLAGS)
+    units = sorted(p.name for p in toolchain.RUNTIME_INCLUDE_DIR.glob("gg_emu_*.cc"))
+    assert len(core) == len(units) - 1 and "gg_emu_host.cc" in units  # the TSan child is no unit
+    stamps = [p.stat().st_mtime_ns for p in core]
+    assert cuda_emu.core_objects(cuda_emu.build._FIBER_FLAGS) == core  # cached: not compiled again
+    assert [p.stat().st_mtime_ns for p in core] == stamps
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) not found")
+
+    def defined(path: Path, *flags: str) -> set[str]:
+        out = subprocess.run([nm, "--defined-only", *flags, str(path)], capture_output=True, text=True,
+                             check=True).stdout
+        return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+    abi = {"gg_emu_run_request", "gg_emu_launch", "gg_emu_malloc", "gg_emu_cuTensorMapEncodeTiled"}
+    assert abi <= set().union(*(defined(p) for p in core))
+    assert abi <= defined(module.library, "-D")
+    # The memory checker's core is another object: its hooks are there.
+    checked = cuda_emu.core_objects((*cuda_emu.build._FIBER_FLAGS, *cuda_emu.build._MEMCHECK_FLAGS))
+    assert not set(checked) & set(core)
+    assert "__tsan_read4" in set().union(*(defined(p) for p in checked))
 
 
 def test_libraries_are_cached_by_content(tmp_path, monkeypatch):

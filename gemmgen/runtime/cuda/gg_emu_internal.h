@@ -1,0 +1,334 @@
+// gg_emu_internal.h: the declarations the emulator's core units share
+// (gg_emu_core.cc, gg_emu_launch.cc, gg_emu_memcheck.cc, gg_emu_sm90.cc,
+// gg_emu_cudart.cc). Those are compiled once per build mode (fiber, memory
+// checker, TSan) with GG_EMU_CORE defined, into objects that every kernel
+// library links statically: each library keeps its own copy of the state
+// (buffers, stacks, the fault handler, the launch), as when the whole
+// emulator was compiled in the kernel's unit. A kernel never includes it.
+#pragma once
+
+#if !defined(GG_EMU_CORE)
+#error "gg_emu_internal.h belongs to the emulator's core units (compiled with -DGG_EMU_CORE)"
+#endif
+
+#include "gg_emu.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <dlfcn.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+// The C ABI: exported, and kept (`used`) although nothing in the library calls it.
+#define GG_EMU_API extern "C" __attribute__((visibility("default"), used))
+
+namespace gg::emu {
+
+struct Launch {
+  const KernelInfo* kernel = nullptr;
+  void* const* args = nullptr;
+  dim3 grid;
+  dim3 block;
+  std::size_t dynamic_smem = 0;
+  Schedule schedule = Schedule::run_ahead;
+  unsigned workers = 1;
+  std::size_t stack_bytes = 0;
+  bool flush_subnormals = false;  // GG_EMU_FTZ=1: model a kernel built with -ftz (see set_ftz)
+  std::atomic<unsigned long long> next_block{0};
+
+  unsigned long long num_blocks() const {
+    return static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
+  }
+  unsigned threads_per_block() const { return block.x * block.y * block.z; }
+};
+
+
+// GG_EMU_FTZ=1 models a kernel compiled with -ftz=true (nvcc --use_fast_math):
+// f32 arithmetic flushes subnormal inputs and results to zero. On x86 the
+// MXCSR bits FTZ (results) and DAZ (inputs) do that for every SSE operation
+// of the thread, f64 included (the emulator's own f64 arithmetic, such as an
+// mma.sync's sum, never meets a subnormal for realistic data). Set at the start
+// of each CUDA thread; swapcontext saves and restores MXCSR per fiber.
+inline bool ftz_supported() {
+#if defined(__x86_64__) || defined(__i386__)
+  return true;
+#else
+  return false;
+#endif
+}
+inline void set_ftz(bool on) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (on) _mm_setcsr(_mm_getcsr() | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
+#else
+  (void)on;
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Shared-memory regions of the calling worker thread.
+
+struct SharedRegion {
+  unsigned char* begin = nullptr;
+  unsigned char* end = nullptr;
+};
+
+#if !defined(GG_EMU_TSAN)
+// The calling thread's instance of this module's .tbss: every static
+// `__shared__` variable and gg_emu_dynamic_smem, nothing else (see Tls).
+SharedRegion module_tbss();
+#endif
+
+// ---------------------------------------------------------------------------
+// Device buffers with guard regions and canaries.
+
+struct DeviceBuffer {
+  unsigned char* map;
+  std::size_t map_bytes;
+  unsigned char* data;
+  std::size_t bytes;
+  std::size_t padded;
+  int tag;
+};
+
+struct StackGuard {
+  unsigned char* begin;
+  unsigned char* end;
+};
+
+struct Registry {
+  std::mutex mu;
+  std::vector<DeviceBuffer> buffers;
+  std::vector<StackGuard> stack_guards;
+  std::size_t stack_bytes = 0;
+};
+
+Registry& registry();
+
+inline std::size_t round_up(std::size_t x, std::size_t m) { return (x + m - 1) / m * m; }
+
+// A buffer of `bytes` whose end is 16-byte aligned against a 64 KiB PROT_NONE
+// guard region; another guards the page before it. Everything between the
+// guards that is not the buffer holds 0xFF canaries.
+void* device_malloc(std::size_t bytes, int tag);
+void device_free(void* p);
+std::string describe_buffer(const DeviceBuffer& b);
+// Finds writes into the canary bytes around every live buffer.
+void check_canaries();
+
+// ---------------------------------------------------------------------------
+// Poisoned fiber stacks (fiber mode; docs/cuda-emulation.md, "Uninitialised
+// values").
+//
+// Fresh fiber stacks are zero pages: an uninitialised local would read 0 in a
+// worker's first block and a previous block's values later. Instead every
+// block starts with its fibers' stacks full of kStackPoison words: NaN in
+// every float format at every aligned position (f32, f64, bf16, f16, e4m3,
+// e5m2), INT_MAX or a huge int64 as an integer, a non-canonical address as a
+// pointer. Only what a fiber has used is refilled: a stack is PROT_NONE below
+// its top kStackWindow bytes, and a fault there (above the guard) makes more
+// pages accessible, poisons them and retries the access, so a block pays for
+// the stack its threads use, not for GG_EMU_STACK_KB.
+
+inline constexpr std::uint32_t kStackPoison = 0x7FFFFFFFu;
+inline constexpr std::size_t kStackWindow = std::size_t{8} << 10;
+inline constexpr unsigned kMaxStackAreas = 1024;
+
+// The stacks of one BlockRunner. Read by the fault handler, so fixed slots.
+struct StackArea {
+  std::atomic<bool> in_use;
+  unsigned char* map;     // `count` stacks, each a guard region then the stack
+  std::size_t each;       // guard + stack bytes
+  unsigned count;
+  unsigned char** low;    // per stack: its lowest accessible byte
+};
+extern StackArea stack_areas[kMaxStackAreas];
+
+std::size_t page_bytes();
+GG_EMU_UNCHECKED void fill_stack_poison(unsigned char* p, std::size_t bytes);
+
+// The SIGSEGV and SIGBUS handler: grows fiber stacks, reports faults in
+// guard regions (gg_emu_core.cc). Installed once per library.
+void install_fault_handler();
+
+// The fault handler runs on an alternate stack: a fiber's own may be full.
+// One per worker thread, for the worker's lifetime.
+class SignalStack {
+ public:
+  SignalStack() : mem_(mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) {
+    stack_t ss{};
+    ss.ss_sp = mem_;
+    ss.ss_size = kBytes;
+    sigaltstack(&ss, nullptr);
+  }
+  ~SignalStack() {
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+    munmap(mem_, kBytes);
+  }
+  SignalStack(const SignalStack&) = delete;
+  SignalStack& operator=(const SignalStack&) = delete;
+
+ private:
+  static constexpr std::size_t kBytes = std::size_t{64} << 10;
+  void* mem_;
+};
+
+#if defined(GG_EMU_TSAN)
+}  // namespace gg::emu
+
+extern "C" {
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+}
+
+namespace gg::emu {
+
+// NB: every barrier and warp-collective of a block goes through one mutex.
+// Left alone, TSan would take each lock/unlock pair as synchronisation between
+// the two threads, whatever warps they are in, and a race could hide behind
+// an unrelated __syncwarp. So the emulator's bookkeeping is invisible to TSan
+// (no checked accesses, no happens-before from its mutex), and explicit
+// release/acquire annotations on a per-block and per-warp token give exactly
+// the synchronisation CUDA defines: __syncthreads orders the block, a
+// warp-collective orders the lanes of its warp.
+struct TsanQuiet {
+  TsanQuiet() { begin(); }
+  ~TsanQuiet() { end(); }
+  TsanQuiet(const TsanQuiet&) = delete;
+  TsanQuiet& operator=(const TsanQuiet&) = delete;
+  static void begin() {
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  static void end() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+  }
+};
+inline void sync_release(const void* token) { __tsan_release(const_cast<void*>(token)); }
+inline void sync_acquire(const void* token) { __tsan_acquire(const_cast<void*>(token)); }
+#else
+inline void sync_release(const void*) {}
+inline void sync_acquire(const void*) {}
+#endif
+
+}  // namespace gg::emu
+
+namespace gg::emu {
+
+// The Hopper model's per-block state and the runner's hooks (gg_emu_sm90.cc).
+struct HopperBlock;
+void hopper_block_begin(BlockRunner& r);
+void hopper_block_end(BlockRunner& r);
+void hopper_thread_exit(ThreadCtx& t);
+void hopper_free(HopperBlock* h);
+std::string hopper_report(const BlockRunner& r);
+bool hopper_on_stall(BlockRunner& r);
+
+// ---------------------------------------------------------------------------
+// Launches (gg_emu_launch.cc).
+
+// The message of the last rejected launch or runtime call.
+std::string& last_error();
+// Rejects a launch or a runtime call: `code` is the cudaError_t a GPU
+// returns, the message says why.
+int reject(int code, const std::string& message);
+
+// ---------------------------------------------------------------------------
+// Emulated device: the arch whose limits launches are checked against.
+// gemmgen.harness.cuda_emu sets GG_EMU_ARCH (e.g. sm_89) and
+// GG_EMU_SMEM_OPTIN (its opt-in shared memory per block, from
+// gemmgen.archs.shared_memory_limit) and GG_EMU_SM_COUNT (its SMs, from
+// gemmgen.archs.sm_count, or what a test asks for); without them the device
+// is an sm_90a with 132 SMs. The grid and block limits are the same on
+// every arch.
+
+struct Device {
+  std::string arch;  // "sm_90a"
+  int major = 0;
+  int minor = 0;
+  std::size_t smem_optin = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  int sm_count = 132;          // cudaDevAttrMultiProcessorCount
+};
+
+inline constexpr unsigned long long kMaxGridX = 2147483647ull;  // 2^31 - 1
+inline constexpr unsigned kMaxGridYZ = 65535;
+inline constexpr unsigned kMaxBlockThreads = 1024;
+inline constexpr unsigned kMaxBlockXY = 1024;
+inline constexpr unsigned kMaxBlockZ = 64;
+
+// The emulated device, read from the environment at the first call.
+const Device& device();
+// cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
+int set_max_dynamic_smem(KernelInfo& k, long long bytes);
+// What the driver checks before it launches `k`: 0, or the cudaError_t a
+// GPU returns (with last_error() saying why).
+int check_launch(const KernelInfo& k, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem);
+// Runs kernel `k` (after check_launch): 0, or the check's error code.
+int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
+               void* const* args);
+// Runs the kernel named `kernel` (gg_emu_launch): 0, or a nonzero
+// cudaError_t code when the launch is rejected.
+int launch(const char* kernel, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
+           void* const* args, std::size_t nargs);
+
+// Request files (gg_emu_launch.cc describes the format).
+struct Reader {
+  const unsigned char* p;
+  const unsigned char* end;
+
+  const unsigned char* take(std::size_t n) {
+    if (static_cast<std::size_t>(end - p) < n) fail("malformed request file: truncated");
+    const unsigned char* r = p;
+    p += n;
+    return r;
+  }
+  template <class T>
+  T get() {
+    T v;
+    std::memcpy(&v, take(sizeof(T)), sizeof(T));
+    return v;
+  }
+};
+
+std::vector<unsigned char> read_file(const char* path);
+
+namespace sm90 {
+// A tensor-map entry of a request (kind 3), decoded.
+struct MapArgument {
+  std::uint32_t buffer, dtype, rank, interleave, swizzle, l2_promotion, oob_fill;
+  std::uint64_t offset;
+  std::vector<std::uint64_t> dims, strides;
+  std::vector<std::uint32_t> box, element_strides;
+};
+// Encodes `a` into `map` (128 bytes, 64-byte aligned) with the emulated
+// cuTensorMapEncodeTiled against `buffer` (`buffer_bytes` long) plus the
+// offset, and checks that the map stays inside the buffer. Defined in
+// gg_emu_sm90.cc; false with `why` set when either fails.
+bool encode_map_argument(void* map, const MapArgument& a, unsigned char* buffer, std::size_t buffer_bytes,
+                         std::string& why);
+// The emulated cuTensorMapEncodeTiled (gg_emu_sm90.cc).
+CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
+                      const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                      const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+                      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob);
+}  // namespace sm90
+
+}  // namespace gg::emu

@@ -1,0 +1,1260 @@
+// gg_emu_sm90.cc: the emulator's model of the Hopper (sm_90a) machinery
+// (gg_emu_sm90.h describes it; docs/cuda-hopper.md has the full story),
+// compiled once per build mode into the core objects.
+#include "gg_emu_runner.h"
+
+#include <cfenv>
+#include <csignal>
+
+namespace gg::emu {
+
+namespace sm90 {
+
+inline int dtype_bytes(int dtype) {
+  switch (dtype) {
+    case CU_TENSOR_MAP_DATA_TYPE_UINT8:
+      return 1;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT16:
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT16:
+    case CU_TENSOR_MAP_DATA_TYPE_BFLOAT16:
+      return 2;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT32:
+    case CU_TENSOR_MAP_DATA_TYPE_INT32:
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT32:
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ:
+    case CU_TENSOR_MAP_DATA_TYPE_TFLOAT32:
+    case CU_TENSOR_MAP_DATA_TYPE_TFLOAT32_FTZ:
+      return 4;
+    case CU_TENSOR_MAP_DATA_TYPE_UINT64:
+    case CU_TENSOR_MAP_DATA_TYPE_INT64:
+    case CU_TENSOR_MAP_DATA_TYPE_FLOAT64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+// The swizzle span in bytes of a CU_TENSOR_MAP_SWIZZLE_* (0: none).
+inline unsigned swizzle_span(int swizzle) {
+  return swizzle == 0 ? 0u : 16u << swizzle;
+}
+
+inline CUresult encode_error(CUresult code, const std::string& why) {
+  last_error() = "cuTensorMapEncodeTiled: " + why;
+  std::fprintf(
+      stderr, "gg-emu: rejected: %s (%s)\n", last_error().c_str(),
+      code == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_NOT_SUPPORTED");
+  std::fflush(stderr);
+  return code;
+}
+
+// cuTensorMapEncodeTiled, with the driver's documented checks: the same
+// CUresult for the same arguments, and a message saying why.
+CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank,
+                             void* address, const cuuint64_t* dims, const cuuint64_t* strides,
+                             const cuuint32_t* box, const cuuint32_t* element_strides,
+                             CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                             CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  const CUresult bad = CUDA_ERROR_INVALID_VALUE;
+  if (map == nullptr || reinterpret_cast<std::uintptr_t>(map) % 64 != 0) {
+    return encode_error(bad,
+                        format("tensorMap %p is not 64-byte aligned", static_cast<void*>(map)));
+  }
+  const int eb = dtype_bytes(dtype);
+  if (static_cast<unsigned>(dtype) > CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B) {
+    return encode_error(
+        bad, format("tensorDataType %d is not a CUtensorMapDataType", static_cast<int>(dtype)));
+  }
+  if (eb == 0)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED,
+                        "packed 4/6-bit data types are not modelled by the emulator");
+  if (rank == 0 || rank > 5)
+    return encode_error(bad, format("tensorRank %u is not in 1..5", rank));
+  if (static_cast<unsigned>(interleave) > CU_TENSOR_MAP_INTERLEAVE_32B) {
+    return encode_error(
+        bad, format("interleave %d is not a CUtensorMapInterleave", static_cast<int>(interleave)));
+  }
+  if (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE && rank < 3) {
+    return encode_error(bad, format("an interleaved layout needs tensorRank >= 3, got %u", rank));
+  }
+  const unsigned align = interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16;
+  if (reinterpret_cast<std::uintptr_t>(address) % align != 0) {
+    return encode_error(bad, format("globalAddress %p is not %u-byte aligned", address, align));
+  }
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    if (dims[i] == 0 || dims[i] > (1ull << 31)) {
+      return encode_error(bad, format("globalDim[%u] = %llu is not in 1..2^31", i,
+                                      static_cast<unsigned long long>(dims[i])));
+    }
+  }
+  for (cuuint32_t i = 0; i + 1 < rank; ++i) {
+    if (strides[i] % align != 0 || strides[i] >= (1ull << 40)) {
+      return encode_error(bad, format("globalStrides[%u] = %llu is not a multiple of %u below 2^40",
+                                      i, static_cast<unsigned long long>(strides[i]), align));
+    }
+  }
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    if (box[i] == 0 || box[i] > 256)
+      return encode_error(bad, format("boxDim[%u] = %u is not in 1..256", i, box[i]));
+    if (element_strides[i] == 0 || element_strides[i] > 8) {
+      return encode_error(bad,
+                          format("elementStrides[%u] = %u is not in 1..8", i, element_strides[i]));
+    }
+  }
+  if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && box[0] * eb % 16 != 0) {
+    return encode_error(
+        bad, format("boxDim[0] * element size = %u bytes is not a multiple of 16", box[0] * eb));
+  }
+  if (static_cast<unsigned>(swizzle) > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B) {
+    return encode_error(
+        bad, format("swizzle %d is not a CUtensorMapSwizzle", static_cast<int>(swizzle)));
+  }
+  if (interleave == CU_TENSOR_MAP_INTERLEAVE_32B && swizzle != CU_TENSOR_MAP_SWIZZLE_32B) {
+    return encode_error(bad, "CU_TENSOR_MAP_INTERLEAVE_32B needs CU_TENSOR_MAP_SWIZZLE_32B");
+  }
+  if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && swizzle != CU_TENSOR_MAP_SWIZZLE_NONE) {
+    const unsigned span = swizzle >= CU_TENSOR_MAP_SWIZZLE_128B ? 128u : swizzle_span(swizzle);
+    if (box[0] * eb > span) {
+      return encode_error(
+          bad, format("the inner box dimension is %u bytes (boxDim[0] = %u), over the %u-byte "
+                      "swizzle span",
+                      box[0] * eb, box[0], span));
+    }
+  }
+  if (static_cast<unsigned>(l2) > CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+    return encode_error(
+        bad, format("l2Promotion %d is not a CUtensorMapL2promotion", static_cast<int>(l2)));
+  }
+  if (static_cast<unsigned>(oob) > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) {
+    return encode_error(
+        bad, format("oobFill %d is not a CUtensorMapFloatOOBfill", static_cast<int>(oob)));
+  }
+  const bool is_float = dtype >= CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  if (oob == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA && !is_float) {
+    return encode_error(
+        bad, "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA needs a floating-point data type");
+  }
+  // The driver accepts these; the emulator does not model them.
+  if (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED, "interleaved layouts are not modelled");
+  if (swizzle > CU_TENSOR_MAP_SWIZZLE_128B)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED, "the 128B_ATOM swizzles are not modelled");
+  if (oob != CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    return encode_error(CUDA_ERROR_NOT_SUPPORTED, "NaN out-of-bounds fill is not modelled");
+  for (cuuint32_t i = 1; i < rank; ++i) {
+    if (element_strides[i] != 1)
+      return encode_error(CUDA_ERROR_NOT_SUPPORTED, "elementStrides other than 1 are not modelled");
+  }
+  MapBits m{};
+  m.magic = kMapMagic;
+  m.dtype = static_cast<std::uint8_t>(dtype);
+  m.rank = static_cast<std::uint8_t>(rank);
+  m.swizzle = static_cast<std::uint8_t>(swizzle);
+  m.elem_bytes = static_cast<std::uint8_t>(eb);
+  m.address = reinterpret_cast<std::uintptr_t>(address);
+  m.strides[0] = static_cast<std::uint64_t>(eb);
+  for (cuuint32_t i = 0; i < rank; ++i) {
+    m.dims[i] = dims[i];
+    m.box[i] = box[i];
+    if (i > 0)
+      m.strides[i] = strides[i - 1];
+  }
+  std::memset(static_cast<void*>(map), 0, sizeof(CUtensorMap));
+  std::memcpy(static_cast<void*>(map), &m, sizeof m);
+  return CUDA_SUCCESS;
+}
+
+// The name of a CUresult the encoder returns.
+inline const char* result_name(CUresult code) {
+  switch (code) {
+    case CUDA_SUCCESS:
+      return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE:
+      return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return "CUDA_ERROR_NOT_SUPPORTED";
+    default:
+      return "an unknown CUresult";
+  }
+}
+
+// The last byte a map reaches in global memory, plus one: every dimension at
+// its last index (0: a dimension of size 0, which encode_tiled rejects).
+inline std::uint64_t map_extent(const MapBits& m) {
+  std::uint64_t end = m.elem_bytes;
+  for (unsigned d = 0; d < m.rank; ++d) {
+    if (m.dims[d] == 0)
+      return 0;
+    end += (m.dims[d] - 1) * m.strides[d];
+  }
+  return end;
+}
+
+static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) >= 64);
+
+// A tensor-map argument of a request (gg_emu.h's run_request): encoded as a
+// launcher encodes it, then checked against its buffer. The driver cannot
+// check the extent (it does not know the allocation), but a map that reaches
+// past its buffer reads or writes memory that belongs to nobody, and the TMA
+// engine's copies are not bounds-checked, so the launch is refused here.
+bool encode_map_argument(void* map, const MapArgument& a, unsigned char* buffer,
+                                std::size_t buffer_bytes, std::string& why) {
+  if (a.offset > buffer_bytes) {
+    why = format("the offset %llu is past the end of the buffer",
+                 static_cast<unsigned long long>(a.offset));
+    return false;
+  }
+  // Pad the arrays to the driver's maximum rank: encode_tiled reads at most
+  // `rank` entries, and rejects a rank over 5 before reading any.
+  std::vector<cuuint64_t> dims(a.dims.begin(), a.dims.end()),
+      strides(a.strides.begin(), a.strides.end());
+  std::vector<cuuint32_t> box(a.box.begin(), a.box.end()),
+      estrides(a.element_strides.begin(), a.element_strides.end());
+  dims.resize(std::max<std::size_t>(dims.size(), 5), 1);
+  strides.resize(std::max<std::size_t>(strides.size(), 4), 0);
+  box.resize(std::max<std::size_t>(box.size(), 5), 1);
+  estrides.resize(std::max<std::size_t>(estrides.size(), 5), 1);
+  auto* m = static_cast<CUtensorMap*>(map);
+  const CUresult r = encode_tiled(m, static_cast<CUtensorMapDataType>(a.dtype), a.rank,
+                                  buffer + a.offset, dims.data(), strides.data(), box.data(),
+                                  estrides.data(), static_cast<CUtensorMapInterleave>(a.interleave),
+                                  static_cast<CUtensorMapSwizzle>(a.swizzle),
+                                  static_cast<CUtensorMapL2promotion>(a.l2_promotion),
+                                  static_cast<CUtensorMapFloatOOBfill>(a.oob_fill));
+  if (r != CUDA_SUCCESS) {
+    const std::string prefix = "cuTensorMapEncodeTiled: ";
+    const std::string& e = last_error();
+    why = format("cuTensorMapEncodeTiled returned %s (%d): %s", result_name(r), static_cast<int>(r),
+                 (e.compare(0, prefix.size(), prefix) == 0 ? e.substr(prefix.size()) : e).c_str());
+    return false;
+  }
+  const MapBits& bits = *reinterpret_cast<const MapBits*>(m);
+  const std::uint64_t extent = map_extent(bits);
+  if (a.offset + extent > buffer_bytes) {
+    std::string shape;
+    for (unsigned d = 0; d < bits.rank; ++d) {
+      shape += format("%s%llu", d == 0 ? "" : ", ", static_cast<unsigned long long>(bits.dims[d]));
+    }
+    why = format(
+        "the map reaches %llu bytes past the offset %llu (globalDim {%s}, globalStrides and the "
+        "element size), beyond the buffer's end",
+        static_cast<unsigned long long>(extent), static_cast<unsigned long long>(a.offset),
+        shape.c_str());
+    return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// Matrix descriptors and the canonical layouts (PTX ISA, "Shared Memory
+// Matrix Layout": the table of canonical layouts in CuTe notation, and
+// "Matrix Descriptor Format"). Pure functions: the tests check them against
+// CuTe (gg_emu_sm90_operand_address below).
+
+struct Desc {
+  std::uint32_t start;  // bytes
+  std::uint32_t lbo;    // bytes
+  std::uint32_t sbo;    // bytes
+  unsigned base_offset;
+  unsigned mode;  // 0 none, 1 128B, 2 64B, 3 32B
+};
+
+inline Desc decode_desc(std::uint64_t d) {
+  return {static_cast<std::uint32_t>(d & 0x3FFF) << 4,
+          static_cast<std::uint32_t>((d >> 16) & 0x3FFF) << 4,
+          static_cast<std::uint32_t>((d >> 32) & 0x3FFF) << 4, static_cast<unsigned>((d >> 49) & 7),
+          static_cast<unsigned>((d >> 62) & 3)};
+}
+
+// Swizzle bytes of a descriptor's layout type (0: none).
+inline unsigned desc_span(unsigned mode) {
+  return mode == 0 ? 0u : (mode == 1 ? 128u : (mode == 2 ? 64u : 32u));
+}
+
+// Swizzle<B,4,3> on a byte address: bits [4, 4+B) ^= bits [7, 7+B), B = log2(span / 16).
+inline std::uint32_t swizzle_address(std::uint32_t addr, unsigned span) {
+  if (span == 0)
+    return addr;
+  const std::uint32_t mask = span / 16 - 1;
+  return addr ^ (((addr >> 7) & mask) << 4);
+}
+
+// The shared address of element (mn, k) of a wgmma operand (A: m x k, B:
+// n x k) that `d` describes, `mn_major` for an M/N-major operand (imm-trans 1),
+// elements of `eb` bytes. The canonical layouts, in bytes, with T = 16 / eb
+// elements per 16 bytes and S the swizzle span:
+//   K-major,  none:     (mn%8)*16 + (mn/8)*SBO + (k/T)*LBO + (k%T)*eb
+//   K-major,  swizzled: (mn%8)*S  + (mn/8)*SBO + k*eb                  (LBO unused)
+//   MN-major, none:     (mn%T)*eb + (mn/T)*SBO + (k%8)*16 + (k/8)*LBO
+//   MN-major, swizzled: (mn%T)*eb + ((mn/T)%(S/16))*16 + (mn/(T*S/16))*LBO + (k%8)*S + (k/8)*SBO
+// then Swizzle<log2(S/16),4,3> on the address.
+inline std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigned mn,
+                                     unsigned k) {
+  const unsigned t = 16 / eb;
+  const unsigned span = desc_span(d.mode);
+  std::uint32_t off;
+  if (!mn_major) {
+    off = span == 0 ? (mn % 8) * 16 + (mn / 8) * d.sbo + (k / t) * d.lbo + (k % t) * eb
+                    : (mn % 8) * span + (mn / 8) * d.sbo + k * eb;
+  } else if (span == 0) {
+    off = (mn % t) * eb + (mn / t) * d.sbo + (k % 8) * 16 + (k / 8) * d.lbo;
+  } else {
+    const unsigned w = span / 16;
+    off = (mn % t) * eb + ((mn / t) % w) * 16 + (mn / (t * w)) * d.lbo + (k % 8) * span +
+          (k / 8) * d.sbo;
+  }
+  return swizzle_address((d.start + off) % kWindow, span);
+}
+
+// The wgmma accumulator fragment (PTX ISA, figures "WGMMA .m64nNk16 / k32
+// register fragment layout for accumulator matrix D"): thread t of the
+// warpgroup, value i of its N/2 f32 registers.
+inline void accumulator_coord(unsigned t, unsigned i, unsigned* m, unsigned* n) {
+  const unsigned warp = t / 32, lane = t % 32;
+  *m = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+  *n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+}
+
+// The A fragment of wgmma .m64nNk16 with A in registers: value j (0..7) of
+// thread t, two 16-bit values per register, low half first.
+void a_fragment_coord(unsigned t, unsigned j, unsigned* m, unsigned* k) {
+  const unsigned warp = t / 32, lane = t % 32;
+  *m = 16 * warp + lane / 4 + 8 * ((j / 2) % 2);
+  *k = 2 * (lane % 4) + j % 2 + 8 * (j / 4);
+}
+
+// ---------------------------------------------------------------------------
+// Per-block state.
+
+struct Barrier {
+  std::uint32_t addr = 0;
+  unsigned count = 0;    // arrivals per phase
+  unsigned pending = 0;  // arrivals still missing in the current phase
+  long long tx = 0;      // transaction bytes still missing (expect_tx adds, complete_tx subtracts)
+  long long announced = 0;       // bytes announced by expect_tx in the current phase
+  long long delivered = 0;       // bytes delivered by TMA in the current phase
+  unsigned long long phase = 0;  // completed phases
+  unsigned init_thread = 0;
+  bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
+};
+
+struct TmaLoad {
+  MapBits map;
+  int coords[5];
+  unsigned char* dst;
+  std::size_t bytes;
+  std::uint32_t barrier;
+  unsigned long long phase;  // the barrier phase whose transaction count it is part of
+  unsigned thread;
+};
+
+struct TmaStore {
+  MapBits map;
+  int coords[5];
+  const unsigned char* src;
+  std::vector<unsigned char> data;  // what the async proxy read at issue
+  unsigned group;
+  bool read_done = false;
+};
+
+struct HopperThread {
+  std::vector<WgmmaOp> wgmma;
+  unsigned wgmma_committed = 0;
+  bool fence_needed = true;  // wgmma.fence before the next wgmma.mma_async
+  bool stalled = false;      // wait_group: the block stalled since it began waiting
+  std::vector<TmaStore> stores;
+  unsigned bulk_committed = 0;
+  std::string wait_text;  // the description of the thread's current wait
+};
+
+}  // namespace sm90
+
+struct HopperBlock {
+  std::vector<sm90::Barrier> barriers;
+  std::vector<sm90::TmaLoad> loads;
+  std::vector<sm90::HopperThread> threads;
+  std::vector<unsigned char> shadow;  // the async proxy's view of the block's shared memory
+  struct Filled {
+    std::uint32_t lo, hi;
+    unsigned span;  // the swizzle span of the TMA load that filled [lo, hi)
+  };
+  std::vector<Filled> filled;
+  bool used = false;
+};
+
+namespace sm90 {
+
+[[noreturn]] inline void tsan_unsupported() {
+  fail(
+      "the Hopper primitives (mbarrier, TMA, wgmma) are modelled in fiber mode only, not in TSan "
+      "mode");
+}
+
+inline BlockRunner& runner() {
+  return *current().runner;
+}
+
+inline HopperBlock& block() {
+#if defined(GG_EMU_TSAN)
+  tsan_unsupported();
+#else
+  BlockRunner& r = runner();
+  if (r.hopper == nullptr)
+    r.hopper = new HopperBlock();
+  HopperBlock& h = *r.hopper;
+  if (!h.used) {
+    const SharedRegion& s = r.shared_region();
+    if (static_cast<std::size_t>(s.end - s.begin) > kWindow) {
+      fail("internal: the block's shared memory (%zu bytes) is over the 2^18-byte shared window",
+           static_cast<std::size_t>(s.end - s.begin));
+    }
+    h.threads.assign(r.num_threads(), HopperThread{});
+    // The async proxy's view at block start: the poison every block starts with.
+    h.shadow.assign(static_cast<std::size_t>(s.end - s.begin), kPoison);
+    h.used = true;
+  }
+  return h;
+#endif
+}
+
+inline HopperThread& me() {
+  return block().threads[current().linear];
+}
+
+// The bytes at shared address `a`, `bytes` long, in this block's shared memory.
+inline unsigned char* at(std::uint32_t a, std::size_t bytes, const char* what) {
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  const std::size_t off = (a - base) % kWindow;
+  if (off + bytes > static_cast<std::size_t>(s.end - s.begin)) {
+    fail("%s: shared address 0x%05x (+%zu bytes) is outside the block's shared memory", what, a,
+         bytes);
+  }
+  return s.begin + off;
+}
+
+// The offset in the block's shared memory of shared address `a` (ranges
+// are kept as offsets: the window address of the region may wrap at 2^18).
+inline std::uint32_t rel(std::uint32_t a) {
+  return (a - addr_of(runner().shared_region().begin)) % kWindow;
+}
+
+inline std::size_t shadow_offset(const void* p) {
+  return static_cast<std::size_t>(static_cast<const unsigned char*>(p) -
+                                  runner().shared_region().begin);
+}
+
+inline std::string where_smem(const void* p) {
+  return format("shared address 0x%05x", addr_of(p));
+}
+
+inline Barrier* find_barrier(const void* bar) {
+  const std::uint32_t a = addr_of(bar);
+  for (Barrier& b : block().barriers) {
+    if (b.addr == a)
+      return &b;
+  }
+  return nullptr;
+}
+
+inline void check_barrier_address(const void* bar, const char* op) {
+  if (reinterpret_cast<std::uintptr_t>(bar) % 8 != 0)
+    fail("%s: mbarrier address %p is not 8-byte aligned", op, bar);
+  check_shared(bar, 8, op);
+}
+
+inline Barrier& barrier(const void* bar, const char* op) {
+  check_barrier_address(bar, op);
+  Barrier* b = find_barrier(bar);
+  if (b == nullptr) {
+    fail("%s: the mbarrier at %s was not initialised (mbarrier.init), or was invalidated", op,
+         where_smem(bar).c_str());
+  }
+  return *b;
+}
+
+inline std::string describe_barrier(const Barrier& b) {
+  std::string s = format(
+      "mbarrier at shared address 0x%05x: phase %llu (parity %llu) incomplete: %u of %u arrivals "
+      "missing",
+      b.addr, b.phase, b.phase & 1, b.pending, b.count);
+  if (b.tx > 0) {
+    s += format(", %lld transaction bytes missing (expect_tx announced %lld, TMA delivered %lld)",
+                b.tx, b.announced, b.delivered);
+  } else if (b.tx < 0) {
+    s += format(
+        ", %lld transaction bytes more than announced (expect_tx announced %lld, TMA delivered "
+        "%lld)",
+        -b.tx, b.announced, b.delivered);
+  }
+  return s;
+}
+
+GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l);
+
+// Ends the current phase when nothing is missing; wakes the waiters.
+inline void maybe_complete(Barrier& b) {
+  if (b.pending != 0 || b.tx != 0)
+    return;
+  ++b.phase;
+  b.pending = b.count;
+  b.announced = b.delivered = 0;
+  runner().wake_waiters();
+}
+
+inline bool phase_done(const Barrier& b, unsigned parity) {
+  return (b.phase & 1) != parity;
+}
+
+// Lands the TMA loads of every completed phase of barrier `b` (a thread's
+// wait has seen the phase complete).
+GG_EMU_UNCHECKED inline void land_loads(const Barrier& b) {
+  HopperBlock& h = block();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < h.loads.size(); ++i) {
+    const TmaLoad& l = h.loads[i];
+    if (l.barrier == b.addr && l.phase < b.phase) {
+      copy_box(l);
+    } else {
+      h.loads[kept++] = h.loads[i];
+    }
+  }
+  h.loads.resize(kept);
+}
+
+struct WaitArg {
+  HopperBlock* h;
+  std::uint32_t addr;
+  unsigned parity;
+};
+
+inline bool wait_ready(const void* p) {
+  const auto* w = static_cast<const WaitArg*>(p);
+  for (const Barrier& b : w->h->barriers) {
+    if (b.addr == w->addr)
+      return phase_done(b, w->parity);
+  }
+  return true;  // invalidated: the wait reports it when it resumes
+}
+
+// ---------------------------------------------------------------------------
+// Operations behind gg_primitives_sm90.cuh.
+
+void mbarrier_init(void* bar, unsigned count) {
+  check_barrier_address(bar, "mbarrier.init");
+  if (count == 0 || count > (1u << 20) - 1)
+    fail("mbarrier.init: count %u is not in 1..2^20-1", count);
+  HopperBlock& h = block();
+  Barrier* b = find_barrier(bar);
+  if (b == nullptr) {
+    h.barriers.push_back({});
+    b = &h.barriers.back();
+  }
+  *b = Barrier{};
+  b->addr = addr_of(bar);
+  b->count = b->pending = count;
+  b->init_thread = current().linear;
+  std::memset(bar, 0, 8);
+}
+
+void mbarrier_inval(void* bar) {
+  barrier(bar, "mbarrier.inval");
+  HopperBlock& h = block();
+  const std::uint32_t a = addr_of(bar);
+  for (const TmaLoad& l : h.loads) {
+    if (l.barrier == a)
+      fail("mbarrier.inval: TMA loads that signal the mbarrier at %s are still in flight",
+           where_smem(bar).c_str());
+  }
+  std::erase_if(h.barriers, [a](const Barrier& b) { return b.addr == a; });
+  runner().wake_waiters();
+}
+
+void fence_mbarrier_init() {
+  const unsigned self = current().linear;
+  for (Barrier& b : block().barriers) {
+    if (b.init_thread == self)
+      b.fenced = true;
+  }
+}
+
+unsigned long long mbarrier_arrive(void* bar, unsigned long long tx) {
+  Barrier& b = barrier(bar, tx != 0 ? "mbarrier.arrive.expect_tx" : "mbarrier.arrive");
+  if (b.pending == 0)
+    fail("mbarrier.arrive: more arrivals than the count of %s", describe_barrier(b).c_str());
+  const unsigned long long token = b.phase;
+  b.tx += static_cast<long long>(tx);
+  b.announced += static_cast<long long>(tx);
+  --b.pending;
+  maybe_complete(b);
+  return token;
+}
+
+// Register work of the thread (`what`: widening weights into registers,
+// spinning on an mbarrier) while one of its wgmmas with A in registers is in
+// flight. The C++ arrays may all differ, but ptxas does not reserve an
+// in-flight wgmma's A registers across code that branches, and gives their
+// physical registers to the new values (docs/cuda-hopper.md, "Register-
+// sourced wgmma hazards"): such a wgmma's batch must be waited for first.
+void register_work(const char* what) {
+  const HopperThread& t = me();
+  for (const WgmmaOp& op : t.wgmma) {
+    if (op.a_regs) {
+      const unsigned tid = current().linear;
+      fail(
+          "%s while a wgmma.mma_async with A in registers is in flight (thread %u, warpgroup %u, "
+          "commit group %u): ptxas may give the in-flight A fragment's registers to the new "
+          "values; wgmma.wait_group first",
+          what, tid, tid / 128, op.group);
+    }
+  }
+}
+
+bool mbarrier_wait(void* bar, unsigned parity, const char* op) {
+  register_work("a spin on an mbarrier (mbarrier.try_wait)");
+  Barrier* b = &barrier(bar, op);
+  if (!phase_done(*b, parity)) {
+    HopperThread& t = me();
+    t.wait_text = format("%s (mbarrier at shared address 0x%05x, parity %u)", op, b->addr, parity);
+    const WaitArg arg{&block(), b->addr, parity};
+    runner().wait_until(current(), t.wait_text.c_str(), &wait_ready, &arg);
+    b = &barrier(bar, op);
+  }
+  land_loads(*b);
+  return true;
+}
+
+// The async proxy reads [p, p + bytes): its bytes must be what the last
+// fence.proxy.async (or an async-proxy write) left.
+inline void check_async_view(const unsigned char* p, std::size_t bytes, const char* reader) {
+  const HopperBlock& h = block();
+  const std::size_t off = shadow_offset(p);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    if (p[i] != h.shadow[off + i]) {
+      fail(
+          "missing fence.proxy.async: %s reads shared memory at %s (byte %zu of %zu) that the "
+          "generic proxy wrote "
+          "(st.shared) after the last fence.proxy.async; write, then fence.proxy.async, then a "
+          "barrier, then the "
+          "async-proxy read",
+          reader, where_smem(p + i).c_str(), i, bytes);
+    }
+  }
+}
+
+void fence_proxy_async() {
+  HopperBlock& h = block();
+  const SharedRegion& s = runner().shared_region();
+  std::memcpy(h.shadow.data(), s.begin, static_cast<std::size_t>(s.end - s.begin));
+  fence_mbarrier_init();  // the proxy fence also orders the thread's mbarrier.init
+}
+
+// Walks every element of a TMA box: f(offset of the element in the box
+// (elements), its global coordinates, whether all are in bounds).
+template <class F>
+GG_EMU_UNCHECKED inline void for_box(const MapBits& m, const int* coords, F f) {
+  std::size_t count = 1;
+  for (unsigned d = 0; d < m.rank; ++d)
+    count *= m.box[d];
+  for (std::size_t e = 0; e < count; ++e) {
+    std::size_t rest = e;
+    bool inside = true;
+    long long g[5] = {};
+    for (unsigned d = 0; d < m.rank; ++d) {
+      g[d] = static_cast<long long>(coords[d]) + static_cast<long long>(rest % m.box[d]);
+      rest /= m.box[d];
+      inside = inside && g[d] >= 0 && g[d] < static_cast<long long>(m.dims[d]);
+    }
+    f(e, g, inside);
+  }
+}
+
+inline std::size_t box_bytes(const MapBits& m) {
+  std::size_t n = m.elem_bytes;
+  for (unsigned d = 0; d < m.rank; ++d)
+    n *= m.box[d];
+  return n;
+}
+
+// Byte `byte` of a box that starts at `dst`, after the swizzle (which only
+// moves bits 4-6 of the address, so the host address serves).
+inline unsigned char* box_byte(unsigned char* dst, std::size_t byte, unsigned swizzle) {
+  std::uintptr_t a = reinterpret_cast<std::uintptr_t>(dst) + byte;
+  const unsigned span = swizzle_span(swizzle);
+  if (span != 0)
+    a ^= ((a >> 7) & (span / 16 - 1)) << 4;
+  return reinterpret_cast<unsigned char*>(a);
+}
+
+GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l) {
+  HopperBlock& h = block();
+  const MapBits& m = l.map;
+  const auto* g = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(m.address));
+  const std::size_t off0 = shadow_offset(l.dst);
+  const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)),
+                      hi = lo + static_cast<std::uint32_t>(l.bytes);
+  std::erase_if(h.filled, [&](const HopperBlock::Filled& f) { return f.lo < hi && lo < f.hi; });
+  h.filled.push_back({lo, hi, swizzle_span(m.swizzle)});
+  for_box(m, l.coords, [&](std::size_t e, const long long* c, bool inside) {
+    unsigned char* s = box_byte(l.dst, e * m.elem_bytes, m.swizzle);
+    if (inside) {
+      std::size_t go = 0;
+      for (unsigned d = 0; d < m.rank; ++d)
+        go += static_cast<std::size_t>(c[d]) * m.strides[d];
+      std::memcpy(s, g + go, m.elem_bytes);
+    } else {
+      std::memset(s, 0, m.elem_bytes);
+    }
+    std::memcpy(&h.shadow[off0 + static_cast<std::size_t>(s - l.dst)], s, m.elem_bytes);
+  });
+}
+
+const MapBits& map_bits(const CUtensorMap* map, const char* op) {
+  const auto* m = reinterpret_cast<const MapBits*>(map);
+  if (m->magic != kMapMagic)
+    fail("%s: the tensor map at %p was not made by cuTensorMapEncodeTiled", op,
+         static_cast<const void*>(map));
+  return *m;
+}
+
+// Shared memory that an in-flight wgmma of some thread reads, overlapping
+// [lo, hi): a report, or nothing.
+inline void check_no_wgmma_reads(std::uint32_t lo, std::uint32_t hi, const char* writer) {
+  const HopperBlock& h = block();
+  for (unsigned t = 0; t < h.threads.size(); ++t) {
+    for (const WgmmaOp& op : h.threads[t].wgmma) {
+      for (const Range& r : op.reads) {
+        if (r.lo < hi && lo < r.hi) {
+          const std::uint32_t base = addr_of(runner().shared_region().begin);
+          fail(
+              "%s overwrites shared memory [0x%05x, 0x%05x) that a wgmma.mma_async of thread %u "
+              "(warpgroup %u, "
+              "commit group %u) still reads: the stage was released before wgmma.wait_group "
+              "retired that wgmma (or "
+              "the wgmma was issued before the data it reads had arrived: no wait on the full "
+              "barrier)",
+              writer, (base + std::max(lo, r.lo)) % kWindow, (base + std::min(hi, r.hi)) % kWindow,
+              t, t / 128, op.group);
+        }
+      }
+    }
+  }
+}
+
+void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* coords,
+                     unsigned rank) {
+  static constexpr const char* kOp = "cp.async.bulk.tensor (TMA load)";
+  const MapBits& m = map_bits(map, kOp);
+  if (m.rank != rank)
+    fail("%s: a %uD copy through a tensor map of rank %u", kOp, rank, m.rank);
+  if (reinterpret_cast<std::uintptr_t>(dst) % 128 != 0)
+    fail("%s: destination %p is not 128-byte aligned", kOp, dst);
+  const std::size_t bytes = box_bytes(m);
+  check_shared(dst, bytes, kOp);
+  Barrier& b = barrier(bar, kOp);
+  if (!b.fenced) {
+    fail(
+        "missing fence.mbarrier_init: a TMA load signals the mbarrier at shared address 0x%05x, "
+        "but thread %u "
+        "initialised it and no fence.mbarrier_init (or fence.proxy.async) of that thread followed, "
+        "so the async "
+        "proxy may not see the initialisation",
+        b.addr, b.init_thread);
+  }
+  const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(dst));
+  check_no_wgmma_reads(lo, lo + static_cast<std::uint32_t>(bytes), "a TMA load");
+  HopperBlock& h = block();
+  const auto* d0 = static_cast<const unsigned char*>(dst);
+  for (const TmaLoad& l : h.loads) {
+    if (l.dst < d0 + bytes && d0 < l.dst + l.bytes) {
+      fail(
+          "%s into shared memory at 0x%05x that an earlier TMA load (mbarrier at 0x%05x, phase "
+          "%llu) still fills: "
+          "no thread waited for it",
+          kOp, addr_of(dst), l.barrier, l.phase);
+    }
+  }
+  auto* d = static_cast<unsigned char*>(dst);
+  std::memset(d, kPoison, bytes);
+  std::memset(&h.shadow[shadow_offset(d)], kPoison, bytes);
+  TmaLoad l{m, {}, d, bytes, b.addr, b.phase, current().linear};
+  for (unsigned i = 0; i < rank; ++i)
+    l.coords[i] = coords[i];
+  h.loads.push_back(l);
+  b.tx -= static_cast<long long>(bytes);
+  b.delivered += static_cast<long long>(bytes);
+  maybe_complete(b);
+}
+
+void tma_store(const CUtensorMap* map, const void* src, const int* coords, unsigned rank) {
+  static constexpr const char* kOp = "cp.async.bulk.tensor (TMA store)";
+  const MapBits& m = map_bits(map, kOp);
+  if (m.rank != rank)
+    fail("%s: a %uD copy through a tensor map of rank %u", kOp, rank, m.rank);
+  if (reinterpret_cast<std::uintptr_t>(src) % 128 != 0)
+    fail("%s: source %p is not 128-byte aligned", kOp, src);
+  const std::size_t bytes = box_bytes(m);
+  check_shared(src, bytes, kOp);
+  const auto* s = static_cast<const unsigned char*>(src);
+  check_async_view(s, bytes, "a TMA store");
+  HopperThread& t = me();
+  TmaStore st{m, {}, s, std::vector<unsigned char>(s, s + bytes), t.bulk_committed};
+  for (unsigned i = 0; i < rank; ++i)
+    st.coords[i] = coords[i];
+  t.stores.push_back(std::move(st));
+}
+
+void bulk_commit() {
+  ++me().bulk_committed;
+}
+
+GG_EMU_UNCHECKED inline void write_store(const TmaStore& st) {
+  const MapBits& m = st.map;
+  auto* g = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(m.address));
+  for_box(m, st.coords, [&](std::size_t e, const long long* c, bool inside) {
+    if (!inside)
+      return;
+    const unsigned char* s =
+        box_byte(const_cast<unsigned char*>(st.src), e * m.elem_bytes, m.swizzle);
+    std::size_t go = 0;
+    for (unsigned d = 0; d < m.rank; ++d)
+      go += static_cast<std::size_t>(c[d]) * m.strides[d];
+    std::memcpy(g + go, st.data.data() + (s - st.src), m.elem_bytes);
+  });
+}
+
+// cp.async.bulk.wait_group[.read] keep: the stores of every group older than
+// the newest `keep` have read their source (.read) or are complete.
+void bulk_wait(unsigned keep, bool read_only) {
+  HopperThread& t = me();
+  const unsigned limit = t.bulk_committed >= keep ? t.bulk_committed - keep : 0u;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < t.stores.size(); ++i) {
+    TmaStore& st = t.stores[i];
+    if (st.group < limit) {
+      if (!st.read_done && std::memcmp(st.data.data(), st.src, st.data.size()) != 0) {
+        fail(
+            "the shared-memory source of a TMA store (%s) was overwritten before "
+            "cp.async.bulk.wait_group.read "
+            "said it had been read",
+            where_smem(st.src).c_str());
+      }
+      st.read_done = true;
+      if (!read_only) {
+        write_store(st);
+        continue;
+      }
+    }
+    if (kept != i)
+      t.stores[kept] = std::move(t.stores[i]);
+    ++kept;
+  }
+  t.stores.resize(kept);
+}
+
+// ---- wgmma -------------------------------------------------------------------
+
+inline float wgmma_poison() {
+  const std::uint32_t bits = 0x7fa0574du;  // a signalling NaN ("WM")
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline void on_fpe(int, siginfo_t* info, void*) {
+  if (info->si_code == FPE_FLTINV) {
+    fail_with_status(
+        kExitKernelError,
+        "floating-point invalid operation while this thread has wgmma.mma_async in flight: an "
+        "accumulator was read before wgmma.wait_group retired its wgmma (the accumulators hold "
+        "signalling NaNs until then)");
+  }
+  fail_with_status(
+      kExitKernelError,
+      format("arithmetic exception (SIGFPE, code %d) in a CUDA thread", info->si_code));
+}
+
+inline void trap_invalid(bool on) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa{};
+    sa.sa_sigaction = &on_fpe;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGFPE, &sa, nullptr);
+  });
+  std::feclearexcept(FE_ALL_EXCEPT);
+  if (on) {
+    feenableexcept(FE_INVALID);
+  } else {
+    fedisableexcept(FE_INVALID);
+  }
+}
+
+// The A fragment registers of the thread's in-flight wgmmas with A in
+// registers must hold their values until the op retires (PTX ISA: accessing
+// them before wgmma.wait_group is undefined; on a GPU an overwrite corrupts
+// the product). Checked when the thread next touches wgmma (`where`) and when
+// the op retires, at the wait_group that retires it.
+inline void check_a_registers(const HopperThread& t, const char* where) {
+  for (const WgmmaOp& op : t.wgmma) {
+    if (op.a_addr == nullptr)
+      continue;
+    for (unsigned i = 0; i < 4; ++i) {
+      std::uint32_t now;
+      std::memcpy(&now, op.a_addr + i, sizeof now);
+      if (now != op.a_vals[i]) {
+        const unsigned tid = current().linear;
+        fail(
+            "the A fragment registers of a wgmma.mma_async (A in registers) were overwritten "
+            "before wgmma.wait_group retired it (thread %u, warpgroup %u, commit group %u: a[%u] "
+            "was 0x%08x at issue, 0x%08x at %s): build the next fragment in other registers, or "
+            "wait first",
+            tid, tid / 128, op.group, i, op.a_vals[i], now, where);
+      }
+    }
+  }
+}
+
+void wgmma_fence() {
+  HopperThread& t = me();
+  check_a_registers(t, "the next wgmma.fence");
+  t.fence_needed = false;
+}
+
+void wgmma_commit() {
+  HopperThread& t = me();
+  check_a_registers(t, "the next wgmma.commit_group");
+  ++t.wgmma_committed;
+}
+
+// The shared memory a wgmma operand reads, as ranges of 16-byte chunks.
+inline void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_major, unsigned eb,
+                          unsigned rows, unsigned k) {
+  const Desc d = decode_desc(desc);
+  for (unsigned mn = 0; mn < rows; ++mn) {
+    for (unsigned kk = 0; kk < k; ++kk) {
+      const std::uint32_t a = rel(operand_address(d, mn_major, eb, mn, kk));
+      if (!out.empty() && out.back().hi == a) {
+        out.back().hi = a + eb;
+      } else {
+        out.push_back({a, a + eb});
+      }
+    }
+  }
+}
+
+inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows, unsigned k,
+                          const char* what) {
+  const Desc d = decode_desc(desc);
+  if (d.base_offset != 0)
+    fail("wgmma.mma_async: %s descriptor has base offset %u; only 0 is modelled", what,
+         d.base_offset);
+  const HopperBlock& h = block();
+  for (unsigned mn = 0; mn < rows; ++mn) {
+    for (unsigned kk = 0; kk < k; ++kk) {
+      const std::uint32_t a = operand_address(d, mn_major, eb, mn, kk);
+      for (const HopperBlock::Filled& f : h.filled) {
+        if (rel(a) >= f.lo && rel(a) < f.hi && f.span != desc_span(d.mode)) {
+          fail(
+              "wgmma.mma_async: %s descriptor says %s, but a TMA load with %s filled the shared "
+              "memory it reads "
+              "(element (%u, %u) at 0x%05x): the descriptor's swizzle mode must be the tensor "
+              "map's",
+              what,
+              desc_span(d.mode) ? format("%u-byte swizzle", desc_span(d.mode)).c_str()
+                                : "no swizzle",
+              f.span ? format("%u-byte swizzle", f.span).c_str() : "no swizzle", mn, kk, a);
+        }
+      }
+      const unsigned char* p = at(a, eb, "wgmma.mma_async operand");
+      check_async_view(p, eb,
+                       mn_major ? "wgmma.mma_async (an MN-major operand)"
+                                : "wgmma.mma_async (a K-major operand)");
+    }
+  }
+}
+
+// Issues one wgmma for the calling thread: checks, records the op, poisons
+// the accumulators. `op` is complete but for `group`, `c`, `chained`, `reads`.
+void wgmma_issue(WgmmaOp op, float* d) {
+  HopperThread& t = me();
+  check_a_registers(t, "the next wgmma.mma_async");
+  if (t.fence_needed) {
+    fail(
+        "wgmma.mma_async without a wgmma.fence before it: every batch of wgmma (the first of the "
+        "kernel, and the "
+        "first after a wgmma.wait_group or after the accumulators were touched) needs wgmma.fence");
+  }
+  if (current().block_dim.x * current().block_dim.y * current().block_dim.z % 128 != 0) {
+    fail("wgmma.mma_async: the block has %u threads, not whole warpgroups of 128",
+         current().block_dim.x * current().block_dim.y * current().block_dim.z);
+  }
+  const unsigned m = 64, nv = op.n / 2;
+  if (!op.a_regs) {
+    check_operand(op.desc_a, op.trans_a, op.eb, m, op.k, "the A");
+    operand_reads(op.reads, op.desc_a, op.trans_a, op.eb, m, op.k);
+  }
+  check_operand(op.desc_b, op.trans_b, op.eb, op.n, op.k, "the B");
+  operand_reads(op.reads, op.desc_b, op.trans_b, op.eb, op.n, op.k);
+  for (const TmaLoad& l : block().loads) {
+    const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)),
+                        hi = lo + static_cast<std::uint32_t>(l.bytes);
+    for (const Range& r : op.reads) {
+      if (r.lo < hi && lo < r.hi) {
+        fail(
+            "wgmma.mma_async reads shared memory at 0x%05x that a TMA load (mbarrier at 0x%05x, "
+            "phase %llu) still "
+            "fills: no thread has waited on that barrier phase (a missing wait on the full "
+            "barrier?)",
+            addr_of(l.dst), l.barrier, l.phase);
+      }
+    }
+  }
+  op.group = t.wgmma_committed;
+  op.d = d;
+  for (int i = static_cast<int>(t.wgmma.size()) - 1; i >= 0; --i) {
+    if (t.wgmma[static_cast<std::size_t>(i)].d == d) {
+      op.chained = i;
+      break;
+    }
+  }
+  if (op.chained < 0)
+    op.c.assign(d, d + nv);
+  const float poison = wgmma_poison();
+  for (unsigned i = 0; i < nv; ++i)
+    d[i] = poison;
+  t.wgmma.push_back(std::move(op));
+  trap_invalid(true);
+}
+
+GG_EMU_UNCHECKED inline void wgmma_compute(WgmmaOp& op, const float* c, unsigned tid) {
+  const Desc da = decode_desc(op.desc_a), db = decode_desc(op.desc_b);
+  const unsigned nv = op.n / 2;
+  for (unsigned i = 0; i < nv; ++i) {
+    unsigned row, col;
+    accumulator_coord(tid % 128, i, &row, &col);
+    double acc = 0.0;
+    for (unsigned kk = 0; kk < op.k; ++kk) {
+      unsigned a_bits = 0, b_bits = 0;
+      if (op.a_regs) {
+        a_bits = op.a_tile[row % 16][kk];
+      } else {
+        std::memcpy(&a_bits, at(operand_address(da, op.trans_a, op.eb, row, kk), op.eb, "wgmma A"),
+                    op.eb);
+      }
+      std::memcpy(&b_bits, at(operand_address(db, op.trans_b, op.eb, col, kk), op.eb, "wgmma B"),
+                  op.eb);
+      acc += op.value(a_bits) * op.value(b_bits);
+    }
+    op.d[i] = static_cast<float>((op.scale_d ? static_cast<double>(c[i]) : 0.0) + acc);
+  }
+}
+
+// wgmma.wait_group keep: retires every op of the groups older than the newest
+// `keep`, in issue order. The thread first waits until the block stalls, so
+// that everything else that can run, runs while the ops are in flight.
+void wgmma_wait(unsigned keep) {
+  HopperThread& t = me();
+  // The thread's registers cannot change while it waits: this is the check at
+  // retirement, before anything the thread does after the wait.
+  check_a_registers(t, "wgmma.wait_group");
+  const unsigned limit = t.wgmma_committed >= keep ? t.wgmma_committed - keep : 0u;
+  bool any = false;
+  for (const WgmmaOp& op : t.wgmma)
+    any = any || op.group < limit;
+  if (any) {
+    t.stalled = false;
+    t.wait_text = format("wgmma.wait_group %u", keep);
+    runner().wait_until(
+        current(), t.wait_text.c_str(), [](const void* p) { return *static_cast<const bool*>(p); },
+        &t.stalled);
+  }
+  HopperThread& u = me();
+  trap_invalid(false);
+  const unsigned tid = current().linear;
+  std::vector<WgmmaOp> kept;
+  std::vector<std::vector<float>> results(u.wgmma.size());
+  for (std::size_t i = 0; i < u.wgmma.size(); ++i) {
+    WgmmaOp& op = u.wgmma[i];
+    if (op.group >= limit) {
+      kept.push_back(std::move(op));
+      continue;
+    }
+    const std::vector<float>& c =
+        op.chained >= 0 ? results[static_cast<std::size_t>(op.chained)] : op.c;
+    std::vector<float> scratch(op.n / 2);
+    float* d = op.d;
+    op.d = scratch.data();
+    wgmma_compute(op, c.data(), tid);
+    op.d = d;
+    results[i] = std::move(scratch);
+    bool later = false;
+    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j)
+      later = later || (u.wgmma[j].d == d && u.wgmma[j].group < limit);
+    bool pending_later = false;
+    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j)
+      pending_later = pending_later || (u.wgmma[j].d == d && u.wgmma[j].group >= limit);
+    if (!later && !pending_later)
+      std::memcpy(d, results[i].data(), results[i].size() * sizeof(float));
+    // A later op that stays in flight takes this result as its C.
+    for (std::size_t j = i + 1; j < u.wgmma.size(); ++j) {
+      if (u.wgmma[j].chained == static_cast<int>(i) && u.wgmma[j].group >= limit) {
+        u.wgmma[j].c = results[i];
+        u.wgmma[j].chained = -1;
+      }
+    }
+  }
+  // Re-index the chains of the ops kept in flight.
+  for (WgmmaOp& op : kept)
+    op.chained = -1;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (kept[j].d == kept[i].d && kept[i].c.empty())
+        kept[i].chained = static_cast<int>(j);
+    }
+  }
+  u.wgmma = std::move(kept);
+  u.fence_needed = true;
+  trap_invalid(!u.wgmma.empty());
+}
+
+// setmaxnreg: checks only (registers are not modelled).
+void setmaxnreg(unsigned regs) {
+  if (regs < 24 || regs > 256 || regs % 8 != 0)
+    fail("setmaxnreg: %u registers is not a multiple of 8 in 24..256", regs);
+}
+
+}  // namespace sm90
+
+// ---------------------------------------------------------------------------
+// The BlockRunner's hooks (declared in gg_emu.h).
+
+void hopper_block_begin(BlockRunner& r) {
+  if (r.hopper != nullptr) {
+    r.hopper->barriers.clear();
+    r.hopper->loads.clear();
+    r.hopper->filled.clear();
+    r.hopper->used = false;
+  }
+}
+
+void hopper_thread_exit(ThreadCtx& t) {
+  HopperBlock* h = t.runner->hopper;
+  if (h == nullptr || !h->used)
+    return;
+  sm90::HopperThread& u = h->threads[t.linear];
+  if (!u.wgmma.empty()) {
+    fail(
+        "the thread exits with %zu wgmma.mma_async not retired by wgmma.wait_group (their "
+        "accumulators were never "
+        "valid)",
+        u.wgmma.size());
+  }
+  // TMA stores still in flight complete, as on a GPU; their source must still hold.
+  sm90::bulk_wait(0, false);
+}
+
+void hopper_block_end(BlockRunner& r) {
+  HopperBlock* h = r.hopper;
+  if (h == nullptr || !h->used)
+    return;
+  for (const sm90::TmaLoad& l : h->loads) {
+    for (const sm90::Barrier& b : h->barriers) {
+      if (b.addr != l.barrier)
+        continue;
+      if (l.phase < b.phase) {
+        fail(
+            "a TMA load into shared address 0x%05x (%zu bytes, issued by thread %u) completed "
+            "phase %llu of the "
+            "mbarrier at 0x%05x, but no thread waited on that phase: its data was never observed "
+            "(a missing wait "
+            "on the full barrier?)",
+            sm90::addr_of(l.dst), l.bytes, l.thread, l.phase, b.addr);
+      }
+      fail(
+          "a TMA load into shared address 0x%05x (%zu bytes, issued by thread %u) never completed "
+          "at the end of the "
+          "block: %s",
+          sm90::addr_of(l.dst), l.bytes, l.thread, sm90::describe_barrier(b).c_str());
+    }
+  }
+  for (const sm90::Barrier& b : h->barriers) {
+    if (b.tx < 0)
+      fail("at the end of the block, %s", sm90::describe_barrier(b).c_str());
+  }
+}
+
+void hopper_free(HopperBlock* h) {
+  delete h;
+}
+
+// Lets threads waiting at wgmma.wait_group go on once nothing else can run;
+// true when one could. Called by BlockRunner when the block stalls.
+bool hopper_on_stall(BlockRunner& r) {
+  HopperBlock* h = r.hopper;
+  if (h == nullptr || !h->used)
+    return false;
+  bool any = false;
+  for (unsigned i = 0; i < h->threads.size(); ++i) {
+    sm90::HopperThread& t = h->threads[i];
+    if (r.thread(i).state == State::at_wait && !t.stalled && !t.wgmma.empty()) {
+      t.stalled = true;
+      any = true;
+    }
+  }
+  if (any)
+    r.wake_waiters();
+  return any;
+}
+
+// What the block's mbarriers still miss, for a deadlock report.
+std::string hopper_report(const BlockRunner& r) {
+  const HopperBlock* h = r.hopper;
+  if (h == nullptr || !h->used)
+    return "";
+  std::string out;
+  for (const sm90::Barrier& b : h->barriers) {
+    if (b.pending != b.count || b.tx != 0)
+      out += "  " + sm90::describe_barrier(b) + "\n";
+  }
+  for (const sm90::Barrier& b : h->barriers) {
+    if (b.pending == b.count && b.tx == 0) {
+      out += format(
+          "  mbarrier at shared address 0x%05x: phase %llu (parity %llu): none of %u arrivals "
+          "yet\n",
+          b.addr, b.phase, b.phase & 1, b.count);
+    }
+  }
+  return out;
+}
+
+}  // namespace gg::emu
+
+// The emulator's decoding, for tests that compare it with CuTe and the PTX
+// ISA (tests/test_cuda_sm90_cute_oracle.py): the shared address of element
+// (mn, k) of a wgmma operand, and the (m, n) of accumulator value i of
+// warpgroup thread t.
+GG_EMU_API unsigned gg_emu_sm90_operand_address(unsigned long long desc, int mn_major,
+                                                unsigned elem_bytes, unsigned mn, unsigned k) {
+  return gg::emu::sm90::operand_address(gg::emu::sm90::decode_desc(desc), mn_major != 0, elem_bytes,
+                                        mn, k);
+}
+GG_EMU_API void gg_emu_sm90_accumulator_coord(unsigned t, unsigned i, unsigned* m, unsigned* n) {
+  gg::emu::sm90::accumulator_coord(t, i, m, n);
+}
+// The emulated cuTensorMapEncodeTiled with the driver's signature, exported
+// so that tests can drive a host-side caller's exact call (argument types,
+// array layout, the 128-byte result) without a GPU: cuda_gpu.encode_tensor_map
+// takes it in place of libcuda's (tests/test_cuda_sm90_tensor_map_args.py).
+GG_EMU_API CUresult gg_emu_cuTensorMapEncodeTiled(
+    CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
+    const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+    const cuuint32_t* element_strides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob) {
+  return gg::emu::sm90::encode_tiled(map, dtype, rank, address, dims, strides, box, element_strides,
+                                     interleave, swizzle, l2, oob);
+}
+GG_EMU_API void gg_emu_sm90_a_fragment_coord(unsigned t, unsigned j, unsigned* m, unsigned* k) {
+  gg::emu::sm90::a_fragment_coord(t, j, m, k);
+}
