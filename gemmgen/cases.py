@@ -526,7 +526,7 @@ def launch_conditions(kernel: ir.Kernel, spec: ir.Spec) -> list:
     CUDA launch plan's checks, or for a kernel without CUDA the checks of
     what the spec fixes (`dims`, silu_mul's even n), which both backends'
     launchers make."""
-    from gemmgen.backends.cuda_args import spec_checks
+    from gemmgen.backends.cuda.args import spec_checks
 
     if ir.Backend.CUDA in kernel.backends:
         from gemmgen.backends import cuda

@@ -115,11 +115,12 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
     cores multiply f16, at the f16 rate. int8 mma.sync is native everywhere.
     """
     from gemmgen.archs import fp8_mma_sync
-    from gemmgen.backends import cuda_gemm, cuda_kinds
+    from gemmgen.backends.cuda import gemm as tile_gemm
+    from gemmgen.backends.cuda import kinds as cuda_kinds
 
-    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not tile_gemm:
         return None
-    compute = cuda_gemm.compute_dtype(kernel)
+    compute = tile_gemm.compute_dtype(kernel)
     if compute is None:
         return None
     if kernel.uses_wgmma(arch):
@@ -205,11 +206,12 @@ H200_SMS = 132
 
 def _sm90_plan(spec: ir.Spec, kernel: ir.Kernel):
     """The kernel's GemmPlan when it has a Hopper path, else None."""
-    from gemmgen.backends import cuda_gemm, cuda_kinds
+    from gemmgen.backends.cuda import gemm as tile_gemm
+    from gemmgen.backends.cuda import kinds as cuda_kinds
 
-    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not tile_gemm:
         return None
-    p = cuda_gemm.plan(kernel, spec)
+    p = tile_gemm.plan(kernel, spec)
     return p if p.sm90_tiles else None
 
 
@@ -259,9 +261,9 @@ def _cuda(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int)
 
 def cuda_gemm_regs() -> tuple[int, int]:
     """setmaxnreg of the producer and the consumer warpgroups."""
-    from gemmgen.backends import cuda_gemm
+    from gemmgen.backends.cuda import gemm as tile_gemm
 
-    return cuda_gemm.SM90_PRODUCER_REGS, cuda_gemm.SM90_CONSUMER_REGS
+    return tile_gemm.SM90_PRODUCER_REGS, tile_gemm.SM90_CONSUMER_REGS
 
 
 def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
@@ -493,7 +495,7 @@ def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | N
     """An M dispatcher: its arms, the body each arm's kernel runs on each
     declared CUDA arch, the arm the problem's m picks, then that kernel's
     explanation (its roofline is the bound of the path that runs)."""
-    from gemmgen.backends.cuda_dispatch import arm_paths
+    from gemmgen.backends.cuda.dispatch import arm_paths
 
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target is not None else ()

@@ -28,8 +28,8 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_dispatch
-from gemmgen.backends.cuda_launch import DEFAULT_SMEM, LaunchPlan
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
+from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LaunchPlan
 from gemmgen.harness.verify_cuda import _np_dtype
 
 ARRAY_BASE = 0x7F00_0000_0000  # fake device addresses: distinct, 256-byte aligned

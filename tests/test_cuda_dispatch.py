@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from gemmgen import ir
-from gemmgen.backends import cuda_dispatch
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
 from gemmgen.reference import compare, random_inputs, reference
 from gemmgen.render import header_text
 from gemmgen.harness.toolchain import cuda_include_dir

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemv
+from gemmgen.backends.cuda import gemv as cuda_gemv
 from gemmgen.build import render_spec
 from gemmgen.diagnostics import SpecError
 from gemmgen.reference import compare, random_inputs, reference

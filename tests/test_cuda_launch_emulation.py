@@ -18,7 +18,7 @@ import pytest
 
 from cuda_runtime_cases import CUDA_SRC
 from gemmgen import ir
-from gemmgen.backends.cuda_common import DEFAULT_SMEM, LIMITS
+from gemmgen.backends.cuda.common import DEFAULT_SMEM, LIMITS
 from gemmgen.harness.cuda_emu import EmuLaunchError, EmuModule
 from gemmgen.harness.nvcc import shared_memory_limit
 

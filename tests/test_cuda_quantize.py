@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_quantize
+from gemmgen.backends.cuda import quantize as cuda_quantize
 from gemmgen.reference import compare, random_inputs, reference, reference_output
 from gemmgen.harness import nvcc
 from gemmgen.harness.toolchain import find_nvcc

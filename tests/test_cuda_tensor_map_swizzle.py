@@ -26,8 +26,8 @@ import pytest
 from cuda_runtime_cases import CUDA_SRC
 
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda_expr import var
-from gemmgen.backends.cuda_launch import (
+from gemmgen.backends.cuda.expr import var
+from gemmgen.backends.cuda.launch import (
     TENSOR_MAP_DTYPES,
     TENSOR_MAP_SWIZZLES,
     TensorMapSpec,

@@ -33,7 +33,9 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from gemmgen import ir
-from gemmgen.backends import cuda, cuda_dispatch, jax_ffi, pallas
+from gemmgen.backends import cuda, pallas
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
+from gemmgen.backends.cuda import ffi as jax_ffi
 from gemmgen.build import InputError, locate
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse

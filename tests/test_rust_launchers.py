@@ -50,7 +50,7 @@ from rust_plan_cases import plan_tests
 
 from gemmgen import backends, ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda_launch import DEFAULT_SMEM
+from gemmgen.backends.cuda.launch import DEFAULT_SMEM
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.diagnostics import SpecError

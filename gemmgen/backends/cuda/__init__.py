@@ -29,8 +29,9 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from gemmgen import ir
-from gemmgen.backends import cuda_dispatch, cuda_rust
-from gemmgen.backends.cuda_kinds import diagnose_kernel, plan
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
+from gemmgen.backends.cuda import rust as cuda_rust
+from gemmgen.backends.cuda.kinds import diagnose_kernel, plan
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.render import header_text, render_template
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
-from gemmgen.backends import cuda_masked
-from gemmgen.backends.cuda_common import (
+from gemmgen.backends.cuda.gemm import masked as cuda_masked
+from gemmgen.backends.cuda.common import (
     CTYPE,
     LIMITS,
     WARP,

@@ -17,16 +17,16 @@ needs from here or from the module itself.
 
 from __future__ import annotations
 
-from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
-from gemmgen.backends.cuda_expr import (
+from gemmgen.backends.cuda.args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
+from gemmgen.backends.cuda.expr import (
     COMPARISONS, ZERO, Bin, Call, Expr, Fn, Lit, Op, Var, all_of, any_of, cdiv, div, expr, exprs,
     min_, parse_expr, var,
 )
-from gemmgen.backends.cuda_launch import (
+from gemmgen.backends.cuda.launch import (
     DEFAULT_SMEM, DEVICE_NAMES, LIMITS, WARP, ArgKind, Grid, LaunchPlan, Limits, Step, StepArg,
     TensorMapSpec, Variant, array, cond_expr, i32, i64, tensor_map, where,
 )
-from gemmgen.backends.cuda_layout import (
+from gemmgen.backends.cuda.layout import (
     COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, py_call, py_collection,
     py_tuple,
 )

@@ -11,8 +11,8 @@ import enum
 from dataclasses import dataclass
 
 from gemmgen import ir
-from gemmgen.backends.cuda_expr import Expr, expr, exprs, var
-from gemmgen.backends.cuda_layout import py_tuple
+from gemmgen.backends.cuda.expr import Expr, expr, exprs, var
+from gemmgen.backends.cuda.layout import py_tuple
 from gemmgen.ir import DType
 
 __all__ = ["CTYPE", "Arg", "Binding", "Check", "Derived", "Role", "spec_checks"]

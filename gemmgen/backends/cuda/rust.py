@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from gemmgen import ir
-from gemmgen.backends.cuda_args import Arg
-from gemmgen.backends.cuda_dispatch import DispatchPlan
-from gemmgen.backends.cuda_expr import Bin, Call, Expr, Fn, Var, negate
-from gemmgen.backends.cuda_launch import (
+from gemmgen.backends.cuda.args import Arg
+from gemmgen.backends.cuda.dispatch import DispatchPlan
+from gemmgen.backends.cuda.expr import Bin, Call, Expr, Fn, Var, negate
+from gemmgen.backends.cuda.launch import (
     DEFAULT_SMEM,
     DEVICE_NAMES,
     LIMITS,

@@ -16,7 +16,7 @@ experts' buffers.
 
 from __future__ import annotations
 
-from gemmgen.backends.cuda_common import Arg, Binding, Check, StepArg, array, i32, var
+from gemmgen.backends.cuda.common import Arg, Binding, Check, StepArg, array, i32, var
 from gemmgen.ir import DType
 
 __all__ = ["EMPTY", "ROWS", "args", "bindings", "checks", "grid_rows", "params"]

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 from gemmgen import ir
 from gemmgen.archs import parse_arch
-from gemmgen.backends.cuda_args import Arg, Binding, Check, Derived
-from gemmgen.backends.cuda_expr import (
+from gemmgen.backends.cuda.args import Arg, Binding, Check, Derived
+from gemmgen.backends.cuda.expr import (
     COMPARISONS, ZERO, Bin, Call, Expr, Fn, Lit, Var, all_of, expr, exprs, var,
 )
-from gemmgen.backends.cuda_layout import (
+from gemmgen.backends.cuda.layout import (
     COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, one_per_line, pack,
     py_call, py_collection, py_tuple,
 )

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
-from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
-from gemmgen.backends.cuda_expr import Expr, Lit, all_of, cdiv, div, var
-from gemmgen.backends.cuda_launch import WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
-from gemmgen.backends.cuda_layout import (
+from gemmgen.backends.cuda.args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
+from gemmgen.backends.cuda.expr import Expr, Lit, all_of, cdiv, div, var
+from gemmgen.backends.cuda.launch import WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
+from gemmgen.backends.cuda.layout import (
     COLUMNS, Param, comment, comment_item, cpp_args, cpp_call, cpp_params, cpp_signature,
 )
 from gemmgen.describe import describe_kernel
