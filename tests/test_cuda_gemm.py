@@ -109,7 +109,7 @@ def test_compiles_for_every_arch_without_spills(stem, name):
     smem = {s.entry: s.smem for v in lp.variants for s in v.steps}
     # The Hopper entries (docs/cuda-hopper.md) run on sm_90a only; elsewhere
     # they are a trap that no launcher picks.
-    sm90 = {s.entry: s.smem for v in lp.variants for s in v.sm90_steps if s.entry not in smem}
+    sm90 = {s.entry: s.smem for v in lp.variants for p in v.paths for s in p.steps if s.entry not in smem}
     source = (workdir(stem) / f"{name}.cu").read_text()
     for arch in lp.archs:
         # -Werror all-warnings: the generated code and the runtime headers

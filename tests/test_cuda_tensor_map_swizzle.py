@@ -113,14 +113,15 @@ def plans():
     """dense_gemm_bf16's launch plan, and the same with RAW_RHS as its rhs map."""
     spec, _ = load(REPO / "specs" / "dense.gemm")
     lp = cuda_backend.plan(spec.kernel("dense_gemm_bf16"), spec)
-    assert all(v.has_sm90 for v in lp.variants)
+    assert all(v.path("wgmma") is not None for v in lp.variants)
 
     def patch(step):
         args = tuple(tensor_map("rhs", RAW_RHS) if a.tmap is not None and a.name == "rhs" else a
                      for a in step.args)
         return dataclasses.replace(step, args=args)
 
-    variants = tuple(dataclasses.replace(v, sm90_steps=tuple(map(patch, v.sm90_steps)))
+    variants = tuple(dataclasses.replace(v, paths=tuple(
+        dataclasses.replace(p, steps=tuple(map(patch, p.steps))) for p in v.paths))
                      for v in lp.variants)
     return spec, lp, dataclasses.replace(lp, variants=variants)
 

@@ -932,7 +932,7 @@ def expected_entries(stem: str, name: str, inputs: dict, arch: str) -> list[str]
     env = plan.env(bound_dims(plan, inputs))
     dims = {n: env[n] for n in plan.names}
     sm = parse_arch(arch)[0]
-    steps = module.launches(dims, sm, sm_count(arch)) if plan.has_sm90 else module.launches(dims)
+    steps = module.launches(dims, sm, sm_count(arch)) if plan.has_paths else module.launches(dims)
     return [s.entry for s in steps]
 
 

@@ -36,7 +36,9 @@ from gemmgen.backends.cuda.launch import (
     ArgKind,
     LaunchPlan,
     Step,
+    Variant,
 )
+from gemmgen.backends.cuda.layout import prose
 from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
 from gemmgen.render import render_template
 
@@ -190,8 +192,20 @@ class RustKernel:
         return rs_const(f"pub const ARCHS: [&str; {len(items)}] = ", items)
 
     @property
-    def has_sm90(self) -> bool:
-        return self.plan.has_sm90
+    def has_paths(self) -> bool:
+        """Whether `launches` takes the device (a body other than mma.sync)."""
+        return self.plan.has_paths
+
+    @property
+    def launches_doc(self) -> str:
+        """The doc comment of `launches`."""
+        if not self.has_paths:
+            return ("/// The launches of a valid call with dims `d`, in order (none when there\n"
+                    "/// is nothing to compute). `launch` makes exactly these.")
+        paths = self.plan.paths_words("compute capability {cc} the {title} path ({arch}: {what})")
+        return prose("The launches of a valid call with dims `d` on `device`, in order (none when "
+                     f"there is nothing to compute): on {paths}, else (and on `Device::UNKNOWN`) "
+                     "the `mma.sync` path. `launch` makes exactly these.", "/// ")
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -321,7 +335,7 @@ class RustKernel:
                     "    if w.ptr == 0 || !common::is_aligned(w.ptr, 16) || w.bytes < need {",
                     "        return Err(Error::Workspace { kernel: NAME, need, got: w });",
                     "    }"]
-        device = ", Device::UNKNOWN" if p.has_sm90 else ""
+        device = ", Device::UNKNOWN" if p.has_paths else ""
         out.append(f"    common::check_launches(NAME, &launches(a, &d{device}), &d, None)?;")
         out.append("    Ok(d)")
         return tuple(out)
@@ -385,17 +399,15 @@ class RustKernel:
     @property
     def launches_unpack(self) -> str:
         steps = self.steps
-        conds = [v.sm90_when for v in self.plan.variants if v.sm90_when is not None]
-        return self.unpack(self.plan.empty, *self.lut_used, *conds,
+        return self.unpack(self.plan.empty, *self.lut_used, *self.plan.path_conds,
                            *(g for s in steps for g in s.grid), *self._arg_names())
 
     @property
     def device_unpack(self) -> str:
         """`let Device { sm, num_sms } = device;`: the names of DEVICE_NAMES
-        the Hopper path's conditions and grids use."""
+        the paths' conditions and grids use."""
         steps = self.steps
-        conds = [v.sm90_when for v in self.plan.variants if v.sm90_when is not None]
-        used = _used(*conds, *(g for s in steps for g in s.grid), *self._arg_names())
+        used = _used(*self.plan.path_conds, *(g for s in steps for g in s.grid), *self._arg_names())
         names = [n for n in DEVICE_NAMES if n in used]
         if not names:
             return ""
@@ -405,7 +417,7 @@ class RustKernel:
     @property
     def launches_head(self) -> str:
         a = "a" if self.uses_args else "_a"
-        if self.has_sm90:
+        if self.has_paths:
             return f"pub fn launches({a}: &Args, d: &Dims, device: Device) -> Vec<Launch> {{"
         return f"pub fn launches({a}: &Args, d: &Dims) -> Vec<Launch> {{"
 
@@ -466,23 +478,26 @@ class RustKernel:
         out.append(f"{pad}]")
         return out
 
-    def _sm90(self, v, indent: int) -> list[str]:
-        """`if <sm90_when> { return vec![..Hopper steps..]; }` at `indent`."""
+    def _paths(self, v: Variant, indent: int) -> list[str]:
+        """`if <when> { return vec![..steps..]; }` of each of the variant's
+        paths, at `indent`."""
         pad = " " * indent
-        head = f"{pad}if {v.sm90_when.rs} {{"
-        if len(head) > WIDTH:
-            raise AssertionError(f"condition too long for one line: {v.sm90_when.rs}")
-        vec = self._vec(v.sm90_steps, indent + 4)
-        return [head, f"{pad}    // The Hopper path: {v.sm90_label}",
-                f"{pad}    return {vec[0]}", *vec[1:-1], vec[-1] + ";", f"{pad}}}"]
+        out: list[str] = []
+        for p in v.paths:
+            head = f"{pad}if {p.when.rs} {{"
+            if len(head) > WIDTH:
+                raise AssertionError(f"condition too long for one line: {p.when.rs}")
+            vec = self._vec(p.steps, indent + 4)
+            out += [head, f"{pad}    // The {p.title} path: {p.label}",
+                    f"{pad}    return {vec[0]}", *vec[1:-1], vec[-1] + ";", f"{pad}}}"]
+        return out
 
     @property
     def launches_body(self) -> tuple[str, ...]:
         p = self.plan
         out = [f"    if {p.empty.rs} {{", "        return Vec::new();", "    }"]
         if len(p.variants) == 1:
-            if p.default.has_sm90:
-                out += self._sm90(p.default, 4)
+            out += self._paths(p.default, 4)
             v = self._vec(p.default.steps, 4)
             out += ["    " + v[0], *v[1:]]
             return tuple(out)
@@ -490,9 +505,9 @@ class RustKernel:
         for v in p.variants:
             key = "_" if v is p.default else str(v.index)
             out.append(f"        // {v.label}")
-            if v.has_sm90:
+            if v.paths:
                 vec = self._vec(v.steps, 12)
-                out += [f"        {key} => {{", *self._sm90(v, 12), f"            {vec[0]}",
+                out += [f"        {key} => {{", *self._paths(v, 12), f"            {vec[0]}",
                         *vec[1:], "        }"]
             else:
                 vec = self._vec(v.steps, 8)
@@ -514,7 +529,7 @@ class RustKernel:
         exprs += [a.value for s in self.steps for a in s.args if a.value is not None]
         exprs += [e for s in self.steps for a in s.args if a.tmap is not None
                   for e in (*a.tmap.dims, *a.tmap.strides)]
-        exprs += [v.sm90_when for v in p.variants if v.sm90_when is not None]
+        exprs += p.path_conds
         used: set[str] = set()
         for e in exprs:
             used |= _calls(e)
@@ -523,14 +538,14 @@ class RustKernel:
     @property
     def imports(self) -> str:
         types = ["Array", "Backend", "Error", "Launch", "Refusal"]
-        if self.has_sm90:
+        if self.has_paths:
             types.append("Device")
         if any(a.kind is ArgKind.ARRAY for s in self.steps for a in s.args):
             types.append("KernelArg")
         if self.plan.has_workspace:
             types.append("Workspace")
         # rustfmt's order: self, then snake_case, then CamelCase names.
-        helpers = [*self.helpers, *(["tensor_map"] if self.has_sm90 else [])]
+        helpers = [*self.helpers, *(["tensor_map"] if self.plan.has_tensor_maps else [])]
         names = ["self", *sorted(helpers), *sorted(types)]
         return rs_use("crate::common", names)
 
