@@ -11,7 +11,7 @@ Modules, one concern each:
   wgmma      the Hopper body: TMA + wgmma on sm_90a (and the weight-only tile)
   masked     how the plan differs for the masked layout
   text       entry points as clang-format lays them out (`Param`, `Entry`)
-  plan       `GemmPlan`, which gemm.cu.j2 prints, and `diagnose`
+  plans      `GemmPlan`, which gemm.cu.j2 prints, and `diagnose`
   launch     `launch_plan`: the LaunchPlan with a Path per body
 
 docs/cuda.md describes the kernel, docs/cuda-hopper.md the Hopper body, and
@@ -23,7 +23,7 @@ from __future__ import annotations
 from gemmgen.backends.cuda.gemm.contract import BFeed, compute_dtype, fold_scales
 from gemmgen.backends.cuda.gemm.launch import launch_plan
 from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
-from gemmgen.backends.cuda.gemm.plan import GemmPlan, diagnose, plan
+from gemmgen.backends.cuda.gemm.plans import GemmPlan, diagnose, plan
 from gemmgen.backends.cuda.gemm.text import Entry, Param
 
 __all__ = ["BFeed", "Entry", "GemmPlan", "Param", "TileConfig", "compute_dtype", "diagnose",

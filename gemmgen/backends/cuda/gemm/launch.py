@@ -8,7 +8,7 @@ from gemmgen import ir
 from gemmgen.backends.cuda.common import LaunchPlan, Path, Step, Variant
 from gemmgen.backends.cuda.gemm import masked as cuda_masked
 from gemmgen.backends.cuda.gemm.contract import fill_step, worklist_ints, worklist_step
-from gemmgen.backends.cuda.gemm.plan import plan
+from gemmgen.backends.cuda.gemm.plans import plan
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
