@@ -514,7 +514,7 @@ def user_case(kernel: ir.Kernel, shape: Shape) -> Case:
 
 def launch_env(kernel: ir.Kernel, case: Case) -> dict[str, int]:
     """The dims a launcher reads off the arrays of `case`, by the names of
-    its launch plan (gemmgen.backends.cuda_launch)."""
+    its launch plan (gemmgen.backends.cuda.launch)."""
     groups = len(case.masked_m if case.masked_m is not None else case.group_sizes or ())
     return {"m": case.m, "n": case.n, "k": case.k, "g": case.g_local or groups,
             "num_groups": groups, "group_offset": case.group_offset or 0}

@@ -1,4 +1,4 @@
-"""The CUDA M dispatchers (gemmgen/backends/cuda_dispatch.py).
+"""The CUDA M dispatchers (gemmgen/backends/cuda/dispatch.py).
 
 An M-dispatched dense bf16 GEMM (`dense_mm_bf16`) as a spec: M == 1 -> GEMV, M <= 8 -> batched
 GEMV, else the tile GEMM. Checked here:

@@ -1,4 +1,4 @@
-"""The CUDA GEMV and batched GEMV kinds (gemmgen/backends/cuda_gemv.py).
+"""The CUDA GEMV and batched GEMV kinds (gemmgen/backends/cuda/gemv.py).
 
 A spec of three kernels that between them use every feature (bf16 and f16
 weights, e4m3 and e5m2 weights (W8A16), per-tensor / per-token /

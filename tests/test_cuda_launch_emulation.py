@@ -8,7 +8,7 @@ runtime (tests/cuda_src/runtime_api.cu): device queries, attributes, streams,
 copies and the last error.
 
 The limits come from gemmgen.harness.nvcc.shared_memory_limit and
-backends.cuda_common.LIMITS, never from the emulator under test.
+backends.cuda.common.LIMITS, never from the emulator under test.
 """
 
 from __future__ import annotations

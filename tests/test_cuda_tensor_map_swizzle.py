@@ -1,5 +1,5 @@
 """Each tensor map's swizzle and element type are its own (TensorMapSpec in
-gemmgen/backends/cuda_launch.py): the spec's checks, and a launch plan whose
+gemmgen/backends/cuda/launch.py): the spec's checks, and a launch plan whose
 rhs map is raw bytes (`uint8`) with a 64-byte swizzle, printed into the C++
 launcher (the gg_tensor_map call) and the Python launcher (TensorMapArg),
 whose maps reach the emulator path (verify_cuda.launch_arguments) and the

@@ -1,5 +1,5 @@
 """The Rust launchers (`launchers cpp cupy rust` in a spec's cuda target:
-`generated/<stem>/rust/`, gemmgen/backends/cuda_rust.py, docs/rust.md).
+`generated/<stem>/rust/`, gemmgen/backends/cuda/rust/, docs/rust.md).
 
 Over the crates of specs/dense.gemm and specs/moe.gemm, rendered in memory
 and copied into one cargo workspace per test session (one target dir, so

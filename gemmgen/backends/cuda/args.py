@@ -2,7 +2,7 @@
 (`Arg`: name, role, dtype, shape, alignment), how the problem dims are read
 off them (`Binding`), the checks a call must pass (`Check`) and the names
 computed from the dims (`Derived`). The C++ header and the Python launcher
-print these; cuda_launch.LaunchPlan holds them.
+print these; cuda/launch.py's LaunchPlan holds them.
 """
 
 from __future__ import annotations
