@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "COLUMNS", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string", "cpp_call",
-    "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "one_per_line", "pack", "prose",
-    "py_call", "py_collection", "py_tuple", "PROSE",
+    "COLUMNS", "PROSE", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string",
+    "cpp_call", "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "one_per_line", "pack",
+    "prose", "py_call", "py_collection", "py_tuple",
 ]
 
 COLUMNS = 100  # the column limit of .clang-format and of ruff (line-length)
