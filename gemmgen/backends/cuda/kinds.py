@@ -1,8 +1,8 @@
 """The CUDA backend's kernel kinds: which module plans a kernel.
 
 Each kind is a module with `diagnose(kernel, spec)` and
-`launch_plan(kernel, spec) -> LaunchPlan` (see backends/cuda.py). Both
-`cuda` (the files of each kernel) and `cuda_dispatch` (the M dispatchers,
+`launch_plan(kernel, spec) -> LaunchPlan` (see backends/cuda/__init__.py). Both
+`cuda` (the files of each kernel) and `dispatch` (the M dispatchers,
 which need their arms' plans) import this table, so neither imports the
 other.
 """
