@@ -263,7 +263,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     import tempfile
 
     from gemmgen import ir
-    from gemmgen.backends import jax_ffi
+    from gemmgen.backends.cuda import ffi as jax_ffi
     from gemmgen.diagnostics import suggest
 
     rendered = _render([args.spec])[0]

@@ -60,7 +60,7 @@ OLD_PREFIX = ".gemmgen-old-"
 _CACHE_DIRS = frozenset({"__pycache__"})
 # What `cargo build` writes in the generated crate (`rust/`), relative to a
 # spec's output folder: carried over silently, like `__pycache__`, and
-# listed in the crate's generated `.gitignore` (gemmgen.backends.cuda_rust).
+# listed in the crate's generated `.gitignore` (gemmgen.backends.cuda.rust).
 _BUILD_PRODUCTS = frozenset(PurePosixPath(CRATE) / name for name in CRATE_BUILD_PRODUCTS)
 LOCK_TIMEOUT_S = 120.0
 

@@ -1,7 +1,7 @@
 """Test vectors for gemmgen's CUDA runtime: one Case per primitive variant and
 sample-GEMM shape, with the NumPy check of its results.
 
-The emulator tests (tests/test_cuda_runtime_*.py) and the real-GPU check
+The emulator tests (tests/cuda/emulator/test_cuda_runtime_*.py) and the real-GPU check
 (scripts/gpu_check_cuda_runtime.py) run the same cases, through
 ``EmuModule.launch`` and ``GpuModule.launch`` respectively, which share one
 signature. Sources live in tests/cuda_src/.

@@ -28,8 +28,8 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_dispatch
-from gemmgen.backends.cuda_launch import DEFAULT_SMEM, LaunchPlan
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
+from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LaunchPlan
 from gemmgen.harness.verify_cuda import _np_dtype
 
 ARRAY_BASE = 0x7F00_0000_0000  # fake device addresses: distinct, 256-byte aligned
@@ -197,7 +197,7 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
             assert ws == 4 * module.workspace_ints(py_dims)
         scalars = {s.name: env[s.name] for s in plan.scalars}
         cases.append(Call(shapes, scalars, ws, expected))
-        if plan.has_sm90:  # the mma.sync path at the same shape
+        if plan.has_paths:  # the mma.sync path at the same shape
             mma = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit, BLACKWELL)
             if mma != expected:
                 cases.append(Call(shapes, scalars, ws, mma, BLACKWELL))
@@ -208,7 +208,7 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
     # a device older than the spec's archs, refused.
     busy = next(c for c in cases if isinstance(c.expected, list) and c.expected)
     dims = _dims_of(plan, busy)
-    devices = [FEW_SMS] if plan.has_sm90 else []
+    devices = [FEW_SMS] if plan.has_paths else []
     if plan.min_sm <= ADA[0]:
         devices.append(ADA)
     devices.append((plan.min_sm - 1, 16))

@@ -1,5 +1,5 @@
 """A test spec rendered once, whose kernels take the generated Hopper path
-on an emulated sm_90a device (tests/test_cuda_sm90_generated*.py)."""
+on an emulated sm_90a device (tests/cuda/sm90/test_cuda_sm90_generated*.py)."""
 
 from __future__ import annotations
 

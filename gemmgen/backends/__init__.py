@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from types import ModuleType
 
-from gemmgen.backends import cuda, jax_ffi, pallas
+from gemmgen.backends import cuda, pallas
+from gemmgen.backends.cuda import ffi as jax_ffi
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Backend, Kernel, Spec
 

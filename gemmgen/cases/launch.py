@@ -10,7 +10,7 @@ from gemmgen.cases.case import Case
 
 def launch_env(kernel: ir.Kernel, case: Case) -> dict[str, int]:
     """The dims a launcher reads off the arrays of `case`, by the names of
-    its launch plan (gemmgen.backends.cuda_launch)."""
+    its launch plan (gemmgen.backends.cuda.launch)."""
     groups = len(case.masked_m if case.masked_m is not None else case.group_sizes or ())
     return {"m": case.m, "n": case.n, "k": case.k, "g": case.g_local or groups,
             "num_groups": groups, "group_offset": case.group_offset or 0}
@@ -22,7 +22,7 @@ def launch_conditions(kernel: ir.Kernel, spec: ir.Spec) -> list:
     CUDA launch plan's checks, or for a kernel without CUDA the checks of
     what the spec fixes (`dims`, silu_mul's even n), which both backends'
     launchers make."""
-    from gemmgen.backends.cuda_args import spec_checks
+    from gemmgen.backends.cuda.args import spec_checks
 
     if ir.Backend.CUDA in kernel.backends:
         from gemmgen.backends import cuda

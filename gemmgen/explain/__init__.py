@@ -24,7 +24,7 @@ which put them together). This module re-exports their public names.
 """
 
 from gemmgen.explain.counters import counters_at, counters_case, emulator_counters
-from gemmgen.explain.plans import H200_SMS, cuda_gemm_regs
+from gemmgen.explain.plans import H200_SMS, wgmma_regs
 from gemmgen.explain.report import DEFAULT_M, explain, explain_dispatch, launcher_conditions
 from gemmgen.explain.roofline import (
     H200,
@@ -48,7 +48,7 @@ __all__ = [
     "cost",
     "counters_at",
     "counters_case",
-    "cuda_gemm_regs",
+    "wgmma_regs",
     "emulator_counters",
     "explain",
     "explain_dispatch",

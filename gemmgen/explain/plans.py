@@ -16,12 +16,13 @@ H200_SMS = 132
 
 def sm90_plan(spec: ir.Spec, kernel: ir.Kernel):
     """The kernel's GemmPlan when it has a Hopper path, else None."""
-    from gemmgen.backends import cuda_gemm, cuda_kinds
+    from gemmgen.backends.cuda import gemm as tile_gemm
+    from gemmgen.backends.cuda import kinds as cuda_kinds
 
-    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not tile_gemm:
         return None
-    p = cuda_gemm.plan(kernel, spec)
-    return p if p.sm90_tiles else None
+    p = tile_gemm.plan(kernel, spec)
+    return p if p.body("wgmma") is not None else None
 
 
 def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> list[str]:
@@ -48,31 +49,32 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
     if variant.has_workspace:
         lines.append(f"  workspace: {variant.workspace_ints.eval(env)} ints")
     entries = [s.entry for s in variant.steps]
-    if gp is not None and variant.has_sm90:
-        t = gp.sm90_tiles[variant.index]
+    path = variant.path("wgmma")
+    if gp is not None and path is not None:
+        t = gp.body_tiles("wgmma")[variant.index]
         device = {**env, "sm": 90, "num_sms": H200_SMS}
         lines.append(f"  wgmma path (sm_90a, on an H200 of {H200_SMS} SMs): tile {t.bm}x{t.bn}x{t.bk}, "
                      f"{t.stages} stages of {t.a_stage + t.b_stage} bytes; {t.threads} threads: a "
-                     f"producer warpgroup (setmaxnreg {cuda_gemm_regs()[0]}, one thread issues the "
-                     f"TMA loads) and two consumer warpgroups (setmaxnreg {cuda_gemm_regs()[1]}, "
+                     f"producer warpgroup (setmaxnreg {wgmma_regs()[0]}, one thread issues the "
+                     f"TMA loads) and two consumer warpgroups (setmaxnreg {wgmma_regs()[1]}, "
                      f"wgmma {t.wgmma}, 64 {'weight ' if t.mixed else ''}rows each); "
                      f"{t.smem_bytes} bytes of shared memory")
-        if variant.sm90_when is not None and variant.sm90_when.eval(device):
-            for step in variant.sm90_steps:
+        if path.when.eval(device):
+            for step in path.steps:
                 lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}, {step.block} "
                              f"threads, {step.smem} bytes dynamic shared memory — {step.comment}")
         else:
-            lines.append(f"  (not at this shape: {variant.sm90_when.py} is false)")
-        entries += [s.entry for s in variant.sm90_steps if s.entry not in entries]
+            lines.append(f"  (not at this shape: {path.when.py} is false)")
+        entries += [s.entry for s in path.steps if s.entry not in entries]
     lines += _ptxas(spec, kernel, lp.archs, entries)
     return lines
 
 
-def cuda_gemm_regs() -> tuple[int, int]:
+def wgmma_regs() -> tuple[int, int]:
     """setmaxnreg of the producer and the consumer warpgroups."""
-    from gemmgen.backends import cuda_gemm
+    from gemmgen.backends.cuda.gemm import wgmma
 
-    return cuda_gemm.SM90_PRODUCER_REGS, cuda_gemm.SM90_CONSUMER_REGS
+    return wgmma.SM90_PRODUCER_REGS, wgmma.SM90_CONSUMER_REGS
 
 
 def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],

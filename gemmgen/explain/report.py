@@ -81,7 +81,7 @@ def explain_dispatch(spec: ir.Spec, dispatch: ir.Dispatch, *, m: int, n: int | N
     """An M dispatcher: its arms, the body each arm's kernel runs on each
     declared CUDA arch, the arm the problem's m picks, then that kernel's
     explanation (its roofline is the bound of the path that runs)."""
-    from gemmgen.backends.cuda_dispatch import arm_paths
+    from gemmgen.backends.cuda.dispatch import arm_paths
 
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target is not None else ()

@@ -98,11 +98,12 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
     cores multiply f16, at the f16 rate. int8 mma.sync is native everywhere.
     """
     from gemmgen.archs import fp8_mma_sync
-    from gemmgen.backends import cuda_gemm, cuda_kinds
+    from gemmgen.backends.cuda import gemm as tile_gemm
+    from gemmgen.backends.cuda import kinds as cuda_kinds
 
-    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not cuda_gemm:
+    if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not tile_gemm:
         return None
-    compute = cuda_gemm.compute_dtype(kernel)
+    compute = tile_gemm.compute_dtype(kernel)
     if compute is None:
         return None
     if kernel.uses_wgmma(arch):

@@ -12,7 +12,7 @@ EM_CUDA = 190  # e_machine of a CUDA ELF
 
 def cubin_arch(cubin: bytes) -> int:
     """The SM number (major * 10 + minor) a CUDA ELF is built for: bits 8-15
-    of e_flags (what cuobjdump reports as its arch; tests/test_cupy_call.py
+    of e_flags (what cuobjdump reports as its arch; tests/launchers/test_cupy_call.py
     checks it against cuobjdump)."""
     (flags,) = struct.unpack_from("<I", cubin, 48)
     return (flags >> 8) & 0xFF

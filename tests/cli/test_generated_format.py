@@ -4,7 +4,7 @@ Over every CUDA kernel and dispatcher the backend can emit from specs/,
 tests/specs/ and tests/cases/ (rendered in memory, one kernel at a time, so
 a spec that fails for another reason still contributes its good kernels):
 
-- every generated .h, .cu and FFI handler .cc (backends/jax_ffi.py) passes
+- every generated .h, .cu and FFI handler .cc (backends/cuda/ffi.py) passes
   `clang-format
   --dry-run -Werror` with the repository's .clang-format, and so do the
   runtime headers that ship with the generated code;
@@ -20,7 +20,7 @@ a spec that fails for another reason still contributes its good kernels):
 
 The formatters are the pinned dev dependencies (pyproject.toml); the
 generator never runs them: the templates and the layout helpers of
-gemmgen.backends.cuda_layout emit formatted text.
+gemmgen.backends.cuda.layout emit formatted text.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from gemmgen import ir
-from gemmgen.backends import cuda, cuda_dispatch, jax_ffi, pallas
+from gemmgen.backends import cuda, pallas
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
+from gemmgen.backends.cuda import ffi as jax_ffi
 from gemmgen.build import InputError, locate
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
@@ -97,7 +99,7 @@ def _rendered() -> list[tuple[ir.Spec, str | None, PurePosixPath, str]]:
                 continue
             for path, text in cuda_dispatch.render_dispatch(d, spec).items():
                 files.append((spec, None, path, text))
-        # The JAX entry points and their FFI handlers (backends/jax_ffi.py).
+        # The JAX entry points and their FFI handlers (backends/cuda/ffi.py).
         for k in jax_ffi.kernels(spec):
             if cuda.diagnose_kernel(k, spec) or pallas.diagnose(k, spec):
                 continue

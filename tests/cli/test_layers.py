@@ -367,6 +367,33 @@ def test_backends_import_no_toolchain_io_or_numerics():
     assert not bad, "backends are pure functions of the IR:\n" + "\n".join(bad)
 
 
+# No backend module longer: each is read at once (docs/architecture.md; a
+# module that grows past it splits by concern, as cuda/gemm/ and pallas/ do).
+MAX_BACKEND_LINES = 500
+
+
+def _long_modules(paths: list[Path], limit: int) -> list[str]:
+    out = []
+    for p in paths:
+        n = len(p.read_text().splitlines())
+        if n > limit:
+            out.append(f"{p}: {n} lines")
+    return out
+
+
+def test_no_backend_module_is_over_500_lines():
+    long = _long_modules(sorted((PACKAGE / "backends").rglob("*.py")), MAX_BACKEND_LINES)
+    assert not long, (f"backend modules over {MAX_BACKEND_LINES} lines (split them by "
+                      "concern):\n" + "\n".join(long))
+
+
+def test_a_long_module_is_reported(tmp_path):
+    short, long = tmp_path / "short.py", tmp_path / "long.py"
+    short.write_text("x = 1\n" * MAX_BACKEND_LINES)
+    long.write_text("x = 1\n" * (MAX_BACKEND_LINES + 1))
+    assert _long_modules([short, long], MAX_BACKEND_LINES) == [f"{long}: 501 lines"]
+
+
 def test_generator_imports_neither_jax_nor_numpy():
     """Statically: nothing the CLI, the commands or the build import at
     module level imports a heavy package at module level."""

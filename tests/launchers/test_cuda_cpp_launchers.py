@@ -27,7 +27,7 @@ import pytest
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_dispatch
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.reference import compare, reference

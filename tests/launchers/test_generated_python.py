@@ -34,7 +34,7 @@ CONFIG = REPO / "pyproject.toml"
 PRODUCERS: dict[str, Callable[[PurePosixPath], bool]] = {
     # templates/pallas/*.j2: one module per kernel and the package __init__.
     "pallas": lambda rel: rel.parts[0] == "pallas" and rel.suffix == ".py",
-    # templates/jax/*.j2: the JAX entry points (backends/jax_ffi.py) and their __init__.
+    # templates/jax/*.j2: the JAX entry points (backends/cuda/ffi.py) and their __init__.
     "jax": lambda rel: rel.parts[0] == "jax" and rel.suffix == ".py",
 }
 

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from gemmgen import ir
-from gemmgen.backends import jax_ffi
+from gemmgen.backends.cuda import ffi as jax_ffi
 from gemmgen.build import render_spec
 from gemmgen.cases import Case, standard_cases
 from gemmgen.harness.cuda_emu import device_env

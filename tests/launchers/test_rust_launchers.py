@@ -1,5 +1,5 @@
 """The Rust launchers (`launchers cpp cupy rust` in a spec's cuda target:
-`generated/<stem>/rust/`, gemmgen/backends/cuda_rust.py, docs/rust.md).
+`generated/<stem>/rust/`, gemmgen/backends/cuda/rust/, docs/rust.md).
 
 Over the crates of specs/dense.gemm and specs/moe.gemm, rendered in memory
 and copied into one cargo workspace per test session (one target dir, so
@@ -50,7 +50,7 @@ from rust_plan_cases import plan_tests
 
 from gemmgen import backends, ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda_launch import DEFAULT_SMEM
+from gemmgen.backends.cuda.launch import DEFAULT_SMEM
 from gemmgen.build import render_spec
 from gemmgen.cases import Case
 from gemmgen.diagnostics import SpecError
@@ -932,7 +932,7 @@ def expected_entries(stem: str, name: str, inputs: dict, arch: str) -> list[str]
     env = plan.env(bound_dims(plan, inputs))
     dims = {n: env[n] for n in plan.names}
     sm = parse_arch(arch)[0]
-    steps = module.launches(dims, sm, sm_count(arch)) if plan.has_sm90 else module.launches(dims)
+    steps = module.launches(dims, sm, sm_count(arch)) if plan.has_paths else module.launches(dims)
     return [s.entry for s in steps]
 
 

@@ -1232,7 +1232,7 @@ std::string hopper_report(const BlockRunner& r) {
 }  // namespace gg::emu
 
 // The emulator's decoding, for tests that compare it with CuTe and the PTX
-// ISA (tests/test_cuda_sm90_cute_oracle.py): the shared address of element
+// ISA (tests/cuda/sm90/test_cuda_sm90_cute_oracle.py): the shared address of element
 // (mn, k) of a wgmma operand, and the (m, n) of accumulator value i of
 // warpgroup thread t.
 GG_EMU_API unsigned gg_emu_sm90_operand_address(unsigned long long desc, int mn_major,
@@ -1246,7 +1246,7 @@ GG_EMU_API void gg_emu_sm90_accumulator_coord(unsigned t, unsigned i, unsigned* 
 // The emulated cuTensorMapEncodeTiled with the driver's signature, exported
 // so that tests can drive a host-side caller's exact call (argument types,
 // array layout, the 128-byte result) without a GPU: cuda_gpu.encode_tensor_map
-// takes it in place of libcuda's (tests/test_cuda_sm90_tensor_map_args.py).
+// takes it in place of libcuda's (tests/cuda/sm90/test_cuda_sm90_tensor_map_args.py).
 GG_EMU_API CUresult gg_emu_cuTensorMapEncodeTiled(
     CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
     const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,

@@ -6,7 +6,7 @@
 // apply, alpha, the bias, the activation, then the cast to out_t (RNE; FP8
 // saturates). silu_mul pairs accumulator column j (gate) with column
 // j + n / 2 (up). A new activation is one more branch in `activate` (and a
-// test in tests/test_cuda_gemm_helpers.py).
+// test in tests/cuda/sm80/test_cuda_gemm_helpers.py).
 #pragma once
 
 #include "gg_convert.cuh"

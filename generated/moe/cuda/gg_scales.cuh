@@ -6,7 +6,7 @@
 // 255); where it sits in its array is a function of its mode (ScaleMode, the
 // shapes of docs/spec.md) and of the element's row, column, local group and
 // K block. A new scale mode is one more branch in lhs_scale_at or
-// rhs_scale_at (and a test in tests/test_cuda_gemm_helpers.py).
+// rhs_scale_at (and a test in tests/cuda/sm80/test_cuda_gemm_helpers.py).
 #pragma once
 
 #include "gg_convert.cuh"

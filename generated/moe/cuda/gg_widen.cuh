@@ -5,7 +5,7 @@
 // Every weight format a tile GEMM takes is representable in its tensor-core
 // type (docs/cuda.md): int8, int4, fp4, e4m3 and e5m2 in bf16 and f16, int4
 // in int8. A new weight format is one more branch here (and a test in
-// tests/test_cuda_gemm_helpers.py).
+// tests/cuda/sm80/test_cuda_gemm_helpers.py).
 #pragma once
 
 #include "gg_convert.cuh"

@@ -8,7 +8,7 @@ runtime (tests/cuda_src/runtime_api.cu): device queries, attributes, streams,
 copies and the last error.
 
 The limits come from gemmgen.harness.nvcc.shared_memory_limit and
-backends.cuda_common.LIMITS, never from the emulator under test.
+backends.cuda.common.LIMITS, never from the emulator under test.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from cuda_runtime_cases import CUDA_SRC
 from gemmgen import ir
-from gemmgen.backends.cuda_common import DEFAULT_SMEM, LIMITS
+from gemmgen.backends.cuda.common import DEFAULT_SMEM, LIMITS
 from gemmgen.harness.cuda_emu import EmuLaunchError, EmuModule
 from gemmgen.harness.nvcc import shared_memory_limit
 

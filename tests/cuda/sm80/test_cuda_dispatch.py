@@ -1,4 +1,4 @@
-"""The CUDA M dispatchers (gemmgen/backends/cuda_dispatch.py).
+"""The CUDA M dispatchers (gemmgen/backends/cuda/dispatch.py).
 
 An M-dispatched dense bf16 GEMM (`dense_mm_bf16`) as a spec: M == 1 -> GEMV, M <= 8 -> batched
 GEMV, else the tile GEMM. Checked here:
@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from gemmgen import ir
-from gemmgen.backends import cuda_dispatch
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
 from gemmgen.reference import compare, random_inputs, reference
 from gemmgen.render import header_text
 from gemmgen.harness.toolchain import cuda_include_dir

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm, cuda_kinds
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.backends.cuda import kinds as cuda_kinds
 from gemmgen.build import render_spec
 from gemmgen.cases import Case, standard_cases
 from gemmgen.reference import compare, reference
@@ -54,7 +55,7 @@ def gemm_kernels() -> list[tuple[str, str]]:
     out = []
     for stem in SPECS:
         for k in rendered(stem).spec.kernels_for(ir.Backend.CUDA):
-            if cuda_kinds.kind(k) is cuda_gemm:
+            if cuda_kinds.kind(k) is tile_gemm:
                 out.append((stem, k.name))
     return out
 
@@ -108,7 +109,7 @@ def test_compiles_for_every_arch_without_spills(stem, name):
     smem = {s.entry: s.smem for v in lp.variants for s in v.steps}
     # The Hopper entries (docs/cuda-hopper.md) run on sm_90a only; elsewhere
     # they are a trap that no launcher picks.
-    sm90 = {s.entry: s.smem for v in lp.variants for s in v.sm90_steps if s.entry not in smem}
+    sm90 = {s.entry: s.smem for v in lp.variants for p in v.paths for s in p.steps if s.entry not in smem}
     source = (workdir(stem) / f"{name}.cu").read_text()
     for arch in lp.archs:
         # -Werror all-warnings: the generated code and the runtime headers
@@ -126,7 +127,7 @@ def test_compiles_for_every_arch_without_spills(stem, name):
             gemm = sass[v.steps[-1].entry]
             assert gemm.tensor_core > 0, (arch, gemm.opcodes)
             assert gemm.ldsm > 0 and gemm.ldgsts > 0, (arch, gemm.opcodes)
-            compute = cuda_gemm.compute_dtype(kernel)
+            compute = tile_gemm.compute_dtype(kernel)
             mma = {ir.DType.BF16: "HMMA", ir.DType.F16: "HMMA", ir.DType.E4M3: "QMMA",
                    ir.DType.E5M2: "QMMA", ir.DType.INT8: "IMMA"}[compute]
             if compute.is_fp8 and ir.arch_number(arch) == 90:
@@ -347,7 +348,7 @@ int main() {{
 def test_plan_arithmetic():
     """Shared memory, warps and grids follow from the tile (hand-computed)."""
     spec = rendered("dense").spec
-    p = cuda_gemm.plan(spec.kernel("dense_gemm_bf16"), spec)
+    p = tile_gemm.plan(spec.kernel("dense_gemm_bf16"), spec)
     (t,) = p.tiles
     assert (t.bm, t.bn, t.bk, t.wm, t.wn, t.threads) == (128, 128, 32, 64, 32, 256)
     # A and B stages: 128 rows x (32 bf16 + 16 pad bytes) = 10240 bytes each.
@@ -357,7 +358,7 @@ def test_plan_arithmetic():
     # n tiles on x, m tiles folded over y and z (docs/cuda.md, "Launch limits").
     assert (t.grid_x, t.grid_y, t.grid_z) == (
         "gg_cdiv(n_out, 128)", "gg_min(gg_cdiv(m, 128), 65535)", "gg_cdiv(gg_cdiv(m, 128), 65535)")
-    g = cuda_gemm.plan(rendered("moe").spec.kernel("moe_w8a8_gateup_silu"), rendered("moe").spec)
+    g = tile_gemm.plan(rendered("moe").spec.kernel("moe_w8a8_gateup_silu"), rendered("moe").spec)
     (t,) = g.tiles
     assert t.bn_out == 64 and t.wm == 32  # silu_mul halves n; main-loop scales: 32-row warps
     assert t.grid_y == "gg_min(gg_cdiv(m, 64) + g, 65535)"

@@ -32,7 +32,8 @@ import pytest
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm, cuda_kinds
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.backends.cuda import kinds as cuda_kinds
 from gemmgen.build import render_spec
 from gemmgen.render import header_text, render_template
 from gemmgen.harness import cuda_emu, nvcc
@@ -141,7 +142,7 @@ def _gemms() -> list[tuple[str, ir.Kernel, ir.Spec]]:
     out = []
     for spec in _specs():
         for k in spec.kernels_for(ir.Backend.CUDA):
-            if cuda_kinds.kind(k) is cuda_gemm:
+            if cuda_kinds.kind(k) is tile_gemm:
                 out.append((k.name, k, spec))
     return out
 
@@ -151,11 +152,11 @@ IDS = [name for name, _, _ in GEMMS]
 
 
 def test_the_extra_spec_covers_what_specs_do_not():
-    plans = [cuda_gemm.plan(k, s) for _, k, s in GEMMS]
+    plans = [tile_gemm.plan(k, s) for _, k, s in GEMMS]
     assert {p.compute for p in plans} >= {ir.DType.BF16, ir.DType.F16, ir.DType.E4M3,
                                           ir.DType.E5M2, ir.DType.INT8}
     assert {p.rhs for p in plans} >= {ir.DType.INT4, ir.DType.FP4, ir.DType.E5M2, ir.DType.INT8}
-    assert set(cuda_gemm.BFeed) == {p.b_feed for p in plans}
+    assert set(tile_gemm.BFeed) == {p.b_feed for p in plans}
     assert set(ir.Activation) == {p.activation for p in plans}
     assert set(ir.ScaleMode) == {s.mode for p in plans for s in (p.lhs_scale, p.rhs_scale)}
     assert set(ir.BiasMode) == {p.bias.mode for p in plans}

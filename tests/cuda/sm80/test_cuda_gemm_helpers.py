@@ -34,7 +34,7 @@ from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, cuda_include_dir
 F = "gg::gemm::Format::"
 
 # (name, stored format, tensor-core C++ type, its NumPy dtype): every pair
-# backends/cuda_gemm.compute_dtype accepts.
+# backends/cuda/gemm/contract.compute_dtype accepts.
 WIDEN = [
     (f"{src.name.lower()}_{dst.name.lower()}", src, dst)
     for dst, sources in (

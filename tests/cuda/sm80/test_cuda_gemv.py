@@ -1,4 +1,4 @@
-"""The CUDA GEMV and batched GEMV kinds (gemmgen/backends/cuda_gemv.py).
+"""The CUDA GEMV and batched GEMV kinds (gemmgen/backends/cuda/gemv.py).
 
 A spec of three kernels that between them use every feature (bf16 and f16
 weights, e4m3 and e5m2 weights (W8A16), per-tensor / per-token /
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemv
+from gemmgen.backends.cuda import gemv as cuda_gemv
 from gemmgen.build import render_spec
 from gemmgen.diagnostics import SpecError
 from gemmgen.reference import compare, random_inputs, reference

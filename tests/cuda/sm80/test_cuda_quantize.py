@@ -1,4 +1,4 @@
-"""The CUDA per-token-group FP8 quantize kind (gemmgen/backends/cuda_quantize.py).
+"""The CUDA per-token-group FP8 quantize kind (gemmgen/backends/cuda/quantize.py).
 
 Four kernels cover the paths: bf16 -> e4m3 with e8m0 scales and G = 128
 (16 lanes per group, 16-byte loads), f32 -> e5m2 with f32 scales and
@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_quantize
+from gemmgen.backends.cuda import quantize as cuda_quantize
 from gemmgen.reference import compare, random_inputs, reference, reference_output
 from gemmgen.harness import nvcc
 from gemmgen.harness.toolchain import find_nvcc

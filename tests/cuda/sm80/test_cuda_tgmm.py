@@ -24,7 +24,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gemmgen import backends, ir
-from gemmgen.backends import cuda, cuda_tgmm
+from gemmgen.backends import cuda
+from gemmgen.backends.cuda import tgmm as cuda_tgmm
 from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
 from gemmgen.reference import compare, random_inputs, reference

@@ -141,8 +141,8 @@ def test_the_hopper_body_is_taken_by_auto_on_sm90a():
     assert kernel.wgmma_obstacle() is None and kernel.uses_wgmma("sm_90a")
     assert not kernel.uses_wgmma("sm_89")
     lp = cuda_backend.plan(kernel, spec)
-    assert lp.has_sm90 and not lp.has_workspace
-    assert all(len(v.steps) == 1 and len(v.sm90_steps) == 1 for v in lp.variants)
+    assert lp.has_paths and not lp.has_workspace
+    assert all(len(v.steps) == 1 and len(v.path("wgmma").steps) == 1 for v in lp.variants)
 
 
 # ---------------------------------------------------------------------------

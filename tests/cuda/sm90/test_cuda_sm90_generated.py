@@ -1,5 +1,5 @@
 """The generated Hopper path (docs/cuda-hopper.md, "The generated kernels"):
-what cuda_gemm plans for a kernel that gets the wgmma body on sm_90a, its
+what tile_gemm plans for a kernel that gets the wgmma body on sm_90a, its
 launchers' choice of path by compute capability, the generated kernels on
 the CPU emulator of an sm_90a device against the reference (m = 1, ragged
 m / n / k, k below and not a multiple of the 64-wide K tile, zero-size
@@ -24,7 +24,8 @@ from test_cuda_sm90_gemm import PLANTED
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.backends.cuda.gemm import wgmma
 from gemmgen.cases import Case
 from gemmgen.harness import nvcc
 from gemmgen.harness.cuda_emu import EmuKernelError
@@ -105,14 +106,14 @@ def test_plan_gives_qualifying_kernels_a_hopper_tile_per_lut_entry():
     spec, _ = generated()
     for name, want in {"h_dense": [(128, 4)], "h_dense_kn": [(256, 3)], "h_grouped": [(128, 5)],
                        "h_grouped_kn": [(128, 4), (64, 7)], "h_mma_sync": []}.items():
-        p = cuda_gemm.plan(kernel(name), spec)
-        assert [(t.bn, t.stages) for t in p.sm90_tiles] == want, name
-        for t in p.sm90_tiles:
-            assert t.smem_bytes == cuda_gemm.sm90_smem_bytes(t.bn, t.stages, kernel(name).out)
+        p = tile_gemm.plan(kernel(name), spec)
+        assert [(t.bn, t.stages) for t in p.body_tiles("wgmma")] == want, name
+        for t in p.body_tiles("wgmma"):
+            assert t.smem_bytes == wgmma.sm90_smem_bytes(t.bn, t.stages, kernel(name).out)
             assert t.smem_bytes <= shared_memory_limit(SM90)
             # The most stages that fit: one more would not.
-            more = cuda_gemm.sm90_smem_bytes(t.bn, t.stages + 1, kernel(name).out)
-            assert t.stages == cuda_gemm.SM90_MAX_STAGES or more > shared_memory_limit(SM90)
+            more = wgmma.sm90_smem_bytes(t.bn, t.stages + 1, kernel(name).out)
+            assert t.stages == wgmma.SM90_MAX_STAGES or more > shared_memory_limit(SM90)
 
 
 def test_spec_kernels_on_sm90a_get_the_hopper_path():
@@ -122,7 +123,7 @@ def test_spec_kernels_on_sm90a_get_the_hopper_path():
     from test_cuda_gemm import KERNELS, rendered
 
     have = sorted(name for stem, name in KERNELS
-                  if cuda_gemm.plan(rendered(stem).spec.kernel(name), rendered(stem).spec).sm90_tiles)
+                  if tile_gemm.plan(rendered(stem).spec.kernel(name), rendered(stem).spec).body_tiles("wgmma"))
     assert have == ["dense_gemm_bf16", "dense_gemm_bf16_kn", "fp8_fp8_gemm_tile_128x128x64",
                     "fp8_fp8_gemm_tile_64x128x64",
                     "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16",
@@ -138,7 +139,7 @@ def test_spec_kernels_on_sm90a_get_the_hopper_path():
 
 def test_an_arch_list_without_sm90a_gets_no_hopper_path(tmp_path):
     spec, cuda, _ = render_cuda(tmp_path, "old", SPEC.replace("sm_89 sm_90a", "sm_80 sm_89"))
-    assert not cuda_gemm.plan(spec.kernel("h_dense"), spec).sm90_tiles
+    assert not tile_gemm.plan(spec.kernel("h_dense"), spec).body_tiles("wgmma")
     assert "_sm90" not in (cuda / "h_dense.cu").read_text()
 
 
@@ -306,7 +307,7 @@ def test_generated_hopper_entries_build_without_spills_and_run_hgmma_on_tma(name
                                 extra_flags=("-Werror", "all-warnings"))
     sass = nvcc.sass_summary(result.cubin)
     for v in lp.variants:
-        hopper, mma_sync = v.sm90_steps[-1], v.steps[-1]
+        hopper, mma_sync = v.path("wgmma").steps[-1], v.steps[-1]
         usage = result.kernels[hopper.entry]
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
         assert usage.static_smem + hopper.smem <= nvcc.shared_memory_limit(SM90)

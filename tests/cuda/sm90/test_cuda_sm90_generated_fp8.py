@@ -29,7 +29,8 @@ from test_cuda_sm90_gemm_fp8 import PLANTED as FP8_PLANTED
 
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.backends.cuda.gemm import wgmma
 from gemmgen.cases import Case
 from gemmgen.harness import nvcc
 from gemmgen.harness.cuda_emu import EmuKernelError
@@ -173,17 +174,17 @@ def test_plan_of_fp8_kernels():
             "hm_gate": [(128, 64)]}
     for name, tiles in want.items():
         k = FP8.kernel(name)
-        p = cuda_gemm.plan(k, spec)
-        assert [(t.bn, t.bk) for t in p.sm90_tiles] == tiles, name
+        p = tile_gemm.plan(k, spec)
+        assert [(t.bn, t.bk) for t in p.body_tiles("wgmma")] == tiles, name
         assert (k.wgmma_obstacle() is None) == bool(tiles), name
         silu = k.epilogue.activation.value == "silu_mul"
-        for t in p.sm90_tiles:
+        for t in p.body_tiles("wgmma"):
             assert t.wgmma == f"m64n{t.bn}k{256 // k.lhs.dtype.bits}"
             assert t.bn_out == (t.bn // 2 if silu else t.bn)
             assert t.a_stage == 128 * 128 and t.b_stage == t.bn * 128
             assert t.smem_bytes <= shared_memory_limit(SM90)
-            more = cuda_gemm.sm90_smem_bytes(t.bn, t.stages + 1, k.out, t.bn_out)
-            assert t.stages == cuda_gemm.SM90_MAX_STAGES or more > shared_memory_limit(SM90)
+            more = wgmma.sm90_smem_bytes(t.bn, t.stages + 1, k.out, t.bn_out)
+            assert t.stages == wgmma.SM90_MAX_STAGES or more > shared_memory_limit(SM90)
     assert "wgmma reads FP8 operands K-major only" in FP8.kernel("f_kn").wgmma_obstacle()
 
 
@@ -227,7 +228,7 @@ def test_spec_fp8_kernels_on_sm90a_get_the_hopper_path():
     for stem, name in KERNELS:
         k = rendered(stem).spec.kernel(name)
         if k.lhs.dtype.bits == 8 and k.op.value in ("dense", "grouped") and \
-                cuda_gemm.plan(k, rendered(stem).spec).sm90_tiles:
+                tile_gemm.plan(k, rendered(stem).spec).body_tiles("wgmma"):
             have.add(name)
     assert {"moe_fp8_grouped_gemm", "moe_w8a8_grouped_gemm", "moe_w8a8_gateup_silu"} <= have
     assert "moe_fp8_grouped_gemm_kn" not in have
@@ -469,7 +470,7 @@ def test_generated_fp8_hopper_entries_run_qgmma_on_tma_without_spills(name):
                                 include_dirs=(FP8.folder,), extra_flags=("-Werror", "all-warnings"))
     sass = nvcc.sass_summary(result.cubin)
     for v in lp.variants:
-        hopper = v.sm90_steps[-1]
+        hopper = v.path("wgmma").steps[-1]
         usage = result.kernels[hopper.entry]
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
         code = sass[hopper.entry]

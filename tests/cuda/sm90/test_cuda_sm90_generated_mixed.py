@@ -30,7 +30,8 @@ import pytest
 from sm90_helpers import OVERLAPPED_WEIGHT_ONLY_LOOP, SM90, HopperSpec, fresh_seed
 
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends import cuda_gemm
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.backends.cuda.gemm import wgmma
 from gemmgen.cases import Case
 from gemmgen.harness import nvcc
 from gemmgen.harness.cuda_emu import EmuKernelError
@@ -151,11 +152,11 @@ MIXED = HopperSpec("sm90mixed", SPEC)
 
 
 def test_plan_of_weight_only_tiles():
-    w4 = cuda_gemm.plan(MIXED.kernel("w4"), MIXED.spec).sm90_tiles[0]
+    w4 = tile_gemm.plan(MIXED.kernel("w4"), MIXED.spec).body_tiles("wgmma")[0]
     assert (w4.mixed, w4.bm, w4.bn, w4.bk) == (True, 64, 128, 64)
     assert (w4.a_stage, w4.b_stage) == (64 * 128, 128 * 32)  # 4-bit rows of 32 bytes
     assert w4.wgmma == "m64n64k16 (A from registers)"
-    w8 = cuda_gemm.plan(MIXED.kernel("w8"), MIXED.spec).sm90_tiles
+    w8 = tile_gemm.plan(MIXED.kernel("w8"), MIXED.spec).body_tiles("wgmma")
     assert [(t.bm, t.b_stage) for t in w8] == [(16, 128 * 64), (64, 128 * 64)]
     for t in w8:
         assert t.smem_bytes <= 232448 and t.stages >= 2
@@ -164,8 +165,8 @@ def test_plan_of_weight_only_tiles():
 def test_weight_maps_are_raw_bytes_with_the_row_span_swizzle():
     for name, inner_bytes in (("w4", 32), ("wg8_rhs_int8", 64), ("wg4", 32)):
         k = MIXED.kernel(name)
-        t = cuda_gemm.plan(k, MIXED.spec).sm90_tiles[0]
-        lhs, rhs = cuda_gemm._sm90_maps(k, t)
+        t = tile_gemm.plan(k, MIXED.spec).body_tiles("wgmma")[0]
+        lhs, rhs = wgmma.maps(k, t)
         assert (lhs.dtype, lhs.box, lhs.swizzle) == ("bfloat16", (64, t.bm), 128)
         assert rhs.dtype == "uint8" and rhs.box[:2] == (inner_bytes, 128)
         assert rhs.swizzle == inner_bytes
@@ -187,9 +188,9 @@ def test_which_weight_only_kernels_take_the_hopper_path():
 
 def test_gate_up_tile_interleaves_gate_and_up_rows_8_by_8():
     k = MIXED.kernel("wg4_gate")
-    t = cuda_gemm.plan(k, MIXED.spec).sm90_tiles[0]
+    t = tile_gemm.plan(k, MIXED.spec).body_tiles("wgmma")[0]
     assert (t.bm, t.bn, t.bn_out, t.c_stride) == (64, 128, 64, 8 + 8)
-    _, rhs = cuda_gemm._sm90_maps(k, t)
+    _, rhs = wgmma.maps(k, t)
     assert rhs.box == (32, 8, 1)  # 16 boxes of 8 rows a K tile
     # The whole stage still arrives: 16 boxes of 8 rows are the 128 rows.
     assert 16 * rhs.box[0] * rhs.box[1] == t.b_stage
@@ -204,7 +205,7 @@ def test_spec_weight_only_kernels_take_the_hopper_path():
                                  "moe_w8a16_grouped_gemm_rhs_e4m3", "moe_w4a16_grouped_gemm"))):
         spec = rendered(stem).spec
         for name in names:
-            tiles = cuda_gemm.plan(spec.kernel(name), spec).sm90_tiles
+            tiles = tile_gemm.plan(spec.kernel(name), spec).body_tiles("wgmma")
             assert tiles and all(t.mixed for t in tiles), name
 
 
@@ -379,9 +380,9 @@ def test_generated_weight_only_entries_run_hgmma_from_registers_without_spills(n
     # Nothing touches an in-flight wgmma's A registers or accumulators.
     hazards = nvcc.wgmma_register_hazards(text)
     assert not hazards, "\n".join(map(str, hazards[:20]))
-    tiles = cuda_gemm.plan(MIXED.kernel(name), MIXED.spec).sm90_tiles
+    tiles = tile_gemm.plan(MIXED.kernel(name), MIXED.spec).body_tiles("wgmma")
     for v in lp.variants:
-        hopper = v.sm90_steps[-1]
+        hopper = v.path("wgmma").steps[-1]
         usage = result.kernels[hopper.entry]
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
         assert usage.registers <= 168, usage

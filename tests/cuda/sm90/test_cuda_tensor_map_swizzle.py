@@ -1,5 +1,5 @@
 """Each tensor map's swizzle and element type are its own (TensorMapSpec in
-gemmgen/backends/cuda_launch.py): the spec's checks, and a launch plan whose
+gemmgen/backends/cuda/launch.py): the spec's checks, and a launch plan whose
 rhs map is raw bytes (`uint8`) with a 64-byte swizzle, printed into the C++
 launcher (the gg_tensor_map call) and the Python launcher (TensorMapArg),
 whose maps reach the emulator path (verify_cuda.launch_arguments) and the
@@ -26,8 +26,8 @@ import pytest
 from cuda_runtime_cases import CUDA_SRC
 
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda_expr import var
-from gemmgen.backends.cuda_launch import (
+from gemmgen.backends.cuda.expr import var
+from gemmgen.backends.cuda.launch import (
     TENSOR_MAP_DTYPES,
     TENSOR_MAP_SWIZZLES,
     TensorMapSpec,
@@ -113,14 +113,15 @@ def plans():
     """dense_gemm_bf16's launch plan, and the same with RAW_RHS as its rhs map."""
     spec, _ = load(REPO / "specs" / "dense.gemm")
     lp = cuda_backend.plan(spec.kernel("dense_gemm_bf16"), spec)
-    assert all(v.has_sm90 for v in lp.variants)
+    assert all(v.path("wgmma") is not None for v in lp.variants)
 
     def patch(step):
         args = tuple(tensor_map("rhs", RAW_RHS) if a.tmap is not None and a.name == "rhs" else a
                      for a in step.args)
         return dataclasses.replace(step, args=args)
 
-    variants = tuple(dataclasses.replace(v, sm90_steps=tuple(map(patch, v.sm90_steps)))
+    variants = tuple(dataclasses.replace(v, paths=tuple(
+        dataclasses.replace(p, steps=tuple(map(patch, p.steps))) for p in v.paths))
                      for v in lp.variants)
     return spec, lp, dataclasses.replace(lp, variants=variants)
 

@@ -1,8 +1,8 @@
 """The CUDA backend's kernel kinds: which module plans a kernel.
 
 Each kind is a module with `diagnose(kernel, spec)` and
-`launch_plan(kernel, spec) -> LaunchPlan` (see backends/cuda.py). Both
-`cuda` (the files of each kernel) and `cuda_dispatch` (the M dispatchers,
+`launch_plan(kernel, spec) -> LaunchPlan` (see backends/cuda/__init__.py). Both
+`cuda` (the files of each kernel) and `dispatch` (the M dispatchers,
 which need their arms' plans) import this table, so neither imports the
 other.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from gemmgen import ir
-from gemmgen.backends import cuda_gemm, cuda_gemv, cuda_quantize, cuda_tgmm
-from gemmgen.backends.cuda_common import LaunchPlan
+from gemmgen.backends.cuda import gemm, gemv, quantize, tgmm
+from gemmgen.backends.cuda.common import LaunchPlan
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Algorithm, Op
 
@@ -21,13 +21,13 @@ from gemmgen.ir import Algorithm, Op
 def kind(kernel: ir.Kernel) -> ModuleType | None:
     """The module that plans `kernel`, or None when no kind emits it."""
     if kernel.op in (Op.DENSE, Op.GROUPED) and kernel.algorithm is Algorithm.TILE:
-        return cuda_gemm
+        return gemm
     if kernel.op is Op.DENSE:
-        return cuda_gemv
+        return gemv
     if kernel.op is Op.QUANTIZE:
-        return cuda_quantize
+        return quantize
     if kernel.op is Op.TGMM:
-        return cuda_tgmm
+        return tgmm
     return None
 
 

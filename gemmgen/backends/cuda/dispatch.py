@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from gemmgen import ir
-from gemmgen.backends import cuda_kinds
-from gemmgen.backends.cuda_common import Arg, Binding, LaunchPlan, where
+from gemmgen.backends.cuda import kinds as cuda_kinds
+from gemmgen.backends.cuda.common import Arg, Binding, LaunchPlan, where
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.names import args_struct
 from gemmgen.render import header_text, render_template

@@ -1,20 +1,34 @@
-"""CUDA backend: one `.cu` per kernel with its C++ and Python launchers.
+"""CUDA backend: one `.cu` per kernel with its C++, Python and Rust launchers.
 
-Kernel kinds, each a module with `diagnose(kernel, spec)` and
-`launch_plan(kernel, spec) -> LaunchPlan`, picked by cuda_kinds.kind():
+The package's layout shows its tiers:
 
-  cuda_gemm      dense and grouped tile GEMMs on tensor cores (mma.sync, and
-                 TMA + wgmma on sm_90a)
-  cuda_gemv      dense GEMV (M == 1) and batched GEMV (M <= max_m)
-  cuda_quantize  per-token-group FP8 activation quantization
-  cuda_tgmm      the ragged-K backward pass (per group lhsᵀ · rhs)
+What every CUDA kernel shares (the launch plan and its printers):
+  expr, layout, args   expressions as data, clang-format/ruff layout, the
+                       argument tables
+  tensor_maps, steps   a launch's arguments (tensor maps too), `Step`, and
+                       `Variant`: a LUT tile's steps and the `Path` of each
+                       other tensor-core body, with its device condition
+  launch, common       the `LaunchPlan` the generic templates print (C++
+                       header and host launcher, CuPy launcher); `common`
+                       re-exports the vocabulary
+  kinds                the kind of each kernel -> its module
+  dispatch             the M dispatchers (`<dispatch>.h` / `.cu` / `.py`)
+  rust/                `launchers ... rust`: a cargo crate printed from the
+                       same plans
+  ffi                  the JAX entry points and XLA FFI handlers of kernels
+                       emitted for both backends
 
-and `cuda_dispatch.render_dispatch(dispatch, spec)` prints the M
-dispatchers (`<dispatch>.h` / `.cu` / `.py`). With `launchers ... rust` in
-the target, `cuda_rust.render_crate` adds the Rust launchers, a cargo crate
-under `generated/<stem>/rust/` printed from the same plans.
+The kinds, each a module with `diagnose(kernel, spec)` and
+`launch_plan(kernel, spec) -> LaunchPlan`, picked by kinds.kind():
+  gemm/                dense, grouped and masked tile GEMMs on tensor cores:
+                       the mma.sync body every kernel has (gemm/mma_sync.py)
+                       and the table of the other bodies (gemm/bodies.py:
+                       TMA + wgmma on sm_90a, gemm/wgmma.py)
+  gemv (+ gemv_text)   dense GEMV (M == 1) and batched GEMV (M <= max_m)
+  quantize             per-token-group FP8 activation quantization
+  tgmm                 the ragged-K backward pass (per group lhsᵀ · rhs)
 
-A kind's LaunchPlan (cuda_launch.py) drives three files per kernel under
+A kind's LaunchPlan (launch.py) drives three files per kernel under
 `generated/<stem>/cuda/`:
 
   <kernel>.cu   the kernel(s) and, for nvcc host builds, launch_<kernel>()
@@ -29,8 +43,9 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from gemmgen import ir
-from gemmgen.backends import cuda_dispatch, cuda_rust
-from gemmgen.backends.cuda_kinds import diagnose_kernel, plan
+from gemmgen.backends.cuda import dispatch as cuda_dispatch
+from gemmgen.backends.cuda import rust as cuda_rust
+from gemmgen.backends.cuda.kinds import diagnose_kernel, plan
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.render import header_text, render_template
 

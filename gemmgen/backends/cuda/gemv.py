@@ -24,7 +24,8 @@ launch plan picks it by k, like a tile LUT). The spec's `tile`,
 ignored; `threads` sets the block size (default 256).
 
 `plan(kernel, spec)` does all the arithmetic; `launch_plan` wraps it in the
-LaunchPlan the generic launcher templates print.
+LaunchPlan the generic launcher templates print; gemv_text.py words the
+scales' decisions and prints the epilogue and the file comment.
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from gemmgen import ir
-from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
-from gemmgen.backends.cuda_expr import Expr, Lit, all_of, cdiv, div, var
-from gemmgen.backends.cuda_launch import WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
-from gemmgen.backends.cuda_layout import (
-    COLUMNS, Param, comment, comment_item, cpp_args, cpp_call, cpp_params, cpp_signature,
+from gemmgen.backends.cuda.args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
+from gemmgen.backends.cuda.expr import Expr, Lit, all_of, cdiv, div, var
+from gemmgen.backends.cuda.launch import WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
+from gemmgen.backends.cuda.layout import (
+    Param, comment, cpp_args, cpp_params, cpp_signature,
 )
-from gemmgen.describe import describe_kernel
 from gemmgen.diagnostics import Diagnostic
+from gemmgen.backends.cuda.gemv_text import (
+    Scales, algorithm_comment, epilogue, scales, spec_lines, summary, to_float,
+)
 from gemmgen.ir import Activation, Algorithm, BiasMode, DType, Layout, Op, ScaleMode
 
 DEFAULT_THREADS = 256
@@ -70,30 +73,6 @@ class GemvEntry:
     comment: str  # what the entry point serves
     signature: str  # its head, laid out
     call: str  # its body: the call of gemv<vec>
-
-
-@dataclass(frozen=True, slots=True)
-class Scales:
-    """Where the scales apply: the decisions of the main loop and the epilogue."""
-
-    lhs: ir.Scale
-    rhs: ir.Scale
-    # Block-scaled weights: each K slice's partial dot product is scaled in
-    # the main loop (FP32 promotion), by the scale of its (n, k) block.
-    rhs_block: bool
-    # The lhs scale applied with the block scales in the main loop, when both
-    # exist and one is e8m0: a partial sum scaled by the weight block alone
-    # may leave f32 where the fully scaled one does not (2^126 now, 2^-127 in
-    # the epilogue).
-    fold_lhs: bool
-    epilogue_lhs: bool  # the lhs scale applies in the epilogue
-    epilogue_rhs: bool  # the rhs scale applies in the epilogue (not per block)
-    # e8m0 in the main loop's scales: applied with gg::mul_scale(s), so
-    # 2^-127 and products outside f32 come out exact.
-    exact_block: bool
-    # An e8m0 epilogue scale: the scales multiply with gg::mul_scale(s),
-    # exactly (their product may leave f32).
-    exact_epilogue: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,63 +260,6 @@ def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     return tuple(args), binds
 
 
-def _scales(kernel: ir.Kernel) -> Scales:
-    lhs, rhs = kernel.lhs_scale, kernel.rhs_scale
-    block = rhs.mode is ScaleMode.BLOCK
-    fold = block and lhs.enabled and DType.E8M0 in (lhs.dtype, rhs.dtype)
-    epilogue_lhs = lhs.enabled and not fold
-    epilogue_rhs = rhs.enabled and not block
-    return Scales(
-        lhs=lhs, rhs=rhs, rhs_block=block, fold_lhs=fold, epilogue_lhs=epilogue_lhs,
-        epilogue_rhs=epilogue_rhs, exact_block=block and (rhs.dtype is DType.E8M0 or fold),
-        exact_epilogue=((epilogue_lhs and lhs.dtype is DType.E8M0)
-                        or (epilogue_rhs and rhs.dtype is DType.E8M0)),
-    )
-
-
-def _to_float(scale: ir.Scale) -> str:
-    return "gg::e8m0_to_float" if scale.dtype is DType.E8M0 else "gg::to_float"
-
-
-_ACTIVATION_CALL = {Activation.SILU: "gg::silu", Activation.GELU: "gg::gelu_tanh",
-                    Activation.RELU: "gg::relu"}
-
-
-def _algorithm_comment(kernel: ir.Kernel, sc: Scales, cols_per_block: int, unroll: int) -> str:
-    """Items (1) to (3) of the .cu's header comment."""
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
-    rows = "weight rows (the gate rows and their up rows n/2 further on)" if silu else "weight rows"
-    span = "[k0 + l * kVec, k0 + (l + 1) * kVec)".replace(" ", "\u00a0")
-    main = (f"lanes stride along K in slices of kVec elements: lane l reads {span} "
-            f"of each weight row with one 16-byte ld.global.nc ({unroll} "
-            f"slice{'s' if unroll > 1 else ''} per row in flight), widens it to f32 once and "
-            "multiplies it with the same K slice of every lhs row: f32 FMAs")
-    if sc.rhs_block:
-        main += ("; the slice's partial dot product is scaled by its weight block's scale"
-                 + (" and the row's lhs scale" if sc.fold_lhs else "")
-                 + " before it is added (FP32 promotion; a slice never straddles blocks)")
-    steps = []
-    if sc.epilogue_lhs or sc.epilogue_rhs:
-        steps.append("the scales")
-    if kernel.epilogue.alpha is not None:
-        steps.append("alpha")
-    if kernel.bias.mode is not BiasMode.NONE:
-        steps.append("the bias")
-    if kernel.epilogue.activation is not Activation.NONE:
-        steps.append(kernel.epilogue.activation.value)
-    steps.append(f"the cast to {kernel.out.value}")
-    finish = (f"warp_reduce_sum per (row, column); lane r * kOutCols + j then applies "
-              f"{', '.join(steps[:-1]) + ' and ' if len(steps) > 1 else ''}{steps[-1]} "
-              "to out[r, col0 + j].")
-    return "\n".join([
-        comment_item("(1)", f"each warp owns kOutCols consecutive output columns, i.e. kAccCols "
-                     f"{rows}; a block of kWarps warps covers {cols_per_block} columns and the "
-                     "grid runs over n."),
-        comment_item("(2)", main + "."),
-        comment_item("(3)", finish),
-    ])
-
-
 def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
     """The arrays of the launch contract (the .cu's type aliases), then the dims."""
     params = [Param("const lhs_t* __restrict__", "lhs"), Param("const rhs_t* __restrict__", "rhs")]
@@ -350,53 +272,6 @@ def _params(kernel: ir.Kernel) -> tuple[Param, ...]:
     params += [Param("out_t* __restrict__", "out"), Param("int", "m"), Param("int", "n"),
                Param("int", "k")]
     return tuple(params)
-
-
-def _assign(lhs: str, head: str, args: list[str]) -> str:
-    """`lhs = head(args);` at indent 4 as clang-format lays it out: one line,
-    else the right-hand side on the next line 8 columns in, else the call's
-    arguments broken."""
-    one = f"    {lhs} = {head}{', '.join(args)});"
-    below = f"        {head}{', '.join(args)});"
-    if len(one) > COLUMNS and len(below) <= COLUMNS:
-        return f"    {lhs} =\n{below}"
-    return cpp_call(f"{lhs} = {head}", args, ");", 4)
-
-
-def _epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
-              ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-    """scaled()'s head and scale lines, and the epilogue's statements that
-    give y, the value stored."""
-    lhs_row = "0" if sc.lhs.mode is ScaleMode.TENSOR else "row"
-    rhs_row = "0" if sc.rhs.mode is ScaleMode.TENSOR else "wrow"
-    factors = []
-    if sc.epilogue_lhs:
-        factors.append(f"lhs_scale_value(lhs_scale, {lhs_row})")
-    if sc.epilogue_rhs:
-        factors.append(f"rhs_scale_value(rhs_scale, {rhs_row})")
-    if sc.exact_epilogue:
-        fn = "gg::mul_scales(" if len(factors) == 2 else "gg::mul_scale("
-        lines = ("  // e8m0: exactly", cpp_call(f"v = {fn}", ["v", *factors], ");", 2))
-    else:
-        lines = tuple(f"  v *= {f};" for f in factors)
-    wanted = [p for p in params
-              if (p.name == "lhs_scale" and sc.epilogue_lhs)
-              or (p.name == "rhs_scale" and sc.epilogue_rhs) or p.name == "bias"]
-    row_used = sc.epilogue_lhs and lhs_row == "row"
-    wrow_used = (sc.epilogue_rhs and rhs_row == "wrow") or kernel.bias.mode is BiasMode.N
-    heads = [Param("float", "v"), Param("int" if row_used else "[[maybe_unused]] int", "row"),
-             Param("long long" if wrow_used else "[[maybe_unused]] long long", "wrow")]
-    head = cpp_params("__device__ __forceinline__ float scaled(", heads + wanted)
-    pointers = [p.name for p in wanted]
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        finish = (cpp_call("const float g = scaled(", ["gate", "row", "col", *pointers], ");", 4),
-                  _assign("const float y", "gg::silu(g) * scaled(",
-                          ["up", "row", "(long long)n_out + col", *pointers]))
-    else:
-        call = _ACTIVATION_CALL.get(kernel.epilogue.activation)
-        finish = (cpp_call("v = scaled(", ["v", "row", "col", *pointers], ");", 4),
-                  f"    const float y = {call}(v);" if call else "    const float y = v;")
-    return head, lines, finish
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
@@ -423,10 +298,10 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
                   call=cpp_args("gemv<1>(", params, ");", 2)),
     )
     args, _ = _args(kernel)
-    sc = _scales(kernel)
+    sc = scales(kernel)
     batched = kernel.algorithm is Algorithm.GEMV_BATCHED
     unroll = UNROLL[kernel.algorithm]
-    scaled_head, scale_lines, finish = _epilogue(kernel, sc, params)
+    scaled_head, scale_lines, finish = epilogue(kernel, sc, params)
     if sc.fold_lhs:
         accumulate = "acc[r][a] += gg::mul_scales(dot, sw[a], sa[r]);  // exactly, whatever the e8m0 bytes"
     elif sc.exact_block:
@@ -447,7 +322,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
                else "GEMV, M == 1"),
         n_out="n / 2" if silu else "n",
         max_rows_source="max_m" if batched else "gemv: M == 1",
-        algorithm_comment=_algorithm_comment(kernel, sc, warps * out_cols, unroll),
+        algorithm_comment=algorithm_comment(kernel, sc, warps * out_cols, unroll),
         entries_comment=comment(f"Entry points: {fast.name} (k a multiple of {vec}: 16-byte "
                                 f"loads) and {unaligned.name} (any k: one element per lane and "
                                 "load)."),
@@ -456,7 +331,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
         lhs_scale_ctype=CTYPE[sc.lhs.dtype] if sc.lhs.enabled else None,
         rhs_scale_ctype=CTYPE[sc.rhs.dtype] if sc.rhs.enabled else None,
         bias_ctype=CTYPE[kernel.bias.dtype] if kernel.bias.mode is BiasMode.N else None,
-        lhs_scale_to_float=_to_float(sc.lhs), rhs_scale_to_float=_to_float(sc.rhs),
+        lhs_scale_to_float=to_float(sc.lhs), rhs_scale_to_float=to_float(sc.rhs),
         lhs_scale_row="0" if sc.lhs.mode is ScaleMode.TENSOR else "r",
         weight_row_bound="n_out" if silu else "n",
         params=params,
@@ -464,30 +339,6 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
         scaled_head=scaled_head, epilogue_scale_lines=scale_lines,
         block_accumulate=accumulate, finish=finish,
     )
-
-
-def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
-    """The spec restated for the comment block at the top of the .cu."""
-    lines = [f"op        {kernel.op.value}, algorithm {kernel.algorithm.value}"
-             + (f" (max_m {kernel.max_m})" if kernel.max_m else ""),
-             f"lhs       {kernel.lhs.dtype.value} [m, k]",
-             f"rhs       {kernel.rhs_operand.dtype.value} [n, k]",
-             f"out       {kernel.out.value} (accumulator f32)"]
-    for name, sc in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
-        if sc.mode is ScaleMode.BLOCK:
-            lines.append(f"{name:<10}block n={sc.block_n} k={sc.block_k} {sc.dtype.value} "
-                         "(applied per K slice)")
-        elif sc.enabled:
-            lines.append(f"{name:<10}{sc.mode.value} {sc.dtype.value}")
-    if kernel.bias.mode is BiasMode.N:
-        lines.append(f"bias      {kernel.bias.dtype.value} [n]")
-    if kernel.epilogue.activation is not Activation.NONE or kernel.epilogue.alpha is not None:
-        alpha = f" alpha={kernel.epilogue.alpha!r}" if kernel.epilogue.alpha is not None else ""
-        lines.append(f"epilogue  {kernel.epilogue.activation.value}{alpha}")
-    if kernel.static_n or kernel.static_k:
-        lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")
-                     + (f" k={kernel.static_k}" if kernel.static_k else ""))
-    return tuple(lines)
 
 
 def _checks(kernel: ir.Kernel, rows: int) -> tuple[Check, ...]:
@@ -505,14 +356,6 @@ def _checks(kernel: ir.Kernel, rows: int) -> tuple[Check, ...]:
 
 # ---------------------------------------------------------------------------
 # Launch plan
-
-
-def summary(kernel: ir.Kernel) -> str:
-    """`gemmgen list`'s description without the tile fields, which a GEMV ignores."""
-    text = describe_kernel(kernel)
-    cut = text.find(f" tile {kernel.tile}")
-    tail = text.find(" algorithm ", cut)
-    return text if cut < 0 or tail < 0 else text[:cut] + text[tail:]
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:

@@ -2,7 +2,7 @@
 (`Arg`: name, role, dtype, shape, alignment), how the problem dims are read
 off them (`Binding`), the checks a call must pass (`Check`) and the names
 computed from the dims (`Derived`). The C++ header and the Python launcher
-print these; cuda_launch.LaunchPlan holds them.
+print these; cuda/launch.py's LaunchPlan holds them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import enum
 from dataclasses import dataclass
 
 from gemmgen import ir
-from gemmgen.backends.cuda_expr import Expr, expr, exprs, var
-from gemmgen.backends.cuda_layout import py_tuple
+from gemmgen.backends.cuda.expr import Expr, expr, exprs, var
+from gemmgen.backends.cuda.layout import py_tuple
 from gemmgen.ir import DType
 
 __all__ = ["CTYPE", "Arg", "Binding", "Check", "Derived", "Role", "spec_checks"]

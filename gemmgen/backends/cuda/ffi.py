@@ -28,8 +28,8 @@ from pathlib import PurePosixPath
 
 from gemmgen import ir
 from gemmgen.backends import pallas
-from gemmgen.backends.cuda_common import Expr, LaunchPlan, Var, comment, cpp_call, cpp_decl, py_call
-from gemmgen.backends.cuda_kinds import plan as cuda_plan
+from gemmgen.backends.cuda.common import Expr, LaunchPlan, Var, comment, cpp_call, cpp_decl, py_call
+from gemmgen.backends.cuda.kinds import plan as cuda_plan
 from gemmgen.render import header_text, render_template
 
 __all__ = ["FfiPlan", "kernels", "plan", "render", "render_kernel"]

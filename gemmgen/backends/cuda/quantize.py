@@ -32,12 +32,12 @@ import struct
 from dataclasses import dataclass
 
 from gemmgen import ir
-from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
-from gemmgen.backends.cuda_expr import Lit, all_of, cdiv, min_, var
-from gemmgen.backends.cuda_launch import (
+from gemmgen.backends.cuda.args import CTYPE, Arg, Binding, Check, Derived, Role, spec_checks
+from gemmgen.backends.cuda.expr import Lit, all_of, cdiv, min_, var
+from gemmgen.backends.cuda.launch import (
     LIMITS, WARP, Grid, LaunchPlan, Step, Variant, array, i32, where,
 )
-from gemmgen.backends.cuda_layout import Param, comment, cpp_args, cpp_signature
+from gemmgen.backends.cuda.layout import Param, comment, cpp_args, cpp_signature
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op, ScaleMode
 

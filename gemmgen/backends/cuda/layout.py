@@ -3,7 +3,7 @@ print for the few data-dependent shapes the CUDA templates emit (a
 declaration, a call, a comment, a string literal). Fixed text is written
 formatted in the templates themselves; these helpers lay out what depends on
 the plan, so the generated files are formatted as emitted
-(tests/test_generated_format.py checks them; the generator never runs a
+(tests/cli/test_generated_format.py checks them; the generator never runs a
 formatter).
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "COLUMNS", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string", "cpp_call",
-    "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "one_per_line", "pack", "py_call",
-    "py_collection", "py_tuple",
+    "COLUMNS", "PROSE", "Param", "comment", "comment_item", "cpp_args", "cpp_assign_string",
+    "cpp_call", "cpp_decl", "cpp_params", "cpp_signature", "cpp_string", "one_per_line", "pack",
+    "prose", "py_call", "py_collection", "py_tuple",
 ]
 
 COLUMNS = 100  # the column limit of .clang-format and of ruff (line-length)
@@ -236,3 +236,17 @@ def comment_item(label: str, text: str, indent: int = 0, width: int = 80) -> str
     text = textwrap.fill(text, min(width, COLUMNS), initial_indent=first, subsequent_indent=rest,
                          break_long_words=False, break_on_hyphens=False)
     return text.replace("\u00a0", " ")
+
+
+# The width of the comments and docstrings the templates wrap by hand; the
+# sentences that depend on the plan (which bodies a kernel has) are wrapped
+# to it too, so they read as the fixed text around them.
+PROSE = 77
+
+
+def prose(text: str, first: str, rest: str | None = None, width: int = PROSE) -> str:
+    """`text` filled to `width` columns, the first line after `first`, the
+    others after `rest` (default: `first`)."""
+    return textwrap.fill(text, width, initial_indent=first,
+                         subsequent_indent=first if rest is None else rest,
+                         break_long_words=False, break_on_hyphens=False)

@@ -1,6 +1,6 @@
 """The masked grouped layout on the CUDA tile GEMM (docs/cuda.md, "The
 masked layout"): the pieces of the plan that differ from the contiguous
-grouped GEMM, as small functions the tile GEMM's plan (cuda_gemm) calls
+grouped GEMM, as small functions the tile GEMM's plan (gemm/) calls
 where a kernel is `ir.Kernel.masked`.
 
 lhs [g, m, k] holds each group's rows padded to the capacity m and
@@ -16,7 +16,7 @@ experts' buffers.
 
 from __future__ import annotations
 
-from gemmgen.backends.cuda_common import Arg, Binding, Check, StepArg, array, i32, var
+from gemmgen.backends.cuda.common import Arg, Binding, Check, StepArg, array, i32, var
 from gemmgen.ir import DType
 
 __all__ = ["EMPTY", "ROWS", "args", "bindings", "checks", "grid_rows", "params"]

@@ -1,168 +1,22 @@
-"""Rust launchers of the CUDA kernels: a cargo crate per spec.
+"""The Rust module of one kernel (`src/<kernel>.rs`), printed from its LaunchPlan.
 
-With `launchers cpp cupy rust` in the spec's `target cuda` block, the CUDA
-backend also renders `generated/<stem>/rust/`, a crate with no dependencies:
-
-  Cargo.toml           package gemmgen-<stem>, feature `cuda-driver`
-  src/lib.rs           one module per kernel and dispatcher
-  src/common.rs        the Backend trait, Array, KernelArg, Launch, Error,
-                       CUDA's launch limits and the plan's integer helpers
-  src/cuda_driver.rs   Backend over the CUDA driver API (feature
-                       `cuda-driver`; the crate's only `unsafe` code)
-  src/<kernel>.rs      Args, Dims, pick_tile, validate, workspace_bytes,
-                       launches and launch, printed from the kernel's
-                       LaunchPlan (the one its C++ and CuPy launchers print),
-                       the Hopper path's launches and tensor maps included
-  src/<dispatch>.rs    pick(m) and launch, handing the call to the arm's module
-
-Every expression is the plan's `Expr` printed as Rust (`Expr.rs`, over
-i64); the text is laid out as rustfmt lays it out (the tests check it with
-`rustfmt --check`), by the small helpers below.
+`RustKernel` is what templates/rust/launcher.rs.j2 prints: Args and Dims,
+pick_tile, validate, workspace_bytes, and `launches` with every variant's
+paths (the bodies other than mma.sync, taken on their device) and tensor
+maps, the same plan the C++ and CuPy launchers print.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
-from gemmgen import ir
-from gemmgen.backends.cuda_args import Arg
-from gemmgen.backends.cuda_dispatch import DispatchPlan
-from gemmgen.backends.cuda_expr import Bin, Call, Expr, Fn, Var, negate
-from gemmgen.backends.cuda_launch import (
-    DEFAULT_SMEM,
-    DEVICE_NAMES,
-    LIMITS,
-    ArgKind,
-    LaunchPlan,
-    Step,
+from gemmgen.backends.cuda.expr import Expr, Var, negate
+from gemmgen.backends.cuda.launch import DEVICE_NAMES, ArgKind, LaunchPlan, Step, Variant
+from gemmgen.backends.cuda.layout import prose
+from gemmgen.backends.cuda.rust.text import (
+    HELPERS, WIDTH, called_helpers, field_doc, field_type, rs_call, rs_const, rs_doc,
+    rs_format, rs_list, rs_use, used_names,
 )
-from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
-from gemmgen.render import render_template
-
-__all__ = ["RustDispatch", "RustKernel", "crate_name", "render_crate"]
-
-# rustfmt's max_width; the crate's rustfmt.toml sets use_small_heuristics =
-# "Max", so a list stays on one line exactly when the line fits.
-WIDTH = 100
-HELPERS = tuple(f.value for f in Fn)  # gg_cdiv, ...: common.rs defines them
-
-
-def crate_name(stem: str) -> str:
-    """The package name: `gemmgen-<stem>` (lib `gemmgen_<stem>`)."""
-    return "gemmgen-" + stem.replace("_", "-")
-
-
-def rs_list(head: str, items: list[str], tail: str, indent: int) -> str:
-    """`head` items `tail` on one line when rustfmt keeps it there (the
-    line fits WIDTH and the items CALL_WIDTH), else one item a line."""
-    pad = " " * indent
-    inner = ", ".join(items)
-    one = f"{pad}{head}{inner}{tail}"
-    if len(one) <= WIDTH:
-        return one
-    lines = [f"{pad}{head}"] + [f"{pad}    {i}," for i in items] + [f"{pad}{tail.lstrip()}"]
-    return "\n".join(lines)
-
-
-def rs_format(head: str, lead: list[str], args: list[str], tail: str, indent: int) -> str:
-    """A format macro call (`write!(f, "..", a, b)`): on one line when it
-    fits; else `lead` one a line and the arguments on one line after them
-    when they fit there (rustfmt's layout of format arguments), else one a
-    line."""
-    one = rs_list(head, [*lead, *args], tail, indent)
-    if "\n" not in one:
-        return one
-    pad = " " * (indent + 4)
-    rest = ", ".join(args) + ","
-    if len(pad) + len(rest) <= WIDTH:
-        return "\n".join([" " * indent + head, *(f"{pad}{x}," for x in lead), pad + rest,
-                          " " * indent + tail])
-    return one
-
-
-def rs_const(head: str, items: list[str]) -> str:
-    """`head [items];` (head ends in "= "), broken after `=` when the list
-    then fits on the next line, else one item a line."""
-    one = f"{head}[{', '.join(items)}];"
-    if len(one) <= WIDTH:
-        return one
-    below = f"    [{', '.join(items)}];"
-    if len(below) <= WIDTH:
-        return f"{head.rstrip()}\n{below}"
-    return rs_list(f"{head}[", items, "];", 0)
-
-
-def rs_call(head: str, args: list[str], tail: str, indent: int) -> str:
-    """A call on one line when it fits, else one argument a line."""
-    return rs_list(head, args, tail, indent)
-
-
-def rs_use(path: str, names: list[str]) -> str:
-    """`use path::{a, b};`, wrapped as rustfmt wraps an import list."""
-    one = f"use {path}::{{{', '.join(names)}}};"
-    if len(one) <= WIDTH:
-        return one
-    lines, line = [], ""
-    for n in names:
-        item = f"{n},"
-        if line and 4 + len(line) + 1 + len(item) > WIDTH:
-            lines.append(line)
-            line = item
-        else:
-            line = f"{line} {item}" if line else item
-    lines.append(line)
-    return "\n".join([f"use {path}::{{", *(f"    {x}" for x in lines), "};"])
-
-
-def rs_doc(text: str, indent: int, mark: str = "///") -> str:
-    """`text` as doc-comment lines of at most WIDTH columns."""
-    pad = " " * indent
-    words = text.split()
-    lines: list[str] = []
-    line = ""
-    for w in words:
-        if line and len(pad) + len(mark) + 1 + len(line) + 1 + len(w) > WIDTH:
-            lines.append(line)
-            line = w
-        else:
-            line = f"{line} {w}" if line else w
-    if line:
-        lines.append(line)
-    return "\n".join(f"{pad}{mark} {x}" for x in lines)
-
-
-def _used(*exprs: Expr | None) -> frozenset[str]:
-    return frozenset().union(*(e.names() for e in exprs if e is not None))
-
-
-def _calls(e: Expr) -> set[str]:
-    if isinstance(e, Call):
-        out = {e.fn.value}
-        for a in e.args:
-            out |= _calls(a)
-        return out
-    if isinstance(e, Bin):
-        return _calls(e.left) | _calls(e.right)
-    return set()
-
-
-def _rank(a: Arg) -> int:
-    return len(a.shape)
-
-
-def _field_type(a: Arg) -> str:
-    if a.is_scalar:
-        return "i64"
-    t = f"Array<{_rank(a)}>"
-    return f"Option<{t}>" if a.optional else t
-
-
-def _field_doc(a: Arg) -> str:
-    if a.is_scalar:
-        return a.doc[:1].upper() + a.doc[1:] + "."
-    opt = " (optional)" if a.optional else ""
-    return f"`{a.shape_text}` {a.dtype.value if a.dtype else ''}: {a.doc}{opt}."
 
 
 @dataclass(frozen=True)
@@ -190,14 +44,26 @@ class RustKernel:
         return rs_const(f"pub const ARCHS: [&str; {len(items)}] = ", items)
 
     @property
-    def has_sm90(self) -> bool:
-        return self.plan.has_sm90
+    def has_paths(self) -> bool:
+        """Whether `launches` takes the device (a body other than mma.sync)."""
+        return self.plan.has_paths
+
+    @property
+    def launches_doc(self) -> str:
+        """The doc comment of `launches`."""
+        if not self.has_paths:
+            return ("/// The launches of a valid call with dims `d`, in order (none when there\n"
+                    "/// is nothing to compute). `launch` makes exactly these.")
+        paths = self.plan.paths_words("compute capability {cc} the {title} path ({arch}: {what})")
+        return prose("The launches of a valid call with dims `d` on `device`, in order (none when "
+                     f"there is nothing to compute): on {paths}, else (and on `Device::UNKNOWN`) "
+                     "the `mma.sync` path. `launch` makes exactly these.", "/// ")
 
     @property
     def fields(self) -> tuple[str, ...]:
         out: list[str] = []
         for a in self.plan.args:
-            out += [rs_doc(_field_doc(a), 4), f"    pub {a.name}: {_field_type(a)},"]
+            out += [rs_doc(field_doc(a), 4), f"    pub {a.name}: {field_type(a)},"]
         if self.plan.has_workspace:
             out += [rs_doc("`workspace_bytes(&dims)` bytes of device memory, 16-byte aligned.", 4),
                     "    pub workspace: Workspace,"]
@@ -227,7 +93,7 @@ class RustKernel:
 
     @property
     def pick_tile_head(self) -> str:
-        used = _used(*(v.when for v in self.plan.rules))
+        used = used_names(*(v.when for v in self.plan.rules))
         params = [f"{'' if d in used else '_'}{d}: i64" for d in ("m", "n", "k")]
         return f"pub fn pick_tile({', '.join(params)}) -> usize {{"
 
@@ -321,7 +187,7 @@ class RustKernel:
                     "    if w.ptr == 0 || !common::is_aligned(w.ptr, 16) || w.bytes < need {",
                     "        return Err(Error::Workspace { kernel: NAME, need, got: w });",
                     "    }"]
-        device = ", Device::UNKNOWN" if p.has_sm90 else ""
+        device = ", Device::UNKNOWN" if p.has_paths else ""
         out.append(f"    common::check_launches(NAME, &launches(a, &d{device}), &d, None)?;")
         out.append("    Ok(d)")
         return tuple(out)
@@ -347,7 +213,7 @@ class RustKernel:
     # -- workspace and launches --------------------------------------------
 
     def unpack(self, *exprs: Expr) -> str:
-        used = _used(*exprs)
+        used = used_names(*exprs)
         names = [n for n in self.names if n in used]
         if not names:
             return ""
@@ -385,17 +251,15 @@ class RustKernel:
     @property
     def launches_unpack(self) -> str:
         steps = self.steps
-        conds = [v.sm90_when for v in self.plan.variants if v.sm90_when is not None]
-        return self.unpack(self.plan.empty, *self.lut_used, *conds,
+        return self.unpack(self.plan.empty, *self.lut_used, *self.plan.path_conds,
                            *(g for s in steps for g in s.grid), *self._arg_names())
 
     @property
     def device_unpack(self) -> str:
         """`let Device { sm, num_sms } = device;`: the names of DEVICE_NAMES
-        the Hopper path's conditions and grids use."""
+        the paths' conditions and grids use."""
         steps = self.steps
-        conds = [v.sm90_when for v in self.plan.variants if v.sm90_when is not None]
-        used = _used(*conds, *(g for s in steps for g in s.grid), *self._arg_names())
+        used = used_names(*self.plan.path_conds, *(g for s in steps for g in s.grid), *self._arg_names())
         names = [n for n in DEVICE_NAMES if n in used]
         if not names:
             return ""
@@ -405,7 +269,7 @@ class RustKernel:
     @property
     def launches_head(self) -> str:
         a = "a" if self.uses_args else "_a"
-        if self.has_sm90:
+        if self.has_paths:
             return f"pub fn launches({a}: &Args, d: &Dims, device: Device) -> Vec<Launch> {{"
         return f"pub fn launches({a}: &Args, d: &Dims) -> Vec<Launch> {{"
 
@@ -466,23 +330,26 @@ class RustKernel:
         out.append(f"{pad}]")
         return out
 
-    def _sm90(self, v, indent: int) -> list[str]:
-        """`if <sm90_when> { return vec![..Hopper steps..]; }` at `indent`."""
+    def _paths(self, v: Variant, indent: int) -> list[str]:
+        """`if <when> { return vec![..steps..]; }` of each of the variant's
+        paths, at `indent`."""
         pad = " " * indent
-        head = f"{pad}if {v.sm90_when.rs} {{"
-        if len(head) > WIDTH:
-            raise AssertionError(f"condition too long for one line: {v.sm90_when.rs}")
-        vec = self._vec(v.sm90_steps, indent + 4)
-        return [head, f"{pad}    // The Hopper path: {v.sm90_label}",
-                f"{pad}    return {vec[0]}", *vec[1:-1], vec[-1] + ";", f"{pad}}}"]
+        out: list[str] = []
+        for p in v.paths:
+            head = f"{pad}if {p.when.rs} {{"
+            if len(head) > WIDTH:
+                raise AssertionError(f"condition too long for one line: {p.when.rs}")
+            vec = self._vec(p.steps, indent + 4)
+            out += [head, f"{pad}    // The {p.title} path: {p.label}",
+                    f"{pad}    return {vec[0]}", *vec[1:-1], vec[-1] + ";", f"{pad}}}"]
+        return out
 
     @property
     def launches_body(self) -> tuple[str, ...]:
         p = self.plan
         out = [f"    if {p.empty.rs} {{", "        return Vec::new();", "    }"]
         if len(p.variants) == 1:
-            if p.default.has_sm90:
-                out += self._sm90(p.default, 4)
+            out += self._paths(p.default, 4)
             v = self._vec(p.default.steps, 4)
             out += ["    " + v[0], *v[1:]]
             return tuple(out)
@@ -490,9 +357,9 @@ class RustKernel:
         for v in p.variants:
             key = "_" if v is p.default else str(v.index)
             out.append(f"        // {v.label}")
-            if v.has_sm90:
+            if v.paths:
                 vec = self._vec(v.steps, 12)
-                out += [f"        {key} => {{", *self._sm90(v, 12), f"            {vec[0]}",
+                out += [f"        {key} => {{", *self._paths(v, 12), f"            {vec[0]}",
                         *vec[1:], "        }"]
             else:
                 vec = self._vec(v.steps, 8)
@@ -514,104 +381,22 @@ class RustKernel:
         exprs += [a.value for s in self.steps for a in s.args if a.value is not None]
         exprs += [e for s in self.steps for a in s.args if a.tmap is not None
                   for e in (*a.tmap.dims, *a.tmap.strides)]
-        exprs += [v.sm90_when for v in p.variants if v.sm90_when is not None]
+        exprs += p.path_conds
         used: set[str] = set()
         for e in exprs:
-            used |= _calls(e)
+            used |= called_helpers(e)
         return tuple(h for h in HELPERS if h in used)
 
     @property
     def imports(self) -> str:
         types = ["Array", "Backend", "Error", "Launch", "Refusal"]
-        if self.has_sm90:
+        if self.has_paths:
             types.append("Device")
         if any(a.kind is ArgKind.ARRAY for s in self.steps for a in s.args):
             types.append("KernelArg")
         if self.plan.has_workspace:
             types.append("Workspace")
         # rustfmt's order: self, then snake_case, then CamelCase names.
-        helpers = [*self.helpers, *(["tensor_map"] if self.has_sm90 else [])]
+        helpers = [*self.helpers, *(["tensor_map"] if self.plan.has_tensor_maps else [])]
         names = ["self", *sorted(helpers), *sorted(types)]
         return rs_use("crate::common", names)
-
-
-@dataclass(frozen=True)
-class RustDispatch:
-    plan: DispatchPlan
-
-    @property
-    def name(self) -> str:
-        return self.plan.name
-
-    @property
-    def arms_const(self) -> str:
-        items = [f'"{a.kernel}"' for a in self.plan.arms]
-        return rs_const(f"pub const ARMS: [&str; {len(items)}] = ", items)
-
-    @property
-    def fields(self) -> tuple[str, ...]:
-        out: list[str] = []
-        for a in (*self.plan.arrays, *self.plan.scalars):
-            out += [rs_doc(_field_doc(a), 4), f"    pub {a.name}: {_field_type(a)},"]
-        return tuple(out)
-
-    @property
-    def field_names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in (*self.plan.arrays, *self.plan.scalars))
-
-    def convert(self, arm: str) -> str:
-        """The body of as_<arm>: the same fields in the arm's Args."""
-        items = [f"{f}: a.{f}" for f in self.field_names]
-        return rs_list(f"{arm}::Args {{ ", items, " }", 4).replace("{ \n", "{\n").replace(
-            "\n     }", "\n    }")
-
-    @property
-    def m_read(self) -> str:
-        b = self.plan.m_binding
-        return f"a.{b.arg}.shape[{b.axis}]" + (f" * {b.mul}" if b.mul != 1 else "")
-
-    @property
-    def pick_body(self) -> tuple[str, ...]:
-        out: list[str] = []
-        for a in self.plan.arms:
-            if a.cond:
-                out += [f"    // {a.kernel}, {a.where}", f"    if {a.cond} {{",
-                        f"        return {a.index};", "    }"]
-            else:
-                out += [f"    // {a.kernel}, {a.where}", f"    {a.index}"]
-        return tuple(out)
-
-    @property
-    def uses(self) -> str:
-        return rs_use("crate", sorted({a.kernel for a in self.plan.arms}))
-
-
-def lib_modules(kernels: list[RustKernel], dispatches: list[RustDispatch]) -> list[str]:
-    return sorted([k.name for k in kernels] + [d.name for d in dispatches])
-
-
-def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
-                 dispatches: list[DispatchPlan]) -> dict[PurePosixPath, str]:
-    """The crate's files under `rust/`."""
-    base = PurePosixPath(CRATE)
-    ks = [RustKernel(p) for p in kernels]
-    ds = [RustDispatch(d) for d in dispatches]
-    stem = PurePosixPath(spec.path).stem
-    ctx = {"header": header, "spec_path": spec.path, "crate": crate_name(stem),
-           "lib": crate_name(stem).replace("-", "_"), "modules": lib_modules(ks, ds),
-           "limits": LIMITS, "default_smem": DEFAULT_SMEM, "rs_doc": rs_doc}
-    files = {
-        base / "Cargo.toml": render_template("rust/Cargo.toml.j2", **ctx),
-        base / "rustfmt.toml": render_template("rust/rustfmt.toml.j2", **ctx),
-        base / ".gitignore": render_template("rust/gitignore.j2", ignored=CRATE_BUILD_PRODUCTS,
-                                             **ctx),
-        base / "src" / "lib.rs": render_template("rust/lib.rs.j2", **ctx),
-        base / "src" / "common.rs": render_template("rust/common.rs.j2", **ctx),
-        base / "src" / "cuda_driver.rs": render_template("rust/cuda_driver.rs.j2", **ctx),
-    }
-    for k in ks:
-        files[base / "src" / f"{k.name}.rs"] = render_template("rust/launcher.rs.j2", k=k, **ctx)
-    for d in ds:
-        files[base / "src" / f"{d.name}.rs"] = render_template("rust/dispatch.rs.j2", d=d, **ctx)
-    return files
-

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends.cuda_args import CTYPE, Arg, Binding, Check, Role, spec_checks
-from gemmgen.backends.cuda_expr import Expr, all_of, cdiv, var
-from gemmgen.backends.cuda_launch import LIMITS, WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
-from gemmgen.backends.cuda_layout import Param, cpp_signature
+from gemmgen.backends.cuda.args import CTYPE, Arg, Binding, Check, Role, spec_checks
+from gemmgen.backends.cuda.expr import Expr, all_of, cdiv, var
+from gemmgen.backends.cuda.launch import LIMITS, WARP, Grid, LaunchPlan, Step, Variant, array, i32, where
+from gemmgen.backends.cuda.layout import Param, cpp_signature
 from gemmgen.describe import describe_kernel
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import DType, Op

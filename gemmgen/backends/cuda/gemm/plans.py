@@ -1,0 +1,214 @@
+"""The tile GEMM's plan: what gemm.cu.j2 prints, from every body's part.
+
+`plan(kernel, spec)` decides and computes everything the .cu prints: the
+Config's members and the launch contract (contract.py), the mma.sync tiles
+and entry points (mma_sync.py), and the part of each other tensor-core body
+the kernel has (bodies.py), with their layout as clang-format would print
+it, so the emitted file is formatted as emitted. `diagnose` names what the
+tile GEMM cannot emit. docs/cuda.md describes the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+
+from gemmgen import ir
+from gemmgen.archs import shared_memory_limit
+from gemmgen.backends.cuda.common import Arg, Binding, Check, cond_expr, where
+from gemmgen.backends.cuda.gemm import contract, mma_sync
+from gemmgen.backends.cuda.gemm.bodies import BODIES
+from gemmgen.backends.cuda.gemm.body import BodyPlan
+from gemmgen.backends.cuda.gemm.contract import BFeed
+from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
+from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param
+from gemmgen.describe import describe_kernel
+from gemmgen.diagnostics import Diagnostic
+from gemmgen.ir import Activation, Algorithm, DType, Layout, Op
+
+@dataclass(frozen=True, slots=True)
+class GemmPlan:
+    """What gemm.cu.j2 prints (the launchers get the `LaunchPlan`)."""
+
+    kernel: ir.Kernel
+    spec_path: str
+    where: str
+    summary: str
+    spec_lines: tuple[str, ...]
+    algorithm: tuple[str, ...]  # the file comment's "Algorithm" lines
+    archs: tuple[str, ...]
+    args: tuple[Arg, ...]  # contract order, then out
+    bindings: tuple[Binding, ...]
+    checks: tuple[Check, ...]
+    tiles: tuple[TileConfig, ...]  # LUT rules, then the default
+    grouped: bool
+    # Types.
+    lhs: DType
+    rhs: DType
+    out: DType
+    compute: DType  # what the tensor cores multiply
+    acc: DType  # f32, or int32 for int8 MMAs
+    mma: str  # primitive name, e.g. "mma_m16n8k16_bf16"
+    kstep: int  # K per MMA (16 or 32)
+    rhs_nk: bool
+    b_feed: BFeed
+    # Scales, bias, epilogue.
+    lhs_scale: ir.Scale
+    rhs_scale: ir.Scale
+    fold_scales: bool  # epilogue scales join the main loop's (see fold_scales())
+    scale_block_k: int  # K extent of one promotion (0: no main-loop scale)
+    bias: ir.Bias
+    activation: Activation
+    alpha: float | None
+    k_align: int  # k must be a multiple of this (16-byte rows)
+    n_align: int
+    n_out: str  # output columns, an expression of n
+    params: tuple[Param, ...]  # the GEMM entry points' parameters, launch order
+    config: tuple[str, ...]  # the members of the generated `Config` struct
+    entries: tuple[Entry, ...]  # fill and worklist (grouped), then one GEMM per tile
+    # The other tensor-core bodies the kernel has (bodies.py), in the
+    # table's order: their tiles, entry points and algorithm items.
+    bodies: tuple[BodyPlan, ...] = ()
+
+    @property
+    def all_entries(self) -> tuple[Entry, ...]:
+        """Every entry point the .cu defines: the mma.sync ones, then each body's."""
+        return self.entries + tuple(e for b in self.bodies for e in b.entries)
+
+    def body(self, name: str) -> BodyPlan | None:
+        """The plan of the body named `name`, if the kernel has it."""
+        return next((b for b in self.bodies if b.name == name), None)
+
+    def body_tiles(self, name: str) -> tuple:
+        """The tiles of the body named `name` (none when the kernel lacks it)."""
+        bp = self.body(name)
+        return bp.tiles if bp is not None else ()
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    @property
+    def summary_lines(self) -> tuple[str, ...]:
+        kind = "grouped (mixture-of-experts) GEMM" if self.grouped else "dense GEMM"
+        if self.kernel.masked:
+            kind = "masked grouped (mixture-of-experts) GEMM"
+        return tuple(textwrap.wrap(f"{self.name}: {kind} on tensor cores.", COLUMNS - len("// ")))
+
+    @property
+    def mainloop_scale(self) -> bool:
+        return self.scale_block_k > 0
+
+    def arg(self, name: str) -> Arg | None:
+        for a in self.args:
+            if a.name == name:
+                return a
+        return None
+
+    def promoted(self, scale: ir.Scale) -> bool:
+        """Whether `scale` multiplies each K block's partial sum."""
+        return scale.enabled and (scale.placement is ir.Placement.MAINLOOP or self.fold_scales)
+
+    @property
+    def exact_mainloop(self) -> bool:
+        """An e8m0 scale in the promotion: the per-block scale products may
+        leave f32 (2^-254 .. 2^254), so they are applied as exponents when a
+        thread's products are not all normal (gg::mul_scales_out_of_line)."""
+        return any(self.promoted(s) and s.dtype is DType.E8M0
+                   for s in (self.lhs_scale, self.rhs_scale))
+
+
+def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """What the tile GEMM cannot emit for a dense / grouped kernel, and the
+    shared memory each tile needs against each declared arch."""
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
+    out: list[Diagnostic] = []
+    assert kernel.algorithm is Algorithm.TILE
+    if contract.compute_dtype(kernel) is None:
+        out.append(Diagnostic(kernel.rhs_operand.loc, f"kernel '{kernel.name}': cuda cannot emit lhs "
+                              f"'{kernel.lhs.dtype.value}' x rhs '{kernel.rhs_operand.dtype.value}' yet: "
+                              "tensor cores take bf16, f16, e4m3, e5m2 or int8 on both sides "
+                              "(a narrower rhs is widened exactly); f32 has no path"))
+        return out
+    if kernel.stages < 2:
+        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the cuda tile GEMM pipelines "
+                              "with cp.async and needs stages >= 2"))
+    target = spec.target(ir.Backend.CUDA)
+    archs = target.cuda_archs if target else ()
+    for rule_tile, loc in tiles_with_loc(kernel):
+        problem = mma_sync.tile_problem(kernel, rule_tile)
+        if problem:
+            out.append(Diagnostic(loc, f"kernel '{kernel.name}': cuda: {problem}"))
+    if out:
+        return out
+    p = plan(kernel, spec)
+    # At the kernel's name, or for the CUDA tile LUT of its own at each line.
+    locs = [loc if kernel.tile_at is not None else kernel.loc for _, loc in tiles_with_loc(kernel)]
+    for t in p.tiles:
+        for arch in archs:
+            if t.smem_bytes > shared_memory_limit(arch):
+                out.append(Diagnostic(locs[t.index], f"kernel '{kernel.name}': tile "
+                                      f"{t.bm}x{t.bn}x{t.bk} needs {t.smem_bytes} bytes of shared "
+                                      f"memory, over the {shared_memory_limit(arch)} that {arch} allows; "
+                                      "use a smaller tile or fewer stages"))
+    return out
+
+
+def tiles_with_loc(kernel: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc]]:
+    return [(r.tile, r.loc) for r in kernel.tile_rules] + [(kernel.tile, kernel.tile_loc)]
+
+
+def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
+    kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
+    assert kernel.op in (Op.DENSE, Op.GROUPED)
+    compute = contract.compute_dtype(kernel)
+    assert compute is not None
+    target = spec.target(ir.Backend.CUDA)
+    tiles = []
+    rules = list(kernel.tile_rules)
+    for i, rule in enumerate(rules):
+        tiles.append(mma_sync.tile_config(kernel, rule.tile, i, f"{kernel.name}_t{i}",
+                                          cond_expr(rule.conds), where(rule.loc), compute))
+    default_entry = f"{kernel.name}_t{len(rules)}" if rules else kernel.name
+    tiles.append(mma_sync.tile_config(kernel, kernel.tile, len(rules), default_entry, "",
+                                      where(kernel.tile_loc), compute))
+    args, binds = contract.args(kernel)
+    k_align, n_align = contract.alignments(kernel, compute)
+    mainloop = [s for s in (kernel.lhs_scale, kernel.rhs_scale)
+                if s.enabled and s.placement is ir.Placement.MAINLOOP]
+    # Promote at the gcd of the scale blocks so no partial sum straddles a
+    # block of either side (the tile's K divides both: validated).
+    block_k = 0
+    for sc in mainloop:
+        block_k = math.gcd(block_k, sc.block_k)
+    b_feed = mma_sync.b_feed(kernel, compute)
+    params = mma_sync.params(kernel)
+    lut = tuple(r.tile for r in rules) + (kernel.tile,)
+    algorithm = mma_sync.algorithm(kernel, tiles, compute, b_feed, block_k)
+    bodies: list[BodyPlan] = []
+    for body in BODIES:
+        if body.applies(kernel, spec):
+            bodies.append(body.plan(kernel, tuple(tiles), lut, 5 + len(bodies)))
+            algorithm += bodies[-1].algorithm
+    return GemmPlan(
+        kernel=kernel, spec_path=spec.path, where=where(kernel.loc),
+        summary=describe_kernel(kernel),
+        spec_lines=contract.spec_lines(kernel),
+        algorithm=algorithm,
+        archs=target.cuda_archs if target else (),
+        args=args, bindings=binds, checks=contract.checks(kernel, k_align, n_align),
+        tiles=tuple(tiles), grouped=kernel.op is Op.GROUPED,
+        lhs=kernel.lhs.dtype, rhs=kernel.rhs_operand.dtype, out=kernel.out,
+        compute=compute, acc=DType.INT32 if compute is DType.INT8 else DType.F32,
+        mma=mma_sync.MMA[compute], kstep=mma_sync.kstep(compute),
+        rhs_nk=kernel.rhs_operand.layout is Layout.NK, b_feed=b_feed,
+        lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale,
+        fold_scales=contract.fold_scales(kernel), scale_block_k=block_k, bias=kernel.bias,
+        activation=kernel.epilogue.activation, alpha=kernel.epilogue.alpha,
+        k_align=k_align, n_align=n_align,
+        n_out="gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n",
+        params=params, config=contract.config(kernel, compute, b_feed, block_k),
+        entries=mma_sync.entries(kernel, tiles, params),
+        bodies=tuple(bodies),
+    )

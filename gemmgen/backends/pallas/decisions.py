@@ -1,0 +1,158 @@
+"""A matmul core's decisions (MatmulCore's first concern): the dot's types,
+packed data, where each scale and alpha applies, the accumulator.
+
+`Decisions` is a base of `MatmulCore` (cores.py) and reads its fields; the
+other concerns are blocks.py (the grid and blocks) and scaling.py (the
+scales as the kernel applies them).
+"""
+
+from __future__ import annotations
+
+import math
+
+from gemmgen.backends.pallas.parts import MAINLOOP_MODES, PER_N_MODES, Stage
+from gemmgen.backends.pallas.tpu import LANES
+from gemmgen.ir import Activation, BiasMode, DType, ScaleMode
+
+
+class Decisions:
+    """The decisions of a MatmulCore, from its fields."""
+
+    __slots__ = ()
+
+
+    @property
+    def int_dot(self) -> bool:
+        """int8 x int8 with int32 products."""
+        return self.mxu is DType.INT8
+
+    @property
+    def highest(self) -> bool:
+        """f32 operands: precision=HIGHEST."""
+        return self.mxu is DType.F32
+
+    @property
+    def rhs_packed_k(self) -> bool:
+        return self.rhs_packed is not None and self.rhs_nk
+
+    @property
+    def k_pairs(self) -> bool:
+        """The contraction runs over the even and the odd elements of k as
+        two parts (4-bit data packed along k unpacks into those halves)."""
+        return self.lhs_packed is not None or self.rhs_packed_k
+
+    @property
+    def lhs_split(self) -> bool:
+        """An unpacked lhs against rhs packed along k: XLA splits lhs into its
+        even and odd columns, so the kernel never shuffles lanes."""
+        return self.lhs_packed is None and self.rhs_packed_k
+
+    @property
+    def rhs_permute(self) -> bool:
+        """rhs packed along n: its unpacked halves are the even and odd
+        columns, re-interleaved in VMEM by a 0/1 matmul."""
+        return self.rhs_packed is not None and not self.rhs_nk
+
+    @property
+    def silu_mul(self) -> bool:
+        return self.activation is Activation.SILU_MUL
+
+    @property
+    def mainloop(self) -> bool:
+        """A scale applies per K block, inside the main loop."""
+        return self.lhs_scale in MAINLOOP_MODES or self.rhs_scale in MAINLOOP_MODES
+
+    def _dtype(self, side: str) -> DType | None:
+        mode, dt = ((self.lhs_scale, self.lhs_scale_dtype) if side == "lhs"
+                    else (self.rhs_scale, self.rhs_scale_dtype))
+        return None if mode is ScaleMode.NONE else dt
+
+    @property
+    def e8m0(self) -> bool:
+        """Some scale is stored as e8m0 bytes (applied as an int32 exponent)."""
+        return DType.E8M0 in (self._dtype("lhs"), self._dtype("rhs"))
+
+    @property
+    def folded(self) -> bool:
+        """Every scale and alpha apply per K block: an e8m0 scale meets a
+        main-loop scale, so all exponents are added before any product is
+        formed (an epilogue scale applied later could not bring back a
+        partial product that went subnormal and was flushed)."""
+        return self.mainloop and self.e8m0
+
+    def scale_stage(self, side: str) -> Stage | None:
+        """Where the lhs or rhs scale is applied (None: no scale)."""
+        mode = self.lhs_scale if side == "lhs" else self.rhs_scale
+        if mode is ScaleMode.NONE:
+            return None
+        return Stage.LOOP if self.folded or mode in MAINLOOP_MODES else Stage.EPILOGUE
+
+    @property
+    def moved_to_loop(self) -> tuple[str, ...]:
+        """What `folded` moves from the epilogue into the main loop, for a comment."""
+        if not self.folded:
+            return ()
+        moved = tuple(f"the {side} scale ({mode.value})" for side, mode in (
+            ("lhs", self.lhs_scale), ("rhs", self.rhs_scale))
+            if mode in (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.CHANNEL))
+        return moved + (("alpha",) if self.alpha is not None else ())
+
+    @property
+    def alpha_stage(self) -> Stage | None:
+        """Where alpha is applied: with the scales when they are folded into
+        the main loop (so an e8m0 exponent is applied last), else the epilogue."""
+        if self.alpha is None:
+            return None
+        return Stage.LOOP if self.folded else Stage.EPILOGUE
+
+    def e8m0_at(self, stage: Stage) -> int:
+        """How many e8m0 scales apply at `stage` (their exponents are added)."""
+        return sum(1 for side in ("lhs", "rhs")
+                   if self.scale_stage(side) is stage and self._dtype(side) is DType.E8M0)
+
+    @property
+    def alpha_in_pow2(self) -> bool:
+        """alpha applies where e8m0 exponents do: it is split into
+        ALPHA_MANTISSA * 2**ALPHA_EXPONENT and its exponent joins theirs, so
+        no product of constants with a power of two can go subnormal (XLA
+        folds constants into the smaller operand of a product)."""
+        return self.alpha_stage is not None and self.e8m0_at(self.alpha_stage) > 0
+
+    @property
+    def alpha_split(self) -> tuple[float, int]:
+        """alpha = mantissa * 2**exponent, |mantissa| in [1, 2) (0: 0, 0)."""
+        assert self.alpha is not None
+        mantissa, exponent = math.frexp(self.alpha)
+        return (2.0 * mantissa, exponent - 1) if mantissa else (0.0, 0)
+
+    def pow2_steps(self, stage: Stage) -> int:
+        """Normal powers of two (2**-126 .. 2**127) that _times_pow2 needs for
+        the exponents summed at `stage`: each e8m0 exponent spans -127..127,
+        alpha's exponent is a constant."""
+        n = self.e8m0_at(stage)
+        shift = self.alpha_split[1] if self.alpha_in_pow2 and self.alpha_stage is stage else 0
+        high, low = 127 * n + shift, -127 * n + shift
+        return max(1, -(-max(high, 0) // 127), -(-max(-low, 0) // 126))
+
+    @property
+    def acc_dtype(self) -> DType:
+        return DType.INT32 if self.int_dot and not self.mainloop else DType.F32
+
+    @property
+    def rhs_scale_per_n(self) -> bool:
+        return self.rhs_scale in PER_N_MODES
+
+    @property
+    def n_lanes(self) -> int:
+        """Columns of one lane-aligned rhs block: 256 when packed along n."""
+        return 2 * LANES if self.rhs_permute else LANES
+
+    @property
+    def transcendental(self) -> bool:
+        return self.activation in (Activation.SILU, Activation.GELU, Activation.SILU_MUL)
+
+    @property
+    def plain(self) -> bool:
+        return (self.lhs_scale is ScaleMode.NONE and self.rhs_scale is ScaleMode.NONE
+                and self.bias is BiasMode.NONE and self.activation is Activation.NONE
+                and self.alpha is None)

@@ -1,0 +1,116 @@
+"""A matmul core's scales as the kernel applies them (MatmulCore's third
+concern): the XLA preparation of the scale arrays, and per stage and column
+half the factors, alpha and e8m0 exponents (`Scaling`).
+
+`ScaleText` is a base of `MatmulCore` (cores.py) and reads its fields and
+decisions (decisions.py).
+"""
+
+from __future__ import annotations
+
+from gemmgen.backends.pallas.parts import Factor, Half, Scaling, Stage
+from gemmgen.ir import DType, ScaleMode
+
+
+class ScaleText:
+    """The scale preparation and scaling of a MatmulCore."""
+
+    __slots__ = ()
+
+    @property
+    def scale_prep(self) -> tuple[str, ...]:
+        """Lines of the function that bring the scales into the layouts the
+        blocks read (XLA, small arrays); comment lines start with '#'."""
+        lines = []
+        lhs = _as_f32(self.lhs_scale_dtype, "lhs_scale")
+        match self.lhs_scale:
+            case ScaleMode.TENSOR:
+                lines.append(f"lhs_scale = {lhs}.reshape(1)  # SMEM")
+            case ScaleMode.TOKEN:
+                lines.append(f"lhs_scale = {lhs}[:, None]  # [m, 1]")
+            case ScaleMode.TOKEN_GROUP:
+                lines.append(f"lhs_scale = {lhs}.T[:, :, None]  # [k blocks, m, 1]")
+            case _:
+                pass
+        rhs = _as_f32(self.rhs_scale_dtype, "rhs_scale")
+        g = "g, " if self.grouped else ""
+        match self.rhs_scale:
+            case ScaleMode.TENSOR:
+                lines.append(f"rhs_scale = {rhs}.reshape({'g' if self.grouped else '1'})  # SMEM")
+            case ScaleMode.CHANNEL:
+                lines.append(f"rhs_scale = {rhs}[:, None, :]  # [g, 1, n]" if self.grouped
+                             else f"rhs_scale = {rhs}[None, :]  # [1, n]")
+            case ScaleMode.BLOCK:
+                lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
+                          "repeated to one per",
+                          f"# column, the layout of a kblock scale ([{g}k blocks, 1, n]).",
+                          f"rhs_scale = jnp.repeat({rhs}, RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]",
+                          "rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)[..., None, :]"]
+            case ScaleMode.KBLOCK:
+                lines.append(f"rhs_scale = {rhs}{'' if self.grouped else '[0]'}  "
+                             f"# [{g}k blocks, 1, n]")
+            case _:
+                pass
+        return tuple(lines)
+
+    def scaling(self, stage: Stage, half: Half) -> Scaling:
+        """The scales (and alpha) applied at `stage` to the value of `half`."""
+        factors, exponents = [], []
+        for side in ("lhs", "rhs"):
+            if self.scale_stage(side) is not stage:
+                continue
+            ref = self._scale_ref(side, half)
+            if self._dtype(side) is DType.E8M0:
+                exponents.append(ref)
+            else:
+                factors.append(Factor(ref, self._scale_note(side)))
+        here = self.alpha_stage is stage
+        with_exponent = here and bool(exponents)
+        terms = exponents + (["ALPHA_EXPONENT"] if with_exponent else [])
+        steps = self.pow2_steps(stage)
+        if len(exponents) == 2:
+            added = " + ALPHA_EXPONENT" if with_exponent else ""
+            comment = (f"e8m0 scales: times 2**(e_lhs + e_rhs{added}), the exponents added",
+                       f"as integers and applied in {steps} steps of normal powers of two (as f32",
+                       "factors, 2**-127 * 2**100 would flush to 0 at the first).")
+        elif exponents:
+            power = "2**(e + ALPHA_EXPONENT)" if with_exponent else "2**e"
+            comment = (f"e8m0 scale: times {power} in {steps} steps of normal powers of",
+                       "two (byte 0, 2**-127, is an f32 subnormal, which TPUs flush to 0).")
+        else:
+            comment = ()
+        return Scaling(
+            factors=tuple(factors),
+            alpha=here and not exponents,
+            alpha_mantissa=with_exponent and self.alpha_split[0] != 1.0,
+            exponents=" + ".join(terms),
+            comment=comment,
+            steps=steps,
+        )
+
+    def _scale_ref(self, side: str, half: Half) -> str:
+        mode = self.lhs_scale if side == "lhs" else self.rhs_scale
+        if mode is ScaleMode.TENSOR:
+            return f"{side}_scale_ref[{'group' if side == 'rhs' and self.grouped else '0'}]"
+        if side == "lhs":
+            return "lhs_scale_ref[...]"
+        return f"rhs_scale{half.suffix}_ref[...]"
+
+    def _scale_note(self, side: str) -> str:
+        mode = self.lhs_scale if side == "lhs" else self.rhs_scale
+        match mode:
+            case ScaleMode.TOKEN_GROUP:
+                return "  # [tm, 1]: this K block's row scales"
+            case ScaleMode.TOKEN:
+                return "  # [tm, 1]: the row scales"
+            case ScaleMode.BLOCK | ScaleMode.KBLOCK:
+                return "  # [1, tn]: this K block's column scales"
+            case ScaleMode.CHANNEL:
+                return "  # [1, tn]: the column scales"
+            case _:
+                return ""
+
+
+def _as_f32(dt: DType, name: str) -> str:
+    """A scale array as the kernel reads it: f32, or int32 exponents for e8m0."""
+    return f"_e8m0_exponent({name})" if dt is DType.E8M0 else f"{name}.astype(jnp.float32)"
