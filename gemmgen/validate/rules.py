@@ -170,7 +170,11 @@ def mma_choice(r: FieldReader, k: ir.Kernel) -> None:
         r.err(loc, "'mma wgmma' is a CUDA choice, but the kernel has no cuda backend", 3)
         return
     for arch in cuda.cuda_archs:
-        if arch not in ir.WGMMA_ARCHS:
+        if arch in ir.SM12X_ARCHS:
+            r.err(loc, f"'mma wgmma' needs sm_90a, but target cuda declares '{arch}': sm_12x "
+                  "has no wgmma, tcgen05, TMEM or clusters beyond 1x1x1, only warp-level "
+                  "mma.sync; drop the arch or write 'mma auto', which uses mma.sync there", 3)
+        elif arch not in ir.WGMMA_ARCHS:
             r.err(loc, f"'mma wgmma' needs sm_90a, but target cuda declares '{arch}' "
                   "(wgmma is an sm_90a instruction); drop the arch or write 'mma auto', "
                   "which uses mma.sync there", 3)
