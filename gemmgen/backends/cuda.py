@@ -40,6 +40,12 @@ __all__ = ["diagnose", "diagnose_kernel", "plan", "render", "render_kernel"]
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """The kernel's problems, and those of each dispatcher whose else arm it
     is (checked once per dispatcher, with every arm's kind known)."""
+    if (found := kernel.block_scale_format()) is not None:
+        # The sm_12x block-scaled mma.sync body does not exist yet: no stub.
+        loc, what = found
+        return [Diagnostic(loc, f"kernel '{kernel.name}': cuda does not emit {what} yet (the "
+                                "block-scaled mma.sync body of sm_120a / sm_121a is not "
+                                "written); drop the cuda backend for this kernel")]
     out = diagnose_kernel(kernel, spec)
     for d in spec.dispatches:
         if d.rules[-1].kernel == kernel.name:
