@@ -14,11 +14,12 @@ import pytest
 
 from gemmgen import archs, devices, ir
 from gemmgen.backends import cuda as cuda_backend
+from gemmgen.diagnostics import SpecError
 from gemmgen.harness import nvcc
 from gemmgen.harness.toolchain import cuda_include_dir, find_nvcc
-from gemmgen.diagnostics import SpecError
 from gemmgen.parse import parse
 from gemmgen.validate import validate
+
 
 def parse_spec_text(text: str, path: str) -> ir.Spec:
     return validate(parse(text, path))
