@@ -30,7 +30,8 @@ from pathlib import PurePosixPath
 
 from gemmgen import ir
 from gemmgen.backends import cuda_dispatch, cuda_rust
-from gemmgen.backends.cuda_kinds import diagnose_kernel, plan
+from gemmgen.backends import cuda_kinds
+from gemmgen.backends.cuda_kinds import plan
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.render import header_text, render_template
 
@@ -40,17 +41,23 @@ __all__ = ["diagnose", "diagnose_kernel", "plan", "render", "render_kernel"]
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """The kernel's problems, and those of each dispatcher whose else arm it
     is (checked once per dispatcher, with every arm's kind known)."""
-    if (found := kernel.block_scale_format()) is not None:
-        # The sm_12x block-scaled mma.sync body does not exist yet: no stub.
-        loc, what = found
-        return [Diagnostic(loc, f"kernel '{kernel.name}': cuda does not emit {what} yet (the "
-                                "block-scaled mma.sync body of sm_120a / sm_121a is not "
-                                "written); drop the cuda backend for this kernel")]
     out = diagnose_kernel(kernel, spec)
     for d in spec.dispatches:
         if d.rules[-1].kernel == kernel.name:
             out.extend(cuda_dispatch.diagnose_dispatch(d, spec))
     return out
+
+
+def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """What this backend cannot emit for one kernel: MX / NV block scales
+    (the sm_12x block-scaled mma.sync body does not exist yet: no stub),
+    then what its kind says (cuda_kinds.diagnose_kernel)."""
+    if (found := kernel.block_scale_format()) is not None:
+        loc, what = found
+        return [Diagnostic(loc, f"kernel '{kernel.name}': cuda does not emit {what} yet (the "
+                                "block-scaled mma.sync body of sm_120a / sm_121a is not "
+                                "written); drop the cuda backend for this kernel")]
+    return cuda_kinds.diagnose_kernel(kernel, spec)
 
 
 def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
