@@ -17,6 +17,7 @@ from gemmgen import ir
 from gemmgen.diagnostics import SpecError
 from gemmgen.numerics import (
     e8m0_to_float,
+    float64_to_storage,
     from_fp4_codes,
     pack_nibbles,
     storage_to_float64,
@@ -78,6 +79,19 @@ def test_ue4m3_bytes():
     assert got[0] == 0.0 and got[1] == 2.0**-9 and got[0x7E] == 448.0 and math.isnan(got[0x7F])
     with pytest.raises(ValueError, match="0x80 .* sign bit"):
         ue4m3_to_float(np.array([3, 0x80], np.uint8))
+
+
+def test_ue4m3_encoding_rounds_to_nearest_and_saturates():
+    x = np.array([0.0, 2.0**-10, 2.0**-9 * 1.5, 1.0, 1.0625, 1.1875, 300.0, 448.0, 464.0, 1e9])
+    got = float64_to_storage(x, ir.DType.UE4M3)
+    assert got.dtype == np.uint8 and got.max() <= 0x7E
+    # RNE: 2**-10 ties to 0, 1.5 * 2**-9 to 2 * 2**-9, 1.0625 to 1.0, 1.1875
+    # to 1.25; 300 to 288 (spacing 32); above 448 saturates to 0x7E.
+    want = [0.0, 0.0, 2.0**-8, 1.0, 1.0, 1.25, 288.0, 448.0, 448.0, 448.0]
+    assert ue4m3_to_float(got).tolist() == want
+    for bad in (-1.0, math.nan):
+        with pytest.raises(ValueError, match="non-negative"):
+            float64_to_storage(np.array([bad]), ir.DType.UE4M3)
 
 
 def test_atom_layout_round_trip():
