@@ -125,3 +125,44 @@ def test_cpp_launcher_runs_on_12x_and_refuses_a_wrong_arch():
     kernel, plan, cuda = built(ONLY_120A)
     with pytest.raises(CppLaunchError, match=r"launch_sm12x_gemm returned cudaErrorInvalidDeviceFunction"):
         run_cpp_launcher(plan, cuda, inputs, arch="sm_121a")
+
+
+MXFP8 = """\
+target cuda {
+  archs sm_120a sm_121a
+}
+
+kernel mxfp8_gemm {
+  op dense
+  lhs e4m3 [m, k]
+  rhs e4m3 [n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  tile m=64 n=128 k=32
+  backends cuda
+}
+"""
+
+
+@pytest.mark.slow
+def test_mxfp8_with_row_major_scales_runs_on_the_block_scaled_fp8_path(tmp_path):
+    """MXFP8 with row-major e8m0 scales per 32 K on both operands is the
+    existing block-scaled FP8 GEMM with a K tile of 32: the C++ launcher on
+    the emulated sm_120a matches the reference (ragged shape, several K
+    blocks, fresh random scales)."""
+    (tmp_path / "specs").mkdir()
+    path = tmp_path / "specs" / "mxfp8.gemm"
+    path.write_text(MXFP8)
+    rendered = render_spec(path)
+    cuda = tmp_path / "cuda"
+    cuda.mkdir()
+    for rel, text in rendered.files.items():
+        if rel.parts[0] == "cuda":
+            (cuda / rel.name).write_text(text)
+    kernel = rendered.spec.kernel("mxfp8_gemm")
+    case = Case("ragged", m=77, n=200, k=160)
+    inputs = case.inputs(kernel, 9)
+    got = run_cpp_launcher(cuda_backend.plan(kernel, rendered.spec), cuda, inputs, arch="sm_120a")
+    result = compare(got, reference(kernel, **inputs), kernel, k=case.k, inputs=inputs)
+    assert result.passed, result.detail
