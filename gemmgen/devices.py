@@ -51,13 +51,20 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
            source="NVIDIA HGX B200 specifications, per GPU (bf16 2.25, FP8 4.5 PFLOP/s dense; "
                   "8 TB/s)"),
     Device("rtx5090", "RTX 5090", 209.5, 419.0, 1.792, sm=120, sms=170,
-           source="NVIDIA RTX Blackwell architecture whitepaper (GeForce RTX 5090; 1,792 GB/s)",
+           source="NVIDIA RTX Blackwell architecture whitepaper (GeForce RTX 5090: 170 SMs; "
+                  "1,792 GB/s)",
            note="the f32-accumulate tensor rates are the whitepaper's, not measured here"),
+    Device("rtxpro6000", "RTX PRO 6000 Blackwell", 500.0, 1000.0, 1.792, sm=120, sms=188,
+           source="NVIDIA RTX PRO 6000 Blackwell Workstation Edition datasheet (24,064 CUDA "
+                  "cores = 188 SMs of 128; 4,000 AI TOPS FP4 with sparsity; 1,792 GB/s)",
+           note="the bf16 and FP8 rates are the datasheet's sparse FP4 figure halved for "
+                "sparsity and once per doubling of operand width, unconfirmed"),
     Device("gb10", "GB10 (DGX Spark)", 125.0, 250.0, 0.273, sm=121, sms=48,
-           source="NVIDIA DGX Spark specifications (273 GB/s; 1 PFLOP/s FP4 with sparsity)",
-           note="NVIDIA publishes only the sparse FP4 rate and the bandwidth: the bf16 and "
-                "FP8 rates (1/8 and 1/4 of the dense FP4 rate) and the 48 SMs are "
-                "unconfirmed"),
+           source="NVIDIA DGX Spark specifications (6,144 CUDA cores; 273 GB/s; 1 PFLOP/s FP4 "
+                  "with sparsity)",
+           note="NVIDIA publishes only the sparse FP4 rate, the CUDA cores and the bandwidth: "
+                "the bf16 and FP8 rates (1/8 and 1/4 of the dense FP4 rate) and the 48 SMs "
+                "(6,144 cores / 128 per SM) are unconfirmed"),
     Device("v4", "TPU v4", 275.0, 275.0, 1.2, tpu=None, fp8=False,
            source="Google Cloud TPU v4 system architecture (275 TFLOP/s bf16 and int8; "
                   "1,200 GB/s)"),
@@ -78,6 +85,7 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
 # The device `explain` bounds on when --device is not given: the first of
 # these whose arch the spec declares, else the spec's TPU generation.
 DEFAULT_FOR_ARCH = (("sm_90a", "h200"), ("sm_90", "h200"), ("sm_100a", "b200"),
+                    ("sm_121a", "gb10"), ("sm_121", "gb10"), ("sm_120a", "rtx5090"),
                     ("sm_120", "rtx5090"), ("sm_89", "l40s"), ("sm_86", "a100"),
                     ("sm_80", "a100"))
 

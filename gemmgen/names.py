@@ -38,7 +38,8 @@ OWN_PREFIXES = ("gg_", "launch_", "_")
 # dispatcher's view of its arguments as arm <arm>'s.
 DERIVED_PREFIXES = ("launch_",)
 DERIVED_SUFFIXES = ("_validate", "_pick", "_pick_tile", "_workspace_bytes", "_fill",
-                    "_worklist", "_unaligned_k", "_vjp", "_launch_error", "_launches", "_sm90")
+                    "_worklist", "_unaligned_k", "_vjp", "_launch_error", "_launches", "_sm90",
+                    "_arch_error")
 _TILE_ENTRY = re.compile(r"(.+)_t\d+(_sm90)?\Z")
 _AS = "_as_"
 

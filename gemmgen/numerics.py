@@ -13,6 +13,10 @@ every backend:
 - e8m0 scales are stored as their raw exponent byte e, meaning 2**(e - 127);
   e = 255 is NaN (OCP Microscaling Formats v1.0, section 5.4.1), so the
   representable range is 2**-127 .. 2**127.
+- ue4m3 scales (NVFP4's block scale) are stored as their raw byte: an
+  unsigned e4m3, the e4m3fn code of a non-negative value (bit 7 clear).
+  0x00 is zero, 0x01..0x07 subnormal (2**-9 ..), 0x7E the largest (448),
+  0x7F NaN; a byte with bit 7 set is not a ue4m3 and is refused.
 - Every other type is stored as its `ml_dtypes` / NumPy element type.
 
 Casts into a format round to nearest, ties to even (RNE). Formats used for
@@ -47,11 +51,14 @@ __all__ = [
     "storage_to_float64",
     "to_fp4_codes",
     "to_int4_codes",
+    "ue4m3_to_float",
     "unpack_nibbles",
 ]
 
 E8M0_BIAS = 127
 E8M0_NAN = 255
+UE4M3_NAN = 0x7F
+UE4M3_MAX = 0x7E  # 448
 
 
 def element_dtype(dtype: DType) -> np.dtype:
@@ -188,6 +195,23 @@ def e8m0_round_up(s: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
+# ue4m3 (NVFP4 block scales)
+
+
+def ue4m3_to_float(b: np.ndarray) -> np.ndarray:
+    """ue4m3 bytes (uint8 0x00..0x7F) -> float64: the e4m3fn value of the
+    byte, 0x7F NaN. A byte with bit 7 set raises (ue4m3 has no sign)."""
+    b = np.asarray(b)
+    if b.dtype != np.uint8:
+        raise ValueError(f"ue4m3_to_float: expected uint8 bytes, got {b.dtype}")
+    if b.size and b.max() > UE4M3_NAN:
+        where = tuple(int(i) for i in np.argwhere(b > UE4M3_NAN)[0])
+        raise ValueError(f"ue4m3: byte 0x{int(b[where]):02X} at {where} has the sign bit set; "
+                         "an unsigned e4m3 scale is 0x00..0x7F")
+    return b.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------
 # Casts
 
 
@@ -216,6 +240,10 @@ def saturating_cast(x: np.ndarray, dtype: DType) -> np.ndarray:
             info = np.iinfo(np.int32) if dtype is DType.INT32 else ml_dtypes.iinfo(
                 element_dtype(dtype))
             return np.clip(np.rint(x), info.min, info.max).astype(element_dtype(dtype))
+        case DType.UE4M3:
+            if np.isnan(x).any() or (x < 0).any():
+                raise ValueError("saturating_cast: ue4m3 scales are non-negative numbers")
+            return np.minimum(x, dtype.max_finite).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
         case DType.E8M0:
             raise ValueError("saturating_cast: e8m0 has no rounding here; use "
                              "float_to_e8m0 (exact) or e8m0_round_up")
@@ -255,6 +283,8 @@ def storage_to_float64(array: np.ndarray, dtype: DType) -> np.ndarray:
     match dtype:
         case DType.E8M0:
             return e8m0_to_float(array)
+        case DType.UE4M3:
+            return ue4m3_to_float(array)
         case DType.INT4:
             return from_int4_codes(unpack_nibbles(array)).astype(np.float64)
         case DType.FP4:

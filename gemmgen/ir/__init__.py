@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from gemmgen.ir.dtypes import (
     BIAS_DTYPES,
+    MX_SCALE_DTYPES,
     OPERAND_DTYPES,
     OUTPUT_DTYPES,
     QUANTIZED_OUTPUT_DTYPES,
@@ -58,6 +59,8 @@ from gemmgen.ir.loc import (
     Loc,
 )
 from gemmgen.ir.parts import (
+    ATOM_KBLOCKS,
+    ATOM_ROWS,
     LHS_SCALE_MODES,
     NO_SCALE,
     QUANTIZE_SCALE_MODES,
@@ -75,11 +78,13 @@ from gemmgen.ir.parts import (
     Operand,
     Placement,
     Scale,
+    ScaleLayout,
     ScaleMode,
     Tile,
     TileRule,
     cdiv,
     lcm,
+    scale_atom_offset,
     scale_shape,
 )
 from gemmgen.ir.spec import (
@@ -91,6 +96,7 @@ from gemmgen.ir.targets import (
     CUDA_ARCHS,
     CUDA_LAUNCHERS,
     CUDA_REQUIRED_LAUNCHERS,
+    SM12X_ARCHS,
     TPU_GENERATIONS,
     Backend,
     BackendTiles,
@@ -99,11 +105,14 @@ from gemmgen.ir.targets import (
 )
 
 __all__ = [
+    "ATOM_KBLOCKS",
+    "ATOM_ROWS",
     "BIAS_DTYPES",
     "CUDA_ARCHS",
     "CUDA_LAUNCHERS",
     "CUDA_REQUIRED_LAUNCHERS",
     "LHS_SCALE_MODES",
+    "MX_SCALE_DTYPES",
     "NO_LOC",
     "NO_SCALE",
     "OPERAND_DTYPES",
@@ -112,6 +121,7 @@ __all__ = [
     "QUANTIZE_SCALE_MODES",
     "RHS_SCALE_MODES",
     "SCALE_DTYPES",
+    "SM12X_ARCHS",
     "TPU_GENERATIONS",
     "WGMMA_ARCHS",
     "WGMMA_FP8_BK",
@@ -137,6 +147,7 @@ __all__ = [
     "Operand",
     "Placement",
     "Scale",
+    "ScaleLayout",
     "ScaleMode",
     "Spec",
     "Target",
@@ -146,5 +157,6 @@ __all__ = [
     "cdiv",
     "fold_scales_of",
     "lcm",
+    "scale_atom_offset",
     "scale_shape",
 ]

@@ -21,6 +21,7 @@ class DType(enum.Enum):
     INT4 = "int4"  # stored packed, two per uint8 (low nibble = even element)
     FP4 = "fp4"  # float4_e2m1fn, stored packed like int4
     E8M0 = "e8m0"  # scale-only: byte e means 2**(e - 127)
+    UE4M3 = "ue4m3"  # scale-only: unsigned e4m3 byte 0x00..0x7E, 0x7F NaN (NVFP4)
     INT32 = "int32"  # accumulator of int8 x int8
 
     @property
@@ -53,10 +54,10 @@ class DType(enum.Enum):
     def storage_numpy_name(self) -> str:
         """The NumPy dtype of an array holding this type in memory.
 
-        Sub-byte types are stored packed two per byte in uint8; e8m0 scales
-        are stored as their raw exponent byte.
+        Sub-byte types are stored packed two per byte in uint8; e8m0 and
+        ue4m3 scales are stored as their raw byte.
         """
-        if self.is_sub_byte or self is DType.E8M0:
+        if self.is_sub_byte or self in (DType.E8M0, DType.UE4M3):
             return "uint8"
         return self.numpy_name
 
@@ -68,19 +69,19 @@ class DType(enum.Enum):
 _BITS = {
     DType.F32: 32, DType.BF16: 16, DType.F16: 16, DType.E4M3: 8,
     DType.E5M2: 8, DType.INT8: 8, DType.INT4: 4, DType.FP4: 4,
-    DType.E8M0: 8, DType.INT32: 32,
+    DType.E8M0: 8, DType.UE4M3: 8, DType.INT32: 32,
 }
 _NUMPY_NAME = {
     DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
     DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
     DType.INT8: "int8", DType.INT4: "int4", DType.FP4: "float4_e2m1fn",
-    DType.E8M0: "float8_e8m0fnu", DType.INT32: "int32",
+    DType.E8M0: "float8_e8m0fnu", DType.UE4M3: "float8_e4m3fn", DType.INT32: "int32",
 }
 _MAX_FINITE = {
     DType.F32: 3.4028234663852886e38, DType.BF16: 3.3895313892515355e38,
     DType.F16: 65504.0, DType.E4M3: 448.0, DType.E5M2: 57344.0,
     DType.INT8: 127.0, DType.INT4: 7.0, DType.FP4: 6.0,
-    DType.E8M0: 2.0**127, DType.INT32: 2147483647.0,
+    DType.E8M0: 2.0**127, DType.UE4M3: 448.0, DType.INT32: 2147483647.0,
 }
 
 OPERAND_DTYPES = (
@@ -89,5 +90,8 @@ OPERAND_DTYPES = (
 )
 OUTPUT_DTYPES = (DType.F32, DType.BF16, DType.F16)
 QUANTIZED_OUTPUT_DTYPES = (DType.E4M3, DType.E5M2)  # op quantize
-SCALE_DTYPES = (DType.F32, DType.BF16, DType.E8M0)
+SCALE_DTYPES = (DType.F32, DType.BF16, DType.E8M0, DType.UE4M3)
+# The block-scale bytes of the MX and NV formats (OCP MX v1.0, NVFP4): their
+# scales are per K block of one row (lhs per_token_group, rhs block n=1).
+MX_SCALE_DTYPES = (DType.E8M0, DType.UE4M3)
 BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)

@@ -142,6 +142,18 @@ class Kernel:
                 return rule.tile
         return self.tile
 
+    def block_scale_format(self) -> tuple[Loc, str] | None:
+        """The first MX / NV block scale of the kernel (`Scale.per_mma_block`:
+        a ue4m3 scale or the atom128x4 layout), as its position and a phrase
+        for a backend's "not emitted yet" diagnostic; None without one."""
+        for side in ("lhs", "rhs"):
+            scale = getattr(self, f"{side}_scale")
+            if scale.per_mma_block:
+                what = (f"ue4m3 block scales ({side}_scale, NVFP4)" if scale.dtype is DType.UE4M3
+                        else f"{side}_scale layout=atom128x4 (the 128 x 4 scale atom)")
+                return scale.loc, what
+        return None
+
     def wgmma_obstacle(self) -> str | None:
         """Why the Hopper body (gg_gemm_sm90.cuh) cannot run this kernel,
         as a phrase for a diagnostic; None when it can (on sm_90a).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gemmgen.ir.dtypes import DType
 from gemmgen.ir.loc import NO_LOC, Loc
@@ -51,6 +51,20 @@ RHS_SCALE_MODES = (ScaleMode.NONE, ScaleMode.TENSOR, ScaleMode.CHANNEL, ScaleMod
 QUANTIZE_SCALE_MODES = (ScaleMode.TENSOR, ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP)
 
 
+class ScaleLayout(enum.Enum):
+    """How a per-row K-blocked scale tensor lies in memory (docs/spec.md,
+    "Scale layouts"): `rows` row-major `[rows, ceil(k/BK)]`; `atom128x4`
+    CUTLASS's Sm1xxBlockScaledConfig atom (128 rows x 4 K blocks in 512
+    bytes, rows padded to 128 and K blocks to 4)."""
+
+    ROWS = "rows"
+    ATOM128X4 = "atom128x4"
+
+
+# The atom of ScaleLayout.ATOM128X4: 128 rows by 4 K blocks, 512 bytes.
+ATOM_ROWS, ATOM_KBLOCKS = 128, 4
+
+
 class Placement(enum.Enum):
     """Where the scale is applied (docs/spec.md, "Scales")."""
 
@@ -65,6 +79,7 @@ class Scale:
     block_m: int = 1  # rows of A / of the output sharing one scale
     block_n: int = 1  # columns of B sharing one scale
     block_k: int = 0  # K extent of one scale (0: all of K)
+    layout: ScaleLayout = ScaleLayout.ROWS  # per_token_group / block n=1 only
     loc: Loc = field(default=NO_LOC, compare=False)
 
     @property
@@ -76,6 +91,14 @@ class Scale:
     @property
     def enabled(self) -> bool:
         return self.mode is not ScaleMode.NONE
+
+    @property
+    def per_mma_block(self) -> bool:
+        """An MX / NV block scale (a ue4m3 byte, or any scale in the
+        atom128x4 layout): the block-scaled MMAs apply it per K block inside
+        a K tile, so a K tile holds whole scale blocks (several of them)
+        instead of dividing one (docs/spec.md, "MX and NV block scales")."""
+        return self.dtype is DType.UE4M3 or self.layout is ScaleLayout.ATOM128X4
 
 
 NO_SCALE = Scale(ScaleMode.NONE)
@@ -199,6 +222,12 @@ def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
 
     masked: the masked grouped layout, whose per-row lhs scales gain a
     leading g ([g, m] and [g, m, ceil(k/G)], m the capacity)."""
+    if scale.layout is ScaleLayout.ATOM128X4:
+        # The row-major shape's last two dims padded to whole atoms; the
+        # bytes lie in atom order (scale_atom_offset).
+        *lead, rows, kblocks = scale_shape(replace(scale, layout=ScaleLayout.ROWS), side=side,
+                                           m=m, n=n, k=k, g=g, masked=masked)
+        return (*lead, cdiv(rows, ATOM_ROWS) * ATOM_ROWS, cdiv(kblocks, ATOM_KBLOCKS) * ATOM_KBLOCKS)
     bk = scale.block_k or k
     grp: tuple[int, ...] = (g,) if g is not None else ()
     if masked and side == "lhs" and scale.mode in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
@@ -219,6 +248,17 @@ def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
         case ScaleMode.KBLOCK:
             return (g if g is not None else 1, cdiv(k, bk), 1, n)
     raise AssertionError(scale.mode)
+
+
+def scale_atom_offset(row: int, kblock: int, kblocks: int) -> int:
+    """The byte of scale (row, kblock) in one ScaleLayout.ATOM128X4 matrix of
+    `kblocks` K blocks (before padding): atoms follow each other along K
+    first, then along rows; in an atom, byte (row % 32) * 16 + (row / 32 % 4)
+    * 4 + kblock % 4 (CUTLASS `Sm1xxBlockScaledConfig`, checked entry by
+    entry against CuTe in tests/reference/test_mx_scale_layout.py)."""
+    k_atoms = cdiv(kblocks, ATOM_KBLOCKS)
+    atom = (row // ATOM_ROWS) * k_atoms + kblock // ATOM_KBLOCKS
+    return atom * ATOM_ROWS * ATOM_KBLOCKS + (row % 32) * 16 + (row // 32 % 4) * 4 + kblock % 4
 
 
 def lcm(a: int, b: int) -> int:

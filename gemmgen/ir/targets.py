@@ -28,7 +28,13 @@ class BackendTiles:
     loc: Loc = field(default=NO_LOC, compare=False)  # of the `tile BACKEND` line
 
 
-CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120")
+# The `f` (family) forms of nvcc 12.9+ are not declarable: docs/decisions.md,
+# "sm_12x: the `a` archs, no `f` family forms".
+CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120", "sm_120a",
+              "sm_121", "sm_121a")
+# The workstation Blackwell archs (compute capability 12.x): warp-level
+# mma.sync only, no wgmma, tcgen05, TMEM or thread-block clusters beyond 1x1x1.
+SM12X_ARCHS = ("sm_120", "sm_120a", "sm_121", "sm_121a")
 TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v7x")
 
 

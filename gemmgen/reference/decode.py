@@ -6,7 +6,7 @@ start (docs/semantics.md, "grouped")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import assert_never
 
 import numpy as np
@@ -14,6 +14,7 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
 from gemmgen.numerics import storage_to_float64
+from gemmgen.reference.blockscale import atoms_to_rows
 
 LHS_SCALE_MODES, RHS_SCALE_MODES = ir.LHS_SCALE_MODES, ir.RHS_SCALE_MODES
 
@@ -56,11 +57,18 @@ def _decode_scale(kernel: ir.Kernel, side: str, array, *, m: int, n: int, k: int
         return None
     if array is None:
         raise arg_error(kernel, f"{side}_scale ({scale.mode.value}) is required")
-    values = storage_to_float64(array, scale.dtype)
     want = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g, masked=kernel.masked)
-    if values.shape != want:
-        raise arg_error(kernel, f"{side}_scale must have shape {want}, got {values.shape}")
-    return values
+    if np.shape(array) != want:
+        raise arg_error(kernel, f"{side}_scale must have shape {want}, got {np.shape(array)}")
+    if scale.layout is ir.ScaleLayout.ATOM128X4:
+        # Only the bytes of real scales are decoded: padding may hold anything.
+        rows_shape = ir.scale_shape(replace(scale, layout=ir.ScaleLayout.ROWS), side=side, m=m,
+                                    n=n, k=k, g=g, masked=kernel.masked)
+        array = atoms_to_rows(np.asarray(array), *rows_shape[-2:])
+    try:
+        return storage_to_float64(array, scale.dtype)
+    except ValueError as e:
+        raise arg_error(kernel, f"{side}_scale: {e}") from None
 
 
 def decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,

@@ -82,7 +82,13 @@ def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ..
 
 def _random_scale(rng: np.random.Generator, scale: ir.Scale, shape: tuple[int, ...],
                   base: float) -> np.ndarray:
-    """Positive scales around `base` (x 2**U(-1, 1)) in the scale's storage format."""
+    """Positive scales around `base` (x 2**U(-1, 1)) in the scale's storage
+    format; in layout=atom128x4 the padding bytes are random too (a kernel
+    must not read them)."""
+    if scale.dtype is DType.UE4M3:
+        # Within ue4m3's normal range whatever `base` is (2**-6 .. 448).
+        s = np.clip(base, 2.0**-4, 64.0) * np.exp2(rng.uniform(-1.0, 1.0, size=shape))
+        return saturating_cast(s, scale.dtype)
     if scale.dtype is DType.E8M0:
         e = round(math.log2(base)) + rng.integers(-2, 3, size=shape)
         return (np.clip(e, -127, 127) + 127).astype(np.uint8)

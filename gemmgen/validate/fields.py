@@ -249,6 +249,18 @@ class KernelReader(FieldReader):
             else:
                 self.err(a.loc, f"unexpected {a.describe()} in {field}; expected a scale "
                          "dtype or a block size like k=128", a.width)
+        layout = ir.ScaleLayout.ROWS
+        if (la := blocks.pop("layout", None)) is not None:
+            assert isinstance(la.value, Atom)
+            got_layout = self.word(la.value, [v.value for v in ir.ScaleLayout], f"{field} layout")
+            if got_layout is not None:
+                layout = ir.ScaleLayout(got_layout)
+            per_row = mode is ScaleMode.TOKEN_GROUP or (
+                mode is ScaleMode.BLOCK and "n" in blocks and blocks["n"].value.value == 1)
+            if layout is not ir.ScaleLayout.ROWS and not per_row:
+                self.err(la.loc, f"{field} layout={layout.value} is for scales per K block of one "
+                         "row: 'per_token_group k=BK' (lhs) or 'block n=1 k=BK' (rhs)", la.width)
+                layout = ir.ScaleLayout.ROWS
         needs = {ScaleMode.TOKEN_GROUP: ("k",), ScaleMode.BLOCK: ("n", "k"),
                  ScaleMode.KBLOCK: ("k",)}.get(mode, ())
         sizes: dict[str, int] = {}
@@ -269,7 +281,14 @@ class KernelReader(FieldReader):
                 return None
         if mode is ScaleMode.NONE:
             return ir.NO_SCALE
-        return Scale(mode, dtype, block_n=sizes.get("n", 1), block_k=sizes.get("k", 0), loc=floc)
+        if dtype is DType.UE4M3 and not (mode is ScaleMode.TOKEN_GROUP or (
+                mode is ScaleMode.BLOCK and sizes.get("n") == 1)):
+            self.err(floc, f"{field}: ue4m3 (NVFP4's block scale) scales K blocks of one row: "
+                     "'per_token_group k=16 ue4m3' (lhs) or 'block n=1 k=16 ue4m3' (rhs), not "
+                     f"'{mode.value}'")
+            return None
+        return Scale(mode, dtype, block_n=sizes.get("n", 1), block_k=sizes.get("k", 0),
+                     layout=layout, loc=floc)
 
     def bias(self) -> Bias | None:
         atoms = self.atoms("bias")

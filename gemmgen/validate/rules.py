@@ -88,7 +88,12 @@ def tiles_fit_scale_blocks(r: FieldReader, k: ir.Kernel) -> None:
         return
     for tile, loc, what in lut_tiles(r, k):
         for scale, side in ((k.lhs_scale, "lhs_scale"), (k.rhs_scale, "rhs_scale")):
-            if scale.placement is ir.Placement.MAINLOOP and scale.block_k and \
+            if scale.per_mma_block:
+                if tile.k % scale.block_k:
+                    r.err(loc, f"{what} k={tile.k} must hold whole {side} blocks of "
+                          f"k={scale.block_k}: the block-scaled MMA applies one scale per "
+                          "block inside a K tile")
+            elif scale.placement is ir.Placement.MAINLOOP and scale.block_k and \
                     scale.block_k % tile.k:
                 r.err(loc, f"{what} k={tile.k} cannot tile the {side} blocks of "
                       f"k={scale.block_k}: a K tile must divide the scale block so "
@@ -170,7 +175,11 @@ def mma_choice(r: FieldReader, k: ir.Kernel) -> None:
         r.err(loc, "'mma wgmma' is a CUDA choice, but the kernel has no cuda backend", 3)
         return
     for arch in cuda.cuda_archs:
-        if arch not in ir.WGMMA_ARCHS:
+        if arch in ir.SM12X_ARCHS:
+            r.err(loc, f"'mma wgmma' needs sm_90a, but target cuda declares '{arch}': sm_12x "
+                  "has no wgmma, tcgen05, TMEM or clusters beyond 1x1x1, only warp-level "
+                  "mma.sync; drop the arch or write 'mma auto', which uses mma.sync there", 3)
+        elif arch not in ir.WGMMA_ARCHS:
             r.err(loc, f"'mma wgmma' needs sm_90a, but target cuda declares '{arch}' "
                   "(wgmma is an sm_90a instruction); drop the arch or write 'mma auto', "
                   "which uses mma.sync there", 3)
@@ -196,9 +205,20 @@ def warp_layout(r: FieldReader, k: ir.Kernel) -> None:
               f"of 32 threads")
 
 
+def scale_layouts(r: FieldReader, k: ir.Kernel) -> None:
+    """layout=atom128x4 pads rows to whole 128-row atoms: defined for the
+    rows of one matrix (dense lhs, a dense or per-group rhs), not for the
+    lhs rows of a grouped op, where groups of any size would share atoms."""
+    s = k.lhs_scale
+    if s.layout is ir.ScaleLayout.ATOM128X4 and k.op is not Op.DENSE:
+        r.err(s.loc, f"lhs_scale layout=atom128x4 is defined for op dense only: the lhs rows of "
+              f"op {k.op.value} belong to groups of any size, which would share 128-row atoms; "
+              "use layout=rows")
+
+
 RULES: tuple[Rule, ...] = (
     quantize_fields, operand_types, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
-    static_dims, algorithms, arch_features, mma_choice, warp_layout,
+    static_dims, algorithms, arch_features, mma_choice, warp_layout, scale_layouts,
 )
 
 

@@ -289,8 +289,11 @@ def test_wgmma_needs_sm90a_on_every_arch_and_a_cuda_backend():
         with pytest.raises(SpecError) as e:
             mma_kernel(BF16_NK + "\nmma wgmma", archs)
         got = sorted(d.message for d in e.value.diagnostics)
+        why = {a: " (wgmma is an sm_90a instruction);" for a in bad} | {
+            a: ": sm_12x has no wgmma, tcgen05, TMEM or clusters beyond 1x1x1, only warp-level "
+               "mma.sync;" for a in bad if a.startswith("sm_12")}
         assert got == sorted(f"kernel 'mm': 'mma wgmma' needs sm_90a, but target cuda declares "
-                             f"'{a}' (wgmma is an sm_90a instruction); drop the arch or write "
+                             f"'{a}'{why[a]} drop the arch or write "
                              "'mma auto', which uses mma.sync there" for a in bad)
         assert all(d.loc.line == 15 for d in e.value.diagnostics)
         # auto compiles mma.sync for those archs instead; mma_sync never fails.

@@ -160,13 +160,42 @@ def test_cpp_launcher_refuses_a_bad_call_before_launching():
         run_cpp_launcher(plan("dense", "dense_gemm_bf16"), folder("dense"), inputs, arch="sm_89")
 
 
-def test_cpp_launcher_refuses_a_device_with_too_little_shared_memory():
-    """moe_w4a16_grouped_gemm needs 172032 bytes: it fits the spec's sm_90a,
-    not an sm_89, whose limit launch_ reads with cudaDeviceGetAttribute."""
+def test_cpp_launcher_refuses_a_device_with_too_little_shared_memory(tmp_path):
+    """A 165888-byte tile built for a plain sm_80 (opt-in 166912) runs on an
+    8.9 (a plain build runs on newer devices), whose 101376 bytes launch_
+    reads with cudaDeviceGetAttribute: refused before any launch."""
+    from cuda_helpers import render_cuda
+
+    spec, cuda, _ = render_cuda(tmp_path, "big_tile", """\
+target cuda {
+  archs sm_80
+}
+
+kernel big_tile {
+  op dense
+  lhs bf16 [m, k]
+  rhs bf16 [n, k]
+  out bf16
+  tile m=256 n=128 k=64
+  stages 3
+  backends cuda
+}
+""")
+    k = spec.kernel("big_tile")
+    lp = cuda_backend.plan(k, spec)
+    assert max(s.smem for v in lp.variants for s in v.steps) == 165888
+    case = Case("small", m=20, n=128, k=128)
+    with pytest.raises(CppLaunchError, match=r"launch_big_tile returned cudaErrorInvalidValue$"):
+        run_cpp_launcher(lp, cuda, case.inputs(k, 2), arch="sm_89")
+
+
+def test_cpp_launcher_refuses_a_device_no_declared_arch_runs_on():
+    """moe_w4a16_grouped_gemm is built for sm_90a only: an 8.9 is refused
+    before any launch (cudaErrorInvalidDeviceFunction), as the Python
+    launcher refuses it."""
     name = "moe_w4a16_grouped_gemm"
-    assert max(s.smem for v in plan("moe", name).variants for s in v.steps) == 172032
     case = Case("small", m=20, n=128, k=256, group_sizes=(12, 8))
-    with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue$"):
+    with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidDeviceFunction$"):
         run_cpp_launcher(plan("moe", name), folder("moe"), case.inputs(kernel("moe", name), 2), arch="sm_89")
 
 
@@ -189,12 +218,12 @@ def planted(stem: str, name: str, old: str, new: str, suffix: str = ".cu") -> di
 
 @pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_dropped_attribute_call_is_caught(mode):
-    """The mma.sync path (an sm_89 device: moe_bf16_grouped_gemm's Hopper
-    path runs on compute capability 9.0 only)."""
-    stem, name, case = GROUPED
+    """The mma.sync path (an sm_89 device, which specs/dense.gemm declares:
+    dense_gemm_bf16's Hopper path runs on compute capability 9.0 only)."""
+    stem, name, case = DENSE
     texts = planted(stem, name,
-                    f"      err = cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize,\n"
-                    "                                 67584);\n"
+                    "      err =\n"
+                    f"          cudaFuncSetAttribute({name}, cudaFuncAttributeMaxDynamicSharedMemorySize, 67584);\n"
                     "      if (err != cudaSuccess) {\n        return err;\n      }\n", "")
     with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidValue: kernel {name}: 67584 "
                                              r"bytes of dynamic shared memory requested, over the kernel's limit "

@@ -15,6 +15,11 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     out: list[Diagnostic] = []
     name = kernel.name
+    if (found := kernel.block_scale_format()) is not None:
+        loc, what = found
+        return [Diagnostic(loc, f"kernel '{name}': pallas_tpu does not emit {what} yet (the "
+                                "in-VMEM dequantization of MX / NV scales is not written); drop "
+                                "the pallas_tpu backend for this kernel")]
     if kernel.algorithm is not ir.Algorithm.TILE:
         out.append(Diagnostic(kernel.loc, f"kernel '{name}': pallas_tpu cannot emit algorithm "
                               f"'{kernel.algorithm.value}' (a CUDA GEMV); use the tile "

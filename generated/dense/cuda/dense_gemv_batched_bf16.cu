@@ -229,7 +229,22 @@ cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cu
   if (dense_gemv_batched_bf16_launches(a, l) == 0) {
     return cudaSuccess;
   }
-  cudaError_t err = cudaSuccess;
+  // The device's compute capability: a build of none of the declared archs
+  // never runs.
+  int device = 0, major = 0, minor = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  }
+  if (err != cudaSuccess) {
+    return err;
+  }
+  if (dense_gemv_batched_bf16_arch_error(major * 10 + minor) != nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
   const long long m = a.m;
   const long long k = a.k;
   const long long n = a.n;

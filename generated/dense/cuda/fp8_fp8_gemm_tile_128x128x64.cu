@@ -176,6 +176,9 @@ cudaError_t launch_fp8_fp8_gemm_tile_128x128x64(const Fp8Fp8GemmTile128x128x64Ar
     return err;
   }
   const int sm = major * 10 + minor;
+  if (fp8_fp8_gemm_tile_128x128x64_arch_error(sm) != nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
   GgLaunch l[1];  // the launches, in order
   if (fp8_fp8_gemm_tile_128x128x64_launches(a, l, sm, num_sms) == 0) {
     return cudaSuccess;

@@ -184,6 +184,9 @@ cudaError_t launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(
     return err;
   }
   const int sm = major * 10 + minor;
+  if (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_arch_error(sm) != nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
   GgLaunch l[1];  // the launches, in order
   if (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_launches(a, l, sm, num_sms) == 0) {
     return cudaSuccess;

@@ -182,6 +182,9 @@ cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stre
     return err;
   }
   const int sm = major * 10 + minor;
+  if (fp8_weight_gemm_arch_error(sm) != nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
   GgLaunch l[1];  // the launches, in order
   if (fp8_weight_gemm_launches(a, l, sm, num_sms) == 0) {
     return cudaSuccess;

@@ -206,7 +206,22 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
   if (per_token_group_quant_fp8_out_scale_f32_launches(a, l) == 0) {
     return cudaSuccess;
   }
-  cudaError_t err = cudaSuccess;
+  // The device's compute capability: a build of none of the declared archs
+  // never runs.
+  int device = 0, major = 0, minor = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  }
+  if (err != cudaSuccess) {
+    return err;
+  }
+  if (per_token_group_quant_fp8_out_scale_f32_arch_error(major * 10 + minor) != nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
   const long long m = a.m;
   const long long k = a.k;
   switch (per_token_group_quant_fp8_out_scale_f32_pick_tile(m, 0, k)) {

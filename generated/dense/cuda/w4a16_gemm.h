@@ -186,6 +186,34 @@ inline const char* w4a16_gemm_launch_error(const W4a16GemmArgs& a, long long sme
   return nullptr;
 }
 
+// nullptr when the archs specs/dense.gemm declares build code that runs on a
+// device of compute capability `sm` (major * 10 + minor), else why not: an
+// arch-specific build (sm_120a) runs on its own compute capability only, a
+// plain one (sm_89) on its own and every newer one, and a device older than
+// the oldest declared arch is refused. The launcher returns
+// cudaErrorInvalidDeviceFunction then ("not compiled for the proper device
+// architecture", the CUDA Runtime API): a wrong-arch build never runs.
+inline const char* w4a16_gemm_arch_error(int sm) {
+  if (sm < 89) {
+    return "the device is older than every arch that "
+           "specs/dense.gemm "
+           "declares: "
+           "sm_89, "
+           "sm_90a";
+  }
+  if (sm >= 89) {
+    return nullptr;  // sm_89
+  }
+  if (sm == 90) {
+    return nullptr;  // sm_90a
+  }
+  return "the device's compute capability is not one that the archs of "
+         "specs/dense.gemm "
+         "run on (an arch-specific build runs on its own only): "
+         "sm_89, "
+         "sm_90a";
+}
+
 // nullptr when `a` is a valid call, else why not: its dims, pointers and
 // alignment, and every launch within CUDA's grid and block limits.
 inline const char* w4a16_gemm_validate(const W4a16GemmArgs& a) {

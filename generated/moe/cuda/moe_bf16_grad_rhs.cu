@@ -227,14 +227,25 @@ cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t s
   if (moe_bf16_grad_rhs_launches(a, l) == 0) {
     return cudaSuccess;
   }
-  cudaError_t err = cudaSuccess;
-  // Every launch's dynamic shared memory against the current device's opt-in
-  // limit, before the first launch.
-  int device = 0, smem_limit = 0;
-  err = cudaGetDevice(&device);
+  // The device's compute capability: a build of none of the declared archs
+  // never runs.
+  int device = 0, major = 0, minor = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  }
   if (err != cudaSuccess) {
     return err;
   }
+  if (moe_bf16_grad_rhs_arch_error(major * 10 + minor) != nullptr) {
+    return cudaErrorInvalidDeviceFunction;
+  }
+  // Every launch's dynamic shared memory against the current device's opt-in
+  // limit, before the first launch.
+  int smem_limit = 0;
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) {
     return err;

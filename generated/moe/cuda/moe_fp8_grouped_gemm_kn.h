@@ -220,6 +220,29 @@ inline const char* moe_fp8_grouped_gemm_kn_launch_error(const MoeFp8GroupedGemmK
   return nullptr;
 }
 
+// nullptr when the archs specs/moe.gemm declares build code that runs on a
+// device of compute capability `sm` (major * 10 + minor), else why not: an
+// arch-specific build (sm_120a) runs on its own compute capability only, a
+// plain one (sm_89) on its own and every newer one, and a device older than
+// the oldest declared arch is refused. The launcher returns
+// cudaErrorInvalidDeviceFunction then ("not compiled for the proper device
+// architecture", the CUDA Runtime API): a wrong-arch build never runs.
+inline const char* moe_fp8_grouped_gemm_kn_arch_error(int sm) {
+  if (sm < 90) {
+    return "the device is older than every arch that "
+           "specs/moe.gemm "
+           "declares: "
+           "sm_90a";
+  }
+  if (sm == 90) {
+    return nullptr;  // sm_90a
+  }
+  return "the device's compute capability is not one that the archs of "
+         "specs/moe.gemm "
+         "run on (an arch-specific build runs on its own only): "
+         "sm_90a";
+}
+
 // nullptr when `a` is a valid call, else why not: its dims, pointers and
 // alignment, and every launch within CUDA's grid and block limits.
 inline const char* moe_fp8_grouped_gemm_kn_validate(const MoeFp8GroupedGemmKnArgs& a) {

@@ -51,7 +51,9 @@ INCLUDE_DIR = pathlib.Path(__file__).resolve().parent
 NAME = "moe_fp8_grouped_gemm_kn"
 SPEC = "specs/moe.gemm"
 # The archs the spec declares: NVRTC builds the kernel for the device's own
-# arch (sm_90a on 9.0), and refuses a device older than the oldest of them.
+# arch (its arch-specific one where declared, and sm_90a on 9.0), and refuses a
+# device older than the oldest of them or that none of them runs on
+# (arch_error).
 ARCHS = ("sm_90a",)
 MIN_SM = 90
 OUTPUTS = ("out",)
@@ -443,21 +445,37 @@ def device_sm() -> tuple[int, int]:
 def nvrtc_arch(sm: int) -> str:
     """NVRTC's target for a device of compute capability `sm`: sm_90a on 9.0
     (the Hopper path's wgmma, TMA and setmaxnreg need the arch-specific
-    target), else the device's own sm_<sm>."""
-    return "sm_90a" if sm == 90 else f"sm_{sm}"
+    target), the arch-specific sm_<sm>a where the spec declares it, else the
+    device's own sm_<sm>."""
+    return f"sm_{sm}a" if sm == 90 or f"sm_{sm}a" in ARCHS else f"sm_{sm}"
+
+
+def _runs_on(arch: str, sm: int) -> bool:
+    """Whether code built for `arch` runs on compute capability `sm`: an
+    arch-specific build (sm_120a) on its own compute capability only, a plain
+    one (sm_89) on its own and every newer one."""
+    number = int(arch[3:].rstrip("af"))
+    return number == sm or (arch[-1].isdigit() and number < sm)
 
 
 def arch_error(sm: int) -> str | None:
     """Why the kernel cannot run on a device of compute capability `sm`, or
-    None: it is built for the device's own arch, but not for one older than
-    the oldest the spec declares (ARCHS), whose limits it was checked
-    against."""
-    if sm >= MIN_SM:
+    None: the device must not be older than the oldest arch the spec
+    declares (ARCHS), whose limits the kernel was checked against, and one of
+    ARCHS must run on it (_runs_on): a wrong-arch build never runs."""
+    if sm < MIN_SM:
+        return (
+            f"{NAME}: the device has compute capability {sm // 10}.{sm % 10} (sm_{sm}), older "
+            f"than the archs {SPEC} declares ({', '.join(ARCHS)}): the kernel is not built for "
+            "it; declare its arch in the spec's `archs` to build and check it there"
+        )
+    if any(_runs_on(arch, sm) for arch in ARCHS):
         return None
     return (
-        f"{NAME}: the device has compute capability {sm // 10}.{sm % 10} (sm_{sm}), older than "
-        f"the archs {SPEC} declares ({', '.join(ARCHS)}): the kernel is not built for it; "
-        "declare its arch in the spec's `archs` to build and check it there"
+        f"{NAME}: the device has compute capability {sm // 10}.{sm % 10} (sm_{sm}), which none "
+        f"of the archs {SPEC} declares ({', '.join(ARCHS)}) runs on (an arch-specific build "
+        f"runs on its own compute capability only): declare sm_{sm}a or sm_{sm} in the spec's "
+        "`archs` to build and check it there"
     )
 
 

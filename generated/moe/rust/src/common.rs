@@ -314,8 +314,8 @@ pub enum Error<E> {
         /// The dims, `m=.., n=..`.
         dims: String,
     },
-    /// A device older than every arch the spec declares (the kernels are not
-    /// built for it).
+    /// A device older than every arch the spec declares, or one that none of
+    /// them runs on (the kernels are not built for it; `arch_runs_on`).
     Arch {
         /// The kernel or dispatcher.
         kernel: &'static str,
@@ -352,6 +352,18 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 got.bytes, got.ptr
             ),
             Error::Limit { kernel, message, dims } => write!(f, "{kernel}: {message} ({dims})"),
+            Error::Arch { kernel, sm, archs } if archs.iter().any(|a| arch_number(a) <= *sm) => {
+                write!(
+                    f,
+                    "{kernel}: the device has compute capability {}.{} (sm_{sm}), which none of \
+                     the archs {SPEC} declares ({}) runs on (an arch-specific build runs on its \
+                     own compute capability only): declare sm_{sm}a or sm_{sm} in the spec's \
+                     `archs` to build and check it there",
+                    sm / 10,
+                    sm % 10,
+                    archs.join(", ")
+                )
+            }
             Error::Arch { kernel, sm, archs } => write!(
                 f,
                 "{kernel}: the device has compute capability {}.{} (sm_{sm}), older than the \
@@ -482,15 +494,29 @@ pub fn check_launches(
     Ok(())
 }
 
-/// A device older than `min_sm`, the oldest of the declared `archs`, as an
-/// error of `kernel`.
+/// The compute capability of an arch: `sm_120a` -> 120.
+fn arch_number(arch: &str) -> i64 {
+    arch.trim_start_matches("sm_").trim_end_matches(&['a', 'f'][..]).parse().unwrap_or(0)
+}
+
+/// Whether code built for `arch` runs on compute capability `sm`: an
+/// arch-specific build (`sm_120a`) on its own compute capability only, a
+/// plain one (`sm_89`) on its own and every newer one.
+pub fn arch_runs_on(arch: &str, sm: i64) -> bool {
+    let number = arch_number(arch);
+    number == sm || (arch.ends_with(|c: char| c.is_ascii_digit()) && number < sm)
+}
+
+/// A device older than `min_sm`, the oldest of the declared `archs`, or one
+/// that none of them runs on (`arch_runs_on`), as an error of `kernel`: a
+/// wrong-arch build never runs.
 pub fn check_arch(
     kernel: &'static str,
     archs: &'static [&'static str],
     min_sm: i64,
     device: Device,
 ) -> Result<(), Refusal> {
-    if device.sm < min_sm {
+    if device.sm < min_sm || !archs.iter().any(|a| arch_runs_on(a, device.sm)) {
         return Err(Error::Arch { kernel, sm: device.sm, archs });
     }
     Ok(())
