@@ -226,7 +226,7 @@ __host__ __device__ constexpr bool check_config() {
   return C::kHasAlpha || C::kAlpha == 1.0f;
 }
 
-// Whether a tile's numbers (computed by the plan, backends/cuda_gemm.py)
+// Whether a tile's numbers (computed by the plan, backends/cuda/gemm/)
 // follow from its shape: the warp layout covers the tile, the strides are
 // rows padded by 16 bytes, the shared memory holds the pipeline and the
 // epilogue tile.

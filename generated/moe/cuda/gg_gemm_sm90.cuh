@@ -114,7 +114,7 @@ __host__ __device__ constexpr bool qualifies() {
   }
 }
 
-// Whether a tile's numbers (computed by the plan, backends/cuda_gemm.py)
+// Whether a tile's numbers (computed by the plan, backends/cuda/gemm/)
 // follow from its shape: B's N is a wgmma N (and a multiple of 64 for the
 // MN-major boxes, of each half for silu_mul), the output tile is B's N (half
 // of it for silu_mul), the stages hold A and B, each consumer warp's
