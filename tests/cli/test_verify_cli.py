@@ -255,7 +255,7 @@ def test_a_dense_kernel_has_no_groups(project, capsys):
     assert "dense_gemm_bf16 is not grouped" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("arch, hint", [("sm_121", "did you mean 'sm_120'?"),
+@pytest.mark.parametrize("arch, hint", [("sm_122", "did you mean 'sm_121'?"),
                                         ("sm_999", "expected 'sm_80'"),
                                         ("sm_100", "did you mean 'sm_100a'?")])
 def test_an_unknown_arch_is_bad_input(project, capsys, arch, hint):

@@ -212,6 +212,7 @@ def test_grouped_bf16_with_drawn_groups(layout):
     check_case("moe", kernel, case)
 
 
+@pytest.mark.slow  # CI: the standard cases of moe_w8a8_gateup_silu (test_matches_reference_on_emulator)
 @given(layout=group_layouts())
 def test_grouped_gateup_with_drawn_groups(layout):
     m, sizes, offset, g_local, existing = layout
