@@ -4,6 +4,7 @@ folder, build their emulator libraries in parallel, load their launchers."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -11,6 +12,28 @@ from pathlib import Path
 from gemmgen import ir
 from gemmgen.build import render_spec
 from gemmgen.harness.runner import load_generated_module
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = ("moe", "dense")
+
+
+@functools.cache
+def rendered(stem: str):
+    """specs/<stem>.gemm rendered (once per process)."""
+    return render_spec(REPO / "specs" / f"{stem}.gemm")
+
+
+def gemm_kernels() -> list[tuple[str, str]]:
+    """(spec stem, kernel name) of every CUDA tile GEMM of specs/."""
+    from gemmgen.backends.cuda import gemm as tile_gemm
+    from gemmgen.backends.cuda import kinds as cuda_kinds
+
+    out = []
+    for stem in SPECS:
+        for k in rendered(stem).spec.kernels_for(ir.Backend.CUDA):
+            if cuda_kinds.kind(k) is tile_gemm:
+                out.append((stem, k.name))
+    return out
 
 
 def render_cuda(root: Path, stem: str, spec_text: str) -> tuple[ir.Spec, Path, dict]:

@@ -78,16 +78,18 @@ class HopperSpec:
 
     def planted(self, name: str, edits) -> tuple[dict, str]:
         """Kernel `name`'s generated .cu on copies of gg_gemm_sm90.cuh and
-        gg_gemm_sm90_mixed.cuh with `edits` (each must match once in one of
-        them), renamed gg::gemm::sm90_planted: the emulator modules keyed as
+        gg_gemm_sm90_mixed.cuh with `edits` (each must match once in the first
+        of them that has it), renamed gg::gemm::sm90_planted: the emulator modules keyed as
         run_launcher looks them up, and the key (pass it as run_launcher's
         source name, with an empty source)."""
         headers = ("gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh")
         texts = {h: (RUNTIME_INCLUDE_DIR / h).read_text() for h in headers}
         for old, new in edits:
-            assert sum(t.count(old) for t in texts.values()) == 1, \
+            # The first header that has the text (the 16-bit / FP8 body before
+            # the weight-only one) must have it once.
+            h = next((h for h, t in texts.items() if old in t), None)
+            assert h is not None and texts[h].count(old) == 1, \
                 f"the planted edit no longer matches the Hopper body: {old!r}"
-            h = next(h for h, t in texts.items() if old in t)
             texts[h] = texts[h].replace(old, new)
         texts = {h: t.replace("namespace gg::gemm::sm90 {", "namespace gg::gemm::sm90_planted {")
                  for h, t in texts.items()}

@@ -379,6 +379,14 @@ struct HopperBlock {
     unsigned span;  // the swizzle span of the TMA load that filled [lo, hi)
   };
   std::vector<Filled> filled;
+  // The shared memory each wgmma operand seen in this block reads (cached_reads).
+  struct Reads {
+    std::uint64_t desc;
+    bool mn_major;
+    unsigned eb, rows, k;
+    std::vector<sm90::Range> ranges;
+  };
+  std::vector<Reads> reads;
   bool used = false;
 };
 
@@ -944,6 +952,49 @@ inline void operand_reads(std::vector<Range>& out, std::uint64_t desc, bool mn_m
   }
 }
 
+// The shared memory one wgmma operand reads (operand_reads), computed once
+// per block for each (descriptor, major-ness, element size, shape): every
+// thread of the warpgroup issues the same wgmma, and a pipelined kernel
+// reuses its stages' descriptors.
+inline const std::vector<Range>& cached_reads(std::uint64_t desc, bool mn_major, unsigned eb,
+                                              unsigned rows, unsigned k) {
+  HopperBlock& h = block();
+  for (const HopperBlock::Reads& r : h.reads) {
+    if (r.desc == desc && r.mn_major == mn_major && r.eb == eb && r.rows == rows && r.k == k)
+      return r.ranges;
+  }
+  HopperBlock::Reads r{desc, mn_major, eb, rows, k, {}};
+  operand_reads(r.ranges, desc, mn_major, eb, rows, k);
+  h.reads.push_back(std::move(r));
+  return h.reads.back().ranges;
+}
+
+// check_operand's test by ranges of bytes instead of element by element:
+// true when the element-wise test cannot fail (every range inside the
+// block's shared memory, no range overlapping a TMA fill of another swizzle,
+// the async proxy's view equal to shared memory). False means "look
+// closer": check_operand then finds the element and reports it.
+inline bool operand_clean(const std::vector<Range>& ranges, std::uint64_t desc) {
+  const Desc d = decode_desc(desc);
+  if (d.base_offset != 0)
+    return false;
+  const HopperBlock& h = block();
+  const SharedRegion& s = runner().shared_region();
+  const std::size_t size = static_cast<std::size_t>(s.end - s.begin);
+  const unsigned span = desc_span(d.mode);
+  for (const Range& r : ranges) {
+    if (r.hi > size || r.hi < r.lo)
+      return false;
+    for (const HopperBlock::Filled& f : h.filled) {
+      if (r.lo < f.hi && f.lo < r.hi && f.span != span)
+        return false;
+    }
+    if (std::memcmp(s.begin + r.lo, h.shadow.data() + r.lo, r.hi - r.lo) != 0)
+      return false;
+  }
+  return true;
+}
+
 inline void check_operand(std::uint64_t desc, bool mn_major, unsigned eb, unsigned rows, unsigned k,
                           const char* what) {
   const Desc d = decode_desc(desc);
@@ -992,11 +1043,15 @@ void wgmma_issue(WgmmaOp op, float* d) {
   }
   const unsigned m = 64, nv = op.n / 2;
   if (!op.a_regs) {
-    check_operand(op.desc_a, op.trans_a, op.eb, m, op.k, "the A");
-    operand_reads(op.reads, op.desc_a, op.trans_a, op.eb, m, op.k);
+    const std::vector<Range>& a = cached_reads(op.desc_a, op.trans_a, op.eb, m, op.k);
+    if (!operand_clean(a, op.desc_a))
+      check_operand(op.desc_a, op.trans_a, op.eb, m, op.k, "the A");
+    op.reads.insert(op.reads.end(), a.begin(), a.end());
   }
-  check_operand(op.desc_b, op.trans_b, op.eb, op.n, op.k, "the B");
-  operand_reads(op.reads, op.desc_b, op.trans_b, op.eb, op.n, op.k);
+  const std::vector<Range>& b = cached_reads(op.desc_b, op.trans_b, op.eb, op.n, op.k);
+  if (!operand_clean(b, op.desc_b))
+    check_operand(op.desc_b, op.trans_b, op.eb, op.n, op.k, "the B");
+  op.reads.insert(op.reads.end(), b.begin(), b.end());
   for (const TmaLoad& l : block().loads) {
     const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(l.dst)),
                         hi = lo + static_cast<std::uint32_t>(l.bytes);
@@ -1031,22 +1086,48 @@ void wgmma_issue(WgmmaOp op, float* d) {
 GG_EMU_UNCHECKED inline void wgmma_compute(WgmmaOp& op, const float* c, unsigned tid) {
   const Desc da = decode_desc(op.desc_a), db = decode_desc(op.desc_b);
   const unsigned nv = op.n / 2;
+  // The operands' values, decoded once: an 8-bit type through a table of its
+  // 256 values; the thread's two A rows and N/4 B columns (its accumulator
+  // fragment's), each read from shared memory once (wgmma_issue checked
+  // every address is inside the block's shared memory).
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  auto bits_at = [&](std::uint32_t a) {
+    unsigned v = 0;
+    std::memcpy(&v, s.begin + (a - base) % kWindow, op.eb);
+    return v;
+  };
+  double table[256];
+  if (op.eb == 1) {
+    for (unsigned v = 0; v < 256; ++v)
+      table[v] = op.value(v);
+  }
+  auto decode = [&](unsigned v) { return op.eb == 1 ? table[v & 0xFF] : op.value(v); };
+  std::vector<double> a_rows(2 * op.k), b_cols(static_cast<std::size_t>(op.n) * op.k);
+  std::vector<bool> b_done(op.n, false);
+  unsigned rows[2] = {~0u, ~0u};
   for (unsigned i = 0; i < nv; ++i) {
     unsigned row, col;
     accumulator_coord(tid % 128, i, &row, &col);
-    double acc = 0.0;
-    for (unsigned kk = 0; kk < op.k; ++kk) {
-      unsigned a_bits = 0, b_bits = 0;
-      if (op.a_regs) {
-        a_bits = op.a_tile[row % 16][kk];
-      } else {
-        std::memcpy(&a_bits, at(operand_address(da, op.trans_a, op.eb, row, kk), op.eb, "wgmma A"),
-                    op.eb);
+    const unsigned slot = (i / 2) % 2;
+    if (rows[slot] != row) {
+      rows[slot] = row;
+      for (unsigned kk = 0; kk < op.k; ++kk) {
+        a_rows[slot * op.k + kk] = op.a_regs ? decode(op.a_tile[row % 16][kk])
+                                             : decode(bits_at(operand_address(da, op.trans_a, op.eb, row, kk)));
       }
-      std::memcpy(&b_bits, at(operand_address(db, op.trans_b, op.eb, col, kk), op.eb, "wgmma B"),
-                  op.eb);
-      acc += op.value(a_bits) * op.value(b_bits);
     }
+    if (!b_done[col]) {
+      b_done[col] = true;
+      for (unsigned kk = 0; kk < op.k; ++kk)
+        b_cols[static_cast<std::size_t>(col) * op.k + kk] =
+            decode(bits_at(operand_address(db, op.trans_b, op.eb, col, kk)));
+    }
+    const double* a = &a_rows[slot * op.k];
+    const double* b = &b_cols[static_cast<std::size_t>(col) * op.k];
+    double acc = 0.0;
+    for (unsigned kk = 0; kk < op.k; ++kk)
+      acc += a[kk] * b[kk];
     op.d[i] = static_cast<float>((op.scale_d ? static_cast<double>(c[i]) : 0.0) + acc);
   }
 }
@@ -1135,6 +1216,7 @@ void hopper_block_begin(BlockRunner& r) {
     r.hopper->barriers.clear();
     r.hopper->loads.clear();
     r.hopper->filled.clear();
+    r.hopper->reads.clear();
     r.hopper->used = false;
   }
 }

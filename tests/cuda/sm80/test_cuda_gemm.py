@@ -21,8 +21,6 @@ from hypothesis import strategies as st
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda import gemm as tile_gemm
-from gemmgen.backends.cuda import kinds as cuda_kinds
-from gemmgen.build import render_spec
 from gemmgen.cases import Case, standard_cases
 from gemmgen.reference import compare, reference
 from gemmgen.harness import nvcc
@@ -30,13 +28,9 @@ from gemmgen.harness.toolchain import cuda_include_dir, find_nvcc
 from gemmgen.harness.verify_cuda import emulated_arch, run_launcher
 from gemmgen.harness.runner import load_generated_module
 
+from cuda_helpers import gemm_kernels, rendered
+
 REPO = Path(__file__).resolve().parents[3]
-SPECS = ("moe", "dense")
-
-
-@functools.cache
-def rendered(stem: str):
-    return render_spec(REPO / "specs" / f"{stem}.gemm")
 
 
 @functools.cache
@@ -49,15 +43,6 @@ def workdir(stem: str) -> Path:
         if rel.parts[0] == "cuda":
             (d / rel.name).write_text(text)
     return d
-
-
-def gemm_kernels() -> list[tuple[str, str]]:
-    out = []
-    for stem in SPECS:
-        for k in rendered(stem).spec.kernels_for(ir.Backend.CUDA):
-            if cuda_kinds.kind(k) is tile_gemm:
-                out.append((stem, k.name))
-    return out
 
 
 KERNELS = gemm_kernels()

@@ -120,7 +120,9 @@ def test_spec_kernels_on_sm90a_get_the_hopper_path():
     """specs/: the 16-bit CUDA GEMMs without scales, the FP8 x FP8 [n, k]
     ones (tests/cuda/sm90/test_cuda_sm90_generated_fp8.py) and the weight-only ones
     (tests/cuda/sm90/test_cuda_sm90_generated_mixed.py) that declare sm_90a."""
-    from test_cuda_gemm import KERNELS, rendered
+    from cuda_helpers import gemm_kernels, rendered
+
+    KERNELS = gemm_kernels()
 
     have = sorted(name for stem, name in KERNELS
                   if tile_gemm.plan(rendered(stem).spec.kernel(name), rendered(stem).spec).body_tiles("wgmma"))

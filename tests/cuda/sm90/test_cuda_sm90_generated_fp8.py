@@ -222,7 +222,9 @@ def test_fp8_launch_passes_uint8_maps_and_the_scales():
 def test_spec_fp8_kernels_on_sm90a_get_the_hopper_path():
     """specs/: the FP8 x FP8 [n, k] kernels take it, the fused gate-up too;
     the [k, n] one stays on mma.sync."""
-    from test_cuda_gemm import KERNELS, rendered
+    from cuda_helpers import gemm_kernels, rendered
+
+    KERNELS = gemm_kernels()
 
     have = set()
     for stem, name in KERNELS:

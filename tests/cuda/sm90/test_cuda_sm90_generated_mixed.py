@@ -198,7 +198,7 @@ def test_gate_up_tile_interleaves_gate_and_up_rows_8_by_8():
 
 def test_spec_weight_only_kernels_take_the_hopper_path():
     """specs/: W4A16 dense and the W8A16 / W4A16 experts take it."""
-    from test_cuda_gemm import rendered
+    from cuda_helpers import rendered
 
     for stem, names in (("dense", ("w4a16_gemm",)),
                         ("moe", ("moe_w8a16_grouped_gemm_rhs_int8",
