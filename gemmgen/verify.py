@@ -28,50 +28,36 @@ per block (`--cuda-arch` picks another, one of the archs a spec may declare).
 a kernel's launcher refuses (its launch plan's checks, `cases.refused`) is
 bad input. The table's header comes first and each row as its case
 finishes (in the order of the table, whatever runs at once: `--jobs`, one
-thread per core by default, see `_Execution`); Ctrl-C ends the run with the
+thread per core by default, see `gemmgen.verify_run`); Ctrl-C ends the run with the
 rows done, a summary saying so, and
 status 130.
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import shutil
 import sys
 import tempfile
 import threading
-import time
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
-
-import numpy as np
 
 from gemmgen import ir
 from gemmgen.build import Rendered
 from gemmgen.cases import (
-    Case, Shape, ShapeError, check_shape, lut_entry, refused, standard_cases, tile_label,
+    Case,
+    Shape,
+    ShapeError,
+    check_shape,
+    lut_entry,
+    refused,
+    standard_cases,
+    tile_label,
     user_case,
 )
 from gemmgen.diagnostics import one_of, plural, suggest
 from gemmgen.harness import verify_cuda, verify_pallas
 from gemmgen.harness.runner import Runner
-from gemmgen.reference import compare, reference
-
-
-@dataclass
-class Row:
-    kernel: str
-    backend: str
-    case: str
-    shapes: str
-    tile: str
-    error: str
-    tolerance: str
-    passed: bool
-    detail: str = ""
+from gemmgen.verify_run import Execution, Row
 
 
 def _runners() -> list[Runner]:
@@ -143,7 +129,7 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
             table.header()
             # ptxas's figures are measured beside the cases, printed after them.
             measured = _Measurement(rendered, selected, active) if resources else None
-            rows, interrupted = _Execution(jobs, seed, table, progress, workers).run()
+            rows, interrupted = Execution(jobs, seed, table, progress, workers, rendered).run()
         except KeyboardInterrupt:  # while preparing the runners
             interrupted = True
     for s in skipped:
@@ -178,15 +164,6 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
         return 130
     print(f"\n{summary}", file=out)
     return 1 if failed else 0
-
-
-def _same_terminal(out: TextIO, progress: TextIO) -> bool:
-    """Whether the table and the progress lines go to one terminal."""
-    try:
-        return out.isatty() and progress.isatty() and \
-            os.path.samestat(os.fstat(out.fileno()), os.fstat(progress.fileno()))
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 def _user_cases(spec: ir.Spec, selected: list[ir.Kernel], shape: Shape,
@@ -311,136 +288,6 @@ def _uncovered_tiles(kernel: ir.Kernel) -> list[str]:
     if len(kernel.tile_rules) not in hit:
         out.append(f"the default tile {kernel.tile} was not run: no shape the kernel accepts picks it")
     return out
-
-
-def _run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int) -> Row:
-    inputs = case.inputs(kernel, seed)
-    shapes = case.describe()
-    tile = tile_label(kernel, case)
-    try:
-        t0 = time.perf_counter()
-        actual = runner.run(kernel, case, inputs)
-        dt = time.perf_counter() - t0
-    except Exception as e:
-        detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-        if os.environ.get("GEMMGEN_VERIFY_TRACEBACK"):
-            detail = traceback.format_exc()
-        return Row(kernel.name, runner.name, case.name, shapes, tile, "raised", "-", False, detail)
-    if not runner.checks_numbers:
-        return Row(kernel.name, runner.name, case.name, shapes, tile, "lowered", "-", True,
-                   f"{dt:.2f}s")
-    expected = reference(kernel, **inputs)
-    result = compare(actual, expected, kernel, k=case.k, inputs=inputs)
-    err = f"{result.max_abs_err:.3g}"
-    finite = result.allowed[np.isfinite(result.allowed)] if hasattr(result.allowed, "shape") \
-        else np.asarray([])
-    tol = f"{float(finite.max()):.3g}" if finite.size else "-"
-    return Row(kernel.name, runner.name, case.name, shapes, tile, err, tol, result.passed,
-               result.detail)
-
-
-class _Execution:
-    """Runs the jobs on `workers` threads and prints each row in job order
-    as soon as it and every row before it are done (so the table reads the
-    same whatever the parallelism).
-
-    Jobs run in lanes, each lane's cases one after another on one thread: a
-    kernel's cases on one runner form a lane (its first case compiles or
-    loads what the others reuse), and a `serial` runner's cases (Pallas
-    interpret mode, whose simulated TPU state is global to the process, or
-    one real device) form a single lane. Lanes run side by side: a CUDA
-    kernel compiles or runs on the emulator (child processes) while the
-    Pallas interpreter runs another case, on every core. Ctrl-C (in the main
-    thread, or raised by a runner) ends the run at once with the rows
-    printed so far; the worker threads are daemons, left to die with the
-    process."""
-
-    def __init__(self, jobs: list[tuple[ir.Kernel, Runner, Case]], seed: int, table: _Table,
-                 progress: TextIO, workers: int | None) -> None:
-        self.jobs, self.seed, self.table, self.progress = jobs, seed, table, progress
-        lanes: dict[tuple[str, str], list[int]] = {}
-        for i, (kernel, runner, _) in enumerate(jobs):
-            key = (runner.name, "" if runner.serial else kernel.name)
-            lanes.setdefault(key, []).append(i)
-        self.lanes: queue.SimpleQueue[list[int]] = queue.SimpleQueue()
-        for lane in lanes.values():
-            self.lanes.put(lane)
-        self.workers = max(1, min(workers or os.cpu_count() or 1, len(lanes)))
-        self.done: dict[int, Row] = {}
-        self.printed = 0
-        self.stop = threading.Event()
-        self.interrupted = False
-        self.lock = threading.Condition()
-        self.transient = _same_terminal(table.out, progress)
-
-    def run(self) -> tuple[list[Row], bool]:
-        """The rows printed (in job order), and whether Ctrl-C ended the run."""
-        for _ in range(self.workers):
-            threading.Thread(target=self._worker, daemon=True, name="gemmgen-verify").start()
-        try:
-            with self.lock:
-                while self.printed < len(self.jobs) and not self.interrupted:
-                    self.lock.wait()
-        except KeyboardInterrupt:
-            self.stop.set()
-            self.interrupted = True
-        with self.lock:
-            self.stop.set()
-            if self.transient:
-                self.progress.write("\x1b[K")
-                self.progress.flush()
-            return [self.done[i] for i in range(self.printed)], self.interrupted
-
-    def _worker(self) -> None:
-        while not self.stop.is_set():
-            try:
-                lane = self.lanes.get_nowait()
-            except queue.Empty:
-                return
-            for i in lane:
-                if self.stop.is_set():
-                    return
-                kernel, runner, case = self.jobs[i]
-                self._started(i, kernel, runner, case)
-                try:
-                    row = _run_one(kernel, runner, case, self.seed)
-                except KeyboardInterrupt:  # a runner interrupted (tests, a child's SIGINT)
-                    with self.lock:
-                        self.interrupted = True
-                        self.stop.set()
-                        self.lock.notify_all()
-                    return
-                except Exception as e:  # outside the run itself: making the inputs
-                    row = Row(kernel.name, runner.name, case.name, case.describe(),
-                              tile_label(kernel, case), "raised", "-", False,
-                              "".join(traceback.format_exception_only(type(e), e)).strip())
-                self._finished(i, row)
-
-    def _started(self, i: int, kernel: ir.Kernel, runner: Runner, case: Case) -> None:
-        line = f"[{i + 1}/{len(self.jobs)}] {kernel.name} on {runner.name}: {case.name} " \
-               f"({case.describe()})"
-        with self.lock:
-            if self.stop.is_set():
-                return
-            if self.transient:  # one terminal: a transient line the next row replaces
-                width = shutil.get_terminal_size().columns - 1
-                self.progress.write("\x1b[K" + line[:width] + "\r")
-                self.progress.flush()
-            else:
-                print(line, file=self.progress, flush=True)
-
-    def _finished(self, i: int, row: Row) -> None:
-        with self.lock:
-            self.done[i] = row
-            if self.stop.is_set():
-                return
-            while self.printed in self.done:
-                if self.transient:
-                    self.progress.write("\x1b[K")
-                    self.progress.flush()
-                self.table.row(self.done[self.printed])
-                self.printed += 1
-            self.lock.notify_all()
 
 
 class _Table:

@@ -30,6 +30,9 @@ class Runner:
     # process, or one device); else `gemmgen verify` runs different kernels'
     # cases on separate threads at once.
     serial = False
+    # True: `gemmgen verify` runs its cases in worker processes, one at a time
+    # per process (work that holds the GIL, or state global to a process).
+    processes = False
     cuda_arch: str | None = None  # the arch CUDA emulation plays (None: the spec's)
 
     def unavailable(self) -> str | None:

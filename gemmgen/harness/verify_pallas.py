@@ -48,7 +48,9 @@ class _PallasBase(Runner):
 
 class PallasInterpret(_PallasBase):
     name = "pallas-interpret"
-    serial = True  # the interpreter's simulated TPU memory is global to the process
+    # The interpreter's simulated TPU memory is global to the process, and its
+    # callbacks hold the GIL: each worker process runs one case at a time.
+    processes = True
 
     def run(self, kernel, case, inputs):
         import jax.numpy as jnp
@@ -72,6 +74,7 @@ class PallasInterpret(_PallasBase):
 class PallasLower(_PallasBase):
     name = "pallas-lower"
     checks_numbers = False
+    processes = True  # tracing and lowering hold the GIL
 
     def run(self, kernel, case, inputs):
         import jax

@@ -12,6 +12,7 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.ir import Activation, BiasMode, DType, Op
 from gemmgen.numerics import (
+    element_dtype,
     float64_to_storage,
     from_fp4_codes,
     saturating_cast,
@@ -78,6 +79,27 @@ def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ..
             values = storage_to_float64(saturating_cast(x, dtype), dtype)
             return values, gain / sigma
     raise AssertionError(f"{dtype.value} is not an operand dtype")
+
+
+def _operand(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
+             scaled: bool, gain: float = 1.0) -> tuple[np.ndarray, float]:
+    """`_operand_values`, in storage format. Float operands are drawn in f32
+    and cast once (an f32 value rounds to bf16 / f16 / fp8 as its exact
+    float64 value does), without the float64 round trip: a [5, 2048, 2560]
+    operand drew in 1.5 s before, a third of that now."""
+    if dtype not in (DType.F32, DType.BF16, DType.F16, DType.E4M3, DType.E5M2):
+        values, base = _operand_values(rng, dtype, shape, scaled=scaled, gain=gain)
+        return float64_to_storage(values, dtype), base
+    sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else gain
+    x = rng.standard_normal(shape, dtype=np.float32)
+    x *= np.float32(sigma)
+    tiny = np.float32(sigma * 2.0**-8)  # keep away from zero (fp8 e4m3: above 2**-9)
+    np.copyto(x, np.copysign(tiny, x), where=np.abs(x) < tiny)
+    if dtype.is_fp8:
+        np.clip(x, -dtype.max_finite, dtype.max_finite, out=x)
+    if dtype is DType.F32:
+        return x, gain / sigma
+    return x.astype(element_dtype(dtype)), gain / sigma
 
 
 def _random_scale(rng: np.random.Generator, scale: ir.Scale, shape: tuple[int, ...],
@@ -150,8 +172,8 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
 
     lhs_scaled = kernel.lhs_scale.enabled
     rhs_scaled = kernel.rhs_scale.enabled
-    a, a_base = _operand_values(rng, kernel.lhs.dtype, (g, m, k) if kernel.masked else (m, k),
-                                scaled=lhs_scaled)
+    a, a_base = _operand(rng, kernel.lhs.dtype, (g, m, k) if kernel.masked else (m, k),
+                         scaled=lhs_scaled)
     # silu_mul multiplies two accumulators: shrink B so |out| stays ~ sqrt(k).
     gain = k**-0.25 if kernel.epilogue.activation is Activation.SILU_MUL else 1.0
     match kernel.op:
@@ -161,9 +183,8 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
             b_shape = (g, k, n) if kernel.rhs.layout is ir.Layout.KN else (g, n, k)
         case _:
             b_shape = (m, n)
-    b, b_base = _operand_values(rng, kernel.rhs.dtype, b_shape, scaled=rhs_scaled, gain=gain)
-    out["lhs"] = float64_to_storage(a, kernel.lhs.dtype)
-    out["rhs"] = float64_to_storage(b, kernel.rhs.dtype)
+    b, b_base = _operand(rng, kernel.rhs.dtype, b_shape, scaled=rhs_scaled, gain=gain)
+    out["lhs"], out["rhs"] = a, b
     for side, base in (("lhs", a_base), ("rhs", b_base)):
         scale: ir.Scale = getattr(kernel, f"{side}_scale")
         if scale.enabled:

@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Running generated kernels: the CUDA emulator, nvcc, CuPy, runners.
     ("harness", ("gemmgen.harness", "gemmgen.harness.*")),
     # `gemmgen verify` and `gemmgen explain`.
-    ("verify", ("gemmgen.verify", "gemmgen.explain", "gemmgen.explain.*")),
+    ("verify", ("gemmgen.verify", "gemmgen.verify_run", "gemmgen.explain", "gemmgen.explain.*")),
     # Arguments -> a command -> messages and an exit status.
     ("commands/cli", ("gemmgen.commands", "gemmgen.cli", "gemmgen.__main__")),
 )

@@ -143,29 +143,37 @@ def test_jobs_must_be_positive(project, capsys):
 
 
 def test_ctrl_c_in_a_real_run(project):
-    """A real SIGINT in the middle of a case: exit 130, the finished row and
-    the summary printed."""
-    script = textwrap.dedent("""
+    """A real Ctrl-C (SIGINT to the whole process group, as a terminal sends
+    it) in the middle of a case that a worker process runs: exit 130, the
+    finished row and the summary printed, no traceback from any process,
+    and no worker left behind."""
+    script = project / "ctrl_c.py"
+    # Spawned workers import this file as their main module: the patch reaches
+    # them, and the guarded part runs in the parent only.
+    script.write_text(textwrap.dedent("""
         import os, signal, sys, time
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         from gemmgen.harness import verify_pallas
         real = verify_pallas.PallasInterpret.run
         calls = []
         def run(self, kernel, case, inputs):
             calls.append(case.name)
             if len(calls) == 2:
-                os.kill(os.getpid(), signal.SIGINT)
+                os.killpg(os.getpgid(0), signal.SIGINT)
                 time.sleep(30)
             return real(self, kernel, case, inputs)
         verify_pallas.PallasInterpret.run = run
-        from gemmgen.cli import main
-        sys.exit(main(sys.argv[1:]))
-    """)
+        if __name__ == "__main__":
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            from gemmgen.cli import main
+            sys.exit(main(sys.argv[1:]))
+    """))
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    r = subprocess.run([sys.executable, "-c", script, "verify", "specs/moe.gemm", "--kernel",
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, str(script), "verify", "specs/moe.gemm", "--kernel",
                         "gmm_bf16_kn", "--backend", "pallas-interpret"], cwd=project, env=env,
-                       capture_output=True, text=True, timeout=90)
+                       capture_output=True, text=True, timeout=90, start_new_session=True)
     assert r.returncode == 130, r.stderr
+    assert time.monotonic() - t0 < 25, "the busy worker was waited for, not stopped"
     assert "Traceback" not in r.stderr
     assert "gmm_bf16_kn  pallas-interpret  ragged_groups" in r.stdout
     assert "interrupted (Ctrl-C) after 1 of 2 cases: 1 passed, 0 failed" in r.stdout

@@ -25,6 +25,7 @@ from gemmgen.harness.toolchain import (
     named_source,
     tool_version,
 )
+from gemmgen.harness.cuda_emu import direct
 from gemmgen.harness.cuda_emu.errors import EmuCompileError
 
 
@@ -120,16 +121,21 @@ def _unique(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _preprocess(source: str, name: str, flags: list[str]) -> tuple[str, Path]:
+def _preprocess(source: str, name: str, flags: list[str], deps: list[Path] | None = None) -> tuple[str, Path]:
     """The text of `source` after g++ -E, with the emulator's markers left in,
     and the directory it was preprocessed in. The file name is a function of
-    the source, so that the text (line markers included) is reproducible."""
+    the source, so that the text (line markers included) is reproducible.
+    `deps` gets the files the preprocessor read."""
     src_dir = cache_dir() / "emu" / "src" / digest(source, name)[:24]
     src = src_dir / (Path(name).name or "kernel.cu")
     if not src.is_file():
         atomic_write(src, named_source(source, name).encode())
-    text = _run_compiler([_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", *flags, str(src)], name,
-                         "preprocess it").stdout
+    with tempfile.TemporaryDirectory(prefix="gg-emu-deps-") as tmp:
+        depfile = Path(tmp) / "deps.d"
+        text = _run_compiler([_CXX, "-x", "c++", _STD, "-E", "-DGG_EMU_PREPROCESS=1", "-MD", "-MF", str(depfile),
+                              *flags, str(src)], name, "preprocess it").stdout
+        if deps is not None and depfile.is_file():
+            deps += direct.read_depfile(depfile)
     return text, src_dir
 
 
@@ -218,9 +224,26 @@ def _build_library(
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
     include_flags += [f"-isystem{d}" for d in system_include_dirs]
     (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
+    link_flags = ([*_FIBER_FLAGS, *_LIBRARY_FLAGS, "-Wl,-z,defs"] if memcheck and not tsan
+                  else [*mode_flags, *_LIBRARY_FLAGS])
+    core = core_objects(mode_flags)
+
+    # (0) The direct cache: the library of these sources and these included
+    # files, found without preprocessing (direct.py).
+    search = (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs, *system_include_dirs)
+    direct_key = direct.key(
+        [*(p for source, name in sources for p in (source, name)), *mode_flags, *define_flags,
+         str(len(include_dirs)), str(warnings), " ".join(link_flags), *(o.name for o in core),
+         (RUNTIME_INCLUDE_DIR / "gg_emu_compile.h").read_text(), tool_version(_CXX)],
+        (RUNTIME_INCLUDE_DIR, *include_dirs, *system_include_dirs))
+    found = direct.lookup(direct_key, search)
+    if found is not None:
+        return _Library(cache_dir() / "emu" / found["library"], tuple(found["kernels"]),
+                        dict(found["bounds"]), {k: tuple(v) for k, v in found["params"].items()})
 
     # (1) Preprocess every unit with the markers left in.
-    preprocessed = [_preprocess(source, name, [*mode_flags, *define_flags, *include_flags])
+    deps: list[Path] = []
+    preprocessed = [_preprocess(source, name, [*mode_flags, *define_flags, *include_flags], deps)
                     for source, name in sources]
     units = [text for text, _ in preprocessed]
     folders = [(d, f"<include dir {i}>") for i, d in enumerate(include_dirs)]
@@ -266,15 +289,17 @@ def _build_library(
         key = digest(_cache_text(text, places), " ".join(flags), compile_header, version)
         objects.append(_compile_cached([_CXX, "-x", "c++", _STD, "-c", *flags], [], ".o", key, name,
                                        "compile it", text=text))
-    # With the memory checker, link without -fsanitize: that would bring in
-    # ThreadSanitizer's runtime, whose hooks the emulator replaces.
-    link_flags = ([*_FIBER_FLAGS, *_LIBRARY_FLAGS, "-Wl,-z,defs"] if memcheck and not tsan
-                  else [*mode_flags, *_LIBRARY_FLAGS])
-    objects += core_objects(mode_flags)
+    # With the memory checker, link without -fsanitize (link_flags): that would
+    # bring in ThreadSanitizer's runtime, whose hooks the emulator replaces.
+    objects += core
     key = digest(*(o.name for o in objects), " ".join(link_flags), version)
     library = _compile_cached([_CXX, *link_flags], objects, ".so", key, sources[0][1], "link it")
     params = {k: names for text in texts for k in kernels if (names := _parameter_names(text, k))}
-    return _Library(library, _unique(kernels), bounds, params)
+    result = _Library(library, _unique(kernels), bounds, params)
+    direct.store(direct_key, search, deps, {
+        "library": library.name, "kernels": list(result.kernels), "bounds": result.launch_bounds,
+        "params": {k: list(v) for k, v in params.items()}})
+    return result
 
 
 def _tsan_host() -> Path:
