@@ -10,6 +10,7 @@ plans its launches first. This script times that host work per call:
 
     python scripts/host_overhead.py            # on the GPU, with CuPy: whole calls
     python scripts/host_overhead.py --standin  # no GPU: the CuPy stand-in, launches not run
+    python scripts/host_overhead.py --kernel dense_gemv_bf16  # one row
 
 With `--standin` (gemmgen/harness/cupy_standin.py) each kernel launch is
 replaced by a no-op, so the figure is the launcher's own Python work and
@@ -100,6 +101,8 @@ def main() -> int:
     ap.add_argument("--standin", action="store_true", help="no GPU: the CuPy stand-in, launches not run")
     ap.add_argument("--calls", type=int, default=2000, help="calls per timed batch")
     ap.add_argument("--repeats", type=int, default=5, help="batches; the median is reported")
+    ap.add_argument("--kernel", action="append", choices=[name for _, name, _ in CASES],
+                    help="only this kernel's row (repeat for more; default: every row)")
     args = ap.parse_args()
     if args.standin:
         from gemmgen.harness import cupy_standin
@@ -120,6 +123,8 @@ def main() -> int:
         print("| kernel | shape | host us/call | a new signature | validate() alone |")
         print("|---|---|---|---|---|")
         for stem, name, case in CASES:
+            if args.kernel and name not in args.kernel:
+                continue
             times = measure(cupy, stem, name, case, args.calls, args.repeats, args.standin)
             figures = " | ".join(f"{t * 1e6:.1f}" for t in times)
             print(f"| {name} | {case.describe()} | {figures} |", flush=True)
