@@ -191,11 +191,11 @@ kernel big_tile {
 
 def test_cpp_launcher_refuses_a_device_no_declared_arch_runs_on():
     """moe_w4a16_grouped_gemm is built for sm_90a only: an 8.9 is refused
-    before any launch (cudaErrorInvalidDeviceFunction), as the Python
+    before any launch (cudaErrorNoKernelImageForDevice), as the Python
     launcher refuses it."""
     name = "moe_w4a16_grouped_gemm"
     case = Case("small", m=20, n=128, k=256, group_sizes=(12, 8))
-    with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorInvalidDeviceFunction$"):
+    with pytest.raises(CppLaunchError, match=rf"launch_{name} returned cudaErrorNoKernelImageForDevice$"):
         run_cpp_launcher(plan("moe", name), folder("moe"), case.inputs(kernel("moe", name), 2), arch="sm_89")
 
 

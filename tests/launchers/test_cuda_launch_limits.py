@@ -486,11 +486,11 @@ def check_program_output(text: str, *, launched: bool) -> None:
         if launched:
             # The stand-in device is an 8.9 (harness): a kernel whose archs do
             # not run there (specs/moe.gemm: sm_90a only) is refused before any
-            # launch, with 98, cudaErrorInvalidDeviceFunction, as the Python
+            # launch, with 209, cudaErrorNoKernelImageForDevice, as the Python
             # launcher refuses it (arch_error).
             refused = why == "ok" and bool(python_launcher(stem, name, dims).arch_error(89))
             assert got["launches"] == ([] if refused else steps), where
-            assert int(got["rc"]) == (98 if refused else 0 if steps else 1), where  # 1: cudaErrorInvalidValue
+            assert int(got["rc"]) == (209 if refused else 0 if steps else 1), where  # 1: cudaErrorInvalidValue
 
 
 def _includes() -> list[str]:

@@ -180,6 +180,8 @@ GG_EMU_CUDART const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorInvalidMemcpyDirection";
     case cudaErrorInvalidDeviceFunction:
       return "cudaErrorInvalidDeviceFunction";
+    case cudaErrorNoKernelImageForDevice:
+      return "cudaErrorNoKernelImageForDevice";
     case cudaErrorInvalidDevice:
       return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle:
@@ -207,6 +209,8 @@ GG_EMU_CUDART const char* cudaGetErrorString(cudaError_t error) {
       return "invalid copy direction for memcpy";
     case cudaErrorInvalidDeviceFunction:
       return "invalid device function";
+    case cudaErrorNoKernelImageForDevice:
+      return "no kernel image is available for execution on the device";
     case cudaErrorInvalidDevice:
       return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle:

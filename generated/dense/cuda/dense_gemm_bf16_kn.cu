@@ -175,7 +175,7 @@ cudaError_t launch_dense_gemm_bf16_kn(const DenseGemmBf16KnArgs& a, cudaStream_t
   }
   const int sm = major * 10 + minor;
   if (dense_gemm_bf16_kn_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (dense_gemm_bf16_kn_launches(a, l, sm, num_sms) == 0) {

@@ -243,7 +243,7 @@ cudaError_t launch_dense_gemv_batched_bf16(const DenseGemvBatchedBf16Args& a, cu
     return err;
   }
   if (dense_gemv_batched_bf16_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   const long long m = a.m;
   const long long k = a.k;

@@ -243,7 +243,7 @@ cudaError_t launch_dense_gemv_bf16(const DenseGemvBf16Args& a, cudaStream_t stre
     return err;
   }
   if (dense_gemv_bf16_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   const long long m = a.m;
   const long long k = a.k;

@@ -251,7 +251,7 @@ cudaError_t launch_dense_gemv_fp8w(const DenseGemvFp8wArgs& a, cudaStream_t stre
     return err;
   }
   if (dense_gemv_fp8w_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   const long long m = a.m;
   const long long k = a.k;

@@ -177,7 +177,7 @@ cudaError_t launch_fp8_fp8_gemm_tile_64x128x64(const Fp8Fp8GemmTile64x128x64Args
   }
   const int sm = major * 10 + minor;
   if (fp8_fp8_gemm_tile_64x128x64_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (fp8_fp8_gemm_tile_64x128x64_launches(a, l, sm, num_sms) == 0) {

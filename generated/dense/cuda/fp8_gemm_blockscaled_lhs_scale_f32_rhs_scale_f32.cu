@@ -185,7 +185,7 @@ cudaError_t launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32(
   }
   const int sm = major * 10 + minor;
   if (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32_launches(a, l, sm, num_sms) == 0) {

@@ -184,7 +184,7 @@ cudaError_t launch_fp8_gemm_blockscaled_pipe(const Fp8GemmBlockscaledPipeArgs& a
   }
   const int sm = major * 10 + minor;
   if (fp8_gemm_blockscaled_pipe_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (fp8_gemm_blockscaled_pipe_launches(a, l, sm, num_sms) == 0) {

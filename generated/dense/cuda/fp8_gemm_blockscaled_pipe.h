@@ -196,8 +196,9 @@ inline const char* fp8_gemm_blockscaled_pipe_launch_error(const Fp8GemmBlockscal
 // arch-specific build (sm_120a) runs on its own compute capability only, a
 // plain one (sm_89) on its own and every newer one, and a device older than
 // the oldest declared arch is refused. The launcher returns
-// cudaErrorInvalidDeviceFunction then ("not compiled for the proper device
-// architecture", the CUDA Runtime API): a wrong-arch build never runs.
+// cudaErrorNoKernelImageForDevice then ("no kernel image is available for
+// execution on the device", the CUDA Runtime API): a wrong-arch build never
+// runs.
 inline const char* fp8_gemm_blockscaled_pipe_arch_error(int sm) {
   if (sm < 89) {
     return "the device is older than every arch that "

@@ -183,7 +183,7 @@ cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stre
   }
   const int sm = major * 10 + minor;
   if (fp8_weight_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (fp8_weight_gemm_launches(a, l, sm, num_sms) == 0) {

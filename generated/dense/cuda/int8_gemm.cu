@@ -107,7 +107,7 @@ cudaError_t launch_int8_gemm(const Int8GemmArgs& a, cudaStream_t stream) {
     return err;
   }
   if (int8_gemm_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.

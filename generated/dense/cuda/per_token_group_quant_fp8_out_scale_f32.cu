@@ -220,7 +220,7 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
     return err;
   }
   if (per_token_group_quant_fp8_out_scale_f32_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   const long long m = a.m;
   const long long k = a.k;

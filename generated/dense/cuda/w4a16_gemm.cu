@@ -189,7 +189,7 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
   }
   const int sm = major * 10 + minor;
   if (w4a16_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (w4a16_gemm_launches(a, l, sm, num_sms) == 0) {

@@ -197,7 +197,7 @@ cudaError_t launch_gmm_bf16(const GmmBf16Args& a, cudaStream_t stream) {
   }
   const int sm = major * 10 + minor;
   if (gmm_bf16_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (gmm_bf16_launches(a, l, sm, num_sms) == 0) {

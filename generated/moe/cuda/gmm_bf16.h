@@ -252,8 +252,9 @@ inline const char* gmm_bf16_launch_error(const GmmBf16Args& a, long long smem_li
 // arch-specific build (sm_120a) runs on its own compute capability only, a
 // plain one (sm_89) on its own and every newer one, and a device older than
 // the oldest declared arch is refused. The launcher returns
-// cudaErrorInvalidDeviceFunction then ("not compiled for the proper device
-// architecture", the CUDA Runtime API): a wrong-arch build never runs.
+// cudaErrorNoKernelImageForDevice then ("no kernel image is available for
+// execution on the device", the CUDA Runtime API): a wrong-arch build never
+// runs.
 inline const char* gmm_bf16_arch_error(int sm) {
   if (sm < 90) {
     return "the device is older than every arch that "

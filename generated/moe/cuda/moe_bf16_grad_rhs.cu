@@ -241,7 +241,7 @@ cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t s
     return err;
   }
   if (moe_bf16_grad_rhs_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.

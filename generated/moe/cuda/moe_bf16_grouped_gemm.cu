@@ -199,7 +199,7 @@ cudaError_t launch_moe_bf16_grouped_gemm(const MoeBf16GroupedGemmArgs& a, cudaSt
   }
   const int sm = major * 10 + minor;
   if (moe_bf16_grouped_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (moe_bf16_grouped_gemm_launches(a, l, sm, num_sms) == 0) {

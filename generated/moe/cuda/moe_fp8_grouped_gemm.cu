@@ -205,7 +205,7 @@ cudaError_t launch_moe_fp8_grouped_gemm(const MoeFp8GroupedGemmArgs& a, cudaStre
   }
   const int sm = major * 10 + minor;
   if (moe_fp8_grouped_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (moe_fp8_grouped_gemm_launches(a, l, sm, num_sms) == 0) {

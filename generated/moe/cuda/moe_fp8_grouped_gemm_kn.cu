@@ -130,7 +130,7 @@ cudaError_t launch_moe_fp8_grouped_gemm_kn(const MoeFp8GroupedGemmKnArgs& a, cud
     return err;
   }
   if (moe_fp8_grouped_gemm_kn_arch_error(major * 10 + minor) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   // Every launch's dynamic shared memory against the current device's opt-in
   // limit, before the first launch.

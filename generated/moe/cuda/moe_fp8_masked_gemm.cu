@@ -235,7 +235,7 @@ cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream
   }
   const int sm = major * 10 + minor;
   if (moe_fp8_masked_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[1];  // the launches, in order
   if (moe_fp8_masked_gemm_launches(a, l, sm, num_sms) == 0) {

@@ -226,8 +226,9 @@ inline const char* moe_fp8_masked_gemm_launch_error(const MoeFp8MaskedGemmArgs& 
 // arch-specific build (sm_120a) runs on its own compute capability only, a
 // plain one (sm_89) on its own and every newer one, and a device older than
 // the oldest declared arch is refused. The launcher returns
-// cudaErrorInvalidDeviceFunction then ("not compiled for the proper device
-// architecture", the CUDA Runtime API): a wrong-arch build never runs.
+// cudaErrorNoKernelImageForDevice then ("no kernel image is available for
+// execution on the device", the CUDA Runtime API): a wrong-arch build never
+// runs.
 inline const char* moe_fp8_masked_gemm_arch_error(int sm) {
   if (sm < 90) {
     return "the device is older than every arch that "

@@ -211,7 +211,7 @@ cudaError_t launch_moe_w4a16_grouped_gemm(const MoeW4a16GroupedGemmArgs& a, cuda
   }
   const int sm = major * 10 + minor;
   if (moe_w4a16_grouped_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (moe_w4a16_grouped_gemm_launches(a, l, sm, num_sms) == 0) {

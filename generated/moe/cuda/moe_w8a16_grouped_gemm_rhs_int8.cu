@@ -212,7 +212,7 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_int8(const MoeW8a16GroupedGemmRhsI
   }
   const int sm = major * 10 + minor;
   if (moe_w8a16_grouped_gemm_rhs_int8_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (moe_w8a16_grouped_gemm_rhs_int8_launches(a, l, sm, num_sms) == 0) {

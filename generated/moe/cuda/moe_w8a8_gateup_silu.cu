@@ -210,7 +210,7 @@ cudaError_t launch_moe_w8a8_gateup_silu(const MoeW8a8GateupSiluArgs& a, cudaStre
   }
   const int sm = major * 10 + minor;
   if (moe_w8a8_gateup_silu_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (moe_w8a8_gateup_silu_launches(a, l, sm, num_sms) == 0) {

@@ -206,7 +206,7 @@ cudaError_t launch_moe_w8a8_grouped_gemm(const MoeW8a8GroupedGemmArgs& a, cudaSt
   }
   const int sm = major * 10 + minor;
   if (moe_w8a8_grouped_gemm_arch_error(sm) != nullptr) {
-    return cudaErrorInvalidDeviceFunction;
+    return cudaErrorNoKernelImageForDevice;
   }
   GgLaunch l[3];  // the launches, in order
   if (moe_w8a8_grouped_gemm_launches(a, l, sm, num_sms) == 0) {
