@@ -178,6 +178,12 @@ VERIFY_EXTRAS = {"numpy": "numpy", "ml_dtypes": "ml-dtypes"}
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    # verify runs its cases side by side on every core; BLAS threads of the
+    # references (OpenBLAS spins while it waits) would only compete with
+    # them. Read when NumPy loads, so set before any import of it; a
+    # user's own setting wins.
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     rendered = _render([args.spec])
     # Running kernels needs the `verify` extra; say so instead of a traceback
     # (looked up, not imported: a broken install still fails loudly below).

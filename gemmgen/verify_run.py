@@ -106,7 +106,12 @@ def run_one(kernel: ir.Kernel, runner: Runner, case: Case, seed: int,
         shared = Shared([(kernel, runner, case)], seed)
     try:
         return _run_checked(kernel, runner, case, shared)
-    except Exception as e:  # outside the run itself: making the inputs, the reference
+    except KeyboardInterrupt:
+        raise
+    # Outside the run itself (making the inputs, the reference), or not an
+    # Exception (a SystemExit from a runner): a failed row, never a thread
+    # that dies and leaves the table waiting for it.
+    except BaseException as e:  # noqa: BLE001
         return Row(kernel.name, runner.name, case.name, case.describe(), tile_label(kernel, case),
                    "raised", "-", False, "".join(traceback.format_exception_only(type(e), e)).strip())
     finally:

@@ -322,3 +322,26 @@ def test_a_cuda_only_spec_asked_for_pallas(tmp_path, monkeypatch, capsys):
     assert ("nothing was run: no kernel of cuda_only.gemm targets pallas-interpret (pallas_tpu); "
             "its kernels target cuda: run them with 'cuda-emu', 'cuda-emu-cpp' or 'cuda'") in err
     assert "available backend" not in err
+
+
+class Exits(Runner):
+    """A runner whose run calls sys.exit: not an Exception."""
+
+    name = "pallas-interpret"
+
+    def run(self, kernel, case, inputs):
+        raise SystemExit(3)
+
+
+def test_a_runner_that_exits_fails_its_rows_and_the_table_ends(monkeypatch):
+    out, progress = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(verify, "_runners", lambda: [Exits()])
+    rendered = render_spec(REPO / "specs" / "moe.gemm")
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(verify.main(
+        rendered, backends=["pallas-interpret"], seed=0, kernels=["gmm_bf16_kn"], out=out,
+        progress=progress, resources=False, workers=2)), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert result == [1], "verify hung on a runner that raised SystemExit"
+    assert out.getvalue().count("FAIL") >= 2 and "SystemExit: 3" in out.getvalue()
