@@ -33,6 +33,9 @@ def counters_case(kernel: ir.Kernel):
         return Case("counters", m=1, n=base.n, k=k)
     if kernel.algorithm is ir.Algorithm.GEMV_BATCHED:
         return Case("counters", m=kernel.max_m or 8, n=base.n, k=k)
+    if kernel.masked:
+        # Two groups of two whole M tiles each (m is each group's capacity).
+        return Case("counters", m=2 * t.m, n=base.n, k=k, masked_m=(2 * t.m, 2 * t.m))
     if kernel.op is ir.Op.GROUPED:
         return Case("counters", m=2 * t.m, n=base.n, k=k, group_sizes=(t.m, t.m))
     return Case("counters", m=2 * t.m, n=base.n, k=k)

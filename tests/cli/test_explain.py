@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gemmgen import ir
+from gemmgen.build import render_spec
 from gemmgen.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -414,3 +416,16 @@ def test_a_device_runs_its_own_arch_or_a_compatible_one():
     assert runs_arch(DEVICES["gb10"], ("sm_80", "sm_120")) == "sm_120"  # 12.1 runs sm_120 code
     assert runs_arch(DEVICES["a100"], ("sm_86",)) is None  # not on an older minor
     assert runs_arch(DEVICES["v5e"], ("sm_90a",)) is None
+
+
+def test_counters_case_of_a_masked_kernel_draws_its_inputs():
+    """The masked layout takes masked_m (each group's valid rows), not group
+    sizes: the counters' case must be one its inputs can be drawn for."""
+    from gemmgen.explain.counters import counters_case
+
+    kernel = render_spec(REPO / "specs" / "moe.gemm").spec.kernel("moe_fp8_masked_gemm")
+    case = counters_case(kernel)
+    t = kernel.for_backend(ir.Backend.CUDA).tile
+    assert case.group_sizes is None and case.masked_m == (2 * t.m, 2 * t.m) and case.m == 2 * t.m
+    inputs = case.inputs(kernel.for_backend(ir.Backend.CUDA), 0)
+    assert inputs["lhs"].shape == (2, 2 * t.m, case.k)

@@ -129,8 +129,8 @@ def test_kernels_run_at_once_and_rows_keep_the_table_order(monkeypatch):
 
 
 def test_a_serial_runner_runs_one_case_at_a_time(monkeypatch):
-    """Pallas interpret mode keeps its simulated TPU in global state: its
-    cases never overlap, whatever the number of workers."""
+    """A serial runner (one real device: pallas-tpu, cuda) runs its cases
+    one after another, whatever the number of workers."""
     _, spans = run_timed(monkeypatch, serial=True, gate=False, workers=4)
     assert len(spans) == 4 and not _overlap(spans)
 
