@@ -481,19 +481,24 @@ def test_planted_bugs_in_the_masked_body_fail(old, new):
 
     from gemmgen.harness.cuda_emu import EmuRaceError
 
-    spec, d = cuda_generated("moe")
-    kernel = spec.kernel(SPEC_KERNEL)
-    source = (d / f"{SPEC_KERNEL}.cu").read_text()
+    # The mma.sync masked body: the local spec's plain bf16 kernel on sm_89
+    # (specs/moe.gemm declares sm_90a only, where its FP8 kernel runs the
+    # Hopper body and an edit of gg_gemm.cuh would change nothing).
+    name = "masked_bf16"
+    spec, d = cuda_generated("local")
+    assert emulated_arch(spec) == "sm_89"
+    kernel = spec.kernel(name)
+    source = (d / f"{name}.cu").read_text()
     case = Case("planted", m=70, n=128, k=256, masked_m=(0, 90, 1, 65))
     inputs = case.inputs(kernel, 0)
     expected = reference(kernel, **inputs)
-    good = run_launcher(cuda_launcher("moe", SPEC_KERNEL), source, f"masked/{SPEC_KERNEL}.cu",
+    good = run_launcher(cuda_launcher("local", name), source, f"masked/local/{name}.cu",
                         inputs, modules=_modules, arch=emulated_arch(spec))
     assert compare(good, expected, kernel, k=case.k, inputs=inputs).passed
     mutant = with_mutated_runtime(source, "gg_gemm.cuh", old, new)
     try:
-        bad = run_launcher(cuda_launcher("moe", SPEC_KERNEL), mutant,
-                           f"masked/{SPEC_KERNEL}.planted.{PLANTED.index((old, new))}.cu",
+        bad = run_launcher(cuda_launcher("local", name), mutant,
+                           f"masked/local/{name}.planted.{PLANTED.index((old, new))}.cu",
                            inputs, modules=_modules, arch=emulated_arch(spec))
     except EmuRaceError:
         return  # two blocks wrote one element: the emulator caught it
