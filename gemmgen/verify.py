@@ -129,7 +129,8 @@ def main(rendered: Rendered, *, backends: list[str] | None, seed: int,
             table.header()
             # ptxas's figures are measured beside the cases, printed after them.
             measured = _Measurement(rendered, selected, active) if resources else None
-            rows, interrupted = Execution(jobs, seed, table, progress, workers, rendered).run()
+            rows, interrupted = Execution(jobs, seed, table, progress, workers, rendered,
+                                          cuda_arch).run()
         except KeyboardInterrupt:  # while preparing the runners
             interrupted = True
     for s in skipped:

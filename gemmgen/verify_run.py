@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -49,6 +49,15 @@ class Row:
 
 
 
+@dataclass
+class _Entry:
+    """One (kernel, backend, case) of `Shared`: made under its own lock."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    inputs: dict | None = None
+    expected: object = None
+
+
 class Shared:
     """The inputs of a (kernel, backend, case), and the reference's result
     on them, made once for every runner of that backend (pallas-interpret and
@@ -63,34 +72,34 @@ class Shared:
         for kernel, runner, case in jobs:
             key = self.key(kernel, runner, case)
             self.users[key] = self.users.get(key, 0) + 1
-        self.entries: dict[tuple, list] = {}
+        self.entries: dict[tuple, _Entry] = {}
         self.lock = threading.Lock()
 
     @staticmethod
     def key(kernel: ir.Kernel, runner: Runner, case: Case) -> tuple:
         return (kernel.name, runner.backend, case)
 
-    def _entry(self, kernel: ir.Kernel, runner: Runner, case: Case) -> list:
+    def _entry(self, kernel: ir.Kernel, runner: Runner, case: Case) -> _Entry:
         with self.lock:
-            return self.entries.setdefault(self.key(kernel, runner, case), [threading.Lock(), None, None])
+            return self.entries.setdefault(self.key(kernel, runner, case), _Entry())
 
     def inputs(self, kernel: ir.Kernel, runner: Runner, case: Case) -> dict[str, np.ndarray]:
         entry = self._entry(kernel, runner, case)
-        with entry[0]:
-            if entry[1] is None:
+        with entry.lock:
+            if entry.inputs is None:
                 inputs = case.inputs(kernel, self.seed)
                 for v in inputs.values():
                     if isinstance(v, np.ndarray):
                         v.flags.writeable = False
-                entry[1] = inputs
-            return entry[1]
+                entry.inputs = inputs
+            return entry.inputs
 
     def expected(self, kernel: ir.Kernel, runner: Runner, case: Case, inputs: dict):
         entry = self._entry(kernel, runner, case)
-        with entry[0]:
-            if entry[2] is None:
-                entry[2] = reference(kernel, **inputs)
-            return entry[2]
+        with entry.lock:
+            if entry.expected is None:
+                entry.expected = reference(kernel, **inputs)
+            return entry.expected
 
     def done(self, kernel: ir.Kernel, runner: Runner, case: Case) -> None:
         key = self.key(kernel, runner, case)
@@ -174,7 +183,7 @@ class Execution:
     stopped."""
 
     def __init__(self, jobs: list[Job], seed: int, table, progress: TextIO, workers: int | None,
-                 rendered: Rendered | None = None) -> None:
+                 rendered: Rendered, cuda_arch: str | None) -> None:
         self.jobs, self.seed, self.table, self.progress = jobs, seed, table, progress
         self.shared = Shared(jobs, seed)
         lanes: dict[tuple[str, str], list[int]] = {}
@@ -190,8 +199,7 @@ class Execution:
             lane.sort(key=lambda i: (jobs[i][2].name, i) if jobs[i][1].processes else (i,))
             self.lanes.put(lane)
         self.workers = max(1, min(workers or os.cpu_count() or 1, len(lanes)))
-        cuda_arch = next((r.cuda_arch for _, r, _ in jobs), None)
-        self.processes = _Workers(rendered, cuda_arch, self.workers) if rendered is not None else None
+        self.processes = _Workers(rendered, cuda_arch, self.workers)  # started when a lane needs one
         self.done: dict[int, Row] = {}
         self.printed = 0
         self.stop = threading.Event()
@@ -212,8 +220,7 @@ class Execution:
                 self.stop.set()
                 self.interrupted = True
         finally:
-            if self.processes is not None:
-                self.processes.close(self.interrupted)
+            self.processes.close(self.interrupted)
         with self.lock:
             self.stop.set()
             if self.transient:
@@ -228,7 +235,7 @@ class Execution:
             except queue.Empty:
                 return
             try:
-                if self.jobs[lane[0]][1].processes and self.processes is not None:
+                if self.jobs[lane[0]][1].processes:
                     self._process_lane(lane)
                 else:
                     self._thread_lane(lane)
@@ -248,7 +255,6 @@ class Execution:
             self._finished(i, run_one(kernel, runner, case, self.seed, self.shared))
 
     def _process_lane(self, lane: list[int]) -> None:
-        assert self.processes is not None
         jobs = [(self.jobs[i][1].name, self.jobs[i][0].name, self.jobs[i][2]) for i in lane]
         for what, j, row in self.processes.run_lane(jobs, self.seed, self.stop):
             if what == "start":

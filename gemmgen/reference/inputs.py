@@ -72,34 +72,37 @@ def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ..
             codes = rng.integers(1, 8, size=shape) + 8 * rng.integers(0, 2, size=shape)
             return from_fp4_codes(codes.astype(np.uint8)), gain / 3.0
         case DType.F32 | DType.BF16 | DType.F16 | DType.E4M3 | DType.E5M2:
-            sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else gain
-            x = rng.standard_normal(shape) * sigma
-            tiny = sigma * 2.0**-8  # keep away from zero (fp8 e4m3: above 2**-9)
-            x = np.where(np.abs(x) < tiny, np.copysign(tiny, x), x)
-            values = storage_to_float64(saturating_cast(x, dtype), dtype)
-            return values, gain / sigma
+            stored, base = _float_operand(rng, dtype, shape, scaled=scaled, gain=gain)
+            return storage_to_float64(stored, dtype), base
     raise AssertionError(f"{dtype.value} is not an operand dtype")
 
 
-def _operand(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
-             scaled: bool, gain: float = 1.0) -> tuple[np.ndarray, float]:
-    """`_operand_values`, in storage format. Float operands are drawn in f32
-    and cast once (an f32 value rounds to bf16 / f16 / fp8 as its exact
-    float64 value does), without the float64 round trip: a [5, 2048, 2560]
-    operand drew in 1.5 s before, a third of that now."""
-    if dtype not in (DType.F32, DType.BF16, DType.F16, DType.E4M3, DType.E5M2):
-        values, base = _operand_values(rng, dtype, shape, scaled=scaled, gain=gain)
-        return float64_to_storage(values, dtype), base
+_FLOATS = (DType.F32, DType.BF16, DType.F16, DType.E4M3, DType.E5M2)
+
+
+def _float_operand(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
+                   scaled: bool, gain: float) -> tuple[np.ndarray, float]:
+    """A float operand in storage format (see `_operand_values`): drawn in
+    f32 and cast once (an f32 value rounds to bf16 / f16 / fp8 as its exact
+    float64 value does), with no float64 round trip: a [5, 2048, 2560]
+    operand drew in 1.5 s that way, a third of that now."""
     sigma = dtype.max_finite / 4 if (dtype.is_fp8 and scaled) else gain
     x = rng.standard_normal(shape, dtype=np.float32)
     x *= np.float32(sigma)
     tiny = np.float32(sigma * 2.0**-8)  # keep away from zero (fp8 e4m3: above 2**-9)
     np.copyto(x, np.copysign(tiny, x), where=np.abs(x) < tiny)
     if dtype.is_fp8:
-        np.clip(x, -dtype.max_finite, dtype.max_finite, out=x)
-    if dtype is DType.F32:
-        return x, gain / sigma
-    return x.astype(element_dtype(dtype)), gain / sigma
+        np.clip(x, -dtype.max_finite, dtype.max_finite, out=x)  # saturate, as saturating_cast does
+    return (x if dtype is DType.F32 else x.astype(element_dtype(dtype))), gain / sigma
+
+
+def _operand(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...], *,
+             scaled: bool, gain: float = 1.0) -> tuple[np.ndarray, float]:
+    """`_operand_values` in storage format."""
+    if dtype in _FLOATS:
+        return _float_operand(rng, dtype, shape, scaled=scaled, gain=gain)
+    values, base = _operand_values(rng, dtype, shape, scaled=scaled, gain=gain)
+    return float64_to_storage(values, dtype), base
 
 
 def _random_scale(rng: np.random.Generator, scale: ir.Scale, shape: tuple[int, ...],

@@ -188,8 +188,9 @@ def core_objects(mode_flags: Sequence[str]) -> list[Path]:
     # accesses, so the memory checker's instrumentation stays off here (the
     # hooks it defines and its GG_EMU_MEMCHECK code stay in). Instrumented,
     # they were most of an sm_90 launch's time and put emulator sites in the
-    # counters.
-    mode_flags = [f for f in mode_flags if f not in _INSTRUMENT_FLAGS or "-DGG_EMU_TSAN=1" in mode_flags]
+    # counters. (TSan mode keeps -fsanitize=thread: there it is ThreadSanitizer.)
+    if "-DGG_EMU_MEMCHECK=1" in mode_flags:
+        mode_flags = [f for f in mode_flags if f not in _INSTRUMENT_FLAGS]
     runtime = sorted(p for p in RUNTIME_INCLUDE_DIR.iterdir() if p.name.startswith("gg_emu") and p.is_file())
     cuda = cuda_include_dir()
     flags = [*mode_flags, "-fPIC", "-fvisibility=hidden", "-Wno-attributes", *WARNING_FLAGS, "-DGG_EMU_CORE=1",
