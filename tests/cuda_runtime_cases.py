@@ -9,6 +9,8 @@ signature. Sources live in tests/cuda_src/.
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,28 @@ import ml_dtypes
 import numpy as np
 
 CUDA_SRC = Path(__file__).resolve().parent / "cuda_src"
+
+
+def cutlass_include() -> Path | None:
+    """The CuTe / CUTLASS headers of the nvidia-cutlass wheel, or None."""
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    include = Path(next(iter(spec.submodule_search_locations))) / "source" / "include"
+    return include if (include / "cute" / "tensor.hpp").is_file() else None
+
+
+def run_cute_program(source: str, out_dir: Path) -> str:
+    """Compiles tests/cuda_src/`source` against CuTe with the host g++ and
+    returns what it prints (the oracle programs of the layout tests)."""
+    from gemmgen.harness.toolchain import cuda_include_dir
+
+    cuda = cuda_include_dir()
+    exe = out_dir / Path(source).stem
+    cmd = ["g++", "-std=c++17", "-O1", "-w", f"-I{cutlass_include()}", f"-I{cuda}",
+           f"-I{cuda / 'cccl'}", str(CUDA_SRC / source), "-o", str(exe)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
 
 # sample_gemm.cu's tiling (its header comment).
 GEMM_BLOCK_M = 64

@@ -47,6 +47,8 @@ from gemmgen.ir.dtypes import (
     DType,
 )
 from gemmgen.ir.kernel import (
+    MX_BLOCK_K,
+    MX_MMA_ARCHS,
     WGMMA_ARCHS,
     WGMMA_FP8_BK,
     WGMMA_MIXED_BK,
@@ -112,6 +114,8 @@ __all__ = [
     "CUDA_LAUNCHERS",
     "CUDA_REQUIRED_LAUNCHERS",
     "LHS_SCALE_MODES",
+    "MX_BLOCK_K",
+    "MX_MMA_ARCHS",
     "MX_SCALE_DTYPES",
     "NO_LOC",
     "NO_SCALE",

@@ -30,6 +30,12 @@ from gemmgen.ir.targets import Backend, BackendTiles
 # The archs with wgmma: it is an sm_90a instruction (PTX ISA), absent on
 # sm_90 without the `a` and on sm_100a.
 WGMMA_ARCHS = ("sm_90a",)
+# The archs with the block-scaled mma.sync (kind::mxf8f6f4.block_scale): the
+# `a` targets of the Blackwell workstation chips (PTX ISA; plain sm_120 /
+# sm_121 reject it).
+MX_MMA_ARCHS = ("sm_120a", "sm_121a")
+# The MX block of K one block-scaled m16n8k32 MMA scales (scale_vec::1X).
+MX_BLOCK_K = 32
 # K elements of the Hopper body's FP8 K tile (one 128-byte swizzle row).
 WGMMA_FP8_BK = 128
 # K elements of the weight-only Hopper tile's K tile (a 128-byte row of its
@@ -256,6 +262,41 @@ class Kernel:
         if Backend.CUDA not in self.backends or self.mma is Mma.MMA_SYNC:
             return False
         return arch in WGMMA_ARCHS and self.wgmma_obstacle() is None
+
+    def mx_mma_obstacle(self) -> str | None:
+        """Why the block-scaled mma.sync body (sm_120a / sm_121a,
+        gg_primitives_sm120.cuh) cannot run this kernel, as a phrase; None
+        when it can. It is the tile GEMM (dense, grouped, masked) whose
+        operands are one FP8 type (e4m3 or e5m2) as stored, with MXFP8
+        scales on both sides: lhs `per_token_group k=32 e8m0`, rhs `block
+        n=1 k=32 e8m0`, in either layout (the C++ check_tile states the
+        same)."""
+        if self.op not in (Op.DENSE, Op.GROUPED):
+            return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
+        if self.algorithm is not Algorithm.TILE:
+            return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
+        lhs_t, rhs_t = self.lhs.dtype, self.rhs_operand.dtype
+        if not lhs_t.is_fp8 or rhs_t is not lhs_t:
+            return (f"it multiplies e4m3 or e5m2 on both sides as stored, not lhs "
+                    f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
+        ls, rs = self.lhs_scale, self.rhs_scale
+        lhs_mx = (ls.mode is ScaleMode.TOKEN_GROUP and ls.dtype is DType.E8M0
+                  and ls.block_k == MX_BLOCK_K)
+        rhs_mx = (rs.mode is ScaleMode.BLOCK and rs.block_n == 1 and rs.dtype is DType.E8M0
+                  and rs.block_k == MX_BLOCK_K)
+        if not (lhs_mx and rhs_mx):
+            return ("its scales are MXFP8's on both sides: lhs 'per_token_group k=32 e8m0' "
+                    "and rhs 'block n=1 k=32 e8m0'")
+        return None
+
+    def uses_mx_mma(self, arch: str) -> bool:
+        """Whether the CUDA kernel for `arch` gets the block-scaled mma.sync
+        body: an MX_MMA_ARCHS arch, a kernel that qualifies
+        (`mx_mma_obstacle()` is None), and `mma auto` (`mma_sync` keeps the
+        portable mma.sync body, which promotes the MX scales in software)."""
+        if Backend.CUDA not in self.backends or self.mma is not Mma.AUTO:
+            return False
+        return arch in MX_MMA_ARCHS and self.mx_mma_obstacle() is None
 
     @property
     def out_n_divisor(self) -> int:

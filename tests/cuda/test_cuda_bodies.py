@@ -26,8 +26,8 @@ from gemmgen.build import load
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _fake_plan(kernel, tiles, lut, number) -> BodyPlan:
-    bp = wgmma.BODY.plan(kernel, tiles, lut, number)
+def _fake_plan(kernel, spec, tiles, lut, number) -> BodyPlan:
+    bp = wgmma.BODY.plan(kernel, spec, tiles, lut, number)
     own = tuple(dataclasses.replace(t, entry=t.entry.replace("_sm90", "_fake")) for t in bp.tiles)
     return dataclasses.replace(bp, body=FAKE, tiles=own, entries=())
 

@@ -51,10 +51,12 @@ struct Cfg {
   static constexpr ScaleMode kLhsScale = ScaleMode::kNone;
   static constexpr Format kLhsScaleFormat = Format::kNone;
   static constexpr int kLhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleLayout kLhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr ScaleMode kRhsScale = ScaleMode::kNone;
   static constexpr Format kRhsScaleFormat = Format::kNone;
   static constexpr int kRhsScaleBlockN = 0;
   static constexpr int kRhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleLayout kRhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr bool kFoldScales = false;
   static constexpr int kScaleBlockK = 0;
   static constexpr Bias kBias = B;

@@ -52,10 +52,12 @@ struct Cfg {
   static constexpr ScaleMode kLhsScale = LS;
   static constexpr Format kLhsScaleFormat = LF;
   static constexpr int kLhsScaleBlockK = LS == ScaleMode::kPerTokenGroup ? kBlock : 0;
+  static constexpr gg::gemm::ScaleLayout kLhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr ScaleMode kRhsScale = RS;
   static constexpr Format kRhsScaleFormat = RF;
   static constexpr int kRhsScaleBlockN = RS == ScaleMode::kBlock ? kBlock : 0;
   static constexpr int kRhsScaleBlockK = RS == ScaleMode::kBlock ? kBlock : 0;
+  static constexpr gg::gemm::ScaleLayout kRhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr bool kFoldScales = false;
   static constexpr int kScaleBlockK = kBlock;
   static constexpr Bias kBias = B;

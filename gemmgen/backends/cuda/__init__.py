@@ -64,15 +64,29 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """What this backend cannot emit for one kernel: MX / NV block scales
-    (the sm_12x block-scaled mma.sync body does not exist yet: no stub),
-    then what its kind says (cuda_kinds.diagnose_kernel)."""
-    if (found := kernel.block_scale_format()) is not None:
-        loc, what = found
-        return [Diagnostic(loc, f"kernel '{kernel.name}': cuda does not emit {what} yet (the "
-                                "block-scaled mma.sync body of sm_120a / sm_121a is not "
-                                "written); drop the cuda backend for this kernel")]
+    """What this backend cannot emit for one kernel: NV block scales and the
+    MX formats other than MXFP8 on the tile GEMM (_block_scales), then what
+    its kind says (cuda_kinds.diagnose_kernel)."""
+    if (found := _block_scales(kernel)) is not None:
+        return [found]
     return cuda_kinds.diagnose_kernel(kernel, spec)
+
+
+def _block_scales(kernel: ir.Kernel) -> Diagnostic | None:
+    """An MX / NV block scale (ir.Scale.per_mma_block) this backend does not
+    emit: anything but the tile GEMM's MXFP8 (FP8 operands, e8m0 scales of
+    32-wide K blocks on both sides, ir.Kernel.mx_mma_obstacle), which the
+    block-scaled mma.sync body runs on sm_120a / sm_121a and the mma.sync
+    body promotes in software elsewhere."""
+    found = kernel.block_scale_format()
+    if found is None or kernel.mx_mma_obstacle() is None:
+        return None
+    loc, what = found
+    return Diagnostic(loc, f"kernel '{kernel.name}': cuda does not emit {what} yet: it emits "
+                           "MXFP8 block scales on the tile GEMM (e4m3 or e5m2 on both sides, "
+                           "'per_token_group k=32 e8m0' on lhs and 'block n=1 k=32 e8m0' on "
+                           f"rhs), and {kernel.mx_mma_obstacle()}; drop the cuda backend for "
+                           "this kernel")
 
 
 def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:

@@ -199,6 +199,9 @@ std::string vformat(const char* fmt, va_list ap);
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // Where the calling CUDA thread is: kernel, block, thread, warp and lane.
 std::string where();
+// The emulated device's arch (GG_EMU_ARCH, e.g. "sm_120a"), for primitives
+// that exist on some archs only.
+const char* device_arch();
 [[noreturn]] void fail_with_status(int status, const std::string& message);
 // Ends the process with "gg-emu: error: <message>" and status 70.
 [[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -61,6 +61,8 @@ const Device& device() {
   return d;
 }
 
+const char* device_arch() { return device().arch.c_str(); }
+
 // cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
 int set_max_dynamic_smem(KernelInfo& k, long long bytes) {
   const Device& d = device();

@@ -593,3 +593,4 @@ __device__ __forceinline__ void st_global_128(void* p, uint4 v) {
 
 }  // namespace gg
 #include "gg_primitives_sm90.cuh"
+#include "gg_primitives_sm120.cuh"

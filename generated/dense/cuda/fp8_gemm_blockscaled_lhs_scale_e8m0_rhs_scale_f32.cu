@@ -47,10 +47,12 @@ struct Config {
   static constexpr gg::gemm::ScaleMode kLhsScale = gg::gemm::ScaleMode::kPerTokenGroup;
   static constexpr gg::gemm::Format kLhsScaleFormat = gg::gemm::Format::kE8M0;
   static constexpr int kLhsScaleBlockK = 128;
+  static constexpr gg::gemm::ScaleLayout kLhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr gg::gemm::ScaleMode kRhsScale = gg::gemm::ScaleMode::kBlock;
   static constexpr gg::gemm::Format kRhsScaleFormat = gg::gemm::Format::kF32;
   static constexpr int kRhsScaleBlockN = 128;
   static constexpr int kRhsScaleBlockK = 128;
+  static constexpr gg::gemm::ScaleLayout kRhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr bool kFoldScales = false;
   static constexpr int kScaleBlockK = 128;
   static constexpr gg::gemm::Bias kBias = gg::gemm::Bias::kNone;

@@ -41,10 +41,12 @@ struct Config {
   static constexpr gg::gemm::ScaleMode kLhsScale = gg::gemm::ScaleMode::kPerToken;
   static constexpr gg::gemm::Format kLhsScaleFormat = gg::gemm::Format::kF32;
   static constexpr int kLhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleLayout kLhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr gg::gemm::ScaleMode kRhsScale = gg::gemm::ScaleMode::kPerChannel;
   static constexpr gg::gemm::Format kRhsScaleFormat = gg::gemm::Format::kF32;
   static constexpr int kRhsScaleBlockN = 0;
   static constexpr int kRhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleLayout kRhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr bool kFoldScales = false;
   static constexpr int kScaleBlockK = 0;
   static constexpr gg::gemm::Bias kBias = gg::gemm::Bias::kNone;

@@ -14,7 +14,9 @@
 //   (3) B fed to ldmatrix as staged, or widened / transposed first (widen);
 //       MMAs accumulate in acc_t; with main-loop scales, every kScaleBlockK
 //       of K the partial sums are scaled and added to an f32 total (FP32
-//       promotion, gg_scales.cuh);
+//       promotion, gg_scales.cuh), or, in a tile of the sm_120a / sm_121a
+//       block-scaled body (kBlockScaledMma), the MX scales go to the MMA
+//       itself (mma_mx below);
 //   (4) the epilogue stages the tile in shared memory and writes out row by
 //       row (gg_epilogue.cuh).
 #pragma once
@@ -129,8 +131,9 @@ __device__ __forceinline__ void convert_b(unsigned char* smem, int slot, unsigne
   }
 }
 
-// The FP32 promotion at the end of a scale block of K: the partial sums
-// times their scales, added to the f32 total; acc restarts from 0. The
+// The FP32 promotion at the end of the scale block of K that starts at k
+// index k0: the partial sums times their scales, added to the f32 total;
+// acc restarts from 0. The
 // scales of this thread's rows and columns are read once per block; rows
 // past m and columns past n (never stored) take 1 on the exact path, else 0.
 template <class T>
@@ -139,7 +142,7 @@ __device__ __forceinline__ void promote(typename T::acc_t (&acc)[T::kMI][T::kNI]
                                         const typename T::lhs_scale_t* __restrict__ lhs_scale,
                                         const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                         int m, int n, int k, int m0, int n0, int gl, int wm0,
-                                        int wn0, int lane, int kt) {
+                                        int wn0, int lane, int k0) {
   constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
   float sa[T::kMI][2], sb[T::kNI][2];
   GG_UNROLL
@@ -148,7 +151,7 @@ __device__ __forceinline__ void promote(typename T::acc_t (&acc)[T::kMI][T::kNI]
     for (int h = 0; h < 2; ++h) {
       if constexpr (kLhsScalePromoted<T>) {
         const int row = m0 + wm0 + i * 16 + lane / 4 + 8 * h;
-        sa[i][h] = row < m ? lhs_scale_at<T>(lhs_scale, row, k, kt * T::kBK) : kOutside;
+        sa[i][h] = row < m ? lhs_scale_at<T>(lhs_scale, row, k, k0) : kOutside;
       } else {
         sa[i][h] = 1.0f;
       }
@@ -160,7 +163,7 @@ __device__ __forceinline__ void promote(typename T::acc_t (&acc)[T::kMI][T::kNI]
     for (int h = 0; h < 2; ++h) {
       if constexpr (kRhsScalePromoted<T>) {
         const int col = b_col<T>(wn0 + j * 8 + 2 * (lane % 4) + h, n0, n);
-        sb[j][h] = col < n ? rhs_scale_at<T>(rhs_scale, gl, col, n, k, kt * T::kBK) : kOutside;
+        sb[j][h] = col < n ? rhs_scale_at<T>(rhs_scale, gl, col, n, k, k0) : kOutside;
       } else {
         sb[j][h] = 1.0f;
       }
@@ -240,6 +243,78 @@ __device__ __forceinline__ void promote(typename T::acc_t (&acc)[T::kMI][T::kNI]
   }
 }
 
+// Words of MX scale bytes a lane holds per fragment for one K tile: byte j
+// of word w is K step 4w + j's block (one 32-wide K block per MMA step).
+template <class T>
+constexpr int kMxWords = (T::kKSteps + 3) / 4;
+
+// The block-scaled body's scales of K tile kt for this lane: for each A
+// fragment i the lhs row it supplies (gg::frag::sfa_row, thread-id 0), for
+// each B fragment j the rhs column (gg::frag::sfb_col); lanes that supply
+// none keep 127s, which the MMA does not read.
+template <class T>
+__device__ __forceinline__ void mx_scales(gg::u32 (&sfa)[T::kMI][kMxWords<T>],
+                                          gg::u32 (&sfb)[T::kNI][kMxWords<T>],
+                                          const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                          const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                          int m, int n, int k, int m0, int n0, int gl, int wm0,
+                                          int wn0, int lane, int kt) {
+  const int kblocks = (k + 31) / 32;
+  const int a_row = gg::frag::sfa_row(lane, 0), b_col_in = gg::frag::sfb_col(lane, 0);
+  const unsigned char* bscales = rhs_scale + gl * scale_matrix_size<T::kRhsScaleLayout>(n, kblocks);
+  GG_UNROLL
+  for (int w = 0; w < kMxWords<T>; ++w) {
+    const int kb0 = kt * T::kKSteps + 4 * w;
+    GG_UNROLL
+    for (int i = 0; i < T::kMI; ++i) {
+      const int row = m0 + wm0 + i * 16 + a_row;
+      sfa[i][w] =
+          mx_scale_word<T::kLhsScaleLayout>(lhs_scale, a_row >= 0 && row < m, row, kb0, kblocks);
+    }
+    GG_UNROLL
+    for (int j = 0; j < T::kNI; ++j) {
+      const int col = b_col<T>(wn0 + j * 8 + b_col_in, n0, n);
+      sfb[j][w] =
+          mx_scale_word<T::kRhsScaleLayout>(bscales, b_col_in >= 0 && col < n, col, kb0, kblocks);
+    }
+  }
+}
+
+// The MMAs of K step ks with the block-scaled MMA: byte ks % 4 of word
+// ks / 4 holds the step's scales (a byte-id is an immediate: four cases).
+template <class T>
+__device__ __forceinline__ void mma_mx(int ks, float (&acc)[T::kMI][T::kNI][4],
+                                       const gg::u32 (&a)[T::kMI][4], const gg::u32 (&b)[T::kNI][2],
+                                       const gg::u32 (&sfa)[T::kMI][kMxWords<T>],
+                                       const gg::u32 (&sfb)[T::kNI][kMxWords<T>]) {
+  using mma_t = typename T::mma_t;
+  const int w = ks / 4;
+  GG_UNROLL
+  for (int i = 0; i < T::kMI; ++i) {
+    GG_UNROLL
+    for (int j = 0; j < T::kNI; ++j) {
+      switch (ks % 4) {
+        case 0:
+          gg::mma_m16n8k32_mx<mma_t, mma_t, 0, 0, 0, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
+                                                        sfb[j][w]);
+          break;
+        case 1:
+          gg::mma_m16n8k32_mx<mma_t, mma_t, 1, 0, 1, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
+                                                        sfb[j][w]);
+          break;
+        case 2:
+          gg::mma_m16n8k32_mx<mma_t, mma_t, 2, 0, 2, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
+                                                        sfb[j][w]);
+          break;
+        default:
+          gg::mma_m16n8k32_mx<mma_t, mma_t, 3, 0, 3, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
+                                                        sfb[j][w]);
+          break;
+      }
+    }
+  }
+}
+
 // The block's tile: rows [m0, m0 + bm) of lhs times B of local group `gl`,
 // output columns [n0, n0 + bn_out); rows outside [row_lo, row_hi) are not
 // stored (they belong to another group).
@@ -266,8 +341,9 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
   unsigned char* conv = smem + T::kStages * (T::kAStage + T::kBStage);
 
   acc_t acc[T::kMI][T::kNI][4];
-  // The f32 sum of the scaled K blocks (with a promotion).
-  float total[kPromotion<T> ? T::kMI : 1][kPromotion<T> ? T::kNI : 1][4];
+  // The f32 sum of the scaled K blocks (with a software promotion).
+  constexpr bool kPromote = kSoftwarePromotion<T>;
+  float total[kPromote ? T::kMI : 1][kPromote ? T::kNI : 1][4];
   GG_UNROLL
   for (int i = 0; i < T::kMI; ++i) {
     GG_UNROLL
@@ -275,7 +351,7 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
       GG_UNROLL
       for (int e = 0; e < 4; ++e) {
         acc[i][j][e] = 0;
-        if constexpr (kPromotion<T>) {
+        if constexpr (kPromote) {
           total[i][j][e] = 0.0f;
         }
       }
@@ -291,8 +367,25 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
     gg::cp_async_commit_group();
   }
 
+  // Block-scaled body: the scales of K tile kt are read one tile ahead, so
+  // their loads overlap the MMAs of the tile before.
+  constexpr int kWords = kBlockScaledMma<T> ? kMxWords<T> : 1;
+  gg::u32 sfa[kBlockScaledMma<T> ? T::kMI : 1][kWords],
+      sfb[kBlockScaledMma<T> ? T::kNI : 1][kWords];
+  if constexpr (kBlockScaledMma<T>) {
+    mx_scales<T>(sfa, sfb, lhs_scale, rhs_scale, m, n, k, m0, n0, gl, wm0, wn0, lane, 0);
+  }
+
   for (int kt = 0; kt < ktiles; ++kt) {
     const int slot = kt % T::kStages;
+    gg::u32 next_sfa[kBlockScaledMma<T> ? T::kMI : 1][kWords];
+    gg::u32 next_sfb[kBlockScaledMma<T> ? T::kNI : 1][kWords];
+    if constexpr (kBlockScaledMma<T>) {
+      if (kt + 1 < ktiles) {
+        mx_scales<T>(next_sfa, next_sfb, lhs_scale, rhs_scale, m, n, k, m0, n0, gl, wm0, wn0, lane,
+                     kt + 1);
+      }
+    }
     gg::cp_async_wait_group<T::kStages - 2>();
     __syncthreads();  // stage kt has landed for every thread; stage kt - 1 is free
     {
@@ -342,16 +435,44 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
         b[j + 1][0] = r[2];
         b[j + 1][1] = r[3];
       }
+      if constexpr (kBlockScaledMma<T>) {
+        mma_mx<T>(ks, acc, a, b, sfa, sfb);
+      } else {
+        GG_UNROLL
+        for (int i = 0; i < T::kMI; ++i) {
+          GG_UNROLL
+          for (int j = 0; j < T::kNI; ++j)
+            mma<mma_t>(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+      }
+      if constexpr (kPromote && T::kScaleBlockK < T::kBK) {
+        // The tile holds several scale blocks: promote at the end of each
+        // that starts before k (those past it multiplied zeros).
+        constexpr int kSteps = T::kScaleBlockK / kMmaK<T>;
+        const int k0 = kt * T::kBK + (ks + 1 - kSteps) * kMmaK<T>;
+        if ((ks + 1) % kSteps == 0 && k0 < k) {
+          promote<T>(acc, total, lhs_scale, rhs_scale, m, n, k, m0, n0, gl, wm0, wn0, lane, k0);
+        }
+      }
+    }
+    if constexpr (kPromote && T::kScaleBlockK >= T::kBK) {
+      if (((kt + 1) * T::kBK) % T::kScaleBlockK == 0 || kt + 1 == ktiles) {
+        promote<T>(acc, total, lhs_scale, rhs_scale, m, n, k, m0, n0, gl, wm0, wn0, lane,
+                   kt * T::kBK);
+      }
+    }
+    if constexpr (kBlockScaledMma<T>) {
       GG_UNROLL
       for (int i = 0; i < T::kMI; ++i) {
         GG_UNROLL
-        for (int j = 0; j < T::kNI; ++j)
-          mma<mma_t>(acc[i][j], a[i], b[j], acc[i][j]);
+        for (int w = 0; w < kWords; ++w)
+          sfa[i][w] = next_sfa[i][w];
       }
-    }
-    if constexpr (kPromotion<T>) {
-      if (((kt + 1) * T::kBK) % T::kScaleBlockK == 0 || kt + 1 == ktiles) {
-        promote<T>(acc, total, lhs_scale, rhs_scale, m, n, k, m0, n0, gl, wm0, wn0, lane, kt);
+      GG_UNROLL
+      for (int j = 0; j < T::kNI; ++j) {
+        GG_UNROLL
+        for (int w = 0; w < kWords; ++w)
+          sfb[j][w] = next_sfb[j][w];
       }
     }
   }
@@ -369,7 +490,7 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
       for (int e = 0; e < 4; ++e) {
         const int r = wm0 + i * 16 + lane / 4 + 8 * (e / 2);
         const int c = wn0 + j * 8 + 2 * (lane % 4) + (e % 2);
-        if constexpr (kPromotion<T>) {
+        if constexpr (kPromote) {
           c_tile[r * T::kCStride + c] = total[i][j][e];
         } else {
           c_tile[r * T::kCStride + c] = static_cast<float>(acc[i][j][e]);

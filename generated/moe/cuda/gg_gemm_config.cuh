@@ -11,13 +11,15 @@
 //   using lhs_t, rhs_t, mma_t, acc_t, out_t    storage and tensor-core types
 //   using lhs_scale_t, rhs_scale_t, bias_t     void when absent
 //   kRhs (Format), kRhsNK (bool), kBFeed       how B reaches the tensor cores
-//   kLhsScale, kLhsScaleFormat, kLhsScaleBlockK
-//   kRhsScale, kRhsScaleFormat, kRhsScaleBlockN, kRhsScaleBlockK
+//   kLhsScale, kLhsScaleFormat, kLhsScaleBlockK, kLhsScaleLayout
+//   kRhsScale, kRhsScaleFormat, kRhsScaleBlockN, kRhsScaleBlockK, kRhsScaleLayout
 //   kFoldScales (bool), kScaleBlockK (int)     the FP32 promotion
 //   kBias, kActivation, kHasAlpha, kAlpha      the epilogue
 //
 // and a TileN adds the tile's shape, warp layout, strides and shared-memory
-// bytes (see check_tile below, which states how they relate).
+// bytes (see check_tile below, which states how they relate). A tile of the
+// block-scaled body (sm_120a / sm_121a) derives from its TileN and adds
+// `kBlockScaledMma = true` (kBlockScaledMma<T> below).
 #pragma once
 
 #include "gg_runtime.cuh"
@@ -46,6 +48,11 @@ enum class ScaleMode {
   kBlock,          // rhs: [cdiv(n, block_n), cdiv(k, block_k)] or [g, ...]
   kKBlock,         // rhs: [g, cdiv(k, block_k), 1, n]
 };
+
+// How a per-row K-blocked scale lies in memory (docs/spec.md, "Scale
+// layouts"; ir.ScaleLayout): row-major [rows, kblocks], or CUTLASS's 128 x 4
+// atom (rows padded to 128, K blocks to 4; scale_offset in gg_scales.cuh).
+enum class ScaleLayout { kRows, kAtom128x4 };
 
 // How the staged B tile feeds the tensor cores.
 enum class BFeed {
@@ -157,6 +164,27 @@ constexpr bool kRhsScalePromoted =
 template <class C>
 constexpr bool kPromotion = per_k_block(C::kLhsScale) || per_k_block(C::kRhsScale);
 
+// Whether tile T multiplies with the block-scaled MMA (gg::mma_m16n8k32_mx),
+// which applies both sides' K-block scales itself: a tile of the sm_120a /
+// sm_121a body sets kBlockScaledMma; the others have no such member.
+template <class T>
+__host__ __device__ constexpr auto block_scaled_mma(int) -> decltype(T::kBlockScaledMma) {
+  return T::kBlockScaledMma;
+}
+template <class T>
+__host__ __device__ constexpr bool block_scaled_mma(long) {
+  return false;
+}
+template <class T>
+constexpr bool kBlockScaledMma = block_scaled_mma<T>(0);
+
+// The partial sums are promoted in software (the block-scaled MMA needs
+// none), at the end of each scale block: once per K tile or less often when
+// the block spans tiles, after every kScaleBlockK / kMmaK MMA steps inside a
+// tile when the tile holds several blocks (MX scales of K = 32).
+template <class T>
+constexpr bool kSoftwarePromotion = kPromotion<T> && !kBlockScaledMma<T>;
+
 // An e8m0 scale in the promotion: a product of two scales may leave f32, so
 // a K block whose products are not all normal is scaled exactly.
 template <class C>
@@ -212,6 +240,14 @@ __host__ __device__ constexpr bool check_config() {
   if ((C::kScaleBlockK > 0) != kPromotion<C> || (C::kFoldScales && !kPromotion<C>)) {
     return false;
   }
+  // Only a per-row K-blocked scale (lhs per_token_group, rhs block n=1) may
+  // lie in the atom layout.
+  if ((C::kLhsScaleLayout == ScaleLayout::kAtom128x4 &&
+       C::kLhsScale != ScaleMode::kPerTokenGroup) ||
+      (C::kRhsScaleLayout == ScaleLayout::kAtom128x4 &&
+       !(C::kRhsScale == ScaleMode::kBlock && C::kRhsScaleBlockN == 1))) {
+    return false;
+  }
   if ((per_k_block(C::kLhsScale) && !divides(C::kScaleBlockK, C::kLhsScaleBlockK)) ||
       (per_k_block(C::kRhsScale) && !divides(C::kScaleBlockK, C::kRhsScaleBlockK))) {
     return false;
@@ -251,9 +287,21 @@ __host__ __device__ constexpr bool check_tile() {
     return false;
   }
   const int conv = T::kBFeed == BFeed::kConvert ? T::kBN * T::kBConvStride : 0;
+  // A K tile divides the promotion's block, or holds whole blocks of whole
+  // MMA steps. The block-scaled MMA takes FP8 operands with e8m0 scales of
+  // K blocks of 32 (one block per MMA) on both sides, in either layout.
+  const bool blocks_fit = !kPromotion<T> || divides(T::kBK, T::kScaleBlockK) ||
+                          (divides(T::kScaleBlockK, T::kBK) && divides(kMmaK<T>, T::kScaleBlockK));
+  if (kBlockScaledMma<T> &&
+      !(sizeof(mma_t) == 1 && kSame<typename T::rhs_t, mma_t> && !kSame<mma_t, signed char> &&
+        T::kLhsScale == ScaleMode::kPerTokenGroup && T::kRhsScale == ScaleMode::kBlock &&
+        T::kRhsScaleBlockN == 1 && T::kLhsScaleBlockK == 32 && T::kRhsScaleBlockK == 32 &&
+        T::kLhsScaleFormat == Format::kE8M0 && T::kRhsScaleFormat == Format::kE8M0 &&
+        !T::kFoldScales)) {
+    return false;
+  }
   return T::kSmemBytes >= T::kStages * (T::kAStage + T::kBStage) + conv &&
-         T::kSmemBytes >= T::kBM * T::kCStride * 4 &&
-         (!kPromotion<T> || divides(T::kBK, T::kScaleBlockK));
+         T::kSmemBytes >= T::kBM * T::kCStride * 4 && blocks_fit;
 }
 
 }  // namespace gg::gemm

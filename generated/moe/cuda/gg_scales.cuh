@@ -14,6 +14,35 @@
 
 namespace gg::gemm {
 
+// Where the scale of (row, K block kb) of one matrix of per-row K-blocked
+// scales lies, in elements from the matrix's start: row-major [rows,
+// kblocks], or CUTLASS's 128 x 4 atom (Sm1xxBlockScaledConfig; docs/spec.md,
+// "Scale layouts"): atoms of 128 rows x 4 K blocks in 512 bytes, K-major
+// across atoms, byte (row % 32) * 16 + (row / 32 % 4) * 4 + kb % 4 within
+// one.
+template <ScaleLayout L>
+__host__ __device__ constexpr long long scale_offset(int row, int kb, int kblocks) {
+  if constexpr (L == ScaleLayout::kAtom128x4) {
+    const long long k_atoms = (kblocks + 3) / 4;
+    return ((long long)(row / 128) * k_atoms + kb / 4) * 512 + (row % 32) * 16 +
+           (row / 32 % 4) * 4 + kb % 4;
+  } else {
+    return (long long)row * kblocks + kb;
+  }
+}
+
+// The elements one matrix of per-row K-blocked scales spans (the stride
+// between the groups of a grouped rhs): rows x kblocks, padded to whole
+// atoms in the atom layout.
+template <ScaleLayout L>
+__host__ __device__ constexpr long long scale_matrix_size(int rows, int kblocks) {
+  if constexpr (L == ScaleLayout::kAtom128x4) {
+    return (long long)((rows + 127) / 128 * 128) * ((kblocks + 3) / 4 * 4);
+  } else {
+    return (long long)rows * kblocks;
+  }
+}
+
 // Scale `i` of an array of format F, as an f32.
 template <Format F, class S>
 __device__ __forceinline__ float scale_value(const S* s, long long i) {
@@ -37,7 +66,7 @@ __device__ __forceinline__ float lhs_scale_at(const typename C::lhs_scale_t* s, 
     static_assert(C::kLhsScale == ScaleMode::kPerTokenGroup, "an lhs scale mode");
     const int kblocks = (k + C::kLhsScaleBlockK - 1) / C::kLhsScaleBlockK;
     const int kb = k0 / C::kLhsScaleBlockK;
-    return scale_value<kFormat>(s, (long long)row * kblocks + kb);
+    return scale_value<kFormat>(s, scale_offset<C::kLhsScaleLayout>(row, kb, kblocks));
   }
 }
 
@@ -55,6 +84,10 @@ __device__ __forceinline__ float rhs_scale_at(const typename C::rhs_scale_t* s, 
     const int kblocks = (k + C::kRhsScaleBlockK - 1) / C::kRhsScaleBlockK;
     const int kb = k0 / C::kRhsScaleBlockK;
     const int nblocks = (n + C::kRhsScaleBlockN - 1) / C::kRhsScaleBlockN;
+    if constexpr (C::kRhsScaleLayout == ScaleLayout::kAtom128x4) {  // block n=1
+      return scale_value<kFormat>(s, gl * scale_matrix_size<C::kRhsScaleLayout>(n, kblocks) +
+                                         scale_offset<C::kRhsScaleLayout>(col, kb, kblocks));
+    }
     return scale_value<kFormat>(
         s, ((long long)gl * nblocks + col / C::kRhsScaleBlockN) * kblocks + kb);
   } else {
@@ -63,6 +96,39 @@ __device__ __forceinline__ float rhs_scale_at(const typename C::rhs_scale_t* s, 
     const int kb = k0 / C::kRhsScaleBlockK;
     return scale_value<kFormat>(s, ((long long)gl * kblocks + kb) * n + col);  // [g, kb, 1, n]
   }
+}
+
+// The block-scaled MMA's scale bytes (gg_gemm.cuh, the sm_120a / sm_121a
+// body): the e8m0 bytes of K blocks kb0 .. kb0 + 3 of one lhs row or one rhs
+// column, byte j for block kb0 + j, as the MMA's byte-id reads them. A block
+// at or past kblocks (whose operands are zero-filled) and a row or column
+// outside the matrix read 127 (2^0), never a NaN byte that would turn the
+// zeros into NaN; in the atom layout four aligned blocks are one 32-bit load.
+template <ScaleLayout L>
+__device__ __forceinline__ u32 mx_scale_word(const unsigned char* __restrict__ s, bool inside,
+                                             int row, int kb0, int kblocks) {
+  u32 word = 0x7F7F7F7Fu;
+  if (!inside) {
+    return word;
+  }
+  if constexpr (L == ScaleLayout::kAtom128x4) {
+    if (kb0 % 4 == 0) {
+      word = *reinterpret_cast<const u32*>(s + scale_offset<L>(row, kb0, kblocks));
+      const int valid = kblocks - kb0;  // >= 1: the tile's first block is inside
+      if (valid < 4) {
+        const u32 keep = (1u << (8 * valid)) - 1u;
+        word = (word & keep) | (0x7F7F7F7Fu & ~keep);
+      }
+      return word;
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    if (kb0 + j < kblocks) {
+      const u32 b = s[scale_offset<L>(row, kb0 + j, kblocks)];
+      word = (word & ~(0xFFu << (8 * j))) | (b << (8 * j));
+    }
+  }
+  return word;
 }
 
 }  // namespace gg::gemm

@@ -30,6 +30,7 @@ from gemmgen import numerics
 from gemmgen.ir import DType
 from gemmgen.harness.cuda_emu import EmuModule
 from gemmgen.harness.toolchain import RUNTIME_INCLUDE_DIR, cuda_include_dir
+from gemmgen.reference.blockscale import rows_to_atoms
 
 F = "gg::gemm::Format::"
 
@@ -59,8 +60,10 @@ CTYPE = {DType.F32: "float", DType.BF16: "__nv_bfloat16", DType.F16: "__half",
 
 def _config(name: str, *, lhs=("kNone", "kNone", 0), rhs=("kNone", "kNone", 0, 0),
             bias: str = "kNone", bias_t: str = "void", activation: str = "kNone",
-            alpha: float | None = None, out_t: str = "float", fold: bool = False) -> str:
-    """A Config with the members the scale and epilogue helpers read."""
+            alpha: float | None = None, out_t: str = "float", fold: bool = False,
+            layout: str = "kRows") -> str:
+    """A Config with the members the scale and epilogue helpers read (`layout`:
+    both sides' ScaleLayout)."""
     lmode, lfmt, lk = lhs
     rmode, rfmt, rn, rk = rhs
     return f"""
@@ -72,10 +75,12 @@ struct {name} {{
   static constexpr gg::gemm::ScaleMode kLhsScale = gg::gemm::ScaleMode::{lmode};
   static constexpr gg::gemm::Format kLhsScaleFormat = {F}{lfmt};
   static constexpr int kLhsScaleBlockK = {lk};
+  static constexpr gg::gemm::ScaleLayout kLhsScaleLayout = gg::gemm::ScaleLayout::{layout};
   static constexpr gg::gemm::ScaleMode kRhsScale = gg::gemm::ScaleMode::{rmode};
   static constexpr gg::gemm::Format kRhsScaleFormat = {F}{rfmt};
   static constexpr int kRhsScaleBlockN = {rn};
   static constexpr int kRhsScaleBlockK = {rk};
+  static constexpr gg::gemm::ScaleLayout kRhsScaleLayout = gg::gemm::ScaleLayout::{layout};
   static constexpr bool kFoldScales = {"true" if fold else "false"};
   static constexpr gg::gemm::Bias kBias = gg::gemm::Bias::{bias};
   static constexpr gg::gemm::Activation kActivation = gg::gemm::Activation::{activation};
@@ -95,6 +100,9 @@ SCALES = [
     ("rhs_block", "rhs", "kBlock", DType.F32, 64, 128),
     ("rhs_block_n1", "rhs", "kBlock", DType.E8M0, 1, 32),
     ("rhs_kblock", "rhs", "kKBlock", DType.E8M0, 0, 128),
+    # The 128 x 4 atom layout (MX scales, docs/spec.md "Scale layouts").
+    ("lhs_token_group_atom", "lhs", "kPerTokenGroup", DType.E8M0, 0, 32),
+    ("rhs_block_n1_atom", "rhs", "kBlock", DType.E8M0, 1, 32),
 ]
 
 # Epilogues: (name, Config keyword arguments).
@@ -114,10 +122,11 @@ ACTIVATIONS = ("kRelu", "kSilu", "kGelu", "kSiluMul")
 def _source() -> str:
     parts = ['#include "gg_runtime.cuh"\n', "namespace {"]
     for name, side, mode, fmt, bn, bk in SCALES:
+        layout = "kAtom128x4" if name.endswith("_atom") else "kRows"
         if side == "lhs":
-            parts.append(_config(f"C_{name}", lhs=(mode, FORMAT[fmt], bk)))
+            parts.append(_config(f"C_{name}", lhs=(mode, FORMAT[fmt], bk), layout=layout))
         else:
-            parts.append(_config(f"C_{name}", rhs=(mode, FORMAT[fmt], bn, bk)))
+            parts.append(_config(f"C_{name}", rhs=(mode, FORMAT[fmt], bn, bk), layout=layout))
     for name, kw in EPILOGUES.items():
         parts.append(_config(f"C_{name}", **kw))
     parts.append("}  // namespace\n")
@@ -298,6 +307,8 @@ def test_scale_lookup(name, side, mode, fmt, bn, bk):
         "kKBlock": (g, kblocks, 1, n),
     }[mode]
     stored, values = _scales(fmt, shape, rng)
+    if name.endswith("_atom"):  # the same values, stored in atom order (padding NaN bytes)
+        stored = rows_to_atoms(stored, 255)
     want = {
         "kPerTensor": lambda: values[()] if side == "lhs" else values[gls],
         "kPerToken": lambda: values[rows],
@@ -473,10 +484,12 @@ struct Config {
   static constexpr gg::gemm::ScaleMode kLhsScale = gg::gemm::ScaleMode::kNone;
   static constexpr gg::gemm::Format kLhsScaleFormat = gg::gemm::Format::kNone;
   static constexpr int kLhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleLayout kLhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr gg::gemm::ScaleMode kRhsScale = gg::gemm::ScaleMode::kNone;
   static constexpr gg::gemm::Format kRhsScaleFormat = gg::gemm::Format::kNone;
   static constexpr int kRhsScaleBlockN = 0;
   static constexpr int kRhsScaleBlockK = 0;
+  static constexpr gg::gemm::ScaleLayout kRhsScaleLayout = gg::gemm::ScaleLayout::kRows;
   static constexpr bool kFoldScales = false;
   static constexpr int kScaleBlockK = 0;
   static constexpr gg::gemm::Bias kBias = gg::gemm::Bias::kNone;

@@ -73,8 +73,10 @@ class Body:
     template: str  # the .cu partial printing its tiles, e.g. "cuda/gemm_wgmma.cu.j2"
     # Whether the kernel gets the body (from its declared archs).
     applies: Callable[[ir.Kernel, ir.Spec], bool]
-    # Its BodyPlan from the kernel, the mma.sync tiles (their index and entry
-    # name), the LUT's ir.Tile of each, and the number of its algorithm item.
-    plan: Callable[[ir.Kernel, tuple[TileConfig, ...], tuple[ir.Tile, ...], int], BodyPlan]
+    # Its BodyPlan from the kernel, its spec, the mma.sync tiles (their index
+    # and entry name), the LUT's ir.Tile of each, and the number of its
+    # algorithm item.
+    plan: Callable[[ir.Kernel, ir.Spec, tuple[TileConfig, ...], tuple[ir.Tile, ...], int],
+                   BodyPlan]
     # Its launches for one LUT entry, given the entry's mma.sync steps.
     launch: Callable[[ir.Kernel, BodyPlan, TileConfig, tuple[Step, ...]], BodyLaunch]

@@ -10,6 +10,7 @@ body of bodies.py on its device).
 from __future__ import annotations
 
 import enum
+from dataclasses import replace as dc_replace
 from typing import assert_never
 
 from gemmgen import ir
@@ -40,6 +41,7 @@ SCALE_MODE = {
     ScaleMode.TOKEN_GROUP: "kPerTokenGroup", ScaleMode.CHANNEL: "kPerChannel",
     ScaleMode.BLOCK: "kBlock", ScaleMode.KBLOCK: "kKBlock",
 }
+LAYOUT = {ir.ScaleLayout.ROWS: "kRows", ir.ScaleLayout.ATOM128X4: "kAtom128x4"}
 BIAS = {BiasMode.NONE: "kNone", BiasMode.N: "kN", BiasMode.GROUP: "kGroup"}
 ACTIVATION = {
     Activation.NONE: "kNone", Activation.RELU: "kRelu", Activation.GELU: "kGelu",
@@ -159,6 +161,12 @@ def args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
 
 
 def _scale_dims(scale: ir.Scale, *, side: str, g: str | None) -> tuple[str, ...]:
+    if scale.layout is ir.ScaleLayout.ATOM128X4:
+        # The row-major dims' last two padded to whole atoms (ir.scale_shape).
+        *lead, rows, kblocks = _scale_dims(dc_replace(scale, layout=ir.ScaleLayout.ROWS),
+                                           side=side, g=g)
+        return (*lead, f"gg_cdiv({rows}, {ir.ATOM_ROWS}) * {ir.ATOM_ROWS}",
+                f"gg_cdiv({kblocks}, {ir.ATOM_KBLOCKS}) * {ir.ATOM_KBLOCKS}")
     grp = (g,) if g else ()
     kb = f"gg_cdiv(k, {scale.block_k})" if scale.block_k else "1"
     match scale.mode:
@@ -246,10 +254,12 @@ def config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tu
         f"static constexpr {g}ScaleMode kLhsScale = {g}ScaleMode::{SCALE_MODE[ls.mode]};",
         f"static constexpr {g}Format kLhsScaleFormat = {g}Format::{fmt(ls)};",
         f"static constexpr int kLhsScaleBlockK = {per_k(ls)};",
+        f"static constexpr {g}ScaleLayout kLhsScaleLayout = {g}ScaleLayout::{LAYOUT[ls.layout]};",
         f"static constexpr {g}ScaleMode kRhsScale = {g}ScaleMode::{SCALE_MODE[rs.mode]};",
         f"static constexpr {g}Format kRhsScaleFormat = {g}Format::{fmt(rs)};",
         f"static constexpr int kRhsScaleBlockN = {rs.block_n if rs.mode is ScaleMode.BLOCK else 0};",
         f"static constexpr int kRhsScaleBlockK = {per_k(rs)};",
+        f"static constexpr {g}ScaleLayout kRhsScaleLayout = {g}ScaleLayout::{LAYOUT[rs.layout]};",
         f"static constexpr bool kFoldScales = {cbool(fold_scales(kernel))};",
         f"static constexpr int kScaleBlockK = {block_k};",
         f"static constexpr {g}Bias kBias = {g}Bias::{BIAS[kernel.bias.mode]};",

@@ -189,7 +189,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     bodies: list[BodyPlan] = []
     for body in BODIES:
         if body.applies(kernel, spec):
-            bodies.append(body.plan(kernel, tuple(tiles), lut, 5 + len(bodies)))
+            bodies.append(body.plan(kernel, spec, tuple(tiles), lut, 5 + len(bodies)))
             algorithm += bodies[-1].algorithm
     return GemmPlan(
         kernel=kernel, spec_path=spec.path, where=where(kernel.loc),

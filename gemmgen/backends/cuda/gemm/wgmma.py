@@ -341,8 +341,8 @@ def _algorithm(kernel: ir.Kernel, t: Sm90Tile, number: int) -> tuple[str, ...]:
     return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 
 
-def _plan(kernel: ir.Kernel, tiles: tuple[TileConfig, ...], lut: tuple[ir.Tile, ...],
-          number: int) -> BodyPlan:
+def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
+          lut: tuple[ir.Tile, ...], number: int) -> BodyPlan:
     """An Sm90Tile per LUT entry, the entry points (every LUT entry's tile
     takes the same parameters: its n only shapes the B box, which the
     launcher encodes per tile) and the algorithm item."""

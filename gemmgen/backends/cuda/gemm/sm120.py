@@ -1,0 +1,136 @@
+"""The block-scaled mma.sync body of the tile GEMM on sm_120a / sm_121a (a
+`Body` of bodies.py).
+
+An MXFP8 kernel (ir.Kernel.mx_mma_obstacle: FP8 operands with e8m0 scales of
+32-wide K blocks on both sides) whose spec declares sm_120a or sm_121a gets,
+per LUT entry, an `Sm120Tile` deriving from the mma.sync tile (same shape,
+pipeline and shared memory; `kBlockScaledMma` set) and an `<entry>_sm120`
+entry point with the mma.sync entry's parameters: the body is gg_gemm.cuh's,
+whose K steps issue the block-scaled MMA (gg::mma_m16n8k32_mx, SASS
+`QMMA.SF`) with the scale bytes in registers instead of promoting partial
+sums in software. The launchers take its steps on the compute capabilities
+of the declared `a` archs (12.0 for sm_120a, 12.1 for sm_121a: an `a` build
+runs on its own chip only). docs/cuda-blackwell.md describes it;
+templates/cuda/gemm_sm120.cu.j2 prints its tiles.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from gemmgen import ir
+from gemmgen.backends.cuda.common import Step, any_of, var
+from gemmgen.backends.cuda.gemm import mma_sync
+from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
+from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
+from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry
+from gemmgen.ir import Op, arch_number
+
+
+@dataclass(frozen=True, slots=True)
+class Sm120Tile:
+    """The block-scaled tile of one LUT entry: the mma.sync tile `base`
+    (its struct TileN) multiplied with the block-scaled MMA."""
+
+    index: int
+    entry: str  # extern "C" symbol
+    base: TileConfig
+    archs: tuple[str, ...]  # the declared archs with the block-scaled MMA
+
+    @property
+    def label(self) -> str:
+        b = self.base
+        return f"{b.bm}x{b.bn}x{b.bk}, {b.stages} stages"
+
+    @property
+    def comment(self) -> tuple[str, ...]:
+        b = self.base
+        text = (f"Block-scaled tile {self.index} (sm_120a / sm_121a): Tile{self.index}'s "
+                f"{b.bm} x {b.bn} x {b.bk} and {b.smem_bytes} bytes of shared memory, its K "
+                f"steps the block-scaled m16n8k32 MMA ({b.ksteps} MX blocks of 32 a K tile).")
+        return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
+
+
+def declared(spec: ir.Spec) -> tuple[str, ...]:
+    """The declared archs that have the block-scaled mma.sync."""
+    target = spec.target(ir.Backend.CUDA)
+    return tuple(a for a in (target.cuda_archs if target else ()) if a in ir.MX_MMA_ARCHS)
+
+
+def uses_sm120(kernel: ir.Kernel, spec: ir.Spec) -> bool:
+    """Whether the kernel gets the block-scaled body: a declared arch where
+    ir.Kernel.uses_mx_mma holds."""
+    return any(kernel.uses_mx_mma(a) for a in declared(spec))
+
+
+def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
+             mma_sync_entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    """Each tile's entry: the mma.sync entry's signature and call, renamed,
+    on the Sm120 tile, and compiled only for the `a` targets."""
+    rows = ("(group, m tile) pairs" if kernel.masked else "work items"
+            if kernel.op is Op.GROUPED else "m tiles")
+    out = []
+    gemms = mma_sync_entries[-len(tiles):]  # after fill and worklist (grouped)
+    for t, base in zip(tiles, gemms):
+        sig = tuple(line.replace(f" {t.base.entry}(", f" {t.entry}(", 1) for line in base.signature)
+        calls = tuple(line.replace(f"<Tile{t.index}>", f"<Sm120Tile{t.index}>", 1)
+                      for line in base.body)
+        body = ("#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && \\",
+                "    !defined(__CUDA_ARCH_FEAT_SM121_ALL)",
+                "  __trap();  // built without sm_120a / sm_121a: the launchers pick this entry "
+                "there only",
+                "#else",
+                *calls,
+                "#endif")
+        out.append(Entry(
+            comment=tuple(textwrap.wrap(
+                f"(sm_120a / sm_121a) Block-scaled tile {t.index} ({t.base.label}): "
+                f"{t.base.bm} x {t.base.bn_out} output tiles, the MX scales applied by the "
+                f"MMA; grid: n tiles, {rows} over y and z.", COLUMNS - len("// "))),
+            signature=sig, body=body))
+    return tuple(out)
+
+
+def _algorithm(kernel: ir.Kernel, number: int, archs: tuple[str, ...]) -> tuple[str, ...]:
+    ccs = " and ".join(f"{arch_number(a) // 10}.{arch_number(a) % 10}" for a in archs)
+    dt = kernel.lhs.dtype.value
+    text = (f"on {' / '.join(archs)} (compute capability {ccs}) the launchers run the "
+            f"block-scaled body instead (docs/cuda-blackwell.md): the same tiles and "
+            f"pipeline, each K step one mma.sync kind::mxf8f6f4.block_scale m16n8k32 "
+            f"({dt} x {dt}, ue8m0 scales, SASS QMMA.SF) per fragment, the scale bytes of "
+            f"the K tile's MX blocks read into registers one K tile ahead (byte-id = K "
+            f"step % 4), no software promotion.")
+    wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+    return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
+
+
+def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
+          lut: tuple[ir.Tile, ...], number: int) -> BodyPlan:
+    """An Sm120Tile per LUT entry over its mma.sync tile, the entry points
+    (the mma.sync ones' parameters) and the algorithm item."""
+    archs = tuple(a for a in declared(spec) if kernel.uses_mx_mma(a))
+    own = tuple(Sm120Tile(t.index, f"{t.entry}_sm120", t, archs) for t in tiles)
+    params = mma_sync.params(kernel)
+    base = mma_sync.entries(kernel, list(tiles), params)
+    return BodyPlan(body=BODY, tiles=own, params=params, entries=_entries(kernel, own, base),
+                    algorithm=_algorithm(kernel, number, archs))
+
+
+def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
+            steps: tuple[Step, ...]) -> BodyLaunch:
+    """The mma.sync steps of LUT entry `t` with the GEMM step's entry
+    renamed, taken on the declared `a` archs' compute capabilities."""
+    own = bp.tiles[t.index]
+    gemm = steps[-1]
+    assert gemm.entry == t.entry
+    renamed = Step(own.entry, gemm.grid, gemm.block, gemm.smem, gemm.args,
+                   gemm.comment + ", block-scaled MMA")
+    cond = any_of(*(var("sm").eq(arch_number(a)) for a in own.archs))
+    return BodyLaunch(steps[:-1] + (renamed,), cond, own.label)
+
+
+BODY = Body(name="sm120", title="block-scaled", arch="sm_120a",
+            cc="12.0 (sm_120a) / 12.1 (sm_121a)",
+            what="the mma.sync tiles with the block-scaled MMA applying the MX scales",
+            template="cuda/gemm_sm120.cu.j2", applies=uses_sm120, plan=_plan, launch=_launch)

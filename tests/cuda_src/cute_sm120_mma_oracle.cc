@@ -1,0 +1,37 @@
+// Prints the (thread, value) -> coordinate maps CuTe's traits give the
+// sm_120 block-scaled m16n8k32 MMA (cute/atom/mma_traits_sm120.hpp of the
+// nvidia-cutlass wheel): A, B, C and the scale factors SFA and SFB. Read by
+// tests/cuda/sm120/test_cuda_sm120_cute_oracle.py, which compares them with
+// gemmgen's fragments (gg::frag) and with what the emulator's block-scaled
+// MMA reads.
+//
+// Record: "NAME thread value row col", where (row, col) is (m, k) for A and
+// SFA, (n, k) for B and SFB, (m, n) for C; CuTe's layouts map (thread,
+// value) to the column-major index of that matrix.
+#include <cstdio>
+
+#include "cute/atom/mma_traits_sm120.hpp"
+
+template <class Layout>
+void dump(const char* name, Layout layout, int rows) {
+  for (int t = 0; t < 32; ++t) {
+    for (int v = 0; v < int(cute::size<1>(layout)); ++v) {
+      const int idx = int(layout(t, v));
+      std::printf("%s %d %d %d %d\n", name, t, v, idx % rows, idx / rows);
+    }
+  }
+}
+
+int main() {
+  using Op =
+      cute::SM120::BLOCKSCALED::SM120_16x8x32_TN_VS<cutlass::float_e4m3_t, cutlass::float_e4m3_t,
+                                                    float, cutlass::float_ue8m0_t, 32>;
+  using Traits = cute::MMA_Traits<Op>;
+  dump("A", typename Traits::ALayout{}, 16);
+  dump("B", typename Traits::BLayout{}, 8);
+  dump("C", typename Traits::CLayout{}, 16);
+  dump("SFA", typename Traits::SFALayout{}, 16);
+  dump("SFB", typename Traits::SFBLayout{}, 8);
+  std::printf("SFVEC %d\n", int(Traits::SFVecSize));
+  return 0;
+}

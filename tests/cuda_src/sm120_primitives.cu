@@ -1,0 +1,89 @@
+// sm120_primitives.cu: the block-scaled mma.sync (gg_primitives_sm120.cuh)
+// and the MX scale helpers of gg_scales.cuh, one small kernel each, for
+// tests/cuda/sm120/test_cuda_sm120_primitives.py (the expected values are
+// computed there). The MMA kernels run as one warp on an sm_120a / sm_121a
+// device.
+#include "gg_runtime.cuh"
+
+using gg::u32;
+
+namespace {
+
+// D[16x8] = (SFA A[16x32]) (B[32x8] SFB) + C through one block-scaled
+// m16n8k32 MMA: A and B hold FP8 bytes row-major ([m][k], [k][n]); lane l
+// passes SFA[l] and SFB[l] as its scale registers.
+template <class A, class B, int kByteA, int kThreadA, int kByteB, int kThreadB>
+__device__ void mx(const unsigned char* Am, const unsigned char* Bm, const float* C, const u32* SFA,
+                   const u32* SFB, float* D) {
+  const int lane = static_cast<int>(gg::lane_id());
+  u32 a[4] = {0, 0, 0, 0};
+  u32 b[2] = {0, 0};
+  float c[4], d[4];
+  for (int i = 0; i < 16; ++i) {
+    const gg::RowCol rc = gg::frag::a_m16n8k32(lane, i);
+    a[i / 4] |= static_cast<u32>(Am[rc.row * 32 + rc.col]) << (8 * (i % 4));
+  }
+  for (int i = 0; i < 8; ++i) {
+    const gg::RowCol kn = gg::frag::b_m16n8k32(lane, i);
+    b[i / 4] |= static_cast<u32>(Bm[kn.row * 8 + kn.col]) << (8 * (i % 4));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const gg::RowCol rc = gg::frag::c_m16n8(lane, i);
+    c[i] = C[rc.row * 8 + rc.col];
+  }
+  gg::mma_m16n8k32_mx<A, B, kByteA, kThreadA, kByteB, kThreadB>(d, a, b, c, SFA[lane], SFB[lane]);
+  for (int i = 0; i < 4; ++i) {
+    const gg::RowCol rc = gg::frag::c_m16n8(lane, i);
+    D[rc.row * 8 + rc.col] = d[i];
+  }
+}
+
+using E4 = __nv_fp8_e4m3;
+using E5 = __nv_fp8_e5m2;
+
+}  // namespace
+
+// mx_<A>_<B>_<byte-id-a><thread-id-a><byte-id-b><thread-id-b>
+#define GG_MX_KERNEL(NAME, A, B, BA, TA, BB, TB)                                              \
+  extern "C" __global__ void NAME(const unsigned char* Am, const unsigned char* Bm,           \
+                                  const float* C, const u32* SFA, const u32* SFB, float* D) { \
+    mx<A, B, BA, TA, BB, TB>(Am, Bm, C, SFA, SFB, D);                                         \
+  }
+GG_MX_KERNEL(mx_e4m3_e4m3_0000, E4, E4, 0, 0, 0, 0)
+GG_MX_KERNEL(mx_e4m3_e4m3_1132, E4, E4, 1, 1, 3, 2)
+GG_MX_KERNEL(mx_e4m3_e4m3_2031, E4, E4, 2, 0, 3, 1)
+GG_MX_KERNEL(mx_e4m3_e4m3_3113, E4, E4, 3, 1, 1, 3)
+GG_MX_KERNEL(mx_e5m2_e4m3_2101, E5, E4, 2, 1, 0, 1)
+GG_MX_KERNEL(mx_e4m3_e5m2_0123, E4, E5, 0, 1, 2, 3)
+GG_MX_KERNEL(mx_e5m2_e5m2_3030, E5, E5, 3, 0, 3, 0)
+#undef GG_MX_KERNEL
+
+// offsets[r * kblocks + kb] = gg::gemm::scale_offset<kAtom128x4>(r, kb, kblocks);
+// one thread.
+extern "C" __global__ void atom_offsets(int rows, int kblocks, long long* offsets) {
+  for (int r = 0; r < rows; ++r) {
+    for (int kb = 0; kb < kblocks; ++kb) {
+      offsets[r * kblocks + kb] =
+          gg::gemm::scale_offset<gg::gemm::ScaleLayout::kAtom128x4>(r, kb, kblocks);
+    }
+  }
+}
+
+// words[(r * kblocks + kb0)] = mx_scale_word(s, r < rows, r, kb0, kblocks) for
+// r in [0, rows + 1) (the last row outside) and every kb0, in the layout
+// `atom` says; one thread.
+extern "C" __global__ void mx_scale_words(const unsigned char* s, int rows, int kblocks, int atom,
+                                          u32* words) {
+  for (int r = 0; r <= rows; ++r) {
+    for (int kb0 = 0; kb0 < kblocks; ++kb0) {
+      u32 w;
+      if (atom != 0) {
+        w = gg::gemm::mx_scale_word<gg::gemm::ScaleLayout::kAtom128x4>(s, r < rows, r, kb0,
+                                                                       kblocks);
+      } else {
+        w = gg::gemm::mx_scale_word<gg::gemm::ScaleLayout::kRows>(s, r < rows, r, kb0, kblocks);
+      }
+      words[r * kblocks + kb0] = w;
+    }
+  }
+}
