@@ -21,6 +21,7 @@ memory).
 
 from __future__ import annotations
 
+import inspect
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,8 +124,9 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
     """Validate `inputs` with the generated launcher and run its launch
     sequence on the CPU emulator of an `arch` device, as the CuPy call does
     on a GPU; return the output (a tuple when the kernel has several, e.g.
-    quantize's values and scales). A launcher with a Hopper path gets the
-    device's compute capability and SM count (`device_of`; `num_sms`
+    quantize's values and scales). A launcher whose path depends on the
+    device (the Hopper and the block-scaled bodies) gets the device's
+    compute capability and SM count (`device_of`; `num_sms`
     overrides the count; `sm` the compute capability the launcher is told,
     e.g. 0 for the mma.sync path on any arch), as the CuPy call passes them,
     and its tensor maps are encoded by the emulator. `ftz` flushes f32 subnormals as a kernel
@@ -147,7 +149,7 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
         arrays[name] = poisoned(shape, _np_dtype(launcher.DTYPES[name]))
     arrays["workspace"] = np.full(max(launcher.workspace_ints(dims), 1), -1, np.int32)
     written = set(launcher.OUTPUTS) | {"workspace"}
-    if hasattr(launcher, "TensorMapArg"):  # a Hopper path: the device picks it
+    if "sm" in inspect.signature(launcher.launches).parameters:  # the device picks the path
         device_sm, sms = device_of(arch, num_sms)
         steps = launcher.launches(dims, device_sm if sm is None else sm, sms)
     else:
