@@ -16,13 +16,24 @@ H200_SMS = 132
 
 def sm90_plan(spec: ir.Spec, kernel: ir.Kernel):
     """The kernel's GemmPlan when it has a Hopper path, else None."""
+    p = _tile_plan(spec, kernel)
+    return p if p is not None and p.body("wgmma") is not None else None
+
+
+def _tile_plan(spec: ir.Spec, kernel: ir.Kernel):
+    """The kernel's GemmPlan when it is a CUDA tile GEMM, else None."""
     from gemmgen.backends.cuda import gemm as tile_gemm
     from gemmgen.backends.cuda import kinds as cuda_kinds
 
     if ir.Backend.CUDA not in kernel.backends or cuda_kinds.kind(kernel) is not tile_gemm:
         return None
-    p = tile_gemm.plan(kernel, spec)
-    return p if p.body("wgmma") is not None else None
+    return tile_gemm.plan(kernel, spec)
+
+
+def _path_name(kernel: ir.Kernel, arch: str) -> str:
+    if kernel.uses_wgmma(arch):
+        return "wgmma (Hopper body)"
+    return "block-scaled mma.sync" if kernel.uses_mx_mma(arch) else "mma.sync"
 
 
 def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups: int) -> list[str]:
@@ -36,12 +47,15 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
     variant = lp.variant_for(env)
     rule = f" (LUT rule {variant.when.py}, {variant.where})" if variant.when else " (default)"
     lines = [f"cuda ({', '.join(lp.archs)}): tile {variant.label}{rule}"]
-    gp = sm90_plan(spec, kernel)
-    if gp is not None:
-        paths = ", ".join(f"{a}: {'wgmma (Hopper body)' if kernel.uses_wgmma(a) else 'mma.sync'}"
-                          for a in lp.archs)
+    tp = _tile_plan(spec, kernel)
+    gp = tp if tp is not None and tp.body("wgmma") is not None else None
+    mx = tp.body("sm120") if tp is not None else None
+    if gp is not None or mx is not None:
+        paths = ", ".join(f"{a}: {_path_name(kernel, a)}" for a in lp.archs)
+        picks = [*(["9.0: wgmma"] if gp is not None else []),
+                 *([f"{', '.join(mx.tiles[0].cc_words)}: block-scaled"] if mx is not None else [])]
         lines.append(f"  path per arch: {paths}; the launchers pick by compute capability "
-                     "(9.0: wgmma)")
+                     f"({'; '.join(picks)})")
         lines.append("  mma.sync path (every other device):")
     for step in variant.steps:
         lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
@@ -66,6 +80,16 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
         else:
             lines.append(f"  (not at this shape: {path.when.py} is false)")
         entries += [s.entry for s in path.steps if s.entry not in entries]
+    mx_path = variant.path("sm120")
+    if mx is not None and mx_path is not None:
+        t = mx.tiles[variant.index]
+        lines.append(f"  block-scaled path ({' / '.join(t.archs)}): Tile{t.index}'s "
+                     f"{t.base.bm}x{t.base.bn}x{t.base.bk}, each K step one block-scaled "
+                     f"m16n8k32 MMA per fragment (QMMA.SF), the MX scales in registers")
+        for step in mx_path.steps[-1:]:
+            lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
+                         f"{step.smem} bytes dynamic shared memory — {step.comment}")
+        entries += [s.entry for s in mx_path.steps if s.entry not in entries]
     lines += _ptxas(spec, kernel, lp.archs, entries)
     return lines
 
@@ -99,6 +123,8 @@ def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
                 if j.kernel.name == kernel.name and j.arch in archs]
         for job, record in zip(todo, resources.measure_all(todo, nvcc, workers=2), strict=True):
             for entry in entries:
+                if not _built_for(kernel, entry, job.arch):
+                    continue
                 u = record.kernels[entry]
                 lines.append(f"  ptxas {job.arch} {entry}: {u['registers']} registers, "
                              f"{u['spill_stores'] + u['spill_loads']} bytes spilled, "
@@ -109,6 +135,17 @@ def _ptxas(spec: ir.Spec, kernel: ir.Kernel, archs: tuple[str, ...],
     except Exception as e:  # noqa: BLE001 (no nvcc, or it failed: the plan is still useful)
         lines.append(f"  (registers: nvcc unavailable: {type(e).__name__}: {e})")
     return lines
+
+
+def _built_for(kernel: ir.Kernel, entry: str, arch: str) -> bool:
+    """Whether `entry` is compiled for `arch` (a body's entry is a trap
+    elsewhere: the Hopper one off sm_90a, the block-scaled one off sm_120a /
+    sm_121a)."""
+    if entry.endswith("_sm90"):
+        return kernel.uses_wgmma(arch)
+    if entry.endswith("_sm120"):
+        return kernel.uses_mx_mma(arch)
+    return True
 
 
 def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,

@@ -65,9 +65,12 @@ class TensorPath:
     wgmma: bool  # the Hopper body (else the mma.sync body)
     multiplies: ir.DType  # the tensor cores' input type on this path
     why: str = ""  # when `multiplies` is not the kernel's own MMA type
+    block_scaled: bool = False  # the sm_120a / sm_121a body: the MMA applies the MX scales
 
     @property
     def name(self) -> str:
+        if self.block_scaled:
+            return "block-scaled mma.sync (sm_12x body)"
         return "wgmma (Hopper body)" if self.wgmma else "mma.sync"
 
     @property
@@ -108,6 +111,8 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
         return None
     if kernel.uses_wgmma(arch):
         return TensorPath(arch, True, compute)
+    if kernel.uses_mx_mma(arch):
+        return TensorPath(arch, False, compute, block_scaled=True)
     if compute.is_fp8 and not fp8_mma_sync(arch):
         return TensorPath(arch, False, ir.DType.F16,
                           f"{arch} has no FP8 mma.sync: ptxas converts {compute.value} to f16 "
@@ -162,6 +167,8 @@ def roofline(kernel: ir.Kernel, flops: int, moved: int, *,
         after = f"; no declared arch runs on an {name} (compute capability {cc})"
     elif p.wgmma:
         how = f"wgmma (the {p.arch} path)"
+    elif p.block_scaled:
+        how = f"block-scaled mma.sync (the {p.arch} path, MXFP8 at the FP8 rate)"
     else:
         how = f"mma.sync (the {p.arch} path{', FP8 converted to f16' if p.why else ''})"
         if device.sm == 90:

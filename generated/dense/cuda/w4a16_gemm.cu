@@ -7,7 +7,7 @@
 //   lhs       bf16 [m, k]
 //   rhs       int4 packed [n, k]
 //   out       bf16 (accumulator f32)
-//   rhs_scale block k=128 bf16 (applied in the mainloop)
+//   rhs_scale block n=1 k=128 bf16 (applied in the mainloop)
 //   bias      f32 [n]
 //   epilogue  silu
 //   tile      m=64 n=128 k=64, 3 stages

@@ -353,3 +353,16 @@ def test_nvcc_block_scaled_entries(arch, name):
         usage = result.kernels[t.entry]
         assert usage.spills == 0, usage
         assert t.base.smem_bytes + usage.static_smem <= shared_memory_limit(arch) == 101376
+
+
+def test_explain_names_the_block_scaled_path():
+    from gemmgen.explain.plans import cuda_lines
+    from gemmgen.explain.roofline import tensor_path
+
+    k = MXS.spec.kernel("mx_moe")
+    assert tensor_path(k, "sm_120a").block_scaled and tensor_path(k, "sm_121a").block_scaled
+    assert not tensor_path(k, "sm_89").block_scaled
+    assert not tensor_path(MXS.spec.kernel("ds_blk"), "sm_120a").block_scaled
+    text = "\n".join(cuda_lines(MXS.spec, k, 300, 256, 512, 4))
+    assert "sm_120a: block-scaled mma.sync" in text and "(12.0, 12.1: block-scaled)" in text
+    assert "launch mx_moe_sm120:" in text

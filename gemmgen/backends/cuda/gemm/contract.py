@@ -82,7 +82,10 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     for name, sc in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if sc.enabled:
             blocks = "".join(f" {d}={v}" for d, v in (("n", sc.block_n), ("k", sc.block_k))
-                             if (d == "n" and v > 1) or (d == "k" and v))
+                             if (d == "n" and (v > 1 or sc.mode is ScaleMode.BLOCK))
+                             or (d == "k" and v))
+            if sc.layout is not ir.ScaleLayout.ROWS:
+                blocks += f" layout={sc.layout.value}"
             where = ("mainloop, with the K-block scales"
                      if sc.placement is ir.Placement.EPILOGUE and fold_scales(kernel)
                      else sc.placement.value)

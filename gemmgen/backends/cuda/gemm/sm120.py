@@ -39,6 +39,11 @@ class Sm120Tile:
     archs: tuple[str, ...]  # the declared archs with the block-scaled MMA
 
     @property
+    def cc_words(self) -> tuple[str, ...]:
+        """The compute capabilities the launchers take the path on, in words."""
+        return tuple(f"{arch_number(a) // 10}.{arch_number(a) % 10}" for a in self.archs)
+
+    @property
     def label(self) -> str:
         b = self.base
         return f"{b.bm}x{b.bn}x{b.bk}, {b.stages} stages"
