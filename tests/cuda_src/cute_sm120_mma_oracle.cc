@@ -7,7 +7,8 @@
 //
 // Record: "NAME thread value row col", where (row, col) is (m, k) for A and
 // SFA, (n, k) for B and SFB, (m, n) for C; CuTe's layouts map (thread,
-// value) to the column-major index of that matrix.
+// value) to the column-major index of that matrix. A, B, C, SFA, SFB: the
+// FP8 form (m16n8k32); A64 ... SFB64: the FP4 form (m16n8k64).
 #include <cstdio>
 
 #include "cute/atom/mma_traits_sm120.hpp"
@@ -33,5 +34,14 @@ int main() {
   dump("SFA", typename Traits::SFALayout{}, 16);
   dump("SFB", typename Traits::SFBLayout{}, 8);
   std::printf("SFVEC %d\n", int(Traits::SFVecSize));
+  // The FP4 form, m16n8k64 (A, B: (T32,V32) -> (M16,K64), (T32,V16) -> (N8,K64)).
+  using Op4 = cute::SM120::BLOCKSCALED::SM120_16x8x64_TN_VS<cutlass::float_e2m1_t, cutlass::float_e2m1_t,
+                                                            float, cutlass::float_ue4m3_t, 16>;
+  using Traits4 = cute::MMA_Traits<Op4>;
+  dump("A64", typename Traits4::ALayout{}, 16);
+  dump("B64", typename Traits4::BLayout{}, 8);
+  dump("C64", typename Traits4::CLayout{}, 16);
+  dump("SFA64", typename Traits4::SFALayout{}, 16);
+  dump("SFB64", typename Traits4::SFBLayout{}, 8);
   return 0;
 }

@@ -38,6 +38,38 @@ __device__ void mx(const unsigned char* Am, const unsigned char* Bm, const float
   }
 }
 
+// D[16x8] = (SFA A[16x64]) (B[64x8] SFB) + C through one m16n8k64 FP4 MMA
+// with kVec scales per row / column: A and B hold one e2m1 nibble per byte,
+// row-major ([m][k], [k][n]); the kernel packs two per byte (element 2i in
+// the low nibble) into the 8-bit fragments' bytes.
+template <int kVec, int kByteA, int kThreadA, int kByteB, int kThreadB>
+__device__ void fp4(const unsigned char* Am, const unsigned char* Bm, const float* C,
+                    const u32* SFA, const u32* SFB, float* D) {
+  const int lane = static_cast<int>(gg::lane_id());
+  u32 a[4] = {0, 0, 0, 0};
+  u32 b[2] = {0, 0};
+  float c[4], d[4];
+  for (int i = 0; i < 16; ++i) {
+    const gg::RowCol rc = gg::frag::a_m16n8k32(lane, i);  // rc.col: the byte along K
+    const u32 byte = Am[rc.row * 64 + 2 * rc.col] | (Am[rc.row * 64 + 2 * rc.col + 1] << 4);
+    a[i / 4] |= byte << (8 * (i % 4));
+  }
+  for (int i = 0; i < 8; ++i) {
+    const gg::RowCol kn = gg::frag::b_m16n8k32(lane, i);  // kn.row: the byte along K
+    const u32 byte = Bm[(2 * kn.row) * 8 + kn.col] | (Bm[(2 * kn.row + 1) * 8 + kn.col] << 4);
+    b[i / 4] |= byte << (8 * (i % 4));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const gg::RowCol rc = gg::frag::c_m16n8(lane, i);
+    c[i] = C[rc.row * 8 + rc.col];
+  }
+  gg::mma_m16n8k64_fp4<kVec, kByteA, kThreadA, kByteB, kThreadB>(d, a, b, c, SFA[lane], SFB[lane]);
+  for (int i = 0; i < 4; ++i) {
+    const gg::RowCol rc = gg::frag::c_m16n8(lane, i);
+    D[rc.row * 8 + rc.col] = d[i];
+  }
+}
+
 using E4 = __nv_fp8_e4m3;
 using E5 = __nv_fp8_e5m2;
 
@@ -57,6 +89,19 @@ GG_MX_KERNEL(mx_e5m2_e4m3_2101, E5, E4, 2, 1, 0, 1)
 GG_MX_KERNEL(mx_e4m3_e5m2_0123, E4, E5, 0, 1, 2, 3)
 GG_MX_KERNEL(mx_e5m2_e5m2_3030, E5, E5, 3, 0, 3, 0)
 #undef GG_MX_KERNEL
+
+// fp4_<vec>x_<byte-id-a><thread-id-a><byte-id-b><thread-id-b>
+#define GG_FP4_KERNEL(NAME, VEC, BA, TA, BB, TB)                                              \
+  extern "C" __global__ void NAME(const unsigned char* Am, const unsigned char* Bm,           \
+                                  const float* C, const u32* SFA, const u32* SFB, float* D) { \
+    fp4<VEC, BA, TA, BB, TB>(Am, Bm, C, SFA, SFB, D);                                         \
+  }
+GG_FP4_KERNEL(fp4_2x_0000, 2, 0, 0, 0, 0)
+GG_FP4_KERNEL(fp4_2x_2123, 2, 2, 1, 2, 3)
+GG_FP4_KERNEL(fp4_2x_0021, 2, 0, 0, 2, 1)
+GG_FP4_KERNEL(fp4_4x_0000, 4, 0, 0, 0, 0)
+GG_FP4_KERNEL(fp4_4x_0102, 4, 0, 1, 0, 2)
+#undef GG_FP4_KERNEL
 
 // offsets[r * kblocks + kb] = gg::gemm::scale_offset<kAtom128x4>(r, kb, kblocks);
 // one thread.

@@ -28,6 +28,20 @@
 // tests/cuda/sm120/test_cuda_sm120_cute_oracle.py compares them). Four
 // byte-ids let one register carry the scales of four consecutive K blocks.
 //
+// The FP4 forms multiply e2m1 (packed two per byte, element 2i in the low
+// nibble, as gemmgen stores fp4) at m16n8k64, two or four scales per row /
+// column for the 64 K elements:
+//   kind::mxf4.block_scale.scale_vec::2X ... .e2m1.e2m1.f32.ue8m0 (MXFP4,
+//     blocks of 32; SASS OMMA.SF.16864.F32.E2M1.E2M1.E8): bytes byte-id and
+//     byte-id + 1 (byte-id 0 or 2) scale K 0..31 and 32..63;
+//   kind::mxf4nvf4.block_scale.scale_vec::4X ... .e2m1.e2m1.f32.ue4m3
+//     (NVFP4, blocks of 16; OMMA.SF.16864.F32.E2M1.E2M1.UE4M3.4X): the four
+//     bytes (byte-id 0) scale K 16j .. 16j + 15.
+// Their A and B fragments are the bytes of the 8-bit m16n8k32 fragments
+// (the nibbles of byte i are K elements 2 * (byte's K) and + 1), the lanes
+// supplying the scales those of the FP8 form (CuTe's SM120_16x8x64_TN_VS
+// traits; tests/cuda/sm120/test_cuda_sm120_primitives.py compares them).
+//
 // Arch: the `a` targets sm_120a and sm_121a (__CUDA_ARCH_FEAT_SM120_ALL /
 // __CUDA_ARCH_FEAT_SM121_ALL). The primitive is a template, so its
 // static_assert fires only in a kernel of another arch that calls it.
@@ -113,6 +127,44 @@ GG_EMU_UNCHECKED MmaOut<float> mx_lane(unsigned lane, const MxIn* const* ins) {
   return out;
 }
 
+// e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf or NaN.
+GG_EMU_ALWAYS_INLINE double e2m1_value(unsigned nibble) {
+  static constexpr double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (nibble & 8u) ? -kMagnitude[nibble & 7u] : kMagnitude[nibble & 7u];
+}
+
+// The m16n8k64 FP4 MMA with kVec scales per row / column (2: ue8m0 blocks
+// of 32, 4: ue4m3 blocks of 16), the bytes from byte-id on: each block's
+// products summed in double and scaled, the blocks and C added in double,
+// rounded once to f32.
+template <int kVec, int kByteA, int kThreadA, int kByteB, int kThreadB>
+GG_EMU_UNCHECKED MmaOut<float> fp4_lane(unsigned lane, const MxIn* const* ins) {
+  MmaOut<float> out{};
+  for (int i = 0; i < 4; ++i) {
+    const RowCol rc = frag::c_m16n8(static_cast<int>(lane), i);
+    const u32 sfa = ins[frag::sfa_lane(rc.row, kThreadA)]->sfa;
+    const u32 sfb = ins[frag::sfb_lane(rc.col, kThreadB)]->sfb;
+    double sum = static_cast<double>(ins[lane]->c[i]);
+    for (int v = 0; v < kVec; ++v) {
+      double acc = 0.0;
+      for (int kk = v * (64 / kVec); kk < (v + 1) * (64 / kVec); ++kk) {
+        // K element kk is nibble kk % 2 of the 8-bit fragment's byte kk / 2.
+        const Lane ao = owner_a_m16n8k32(rc.row, kk / 2);
+        const Lane bo = owner_b_m16n8k32(kk / 2, rc.col);
+        const unsigned ab = byte_of(ins[ao.lane]->a[ao.i >> 2], ao.i);
+        const unsigned bb = byte_of(ins[bo.lane]->b[bo.i >> 2], bo.i);
+        acc += e2m1_value((ab >> (4 * (kk & 1))) & 15u) * e2m1_value((bb >> (4 * (kk & 1))) & 15u);
+      }
+      const unsigned sa = byte_of(sfa, kByteA + v), sb = byte_of(sfb, kByteB + v);
+      const double scale =
+          kVec == 4 ? e4m3_value(sa) * e4m3_value(sb) : ue8m0_value(sa) * ue8m0_value(sb);
+      sum += acc * scale;
+    }
+    out.d[i] = static_cast<float>(sum);
+  }
+  return out;
+}
+
 }  // namespace emu_detail
 #endif
 
@@ -175,6 +227,62 @@ __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4]
           [](unsigned lane, const emu_detail::MxIn* const* ins) {
             return emu_detail::mx_lane<value_a, value_b, kByteA, kThreadA, kByteB, kThreadB>(lane,
                                                                                              ins);
+          });
+  for (int i = 0; i < 4; ++i)
+    d[i] = out.d[i];
+#else
+  (void)d;
+  (void)a;
+  (void)b;
+  (void)c;
+  (void)sfa;
+  (void)sfb;
+#endif
+}
+
+// D = (SFA A)(B SFB) + C, m16n8k64, A and B e2m1 (packed fp4), kVec = 2:
+// MXFP4 (ue8m0 scales of 32 K elements, bytes kByteA, kByteA + 1 of the
+// selected lanes' sfa; byte-id 0 or 2), kVec = 4: NVFP4 (ue4m3 scales of 16,
+// all four bytes; byte-id 0). Header comment.
+template <int kVec, int kByteA, int kThreadA, int kByteB, int kThreadB>
+__device__ __forceinline__ void mma_m16n8k64_fp4(float (&d)[4], const u32 (&a)[4],
+                                                 const u32 (&b)[2], const float (&c)[4], u32 sfa,
+                                                 u32 sfb) {
+  static_assert((kVec == 2 && kByteA % 2 == 0 && kByteB % 2 == 0 && kByteA <= 2 && kByteB <= 2) ||
+                    (kVec == 4 && kByteA == 0 && kByteB == 0),
+                "scale_vec::2X takes byte-id 0 or 2, scale_vec::4X byte-id 0");
+  static_assert(kThreadA >= 0 && kThreadA <= 1 && kThreadB >= 0 && kThreadB <= 3,
+                "thread-id-a is 0 or 1 (M = 16), thread-id-b 0 .. 3 (N = 8)");
+#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#define GG_MMA_FP4(KIND)                                                                          \
+  asm volatile("mma.sync.aligned." KIND                                                           \
+               " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, "       \
+               "{%15, %16}, %17, {%18, %19};\n"                                                   \
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                   \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),     \
+                 "f"(c[1]), "f"(c[2]), "f"(c[3]), "r"(sfa), "n"(kByteA), "n"(kThreadA), "r"(sfb), \
+                 "n"(kByteB), "n"(kThreadB))
+  if constexpr (kVec == 2) {
+    GG_MMA_FP4("kind::mxf4.block_scale.scale_vec::2X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue8m0");
+  } else {
+    GG_MMA_FP4("kind::mxf4nvf4.block_scale.scale_vec::4X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue4m3");
+  }
+#undef GG_MMA_FP4
+#else
+  static_assert(kVec < 0, "gg::mma_m16n8k64_fp4 needs sm_120a or sm_121a (block-scaled mma.sync)");
+#endif
+#elif defined(GG_EMU)
+  emu_detail::require_mx_arch();
+  gg::emu::mc::on_mma();
+  const emu_detail::MxIn in{
+      {a[0], a[1], a[2], a[3]}, {b[0], b[1]}, {c[0], c[1], c[2], c[3]}, sfa, sfb};
+  const emu_detail::MmaOut<float> out =
+      gg::emu::warp_collective<emu_detail::MxIn, emu_detail::MmaOut<float> >(
+          kVec == 2 ? "mma.sync.kind::mxf4.block_scale.m16n8k64"
+                    : "mma.sync.kind::mxf4nvf4.block_scale.m16n8k64",
+          0xffffffffu, in, [](unsigned lane, const emu_detail::MxIn* const* ins) {
+            return emu_detail::fp4_lane<kVec, kByteA, kThreadA, kByteB, kThreadB>(lane, ins);
           });
   for (int i = 0; i < 4; ++i)
     d[i] = out.d[i];

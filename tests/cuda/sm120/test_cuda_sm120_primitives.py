@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cuda_runtime_cases import CUDA_SRC, cutlass_include, layout_table, run_cute_program
-from ml_dtypes import float8_e4m3fn, float8_e5m2
+from ml_dtypes import float4_e2m1fn, float8_e4m3fn, float8_e5m2
 
 from gemmgen.harness.cuda_emu import EmuError, EmuModule
 from gemmgen.reference.blockscale import padded_shape, rows_to_atoms
@@ -38,6 +38,16 @@ KERNELS = {
     "mx_e5m2_e4m3_2101": ("e5m2", "e4m3", 2, 1, 0, 1),
     "mx_e4m3_e5m2_0123": ("e4m3", "e5m2", 0, 1, 2, 3),
     "mx_e5m2_e5m2_3030": ("e5m2", "e5m2", 3, 0, 3, 0),
+}
+
+
+# kernel -> (scales per row: 2 MXFP4 / 4 NVFP4, byte-id-a, thread-id-a, byte-id-b, thread-id-b)
+FP4_KERNELS = {
+    "fp4_2x_0000": (2, 0, 0, 0, 0),
+    "fp4_2x_2123": (2, 2, 1, 2, 3),
+    "fp4_2x_0021": (2, 0, 0, 2, 1),
+    "fp4_4x_0000": (4, 0, 0, 0, 0),
+    "fp4_4x_0102": (4, 0, 1, 0, 2),
 }
 
 
@@ -133,6 +143,77 @@ def test_the_mma_needs_sm_120a_or_sm_121a(module):
 
 
 # ---------------------------------------------------------------------------
+# The FP4 forms (m16n8k64): MXFP4 (2 ue8m0 scales per row) and NVFP4 (4 ue4m3).
+
+def _fp4_values(nibbles: np.ndarray) -> np.ndarray:
+    return nibbles.astype(np.uint8).view(float4_e2m1fn).astype(np.float64)
+
+
+def _fp4_scales(kernel, sfa, sfb) -> tuple[np.ndarray, np.ndarray]:
+    """[16, vec] and [8, vec]: the scale of each row / column's K blocks,
+    byte byte-id + v of the lane the PTX ISA names."""
+    vec, ba, ida, bb, idb = FP4_KERNELS[kernel]
+
+    def value(byte):
+        return (np.asarray(byte, np.uint8).view(float8_e4m3fn).astype(np.float64) if vec == 4
+                else _ue8m0(byte))
+
+    sa = np.array([[value(_byte(sfa[ptx_sfa_lane(r, ida)], ba + v)) for v in range(vec)]
+                   for r in range(16)])
+    sb = np.array([[value(_byte(sfb[ptx_sfb_lane(n, idb)], bb + v)) for v in range(vec)]
+                   for n in range(8)])
+    return sa, sb
+
+
+def _run_fp4(module, kernel, a, b, c, sfa, sfb, schedule="run-ahead") -> np.ndarray:
+    (d,) = module.launch(kernel, (1,), (32,), 0,
+                         (a, b, c, sfa, sfb, np.full((16, 8), np.nan, np.float32)), (5,),
+                         arch="sm_120a", schedule=schedule)
+    return d
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+@pytest.mark.parametrize("kernel", list(FP4_KERNELS))
+def test_fp4_mma_matches_numpy(module, kernel, schedule):
+    vec = FP4_KERNELS[kernel][0]
+    rng = np.random.default_rng(abs(hash((kernel, schedule))) % 2**32)
+    a = rng.integers(0, 16, (16, 64)).astype(np.uint8)
+    b = rng.integers(0, 16, (64, 8)).astype(np.uint8)
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    if vec == 4:  # ue4m3 bytes: positive normal e4m3 values 2^-6 .. 448
+        draw = lambda: rng.integers(0x08, 0x7F, (32, 4)).astype(np.uint8)  # noqa: E731
+    else:
+        draw = lambda: rng.integers(107, 148, (32, 4)).astype(np.uint8)  # noqa: E731
+    sfa, sfb = draw().view(np.uint32).reshape(32), draw().view(np.uint32).reshape(32)
+    d = _run_fp4(module, kernel, a, b, c, sfa, sfb, schedule)
+    sa, sb = _fp4_scales(kernel, sfa, sfb)
+    a64, b64 = _fp4_values(a), _fp4_values(b)
+    width = 64 // vec
+    want, bound = c.astype(np.float64), 2.0**-20 * np.abs(c.astype(np.float64))
+    for v in range(vec):
+        ks = slice(v * width, (v + 1) * width)
+        s = sa[:, v][:, None] * sb[:, v][None, :]
+        want = want + (a64[:, ks] @ b64[ks]) * s
+        bound = bound + 2.0**-20 * (np.abs(a64[:, ks]) @ np.abs(b64[ks])) * s
+    assert np.all(np.abs(d.astype(np.float64) - want) <= bound), (d, want)
+
+
+def test_fp4_mma_catches_a_swapped_nibble(module):
+    """The nibble order inside a byte matters: swapping the two K elements of
+    every packed byte changes the result (element 2i is the low nibble)."""
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 16, (16, 64)).astype(np.uint8)
+    b = rng.integers(0, 16, (64, 8)).astype(np.uint8)
+    c = np.zeros((16, 8), np.float32)
+    ones = np.full(32, 0x7F7F7F7F, np.uint32)
+    d = _run_fp4(module, "fp4_2x_0000", a, b, c, ones, ones)
+    swapped = a.reshape(16, 32, 2)[:, :, ::-1].reshape(16, 64)
+    want = _fp4_values(a) @ _fp4_values(b)
+    assert np.allclose(d, want, rtol=2**-20, atol=0)
+    assert not np.allclose(_fp4_values(swapped) @ _fp4_values(b), want)
+
+
+# ---------------------------------------------------------------------------
 # CuTe's traits.
 
 needs_cute = pytest.mark.skipif(cutlass_include() is None,
@@ -169,13 +250,13 @@ def test_operand_fragments_match_cute(cute, name, ours):
     assert len(cute[name]) == table.shape[0] * table.shape[1]
 
 
-def _cute_scale_rows(records: dict[tuple[int, int], tuple[int, int]]) -> np.ndarray:
+def _cute_scale_rows(records: dict[tuple[int, int], tuple[int, int]], k: int = 32) -> np.ndarray:
     """Thread -> the row (SFA) or column (SFB) its scale is for; every value
     of a thread (one per K element) names the same row, each K once."""
     rows = np.full(32, -1)
     for t in range(32):
-        coords = [records[(t, v)] for v in range(32)]
-        assert {r for r, _ in coords} == {coords[0][0]} and sorted(k for _, k in coords) == list(range(32))
+        coords = [records[(t, v)] for v in range(k)]
+        assert {r for r, _ in coords} == {coords[0][0]} and sorted(c for _, c in coords) == list(range(k))
         rows[t] = coords[0][0]
     return rows
 
@@ -217,6 +298,64 @@ def test_scale_lanes_match_cute(module, cute, kernel):
         assert byte == ba and sfa_rows[lane] == row and (lane >> 1) & 1 == ida, (row, lane, byte)
     for col, (lane, byte) in _observed_lanes(module, kernel, "SFB").items():
         assert byte == bb and sfb_cols[lane] == col and lane % 4 == idb, (col, lane, byte)
+
+
+@needs_cute
+@pytest.mark.parametrize("name, ours", [("A64", "a_m16n8k32"), ("B64", "b_m16n8k32"), ("C64", "c_m16n8")])
+def test_fp4_fragments_match_cute(cute, name, ours):
+    """The FP4 form's fragments: CuTe's value v of thread t (nibble v % 8 of
+    register v / 8) is K element 2 * (the byte's K) + v % 2 of byte
+    4 * (v / 8) + (v % 8) / 2 of our 8-bit fragment; C is the usual one."""
+    table = layout_table(ours)
+    for (t, v), (row, col) in cute[name].items():
+        if name == "C64":
+            assert tuple(int(x) for x in table[t, v]) == (row, col)
+            continue
+        byte = 4 * (v // 8) + (v % 8) // 2
+        r, kbyte = (int(x) for x in table[t, byte])
+        if name == "B64":  # layout_table: (k, n); CuTe's B: (n, k)
+            kbyte, r = r, kbyte
+        assert (r, 2 * kbyte + v % 2) == (row, col), (name, t, v)
+
+
+@needs_cute
+@pytest.mark.parametrize("kernel", list(FP4_KERNELS))
+def test_fp4_scale_lanes_and_bytes(module, cute, kernel):
+    """Each K block's scale comes from the lane CuTe's SFA / SFB layouts of
+    the FP4 form give (the same thread modes as the FP8 form) and from byte
+    byte-id + block (CuTe recasts the row's scale bytes, block j in byte j,
+    into the register): observed with only block v of B nonzero and scale
+    bytes that name their lane and byte."""
+    vec, ba, ida, bb, idb = FP4_KERNELS[kernel]
+    sfa_rows = _cute_scale_rows(cute["SFA64"], 64)
+    sfb_cols = _cute_scale_rows(cute["SFB64"], 64)
+    assert (sfa_rows == _cute_scale_rows(cute["SFA"])).all()
+    one = 0x38 if vec == 4 else 127  # 1.0 in ue4m3 / ue8m0
+    base = 0x40 if vec == 4 else 100  # lane l's code: base + l (distinct, never 1.0)
+    width = 64 // vec
+    for v in range(vec):
+        a = np.full((16, 64), 2, np.uint8)  # e2m1 1.0
+        b = np.zeros((64, 8), np.uint8)
+        b[v * width:(v + 1) * width] = 2
+        for side, byte_id in (("SFA", ba), ("SFB", bb)):
+            named = np.full((32, 4), one, np.uint8)
+            named[:, byte_id + v] = base + np.arange(32)
+            plain = np.full((32, 4), one, np.uint8)
+            sfa, sfb = (named, plain) if side == "SFA" else (plain, named)
+            d = _run_fp4(module, kernel, a, b, np.zeros((16, 8), np.float32),
+                         sfa.view(np.uint32).reshape(32), sfb.view(np.uint32).reshape(32))
+            values = d[:, 0] if side == "SFA" else d[0, :]
+            codes = (base + np.arange(32)).astype(np.uint8)
+            decoded = (codes.view(float8_e4m3fn).astype(np.float64) if vec == 4
+                       else np.exp2(codes.astype(np.float64) - 127))
+            for i, x in enumerate(values):
+                found = np.flatnonzero(decoded == float(x) / width)
+                assert found.size == 1, (side, i, x)  # a byte other than byte-id + v reads 1.0
+                lane = int(found[0])
+                if side == "SFA":
+                    assert sfa_rows[lane] == i and (lane >> 1) & 1 == ida, (i, lane)
+                else:
+                    assert sfb_cols[lane] == i and lane % 4 == idb, (i, lane)
 
 
 # ---------------------------------------------------------------------------
