@@ -34,8 +34,9 @@ WGMMA_ARCHS = ("sm_90a",)
 # `a` targets of the Blackwell workstation chips (PTX ISA; plain sm_120 /
 # sm_121 reject it).
 MX_MMA_ARCHS = ("sm_120a", "sm_121a")
-# The MX block of K one block-scaled m16n8k32 MMA scales (scale_vec::1X).
+# The K blocks of the MX formats (OCP MX: 32) and of NVFP4 (16).
 MX_BLOCK_K = 32
+NV_BLOCK_K = 16
 # K elements of the Hopper body's FP8 K tile (one 128-byte swizzle row).
 WGMMA_FP8_BK = 128
 # K elements of the weight-only Hopper tile's K tile (a 128-byte row of its
@@ -267,24 +268,31 @@ class Kernel:
         """Why the block-scaled mma.sync body (sm_120a / sm_121a,
         gg_primitives_sm120.cuh) cannot run this kernel, as a phrase; None
         when it can. It is the tile GEMM (dense, grouped, masked) whose
-        operands are one FP8 type (e4m3 or e5m2) as stored, with MXFP8
-        scales on both sides: lhs `per_token_group k=32 e8m0`, rhs `block
-        n=1 k=32 e8m0`, in either layout (the C++ check_tile states the
-        same)."""
+        operands are one type as stored, with one format's block scales on
+        both sides (lhs `per_token_group`, rhs `block n=1`, either layout):
+        MXFP8 (e4m3 or e5m2, e8m0 scales of k=32), MXFP4 (fp4, e8m0 of
+        k=32) or NVFP4 (fp4, ue4m3 of k=16), fp4 rhs [n, k] (the C++
+        kMxSupported states the same)."""
         if self.op not in (Op.DENSE, Op.GROUPED):
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
         lhs_t, rhs_t = self.lhs.dtype, self.rhs_operand.dtype
-        if not lhs_t.is_fp8 or rhs_t is not lhs_t:
-            return (f"it multiplies e4m3 or e5m2 on both sides as stored, not lhs "
+        if not (lhs_t.is_fp8 or lhs_t is DType.FP4) or rhs_t is not lhs_t:
+            return (f"it multiplies e4m3, e5m2 or fp4 on both sides as stored, not lhs "
                     f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
+        if lhs_t is DType.FP4 and self.rhs_operand.layout is not Layout.NK:
+            return "it reads fp4 weights K-major: rhs [n, k] or [g, n, k]"
         ls, rs = self.lhs_scale, self.rhs_scale
-        lhs_mx = (ls.mode is ScaleMode.TOKEN_GROUP and ls.dtype is DType.E8M0
-                  and ls.block_k == MX_BLOCK_K)
-        rhs_mx = (rs.mode is ScaleMode.BLOCK and rs.block_n == 1 and rs.dtype is DType.E8M0
-                  and rs.block_k == MX_BLOCK_K)
-        if not (lhs_mx and rhs_mx):
+        fp4 = lhs_t is DType.FP4
+        formats = [(DType.E8M0, MX_BLOCK_K)] + ([(DType.UE4M3, NV_BLOCK_K)] if fp4 else [])
+        lhs_ok = ls.mode is ScaleMode.TOKEN_GROUP and (ls.dtype, ls.block_k) in formats
+        rhs_ok = (rs.mode is ScaleMode.BLOCK and rs.block_n == 1
+                  and (rs.dtype, rs.block_k) == (ls.dtype, ls.block_k))
+        if not (lhs_ok and rhs_ok):
+            if fp4:
+                return ("its scales are MXFP4's ('e8m0', k=32) or NVFP4's ('ue4m3', k=16), "
+                        "the same on both sides: lhs 'per_token_group', rhs 'block n=1'")
             return ("its scales are MXFP8's on both sides: lhs 'per_token_group k=32 e8m0' "
                     "and rhs 'block n=1 k=32 e8m0'")
         return None

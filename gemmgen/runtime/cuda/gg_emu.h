@@ -145,6 +145,10 @@ inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned __activemask() { return gg::emu::active_lanes(gg::emu::current()); }
+// A trap ends the kernel (on a GPU the launch fails with an unspecified
+// launch failure): gemmgen emits one in an entry point the launchers must
+// never take on the device (e.g. fp4 x fp4's mma.sync entry).
+[[noreturn]] inline void __trap() { gg::emu::fail("__trap() reached in %s", gg::emu::where().c_str()); }
 
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {

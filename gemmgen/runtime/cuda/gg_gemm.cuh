@@ -66,17 +66,19 @@ __device__ __forceinline__ void load_stage(unsigned char* smem, int slot, int kt
                                            const typename T::lhs_t* __restrict__ lhs,
                                            const unsigned char* __restrict__ rhs_bytes, int m,
                                            int n, int k, int m0, int n0) {
-  using mma_t = typename T::mma_t;
   constexpr int kRhsBits = bits(T::kRhs);
+  constexpr int kABits = kMmaBits<T>;  // lhs is stored as the tensor cores take it
+  const unsigned char* lhs_bytes = reinterpret_cast<const unsigned char*>(lhs);
   unsigned char* a_dst = smem + slot * T::kAStage;
-  constexpr int kAChunksPerRow = T::kBK * (int)sizeof(mma_t) / 16;
+  constexpr int kAChunksPerRow = T::kBK * kABits / 8 / 16;
   for (int c = threadIdx.x; c < T::kBM * kAChunksPerRow; c += T::kThreads) {
     const int r = c / kAChunksPerRow, q = c % kAChunksPerRow;
     const int row = m0 + r;
-    const int col = kt * T::kBK + q * (16 / (int)sizeof(mma_t));
-    int bytes = (k - col) * (int)sizeof(mma_t);
+    const int col = kt * T::kBK + q * (128 / kABits);
+    int bytes = (k - col) * kABits / 8;
     bytes = row < m ? (bytes < 0 ? 0 : (bytes > 16 ? 16 : bytes)) : 0;
-    const typename T::lhs_t* src = lhs + (bytes > 0 ? (long long)row * k + col : 0);
+    const unsigned char* src =
+        lhs_bytes + (bytes > 0 ? ((long long)row * k + col) * kABits / 8 : 0);
     gg::cp_async_16(a_dst + r * T::kAStride + q * 16, src, bytes);
   }
   unsigned char* b_dst = smem + T::kStages * T::kAStage + slot * T::kBStage;
@@ -242,9 +244,10 @@ __device__ __forceinline__ void promote(typename T::acc_t (&acc)[T::kMI][T::kNI]
 }
 
 // Words of MX scale bytes a lane holds per fragment for one K tile: byte j
-// of word w is K step 4w + j's block (one 32-wide K block per MMA step).
+// of word w is the tile's K block 4w + j (kMxPerStep blocks per MMA step: 1
+// MXFP8, 2 MXFP4, 4 NVFP4).
 template <class T>
-constexpr int kMxWords = (T::kKSteps + 3) / 4;
+constexpr int kMxWords = (T::kKSteps * kMxPerStep<T> + 3) / 4;
 
 // The block-scaled body's scales of K tile kt for this lane: for each A
 // fragment i the lhs row it supplies (gg::frag::sfa_row, thread-id 0), for
@@ -257,57 +260,81 @@ __device__ __forceinline__ void mx_scales(gg::u32 (&sfa)[T::kMI][kMxWords<T>],
                                           const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                           int m, int n, int k, int m0, int n0, int gl, int wm0,
                                           int wn0, int lane, int kt) {
-  const int kblocks = (k + 31) / 32;
+  constexpr int kBlockK = T::kLhsScaleBlockK;  // 32, or 16 (NVFP4)
+  constexpr unsigned char kOne = T::kLhsScaleFormat == Format::kUE4M3 ? 0x38 : 0x7F;  // 1.0
+  const int kblocks = (k + kBlockK - 1) / kBlockK;
   const int a_row = gg::frag::sfa_row(lane, 0), b_col_in = gg::frag::sfb_col(lane, 0);
-  const unsigned char* bscales = rhs_scale + gl * scale_matrix_size<T::kRhsScaleLayout>(n, kblocks);
+  const unsigned char* lscales = reinterpret_cast<const unsigned char*>(lhs_scale);
+  const unsigned char* bscales = reinterpret_cast<const unsigned char*>(rhs_scale) +
+                                 gl * scale_matrix_size<T::kRhsScaleLayout>(n, kblocks);
   GG_UNROLL
   for (int w = 0; w < kMxWords<T>; ++w) {
-    const int kb0 = kt * T::kKSteps + 4 * w;
+    const int kb0 = kt * T::kKSteps * kMxPerStep<T> + 4 * w;
     GG_UNROLL
     for (int i = 0; i < T::kMI; ++i) {
       const int row = m0 + wm0 + i * 16 + a_row;
-      sfa[i][w] =
-          mx_scale_word<T::kLhsScaleLayout>(lhs_scale, a_row >= 0 && row < m, row, kb0, kblocks);
+      sfa[i][w] = mx_scale_word<T::kLhsScaleLayout, kOne>(lscales, a_row >= 0 && row < m, row, kb0,
+                                                          kblocks);
     }
     GG_UNROLL
     for (int j = 0; j < T::kNI; ++j) {
       const int col = b_col<T>(wn0 + j * 8 + b_col_in, n0, n);
-      sfb[j][w] =
-          mx_scale_word<T::kRhsScaleLayout>(bscales, b_col_in >= 0 && col < n, col, kb0, kblocks);
+      sfb[j][w] = mx_scale_word<T::kRhsScaleLayout, kOne>(bscales, b_col_in >= 0 && col < n, col,
+                                                          kb0, kblocks);
     }
   }
 }
 
-// The MMAs of K step ks with the block-scaled MMA: byte ks % 4 of word
-// ks / 4 holds the step's scales (a byte-id is an immediate: four cases).
+// The MMAs of K step ks with the block-scaled MMA. MXFP8: byte ks % 4 of
+// word ks / 4 holds the step's scales (a byte-id is an immediate: four
+// cases); MXFP4: bytes 2 (ks % 2) and + 1 of word ks / 2 (byte-id 0 or 2);
+// NVFP4: word ks, all four bytes (byte-id 0).
 template <class T>
 __device__ __forceinline__ void mma_mx(int ks, float (&acc)[T::kMI][T::kNI][4],
                                        const gg::u32 (&a)[T::kMI][4], const gg::u32 (&b)[T::kNI][2],
                                        const gg::u32 (&sfa)[T::kMI][kMxWords<T>],
                                        const gg::u32 (&sfb)[T::kNI][kMxWords<T>]) {
   using mma_t = typename T::mma_t;
-  const int w = ks / 4;
-  GG_UNROLL
-  for (int i = 0; i < T::kMI; ++i) {
+  if constexpr (kMmaBits<T> == 4) {
+    constexpr int kVec = kMxPerStep<T>;  // 2 (MXFP4) or 4 (NVFP4)
+    const int w = ks * kVec / 4;
     GG_UNROLL
-    for (int j = 0; j < T::kNI; ++j) {
-      switch (ks % 4) {
-        case 0:
-          gg::mma_m16n8k32_mx<mma_t, mma_t, 0, 0, 0, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
-                                                        sfb[j][w]);
-          break;
-        case 1:
-          gg::mma_m16n8k32_mx<mma_t, mma_t, 1, 0, 1, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
-                                                        sfb[j][w]);
-          break;
-        case 2:
-          gg::mma_m16n8k32_mx<mma_t, mma_t, 2, 0, 2, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
-                                                        sfb[j][w]);
-          break;
-        default:
-          gg::mma_m16n8k32_mx<mma_t, mma_t, 3, 0, 3, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
-                                                        sfb[j][w]);
-          break;
+    for (int i = 0; i < T::kMI; ++i) {
+      GG_UNROLL
+      for (int j = 0; j < T::kNI; ++j) {
+        if (kVec == 4 || ks % 2 == 0) {
+          gg::mma_m16n8k64_fp4<kVec, 0, 0, 0, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
+                                                 sfb[j][w]);
+        } else {
+          gg::mma_m16n8k64_fp4<kVec, kVec == 2 ? 2 : 0, 0, kVec == 2 ? 2 : 0, 0>(
+              acc[i][j], a[i], b[j], acc[i][j], sfa[i][w], sfb[j][w]);
+        }
+      }
+    }
+  } else {
+    const int w = ks / 4;
+    GG_UNROLL
+    for (int i = 0; i < T::kMI; ++i) {
+      GG_UNROLL
+      for (int j = 0; j < T::kNI; ++j) {
+        switch (ks % 4) {
+          case 0:
+            gg::mma_m16n8k32_mx<mma_t, mma_t, 0, 0, 0, 0>(acc[i][j], a[i], b[j], acc[i][j],
+                                                          sfa[i][w], sfb[j][w]);
+            break;
+          case 1:
+            gg::mma_m16n8k32_mx<mma_t, mma_t, 1, 0, 1, 0>(acc[i][j], a[i], b[j], acc[i][j],
+                                                          sfa[i][w], sfb[j][w]);
+            break;
+          case 2:
+            gg::mma_m16n8k32_mx<mma_t, mma_t, 2, 0, 2, 0>(acc[i][j], a[i], b[j], acc[i][j],
+                                                          sfa[i][w], sfb[j][w]);
+            break;
+          default:
+            gg::mma_m16n8k32_mx<mma_t, mma_t, 3, 0, 3, 0>(acc[i][j], a[i], b[j], acc[i][j],
+                                                          sfa[i][w], sfb[j][w]);
+            break;
+        }
       }
     }
   }

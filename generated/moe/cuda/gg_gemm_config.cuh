@@ -36,7 +36,7 @@ namespace gg::gemm {
 
 // A storage format: what the bytes of an operand, a scale or the output mean.
 // Several share a C++ type (int4, fp4 and e8m0 are all unsigned char).
-enum class Format { kNone, kF32, kBF16, kF16, kE4M3, kE5M2, kInt8, kInt4, kFp4, kE8M0 };
+enum class Format { kNone, kF32, kBF16, kF16, kE4M3, kE5M2, kInt8, kInt4, kFp4, kE8M0, kUE4M3 };
 
 // Where a scale factor lives (docs/spec.md, "Scales"; ir.ScaleMode).
 enum class ScaleMode {
@@ -113,6 +113,10 @@ template <>
 struct Storage<Format::kE8M0> {
   using type = unsigned char;
 };
+template <>
+struct Storage<Format::kUE4M3> {
+  using type = unsigned char;  // NVFP4's block scale: an e4m3 byte, sign bit clear
+};
 template <Format F>
 using storage_t = typename Storage<F>::type;
 
@@ -128,6 +132,7 @@ __host__ __device__ constexpr int bits(Format f) {
     case Format::kE5M2:
     case Format::kInt8:
     case Format::kE8M0:
+    case Format::kUE4M3:
       return 8;
     case Format::kBF16:
     case Format::kF16:
@@ -145,10 +150,16 @@ __host__ __device__ constexpr bool per_k_block(ScaleMode mode) {
          mode == ScaleMode::kKBlock;
 }
 
-// K of one MMA: 32 bytes of each A row (m16n8k16 for 16-bit types, m16n8k32
-// for 8-bit ones).
+// Bits of one tensor-core element: mma_t's, or 4 for packed fp4 (mma_t
+// unsigned char: two e2m1 per byte, the block-scaled body's FP4 MMAs only).
 template <class C>
-constexpr int kMmaK = 32 / static_cast<int>(sizeof(typename C::mma_t));
+constexpr int kMmaBits =
+    kSame<typename C::mma_t, unsigned char> ? 4 : 8 * static_cast<int>(sizeof(typename C::mma_t));
+
+// K of one MMA: 32 bytes of each A row (m16n8k16 for 16-bit types, m16n8k32
+// for 8-bit ones, m16n8k64 for fp4).
+template <class C>
+constexpr int kMmaK = 256 / kMmaBits<C>;
 
 // Whether a side's scale multiplies the partial sums of each K block: its
 // own mode needs it, or the plan folded the epilogue scales into the
@@ -184,6 +195,27 @@ constexpr bool kBlockScaledMma = block_scaled_mma<T>(0);
 // tile when the tile holds several blocks (MX scales of K = 32).
 template <class T>
 constexpr bool kSoftwarePromotion = kPromotion<T> && !kBlockScaledMma<T>;
+
+// Whether the block-scaled MMAs run a Config: the operands one type as
+// stored and the same per-row K-blocked scales on both sides (lhs
+// per_token_group, rhs block n=1, either layout), no folded epilogue scale:
+// FP8 (e4m3 / e5m2) with e8m0 scales of 32 (MXFP8, m16n8k32 scale_vec::1X),
+// fp4 with e8m0 scales of 32 (MXFP4, m16n8k64 2X) or ue4m3 scales of 16
+// (NVFP4, m16n8k64 4X).
+template <class C>
+constexpr bool kMxSupported =
+    kSame<typename C::lhs_t, typename C::mma_t> && kSame<typename C::rhs_t, typename C::mma_t> &&
+    !kSame<typename C::mma_t, signed char> && kMmaBits<C> <= 8 &&
+    C::kLhsScale == ScaleMode::kPerTokenGroup && C::kRhsScale == ScaleMode::kBlock &&
+    C::kRhsScaleBlockN == 1 && C::kLhsScaleBlockK == C::kRhsScaleBlockK &&
+    C::kLhsScaleFormat == C::kRhsScaleFormat && !C::kFoldScales &&
+    ((C::kLhsScaleFormat == Format::kE8M0 && C::kLhsScaleBlockK == 32) ||
+     (kMmaBits<C> == 4 && C::kLhsScaleFormat == Format::kUE4M3 && C::kLhsScaleBlockK == 16));
+
+// Scale bytes one block-scaled MMA step reads per row / column (its
+// scale_vec): 1 (MXFP8), 2 (MXFP4), 4 (NVFP4).
+template <class C>
+constexpr int kMxPerStep = C::kLhsScaleBlockK > 0 ? kMmaK<C> / C::kLhsScaleBlockK : 1;
 
 // An e8m0 scale in the promotion: a product of two scales may leave f32, so
 // a K block whose products are not all normal is scaled exactly.
@@ -269,7 +301,7 @@ __host__ __device__ constexpr bool check_config() {
 template <class T>
 __host__ __device__ constexpr bool check_tile() {
   using mma_t = typename T::mma_t;
-  constexpr int kElem = static_cast<int>(sizeof(mma_t));
+  constexpr int kRowBytes = T::kBK * kMmaBits<T> / 8;  // of an A row of a K tile
   if (!check_config<T>() || T::kBM % T::kWM != 0 || T::kBN % T::kWN != 0 ||
       T::kWarpsN != T::kBN / T::kWN || T::kThreads != (T::kBM / T::kWM) * T::kWarpsN * 32 ||
       T::kMI != T::kWM / 16 || T::kNI != T::kWN / 8 || T::kNI % 2 != 0 ||
@@ -279,25 +311,26 @@ __host__ __device__ constexpr bool check_tile() {
   if (T::kBNOut != (T::kActivation == Activation::kSiluMul ? T::kBN / 2 : T::kBN)) {
     return false;
   }
-  if (T::kAStride != T::kBK * kElem + 16 || T::kAStage != T::kBM * T::kAStride ||
+  if (T::kAStride != kRowBytes + 16 || T::kAStage != T::kBM * T::kAStride ||
       T::kBRows != (T::kRhsNK ? T::kBN : T::kBK) ||
       T::kBRowBytes != (T::kRhsNK ? T::kBK : T::kBN) * bits(T::kRhs) / 8 ||
       T::kBStride != T::kBRowBytes + 16 || T::kBStage != T::kBRows * T::kBStride ||
-      T::kBConvStride != T::kBK * kElem + 16 || T::kCStride != T::kBN + 4) {
+      T::kBConvStride != kRowBytes + 16 || T::kCStride != T::kBN + 4) {
     return false;
   }
   const int conv = T::kBFeed == BFeed::kConvert ? T::kBN * T::kBConvStride : 0;
   // A K tile divides the promotion's block, or holds whole blocks of whole
-  // MMA steps. The block-scaled MMA takes FP8 operands with e8m0 scales of
-  // K blocks of 32 (one block per MMA) on both sides, in either layout.
-  const bool blocks_fit = !kPromotion<T> || divides(T::kBK, T::kScaleBlockK) ||
-                          (divides(T::kScaleBlockK, T::kBK) && divides(kMmaK<T>, T::kScaleBlockK));
-  if (kBlockScaledMma<T> &&
-      !(sizeof(mma_t) == 1 && kSame<typename T::rhs_t, mma_t> && !kSame<mma_t, signed char> &&
-        T::kLhsScale == ScaleMode::kPerTokenGroup && T::kRhsScale == ScaleMode::kBlock &&
-        T::kRhsScaleBlockN == 1 && T::kLhsScaleBlockK == 32 && T::kRhsScaleBlockK == 32 &&
-        T::kLhsScaleFormat == Format::kE8M0 && T::kRhsScaleFormat == Format::kE8M0 &&
-        !T::kFoldScales)) {
+  // MMA steps (software promotion); the block-scaled MMAs take what
+  // kMxSupported says, whole MMA steps of whole blocks.
+  const bool blocks_fit =
+      !kPromotion<T> || divides(T::kBK, T::kScaleBlockK) ||
+      (divides(T::kScaleBlockK, T::kBK) && divides(kMmaK<T>, T::kScaleBlockK)) ||
+      kBlockScaledMma<T>;
+  if (kBlockScaledMma<T> && !kMxSupported<T>) {
+    return false;
+  }
+  // fp4 multiplies on the block-scaled MMAs only.
+  if (kMmaBits<T> == 4 && !kBlockScaledMma<T>) {
     return false;
   }
   return T::kSmemBytes >= T::kStages * (T::kAStage + T::kBStage) + conv &&

@@ -48,6 +48,8 @@ template <Format F, class S>
 __device__ __forceinline__ float scale_value(const S* s, long long i) {
   if constexpr (F == Format::kE8M0) {
     return gg::e8m0_to_float(s[i]);
+  } else if constexpr (F == Format::kUE4M3) {
+    return gg::to_float(*reinterpret_cast<const __nv_fp8_e4m3*>(s + i));
   } else {
     return gg::to_float(s[i]);
   }
@@ -98,26 +100,28 @@ __device__ __forceinline__ float rhs_scale_at(const typename C::rhs_scale_t* s, 
   }
 }
 
-// The block-scaled MMA's scale bytes (gg_gemm.cuh, the sm_120a / sm_121a
-// body): the e8m0 bytes of K blocks kb0 .. kb0 + 3 of one lhs row or one rhs
-// column, byte j for block kb0 + j, as the MMA's byte-id reads them. A block
+// The block-scaled MMAs' scale bytes (gg_gemm.cuh, the sm_120a / sm_121a
+// body): the bytes of K blocks kb0 .. kb0 + 3 of one lhs row or one rhs
+// column, byte j for block kb0 + j, as the MMAs' byte-ids read them. A block
 // at or past kblocks (whose operands are zero-filled) and a row or column
-// outside the matrix read 127 (2^0), never a NaN byte that would turn the
-// zeros into NaN; in the atom layout four aligned blocks are one 32-bit load.
-template <ScaleLayout L>
+// outside the matrix read kOne (1.0: 0x7F in ue8m0, 0x38 in ue4m3), never a
+// NaN byte that would turn the zeros into NaN; in the atom layout four
+// aligned blocks are one 32-bit load.
+template <ScaleLayout L, unsigned char kOne = 0x7F>
 __device__ __forceinline__ u32 mx_scale_word(const unsigned char* __restrict__ s, bool inside,
                                              int row, int kb0, int kblocks) {
-  u32 word = 0x7F7F7F7Fu;
-  if (!inside) {
+  constexpr u32 kFill = 0x01010101u * kOne;
+  u32 word = kFill;
+  if (!inside || kb0 >= kblocks) {
     return word;
   }
   if constexpr (L == ScaleLayout::kAtom128x4) {
     if (kb0 % 4 == 0) {
       word = *reinterpret_cast<const u32*>(s + scale_offset<L>(row, kb0, kblocks));
-      const int valid = kblocks - kb0;  // >= 1: the tile's first block is inside
+      const int valid = kblocks - kb0;  // 1 .. : blocks of the word inside the matrix
       if (valid < 4) {
         const u32 keep = (1u << (8 * valid)) - 1u;
-        word = (word & keep) | (0x7F7F7F7Fu & ~keep);
+        word = (word & keep) | (kFill & ~keep);
       }
       return word;
     }

@@ -21,23 +21,19 @@ are `slow`.
 
 from __future__ import annotations
 
-import functools
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
-from cuda_helpers import render_cuda, with_mutated_runtime
+from cuda_helpers import with_mutated_runtime
+from sm120_helpers import Sm120Spec
 
-from gemmgen import backends, ir
+from gemmgen import backends
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.runner import load_generated_module
-from gemmgen.harness.verify_cuda import device_of, run_cpp_launcher, run_launcher
 from gemmgen.diagnostics import SpecError
+from gemmgen.harness import nvcc
+from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.parse import parse
 from gemmgen.reference import compare, reference
 from gemmgen.validate import validate
@@ -127,52 +123,7 @@ kernel mx_portable {
 MX = ("mx_atom", "mx_e5", "mx_moe", "mx_gate", "mx_masked")
 
 
-class Sm120Spec:
-    """SPEC rendered on first use, its CUDA files in a folder of their own."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.modules: dict = {}
-        self._launchers: dict = {}
-
-    @functools.cached_property
-    def _rendered(self) -> tuple[ir.Spec, Path]:
-        root = Path(tempfile.mkdtemp(prefix="gemmgen-sm120-"))
-        spec, cuda, _ = render_cuda(root, "sm120", self.text)
-        return spec, cuda
-
-    @property
-    def spec(self) -> ir.Spec:
-        return self._rendered[0]
-
-    @property
-    def folder(self) -> Path:
-        return self._rendered[1]
-
-    def launcher(self, name: str):
-        if name not in self._launchers:
-            self._launchers[name] = load_generated_module(self.folder / f"{name}.py", f"test_sm120_{name}")
-        return self._launchers[name]
-
-    def run(self, name: str, case: Case, arch: str, seed: int = 0, *, source: str | None = None,
-            cpp: bool = False):
-        """`name` on `case` on an emulated `arch` device: (the result of the
-        comparison with the reference, the entry of the GEMM launch)."""
-        k = self.spec.kernel(name)
-        inputs = case.inputs(k, seed)
-        lm = self.launcher(name)
-        entry = lm.launches(lm.validate(**inputs), *device_of(arch))[-1].entry
-        if cpp:
-            actual = run_cpp_launcher(cuda_backend.plan(k, self.spec), self.folder, inputs, arch=arch)
-        else:
-            path = self.folder / f"{name}.cu"
-            text = source if source is not None else path.read_text()
-            key = str(path) if source is None else f"{path}#{hash(source)}"
-            actual = run_launcher(lm, text, key, inputs, modules=self.modules, arch=arch)
-        return compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs), entry
-
-
-MXS = Sm120Spec(SPEC)
+MXS = Sm120Spec(SPEC, "sm120")
 
 CASES = {
     "mx_atom": [Case("ragged", 130, 96, 208), Case("m1", 1, 64, 128), Case("deep", 70, 128, 512)],
@@ -286,8 +237,8 @@ PLANTED = {
     # The lanes of thread-id 1 load the scales; the MMA reads thread-id 0's.
     "wrong_lane": ("gg_gemm.cuh", "gg::frag::sfa_row(lane, 0)", "gg::frag::sfa_row(lane, 1)"),
     # The K tile's scales are those of the next block.
-    "wrong_k_block": ("gg_gemm.cuh", "const int kb0 = kt * T::kKSteps + 4 * w;",
-                      "const int kb0 = kt * T::kKSteps + 4 * w + 1;"),
+    "wrong_k_block": ("gg_gemm.cuh", "const int kb0 = kt * T::kKSteps * kMxPerStep<T> + 4 * w;",
+                      "const int kb0 = kt * T::kKSteps * kMxPerStep<T> + 4 * w + 1;"),
     # K step 1 reads byte 0 of the lhs scale word.
     "wrong_byte_id": ("gg_gemm.cuh", "gg::mma_m16n8k32_mx<mma_t, mma_t, 1, 0, 1, 0>",
                       "gg::mma_m16n8k32_mx<mma_t, mma_t, 0, 0, 1, 0>"),

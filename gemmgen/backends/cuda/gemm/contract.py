@@ -34,7 +34,7 @@ class BFeed(enum.Enum):
 FORMAT = {
     DType.F32: "kF32", DType.BF16: "kBF16", DType.F16: "kF16", DType.E4M3: "kE4M3",
     DType.E5M2: "kE5M2", DType.INT8: "kInt8", DType.INT4: "kInt4", DType.FP4: "kFp4",
-    DType.E8M0: "kE8M0",
+    DType.E8M0: "kE8M0", DType.UE4M3: "kUE4M3",
 }
 SCALE_MODE = {
     ScaleMode.NONE: "kNone", ScaleMode.TENSOR: "kPerTensor", ScaleMode.TOKEN: "kPerToken",
@@ -58,6 +58,8 @@ def compute_dtype(kernel: ir.Kernel) -> DType | None:
         return a if b is a else None  # mixed e4m3 x e5m2 MMAs are not wrapped yet
     if a is DType.INT8:
         return a if b in (DType.INT8, DType.INT4) else None
+    if a is DType.FP4:
+        return a if b is a else None  # the block-scaled MMAs of sm_120a / sm_121a only
     return None
 
 
@@ -113,8 +115,13 @@ def args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
     grouped = kernel.op is Op.GROUPED
     args: list[Arg] = []
     binds: list[Binding] = []
-    args.append(Arg("lhs", "in", lhs.dtype, ("m", "k"), "the activations", align=16))
-    binds += [Binding("m", "lhs", 0), Binding("k", "lhs", 1)]
+    if lhs.dtype.is_sub_byte:  # fp4 x fp4: two per byte along k
+        args.append(Arg("lhs", "in", lhs.dtype, ("m", "gg_div(k, 2)"),
+                        "the activations (two 4-bit values per byte along k)", align=16))
+        binds += [Binding("m", "lhs", 0), Binding("k", "lhs", 1, 2)]
+    else:
+        args.append(Arg("lhs", "in", lhs.dtype, ("m", "k"), "the activations", align=16))
+        binds += [Binding("m", "lhs", 0), Binding("k", "lhs", 1)]
     rb = rhs.dtype.bits
     packed = rb < 8
     if grouped:

@@ -59,7 +59,8 @@ def args(grouped: tuple[Arg, ...]) -> tuple[Arg, ...]:
 def bindings(grouped: tuple[Binding, ...]) -> tuple[Binding, ...]:
     """m (the capacity) and k from lhs [g, m, k], g and n from rhs; the
     contiguous layout's num_groups does not exist."""
-    out = [Binding("m", "lhs", 1), Binding("k", "lhs", 2)]
+    k_mul = next(b.mul for b in grouped if b.dim == "k")  # 2: packed fp4
+    out = [Binding("m", "lhs", 1), Binding("k", "lhs", 2, k_mul)]
     out += [b for b in grouped if b.dim in ("g", "n")]
     return tuple(out)
 

@@ -25,7 +25,7 @@ from gemmgen.ir import Activation, BiasMode, DType, Layout, Op
 
 MMA = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16",
        DType.E4M3: "mma_m16n8k32_e4m3", DType.E5M2: "mma_m16n8k32_e5m2",
-       DType.INT8: "mma_m16n8k32_s8"}
+       DType.INT8: "mma_m16n8k32_s8", DType.FP4: "mma_m16n8k64_fp4"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,8 @@ class TileConfig:
 
 
 def kstep(compute: DType) -> int:
-    return 16 if compute.bits == 16 else 32
+    """K of one MMA: 32 bytes of each A row."""
+    return 256 // compute.bits
 
 
 def warp_tile(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, int]:
@@ -122,10 +123,9 @@ def tile_problem(kernel: ir.Kernel, tile: ir.Tile) -> str | None:
 
 def tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when: str,
                  where: str, compute: DType) -> TileConfig:
-    es = compute.bits // 8
     ks = kstep(compute)
     wm, wn = warp_tile(kernel, tile)
-    a_stride = tile.k * es + 16
+    a_stride = tile.k * compute.bits // 8 + 16
     rhs = kernel.rhs_operand.dtype
     if kernel.rhs_operand.layout is Layout.NK:
         b_rows, b_row_bytes = tile.n, tile.k * rhs.bits // 8
@@ -133,7 +133,7 @@ def tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when: 
         b_rows, b_row_bytes = tile.k, tile.n * rhs.bits // 8
     b_raw_stride = b_row_bytes + 16
     direct = b_direct(kernel, compute)
-    b_conv_stride = tile.k * es + 16
+    b_conv_stride = tile.k * compute.bits // 8 + 16
     b_conv_bytes = 0 if direct else tile.n * b_conv_stride
     a_stage = tile.m * a_stride
     b_stage = b_rows * b_raw_stride
@@ -221,16 +221,16 @@ def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...
             signature=signature('extern "C" __global__ void', f"{name}_worklist", ws,
                                  "one block of one thread"),
             body=call("gg::gemm::worklist", [w.split()[-1] for w in ws])))
-    present = {p.name for p in params}
     for t in tiles:
-        args = ["gg_smem", "lhs", "rhs"]
-        args += [a if a in present else "nullptr" for a in ("lhs_scale", "rhs_scale", "bias")]
-        args += [p.name for p in params if p.name not in ("lhs", "rhs", "lhs_scale", "rhs_scale",
-                                                            "bias")]
         rows = "work items" if grouped else "m tiles"
-        body = "grouped" if grouped else "dense"
         if kernel.masked:
-            rows, body = "(group, m tile) pairs", "masked"
+            rows = "(group, m tile) pairs"
+        if compute_dtype(kernel) is DType.FP4:
+            # fp4 x fp4 multiplies on the block-scaled MMAs alone (sm120.py).
+            body = ("  __trap();  // fp4 has no mma.sync: the launchers take the block-scaled entry "
+                    "(sm_120a / sm_121a)",)
+        else:
+            body = gemm_call(kernel, params, f"Tile{t.index}")
         out.append(Entry(
             comment=tuple(textwrap.wrap(
                 f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
@@ -238,8 +238,22 @@ def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...
             signature=signature(f'extern "C" __global__ void __launch_bounds__({t.threads})',
                                  t.entry, [p.decl for p in params],
                                  "arrays in the launch contract's order, then the dims"),
-            body=call(f"gg::gemm::{body}<Tile{t.index}>", args)))
+            body=body))
     return tuple(out)
+
+
+def gemm_call(kernel: ir.Kernel, params: tuple[Param, ...], tile: str) -> tuple[str, ...]:
+    """The statement of a GEMM entry point: gg::gemm's dense, grouped or
+    masked on the tile struct `tile`, with the entry's parameters."""
+    present = {p.name for p in params}
+    args = ["gg_smem", "lhs", "rhs"]
+    args += [a if a in present else "nullptr" for a in ("lhs_scale", "rhs_scale", "bias")]
+    args += [p.name for p in params if p.name not in ("lhs", "rhs", "lhs_scale", "rhs_scale",
+                                                        "bias")]
+    body = "grouped" if kernel.op is Op.GROUPED else "dense"
+    if kernel.masked:
+        body = "masked"
+    return call(f"gg::gemm::{body}<{tile}>", args)
 
 
 def algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_feed: BFeed,

@@ -131,6 +131,10 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                               "tensor cores take bf16, f16, e4m3, e5m2 or int8 on both sides "
                               "(a narrower rhs is widened exactly); f32 has no path"))
         return out
+    if contract.compute_dtype(kernel) is DType.FP4:
+        out += _fp4_problems(kernel, spec)
+        if out:
+            return out
     if kernel.stages < 2:
         out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the cuda tile GEMM pipelines "
                               "with cp.async and needs stages >= 2"))
@@ -153,6 +157,30 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                                       f"memory, over the {shared_memory_limit(arch)} that {arch} allows; "
                                       "use a smaller tile or fewer stages"))
     return out
+
+
+def _fp4_problems(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """fp4 x fp4 multiplies on the block-scaled MMAs of sm_120a / sm_121a
+    alone (no mma.sync form): the kernel must qualify for that body and
+    every declared arch must have it."""
+    target = spec.target(ir.Backend.CUDA)
+    archs = target.cuda_archs if target else ()
+    obstacle = kernel.mx_mma_obstacle()
+    if obstacle is not None:
+        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies fp4 x fp4 "
+                           f"on the block-scaled mma.sync of sm_120a / sm_121a only, and "
+                           f"{obstacle.replace('it ', 'that body ', 1)}")]
+    if kernel.mma is not ir.Mma.AUTO:
+        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': fp4 x fp4 has no "
+                           f"'{kernel.mma.value}' body: it multiplies on the block-scaled "
+                           "mma.sync of sm_120a / sm_121a (mma auto)")]
+    others = [a for a in archs if a not in ir.MX_MMA_ARCHS]
+    if others:
+        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies fp4 x fp4 "
+                           f"on the block-scaled mma.sync of sm_120a / sm_121a only; the cuda "
+                           f"target declares {', '.join(others)} too (declare only sm_120a / "
+                           "sm_121a, or drop the cuda backend for this kernel)")]
+    return []
 
 
 def tiles_with_loc(kernel: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc]]:

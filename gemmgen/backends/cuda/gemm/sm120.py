@@ -77,10 +77,10 @@ def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
             if kernel.op is Op.GROUPED else "m tiles")
     out = []
     gemms = mma_sync_entries[-len(tiles):]  # after fill and worklist (grouped)
+    params = mma_sync.params(kernel)
     for t, base in zip(tiles, gemms):
         sig = tuple(line.replace(f" {t.base.entry}(", f" {t.entry}(", 1) for line in base.signature)
-        calls = tuple(line.replace(f"<Tile{t.index}>", f"<Sm120Tile{t.index}>", 1)
-                      for line in base.body)
+        calls = mma_sync.gemm_call(kernel, params, f"Sm120Tile{t.index}")
         body = ("#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && \\",
                 "    !defined(__CUDA_ARCH_FEAT_SM121_ALL)",
                 "  __trap();  // built without sm_120a / sm_121a: the launchers pick this entry "
