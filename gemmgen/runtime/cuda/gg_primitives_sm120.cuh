@@ -40,10 +40,21 @@
 // supplying the scales those of the FP8 form (CuTe's SM120_16x8x64_TN_VS
 // traits; tests/cuda/sm120/test_cuda_sm120_primitives.py compares them).
 //
-// Arch: the `a` targets sm_120a and sm_121a (__CUDA_ARCH_FEAT_SM120_ALL /
-// __CUDA_ARCH_FEAT_SM121_ALL). The primitive is a template, so its
-// static_assert fires only in a kernel of another arch that calls it.
+// Arch: the `a` targets sm_120a and sm_121a (GG_SM12X_BLOCK_SCALED below).
+// The primitives are templates, so their static_asserts fire only in a
+// kernel of another arch that calls them.
 #pragma once
+
+// Defined where the block-scaled MMAs exist: a device pass for sm_120a or
+// sm_121a. nvcc 13.5 defines __CUDA_ARCH_FEAT_SM120_ALL / _SM121_ALL there;
+// NVRTC 13.5 (the CuPy launchers' compiler) defines __CUDA_ARCH_SPECIFIC__
+// (1200 / 1210) for both but not __CUDA_ARCH_FEAT_SM121_ALL, so both are
+// tested (tests/cuda/sm120/test_cuda_sm120_gemm.py builds with each).
+#if (defined(__CUDA_ARCH_SPECIFIC__) &&                                     \
+     (__CUDA_ARCH_SPECIFIC__ == 1200 || __CUDA_ARCH_SPECIFIC__ == 1210)) || \
+    defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#define GG_SM12X_BLOCK_SCALED 1
+#endif
 
 namespace gg {
 
@@ -189,7 +200,7 @@ __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4]
   static_assert((kIsE4M3<A> || kIsE5M2<A>) && (kIsE4M3<B> || kIsE5M2<B>),
                 "mma_m16n8k32_mx multiplies e4m3 / e5m2 operands");
 #if defined(__CUDA_ARCH__)
-#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#if defined(GG_SM12X_BLOCK_SCALED)
 #define GG_MMA_MX(TYPES)                                                                        \
   asm volatile(                                                                                 \
       "mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32.row.col.f32." TYPES   \
@@ -252,7 +263,7 @@ __device__ __forceinline__ void mma_m16n8k64_fp4(float (&d)[4], const u32 (&a)[4
   static_assert(kThreadA >= 0 && kThreadA <= 1 && kThreadB >= 0 && kThreadB <= 3,
                 "thread-id-a is 0 or 1 (M = 16), thread-id-b 0 .. 3 (N = 8)");
 #if defined(__CUDA_ARCH__)
-#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#if defined(GG_SM12X_BLOCK_SCALED)
 #define GG_MMA_FP4(KIND)                                                                          \
   asm volatile("mma.sync.aligned." KIND                                                           \
                " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13}, %14, "       \

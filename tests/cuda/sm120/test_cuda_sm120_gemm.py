@@ -317,3 +317,31 @@ def test_explain_names_the_block_scaled_path():
     text = "\n".join(cuda_lines(MXS.spec, k, 300, 256, 512, 4))
     assert "sm_120a: block-scaled mma.sync" in text and "(12.0, 12.1: block-scaled)" in text
     assert "launch mx_moe_sm120:" in text
+
+
+def _nvrtc_missing() -> bool:
+    from gemmgen.harness import nvrtc
+
+    try:
+        nvrtc.load()
+    except nvrtc.NvrtcNotFound:
+        return True
+    return nvcc.find_cuda_tool("cuobjdump") is None
+
+
+@pytest.mark.skipif(_nvrtc_missing(), reason="NVRTC / cuobjdump are not installed")
+@pytest.mark.parametrize("sm", [120, 121])
+def test_nvrtc_builds_the_block_scaled_entries(sm):
+    """What the CuPy launcher compiles on a 12.0 / 12.1 device: NVRTC with
+    its own compile_options(sm). NVRTC 13.5 defines no
+    __CUDA_ARCH_FEAT_SM121_ALL for sm_121a (nvcc does), so the entries are
+    gated on GG_SM12X_BLOCK_SCALED, which also reads __CUDA_ARCH_SPECIFIC__:
+    a build that lost the MMAs would hold only the trap."""
+    from gemmgen.harness import nvrtc
+
+    lm = MXS.launcher("mx_moe")
+    options = lm.compile_options(sm)
+    assert options[-1] == f"-arch=sm_{sm}a"
+    result = nvrtc.compile_program((MXS.folder / "mx_moe.cu").read_text(), "mx_moe.cu", options)
+    sass = nvcc.sass_summary(result.cubin)
+    assert sass["mx_moe_sm120"].count("QMMA", "SF") > 0
