@@ -300,7 +300,6 @@ __host__ __device__ constexpr bool check_config() {
 // epilogue tile.
 template <class T>
 __host__ __device__ constexpr bool check_tile() {
-  using mma_t = typename T::mma_t;
   constexpr int kRowBytes = T::kBK * kMmaBits<T> / 8;  // of an A row of a K tile
   if (!check_config<T>() || T::kBM % T::kWM != 0 || T::kBN % T::kWN != 0 ||
       T::kWarpsN != T::kBN / T::kWN || T::kThreads != (T::kBM / T::kWM) * T::kWarpsN * 32 ||
