@@ -134,6 +134,13 @@ class LaunchPlan:
         return any(v.paths for v in self.variants)
 
     @property
+    def uses_num_sms(self) -> bool:
+        """Whether a path's condition or launches read the device's SM count
+        (the Hopper path's persistent grid; the block-scaled path does not)."""
+        return any(p.uses_sms or "num_sms" in p.when.names()
+                   for v in self.variants for p in v.paths)
+
+    @property
     def paths(self) -> tuple[Path, ...]:
         """One path of each body the variants have, in the table order."""
         seen: dict[str, Path] = {}

@@ -29,6 +29,10 @@
 
 namespace gg::gemm {
 
+// Marks an entry point's parameters used (an entry that only traps).
+template <class... Args>
+__device__ __forceinline__ void unused(const Args&...) {}
+
 // One MMA of the tensor-core type M: d = a * b + c.
 template <class M, class Acc>
 __device__ __forceinline__ void mma(Acc (&d)[4], const u32 (&a)[4], const u32 (&b)[2],

@@ -227,8 +227,10 @@ def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...
             rows = "(group, m tile) pairs"
         if compute_dtype(kernel) is DType.FP4:
             # fp4 x fp4 multiplies on the block-scaled MMAs alone (sm120.py).
-            body = ("  __trap();  // fp4 has no mma.sync: the launchers take the block-scaled entry "
-                    "(sm_120a / sm_121a)",)
+            body = ("  // fp4 has no mma.sync: the launchers take the block-scaled entry (sm_120a /",
+                    "  // sm_121a) and refuse any other device.",
+                    *call("gg::gemm::unused", [p.name for p in params]),
+                    "  __trap();")
         else:
             body = gemm_call(kernel, params, f"Tile{t.index}")
         out.append(Entry(
