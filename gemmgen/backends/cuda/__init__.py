@@ -65,13 +65,21 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What this backend cannot emit for one kernel: MX / NV block scales
-    (the sm_12x block-scaled mma.sync body does not exist yet: no stub),
-    then what its kind says (cuda_kinds.diagnose_kernel)."""
+    (the sm_12x block-scaled mma.sync body does not exist yet: no stub), an
+    e8m0 scale with several blocks per K tile (its FP32 promotion applies
+    one scale per K tile), then what its kind says
+    (cuda_kinds.diagnose_kernel)."""
     if (found := kernel.block_scale_format()) is not None:
         loc, what = found
         return [Diagnostic(loc, f"kernel '{kernel.name}': cuda does not emit {what} yet (the "
                                 "block-scaled mma.sync body of sm_120a / sm_121a is not "
                                 "written); drop the cuda backend for this kernel")]
+    if held := kernel.for_backend(ir.Backend.CUDA).several_scale_blocks_per_k_tile():
+        return [Diagnostic(loc, f"kernel '{kernel.name}': cuda applies an e8m0 scale once per "
+                                f"K tile, so a K tile must divide the scale block, but {what} "
+                                "(several blocks per K tile are a pallas_tpu form); give cuda "
+                                "K tiles that divide the block (a 'tile cuda' LUT of its own "
+                                "when the other backend wants larger ones)") for loc, what in held]
     return cuda_kinds.diagnose_kernel(kernel, spec)
 
 
