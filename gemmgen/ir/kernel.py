@@ -159,8 +159,8 @@ class Kernel:
             for side in ("lhs", "rhs"):
                 scale: Scale = getattr(self, f"{side}_scale")
                 if scale.blocks_in_k_tile and scale.block_k and tile.k > scale.block_k:
-                    out.append((loc, f"{what} k={tile.k} holds {tile.k // scale.block_k} "
-                                     f"{side}_scale blocks of k={scale.block_k}"))
+                    held = f"{tile.k // scale.block_k} {side}_scale blocks of k={scale.block_k}"
+                    out.append((loc, f"{what} k={tile.k} holds {held}"))
         return out
 
     def block_scale_format(self) -> tuple[Loc, str] | None:

@@ -70,10 +70,10 @@ class ScaleText:
         blocks = f"tk // {big}_SCALE_BLOCK_K"
         lines = []
         if getattr(self, f"{side}_scale_atoms"):
-            lines += [f"# {side}_scale is in the 128 x 4 atom layout: reordered to rows, "
-                      f"[{g}{rows}, k blocks].",
-                      f"{side}_scale = _atoms_to_rows({side}_scale, {rows}, "
-                      f"pl.cdiv(k, {big}_SCALE_BLOCK_K))"]
+            comment = f"# {side}_scale is in the 128 x 4 atom layout: reordered to rows, "
+            call = f"{side}_scale = _atoms_to_rows({side}_scale, {rows}, "
+            lines += [comment + f"[{g}{rows}, k blocks].",
+                      call + f"pl.cdiv(k, {big}_SCALE_BLOCK_K))"]
         kn = side == "rhs" and not self.rhs_nk
         shape = f"[{g}k tiles, blocks, n]" if kn else f"[{g}k tiles, {rows}, blocks]"
         if self._dtype(side) is DType.E8M0:
