@@ -17,11 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gemmgen import reference as ref
-from gemmgen.backends.pallas.cores import matmul_core
-from gemmgen.ir import Backend, DType
-from gemmgen.reference.blockscale import atoms_to_rows, rows_to_atoms
 from pallas_helpers import (
     Generated,
     build,
@@ -34,6 +29,11 @@ from pallas_helpers import (
     run,
     spec_text,
 )
+
+from gemmgen import reference as ref
+from gemmgen.backends.pallas.cores import matmul_core
+from gemmgen.ir import Backend, DType
+from gemmgen.reference.blockscale import atoms_to_rows, rows_to_atoms
 
 MX8 = ("lhs_scale per_token_group k=32 e8m0", "rhs_scale block n=1 k=32 e8m0")
 NV4 = ("lhs_scale per_token_group k=16 ue4m3", "rhs_scale block n=1 k=16 ue4m3")
@@ -282,11 +282,11 @@ def test_plan_decisions():
 @pytest.mark.parametrize("fields,line,message", [
     (("lhs_scale per_token_group k=256 e8m0", "tile m=128 n=128 k=128",
       "tile_rule m<=64 -> m=64 n=128 k=512"), 5,
-     "pallas_tpu applies the lhs_scale blocks of k=256 inside each K tile here, as another "
-     "tile of the LUT holds several, so tile k=128 must hold whole blocks too"),
+     ("pallas_tpu applies the lhs_scale blocks of k=256 inside each K tile here, as another "
+      "tile of the LUT holds several, so tile k=128 must hold whole blocks too")),
     (("lhs_scale per_token_group k=32 f32 layout=atom128x4",), 10,
-     "pallas_tpu applies lhs_scale layout=atom128x4 (per block inside a K tile) in e8m0 or "
-     "ue4m3 bytes, not f32"),
+     ("pallas_tpu applies lhs_scale layout=atom128x4 (per block inside a K tile) in e8m0 or "
+      "ue4m3 bytes, not f32")),
 ])
 def test_diagnostics(fields, line, message):
     text = spec_text(kernel_block("bad", "op dense", "lhs e4m3 [m, k]", "rhs e4m3 [n, k]",
