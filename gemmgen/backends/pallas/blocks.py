@@ -140,6 +140,11 @@ class Blocks:
         return tuple(blocks)
 
     @property
+    def inputs_fit_one_line(self) -> bool:
+        """`    inputs = [...]` fits the 100 columns of generated Python."""
+        return len("    inputs = []") + len(", ".join(self.inputs)) <= 100
+
+    @property
     def inputs(self) -> tuple[str, ...]:
         """The arrays behind `in_specs`, in order (silu_mul passes the per-n
         ones twice, for the gate and the up half)."""
