@@ -265,6 +265,10 @@ def test_plan_decisions():
     assert c.k_align == 256 and c.mxu is DType.BF16 and c.exponent_input("rhs")
     c = core("nvfp4_atom")
     assert c.lhs_scale_atoms and c.rhs_scale_atoms and not c.exponent_input("lhs")
+    # Packed lhs x rhs packed along n: the rhs rows widen to int32 for the
+    # strided loads, the only ones Mosaic compiles.
+    c = core("nvfp4_kn")
+    assert c.rows_scratch and "jnp.int32)]" in c.scratch_shapes and not core("mxfp8").rows_scratch
     # e8m0 per-row scales whose K tiles divide the block keep one scale per tile.
     one = load_spec(spec_text(kernel_block(
         "one", "op dense", "lhs e4m3 [m, k]", "rhs e4m3 [n, k]", "out bf16",

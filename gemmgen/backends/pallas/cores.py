@@ -173,9 +173,26 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         groups.append(ParamGroup("Inputs (existing_ref: None unless existing_out is aliased).",
                                  tuple(names)) if self.grouped and not self.masked
                       else ParamGroup("Inputs.", tuple(names)))
+        wide = ("wide_ref",) if self.rows_scratch else ()
         groups.append(ParamGroup("Output and scratch.",
-                                 ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves))))
+                                 ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves),
+                                  *wide)))
         return tuple(groups)
+
+    @property
+    def rows_scratch(self) -> bool:
+        """rhs packed along n against lhs packed along k reads the even and
+        odd rows of its bytes with strided loads, which Mosaic implements
+        for 32-bit data only (a TPU v5e refused 8-bit ones: "Strided load
+        with non 32-bit data"): the block widens to int32 in a scratch."""
+        return self.rhs_permute and self.k_pairs
+
+    @property
+    def scratch_shapes(self) -> str:
+        """The pallas_call's scratch: the accumulator(s), and the int32 rows
+        of `rows_scratch`."""
+        acc = f"[pltpu.VMEM((tm, tn), jnp.{self.acc_name})]" + (" * 2" if self.silu_mul else "")
+        return acc + (" + [pltpu.VMEM((tk, tn // 2), jnp.int32)]" if self.rows_scratch else "")
 
     @property
     def kernel_keywords(self) -> tuple[str, ...]:

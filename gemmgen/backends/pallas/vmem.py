@@ -109,6 +109,8 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
         blocks.append(VmemBlock("existing_out", (tm, tn), out_b, bufs))
     blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
     blocks.append(VmemBlock("acc", (tm, tn), 4, halves))
+    if core.rows_scratch:
+        blocks.append(VmemBlock("wide rows", (tk, tn // 2), 4, 1))
     return tuple(blocks)
 
 
