@@ -187,36 +187,6 @@ class MatmulPlan:
         return DType.FP4 in (self.core.lhs_packed, self.core.rhs_packed)
 
     @property
-    def atoms(self) -> bool:
-        """A scale in the 128 x 4 atom layout (`_atoms_to_rows`)."""
-        return self.core.lhs_scale_atoms or self.core.rhs_scale_atoms
-
-    @property
-    def e8m0_blocks(self) -> bool:
-        """An e8m0 scale applied inside the K tile (`_e8m0_blocks`)."""
-        return self.core.exponent_input("lhs") or self.core.exponent_input("rhs")
-
-    @property
-    def ue4m3(self) -> bool:
-        """A ue4m3 scale, applied inside the K tile (`_ue4m3`)."""
-        return any(self.core.in_tile(side) and not self.core.exponent_input(side)
-                   for side in ("lhs", "rhs"))
-
-    @property
-    def k_tiles(self) -> bool:
-        return self.e8m0_blocks or self.ue4m3
-
-    @property
-    def spread_lanes(self) -> bool:
-        """Scales applied along lanes: lhs, or rhs [n, k]."""
-        return self.core.lhs_in_tile or (self.core.rhs_in_tile and self.core.rhs_nk)
-
-    @property
-    def scale_rows(self) -> bool:
-        """Scales applied along sublanes: rhs [k, n]."""
-        return self.core.rhs_in_tile and not self.core.rhs_nk
-
-    @property
     def silu(self) -> bool:
         return self.core.activation in (Activation.SILU, Activation.SILU_MUL)
 

@@ -57,6 +57,38 @@ class ScaleText:
                 pass
         return tuple(lines)
 
+    # -- the module's helpers for scales applied inside the K tile --------
+
+    @property
+    def atoms(self) -> bool:
+        """A scale in the 128 x 4 atom layout (`_atoms_to_rows`)."""
+        return self.lhs_scale_atoms or self.rhs_scale_atoms
+
+    @property
+    def e8m0_blocks(self) -> bool:
+        """An e8m0 scale applied inside the K tile (`_e8m0_blocks`)."""
+        return self.exponent_input("lhs") or self.exponent_input("rhs")
+
+    @property
+    def ue4m3(self) -> bool:
+        """A ue4m3 scale, applied inside the K tile (`_ue4m3`)."""
+        return any(self.in_tile(side) and not self.exponent_input(side)
+                   for side in ("lhs", "rhs"))
+
+    @property
+    def k_tiles(self) -> bool:
+        return self.e8m0_blocks or self.ue4m3
+
+    @property
+    def spread_lanes(self) -> bool:
+        """Scales applied along lanes: lhs, or rhs [n, k]."""
+        return self.lhs_in_tile or (self.rhs_in_tile and self.rhs_nk)
+
+    @property
+    def scale_rows(self) -> bool:
+        """Scales applied along sublanes: rhs [k, n]."""
+        return self.rhs_in_tile and not self.rhs_nk
+
     def _in_tile_prep(self, side: str) -> list[str]:
         """The XLA lines that bring a scale applied inside the K tile into
         its blocks: row-major (from the atom layout), then per K tile of
