@@ -149,8 +149,11 @@ def roofline(kernel: ir.Kernel, flops: int, moved: int, *,
     if not paths:
         eight_bit = kernel.rhs is not None and kernel.lhs.dtype.bits <= 8 and \
             kernel.rhs_operand.dtype.bits <= 8
-        fp8 = kernel.rhs is not None and (kernel.lhs.dtype.is_fp8 or kernel.rhs_operand.dtype.is_fp8)
-        eight_bit = eight_bit and (device.fp8 or not fp8)
+        # FP8 and FP4 operands multiply at 8 bits only where the chip
+        # multiplies FP8 (no TPU multiplies FP4: fp4 x fp4 is not int8).
+        small_float = kernel.rhs is not None and any(
+            d.is_float and d.bits <= 8 for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
+        eight_bit = eight_bit and (device.fp8 or not small_float)
         peak = device.rate(8 if eight_bit else 16)
         unit = "MXU" if device.tpu is not None or device.sm is None else "tensor cores"
         t, bound = _bound(flops, moved, peak, device.tbps)

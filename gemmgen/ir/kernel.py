@@ -149,6 +149,27 @@ class Kernel:
                 return rule.tile
         return self.tile
 
+    def lut(self) -> list[tuple[Tile, Loc, str]]:
+        """The tiles of this view's LUT with their positions and what to call
+        them in a diagnostic: "tile" and "tile_rule", or "tile BACKEND" and
+        "tile_rule BACKEND" when the backend has a LUT of its own."""
+        own = f" {self.view.value}" if self.view is not None and self.tile_at is not None else ""
+        return [(self.tile, self.tile_loc, f"tile{own}")] + [
+            (r.tile, r.loc, f"tile_rule{own}") for r in self.tile_rules]
+
+    def several_scale_blocks_per_k_tile(self) -> list[tuple[Loc, str]]:
+        """Where a tile of this view's LUT holds several K blocks of a scale
+        that allows it (`Scale.blocks_in_k_tile`, tile k > block k), as
+        (position, phrase "tile k=256 holds 8 lhs_scale blocks of k=32")."""
+        out = []
+        for tile, loc, what in self.lut():
+            for side in ("lhs", "rhs"):
+                scale: Scale = getattr(self, f"{side}_scale")
+                if scale.blocks_in_k_tile and scale.block_k and tile.k > scale.block_k:
+                    held = f"{tile.k // scale.block_k} {side}_scale blocks of k={scale.block_k}"
+                    out.append((loc, f"{what} k={tile.k} holds {held}"))
+        return out
+
     def block_scale_format(self) -> tuple[Loc, str] | None:
         """The first MX / NV block scale of the kernel (`Scale.per_mma_block`:
         a ue4m3 scale or the atom128x4 layout), as its position and a phrase

@@ -100,6 +100,44 @@ class Scale:
         instead of dividing one (docs/spec.md, "MX and NV block scales")."""
         return self.dtype is DType.UE4M3 or self.layout is ScaleLayout.ATOM128X4
 
+    @property
+    def per_row_blocks(self) -> bool:
+        """One scale per K block of each row of its operand: lhs
+        `per_token_group`, rhs `block n=1` (the form of the MX / NV scales)."""
+        return self.mode is ScaleMode.TOKEN_GROUP or (
+            self.mode is ScaleMode.BLOCK and self.block_n == 1)
+
+    @property
+    def blocks_in_k_tile(self) -> bool:
+        """A K tile may hold several of its blocks (docs/spec.md, "MX and NV
+        block scales"): an MX / NV block scale (`per_mma_block`), or an e8m0
+        scale per K block of one row (MXFP8 / MXFP4 in layout=rows), which a
+        backend may apply per block inside a K tile or once per K tile."""
+        return self.per_mma_block or (self.dtype is DType.E8M0 and self.per_row_blocks)
+
+    def tile_k_problem(self, tile_k: int, side: str) -> str | None:
+        """Why a K tile of `tile_k` cannot apply this scale's K blocks, as
+        the words after "tile k=..." (None: it can); `side` names the scale
+        ("lhs_scale"). A main-loop scale is applied per K block: a K tile
+        divides a block (one scale per K tile), or, where
+        `blocks_in_k_tile`, holds whole blocks (several per K tile); an MX /
+        NV block scale (`per_mma_block`) always holds whole blocks."""
+        bk = self.block_k
+        if self.placement is not Placement.MAINLOOP or not bk:
+            return None
+        holds, divides = tile_k % bk == 0, bk % tile_k == 0
+        if self.per_mma_block:
+            return None if holds else (
+                f"must hold whole {side} blocks of k={bk}: the block-scaled MMA applies one "
+                "scale per block inside a K tile")
+        if self.blocks_in_k_tile:
+            return None if holds or divides else (
+                f"must divide the {side} blocks of k={bk} (one scale per K tile) or hold "
+                "whole ones (one scale per block inside the K tile)")
+        return None if divides else (
+            f"cannot tile the {side} blocks of k={bk}: a K tile must divide the scale block "
+            "so each partial product is promoted with one scale")
+
 
 NO_SCALE = Scale(ScaleMode.NONE)
 

@@ -82,22 +82,16 @@ def grouped_only(r: FieldReader, k: ir.Kernel) -> None:
 
 def tiles_fit_scale_blocks(r: FieldReader, k: ir.Kernel) -> None:
     """FP32 promotion happens at the end of each K scale block, so a K tile
-    may not straddle two; N tiles and N scale blocks divide one another;
-    silu_mul needs even N tiles. (GEMV kernels have no block tile.)"""
+    may not straddle two: it divides a block, or holds whole ones where the
+    scale allows several per K tile (`ir.Scale.tile_k_problem`); N tiles and
+    N scale blocks divide one another; silu_mul needs even N tiles. (GEMV
+    kernels have no block tile.)"""
     if k.algorithm is not Algorithm.TILE or k.op is Op.QUANTIZE:
         return
     for tile, loc, what in lut_tiles(r, k):
         for scale, side in ((k.lhs_scale, "lhs_scale"), (k.rhs_scale, "rhs_scale")):
-            if scale.per_mma_block:
-                if tile.k % scale.block_k:
-                    r.err(loc, f"{what} k={tile.k} must hold whole {side} blocks of "
-                          f"k={scale.block_k}: the block-scaled MMA applies one scale per "
-                          "block inside a K tile")
-            elif scale.placement is ir.Placement.MAINLOOP and scale.block_k and \
-                    scale.block_k % tile.k:
-                r.err(loc, f"{what} k={tile.k} cannot tile the {side} blocks of "
-                      f"k={scale.block_k}: a K tile must divide the scale block so "
-                      "each partial product is promoted with one scale")
+            if (problem := scale.tile_k_problem(tile.k, side)) is not None:
+                r.err(loc, f"{what} k={tile.k} {problem}")
             if scale.mode is ScaleMode.BLOCK and scale.block_n % tile.n and \
                     tile.n % scale.block_n:
                 r.err(loc, f"{what} n={tile.n} cannot tile the {side} blocks of "

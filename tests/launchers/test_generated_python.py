@@ -7,7 +7,8 @@ Every spec that builds is rendered in memory: specs/, tests/specs/, the
 specs of tests/cases/ (the golden cases are bad specs, so most render
 nothing) and VARIANTS, which sweeps the template branches the committed
 specs leave out (4-bit operands in both layouts, e8m0 and float scales of
-every mode, bias, activations, alpha, stages 1, static dims). Each entry of PRODUCERS selects the `.py` files one part of the
+every mode, MX / NV block scales in both layouts, bias, activations, alpha,
+stages 1, static dims). Each entry of PRODUCERS selects the `.py` files one part of the
 generator writes; add an entry to check another one.
 """
 
@@ -94,6 +95,41 @@ kernel v_scaled {
   lhs_scale per_token_group k=128 e8m0 | per_token f32 | per_tensor e8m0
   rhs_scale block n=128 k=128 e8m0 | per_channel e8m0 | per_tensor f32 | kblock k=128 bf16
   epilogue silu_mul alpha=0.75
+  backends pallas_tpu
+}
+
+kernel v_mx {
+  op dense
+  lhs e4m3 [m, k] | fp4 packed [m, k]
+  rhs fp4 packed [n, k] | fp4 packed [k, n]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
+  rhs_scale block n=1 k=32 e8m0
+  epilogue alpha=0.5
+  tile m=128 n=256 k=256
+  backends pallas_tpu
+}
+
+kernel v_nv {
+  op dense
+  lhs fp4 packed [m, k]
+  rhs fp4 packed [n, k] | fp4 packed [k, n]
+  out bf16
+  lhs_scale per_token_group k=16 ue4m3
+  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 | block n=1 k=16 ue4m3
+  tile m=128 n=256 k=256
+  backends pallas_tpu
+}
+
+kernel v_gmm_mx {
+  op grouped
+  lhs e4m3 [m, k] | e4m3 [g, m, k]
+  rhs e4m3 [g, n, k] | e4m3 [g, k, n]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0 | block n=1 k=16 ue4m3
+  epilogue silu_mul
+  tile m=128 n=128 k=256
   backends pallas_tpu
 }
 

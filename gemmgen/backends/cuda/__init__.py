@@ -65,11 +65,42 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """What this backend cannot emit for one kernel: NV block scales and the
-    MX formats other than MXFP8 on the tile GEMM (_block_scales), then what
-    its kind says (cuda_kinds.diagnose_kernel)."""
+    MX formats it does not run on the tile GEMM (_block_scales), K blocks
+    held several to a K tile that its promotion cannot split
+    (_blocks_in_k_tile), then what its kind says
+    (cuda_kinds.diagnose_kernel)."""
     if (found := _block_scales(kernel)) is not None:
         return [found]
+    if problems := _blocks_in_k_tile(kernel):
+        return problems
     return cuda_kinds.diagnose_kernel(kernel, spec)
+
+
+def _blocks_in_k_tile(kernel: ir.Kernel) -> list[Diagnostic]:
+    """A K tile holding several blocks of a per-row e8m0 scale (rows layout,
+    ir.Kernel.several_scale_blocks_per_k_tile): the block-scaled body takes
+    any such MX scale; the mma.sync body promotes after each block's MMA
+    steps, so a block must be whole MMA steps (32 K elements of FP8, 16 of a
+    16-bit type)."""
+    from gemmgen.backends.cuda.gemm import contract, mma_sync
+
+    view = kernel.for_backend(ir.Backend.CUDA)
+    if view.op not in (ir.Op.DENSE, ir.Op.GROUPED) or view.algorithm is not ir.Algorithm.TILE:
+        return []
+    compute = contract.compute_dtype(view)
+    if compute is None:
+        return []
+    step = mma_sync.kstep(compute)
+    out = []
+    for loc, what in view.several_scale_blocks_per_k_tile():
+        for scale, side in ((view.lhs_scale, "lhs_scale"), (view.rhs_scale, "rhs_scale")):
+            if scale.blocks_in_k_tile and scale.block_k and scale.block_k % step:
+                out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what}, but cuda's mma.sync "
+                                           f"body promotes after whole {compute.value} MMA steps of "
+                                           f"k={step}, and {side} blocks of k={scale.block_k} are "
+                                           "not; give cuda K tiles that divide the block (a 'tile "
+                                           "cuda' LUT of its own)"))
+    return out
 
 
 def _block_scales(kernel: ir.Kernel) -> Diagnostic | None:

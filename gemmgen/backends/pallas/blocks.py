@@ -56,13 +56,24 @@ class Blocks:
         match self.lhs_scale:
             case ScaleMode.TOKEN:
                 maps.append(IndexMap("lhs_scale_index", f"{m}, 0"))
+            case ScaleMode.TOKEN_GROUP if self.lhs_in_tile:
+                maps.append(IndexMap("lhs_scale_index", f"kk, {m}, 0"))
+                if self.exponent_input("lhs"):
+                    maps.append(IndexMap("lhs_exponent_index", f"kk, {m}, 0"))
             case ScaleMode.TOKEN_GROUP:
                 maps.append(IndexMap("lhs_scale_index",
                                      f"lax.div(kk * tk, LHS_SCALE_BLOCK_K), {m}, 0"))
             case _:
                 pass
+        if self.rhs_in_tile:
+            for h in self.halves:
+                at = f"{g}kk, {h.column}, 0" if self.rhs_nk else f"{g}kk, 0, {h.column}"
+                maps.append(IndexMap(f"rhs_scale{h.suffix}_index", at))
+            if self.exponent_input("rhs"):
+                maps += [IndexMap(f"rhs_exponent{h.suffix}_index", f"{g}kk, 0, {h.column}")
+                         for h in self.halves]
         for h in self.halves:
-            match self.rhs_scale:
+            match None if self.rhs_in_tile else self.rhs_scale:
                 case ScaleMode.CHANNEL:
                     maps.append(IndexMap(f"rhs_scale{h.suffix}_index", f"{g}0, {h.column}"))
                 case ScaleMode.BLOCK | ScaleMode.KBLOCK:
@@ -93,14 +104,25 @@ class Blocks:
                 blocks.append(Block("", ""))
             case ScaleMode.TOKEN:
                 blocks.append(Block("(tm, 1)", "lhs_scale_index"))
+            case ScaleMode.TOKEN_GROUP if self.lhs_in_tile:
+                blocks.append(Block("(None, tm, tk // LHS_SCALE_BLOCK_K)", "lhs_scale_index"))
+                if self.exponent_input("lhs"):
+                    blocks.append(Block("(None, tm, 1)", "lhs_exponent_index"))
             case ScaleMode.TOKEN_GROUP:
                 blocks.append(Block("(None, tm, 1)", "lhs_scale_index"))
             case _:
                 pass
         if self.rhs_scale is ScaleMode.TENSOR:
             blocks.append(Block("", ""))
+        if self.rhs_in_tile:
+            shape = (f"({g}None, tn, tk // RHS_SCALE_BLOCK_K)" if self.rhs_nk
+                     else f"({g}None, tk // RHS_SCALE_BLOCK_K, tn)")
+            blocks += [Block(shape, f"rhs_scale{h.suffix}_index") for h in self.halves]
+            if self.exponent_input("rhs"):
+                blocks += [Block(f"({g}None, 1, tn)", f"rhs_exponent{h.suffix}_index")
+                           for h in self.halves]
         for h in self.halves:
-            match self.rhs_scale:
+            match None if self.rhs_in_tile else self.rhs_scale:
                 case ScaleMode.CHANNEL:
                     blocks.append(Block(f"({g}1, tn)", f"rhs_scale{h.suffix}_index"))
                 case ScaleMode.BLOCK | ScaleMode.KBLOCK:
@@ -118,6 +140,11 @@ class Blocks:
         return tuple(blocks)
 
     @property
+    def inputs_fit_one_line(self) -> bool:
+        """`    inputs = [...]` fits the 100 columns of generated Python."""
+        return len("    inputs = []") + len(", ".join(self.inputs)) <= 100
+
+    @property
     def inputs(self) -> tuple[str, ...]:
         """The arrays behind `in_specs`, in order (silu_mul passes the per-n
         ones twice, for the gate and the up half)."""
@@ -126,8 +153,12 @@ class Blocks:
         names += ["rhs"] * twice
         if self.lhs_scale is not ScaleMode.NONE:
             names.append("lhs_scale")
+        if self.exponent_input("lhs"):
+            names.append("lhs_exponent")
         if self.rhs_scale is not ScaleMode.NONE:
             names += ["rhs_scale"] * (twice if self.rhs_scale_per_n else 1)
+        if self.exponent_input("rhs"):
+            names += ["rhs_exponent"] * twice
         if self.bias is BiasMode.N:
             names += ["bias[None, :]"] * twice
         elif self.bias is BiasMode.GROUP:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from gemmgen import ir
+from gemmgen.backends.pallas.cores import matmul_core
 from gemmgen.backends.pallas.tpu import LANES, MAX_BUFFERS, SUBLANES, TPU_VMEM, MiB, tpu_of
 from gemmgen.backends.pallas.vmem import quantize_tk, vmem_blocks
 from gemmgen.diagnostics import Diagnostic
-from gemmgen.ir import Layout, Op, ScaleMode
+from gemmgen.ir import DType, Layout, Op, ScaleMode
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
@@ -15,11 +16,6 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     out: list[Diagnostic] = []
     name = kernel.name
-    if (found := kernel.block_scale_format()) is not None:
-        loc, what = found
-        return [Diagnostic(loc, f"kernel '{name}': pallas_tpu does not emit {what} yet (the "
-                                "in-VMEM dequantization of MX / NV scales is not written); drop "
-                                "the pallas_tpu backend for this kernel")]
     if kernel.algorithm is not ir.Algorithm.TILE:
         out.append(Diagnostic(kernel.loc, f"kernel '{name}': pallas_tpu cannot emit algorithm "
                               f"'{kernel.algorithm.value}' (a CUDA GEMV); use the tile "
@@ -28,6 +24,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
         out.extend(_check_quantize(kernel))
     else:
         out.extend(_check_tiles(kernel))
+        out.extend(_check_in_tile_scales(kernel))
     if kernel.stages > MAX_BUFFERS:
         out.append(Diagnostic(kernel.loc, f"kernel '{name}': stages {kernel.stages}: Mosaic "
                               f"pipelines each block with 1 or 2 buffers, so pallas_tpu "
@@ -79,6 +76,43 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
             out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: {p}, as a TPU "
                                   "block needs (8 sublanes x 128 lanes; 4-bit data packed two "
                                   "per byte doubles the lanes)"))
+    return out
+
+
+def _check_in_tile_scales(kernel: ir.Kernel) -> list[Diagnostic]:
+    """Scales applied per block inside each K tile (`cores.in_tile_scale`):
+    every K tile of the LUT holds whole blocks (a kernel applies a scale's
+    blocks one way); they are bytes (e8m0, ue4m3); blocks along the
+    sublanes of rhs [k, n] are whole sublane tiles of f32."""
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        return []
+    core = matmul_core(kernel)
+    out = []
+    for side in ("lhs", "rhs"):
+        scale: ir.Scale = getattr(kernel, f"{side}_scale")
+        if not core.in_tile(side):
+            continue
+        where = f"kernel '{kernel.name}': pallas_tpu"
+        if scale.dtype not in (DType.E8M0, DType.UE4M3):
+            out.append(Diagnostic(scale.loc, f"{where} applies {side}_scale "
+                                  f"layout={scale.layout.value} (per block inside a K tile) in "
+                                  f"e8m0 or ue4m3 bytes, not {scale.dtype.value}; use "
+                                  "layout=rows"))
+            continue
+        for tile, loc, what in kernel.lut():
+            if tile.k % scale.block_k:
+                out.append(Diagnostic(loc, f"{where} applies the {side}_scale blocks of "
+                                      f"k={scale.block_k} inside each K tile here, as another "
+                                      f"tile of the LUT holds several, so {what} k={tile.k} "
+                                      f"must hold whole blocks too (a multiple of "
+                                      f"{scale.block_k})"))
+        width = scale.block_k // 2 if core.k_pairs else scale.block_k
+        if side == "rhs" and not core.rhs_nk and width % SUBLANES:
+            out.append(Diagnostic(scale.loc, f"{where} applies rhs_scale blocks of "
+                                  f"k={scale.block_k} along the sublanes of rhs [k, n], in "
+                                  f"blocks of {width} rows, which must be a multiple of "
+                                  f"{SUBLANES}; use rhs [n, k] or a k that is a multiple of "
+                                  f"{SUBLANES * (2 if core.k_pairs else 1)}"))
     return out
 
 

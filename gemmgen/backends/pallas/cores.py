@@ -20,7 +20,8 @@ from gemmgen.backends.pallas.decisions import Decisions
 from gemmgen.backends.pallas.dtypes import cast, f32, jnp_name, mxu_dtype, packed
 from gemmgen.backends.pallas.parts import Half, ParamGroup, Scaling, Stage, Step
 from gemmgen.backends.pallas.scaling import ScaleText
-from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.backends.pallas.tpu import LANES
+from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleLayout, ScaleMode, lcm
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +52,16 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # The masked layout: `fn` gets lhs [g * cap, k] and masked_m as
     # group_sizes (no group_offset or existing_out).
     masked: bool = False
+    # MX / NV block scales applied per block inside each K tile: the kernel
+    # multiplies the operand by them in VMEM (decisions.in_tile_scale).
+    lhs_in_tile: bool = False
+    rhs_in_tile: bool = False
+    # The scale is stored in the 128 x 4 atom layout (XLA reorders it to rows).
+    lhs_scale_atoms: bool = False
+    rhs_scale_atoms: bool = False
+    # The K tile clamps to a multiple of this past k (0: to k itself): whole
+    # scale blocks and whole lane tiles, when a scale applies in the tile.
+    k_align: int = 0
 
     # -- what the templates print -------------------------------------------
 
@@ -78,6 +89,46 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     @property
     def rhs_unpack(self) -> str:
         return _unpack_fn(self.rhs_packed)
+
+    def dequant(self, side: str, half: Half) -> tuple[str, ...]:
+        """The kernel's lines that multiply the loaded operand (its even and
+        odd halves when 4-bit data is packed along k) by the scales of its
+        blocks in this K tile, in VMEM; () unless that scale applies inside
+        the K tile. Blocks along lanes take `_spread_lanes` (a 0/1 matmul),
+        along sublanes (rhs [k, n]) `_scale_rows` (a reshape)."""
+        if not self.in_tile(side):
+            return ()
+        big = side.upper()
+        ref = f"{side}_scale{half.suffix if side == 'rhs' else ''}_ref[...]"
+        if side == "lhs":
+            parts = ("lhs_even", "lhs_odd") if self.k_pairs else ("lhs",)
+            lanes = True
+        else:
+            parts = ("rhs_even", "rhs_odd") if self.k_pairs else ("rhs",)
+            lanes = self.rhs_nk
+        width = f"{big}_SCALE_BLOCK_K // 2" if len(parts) == 2 else f"{big}_SCALE_BLOCK_K"
+        row = "row" if lanes else "column"
+        if self.exponent_input(side):
+            lines = [f"# {side}_scale, in VMEM: each block of the K tile times 2**-shift, its e8m0",
+                     f"# scale relative to its {row}'s largest in the tile (which scales the",
+                     f"# product), exactly in {self.mxu_name}."]
+            factors = f"_pow2(-{ref}.astype(jnp.int32))"
+        else:
+            lines = [f"# {side}_scale, in VMEM: each block of the K tile times its ue4m3 scale,",
+                     f"# exactly in {self.mxu_name}."]
+            factors = f"_ue4m3({ref})"
+        lines.append(f"factors = {factors}")
+        if lanes:
+            lines.append(f"scale = _spread_lanes(factors, {width})")
+            lines += [f"{p} = ({p}.astype(jnp.float32) * scale).astype({p}.dtype)" for p in parts]
+        else:
+            lines += [f"{p} = _scale_rows({p}, factors, {width})" for p in parts]
+        return tuple(lines)
+
+    @property
+    def in_tile_scales(self) -> bool:
+        """Some scale applies inside the K tile (the module's helpers for it)."""
+        return self.lhs_in_tile or self.rhs_in_tile
 
     @property
     def halves(self) -> tuple[Half, ...]:
@@ -107,10 +158,14 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         names += [f"rhs{h.suffix}_ref" for h in self.halves]
         if self.lhs_scale is not ScaleMode.NONE:
             names.append("lhs_scale_ref")
+        if self.exponent_input("lhs"):
+            names.append("lhs_exponent_ref")
         if self.rhs_scale_per_n:
             names += [f"rhs_scale{h.suffix}_ref" for h in self.halves]
         elif self.rhs_scale is not ScaleMode.NONE:
             names.append("rhs_scale_ref")
+        if self.exponent_input("rhs"):
+            names += [f"rhs_exponent{h.suffix}_ref" for h in self.halves]
         if self.bias is not BiasMode.NONE:
             names += [f"bias{h.suffix}_ref" for h in self.halves]
         if self.grouped and not self.masked:
@@ -118,9 +173,26 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         groups.append(ParamGroup("Inputs (existing_ref: None unless existing_out is aliased).",
                                  tuple(names)) if self.grouped and not self.masked
                       else ParamGroup("Inputs.", tuple(names)))
+        wide = ("wide_ref",) if self.rows_scratch else ()
         groups.append(ParamGroup("Output and scratch.",
-                                 ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves))))
+                                 ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves),
+                                  *wide)))
         return tuple(groups)
+
+    @property
+    def rows_scratch(self) -> bool:
+        """rhs packed along n against lhs packed along k reads the even and
+        odd rows of its bytes with strided loads, which Mosaic implements
+        for 32-bit data only (a TPU v5e refused 8-bit ones: "Strided load
+        with non 32-bit data"): the block widens to int32 in a scratch."""
+        return self.rhs_permute and self.k_pairs
+
+    @property
+    def scratch_shapes(self) -> str:
+        """The pallas_call's scratch: the accumulator(s), and the int32 rows
+        of `rows_scratch`."""
+        acc = f"[pltpu.VMEM((tm, tn), jnp.{self.acc_name})]" + (" * 2" if self.silu_mul else "")
+        return acc + (" + [pltpu.VMEM((tk, tn // 2), jnp.int32)]" if self.rows_scratch else "")
 
     @property
     def kernel_keywords(self) -> tuple[str, ...]:
@@ -175,10 +247,17 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         """The function's steps between the tile (1) and the grid."""
         steps: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         if self.scale_prep:
-            first = "Scales as f32, in the layouts the blocks read (XLA, small arrays)"
-            steps.append(((first + ";", "e8m0 scales as int32 exponents, never as floats "
-                           "(see _times_pow2).") if self.e8m0 else (first + ".",),
-                          self.scale_prep))
+            if self.in_tile_scales:
+                comment: tuple[str, ...] = (
+                    "Scales in the layouts the blocks read (XLA, small arrays): MX / NV",
+                    "block scales stay bytes, one block of them per K tile, applied to the",
+                    "operands in VMEM; e8m0 exponents never become floats (see _times_pow2).")
+            elif self.e8m0:
+                comment = ("Scales as f32, in the layouts the blocks read (XLA, small arrays);",
+                           "e8m0 scales as int32 exponents, never as floats (see _times_pow2).")
+            else:
+                comment = ("Scales as f32, in the layouts the blocks read (XLA, small arrays).",)
+            steps.append((comment, self.scale_prep))
         if self.lhs_split:
             steps.append((("rhs is packed along k, two per byte: the kernel contracts its "
                            "even", "elements with lhs's even columns and its odd ones with the "
@@ -257,9 +336,20 @@ def _unpack_fn(dt: DType | None) -> str:
 
 
 def matmul_core(kernel: ir.Kernel) -> MatmulCore:
+    """The spec's matmul, for the kernel as the Pallas backend sees it (its
+    own tile LUT, if any: `ir.Kernel.for_backend`)."""
     rhs = kernel.rhs_operand
-    mxu = mxu_dtype(kernel.lhs.dtype, rhs.dtype)
+    lhs_in_tile = in_tile_scale(kernel, kernel.lhs_scale)
+    rhs_in_tile = in_tile_scale(kernel, kernel.rhs_scale)
+    mxu = mxu_dtype(kernel.lhs.dtype, rhs.dtype,
+                    lhs_scale=kernel.lhs_scale.dtype if lhs_in_tile else None,
+                    rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None)
     grouped = kernel.op is Op.GROUPED
+    k_align = 0
+    if lhs_in_tile or rhs_in_tile:
+        k_align = k_lanes(kernel)
+        for scale, here in ((kernel.lhs_scale, lhs_in_tile), (kernel.rhs_scale, rhs_in_tile)):
+            k_align = lcm(k_align, scale.block_k) if here else k_align
     return MatmulCore(
         fn="_gmm" if grouped else "_matmul",
         kernel_fn="_kernel",
@@ -281,7 +371,31 @@ def matmul_core(kernel: ir.Kernel) -> MatmulCore:
         bias=kernel.bias.mode,
         activation=kernel.epilogue.activation,
         alpha=f32(kernel.epilogue.alpha),
+        lhs_in_tile=lhs_in_tile,
+        rhs_in_tile=rhs_in_tile,
+        lhs_scale_atoms=kernel.lhs_scale.layout is ScaleLayout.ATOM128X4,
+        rhs_scale_atoms=kernel.rhs_scale.layout is ScaleLayout.ATOM128X4,
+        k_align=k_align,
     )
+
+
+def in_tile_scale(kernel: ir.Kernel, scale: ir.Scale) -> bool:
+    """Whether the kernel applies `scale` per block inside each K tile, by
+    multiplying the operand in VMEM: an MX / NV block scale (ue4m3, the
+    atom layout), or an e8m0 scale per K block of one row whose Pallas tile
+    LUT has a K tile that holds several blocks (else such a scale divides
+    its K tiles, one scale per tile, like every other K-blocked scale).
+    `kernel` is the Pallas view; checks.py refuses a LUT that mixes the two."""
+    if not scale.blocks_in_k_tile or not scale.per_row_blocks:
+        return False
+    return scale.per_mma_block or any(t.k > scale.block_k for t, _, _ in kernel.lut())
+
+
+def k_lanes(kernel: ir.Kernel) -> int:
+    """Lanes of a K block: 128, or 256 when 4-bit data is packed along k."""
+    rhs = kernel.rhs_operand
+    packed_k = kernel.lhs.packed or (rhs.packed and rhs.layout is Layout.NK)
+    return 2 * LANES if packed_k else LANES
 
 
 def plain_core(core: MatmulCore) -> MatmulCore:
@@ -289,7 +403,8 @@ def plain_core(core: MatmulCore) -> MatmulCore:
     backward pass (the pre-activation, and d lhs with the other B layout)."""
     return replace(core, fn="_gmm_plain", kernel_fn="_plain_kernel",
                    lhs_scale=ScaleMode.NONE, rhs_scale=ScaleMode.NONE, bias=BiasMode.NONE,
-                   activation=Activation.NONE, alpha=None)
+                   activation=Activation.NONE, alpha=None, lhs_in_tile=False,
+                   rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=0)
 
 
 def vjp_supported(kernel: ir.Kernel) -> bool:

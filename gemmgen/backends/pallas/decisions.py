@@ -62,6 +62,17 @@ class Decisions:
         """A scale applies per K block, inside the main loop."""
         return self.lhs_scale in MAINLOOP_MODES or self.rhs_scale in MAINLOOP_MODES
 
+    def in_tile(self, side: str) -> bool:
+        """The lhs or rhs scale applies per block inside each K tile: the
+        kernel multiplies the operand by its blocks' scales in VMEM."""
+        return self.lhs_in_tile if side == "lhs" else self.rhs_in_tile
+
+    def exponent_input(self, side: str) -> bool:
+        """An e8m0 scale applied inside the K tile comes with a second input:
+        per row and K tile, the largest exponent of its blocks, applied to
+        the tile's product (the blocks are scaled by 2**-shift below it)."""
+        return self.in_tile(side) and self._dtype(side) is DType.E8M0
+
     def _dtype(self, side: str) -> DType | None:
         mode, dt = ((self.lhs_scale, self.lhs_scale_dtype) if side == "lhs"
                     else (self.rhs_scale, self.rhs_scale_dtype))

@@ -18,14 +18,33 @@ def storage_bytes(dt: DType) -> int:
     return 1 if dt.bits <= 8 else dt.bits // 8
 
 
-def mxu_dtype(lhs: DType, rhs: DType) -> DType:
+# Significant bits of each operand's values (integers: of their largest
+# magnitude) and of a scale's: a product of the two needs at most their sum.
+_SIGNIFICANT_BITS = {
+    DType.F32: 24, DType.BF16: 8, DType.F16: 11, DType.E4M3: 4, DType.E5M2: 3,
+    DType.INT8: 8, DType.INT4: 3, DType.FP4: 2, DType.E8M0: 0, DType.UE4M3: 4,
+}
+
+
+def mxu_dtype(lhs: DType, rhs: DType, *, lhs_scale: DType | None = None,
+              rhs_scale: DType | None = None) -> DType:
     """The dtype both operands are converted to for the MXU.
 
     int8/int4 x int8/int4 multiply as int8 (int32 products); an f32 or f16
     operand makes the product f32 at HIGHEST precision (TPUs have no f16
     MXU path, and bf16 would round f16 inputs); everything else (bf16, fp8,
     int8 or 4-bit against a float) converts exactly to bf16.
+
+    lhs_scale / rhs_scale: the dtype of a scale the kernel multiplies into
+    that operand in VMEM (several scale blocks per K tile). The scaled
+    values must stay exact, so the MXU takes bf16 only when each operand's
+    significant bits plus its scale's fit bf16's 8 (e4m3 x ue4m3, fp4 x
+    ue4m3, anything x an e8m0 power of two), else f32; never int8.
     """
+    if lhs_scale is not None or rhs_scale is not None:
+        wide = any(_SIGNIFICANT_BITS[op] + (_SIGNIFICANT_BITS[sc] if sc else 0) > 8
+                   for op, sc in ((lhs, lhs_scale), (rhs, rhs_scale)))
+        return DType.F32 if wide else DType.BF16
     if not lhs.is_float and not rhs.is_float:
         return DType.INT8
     if DType.F32 in (lhs, rhs) or DType.F16 in (lhs, rhs):

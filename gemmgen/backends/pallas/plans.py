@@ -336,6 +336,9 @@ def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
         out.append(Constant("RHS_SCALE_BLOCK_K", str(core.rhs_block_k),
                             "rows of k per rhs_scale"))
     out.append(Constant("M_ALIGN", str(M_ALIGN), "rows of a block past m: whole sublane tiles"))
+    if core.k_align:
+        out.append(Constant("K_ALIGN", str(core.k_align),
+                            "columns of a block past k: whole scale blocks and lane tiles"))
     # Every module: a silu_mul module's backward pass runs the plain core.
     out.append(Constant("N_ALIGN", str(core.n_lanes), "columns of a block past n: whole lane tiles"))
     if core.silu_mul:

@@ -22,8 +22,10 @@ class ScaleText:
         """Lines of the function that bring the scales into the layouts the
         blocks read (XLA, small arrays); comment lines start with '#'."""
         lines = []
+        if self.lhs_in_tile:
+            lines += self._in_tile_prep("lhs")
         lhs = _as_f32(self.lhs_scale_dtype, "lhs_scale")
-        match self.lhs_scale:
+        match None if self.lhs_in_tile else self.lhs_scale:
             case ScaleMode.TENSOR:
                 lines.append(f"lhs_scale = {lhs}.reshape(1)  # SMEM")
             case ScaleMode.TOKEN:
@@ -34,7 +36,9 @@ class ScaleText:
                 pass
         rhs = _as_f32(self.rhs_scale_dtype, "rhs_scale")
         g = "g, " if self.grouped else ""
-        match self.rhs_scale:
+        if self.rhs_in_tile:
+            lines += self._in_tile_prep("rhs")
+        match None if self.rhs_in_tile else self.rhs_scale:
             case ScaleMode.TENSOR:
                 lines.append(f"rhs_scale = {rhs}.reshape({'g' if self.grouped else '1'})  # SMEM")
             case ScaleMode.CHANNEL:
@@ -53,12 +57,78 @@ class ScaleText:
                 pass
         return tuple(lines)
 
+    # -- the module's helpers for scales applied inside the K tile --------
+
+    @property
+    def atoms(self) -> bool:
+        """A scale in the 128 x 4 atom layout (`_atoms_to_rows`)."""
+        return self.lhs_scale_atoms or self.rhs_scale_atoms
+
+    @property
+    def e8m0_blocks(self) -> bool:
+        """An e8m0 scale applied inside the K tile (`_e8m0_blocks`)."""
+        return self.exponent_input("lhs") or self.exponent_input("rhs")
+
+    @property
+    def ue4m3(self) -> bool:
+        """A ue4m3 scale, applied inside the K tile (`_ue4m3`)."""
+        return any(self.in_tile(side) and not self.exponent_input(side)
+                   for side in ("lhs", "rhs"))
+
+    @property
+    def k_tiles(self) -> bool:
+        return self.e8m0_blocks or self.ue4m3
+
+    @property
+    def spread_lanes(self) -> bool:
+        """Scales applied along lanes: lhs, or rhs [n, k]."""
+        return self.lhs_in_tile or (self.rhs_in_tile and self.rhs_nk)
+
+    @property
+    def scale_rows(self) -> bool:
+        """Scales applied along sublanes: rhs [k, n]."""
+        return self.rhs_in_tile and not self.rhs_nk
+
+    def _in_tile_prep(self, side: str) -> list[str]:
+        """The XLA lines that bring a scale applied inside the K tile into
+        its blocks: row-major (from the atom layout), then per K tile of
+        `tk // BK` blocks, [k tiles, rows, blocks] ([k tiles, blocks, n]
+        for rhs [k, n]); e8m0 as each block's shift below the largest
+        exponent of its row in the tile, plus that exponent ([k tiles,
+        rows, 1], [k tiles, 1, n] for rhs)."""
+        big = side.upper()
+        rows = "m" if side == "lhs" else "n"
+        g = "g, " if side == "rhs" and self.grouped else ""
+        blocks = f"tk // {big}_SCALE_BLOCK_K"
+        lines = []
+        if getattr(self, f"{side}_scale_atoms"):
+            comment = f"# {side}_scale is in the 128 x 4 atom layout: reordered to rows, "
+            call = f"{side}_scale = _atoms_to_rows({side}_scale, {rows}, "
+            lines += [comment + f"[{g}{rows}, k blocks].",
+                      call + f"pl.cdiv(k, {big}_SCALE_BLOCK_K))"]
+        kn = side == "rhs" and not self.rhs_nk
+        shape = f"[{g}k tiles, blocks, n]" if kn else f"[{g}k tiles, {rows}, blocks]"
+        if self._dtype(side) is DType.E8M0:
+            exponent = f"[{g}k tiles, 1, n]" if side == "rhs" else "[k tiles, m, 1]"
+            lines += [f"# {side}_scale: shifts {shape}; {side}_exponent: {exponent}.",
+                      f"{side}_scale, {side}_exponent = _e8m0_blocks({side}_scale, {blocks})"]
+            if side == "rhs":
+                lines.append("rhs_exponent = jnp.swapaxes(rhs_exponent, -1, -2)")
+        else:
+            lines += [f"# {side}_scale: ue4m3 bytes {shape}.",
+                      f"{side}_scale = _k_tiles({side}_scale, {blocks}, fill=0)"]
+        if kn:
+            lines.append("rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)")
+        return lines
+
     def scaling(self, stage: Stage, half: Half) -> Scaling:
         """The scales (and alpha) applied at `stage` to the value of `half`."""
         factors, exponents = [], []
         for side in ("lhs", "rhs"):
             if self.scale_stage(side) is not stage:
                 continue
+            if self.in_tile(side) and not self.exponent_input(side):
+                continue  # applied to the operand in VMEM, nothing left for the product
             ref = self._scale_ref(side, half)
             if self._dtype(side) is DType.E8M0:
                 exponents.append(ref)
@@ -90,6 +160,9 @@ class ScaleText:
 
     def _scale_ref(self, side: str, half: Half) -> str:
         mode = self.lhs_scale if side == "lhs" else self.rhs_scale
+        if self.exponent_input(side):
+            return "lhs_exponent_ref[...]" if side == "lhs" else \
+                f"rhs_exponent{half.suffix}_ref[...]"
         if mode is ScaleMode.TENSOR:
             return f"{side}_scale_ref[{'group' if side == 'rhs' and self.grouped else '0'}]"
         if side == "lhs":

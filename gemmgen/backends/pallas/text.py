@@ -11,7 +11,7 @@ from gemmgen.backends.pallas.cores import MatmulCore
 from gemmgen.backends.pallas.dtypes import jnp_name
 from gemmgen.backends.pallas.tpu import TPU_VMEM, MiB
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk
-from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleLayout, ScaleMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,9 @@ def scale_arg(side: str, scale: ir.Scale, grouped: bool, masked: bool = False) -
             dims, what = rows + (f"cdiv(k, {bk})",), f"one scale per row and {bk} columns of lhs"
         case ScaleMode.CHANNEL:
             dims, what = g + ("n",), "one scale per column of the output"
+        case ScaleMode.BLOCK if scale.block_n == 1:
+            dims = g + ("n", f"cdiv(k, {bk})")
+            what = f"one scale per column of the output and {bk} rows of k"
         case ScaleMode.BLOCK:
             dims = g + (f"cdiv(n, {scale.block_n})", f"cdiv(k, {bk})")
             what = f"one scale per {scale.block_n} x {bk} block of rhs (n x k)"
@@ -70,9 +73,18 @@ def scale_arg(side: str, scale: ir.Scale, grouped: bool, masked: bool = False) -
         case _:
             assert_never(scale.mode)
     # cdiv(x, b) is written -(-x // b) in the generated check.
-    expr = ", ".join(_cdiv_expr(d) for d in dims)
+    exprs = [_cdiv_expr(d) for d in dims]
     dt = scale.dtype
-    note = " (e8m0: exponent byte e means 2**(e - 127))" if dt is DType.E8M0 else ""
+    note = {DType.E8M0: " (e8m0: exponent byte e means 2**(e - 127))",
+            DType.UE4M3: " (ue4m3: unsigned e4m3 bytes, 0x7F is NaN)"}.get(dt, "")
+    if scale.layout is ScaleLayout.ATOM128X4:
+        # Rows padded to whole 128-row atoms, K blocks to whole 4-block ones.
+        # (cdiv(cdiv(k, bk), 4) is cdiv(k, 4 * bk).)
+        rows = dims[-2]
+        dims = dims[:-2] + (f"cdiv({rows}, 128) * 128", f"cdiv(k, {4 * bk}) * 4")
+        exprs = exprs[:-2] + [f"-(-{rows} // 128) * 128", f"-(-k // {4 * bk}) * 4"]
+        note += ", in the 128 x 4 atom layout (CUTLASS Sm1xxBlockScaledConfig)"
+    expr = ", ".join(exprs)
     return Arg(f"{side}_scale", "[" + ", ".join(dims) + "]",
                f"({expr},)" if len(dims) == 1 else f"({expr})",
                jnp_name(dt), f"{scale.mode.value}: {what}{note}.")
@@ -181,7 +193,10 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
             sizes = (f" n={scale.block_n}" if scale.mode is ScaleMode.BLOCK else "") + \
                 (f" k={scale.block_k}" if scale.block_k else "")
             where = "" if name == "out_scale" else f" ({scale.placement.value})"
-            lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{where}")
+            layout = (f" layout={scale.layout.value}"
+                      if scale.layout is not ScaleLayout.ROWS else "")
+            lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{layout}"
+                         f"{where}")
     if kernel.bias.mode is not BiasMode.NONE:
         shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
         lines.append(f"bias      {kernel.bias.dtype.value} {shape}")

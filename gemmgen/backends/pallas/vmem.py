@@ -88,12 +88,19 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
     else:
         rhs_shape = (tk, tn // 2 if core.rhs_packed else tn)
     blocks.append(VmemBlock("rhs", rhs_shape, rhs_b, bufs * halves))
-    match kernel.lhs_scale.mode:
-        case ScaleMode.TOKEN | ScaleMode.TOKEN_GROUP:
-            blocks.append(VmemBlock("lhs_scale", (tm, 1), 4, bufs))
-        case _:
-            pass  # none, or a scalar in SMEM
-    if core.rhs_scale_per_n:
+    if core.lhs_in_tile:  # bytes per block of the K tile, and e8m0's exponents
+        blocks.append(VmemBlock("lhs_scale", (tm, tk // kernel.lhs_scale.block_k), 1, bufs))
+        if core.exponent_input("lhs"):
+            blocks.append(VmemBlock("lhs_exponent", (tm, 1), 4, bufs))
+    elif kernel.lhs_scale.mode in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
+        blocks.append(VmemBlock("lhs_scale", (tm, 1), 4, bufs))
+    if core.rhs_in_tile:
+        nb = tk // kernel.rhs_scale.block_k
+        blocks.append(VmemBlock("rhs_scale", (tn, nb) if core.rhs_nk else (nb, tn), 1,
+                                bufs * halves))
+        if core.exponent_input("rhs"):
+            blocks.append(VmemBlock("rhs_exponent", (1, tn), 4, bufs * halves))
+    elif core.rhs_scale_per_n:
         blocks.append(VmemBlock("rhs_scale", (1, tn), 4, bufs * halves))
     if kernel.bias.mode is not BiasMode.NONE:
         blocks.append(VmemBlock("bias", (1, tn), storage_bytes(kernel.bias.dtype),
@@ -102,6 +109,8 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
         blocks.append(VmemBlock("existing_out", (tm, tn), out_b, bufs))
     blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
     blocks.append(VmemBlock("acc", (tm, tn), 4, halves))
+    if core.rows_scratch:
+        blocks.append(VmemBlock("wide rows", (tk, tn // 2), 4, 1))
     return tuple(blocks)
 
 
