@@ -88,8 +88,8 @@ def _blocks_in_k_tile(kernel: ir.Kernel) -> list[Diagnostic]:
     if view.op not in (ir.Op.DENSE, ir.Op.GROUPED) or view.algorithm is not ir.Algorithm.TILE:
         return []
     compute = contract.compute_dtype(view)
-    if compute is None:
-        return []
+    if compute is None or view.mx_mma_obstacle() is None:
+        return []  # the block-scaled formats' blocks are whole MMA steps or fractions of one
     step = mma_sync.kstep(compute)
     out = []
     for loc, what in view.several_scale_blocks_per_k_tile():

@@ -78,6 +78,16 @@ kernel nvfp4_moe {
   stages 3
 }
 
+# MXFP4 experts: row-major e8m0 scales on both sides, two blocks per K tile.
+kernel mx4_moe {
+  op grouped
+  rhs fp4 packed [g, n, k]
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  tile m=64 n=64 k=64
+  stages 3
+}
+
 # The gate-up (silu_mul) and the masked layout.
 kernel nvfp4_gate {
   op grouped
@@ -97,7 +107,7 @@ kernel nvfp4_masked {
 """
 
 FP4 = Sm120Spec(SPEC, "sm120fp4")
-NAMES = ("nvfp4_dense", "mx4_dense", "nvfp4_moe", "nvfp4_gate", "nvfp4_masked")
+NAMES = ("nvfp4_dense", "mx4_dense", "nvfp4_moe", "nvfp4_gate", "nvfp4_masked", "mx4_moe")
 CASES = {
     "nvfp4_dense": [Case("ragged", 130, 96, 160), Case("m1", 1, 64, 128), Case("deep", 70, 128, 512)],
     "mx4_dense": [Case("ragged", 77, 80, 192), Case("m1", 1, 64, 64)],
@@ -106,6 +116,7 @@ CASES = {
                Case("groups", 150, 64, 96, group_sizes=(40, 0, 70, 40))],
     "nvfp4_gate": [Case("groups", 100, 128, 64, group_sizes=(10, 0, 90))],
     "nvfp4_masked": [Case("masked", 40, 64, 96, masked_m=(40, 0, 17))],
+    "mx4_moe": [Case("groups", 150, 64, 160, group_sizes=(40, 0, 70, 40))],
 }
 
 
@@ -144,7 +155,8 @@ def test_every_fp4_kernel_gets_the_block_scaled_body():
         assert gemms and all(e.body[-1] == "  __trap();" for e in gemms)
 
 
-FAST = [("nvfp4_dense", 0), ("mx4_dense", 0), ("nvfp4_moe", 0), ("nvfp4_gate", 0), ("nvfp4_masked", 0)]
+FAST = [("nvfp4_dense", 0), ("mx4_dense", 0), ("nvfp4_moe", 0), ("nvfp4_gate", 0), ("nvfp4_masked", 0),
+        ("mx4_moe", 0)]
 ALL = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
 
 

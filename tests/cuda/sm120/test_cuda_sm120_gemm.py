@@ -102,6 +102,15 @@ kernel mx_masked {
   stages 4
 }
 
+# Row-major scales held four to a K tile (the language allows either for
+# e8m0 per-row scales): per-byte scale loads on sm_12x, a promotion after
+# each block elsewhere.
+kernel mx_rows4 {
+  op dense
+  rhs e4m3 [n, k]
+  tile m=64 n=64 k=128
+}
+
 # Not MXFP8 (128-wide blocks): no block-scaled body.
 kernel ds_blk {
   op dense
@@ -120,7 +129,7 @@ kernel mx_portable {
 }
 """
 
-MX = ("mx_atom", "mx_e5", "mx_moe", "mx_gate", "mx_masked")
+MX = ("mx_atom", "mx_e5", "mx_moe", "mx_gate", "mx_masked", "mx_rows4")
 
 
 MXS = Sm120Spec(SPEC, "sm120")
@@ -133,6 +142,7 @@ CASES = {
                     existing_out=True)],
     "mx_gate": [Case("groups", 100, 128, 64, group_sizes=(10, 0, 90))],
     "mx_masked": [Case("masked", 40, 64, 96, masked_m=(40, 0, 17))],
+    "mx_rows4": [Case("ragged", 70, 64, 208)],
 }
 
 
@@ -178,7 +188,7 @@ def test_the_scale_arrays_of_the_atom_layout_are_padded():
 # ---------------------------------------------------------------------------
 # The generated kernels on the emulator.
 
-FAST = [("mx_atom", 0), ("mx_e5", 0), ("mx_moe", 1), ("mx_gate", 0), ("mx_masked", 0)]
+FAST = [("mx_atom", 0), ("mx_e5", 0), ("mx_moe", 1), ("mx_gate", 0), ("mx_masked", 0), ("mx_rows4", 0)]
 ALL = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
 
 
@@ -193,6 +203,7 @@ def test_block_scaled_body_matches_reference(name, i):
 @pytest.mark.parametrize("arch, name, entry", [
     ("sm_121a", "mx_moe", "mx_moe_sm120"),
     ("sm_89", "mx_atom", "mx_atom_t1"),  # four blocks promoted per K tile in software
+    ("sm_89", "mx_rows4", "mx_rows4"),  # the same, row-major scales
     pytest.param("sm_89", "mx_gate", "mx_gate", marks=pytest.mark.slow),
     pytest.param("sm_121a", "mx_atom", "mx_atom_t1_sm120", marks=pytest.mark.slow),
 ])
