@@ -12,7 +12,10 @@ def _scale(s: ir.Scale) -> str:
         blocks.append(f"n={s.block_n}")
     if s.block_k:
         blocks.append(f"k={s.block_k}")
-    inner = " ".join([s.mode.value, *blocks, s.dtype.value])
+    words = [s.mode.value, *blocks, s.dtype.value]
+    if s.rounding is not ir.ScaleRounding.UP:  # up, the default, goes unsaid
+        words.append(f"round={s.rounding.value}")
+    inner = " ".join(words)
     return f"{inner} ({s.placement.value})"
 
 

@@ -61,6 +61,15 @@ class ScaleLayout(enum.Enum):
     ATOM128X4 = "atom128x4"
 
 
+class ScaleRounding(enum.Enum):
+    """How `op quantize` rounds an e8m0 scale to a power of two (docs/spec.md,
+    "Quantize"): `up`, DeepGEMM's 2**ceil(log2(amax / max)), so nothing
+    saturates; `floor`, OCP MX v1.0's 2**(floor(log2(amax)) - emax_elem)."""
+
+    UP = "up"
+    FLOOR = "floor"
+
+
 # The atom of ScaleLayout.ATOM128X4: 128 rows by 4 K blocks, 512 bytes.
 ATOM_ROWS, ATOM_KBLOCKS = 128, 4
 
@@ -80,6 +89,7 @@ class Scale:
     block_n: int = 1  # columns of B sharing one scale
     block_k: int = 0  # K extent of one scale (0: all of K)
     layout: ScaleLayout = ScaleLayout.ROWS  # per_token_group / block n=1 only
+    rounding: ScaleRounding = ScaleRounding.UP  # e8m0 out_scale of op quantize only
     loc: Loc = field(default=NO_LOC, compare=False)
 
     @property
