@@ -85,6 +85,7 @@ from gemmgen.ir.parts import (
     TileRule,
     cdiv,
     lcm,
+    quantize_rule,
     scale_atom_offset,
     scale_shape,
 )
@@ -159,6 +160,7 @@ __all__ = [
     "cdiv",
     "fold_scales_of",
     "lcm",
+    "quantize_rule",
     "scale_atom_offset",
     "scale_shape",
 ]

@@ -114,6 +114,22 @@ class Scale:
 NO_SCALE = Scale(ScaleMode.NONE)
 
 
+def quantize_rule(out: DType, scale: Scale) -> str | None:
+    """How op quantize computes the scale `scale` for values of type `out`
+    (docs/semantics.md, "quantize"): "f32" (FP8, rounded to nearest),
+    "e8m0_up" (DeepGEMM, rounded up), "e8m0_floor" (OCP MX) or "ue4m3"
+    (NVFP4: packed fp4, k=16); None for a pair the validator refuses."""
+    fp4 = out is DType.FP4
+    match scale.dtype:
+        case DType.F32 if not fp4:
+            return "f32"
+        case DType.E8M0:
+            return "e8m0_floor" if scale.rounding is ScaleRounding.FLOOR else "e8m0_up"
+        case DType.UE4M3 if fp4 and scale.block_k == 16:
+            return "ue4m3"
+    return None
+
+
 class BiasMode(enum.Enum):
     NONE = "none"
     N = "n"  # [n]

@@ -162,24 +162,10 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     if sc.layout is not ir.ScaleLayout.ROWS:
         out.append(Diagnostic(sc.loc, f"kernel '{kernel.name}': cuda quantize writes "
                               "row-major scales (layout=rows)"))
-    if _rule(kernel) is None:
+    if ir.quantize_rule(kernel.out, kernel.out_scale) is None:
         out.append(Diagnostic(sc.loc, f"kernel '{kernel.name}': cuda quantize writes f32 or e8m0 "
                               "scales for FP8, e8m0 or ue4m3 (k=16) scales for packed fp4"))
     return out
-
-
-def _rule(kernel: ir.Kernel) -> str | None:
-    """How the kernel computes its scale (QuantPlan.rule); None for a pair of
-    out and scale types it does not write (the validator refuses them)."""
-    sc, fp4 = kernel.out_scale, kernel.out is DType.FP4
-    match sc.dtype:
-        case DType.F32 if not fp4:
-            return "f32"
-        case DType.E8M0:
-            return "e8m0_floor" if sc.rounding is ir.ScaleRounding.FLOOR else "e8m0_up"
-        case DType.UE4M3 if fp4 and sc.block_k == 16:
-            return "ue4m3"
-    return None
 
 
 def _pow2_at_least(x: int) -> int:
@@ -225,7 +211,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
     warps = threads // WARP
     vec = LOAD_BYTES * 8 // kernel.lhs.dtype.bits
     fp4 = kernel.out is DType.FP4
-    rule = _rule(kernel)
+    rule = ir.quantize_rule(kernel.out, kernel.out_scale)
     assert rule is not None, "diagnose refuses the kernel"
     entries = []
     if group % vec == 0:

@@ -172,7 +172,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
         packed = " packed" if kernel.rhs_operand.packed else ""
         lines.append(f"rhs       {kernel.rhs_operand.dtype.value}{packed} {_rhs_shape(kernel)}")
     if kernel.op is Op.QUANTIZE:
-        lines.append(f"out       {kernel.out.value} [m, k]")
+        lines.append(f"out       {kernel.out.value} packed [m, k / 2] (two e2m1 values per byte)"
+                     if kernel.out.is_sub_byte else f"out       {kernel.out.value} [m, k]")
     else:
         lines.append(f"out       {kernel.out.value}, {kernel.acc.value} accumulator")
     for name, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale),
@@ -181,6 +182,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
             sizes = (f" n={scale.block_n}" if scale.mode is ScaleMode.BLOCK else "") + \
                 (f" k={scale.block_k}" if scale.block_k else "")
             where = "" if name == "out_scale" else f" ({scale.placement.value})"
+            if scale.rounding is not ir.ScaleRounding.UP:  # up, the default, goes unsaid
+                where += f" round={scale.rounding.value}"
             lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{where}")
     if kernel.bias.mode is not BiasMode.NONE:
         shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
