@@ -65,7 +65,7 @@ def quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
     out = kernel.out
     if out not in ir.QUANTIZED_OUTPUT_DTYPES:
         raise arg_error(kernel, f"quantize produces fp8 or fp4, not {out.value}")
-    m, k = x.shape
+    k = x.shape[1]
     if out is DType.FP4 and k % 2:
         raise arg_error(kernel, f"out fp4 is packed two per byte along k, so k must be even, "
                         f"got k = {k}")

@@ -264,10 +264,11 @@ def _compare_quantized_exactly(q_act, s_act, pre, s_ref, kernel: ir.Kernel) -> C
                 same |= np.isnan(act.astype(np.float64)) & np.isnan(want.astype(np.float64))
         if not same.all():
             bad = np.argwhere(~same)
-            lines = [f"{name}: {len(bad)} of {a.size} bytes differ from the reference's "
-                     "(bit for bit expected)"]
-            for i in bad[:5]:
-                i = tuple(int(j) for j in i)
+            head = (f"{name}: {len(bad)} of {a.size} bytes differ from the reference's "
+                    "(bit for bit expected)")
+            lines = [head]
+            for where in bad[:5]:
+                i = tuple(int(j) for j in where)
                 lines.append(f"  at {list(i)}: actual 0x{int(a[i]):02X} expected 0x{int(w[i]):02X}")
             return CompareResult(math.inf, math.inf, np.zeros(want.shape), False, "\n".join(lines))
     return CompareResult(0.0, 0.0, np.zeros(np.shape(pre)), True,

@@ -17,7 +17,14 @@ from gemmgen.backends.pallas.cores import (
     vjp_supported,
 )
 from gemmgen.backends.pallas.dtypes import f32, jnp_name, storage_bytes
-from gemmgen.backends.pallas.text import Arg, formula, matmul_args, spec_lines
+from gemmgen.backends.pallas.text import (
+    AMAX_FLOOR,
+    Arg,
+    formula,
+    matmul_args,
+    quantize_text,
+    spec_lines,
+)
 from gemmgen.backends.pallas.tpu import M_ALIGN, MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
@@ -69,38 +76,6 @@ traced by jax.jit). An empty group gives zeros, plus existing_out, which is
 added to every block. Any integers are valid sizes: a negative size counts
 as 0 and no group runs past row m (the running sum saturates at m, nothing
 overflows int32); a local group that group_sizes does not have is empty."""
-
-AMAX_FLOOR = 1e-10  # gemmgen.reference.AMAX_FLOOR
-
-QUANTIZE_NOTES = """\
-Per row of lhs and group of {group} consecutive columns (the last group may be
-partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / {max}, {rounding};
-q = x / scale, saturated to +-{max}, cast with round-to-nearest-even. A
-group that holds an infinity or a NaN gets a NaN scale{nan_byte}
-and NaN for every q."""
-
-QUANTIZE_MX_NOTES = """\
-Per row of lhs and group of {group} consecutive columns (the last group may be
-partial), OCP MX v1.0 (section 6.3): amax = max |x|; scale =
-2**(floor(log2(amax)) - EMAX), the exponent clamped to -127 (amax = 0 gives
-2**-127), as an e8m0 byte; q = x / scale, saturated to +-{max}, cast with
-round-to-nearest-even. A group that holds an infinity or a NaN gets a NaN
-scale (e8m0 byte 255) and NaN for every q."""
-
-QUANTIZE_NV_NOTES = """\
-Per row of lhs and group of 16 consecutive columns (the last group may be
-partial), NVFP4's block scale without a per-tensor scale: amax = max |x|;
-scale = amax / 6 rounded to nearest even in ue4m3 (an unsigned e4m3 byte),
-saturating at 448; q = x / scale rounded to nearest even in e2m1, saturated
-to +-6; a zero scale gives zeros with the sign of x. A group that holds an
-infinity or a NaN gets a NaN scale (ue4m3 byte 0x7F) and q = +0."""
-
-QUANTIZE_FP4_NOTES = """
-
-The fp4 (e2m1) values are packed two per byte along k: column 2i in the low
-nibble of byte i, 2i + 1 in the high one; k must be even. e2m1 has no NaN: a
-group that holds an infinity or a NaN gets q = +0, its NaN scale marks it."""
-
 
 @dataclass(frozen=True, slots=True)
 class Constant:
@@ -464,59 +439,27 @@ def quantize_plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantizePlan:
     rule = ir.quantize_rule(kernel.out, kernel.out_scale)
     assert rule is not None, "the validator refuses the kernel"
     fp4 = kernel.out is DType.FP4
-    e8m0 = kernel.out_scale.dtype is DType.E8M0
     out_max = kernel.out.max_finite
-    max_name = "FP4_MAX" if fp4 else "FP8_MAX"
-    values = "q = saturate(lhs / scale)"
-    if fp4:
-        values = "q = e2m1(lhs / scale), packed two per byte"
-    if rule == "e8m0_up":
-        notes = QUANTIZE_NOTES.format(
-            group=group, max=max_name, rounding="rounded\nup to a power of two (e8m0) so that "
-            f"no |x| / scale exceeds {max_name}", nan_byte=" (e8m0 byte 255)")
-    elif rule == "f32":
-        notes = QUANTIZE_NOTES.format(
-            group=group, max=max_name, nan_byte="",
-            rounding="rounded\nto the nearest f32 (exactly one correctly rounded division)")
-    elif rule == "e8m0_floor":
-        notes = QUANTIZE_MX_NOTES.format(group=group, max=max_name)
-    else:
-        notes = QUANTIZE_NV_NOTES
-    if fp4:
-        notes += QUANTIZE_FP4_NOTES
-    scale_dt = "uint8" if rule != "f32" else "float32"
-    scale_bytes = {"e8m0_up": ", e8m0 exponent bytes", "e8m0_floor": ", e8m0 exponent bytes",
-                   "ue4m3": ", ue4m3 bytes"}.get(rule, "")
-    q_shape = "[m, k // 2]" if fp4 else "[m, k]"
+    words = quantize_text(kernel, rule)
     args = (Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
                 "the activations to quantize" + (" (k even)." if fp4 else ".")),)
-    title = {"e8m0_floor": f"MX{kernel.out.value.upper()} quantization (OCP MX v1.0)",
-             "ue4m3": "NVFP4 quantization"}.get(
-        rule, "per-token-group fp4 quantization" if fp4 else "per-token-group FP8 quantization")
-    # e8m0_up: the powers of two of the floored amax and of f32's largest.
-    lowest = -math.ceil(math.log2(AMAX_FLOOR / out_max))
-    highest = math.ceil(math.log2(DType.F32.max_finite / out_max))
     return QuantizePlan(
-        module=module_info(
-            kernel, spec, title=title,
-            summary=f"{values}, one scale per row and {group} columns",
-            notes=notes,
-            args=args,
-            returns=f"(q {q_shape} {jnp_name(kernel.out)}, scale [m, cdiv(k, {group})] "
-                    f"{scale_dt}{scale_bytes})."),
+        module=module_info(kernel, spec, title=words.title, summary=words.summary,
+                           notes=words.notes, args=args, returns=words.returns),
         group=group,
         quant_tk=quantize_tk(kernel),
         fp8_max=out_max,
-        e8m0=e8m0,
+        e8m0=kernel.out_scale.dtype is DType.E8M0,
         rule=rule,
         fp4=fp4,
         emax=kernel.out.emax,
-        scale_dtype=scale_dt,
+        scale_dtype=words.scale_dtype,
         scale_out="int32" if rule in ("e8m0_floor", "ue4m3") else "float32",
         out_name=kernel.out.value,
-        doc_title=title[0].upper() + title[1:],
-        min_exponent=lowest,
-        max_exponent=highest,
+        doc_title=words.title[0].upper() + words.title[1:],
+        # e8m0_up: the powers of two of the floored amax and of f32's largest.
+        min_exponent=-math.ceil(math.log2(AMAX_FLOOR / out_max)),
+        max_exponent=math.ceil(math.log2(DType.F32.max_finite / out_max)),
     )
 
 
