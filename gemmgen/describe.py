@@ -42,7 +42,8 @@ def describe_kernel(k: ir.Kernel) -> str:
                      f"{packed} {rhs_shape}")
     else:
         parts.append(f"lhs {k.lhs.dtype.value}")
-    parts.append(f"-> {k.out.value} (acc {k.acc.value})")
+    packed = " packed" if k.out.is_sub_byte else ""
+    parts.append(f"-> {k.out.value}{packed} (acc {k.acc.value})")
     for name, s in (("lhs_scale", k.lhs_scale), ("rhs_scale", k.rhs_scale),
                     ("out_scale", k.out_scale)):
         if s.enabled:
