@@ -12,7 +12,10 @@ def _scale(s: ir.Scale) -> str:
         blocks.append(f"n={s.block_n}")
     if s.block_k:
         blocks.append(f"k={s.block_k}")
-    inner = " ".join([s.mode.value, *blocks, s.dtype.value])
+    words = [s.mode.value, *blocks, s.dtype.value]
+    if s.rounding is not ir.ScaleRounding.UP:  # up, the default, goes unsaid
+        words.append(f"round={s.rounding.value}")
+    inner = " ".join(words)
     return f"{inner} ({s.placement.value})"
 
 
@@ -39,7 +42,8 @@ def describe_kernel(k: ir.Kernel) -> str:
                      f"{packed} {rhs_shape}")
     else:
         parts.append(f"lhs {k.lhs.dtype.value}")
-    parts.append(f"-> {k.out.value} (acc {k.acc.value})")
+    packed = " packed" if k.out.is_sub_byte else ""
+    parts.append(f"-> {k.out.value}{packed} (acc {k.acc.value})")
     for name, s in (("lhs_scale", k.lhs_scale), ("rhs_scale", k.rhs_scale),
                     ("out_scale", k.out_scale)):
         if s.enabled:

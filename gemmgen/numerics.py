@@ -38,7 +38,9 @@ __all__ = [
     "E8M0_NAN",
     "element_dtype",
     "e8m0_from_exponent",
+    "e8m0_round_down",
     "e8m0_round_up",
+    "element_emax",
     "e8m0_to_float",
     "float64_to_storage",
     "float_to_e8m0",
@@ -192,6 +194,29 @@ def e8m0_round_up(s: np.ndarray) -> np.ndarray:
     if e.size and e.max() > E8M0_BIAS:
         raise ValueError(f"e8m0_round_up: {s.max()} exceeds 2**127")
     return e8m0_from_exponent(np.maximum(e, -E8M0_BIAS))
+
+
+def e8m0_round_down(s: np.ndarray) -> np.ndarray:
+    """The e8m0 byte of 2**floor(log2(s)), the largest power of two <= s,
+    with the exponent clamped to -127..127 (OCP MX v1.0's shared scale,
+    `element_emax`). Exact like `e8m0_round_up`: frexp gives s = mant *
+    2**exp with mant in [0.5, 1), so floor(log2(s)) = exp - 1. s must be
+    positive and finite.
+    """
+    s = np.asarray(s, np.float64)
+    if s.size and not (np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise ValueError("e8m0_round_down: scales must be positive and finite")
+    _, exp = np.frexp(s)
+    return e8m0_from_exponent(np.clip(exp - 1, -E8M0_BIAS, E8M0_BIAS))
+
+
+def element_emax(dtype: DType) -> int:
+    """emax_elem of OCP MX v1.0 (section 5.3): the exponent of the largest
+    power of two of an element format, floor(log2(max finite)): e4m3 8
+    (256 <= 448), e5m2 15, fp4 e2m1 2 (4 <= 6)."""
+    if dtype not in (DType.E4M3, DType.E5M2, DType.FP4):
+        raise ValueError(f"element_emax: {dtype.value} is not an MX element format")
+    return dtype.emax
 
 
 # ---------------------------------------------------------------------------

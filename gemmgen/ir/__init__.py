@@ -82,10 +82,12 @@ from gemmgen.ir.parts import (
     Scale,
     ScaleLayout,
     ScaleMode,
+    ScaleRounding,
     Tile,
     TileRule,
     cdiv,
     lcm,
+    quantize_rule,
     scale_atom_offset,
     scale_shape,
 )
@@ -153,6 +155,7 @@ __all__ = [
     "Scale",
     "ScaleLayout",
     "ScaleMode",
+    "ScaleRounding",
     "Spec",
     "Target",
     "Tile",
@@ -161,6 +164,7 @@ __all__ = [
     "cdiv",
     "fold_scales_of",
     "lcm",
+    "quantize_rule",
     "scale_atom_offset",
     "scale_shape",
 ]

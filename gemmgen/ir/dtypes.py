@@ -7,6 +7,7 @@ a dtype")."""
 from __future__ import annotations
 
 import enum
+import math
 
 
 class DType(enum.Enum):
@@ -65,6 +66,12 @@ class DType(enum.Enum):
     def max_finite(self) -> float:
         return _MAX_FINITE[self]
 
+    @property
+    def emax(self) -> int:
+        """The exponent of the largest power of two <= max_finite: OCP MX
+        v1.0's emax_elem for the element formats (e4m3 8, e5m2 15, fp4 2)."""
+        return math.frexp(self.max_finite)[1] - 1
+
 
 _BITS = {
     DType.F32: 32, DType.BF16: 16, DType.F16: 16, DType.E4M3: 8,
@@ -89,7 +96,7 @@ OPERAND_DTYPES = (
     DType.INT4, DType.FP4,
 )
 OUTPUT_DTYPES = (DType.F32, DType.BF16, DType.F16)
-QUANTIZED_OUTPUT_DTYPES = (DType.E4M3, DType.E5M2)  # op quantize
+QUANTIZED_OUTPUT_DTYPES = (DType.E4M3, DType.E5M2, DType.FP4)  # op quantize (fp4 packed)
 SCALE_DTYPES = (DType.F32, DType.BF16, DType.E8M0, DType.UE4M3)
 # The block-scale bytes of the MX and NV formats (OCP MX v1.0, NVFP4): their
 # scales are per K block of one row (lhs per_token_group, rhs block n=1).

@@ -61,6 +61,15 @@ class ScaleLayout(enum.Enum):
     ATOM128X4 = "atom128x4"
 
 
+class ScaleRounding(enum.Enum):
+    """How `op quantize` rounds an e8m0 scale to a power of two (docs/spec.md,
+    "Quantize"): `up`, DeepGEMM's 2**ceil(log2(amax / max)), so nothing
+    saturates; `floor`, OCP MX v1.0's 2**(floor(log2(amax)) - emax_elem)."""
+
+    UP = "up"
+    FLOOR = "floor"
+
+
 # The atom of ScaleLayout.ATOM128X4: 128 rows by 4 K blocks, 512 bytes.
 ATOM_ROWS, ATOM_KBLOCKS = 128, 4
 
@@ -80,6 +89,7 @@ class Scale:
     block_n: int = 1  # columns of B sharing one scale
     block_k: int = 0  # K extent of one scale (0: all of K)
     layout: ScaleLayout = ScaleLayout.ROWS  # per_token_group / block n=1 only
+    rounding: ScaleRounding = ScaleRounding.UP  # e8m0 out_scale of op quantize only
     loc: Loc = field(default=NO_LOC, compare=False)
 
     @property
@@ -140,6 +150,22 @@ class Scale:
 
 
 NO_SCALE = Scale(ScaleMode.NONE)
+
+
+def quantize_rule(out: DType, scale: Scale) -> str | None:
+    """How op quantize computes the scale `scale` for values of type `out`
+    (docs/semantics.md, "quantize"): "f32" (FP8, rounded to nearest),
+    "e8m0_up" (DeepGEMM, rounded up), "e8m0_floor" (OCP MX) or "ue4m3"
+    (NVFP4: packed fp4, k=16); None for a pair the validator refuses."""
+    fp4 = out is DType.FP4
+    match scale.dtype:
+        case DType.F32 if not fp4:
+            return "f32"
+        case DType.E8M0:
+            return "e8m0_floor" if scale.rounding is ScaleRounding.FLOOR else "e8m0_up"
+        case DType.UE4M3 if fp4 and scale.block_k == 16:
+            return "ue4m3"
+    return None
 
 
 class BiasMode(enum.Enum):

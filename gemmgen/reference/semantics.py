@@ -35,9 +35,9 @@ import numpy as np
 
 from gemmgen import ir
 from gemmgen.ir import Activation, BiasMode, Op
-from gemmgen.numerics import float64_to_storage, saturating_cast
+from gemmgen.numerics import float64_to_storage
 from gemmgen.reference.decode import Inputs, decode
-from gemmgen.reference.quantize import quantize
+from gemmgen.reference.quantize import quantize, quantize_scale_storage
 from gemmgen.reference.scales import Scales
 
 # Largest |f'(x)| of the activations, for propagating an absolute error on
@@ -278,10 +278,10 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
 def reference_output(kernel: ir.Kernel, **arrays):
     """`reference` cast to the storage format of kernel.out (RNE, fp8 saturates).
 
-    For quantize: (q [m, k] fp8, scale in the scale dtype, e8m0 as bytes).
+    For quantize: (q [m, k] fp8, or [m, k / 2] packed fp4 bytes; the scale in
+    its storage format: f32, or e8m0 / ue4m3 bytes).
     """
     if kernel.op is Op.QUANTIZE:
         pre, scale = reference(kernel, **arrays)
-        return (saturating_cast(pre, kernel.out),
-                float64_to_storage(scale, kernel.out_scale.dtype))
+        return float64_to_storage(pre, kernel.out), quantize_scale_storage(kernel, scale)
     return float64_to_storage(reference(kernel, **arrays), kernel.out)

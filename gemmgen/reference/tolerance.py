@@ -13,8 +13,8 @@ import numpy as np
 
 from gemmgen import ir
 from gemmgen.ir import Activation, DType, Op, ScaleMode
-from gemmgen.numerics import saturating_cast, spacing, storage_to_float64
-from gemmgen.reference.quantize import quantize_groups
+from gemmgen.numerics import float64_to_storage, saturating_cast, spacing, storage_to_float64
+from gemmgen.reference.quantize import quantize_groups, quantize_scale_storage
 from gemmgen.reference.semantics import _LIPSCHITZ, _evaluate, _Evaluation, _silu
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -208,22 +208,23 @@ def _verdict(act: np.ndarray, exp: np.ndarray, allowed: np.ndarray, *,
 
 
 def _compare_quantized(actual, expected, kernel: ir.Kernel) -> CompareResult:
-    """quantize: the scale must match exactly (e8m0, and f32 = RNE(amax /
-    fp8_max)); q must be the RNE fp8 cast of x / scale, up to one tie flip
-    (half an fp8 ulp plus 2**-20 relative for the kernel's f32 division);
-    a NaN scale needs NaN q."""
+    """quantize: the scale must match exactly (e8m0 and ue4m3 bytes, and f32
+    = RNE(amax / fp8_max)). With e8m0 or ue4m3 scales q must be bit for bit
+    the reference's (x / scale is exact in f32 for a power of two, and the
+    kernels round against exact e2m1 boundaries for ue4m3); with f32 scales
+    q must be the RNE fp8 cast of x / scale, up to one tie flip (half an
+    fp8 ulp plus 2**-20 relative for the kernel's f32 division); a NaN scale
+    needs NaN q (fp8)."""
     q_act, s_act = actual
     pre, s_ref = expected
     sdt = kernel.out_scale.dtype
+    if sdt is not DType.F32:
+        return _compare_quantized_exactly(q_act, s_act, pre, s_ref, kernel)
     s = storage_to_float64(s_act, sdt)
     if s.shape != np.shape(s_ref):
         return CompareResult(math.inf, math.inf, np.zeros(np.shape(s_ref)), False,
                              f"scale shape {s.shape} != expected {np.shape(s_ref)}")
-    match sdt:
-        case DType.E8M0:
-            s_allowed = np.zeros(s.shape)
-        case _:  # f32: the RNE quotient, exactly
-            s_allowed = np.zeros(s.shape)
+    s_allowed = np.zeros(s.shape)  # f32: the RNE quotient, exactly
     scale_result = _verdict(s, np.asarray(s_ref, np.float64), s_allowed,
                             overflow_dtype=DType.F32, name="scale")
     if not scale_result.passed:
@@ -243,3 +244,33 @@ def _compare_quantized(actual, expected, kernel: ir.Kernel) -> CompareResult:
     return _verdict(q, v, allowed, overflow_dtype=kernel.out, name="q")
 
 
+
+
+def _compare_quantized_exactly(q_act, s_act, pre, s_ref, kernel: ir.Kernel) -> CompareResult:
+    """quantize with e8m0 or ue4m3 scales: scale bytes and q bits equal to
+    the reference's (any NaN code where the reference's q is NaN)."""
+    checks = (("scale", np.asarray(s_act), quantize_scale_storage(kernel, np.asarray(s_ref)),
+               kernel.out_scale.dtype),
+              ("q", np.asarray(q_act), float64_to_storage(pre, kernel.out), kernel.out))
+    for name, act, want, dtype in checks:
+        if act.shape != want.shape or act.dtype != want.dtype:
+            return CompareResult(math.inf, math.inf, np.zeros(want.shape), False,
+                                 f"{name}: {act.dtype} {list(act.shape)} != expected "
+                                 f"{want.dtype} {list(want.shape)}")
+        a, w = act.view(np.uint8), want.view(np.uint8)
+        same = a == w
+        if dtype.is_fp8:
+            with np.errstate(invalid="ignore"):
+                same |= np.isnan(act.astype(np.float64)) & np.isnan(want.astype(np.float64))
+        if not same.all():
+            bad = np.argwhere(~same)
+            head = (f"{name}: {len(bad)} of {a.size} bytes differ from the reference's "
+                    "(bit for bit expected)")
+            lines = [head]
+            for where in bad[:5]:
+                i = tuple(int(j) for j in where)
+                lines.append(f"  at {list(i)}: actual 0x{int(a[i]):02X} expected 0x{int(w[i]):02X}")
+            return CompareResult(math.inf, math.inf, np.zeros(want.shape), False, "\n".join(lines))
+    return CompareResult(0.0, 0.0, np.zeros(np.shape(pre)), True,
+                         f"q and scale: {np.size(pre)} values and {np.size(s_act)} scales "
+                         "bit for bit the reference's")

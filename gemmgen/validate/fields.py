@@ -206,11 +206,32 @@ class KernelReader(FieldReader):
         return Operand(dt, packed, layout, floc)
 
     def out_dtype(self, op: Op) -> DType | None:
-        a = self.only_atom("out")
-        if a is None:
+        if op is not Op.QUANTIZE:
+            a = self.only_atom("out")
+            return None if a is None else self.dtype(a, ir.OUTPUT_DTYPES, f"out (op '{op.value}')")
+        # quantize: e4m3, e5m2, or fp4 stored packed two per byte ('out fp4 packed').
+        atoms = self.atoms("out")
+        if not atoms:
             return None
-        allowed = ir.QUANTIZED_OUTPUT_DTYPES if op is Op.QUANTIZE else ir.OUTPUT_DTYPES
-        return self.dtype(a, allowed, f"out (op '{op.value}')")
+        dt = self.dtype(atoms[0], ir.QUANTIZED_OUTPUT_DTYPES, f"out (op '{op.value}')")
+        packed = False
+        for a in atoms[1:]:
+            if a.kind == "word" and a.value == "packed" and not packed:
+                packed = True
+            else:
+                self.err(a.loc, f"unexpected {a.describe()} after the out dtype; 'out' takes a "
+                         "dtype, and 'packed' after a 4-bit one", a.width)
+        if dt is None:
+            return None
+        if dt.is_sub_byte and not packed:
+            self.err(atoms[0].loc, f"out dtype '{dt.value}' is {dt.bits}-bit and must be stored "
+                     f"packed two per byte: write 'out {dt.value} packed'", atoms[0].width)
+            return None
+        if packed and not dt.is_sub_byte:
+            self.err(atoms[0].loc, f"'packed' applies to 4-bit dtypes only, not '{dt.value}'",
+                     atoms[0].width)
+            return None
+        return dt
 
     def acc_dtype(self, lhs: Operand | None, rhs: Operand | None) -> DType | None:
         integer = (lhs is not None and rhs is not None and lhs.dtype is DType.INT8
@@ -249,6 +270,20 @@ class KernelReader(FieldReader):
             else:
                 self.err(a.loc, f"unexpected {a.describe()} in {field}; expected a scale "
                          "dtype or a block size like k=128", a.width)
+        rounding = ir.ScaleRounding.UP
+        if (ra := blocks.pop("round", None)) is not None:
+            assert isinstance(ra.value, Atom)
+            if field != "out_scale":
+                self.err(ra.loc, f"'round=' chooses how op 'quantize' rounds the e8m0 scales it "
+                         f"produces (out_scale); {field} is an input", ra.width)
+            elif dtype is not DType.E8M0:
+                self.err(ra.loc, f"'round=' applies to e8m0 scales (a power of two rounded up or "
+                         f"down); {dtype.value} scales are rounded to nearest", ra.width)
+            else:
+                got_round = self.word(ra.value, [v.value for v in ir.ScaleRounding],
+                                      f"{field} round")
+                if got_round is not None:
+                    rounding = ir.ScaleRounding(got_round)
         layout = ir.ScaleLayout.ROWS
         if (la := blocks.pop("layout", None)) is not None:
             assert isinstance(la.value, Atom)
@@ -288,7 +323,7 @@ class KernelReader(FieldReader):
                      f"'{mode.value}'")
             return None
         return Scale(mode, dtype, block_n=sizes.get("n", 1), block_k=sizes.get("k", 0),
-                     layout=layout, loc=floc)
+                     layout=layout, rounding=rounding, loc=floc)
 
     def bias(self) -> Bias | None:
         atoms = self.atoms("bias")

@@ -19,21 +19,53 @@ Rule = Callable[[FieldReader, ir.Kernel], None]
 
 
 def quantize_fields(r: FieldReader, k: ir.Kernel) -> None:
-    """quantize produces per-token-group f32 / e8m0 scales and takes nothing else."""
+    """quantize produces per-token-group scales (f32 or e8m0 for FP8, e8m0
+    or ue4m3 per 16 for packed fp4) and takes nothing else."""
     if k.op is not Op.QUANTIZE:
         if "out_scale" in r.fields:
             r.err(r.field_loc("out_scale"), "'out_scale' is for op 'quantize' only")
         return
     if k.out_scale.mode is not ScaleMode.TOKEN_GROUP:
         r.err(r.field_loc("out"), "op 'quantize' needs 'out_scale per_token_group k=G "
-              "<f32|e8m0>' for the scales it produces")
-    if k.out_scale.enabled and k.out_scale.dtype is DType.BF16:
-        r.err(k.out_scale.loc, "quantize scales are f32 or e8m0")
+              "<f32|e8m0|ue4m3>' for the scales it produces")
+    elif k.out_scale.dtype is DType.BF16:
+        r.err(k.out_scale.loc, "quantize scales are f32 or e8m0 (FP8 out), e8m0 or ue4m3 "
+              "(out fp4 packed), not bf16")
+    else:
+        _quantize_formats(r, k)
     for f in ("lhs_scale", "rhs_scale", "bias", "epilogue", "tile_rule"):
         if f in r.fields or f in r.repeated:
             r.err(r.field_loc(f), f"op 'quantize' does not take '{f}'")
     for loc, what in _own_rule_lines(r):
         r.err(loc, f"op 'quantize' does not take '{what}'")
+
+
+def _quantize_formats(r: FieldReader, k: ir.Kernel) -> None:
+    """The element / scale pairs quantize produces (docs/spec.md, "Quantize"):
+    FP8 with f32 or e8m0 scales (MXFP8 with k=32 round=floor); packed fp4 with
+    e8m0 scales (MXFP4) or ue4m3 scales per 16 (NVFP4); row-major scales."""
+    sc, out = k.out_scale, k.out
+    g = sc.block_k
+    if sc.layout is not ir.ScaleLayout.ROWS:
+        r.err(sc.loc, f"quantize writes its scales row-major ([m, ceil(k/{g})], layout=rows), "
+              f"not layout={sc.layout.value}")
+    if out is DType.FP4 and sc.dtype is DType.F32:
+        r.err(sc.loc, "out fp4 takes e8m0 scales (MXFP4: 'per_token_group k=32 e8m0 "
+              "round=floor') or ue4m3 scales (NVFP4: 'per_token_group k=16 ue4m3'), not f32")
+    if sc.dtype is DType.UE4M3:
+        if out is not DType.FP4:
+            r.err(sc.loc, f"ue4m3 scales are NVFP4's: they go with 'out fp4 packed', not "
+                  f"'out {out.value}' (FP8 takes f32 or e8m0 scales)")
+        if g != 16:
+            r.err(sc.loc, f"ue4m3 scales (NVFP4) are one per 16 elements: write "
+                  f"'per_token_group k=16 ue4m3', not k={g}")
+    if out is DType.FP4:
+        if g % 2:
+            r.err(sc.loc, f"out fp4 is packed two per byte, so a group of k={g} would share a "
+                  "byte with the next: the group size must be even")
+        if k.static_k is not None and k.static_k % 2:
+            r.err(r.field_loc("dims"), f"out fp4 is packed two per byte along k, so k must be "
+                  f"even; dims k={k.static_k}")
 
 
 def _own_rule_lines(r: FieldReader) -> list[tuple[ir.Loc, str]]:

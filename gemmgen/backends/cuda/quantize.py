@@ -1,9 +1,11 @@
-"""CUDA per-token-group FP8 activation quantization (op quantize): the plan.
+"""CUDA per-token-group activation quantization (op quantize): the plan.
 
     q[m, k] = sat_fp8(x / s),  s[m, ceil(k/G)] = max(amax(|x_group|), 1e-10) / fp8_max
 
-with e8m0 scales rounded up to a power of two (gemmgen.reference is the
-definition; docs/cuda-gemv-quantize.md the design):
+with e8m0 scales rounded up to a power of two, or (round=floor) OCP MX's
+2^(floor(log2(amax)) - emax_elem); packed fp4 (e2m1) values with e8m0
+scales (MXFP4) or ue4m3 scales amax / 6 (NVFP4). gemmgen.reference is the
+definition; docs/cuda-gemv-quantize.md the design:
 
   (1) a group of G consecutive elements of a row is one work item; `lanes`
       lanes of a warp share it (G / 8 = 16 for bf16 and G = 128, so a warp
@@ -11,18 +13,23 @@ definition; docs/cuda-gemv-quantize.md the design):
       in registers (16-byte ld.global.nc loads);
   (2) amax over the lanes of the group with butterfly shuffles (the full
       warp: gg::warp_reduce_max);
-  (3) the scale: the correctly rounded f32 division (__fdiv_rn), or the
-      e8m0 byte rounded up exactly (gg::e8m0_round_up_ratio); one lane
-      stores it. A group holding an infinity or a NaN gets a NaN scale
-      (e8m0 byte 255);
+  (3) the scale: the correctly rounded f32 division (__fdiv_rn), the
+      e8m0 byte rounded up exactly (gg::e8m0_round_up_ratio) or down
+      (OCP MX: amax's exponent field less emax_elem), or amax / 6 rounded
+      to ue4m3 (NVFP4); one lane stores it. A group holding an infinity or
+      a NaN gets a NaN scale (e8m0 byte 255, ue4m3 byte 0x7F);
   (4) every lane multiplies its elements by 1 / s (exact for e8m0, the
       correctly rounded reciprocal for f32), casts them to FP8 with
       saturation and stores them (8 bytes per lane for bf16); NaN scales
-      give NaN q.
+      give NaN q. fp4: each value's e2m1 code is found by comparisons with
+      the rounding boundaries (times s for ue4m3: exact, no quotient is
+      rounded) and two codes go in a byte (4 bytes per lane for bf16); a
+      NaN scale gives +0, a zero ue4m3 scale zeros with x's sign.
 
 The last group of a row may be partial (k not a multiple of G). When k is
 not a multiple of `vec` the rows are not 16-byte aligned and a second entry
-point reads one element per lane; the launch plan picks it by k.
+point reads one element per lane (two for fp4: k is even); the launch plan
+picks it by k.
 """
 
 from __future__ import annotations
@@ -55,7 +62,8 @@ class QuantEntry:
     """One entry point: how the lanes of a warp cover a group."""
 
     name: str
-    vec: int  # elements per lane and load (1: scalar loads)
+    vec: int  # elements per lane and slice (one 16-byte load, or scalar loads)
+    wide: bool  # the slice is one 16-byte load
     lanes: int  # lanes per group (a power of two <= 32)
     groups_per_warp: int
     chunks: int  # slices of `vec` per lane and group
@@ -67,7 +75,7 @@ class QuantEntry:
 
     @property
     def label(self) -> str:
-        return f"{LOAD_BYTES}-byte loads" if self.vec > 1 else "unaligned k"
+        return f"{LOAD_BYTES}-byte loads" if self.wide else "unaligned k"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +87,14 @@ class QuantPlan:
     out: DType
     scale_dtype: DType
     group: int  # G
-    fp8_max: float
+    fp8_max: float  # the largest finite value of the out type (fp4: 6)
     amax_floor: float
     threads: int
     warps: int
-    e8m0: bool  # e8m0 scales (rounded up to a power of two), else f32
+    e8m0: bool  # e8m0 scales (rule e8m0_up or e8m0_floor)
+    rule: str  # the scale: "f32", "e8m0_up", "e8m0_floor" (OCP MX) or "ue4m3" (NVFP4)
+    fp4: bool  # packed e2m1 values, two per byte
+    emax: int  # emax_elem of the out type (OCP MX)
     entries: tuple[QuantEntry, ...]  # the 16-byte path (when G allows it), then unaligned k
     # The .cu's text.
     in_ctype: str
@@ -93,10 +104,26 @@ class QuantPlan:
     scale_formula: str  # s[r, g] in the header comment
     nan_scale: str  # what a group holding inf or NaN stores
     entries_comment: str
+    title: str  # what the kernel does, in the header comment
 
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    @property
+    def max_const(self) -> str:
+        """The name of the out type's largest value in the .cu."""
+        return "kFp4Max" if self.fp4 else "kFp8Max"
+
+    @property
+    def q_arg(self) -> str:
+        """What store_q multiplies or compares with: 1 / s, or s (ue4m3)."""
+        return "unit" if self.rule == "ue4m3" else "inv"
+
+    @property
+    def out_offset(self) -> str:
+        """The element offset of a lane's slice in `out` (fp4: its byte)."""
+        return "(row * k + g0 + off) / 2" if self.fp4 else "row * k + g0 + off"
 
     @property
     def min_e8m0_code(self) -> int:
@@ -124,16 +151,20 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     kernel = kernel.for_backend(ir.Backend.CUDA)  # its own tile LUT, if any
     assert kernel.op is Op.QUANTIZE
     out: list[Diagnostic] = []
+    sc = kernel.out_scale
     if kernel.lhs.dtype not in INPUT_DTYPES:
         out.append(Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda cannot emit "
                               f"quantize of lhs '{kernel.lhs.dtype.value}' yet: it reads bf16, "
                               "f16 or f32 activations"))
-    if kernel.out_scale.mode is not ScaleMode.TOKEN_GROUP or not kernel.out_scale.block_k:
-        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': cuda cannot emit "
+    if sc.mode is not ScaleMode.TOKEN_GROUP or not sc.block_k:
+        out.append(Diagnostic(sc.loc, f"kernel '{kernel.name}': cuda cannot emit "
                               "quantize without 'out_scale per_token_group k=G' yet"))
-    if kernel.out_scale.dtype not in (DType.F32, DType.E8M0):
-        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': cuda quantize "
-                              "writes f32 or e8m0 scales"))
+    if sc.layout is not ir.ScaleLayout.ROWS:
+        out.append(Diagnostic(sc.loc, f"kernel '{kernel.name}': cuda quantize writes "
+                              "row-major scales (layout=rows)"))
+    if ir.quantize_rule(kernel.out, kernel.out_scale) is None:
+        out.append(Diagnostic(sc.loc, f"kernel '{kernel.name}': cuda quantize writes f32 or e8m0 "
+                              "scales for FP8, e8m0 or ue4m3 (k=16) scales for packed fp4"))
     return out
 
 
@@ -148,19 +179,24 @@ _PARAMS = (Param("const in_t* __restrict__", "lhs"), Param("out_t* __restrict__"
            Param("scale_t* __restrict__", "out_scale"), Param("int", "m"), Param("int", "k"))
 
 
-def _entry(name: str, vec: int, group: int, warps: int, threads: int) -> QuantEntry:
+def _entry(name: str, vec: int, group: int, warps: int, threads: int, *,
+           wide: bool) -> QuantEntry:
     lanes = min(WARP, _pow2_at_least(-(-group // vec)))
     chunks = -(-group // (lanes * vec))
     per_warp = WARP // lanes
     cached = chunks * vec <= MAX_CACHED_VALUES
     plural = "s" if chunks > 1 else ""
-    unit = f"slice{plural} of {LOAD_BYTES} bytes" if vec > 1 else f"element{plural}"
-    head = f"k a multiple of {vec}" if vec > 1 else "Any k"
+    if wide:
+        unit, head = f"slice{plural} of {LOAD_BYTES} bytes", f"k a multiple of {vec}"
+    elif vec == 2:  # packed fp4: a lane's elements are pairs, k is even
+        unit, head = f"pair{plural} of elements", "Any even k"
+    else:
+        unit, head = f"element{plural}", "Any k"
     tail = "" if cached else ", read twice"
     template_args = f"{vec}, {lanes}, {chunks}, {'true' if cached else 'false'}"
     return QuantEntry(
-        name=name, vec=vec, lanes=lanes, groups_per_warp=per_warp, chunks=chunks, cached=cached,
-        items_per_block=warps * per_warp,
+        name=name, vec=vec, wide=wide, lanes=lanes, groups_per_warp=per_warp, chunks=chunks,
+        cached=cached, items_per_block=warps * per_warp,
         description=f"{head}: {lanes} lanes per group, up to {chunks} {unit} per lane{tail}.",
         signature=cpp_signature(f'extern "C" __global__ void __launch_bounds__({threads})', name,
                                 _PARAMS, "the launch contract's arrays, then the dims"),
@@ -174,61 +210,91 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
     threads = kernel.threads or DEFAULT_THREADS
     warps = threads // WARP
     vec = LOAD_BYTES * 8 // kernel.lhs.dtype.bits
+    fp4 = kernel.out is DType.FP4
+    rule = ir.quantize_rule(kernel.out, kernel.out_scale)
+    assert rule is not None, "diagnose refuses the kernel"
     entries = []
     if group % vec == 0:
-        entries.append(_entry(kernel.name, vec, group, warps, threads))
-    entries.append(_entry(f"{kernel.name}_unaligned_k", 1, group, warps, threads))
+        entries.append(_entry(kernel.name, vec, group, warps, threads, wide=True))
+    # The other entry reads single elements, in pairs for packed fp4 (k is even).
+    entries.append(_entry(f"{kernel.name}_unaligned_k", 2 if fp4 else 1, group, warps, threads,
+                          wide=False))
     e8m0 = kernel.out_scale.dtype is DType.E8M0
     fp8_max = kernel.out.max_finite
-    floor = f"max(amax(|x[r, gG : (g+1)G]|), {AMAX_FLOOR}) / {int(fp8_max)}"
-    what = [f"{e.name} (k a multiple of {e.vec}: 16-byte loads)" if e.vec > 1
-            else f"{e.name} (any k)" for e in entries]
+    emax = kernel.out.emax
+    amax = "amax(|x[r, gG : (g+1)G]|)"
+    floor = f"max({amax}, {AMAX_FLOOR}) / {int(fp8_max)}"
+    formula = {"f32": floor, "e8m0_up": f"2^ceil(log2({floor}))",
+               "e8m0_floor": f"2^max(floor(log2({amax})) - {emax}, -127)",
+               "ue4m3": f"rne_ue4m3({amax} / 6), saturated at 448"}[rule]
+    what = [f"{e.name} (k a multiple of {e.vec}: 16-byte loads)" if e.wide
+            else f"{e.name} (any {'even ' if fp4 else ''}k)" for e in entries]
+    title = {("f32", False): "per-token-group FP8 activation quantization",
+             ("e8m0_up", False): "per-token-group FP8 activation quantization",
+             ("e8m0_floor", False): f"MX{kernel.out.value.upper()} activation quantization "
+                                    "(OCP MX v1.0)",
+             ("e8m0_up", True): "per-token-group fp4 (e2m1) activation quantization",
+             ("e8m0_floor", True): "MXFP4 activation quantization (OCP MX v1.0)",
+             ("ue4m3", True): "NVFP4 activation quantization (one ue4m3 scale per 16)"}[rule, fp4]
     p = QuantPlan(
         kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
         lhs=kernel.lhs.dtype, out=kernel.out, scale_dtype=kernel.out_scale.dtype, group=group,
         fp8_max=fp8_max, amax_floor=AMAX_FLOOR, threads=threads, warps=warps, e8m0=e8m0,
-        entries=tuple(entries),
+        rule=rule, fp4=fp4, emax=emax, entries=tuple(entries),
         in_ctype=CTYPE[kernel.lhs.dtype], out_ctype=CTYPE[kernel.out],
         scale_ctype=CTYPE[kernel.out_scale.dtype], out_name=kernel.out.value,
-        scale_formula=f"2^ceil(log2({floor}))" if e8m0 else floor,
-        nan_scale="byte 255" if e8m0 else "f32 NaN",
+        scale_formula=formula,
+        nan_scale={"f32": "f32 NaN", "ue4m3": "byte 0x7F"}.get(rule, "byte 255"),
         entries_comment=comment("Entry points: " + ", ".join(what) + "."),
+        title=title,
     )
     # The kernel computes 1 / s = 2^(127 - code) as one normal f32.
-    assert not p.e8m0 or 1 <= p.min_e8m0_code <= p.max_e8m0_code <= 253
+    assert rule != "e8m0_up" or 1 <= p.min_e8m0_code <= p.max_e8m0_code <= 253
     return p
 
 
 def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
     sc = kernel.out_scale
+    fp4 = kernel.out is DType.FP4
+    rounding = ""
+    if sc.dtype is DType.E8M0:
+        rounding = (" round=floor (OCP MX)" if sc.rounding is ir.ScaleRounding.FLOOR
+                    else " (rounded up to a power of two)")
+    out = (f"{kernel.out.value} packed [m, k / 2] (two e2m1 values per byte, max 6)" if fp4
+           else f"{kernel.out.value} [m, k] (max finite {kernel.out.max_finite:g})")
     lines = [f"op        {kernel.op.value}",
              f"lhs       {kernel.lhs.dtype.value} [m, k]",
-             f"out       {kernel.out.value} [m, k] (max finite {kernel.out.max_finite:g})",
+             f"out       {out}",
              f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value} "
-             f"[m, ceil(k / {sc.block_k})]"
-             + (" (rounded up to a power of two)" if sc.dtype is DType.E8M0 else "")]
+             f"[m, ceil(k / {sc.block_k})]" + rounding]
     if kernel.static_k:
         lines.append(f"dims      k={kernel.static_k}")
     return tuple(lines)
 
 
 def _args(p: QuantPlan) -> tuple[Arg, ...]:
-    store = p.entries[0].vec  # fp8 bytes per lane store
+    # bytes per lane store: a byte per FP8 value, half a byte per fp4 value
+    store = p.entries[0].vec // (2 if p.fp4 else 1)
     m, k = var("m"), var("k")
+    scale_doc = {"e8m0_up": " (e8m0 exponent bytes)", "e8m0_floor": " (e8m0 exponent bytes)",
+                 "ue4m3": " (ue4m3 bytes)"}.get(p.rule, "")
     return (
         Arg(name="lhs", role=Role.IN, dtype=p.lhs, shape=(m, k), doc="the activations",
             align=LOAD_BYTES),
-        Arg(name="out", role=Role.OUT, dtype=p.out, shape=(m, k), doc="the FP8 values",
-            align=store),
+        Arg(name="out", role=Role.OUT, dtype=p.out, shape=(m, "gg_div(k, 2)") if p.fp4 else (m, k),
+            doc="the e2m1 values, two per byte (the even column in the low nibble)" if p.fp4
+            else "the FP8 values", align=store),
         Arg(name="out_scale", role=Role.OUT, dtype=p.scale_dtype, shape=(m, var("groups")),
-            doc=f"one scale per group of {p.group} columns"
-            + (" (e8m0 exponent bytes)" if p.e8m0 else ""), align=p.scale_dtype.bits // 8),
+            doc=f"one scale per group of {p.group} columns" + scale_doc,
+            align=p.scale_dtype.bits // 8),
     )
 
 
 def _checks(kernel: ir.Kernel) -> tuple[Check, ...]:
     m, k = var("m"), var("k")
     checks = [Check(all_of(m.ge(0), k.gt(0)), "m must be >= 0 and k positive")]
+    if kernel.out is DType.FP4:
+        checks.append(Check((k % 2).eq(0), "k must be even: out is fp4, packed two per byte"))
     checks += spec_checks(kernel)
     checks.append(Check(all_of(m.lt(2147483647), k.lt(2147483647)), "dims must fit in int32"))
     # The grid (the groups' blocks over grid x and y) is checked with every
@@ -239,8 +305,11 @@ def _checks(kernel: ir.Kernel) -> tuple[Check, ...]:
 def summary(kernel: ir.Kernel) -> str:
     sc = kernel.out_scale
     dims = f" dims k={kernel.static_k}" if kernel.static_k else ""
-    return (f"{kernel.name}: quantize lhs {kernel.lhs.dtype.value} [m, k] -> {kernel.out.value}, "
-            f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value}{dims} [cuda]")
+    packed = " packed" if kernel.out is DType.FP4 else ""
+    rounding = " round=floor" if sc.rounding is ir.ScaleRounding.FLOOR else ""
+    return (f"{kernel.name}: quantize lhs {kernel.lhs.dtype.value} [m, k] -> "
+            f"{kernel.out.value}{packed}, out_scale {sc.mode.value} k={sc.block_k} "
+            f"{sc.dtype.value}{rounding}{dims} [cuda]")
 
 
 def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
@@ -258,7 +327,7 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
         blocks = cdiv(var("m") * var("groups"), e.items_per_block)
         grid = Grid(min_(blocks, LIMITS.grid_x), cdiv(blocks, LIMITS.grid_x), Lit(1))
         comment = (f"{e.items_per_block} groups per block, {e.lanes} lanes per group"
-                   + (f", {LOAD_BYTES}-byte loads" if e.vec > 1 else ", one element per load"))
+                   + (f", {LOAD_BYTES}-byte loads" if e.wide else ", one element per load"))
         variants.append(Variant(
             index=i, when=None if last else (var("k") % e.vec).eq(0), where=p.where,
             label=e.label, steps=(Step(entry=e.name, grid=grid, block=p.threads, smem=0,

@@ -41,11 +41,17 @@ def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
                               "cannot emit quantize with out_scale "
                               f"'{kernel.out_scale.mode.value}' yet (per_token_group k=G only)"))
         return out
-    if quantize_tk(kernel) % LANES:
+    lanes = 2 * LANES if kernel.out.is_sub_byte else LANES  # packed fp4: 128 lanes of bytes
+    if quantize_tk(kernel) % lanes:
         out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': the K block of "
                               f"quantize ({quantize_tk(kernel)}: tile k={kernel.tile.k} rounded "
-                              f"to whole groups of {g}) must be a multiple of {LANES} lanes; "
-                              f"choose a group size that divides {LANES} or is a multiple of it"))
+                              f"to whole groups of {g}) must be a multiple of {lanes} lanes; "
+                              f"choose a group size that divides {lanes} or is a multiple of it"))
+    sc = kernel.out_scale
+    if ir.quantize_rule(kernel.out, sc) is None or sc.layout is not ir.ScaleLayout.ROWS:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': pallas_tpu "
+                              "quantize writes row-major f32 or e8m0 scales for FP8, e8m0 or "
+                              "ue4m3 (k=16) scales for packed fp4"))
     if kernel.tile.m % SUBLANES:
         out.append(Diagnostic(kernel.tile_loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
                               f"not a multiple of {SUBLANES}, as a TPU block needs"))

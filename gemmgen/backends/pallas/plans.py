@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import assert_never
@@ -16,7 +17,14 @@ from gemmgen.backends.pallas.cores import (
     vjp_supported,
 )
 from gemmgen.backends.pallas.dtypes import f32, jnp_name, storage_bytes
-from gemmgen.backends.pallas.text import Arg, formula, matmul_args, spec_lines
+from gemmgen.backends.pallas.text import (
+    AMAX_FLOOR,
+    Arg,
+    formula,
+    matmul_args,
+    quantize_text,
+    spec_lines,
+)
 from gemmgen.backends.pallas.tpu import M_ALIGN, MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
@@ -68,14 +76,6 @@ traced by jax.jit). An empty group gives zeros, plus existing_out, which is
 added to every block. Any integers are valid sizes: a negative size counts
 as 0 and no group runs past row m (the running sum saturates at m, nothing
 overflows int32); a local group that group_sizes does not have is empty."""
-
-QUANTIZE_NOTES = """\
-Per row of lhs and group of {group} consecutive columns (the last group may be
-partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / FP8_MAX, {rounding};
-q = x / scale, saturated to +-FP8_MAX, cast with round-to-nearest-even. A
-group that holds an infinity or a NaN gets a NaN scale{nan_byte}
-and NaN for every q."""
-
 
 @dataclass(frozen=True, slots=True)
 class Constant:
@@ -261,14 +261,32 @@ class TgmmPlan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuantizePlan:
-    """A per-token-group FP8 quantization module."""
+    """A per-token-group quantization module (FP8, or packed fp4: MXFP4, NVFP4)."""
 
     module: ModuleInfo
     group: int  # G: elements per scale
-    quant_tk: int  # K block of the grid, a multiple of G
-    fp8_max: float
-    e8m0: bool  # scales as e8m0 exponent bytes, else f32
+    quant_tk: int  # K block of the grid, a multiple of G (of 256 for fp4)
+    fp8_max: float  # the largest finite value of the out type (fp4: 6)
+    e8m0: bool  # scales as e8m0 exponent bytes
+    rule: str  # the scale: "f32", "e8m0_up", "e8m0_floor" (OCP MX) or "ue4m3" (NVFP4)
+    fp4: bool  # packed e2m1 values, two per byte
+    emax: int  # emax_elem of the out type (OCP MX)
     scale_dtype: str  # jnp name of the returned scales
+    scale_out: str  # jnp name of the kernel's scale blocks: f32 scales, or int32 bytes
+    out_name: str  # the out dtype's spelling
+    doc_title: str  # the function's docstring head
+    min_exponent: int  # e8m0_up: the scales lie in 2**-min_exponent .. 2**max_exponent
+    max_exponent: int
+
+    @property
+    def max_name(self) -> str:
+        """The module constant holding fp8_max."""
+        return "FP4_MAX" if self.fp4 else "FP8_MAX"
+
+    @property
+    def tk_lanes(self) -> int:
+        """TK is a multiple of this: 128 lanes of q, of packed bytes for fp4."""
+        return 256 if self.fp4 else 128
 
 
 PallasPlan = MatmulPlan | TgmmPlan | QuantizePlan
@@ -421,30 +439,30 @@ def tgmm_plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
 
 def quantize_plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantizePlan:
     group = kernel.out_scale.block_k
-    e8m0 = kernel.out_scale.dtype is DType.E8M0
-    if e8m0:
-        rounding = ("rounded\nup to a power of two (e8m0) so that no |x| / scale exceeds "
-                    "FP8_MAX")
-    else:
-        rounding = "rounded\nto the nearest f32 (exactly one correctly rounded division)"
-    notes = QUANTIZE_NOTES.format(group=group, rounding=rounding,
-                                  nan_byte=" (e8m0 byte 255)" if e8m0 else "")
-    scale_dt = "uint8" if e8m0 else "float32"
+    rule = ir.quantize_rule(kernel.out, kernel.out_scale)
+    assert rule is not None, "the validator refuses the kernel"
+    fp4 = kernel.out is DType.FP4
+    out_max = kernel.out.max_finite
+    words = quantize_text(kernel, rule)
     args = (Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
-                "the activations to quantize."),)
+                "the activations to quantize" + (" (k even)." if fp4 else ".")),)
     return QuantizePlan(
-        module=module_info(
-            kernel, spec, title="per-token-group FP8 quantization",
-            summary=f"q = saturate(lhs / scale), one scale per row and {group} columns",
-            notes=notes,
-            args=args,
-            returns=f"(q [m, k] {jnp_name(kernel.out)}, scale [m, cdiv(k, {group})] "
-                    f"{scale_dt}" + (", e8m0 exponent bytes" if e8m0 else "") + ")."),
+        module=module_info(kernel, spec, title=words.title, summary=words.summary,
+                           notes=words.notes, args=args, returns=words.returns),
         group=group,
         quant_tk=quantize_tk(kernel),
-        fp8_max=kernel.out.max_finite,
-        e8m0=e8m0,
-        scale_dtype=scale_dt,
+        fp8_max=out_max,
+        e8m0=kernel.out_scale.dtype is DType.E8M0,
+        rule=rule,
+        fp4=fp4,
+        emax=kernel.out.emax,
+        scale_dtype=words.scale_dtype,
+        scale_out="int32" if rule in ("e8m0_floor", "ue4m3") else "float32",
+        out_name=kernel.out.value,
+        doc_title=words.title[0].upper() + words.title[1:],
+        # e8m0_up: the powers of two of the floored amax and of f32's largest.
+        min_exponent=-math.ceil(math.log2(AMAX_FLOOR / out_max)),
+        max_exponent=math.ceil(math.log2(DType.F32.max_finite / out_max)),
     )
 
 

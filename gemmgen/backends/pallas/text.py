@@ -184,7 +184,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
         packed = " packed" if kernel.rhs_operand.packed else ""
         lines.append(f"rhs       {kernel.rhs_operand.dtype.value}{packed} {_rhs_shape(kernel)}")
     if kernel.op is Op.QUANTIZE:
-        lines.append(f"out       {kernel.out.value} [m, k]")
+        lines.append(f"out       {kernel.out.value} packed [m, k / 2] (two e2m1 values per byte)"
+                     if kernel.out.is_sub_byte else f"out       {kernel.out.value} [m, k]")
     else:
         lines.append(f"out       {kernel.out.value}, {kernel.acc.value} accumulator")
     for name, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale),
@@ -195,6 +196,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
             where = "" if name == "out_scale" else f" ({scale.placement.value})"
             layout = (f" layout={scale.layout.value}"
                       if scale.layout is not ScaleLayout.ROWS else "")
+            if scale.rounding is not ir.ScaleRounding.UP:  # up, the default, goes unsaid
+                where += f" round={scale.rounding.value}"
             lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{layout}"
                          f"{where}")
     if kernel.bias.mode is not BiasMode.NONE:
@@ -235,3 +238,80 @@ def _rhs_shape(kernel: ir.Kernel) -> str:
             raise AssertionError("quantize has no rhs")
         case _:
             assert_never(kernel.op)
+
+
+AMAX_FLOOR = 1e-10  # gemmgen.reference.AMAX_FLOOR
+
+QUANTIZE_NOTES = """\
+Per row of lhs and group of {group} consecutive columns (the last group may be
+partial): amax = max |x|; scale = max(amax, AMAX_FLOOR) / {max}, {rounding};
+q = x / scale, saturated to +-{max}, cast with round-to-nearest-even. A
+group that holds an infinity or a NaN gets a NaN scale{nan_byte}
+and NaN for every q."""
+
+QUANTIZE_MX_NOTES = """\
+Per row of lhs and group of {group} consecutive columns (the last group may be
+partial), OCP MX v1.0 (section 6.3): amax = max |x|; scale =
+2**(floor(log2(amax)) - EMAX), the exponent clamped to -127 (amax = 0 gives
+2**-127), as an e8m0 byte; q = x / scale, saturated to +-{max}, cast with
+round-to-nearest-even. A group that holds an infinity or a NaN gets a NaN
+scale (e8m0 byte 255) and NaN for every q."""
+
+QUANTIZE_NV_NOTES = """\
+Per row of lhs and group of 16 consecutive columns (the last group may be
+partial), NVFP4's block scale without a per-tensor scale: amax = max |x|;
+scale = amax / 6 rounded to nearest even in ue4m3 (an unsigned e4m3 byte),
+saturating at 448; q = x / scale rounded to nearest even in e2m1, saturated
+to +-6; a zero scale gives zeros with the sign of x. A group that holds an
+infinity or a NaN gets a NaN scale (ue4m3 byte 0x7F) and q = +0."""
+
+QUANTIZE_FP4_NOTES = """
+
+The fp4 (e2m1) values are packed two per byte along k: column 2i in the low
+nibble of byte i, 2i + 1 in the high one; k must be even. e2m1 has no NaN: a
+group that holds an infinity or a NaN gets q = +0, its NaN scale marks it."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuantizeText:
+    """The words of a quantize module."""
+
+    title: str  # "NVFP4 quantization"
+    summary: str  # the docstring's formula line
+    notes: str
+    returns: str  # the function's Returns: line
+    scale_dtype: str  # the jnp name of the returned scales
+
+
+def quantize_text(kernel: ir.Kernel, rule: str) -> QuantizeText:
+    """Title, formula, notes and returns of a quantize module whose scale
+    follows `rule` (ir.quantize_rule)."""
+    group = kernel.out_scale.block_k
+    fp4 = kernel.out is DType.FP4
+    max_name = "FP4_MAX" if fp4 else "FP8_MAX"
+    if rule == "e8m0_up":
+        notes = QUANTIZE_NOTES.format(
+            group=group, max=max_name, rounding="rounded\nup to a power of two (e8m0) so that "
+            f"no |x| / scale exceeds {max_name}", nan_byte=" (e8m0 byte 255)")
+    elif rule == "f32":
+        notes = QUANTIZE_NOTES.format(
+            group=group, max=max_name, nan_byte="",
+            rounding="rounded\nto the nearest f32 (exactly one correctly rounded division)")
+    elif rule == "e8m0_floor":
+        notes = QUANTIZE_MX_NOTES.format(group=group, max=max_name)
+    else:
+        notes = QUANTIZE_NV_NOTES
+    if fp4:
+        notes += QUANTIZE_FP4_NOTES
+    scale_dtype = "uint8" if rule != "f32" else "float32"
+    scale_bytes = {"e8m0_up": ", e8m0 exponent bytes", "e8m0_floor": ", e8m0 exponent bytes",
+                   "ue4m3": ", ue4m3 bytes"}.get(rule, "")
+    title = {"e8m0_floor": f"MX{kernel.out.value.upper()} quantization (OCP MX v1.0)",
+             "ue4m3": "NVFP4 quantization"}.get(
+        rule, "per-token-group fp4 quantization" if fp4 else "per-token-group FP8 quantization")
+    values = "q = e2m1(lhs / scale), packed two per byte" if fp4 else "q = saturate(lhs / scale)"
+    return QuantizeText(
+        title=title, summary=f"{values}, one scale per row and {group} columns", notes=notes,
+        returns=f"(q {'[m, k // 2]' if fp4 else '[m, k]'} {jnp_name(kernel.out)}, scale "
+                f"[m, cdiv(k, {group})] {scale_dtype}{scale_bytes}).",
+        scale_dtype=scale_dtype)

@@ -44,9 +44,13 @@ class VmemBlock:
 
 
 def quantize_tk(kernel: ir.Kernel) -> int:
-    """The K block of the quantize grid: the tile's k rounded to whole groups."""
+    """The K block of the quantize grid: the tile's k rounded to whole groups
+    (for packed fp4 to whole groups and 256 columns, at least 256: 128 lanes
+    of bytes)."""
     kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     g = kernel.out_scale.block_k or kernel.tile.k
+    if kernel.out.is_sub_byte:
+        g = ir.lcm(g, 256)
     return max(g, kernel.tile.k // g * g)
 
 
@@ -61,6 +65,11 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
         case Op.QUANTIZE:
             q = quantize_tk(kernel)
             groups = max(q // max(kernel.out_scale.block_k, 1), 1)
+            if kernel.out.is_sub_byte:  # packed q, and the codes of a block in f32
+                return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
+                        VmemBlock("out", (tm, q // 2), 1, bufs),
+                        VmemBlock("scale", (groups, tm, 1), 4, bufs),
+                        VmemBlock("codes", (tm, q), 4, 1))
             return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
                     VmemBlock("out", (tm, q), out_b, bufs),
                     VmemBlock("scale", (groups, tm, 1), 4, bufs))

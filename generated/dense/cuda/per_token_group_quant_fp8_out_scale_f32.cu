@@ -115,8 +115,9 @@ __device__ __forceinline__ void quantize(const in_t* __restrict__ lhs, out_t* __
   const in_t* src = lhs + row * k + g0;
 
   // (1) This lane's slices of the group (kept in registers when kCached,
-  // else read again in (4)) and their amax.
-  float x[kCached ? kChunks : 1][kVec];
+  // else read again in (4)) and their amax. Zeroed: (4) reads only the
+  // slices loaded here, which g++ does not always see (-Wmaybe-uninitialized).
+  float x[kCached ? kChunks : 1][kVec] = {};
   float amax = 0.0f;
   if constexpr (kCached) {
 #pragma unroll

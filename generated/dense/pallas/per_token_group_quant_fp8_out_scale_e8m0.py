@@ -103,7 +103,7 @@ def _validate(*, lhs) -> None:
 
 def _power_of_two_scale(amax):
     """The e8m0 scale, exactly: the smallest power of two s with amax <= FP8_MAX * s
-    (amax finite, at least AMAX_FLOOR, so s is a normal f32: 2**-49 .. 2**120).
+    (amax finite, at least AMAX_FLOOR, so s is a normal f32: 2**-42 .. 2**120).
 
     amax / FP8_MAX is rounded in f32, so its exponent (rounded up unless the
     quotient is a power of two) may be one off; FP8_MAX * s is exact, and the
@@ -137,10 +137,14 @@ def _kernel(x_ref, q_ref, scale_ref, *, k: int):
         # (3) The scale, a power of two; NaN for a group with an inf or a NaN.
         floored = jnp.where(finite, jnp.maximum(amax, AMAX_FLOOR), 1.0)
         scale = jnp.where(finite, _power_of_two_scale(floored), jnp.nan)
-        # (4) q = x / scale, saturated (e4m3fn has no infinity: an overflowing
-        #     cast would give NaN), then cast to e4m3; all NaN in a
-        #     non-finite group.
-        q = jnp.clip(group / scale, -FP8_MAX, FP8_MAX)
+        # (4) q = x / scale = x * (1 / scale), exact: 1 / scale, a normal power
+        #     of two, from the bits of scale (a TPU's division by a power of two
+        #     near 2**120 is off by an ulp); saturated (e4m3fn has no infinity: an
+        #     overflowing cast would give NaN), then cast to e4m3; all NaN in
+        #     a non-finite group.
+        bits = lax.bitcast_convert_type(scale, jnp.int32)
+        inv = lax.bitcast_convert_type((254 << 23) - bits, jnp.float32)
+        q = jnp.clip(group * inv, -FP8_MAX, FP8_MAX)
         q = jnp.where(finite, q, jnp.nan)
         q_ref[:, j * GROUP : (j + 1) * GROUP] = q.astype(q_ref.dtype)
         scale_ref[j] = scale

@@ -416,4 +416,5 @@ def test_diagnose_guards_what_validate_lets_through(built):
     assert messages == [
         "kernel 'quant_e8m0': cuda cannot emit quantize of lhs 'int8' yet: it reads bf16, f16 "
         "or f32 activations",
-        "kernel 'quant_e8m0': cuda quantize writes f32 or e8m0 scales"]
+        "kernel 'quant_e8m0': cuda quantize writes f32 or e8m0 scales for FP8, e8m0 or ue4m3 "
+        "(k=16) scales for packed fp4"]
