@@ -123,8 +123,8 @@ def test_uninitialised_accumulator_fails(mode):
     _, result = run("dense", "dense_gemm_bf16", source, ONE_TILE, mode)
     assert result.passed, result.detail
     mutant = with_mutated_runtime(source, "gg_gemm.cuh",
-                                  "acc[i][j][e] = 0;\n        if constexpr (kPromotion<T>) {",
-                                  "if constexpr (kPromotion<T>) {")
+                                  "acc[i][j][e] = 0;\n        if constexpr (kPromote) {",
+                                  "if constexpr (kPromote) {")
     actual, result = run("dense", "dense_gemm_bf16", mutant, ONE_TILE, mode)
     assert not result.passed
     # Every output holds the poison: the accumulators start at GCC's 0xFE
@@ -189,8 +189,8 @@ def test_unpadded_a_tile_shows_ldmatrix_bank_conflicts(mode):
     assert padded["A"][1] == padded["A"][2] and padded["B"][1] == padded["B"][2]
     # Unpadded A rows: the tile's numbers, and the rule check_tile holds them to.
     mutant = mutate(source, "kAStride = 80, kAStage = 10240;", "kAStride = 64, kAStage = 8192;")
-    mutant = with_mutated_runtime(mutant, "gg_gemm_config.cuh", "T::kAStride != T::kBK * kElem + 16",
-                                  "T::kAStride != T::kBK * kElem")
+    mutant = with_mutated_runtime(mutant, "gg_gemm_config.cuh", "T::kAStride != kRowBytes + 16",
+                                  "T::kAStride != kRowBytes")
     counters = []
     _, result = run("dense", "dense_gemm_bf16", mutant, GEMM_CASE, mode, counters=counters)
     assert result.passed, result.detail  # right values: only the cost changed
