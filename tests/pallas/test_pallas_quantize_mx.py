@@ -48,8 +48,13 @@ def generated(tmp_path_factory):
 SLOW = ("nvfp4_f32_quant", "mxfp8_e5m2_quant")
 
 
-def names(*only: str) -> list:
-    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+# CI runs the edge cases of NVFP4 on the CUDA emulator
+# (tests/cuda/sm80/test_cuda_quantize_mx.py) and here the bit-exact cases.
+EDGES_SLOW = SLOW + ("nvfp4_quant",)
+
+
+def names(*only: str, slow: tuple[str, ...] = SLOW) -> list:
+    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n
             for n in (only or KERNELS)]
 
 
@@ -69,7 +74,7 @@ def test_matches_reference_bit_for_bit(generated, name):
     lower_for_tpu(generated.fn(name), inputs)
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", names(slow=EDGES_SLOW))
 def test_edge_rows(generated, name):
     """Amaxes at powers of two (and ue4m3 values and ties), elements on the
     element format's ties and past its largest value, an all-zero row."""
@@ -80,7 +85,7 @@ def test_edge_rows(generated, name):
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize("name", names("mxfp8_quant", "mxfp4_quant", "nvfp4_quant",
-                                        "nvfp4_f32_quant"))
+                                        "nvfp4_f32_quant", slow=EDGES_SLOW))
 def test_zero_and_nonfinite_groups(generated, name):
     """amax 0 (OCP byte 0; a zero ue4m3 scale: zeros with x's sign); a group
     holding inf or NaN: NaN scale (0xFF, ue4m3 0x7F) and NaN q (FP8) or +0
