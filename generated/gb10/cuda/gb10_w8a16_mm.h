@@ -2,8 +2,8 @@
 //
 // M dispatcher gb10_w8a16_mm (specs/gb10.gemm): one argument struct, and the
 // kernel for each M chosen at run time (first matching arm), with the body
-// each arm's kernel runs on each declared arch (its launcher picks the
-// Hopper one by compute capability):
+// each arm's kernel runs on each declared arch (its launcher picks one by
+// compute capability):
 //   when m == 1    -> gb10_w8a16_gemv (gemv, specs/gb10.gemm)
 //                     every arch: the gemv body
 //   else           -> gb10_w8a16_gemm (tile, specs/gb10.gemm)
@@ -13,7 +13,9 @@
 // gb10_w8a16_mm.cu and each arm's .cu with nvcc, include this header:
 //
 //   Gb10W8a16MmArgs args;  // device pointers and dims, below
-//   if (const char* why = gb10_w8a16_mm_validate(args)) { /* bad call: nothing launched */ }
+//   if (const char* why = gb10_w8a16_mm_validate(args)) {
+//     // a bad call: nothing was launched
+//   }
 //   cudaError_t err = launch_gb10_w8a16_mm(args, stream);
 #pragma once
 
@@ -34,7 +36,8 @@ struct Gb10W8a16MmArgs {
   int n = 0;
 };
 
-// The arm launch_gb10_w8a16_mm runs for M (gb10_w8a16_mm.py's pick() agrees).
+// The arm launch_gb10_w8a16_mm runs for M (gb10_w8a16_mm.py's pick()
+// agrees).
 inline int gb10_w8a16_mm_pick(long long m) {
   // gb10_w8a16_gemv, specs/gb10.gemm
   if (m == 1) {

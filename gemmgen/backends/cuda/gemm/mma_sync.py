@@ -201,7 +201,12 @@ def params(kernel: ir.Kernel) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...]) -> tuple[Entry, ...]:
+def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...],
+            struct: str = "Tile", suffix: str = "") -> tuple[Entry, ...]:
+    """The entry points: fill and worklist (grouped), then one GEMM per tile,
+    `<entry><suffix>` calling the body on `<struct><index>` (another body's
+    entries over the same tiles: sm120.py), each laid out for its own
+    names."""
     name = kernel.name
     grouped = kernel.op is Op.GROUPED
     out: list[Entry] = []
@@ -236,9 +241,9 @@ def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...
                 f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
                 f"tiles, {rows} over y and z.", COLUMNS - len("// "))),
             signature=signature(f'extern "C" __global__ void __launch_bounds__({t.threads})',
-                                 t.entry, [p.decl for p in params],
+                                 t.entry + suffix, [p.decl for p in params],
                                  "arrays in the launch contract's order, then the dims"),
-            body=call(f"gg::gemm::{body}<Tile{t.index}>", args)))
+            body=call(f"gg::gemm::{body}<{struct}{t.index}>", args)))
     return tuple(out)
 
 
