@@ -26,10 +26,21 @@
 // tests/cuda/sm120/test_cuda_sm120_cute_oracle.py compares them). Four
 // byte-ids let one register carry the scales of four consecutive K blocks.
 //
-// Arch: the `a` targets sm_120a and sm_121a (__CUDA_ARCH_FEAT_SM120_ALL /
-// __CUDA_ARCH_FEAT_SM121_ALL). The primitive is a template, so its
-// static_assert fires only in a kernel of another arch that calls it.
+// Arch: the `a` targets sm_120a and sm_121a, GG_SM12X_BLOCK_SCALED below.
+// The primitive is a template, so its static_assert fires only in a kernel
+// of another arch that calls it.
 #pragma once
+
+// Defined in device code built for sm_120a or sm_121a. nvcc defines
+// __CUDA_ARCH_FEAT_SM120_ALL / __CUDA_ARCH_FEAT_SM121_ALL there, but NVRTC
+// (13.5) defines neither for sm_121a; both define __CUDA_ARCH_SPECIFIC__
+// (1200, 1210) for an `a` target (tests/launchers/test_cuda_nvrtc.py holds
+// NVRTC's `_sm120` entries to QMMA.SF).
+#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL) || \
+    (defined(__CUDA_ARCH_SPECIFIC__) &&                                           \
+     (__CUDA_ARCH_SPECIFIC__ == 1200 || __CUDA_ARCH_SPECIFIC__ == 1210))
+#define GG_SM12X_BLOCK_SCALED 1
+#endif
 
 namespace gg {
 
@@ -137,7 +148,7 @@ __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4]
   static_assert((kIsE4M3<A> || kIsE5M2<A>) && (kIsE4M3<B> || kIsE5M2<B>),
                 "mma_m16n8k32_mx multiplies e4m3 / e5m2 operands");
 #if defined(__CUDA_ARCH__)
-#if defined(__CUDA_ARCH_FEAT_SM120_ALL) || defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#if defined(GG_SM12X_BLOCK_SCALED)
 #define GG_MMA_MX(TYPES)                                                                        \
   asm volatile(                                                                                 \
       "mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32.row.col.f32." TYPES   \

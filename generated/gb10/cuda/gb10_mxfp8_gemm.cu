@@ -133,8 +133,7 @@ extern "C" __global__ void __launch_bounds__(128) gb10_mxfp8_gemm_t0_sm120(
     const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
     const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
     __nv_bfloat16* __restrict__ out, int m, int n, int k) {
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && \
-    !defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#if defined(__CUDA_ARCH__) && !defined(GG_SM12X_BLOCK_SCALED)
   __trap();  // built without sm_120a / sm_121a: the launchers pick this entry there only
 #else
   gg::gemm::dense<Sm120Tile0>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, m, n, k);
@@ -148,8 +147,7 @@ extern "C" __global__ void __launch_bounds__(256) gb10_mxfp8_gemm_t1_sm120(
     const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
     const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
     __nv_bfloat16* __restrict__ out, int m, int n, int k) {
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && \
-    !defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#if defined(__CUDA_ARCH__) && !defined(GG_SM12X_BLOCK_SCALED)
   __trap();  // built without sm_120a / sm_121a: the launchers pick this entry there only
 #else
   gg::gemm::dense<Sm120Tile1>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, m, n, k);

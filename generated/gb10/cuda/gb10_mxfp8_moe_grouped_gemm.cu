@@ -128,8 +128,7 @@ extern "C" __global__ void __launch_bounds__(256) gb10_mxfp8_moe_grouped_gemm_sm
     const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
     __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
     int num_groups, int group_offset) {
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && \
-    !defined(__CUDA_ARCH_FEAT_SM121_ALL)
+#if defined(__CUDA_ARCH__) && !defined(GG_SM12X_BLOCK_SCALED)
   __trap();  // built without sm_120a / sm_121a: the launchers pick this entry there only
 #else
   gg::gemm::grouped<Sm120Tile0>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, workspace, m,

@@ -83,8 +83,7 @@ def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
     for t, base in zip(tiles, gemms):
         assert any(f" {t.entry}(" in line for line in base.signature), t.entry
         sig, calls = base.signature, base.body
-        body = ("#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM120_ALL) && \\",
-                "    !defined(__CUDA_ARCH_FEAT_SM121_ALL)",
+        body = ("#if defined(__CUDA_ARCH__) && !defined(GG_SM12X_BLOCK_SCALED)",
                 "  __trap();  // built without sm_120a / sm_121a: the launchers pick this entry "
                 "there only",
                 "#else",
