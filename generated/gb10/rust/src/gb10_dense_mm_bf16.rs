@@ -55,7 +55,9 @@ pub fn gb10_dense_mm_bf16_as_gb10_dense_gemv_bf16(a: &Args) -> gb10_dense_gemv_b
 }
 
 /// The arguments as gb10_dense_gemv_batched_bf16's (the same fields).
-pub fn gb10_dense_mm_bf16_as_gb10_dense_gemv_batched_bf16(a: &Args) -> gb10_dense_gemv_batched_bf16::Args {
+pub fn gb10_dense_mm_bf16_as_gb10_dense_gemv_batched_bf16(
+    a: &Args,
+) -> gb10_dense_gemv_batched_bf16::Args {
     gb10_dense_gemv_batched_bf16::Args { lhs: a.lhs, rhs: a.rhs, out: a.out }
 }
 

@@ -233,7 +233,8 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                     Launch {
                         kernel: NAME,
                         entry: "gb10_mxfp8_gemm_t1_sm120",
-                        what: "128x64 output tiles: n tiles, m tiles over y and z, block-scaled MMA",
+                        what:
+                            "128x64 output tiles: n tiles, m tiles over y and z, block-scaled MMA",
                         grid: [
                             gg_cdiv(n_out, 64),
                             gg_min(gg_cdiv(m, 128), 65535),
