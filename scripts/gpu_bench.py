@@ -647,6 +647,10 @@ def run(args) -> int:
     failed = 0
     sm, device_name = device_sm()
     sm12x = is_sm12x(sm)
+    if args.sm12x_only and not sm12x:
+        print(f"sm_12x rows skipped: {device_name} has compute capability {sm // 10}.{sm % 10}, "
+              "not 12.x")
+        return 0
     stems = ("dense", "moe") + ((SM12X_SPEC,) if sm12x else ())
     for stem in () if args.deepseek_only or args.sm12x_only else stems:
         rendered = render_spec(ROOT / "specs" / f"{stem}.gemm")
