@@ -76,7 +76,7 @@ sys.path.insert(0, str(ROOT))
 from gemmgen import ir  # noqa: E402
 from gemmgen.build import render_spec  # noqa: E402
 from gemmgen.cases import standard_cases  # noqa: E402
-from gemmgen.devices import DEVICES, Device  # noqa: E402
+from gemmgen.devices import DEVICES, Device  # noqa: E402 (after sys.path)
 from gemmgen.explain import cost  # noqa: E402
 from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
 from gemmgen.harness import cuda_gpu  # noqa: E402
@@ -473,8 +473,8 @@ def sm12x_plan(specs: dict) -> tuple[list[dict], list[str]]:
     skipped (a kernel the spec lacks)."""
     spec = specs.get(SM12X_SPEC)
     if spec is None:
-        return [], [f"specs/{SM12X_SPEC}.gemm is missing, so the {len(SM12X_ROWS)} sm_12x rows "
-                    "are not run"]
+        why = f"specs/{SM12X_SPEC}.gemm is missing, so the {len(SM12X_ROWS)} sm_12x rows are not run"
+        return [], [why]
     kernels = {k.name for k in spec.kernels}
     dispatches = {d.name: d for d in spec.dispatches}
     rows, skipped = [], []

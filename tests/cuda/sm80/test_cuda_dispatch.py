@@ -283,12 +283,12 @@ def test_layout_holds_for_every_name_length():
         names = {old: (tag + "x" * 40)[:length] for old, tag in
                  ((NAME, "p"), (ARMS[0], "q"), (ARMS[1], "v"), (ARMS[2], "w"))}
         text = SPEC
-        for old in sorted(names, key=len, reverse=True):
-            text = text.replace(old, names[old])
+        for old, new in sorted(names.items(), key=lambda x: -len(x[0])):
+            text = text.replace(old, new)
         spec = validate(parse(text, "specs/names.gemm"), stem="names")
         files = cuda_dispatch.render_dispatch(spec.dispatches[0], spec)
-        for suffix in texts:
-            texts[suffix].append(files[PurePosixPath(f"cuda/{names[NAME]}.{suffix}")])
+        for suffix, parts in texts.items():
+            parts.append(files[PurePosixPath(f"cuda/{names[NAME]}.{suffix}")])
     for suffix, parts in texts.items():
         proc = subprocess.run([CLANG_FORMAT, "--dry-run", "-Werror", "--style=file",
                                f"--assume-filename={REPO / 'generated' / f'names.{suffix}'}"],

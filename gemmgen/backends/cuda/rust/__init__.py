@@ -32,7 +32,13 @@ from gemmgen.backends.cuda.dispatch import DispatchPlan
 from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LIMITS, LaunchPlan
 from gemmgen.backends.cuda.rust.kernel import RustKernel
 from gemmgen.backends.cuda.rust.text import (
-    WIDTH, field_doc, field_type, rs_const, rs_doc, rs_list, rs_use,
+    WIDTH,
+    field_doc,
+    field_type,
+    rs_const,
+    rs_doc,
+    rs_list,
+    rs_use,
 )
 from gemmgen.render import render_template
 from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
