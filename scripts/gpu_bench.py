@@ -26,10 +26,21 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
       at or above them on an H200 for the large shapes, >= 90 % of HBM
       bandwidth for m = 64. These rows are timed only: the kernels'
       correctness is step (1)'s, on ragged shapes.
+  (5) on a device of compute capability 12.x (GB10 / DGX Spark 12.1, RTX 50
+      and RTX PRO 6000 12.0), the kernels of specs/gb10.gemm join steps
+      (1)-(2) (the sm_90a-only kernels of specs/moe.gemm, which such a
+      device cannot load, are skipped, saying so), and SM12X_ROWS replace
+      step (4): MXFP8 and FP8 (block-scaled W8A8, per-token) dense and
+      grouped GEMMs at DeepSeek-V3 and GPT-OSS shapes, the masked decode
+      layout, and the decode GEMV arms of the M dispatchers, each beside
+      the device's roofline (gemmgen.devices: 273 GB/s on a GB10). Timed
+      only, like step (4). Other devices run steps (1)-(4) as before.
 
     python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
     python scripts/gpu_bench.py --deepseek-only     # only step (4)
     python scripts/gpu_bench.py --list-deepseek     # the DeepSeek rows and their kernels; no GPU
+    python scripts/gpu_bench.py --list-sm12x        # the sm_12x rows and their kernels; no GPU
+    python scripts/gpu_bench.py --sm12x-only        # only step (5), on a 12.x device
     python scripts/gpu_bench.py --emulate --kernel dense_gemm_bf16   # the whole flow on the CPU
 
 Timing: each sample is `BATCH` calls back to back between two CUDA events,
@@ -39,7 +50,8 @@ forward pass; a kernel shorter than that host work is host-bound, and the
 table says so. `--emulate` runs every step on the CPU emulator through the
 CuPy stand-in (gemmgen/harness/cupy_standin.py: the real NVRTC, the
 emulator's launches) at tiny shapes, so that the script's first run on a
-lent GPU cannot fail on a stale name; its times are not measurements.
+lent GPU cannot fail on a stale name; its times are not measurements
+(`--emulate-arch sm_121a` plays a GB10, which selects step (5)).
 
 It prints a Markdown table (paste into docs/benchmarks.md) and writes
 bench.json to --out (default $OUT, else the current folder). Without CuPy or
@@ -64,6 +76,7 @@ sys.path.insert(0, str(ROOT))
 from gemmgen import ir  # noqa: E402
 from gemmgen.build import render_spec  # noqa: E402
 from gemmgen.cases import standard_cases  # noqa: E402
+from gemmgen.devices import DEVICES, Device  # noqa: E402 (after sys.path)
 from gemmgen.explain import cost  # noqa: E402
 from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
 from gemmgen.harness import cuda_gpu  # noqa: E402
@@ -112,6 +125,48 @@ DEEPSEEK_MASKED = {
 # The kernels of specs/ the rows run on: (spec stem, kernel name).
 DEEPSEEK_DENSE_KERNEL = ("dense", "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32")
 DEEPSEEK_CONTIGUOUS_KERNEL = ("moe", "moe_w8a8_grouped_gemm")
+
+# Step (5), on compute capability 12.x: the kernels (or M dispatchers) of
+# specs/gb10.gemm at production shapes, as (what, kernel, groups, m per
+# group, n, k); groups 0 is a dense call. The masked rows' m is each
+# expert's capacity, every row valid.
+SM12X_SPEC = "gb10"
+SM12X_ROWS = (
+    # DeepSeek-V3's dense projections (DEEPSEEK_DENSE's shapes): block-scaled
+    # W8A8 (1x128 / 128x128, mma.sync with FP32 promotion) and MXFP8
+    # (block-scaled MMA), prefill and a decode-sized batch.
+    ("deepseek dense", "gb10_fp8_gemm_blockscaled", 0, 4096, 7168, 2048),
+    ("deepseek dense", "gb10_fp8_gemm_blockscaled", 0, 4096, 4096, 7168),
+    ("deepseek dense", "gb10_fp8_gemm_blockscaled", 0, 64, 7168, 2048),
+    ("deepseek dense", "gb10_mxfp8_gemm", 0, 4096, 7168, 2048),
+    ("deepseek dense", "gb10_mxfp8_gemm", 0, 4096, 4096, 7168),
+    ("deepseek dense", "gb10_mxfp8_gemm", 0, 64, 7168, 2048),
+    ("fp8 dense", "gb10_fp8_gemm", 0, 4096, 7168, 2048),
+    # GPT-OSS (hidden 2880; 64 query and 8 key-value heads of 64): the
+    # attention's qkv and output projections in MXFP8.
+    ("gpt-oss dense", "gb10_mxfp8_gemm", 0, 4096, 5120, 2880),
+    ("gpt-oss dense", "gb10_mxfp8_gemm", 0, 4096, 2880, 4096),
+    # DeepSeek-V3's routed experts: contiguous (DEEPSEEK_CONTIGUOUS's
+    # shapes), the fused gate-up (2 x 2048 intermediate columns), and the
+    # masked decode layout (DEEPSEEK_MASKED's, then 32 experts of 8 tokens).
+    ("deepseek grouped", "gb10_moe_w8a8_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "gb10_moe_w8a8_grouped_gemm", 4, 8192, 4096, 7168),
+    ("deepseek grouped", "gb10_mxfp8_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek gate-up", "gb10_moe_w8a8_gateup_silu", 8, 4096, 4096, 7168),
+    ("deepseek masked", "gb10_moe_fp8_masked_gemm", 4, 256, 4096, 7168),
+    ("deepseek masked", "gb10_moe_fp8_masked_gemm", 32, 8, 4096, 7168),
+    # GPT-OSS-20b's experts (32, top 4: 4096 tokens give 512 rows each):
+    # the gate-up (2 x 2880) and down projections in MXFP8.
+    ("gpt-oss grouped", "gb10_mxfp8_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "gb10_mxfp8_moe_grouped_gemm", 32, 512, 2880, 2880),
+    # Decode: the M dispatchers' GEMV arms (M = 1: GEMV, M = 8: batched
+    # GEMV), bound by the weight stream (273 GB/s on a GB10).
+    ("decode", "gb10_dense_mm_bf16", 0, 1, 4096, 4096),
+    ("decode", "gb10_dense_mm_bf16", 0, 8, 4096, 4096),
+    ("decode", "gb10_dense_mm_bf16", 0, 1, 5120, 2880),
+    ("decode", "gb10_w8a16_mm", 0, 1, 4096, 4096),
+    ("decode", "gb10_w8a16_mm", 0, 1, 5120, 2880),
+)
 
 # Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
 # The masked layout's m is each group's capacity (every row valid): 8 local
@@ -396,6 +451,145 @@ def _specs() -> dict:
     return {stem: render_spec(ROOT / "specs" / f"{stem}.gemm").spec for stem in ("dense", "moe")}
 
 
+def is_sm12x(sm: int) -> bool:
+    """Compute capability 12.x (major * 10 + minor): the devices of step (5)."""
+    return sm // 10 == 12
+
+
+def sm12x_device(sm: int, name: str = "") -> Device | None:
+    """The gemmgen.devices entry whose roofline a 12.x device's rows are put
+    beside: a GB10 on 12.1, an RTX PRO 6000 or an RTX 5090 on 12.0 (by the
+    device's name); None for another compute capability."""
+    if sm == 121:
+        return DEVICES["gb10"]
+    if sm == 120:
+        return DEVICES["rtxpro6000" if "PRO" in name.upper() else "rtx5090"]
+    return None
+
+
+def sm12x_plan(specs: dict) -> tuple[list[dict], list[str]]:
+    """The rows of step (5), each with its kernel (a dispatcher's: the arm
+    for the row's M) and the dispatcher it goes through; why rows are
+    skipped (a kernel the spec lacks)."""
+    spec = specs.get(SM12X_SPEC)
+    if spec is None:
+        why = f"specs/{SM12X_SPEC}.gemm is missing, so the {len(SM12X_ROWS)} sm_12x rows are not run"
+        return [], [why]
+    kernels = {k.name for k in spec.kernels}
+    dispatches = {d.name: d for d in spec.dispatches}
+    rows, skipped = [], []
+    for what, name, g, m, n, k in SM12X_ROWS:
+        if name in dispatches:
+            kernel, via = dispatches[name].pick(m, n, k), name
+        elif name in kernels:
+            kernel, via = name, None
+        else:
+            skipped.append(f"{what}: specs/{SM12X_SPEC}.gemm has no kernel {name}")
+            continue
+        rows.append({"what": what, "spec": SM12X_SPEC, "kernel": kernel, "via": via, "groups": g,
+                     "m_per_group": m, "n": n, "k": k})
+    return rows, skipped
+
+
+def _sm12x_shape(row: dict) -> str:
+    if not row["groups"]:
+        return f"{row['m_per_group']}x{row['n']}x{row['k']}"
+    return f"{row['groups']} x {row['m_per_group']} rows, n={row['n']} k={row['k']}"
+
+
+def _sm12x_path(kernel: ir.Kernel, sm: int) -> str:
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        return kernel.algorithm.value
+    if kernel.op is not ir.Op.QUANTIZE and kernel.uses_mx_mma(f"sm_{sm}a"):
+        return "block-scaled"
+    return "mma.sync"
+
+
+def run_sm12x(specs: dict, sm: int, device_name: str, only: list[str] | None = None) -> list[dict]:
+    """Step (5): time the SM12X_ROWS rows on this 12.x device (those whose
+    kernel or dispatcher `only` names, when given), beside the roofline of
+    its gemmgen.devices entry. Emulated: the first row of each kernel."""
+    plan, skipped = sm12x_plan(specs)
+    for why in skipped:
+        print(f"sm_12x rows skipped: {why}", flush=True)
+    if only:
+        plan = [r for r in plan if r["kernel"] in only or r["via"] in only]
+    if EMULATED:
+        firsts: dict = {}
+        for r in plan:
+            firsts.setdefault((r["kernel"], r["via"]), r)
+        plan = list(firsts.values())
+    device = sm12x_device(sm, device_name)
+    rng = np.random.default_rng(0)
+    done = []
+    for row in plan:
+        spec = specs[row["spec"]]
+        kernel = spec.kernel(row["kernel"])
+        try:
+            entry = row["via"] or kernel.name
+            path = ROOT / "generated" / row["spec"] / "cuda" / f"{entry}.py"
+            launcher = load_generated_module(path, f"bench_sm12x_{entry}")
+            fn = getattr(launcher, entry)
+            inputs, m, g = deepseek_inputs(kernel, row, rng)
+            n, k = (256, 256) if EMULATED else (row["n"], row["k"])
+            dev = to_device(inputs)
+            seconds = time_call(lambda fn=fn, dev=dev: fn(**dev))
+            row["host_seconds"] = host_seconds(lambda fn=fn, dev=dev: fn(**dev))
+            flops, moved = cost(kernel, m, n, k, g)
+            row.update(seconds=seconds, tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9,
+                       path=_sm12x_path(kernel, sm))
+            if device is not None:
+                eight_bit = kernel.lhs.dtype.bits <= 8 and kernel.rhs_operand.dtype.bits <= 8
+                bound = max(flops / (device.rate(8 if eight_bit else 16) * 1e12),
+                            moved / (device.tbps * 1e12))
+                row.update(device=device.label, roofline_fraction=bound / seconds)
+        except Exception as e:  # noqa: BLE001 (report and go on)
+            row["error"] = f"{type(e).__name__}: {e}"
+        print(_sm12x_line(row), flush=True)
+        done.append(row)
+    return done
+
+
+def _sm12x_line(row: dict) -> str:
+    via = f" via {row['via']}" if row["via"] else ""
+    head = f"sm_12x {row['what']} {_sm12x_shape(row)} on {row['kernel']}{via}: "
+    if "error" in row:
+        return head + f"ERROR {row['error']}"
+    bound = (f" ({row['roofline_fraction']:.0%} of the {row['device']} roofline)"
+             if "device" in row else "")
+    return head + (f"{row['tflops']:.1f} TFLOP/s, {row['gbps']:.0f} GB/s{bound}, "
+                   f"{row['path']}, host {row['host_seconds'] * 1e6:.0f} us/call")
+
+
+def sm12x_table(rows: list[dict]) -> list[str]:
+    out = ["| rows | shape | kernel | path | TFLOP/s | GB/s | % of roofline | host us/call |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        kernel = r["kernel"] + (f" ({r['via']})" if r["via"] else "")
+        if "tflops" not in r:
+            out.append(f"| {r['what']} | {_sm12x_shape(r)} | {kernel} | - | error | | | |")
+            continue
+        frac = f"{r['roofline_fraction']:.0%}" if "roofline_fraction" in r else "-"
+        out.append(f"| {r['what']} | {_sm12x_shape(r)} | {kernel} | {r['path']} | "
+                   f"{r['tflops']:.1f} | {r['gbps']:.0f} | {frac} | "
+                   f"{r['host_seconds'] * 1e6:.0f} |")
+    return out
+
+
+def _sm12x_specs() -> dict:
+    return {SM12X_SPEC: render_spec(ROOT / "specs" / f"{SM12X_SPEC}.gemm").spec}
+
+
+def device_sm() -> tuple[int, str]:
+    """(compute capability as major * 10 + minor, name) of CuPy's device."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"]
+    return int(props["major"]) * 10 + int(props["minor"]), (
+        name.decode() if isinstance(name, bytes) else str(name))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -410,7 +604,23 @@ def main() -> int:
     ap.add_argument("--list-deepseek", action="store_true",
                     help="print the DeepSeek-V3 rows and the kernels they run on, and exit "
                          "(needs no GPU)")
+    ap.add_argument("--sm12x-only", action="store_true",
+                    help="only step (5), the specs/gb10.gemm rows (a 12.x device); with "
+                         "--kernel, the rows of those kernels or dispatchers")
+    ap.add_argument("--list-sm12x", action="store_true",
+                    help="print the sm_12x rows (step 5) and the kernels they run on, and exit "
+                         "(needs no GPU)")
+    ap.add_argument("--emulate-arch", default="sm_90a",
+                    help="the arch --emulate plays (default sm_90a; sm_121a: a GB10, step 5)")
     args = ap.parse_args()
+    if args.list_sm12x:
+        plan, skipped = sm12x_plan(_sm12x_specs())
+        for row in plan:
+            via = f" via {row['via']}" if row["via"] else ""
+            print(f"{row['what']:18} {_sm12x_shape(row):38} {row['kernel']}{via}")
+        for why in skipped:
+            print(f"skipped {why}")
+        return 0
     if args.list_deepseek:
         plan, skipped = deepseek_plan(_specs())
         for row in plan:
@@ -424,7 +634,7 @@ def main() -> int:
 
         global EMULATED
         EMULATED = True
-        with cupy_standin.install(ROOT / "generated", "sm_90a"):
+        with cupy_standin.install(ROOT / "generated", args.emulate_arch):
             return run(args)
     if reason := cuda_gpu.unavailable_reason():
         print(f"gpu_bench: skipped: {reason}")
@@ -435,7 +645,14 @@ def main() -> int:
 def run(args) -> int:
     rows = []
     failed = 0
-    for stem in () if args.deepseek_only else ("dense", "moe"):
+    sm, device_name = device_sm()
+    sm12x = is_sm12x(sm)
+    if args.sm12x_only and not sm12x:
+        print(f"sm_12x rows skipped: {device_name} has compute capability {sm // 10}.{sm % 10}, "
+              "not 12.x")
+        return 0
+    stems = ("dense", "moe") + ((SM12X_SPEC,) if sm12x else ())
+    for stem in () if args.deepseek_only or args.sm12x_only else stems:
         rendered = render_spec(ROOT / "specs" / f"{stem}.gemm")
         for kernel in rendered.spec.kernels_for(ir.Backend.CUDA):
             if args.kernel and kernel.name not in args.kernel:
@@ -444,6 +661,12 @@ def run(args) -> int:
             row = {"spec": stem, "kernel": kernel.name}
             try:
                 launcher = load_generated_module(path, f"bench_{stem}_{kernel.name}")
+                if sm12x and (why := launcher.arch_error(sm)):
+                    # specs/moe.gemm's sm_90a-only kernels: no image for 12.x.
+                    print(f"{kernel.name}: skipped on this device: {why}", flush=True)
+                    continue
+                if sm12x:
+                    row["path"] = _sm12x_path(kernel, sm)
                 fn = getattr(launcher, kernel.name)
                 # (1) correctness on the standard ragged case.
                 case = standard_cases(kernel)[0]
@@ -487,12 +710,23 @@ def run(args) -> int:
             rows.append(row)
             print(_line(row), flush=True)
             save(args, rows, [])  # so far: a step cut short by its time limit keeps its rows
-    run_it = args.deepseek_only or not (args.kernel or args.no_deepseek)
+    run_it = args.deepseek_only or not (args.kernel or args.no_deepseek or args.sm12x_only)
+    if sm12x and run_it:  # step (5) in place of step (4), whose kernels are sm_90a-tuned
+        print("deepseek rows skipped: on compute capability 12.x the sm_12x rows (step 5) time "
+              "these shapes on specs/gb10.gemm", flush=True)
+        run_it = False
     deepseek = run_deepseek(_specs()) if run_it else []
-    device = save(args, rows, deepseek)
+    sm12x_rows = []
+    if sm12x and (args.sm12x_only or not (args.deepseek_only or args.no_deepseek)):
+        sm12x_rows = run_sm12x(_sm12x_specs(), sm, device_name, args.kernel)
+        failed += sum("error" in r for r in sm12x_rows)
+    device = save(args, rows, deepseek, sm12x_rows)
     if deepseek:
         print(f"\nDeepSeek-V3 shapes on {device}, beside {DEEPGEMM_SOURCE}:\n")
         print("\n".join(deepseek_table(deepseek)))
+    if sm12x_rows:
+        print(f"\nsm_12x rows (specs/{SM12X_SPEC}.gemm) on {device}:\n")
+        print("\n".join(sm12x_table(sm12x_rows)))
     print(f"\n{device}\n")
     if EMULATED:
         print("(emulated: the times below are the CPU emulator's, not measurements)")
@@ -516,14 +750,16 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def save(args, rows: list[dict], deepseek: list[dict]) -> str:
-    """Write bench.json (or bench_deepseek.json for --deepseek-only) to --out; returns the device's name."""
+def save(args, rows: list[dict], deepseek: list[dict], sm12x: list[dict] | None = None) -> str:
+    """Write bench.json (bench_deepseek.json for --deepseek-only, bench_sm12x.json for
+    --sm12x-only) to --out; returns the device's name."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = __import__("cupy").cuda.runtime.getDeviceProperties(0)["name"].decode()
-    name = "bench_deepseek.json" if args.deepseek_only else "bench.json"
+    name = ("bench_deepseek.json" if args.deepseek_only else
+            "bench_sm12x.json" if getattr(args, "sm12x_only", False) else "bench.json")
     (out / name).write_text(json.dumps({"device": device, "time": time.time(), "rows": rows,
-                                        "deepseek": deepseek}, indent=2))
+                                        "deepseek": deepseek, "sm12x": sm12x or []}, indent=2))
     return device
 
 

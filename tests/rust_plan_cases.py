@@ -4,7 +4,10 @@ side (tests/launchers/test_rust_launchers.py writes them into a copy of each cra
 
 For every CUDA kernel of a spec, calls at several shapes (each tile of its
 LUT, an empty M, an M of 2^24) on several devices (an H100, a 10.0 one,
-few SMs, sm_89, one older than the spec's archs): the Rust launcher must
+few SMs, sm_89, one older than the spec's archs; for a spec that runs on
+no 9.0 device, such as specs/gb10.gemm, the newest declared arch's device
+takes the H100's place and another declared one the 10.0's): the Rust
+launcher must
 make, on a recording backend that plays the device, exactly the calls of
 the kernel's generated Python launcher (`<kernel>.py`: `launches(dims, sm,
 num_sms)`, its TensorMapArg maps, `workspace_ints`, its shared-memory
@@ -19,6 +22,7 @@ launchers; the Rust only has to agree.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 from dataclasses import dataclass
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gemmgen import ir
-from gemmgen.archs import shared_memory_limit
+from gemmgen.archs import SM_COUNT, parse_arch, shared_memory_limit
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda import dispatch as cuda_dispatch
 from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LaunchPlan
@@ -46,6 +50,29 @@ HOPPER = (90, 132)
 FEW_SMS = (90, 7)
 ADA = (89, 128)
 BLACKWELL = (100, 148)  # newer than 9.0: the mma.sync path, at every shape
+
+
+@dataclass(frozen=True)
+class Devices:
+    """The devices a spec's cases run on: `main` (every shape), `other` (the
+    shapes again where the launches differ), `few_sms` (a persistent grid)."""
+
+    main: tuple[int, int] = HOPPER
+    other: tuple[int, int] = BLACKWELL
+    few_sms: tuple[int, int] = FEW_SMS
+
+
+def devices_for(spec: ir.Spec) -> Devices:
+    """An H100 and a 10.0 device where the spec runs on 9.0 (its Hopper
+    path); else the newest declared arch's device (a GB10 for sm_121a) and
+    another declared arch's, as the emulator plays them (archs.SM_COUNT)."""
+    archs = spec.target(ir.Backend.CUDA).cuda_archs
+    ccs = sorted({parse_arch(a)[0] for a in archs}, reverse=True)
+    if any(cc <= 90 and (suffix == "" or cc == 90) for cc, suffix in map(parse_arch, archs)):
+        return Devices()
+    main = (ccs[0], SM_COUNT[ccs[0]])
+    other = (ccs[1], SM_COUNT[ccs[1]]) if len(ccs) > 1 else BLACKWELL
+    return Devices(main, other, (ccs[0], 7))
 MAP_BYTE = 0xA0  # the recorder's n-th encoded map is 128 bytes of MAP_BYTE + n
 
 
@@ -80,7 +107,7 @@ def _arg_hex(arg, present: dict[str, tuple[int, ...]], addr: dict[str, int]) -> 
 
 def py_launches(module, dims: dict[str, int], device: tuple[int, int]):
     """The Python launcher's launches on `device` (sm, num_sms)."""
-    if hasattr(module, "TensorMapArg"):  # a kernel with a Hopper path
+    if "sm" in inspect.signature(module.launches).parameters:  # a kernel with device paths
         return module.launches(dims, *device)
     return module.launches(dims)
 
@@ -172,7 +199,9 @@ def python_refusal(module, plan: LaunchPlan, shapes, scalars) -> str:
     raise AssertionError(f"{plan.name}: the Python launcher accepts {shapes} {scalars}")
 
 
-def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
+def kernel_cases(plan: LaunchPlan, module, smem_limit: int,
+                 dev: Devices | None = None) -> list[Call]:
+    dev = dev or Devices()
     cases: list[Call] = []
     seen_variants: set[int] = set()
     per_m: set[int] = set()
@@ -191,16 +220,16 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
         per_m.add(key_m)
         seen_variants.add(variant)
         py_dims = {n: env[n] for n in names}
-        expected = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit)
+        expected = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit, dev.main)
         ws = 4 * plan.variant_for(env).workspace_ints.eval(env) if plan.has_workspace else None
         if ws is not None:
             assert ws == 4 * module.workspace_ints(py_dims)
         scalars = {s.name: env[s.name] for s in plan.scalars}
-        cases.append(Call(shapes, scalars, ws, expected))
+        cases.append(Call(shapes, scalars, ws, expected, dev.main))
         if plan.has_paths:  # the mma.sync path at the same shape
-            mma = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit, BLACKWELL)
+            mma = expected_calls(module, py_dims, shapes, addresses(plan), smem_limit, dev.other)
             if mma != expected:
-                cases.append(Call(shapes, scalars, ws, mma, BLACKWELL))
+                cases.append(Call(shapes, scalars, ws, mma, dev.other))
     assert cases, f"{plan.name}: no valid case"
     assert seen_variants == {v.index for v in plan.variants}, f"{plan.name}: a tile never picked"
     # Other devices: few SMs and an sm_89 one (the mma.sync path) where the
@@ -208,7 +237,7 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
     # a device older than the spec's archs, refused.
     busy = next(c for c in cases if isinstance(c.expected, list) and c.expected)
     dims = _dims_of(plan, busy)
-    devices = [FEW_SMS] if plan.has_paths else []
+    devices = [dev.few_sms] if plan.has_paths else []
     if plan.min_sm <= ADA[0]:
         devices.append(ADA)
     devices.append((plan.min_sm - 1, 16))
@@ -220,14 +249,14 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int) -> list[Call]:
     if failing is not None:
         shapes, scalars = failing
         cases.append(Call(shapes, scalars, _workspace_for(plan, shapes, scalars),
-                          python_refusal(module, plan, shapes, scalars)))
+                          python_refusal(module, plan, shapes, scalars), dev.main))
     first = cases[0]
     out = plan.outputs[0]
     bad = dict(first.shapes)
     bad[out.name] = (*bad[out.name][:-1], bad[out.name][-1] + 1)
     if max(max(s) for s in bad.values() if s) < 1 << 20:
         cases.append(Call(bad, first.scalars, first.workspace_bytes,
-                          python_refusal(module, plan, bad, first.scalars)))
+                          python_refusal(module, plan, bad, first.scalars), dev.main))
     return cases
 
 
@@ -360,7 +389,7 @@ fn refused(device: (i64, i64), f: impl Fn(&mut Recorder) -> Result<(), Error<Str
 // The device of the smaller shared memory refuses what needs more.
 #[allow(dead_code)]
 fn with_limit(limit: u32, f: impl Fn(&mut Recorder) -> Result<(), Error<String>>) -> (Vec<Call>, Result<(), String>) {{
-    let mut r = Recorder::new(({hopper_sm}, {hopper_sms}), limit);
+    let mut r = Recorder::new(({main_sm}, {main_sms}), limit);
     let out = f(&mut r).map_err(|e| e.to_string());
     (r.calls, out)
 }}
@@ -379,14 +408,15 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
     number of cases. `modules` are the kernels' generated Python launchers
     by name, `dispatch_modules` the dispatchers'."""
     limit = smem_limit(spec)
-    lines = [PRELUDE.format(lib=lib, smem_limit=limit, map_byte=MAP_BYTE, hopper_sm=HOPPER[0],
-                            hopper_sms=HOPPER[1])]
+    dev = devices_for(spec)
+    lines = [PRELUDE.format(lib=lib, smem_limit=limit, map_byte=MAP_BYTE, main_sm=dev.main[0],
+                            main_sms=dev.main[1])]
     count = 0
     for k in spec.kernels_for(ir.Backend.CUDA):
         plan = cuda_backend.plan(k, spec)
         module = modules[k.name]
         lines += ["#[test]", f"fn {k.name}() {{"]
-        for c in kernel_cases(plan, module, limit):
+        for c in kernel_cases(plan, module, limit, dev):
             args = rust_args(k.name, plan, c.shapes, c.scalars, c.workspace_bytes,
                              f"{k.name}::Args")
             lines += rust_check(f"{k.name}::launch(r, &{args}, ())", c.expected, c.device)
@@ -394,11 +424,11 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
         # Too little shared memory on the device: refused before any launch.
         smem = plan.max_smem
         if smem > 0:
-            case = next(c for c in kernel_cases(plan, module, limit)
+            case = next(c for c in kernel_cases(plan, module, limit, dev)
                         if isinstance(c.expected, list) and c.expected)
             dims = _dims_of(plan, case)
             try:
-                steps = py_launches(module, dims, HOPPER)
+                steps = py_launches(module, dims, dev.main)
                 module.check_launches(steps, dims, 1024)
                 message = None
             except ValueError as e:
@@ -431,9 +461,10 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
             else:
                 raise AssertionError(f"{d.name}: no valid shape at m={m}")
             py_dims = {n: env[n] for n in arm_plan.names}
-            expected = expected_calls(arm_module, py_dims, shapes, addresses(arm_plan), limit)
+            expected = expected_calls(arm_module, py_dims, shapes, addresses(arm_plan), limit,
+                                      dev.main)
             args = rust_args(d.name, arm_plan, shapes, {}, None, f"{d.name}::Args")
-            lines += rust_check(f"{d.name}::launch(r, &{args}, ())", expected)
+            lines += rust_check(f"{d.name}::launch(r, &{args}, ())", expected, dev.main)
             count += 1
         lines += ["}", ""]
     return "\n".join(lines), count

@@ -15,6 +15,8 @@ import pytest
 from gemmgen.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
+# Every spec of the repository: what `check` compares with generated/.
+SPECS = sorted(f"specs/{p.name}" for p in (REPO / "specs").glob("*.gemm"))
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -29,7 +31,7 @@ def run_cli(*args: str, cwd: Path, seed: str = "0") -> subprocess.CompletedProce
 
 
 def test_build_then_check_clean(project, capsys):
-    assert main(["build", "specs/moe.gemm", "specs/dense.gemm"]) == 0
+    assert main(["build", *SPECS]) == 0
     files = tree(project / "generated")
     assert "moe/MANIFEST.json" in files and "dense/MANIFEST.json" in files
     assert any(f.startswith("moe/pallas/") and f.endswith(".py") for f in files)
@@ -45,7 +47,7 @@ def test_build_then_check_clean(project, capsys):
 
 
 def test_check_reports_stale_missing_orphaned(project, capsys):
-    assert main(["build", "specs/moe.gemm", "specs/dense.gemm"]) == 0
+    assert main(["build", *SPECS]) == 0
     gen = project / "generated" / "moe" / "pallas"
     edited = gen / "gmm_bf16.py"
     edited.write_text(edited.read_text().replace("def gmm_bf16(", "def gmm_bf16_edited(", 1))
@@ -68,7 +70,7 @@ def test_check_reports_stale_missing_orphaned(project, capsys):
     # A file gemmgen did not write is reported, kept, and not a failure.
     assert "unexpected: generated/moe/pallas/stray.py" in err
     assert "orphaned: generated/gone (its spec specs/dense.gemm is not built any more" in err
-    assert "gemmgen build specs/dense.gemm specs/moe.gemm" in err
+    assert f"gemmgen build {' '.join(SPECS)}" in err  # every spec of the project
     assert "remove generated/gone" in err
     # build repairs everything it owns and keeps what it does not.
     assert main(["build", "specs/moe.gemm"]) == 0
@@ -103,10 +105,9 @@ def test_output_is_identical_across_cwd_and_hash_seed(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
         shutil.copytree(REPO / "specs", d / "specs")
-    r1 = run_cli("build", "specs/moe.gemm", "specs/dense.gemm", cwd=a, seed="1")
+    r1 = run_cli("build", *SPECS, cwd=a, seed="1")
     # From another directory, with absolute paths and another hash seed.
-    r2 = run_cli("build", str(b / "specs" / "moe.gemm"), str(b / "specs" / "dense.gemm"),
-                 cwd=tmp_path, seed="4242")
+    r2 = run_cli("build", *(str(b / s) for s in reversed(SPECS)), cwd=tmp_path, seed="4242")
     assert r1.returncode == 0, r1.stderr
     assert r2.returncode == 0, r2.stderr
     assert tree(a / "generated") == tree(b / "generated")
@@ -145,11 +146,11 @@ def test_build_and_check_find_the_project_from_a_subfolder(project):
     assert not (sub / "generated").exists()
     r = run_cli("check", cwd=sub)
     assert r.returncode == 0, r.stderr
-    assert "gemmgen check: 2 specs," in r.stdout and "up to date" in r.stdout
+    assert f"gemmgen check: {len(SPECS)} specs," in r.stdout and "up to date" in r.stdout
     (project / "generated" / "moe" / "pallas" / "gmm_bf16.py").unlink()
     r = run_cli("check", cwd=sub)
     assert r.returncode == 1
-    assert "gemmgen build ../../specs/dense.gemm ../../specs/moe.gemm" in r.stderr
+    assert f"gemmgen build {' '.join('../../' + s for s in SPECS)}" in r.stderr
 
 
 def test_python_dash_m_and_console_script(project):
@@ -182,9 +183,8 @@ def test_generator_cache_never_changes_output(tmp_path):
                 if p.is_file():
                     p.write_bytes(b"\0garbage")
         env = dict(os.environ, GEMMGEN_CACHE=str(cache))
-        r = subprocess.run([sys.executable, "-m", "gemmgen", "build", "specs/moe.gemm",
-                            "specs/dense.gemm"], cwd=root, env=env, capture_output=True,
-                           text=True, timeout=120)
+        r = subprocess.run([sys.executable, "-m", "gemmgen", "build", *SPECS], cwd=root,
+                           env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert "Traceback" not in r.stderr
         outs.append(tree(root / "generated"))

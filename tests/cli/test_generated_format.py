@@ -21,6 +21,11 @@ a spec that fails for another reason still contributes its good kernels):
 The formatters are the pinned dev dependencies (pyproject.toml); the
 generator never runs them: the templates and the layout helpers of
 gemmgen.backends.cuda.layout emit formatted text.
+
+CI time: specs/gb10.gemm's compiles (nvcc and g++) are slow-marked: its
+GEMV, quantize and dispatcher files are the kinds of specs/dense.gemm under
+other names and archs (sm_120a / sm_121a), about 30 s more on two cores;
+their formatting, where the names matter, is checked unmarked.
 """
 
 from __future__ import annotations
@@ -157,7 +162,18 @@ def test_python_launchers_pass_ruff(path, text):
     assert check.returncode == 0, check.stdout[:4000] + check.stderr[:2000]
 
 
-NVCC_CASES = [(p, t, arch) for p, t, spec in CU
+SLOW_STEMS = ("gb10",)  # compiled under -m slow (module docstring, "CI time")
+
+
+def _param(spec: ir.Spec, *values):
+    return pytest.param(*values, marks=pytest.mark.slow if spec.stem in SLOW_STEMS else ())
+
+
+def _marked(cases: list[tuple], spec_of) -> list:
+    return [_param(spec_of(c), *c) for c in cases]
+
+
+NVCC_CASES = [_param(spec, p, t, arch) for p, t, spec in CU
               for arch in (spec.target(ir.Backend.CUDA).cuda_archs
                            if spec.target(ir.Backend.CUDA) else ())]
 
@@ -192,7 +208,8 @@ def _headers_in(folder: Path) -> Path:
 
 
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found")
-@pytest.mark.parametrize("path, text, spec", KINDS_CU, ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize("path, text, spec", _marked(KINDS_CU, lambda c: c[2]),
+                         ids=lambda v: str(v)[:60])
 def test_nvcc_host_launcher_compiles_without_warnings(path, text, spec, tmp_path):
     """Both passes of `nvcc -c`: the host launcher (launch_<name>, under
     `#if !defined(__CUDA_ARCH__)`) too, with the host compiler's -Wall
@@ -211,7 +228,8 @@ def test_nvcc_host_launcher_compiles_without_warnings(path, text, spec, tmp_path
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found")
-@pytest.mark.parametrize("path, text, spec", KINDS_CU, ids=lambda v: str(v)[:60])
+@pytest.mark.parametrize("path, text, spec", _marked(KINDS_CU, lambda c: c[2]),
+                         ids=lambda v: str(v)[:60])
 def test_gxx_emulation_compiles_without_warnings(path, text, spec, tmp_path):
     """The emulator's own build (its preprocessing, its launch rewrite, its
     flags) with -Wall -Wextra -Werror: the generated .cu, its .h and every

@@ -1,7 +1,9 @@
 """scripts/gpu_bench.py without a GPU: it imports, answers --help, and its
 DeepSeek-V3 rows are the shapes issue 14 lists, on the kernels of specs/,
 beside DeepGEMM's published H800 figures (checked against the traffic they
-imply, so a mistyped figure shows)."""
+imply, so a mistyped figure shows); its sm_12x rows (step 5, issue 27) run
+on the kernels of specs/gb10.gemm, only on compute capability 12.x, and
+its whole flow runs on an emulated GB10."""
 
 from __future__ import annotations
 
@@ -136,6 +138,60 @@ def test_deepseek_inputs_have_the_row_shapes(bench):
     assert inputs["group_sizes"].tolist() == [128, 128, 128]
 
 
+def test_sm12x_rows_are_selected_by_compute_capability_12(bench):
+    assert [sm for sm in (80, 89, 90, 100, 103, 120, 121) if bench.is_sm12x(sm)] == [120, 121]
+    assert bench.sm12x_device(121).name == "gb10" and bench.sm12x_device(121).tbps == 0.273
+    assert bench.sm12x_device(120, "NVIDIA GeForce RTX 5090").name == "rtx5090"
+    assert bench.sm12x_device(120, "NVIDIA RTX PRO 6000 Blackwell Workstation Edition").name == \
+        "rtxpro6000"
+    assert bench.sm12x_device(90, "NVIDIA H100") is None
+
+
+def test_sm12x_rows_run_on_the_gb10_kernels(bench):
+    """Every row names a CUDA kernel (or an M dispatcher's arm) of
+    specs/gb10.gemm; the MXFP8 rows are MXFP8 kernels, the decode rows the
+    dispatchers' GEMV arms, the DeepSeek rows DeepGEMM's shapes, and every
+    spec arch is an sm_12x one."""
+    specs = bench._sm12x_specs()
+    spec = specs[bench.SM12X_SPEC]
+    assert set(spec.target(ir.Backend.CUDA).cuda_archs) == {"sm_120a", "sm_121a"}
+    plan, skipped = bench.sm12x_plan(specs)
+    assert not skipped and len(plan) == len(bench.SM12X_ROWS)
+    kinds = set()
+    for r in plan:
+        k = spec.kernel(r["kernel"])
+        assert ir.Backend.CUDA in k.backends
+        assert k.grouped == bool(r["groups"]), r
+        if "mxfp8" in k.name:
+            assert k.uses_mx_mma("sm_121a") and k.lhs_scale.block_k == k.rhs_scale.block_k == 32
+            kinds.add("mxfp8 grouped" if k.grouped else "mxfp8 dense")
+        if r["via"]:
+            assert k.algorithm is (ir.Algorithm.GEMV if r["m_per_group"] == 1
+                                   else ir.Algorithm.GEMV_BATCHED), r
+            kinds.add("gemv" if r["m_per_group"] == 1 else "gemv_batched")
+        if k.lhs_scale.mode is ir.ScaleMode.TOKEN_GROUP and k.lhs_scale.block_k == 128:
+            kinds.add("w8a8 masked" if k.masked else "w8a8 grouped" if k.grouped else "w8a8 dense")
+        shape = (r["m_per_group"], r["n"], r["k"])
+        if r["what"] == "deepseek dense":
+            assert shape in bench.DEEPSEEK_DENSE or (4096, *shape[1:]) in bench.DEEPSEEK_DENSE
+        if r["what"] == "deepseek grouped":
+            assert (r["groups"], *shape) in bench.DEEPSEEK_CONTIGUOUS
+    assert kinds == {"mxfp8 dense", "mxfp8 grouped", "gemv", "gemv_batched", "w8a8 dense",
+                     "w8a8 grouped", "w8a8 masked"}
+    assert any((r["groups"], r["m_per_group"], r["n"], r["k"]) in bench.DEEPSEEK_MASKED
+               for r in plan)
+
+
+def test_sm12x_rows_list_needs_no_gpu():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--list-sm12x"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["deepseek", "dense", "4096x7168x2048", "gb10_fp8_gemm_blockscaled"]
+    assert any(line.split()[-3:] == ["gb10_dense_gemv_bf16", "via", "gb10_dense_mm_bf16"]
+               for line in lines), lines
+
+
 # ---------------------------------------------------------------------------
 # The GPU scripts' whole flow on the CPU (--emulate), so that their first run
 # on a lent GPU cannot fail on a stale name or a typo.
@@ -159,6 +215,48 @@ def test_the_bench_runs_a_deepseek_row_on_the_emulator(tmp_path):
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "deepseek dense" in proc.stdout and "ERROR" not in proc.stdout, proc.stdout
+
+
+def test_the_sm12x_rows_run_on_an_emulated_gb10(tmp_path):
+    """Step (5) on an emulated GB10 (compute capability 12.1): the decode
+    rows through the M dispatcher, its GEMV and batched GEMV arms."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--emulate-arch", "sm_121a",
+                           "--sm12x-only", "--kernel", "gb10_dense_mm_bf16", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ERROR" not in proc.stdout, proc.stdout
+    assert "on gb10_dense_gemv_bf16 via gb10_dense_mm_bf16" in proc.stdout, proc.stdout
+    assert "on gb10_dense_gemv_batched_bf16 via gb10_dense_mm_bf16" in proc.stdout, proc.stdout
+    import json
+
+    saved = json.loads((tmp_path / "bench_sm12x.json").read_text())
+    assert [(r["kernel"], r["path"], r["device"]) for r in saved["sm12x"]] == [
+        ("gb10_dense_gemv_bf16", "gemv", "GB10 (DGX Spark)"),
+        ("gb10_dense_gemv_batched_bf16", "gemv_batched", "GB10 (DGX Spark)")]
+    assert saved["rows"] == [] and saved["deepseek"] == []
+
+
+@pytest.mark.slow
+def test_the_bench_flow_on_an_emulated_gb10(tmp_path):
+    """Steps (1), (2) and (5) on an emulated GB10: an MXFP8 kernel of
+    specs/gb10.gemm checked against the reference through its block-scaled
+    path, a kernel of specs/dense.gemm (sm_89, which 12.1 runs), and a
+    kernel of specs/moe.gemm (sm_90a only) skipped, saying why."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--emulate-arch", "sm_121a",
+                           "--kernel", "gb10_mxfp8_gemm", "--kernel", "dense_gemv_bf16",
+                           "--kernel", "moe_bf16_grouped_gemm", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "gb10_mxfp8_gemm: correct=True" in out and "dense_gemv_bf16: correct=True" in out, out
+    assert "moe_bf16_grouped_gemm: skipped on this device: " in out, out
+    assert "compute capability 12.1 (sm_121)" in out, out
+    assert "sm_12x deepseek dense 4096x7168x2048 on gb10_mxfp8_gemm:" in out, out
+    import json
+
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert {r["kernel"]: r["path"] for r in saved["rows"]} == {
+        "dense_gemv_bf16": "gemv", "gb10_mxfp8_gemm": "block-scaled"}
 
 
 def test_the_runtime_check_runs_its_flow_on_the_emulator():

@@ -108,8 +108,8 @@ def test_wheel_and_sdist_render_like_the_checkout(tmp_path):
                                cwd=project, env=env, capture_output=True, text=True)
         assert where.returncode == 0, where.stderr
         assert Path(where.stdout.strip()).is_relative_to(tmp_path / f"venv{n}")
-        run = subprocess.run([python, "-m", "gemmgen", "build", "specs/moe.gemm",
-                              "specs/dense.gemm"], cwd=project, env=env,
+        specs = sorted(f"specs/{p.name}" for p in (REPO / "specs").glob("*.gemm"))
+        run = subprocess.run([python, "-m", "gemmgen", "build", *specs], cwd=project, env=env,
                              capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stdout + run.stderr
         assert tree(project / "generated") == tree(REPO / "generated")

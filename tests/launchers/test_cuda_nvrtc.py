@@ -178,6 +178,8 @@ DEFAULT_CASES = {
     "batched gemv bf16": ("specs/dense.gemm", "dense_gemv_batched_bf16", "sm_90a"),
     "quantize per-token-group fp8 (e8m0)": ("specs/dense.gemm", "per_token_group_quant_fp8_out_scale_e8m0",
                                             "sm_90a"),
+    # The GB10 (sm_121a), where NVRTC defines no __CUDA_ARCH_FEAT_SM121_ALL.
+    "block-scaled mxfp8 (sm_121a)": ("specs/gb10.gemm", "gb10_mxfp8_gemm", "sm_121a"),
 }
 # Base opcodes that each default case's NVRTC SASS must have somewhere (both
 # builds lacking them would pass the comparison with nvcc).
@@ -190,6 +192,7 @@ EXPECTED_OPCODES: dict[str, set[str]] = {
     "masked grouped fp8": {"QGMMA"},
     "gate-up silu w8a8": {"QGMMA"},
     "tgmm (grad rhs)": {"HMMA"},
+    "block-scaled mxfp8 (sm_121a)": {"QMMA", "LDSM"},
 }
 SLOW_CASES = [c for c in ALL_CASES if c not in DEFAULT_CASES.values()]
 
@@ -345,6 +348,11 @@ def check_case(spec: str, name: str, arch: str, expected: frozenset[str] = froze
         assert not local, f"{case}: NVRTC's {entry} spills (local memory accesses {local})"
     found = {base(op) for h in ours.values() for op in h}
     assert expected <= found, f"{case}: no {sorted(expected - found)} in NVRTC's SASS"
+    for entry, histogram in ours.items():  # the block-scaled body (docs/cuda-blackwell.md)
+        if entry.endswith("_sm120"):
+            assert any(op.startswith("QMMA.SF.") for op in histogram), (
+                f"{case}: NVRTC's {entry} has no block-scaled MMA (QMMA.SF): its arch guard "
+                f"compiled it to the trap ({versions()})")
     hazards = nvcc.wgmma_register_hazards(sass)
     assert not hazards, (f"{case}: NVRTC's SASS touches an in-flight wgmma's registers "
                          f"({versions()}):\n" + "\n".join(map(str, hazards[:20])))

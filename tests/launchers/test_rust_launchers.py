@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rust_plan_cases import plan_tests
+from rust_plan_cases import plan_tests, rust_str
 
 from gemmgen import backends, ir
 from gemmgen.backends import cuda as cuda_backend
@@ -61,7 +61,7 @@ from gemmgen.reference import compare, reference
 from gemmgen.validate import validate
 
 REPO = Path(__file__).resolve().parents[2]
-STEMS = ("dense", "moe", "kinds")
+STEMS = ("dense", "moe", "gb10", "kinds")
 CARGO_HOME_BIN = Path.home() / ".cargo" / "bin"
 
 
@@ -264,8 +264,9 @@ class Workspace:
         (engine / "src").mkdir(parents=True)
         (engine / "Cargo.toml").write_text(
             '[package]\nname = "engine"\nversion = "0.1.0"\nedition = "2021"\npublish = false\n\n'
-            '[dependencies]\ngemmgen-dense = { path = "../dense" }\n')
-        (engine / "src" / "lib.rs").write_text(doc_example() + engine_test())
+            '[dependencies]\ngemmgen-dense = { path = "../dense" }\n'
+            'gemmgen-gb10 = { path = "../gb10" }\n')
+        (engine / "src" / "lib.rs").write_text(doc_example() + engine_test() + gb10_engine())
         members.append("engine")
         (root / "Cargo.toml").write_text(
             "[workspace]\nresolver = \"2\"\nmembers = [" + ", ".join(f'"{m}"' for m in members)
@@ -308,11 +309,12 @@ class Workspace:
         return self.target / "debug" / "libgemmgen_rust_harness.so"
 
 
-def doc_example() -> str:
-    """The Rust block of docs/rust.md that defines fp8_fp8_gemm_n128."""
+def doc_example(defines: str = "pub fn fp8_fp8_gemm_n128") -> str:
+    """The Rust block of docs/rust.md that defines fp8_fp8_gemm_n128 (or
+    what `defines` names)."""
     text = (REPO / "docs" / "rust.md").read_text()
     blocks = re.findall(r"```rust\n(.*?)```", text, flags=re.DOTALL)
-    (block,) = [b for b in blocks if "pub fn fp8_fp8_gemm_n128" in b]
+    (block,) = [b for b in blocks if defines in b]
     return block
 
 
@@ -387,6 +389,95 @@ def engine_test() -> str:
     return (ENGINE_TEST.replace("@SM@", str(sm)).replace("@NUM_SMS@", str(num_sms))
             .replace("@M@", str(m)).replace("@N@", str(n)).replace("@K@", str(k))
             .replace("@EXPECTED@", ", ".join(launches)).replace("@REFUSAL@", refusal))
+
+
+# The GB10 worked example (docs/rust.md), in a module of its own (its `use`
+# lines name gemmgen_gb10's common types): on a GB10 (12.1, 48 SMs) it makes
+# the launches of the arm the Python dispatcher picks, raising the
+# shared-memory attribute where the arm needs more than 48 KiB; a 9.0 device
+# is refused with the Python launcher's message.
+GB10_ENGINE_TEST = """
+    #[cfg(test)]
+    mod tests {
+        use gemmgen_gb10::common::{Backend, CuTensorMap, Device, KernelArg, TiledMap};
+
+        type Launched = (&'static str, [u32; 3], [u32; 3], u32, Vec<KernelArg>);
+
+        struct Recorder {
+            sm: i64,
+            attrs: Vec<(&'static str, u32)>,
+            launches: Vec<Launched>,
+        }
+
+        impl Backend for Recorder {
+            type Kernel = &'static str;
+            type Stream = ();
+            type Error = String;
+            fn device(&mut self) -> Result<Device, String> {
+                Ok(Device { sm: self.sm, num_sms: 48 })
+            }
+            fn encode_tensor_map(&mut self, _: &TiledMap) -> Result<CuTensorMap, String> {
+                Err("no tensor map on sm_12x".to_string())
+            }
+            fn kernel(&mut self, entry: &'static str) -> Result<&'static str, String> {
+                Ok(entry)
+            }
+            fn max_dynamic_smem(&mut self) -> Result<u32, String> {
+                Ok(101376)
+            }
+            fn set_max_dynamic_smem(&mut self, k: &&'static str, bytes: u32) -> Result<(), String> {
+                self.attrs.push((k, bytes));
+                Ok(())
+            }
+            fn launch(&mut self, k: &&'static str, grid: [u32; 3], block: [u32; 3], smem: u32,
+                      _: (), args: &[KernelArg]) -> Result<(), String> {
+                self.launches.push((k, grid, block, smem, args.to_vec()));
+                Ok(())
+            }
+        }
+
+        #[test]
+        fn gb10_worked_example() {
+@CASES@
+        }
+    }
+"""
+
+
+def gb10_engine() -> str:
+    """docs/rust.md's GB10 example in `mod gb10`, with GB10_ENGINE_TEST's
+    expectations from the Python dispatcher and its arms' launchers."""
+    kernels, dispatches = python_launchers("gb10")
+    mm = dispatches["gb10_dense_mm_bf16"]
+    n, k = 384, 256
+    pointers = {"lhs": 0x1000, "rhs": 0x2000, "out": 0x3000}
+    cases = []
+    for m in (1, 5, 8, 9, 64, 300):
+        arm = kernels[mm.pick(m)]
+        steps = arm.launches({"m": m, "k": k, "n": n, "n_out": n})
+        launches, attrs = [], []
+        for step in steps:
+            args = ", ".join(f"KernelArg::Ptr({pointers[a]:#x})" if isinstance(a, str)
+                             else f"KernelArg::{'I32' if isinstance(a, np.int32) else 'I64'}({int(a)})"
+                             for a in step.args)
+            launches.append(f'("{step.entry}", {list(map(int, step.grid))}, '
+                            f"{list(map(int, step.block))}, {step.smem}, vec![{args}])")
+            if step.smem > DEFAULT_SMEM:
+                attrs.append(f'("{step.entry}", {step.smem})')
+        call = f"super::dense_mm_bf16(&mut gpu, 0x1000, 0x2000, 0x3000, ({m}, {n}, {k}), ())"
+        cases += ["let mut gpu = Recorder { sm: 121, attrs: vec![], launches: vec![] };",
+                  f"{call}.unwrap();",
+                  f"assert_eq!(gpu.attrs, vec![{', '.join(attrs)}]);",
+                  f"assert_eq!(gpu.launches, vec![{', '.join(launches)}]);"]
+    refusal = kernels[mm.pick(5)].arch_error(90)
+    assert refusal
+    cases += ["let mut h100 = Recorder { sm: 90, attrs: vec![], launches: vec![] };",
+              f"let refused = super::dense_mm_bf16(&mut h100, 0x1000, 0x2000, 0x3000, (5, {n}, {k}), ());",
+              f"assert_eq!(refused.unwrap_err().to_string(), {rust_str(refusal)});",
+              "assert!(h100.launches.is_empty());"]
+    body = "\n".join(" " * 12 + line for line in cases)
+    return ("\n#[allow(clippy::all)]\npub mod gb10 {\n" + doc_example("pub fn dense_mm_bf16")
+            + GB10_ENGINE_TEST.replace("@CASES@", body) + "}\n")
 
 
 @pytest.fixture(scope="session")
@@ -478,10 +569,13 @@ def test_crates_are_clippy_clean_with_the_driver_backend(workspace):
 
 @needs_rust
 def test_the_worked_example_of_the_docs_launches_the_plan(workspace):
+    """Both worked examples of docs/rust.md: the FP8 GEMM (dense crate) and
+    the GB10 dispatcher (gb10 crate)."""
     built(workspace)
     proc = workspace.cargo("test", "-p", "engine", "--lib")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "test result: ok. 1 passed" in proc.stdout, proc.stdout
+    assert "test result: ok. 2 passed" in proc.stdout, proc.stdout
+    assert "gb10::tests::gb10_worked_example ... ok" in proc.stdout, proc.stdout
 
 
 @needs_rust

@@ -11,7 +11,8 @@ GEMV, else the tile GEMM. Checked here:
   matches the reference, and the GEMV and batched GEMV give bit-identical
   rows (same K order and reduction);
 - `validate()` delegates to the chosen arm and rejects bad calls;
-- arms that cannot share one argument struct are a diagnostic.
+- arms that cannot share one argument struct are a diagnostic;
+- the .h and .cu are clang-format clean for names of every length.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
+import sys
 from pathlib import Path, PurePosixPath
 
 import ml_dtypes
@@ -32,6 +34,8 @@ from gemmgen.render import header_text
 from gemmgen.harness.toolchain import cuda_include_dir
 from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.harness.runner import load_generated_module
+from gemmgen.parse import parse
+from gemmgen.validate import validate
 
 from cuda_helpers import build_emulators, render_cuda
 
@@ -259,3 +263,35 @@ def test_arms_that_cannot_share_a_struct_are_diagnosed(built):
                                    "and 'dense_gemv_batched_bf16' take different launcher "
                                    "arguments (lhs, rhs, rhs_scale, out / "
                                    "lhs, rhs, rhs_scale, bias, out)")
+
+
+CLANG_FORMAT = shutil.which("clang-format") or next(
+    (str(p) for p in [Path(sys.executable).parent / "clang-format"] if p.is_file()), None)
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.skipif(CLANG_FORMAT is None, reason="clang-format not found")
+def test_layout_holds_for_every_name_length():
+    """The dispatcher's .h and .cu (the comment naming the arms' files, the
+    `<name>_as_<arm>()` heads, the `return <arm>_validate(...)` and `return
+    launch_<arm>(...)` calls) are laid out for the names' lengths: names of
+    1 to 40 characters for the dispatcher and its three arms (two names
+    make `<name>_as_<arm>`, so longer ones are laid out as a last resort,
+    docs/decisions.md, "Generated C++ layout")."""
+    texts: dict[str, list[str]] = {"h": [], "cu": []}
+    for length in range(1, 41):
+        names = {old: (tag + "x" * 40)[:length] for old, tag in
+                 ((NAME, "p"), (ARMS[0], "q"), (ARMS[1], "v"), (ARMS[2], "w"))}
+        text = SPEC
+        for old, new in sorted(names.items(), key=lambda x: -len(x[0])):
+            text = text.replace(old, new)
+        spec = validate(parse(text, "specs/names.gemm"), stem="names")
+        files = cuda_dispatch.render_dispatch(spec.dispatches[0], spec)
+        for suffix, parts in texts.items():
+            parts.append(files[PurePosixPath(f"cuda/{names[NAME]}.{suffix}")])
+    for suffix, parts in texts.items():
+        proc = subprocess.run([CLANG_FORMAT, "--dry-run", "-Werror", "--style=file",
+                               f"--assume-filename={REPO / 'generated' / f'names.{suffix}'}"],
+                              input="\n".join(parts), capture_output=True, text=True, check=False,
+                              cwd=REPO)
+        assert proc.returncode == 0, proc.stderr[:4000]

@@ -208,6 +208,59 @@ def test_layout_holds_for_every_name_length():
     assert proc.returncode == 0, proc.stderr[:4000]
 
 
+MX_SPEC = """\
+target cuda {
+  archs sm_120a sm_121a
+}
+
+defaults {
+  lhs e4m3 [m, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  backends cuda
+}
+
+kernel mx_dense_lut {
+  op dense
+  rhs e4m3 [n, k]
+  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+  bias f32 [n]
+  tile m=128 n=64 k=128
+  tile_rule m<=64 -> m=64 n=64 k=128
+}
+
+kernel mx_grouped {
+  op grouped
+  rhs e4m3 [g, n, k]
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+  tile m=64 n=64 k=32
+}
+"""
+
+
+@needs_clang_format
+def test_block_scaled_entries_layout_holds_for_every_name_length(tmp_path):
+    """The `<entry>_sm120` entry points (sm_120a / sm_121a, MXFP8) are laid
+    out for their own name and tile struct (`_sm120`, `Sm120TileN`): 1 to 64
+    characters, dense with a LUT and grouped with every pointer."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "mx_format.gemm").write_text(MX_SPEC)
+    spec = render_spec(tmp_path / "specs" / "mx_format.gemm").spec
+    texts = []
+    for base in ("mx_dense_lut", "mx_grouped"):
+        kernel = spec.kernel(base)
+        for length in range(1, 65):
+            name = ("k" + "x" * 64)[:length]
+            renamed = dataclasses.replace(kernel, name=name)
+            cu = kernel_part(_render(renamed, dataclasses.replace(spec, kernels=(renamed,)))[0])
+            assert "_sm120(" in cu and "<Sm120Tile0>(" in cu, name
+            texts.append(cu)
+    proc = _clang_format("\n".join(texts), "names.cu")
+    assert proc.returncode == 0, proc.stderr[:4000]
+
+
 @needs_clang_format
 @pytest.mark.parametrize("header", GEMM_HEADERS)
 def test_gemm_runtime_headers_are_clang_formatted(header):

@@ -201,7 +201,12 @@ def params(kernel: ir.Kernel) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...]) -> tuple[Entry, ...]:
+def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...],
+            struct: str = "Tile", suffix: str = "") -> tuple[Entry, ...]:
+    """The entry points: fill and worklist (grouped), then one GEMM per tile,
+    `<entry><suffix>` calling the body on `<struct><index>` (another body's
+    entries over the same tiles: sm120.py), each laid out for its own
+    names."""
     name = kernel.name
     grouped = kernel.op is Op.GROUPED
     out: list[Entry] = []
@@ -225,20 +230,20 @@ def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...
         rows = "work items" if grouped else "m tiles"
         if kernel.masked:
             rows = "(group, m tile) pairs"
-        if compute_dtype(kernel) is DType.FP4:
+        if compute_dtype(kernel) is DType.FP4 and struct == "Tile":
             # fp4 x fp4 multiplies on the block-scaled MMAs alone (sm120.py).
             body = ("  // fp4 has no mma.sync: the launchers take the block-scaled entry (sm_120a /",
                     "  // sm_121a) and refuse any other device.",
                     *call("gg::gemm::unused", [p.name for p in params]),
                     "  __trap();")
         else:
-            body = gemm_call(kernel, params, f"Tile{t.index}")
+            body = gemm_call(kernel, params, f"{struct}{t.index}")
         out.append(Entry(
             comment=tuple(textwrap.wrap(
                 f"(2-4) Tile {t.index} ({t.label}): {t.bm} x {t.bn_out} output tiles; grid: n "
                 f"tiles, {rows} over y and z.", COLUMNS - len("// "))),
             signature=signature(f'extern "C" __global__ void __launch_bounds__({t.threads})',
-                                 t.entry, [p.decl for p in params],
+                                 t.entry + suffix, [p.decl for p in params],
                                  "arrays in the launch contract's order, then the dims"),
             body=body))
     return tuple(out)

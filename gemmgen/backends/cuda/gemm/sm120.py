@@ -24,7 +24,7 @@ from gemmgen.backends.cuda.common import Step, any_of, var
 from gemmgen.backends.cuda.gemm import mma_sync
 from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
-from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry
+from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param
 from gemmgen.ir import Op, arch_number
 
 
@@ -70,17 +70,19 @@ def uses_sm120(kernel: ir.Kernel, spec: ir.Spec) -> bool:
 
 
 def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
-             mma_sync_entries: tuple[Entry, ...]) -> tuple[Entry, ...]:
-    """Each tile's entry: the mma.sync entry's signature and call, renamed,
-    on the Sm120 tile, and compiled only for the `a` targets."""
+             params: tuple[Param, ...]) -> tuple[Entry, ...]:
+    """Each tile's entry: the mma.sync entry's parameters and call, laid out
+    for its own entry name (`_sm120`) and the Sm120 tile, and compiled only
+    for the `a` targets."""
     rows = ("(group, m tile) pairs" if kernel.masked else "work items"
             if kernel.op is Op.GROUPED else "m tiles")
     out = []
-    gemms = mma_sync_entries[-len(tiles):]  # after fill and worklist (grouped)
-    params = mma_sync.params(kernel)
+    renamed = mma_sync.entries(kernel, [t.base for t in tiles], params, struct="Sm120Tile",
+                               suffix="_sm120")
+    gemms = renamed[-len(tiles):]  # after fill and worklist (grouped)
     for t, base in zip(tiles, gemms):
-        sig = tuple(line.replace(f" {t.base.entry}(", f" {t.entry}(", 1) for line in base.signature)
-        calls = mma_sync.gemm_call(kernel, params, f"Sm120Tile{t.index}")
+        assert any(f" {t.entry}(" in line for line in base.signature), t.entry
+        sig, calls = base.signature, base.body
         body = ("#if defined(__CUDA_ARCH__) && !defined(GG_SM12X_BLOCK_SCALED)",
                 "  __trap();  // built without sm_120a / sm_121a: the launchers pick this entry "
                 "there only",
@@ -116,8 +118,7 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
     archs = tuple(a for a in declared(spec) if kernel.uses_mx_mma(a))
     own = tuple(Sm120Tile(t.index, f"{t.entry}_sm120", t, archs) for t in tiles)
     params = mma_sync.params(kernel)
-    base = mma_sync.entries(kernel, list(tiles), params)
-    return BodyPlan(body=BODY, tiles=own, params=params, entries=_entries(kernel, own, base),
+    return BodyPlan(body=BODY, tiles=own, params=params, entries=_entries(kernel, own, params),
                     algorithm=_algorithm(kernel, number, archs))
 
 

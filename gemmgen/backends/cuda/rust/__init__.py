@@ -31,7 +31,15 @@ from gemmgen import ir
 from gemmgen.backends.cuda.dispatch import DispatchPlan
 from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LIMITS, LaunchPlan
 from gemmgen.backends.cuda.rust.kernel import RustKernel
-from gemmgen.backends.cuda.rust.text import field_doc, field_type, rs_const, rs_doc, rs_list, rs_use
+from gemmgen.backends.cuda.rust.text import (
+    WIDTH,
+    field_doc,
+    field_type,
+    rs_const,
+    rs_doc,
+    rs_list,
+    rs_use,
+)
 from gemmgen.render import render_template
 from gemmgen.runtime import CRATE, CRATE_BUILD_PRODUCTS
 
@@ -66,6 +74,15 @@ class RustDispatch:
     @property
     def field_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in (*self.plan.arrays, *self.plan.scalars))
+
+    def as_head(self, arm: str) -> str:
+        """The head of as_<arm>, up to its "{": one line when it fits, else
+        rustfmt's layout (the parameter on a line of its own)."""
+        name, ret = f"{self.name}_as_{arm}", f"{arm}::Args"
+        one = f"pub fn {name}(a: &Args) -> {ret} {{"
+        if len(one) <= WIDTH:
+            return one
+        return f"pub fn {name}(\n    a: &Args,\n) -> {ret} {{"
 
     def convert(self, arm: str) -> str:
         """The body of as_<arm>: the same fields in the arm's Args."""

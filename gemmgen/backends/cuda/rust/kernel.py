@@ -306,6 +306,9 @@ class RustKernel:
         out = [rs_doc(f"{s.entry}: {s.comment}", indent, "//"), f"{pad}Launch {{",
                f"{pad}    kernel: NAME,", f'{pad}    entry: "{s.entry}",']
         what = f'{pad}    what: "{s.comment}",'
+        below = f'{pad}        "{s.comment}",'
+        if len(what) > WIDTH and len(below) <= WIDTH:  # rustfmt: the literal on the next line
+            what = f"{pad}    what:\n{below}"
         out.append(what)
         out.append(rs_list("grid: [", [g.rs for g in s.grid], "],", indent + 4))
         out += [f"{pad}    threads: {s.block},", f"{pad}    smem: {s.smem},"]
