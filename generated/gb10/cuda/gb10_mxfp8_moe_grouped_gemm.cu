@@ -9,14 +9,14 @@
 //   out       bf16 (accumulator f32)
 //   lhs_scale per_token_group k=32 e8m0 (applied in the mainloop)
 //   rhs_scale block n=1 k=32 layout=atom128x4 e8m0 (applied in the mainloop)
-//   tile      m=128 n=64 k=32, 4 stages
+//   tile      m=128 n=64 k=128, 3 stages
 //
 // Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):
 //   (1) `gb10_mxfp8_moe_grouped_gemm_fill` writes zeros (or existing_out) to out, and
 //       `gb10_mxfp8_moe_grouped_gemm_worklist` turns group_sizes into (group, m tile) work items on
 //       the device; each GEMM block takes one item and an n tile, and stores only the rows of its
 //       group.
-//   (2) 4-stage cp.async pipeline: 16-byte copies of A and B tiles into shared memory, zero-filled
+//   (2) 3-stage cp.async pipeline: 16-byte copies of A and B tiles into shared memory, zero-filled
 //       past m, n and k.
 //   (3) ldmatrix feeds the fragments, then mma_m16n8k32_e4m3 accumulates in float; every 32 of K
 //       the partial sums are multiplied by their scales and added to an f32 accumulator (FP32
@@ -67,23 +67,23 @@ struct Config {
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks;
 // gg::gemm::check_tile checks how the numbers follow from the shape.
-// Tile 0, default (specs/gb10.gemm): pipeline 36864 bytes, epilogue 34816.
+// Tile 0, default (specs/gb10.gemm): pipeline 82944 bytes, epilogue 34816.
 struct Tile0 : Config {
-  static constexpr int kBM = 128, kBN = 64, kBK = 32, kBNOut = 64;
+  static constexpr int kBM = 128, kBN = 64, kBK = 128, kBNOut = 64;
   static constexpr int kWM = 32, kWN = 32, kWarpsN = 2, kThreads = 256;
-  static constexpr int kStages = 4, kMI = 2, kNI = 4, kKSteps = 1;
-  static constexpr int kAStride = 48, kAStage = 6144;
-  static constexpr int kBRows = 64, kBRowBytes = 32;
-  static constexpr int kBStride = 48, kBStage = 3072;
-  static constexpr int kBConvStride = 48, kCStride = 68;
-  static constexpr int kSmemBytes = 36864;
+  static constexpr int kStages = 3, kMI = 2, kNI = 4, kKSteps = 4;
+  static constexpr int kAStride = 144, kAStage = 18432;
+  static constexpr int kBRows = 64, kBRowBytes = 128;
+  static constexpr int kBStride = 144, kBStage = 9216;
+  static constexpr int kBConvStride = 144, kCStride = 68;
+  static constexpr int kSmemBytes = 82944;
 };
 
 // The block-scaled (sm_120a / sm_121a) tiles of the LUT: each is its mma.sync
 // tile with kBlockScaledMma set, so gg::gemm's K steps issue the block-scaled
 // m16n8k32 MMA with the MX scales in registers (gg_primitives_sm120.cuh).
-// Block-scaled tile 0 (sm_120a / sm_121a): Tile0's 128 x 64 x 32 and 36864 bytes of shared memory,
-// its K steps the block-scaled m16n8k32 MMA (1 MX blocks of 32 a K tile).
+// Block-scaled tile 0 (sm_120a / sm_121a): Tile0's 128 x 64 x 128 and 82944 bytes of shared memory,
+// its K steps the block-scaled m16n8k32 MMA (4 MX blocks of 32 a K tile).
 struct Sm120Tile0 : Tile0 {
   static constexpr bool kBlockScaledMma = true;
 };
@@ -192,7 +192,7 @@ cudaError_t launch_gb10_mxfp8_moe_grouped_gemm(const Gb10Mxfp8MoeGroupedGemmArgs
   switch (gb10_mxfp8_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
       if (sm == 120 || sm == 121) {
-        // The block-scaled path, 128x64x32, 4 stages.
+        // The block-scaled path, 128x64x128, 3 stages.
         gb10_mxfp8_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
             a.out, a.existing_out, gg_i64(m * n_out));
         err = cudaGetLastError();
@@ -203,6 +203,11 @@ cudaError_t launch_gb10_mxfp8_moe_grouped_gemm(const Gb10Mxfp8MoeGroupedGemmArgs
             a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
             gg_i32(128), static_cast<int*>(a.workspace));
         err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(gb10_mxfp8_moe_grouped_gemm_sm120,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 82944);
         if (err != cudaSuccess) {
           return err;
         }
@@ -225,6 +230,11 @@ cudaError_t launch_gb10_mxfp8_moe_grouped_gemm(const Gb10Mxfp8MoeGroupedGemmArgs
           a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
           gg_i32(128), static_cast<int*>(a.workspace));
       err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      err = cudaFuncSetAttribute(gb10_mxfp8_moe_grouped_gemm,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 82944);
       if (err != cudaSuccess) {
         return err;
       }

@@ -2,8 +2,8 @@
 //
 // C++ launcher of gb10_mxfp8_moe_grouped_gemm (specs/gb10.gemm):
 //   gb10_mxfp8_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32) lhs_scale
-//   per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile 128x64x32 stages
-//   4 [cuda]
+//   per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile 128x64x128
+//   stages 3 [cuda]
 //
 // Compile gb10_mxfp8_moe_grouped_gemm.cu with nvcc (it defines launch_gb10_mxfp8_moe_grouped_gemm;
 // gemmgen's CPU emulator compiles and runs it with g++) and include this header:
@@ -138,7 +138,7 @@ struct Gb10Mxfp8MoeGroupedGemmArgs {
 inline int gb10_mxfp8_moe_grouped_gemm_pick_tile([[maybe_unused]] long long m,
                                                  [[maybe_unused]] long long n,
                                                  [[maybe_unused]] long long k) {
-  // 128x64x32, default
+  // 128x64x128, default
   return 0;
 }
 
@@ -206,7 +206,7 @@ inline int gb10_mxfp8_moe_grouped_gemm_launches(const Gb10Mxfp8MoeGroupedGemmArg
         out[2].grid[1] = gg_min(gg_cdiv(m, 128) + g, 65535);
         out[2].grid[2] = gg_cdiv(gg_cdiv(m, 128) + g, 65535);
         out[2].threads = 256;
-        out[2].smem = 36864;
+        out[2].smem = 82944;
         return 3;
       }
       // gb10_mxfp8_moe_grouped_gemm_fill: out = existing_out or zeros
@@ -235,7 +235,7 @@ inline int gb10_mxfp8_moe_grouped_gemm_launches(const Gb10Mxfp8MoeGroupedGemmArg
       out[2].grid[1] = gg_min(gg_cdiv(m, 128) + g, 65535);
       out[2].grid[2] = gg_cdiv(gg_cdiv(m, 128) + g, 65535);
       out[2].threads = 256;
-      out[2].smem = 36864;
+      out[2].smem = 82944;
       return 3;
   }
   return 0;

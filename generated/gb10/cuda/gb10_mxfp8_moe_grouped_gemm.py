@@ -3,7 +3,7 @@
 
     gb10_mxfp8_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32)
     lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile
-    128x64x32 stages 4 [cuda]
+    128x64x128 stages 3 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, k] float8_e4m3fn, the activations.
@@ -122,7 +122,7 @@ class Launch:
 
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
-    # 128x64x32, specs/gb10.gemm
+    # 128x64x128, specs/gb10.gemm
     return 0
 
 
@@ -290,9 +290,9 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
         return []
     match pick_tile(m, n, k):
         case 0:
-            # 128x64x32
+            # 128x64x128
             if sm == 120 or sm == 121:
-                # The block-scaled path: 128x64x32, 4 stages
+                # The block-scaled path: 128x64x128, 3 stages
                 return [
                     Launch(
                         "gb10_mxfp8_moe_grouped_gemm_fill",
@@ -326,7 +326,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_cdiv(gg_cdiv(m, 128) + g, 65535),
                         ),
                         (256, 1, 1),
-                        36864,
+                        82944,
                         (
                             "lhs",
                             "rhs",
@@ -376,7 +376,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         gg_cdiv(gg_cdiv(m, 128) + g, 65535),
                     ),
                     (256, 1, 1),
-                    36864,
+                    82944,
                     (
                         "lhs",
                         "rhs",

@@ -3,8 +3,8 @@
 //! Rust launcher of the CUDA kernel gb10_mxfp8_moe_grouped_gemm (specs/gb10.gemm):
 //!
 //! gb10_mxfp8_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32) lhs_scale
-//! per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile 128x64x32 stages
-//! 4 [cuda]
+//! per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile 128x64x128 stages
+//! 3 [cuda]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
@@ -97,7 +97,7 @@ fn misaligned(array: &'static str, align: u64) -> Refusal {
 
 /// The tile of the spec's LUT for a shape (the one `launches` uses).
 pub fn pick_tile(_m: i64, _n: i64, _k: i64) -> usize {
-    // 128x64x32, default
+    // 128x64x128, default
     0
 }
 
@@ -211,7 +211,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
         return Vec::new();
     }
     if sm == 120 || sm == 121 {
-        // The block-scaled path: 128x64x32, 4 stages
+        // The block-scaled path: 128x64x128, 3 stages
         return vec![
             // gb10_mxfp8_moe_grouped_gemm_fill: out = existing_out or zeros
             Launch {
@@ -257,7 +257,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                     gg_cdiv(gg_cdiv(m, 128) + g, 65535),
                 ],
                 threads: 256,
-                smem: 36864,
+                smem: 82944,
                 args: vec![
                     KernelArg::Ptr(a.lhs.ptr),
                     KernelArg::Ptr(a.rhs.ptr),
@@ -318,7 +318,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                 gg_cdiv(gg_cdiv(m, 128) + g, 65535),
             ],
             threads: 256,
-            smem: 36864,
+            smem: 82944,
             args: vec![
                 KernelArg::Ptr(a.lhs.ptr),
                 KernelArg::Ptr(a.rhs.ptr),
