@@ -159,6 +159,12 @@ SM12X_ROWS = (
     # the gate-up (2 x 2880) and down projections in MXFP8.
     ("gpt-oss grouped", "gb10_mxfp8_moe_grouped_gemm", 32, 512, 5760, 2880),
     ("gpt-oss grouped", "gb10_mxfp8_moe_grouped_gemm", 32, 512, 2880, 2880),
+    # The same experts in fp4 on the m16n8k64 block-scaled MMAs: MXFP4
+    # (GPT-OSS's checkpoint format) and NVFP4 (DeepSeek-V3's shapes).
+    ("gpt-oss grouped", "gb10_mxfp4_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "gb10_mxfp4_moe_grouped_gemm", 32, 512, 2880, 2880),
+    ("deepseek grouped", "gb10_nvfp4_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "gb10_nvfp4_moe_grouped_gemm", 8, 4096, 4096, 7168),
     # Decode: the M dispatchers' GEMV arms (M = 1: GEMV, M = 8: batched
     # GEMV), bound by the weight stream (273 GB/s on a GB10).
     ("decode", "gb10_dense_mm_bf16", 0, 1, 4096, 4096),
