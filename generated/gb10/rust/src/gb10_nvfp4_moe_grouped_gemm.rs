@@ -14,8 +14,8 @@
 use std::fmt;
 
 use crate::common::{
-    self, gg_cdiv, gg_div, gg_i32, gg_i64, gg_min, Array, Backend, Device, Error, KernelArg, Launch,
-    Refusal, Workspace,
+    self, gg_cdiv, gg_div, gg_i32, gg_i64, gg_min, Array, Backend, Device, Error, KernelArg,
+    Launch, Refusal, Workspace,
 };
 
 /// The kernel's name, as errors give it.
