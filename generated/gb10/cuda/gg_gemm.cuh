@@ -291,56 +291,51 @@ __device__ __forceinline__ void mx_scales(gg::u32 (&sfa)[T::kMI][kMxWords<T>],
   }
 }
 
-// The MMAs of K step ks with the block-scaled MMA. MXFP8: byte ks % 4 of
-// word ks / 4 holds the step's scales (a byte-id is an immediate: four
-// cases); MXFP4: bytes 2 (ks % 2) and + 1 of word ks / 2 (byte-id 0 or 2);
-// NVFP4: word ks, all four bytes (byte-id 0).
+// The block-scaled MMAs of one K step whose scales start at byte kByte of
+// word w (kMxPerStep<T> bytes: the MMA's scale_vec).
+template <class T, int kByte>
+__device__ __forceinline__ void mma_mx_step(float (&acc)[T::kMI][T::kNI][4],
+                                            const gg::u32 (&a)[T::kMI][4],
+                                            const gg::u32 (&b)[T::kNI][2],
+                                            const gg::u32 (&sfa)[T::kMI][kMxWords<T>],
+                                            const gg::u32 (&sfb)[T::kNI][kMxWords<T>], int w) {
+  using mma_t = typename T::mma_t;
+  GG_UNROLL
+  for (int i = 0; i < T::kMI; ++i) {
+    GG_UNROLL
+    for (int j = 0; j < T::kNI; ++j) {
+      if constexpr (kMmaBits<T> == 4) {
+        gg::mma_m16n8k64_fp4<kMxPerStep<T>, kByte, 0, kByte, 0>(acc[i][j], a[i], b[j], acc[i][j],
+                                                                sfa[i][w], sfb[j][w]);
+      } else {
+        gg::mma_m16n8k32_mx<mma_t, mma_t, kByte, 0, kByte, 0>(acc[i][j], a[i], b[j], acc[i][j],
+                                                              sfa[i][w], sfb[j][w]);
+      }
+    }
+  }
+}
+
+// The MMAs of K step ks with the block-scaled MMA: the step's scales start
+// at byte ks * kMxPerStep of the tile's words (MXFP8: byte ks % 4 of word
+// ks / 4; MXFP4: byte 0 or 2; NVFP4: a whole word). A byte-id is an
+// immediate, so each possible first byte is a case.
 template <class T>
 __device__ __forceinline__ void mma_mx(int ks, float (&acc)[T::kMI][T::kNI][4],
                                        const gg::u32 (&a)[T::kMI][4], const gg::u32 (&b)[T::kNI][2],
                                        const gg::u32 (&sfa)[T::kMI][kMxWords<T>],
                                        const gg::u32 (&sfb)[T::kNI][kMxWords<T>]) {
-  using mma_t = typename T::mma_t;
-  if constexpr (kMmaBits<T> == 4) {
-    constexpr int kVec = kMxPerStep<T>;  // 2 (MXFP4) or 4 (NVFP4)
-    const int w = ks * kVec / 4;
-    GG_UNROLL
-    for (int i = 0; i < T::kMI; ++i) {
-      GG_UNROLL
-      for (int j = 0; j < T::kNI; ++j) {
-        if (kVec == 4 || ks % 2 == 0) {
-          gg::mma_m16n8k64_fp4<kVec, 0, 0, 0, 0>(acc[i][j], a[i], b[j], acc[i][j], sfa[i][w],
-                                                 sfb[j][w]);
-        } else {
-          gg::mma_m16n8k64_fp4<kVec, kVec == 2 ? 2 : 0, 0, kVec == 2 ? 2 : 0, 0>(
-              acc[i][j], a[i], b[j], acc[i][j], sfa[i][w], sfb[j][w]);
-        }
-      }
-    }
-  } else {
-    const int w = ks / 4;
-    GG_UNROLL
-    for (int i = 0; i < T::kMI; ++i) {
-      GG_UNROLL
-      for (int j = 0; j < T::kNI; ++j) {
-        switch (ks % 4) {
-          case 0:
-            gg::mma_m16n8k32_mx<mma_t, mma_t, 0, 0, 0, 0>(acc[i][j], a[i], b[j], acc[i][j],
-                                                          sfa[i][w], sfb[j][w]);
-            break;
-          case 1:
-            gg::mma_m16n8k32_mx<mma_t, mma_t, 1, 0, 1, 0>(acc[i][j], a[i], b[j], acc[i][j],
-                                                          sfa[i][w], sfb[j][w]);
-            break;
-          case 2:
-            gg::mma_m16n8k32_mx<mma_t, mma_t, 2, 0, 2, 0>(acc[i][j], a[i], b[j], acc[i][j],
-                                                          sfa[i][w], sfb[j][w]);
-            break;
-          default:
-            gg::mma_m16n8k32_mx<mma_t, mma_t, 3, 0, 3, 0>(acc[i][j], a[i], b[j], acc[i][j],
-                                                          sfa[i][w], sfb[j][w]);
-            break;
-        }
+  constexpr int kPer = kMxPerStep<T>;
+  const int first = ks * kPer, w = first / 4;
+  if (first % 4 == 0) {
+    mma_mx_step<T, 0>(acc, a, b, sfa, sfb, w);
+  } else if constexpr (kPer <= 2) {
+    if (first % 4 == 2) {
+      mma_mx_step<T, 2>(acc, a, b, sfa, sfb, w);
+    } else if constexpr (kPer == 1) {
+      if (first % 4 == 1) {
+        mma_mx_step<T, 1>(acc, a, b, sfa, sfb, w);
+      } else {
+        mma_mx_step<T, 3>(acc, a, b, sfa, sfb, w);
       }
     }
   }

@@ -182,7 +182,8 @@ def test_fp4_cpp_launcher():
 PLANTED = {
     # NVFP4's step ks reads word ks: reading the next one scales by the
     # wrong K blocks.
-    "wrong_word": ("gg_gemm.cuh", "const int w = ks * kVec / 4;", "const int w = (ks * kVec / 4 + 1) % kMxWords<T>;"),
+    "wrong_word": ("gg_gemm.cuh", "const int first = ks * kPer, w = first / 4;",
+                   "const int first = ks * kPer, w = (first / 4 + 1) % kMxWords<T>;"),
     # 1.0 as ue8m0's byte is a NaN in ue4m3: the blocks past k (zero
     # operands) would turn every output NaN.
     "fill_nan": ("gg_gemm.cuh", "T::kLhsScaleFormat == Format::kUE4M3 ? 0x38 : 0x7F;",

@@ -252,9 +252,9 @@ PLANTED = {
     # The K tile's scales are those of the next block.
     "wrong_k_block": ("gg_gemm.cuh", "const int kb0 = kt * T::kKSteps * kMxPerStep<T> + 4 * w;",
                       "const int kb0 = kt * T::kKSteps * kMxPerStep<T> + 4 * w + 1;"),
-    # K step 1 reads byte 0 of the lhs scale word.
-    "wrong_byte_id": ("gg_gemm.cuh", "gg::mma_m16n8k32_mx<mma_t, mma_t, 1, 0, 1, 0>",
-                      "gg::mma_m16n8k32_mx<mma_t, mma_t, 0, 0, 1, 0>"),
+    # K step 1 reads byte 0 of the scale words.
+    "wrong_byte_id": ("gg_gemm.cuh", "mma_mx_step<T, 1>(acc, a, b, sfa, sfb, w);",
+                      "mma_mx_step<T, 0>(acc, a, b, sfa, sfb, w);"),
     # The 128 x 4 atom indexed as if it were row-major.
     "atom_as_rows": ("gg_scales.cuh", "  if constexpr (L == ScaleLayout::kAtom128x4) {\n    const long long k_atoms",
                      "  if constexpr (false) {\n    const long long k_atoms"),
