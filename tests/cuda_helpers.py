@@ -50,6 +50,42 @@ def render_cuda(root: Path, stem: str, spec_text: str) -> tuple[ir.Spec, Path, d
     return rendered.spec, cuda, rendered.files
 
 
+class RenderedSpec:
+    """A test spec's `text` rendered on first use, its CUDA files in a
+    folder of their own, its generated Python launchers loaded once each
+    (the sm_90 and sm_12x test specs build on it)."""
+
+    def __init__(self, stem: str, text: str) -> None:
+        self.stem, self.text = stem, text
+        self.modules: dict = {}
+        self._launchers: dict = {}
+
+    @functools.cached_property
+    def _rendered(self) -> tuple[ir.Spec, Path]:
+        import tempfile
+
+        root = Path(tempfile.mkdtemp(prefix=f"gemmgen-{self.stem}-"))
+        spec, cuda, _ = render_cuda(root, self.stem, self.text)
+        return spec, cuda
+
+    @property
+    def spec(self) -> ir.Spec:
+        return self._rendered[0]
+
+    @property
+    def folder(self) -> Path:
+        return self._rendered[1]
+
+    def kernel(self, name: str) -> ir.Kernel:
+        return self.spec.kernel(name)
+
+    def launcher(self, name: str):
+        if name not in self._launchers:
+            self._launchers[name] = load_generated_module(self.folder / f"{name}.py",
+                                                          f"test_{self.stem}_{name}")
+        return self._launchers[name]
+
+
 def build_emulators(cuda: Path, names: Iterable[str], source_name: Callable[[str], str],
                     modules: dict) -> None:
     """One g++ build per kernel (cached by content), in parallel."""

@@ -3,46 +3,20 @@ emulated sm_120a / sm_121a device (tests/cuda/sm120/test_cuda_sm120_*.py)."""
 
 from __future__ import annotations
 
-import functools
-import tempfile
-from pathlib import Path
 
-from cuda_helpers import render_cuda
+from cuda_helpers import RenderedSpec
 
-from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cases import Case
-from gemmgen.harness.runner import load_generated_module
 from gemmgen.harness.verify_cuda import device_of, run_cpp_launcher, run_launcher
 from gemmgen.reference import compare, reference
 
 
-class Sm120Spec:
-    """SPEC rendered on first use, its CUDA files in a folder of their own."""
+class Sm120Spec(RenderedSpec):
+    """`text` rendered on first use, its CUDA files in a folder of their own."""
 
     def __init__(self, text: str, stem: str) -> None:
-        self.text, self.stem = text, stem
-        self.modules: dict = {}
-        self._launchers: dict = {}
-
-    @functools.cached_property
-    def _rendered(self) -> tuple[ir.Spec, Path]:
-        root = Path(tempfile.mkdtemp(prefix=f"gemmgen-{self.stem}-"))
-        spec, cuda, _ = render_cuda(root, self.stem, self.text)
-        return spec, cuda
-
-    @property
-    def spec(self) -> ir.Spec:
-        return self._rendered[0]
-
-    @property
-    def folder(self) -> Path:
-        return self._rendered[1]
-
-    def launcher(self, name: str):
-        if name not in self._launchers:
-            self._launchers[name] = load_generated_module(self.folder / f"{name}.py", f"test_{self.stem}_{name}")
-        return self._launchers[name]
+        super().__init__(stem, text)
 
     def run(self, name: str, case: Case, arch: str, seed: int = 0, *, source: str | None = None,
             cpp: bool = False):

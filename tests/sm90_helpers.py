@@ -3,20 +3,15 @@ on an emulated sm_90a device (tests/cuda/sm90/test_cuda_sm90_generated*.py)."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import tempfile
-from pathlib import Path
 
 import numpy as np
-from cuda_helpers import render_cuda
+from cuda_helpers import RenderedSpec
 
-from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.cache import cache_dir
 from gemmgen.cases import Case
 from gemmgen.harness.cuda_emu import EmuModule
-from gemmgen.harness.runner import load_generated_module
 from gemmgen.harness.verify_cuda import run_cpp_launcher, run_launcher
 from gemmgen.reference import compare, reference
 from gemmgen.runtime import RUNTIME_INCLUDE_DIR
@@ -24,36 +19,8 @@ from gemmgen.runtime import RUNTIME_INCLUDE_DIR
 SM90 = "sm_90a"
 
 
-class HopperSpec:
+class HopperSpec(RenderedSpec):
     """`text` rendered on first use, its CUDA files in a folder of their own."""
-
-    def __init__(self, stem: str, text: str) -> None:
-        self.stem, self.text = stem, text
-        self.modules: dict = {}
-        self._launchers: dict = {}
-
-    @functools.cached_property
-    def _rendered(self) -> tuple[ir.Spec, Path]:
-        root = Path(tempfile.mkdtemp(prefix=f"gemmgen-{self.stem}-"))
-        spec, cuda, _ = render_cuda(root, self.stem, self.text)
-        return spec, cuda
-
-    @property
-    def spec(self) -> ir.Spec:
-        return self._rendered[0]
-
-    @property
-    def folder(self) -> Path:
-        return self._rendered[1]
-
-    def kernel(self, name: str) -> ir.Kernel:
-        return self.spec.kernel(name)
-
-    def launcher(self, name: str):
-        if name not in self._launchers:
-            self._launchers[name] = load_generated_module(self.folder / f"{name}.py",
-                                                          f"test_{self.stem}_{name}")
-        return self._launchers[name]
 
     def run_py(self, name: str, inputs: dict, num_sms: int):
         path = self.folder / f"{name}.cu"
