@@ -71,11 +71,6 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     (cuda_kinds.diagnose_kernel)."""
     if (found := _block_scales(kernel)) is not None:
         return [found]
-    for scale in (kernel.lhs_scale, kernel.rhs_scale):
-        if scale.global_scale:
-            return [Diagnostic(scale.loc, f"kernel '{kernel.name}': cuda does not emit "
-                                          "'global=f32' scales yet; drop the cuda backend for "
-                                          "this kernel")]
     if problems := _blocks_in_k_tile(kernel):
         return problems
     return cuda_kinds.diagnose_kernel(kernel, spec)
