@@ -46,16 +46,25 @@ def _exact_normal(v: float, dtype) -> bool:
         np.finfo(dtype).tiny))
 
 
-def _amaxes(kernel: ir.Kernel, dtype) -> list[float]:
-    """Group amaxes at the rule's boundaries."""
+# A global scale for NVFP4 quantizers with `global=f32`: 24 significant
+# bits, so 6 x a ue4m3 tie x it is never an f32 and every amax near one is
+# decided by the exact comparison alone.
+EDGE_GLOBAL = float(np.float32(0.0372314453125 + 2.0**-28 * 1234567))
+
+
+def _amaxes(kernel: ir.Kernel, dtype, glob: float = 1.0) -> list[float]:
+    """Group amaxes at the rule's boundaries (times the global scale)."""
     info = np.finfo(dtype)
     lo, hi = int(np.log2(float(info.tiny))) + 12, int(np.log2(float(info.max))) - 1
     out: list[float] = []
     if kernel.out_scale.dtype is DType.UE4M3:
         for b in range(1, 0x7E, 5):
             here, after = (float(ue4m3_to_float(np.uint8(c))) for c in (b, b + 1))
-            out += _neighbours(6.0 * here, dtype) + _neighbours(3.0 * (here + after), dtype)
-        out += [6.0 * 448.0, 6.0 * 464.0, 6.0 * 1000.0, 6.0 * 2.0**-11, 1e-4]
+            out += (_neighbours(6.0 * here * glob, dtype)
+                    + _neighbours(3.0 * (here + after) * glob, dtype))
+        out += [float(np.asarray(v * glob, dtype)) for v in (6.0 * 448.0, 6.0 * 464.0,
+                                                             6.0 * 1000.0, 6.0 * 2.0**-11)]
+        out.append(1e-4)
     else:
         for e in range(lo, hi, max((hi - lo) // 24, 1)):
             out += _neighbours(2.0**e, dtype)
@@ -74,21 +83,23 @@ def _ties(out: DType) -> np.ndarray:
     return np.concatenate([(grid[1:] + grid[:-1]) / 2, [grid[-1], grid[-1] * 1.0625]])
 
 
-def edge_rows(kernel: ir.Kernel, k: int, rng: np.random.Generator) -> np.ndarray:
+def edge_rows(kernel: ir.Kernel, k: int, rng: np.random.Generator,
+              glob: float = 1.0) -> np.ndarray:
     """lhs [rows, k] in its storage dtype: one group per special amax, its
     other elements on and around the element type's ties times the group's
     scale (random signs), tiny values and negative zeros; then an all-zero
-    row with negative zeros."""
+    row with negative zeros. `glob`: the global scale G of an NVFP4
+    quantizer with `global=f32` (the scale is then s * G)."""
     dtype = NUMPY_INPUT[kernel.lhs.dtype]
     group = kernel.out_scale.block_k
     groups = -(-k // group)
-    amaxes = _amaxes(kernel, dtype)
+    amaxes = _amaxes(kernel, dtype, glob)
     ties = _ties(kernel.out)
     x = np.zeros((-(-len(amaxes) // groups) + 1, k), np.float64)
     for n, amax in enumerate(amaxes):
         r, j = divmod(n, groups)
         cols = np.arange(j * group, min((j + 1) * group, k))
-        s = float(scale_values(kernel, np.asarray(amax)))
+        s = float(scale_values(kernel, np.asarray(amax / glob))) * glob
         values = [v * rng.choice([-1.0, 1.0]) for t in rng.permutation(ties)
                   for v in _neighbours(t * s, dtype)]
         values += [amax * 2.0**-20, -amax * 2.0**-20, -0.0]

@@ -56,7 +56,11 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
                  *([f"{', '.join(mx.tiles[0].cc_words)}: block-scaled"] if mx is not None else [])]
         lines.append(f"  path per arch: {paths}; the launchers pick by compute capability "
                      f"({'; '.join(picks)})")
-        lines.append("  mma.sync path (every other device):")
+        if kernel.lhs.dtype is ir.DType.FP4:
+            lines.append("  mma.sync entries (traps: fp4 has no mma.sync; no other device runs "
+                         "this kernel):")
+        else:
+            lines.append("  mma.sync path (every other device):")
     for step in variant.steps:
         lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
                      f"{step.smem} bytes dynamic shared memory — {step.comment}")
@@ -83,9 +87,12 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
     mx_path = variant.path("sm120")
     if mx is not None and mx_path is not None:
         t = mx.tiles[variant.index]
+        from gemmgen.backends.cuda.gemm.sm120 import mma_words
+
+        kind, sass, _ = mma_words(kernel)
         lines.append(f"  block-scaled path ({' / '.join(t.archs)}): Tile{t.index}'s "
-                     f"{t.base.bm}x{t.base.bn}x{t.base.bk}, each K step one block-scaled "
-                     f"m16n8k32 MMA per fragment (QMMA.SF), the MX scales in registers")
+                     f"{t.base.bm}x{t.base.bn}x{t.base.bk}, each K step one mma.sync {kind} "
+                     f"per fragment ({sass}), the MX / NV scales in registers")
         for step in mx_path.steps[-1:]:
             lines.append(f"  launch {step.entry}: grid {step.grid.eval(env)}, {step.block} threads, "
                          f"{step.smem} bytes dynamic shared memory — {step.comment}")

@@ -9,7 +9,8 @@ The scale, by out_scale dtype:
 - e8m0 round=floor: OCP MX v1.0, section 6.3: 2**(floor(log2(amax)) -
   emax_elem), the exponent clamped to -127..127 (amax = 0: 2**-127);
 - ue4m3 (NVFP4): amax / 6 rounded to nearest even in ue4m3, saturating at
-  448 (no per-tensor scale).
+  448; with a global scale G (`global=f32`), amax / (6 G), and the elements
+  are x / (s G).
 
 A group that holds an infinity or a NaN gets a NaN scale. The elements are
 x / scale, which the caller's cast saturates and rounds to nearest even;
@@ -58,7 +59,24 @@ def quantize_groups(kernel: ir.Kernel, k: int) -> int:
     return (scale.block_k or k) if scale.mode is ScaleMode.TOKEN_GROUP else k
 
 
-def quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
+def global_scale_of(kernel: ir.Kernel, global_scale) -> float:
+    """NVFP4's global scale G of a quantize kernel (1 without `global=f32`),
+    checked: an f32 scalar. A G that is not a positive finite number gives
+    NaN, which makes every scale NaN."""
+    if not kernel.out_scale.global_scale:
+        if global_scale is not None:
+            raise arg_error(kernel, "global_scale given but out_scale has no 'global=f32'")
+        return 1.0
+    if global_scale is None:
+        raise arg_error(kernel, "global_scale (the f32 global scale of out_scale) is required")
+    if np.shape(global_scale) != ():
+        raise arg_error(kernel, f"global_scale must have shape (), got {np.shape(global_scale)}")
+    g = float(storage_to_float64(global_scale, DType.F32))
+    return g if np.isfinite(g) and g > 0 else np.nan
+
+
+def quantize(kernel: ir.Kernel, lhs, global_scale=None) -> tuple[np.ndarray, np.ndarray]:
+    glob = global_scale_of(kernel, global_scale)
     x = storage_to_float64(lhs, kernel.lhs.dtype)
     if x.ndim != 2:
         raise arg_error(kernel, f"lhs must be [m, k], got shape {x.shape}")
@@ -79,8 +97,9 @@ def quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
     else:
         amax = np.stack([np.abs(x[:, k0:k0 + group]).max(axis=1, initial=0.0)
                          for k0 in range(0, k, group)], axis=1)
-    # (2) The scale, exactly, as the scale dtype stores it.
-    s = scale_values(kernel, amax)
+    # (2) The scale, exactly, as the scale dtype stores it; with a global
+    #     scale G (NVFP4), of amax / G: the block scale s makes s * G.
+    s = scale_values(kernel, amax if glob == 1.0 else np.asarray(amax, np.float64) / glob)
     if scale.mode is ScaleMode.TOKEN:
         s = s[:, 0]
         expanded = s[:, None]
@@ -90,8 +109,11 @@ def quantize(kernel: ir.Kernel, lhs) -> tuple[np.ndarray, np.ndarray]:
     else:
         expanded = np.repeat(s, group, axis=1)[:, :k]
     # (3) q = sat(x / s): the caller's cast (reference_output) saturates.
+    #     With G, x / (s G): s G is exact in float64 (4 + 24 significant
+    #     bits), and so close to exact is the quotient that its cast rounds
+    #     as the exact one would (docs/semantics.md, "quantize").
     with np.errstate(divide="ignore", invalid="ignore"):
-        pre = x / expanded
+        pre = x / (expanded * glob)
     if out is DType.FP4:
         # e2m1 has no NaN: the NaN scale alone marks a non-finite group, whose
         # elements are +0; a zero scale (ue4m3 0x00) gives zeros with x's sign.

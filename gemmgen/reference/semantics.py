@@ -36,7 +36,7 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.ir import Activation, BiasMode, Op
 from gemmgen.numerics import float64_to_storage
-from gemmgen.reference.decode import Inputs, decode
+from gemmgen.reference.decode import Inputs, arg_error, decode
 from gemmgen.reference.quantize import quantize, quantize_scale_storage
 from gemmgen.reference.scales import Scales
 
@@ -249,7 +249,7 @@ def _unflatten(ev: _Evaluation, g: int, cap: int) -> _Evaluation:
 
 def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=None,
               rhs_scale=None, bias=None, group_offset=None, existing_out=None, masked_m=None,
-              lhs_global_scale=None, rhs_global_scale=None):
+              lhs_global_scale=None, rhs_global_scale=None, global_scale=None):
     """The kernel's result in float64, before the final output cast.
 
     Args:
@@ -268,6 +268,8 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
       lhs_global_scale, rhs_global_scale: f32 [] (dense) or [g] (grouped,
         masked): the `global=f32` scales of NVFP4 block scales, multiplying
         the accumulator of each group once.
+      global_scale: quantize only: f32 [], NVFP4's global scale G of a
+        `global=f32` out_scale (block scales of amax / G, q = x / (s G)).
 
     Returns:
       float64 [m, n_out] (dense, grouped), [g, m, n_out] (masked) or
@@ -275,7 +277,10 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
       quantize a tuple (x / scale before the fp8 cast [m, k], scale float64).
     """
     if kernel.op is Op.QUANTIZE:
-        return quantize(kernel, lhs)
+        return quantize(kernel, lhs, global_scale)
+    if global_scale is not None:
+        raise arg_error(kernel, "global_scale is op quantize's (a GEMM's global scales are "
+                        "lhs_global_scale and rhs_global_scale)")
     return _evaluate(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes,
                      lhs_scale=lhs_scale, rhs_scale=rhs_scale, bias=bias,
                      group_offset=group_offset, existing_out=existing_out,

@@ -294,11 +294,6 @@ class KernelReader(FieldReader):
                          f"scales ('per_token_group k=16 ue4m3 global=f32'); {field} holds "
                          f"{dtype.value} scales", ga.width)
                 global_scale = False
-            elif field == "out_scale":
-                self.err(ga.loc, "op 'quantize' takes no global scale: it writes the ue4m3 block "
-                         "scales of its input as given (divide the input by the global scale "
-                         "first)", ga.width)
-                global_scale = False
         layout = ir.ScaleLayout.ROWS
         if (la := blocks.pop("layout", None)) is not None:
             assert isinstance(la.value, Atom)

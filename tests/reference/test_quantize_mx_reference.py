@@ -18,7 +18,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-from quantize_edges import NUMPY_INPUT, edge_rows
+from quantize_edges import EDGE_GLOBAL, NUMPY_INPUT, edge_rows
 
 from gemmgen import ir
 from gemmgen.ir import DType, ScaleRounding
@@ -78,8 +78,25 @@ kernel nvfp4_f16 {
   out_scale per_token_group k=16 ue4m3
   backends cuda
 }
+
+kernel nvfp4_global {
+  op quantize
+  lhs bf16 [m, k]
+  out fp4 packed
+  out_scale per_token_group k=16 ue4m3 global=f32
+  backends cuda
+}
+
+kernel nvfp4_global_f32 {
+  op quantize
+  lhs f32 [m, k]
+  out fp4 packed
+  out_scale per_token_group k=16 ue4m3 global=f32
+  backends cuda
+}
 """
-NAMES = ("mxfp8", "mxfp8_e5m2", "mxfp4", "fp4_round_up", "nvfp4", "nvfp4_f16")
+NAMES = ("mxfp8", "mxfp8_e5m2", "mxfp4", "fp4_round_up", "nvfp4", "nvfp4_f16", "nvfp4_global",
+         "nvfp4_global_f32")
 KERNELS = {k.name: k for k in validate(parse(SPEC, "mx.gemm")).kernels}
 
 
@@ -126,14 +143,16 @@ def floor_log2(a: Fraction) -> int:
     return e
 
 
-def loop_scale(kernel: ir.Kernel, amax: float) -> tuple[int, Fraction | None]:
-    """(scale byte, scale value; None for NaN) of one group, by the rules."""
+def loop_scale(kernel: ir.Kernel, amax: float, glob: Fraction | None = Fraction(1)
+               ) -> tuple[int, Fraction | None]:
+    """(scale byte, scale value; None for NaN) of one group, by the rules;
+    `glob` the NVFP4 global scale G (None: not a positive finite number)."""
     sc = kernel.out_scale
-    if not math.isfinite(amax):
+    if not math.isfinite(amax) or glob is None:
         return (0x7F if sc.dtype is DType.UE4M3 else 0xFF), None
     a = Fraction(amax)
-    if sc.dtype is DType.UE4M3:  # NVFP4: amax / 6, to nearest even, saturating
-        code = round_even(a / 6, UE4M3)
+    if sc.dtype is DType.UE4M3:  # NVFP4: amax / (6 G), to nearest even, saturating
+        code = round_even(a / (6 * glob), UE4M3)
         return code, {c: v for v, c in UE4M3}[code]
     if sc.rounding is ScaleRounding.FLOOR:  # OCP MX: 2^(floor(log2 amax) - emax)
         e = -127 if a == 0 else max(-127, min(127, floor_log2(a) - EMAX[kernel.out]))
@@ -145,8 +164,10 @@ def loop_scale(kernel: ir.Kernel, amax: float) -> tuple[int, Fraction | None]:
     return e + 127, Fraction(2) ** e
 
 
-def loop_quantize(kernel: ir.Kernel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def loop_quantize(kernel: ir.Kernel, x: np.ndarray, glob: float = 1.0
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """(q bytes [m, k] unpacked codes, or fp8 bytes; scale bytes [m, groups])."""
+    g_exact = Fraction(glob) if math.isfinite(glob) and glob > 0 else None
     xs = x.astype(np.float64)
     m, k = xs.shape
     g = kernel.out_scale.block_k
@@ -159,21 +180,24 @@ def loop_quantize(kernel: ir.Kernel, x: np.ndarray) -> tuple[np.ndarray, np.ndar
         for j in range(0, k, g):
             vals = [float(v) for v in xs[r, j:j + g]]
             amax = max((abs(v) if not math.isnan(v) else math.inf for v in vals), default=0.0)
-            byte, scale = loop_scale(kernel, amax)
+            byte, scale = loop_scale(kernel, amax, g_exact)
             s[r, j // g] = byte
             for c, v in enumerate(vals):
                 if scale is None:  # a group holding inf or NaN
                     q[r, j + c] = 0 if kernel.out is DType.FP4 else nan
                     continue
                 sign = sign_bit if math.copysign(1.0, v) < 0 else 0
-                code = 0 if scale == 0 else round_even(abs(Fraction(v)) / scale, grid)
+                code = 0 if scale == 0 else round_even(abs(Fraction(v)) / (scale * (g_exact or 1)),
+                                                       grid)
                 q[r, j + c] = sign | code
     return q, s
 
 
-def reference_bytes(kernel: ir.Kernel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def reference_bytes(kernel: ir.Kernel, x: np.ndarray, glob: float = 1.0
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """reference_output as unpacked codes / fp8 bytes and scale bytes."""
-    q, s = reference_output(kernel, lhs=x)
+    extra = {"global_scale": np.float32(glob)} if kernel.out_scale.global_scale else {}
+    q, s = reference_output(kernel, lhs=x, **extra)
     if kernel.out is DType.FP4:
         assert q.dtype == np.uint8 and q.shape == (x.shape[0], x.shape[1] // 2)
         q = np.stack([q & 0xF, q >> 4], axis=-1).reshape(x.shape)  # element 2i: low nibble
@@ -190,9 +214,15 @@ def same_q(kernel: ir.Kernel, got: np.ndarray, want: np.ndarray) -> np.ndarray:
     return (got == want) | (nan_got & (want == 0x7F))
 
 
-def check_against_loop(kernel: ir.Kernel, x: np.ndarray) -> None:
-    q_loop, s_loop = loop_quantize(kernel, x)
-    q_ref, s_ref = reference_bytes(kernel, x)
+def global_of(kernel: ir.Kernel) -> float:
+    """The global scale the tests give a `global=f32` kernel (else 1)."""
+    return EDGE_GLOBAL if kernel.out_scale.global_scale else 1.0
+
+
+def check_against_loop(kernel: ir.Kernel, x: np.ndarray, glob: float | None = None) -> None:
+    glob = global_of(kernel) if glob is None else glob
+    q_loop, s_loop = loop_quantize(kernel, x, glob)
+    q_ref, s_ref = reference_bytes(kernel, x, glob)
     bad = np.argwhere(s_ref != s_loop)
     assert not len(bad), f"{kernel.name}: scale {bad[:3].tolist()}: {s_ref[tuple(bad[0])]} " \
                          f"!= loop {s_loop[tuple(bad[0])]}"
@@ -221,8 +251,8 @@ def test_random_inputs_match_the_loop(name, m, k):
     """Fresh random rows (magnitudes 2^-6 .. 2^6 apart), m = 1, partial last
     groups, rows narrower than a group."""
     kernel = KERNELS[name]
-    x = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k, len(name)]))["lhs"]
-    check_against_loop(kernel, x)
+    inputs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k, len(name)]))
+    check_against_loop(kernel, inputs["lhs"], float(inputs.get("global_scale", 1.0)))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -231,7 +261,7 @@ def test_edge_rows_match_the_loop(name, k):
     """Amaxes at powers of two and ue4m3 ties, elements on the element
     format's ties and past its largest value, zero groups (tests/quantize_edges.py)."""
     kernel = KERNELS[name]
-    check_against_loop(kernel, edge_rows(kernel, k, np.random.default_rng(k)))
+    check_against_loop(kernel, edge_rows(kernel, k, np.random.default_rng(k), global_of(kernel)))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -297,9 +327,9 @@ def test_nvfp4_scale_examples():
 def test_compare_is_bit_exact(name):
     """The reference's own output passes; one scale byte or one q byte off fails."""
     kernel = KERNELS[name]
-    x = random_inputs(kernel, m=4, n=96, k=96, rng=np.random.default_rng(9))["lhs"]
-    expected = reference(kernel, lhs=x)
-    q, s = reference_output(kernel, lhs=x)
+    inputs = random_inputs(kernel, m=4, n=96, k=96, rng=np.random.default_rng(9))
+    expected = reference(kernel, **inputs)
+    q, s = reference_output(kernel, **inputs)
     assert compare((q, s), expected, kernel, k=96).passed
     s_bad = s.copy()
     s_bad[1, 1] ^= 1
@@ -318,4 +348,25 @@ def test_the_language_reads_the_formats():
     k = KERNELS["nvfp4"]
     assert (k.out, k.out_scale.dtype, k.out_scale.block_k) == (DType.FP4, DType.UE4M3, 16)
     assert [ir.quantize_rule(KERNELS[n].out, KERNELS[n].out_scale) for n in NAMES] == [
-        "e8m0_floor", "e8m0_floor", "e8m0_floor", "e8m0_up", "ue4m3", "ue4m3"]
+        "e8m0_floor", "e8m0_floor", "e8m0_floor", "e8m0_up", "ue4m3", "ue4m3", "ue4m3", "ue4m3"]
+    assert KERNELS["nvfp4_global"].out_scale.global_scale and not k.out_scale.global_scale
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_nvfp4_global_scale():
+    """amax / (6 G) near ue4m3 ties for global scales of 24 significant bits
+    (no f32 division decides them), and a G that is not a positive finite
+    number: every scale NaN, q = +0."""
+    kernel = KERNELS["nvfp4_global_f32"]
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        glob = float(np.float32(rng.uniform(0.01, 100.0)))
+        check_against_loop(kernel, edge_rows(kernel, 48, rng, glob), glob)
+    x = edge_rows(kernel, 32, rng, 1.0)
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        q, s = reference_bytes(kernel, x, bad)
+        assert (s == 0x7F).all() and (q == 0).all()
+    with pytest.raises(ValueError, match="global_scale .the f32 global scale of out_scale. is"):
+        reference(kernel, lhs=x)
+    with pytest.raises(ValueError, match="global_scale given but out_scale has no"):
+        reference(KERNELS["nvfp4"], lhs=x, global_scale=np.float32(1.0))

@@ -94,6 +94,7 @@ class QuantPlan:
     e8m0: bool  # e8m0 scales (rule e8m0_up or e8m0_floor)
     rule: str  # the scale: "f32", "e8m0_up", "e8m0_floor" (OCP MX) or "ue4m3" (NVFP4)
     fp4: bool  # packed e2m1 values, two per byte
+    global_scale: bool  # NVFP4's global scale G (`global=f32`): an input, s of amax / G
     emax: int  # emax_elem of the out type (OCP MX)
     entries: tuple[QuantEntry, ...]  # the 16-byte path (when G allows it), then unaligned k
     # The .cu's text.
@@ -117,8 +118,11 @@ class QuantPlan:
 
     @property
     def q_arg(self) -> str:
-        """What store_q multiplies or compares with: 1 / s, or s (ue4m3)."""
-        return "unit" if self.rule == "ue4m3" else "inv"
+        """What store_q multiplies or compares with: 1 / s, or s (ue4m3, and
+        the global scale G)."""
+        if self.rule == "ue4m3":
+            return "unit, glob" if self.global_scale else "unit"
+        return "inv"
 
     @property
     def out_offset(self) -> str:
@@ -175,12 +179,16 @@ def _pow2_at_least(x: int) -> int:
     return p
 
 
-_PARAMS = (Param("const in_t* __restrict__", "lhs"), Param("out_t* __restrict__", "out"),
-           Param("scale_t* __restrict__", "out_scale"), Param("int", "m"), Param("int", "k"))
+def _params(global_scale: bool) -> tuple[Param, ...]:
+    """The entry points' parameters: the launch contract's arrays (global
+    scale G after lhs when there is one), then the dims."""
+    glob = (Param("const float* __restrict__", "global_scale"),) if global_scale else ()
+    return (Param("const in_t* __restrict__", "lhs"), *glob, Param("out_t* __restrict__", "out"),
+            Param("scale_t* __restrict__", "out_scale"), Param("int", "m"), Param("int", "k"))
 
 
 def _entry(name: str, vec: int, group: int, warps: int, threads: int, *,
-           wide: bool) -> QuantEntry:
+           wide: bool, global_scale: bool) -> QuantEntry:
     lanes = min(WARP, _pow2_at_least(-(-group // vec)))
     chunks = -(-group // (lanes * vec))
     per_warp = WARP // lanes
@@ -194,13 +202,14 @@ def _entry(name: str, vec: int, group: int, warps: int, threads: int, *,
         unit, head = f"element{plural}", "Any k"
     tail = "" if cached else ", read twice"
     template_args = f"{vec}, {lanes}, {chunks}, {'true' if cached else 'false'}"
+    params = _params(global_scale)
     return QuantEntry(
         name=name, vec=vec, wide=wide, lanes=lanes, groups_per_warp=per_warp, chunks=chunks,
         cached=cached, items_per_block=warps * per_warp,
         description=f"{head}: {lanes} lanes per group, up to {chunks} {unit} per lane{tail}.",
         signature=cpp_signature(f'extern "C" __global__ void __launch_bounds__({threads})', name,
-                                _PARAMS, "the launch contract's arrays, then the dims"),
-        call=cpp_args(f"quantize<{template_args}>(", _PARAMS, ");", 2),
+                                params, "the launch contract's arrays, then the dims"),
+        call=cpp_args(f"quantize<{template_args}>(", params, ");", 2),
     )
 
 
@@ -213,12 +222,14 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
     fp4 = kernel.out is DType.FP4
     rule = ir.quantize_rule(kernel.out, kernel.out_scale)
     assert rule is not None, "diagnose refuses the kernel"
+    glob = kernel.out_scale.global_scale
     entries = []
     if group % vec == 0:
-        entries.append(_entry(kernel.name, vec, group, warps, threads, wide=True))
+        entries.append(_entry(kernel.name, vec, group, warps, threads, wide=True,
+                              global_scale=glob))
     # The other entry reads single elements, in pairs for packed fp4 (k is even).
     entries.append(_entry(f"{kernel.name}_unaligned_k", 2 if fp4 else 1, group, warps, threads,
-                          wide=False))
+                          wide=False, global_scale=glob))
     e8m0 = kernel.out_scale.dtype is DType.E8M0
     fp8_max = kernel.out.max_finite
     emax = kernel.out.emax
@@ -226,7 +237,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
     floor = f"max({amax}, {AMAX_FLOOR}) / {int(fp8_max)}"
     formula = {"f32": floor, "e8m0_up": f"2^ceil(log2({floor}))",
                "e8m0_floor": f"2^max(floor(log2({amax})) - {emax}, -127)",
-               "ue4m3": f"rne_ue4m3({amax} / 6), saturated at 448"}[rule]
+               "ue4m3": f"rne_ue4m3({amax} / {'(6 G)' if glob else '6'}), saturated at 448"}[rule]
     what = [f"{e.name} (k a multiple of {e.vec}: 16-byte loads)" if e.wide
             else f"{e.name} (any {'even ' if fp4 else ''}k)" for e in entries]
     title = {("f32", False): "per-token-group FP8 activation quantization",
@@ -240,7 +251,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantPlan:
         kernel=kernel, spec_lines=spec_lines(kernel), where=where(kernel.loc),
         lhs=kernel.lhs.dtype, out=kernel.out, scale_dtype=kernel.out_scale.dtype, group=group,
         fp8_max=fp8_max, amax_floor=AMAX_FLOOR, threads=threads, warps=warps, e8m0=e8m0,
-        rule=rule, fp4=fp4, emax=emax, entries=tuple(entries),
+        rule=rule, fp4=fp4, global_scale=glob, emax=emax, entries=tuple(entries),
         in_ctype=CTYPE[kernel.lhs.dtype], out_ctype=CTYPE[kernel.out],
         scale_ctype=CTYPE[kernel.out_scale.dtype], out_name=kernel.out.value,
         scale_formula=formula,
@@ -262,11 +273,12 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
                     else " (rounded up to a power of two)")
     out = (f"{kernel.out.value} packed [m, k / 2] (two e2m1 values per byte, max 6)" if fp4
            else f"{kernel.out.value} [m, k] (max finite {kernel.out.max_finite:g})")
+    glob = " global=f32 (global_scale G [], an input)" if sc.global_scale else ""
     lines = [f"op        {kernel.op.value}",
              f"lhs       {kernel.lhs.dtype.value} [m, k]",
              f"out       {out}",
              f"out_scale {sc.mode.value} k={sc.block_k} {sc.dtype.value} "
-             f"[m, ceil(k / {sc.block_k})]" + rounding]
+             f"[m, ceil(k / {sc.block_k})]" + rounding + glob]
     if kernel.static_k:
         lines.append(f"dims      k={kernel.static_k}")
     return tuple(lines)
@@ -278,9 +290,13 @@ def _args(p: QuantPlan) -> tuple[Arg, ...]:
     m, k = var("m"), var("k")
     scale_doc = {"e8m0_up": " (e8m0 exponent bytes)", "e8m0_floor": " (e8m0 exponent bytes)",
                  "ue4m3": " (ue4m3 bytes)"}.get(p.rule, "")
+    glob = (Arg(name="global_scale", role=Role.IN, dtype=DType.F32, shape=(),
+                doc="NVFP4's global scale G: the block scales are of amax / G", align=4),
+            ) if p.global_scale else ()
     return (
         Arg(name="lhs", role=Role.IN, dtype=p.lhs, shape=(m, k), doc="the activations",
             align=LOAD_BYTES),
+        *glob,
         Arg(name="out", role=Role.OUT, dtype=p.out, shape=(m, "gg_div(k, 2)") if p.fp4 else (m, k),
             doc="the e2m1 values, two per byte (the even column in the low nibble)" if p.fp4
             else "the FP8 values", align=store),
@@ -307,6 +323,7 @@ def summary(kernel: ir.Kernel) -> str:
     dims = f" dims k={kernel.static_k}" if kernel.static_k else ""
     packed = " packed" if kernel.out is DType.FP4 else ""
     rounding = " round=floor" if sc.rounding is ir.ScaleRounding.FLOOR else ""
+    rounding += " global=f32" if sc.global_scale else ""
     return (f"{kernel.name}: quantize lhs {kernel.lhs.dtype.value} [m, k] -> "
             f"{kernel.out.value}{packed}, out_scale {sc.mode.value} k={sc.block_k} "
             f"{sc.dtype.value}{rounding}{dims} [cuda]")
@@ -317,7 +334,7 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
     p = plan(kernel, spec)
     target = spec.target(ir.Backend.CUDA)
     step_args = tuple(array(q.name) if q.type.endswith("__restrict__") else i32(var(q.name))
-                      for q in _PARAMS)
+                      for q in _params(p.global_scale))
     variants = []
     for i, e in enumerate(p.entries):
         last = i == len(p.entries) - 1

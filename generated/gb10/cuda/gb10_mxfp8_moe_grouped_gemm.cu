@@ -24,9 +24,10 @@
 //   (4) the epilogue stages the tile in shared memory and writes out row by row: the cast to bf16.
 //   (5) on sm_120a / sm_121a (compute capability 12.0 and 12.1) the launchers run the block-scaled
 //       body instead (docs/cuda-blackwell.md): the same tiles and pipeline, each K step one
-//       mma.sync kind::mxf8f6f4.block_scale m16n8k32 (e4m3 x e4m3, ue8m0 scales, SASS QMMA.SF) per
-//       fragment, the scale bytes of the K tile's MX blocks read into registers one K tile ahead
-//       (byte-id = K step % 4), no software promotion.
+//       mma.sync kind::mxf8f6f4.block_scale.scale_vec::1X m16n8k32 (e4m3 x e4m3, ue8m0 scales),
+//       SASS QMMA.SF, per fragment, the scale bytes of the K tile's MX / NV blocks read into
+//       registers one K tile ahead (one scale per K step, byte-id = K step % 4), no software
+//       promotion.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.

@@ -2,7 +2,7 @@
 //
 // C++ launcher of gb10_nvfp4_quant (specs/gb10.gemm):
 //   gb10_nvfp4_quant: quantize lhs bf16 [m, k] -> fp4 packed, out_scale per_token_group k=16 ue4m3
-//   [cuda]
+//   global=f32 [cuda]
 //
 // Compile gb10_nvfp4_quant.cu with nvcc (it defines launch_gb10_nvfp4_quant; gemmgen's CPU emulator
 // compiles and runs it with g++) and include this header:
@@ -109,6 +109,8 @@ inline const char* gg_launch_error(const GgLaunch& l, long long smem_limit) {
 struct Gb10Nvfp4QuantArgs {
   // [m, k] the activations
   const __nv_bfloat16* lhs = nullptr;
+  // [] NVFP4's global scale G: the block scales are of amax / G
+  const float* global_scale = nullptr;
   // [m, gg_div(k, 2)] the e2m1 values, two per byte (the even column in the low nibble)
   unsigned char* out = nullptr;
   // [m, groups] one scale per group of 16 columns (ue4m3 bytes)
@@ -227,6 +229,9 @@ inline const char* gb10_nvfp4_quant_validate(const Gb10Nvfp4QuantArgs& a) {
   if (a.lhs == nullptr) {
     return "gb10_nvfp4_quant: lhs is null";
   }
+  if (a.global_scale == nullptr) {
+    return "gb10_nvfp4_quant: global_scale is null";
+  }
   if (a.out == nullptr) {
     return "gb10_nvfp4_quant: out is null";
   }
@@ -235,6 +240,9 @@ inline const char* gb10_nvfp4_quant_validate(const Gb10Nvfp4QuantArgs& a) {
   }
   if (reinterpret_cast<std::uintptr_t>(a.lhs) % 16 != 0) {
     return "gb10_nvfp4_quant: lhs must be 16-byte aligned";
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.global_scale) % 4 != 0) {
+    return "gb10_nvfp4_quant: global_scale must be 4-byte aligned";
   }
   if (reinterpret_cast<std::uintptr_t>(a.out) % 4 != 0) {
     return "gb10_nvfp4_quant: out must be 4-byte aligned";

@@ -2,10 +2,11 @@
 """Python launcher of the CUDA kernel gb10_nvfp4_quant (specs/gb10.gemm).
 
     gb10_nvfp4_quant: quantize lhs bf16 [m, k] -> fp4 packed, out_scale per_token_group k=16
-    ue4m3 [cuda]
+    ue4m3 global=f32 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, k] bfloat16, the activations.
+    global_scale: [] float32, NVFP4's global scale G: the block scales are of amax / G.
 
 Returns:
     out: [m, gg_div(k, 2)] uint8, the e2m1 values, two per byte (the even column in the low nibble).
@@ -57,6 +58,7 @@ MAY_BE_NONE = ("out", "out_scale")
 # Storage dtype of each array argument; a same-size view is also accepted.
 DTYPES = {
     "lhs": "bfloat16",
+    "global_scale": "float32",
     "out": "uint8",
     "out_scale": "uint8",
 }
@@ -64,6 +66,7 @@ _VIEWS = {"bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"
 # Byte alignment the kernel needs for each base pointer.
 ALIGN = {
     "lhs": 16,
+    "global_scale": 4,
     "out": 4,
 }
 
@@ -133,15 +136,17 @@ def _pointer(x) -> int | None:
     return int(data.ptr) if hasattr(data, "ptr") else None
 
 
-def validate(*, lhs, out=None, out_scale=None) -> dict[str, int]:
+def validate(*, lhs, global_scale, out=None, out_scale=None) -> dict[str, int]:
     """Check a call; return its dims or raise ValueError."""
     arrays = {
         "lhs": lhs,
+        "global_scale": global_scale,
         "out": out,
         "out_scale": out_scale,
     }
     ndims = {
         "lhs": 2,
+        "global_scale": 0,
         "out": 2,
         "out_scale": 2,
     }
@@ -163,6 +168,7 @@ def validate(*, lhs, out=None, out_scale=None) -> dict[str, int]:
     groups = gg_cdiv(k, 16)
     expected = {
         "lhs": (m, k),
+        "global_scale": (),
         "out": (m, gg_div(k, 2)),
         "out_scale": (m, groups),
     }
@@ -243,7 +249,7 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
                     ),
                     (256, 1, 1),
                     0,
-                    ("lhs", "out", "out_scale", gg_i32(m), gg_i32(k)),
+                    ("lhs", "global_scale", "out", "out_scale", gg_i32(m), gg_i32(k)),
                     "128 groups per block, 2 lanes per group, 16-byte loads",
                 ),
             ]
@@ -259,7 +265,7 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
                     ),
                     (256, 1, 1),
                     0,
-                    ("lhs", "out", "out_scale", gg_i32(m), gg_i32(k)),
+                    ("lhs", "global_scale", "out", "out_scale", gg_i32(m), gg_i32(k)),
                     "32 groups per block, 8 lanes per group, one element per load",
                 ),
             ]
@@ -468,7 +474,7 @@ def _module(sm: int):
     return module
 
 
-def gb10_nvfp4_quant(lhs, *, out=None, out_scale=None, workspace=None, stream=None):
+def gb10_nvfp4_quant(lhs, global_scale, *, out=None, out_scale=None, workspace=None, stream=None):
     """Run gb10_nvfp4_quant on the GPU with CuPy; returns out, out_scale.
 
     The arrays are CuPy arrays or any GPU array that speaks DLPack or
@@ -485,10 +491,11 @@ def gb10_nvfp4_quant(lhs, *, out=None, out_scale=None, workspace=None, stream=No
     that plan (_CALLS). A changed signature is checked again."""
     cupy = _cupy_if_installed()
     if cupy is None:  # without CuPy a bad call still gets its ValueError first
-        validate(lhs=lhs, out=out, out_scale=out_scale)
+        validate(lhs=lhs, global_scale=global_scale, out=out, out_scale=out_scale)
         cupy = _cupy()
     launch_stream = _stream(cupy, stream)
     lhs = _device_array(cupy, lhs, "lhs", launch_stream)
+    global_scale = _device_array(cupy, global_scale, "global_scale", launch_stream)
     out = _device_array(cupy, out, "out", launch_stream)
     out_scale = _device_array(cupy, out_scale, "out_scale", launch_stream)
     workspace = _device_array(cupy, workspace, "workspace", launch_stream, "int32")
@@ -497,14 +504,21 @@ def gb10_nvfp4_quant(lhs, *, out=None, out_scale=None, workspace=None, stream=No
         device,
         _device_limits(device),
         _signature(lhs, 16),
+        _signature(global_scale, 4),
         _signature(out, 4),
         _signature(out_scale, 1),
         _signature(workspace, 1),
     )
     call = _CALLS.get(key)
     if call is None:
-        dims = validate(lhs=lhs, out=out, out_scale=out_scale)
-        named = {"lhs": lhs, "out": out, "out_scale": out_scale, "workspace": workspace}
+        dims = validate(lhs=lhs, global_scale=global_scale, out=out, out_scale=out_scale)
+        named = {
+            "lhs": lhs,
+            "global_scale": global_scale,
+            "out": out,
+            "out_scale": out_scale,
+            "workspace": workspace,
+        }
         call = _prepare(key, dims, named, device)
     if out is None:
         out = call.new_output(cupy, "out")
@@ -512,7 +526,7 @@ def gb10_nvfp4_quant(lhs, *, out=None, out_scale=None, workspace=None, stream=No
         out_scale = call.new_output(cupy, "out_scale")
     if workspace is None:
         workspace = cupy.empty(call.workspace_ints, dtype=np.int32)
-    arrays = (lhs, out, out_scale, workspace)
+    arrays = (lhs, global_scale, out, out_scale, workspace)
     call.launch(arrays, launch_stream)
     return out, out_scale
 

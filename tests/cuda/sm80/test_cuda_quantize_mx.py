@@ -23,7 +23,7 @@ import pytest
 from cuda_helpers import Launchers, build_emulators, render_cuda
 from hypothesis import given
 from hypothesis import strategies as st
-from quantize_edges import NUMPY_INPUT, edge_rows
+from quantize_edges import EDGE_GLOBAL, NUMPY_INPUT, edge_rows
 
 from gemmgen import ir
 from gemmgen.backends import cuda as cuda_backend
@@ -86,10 +86,27 @@ kernel nvfp4_bf16_quant {
   out_scale per_token_group k=16 ue4m3
   backends cuda
 }
+
+# NVFP4 with its global scale G (an input): block scales of amax / G.
+kernel nvfp4_global_quant {
+  op quantize
+  lhs f32 [m, k]
+  out fp4 packed
+  out_scale per_token_group k=16 ue4m3 global=f32
+  backends cuda
+}
+
+kernel nvfp4_global_bf16_quant {
+  op quantize
+  lhs bf16 [m, k]
+  out fp4 packed
+  out_scale per_token_group k=16 ue4m3 global=f32
+  backends cuda
+}
 """
 
 NAMES = ("mxfp8_quant", "mxfp8_e5m2_quant", "mxfp4_quant", "fp4_round_up_quant", "nvfp4_quant",
-         "nvfp4_bf16_quant")
+         "nvfp4_bf16_quant", "nvfp4_global_quant", "nvfp4_global_bf16_quant")
 ARCHS = ("sm_89", "sm_120a")
 MODULES: dict = {}
 
@@ -108,20 +125,30 @@ def source_name(name: str) -> str:
 launcher = Launchers("test_cuda_quant_mx")
 
 
-def run(cuda: Path, name: str, lhs: np.ndarray, *, source: str | None = None, tag: str = ""):
+def inputs_of(kernel: ir.Kernel, lhs: np.ndarray, glob: float | None = None) -> dict:
+    """The kernel's inputs: lhs, and the global scale G of a `global=f32`
+    kernel (default: EDGE_GLOBAL, 24 significant bits)."""
+    if not kernel.out_scale.global_scale:
+        return {"lhs": lhs}
+    return {"lhs": lhs, "global_scale": np.float32(EDGE_GLOBAL if glob is None else glob)}
+
+
+def run(cuda: Path, name: str, inputs: dict, *, source: str | None = None, tag: str = ""):
     text = source if source is not None else (cuda / f"{name}.cu").read_text()
-    return run_launcher(launcher(cuda, name), text, source_name(name) + tag, {"lhs": lhs},
+    return run_launcher(launcher(cuda, name), text, source_name(name) + tag, inputs,
                         modules=MODULES)
 
 
-def verdict(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray, **kw):
+def verdict(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray, glob: float | None = None,
+            **kw):
     kernel = spec.kernel(name)
-    q, s = run(cuda, name, lhs, **kw)
-    return compare((q, s), reference(kernel, lhs=lhs), kernel, k=lhs.shape[1]), q, s
+    inputs = inputs_of(kernel, lhs, glob)
+    q, s = run(cuda, name, inputs, **kw)
+    return compare((q, s), reference(kernel, **inputs), kernel, k=lhs.shape[1]), q, s
 
 
-def check(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray):
-    result, q, s = verdict(spec, cuda, name, lhs)
+def check(spec: ir.Spec, cuda: Path, name: str, lhs: np.ndarray, glob: float | None = None):
+    result, q, s = verdict(spec, cuda, name, lhs, glob)
     assert result.passed, f"{name} {lhs.shape}:\n{result.detail}"
     return q, s
 
@@ -138,9 +165,10 @@ def test_matches_reference_bit_for_bit(built, name):
     mod = launcher(cuda, name)
     entries = set()
     for m, k in [(37, 3 * g), (1, 2 * g + vec), (3, vec), (2, 2 * g + 2), (1, 6)]:
-        lhs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k]))["lhs"]
-        entries.add(mod.launches(mod.validate(lhs=lhs))[0].entry)
-        q, s = check(spec, cuda, name, lhs)
+        inputs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k]))
+        lhs = inputs["lhs"]
+        entries.add(mod.launches(mod.validate(**inputs))[0].entry)
+        q, s = check(spec, cuda, name, lhs, inputs.get("global_scale"))
         packed = kernel.out is ir.DType.FP4
         assert q.shape == (m, k // 2 if packed else k) and s.shape == (m, -(-k // g))
         assert q.dtype == (np.uint8 if packed else np.dtype(kernel.out.numpy_name))
@@ -150,10 +178,10 @@ def test_matches_reference_bit_for_bit(built, name):
 @given(m=st.integers(1, 40), k=st.integers(1, 300).map(lambda i: 2 * i))
 def test_random_shapes(built, m, k):
     spec, cuda = built
-    for name in ("mxfp4_quant", "nvfp4_quant"):
+    for name in ("mxfp4_quant", "nvfp4_quant", "nvfp4_global_quant"):
         kernel = spec.kernel(name)
-        lhs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k]))["lhs"]
-        check(spec, cuda, name, lhs)
+        inputs = random_inputs(kernel, m=m, n=k, k=k, rng=np.random.default_rng([m, k]))
+        check(spec, cuda, name, inputs["lhs"], inputs.get("global_scale"))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -164,8 +192,29 @@ def test_edge_rows(built, name):
     spec, cuda = built
     kernel = spec.kernel(name)
     g = kernel.out_scale.block_k
+    glob = EDGE_GLOBAL if kernel.out_scale.global_scale else 1.0
     for k in (4 * g, 2 * g + 6):
-        check(spec, cuda, name, edge_rows(kernel, k, np.random.default_rng(k)))
+        check(spec, cuda, name, edge_rows(kernel, k, np.random.default_rng(k), glob))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_global_scales(built):
+    """NVFP4 with global scales of 24 significant bits at the ue4m3 ties
+    (decided by the exact comparisons alone), and global scales that are not
+    positive finite numbers: every scale NaN, q = +0."""
+    spec, cuda = built
+    name = "nvfp4_global_quant"
+    kernel = spec.kernel(name)
+    rng = np.random.default_rng(12)
+    for glob in (float(np.float32(rng.uniform(0.01, 100.0))) for _ in range(3)):
+        check(spec, cuda, name, edge_rows(kernel, 48, rng, glob), glob)
+    lhs = edge_rows(kernel, 32, rng, 1.0)
+    for bad in (0.0, -2.0, np.inf, np.nan):
+        q, s = check(spec, cuda, name, lhs, bad)
+        assert (s == 0x7F).all() and (q == 0).all()
+    mod = launcher(cuda, name)
+    with pytest.raises(ValueError, match="global_scale must have 0 dims"):
+        mod.validate(lhs=lhs, global_scale=np.ones(2, np.float32))
 
 
 def special_groups(kernel: ir.Kernel) -> np.ndarray:
@@ -198,7 +247,7 @@ def test_zero_nonfinite_and_subnormal_groups(built, name):
     NaN q (FP8) or +0 (fp4); the rest of the row as if it were not there."""
     spec, cuda = built
     kernel = spec.kernel(name)
-    _, s = check(spec, cuda, name, special_groups(kernel))
+    _, s = check(spec, cuda, name, special_groups(kernel), EDGE_GLOBAL)
     nan_byte = 0x7F if kernel.out_scale.dtype is ir.DType.UE4M3 else 0xFF
     assert [s[r, j] == nan_byte for r, j in ((1, 0), (1, 1), (1, 2), (2, 0), (2, 2))] == [
         True, True, False, True, True]
@@ -222,6 +271,13 @@ PLANTED = [
      "c[h] = nan ? sign : sign |"),
     ("x / s through an f32 quotient", "nvfp4_quant",
      "e2m1_magnitude(fabsf(v[e + h]), unit)", "e2m1_magnitude(fabsf(v[e + h]) * (1.0f / unit), 1.0f)"),
+    ("the global scale left out of the block scale", "nvfp4_global_quant",
+     "ue4m3_code(amax, glob)", "ue4m3_code(amax, 1.0f)"),
+    ("the global scale left out of q", "nvfp4_global_quant",
+     "e2m1_magnitude_scaled(fabsf(v[e + h]), unit, g)",
+     "e2m1_magnitude_scaled(fabsf(v[e + h]), unit, 1.0f)"),
+    ("ties decided by the rounded product", "nvfp4_global_quant",
+     "const float err = fmaf(c, g, -p);", "const float err = 0.0f;"),
 ]
 
 
@@ -233,8 +289,9 @@ def test_planted_bugs_fail(built, what, name, old, new):
     bug = _planted(cuda, name, old, new)
     g = kernel.out_scale.block_k
     tag = "." + what.replace(" ", "_")
+    glob = EDGE_GLOBAL if kernel.out_scale.global_scale else 1.0
     passed = [verdict(spec, cuda, name, lhs, source=bug, tag=tag)[0].passed
-              for lhs in (edge_rows(kernel, 3 * g, np.random.default_rng(1)),
+              for lhs in (edge_rows(kernel, 3 * g, np.random.default_rng(1), glob),
                           special_groups(kernel))]
     assert not all(passed), what
 

@@ -25,7 +25,7 @@ from gemmgen.backends.cuda.gemm import mma_sync
 from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
 from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param
-from gemmgen.ir import Op, arch_number
+from gemmgen.ir import DType, Op, arch_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +98,29 @@ def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
     return tuple(out)
 
 
+def mma_words(kernel: ir.Kernel) -> tuple[str, str, str]:
+    """The block-scaled MMA of a kernel, in words: (the PTX kind, shape and
+    types; its SASS opcode; which scale bytes a K step reads)."""
+    a, b = kernel.lhs.dtype, kernel.rhs_operand.dtype
+    pair = " x ".join("e2m1" if d is DType.FP4 else d.value for d in (a, b))
+    if a is DType.FP4 and kernel.lhs_scale.dtype is DType.UE4M3:
+        return (f"kind::mxf4nvf4.block_scale.scale_vec::4X m16n8k64 ({pair}, ue4m3 scales)",
+                "OMMA.SF", "a 32-bit word of four scales per K step, byte-id 0")
+    if a is DType.FP4:
+        return (f"kind::mxf4.block_scale.scale_vec::2X m16n8k64 ({pair}, ue8m0 scales)",
+                "OMMA.SF", "two scales per K step, byte-id 0 or 2")
+    return (f"kind::mxf8f6f4.block_scale.scale_vec::1X m16n8k32 ({pair}, ue8m0 scales)",
+            "QMMA.SF", "one scale per K step, byte-id = K step % 4")
+
+
 def _algorithm(kernel: ir.Kernel, number: int, archs: tuple[str, ...]) -> tuple[str, ...]:
     ccs = " and ".join(f"{arch_number(a) // 10}.{arch_number(a) % 10}" for a in archs)
-    dt = kernel.lhs.dtype.value
+    kind, sass, bytes_ = mma_words(kernel)
     text = (f"on {' / '.join(archs)} (compute capability {ccs}) the launchers run the "
             f"block-scaled body instead (docs/cuda-blackwell.md): the same tiles and "
-            f"pipeline, each K step one mma.sync kind::mxf8f6f4.block_scale m16n8k32 "
-            f"({dt} x {dt}, ue8m0 scales, SASS QMMA.SF) per fragment, the scale bytes of "
-            f"the K tile's MX blocks read into registers one K tile ahead (byte-id = K "
-            f"step % 4), no software promotion.")
+            f"pipeline, each K step one mma.sync {kind}, SASS {sass}, per fragment, the "
+            f"scale bytes of the K tile's MX / NV blocks read into registers one K tile ahead "
+            f"({bytes_}), no software promotion.")
     wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
     return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 

@@ -3,7 +3,7 @@
 //! Rust launcher of the CUDA kernel gb10_nvfp4_quant (specs/gb10.gemm):
 //!
 //! gb10_nvfp4_quant: quantize lhs bf16 [m, k] -> fp4 packed, out_scale per_token_group k=16 ue4m3
-//! [cuda]
+//! global=f32 [cuda]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
@@ -30,6 +30,8 @@ pub const MIN_SM: i64 = 120;
 pub struct Args {
     /// `[m, k]` bf16: the activations.
     pub lhs: Array<2>,
+    /// `[]` f32: NVFP4's global scale G: the block scales are of amax / G.
+    pub global_scale: Array<0>,
     /// `[m, gg_div(k, 2)]` fp4: the e2m1 values, two per byte (the even column in the low nibble).
     pub out: Array<2>,
     /// `[m, groups]` ue4m3: one scale per group of 16 columns (ue4m3 bytes).
@@ -78,6 +80,9 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if a.lhs.ptr == 0 {
         return Err(Error::Null { kernel: NAME, array: "lhs" });
     }
+    if a.global_scale.ptr == 0 {
+        return Err(Error::Null { kernel: NAME, array: "global_scale" });
+    }
     if a.out.ptr == 0 {
         return Err(Error::Null { kernel: NAME, array: "out" });
     }
@@ -85,6 +90,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
         return Err(Error::Null { kernel: NAME, array: "out_scale" });
     }
     common::check_extents(NAME, "lhs", a.lhs.shape)?;
+    common::check_extents(NAME, "global_scale", a.global_scale.shape)?;
     common::check_extents(NAME, "out", a.out.shape)?;
     common::check_extents(NAME, "out_scale", a.out_scale.shape)?;
     let m = a.lhs.shape[0];
@@ -92,6 +98,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     let groups = gg_cdiv(k, 16);
     let d = Dims { m, k, groups };
     common::check_shape(NAME, "lhs", a.lhs.shape, [m, k])?;
+    common::check_shape(NAME, "global_scale", a.global_scale.shape, [])?;
     common::check_shape(NAME, "out", a.out.shape, [m, gg_div(k, 2)])?;
     common::check_shape(NAME, "out_scale", a.out_scale.shape, [m, groups])?;
     if m < 0 || k <= 0 {
@@ -105,6 +112,9 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     }
     if !common::is_aligned(a.lhs.ptr, 16) {
         return Err(misaligned("lhs", 16));
+    }
+    if !common::is_aligned(a.global_scale.ptr, 4) {
+        return Err(misaligned("global_scale", 4));
     }
     if !common::is_aligned(a.out.ptr, 4) {
         return Err(misaligned("out", 4));
@@ -137,6 +147,7 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
                 smem: 0,
                 args: vec![
                     KernelArg::Ptr(a.lhs.ptr),
+                    KernelArg::Ptr(a.global_scale.ptr),
                     KernelArg::Ptr(a.out.ptr),
                     KernelArg::Ptr(a.out_scale.ptr),
                     gg_i32(m),
@@ -161,6 +172,7 @@ pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
                 smem: 0,
                 args: vec![
                     KernelArg::Ptr(a.lhs.ptr),
+                    KernelArg::Ptr(a.global_scale.ptr),
                     KernelArg::Ptr(a.out.ptr),
                     KernelArg::Ptr(a.out_scale.ptr),
                     gg_i32(m),
