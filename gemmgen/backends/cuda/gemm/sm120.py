@@ -25,7 +25,7 @@ from gemmgen.backends.cuda.gemm import mma_sync
 from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
 from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param
-from gemmgen.ir import Op, arch_number
+from gemmgen.ir import DType, Op, arch_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,7 @@ class Sm120Tile:
     entry: str  # extern "C" symbol
     base: TileConfig
     archs: tuple[str, ...]  # the declared archs with the block-scaled MMA
+    shape: str  # the MMA's shape, "m16n8k32" or "m16n8k64"
 
     @property
     def cc_words(self) -> tuple[str, ...]:
@@ -52,8 +53,8 @@ class Sm120Tile:
     def comment(self) -> tuple[str, ...]:
         b = self.base
         text = (f"Block-scaled tile {self.index} (sm_120a / sm_121a): Tile{self.index}'s "
-                f"{b.bm} x {b.bn} x {b.bk} and {b.smem_bytes} bytes of shared memory, its K "
-                f"steps the block-scaled m16n8k32 MMA ({b.ksteps} MX blocks of 32 a K tile).")
+                f"{b.bm} x {b.bn} x {b.bk} and {b.smem_bytes} bytes of shared memory, its "
+                f"{b.ksteps} K steps a K tile the block-scaled {self.shape} MMA.")
         return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
 
 
@@ -98,15 +99,31 @@ def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
     return tuple(out)
 
 
+def mma_form(kernel: ir.Kernel) -> tuple[str, str]:
+    """The block-scaled MMA a qualifying kernel issues: (shape, its words
+    for the file comment)."""
+    lhs, rhs = kernel.lhs.dtype, kernel.rhs_operand.dtype
+    if lhs is DType.FP4:
+        if kernel.lhs_scale.dtype is DType.UE4M3:
+            return "m16n8k64", ("kind::mxf4nvf4.block_scale.scale_vec::4X m16n8k64 (e2m1 x e2m1, "
+                                "ue4m3 scales of 16, SASS OMMA.SF), a scale word per K step")
+        return "m16n8k64", ("kind::mxf4.block_scale.scale_vec::2X m16n8k64 (e2m1 x e2m1, ue8m0 "
+                            "scales, SASS OMMA.SF), byte-id 0 or 2")
+    if rhs is DType.FP4:
+        return "m16n8k32", ("kind::mxf8f6f4.block_scale m16n8k32 (W4A8: e4m3 x e2m1, the packed "
+                            "fp4 unpacked to one e2m1 a byte on its way to the fragments; ue8m0 "
+                            "scales, SASS QMMA.SF), byte-id = K step % 4")
+    return "m16n8k32", (f"kind::mxf8f6f4.block_scale m16n8k32 ({lhs.value} x {rhs.value}, "
+                        "ue8m0 scales, SASS QMMA.SF), byte-id = K step % 4")
+
+
 def _algorithm(kernel: ir.Kernel, number: int, archs: tuple[str, ...]) -> tuple[str, ...]:
     ccs = " and ".join(f"{arch_number(a) // 10}.{arch_number(a) % 10}" for a in archs)
-    dt = kernel.lhs.dtype.value
     text = (f"on {' / '.join(archs)} (compute capability {ccs}) the launchers run the "
             f"block-scaled body instead (docs/cuda-blackwell.md): the same tiles and "
-            f"pipeline, each K step one mma.sync kind::mxf8f6f4.block_scale m16n8k32 "
-            f"({dt} x {dt}, ue8m0 scales, SASS QMMA.SF) per fragment, the scale bytes of "
-            f"the K tile's MX blocks read into registers one K tile ahead (byte-id = K "
-            f"step % 4), no software promotion.")
+            f"pipeline, each K step one mma.sync {mma_form(kernel)[1]} per fragment, the "
+            f"scale bytes of the K tile's MX blocks read into registers one K tile ahead, no "
+            f"software promotion.")
     wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
     return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 
@@ -116,7 +133,8 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
     """An Sm120Tile per LUT entry over its mma.sync tile, the entry points
     (the mma.sync ones' parameters) and the algorithm item."""
     archs = tuple(a for a in declared(spec) if kernel.uses_mx_mma(a))
-    own = tuple(Sm120Tile(t.index, f"{t.entry}_sm120", t, archs) for t in tiles)
+    shape = mma_form(kernel)[0]
+    own = tuple(Sm120Tile(t.index, f"{t.entry}_sm120", t, archs, shape) for t in tiles)
     params = mma_sync.params(kernel)
     return BodyPlan(body=BODY, tiles=own, params=params, entries=_entries(kernel, own, params),
                     algorithm=_algorithm(kernel, number, archs))
