@@ -25,7 +25,7 @@
 //   (5) on sm_120a / sm_121a (compute capability 12.0 and 12.1) the launchers run the block-scaled
 //       body instead (docs/cuda-blackwell.md): the same tiles and pipeline, each K step one
 //       mma.sync kind::mxf8f6f4.block_scale m16n8k32 (e4m3 x e4m3, ue8m0 scales, SASS QMMA.SF) per
-//       fragment, the scale bytes of the K tile's MX blocks read into registers one K tile ahead
+//       fragment pair, the scale bytes of the K tile's blocks read into registers one K tile ahead
 //       (byte-id = K step % 4), no software promotion.
 #include "gg_runtime.cuh"
 
@@ -81,14 +81,14 @@ struct Tile0 : Config {
 
 // The block-scaled (sm_120a / sm_121a) tiles of the LUT: each is its mma.sync
 // tile with kBlockScaledMma set, so gg::gemm's K steps issue the block-scaled
-// m16n8k32 MMA with the MX scales in registers (gg_primitives_sm120.cuh).
+// MMA with the MX / NV scales in registers (gg_primitives_sm120.cuh).
 // Block-scaled tile 0 (sm_120a / sm_121a): Tile0's 128 x 64 x 128 and 82944 bytes of shared memory,
-// its K steps the block-scaled m16n8k32 MMA (4 MX blocks of 32 a K tile).
+// its 4 K steps a K tile the block-scaled m16n8k32 MMA.
 struct Sm120Tile0 : Tile0 {
   static constexpr bool kBlockScaledMma = true;
 };
 static_assert(gg::gemm::check_tile<Sm120Tile0>(),
-              "the block-scaled tile multiplies FP8 with MX scales of K blocks of 32");
+              "the block-scaled tile multiplies what kMxSupported allows");
 
 }  // namespace
 

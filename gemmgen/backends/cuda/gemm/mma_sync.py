@@ -303,11 +303,17 @@ def algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_feed
                  f"({rhs.dtype.value}{kn}, exact), then ")
     else:
         three = f"ldmatrix{'.trans' if b_feed is BFeed.LDMATRIX_TRANS else ''} feeds the fragments, then "
-    three += f"{MMA[compute]} accumulates in {'int' if compute is DType.INT8 else 'float'}"
+    if compute is DType.FP4 or w4a8(kernel, compute):
+        # These entries trap (entries()): only (5) multiplies.
+        three += ("the block-scaled MMA of (5) multiplies: no mma.sync form takes e2m1, so this "
+                  "body's GEMM entries trap and the launchers refuse any other device.")
+        block_k = 0
+    else:
+        three += f"{MMA[compute]} accumulates in {'int' if compute is DType.INT8 else 'float'}"
     if block_k:
         three += (f"; every {block_k} of K the partial sums are multiplied by their scales and "
                   "added to an f32 accumulator (FP32 promotion)")
-    three += "."
+    three += "" if three.endswith(".") else "."
     fold = fold_scales(kernel)
     steps = []
     if any(s.enabled and s.placement is ir.Placement.EPILOGUE and not fold

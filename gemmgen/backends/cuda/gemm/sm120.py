@@ -99,31 +99,30 @@ def _entries(kernel: ir.Kernel, tiles: tuple[Sm120Tile, ...],
     return tuple(out)
 
 
-def mma_form(kernel: ir.Kernel) -> tuple[str, str]:
+def mma_form(kernel: ir.Kernel) -> tuple[str, str, str]:
     """The block-scaled MMA a qualifying kernel issues: (shape, its words
-    for the file comment)."""
+    for the file comment, the scale bytes each K step reads)."""
     lhs, rhs = kernel.lhs.dtype, kernel.rhs_operand.dtype
     if lhs is DType.FP4:
         if kernel.lhs_scale.dtype is DType.UE4M3:
-            return "m16n8k64", ("kind::mxf4nvf4.block_scale.scale_vec::4X m16n8k64 (e2m1 x e2m1, "
-                                "ue4m3 scales of 16, SASS OMMA.SF), a scale word per K step")
-        return "m16n8k64", ("kind::mxf4.block_scale.scale_vec::2X m16n8k64 (e2m1 x e2m1, ue8m0 "
-                            "scales, SASS OMMA.SF), byte-id 0 or 2")
+            return ("m16n8k64", "kind::mxf4nvf4.block_scale.scale_vec::4X m16n8k64 (e2m1 x "
+                    "e2m1, ue4m3 scales of 16, SASS OMMA.SF)", "a scale word per K step")
+        return ("m16n8k64", "kind::mxf4.block_scale.scale_vec::2X m16n8k64 (e2m1 x e2m1, ue8m0 "
+                "scales, SASS OMMA.SF)", "two scale bytes per K step (byte-id 0 or 2)")
     if rhs is DType.FP4:
-        return "m16n8k32", ("kind::mxf8f6f4.block_scale m16n8k32 (W4A8: e4m3 x e2m1, the packed "
-                            "fp4 unpacked to one e2m1 a byte on its way to the fragments; ue8m0 "
-                            "scales, SASS QMMA.SF), byte-id = K step % 4")
-    return "m16n8k32", (f"kind::mxf8f6f4.block_scale m16n8k32 ({lhs.value} x {rhs.value}, "
-                        "ue8m0 scales, SASS QMMA.SF), byte-id = K step % 4")
+        return ("m16n8k32", "kind::mxf8f6f4.block_scale m16n8k32 (W4A8: e4m3 x e2m1, ue8m0 "
+                "scales, SASS QMMA.SF)", "byte-id = K step % 4")
+    return ("m16n8k32", f"kind::mxf8f6f4.block_scale m16n8k32 ({lhs.value} x {rhs.value}, "
+            "ue8m0 scales, SASS QMMA.SF)", "byte-id = K step % 4")
 
 
 def _algorithm(kernel: ir.Kernel, number: int, archs: tuple[str, ...]) -> tuple[str, ...]:
     ccs = " and ".join(f"{arch_number(a) // 10}.{arch_number(a) % 10}" for a in archs)
     text = (f"on {' / '.join(archs)} (compute capability {ccs}) the launchers run the "
             f"block-scaled body instead (docs/cuda-blackwell.md): the same tiles and "
-            f"pipeline, each K step one mma.sync {mma_form(kernel)[1]} per fragment, the "
-            f"scale bytes of the K tile's MX blocks read into registers one K tile ahead, no "
-            f"software promotion.")
+            f"pipeline, each K step one mma.sync {mma_form(kernel)[1]} per fragment pair, the "
+            f"scale bytes of the K tile's blocks read into registers one K tile ahead "
+            f"({mma_form(kernel)[2]}), no software promotion.")
     wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
     return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 
