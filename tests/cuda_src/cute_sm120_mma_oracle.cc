@@ -38,8 +38,9 @@ int main() {
   dump("SFB", typename Traits::SFBLayout{}, 8);
   std::printf("SFVEC %d\n", int(Traits::SFVecSize));
   // The FP4 form, m16n8k64 (A, B: (T32,V32) -> (M16,K64), (T32,V16) -> (N8,K64)).
-  using Op4 = cute::SM120::BLOCKSCALED::SM120_16x8x64_TN_VS<cutlass::float_e2m1_t, cutlass::float_e2m1_t,
-                                                            float, cutlass::float_ue4m3_t, 16>;
+  using Op4 =
+      cute::SM120::BLOCKSCALED::SM120_16x8x64_TN_VS<cutlass::float_e2m1_t, cutlass::float_e2m1_t,
+                                                    float, cutlass::float_ue4m3_t, 16>;
   using Traits4 = cute::MMA_Traits<Op4>;
   dump("A64", typename Traits4::ALayout{}, 16);
   dump("B64", typename Traits4::BLayout{}, 8);
@@ -47,8 +48,9 @@ int main() {
   dump("SFA64", typename Traits4::SFALayout{}, 16);
   dump("SFB64", typename Traits4::SFBLayout{}, 8);
   // W4A8, e4m3 x e2m1 on the FP8 form (m16n8k32, ue8m0 scales of 32).
-  using OpW = cute::SM120::BLOCKSCALED::SM120_16x8x32_TN_VS<cutlass::float_e4m3_t, cutlass::float_e2m1_t,
-                                                           float, cutlass::float_ue8m0_t, 32>;
+  using OpW =
+      cute::SM120::BLOCKSCALED::SM120_16x8x32_TN_VS<cutlass::float_e4m3_t, cutlass::float_e2m1_t,
+                                                    float, cutlass::float_ue8m0_t, 32>;
   using TraitsW = cute::MMA_Traits<OpW>;
   dump("AW", typename TraitsW::ALayout{}, 16);
   dump("BW", typename TraitsW::BLayout{}, 8);

@@ -169,7 +169,7 @@ extern "C" __global__ void w4a8_containers(const unsigned char* Am, const unsign
     c[i] = C[rc.row * 8 + rc.col];
   }
   gg::mma_m16n8k32_mx<__nv_fp8_e4m3, gg::e2m1_in_byte_t, 0, 0, 0, 0>(d, a, b, c, SFA[lane],
-                                                                    SFB[lane]);
+                                                                     SFB[lane]);
   for (int i = 0; i < 4; ++i) {
     const gg::RowCol rc = gg::frag::c_m16n8(lane, i);
     D[rc.row * 8 + rc.col] = d[i];

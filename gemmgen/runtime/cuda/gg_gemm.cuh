@@ -452,8 +452,8 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
           // packed bytes, unpacked to one e2m1 a byte (gg::unpack_fp4x4).
           GG_UNROLL
           for (int jj = 0; jj < 2; ++jj) {
-            const unsigned char* src = b_tile + (wn0 + (j + jj) * 8 + lane / 4) * kBTileStride +
-                                       ks * 16 + 2 * (lane % 4);
+            const unsigned char* src =
+                b_tile + (wn0 + (j + jj) * 8 + lane / 4) * kBTileStride + ks * 16 + 2 * (lane % 4);
             r[2 * jj] = gg::unpack_fp4x4(*reinterpret_cast<const unsigned short*>(src));
             r[2 * jj + 1] = gg::unpack_fp4x4(*reinterpret_cast<const unsigned short*>(src + 8));
           }

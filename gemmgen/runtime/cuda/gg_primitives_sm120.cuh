@@ -165,7 +165,6 @@ GG_EMU_UNCHECKED MmaOut<float> mx_lane(unsigned lane, const MxIn* const* ins) {
   return out;
 }
 
-
 // The m16n8k64 FP4 MMA with kVec scales per row / column (2: ue8m0 blocks
 // of 32, 4: ue4m3 blocks of 16), the bytes from byte-id on: each block's
 // products summed in double and scaled, the blocks and C added in double,

@@ -202,9 +202,9 @@ constexpr bool kSoftwarePromotion = kPromotion<T> && !kBlockScaledMma<T>;
 // Whether a Config is W4A8: e4m3 lhs times packed fp4 rhs [n, k] (one e2m1
 // a byte on the m16n8k32 kind::mxf8f6f4 MMA, BFeed::kUnpackFp4).
 template <class C>
-constexpr bool kW4A8 = kSame<typename C::lhs_t, __nv_fp8_e4m3> &&
-                       kSame<typename C::mma_t, __nv_fp8_e4m3> && C::kRhs == Format::kFp4 &&
-                       C::kRhsNK && C::kBFeed == BFeed::kUnpackFp4;
+constexpr bool kW4A8 =
+    kSame<typename C::lhs_t, __nv_fp8_e4m3> && kSame<typename C::mma_t, __nv_fp8_e4m3> &&
+    C::kRhs == Format::kFp4 && C::kRhsNK && C::kBFeed == BFeed::kUnpackFp4;
 
 // Whether the block-scaled MMAs run a Config: the operands one type as
 // stored (or W4A8: e4m3 x packed fp4 [n, k]) and the same per-row K-blocked
@@ -302,8 +302,7 @@ __host__ __device__ constexpr bool check_config() {
   if ((C::kBFeed == BFeed::kLdmatrix && !(as_stored && C::kRhsNK)) ||
       (C::kBFeed == BFeed::kLdmatrixTrans && !(as_stored && !C::kRhsNK && sizeof(mma_t) == 2)) ||
       (C::kBFeed == BFeed::kUnpackFp4 &&
-       !(C::kRhs == Format::kFp4 && C::kRhsNK && kMmaBits<C> == 8 &&
-         !kSame<mma_t, signed char>))) {
+       !(C::kRhs == Format::kFp4 && C::kRhsNK && kMmaBits<C> == 8 && !kSame<mma_t, signed char>))) {
     return false;
   }
   return C::kHasAlpha || C::kAlpha == 1.0f;
