@@ -45,10 +45,12 @@
 // W4A8 (MXFP8 activations x MXFP4 weights) multiplies e4m3 A by e2m1 B on
 // the FP8 form, .e4m3.e2m1 (SASS QMMA.SF.16832.F32.E4M3.E2M1.E8): under
 // kind::mxf8f6f4 every operand element has an 8-bit container, so B's
-// fragments are those of the 8-bit m16n8k32, one e2m1 per byte in bits
-// [5:2] with bits [7:6] and [1:0] zero (CuTe, mma_traits_sm120.hpp,
-// fp4_shift_B: "MMA F8F6F4 expects the four-bit data to be in the middle of
-// the eight-bit container ... 0b0000ABCD --> 0b00ABCD00"). gg::unpack_fp4x4
+// fragments are those of the 8-bit m16n8k32 (PTX ISA, "Matrix Fragments for
+// mma.m16n8k32": four .e2m1 to a .b32 register, laid out as .e4m3), one
+// e2m1 per byte in bits [5:2] with bits [7:6] and [1:0] zero (CuTe,
+// mma_traits_sm120.hpp, fp4_shift_B: "MMA F8F6F4 expects the four-bit data
+// to be in the middle of the eight-bit container ... 0b0000ABCD -->
+// 0b00ABCD00"). gg::unpack_fp4x4
 // turns two packed bytes (four K elements) into such a word; the emulator
 // refuses a container whose padding bits are set.
 //
