@@ -59,7 +59,7 @@ enum class BFeed {
   kLdmatrix,       // [n, k] tile of mma_t: ldmatrix as for A
   kLdmatrixTrans,  // [k, n] tile of a 16-bit mma_t: ldmatrix.trans
   kConvert,        // widened or transposed to a [n, k] tile of mma_t first
-  kUnpackFp4,      // packed fp4 [n, k] tile of an FP8 mma_t (W4A8): two bytes
+  kUnpackFp4,      // packed fp4 [n, k] tile of an e4m3 mma_t (W4A8): two bytes
                    // (four K elements) at a time into registers, one e2m1 a byte
                    // (gg::unpack_fp4x4; the block-scaled body only)
 };
@@ -297,12 +297,12 @@ __host__ __device__ constexpr bool check_config() {
   }
   // ldmatrix reads B as stored only when it is of the tensor-core type, and
   // .trans only transposes 16-bit elements.
-  // kUnpackFp4 takes packed fp4 [n, k] to an FP8 MMA (W4A8).
+  // kUnpackFp4 takes packed fp4 [n, k] to the e4m3 MMA (W4A8).
   const bool as_stored = kSame<typename C::rhs_t, mma_t>;
   if ((C::kBFeed == BFeed::kLdmatrix && !(as_stored && C::kRhsNK)) ||
       (C::kBFeed == BFeed::kLdmatrixTrans && !(as_stored && !C::kRhsNK && sizeof(mma_t) == 2)) ||
       (C::kBFeed == BFeed::kUnpackFp4 &&
-       !(C::kRhs == Format::kFp4 && C::kRhsNK && kMmaBits<C> == 8 && !kSame<mma_t, signed char>))) {
+       !(C::kRhs == Format::kFp4 && C::kRhsNK && kSame<mma_t, __nv_fp8_e4m3>))) {
     return false;
   }
   return C::kHasAlpha || C::kAlpha == 1.0f;
