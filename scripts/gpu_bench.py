@@ -163,6 +163,10 @@ SM12X_ROWS = (
     # (GPT-OSS's checkpoint format) and NVFP4 (DeepSeek-V3's shapes).
     ("gpt-oss grouped", "gb10_mxfp4_moe_grouped_gemm", 32, 512, 5760, 2880),
     ("gpt-oss grouped", "gb10_mxfp4_moe_grouped_gemm", 32, 512, 2880, 2880),
+    # W4A8: GPT-OSS's MXFP4 expert weights times MXFP8 activations (e4m3 x
+    # e2m1 on the m16n8k32 block-scaled MMA).
+    ("gpt-oss grouped", "gb10_w4a8_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "gb10_w4a8_moe_grouped_gemm", 32, 512, 2880, 2880),
     ("deepseek grouped", "gb10_nvfp4_moe_grouped_gemm", 8, 4096, 7168, 2048),
     ("deepseek grouped", "gb10_nvfp4_moe_grouped_gemm", 8, 4096, 4096, 7168),
     # Decode: the M dispatchers' GEMV arms (M = 1: GEMV, M = 8: batched

@@ -292,17 +292,19 @@ class Kernel:
         operands are one type as stored, with one format's block scales on
         both sides (lhs `per_token_group`, rhs `block n=1`, either layout):
         MXFP8 (e4m3 or e5m2, e8m0 scales of k=32), MXFP4 (fp4, e8m0 of
-        k=32) or NVFP4 (fp4, ue4m3 of k=16), fp4 rhs [n, k] (the C++
-        kMxSupported states the same)."""
+        k=32) or NVFP4 (fp4, ue4m3 of k=16), or W4A8 (e4m3 lhs x fp4 rhs,
+        MXFP8's scales); fp4 rhs [n, k] (the C++ kMxSupported states the
+        same)."""
         if self.op not in (Op.DENSE, Op.GROUPED):
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
         lhs_t, rhs_t = self.lhs.dtype, self.rhs_operand.dtype
-        if not (lhs_t.is_fp8 or lhs_t is DType.FP4) or rhs_t is not lhs_t:
-            return (f"it multiplies e4m3, e5m2 or fp4 on both sides as stored, not lhs "
-                    f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
-        if lhs_t is DType.FP4 and self.rhs_operand.layout is not Layout.NK:
+        w4a8 = lhs_t is DType.E4M3 and rhs_t is DType.FP4
+        if not w4a8 and (not (lhs_t.is_fp8 or lhs_t is DType.FP4) or rhs_t is not lhs_t):
+            return (f"it multiplies e4m3, e5m2 or fp4 on both sides as stored, or e4m3 x fp4 "
+                    f"(W4A8), not lhs '{lhs_t.value}' x rhs '{rhs_t.value}'")
+        if rhs_t is DType.FP4 and self.rhs_operand.layout is not Layout.NK:
             return "it reads fp4 weights K-major: rhs [n, k] or [g, n, k]"
         ls, rs = self.lhs_scale, self.rhs_scale
         fp4 = lhs_t is DType.FP4
@@ -311,6 +313,9 @@ class Kernel:
         rhs_ok = (rs.mode is ScaleMode.BLOCK and rs.block_n == 1
                   and (rs.dtype, rs.block_k) == (ls.dtype, ls.block_k))
         if not (lhs_ok and rhs_ok):
+            if w4a8:
+                return ("its W4A8 scales are MX's on both sides: lhs 'per_token_group k=32 "
+                        "e8m0' and rhs 'block n=1 k=32 e8m0'")
             if fp4:
                 return ("its scales are MXFP4's ('e8m0', k=32) or NVFP4's ('ue4m3', k=16), "
                         "the same on both sides: lhs 'per_token_group', rhs 'block n=1'")

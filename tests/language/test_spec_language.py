@@ -323,14 +323,18 @@ def test_mma_auto_on_the_shipped_specs_changes_no_generated_file():
         spec = validate(parse(blocks[0], rel), stem=path.stem, diagnose=backends.diagnose)
         assert all(k.mma is ir.Mma.AUTO for k in spec.kernels)
         assert backends.render(spec) == base
-        # fp4 x fp4 has no mma.sync form (docs/cuda-blackwell.md): `mma
-        # mma_sync` is an error there, and accepted everywhere else.
+        # fp4 x fp4 and W4A8 (e4m3 x fp4) have no mma.sync form
+        # (docs/cuda-blackwell.md): `mma mma_sync` is an error there, and
+        # accepted everywhere else.
         forced = blocks[0].replace("mma auto", "mma mma_sync")
         try:
             sync = validate(parse(forced, rel), stem=path.stem, diagnose=backends.diagnose)
         except SpecError as e:
-            assert all("fp4 x fp4 has no 'mma_sync' body" in d.message for d in e.diagnostics), e
-            fp4 = {k.name for k in spec.kernels if k.lhs.dtype is ir.DType.FP4}
+            assert all(any(f"{pair} has no 'mma_sync' body" in d.message
+                           for pair in ("fp4 x fp4", "e4m3 x fp4 (W4A8)"))
+                       for d in e.diagnostics), e
+            fp4 = {k.name for k in spec.kernels if k.rhs is not None
+                   and ir.DType.FP4 in (k.lhs.dtype, k.rhs.dtype) and ir.Backend.CUDA in k.backends}
             assert fp4 and len(e.diagnostics) == len(fp4)
         else:
             assert all(k.mma is ir.Mma.MMA_SYNC for k in sync.kernels)

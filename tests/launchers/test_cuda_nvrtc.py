@@ -180,6 +180,7 @@ DEFAULT_CASES = {
                                             "sm_90a"),
     # The GB10 (sm_121a), where NVRTC defines no __CUDA_ARCH_FEAT_SM121_ALL.
     "block-scaled mxfp8 (sm_121a)": ("specs/gb10.gemm", "gb10_mxfp8_gemm", "sm_121a"),
+    "block-scaled w4a8 (sm_121a)": ("specs/gb10.gemm", "gb10_w4a8_moe_grouped_gemm", "sm_121a"),
 }
 # Base opcodes that each default case's NVRTC SASS must have somewhere (both
 # builds lacking them would pass the comparison with nvcc).
@@ -193,6 +194,7 @@ EXPECTED_OPCODES: dict[str, set[str]] = {
     "gate-up silu w8a8": {"QGMMA"},
     "tgmm (grad rhs)": {"HMMA"},
     "block-scaled mxfp8 (sm_121a)": {"QMMA", "LDSM"},
+    "block-scaled w4a8 (sm_121a)": {"QMMA", "LDSM"},
 }
 SLOW_CASES = [c for c in ALL_CASES if c not in DEFAULT_CASES.values()]
 

@@ -40,6 +40,18 @@
 // supplying the scales those of the FP8 form (CuTe's SM120_16x8x64_TN_VS
 // traits; tests/cuda/sm120/test_cuda_sm120_primitives.py compares them).
 //
+// W4A8 (MXFP8 activations x MXFP4 weights) multiplies e4m3 A by e2m1 B on
+// the FP8 form, .e4m3.e2m1 (SASS QMMA.SF.16832.F32.E4M3.E2M1.E8): under
+// kind::mxf8f6f4 every operand element has an 8-bit container, so B's
+// fragments are those of the 8-bit m16n8k32 (PTX ISA, "Matrix Fragments for
+// mma.m16n8k32": four .e2m1 to a .b32 register, laid out as .e4m3), one
+// e2m1 per byte in bits [5:2] with bits [7:6] and [1:0] zero (CuTe,
+// mma_traits_sm120.hpp, fp4_shift_B: "MMA F8F6F4 expects the four-bit data
+// to be in the middle of the eight-bit container ... 0b0000ABCD -->
+// 0b00ABCD00"). gg::unpack_fp4x4
+// turns two packed bytes (four K elements) into such a word; the emulator
+// refuses a container whose padding bits are set.
+//
 // Arch: the `a` targets sm_120a and sm_121a (GG_SM12X_BLOCK_SCALED below).
 // The primitives are templates, so their static_asserts fire only in a
 // kernel of another arch that calls them.
@@ -112,6 +124,25 @@ inline void require_mx_arch() {
   }
 }
 
+// e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf or NaN.
+GG_EMU_ALWAYS_INLINE double e2m1_value(unsigned nibble) {
+  static constexpr double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (nibble & 8u) ? -kMagnitude[nibble & 7u] : kMagnitude[nibble & 7u];
+}
+
+// An e2m1 in its 8-bit container (kind::mxf8f6f4): the value in bits [5:2].
+// The padding bits must be zero: what the hardware makes of others is not
+// documented, and a set padding bit means the unpacking went wrong.
+inline double e2m1_byte_value(unsigned byte) {
+  if ((byte & 0xC3u) != 0u) {
+    gg::emu::fail(
+        "mma.sync.kind::mxf8f6f4 .e2m1 operand byte 0x%02x has padding bits set (the e2m1 "
+        "value goes in bits [5:2], the rest zero)",
+        byte);
+  }
+  return e2m1_value((byte >> 2) & 15u);
+}
+
 // D = (SFA A)(B SFB) + C for the lane's four accumulator elements: the 32
 // products summed in double, times the two scales (exact: the sum is far
 // from double's range ends), plus C, rounded once to f32.
@@ -134,12 +165,6 @@ GG_EMU_UNCHECKED MmaOut<float> mx_lane(unsigned lane, const MxIn* const* ins) {
                                   acc * ue8m0_value(sa) * ue8m0_value(sb));
   }
   return out;
-}
-
-// e2m1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf or NaN.
-GG_EMU_ALWAYS_INLINE double e2m1_value(unsigned nibble) {
-  static constexpr double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
-  return (nibble & 8u) ? -kMagnitude[nibble & 7u] : kMagnitude[nibble & 7u];
 }
 
 // The m16n8k64 FP4 MMA with kVec scales per row / column (2: ue8m0 blocks
@@ -177,6 +202,20 @@ GG_EMU_UNCHECKED MmaOut<float> fp4_lane(unsigned lane, const MxIn* const* ins) {
 }  // namespace emu_detail
 #endif
 
+// The B operand type of W4A8's block-scaled MMA: e2m1, one per byte in
+// bits [5:2] (header comment; gg::unpack_fp4x4 makes its fragments).
+struct e2m1_in_byte_t {};
+
+// Four packed e2m1 (element i in nibble i of the low 16 bits, as gemmgen
+// stores fp4) as four bytes of the kind::mxf8f6f4 container: byte i holds
+// element i in bits [5:2].
+__host__ __device__ __forceinline__ u32 unpack_fp4x4(u32 packed) {
+  u32 x = packed & 0xFFFFu;
+  x = (x | (x << 8)) & 0x00FF00FFu;  // bytes 0, 2: elements 0-1, 2-3
+  x = (x | (x << 4)) & 0x0F0F0F0Fu;  // byte i: element i
+  return x << 2;
+}
+
 // Whether T is e4m3 / e5m2 (the FP8 operand types of the block-scaled MMA).
 template <class T>
 constexpr bool kIsE4M3 = false;
@@ -186,10 +225,15 @@ template <class T>
 constexpr bool kIsE5M2 = false;
 template <>
 inline constexpr bool kIsE5M2<__nv_fp8_e5m2> = true;
+template <class T>
+constexpr bool kIsE2M1Byte = false;
+template <>
+inline constexpr bool kIsE2M1Byte<e2m1_in_byte_t> = true;
 
-// D = (SFA A)(B SFB) + C, m16n8k32, A and B e4m3 or e5m2 (either of each),
-// ue8m0 scales: byte kByteA of the sfa registers the kThreadA selector
-// picks, byte kByteB of the sfb registers kThreadB picks (header comment).
+// D = (SFA A)(B SFB) + C, m16n8k32, A e4m3 or e5m2, B e4m3, e5m2 or
+// e2m1_in_byte_t (W4A8: one e2m1 per byte, bits [5:2]), ue8m0 scales: byte
+// kByteA of the sfa registers the kThreadA selector picks, byte kByteB of
+// the sfb registers kThreadB picks (header comment).
 template <class A, class B, int kByteA, int kThreadA, int kByteB, int kThreadB>
 __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2],
                                                 const float (&c)[4], u32 sfa, u32 sfb) {
@@ -197,8 +241,8 @@ __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4]
                 "byte-id selects one of the 4 bytes of a scale register");
   static_assert(kThreadA >= 0 && kThreadA <= 1 && kThreadB >= 0 && kThreadB <= 3,
                 "thread-id-a is 0 or 1 (M = 16), thread-id-b 0 .. 3 (N = 8)");
-  static_assert((kIsE4M3<A> || kIsE5M2<A>) && (kIsE4M3<B> || kIsE5M2<B>),
-                "mma_m16n8k32_mx multiplies e4m3 / e5m2 operands");
+  static_assert((kIsE4M3<A> || kIsE5M2<A>) && (kIsE4M3<B> || kIsE5M2<B> || kIsE2M1Byte<B>),
+                "mma_m16n8k32_mx multiplies e4m3 / e5m2 A by e4m3 / e5m2 / e2m1 B");
 #if defined(__CUDA_ARCH__)
 #if defined(GG_SM12X_BLOCK_SCALED)
 #define GG_MMA_MX(TYPES)                                                                        \
@@ -210,7 +254,13 @@ __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4]
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), \
         "f"(c[2]), "f"(c[3]), "r"(sfa), "n"(kByteA), "n"(kThreadA), "r"(sfb), "n"(kByteB),      \
         "n"(kThreadB))
-  if constexpr (kIsE4M3<A> && kIsE4M3<B>) {
+  if constexpr (kIsE2M1Byte<B>) {
+    if constexpr (kIsE4M3<A>) {
+      GG_MMA_MX("e4m3.e2m1");
+    } else {
+      GG_MMA_MX("e5m2.e2m1");
+    }
+  } else if constexpr (kIsE4M3<A> && kIsE4M3<B>) {
     GG_MMA_MX("e4m3.e4m3");
   } else if constexpr (kIsE4M3<A>) {
     GG_MMA_MX("e4m3.e5m2");
@@ -225,7 +275,9 @@ __device__ __forceinline__ void mma_m16n8k32_mx(float (&d)[4], const u32 (&a)[4]
 #endif
 #elif defined(GG_EMU)
   constexpr auto value_a = kIsE4M3<A> ? emu_detail::e4m3_value : emu_detail::e5m2_value;
-  constexpr auto value_b = kIsE4M3<B> ? emu_detail::e4m3_value : emu_detail::e5m2_value;
+  constexpr auto value_b = kIsE2M1Byte<B> ? emu_detail::e2m1_byte_value
+                           : kIsE4M3<B>   ? emu_detail::e4m3_value
+                                          : emu_detail::e5m2_value;
   emu_detail::require_mx_arch();
   gg::emu::mc::on_mma();
   const emu_detail::MxIn in{

@@ -307,6 +307,9 @@ __device__ __forceinline__ void mma_mx_step(float (&acc)[T::kMI][T::kNI][4],
       if constexpr (kMmaBits<T> == 4) {
         gg::mma_m16n8k64_fp4<kMxPerStep<T>, kByte, 0, kByte, 0>(acc[i][j], a[i], b[j], acc[i][j],
                                                                 sfa[i][w], sfb[j][w]);
+      } else if constexpr (kW4A8<T>) {
+        gg::mma_m16n8k32_mx<mma_t, gg::e2m1_in_byte_t, kByte, 0, kByte, 0>(
+            acc[i][j], a[i], b[j], acc[i][j], sfa[i][w], sfb[j][w]);
       } else {
         gg::mma_m16n8k32_mx<mma_t, mma_t, kByte, 0, kByte, 0>(acc[i][j], a[i], b[j], acc[i][j],
                                                               sfa[i][w], sfb[j][w]);
@@ -447,7 +450,18 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
       GG_UNROLL
       for (int j = 0; j < T::kNI; j += 2) {
         gg::u32 r[4];
-        if constexpr (T::kBFeed == BFeed::kLdmatrixTrans) {
+        if constexpr (T::kBFeed == BFeed::kUnpackFp4) {
+          // W4A8: B is packed fp4 [n][k / 2]. The 8-bit fragment's word h of
+          // column lane / 4 holds K elements 16 h + 4 (lane % 4) + 0..3: two
+          // packed bytes, unpacked to one e2m1 a byte (gg::unpack_fp4x4).
+          GG_UNROLL
+          for (int jj = 0; jj < 2; ++jj) {
+            const unsigned char* src =
+                b_tile + (wn0 + (j + jj) * 8 + lane / 4) * kBTileStride + ks * 16 + 2 * (lane % 4);
+            r[2 * jj] = gg::unpack_fp4x4(*reinterpret_cast<const unsigned short*>(src));
+            r[2 * jj + 1] = gg::unpack_fp4x4(*reinterpret_cast<const unsigned short*>(src + 8));
+          }
+        } else if constexpr (T::kBFeed == BFeed::kLdmatrixTrans) {
           // B is [k][n] in shared memory: .trans turns 8x8 blocks of K rows
           // into the column-major fragments.
           const int kr = ks * kMmaK<T> + (lane % 8) + 8 * ((lane / 8) % 2);

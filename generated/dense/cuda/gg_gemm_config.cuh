@@ -60,6 +60,9 @@ enum class BFeed {
   kLdmatrix,       // [n, k] tile of mma_t: ldmatrix as for A
   kLdmatrixTrans,  // [k, n] tile of a 16-bit mma_t: ldmatrix.trans
   kConvert,        // widened or transposed to a [n, k] tile of mma_t first
+  kUnpackFp4,      // packed fp4 [n, k] tile of an e4m3 mma_t (W4A8): two bytes
+                   // (four K elements) at a time into registers, one e2m1 a byte
+                   // (gg::unpack_fp4x4; the block-scaled body only)
 };
 
 enum class Bias { kNone, kN, kGroup };  // [n]; [g, 1, n]
@@ -197,15 +200,23 @@ constexpr bool kBlockScaledMma = block_scaled_mma<T>(0);
 template <class T>
 constexpr bool kSoftwarePromotion = kPromotion<T> && !kBlockScaledMma<T>;
 
+// Whether a Config is W4A8: e4m3 lhs times packed fp4 rhs [n, k] (one e2m1
+// a byte on the m16n8k32 kind::mxf8f6f4 MMA, BFeed::kUnpackFp4).
+template <class C>
+constexpr bool kW4A8 =
+    kSame<typename C::lhs_t, __nv_fp8_e4m3> && kSame<typename C::mma_t, __nv_fp8_e4m3> &&
+    C::kRhs == Format::kFp4 && C::kRhsNK && C::kBFeed == BFeed::kUnpackFp4;
+
 // Whether the block-scaled MMAs run a Config: the operands one type as
-// stored and the same per-row K-blocked scales on both sides (lhs
-// per_token_group, rhs block n=1, either layout), no folded epilogue scale:
-// FP8 (e4m3 / e5m2) with e8m0 scales of 32 (MXFP8, m16n8k32 scale_vec::1X),
-// fp4 with e8m0 scales of 32 (MXFP4, m16n8k64 2X) or ue4m3 scales of 16
-// (NVFP4, m16n8k64 4X).
+// stored (or W4A8: e4m3 x packed fp4 [n, k]) and the same per-row K-blocked
+// scales on both sides (lhs per_token_group, rhs block n=1, either layout),
+// no folded epilogue scale: FP8 (e4m3 / e5m2) and W4A8 with e8m0 scales of
+// 32 (MXFP8, m16n8k32 scale_vec::1X), fp4 with e8m0 scales of 32 (MXFP4,
+// m16n8k64 2X) or ue4m3 scales of 16 (NVFP4, m16n8k64 4X).
 template <class C>
 constexpr bool kMxSupported =
-    kSame<typename C::lhs_t, typename C::mma_t> && kSame<typename C::rhs_t, typename C::mma_t> &&
+    kSame<typename C::lhs_t, typename C::mma_t> &&
+    (kSame<typename C::rhs_t, typename C::mma_t> || kW4A8<C>) &&
     !kSame<typename C::mma_t, signed char> && kMmaBits<C> <= 8 &&
     C::kLhsScale == ScaleMode::kPerTokenGroup && C::kRhsScale == ScaleMode::kBlock &&
     C::kRhsScaleBlockN == 1 && C::kLhsScaleBlockK == C::kRhsScaleBlockK &&
@@ -287,9 +298,12 @@ __host__ __device__ constexpr bool check_config() {
   }
   // ldmatrix reads B as stored only when it is of the tensor-core type, and
   // .trans only transposes 16-bit elements.
+  // kUnpackFp4 takes packed fp4 [n, k] to the e4m3 MMA (W4A8).
   const bool as_stored = kSame<typename C::rhs_t, mma_t>;
   if ((C::kBFeed == BFeed::kLdmatrix && !(as_stored && C::kRhsNK)) ||
-      (C::kBFeed == BFeed::kLdmatrixTrans && !(as_stored && !C::kRhsNK && sizeof(mma_t) == 2))) {
+      (C::kBFeed == BFeed::kLdmatrixTrans && !(as_stored && !C::kRhsNK && sizeof(mma_t) == 2)) ||
+      (C::kBFeed == BFeed::kUnpackFp4 &&
+       !(C::kRhs == Format::kFp4 && C::kRhsNK && kSame<mma_t, __nv_fp8_e4m3>))) {
     return false;
   }
   return C::kHasAlpha || C::kAlpha == 1.0f;
@@ -329,8 +343,9 @@ __host__ __device__ constexpr bool check_tile() {
   if (kBlockScaledMma<T> && !kMxSupported<T>) {
     return false;
   }
-  // fp4 multiplies on the block-scaled MMAs only.
-  if (kMmaBits<T> == 4 && !kBlockScaledMma<T>) {
+  // fp4 multiplies on the block-scaled MMAs only (fp4 x fp4, and W4A8's
+  // unpacked e2m1).
+  if ((kMmaBits<T> == 4 || T::kBFeed == BFeed::kUnpackFp4) && !kBlockScaledMma<T>) {
     return false;
   }
   return T::kSmemBytes >= T::kStages * (T::kAStage + T::kBStage) + conv &&

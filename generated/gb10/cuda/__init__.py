@@ -21,9 +21,11 @@ need nothing of gemmgen. Launcher modules:
     gb10_mxfp4_quant
     gb10_mxfp8_gemm
     gb10_mxfp8_moe_grouped_gemm
+    gb10_mxfp8_quant
     gb10_nvfp4_moe_grouped_gemm
     gb10_nvfp4_quant
     gb10_per_token_group_quant_fp8
+    gb10_w4a8_moe_grouped_gemm
     gb10_w8a16_gemm
     gb10_w8a16_gemv
     gb10_w8a16_mm

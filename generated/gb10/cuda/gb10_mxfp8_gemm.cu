@@ -93,21 +93,21 @@ struct Tile1 : Config {
 
 // The block-scaled (sm_120a / sm_121a) tiles of the LUT: each is its mma.sync
 // tile with kBlockScaledMma set, so gg::gemm's K steps issue the block-scaled
-// m16n8k32 MMA with the MX scales in registers (gg_primitives_sm120.cuh).
+// MMA with the MX / NV scales in registers (gg_primitives_sm120.cuh).
 // Block-scaled tile 0 (sm_120a / sm_121a): Tile0's 64 x 64 x 128 and 55296 bytes of shared memory,
-// its K steps the block-scaled m16n8k32 MMA (4 MX blocks of 32 a K tile).
+// its 4 K steps a K tile the block-scaled m16n8k32 MMA.
 struct Sm120Tile0 : Tile0 {
   static constexpr bool kBlockScaledMma = true;
 };
 static_assert(gg::gemm::check_tile<Sm120Tile0>(),
-              "the block-scaled tile multiplies FP8 with MX scales of K blocks of 32");
+              "the block-scaled tile multiplies what kMxSupported allows");
 // Block-scaled tile 1 (sm_120a / sm_121a): Tile1's 128 x 64 x 128 and 82944 bytes of shared memory,
-// its K steps the block-scaled m16n8k32 MMA (4 MX blocks of 32 a K tile).
+// its 4 K steps a K tile the block-scaled m16n8k32 MMA.
 struct Sm120Tile1 : Tile1 {
   static constexpr bool kBlockScaledMma = true;
 };
 static_assert(gg::gemm::check_tile<Sm120Tile1>(),
-              "the block-scaled tile multiplies FP8 with MX scales of K blocks of 32");
+              "the block-scaled tile multiplies what kMxSupported allows");
 
 }  // namespace
 

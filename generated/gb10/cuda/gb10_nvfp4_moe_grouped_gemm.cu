@@ -18,9 +18,8 @@
 //       group.
 //   (2) 3-stage cp.async pipeline: 16-byte copies of A and B tiles into shared memory, zero-filled
 //       past m, n and k.
-//   (3) ldmatrix feeds the fragments, then mma_m16n8k64_fp4 accumulates in float; every 16 of K the
-//       partial sums are multiplied by their scales and added to an f32 accumulator (FP32
-//       promotion).
+//   (3) ldmatrix feeds the fragments, then the block-scaled MMA of (5) multiplies: no mma.sync form
+//       takes e2m1, so this body's GEMM entries trap and the launchers refuse any other device.
 //   (4) the epilogue stages the tile in shared memory and writes out row by row: the cast to bf16.
 //   (5) on sm_120a / sm_121a (compute capability 12.0 and 12.1) the launchers run the block-scaled
 //       body instead (docs/cuda-blackwell.md): the same tiles and pipeline, each K step one
@@ -84,14 +83,14 @@ struct Tile0 : Config {
 
 // The block-scaled (sm_120a / sm_121a) tiles of the LUT: each is its mma.sync
 // tile with kBlockScaledMma set, so gg::gemm's K steps issue the block-scaled
-// m16n8k32 MMA with the MX scales in registers (gg_primitives_sm120.cuh).
+// MMA with the MX / NV scales in registers (gg_primitives_sm120.cuh).
 // Block-scaled tile 0 (sm_120a / sm_121a): Tile0's 128 x 64 x 128 and 46080 bytes of shared memory,
-// its K steps the block-scaled m16n8k32 MMA (2 MX blocks of 32 a K tile).
+// its 2 K steps a K tile the block-scaled m16n8k64 MMA.
 struct Sm120Tile0 : Tile0 {
   static constexpr bool kBlockScaledMma = true;
 };
 static_assert(gg::gemm::check_tile<Sm120Tile0>(),
-              "the block-scaled tile multiplies FP8 with MX scales of K blocks of 32");
+              "the block-scaled tile multiplies what kMxSupported allows");
 
 }  // namespace
 

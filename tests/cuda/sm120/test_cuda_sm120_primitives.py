@@ -11,6 +11,12 @@ against two authorities that are not the emulator:
   fragments and the lanes each scale is read from, observed by running the
   emulator's MMA on scales that name their lane and byte.
 
+W4A8 (e4m3 x e2m1 on the FP8 form) likewise: the packed weights unpacked by
+gg::unpack_fp4x4 against NumPy with ml_dtypes' float4_e2m1fn, the fragments
+and scale lanes against CuTe's SM120_16x8x32_TN_VS<e4m3, e2m1> traits, the
+e2m1 container (bits [5:2]) against what CuTe's fp4_shift_B does to a B
+register, and the emulator refusing a container with padding bits set.
+
 Also: the MX scale helpers of gg_scales.cuh (the atom offset against
 CUTLASS's Sm1xxBlockScaledConfig, the scale words the body reads) and the
 emulator refusing the MMA on a device without it.
@@ -214,6 +220,78 @@ def test_fp4_mma_catches_a_swapped_nibble(module):
 
 
 # ---------------------------------------------------------------------------
+# W4A8: e4m3 x e2m1 on the m16n8k32 kind::mxf8f6f4 form, one e2m1 a byte.
+
+# kernel -> (byte-id-a, thread-id-a, byte-id-b, thread-id-b)
+W4A8_KERNELS = {"w4a8_0000": (0, 0, 0, 0), "w4a8_1132": (1, 1, 3, 2), "w4a8_3021": (3, 0, 2, 1)}
+
+
+def _pack_kn(nibbles_kn: np.ndarray) -> np.ndarray:
+    """[k][n] e2m1 codes as gemmgen stores the weights: [n][k / 2], K
+    element 2i of a row in the low nibble of byte i."""
+    nk = nibbles_kn.T.astype(np.uint8)
+    return np.ascontiguousarray(nk[:, 0::2] | (nk[:, 1::2] << 4))
+
+
+def test_unpack_fp4x4_places_each_element_in_bits_5_to_2(module):
+    (got,) = module.launch("unpack_fp4x4_all", (1,), (1,), 0, (np.zeros(65536, np.uint32),), (0,))
+    x = np.arange(65536, dtype=np.uint32)
+    want = sum(((x >> np.uint32(4 * i)) & np.uint32(15)) << np.uint32(8 * i + 2) for i in range(4))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+@pytest.mark.parametrize("kernel", list(W4A8_KERNELS))
+def test_w4a8_mma_matches_numpy(module, kernel, schedule):
+    ba, ida, bb, idb = W4A8_KERNELS[kernel]
+    rng = np.random.default_rng(abs(hash((kernel, schedule, "w4a8"))) % 2**32)
+    a = _finite_fp8(rng, float8_e4m3fn, (16, 32))
+    b = rng.integers(0, 16, (32, 8)).astype(np.uint8)  # e2m1 codes, [k][n]
+    c = rng.standard_normal((16, 8)).astype(np.float32)
+    sfa = rng.integers(107, 148, (32, 4)).astype(np.uint8).view(np.uint32).reshape(32)
+    sfb = rng.integers(107, 148, (32, 4)).astype(np.uint8).view(np.uint32).reshape(32)
+    d = _run(module, kernel, a, _pack_kn(b), c, sfa, sfb, schedule=schedule)
+    a64 = a.view(float8_e4m3fn).astype(np.float64)
+    b64 = _fp4_values(b)
+    sa = _ue8m0([_byte(sfa[ptx_sfa_lane(r, ida)], ba) for r in range(16)])
+    sb = _ue8m0([_byte(sfb[ptx_sfb_lane(n, idb)], bb) for n in range(8)])
+    want = (a64 @ b64) * sa[:, None] * sb[None, :] + c
+    bound = 2.0**-20 * (np.abs(a64) @ np.abs(b64) * sa[:, None] * sb[None, :] + np.abs(c))
+    assert np.all(np.abs(d.astype(np.float64) - want) <= bound), (d, want)
+    # The nibble order matters: element 2i is the low nibble.
+    swapped = b.reshape(16, 2, 8)[:, ::-1].reshape(32, 8)
+    assert not np.allclose((a64 @ _fp4_values(swapped)) * sa[:, None] * sb[None, :] + c, want)
+
+
+def test_w4a8_container_padding_is_refused(module):
+    """The e2m1 sits in bits [5:2] of its byte: containers so placed
+    multiply; a set padding bit (an unshifted or mis-unpacked nibble) stops
+    the emulator."""
+    rng = np.random.default_rng(11)
+    a = _finite_fp8(rng, float8_e4m3fn, (16, 32))
+    codes = rng.integers(0, 16, (32, 8)).astype(np.uint8)
+    c = np.zeros((16, 8), np.float32)
+    ones = np.full(32, 0x7F7F7F7F, np.uint32)
+    d = _run(module, "w4a8_containers", a, codes << 2, c, ones, ones)
+    want = a.view(float8_e4m3fn).astype(np.float64) @ _fp4_values(codes)
+    assert np.allclose(d, want, rtol=2**-20, atol=0)
+    codes[codes == 0] = 1  # every container nonzero: unshifted, bit 0 or 1 is set somewhere
+    with pytest.raises(EmuError, match="padding bits set"):
+        _run(module, "w4a8_containers", a, codes, c, ones, ones)
+
+
+def test_w4a8_mma_needs_sm_120a_or_sm_121a(module):
+    args = (np.full((16, 32), 0x38, np.uint8), np.full((8, 16), 0x22, np.uint8),
+            np.zeros((16, 8), np.float32), np.full(32, 0x7F7F7F7F, np.uint32),
+            np.full(32, 0x7F7F7F7F, np.uint32))
+    d = _run(module, "w4a8_0000", *args, arch="sm_121a")
+    assert (d == 32.0).all()  # 1.0 x 1.0 over k = 32
+    for arch in ("sm_89", "sm_100a", "sm_120"):
+        with pytest.raises(EmuError, match=f"needs sm_120a or sm_121a; the emulated device is {arch}"):
+            _run(module, "w4a8_0000", *args, arch=arch)
+
+
+# ---------------------------------------------------------------------------
 # CuTe's traits.
 
 needs_cute = pytest.mark.skipif(cutlass_include() is None,
@@ -229,6 +307,10 @@ def cute(tmp_path_factory) -> dict[str, dict[tuple[int, int], tuple[int, int]]]:
         name, *fields = line.split()
         if name == "SFVEC":
             assert int(fields[0]) == 32
+            continue
+        if name == "SHIFTB":  # before, after: B registers through fp4_shift_B
+            records["SHIFTB"] = {(i, 0): (int(fields[2 * i]), int(fields[2 * i + 1]))
+                                 for i in range(2)}
             continue
         t, v, row, col = (int(f) for f in fields)
         records.setdefault(name, {})[(t, v)] = (row, col)
@@ -280,6 +362,32 @@ def _observed_lanes(module, kernel: str, side: str) -> dict[int, tuple[int, int]
         byte = int(round(np.log2(float(x) / 32.0))) + 127
         out[i] = ((byte - 1) % 32, (byte - 1) // 32)
     return out
+
+
+@needs_cute
+@pytest.mark.parametrize("ours, theirs", [("AW", "A"), ("BW", "B"), ("CW", "C"), ("SFAW", "SFA"),
+                                          ("SFBW", "SFB")])
+def test_w4a8_traits_are_the_fp8_forms(cute, ours, theirs):
+    """CuTe's e4m3 x e2m1 MMA (SM120_16x8x32_TN_VS<e4m3, e2m1, float,
+    ue8m0, 32>) has the FP8 form's A, B, C and scale maps value for value,
+    which the tests above compare with gg::frag and the emulator: B's e2m1
+    elements sit one a byte where the FP8 form's e4m3 do."""
+    assert cute[ours] == cute[theirs]
+
+
+@needs_cute
+def test_w4a8_container_matches_cute_fp4_shift(module, cute):
+    """CuTe shifts each B register of the e4m3 x e2m1 MMA left by 2 before
+    issuing it (fp4_shift_B: ldmatrix's b4x16_p64 leaves the e2m1 in the low
+    nibble of each byte, "MMA F8F6F4 expects the four-bit data to be in the
+    middle of the eight-bit container"); gg::unpack_fp4x4 puts each element
+    where that leaves it."""
+    (got,) = module.launch("unpack_fp4x4_all", (1,), (1,), 0, (np.zeros(65536, np.uint32),), (0,))
+    for before, after in cute["SHIFTB"].values():
+        nibbles = [(before >> (8 * i)) & 0xFF for i in range(4)]
+        assert all(n < 16 for n in nibbles)
+        packed = sum(n << (4 * i) for i, n in enumerate(nibbles))
+        assert int(got[packed]) == after, (hex(before), hex(after), hex(int(got[packed])))
 
 
 @needs_cute

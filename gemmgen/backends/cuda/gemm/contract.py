@@ -28,6 +28,7 @@ class BFeed(enum.Enum):
     LDMATRIX = "kLdmatrix"  # [n, k] tile of the tensor-core type, as for A
     LDMATRIX_TRANS = "kLdmatrixTrans"  # [k, n] tile of a 16-bit type: ldmatrix.trans
     CONVERT = "kConvert"  # widened and / or transposed to a [n, k] tile first
+    UNPACK_FP4 = "kUnpackFp4"  # packed fp4 [n, k] to registers, one e2m1 a byte (W4A8)
 
 
 # The C++ spelling of the plan's choices (runtime/cuda/gg_gemm_config.cuh).
@@ -54,6 +55,8 @@ def compute_dtype(kernel: ir.Kernel) -> DType | None:
     a, b = kernel.lhs.dtype, kernel.rhs_operand.dtype
     if a in (DType.BF16, DType.F16):
         return a if b in (a, DType.E4M3, DType.E5M2, DType.INT8, DType.INT4, DType.FP4) else None
+    if a is DType.E4M3 and b is DType.FP4:
+        return a  # W4A8: the block-scaled e4m3 x e2m1 MMA of sm_120a / sm_121a only
     if a in (DType.E4M3, DType.E5M2):
         return a if b is a else None  # mixed e4m3 x e5m2 MMAs are not wrapped yet
     if a is DType.INT8:

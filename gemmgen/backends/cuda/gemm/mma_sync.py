@@ -170,14 +170,26 @@ def tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when: 
     )
 
 
+def w4a8(kernel: ir.Kernel, compute: DType | None) -> bool:
+    """Whether the kernel multiplies e4m3 by packed fp4 (W4A8): the
+    block-scaled body's e4m3 x e2m1 MMA only, B unpacked from the staged
+    packed tile into registers (BFeed.UNPACK_FP4)."""
+    return compute is DType.E4M3 and kernel.rhs_operand.dtype is DType.FP4
+
+
 def b_direct(kernel: ir.Kernel, compute: DType) -> bool:
-    """Whether B goes to ldmatrix as staged (no conversion pass)."""
+    """Whether B goes to the fragments from its staged tile (no conversion
+    pass): ldmatrix as staged, or W4A8's unpacking loads."""
+    if w4a8(kernel, compute):
+        return True
     if kernel.rhs_operand.dtype is not compute:
         return False
     return kernel.rhs_operand.layout is Layout.NK or compute.bits == 16
 
 
 def b_feed(kernel: ir.Kernel, compute: DType) -> BFeed:
+    if w4a8(kernel, compute):
+        return BFeed.UNPACK_FP4
     if not b_direct(kernel, compute):
         return BFeed.CONVERT
     return BFeed.LDMATRIX if kernel.rhs_operand.layout is Layout.NK else BFeed.LDMATRIX_TRANS
@@ -237,8 +249,9 @@ def entries(kernel: ir.Kernel, tiles: list[TileConfig], params: tuple[Param, ...
         rows = "work items" if grouped else "m tiles"
         if kernel.masked:
             rows = "(group, m tile) pairs"
-        if compute_dtype(kernel) is DType.FP4 and struct == "Tile":
-            # fp4 x fp4 multiplies on the block-scaled MMAs alone (sm120.py).
+        if (compute_dtype(kernel) is DType.FP4 or w4a8(kernel, compute_dtype(kernel))) \
+                and struct == "Tile":
+            # fp4 x fp4 and W4A8 multiply on the block-scaled MMAs alone (sm120.py).
             body = ("  // fp4 has no mma.sync: the launchers take the block-scaled entry (sm_120a /",
                     "  // sm_121a) and refuse any other device.",
                     *call("gg::gemm::unused", [p.name for p in params]),
@@ -290,17 +303,26 @@ def algorithm(kernel: ir.Kernel, tiles: list[TileConfig], compute: DType, b_feed
     two = (f"{t.stages}-stage cp.async pipeline: 16-byte copies of A and B tiles into shared "
            "memory, zero-filled past m, n and k.")
     rhs = kernel.rhs_operand
-    if b_feed is BFeed.CONVERT:
+    if b_feed is BFeed.UNPACK_FP4:
+        three = ("the packed fp4 B tile is read two bytes (four K elements) at a time into "
+                 "registers, one e2m1 a byte (gg::unpack_fp4x4), then ")
+    elif b_feed is BFeed.CONVERT:
         kn = " [k, n] -> [n, k]" if rhs.layout is Layout.KN else ""
         three = (f"each staged B tile is converted to a [bn][bk] {compute.value} tile "
                  f"({rhs.dtype.value}{kn}, exact), then ")
     else:
         three = f"ldmatrix{'.trans' if b_feed is BFeed.LDMATRIX_TRANS else ''} feeds the fragments, then "
-    three += f"{MMA[compute]} accumulates in {'int' if compute is DType.INT8 else 'float'}"
+    if compute is DType.FP4 or w4a8(kernel, compute):
+        # These entries trap (entries()): only (5) multiplies.
+        three += ("the block-scaled MMA of (5) multiplies: no mma.sync form takes e2m1, so this "
+                  "body's GEMM entries trap and the launchers refuse any other device.")
+        block_k = 0
+    else:
+        three += f"{MMA[compute]} accumulates in {'int' if compute is DType.INT8 else 'float'}"
     if block_k:
         three += (f"; every {block_k} of K the partial sums are multiplied by their scales and "
                   "added to an f32 accumulator (FP32 promotion)")
-    three += "."
+    three += "" if three.endswith(".") else "."
     fold = fold_scales(kernel)
     steps = []
     if any(s.enabled and s.placement is ir.Placement.EPILOGUE and not fold

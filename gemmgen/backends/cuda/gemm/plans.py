@@ -131,7 +131,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                               "tensor cores take bf16, f16, e4m3, e5m2 or int8 on both sides "
                               "(a narrower rhs is widened exactly); f32 has no path"))
         return out
-    if contract.compute_dtype(kernel) is DType.FP4:
+    if DType.FP4 in (kernel.lhs.dtype, kernel.rhs_operand.dtype):
         out += _fp4_problems(kernel, spec)
         if out:
             return out
@@ -160,23 +160,26 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def _fp4_problems(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """fp4 x fp4 multiplies on the block-scaled MMAs of sm_120a / sm_121a
-    alone (no mma.sync form): the kernel must qualify for that body and
-    every declared arch must have it."""
+    """fp4 x fp4 and W4A8 (e4m3 x fp4) multiply on the block-scaled MMAs of
+    sm_120a / sm_121a alone (no mma.sync form takes e2m1, and the mma.sync
+    body does not widen fp4 weights for FP8 activations): the kernel must
+    qualify for that body and every declared arch must have it."""
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target else ()
+    what = (f"{kernel.lhs.dtype.value} x {kernel.rhs_operand.dtype.value}"
+            + (" (W4A8)" if kernel.lhs.dtype is not DType.FP4 else ""))
     obstacle = kernel.mx_mma_obstacle()
     if obstacle is not None:
-        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies fp4 x fp4 "
+        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies {what} "
                            f"on the block-scaled mma.sync of sm_120a / sm_121a only, and "
                            f"{obstacle.replace('it ', 'that body ', 1)}")]
     if kernel.mma is not ir.Mma.AUTO:
-        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': fp4 x fp4 has no "
+        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': {what} has no "
                            f"'{kernel.mma.value}' body: it multiplies on the block-scaled "
                            "mma.sync of sm_120a / sm_121a (mma auto)")]
     others = [a for a in archs if a not in ir.MX_MMA_ARCHS]
     if others:
-        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies fp4 x fp4 "
+        return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies {what} "
                            f"on the block-scaled mma.sync of sm_120a / sm_121a only; the cuda "
                            f"target declares {', '.join(others)} too (declare only sm_120a / "
                            "sm_121a, or drop the cuda backend for this kernel)")]

@@ -37,6 +37,7 @@ class Sm120Tile:
     entry: str  # extern "C" symbol
     base: TileConfig
     archs: tuple[str, ...]  # the declared archs with the block-scaled MMA
+    shape: str  # the MMA's shape, "m16n8k32" or "m16n8k64"
 
     @property
     def cc_words(self) -> tuple[str, ...]:
@@ -52,8 +53,8 @@ class Sm120Tile:
     def comment(self) -> tuple[str, ...]:
         b = self.base
         text = (f"Block-scaled tile {self.index} (sm_120a / sm_121a): Tile{self.index}'s "
-                f"{b.bm} x {b.bn} x {b.bk} and {b.smem_bytes} bytes of shared memory, its K "
-                f"steps the block-scaled m16n8k32 MMA ({b.ksteps} MX blocks of 32 a K tile).")
+                f"{b.bm} x {b.bn} x {b.bk} and {b.smem_bytes} bytes of shared memory, its "
+                f"{b.ksteps} K steps a K tile the block-scaled {self.shape} MMA.")
         return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
 
 
@@ -109,8 +110,16 @@ def mma_words(kernel: ir.Kernel) -> tuple[str, str, str]:
     if a is DType.FP4:
         return (f"kind::mxf4.block_scale.scale_vec::2X m16n8k64 ({pair}, ue8m0 scales)",
                 "OMMA.SF", "two scales per K step, byte-id 0 or 2")
+    if b is DType.FP4:  # W4A8: the packed weights unpacked to one e2m1 a byte
+        return (f"kind::mxf8f6f4.block_scale.scale_vec::1X m16n8k32 ({pair}, ue8m0 scales; "
+                "W4A8)", "QMMA.SF", "one scale per K step, byte-id = K step % 4")
     return (f"kind::mxf8f6f4.block_scale.scale_vec::1X m16n8k32 ({pair}, ue8m0 scales)",
             "QMMA.SF", "one scale per K step, byte-id = K step % 4")
+
+
+def mma_shape(kernel: ir.Kernel) -> str:
+    """The block-scaled MMA's shape: m16n8k64 for fp4 x fp4, else m16n8k32."""
+    return "m16n8k64" if kernel.lhs.dtype is DType.FP4 else "m16n8k32"
 
 
 def _algorithm(kernel: ir.Kernel, number: int, archs: tuple[str, ...]) -> tuple[str, ...]:
@@ -130,7 +139,8 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
     """An Sm120Tile per LUT entry over its mma.sync tile, the entry points
     (the mma.sync ones' parameters) and the algorithm item."""
     archs = tuple(a for a in declared(spec) if kernel.uses_mx_mma(a))
-    own = tuple(Sm120Tile(t.index, f"{t.entry}_sm120", t, archs) for t in tiles)
+    shape = mma_shape(kernel)
+    own = tuple(Sm120Tile(t.index, f"{t.entry}_sm120", t, archs, shape) for t in tiles)
     params = mma_sync.params(kernel)
     return BodyPlan(body=BODY, tiles=own, params=params, entries=_entries(kernel, own, params),
                     algorithm=_algorithm(kernel, number, archs))
