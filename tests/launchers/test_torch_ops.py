@@ -1,0 +1,292 @@
+"""The PyTorch ops (generated/<stem>/torch/<kernel>.py) on the CPU.
+
+Each CUDA kernel has one op, torch.ops.gemmgen_<stem>.<kernel>, whose CPU
+implementation calls the kernel's C ABI (gg_<kernel>_launch(), the entry the
+XLA FFI handler calls too) built against gemmgen's CPU emulator
+(harness/abi.emulated_abi, what `gemmgen compile --torch --emulate` writes).
+Results are compared with the NumPy reference (gemmgen/reference) on fresh
+random inputs; every output the op allocates is poisoned (NaN, or 0xAB
+bytes) before the launch, and existing_out holds a value no computed row
+can have, so that an element the kernel should have written and did not
+shows. Also: torch.library.opcheck (schema, fake, autograd registration),
+torch.compile(fullgraph=True) with a dynamic M, the checks' messages, and
+the gradients of the 16-bit ops against the NumPy reference's.
+
+The files are rendered in memory from specs/ and written once per session
+as a package (`<package>.<stem>.torch.<kernel>`); each library is built
+once and cached by content (the emulator's cache). PyTorch is an optional
+extra (gemmgen[torch]): without it every test here skips.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemmgen import ir
+from gemmgen.backends.cuda import torch_ops
+from gemmgen.build import render_spec
+from gemmgen.cases import Case, standard_cases
+from gemmgen.harness.abi import emulated_abi
+from gemmgen.harness.cuda_emu import device_env
+from gemmgen.harness.verify_cuda import emulated_arch
+from gemmgen.reference import compare, reference
+
+torch = pytest.importorskip("torch", reason="PyTorch is an optional extra: pip install -e '.[torch]'")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = "gemmgen_torch_test"
+SENTINEL = -4242.0  # poisoned existing_out: no computed row holds it
+
+# Storage dtypes: NumPy name -> (torch dtype, the same-size integer view of both).
+_VIEWS = {
+    "bfloat16": ("bfloat16", "uint16"),
+    "float8_e4m3fn": ("float8_e4m3fn", "uint8"),
+    "float8_e5m2": ("float8_e5m2", "uint8"),
+}
+
+
+@functools.cache
+def rendered(stem: str):
+    return render_spec(REPO / "specs" / f"{stem}.gemm")
+
+
+@functools.cache
+def package_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="gemmgen-torch-"))
+    for stem in ("moe", "dense"):
+        for rel, text in rendered(stem).files.items():
+            if rel.parts[0] in ("cuda", "torch"):
+                path = root / PACKAGE / stem / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+        (root / PACKAGE / stem / "__init__.py").write_text("")
+    (root / PACKAGE / "__init__.py").write_text("")
+    sys.path.insert(0, str(root))
+    return root
+
+
+def op_module(stem: str, name: str):
+    """The op's module, its emulated library loaded for CPU tensors."""
+    package_root()
+    module = importlib.import_module(f"{PACKAGE}.{stem}.torch.{name}")
+    if "cpu" not in module._ENTRIES:
+        module.load(emulated_abi(package_root() / PACKAGE / stem / "cuda", name), device="cpu")
+    # The emulated device: read by each library at its first launch.
+    os.environ.update(device_env(emulated_arch(rendered(stem).spec)))
+    return module
+
+
+def op(stem: str, name: str):
+    op_module(stem, name)
+    return getattr(getattr(torch.ops, f"gemmgen_{stem}"), name)
+
+
+def kernel(stem: str, name: str) -> ir.Kernel:
+    return rendered(stem).spec.kernel(name).for_backend(ir.Backend.CUDA)
+
+
+def to_torch(x):
+    if not isinstance(x, np.ndarray):
+        return x
+    if x.dtype.name in _VIEWS:
+        dtype, view = _VIEWS[x.dtype.name]
+        return torch.from_numpy(x.view(view).copy()).view(getattr(torch, dtype))
+    return torch.from_numpy(x.copy())
+
+
+def to_numpy(t):
+    for name, (dtype, view) in _VIEWS.items():
+        if t.dtype == getattr(torch, dtype):
+            return t.detach().view(getattr(torch, view)).numpy().view(getattr(ml_dtypes, name))
+    return t.detach().numpy()
+
+
+def poison_outputs(module, monkeypatch):
+    """Every output the op allocates filled with NaN (0xAB bytes for integers)."""
+    allocate = module._outputs
+
+    def poisoned(lhs, d):
+        outs = allocate(lhs, d)
+        for o in outs if isinstance(outs, tuple) else (outs,):
+            if o.dtype.is_floating_point:
+                o.fill_(float("nan"))
+            else:
+                o.view(torch.uint8).fill_(0xAB)
+        return outs
+
+    monkeypatch.setattr(module, "_outputs", poisoned)
+
+
+def call_args(k: ir.Kernel, inputs: dict, module) -> list:
+    """The op's positional arguments, from the reference's inputs."""
+    args = []
+    for name in module._check.__code__.co_varnames[:module._check.__code__.co_argcount]:
+        value = inputs.get(name)
+        if name == "group_offset":
+            value = 0 if value is None else int(value)
+        args.append(to_torch(value))
+    return args
+
+
+def check(stem: str, name: str, case: Case, *, seed: int, monkeypatch) -> None:
+    """The op on the emulated CUDA kernel against the NumPy reference."""
+    k = kernel(stem, name)
+    module = op_module(stem, name)
+    poison_outputs(module, monkeypatch)
+    inputs = case.inputs(k, seed)
+    if inputs.get("existing_out") is not None:
+        x = inputs["existing_out"]
+        inputs["existing_out"] = np.full(x.shape, SENTINEL, x.dtype)
+    got = op(stem, name)(*call_args(k, inputs, module))
+    got = tuple(to_numpy(o) for o in got) if isinstance(got, tuple) else to_numpy(got)
+    expected = reference(k, **inputs)
+    result = compare(got, expected, k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} (torch op, emulated CUDA):\n{result.detail}"
+
+
+def moe_ops() -> list[str]:
+    return [k.name for k in torch_ops.kernels(rendered("moe").spec)]
+
+
+# ---------------------------------------------------------------------------
+# The fast cases: one of each kernel kind.
+
+SHARDED = Case("sharded", m=150, n=128, k=64, group_sizes=(40, 0, 75, 0, 5), group_offset=1,
+               g_local=3, existing_out=True)
+
+
+def test_grouped_op_matches_the_reference(monkeypatch):
+    """gmm_bf16: zero-size groups, a group_offset, rows past
+    sum(group_sizes), poisoned existing_out and outputs."""
+    check("moe", "gmm_bf16", SHARDED, seed=31, monkeypatch=monkeypatch)
+
+
+def test_tgmm_op_matches_the_reference(monkeypatch):
+    """The ragged-K backward kernel, without existing_out (g from the offset)."""
+    check("moe", "moe_bf16_grad_rhs",
+          Case("tgmm", m=50, n=128, k=128, group_sizes=(20, 0, 30), group_offset=1, g_local=2),
+          seed=4, monkeypatch=monkeypatch)
+
+
+def test_bad_arguments_name_the_argument_before_any_launch():
+    fn = op("moe", "gmm_bf16")
+    lhs = torch.ones(8, 64, dtype=torch.bfloat16)
+    rhs = torch.ones(2, 128, 64, dtype=torch.bfloat16)
+    sizes = torch.tensor([4, 4], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"gmm_bf16: rhs must be torch.bfloat16, got torch.float32"):
+        fn(lhs, rhs.float(), sizes)
+    with pytest.raises(ValueError, match=r"gmm_bf16: group_sizes must have 1 dims"):
+        fn(lhs, rhs, sizes[None])
+    with pytest.raises(ValueError, match=r"gmm_bf16: existing_out must have shape \[8, 128\]"):
+        fn(lhs, rhs, sizes, 0, torch.zeros(8, 64))
+    with pytest.raises(ValueError, match=r"gmm_bf16: rhs must have shape \[2, 128, 64\]"):
+        fn(lhs, torch.ones(2, 128, 32, dtype=torch.bfloat16), sizes)
+    # The launcher's own rules, from the C ABI (gmm_bf16_validate).
+    with pytest.raises(ValueError, match=r"gmm_bf16: k must be a multiple of 8"):
+        fn(lhs[:, :60].contiguous(), rhs[:, :, :60].contiguous(), sizes)
+    with pytest.raises(ValueError, match=r"gmm_bf16: lhs must be contiguous"):
+        fn(torch.ones(64, 8, dtype=torch.bfloat16).t(), rhs, sizes)
+    with pytest.raises(ValueError, match=r"gmm_bf16: group_offset does not fit in int32"):
+        fn(lhs, rhs, sizes, 2**31)
+
+
+def test_load_refuses_a_library_without_the_entry():
+    op_module("moe", "gmm_bf16")
+    module = importlib.import_module(f"{PACKAGE}.moe.torch.moe_bf16_grouped_gemm")
+    other = emulated_abi(package_root() / PACKAGE / "moe" / "cuda", "gmm_bf16")
+    with pytest.raises(ValueError, match=r"has no gg_moe_bf16_grouped_gemm_launch"):
+        module.load(other, device="cpu")
+
+
+def test_opcheck_grouped():
+    fn = op("moe", "gmm_bf16")
+    rng = np.random.default_rng(5)
+    lhs = torch.from_numpy(rng.standard_normal((40, 64), np.float32)).bfloat16()
+    rhs = torch.from_numpy(rng.standard_normal((3, 128, 64), np.float32)).bfloat16()
+    sizes = torch.tensor([10, 0, 25], dtype=torch.int32)
+    torch.library.opcheck(fn, (lhs, rhs, sizes))
+    torch.library.opcheck(fn, (lhs, rhs, sizes, 1, torch.randn(40, 128)))
+
+
+def test_compile_fullgraph_with_a_dynamic_m():
+    """A grouped and a dense op under torch.compile(fullgraph=True,
+    dynamic=True): traced once (the fake implementations), then run for
+    three M without recompiling, matching the eager op."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    grouped = op("moe", "gmm_bf16")
+    dense = op("dense", "dense_gemm_bf16")
+    rng = np.random.default_rng(9)
+    rhs = torch.from_numpy(rng.standard_normal((2, 128, 64), np.float32)).bfloat16()
+    w = torch.from_numpy(rng.standard_normal((128, 64), np.float32)).bfloat16()
+
+    def layer(x, sizes):
+        return dense(grouped(x, rhs, sizes).bfloat16()[:, :64].contiguous(), w)
+
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(layer, backend=counter, fullgraph=True, dynamic=True)
+    for m in (5, 19, 40):
+        x = torch.from_numpy(rng.standard_normal((m, 64), np.float32)).bfloat16()
+        sizes = torch.tensor([m // 2, m - m // 2], dtype=torch.int32)
+        torch.testing.assert_close(compiled(x, sizes), layer(x, sizes), rtol=0, atol=0)
+    assert counter.frame_count == 1, f"recompiled: {counter.frame_count} frames"
+
+
+# ---------------------------------------------------------------------------
+# Every op of specs/moe.gemm, on the cases `gemmgen verify` runs, and edges.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", moe_ops())
+def test_every_moe_op_matches_the_reference(name, monkeypatch):
+    k = kernel("moe", name)
+    for i, case in enumerate(standard_cases(k)[:3]):
+        check("moe", name, case, seed=100 + i, monkeypatch=monkeypatch)
+
+
+EDGES = {
+    "m=1": Case("m1", m=1, n=128, k=64, group_sizes=(0, 1, 0)),
+    "all groups empty": Case("empty", m=20, n=128, k=64, group_sizes=(0, 0, 0)),
+    "m=0": Case("m0", m=0, n=128, k=64, group_sizes=(0, 0)),
+    "offset past the groups": Case("far", m=20, n=128, k=64, group_sizes=(10, 10), group_offset=5,
+                                   g_local=2, existing_out=True),
+    "negative offset": Case("negative", m=40, n=128, k=64, group_sizes=(10, 20, 10),
+                            group_offset=-1, g_local=3, existing_out=True),
+    "no existing_out": Case("zeros", m=70, n=256, k=128, group_sizes=(30, 0, 40), group_offset=1,
+                            g_local=2),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edge", EDGES)
+def test_grouped_edges(edge, monkeypatch):
+    check("moe", "gmm_bf16", EDGES[edge], seed=7, monkeypatch=monkeypatch)
+
+
+@pytest.mark.slow
+def test_tgmm_with_existing_out(monkeypatch):
+    check("moe", "moe_bf16_grad_rhs",
+          Case("tgmm", m=50, n=128, k=128, group_sizes=(20, 0, 30), group_offset=1, g_local=2,
+               existing_out=True), seed=4, monkeypatch=monkeypatch)
+
+
+def _sample(k: ir.Kernel, module, seed: int) -> list:
+    case = standard_cases(k)[0]
+    return call_args(k, case.inputs(k, seed), module)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", moe_ops())
+def test_opcheck_every_moe_op(name):
+    k = kernel("moe", name)
+    module = op_module("moe", name)
+    torch.library.opcheck(op("moe", name), tuple(_sample(k, module, 3)))
