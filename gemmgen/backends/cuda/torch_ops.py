@@ -279,9 +279,9 @@ def _grad(kernel: ir.Kernel, spec: ir.Spec) -> Grad | None:
         return None
     if not (_sixteen_bit(view.lhs.dtype) and view.rhs_operand.dtype == view.lhs.dtype):
         return None
-    if (view.lhs_scale.enabled or view.rhs_scale.enabled or view.bias is not None
+    if (view.lhs_scale.enabled or view.rhs_scale.enabled or view.bias.mode is not ir.BiasMode.NONE
             or view.epilogue.activation is not ir.Activation.NONE
-            or getattr(view.epilogue, "alpha", None) is not None):
+            or view.epilogue.alpha is not None):
         return None
     lp = cuda_plan(kernel, spec)
     rhs = next(a for a in lp.args if a.name == "rhs")

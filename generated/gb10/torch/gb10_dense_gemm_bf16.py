@@ -31,6 +31,9 @@ entry the XLA FFI handler calls too) through ctypes:
 A call's dtypes, ranks, shapes, devices and contiguity, then the launcher's
 own rules, are checked before anything is launched: ValueError naming the
 argument.
+
+Autograd: dlhs is this op on d out with the weight transposed; drhs is
+this op on (d out)ᵀ and lhsᵀ.
 """
 
 import contextlib
@@ -181,3 +184,31 @@ def _on_cpu(lhs, rhs):
 def _fake(lhs, rhs):
     d = _check(lhs, rhs)
     return _outputs(lhs, d)
+
+
+def _pad_rows(x, multiple=16):
+    """x with zero rows appended up to a multiple of `multiple` rows (the
+    contraction of drhs, which the launcher wants in whole 16-byte rows)."""
+    extra = -x.shape[0] % multiple
+    return torch.nn.functional.pad(x, (0, 0, 0, extra)) if extra else x
+
+
+def _setup_context(ctx, inputs, output):
+    lhs, rhs = inputs
+    ctx.save_for_backward(lhs, rhs)
+
+
+def _backward(ctx, grad):
+    """dlhs and drhs: this op on d out and the transposed operands."""
+    lhs, rhs = ctx.saved_tensors
+    d_out = grad.to(lhs.dtype).contiguous()
+    d_lhs = d_rhs = None
+    if ctx.needs_input_grad[0]:
+        d_lhs = gb10_dense_gemm_bf16(d_out, rhs.t().contiguous()).to(lhs.dtype)
+    if ctx.needs_input_grad[1]:
+        lhs_t = _pad_rows(lhs).t().contiguous()
+        d_rhs = gb10_dense_gemm_bf16(_pad_rows(d_out).t().contiguous(), lhs_t).to(rhs.dtype)
+    return d_lhs, d_rhs
+
+
+gb10_dense_gemm_bf16.register_autograd(_backward, setup_context=_setup_context)

@@ -34,6 +34,10 @@ entry the XLA FFI handler calls too) through ctypes:
 A call's dtypes, ranks, shapes, devices and contiguity, then the launcher's
 own rules, are checked before anything is launched: ValueError naming the
 argument.
+
+Autograd: dlhs is this op on d out with the weight transposed; drhs is
+the spec's tgmm kernel moe_bf16_grad_rhs (d rhs[i] = lhs_iᵀ · d out_i, its op), on
+the same devices.
 """
 
 import contextlib
@@ -41,6 +45,8 @@ import ctypes
 import os
 
 import torch
+
+from . import moe_bf16_grad_rhs as _drhs
 
 NAME = "gmm_bf16"
 OP = "gemmgen_moe::gmm_bf16"
@@ -232,3 +238,49 @@ def _on_cpu(lhs, rhs, group_sizes, group_offset=0, existing_out=None):
 def _fake(lhs, rhs, group_sizes, group_offset=0, existing_out=None):
     d = _check(lhs, rhs, group_sizes, group_offset, existing_out)
     return _outputs(lhs, d)
+
+
+def _shard_rows(group_sizes, group_offset, g, m):
+    """Whether each row of lhs is in a group of the shard [offset, offset + g)."""
+    num_groups = group_sizes.shape[0]
+    ends = torch.cumsum(group_sizes, 0)
+    bounds = torch.cat([ends.new_zeros(1), ends])
+    lo = bounds[min(max(group_offset, 0), num_groups)]
+    hi = bounds[min(max(group_offset + g, 0), num_groups)]
+    rows = torch.arange(m, device=group_sizes.device)
+    return (rows >= lo) & (rows < hi)
+
+
+def _setup_context(ctx, inputs, output):
+    lhs, rhs, group_sizes, group_offset, existing_out = inputs
+    ctx.save_for_backward(lhs, rhs, group_sizes)
+    ctx.group_offset = group_offset
+    ctx.existing_dtype = None if existing_out is None else existing_out.dtype
+
+
+def _backward(ctx, grad):
+    """dlhs: this op on d out, the weight transposed; drhs: the tgmm op;
+    d existing_out: d out on the rows the shard does not compute."""
+    lhs, rhs, group_sizes = ctx.saved_tensors
+    offset = ctx.group_offset
+    d_out = grad.to(lhs.dtype).contiguous()
+    d_lhs = d_rhs = d_existing = None
+    if ctx.needs_input_grad[0]:
+        weight_t = rhs.transpose(1, 2).contiguous()
+        d_lhs = gmm_bf16(d_out, weight_t, group_sizes, offset).to(lhs.dtype)
+    if ctx.needs_input_grad[1]:
+        # existing_out (zeros) gives the tgmm the shard's g groups.
+        zeros = torch.zeros(
+            (rhs.shape[0], rhs.shape[1], rhs.shape[2]),
+            dtype=_drhs.DTYPES["existing_out"],
+            device=rhs.device,
+        )
+        d_rhs = _drhs.moe_bf16_grad_rhs(d_out, lhs, group_sizes, offset, zeros)
+        d_rhs = d_rhs.to(rhs.dtype)
+    if ctx.existing_dtype is not None and ctx.needs_input_grad[4]:
+        computed = _shard_rows(group_sizes, offset, rhs.shape[0], lhs.shape[0])
+        d_existing = grad.masked_fill(computed[:, None], 0).to(ctx.existing_dtype)
+    return d_lhs, d_rhs, None, None, d_existing
+
+
+gmm_bf16.register_autograd(_backward, setup_context=_setup_context)
