@@ -160,7 +160,7 @@ class FfiPlan:
     def cpp_intro(self) -> str:
         lines = [
             f"XLA FFI handler of {self.name} ({self.spec_path}): XLA's buffers, checked, go "
-            f"to the kernel's C ABI {self.launch.abi_symbol}() ({self.name}.h, which the "
+            f"to the kernel's C ABI {self.launch.abi.symbol}() ({self.name}.h, which the "
             f"PyTorch op calls too), whose launch_{self.name}() runs on XLA's stream. "
             f"jax/{self.name}.py calls it as the FFI target \"{self.target}\" "
             "(jax.ffi.ffi_call) once its register() has loaded the shared library that "
@@ -222,7 +222,7 @@ class FfiPlan:
 
     @property
     def cpp_abi_call(self) -> str:
-        """The call of the kernel's C ABI (LaunchPlan.abi_params), on XLA's buffers."""
+        """The call of the kernel's C ABI (LaunchPlan.abi.params), on XLA's buffers."""
         lp = self.launch
         values = []
         for a in lp.arrays:
@@ -232,7 +232,7 @@ class FfiPlan:
         if lp.has_workspace:
             values += ["workspace->untyped_data()", "workspace->size_bytes()"]
         values += ["stream", "&error"]
-        return cpp_call(f"{lp.abi_symbol}(", values, ");", 2, lhs="const int status")
+        return cpp_call(f"{lp.abi.symbol}(", values, ");", 2, lhs="const int status")
 
     @property
     def cpp_symbol_comment(self) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from gemmgen import ir
 from gemmgen.archs import parse_arch
+from gemmgen.backends.cuda.abi import CAbi
 from gemmgen.backends.cuda.args import Arg, Binding, Check, Derived
 from gemmgen.backends.cuda.expr import COMPARISONS, Bin, Expr, Lit, Var, all_of, expr, exprs, var
 from gemmgen.backends.cuda.layout import (
@@ -363,75 +364,9 @@ class LaunchPlan:
         return cpp_decl(f"cudaError_t launch_{self.name}(",
                         [f"const {self.args_struct}& args", "cudaStream_t stream"], ");")
 
-    # -- the C ABI (one per kernel: the XLA FFI handler and the PyTorch op call it)
-
     @property
-    def abi_symbol(self) -> str:
-        """The extern "C" entry of the kernel: `gg_<name>_launch`."""
-        return f"gg_{self.name}_launch"
-
-    @property
-    def abi_params(self) -> tuple[tuple[str, str], ...]:
-        """(C type, name) of the C ABI's parameters, in order: the arrays
-        (inputs, then outputs; an absent optional array is null), the dims,
-        the scalars, the workspace and its size, the stream, the error."""
-        out = [("const void*" if not a.is_output else "void*", a.name) for a in self.arrays]
-        out += [("long long", d) for d in self.dims]
-        out += [("long long", s.name) for s in self.scalars]
-        if self.has_workspace:
-            out += [("void*", "workspace"), ("unsigned long long", "workspace_bytes")]
-        out += [("void*", "stream"), ("const char**", "error")]
-        return tuple(out)
-
-    def _abi_head(self, tail: str) -> str:
-        return cpp_decl(f'extern "C" int {self.abi_symbol}(',
-                        [f"{t} {n}" for t, n in self.abi_params], tail)
-
-    @property
-    def cpp_abi_comment(self) -> str:
-        return comment(
-            f"The C ABI of launch_{self.name}(), the one entry the XLA FFI handler "
-            f"({self.name}_ffi.cc) and the PyTorch op (torch/{self.name}.py, through ctypes) "
-            "call: the arrays' pointers (an absent optional array is null), the dims, "
-            + ("the scalars, " if self.scalars else "")
-            + ("the workspace and its size in bytes, " if self.has_workspace else "")
-            + "the stream. Returns 0 once the launches are queued (nothing waits for them); 1 "
-            "when the call is invalid and nothing was launched, 2 when a launch failed: "
-            "*error then says why (a static string).")
-
-    @property
-    def cpp_abi_decl(self) -> str:
-        return self._abi_head(");")
-
-    @property
-    def cpp_abi_def(self) -> str:
-        return self._abi_head(") {")
-
-    @property
-    def cpp_abi_body(self) -> tuple[str, ...]:
-        """The C ABI's statements: the struct, the int32 checks, the
-        workspace, the launcher's checks, the launch."""
-        lines = [f"{self.args_struct} a;"]
-        for a in self.arrays:
-            const = "" if a.is_output else "const "
-            lines.append(f"a.{a.name} = static_cast<{const}{a.ctype}*>({a.name});")
-        for name in (*self.dims, *(s.name for s in self.scalars)):
-            lines += [f"if ({name} < INT32_MIN || {name} > INT32_MAX) {{",
-                      f'  *error = "{self.name}: {name} does not fit in int32";',
-                      "  return 1;", "}",
-                      f"a.{name} = static_cast<int>({name});"]
-        if self.has_workspace:
-            lines += [f"if (workspace_bytes < {self.name}_workspace_bytes(a)) {{",
-                      f'  *error = "{self.name}: the workspace is too small";',
-                      "  return 1;", "}",
-                      "a.workspace = workspace;"]
-        lines += [f"if (const char* problem = {self.name}_validate(a)) {{",
-                  "  *error = problem;", "  return 1;", "}",
-                  f"const cudaError_t err = launch_{self.name}(a, "
-                  "static_cast<cudaStream_t>(stream));",
-                  "if (err != cudaSuccess) {", "  *error = cudaGetErrorName(err);", "  return 2;",
-                  "}", "return 0;"]
-        return tuple(lines)
+    def abi(self) -> CAbi:  # the kernel's C ABI, gg_<name>_launch() (abi.py)
+        return CAbi(self)
 
     @property
     def cpp_launch_def(self) -> str:

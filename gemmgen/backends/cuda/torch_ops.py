@@ -7,7 +7,7 @@ For every kernel emitted for CUDA, `torch/<kernel>.py` registers the op
 - a fake (meta) implementation, so `torch.compile(fullgraph=True)` traces it
   (with a dynamic M);
 - a CUDA implementation and a CPU one, both calling the kernel's C ABI
-  `gg_<kernel>_launch()` (LaunchPlan.abi_params, defined in `<kernel>.cu`,
+  `gg_<kernel>_launch()` (LaunchPlan.abi.params, defined in `<kernel>.cu`,
   the entry the XLA FFI handler calls too) through ctypes: the library built
   for the GPU, on `torch.cuda.current_stream()`, or the same source built
   against gemmgen's CPU emulator (`gemmgen compile --torch [--emulate]`);
@@ -234,7 +234,7 @@ class TorchOp:
         kinds = {"const void*": "ctypes.c_void_p", "void*": "ctypes.c_void_p",
                  "long long": "ctypes.c_longlong", "unsigned long long": "ctypes.c_ulonglong",
                  "const char**": "ctypes.POINTER(ctypes.c_char_p)"}
-        items = [kinds[t] for t, _ in self.launch.abi_params]
+        items = [kinds[t] for t, _ in self.launch.abi.params]
         return py_collection("entry.argtypes = [", items, "]", 4)
 
     @property
@@ -361,5 +361,6 @@ def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
         spec_path=spec.path, stem=spec.stem,
         dispatchers=py_call("DISPATCHERS = (", [d.name for d in dispatches], ")", 0,
                             tuple_of_one=len(dispatches) == 1),
-        modules=sorted([*(p.name for p in ops), *(d.name for d in dispatches)], key=_natural))
+        modules=sorted([*(p.name for p in ops), *(d.name for d in dispatches)], key=_natural),
+        kernels=py_call("KERNELS = (", [p.name for p in ops], ")", 0, tuple_of_one=len(ops) == 1))
     return dict(sorted(files.items()))

@@ -1,0 +1,92 @@
+"""The C ABI of a CUDA kernel: `gg_<kernel>_launch()`, one extern "C" entry
+per kernel over its launcher (`launch_<kernel>()`): the arrays' pointers,
+the dims, the scalars, the workspace and its size, the stream, and an error
+out-parameter. `<kernel>.h` declares it and `<kernel>.cu` defines it (the
+host part of launch_impl.cuh.j2); the XLA FFI handler (ffi.py) and the
+PyTorch op (torch_ops.py) both call it, so the launch is written once.
+Pure: no I/O (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemmgen.backends.cuda.layout import comment as layout_comment
+from gemmgen.backends.cuda.layout import cpp_decl
+
+__all__ = ["CAbi"]
+
+
+@dataclass(frozen=True, slots=True)
+class CAbi:
+    """The C ABI of one launch plan (a LaunchPlan: launch.py)."""
+
+    lp: object
+
+    @property
+    def symbol(self) -> str:
+        """The extern "C" entry of the kernel: `gg_<name>_launch`."""
+        return f"gg_{self.lp.name}_launch"
+
+    @property
+    def params(self) -> tuple[tuple[str, str], ...]:
+        """(C type, name) of the C ABI's parameters, in order: the arrays
+        (inputs, then outputs; an absent optional array is null), the dims,
+        the scalars, the workspace and its size, the stream, the error."""
+        out = [("const void*" if not a.is_output else "void*", a.name) for a in self.lp.arrays]
+        out += [("long long", d) for d in self.lp.dims]
+        out += [("long long", s.name) for s in self.lp.scalars]
+        if self.lp.has_workspace:
+            out += [("void*", "workspace"), ("unsigned long long", "workspace_bytes")]
+        out += [("void*", "stream"), ("const char**", "error")]
+        return tuple(out)
+
+    def _abi_head(self, tail: str) -> str:
+        return cpp_decl(f'extern "C" int {self.symbol}(',
+                        [f"{t} {n}" for t, n in self.params], tail)
+
+    @property
+    def comment(self) -> str:
+        return layout_comment(
+            f"The C ABI of launch_{self.lp.name}(), the one entry the XLA FFI handler "
+            f"({self.lp.name}_ffi.cc) and the PyTorch op (torch/{self.lp.name}.py, through ctypes) "
+            "call: the arrays' pointers (an absent optional array is null), the dims, "
+            + ("the scalars, " if self.lp.scalars else "")
+            + ("the workspace and its size in bytes, " if self.lp.has_workspace else "")
+            + "the stream. Returns 0 once the launches are queued (nothing waits for them); 1 "
+            "when the call is invalid and nothing was launched, 2 when a launch failed: "
+            "*error then says why (a static string).")
+
+    @property
+    def decl(self) -> str:
+        return self._abi_head(");")
+
+    @property
+    def definition(self) -> str:
+        return self._abi_head(") {")
+
+    @property
+    def body(self) -> tuple[str, ...]:
+        """The C ABI's statements: the struct, the int32 checks, the
+        workspace, the launcher's checks, the launch."""
+        lines = [f"{self.lp.args_struct} a;"]
+        for a in self.lp.arrays:
+            const = "" if a.is_output else "const "
+            lines.append(f"a.{a.name} = static_cast<{const}{a.ctype}*>({a.name});")
+        for name in (*self.lp.dims, *(s.name for s in self.lp.scalars)):
+            lines += [f"if ({name} < INT32_MIN || {name} > INT32_MAX) {{",
+                      f'  *error = "{self.lp.name}: {name} does not fit in int32";',
+                      "  return 1;", "}",
+                      f"a.{name} = static_cast<int>({name});"]
+        if self.lp.has_workspace:
+            lines += [f"if (workspace_bytes < {self.lp.name}_workspace_bytes(a)) {{",
+                      f'  *error = "{self.lp.name}: the workspace is too small";',
+                      "  return 1;", "}",
+                      "a.workspace = workspace;"]
+        lines += [f"if (const char* problem = {self.lp.name}_validate(a)) {{",
+                  "  *error = problem;", "  return 1;", "}",
+                  f"const cudaError_t err = launch_{self.lp.name}(a, "
+                  "static_cast<cudaStream_t>(stream));",
+                  "if (err != cudaSuccess) {", "  *error = cudaGetErrorName(err);", "  return 2;",
+                  "}", "return 0;"]
+        return tuple(lines)
