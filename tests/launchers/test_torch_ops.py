@@ -12,9 +12,10 @@ shows. Also: torch.library.opcheck (schema, fake, autograd registration),
 torch.compile(fullgraph=True) with a dynamic M, the checks' messages, and
 the gradients of the 16-bit ops against the NumPy reference's.
 
-The files are rendered in memory from specs/ and written once per session
-as a package (`<package>.<stem>.torch.<kernel>`); each library is built
-once and cached by content (the emulator's cache). PyTorch is an optional
+The ops are those of the committed generated/ (`gemmgen check` keeps it
+current; PyTorch has one registry of op names per process, so the tests and
+examples/torch_fused_moe.py share one package); each library is built once
+and cached by content (the emulator's cache). PyTorch is an optional
 extra (gemmgen[torch]): without it every test here skips.
 """
 
@@ -24,7 +25,6 @@ import functools
 import importlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,6 @@ torch = pytest.importorskip("torch", reason="PyTorch is an optional extra: pip i
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = "gemmgen_torch_test"
 SENTINEL = -4242.0  # poisoned existing_out: no computed row holds it
 
 # Storage dtypes: NumPy name -> (torch dtype, the same-size integer view of both).
@@ -59,27 +58,13 @@ def rendered(stem: str):
     return render_spec(REPO / "specs" / f"{stem}.gemm")
 
 
-@functools.cache
-def package_root() -> Path:
-    root = Path(tempfile.mkdtemp(prefix="gemmgen-torch-"))
-    for stem in ("moe", "dense"):
-        for rel, text in rendered(stem).files.items():
-            if rel.parts[0] in ("cuda", "torch"):
-                path = root / PACKAGE / stem / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-        (root / PACKAGE / stem / "__init__.py").write_text("")
-    (root / PACKAGE / "__init__.py").write_text("")
-    sys.path.insert(0, str(root))
-    return root
-
-
 def op_module(stem: str, name: str):
     """The op's module, its emulated library loaded for CPU tensors."""
-    package_root()
-    module = importlib.import_module(f"{PACKAGE}.{stem}.torch.{name}")
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    module = importlib.import_module(f"generated.{stem}.torch.{name}")
     if "cpu" not in module._ENTRIES:
-        module.load(emulated_abi(package_root() / PACKAGE / stem / "cuda", name), device="cpu")
+        module.load(emulated_abi(REPO / "generated" / stem / "cuda", name), device="cpu")
     # The emulated device: read by each library at its first launch.
     os.environ.update(device_env(emulated_arch(rendered(stem).spec)))
     return module
@@ -201,8 +186,8 @@ def test_bad_arguments_name_the_argument_before_any_launch():
 
 def test_load_refuses_a_library_without_the_entry():
     op_module("moe", "gmm_bf16")
-    module = importlib.import_module(f"{PACKAGE}.moe.torch.moe_bf16_grouped_gemm")
-    other = emulated_abi(package_root() / PACKAGE / "moe" / "cuda", "gmm_bf16")
+    module = importlib.import_module("generated.moe.torch.moe_bf16_grouped_gemm")
+    other = emulated_abi(REPO / "generated" / "moe" / "cuda", "gmm_bf16")
     with pytest.raises(ValueError, match=r"has no gg_moe_bf16_grouped_gemm_launch"):
         module.load(other, device="cpu")
 

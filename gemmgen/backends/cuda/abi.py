@@ -85,8 +85,8 @@ class CAbi:
                       "a.workspace = workspace;"]
         lines += [f"if (const char* problem = {self.lp.name}_validate(a)) {{",
                   "  *error = problem;", "  return 1;", "}",
-                  f"const cudaError_t err = launch_{self.lp.name}(a, "
-                  "static_cast<cudaStream_t>(stream));",
+                  (f"const cudaError_t err = launch_{self.lp.name}(a, "
+                   "static_cast<cudaStream_t>(stream));"),
                   "if (err != cudaSuccess) {", "  *error = cudaGetErrorName(err);", "  return 2;",
                   "}", "return 0;"]
         return tuple(lines)
