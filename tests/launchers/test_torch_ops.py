@@ -402,3 +402,22 @@ def test_more_gradients(stem, name):
     (out.float() * torch.from_numpy(w.astype(np.float32))).sum().backward()
     _close(t_lhs.grad, d_lhs, "d lhs")
     _close(t_rhs.grad, d_rhs, "d rhs")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("m", [1, 5, 37])
+def test_dispatcher_op_picks_its_arm(m, monkeypatch):
+    """dense_mm_bf16 (specs/dense.gemm): GEMV for m = 1, batched GEMV for
+    m <= 8, the tile GEMM above; each arm's result against the reference."""
+    arms = {1: "dense_gemv_bf16", 5: "dense_gemv_batched_bf16", 37: "dense_gemm_bf16"}
+    for name in set(arms.values()):
+        poison_outputs(op_module("dense", name), monkeypatch)
+    module = importlib.import_module("generated.dense.torch.dense_mm_bf16")
+    assert module._arm(m).NAME == arms[m]
+    k = kernel("dense", arms[m])
+    case = Case("dispatch", m=m, n=128, k=256)
+    inputs = case.inputs(k, 8)
+    got = to_numpy(torch.ops.gemmgen_dense.dense_mm_bf16(to_torch(inputs["lhs"]),
+                                                         to_torch(inputs["rhs"])))
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, result.detail
