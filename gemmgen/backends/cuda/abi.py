@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gemmgen.backends.cuda.layout import comment as layout_comment
-from gemmgen.backends.cuda.layout import cpp_decl
+from gemmgen.backends.cuda.layout import COLUMNS, cpp_call, pack
+
+# clang-format breaks a long declaration after its "(" when that saves this many lines.
+BROKEN_SAVES = 4
 
 __all__ = ["CAbi"]
 
@@ -42,8 +45,19 @@ class CAbi:
         return tuple(out)
 
     def _abi_head(self, tail: str) -> str:
-        return cpp_decl(f'extern "C" int {self.symbol}(',
-                        [f"{t} {n}" for t, n in self.params], tail)
+        """The head as clang-format lays it out: one line; else the
+        parameters aligned after "(", unless a break after "(" saves
+        BROKEN_SAVES lines or more (a long name)."""
+        head = f'extern "C" int {self.symbol}('
+        params = [f"{t} {n}" for t, n in self.params]
+        one = head + ", ".join(params) + tail
+        if len(one) <= COLUMNS:
+            return one
+        aligned = pack(head, params, tail, len(head))
+        broken = pack("    ", params, tail, 4)
+        if aligned is not None and (broken is None or len(aligned) - len(broken) < BROKEN_SAVES):
+            return "\n".join(aligned)
+        return head + "\n" + "\n".join(broken)
 
     @property
     def comment(self) -> str:
@@ -67,8 +81,8 @@ class CAbi:
 
     @property
     def body(self) -> tuple[str, ...]:
-        """The C ABI's statements: the struct, the int32 checks, the
-        workspace, the launcher's checks, the launch."""
+        """The C ABI's statements, indented: the struct, the int32 checks,
+        the workspace, the launcher's checks, the launch."""
         lines = [f"{self.lp.args_struct} a;"]
         for a in self.lp.arrays:
             const = "" if a.is_output else "const "
@@ -84,9 +98,11 @@ class CAbi:
                       "  return 1;", "}",
                       "a.workspace = workspace;"]
         lines += [f"if (const char* problem = {self.lp.name}_validate(a)) {{",
-                  "  *error = problem;", "  return 1;", "}",
-                  (f"const cudaError_t err = launch_{self.lp.name}(a, "
-                   "static_cast<cudaStream_t>(stream));"),
-                  "if (err != cudaSuccess) {", "  *error = cudaGetErrorName(err);", "  return 2;",
-                  "}", "return 0;"]
+                  "  *error = problem;", "  return 1;", "}"]
+        launch = cpp_call(f"launch_{self.lp.name}(", ["a", "static_cast<cudaStream_t>(stream)"],
+                          ");", 2, lhs="const cudaError_t err")
+        lines = [f"  {line}" for line in lines] + [launch]
+        lines += [f"  {line}" for line in ("if (err != cudaSuccess) {",
+                                            "  *error = cudaGetErrorName(err);", "  return 2;",
+                                            "}", "return 0;")]
         return tuple(lines)

@@ -262,14 +262,9 @@ cudaError_t launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(
 // are queued (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when
 // a launch failed: *error then says why (a static string).
 #pragma GCC visibility push(default)
-extern "C" int gg_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_launch(const void* lhs,
-                                                                           const void* rhs,
-                                                                           const void* lhs_scale,
-                                                                           const void* rhs_scale,
-                                                                           void* out, long long m,
-                                                                           long long k, long long n,
-                                                                           void* stream,
-                                                                           const char** error) {
+extern "C" int gg_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_launch(
+    const void* lhs, const void* rhs, const void* lhs_scale, const void* rhs_scale, void* out,
+    long long m, long long k, long long n, void* stream, const char** error) {
   Fp8GemmBlockscaledLhsScaleF32RhsScaleBf16Args a;
   a.lhs = static_cast<const __nv_fp8_e4m3*>(lhs);
   a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
@@ -295,7 +290,8 @@ extern "C" int gg_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_launch(const
     *error = problem;
     return 1;
   }
-  const cudaError_t err = launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(a, static_cast<cudaStream_t>(stream));
+  const cudaError_t err = launch_fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16(
+      a, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     *error = cudaGetErrorName(err);
     return 2;

@@ -274,7 +274,8 @@ extern "C" int gg_per_token_group_quant_fp8_out_scale_e8m0_launch(const void* lh
     *error = problem;
     return 1;
   }
-  const cudaError_t err = launch_per_token_group_quant_fp8_out_scale_e8m0(a, static_cast<cudaStream_t>(stream));
+  const cudaError_t err =
+      launch_per_token_group_quant_fp8_out_scale_e8m0(a, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     *error = cudaGetErrorName(err);
     return 2;

@@ -276,7 +276,8 @@ extern "C" int gg_per_token_group_quant_fp8_out_scale_f32_launch(const void* lhs
     *error = problem;
     return 1;
   }
-  const cudaError_t err = launch_per_token_group_quant_fp8_out_scale_f32(a, static_cast<cudaStream_t>(stream));
+  const cudaError_t err =
+      launch_per_token_group_quant_fp8_out_scale_f32(a, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     *error = cudaGetErrorName(err);
     return 2;

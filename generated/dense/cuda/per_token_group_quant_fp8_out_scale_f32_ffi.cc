@@ -106,10 +106,8 @@ ffi::Error Handler(ffi::Context ctx, ffi::AnyBuffer lhs, ffi::Result<ffi::AnyBuf
   // (3) The kernel's C ABI (its .h): the launcher's checks, then its launches, on
   // XLA's stream.
   const char* error = nullptr;
-  const int status =
-      gg_per_token_group_quant_fp8_out_scale_f32_launch(lhs.untyped_data(), out->untyped_data(),
-                                                        out_scale->untyped_data(), m, k, stream,
-                                                        &error);
+  const int status = gg_per_token_group_quant_fp8_out_scale_f32_launch(
+      lhs.untyped_data(), out->untyped_data(), out_scale->untyped_data(), m, k, stream, &error);
   if (status == 1) {
     return ffi::Error::InvalidArgument(error);
   }

@@ -274,7 +274,8 @@ extern "C" int gg_gb10_per_token_group_quant_fp8_launch(const void* lhs, void* o
     *error = problem;
     return 1;
   }
-  const cudaError_t err = launch_gb10_per_token_group_quant_fp8(a, static_cast<cudaStream_t>(stream));
+  const cudaError_t err =
+      launch_gb10_per_token_group_quant_fp8(a, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     *error = cudaGetErrorName(err);
     return 2;

@@ -148,11 +148,10 @@ ffi::Error Handler(ffi::Context ctx, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs,
   // (4) The kernel's C ABI (its .h): the launcher's checks, then its launches, on
   // XLA's stream.
   const char* error = nullptr;
-  const int status =
-      gg_gmm_bf16_launch(lhs.untyped_data(), rhs.untyped_data(), group_sizes.untyped_data(),
-                         has_existing_out ? existing_out.untyped_data() : nullptr,
-                         out->untyped_data(), m, k, g, n, num_groups, group_offset,
-                         workspace->untyped_data(), workspace->size_bytes(), stream, &error);
+  const int status = gg_gmm_bf16_launch(
+      lhs.untyped_data(), rhs.untyped_data(), group_sizes.untyped_data(),
+      has_existing_out ? existing_out.untyped_data() : nullptr, out->untyped_data(), m, k, g, n,
+      num_groups, group_offset, workspace->untyped_data(), workspace->size_bytes(), stream, &error);
   if (status == 1) {
     return ffi::Error::InvalidArgument(error);
   }

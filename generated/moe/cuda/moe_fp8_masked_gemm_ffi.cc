@@ -136,10 +136,9 @@ ffi::Error Handler(ffi::Context ctx, ffi::AnyBuffer lhs, ffi::AnyBuffer rhs,
   // (3) The kernel's C ABI (its .h): the launcher's checks, then its launches, on
   // XLA's stream.
   const char* error = nullptr;
-  const int status =
-      gg_moe_fp8_masked_gemm_launch(lhs.untyped_data(), rhs.untyped_data(), masked_m.untyped_data(),
-                                    lhs_scale.untyped_data(), rhs_scale.untyped_data(),
-                                    out->untyped_data(), m, k, g, n, stream, &error);
+  const int status = gg_moe_fp8_masked_gemm_launch(
+      lhs.untyped_data(), rhs.untyped_data(), masked_m.untyped_data(), lhs_scale.untyped_data(),
+      rhs_scale.untyped_data(), out->untyped_data(), m, k, g, n, stream, &error);
   if (status == 1) {
     return ffi::Error::InvalidArgument(error);
   }

@@ -320,15 +320,11 @@ cudaError_t launch_moe_w8a16_grouped_gemm_rhs_int8(const MoeW8a16GroupedGemmRhsI
 // Returns 0 once the launches are queued (nothing waits for them); 1 when the call is invalid and
 // nothing was launched, 2 when a launch failed: *error then says why (a static string).
 #pragma GCC visibility push(default)
-extern "C" int gg_moe_w8a16_grouped_gemm_rhs_int8_launch(const void* lhs, const void* rhs,
-                                                         const void* group_sizes,
-                                                         const void* rhs_scale, const void* bias,
-                                                         const void* existing_out, void* out,
-                                                         long long m, long long k, long long g,
-                                                         long long n, long long num_groups,
-                                                         long long group_offset, void* workspace,
-                                                         unsigned long long workspace_bytes,
-                                                         void* stream, const char** error) {
+extern "C" int gg_moe_w8a16_grouped_gemm_rhs_int8_launch(
+    const void* lhs, const void* rhs, const void* group_sizes, const void* rhs_scale,
+    const void* bias, const void* existing_out, void* out, long long m, long long k, long long g,
+    long long n, long long num_groups, long long group_offset, void* workspace,
+    unsigned long long workspace_bytes, void* stream, const char** error) {
   MoeW8a16GroupedGemmRhsInt8Args a;
   a.lhs = static_cast<const __nv_bfloat16*>(lhs);
   a.rhs = static_cast<const signed char*>(rhs);
@@ -376,7 +372,8 @@ extern "C" int gg_moe_w8a16_grouped_gemm_rhs_int8_launch(const void* lhs, const 
     *error = problem;
     return 1;
   }
-  const cudaError_t err = launch_moe_w8a16_grouped_gemm_rhs_int8(a, static_cast<cudaStream_t>(stream));
+  const cudaError_t err =
+      launch_moe_w8a16_grouped_gemm_rhs_int8(a, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {
     *error = cudaGetErrorName(err);
     return 2;

@@ -312,14 +312,11 @@ cudaError_t launch_moe_w8a8_grouped_gemm(const MoeW8a8GroupedGemmArgs& a, cudaSt
 // waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch failed:
 // *error then says why (a static string).
 #pragma GCC visibility push(default)
-extern "C" int gg_moe_w8a8_grouped_gemm_launch(const void* lhs, const void* rhs,
-                                               const void* group_sizes, const void* lhs_scale,
-                                               const void* rhs_scale, const void* existing_out,
-                                               void* out, long long m, long long k, long long g,
-                                               long long n, long long num_groups,
-                                               long long group_offset, void* workspace,
-                                               unsigned long long workspace_bytes, void* stream,
-                                               const char** error) {
+extern "C" int gg_moe_w8a8_grouped_gemm_launch(
+    const void* lhs, const void* rhs, const void* group_sizes, const void* lhs_scale,
+    const void* rhs_scale, const void* existing_out, void* out, long long m, long long k,
+    long long g, long long n, long long num_groups, long long group_offset, void* workspace,
+    unsigned long long workspace_bytes, void* stream, const char** error) {
   MoeW8a8GroupedGemmArgs a;
   a.lhs = static_cast<const __nv_fp8_e4m3*>(lhs);
   a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
