@@ -7,7 +7,7 @@
 
 With the folder that holds generated/ (the project root) on sys.path:
 
-    from generated.dense.torch.<kernel> import <kernel>
+    from generated.dense.pallas.<kernel> import <kernel>
 
 Nothing here imports gemmgen.
 """

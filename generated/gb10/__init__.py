@@ -6,7 +6,7 @@
 
 With the folder that holds generated/ (the project root) on sys.path:
 
-    from generated.gb10.torch.<kernel> import <kernel>
+    from generated.gb10.cuda.<kernel> import <kernel>
 
 Nothing here imports gemmgen.
 """

@@ -7,7 +7,7 @@
 
 With the folder that holds generated/ (the project root) on sys.path:
 
-    from generated.moe.torch.<kernel> import <kernel>
+    from generated.moe.pallas.<kernel> import <kernel>
 
 Nothing here imports gemmgen.
 """
