@@ -32,8 +32,8 @@ A call's dtypes, ranks, shapes, devices and contiguity, then the launcher's
 own rules, are checked before anything is launched: ValueError naming the
 argument.
 
-Autograd: dlhs is this op on d out with the weight transposed; drhs is
-this op on (d out)ᵀ and lhsᵀ.
+Autograd: d lhs is this op on d out with the weight transposed; d rhs is
+this op on the transposed operands (lhsᵀ · d out).
 """
 
 import contextlib

@@ -35,9 +35,9 @@ A call's dtypes, ranks, shapes, devices and contiguity, then the launcher's
 own rules, are checked before anything is launched: ValueError naming the
 argument.
 
-Autograd: dlhs is this op on d out with the weight transposed; drhs is
-the spec's tgmm kernel moe_bf16_grad_rhs (d rhs[i] = lhs_iᵀ · d out_i, its op), on
-the same devices.
+Autograd: d lhs is this op on d out with the weight transposed; d rhs is
+the op of the spec's tgmm kernel moe_bf16_grad_rhs, per group
+d out_iᵀ · lhs_i.
 """
 
 import contextlib
