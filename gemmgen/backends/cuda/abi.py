@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gemmgen.backends.cuda.layout import comment as layout_comment
 from gemmgen.backends.cuda.layout import COLUMNS, cpp_call, pack
+from gemmgen.backends.cuda.layout import comment as layout_comment
 
 # clang-format breaks a long declaration after its "(" when that saves this many lines.
 BROKEN_SAVES = 4
@@ -106,3 +106,19 @@ class CAbi:
                                             "  *error = cudaGetErrorName(err);", "  return 2;",
                                             "}", "return 0;")]
         return tuple(lines)
+
+    def call(self, values: list[str]) -> str:
+        """`const int status = gg_<name>_launch(values);`, 2 columns in, laid
+        out as clang-format does: the layout of fewest lines, the first on a
+        tie, of a break after "=" then the arguments aligned after "(", the
+        arguments aligned after "(", and a break after "(" (6 columns in)."""
+        head = f"  const int status = {self.symbol}("
+        one = head + ", ".join(values) + ");"
+        if len(one) <= COLUMNS:
+            return one
+        call = f"      {self.symbol}("
+        after_eq = pack(call, values, ");", len(call))
+        layouts = [["  const int status =", *after_eq] if after_eq else None,
+                   pack(head, values, ");", len(head)),
+                   [head, *pack(" " * 6, values, ");", 6)]]
+        return "\n".join(min((lay for lay in layouts if lay), key=len))

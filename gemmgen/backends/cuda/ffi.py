@@ -30,7 +30,6 @@ from pathlib import PurePosixPath
 from gemmgen import ir
 from gemmgen.backends import pallas
 from gemmgen.backends.cuda.common import Expr, LaunchPlan, Var, comment, cpp_call, cpp_decl, py_call
-from gemmgen.backends.cuda.layout import COLUMNS, pack
 from gemmgen.backends.cuda.kinds import plan as cuda_plan
 from gemmgen.render import header_text, render_template
 
@@ -233,19 +232,7 @@ class FfiPlan:
         if lp.has_workspace:
             values += ["workspace->untyped_data()", "workspace->size_bytes()"]
         values += ["stream", "&error"]
-        head = f"  const int status = {lp.abi.symbol}("
-        one = head + ", ".join(values) + ");"
-        if len(one) <= COLUMNS:
-            return one
-        # As clang-format lays it out, the layout of fewest lines, the first on
-        # a tie: a break after "=", then the arguments aligned after "("; the
-        # arguments aligned after "("; a break after "(", 6 columns in.
-        call = f"      {lp.abi.symbol}("
-        after_eq = pack(call, values, ");", len(call))
-        layouts = [["  const int status =", *after_eq] if after_eq else None,
-                   pack(head, values, ");", len(head)),
-                   [head, *pack(" " * 6, values, ");", 6)]]
-        return "\n".join(min((lay for lay in layouts if lay), key=len))
+        return lp.abi.call(values)
 
     @property
     def cpp_symbol_comment(self) -> str:
