@@ -122,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--emulate", action="store_true",
                    help="build lib<kernel>_ffi_emu.so for XLA's CPU platform instead: g++ and "
                         "gemmgen's CPU emulator of CUDA (what the tests run)")
+    k.add_argument("--torch", action="store_true",
+                   help="build the libraries the PyTorch ops (generated/<stem>/torch/) load "
+                        "instead: lib<kernel>.so, the kernel's C ABI, for every CUDA kernel "
+                        "(with --emulate: lib<kernel>_emu.so, for CPU tensors)")
     return p
 
 

@@ -274,6 +274,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     rendered = _render([args.spec])[0]
     spec = rendered.spec
+    if getattr(args, "torch", False):
+        return _compile_torch(args, rendered)
     names = [k.name for k in jax_ffi.kernels(spec)]
     if not names:
         print(f"gemmgen: error: {spec.path} has no kernel emitted for both pallas_tpu and cuda, "
@@ -310,6 +312,60 @@ def cmd_compile(args: argparse.Namespace) -> int:
                     what = "XLA's cpu platform, gemmgen's CUDA emulator"
                 else:
                     target = ffi.compile_ffi(folder, name, out, archs)
+                    what = ", ".join(archs)
+            except (ToolchainError, NvccError, EmuCompileError) as e:
+                print(f"gemmgen: error: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            print(f"wrote {show(target)} ({what})")
+    return EXIT_OK
+
+
+def _compile_torch(args: argparse.Namespace, rendered: Rendered) -> int:
+    """`gemmgen compile --torch`: the library of each CUDA kernel's C ABI
+    that its PyTorch op loads, with nvcc (or, with --emulate, g++ and the
+    CPU emulator)."""
+    from gemmgen import ir
+    from gemmgen.backends.cuda import torch_ops
+    from gemmgen.diagnostics import suggest
+    from gemmgen.harness import abi
+    from gemmgen.harness.cuda_emu import EmuCompileError
+    from gemmgen.harness.nvcc import NvccError
+    from gemmgen.harness.toolchain import ToolchainError
+
+    spec = rendered.spec
+    names = [k.name for k in torch_ops.kernels(spec)]
+    if not names:
+        print(f"gemmgen: error: {spec.path} has no CUDA kernel, so no PyTorch op to compile",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for name in args.kernel or ():
+        if name not in names:
+            print(f"gemmgen: error: {spec.path} has no CUDA kernel '{name}'"
+                  f"{suggest(name, names)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    archs = args.cuda_arch or list(spec.target(ir.Backend.CUDA).cuda_archs)
+    for arch in archs:
+        if problem := arch_problem(arch):
+            print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    import shutil
+    import tempfile
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:
+        folder = Path(tmp)
+        for rel, text in rendered.files.items():
+            if rel.parts[0] == "cuda":
+                (folder / rel.name).write_text(text)
+        for name in args.kernel or names:
+            try:
+                if args.emulate:
+                    target = out / abi.library_name(name, emulated=True)
+                    shutil.copyfile(abi.emulated_abi(folder, name), target)
+                    what = "CPU tensors, gemmgen's CUDA emulator"
+                else:
+                    target = abi.compile_abi(folder, name, out, archs)
                     what = ", ".join(archs)
             except (ToolchainError, NvccError, EmuCompileError) as e:
                 print(f"gemmgen: error: {e}", file=sys.stderr)

@@ -14,6 +14,7 @@ from types import ModuleType
 
 from gemmgen.backends import cuda, pallas
 from gemmgen.backends.cuda import ffi as jax_ffi
+from gemmgen.backends.cuda import torch_ops
 from gemmgen.diagnostics import Diagnostic
 from gemmgen.ir import Backend, Kernel, Spec
 
@@ -44,6 +45,10 @@ def render(spec: Spec) -> dict[PurePosixPath, str]:
             files[path] = text
     # The JAX entry points of the kernels emitted for both backends.
     for path, text in jax_ffi.render(spec).items():
+        assert path not in files, f"two backends render {path}"
+        files[path] = text
+    # The PyTorch ops of the CUDA kernels (generated/<stem>/torch/).
+    for path, text in torch_ops.render(spec).items():
         assert path not in files, f"two backends render {path}"
         files[path] = text
     return files

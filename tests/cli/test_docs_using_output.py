@@ -175,6 +175,15 @@ def _run_sh(section: str, project, *, skip: tuple[str, ...] = ()) -> None:
                 assert "warning" not in r.stderr.lower(), r.stderr
 
 
+def test_pytorch(project):
+    """The PyTorch section: `gemmgen compile --torch --emulate`, then the
+    ops on CPU tensors (the emulated kernels), compiled and differentiated."""
+    pytest.importorskip("torch", reason="PyTorch is an optional extra: pip install -e '.[torch]'")
+    _run_sh("PyTorch", project)
+    assert _run_python("PyTorch", project).split() == [
+        "torch.Size([40])", "torch.Size([64,", "128])", "torch.Size([3,", "256,", "128])"]
+
+
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc is not installed")
 def test_cpp_engine(project):
     root, _ = project

@@ -37,6 +37,8 @@ PRODUCERS: dict[str, Callable[[PurePosixPath], bool]] = {
     "pallas": lambda rel: rel.parts[0] == "pallas" and rel.suffix == ".py",
     # templates/jax/*.j2: the JAX entry points (backends/cuda/ffi.py) and their __init__.
     "jax": lambda rel: rel.parts[0] == "jax" and rel.suffix == ".py",
+    # templates/torch/*.j2: the PyTorch ops (backends/cuda/torch_ops.py) and their __init__.
+    "torch": lambda rel: rel.parts[0] == "torch" and rel.suffix == ".py",
 }
 
 

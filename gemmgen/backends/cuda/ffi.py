@@ -10,8 +10,9 @@ For every kernel emitted for both Pallas TPU and CUDA, two more files:
                          `jax.lax.platform_dependent`; `<kernel>_vjp` too
                          when the Pallas module has one, with its backward
                          pass
-  cuda/<kernel>_ffi.cc   the FFI handler: XLA's buffers -> the kernel's
-                         argument struct (<kernel>.h) -> launch_<kernel>() on
+  cuda/<kernel>_ffi.cc   the FFI handler: XLA's buffers, checked -> the
+                         kernel's C ABI gg_<kernel>_launch() (<kernel>.h,
+                         shared with the PyTorch op) -> launch_<kernel>() on
                          XLA's stream; `gemmgen compile` builds it with the
                          kernel's .cu into a shared library
 
@@ -158,9 +159,10 @@ class FfiPlan:
     @property
     def cpp_intro(self) -> str:
         lines = [
-            f"XLA FFI handler of {self.name} ({self.spec_path}): XLA's buffers become a "
-            f"{self.launch.args_struct} and launch_{self.name}() ({self.name}.h) runs on "
-            f"XLA's stream. jax/{self.name}.py calls it as the FFI target \"{self.target}\" "
+            f"XLA FFI handler of {self.name} ({self.spec_path}): XLA's buffers, checked, go "
+            f"to the kernel's C ABI {self.launch.abi.symbol}() ({self.name}.h, which the "
+            f"PyTorch op calls too), whose launch_{self.name}() runs on XLA's stream. "
+            f"jax/{self.name}.py calls it as the FFI target \"{self.target}\" "
             "(jax.ffi.ffi_call) once its register() has loaded the shared library that "
             f"`gemmgen compile` builds from this file and {self.name}.cu, with XLA's FFI "
             "headers (jax.ffi.include_dir()).",
@@ -217,6 +219,20 @@ class FfiPlan:
                     "{" + ", ".join(s.cpp for s in a.shape) + "}"]
             out.append({"cond": cond, "call": cpp_call("ShapeError(", args, ");", 4, lhs="why")})
         return tuple(out)
+
+    @property
+    def cpp_abi_call(self) -> str:
+        """The call of the kernel's C ABI (LaunchPlan.abi.params), on XLA's buffers."""
+        lp = self.launch
+        values = []
+        for a in lp.arrays:
+            data = f"{a.name}{'->' if a.is_output else '.'}untyped_data()"
+            values.append(f"has_{a.name} ? {data} : nullptr" if a.optional else data)
+        values += list(lp.dims) + [s.name for s in lp.scalars]
+        if lp.has_workspace:
+            values += ["workspace->untyped_data()", "workspace->size_bytes()"]
+        values += ["stream", "&error"]
+        return lp.abi.call(values)
 
     @property
     def cpp_symbol_comment(self) -> str:

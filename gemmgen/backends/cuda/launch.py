@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from gemmgen import ir
 from gemmgen.archs import parse_arch
+from gemmgen.backends.cuda.abi import CAbi
 from gemmgen.backends.cuda.args import Arg, Binding, Check, Derived
 from gemmgen.backends.cuda.expr import COMPARISONS, Bin, Expr, Lit, Var, all_of, expr, exprs, var
 from gemmgen.backends.cuda.layout import (
@@ -362,6 +363,10 @@ class LaunchPlan:
     def cpp_launch_decl(self) -> str:
         return cpp_decl(f"cudaError_t launch_{self.name}(",
                         [f"const {self.args_struct}& args", "cudaStream_t stream"], ");")
+
+    @property
+    def abi(self) -> CAbi:  # the kernel's C ABI, gg_<name>_launch() (abi.py)
+        return CAbi(self)
 
     @property
     def cpp_launch_def(self) -> str:

@@ -243,4 +243,45 @@ cudaError_t launch_dense_gemm_bf16_kn(const DenseGemmBf16KnArgs& a, cudaStream_t
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_dense_gemm_bf16_kn(), the one entry the XLA FFI handler
+// (dense_gemm_bf16_kn_ffi.cc) and the PyTorch op (torch/dense_gemm_bf16_kn.py, through ctypes)
+// call: the arrays' pointers (an absent optional array is null), the dims, the stream. Returns 0
+// once the launches are queued (nothing waits for them); 1 when the call is invalid and nothing was
+// launched, 2 when a launch failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_dense_gemm_bf16_kn_launch(const void* lhs, const void* rhs, void* out,
+                                            long long m, long long k, long long n, void* stream,
+                                            const char** error) {
+  DenseGemmBf16KnArgs a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.rhs = static_cast<const __nv_bfloat16*>(rhs);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "dense_gemm_bf16_kn: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "dense_gemm_bf16_kn: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "dense_gemm_bf16_kn: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (const char* problem = dense_gemm_bf16_kn_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_dense_gemm_bf16_kn(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

@@ -251,3 +251,12 @@ inline const char* dense_gemv_bf16_validate(const DenseGemvBf16Args& a) {
 }
 
 cudaError_t launch_dense_gemv_bf16(const DenseGemvBf16Args& args, cudaStream_t stream);
+
+// The C ABI of launch_dense_gemv_bf16(), the one entry the XLA FFI handler (dense_gemv_bf16_ffi.cc)
+// and the PyTorch op (torch/dense_gemv_bf16.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+extern "C" int gg_dense_gemv_bf16_launch(const void* lhs, const void* rhs, void* out, long long m,
+                                         long long k, long long n, void* stream,
+                                         const char** error);

@@ -276,4 +276,46 @@ cudaError_t launch_dense_gemv_fp8w(const DenseGemvFp8wArgs& a, cudaStream_t stre
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_dense_gemv_fp8w(), the one entry the XLA FFI handler (dense_gemv_fp8w_ffi.cc)
+// and the PyTorch op (torch/dense_gemv_fp8w.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_dense_gemv_fp8w_launch(const void* lhs, const void* rhs, const void* rhs_scale,
+                                         void* out, long long m, long long k, long long n,
+                                         void* stream, const char** error) {
+  DenseGemvFp8wArgs a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
+  a.rhs_scale = static_cast<const float*>(rhs_scale);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "dense_gemv_fp8w: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "dense_gemv_fp8w: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "dense_gemv_fp8w: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (const char* problem = dense_gemv_fp8w_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_dense_gemv_fp8w(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

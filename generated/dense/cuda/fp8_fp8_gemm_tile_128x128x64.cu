@@ -245,4 +245,45 @@ cudaError_t launch_fp8_fp8_gemm_tile_128x128x64(const Fp8Fp8GemmTile128x128x64Ar
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_fp8_fp8_gemm_tile_128x128x64(), the one entry the XLA FFI handler
+// (fp8_fp8_gemm_tile_128x128x64_ffi.cc) and the PyTorch op (torch/fp8_fp8_gemm_tile_128x128x64.py,
+// through ctypes) call: the arrays' pointers (an absent optional array is null), the dims, the
+// stream. Returns 0 once the launches are queued (nothing waits for them); 1 when the call is
+// invalid and nothing was launched, 2 when a launch failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_fp8_fp8_gemm_tile_128x128x64_launch(const void* lhs, const void* rhs, void* out,
+                                                      long long m, long long k, long long n,
+                                                      void* stream, const char** error) {
+  Fp8Fp8GemmTile128x128x64Args a;
+  a.lhs = static_cast<const __nv_fp8_e4m3*>(lhs);
+  a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "fp8_fp8_gemm_tile_128x128x64: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "fp8_fp8_gemm_tile_128x128x64: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "fp8_fp8_gemm_tile_128x128x64: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (const char* problem = fp8_fp8_gemm_tile_128x128x64_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_fp8_fp8_gemm_tile_128x128x64(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

@@ -253,3 +253,12 @@ inline const char* fp8_fp8_gemm_tile_128x128x64_validate(const Fp8Fp8GemmTile128
 
 cudaError_t launch_fp8_fp8_gemm_tile_128x128x64(const Fp8Fp8GemmTile128x128x64Args& args,
                                                 cudaStream_t stream);
+
+// The C ABI of launch_fp8_fp8_gemm_tile_128x128x64(), the one entry the XLA FFI handler
+// (fp8_fp8_gemm_tile_128x128x64_ffi.cc) and the PyTorch op (torch/fp8_fp8_gemm_tile_128x128x64.py,
+// through ctypes) call: the arrays' pointers (an absent optional array is null), the dims, the
+// stream. Returns 0 once the launches are queued (nothing waits for them); 1 when the call is
+// invalid and nothing was launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_fp8_fp8_gemm_tile_128x128x64_launch(const void* lhs, const void* rhs, void* out,
+                                                      long long m, long long k, long long n,
+                                                      void* stream, const char** error);

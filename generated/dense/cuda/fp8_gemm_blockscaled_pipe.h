@@ -269,3 +269,13 @@ inline const char* fp8_gemm_blockscaled_pipe_validate(const Fp8GemmBlockscaledPi
 
 cudaError_t launch_fp8_gemm_blockscaled_pipe(const Fp8GemmBlockscaledPipeArgs& args,
                                              cudaStream_t stream);
+
+// The C ABI of launch_fp8_gemm_blockscaled_pipe(), the one entry the XLA FFI handler
+// (fp8_gemm_blockscaled_pipe_ffi.cc) and the PyTorch op (torch/fp8_gemm_blockscaled_pipe.py,
+// through ctypes) call: the arrays' pointers (an absent optional array is null), the dims, the
+// stream. Returns 0 once the launches are queued (nothing waits for them); 1 when the call is
+// invalid and nothing was launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_fp8_gemm_blockscaled_pipe_launch(const void* lhs, const void* rhs,
+                                                   const void* lhs_scale, const void* rhs_scale,
+                                                   void* out, long long m, long long k, long long n,
+                                                   void* stream, const char** error);

@@ -251,4 +251,46 @@ cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& a, cudaStream_t stre
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_fp8_weight_gemm(), the one entry the XLA FFI handler (fp8_weight_gemm_ffi.cc)
+// and the PyTorch op (torch/fp8_weight_gemm.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_fp8_weight_gemm_launch(const void* lhs, const void* rhs, const void* rhs_scale,
+                                         void* out, long long m, long long k, long long n,
+                                         void* stream, const char** error) {
+  Fp8WeightGemmArgs a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
+  a.rhs_scale = static_cast<const float*>(rhs_scale);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "fp8_weight_gemm: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "fp8_weight_gemm: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "fp8_weight_gemm: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (const char* problem = fp8_weight_gemm_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_fp8_weight_gemm(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

@@ -256,3 +256,12 @@ inline const char* fp8_weight_gemm_validate(const Fp8WeightGemmArgs& a) {
 }
 
 cudaError_t launch_fp8_weight_gemm(const Fp8WeightGemmArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_fp8_weight_gemm(), the one entry the XLA FFI handler (fp8_weight_gemm_ffi.cc)
+// and the PyTorch op (torch/fp8_weight_gemm.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+extern "C" int gg_fp8_weight_gemm_launch(const void* lhs, const void* rhs, const void* rhs_scale,
+                                         void* out, long long m, long long k, long long n,
+                                         void* stream, const char** error);

@@ -246,4 +246,43 @@ cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_per_token_group_quant_fp8_out_scale_f32(), the one entry the XLA FFI handler
+// (per_token_group_quant_fp8_out_scale_f32_ffi.cc) and the PyTorch op
+// (torch/per_token_group_quant_fp8_out_scale_f32.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_per_token_group_quant_fp8_out_scale_f32_launch(const void* lhs, void* out,
+                                                                 void* out_scale, long long m,
+                                                                 long long k, void* stream,
+                                                                 const char** error) {
+  PerTokenGroupQuantFp8OutScaleF32Args a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.out = static_cast<__nv_fp8_e4m3*>(out);
+  a.out_scale = static_cast<float*>(out_scale);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "per_token_group_quant_fp8_out_scale_f32: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "per_token_group_quant_fp8_out_scale_f32: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (const char* problem = per_token_group_quant_fp8_out_scale_f32_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err =
+      launch_per_token_group_quant_fp8_out_scale_f32(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

@@ -252,3 +252,14 @@ inline const char* per_token_group_quant_fp8_out_scale_f32_validate(
 
 cudaError_t launch_per_token_group_quant_fp8_out_scale_f32(
     const PerTokenGroupQuantFp8OutScaleF32Args& args, cudaStream_t stream);
+
+// The C ABI of launch_per_token_group_quant_fp8_out_scale_f32(), the one entry the XLA FFI handler
+// (per_token_group_quant_fp8_out_scale_f32_ffi.cc) and the PyTorch op
+// (torch/per_token_group_quant_fp8_out_scale_f32.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+extern "C" int gg_per_token_group_quant_fp8_out_scale_f32_launch(const void* lhs, void* out,
+                                                                 void* out_scale, long long m,
+                                                                 long long k, void* stream,
+                                                                 const char** error);

@@ -260,3 +260,12 @@ inline const char* w4a16_gemm_validate(const W4a16GemmArgs& a) {
 }
 
 cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_w4a16_gemm(), the one entry the XLA FFI handler (w4a16_gemm_ffi.cc) and the
+// PyTorch op (torch/w4a16_gemm.py, through ctypes) call: the arrays' pointers (an absent optional
+// array is null), the dims, the stream. Returns 0 once the launches are queued (nothing waits for
+// them); 1 when the call is invalid and nothing was launched, 2 when a launch failed: *error then
+// says why (a static string).
+extern "C" int gg_w4a16_gemm_launch(const void* lhs, const void* rhs, const void* rhs_scale,
+                                    const void* bias, void* out, long long m, long long k,
+                                    long long n, void* stream, const char** error);

@@ -270,4 +270,45 @@ cudaError_t launch_gb10_dense_gemv_batched_bf16(const Gb10DenseGemvBatchedBf16Ar
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_gb10_dense_gemv_batched_bf16(), the one entry the XLA FFI handler
+// (gb10_dense_gemv_batched_bf16_ffi.cc) and the PyTorch op (torch/gb10_dense_gemv_batched_bf16.py,
+// through ctypes) call: the arrays' pointers (an absent optional array is null), the dims, the
+// stream. Returns 0 once the launches are queued (nothing waits for them); 1 when the call is
+// invalid and nothing was launched, 2 when a launch failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_gb10_dense_gemv_batched_bf16_launch(const void* lhs, const void* rhs, void* out,
+                                                      long long m, long long k, long long n,
+                                                      void* stream, const char** error) {
+  Gb10DenseGemvBatchedBf16Args a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.rhs = static_cast<const __nv_bfloat16*>(rhs);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "gb10_dense_gemv_batched_bf16: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "gb10_dense_gemv_batched_bf16: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "gb10_dense_gemv_batched_bf16: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (const char* problem = gb10_dense_gemv_batched_bf16_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_gb10_dense_gemv_batched_bf16(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

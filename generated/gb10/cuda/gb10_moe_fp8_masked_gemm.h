@@ -282,3 +282,14 @@ inline const char* gb10_moe_fp8_masked_gemm_validate(const Gb10MoeFp8MaskedGemmA
 
 cudaError_t launch_gb10_moe_fp8_masked_gemm(const Gb10MoeFp8MaskedGemmArgs& args,
                                             cudaStream_t stream);
+
+// The C ABI of launch_gb10_moe_fp8_masked_gemm(), the one entry the XLA FFI handler
+// (gb10_moe_fp8_masked_gemm_ffi.cc) and the PyTorch op (torch/gb10_moe_fp8_masked_gemm.py, through
+// ctypes) call: the arrays' pointers (an absent optional array is null), the dims, the stream.
+// Returns 0 once the launches are queued (nothing waits for them); 1 when the call is invalid and
+// nothing was launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_gb10_moe_fp8_masked_gemm_launch(const void* lhs, const void* rhs,
+                                                  const void* masked_m, const void* lhs_scale,
+                                                  const void* rhs_scale, void* out, long long m,
+                                                  long long k, long long g, long long n,
+                                                  void* stream, const char** error);

@@ -295,3 +295,12 @@ inline const char* gb10_mxfp8_gemm_validate(const Gb10Mxfp8GemmArgs& a) {
 }
 
 cudaError_t launch_gb10_mxfp8_gemm(const Gb10Mxfp8GemmArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_gb10_mxfp8_gemm(), the one entry the XLA FFI handler (gb10_mxfp8_gemm_ffi.cc)
+// and the PyTorch op (torch/gb10_mxfp8_gemm.py, through ctypes) call: the arrays' pointers (an
+// absent optional array is null), the dims, the stream. Returns 0 once the launches are queued
+// (nothing waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch
+// failed: *error then says why (a static string).
+extern "C" int gg_gb10_mxfp8_gemm_launch(const void* lhs, const void* rhs, const void* lhs_scale,
+                                         const void* rhs_scale, void* out, long long m, long long k,
+                                         long long n, void* stream, const char** error);

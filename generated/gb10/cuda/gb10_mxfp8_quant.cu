@@ -250,4 +250,39 @@ cudaError_t launch_gb10_mxfp8_quant(const Gb10Mxfp8QuantArgs& a, cudaStream_t st
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_gb10_mxfp8_quant(), the one entry the XLA FFI handler
+// (gb10_mxfp8_quant_ffi.cc) and the PyTorch op (torch/gb10_mxfp8_quant.py, through ctypes) call:
+// the arrays' pointers (an absent optional array is null), the dims, the stream. Returns 0 once the
+// launches are queued (nothing waits for them); 1 when the call is invalid and nothing was
+// launched, 2 when a launch failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_gb10_mxfp8_quant_launch(const void* lhs, void* out, void* out_scale, long long m,
+                                          long long k, void* stream, const char** error) {
+  Gb10Mxfp8QuantArgs a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.out = static_cast<__nv_fp8_e4m3*>(out);
+  a.out_scale = static_cast<unsigned char*>(out_scale);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "gb10_mxfp8_quant: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "gb10_mxfp8_quant: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (const char* problem = gb10_mxfp8_quant_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_gb10_mxfp8_quant(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

@@ -241,3 +241,11 @@ inline const char* gb10_mxfp8_quant_validate(const Gb10Mxfp8QuantArgs& a) {
 }
 
 cudaError_t launch_gb10_mxfp8_quant(const Gb10Mxfp8QuantArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_gb10_mxfp8_quant(), the one entry the XLA FFI handler
+// (gb10_mxfp8_quant_ffi.cc) and the PyTorch op (torch/gb10_mxfp8_quant.py, through ctypes) call:
+// the arrays' pointers (an absent optional array is null), the dims, the stream. Returns 0 once the
+// launches are queued (nothing waits for them); 1 when the call is invalid and nothing was
+// launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_gb10_mxfp8_quant_launch(const void* lhs, void* out, void* out_scale, long long m,
+                                          long long k, void* stream, const char** error);

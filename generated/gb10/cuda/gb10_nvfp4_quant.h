@@ -252,3 +252,12 @@ inline const char* gb10_nvfp4_quant_validate(const Gb10Nvfp4QuantArgs& a) {
 }
 
 cudaError_t launch_gb10_nvfp4_quant(const Gb10Nvfp4QuantArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_gb10_nvfp4_quant(), the one entry the XLA FFI handler
+// (gb10_nvfp4_quant_ffi.cc) and the PyTorch op (torch/gb10_nvfp4_quant.py, through ctypes) call:
+// the arrays' pointers (an absent optional array is null), the dims, the stream. Returns 0 once the
+// launches are queued (nothing waits for them); 1 when the call is invalid and nothing was
+// launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_gb10_nvfp4_quant_launch(const void* lhs, const void* global_scale, void* out,
+                                          void* out_scale, long long m, long long k, void* stream,
+                                          const char** error);

@@ -249,3 +249,13 @@ inline const char* gb10_per_token_group_quant_fp8_validate(const Gb10PerTokenGro
 
 cudaError_t launch_gb10_per_token_group_quant_fp8(const Gb10PerTokenGroupQuantFp8Args& args,
                                                   cudaStream_t stream);
+
+// The C ABI of launch_gb10_per_token_group_quant_fp8(), the one entry the XLA FFI handler
+// (gb10_per_token_group_quant_fp8_ffi.cc) and the PyTorch op
+// (torch/gb10_per_token_group_quant_fp8.py, through ctypes) call: the arrays' pointers (an absent
+// optional array is null), the dims, the stream. Returns 0 once the launches are queued (nothing
+// waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch failed:
+// *error then says why (a static string).
+extern "C" int gg_gb10_per_token_group_quant_fp8_launch(const void* lhs, void* out, void* out_scale,
+                                                        long long m, long long k, void* stream,
+                                                        const char** error);

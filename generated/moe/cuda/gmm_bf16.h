@@ -328,3 +328,15 @@ inline const char* gmm_bf16_validate(const GmmBf16Args& a) {
 }
 
 cudaError_t launch_gmm_bf16(const GmmBf16Args& args, cudaStream_t stream);
+
+// The C ABI of launch_gmm_bf16(), the one entry the XLA FFI handler (gmm_bf16_ffi.cc) and the
+// PyTorch op (torch/gmm_bf16.py, through ctypes) call: the arrays' pointers (an absent optional
+// array is null), the dims, the scalars, the workspace and its size in bytes, the stream. Returns 0
+// once the launches are queued (nothing waits for them); 1 when the call is invalid and nothing was
+// launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_gmm_bf16_launch(const void* lhs, const void* rhs, const void* group_sizes,
+                                  const void* existing_out, void* out, long long m, long long k,
+                                  long long g, long long n, long long num_groups,
+                                  long long group_offset, void* workspace,
+                                  unsigned long long workspace_bytes, void* stream,
+                                  const char** error);

@@ -271,4 +271,65 @@ cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& a, cudaStream_t s
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_moe_bf16_grad_rhs(), the one entry the XLA FFI handler
+// (moe_bf16_grad_rhs_ffi.cc) and the PyTorch op (torch/moe_bf16_grad_rhs.py, through ctypes) call:
+// the arrays' pointers (an absent optional array is null), the dims, the scalars, the stream.
+// Returns 0 once the launches are queued (nothing waits for them); 1 when the call is invalid and
+// nothing was launched, 2 when a launch failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_moe_bf16_grad_rhs_launch(const void* lhs, const void* rhs,
+                                           const void* group_sizes, const void* existing_out,
+                                           void* out, long long m, long long k, long long n,
+                                           long long num_groups, long long g,
+                                           long long group_offset, void* stream,
+                                           const char** error) {
+  MoeBf16GradRhsArgs a;
+  a.lhs = static_cast<const __nv_bfloat16*>(lhs);
+  a.rhs = static_cast<const __nv_bfloat16*>(rhs);
+  a.group_sizes = static_cast<const int*>(group_sizes);
+  a.existing_out = static_cast<const float*>(existing_out);
+  a.out = static_cast<float*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "moe_bf16_grad_rhs: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "moe_bf16_grad_rhs: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "moe_bf16_grad_rhs: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (num_groups < INT32_MIN || num_groups > INT32_MAX) {
+    *error = "moe_bf16_grad_rhs: num_groups does not fit in int32";
+    return 1;
+  }
+  a.num_groups = static_cast<int>(num_groups);
+  if (g < INT32_MIN || g > INT32_MAX) {
+    *error = "moe_bf16_grad_rhs: g does not fit in int32";
+    return 1;
+  }
+  a.g = static_cast<int>(g);
+  if (group_offset < INT32_MIN || group_offset > INT32_MAX) {
+    *error = "moe_bf16_grad_rhs: group_offset does not fit in int32";
+    return 1;
+  }
+  a.group_offset = static_cast<int>(group_offset);
+  if (const char* problem = moe_bf16_grad_rhs_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_moe_bf16_grad_rhs(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

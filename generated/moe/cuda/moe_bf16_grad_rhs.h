@@ -271,3 +271,15 @@ inline const char* moe_bf16_grad_rhs_validate(const MoeBf16GradRhsArgs& a) {
 }
 
 cudaError_t launch_moe_bf16_grad_rhs(const MoeBf16GradRhsArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_moe_bf16_grad_rhs(), the one entry the XLA FFI handler
+// (moe_bf16_grad_rhs_ffi.cc) and the PyTorch op (torch/moe_bf16_grad_rhs.py, through ctypes) call:
+// the arrays' pointers (an absent optional array is null), the dims, the scalars, the stream.
+// Returns 0 once the launches are queued (nothing waits for them); 1 when the call is invalid and
+// nothing was launched, 2 when a launch failed: *error then says why (a static string).
+extern "C" int gg_moe_bf16_grad_rhs_launch(const void* lhs, const void* rhs,
+                                           const void* group_sizes, const void* existing_out,
+                                           void* out, long long m, long long k, long long n,
+                                           long long num_groups, long long g,
+                                           long long group_offset, void* stream,
+                                           const char** error);

@@ -348,3 +348,15 @@ inline const char* moe_fp8_grouped_gemm_validate(const MoeFp8GroupedGemmArgs& a)
 }
 
 cudaError_t launch_moe_fp8_grouped_gemm(const MoeFp8GroupedGemmArgs& args, cudaStream_t stream);
+
+// The C ABI of launch_moe_fp8_grouped_gemm(), the one entry the XLA FFI handler
+// (moe_fp8_grouped_gemm_ffi.cc) and the PyTorch op (torch/moe_fp8_grouped_gemm.py, through ctypes)
+// call: the arrays' pointers (an absent optional array is null), the dims, the scalars, the
+// workspace and its size in bytes, the stream. Returns 0 once the launches are queued (nothing
+// waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch failed:
+// *error then says why (a static string).
+extern "C" int gg_moe_fp8_grouped_gemm_launch(
+    const void* lhs, const void* rhs, const void* group_sizes, const void* lhs_scale,
+    const void* rhs_scale, const void* existing_out, void* out, long long m, long long k,
+    long long g, long long n, long long num_groups, long long group_offset, void* workspace,
+    unsigned long long workspace_bytes, void* stream, const char** error);

@@ -343,4 +343,54 @@ cudaError_t launch_moe_fp8_masked_gemm(const MoeFp8MaskedGemmArgs& a, cudaStream
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_moe_fp8_masked_gemm(), the one entry the XLA FFI handler
+// (moe_fp8_masked_gemm_ffi.cc) and the PyTorch op (torch/moe_fp8_masked_gemm.py, through ctypes)
+// call: the arrays' pointers (an absent optional array is null), the dims, the stream. Returns 0
+// once the launches are queued (nothing waits for them); 1 when the call is invalid and nothing was
+// launched, 2 when a launch failed: *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_moe_fp8_masked_gemm_launch(const void* lhs, const void* rhs, const void* masked_m,
+                                             const void* lhs_scale, const void* rhs_scale,
+                                             void* out, long long m, long long k, long long g,
+                                             long long n, void* stream, const char** error) {
+  MoeFp8MaskedGemmArgs a;
+  a.lhs = static_cast<const __nv_fp8_e4m3*>(lhs);
+  a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
+  a.masked_m = static_cast<const int*>(masked_m);
+  a.lhs_scale = static_cast<const float*>(lhs_scale);
+  a.rhs_scale = static_cast<const float*>(rhs_scale);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "moe_fp8_masked_gemm: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "moe_fp8_masked_gemm: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (g < INT32_MIN || g > INT32_MAX) {
+    *error = "moe_fp8_masked_gemm: g does not fit in int32";
+    return 1;
+  }
+  a.g = static_cast<int>(g);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "moe_fp8_masked_gemm: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (const char* problem = moe_fp8_masked_gemm_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_moe_fp8_masked_gemm(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif

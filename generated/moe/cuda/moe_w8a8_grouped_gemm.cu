@@ -306,4 +306,72 @@ cudaError_t launch_moe_w8a8_grouped_gemm(const MoeW8a8GroupedGemmArgs& a, cudaSt
   }
   return cudaErrorInvalidValue;
 }
+
+// The C ABI of launch_moe_w8a8_grouped_gemm(), the one entry the XLA FFI handler
+// (moe_w8a8_grouped_gemm_ffi.cc) and the PyTorch op (torch/moe_w8a8_grouped_gemm.py, through
+// ctypes) call: the arrays' pointers (an absent optional array is null), the dims, the scalars, the
+// workspace and its size in bytes, the stream. Returns 0 once the launches are queued (nothing
+// waits for them); 1 when the call is invalid and nothing was launched, 2 when a launch failed:
+// *error then says why (a static string).
+#pragma GCC visibility push(default)
+extern "C" int gg_moe_w8a8_grouped_gemm_launch(
+    const void* lhs, const void* rhs, const void* group_sizes, const void* lhs_scale,
+    const void* rhs_scale, const void* existing_out, void* out, long long m, long long k,
+    long long g, long long n, long long num_groups, long long group_offset, void* workspace,
+    unsigned long long workspace_bytes, void* stream, const char** error) {
+  MoeW8a8GroupedGemmArgs a;
+  a.lhs = static_cast<const __nv_fp8_e4m3*>(lhs);
+  a.rhs = static_cast<const __nv_fp8_e4m3*>(rhs);
+  a.group_sizes = static_cast<const int*>(group_sizes);
+  a.lhs_scale = static_cast<const float*>(lhs_scale);
+  a.rhs_scale = static_cast<const float*>(rhs_scale);
+  a.existing_out = static_cast<const __nv_bfloat16*>(existing_out);
+  a.out = static_cast<__nv_bfloat16*>(out);
+  if (m < INT32_MIN || m > INT32_MAX) {
+    *error = "moe_w8a8_grouped_gemm: m does not fit in int32";
+    return 1;
+  }
+  a.m = static_cast<int>(m);
+  if (k < INT32_MIN || k > INT32_MAX) {
+    *error = "moe_w8a8_grouped_gemm: k does not fit in int32";
+    return 1;
+  }
+  a.k = static_cast<int>(k);
+  if (g < INT32_MIN || g > INT32_MAX) {
+    *error = "moe_w8a8_grouped_gemm: g does not fit in int32";
+    return 1;
+  }
+  a.g = static_cast<int>(g);
+  if (n < INT32_MIN || n > INT32_MAX) {
+    *error = "moe_w8a8_grouped_gemm: n does not fit in int32";
+    return 1;
+  }
+  a.n = static_cast<int>(n);
+  if (num_groups < INT32_MIN || num_groups > INT32_MAX) {
+    *error = "moe_w8a8_grouped_gemm: num_groups does not fit in int32";
+    return 1;
+  }
+  a.num_groups = static_cast<int>(num_groups);
+  if (group_offset < INT32_MIN || group_offset > INT32_MAX) {
+    *error = "moe_w8a8_grouped_gemm: group_offset does not fit in int32";
+    return 1;
+  }
+  a.group_offset = static_cast<int>(group_offset);
+  if (workspace_bytes < moe_w8a8_grouped_gemm_workspace_bytes(a)) {
+    *error = "moe_w8a8_grouped_gemm: the workspace is too small";
+    return 1;
+  }
+  a.workspace = workspace;
+  if (const char* problem = moe_w8a8_grouped_gemm_validate(a)) {
+    *error = problem;
+    return 1;
+  }
+  const cudaError_t err = launch_moe_w8a8_grouped_gemm(a, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {
+    *error = cudaGetErrorName(err);
+    return 2;
+  }
+  return 0;
+}
+#pragma GCC visibility pop
 #endif
