@@ -328,6 +328,7 @@ INCLUDE_DIR JAX_CHECKED JAX_RANGE warnings
 SPEC ARCHS MIN_SM arch_error compile_options cuda_include_dir nvrtc_arch nvidia os
 GgEncodeTiled TENSOR_MAP_MODES TensorMapArg ctypes cupy_backends device_sm major minor map_lhs
 map_rhs num_sms sm why masked_m
+DISPATCHERS EMULATED_LIBRARY KERNELS LIBRARY NDIMS OP SYMBOL contextlib load load_all torch
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch

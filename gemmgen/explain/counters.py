@@ -63,9 +63,19 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
         source = (folder / f"{kernel.name}.cu").read_text()
         counters: list = []
         # The mma.sync path (sm=0): the counters see no TMA or wgmma traffic.
+        # fp4 has no mma.sync form: an fp4 kernel runs its block-scaled body
+        # on an emulated sm_120a.
+        where = {"arch": "sm_120a"} if block_scaled_only(kernel) else {"sm": 0}
         run_launcher(launcher, source, f"{Path(spec.path).stem}/cuda/{kernel.name}.cu", case.inputs(kernel, 0),
-                     counters=counters, memcheck=True, sm=0)
+                     counters=counters, memcheck=True, **where)
     return case, counters
+
+
+def block_scaled_only(kernel: ir.Kernel) -> bool:
+    """An fp4 operand under MX / NV block scales (MXFP4, NVFP4, W4A8): the
+    block-scaled body of sm_120a / sm_121a is the kernel's only path."""
+    return (ir.DType.FP4 in (kernel.lhs.dtype, kernel.rhs_operand.dtype)
+            and kernel.uses_mx_mma("sm_120a"))
 
 
 def counters_at(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
@@ -108,6 +118,8 @@ def counters_lines(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
     case, note = counters_at(spec, kernel, asked, groups)
     case, counters = emulator_counters(spec, kernel, case)
     path = " of the mma.sync path" if sm90_plan(spec, kernel) is not None else ""
+    if block_scaled_only(kernel.for_backend(ir.Backend.CUDA)):
+        path = " of the block-scaled path (an emulated sm_120a)"
     lines = [f"emulator counters{path}, one run at {case.describe()} ({note}; "
              "docs/cuda-emulation.md, \"Counters\"):"]
     for c in counters:

@@ -145,6 +145,11 @@ class TorchOp:
             text = text.replace(f"    {params[0]}\n", f"    {params[0]},\n")
         return text
 
+    @property
+    def check_def(self) -> str:
+        """`def _check(<the parameters>):`, laid out."""
+        return py_call("def _check(", list(self.param_names), "):", 0)
+
     def py_def(self, name: str) -> str:
         return py_call(f"def {name}(", [self._param(a, False) for a in self.inputs], "):", 0)
 

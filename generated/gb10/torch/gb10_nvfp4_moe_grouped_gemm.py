@@ -125,7 +125,17 @@ def gg_div(a, b):
     return a // b
 
 
-def _check(lhs, rhs, group_sizes, lhs_scale, rhs_scale, lhs_global_scale, rhs_global_scale, group_offset, existing_out):
+def _check(
+    lhs,
+    rhs,
+    group_sizes,
+    lhs_scale,
+    rhs_scale,
+    lhs_global_scale,
+    rhs_global_scale,
+    group_offset,
+    existing_out,
+):
     """The dims of a call (SymInts under torch.compile); ValueError naming
     the argument when a tensor's dtype, rank, device or shape is wrong."""
     arrays = {
@@ -205,7 +215,17 @@ def _run(
     existing_out=None,
 ):
     """Check, allocate the outputs and the workspace, launch (nothing waits for it)."""
-    d = _check(lhs, rhs, group_sizes, lhs_scale, rhs_scale, lhs_global_scale, rhs_global_scale, group_offset, existing_out)
+    d = _check(
+        lhs,
+        rhs,
+        group_sizes,
+        lhs_scale,
+        rhs_scale,
+        lhs_global_scale,
+        rhs_global_scale,
+        group_offset,
+        existing_out,
+    )
     device = lhs.device.type
     if device not in _ENTRIES:
         library = LIBRARY if device == "cuda" else EMULATED_LIBRARY
