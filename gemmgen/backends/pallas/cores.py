@@ -108,6 +108,20 @@ class MatmulCore(Decisions, Blocks, ScaleText):
             lanes = self.rhs_nk
         width = f"{big}_SCALE_BLOCK_K // 2" if len(parts) == 2 else f"{big}_SCALE_BLOCK_K"
         row = "row" if lanes else "column"
+        if self.fp8_fold:
+            (p,) = parts  # FP8 is never packed
+            lines = [f"# {side}_scale, in VMEM: each block of the K tile times 2**-shift, its e8m0",
+                     f"# scale relative to its {row}'s largest in the tile (which scales the",
+                     "# product), exactly in f32; then in its FP8 type for the MXU, and in",
+                     "# bfloat16 (always exact) for the tiles where some value is not exact in",
+                     "# FP8 (it fell below the type's smallest subnormal).",
+                     f"factors = _pow2(-{ref}.astype(jnp.int32))"]
+            if lanes:
+                lines.append(f"scaled = {p}.astype(jnp.float32) * _spread_lanes(factors, {width})")
+            else:
+                lines.append(f"scaled = _scale_rows({p}.astype(jnp.float32), factors, {width})")
+            lines.append(f"{p}, {p}_bf16, {p}_misses = _fold_fp8(scaled, {p}.dtype)")
+            return tuple(lines)
         if self.exponent_input(side):
             lines = [f"# {side}_scale, in VMEM: each block of the K tile times 2**-shift, its e8m0",
                      f"# scale relative to its {row}'s largest in the tile (which scales the",
@@ -124,6 +138,21 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         else:
             lines += [f"{p} = _scale_rows({p}, factors, {width})" for p in parts]
         return tuple(lines)
+
+    @property
+    def fold_dot(self) -> tuple[str, ...]:
+        """`fp8_fold`'s dot: in FP8 when no scaled value of the tile missed
+        its FP8 type, else in bfloat16 (an unscaled FP8 operand widens)."""
+        misses = " + ".join(f"{side}_misses" for side in ("lhs", "rhs") if self.in_tile(side))
+        wide = [f"{side}_bf16" if self.in_tile(side) else f"{side}.astype(jnp.bfloat16)"
+                for side in ("lhs", "rhs")]
+        return ("# The MXU multiplies FP8 when every scaled value of this K tile is exact",
+                "# in FP8, else bfloat16: the same values, so the same products.",
+                "part = lax.cond(",
+                f"    {misses} == 0,",
+                "    lambda: _dot(lhs, rhs, rhs_nk=rhs_nk),",
+                f"    lambda: _dot({wide[0]}, {wide[1]}, rhs_nk=rhs_nk),",
+                ")")
 
     @property
     def in_tile_scales(self) -> bool:
@@ -335,15 +364,17 @@ def _unpack_fn(dt: DType | None) -> str:
     return "_unpack_int4" if dt is DType.INT4 else "_unpack_fp4"
 
 
-def matmul_core(kernel: ir.Kernel) -> MatmulCore:
+def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False) -> MatmulCore:
     """The spec's matmul, for the kernel as the Pallas backend sees it (its
-    own tile LUT, if any: `ir.Kernel.for_backend`)."""
+    own tile LUT, if any: `ir.Kernel.for_backend`); fp8_mxu: the spec's TPU
+    multiplies FP8 (`tpu.fp8_mxu`; what the blocks and checks read does not
+    depend on it)."""
     rhs = kernel.rhs_operand
     lhs_in_tile = in_tile_scale(kernel, kernel.lhs_scale)
     rhs_in_tile = in_tile_scale(kernel, kernel.rhs_scale)
     mxu = mxu_dtype(kernel.lhs.dtype, rhs.dtype,
                     lhs_scale=kernel.lhs_scale.dtype if lhs_in_tile else None,
-                    rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None)
+                    rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None, fp8=fp8_mxu)
     grouped = kernel.op is Op.GROUPED
     k_align = 0
     if lhs_in_tile or rhs_in_tile:

@@ -25,7 +25,7 @@ from gemmgen.backends.pallas.text import (
     quantize_text,
     spec_lines,
 )
-from gemmgen.backends.pallas.tpu import M_ALIGN, MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
+from gemmgen.backends.pallas.tpu import M_ALIGN, MAX_BUFFERS, TPU_VMEM, MiB, fp8_mxu, tpu_of
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
 from gemmgen.render import source_ref
@@ -367,7 +367,7 @@ def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
 
 
 def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
-    core = matmul_core(kernel)
+    core = matmul_core(kernel, fp8_mxu=fp8_mxu(spec))
     grouped = kernel.op is Op.GROUPED
     out = jnp_name(kernel.out)
     out_n = "n/2" if core.silu_mul else "n"
