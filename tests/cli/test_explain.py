@@ -429,3 +429,18 @@ def test_counters_case_of_a_masked_kernel_draws_its_inputs():
     assert case.group_sizes is None and case.masked_m == (2 * t.m, 2 * t.m) and case.m == 2 * t.m
     inputs = case.inputs(kernel.for_backend(ir.Backend.CUDA), 0)
     assert inputs["lhs"].shape == (2, 2 * t.m, case.k)
+
+
+def test_explain_v7x_rates_follow_what_the_kernel_multiplies(project, no_nvcc, capsys):
+    """On a TPU v7x the Pallas kernels feed FP8 x FP8 to the MXU (8-bit
+    rate); int8 goes at the bf16 rate there (Mosaic widens integer operands
+    for that generation), while a v5e multiplies int8 at its 8-bit rate."""
+    from gemmgen.devices import DEVICES
+
+    assert main(["explain", "specs/moe.gemm", "moe_fp8_grouped_gemm_kn", "--device", "v7x"]) == 0
+    assert "4614 TFLOP/s 8-bit MXU" in capsys.readouterr().out
+    assert main(["explain", "specs/dense.gemm", "int8_gemm", "--device", "v7x"]) == 0
+    assert "2307 TFLOP/s 16-bit MXU" in capsys.readouterr().out
+    assert main(["explain", "specs/dense.gemm", "int8_gemm", "--device", "v5e"]) == 0
+    assert "394 TFLOP/s 8-bit MXU" in capsys.readouterr().out
+    assert not DEVICES["v7x"].int8 and DEVICES["v5e"].int8 and not DEVICES["v5e"].fp8
