@@ -263,6 +263,34 @@ def test_v7x_grouped_edges(v7x, name):
     check(kernel, v7x.fn(name), inputs, k=K)
 
 
+@pytest.mark.parametrize("side", ["lhs", pytest.param("rhs", marks=pytest.mark.slow)])
+def test_v7x_mxfp8_every_e8m0_byte(v7x, side):
+    """Bytes 0..255 of one operand's e8m0 scale, 8 blocks per K tile, the
+    other's 127: row (column) i holds byte i in every block but one, which
+    holds i + 1, so tiles with shifts of 0 and 1 next to the extremes (2^-127,
+    2^127, NaN) go through the FP8 / bf16 choice. Operands are positive,
+    so no sum cancels, and no expected output is an f32 subnormal."""
+    kernel = v7x.kernel("mxfp8")
+    inputs = _inputs(kernel, m=256, n=256, k=256, seed=11)
+    inputs["lhs"], inputs["rhs"] = np.abs(inputs["lhs"]), np.abs(inputs["rhs"])
+    rows = np.repeat(np.arange(256)[:, None], 8, axis=1)
+    rows[np.arange(256), np.arange(256) % 8] = np.minimum(np.arange(256) + 1, 254)
+    rows[255] = 255
+    other = "rhs" if side == "lhs" else "lhs"
+    inputs[f"{side}_scale"] = rows.astype(np.uint8)
+    inputs[f"{other}_scale"] = np.full_like(inputs[f"{other}_scale"], 127)
+    expected = ref.reference(kernel, **inputs)
+    with np.errstate(invalid="ignore"):
+        assert not ((expected != 0) & (np.abs(expected) < 2.0**-126)).any()
+    actual = run(v7x.fn("mxfp8"), inputs)
+    result = ref.compare(actual, expected, kernel, k=256, inputs=inputs)
+    assert result.passed, result.detail
+    out = np.asarray(actual, np.float32)
+    nan_line = out[255] if side == "lhs" else out[:, 255]
+    rest = out[:255] if side == "lhs" else out[:, :255]
+    assert np.isnan(nan_line).all() and not np.isnan(rest).any()
+
+
 # ---------------------------------------------------------------------------
 # MXFP8 tiles that FP8 cannot hold: the bf16 fallback.
 
