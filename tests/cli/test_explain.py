@@ -444,3 +444,28 @@ def test_explain_v7x_rates_follow_what_the_kernel_multiplies(project, no_nvcc, c
     assert main(["explain", "specs/dense.gemm", "int8_gemm", "--device", "v5e"]) == 0
     assert "394 TFLOP/s 8-bit MXU" in capsys.readouterr().out
     assert not DEVICES["v7x"].int8 and DEVICES["v5e"].int8 and not DEVICES["v5e"].fp8
+
+
+def test_explain_says_what_the_mxu_multiplies(tmp_path, monkeypatch, no_nvcc, capsys):
+    """The Pallas plan names the MXU's operand type: FP8 on a v7x, MXFP8's
+    per-K-tile choice there, bf16 on a v6e."""
+    kernels = (
+        "kernel fp8 {\n  op dense\n  lhs e4m3 [m, k]\n  rhs e5m2 [n, k]\n  out bf16\n"
+        "  tile m=128 n=128 k=256\n  backends pallas_tpu\n}\n\n"
+        "kernel mxfp8 {\n  op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [n, k]\n  out bf16\n"
+        "  lhs_scale per_token_group k=32 e8m0\n  rhs_scale block n=1 k=32 e8m0\n"
+        "  tile m=128 n=128 k=256\n  backends pallas_tpu\n}\n")
+    for tpu in ("v7x", "v6e"):  # one project each: kernel names are unique in a project
+        (tmp_path / tpu).mkdir()
+        target = f"target pallas_tpu {{\n  tpu {tpu}\n}}\n\n"
+        (tmp_path / tpu / "t.gemm").write_text(target + kernels)
+    monkeypatch.chdir(tmp_path / "v7x")
+    assert main(["explain", "t.gemm", "fp8"]) == 0
+    assert "  MXU: FP8 as stored (the chip's MXU multiplies FP8)" in capsys.readouterr().out
+    assert main(["explain", "t.gemm", "mxfp8"]) == 0
+    assert "  MXU: FP8 per K tile where the e8m0-scaled values are exact" in \
+        capsys.readouterr().out
+    monkeypatch.chdir(tmp_path / "v6e")
+    for name in ("fp8", "mxfp8"):
+        assert main(["explain", "t.gemm", name]) == 0
+        assert "  MXU: bf16 (every operand converts to it exactly)" in capsys.readouterr().out

@@ -140,6 +140,20 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         return tuple(lines)
 
     @property
+    def mxu_summary(self) -> str:
+        """What the MXU multiplies, in words (`gemmgen explain`)."""
+        if self.fp8_fold:
+            return ("FP8 per K tile where the e8m0-scaled values are exact in FP8, else bf16 "
+                    "(the same products)")
+        if self.fp8_dot:
+            return "FP8 as stored (the chip's MXU multiplies FP8), f32 products"
+        if self.int_dot:
+            return "int8, int32 products"
+        if self.highest:
+            return "f32 at Precision.HIGHEST"
+        return "bf16 (every operand converts to it exactly), f32 products"
+
+    @property
     def fold_dot(self) -> tuple[str, ...]:
         """`fp8_fold`'s dot: in FP8 when no scaled value of the tile missed
         its FP8 type, else in bfloat16 (an unscaled FP8 operand widens)."""
