@@ -7,10 +7,11 @@ else as bf16. The same spec for a v5e or v6e widens FP8 to bf16.
 
 What the CPU can check: the Mosaic module the Pallas lowering emits (the
 `tpu.matmul` operand types, the FP8 -> bf16 conversions), captured while
-`jax.export` lowers the kernel for TPU; the numerics in TPU interpret mode
-against the NumPy reference (dense, grouped, masked, MXFP8 on one or both
-operands, partial tiles, m = 1, k a multiple of neither the tile nor the
-scale block, zero-sized groups); MXFP8 tiles that must fall back to bf16,
+`jax.export` lowers the kernel for TPU (`pallas_helpers.mosaic_text`); the
+numerics in TPU interpret mode against the NumPy reference (dense,
+grouped, masked, MXFP8 on one or both operands, partial tiles, m = 1, k a
+multiple of neither the tile nor the scale block, zero-sized groups, every
+e8m0 byte); MXFP8 tiles that must fall back to bf16,
 with a planted bug (the FP8 dot taken always) that the comparison catches;
 and `_fold_fp8`'s count of inexact values against ml_dtypes.
 """
@@ -31,7 +32,8 @@ from pallas_helpers import (
     import_path,
     kernel_block,
     load_spec,
-    lower_for_tpu,
+    matmul_types,
+    mosaic_text,
     random_inputs,
     run,
     spec_text,
@@ -106,36 +108,9 @@ def _inputs(kernel, *, m=M, n=N, k=K, seed=0, **kw):
 # ---------------------------------------------------------------------------
 # The Mosaic module: what reaches the MXU.
 
-_MATMUL = re.compile(r"tpu\.matmul [^\n]*: vector<(?:\d+x)+(\w+)>, vector<(?:\d+x)+(\w+)>, ")
 _CHOICE = re.compile(r"scf\.if %\w+ -> \(vector<[\dx]+f32>\) \{(.*?)\} else \{(.*?)scf\.yield",
                      re.DOTALL)
 _WIDEN = re.compile(r"arith\.extf [^\n]*: vector<(?:\d+x)+(f8\w+)> to vector<(?:\d+x)+bf16>")
-
-
-def mosaic_text(fn, inputs: dict, monkeypatch) -> str:
-    """The Mosaic MLIR of every pallas_call `fn` makes, as the Pallas
-    lowering hands it to the TPU custom call (captured while `jax.export`
-    lowers `fn` for TPU on this CPU)."""
-    from jax._src import tpu_custom_call
-
-    seen = []
-    original = tpu_custom_call._lower_mosaic_module_to_asm
-
-    def spy(module, **kw):
-        seen.append(str(module))
-        return original(module, **kw)
-
-    monkeypatch.setattr(tpu_custom_call, "_lower_mosaic_module_to_asm", spy)
-    jax.clear_caches()  # a cached lowering would not pass through the spy
-    lower_for_tpu(fn, inputs)
-    monkeypatch.undo()
-    assert seen, "no Mosaic module was lowered"
-    return "\n".join(seen)
-
-
-def matmul_types(text: str) -> list[tuple[str, str]]:
-    """(lhs, rhs) element types of every tpu.matmul, in order."""
-    return _MATMUL.findall(text)
 
 
 FP8_TYPES = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2"}
@@ -146,11 +121,11 @@ def _operand_types(kernel) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("name", [n for n in FP8_FP8 if n not in MX])
-def test_v7x_fp8_reaches_the_mxu_as_fp8(v7x, name, monkeypatch):
+def test_v7x_fp8_reaches_the_mxu_as_fp8(v7x, name):
     """Every dot takes the operands in their own FP8 types, f32 results, and
     no FP8 value is widened to bf16 anywhere in the kernel."""
     kernel = v7x.kernel(name)
-    text = mosaic_text(v7x.fn(name), _inputs(kernel), monkeypatch)
+    text = mosaic_text(v7x.fn(name), _inputs(kernel))
     types = matmul_types(text)
     assert types and set(types) == {_operand_types(kernel)}, types
     assert "-> vector<" in text and not _WIDEN.findall(text)
@@ -160,13 +135,13 @@ def test_v7x_fp8_reaches_the_mxu_as_fp8(v7x, name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", MX)
-def test_v7x_mxfp8_dot_is_fp8_with_a_bf16_fallback(v7x, name, monkeypatch):
+def test_v7x_mxfp8_dot_is_fp8_with_a_bf16_fallback(v7x, name):
     """MXFP8: an scf.if chooses per K tile between the FP8 dot and the bf16
     one; the only other matmul is the 0/1 spread of the scales (bf16). No
     FP8 value is widened to bf16 but an unscaled FP8 operand in the
     fallback (rhs-only MXFP8)."""
     kernel = v7x.kernel(name)
-    text = mosaic_text(v7x.fn(name), _inputs(kernel), monkeypatch)
+    text = mosaic_text(v7x.fn(name), _inputs(kernel))
     types = matmul_types(text)
     lhs8, rhs8 = _operand_types(kernel)
     assert (lhs8, rhs8) in types and ("bf16", "bf16") in types, types
@@ -186,17 +161,17 @@ def test_v7x_mxfp8_dot_is_fp8_with_a_bf16_fallback(v7x, name, monkeypatch):
 
 @pytest.mark.parametrize("name", FP8_FP8[:1] + MX[:1] + [
     pytest.param(n, marks=pytest.mark.slow) for n in FP8_FP8[1:] if n != MX[0]])
-def test_v5e_widens_fp8(v5e, name, monkeypatch):
+def test_v5e_widens_fp8(v5e, name):
     """The same kernels for a v5e: FP8 widened to bf16, every dot in bf16."""
     kernel = v5e.kernel(name)
-    text = mosaic_text(v5e.fn(name), _inputs(kernel), monkeypatch)
+    text = mosaic_text(v5e.fn(name), _inputs(kernel))
     assert set(matmul_types(text)) == {("bf16", "bf16")}
     assert _WIDEN.findall(text) and "scf.if" not in text.split("tpu.matmul", 1)[0][-200:]
 
 
-def test_fp8_against_bf16_widens_on_v7x(v7x, monkeypatch):
+def test_fp8_against_bf16_widens_on_v7x(v7x):
     """The v7x MXU has no FP8 x bf16 form: the FP8 operand widens to bf16."""
-    text = mosaic_text(v7x.fn("fp8_bf16"), _inputs(v7x.kernel("fp8_bf16")), monkeypatch)
+    text = mosaic_text(v7x.fn("fp8_bf16"), _inputs(v7x.kernel("fp8_bf16")))
     assert set(matmul_types(text)) == {("bf16", "bf16")} and _WIDEN.findall(text)
 
 

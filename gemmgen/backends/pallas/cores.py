@@ -62,6 +62,10 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # The K tile clamps to a multiple of this past k (0: to k itself): whole
     # scale blocks and whole lane tiles, when a scale applies in the tile.
     k_align: int = 0
+    # The most K terms one int8 dot may sum (0: any): on a TPU that
+    # multiplies int8 as bf16 with f32 sums (tpu.INT8_AS_BF16), longer
+    # contractions are split into chunks whose int32 results are added.
+    int_dot_k: int = 0
 
     # -- what the templates print -------------------------------------------
 
@@ -378,11 +382,13 @@ def _unpack_fn(dt: DType | None) -> str:
     return "_unpack_int4" if dt is DType.INT4 else "_unpack_fp4"
 
 
-def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False) -> MatmulCore:
+def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
+                int_dot_k: int = 0) -> MatmulCore:
     """The spec's matmul, for the kernel as the Pallas backend sees it (its
     own tile LUT, if any: `ir.Kernel.for_backend`); fp8_mxu: the spec's TPU
-    multiplies FP8 (`tpu.fp8_mxu`; what the blocks and checks read does not
-    depend on it)."""
+    multiplies FP8 (`tpu.fp8_mxu`), int_dot_k: the longest int8 dot it sums
+    exactly (`tpu.INT_DOT_K` where int8 multiplies as bf16, else 0); what
+    the blocks and checks read depends on neither."""
     rhs = kernel.rhs_operand
     lhs_in_tile = in_tile_scale(kernel, kernel.lhs_scale)
     rhs_in_tile = in_tile_scale(kernel, kernel.rhs_scale)
@@ -421,6 +427,7 @@ def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False) -> MatmulCore:
         lhs_scale_atoms=kernel.lhs_scale.layout is ScaleLayout.ATOM128X4,
         rhs_scale_atoms=kernel.rhs_scale.layout is ScaleLayout.ATOM128X4,
         k_align=k_align,
+        int_dot_k=int_dot_k if mxu is DType.INT8 else 0,
     )
 
 

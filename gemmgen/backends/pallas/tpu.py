@@ -37,6 +37,14 @@ TPU_VMEM = {
 # earlier generations have no FP8 MXU, and the kernels widen FP8 to bf16.
 FP8_MXU = frozenset({"v7x"})
 
+# The generations whose MXU does not multiply int8 itself: Mosaic's matmul
+# canonicalization for TPU v7x converts 8-bit integer operands to bf16 and
+# sums the products in f32 (then converts back to int32), which is exact
+# only while every partial sum stays within 2^24: at most INT_DOT_K terms of
+# |a * b| <= 2^14 per dot. The kernels split longer int8 dots into chunks.
+INT8_AS_BF16 = frozenset({"v7x"})
+INT_DOT_K = 1024
+
 # Mosaic pipelines a block with one or two buffers (JAX 0.10: "Only single
 # (1) and double (2) buffering are supported").
 MAX_BUFFERS = 2
@@ -62,3 +70,8 @@ def tpu_of(spec: ir.Spec) -> str:
 def fp8_mxu(spec: ir.Spec) -> bool:
     """Whether the spec's TPU multiplies FP8 on its MXU (`FP8_MXU`)."""
     return tpu_of(spec) in FP8_MXU
+
+
+def int8_as_bf16(spec: ir.Spec) -> bool:
+    """Whether the spec's TPU multiplies int8 as bf16 with f32 sums (`INT8_AS_BF16`)."""
+    return tpu_of(spec) in INT8_AS_BF16
