@@ -210,7 +210,12 @@ def test_mxu_dtype_decisions():
 # Numerics in interpret mode, against the reference.
 
 
-@pytest.mark.parametrize("name", list(KERNELS))
+# One CI case per kind; gmm_mxfp8 runs in test_v7x_grouped_edges.
+FAST = ("fp8_nk", "fp8_mixed_kn", "gmm_fp8", "masked_fp8_kn", "mxfp8", "mxfp8_rhs_only")
+
+
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in KERNELS])
 def test_v7x_matches_reference(v7x, name):
     kernel = v7x.kernel(name)
     check(kernel, v7x.fn(name), _inputs(kernel, seed=len(name)), k=K)
