@@ -123,12 +123,16 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
 def _tpu_eight_bit(kernel: ir.Kernel, device: Device) -> bool:
     """Whether the Pallas kernel multiplies at the TPU's 8-bit rate: FP8 x
     FP8 (e4m3, e5m2) where the MXU multiplies FP8 (the kernel feeds it FP8
-    there; MXFP8 K tiles whose scaled values FP8 cannot hold take bf16, so
-    for MXFP8 this is a bound), int8 / int4 x int8 / int4 where the MXU
+    there) unless a scale applies inside the K tile (MXFP8 multiplies its
+    scaled values in bf16), int8 / int4 x int8 / int4 where the MXU
     multiplies int8. FP4 is unpacked to bf16 on every TPU."""
+    from gemmgen.backends.pallas.cores import in_tile_scale
+
     dts = (kernel.lhs.dtype, kernel.rhs_operand.dtype)
     if all(d in (ir.DType.E4M3, ir.DType.E5M2) for d in dts):
-        return device.fp8
+        view = kernel.for_backend(ir.Backend.PALLAS_TPU)
+        return device.fp8 and not any(in_tile_scale(view, s)
+                                      for s in (view.lhs_scale, view.rhs_scale))
     return all(d in (ir.DType.INT8, ir.DType.INT4) for d in dts) and device.int8
 
 

@@ -447,8 +447,9 @@ def test_explain_v7x_rates_follow_what_the_kernel_multiplies(project, no_nvcc, c
 
 
 def test_explain_says_what_the_mxu_multiplies(tmp_path, monkeypatch, no_nvcc, capsys):
-    """The Pallas plan names the MXU's operand type: FP8 on a v7x, MXFP8's
-    per-K-tile choice there, bf16 on a v6e."""
+    """The Pallas plan names the MXU's operand type: FP8 on a v7x, bf16 for
+    MXFP8 there (its scaled values) and for both on a v6e; the v7x bound
+    follows (MXFP8 at the 16-bit rate)."""
     kernels = (
         "kernel fp8 {\n  op dense\n  lhs e4m3 [m, k]\n  rhs e5m2 [n, k]\n  out bf16\n"
         "  tile m=128 n=128 k=256\n  backends pallas_tpu\n}\n\n"
@@ -463,8 +464,9 @@ def test_explain_says_what_the_mxu_multiplies(tmp_path, monkeypatch, no_nvcc, ca
     assert main(["explain", "t.gemm", "fp8"]) == 0
     assert "  MXU: FP8 as stored (the chip's MXU multiplies FP8)" in capsys.readouterr().out
     assert main(["explain", "t.gemm", "mxfp8"]) == 0
-    assert "  MXU: FP8 per K tile where the e8m0-scaled values are exact" in \
-        capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "  MXU: bf16 (every operand converts to it exactly)" in out
+    assert "2307 TFLOP/s 16-bit MXU" in out
     monkeypatch.chdir(tmp_path / "v6e")
     for name in ("fp8", "mxfp8"):
         assert main(["explain", "t.gemm", name]) == 0

@@ -112,20 +112,6 @@ class MatmulCore(Decisions, Blocks, ScaleText):
             lanes = self.rhs_nk
         width = f"{big}_SCALE_BLOCK_K // 2" if len(parts) == 2 else f"{big}_SCALE_BLOCK_K"
         row = "row" if lanes else "column"
-        if self.fp8_fold:
-            (p,) = parts  # FP8 is never packed
-            lines = [f"# {side}_scale, in VMEM: each block of the K tile times 2**-shift, its e8m0",
-                     f"# scale relative to its {row}'s largest in the tile (which scales the",
-                     "# product), exactly in f32; then in its FP8 type for the MXU, and in",
-                     "# bfloat16 (always exact) for the tiles where some value is not exact in",
-                     "# FP8 (it fell below the type's smallest subnormal).",
-                     f"factors = _pow2(-{ref}.astype(jnp.int32))"]
-            if lanes:
-                lines.append(f"scaled = {p}.astype(jnp.float32) * _spread_lanes(factors, {width})")
-            else:
-                lines.append(f"scaled = _scale_rows({p}.astype(jnp.float32), factors, {width})")
-            lines.append(f"{p}, {p}_bf16, {p}_misses = _fold_fp8(scaled, {p}.dtype)")
-            return tuple(lines)
         if self.exponent_input(side):
             lines = [f"# {side}_scale, in VMEM: each block of the K tile times 2**-shift, its e8m0",
                      f"# scale relative to its {row}'s largest in the tile (which scales the",
@@ -146,9 +132,6 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     @property
     def mxu_summary(self) -> str:
         """What the MXU multiplies, in words (`gemmgen explain`)."""
-        if self.fp8_fold:
-            return ("FP8 per K tile where the e8m0-scaled values are exact in FP8, else bf16 "
-                    "(the same products)")
         if self.fp8_dot:
             return "FP8 as stored (the chip's MXU multiplies FP8), f32 products"
         if self.int_dot:
@@ -156,21 +139,6 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         if self.highest:
             return "f32 at Precision.HIGHEST"
         return "bf16 (every operand converts to it exactly), f32 products"
-
-    @property
-    def fold_dot(self) -> tuple[str, ...]:
-        """`fp8_fold`'s dot: in FP8 when no scaled value of the tile missed
-        its FP8 type, else in bfloat16 (an unscaled FP8 operand widens)."""
-        misses = " + ".join(f"{side}_misses" for side in ("lhs", "rhs") if self.in_tile(side))
-        wide = [f"{side}_bf16" if self.in_tile(side) else f"{side}.astype(jnp.bfloat16)"
-                for side in ("lhs", "rhs")]
-        return ("# The MXU multiplies FP8 when every scaled value of this K tile is exact",
-                "# in FP8, else bfloat16: the same values, so the same products.",
-                "part = lax.cond(",
-                f"    {misses} == 0,",
-                "    lambda: _dot(lhs, rhs, rhs_nk=rhs_nk),",
-                f"    lambda: _dot({wide[0]}, {wide[1]}, rhs_nk=rhs_nk),",
-                ")")
 
     @property
     def in_tile_scales(self) -> bool:

@@ -34,14 +34,6 @@ class Decisions:
         return self.mxu in FP8
 
     @property
-    def fp8_fold(self) -> bool:
-        """FP8 operands scaled in VMEM by their blocks' e8m0 powers of two
-        (MXFP8) on an FP8 MXU: the scaled values go to the MXU in FP8 when
-        every one of the K tile's is exact there, else in bf16 (exact), a
-        choice made per grid step; both dots give the same products."""
-        return self.fp8_dot and (self.lhs_in_tile or self.rhs_in_tile)
-
-    @property
     def highest(self) -> bool:
         """f32 operands: precision=HIGHEST."""
         return self.mxu is DType.F32

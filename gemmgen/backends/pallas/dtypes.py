@@ -46,14 +46,13 @@ def mxu_dtype(lhs: DType, rhs: DType, *, lhs_scale: DType | None = None,
 
     fp8: the chip's MXU multiplies FP8 (`tpu.FP8_MXU`, TPU v7x). Two FP8
     operands then reach it as they are, e4m3 x e5m2 too, with f32 products
-    (the result is lhs's FP8 type; `cast` leaves either FP8 operand alone);
-    so do FP8 operands scaled in VMEM by e8m0 powers of two (MXFP8), which
-    the kernel checks per K tile: where a scaled value is not exact in its
-    FP8 type, that tile takes bf16 (`Decisions.fp8_fold`). FP8 against any
-    other type widens as on every TPU (the v7x MXU has no FP8 x bf16 form).
+    (the result is lhs's FP8 type; `cast` leaves either FP8 operand alone).
+    Not when a scale applies inside the K tile (MXFP8): the scaled values
+    need not be FP8 numbers, so they take bf16 as on every TPU
+    (docs/decisions.md, "FP8 on the v7x MXU"). FP8 against any other type
+    widens as on every TPU (the v7x MXU has no FP8 x bf16 form).
     """
-    if (fp8 and lhs in FP8 and rhs in FP8
-            and all(sc in (None, DType.E8M0) for sc in (lhs_scale, rhs_scale))):
+    if fp8 and lhs in FP8 and rhs in FP8 and lhs_scale is None and rhs_scale is None:
         return lhs
     if lhs_scale is not None or rhs_scale is not None:
         wide = any(_SIGNIFICANT_BITS[op] + (_SIGNIFICANT_BITS[sc] if sc else 0) > 8
