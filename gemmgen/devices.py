@@ -29,6 +29,7 @@ class Device:
     sms: int | None = None  # streaming multiprocessors (the persistent grid)
     tpu: str | None = None  # TPU generation (ir.TPU_GENERATIONS)
     fp8: bool = True  # FP8 operands multiplied at the 8-bit rate
+    int8: bool = True  # int8 operands multiplied at the 8-bit rate
     note: str = ""  # what is not confirmed
 
     def rate(self, bits: int) -> float:
@@ -77,9 +78,11 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("v6e", "TPU v6e", 918.0, 1836.0, 1.64, tpu="v6e", fp8=False,
            source="Google Cloud TPU v6e (Trillium) system architecture (918 TFLOP/s bf16, "
                   "1,836 TOP/s int8; 1,640 GB/s)"),
-    Device("v7x", "TPU v7x", 2307.0, 4614.0, 7.37, tpu="v7x",
+    Device("v7x", "TPU v7x", 2307.0, 4614.0, 7.37, tpu="v7x", int8=False,
            source="Google's Ironwood (TPU v7x) announcement (4,614 TFLOP/s FP8; 7.37 TB/s)",
-           note="the bf16 rate (half the FP8 rate) is unconfirmed"),
+           note="the bf16 rate (half the FP8 rate) is unconfirmed; int8 at the bf16 rate, as "
+                "Mosaic's matmul canonicalization for this generation widens integer operands "
+                "to bf16"),
 )}
 
 # The device `explain` bounds on when --device is not given: the first of

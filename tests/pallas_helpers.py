@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,45 @@ def lower_for_tpu(fn, inputs: dict[str, np.ndarray], **static) -> jax.export.Exp
                for name, v in inputs.items()}
     f = functools.partial(fn, **static, interpret=False)
     return jax.export.export(jax.jit(f), platforms=["tpu"])(**structs)
+
+
+# A tpu.matmul of the Mosaic module: its lhs, rhs and accumulator vector types.
+_MATMUL = re.compile(r"tpu\.matmul [^\n]*: vector<((?:\d+x)+)(\w+)>, vector<((?:\d+x)+)(\w+)>, ")
+
+
+def mosaic_text(fn, inputs: dict[str, np.ndarray], **static) -> str:
+    """The Mosaic MLIR of every pallas_call `fn` makes, as the Pallas
+    lowering hands it to the TPU custom call, captured while `jax.export`
+    lowers `fn` for TPU on this CPU (what reaches the MXU: `tpu.matmul`)."""
+    from jax._src import tpu_custom_call
+
+    seen = []
+    original = tpu_custom_call._lower_mosaic_module_to_asm
+
+    def spy(module, **kw):
+        seen.append(str(module))
+        return original(module, **kw)
+
+    tpu_custom_call._lower_mosaic_module_to_asm = spy
+    try:
+        jax.clear_caches()  # a cached lowering would not pass through the spy
+        lower_for_tpu(fn, inputs, **static)
+    finally:
+        tpu_custom_call._lower_mosaic_module_to_asm = original
+    assert seen, "no Mosaic module was lowered"
+    return "\n".join(seen)
+
+
+def matmul_types(text: str) -> list[tuple[str, str]]:
+    """(lhs, rhs) element types of every tpu.matmul of a Mosaic module, in order."""
+    return [(m[1], m[3]) for m in _MATMUL.findall(text)]
+
+
+def matmul_shapes(text: str) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(lhs, rhs) shapes of every tpu.matmul of a Mosaic module, in order."""
+    def dims(s: str) -> tuple[int, ...]:
+        return tuple(int(d) for d in s.rstrip("x").split("x"))
+    return [(dims(m[0]), dims(m[2])) for m in _MATMUL.findall(text)]
 
 
 def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, seed: int = 0, **kwargs):

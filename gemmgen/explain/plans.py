@@ -171,6 +171,8 @@ def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
         what = "n tiles, m tiles [+ groups], k tiles"
     lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block")
     lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
+    if isinstance(p, pallas.MatmulPlan):
+        lines.append(f"  MXU: {p.core.mxu_summary}")
     saving = pallas.existing_out_saving(p, m, n)
     if saving is not None:
         lines.append(

@@ -120,6 +120,22 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
     return TensorPath(arch, False, compute)
 
 
+def _tpu_eight_bit(kernel: ir.Kernel, device: Device) -> bool:
+    """Whether the Pallas kernel multiplies at the TPU's 8-bit rate: FP8 x
+    FP8 (e4m3, e5m2) where the MXU multiplies FP8 (the kernel feeds it FP8
+    there) unless a scale applies inside the K tile (MXFP8 multiplies its
+    scaled values in bf16), int8 / int4 x int8 / int4 where the MXU
+    multiplies int8. FP4 is unpacked to bf16 on every TPU."""
+    from gemmgen.backends.pallas.cores import in_tile_scale
+
+    dts = (kernel.lhs.dtype, kernel.rhs_operand.dtype)
+    if all(d in (ir.DType.E4M3, ir.DType.E5M2) for d in dts):
+        view = kernel.for_backend(ir.Backend.PALLAS_TPU)
+        return device.fp8 and not any(in_tile_scale(view, s)
+                                      for s in (view.lhs_scale, view.rhs_scale))
+    return all(d in (ir.DType.INT8, ir.DType.INT4) for d in dts) and device.int8
+
+
 def _bound(flops: int, moved: int, tflops: float, tbps: float = H200_TBPS) -> tuple[float, str]:
     t_compute = flops / (tflops * 1e12)
     t_memory = moved / (tbps * 1e12)
@@ -154,6 +170,8 @@ def roofline(kernel: ir.Kernel, flops: int, moved: int, *,
         small_float = kernel.rhs is not None and any(
             d.is_float and d.bits <= 8 for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
         eight_bit = eight_bit and (device.fp8 or not small_float)
+        if device.tpu is not None:
+            eight_bit = eight_bit and _tpu_eight_bit(kernel, device)
         peak = device.rate(8 if eight_bit else 16)
         unit = "MXU" if device.tpu is not None or device.sm is None else "tensor cores"
         t, bound = _bound(flops, moved, peak, device.tbps)

@@ -429,3 +429,45 @@ def test_counters_case_of_a_masked_kernel_draws_its_inputs():
     assert case.group_sizes is None and case.masked_m == (2 * t.m, 2 * t.m) and case.m == 2 * t.m
     inputs = case.inputs(kernel.for_backend(ir.Backend.CUDA), 0)
     assert inputs["lhs"].shape == (2, 2 * t.m, case.k)
+
+
+def test_explain_v7x_rates_follow_what_the_kernel_multiplies(project, no_nvcc, capsys):
+    """On a TPU v7x the Pallas kernels feed FP8 x FP8 to the MXU (8-bit
+    rate); int8 goes at the bf16 rate there (Mosaic widens integer operands
+    for that generation), while a v5e multiplies int8 at its 8-bit rate."""
+    from gemmgen.devices import DEVICES
+
+    assert main(["explain", "specs/moe.gemm", "moe_fp8_grouped_gemm_kn", "--device", "v7x"]) == 0
+    assert "4614 TFLOP/s 8-bit MXU" in capsys.readouterr().out
+    assert main(["explain", "specs/dense.gemm", "int8_gemm", "--device", "v7x"]) == 0
+    assert "2307 TFLOP/s 16-bit MXU" in capsys.readouterr().out
+    assert main(["explain", "specs/dense.gemm", "int8_gemm", "--device", "v5e"]) == 0
+    assert "394 TFLOP/s 8-bit MXU" in capsys.readouterr().out
+    assert not DEVICES["v7x"].int8 and DEVICES["v5e"].int8 and not DEVICES["v5e"].fp8
+
+
+def test_explain_says_what_the_mxu_multiplies(tmp_path, monkeypatch, no_nvcc, capsys):
+    """The Pallas plan names the MXU's operand type: FP8 on a v7x, bf16 for
+    MXFP8 there (its scaled values) and for both on a v6e; the v7x bound
+    follows (MXFP8 at the 16-bit rate)."""
+    kernels = (
+        "kernel fp8 {\n  op dense\n  lhs e4m3 [m, k]\n  rhs e5m2 [n, k]\n  out bf16\n"
+        "  tile m=128 n=128 k=256\n  backends pallas_tpu\n}\n\n"
+        "kernel mxfp8 {\n  op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [n, k]\n  out bf16\n"
+        "  lhs_scale per_token_group k=32 e8m0\n  rhs_scale block n=1 k=32 e8m0\n"
+        "  tile m=128 n=128 k=256\n  backends pallas_tpu\n}\n")
+    for tpu in ("v7x", "v6e"):  # one project each: kernel names are unique in a project
+        (tmp_path / tpu).mkdir()
+        target = f"target pallas_tpu {{\n  tpu {tpu}\n}}\n\n"
+        (tmp_path / tpu / "t.gemm").write_text(target + kernels)
+    monkeypatch.chdir(tmp_path / "v7x")
+    assert main(["explain", "t.gemm", "fp8"]) == 0
+    assert "  MXU: FP8 as stored (the chip's MXU multiplies FP8)" in capsys.readouterr().out
+    assert main(["explain", "t.gemm", "mxfp8"]) == 0
+    out = capsys.readouterr().out
+    assert "  MXU: bf16 (every operand converts to it exactly)" in out
+    assert "2307 TFLOP/s 16-bit MXU" in out
+    monkeypatch.chdir(tmp_path / "v6e")
+    for name in ("fp8", "mxfp8"):
+        assert main(["explain", "t.gemm", name]) == 0
+        assert "  MXU: bf16 (every operand converts to it exactly)" in capsys.readouterr().out

@@ -66,6 +66,10 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # `fn` takes `<side>_global_scale` and the kernel one f32 per group, their
     # product (`global_scale_ref`, SMEM), applied where alpha is.
     global_scales: tuple[str, ...] = ()
+    # The most K terms one int8 dot may sum (0: any): on a TPU that
+    # multiplies int8 as bf16 with f32 sums (tpu.INT8_AS_BF16), longer
+    # contractions are split into chunks whose int32 results are added.
+    int_dot_k: int = 0
 
     # -- what the templates print -------------------------------------------
 
@@ -128,6 +132,17 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         else:
             lines += [f"{p} = _scale_rows({p}, factors, {width})" for p in parts]
         return tuple(lines)
+
+    @property
+    def mxu_summary(self) -> str:
+        """What the MXU multiplies, in words (`gemmgen explain`)."""
+        if self.fp8_dot:
+            return "FP8 as stored (the chip's MXU multiplies FP8), f32 products"
+        if self.int_dot:
+            return "int8, int32 products"
+        if self.highest:
+            return "f32 at Precision.HIGHEST"
+        return "bf16 (every operand converts to it exactly), f32 products"
 
     @property
     def in_tile_scales(self) -> bool:
@@ -344,15 +359,19 @@ def _unpack_fn(dt: DType | None) -> str:
     return "_unpack_int4" if dt is DType.INT4 else "_unpack_fp4"
 
 
-def matmul_core(kernel: ir.Kernel) -> MatmulCore:
+def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
+                int_dot_k: int = 0) -> MatmulCore:
     """The spec's matmul, for the kernel as the Pallas backend sees it (its
-    own tile LUT, if any: `ir.Kernel.for_backend`)."""
+    own tile LUT, if any: `ir.Kernel.for_backend`); fp8_mxu: the spec's TPU
+    multiplies FP8 (`tpu.fp8_mxu`), int_dot_k: the longest int8 dot it sums
+    exactly (`tpu.INT_DOT_K` where int8 multiplies as bf16, else 0); what
+    the blocks and checks read depends on neither."""
     rhs = kernel.rhs_operand
     lhs_in_tile = in_tile_scale(kernel, kernel.lhs_scale)
     rhs_in_tile = in_tile_scale(kernel, kernel.rhs_scale)
     mxu = mxu_dtype(kernel.lhs.dtype, rhs.dtype,
                     lhs_scale=kernel.lhs_scale.dtype if lhs_in_tile else None,
-                    rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None)
+                    rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None, fp8=fp8_mxu)
     grouped = kernel.op is Op.GROUPED
     k_align = 0
     if lhs_in_tile or rhs_in_tile:
@@ -387,6 +406,7 @@ def matmul_core(kernel: ir.Kernel) -> MatmulCore:
         k_align=k_align,
         global_scales=tuple(side for side in ("lhs", "rhs")
                             if getattr(kernel, f"{side}_scale").global_scale),
+        int_dot_k=int_dot_k if mxu is DType.INT8 else 0,
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from gemmgen.backends.pallas.dtypes import FP8
 from gemmgen.backends.pallas.parts import MAINLOOP_MODES, PER_N_MODES, Stage
 from gemmgen.backends.pallas.tpu import LANES
 from gemmgen.ir import Activation, BiasMode, DType, ScaleMode
@@ -25,6 +26,12 @@ class Decisions:
     def int_dot(self) -> bool:
         """int8 x int8 with int32 products."""
         return self.mxu is DType.INT8
+
+    @property
+    def fp8_dot(self) -> bool:
+        """The operands reach the MXU in their own FP8 types (e4m3, e5m2;
+        a chip whose MXU multiplies FP8: `dtypes.mxu_dtype`)."""
+        return self.mxu in FP8
 
     @property
     def highest(self) -> bool:

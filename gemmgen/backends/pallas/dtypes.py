@@ -26,8 +26,11 @@ _SIGNIFICANT_BITS = {
 }
 
 
+FP8 = (DType.E4M3, DType.E5M2)
+
+
 def mxu_dtype(lhs: DType, rhs: DType, *, lhs_scale: DType | None = None,
-              rhs_scale: DType | None = None) -> DType:
+              rhs_scale: DType | None = None, fp8: bool = False) -> DType:
     """The dtype both operands are converted to for the MXU.
 
     int8/int4 x int8/int4 multiply as int8 (int32 products); an f32 or f16
@@ -40,7 +43,17 @@ def mxu_dtype(lhs: DType, rhs: DType, *, lhs_scale: DType | None = None,
     values must stay exact, so the MXU takes bf16 only when each operand's
     significant bits plus its scale's fit bf16's 8 (e4m3 x ue4m3, fp4 x
     ue4m3, anything x an e8m0 power of two), else f32; never int8.
+
+    fp8: the chip's MXU multiplies FP8 (`tpu.FP8_MXU`, TPU v7x). Two FP8
+    operands then reach it as they are, e4m3 x e5m2 too, with f32 products
+    (the result is lhs's FP8 type; `cast` leaves either FP8 operand alone).
+    Not when a scale applies inside the K tile (MXFP8): the scaled values
+    need not be FP8 numbers, so they take bf16 as on every TPU
+    (docs/decisions.md, "FP8 on the v7x MXU"). FP8 against any other type
+    widens as on every TPU (the v7x MXU has no FP8 x bf16 form).
     """
+    if fp8 and lhs in FP8 and rhs in FP8 and lhs_scale is None and rhs_scale is None:
+        return lhs
     if lhs_scale is not None or rhs_scale is not None:
         wide = any(_SIGNIFICANT_BITS[op] + (_SIGNIFICANT_BITS[sc] if sc else 0) > 8
                    for op, sc in ((lhs, lhs_scale), (rhs, rhs_scale)))
@@ -61,6 +74,8 @@ def cast(operand: DType, mxu: DType) -> DType | None:
     """The dtype a loaded block converts to before the dot (None: none)."""
     if operand.is_sub_byte:
         return None  # unpacked straight into the MXU dtype
+    if operand in FP8 and mxu in FP8:
+        return None  # an FP8 MXU takes e4m3 and e5m2 alike
     return None if operand is mxu else mxu
 
 

@@ -25,7 +25,16 @@ from gemmgen.backends.pallas.text import (
     quantize_text,
     spec_lines,
 )
-from gemmgen.backends.pallas.tpu import M_ALIGN, MAX_BUFFERS, TPU_VMEM, MiB, tpu_of
+from gemmgen.backends.pallas.tpu import (
+    INT_DOT_K,
+    M_ALIGN,
+    MAX_BUFFERS,
+    TPU_VMEM,
+    MiB,
+    fp8_mxu,
+    int8_as_bf16,
+    tpu_of,
+)
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
 from gemmgen.render import source_ref
@@ -353,6 +362,9 @@ def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
     if core.rhs_scale in (ScaleMode.BLOCK, ScaleMode.KBLOCK):
         out.append(Constant("RHS_SCALE_BLOCK_K", str(core.rhs_block_k),
                             "rows of k per rhs_scale"))
+    if core.int_dot_k:
+        out.append(Constant("INT_DOT_K", str(core.int_dot_k),
+                            "the most K terms one int8 dot sums (exact in f32)"))
     out.append(Constant("M_ALIGN", str(M_ALIGN), "rows of a block past m: whole sublane tiles"))
     if core.k_align:
         out.append(Constant("K_ALIGN", str(core.k_align),
@@ -367,7 +379,8 @@ def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
 
 
 def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
-    core = matmul_core(kernel)
+    core = matmul_core(kernel, fp8_mxu=fp8_mxu(spec),
+                       int_dot_k=INT_DOT_K if int8_as_bf16(spec) else 0)
     grouped = kernel.op is Op.GROUPED
     out = jnp_name(kernel.out)
     out_n = "n/2" if core.silu_mul else "n"

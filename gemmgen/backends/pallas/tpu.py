@@ -30,6 +30,21 @@ TPU_VMEM = {
     "v7x": TpuVmem(physical=64 * MiB, scoped_default=32 * MiB),
 }
 
+# The generations whose MXU multiplies FP8 (e4m3, e5m2) itself, at twice its
+# bf16 rate: TPU v7x (Ironwood). Mosaic's matmul canonicalization for that
+# generation passes FP8 x FP8 operands through (e4m3 x e5m2 too) and widens
+# FP8 against bf16 or f32 to bf16 ("no hardware support for f8 @ bf16/f32");
+# earlier generations have no FP8 MXU, and the kernels widen FP8 to bf16.
+FP8_MXU = frozenset({"v7x"})
+
+# The generations whose MXU does not multiply int8 itself: Mosaic's matmul
+# canonicalization for TPU v7x converts 8-bit integer operands to bf16 and
+# sums the products in f32 (then converts back to int32), which is exact
+# only while every partial sum stays within 2^24: at most INT_DOT_K terms of
+# |a * b| <= 2^14 per dot. The kernels split longer int8 dots into chunks.
+INT8_AS_BF16 = frozenset({"v7x"})
+INT_DOT_K = 1024
+
 # Mosaic pipelines a block with one or two buffers (JAX 0.10: "Only single
 # (1) and double (2) buffering are supported").
 MAX_BUFFERS = 2
@@ -50,3 +65,13 @@ def tpu_of(spec: ir.Spec) -> str:
     """The spec's TPU generation (`target pallas_tpu { tpu ... }`), v5e when absent."""
     target = spec.target(ir.Backend.PALLAS_TPU)
     return target.tpu if target is not None else "v5e"
+
+
+def fp8_mxu(spec: ir.Spec) -> bool:
+    """Whether the spec's TPU multiplies FP8 on its MXU (`FP8_MXU`)."""
+    return tpu_of(spec) in FP8_MXU
+
+
+def int8_as_bf16(spec: ir.Spec) -> bool:
+    """Whether the spec's TPU multiplies int8 as bf16 with f32 sums (`INT8_AS_BF16`)."""
+    return tpu_of(spec) in INT8_AS_BF16
