@@ -277,27 +277,11 @@ class QuantizePlan:
     doc_title: str  # the function's docstring head
     min_exponent: int  # e8m0_up: the scales lie in 2**-min_exponent .. 2**max_exponent
     max_exponent: int
-    amax_pieces: int  # bf16 pieces that carry an |x| of the input dtype exactly (1, 2, 3)
 
     @property
     def groups(self) -> int:
         """Groups of a K block."""
         return self.quant_tk // self.group
-
-    @property
-    def window(self) -> int:
-        """Lanes a group's amax is reduced over by lane rotations (at most 128)."""
-        return min(self.group, 128)
-
-    @property
-    def fold(self) -> int:
-        """128-lane slices of a group folded by an elementwise max first (G > 128)."""
-        return max(self.group // 128, 1)
-
-    @property
-    def compact(self) -> int:
-        """Lanes of the per-group vectors: the groups of a block, whole vregs."""
-        return -(-self.groups // 128) * 128
 
     @property
     def max_name(self) -> str:
@@ -484,7 +468,6 @@ def quantize_plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantizePlan:
         # e8m0_up: the powers of two of the floored amax and of f32's largest.
         min_exponent=-math.ceil(math.log2(AMAX_FLOOR / out_max)),
         max_exponent=math.ceil(math.log2(DType.F32.max_finite / out_max)),
-        amax_pieces={DType.BF16: 1, DType.F16: 2}.get(kernel.lhs.dtype, 3),
     )
 
 

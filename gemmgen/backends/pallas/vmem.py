@@ -64,16 +64,10 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
     match kernel.op:
         case Op.QUANTIZE:
             q = quantize_tk(kernel)
-            g = max(kernel.out_scale.block_k, 1)
-            groups = max(q // g, 1)
-            compact = -(-groups // LANES) * LANES
-            scan = q // max(g // LANES, 1)  # lanes the amax scan runs over
-            # The per-group vectors and matrices of the MXU's gather and
-            # spread, and the f32 work arrays of a block (x, |x|, the spread
-            # scales, q): Mosaic keeps them in VMEM too.
+            groups = max(q // max(kernel.out_scale.block_k, 1), 1)
+            # The f32 work arrays of a block (x, |x| and its transpose, the
+            # spread scales, q): Mosaic keeps them in VMEM too.
             shared = (VmemBlock("scale", (tm, groups), 4, bufs),
-                      VmemBlock("compact", (scan, compact), 2, bufs),
-                      VmemBlock("spread", (compact, q), 2, bufs),
                       VmemBlock("work", (4, tm, q), 4, 1))
             if kernel.out.is_sub_byte:  # packed q, and the codes of a block in f32
                 return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
