@@ -152,8 +152,8 @@ def _spread(values):
 
 def _kernel(x_ref, q_ref, scale_ref, *, k: int):
     """One grid step (m tile i, K block kk): GROUPS groups of columns, every
-    per-group step on [GROUPS, tm] vectors (rows on the lanes), every
-    per-element step on the whole block."""
+    per-group step on [GROUPS, tm] vectors, every per-element step on the
+    whole block."""
     kk = pl.program_id(1)
 
     # (1) The block, in f32; columns past k (the padding of a ragged last
