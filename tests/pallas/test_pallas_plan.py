@@ -156,6 +156,10 @@ def test_diagnose_quantize_groups_and_gemv():
         "9:3: kernel 'gemm': the K block of quantize (96: tile k=128 rounded to whole groups of "
         "96) must be a multiple of 128 lanes; choose a group size that divides 128 or is a "
         "multiple of it"]
+    assert _diagnose("op quantize", "lhs bf16 [m, k]", "out e4m3",
+                     "out_scale per_token_group k=4 f32") == [
+        "9:3: kernel 'gemm': pallas_tpu quantize needs a group size that is a multiple of 8 "
+        "(k=4): it reduces each group's amax over whole sublane tiles of the transposed block"]
     msgs = _diagnose("op dense", "lhs bf16 [m, k]", "rhs bf16 [n, k]", "out bf16",
                      "algorithm gemv")
     assert msgs == ["5:8: kernel 'gemm': pallas_tpu cannot emit algorithm 'gemv' (a CUDA GEMV); "

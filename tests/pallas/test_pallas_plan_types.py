@@ -126,6 +126,8 @@ def test_quantize_plan(dtype, out, group, tile_k, tk, fp8_max, scale):
     assert type(p) is QuantizePlan
     assert (p.group, p.quant_tk, p.fp8_max, p.e8m0, p.scale_dtype) == (
         group, tk, fp8_max, dtype == "e8m0", scale)
-    # x bf16 [32, tk] and q fp8 [32, tk] (8-bit: 32 rows), two buffers each;
-    # the scale columns [tk / G, 32, 1] f32 pad to 128 lanes.
-    assert p.module.vmem_bytes == 2 * (32 * tk * 2 + 32 * tk + tk // group * 32 * 128 * 4)
+    # x bf16 [32, tk] and q fp8 [32, tk] (8-bit: 32 rows), the scales [32,
+    # tk / G] f32 (padded to 128 lanes), two buffers each; four f32 work
+    # arrays [32, tk].
+    assert p.groups == tk // group
+    assert p.module.vmem_bytes == 2 * (32 * tk * 2 + 32 * tk + 32 * 128 * 4) + 4 * 32 * tk * 4

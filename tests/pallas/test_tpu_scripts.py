@@ -41,6 +41,23 @@ def test_tpu_bench_interpret_every_kernel(tmp_path):
     assert rows and all(row.get("correct") for row in rows), rows
 
 
+def test_tpu_quant_bench_without_a_tpu_says_so(tmp_path):
+    r = _run("scripts/tpu_quant_bench.py", "--only", "mxfp8", "--out", str(tmp_path))
+    assert r.returncode == 0 and "no TPU on this machine" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_tpu_quant_bench_interpret_checks_and_times(tmp_path):
+    """The quantizers' check on the chip (ragged shapes, edge rows,
+    non-finite groups), in interpret mode: every case matches."""
+    r = _run("scripts/tpu_quant_bench.py", "--interpret", "--only", "mxfp8",
+             "--tiles", "128x256", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads((tmp_path / "tpu_quant_bench.json").read_text())
+    assert [row["kernel"] for row in rows] == ["mxfp8_128x256"]
+    assert rows[0]["correct"] is True and rows[0]["failures"] == [] and rows[0]["ms"] > 0
+
+
 def test_tpu_tiles_interpret_renders_each_tile_and_refuses_bad_ones(tmp_path):
     r = _run("scripts/tpu_tiles.py", "--interpret", "--cases", "1", "--out", str(tmp_path),
              "moe:moe_w4a16_grouped_gemm", "--tiles", "64x128x256,64x128x128")

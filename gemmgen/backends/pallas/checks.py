@@ -47,6 +47,11 @@ def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
                               f"quantize ({quantize_tk(kernel)}: tile k={kernel.tile.k} rounded "
                               f"to whole groups of {g}) must be a multiple of {lanes} lanes; "
                               f"choose a group size that divides {lanes} or is a multiple of it"))
+    if g % SUBLANES:
+        out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': pallas_tpu "
+                              f"quantize needs a group size that is a multiple of {SUBLANES} "
+                              f"(k={g}): it reduces each group's amax over whole sublane tiles "
+                              "of the transposed block"))
     sc = kernel.out_scale
     if ir.quantize_rule(kernel.out, sc) is None or sc.layout is not ir.ScaleLayout.ROWS:
         out.append(Diagnostic(kernel.out_scale.loc, f"kernel '{kernel.name}': pallas_tpu "

@@ -288,6 +288,17 @@ class QuantizePlan:
     max_exponent: int
 
     @property
+    def groups(self) -> int:
+        """Groups of a K block."""
+        return self.quant_tk // self.group
+
+    @property
+    def group_rows(self) -> bool:
+        """The per-group vectors as [tm, groups] (NVFP4's long scale rule ran
+        faster so on a TPU v5e) rather than [groups, tm] (fewer transposes)."""
+        return self.rule == "ue4m3"
+
+    @property
     def max_name(self) -> str:
         """The module constant holding fp8_max."""
         return "FP4_MAX" if self.fp4 else "FP8_MAX"

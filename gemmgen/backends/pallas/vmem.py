@@ -65,14 +65,17 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
         case Op.QUANTIZE:
             q = quantize_tk(kernel)
             groups = max(q // max(kernel.out_scale.block_k, 1), 1)
+            # The f32 work arrays of a block (x, |x| and its transpose, the
+            # spread scales, q): Mosaic keeps them in VMEM too.
+            shared = (VmemBlock("scale", (tm, groups), 4, bufs),
+                      VmemBlock("work", (4, tm, q), 4, 1))
             if kernel.out.is_sub_byte:  # packed q, and the codes of a block in f32
                 return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
                         VmemBlock("out", (tm, q // 2), 1, bufs),
-                        VmemBlock("scale", (groups, tm, 1), 4, bufs),
-                        VmemBlock("codes", (tm, q), 4, 1))
+                        VmemBlock("pack", (256, 128), 2, bufs),
+                        VmemBlock("codes", (tm, q), 4, 1), *shared)
             return (VmemBlock("lhs", (tm, q), lhs_b, bufs),
-                    VmemBlock("out", (tm, q), out_b, bufs),
-                    VmemBlock("scale", (groups, tm, 1), 4, bufs))
+                    VmemBlock("out", (tm, q), out_b, bufs), *shared)
         case Op.TGMM:
             return (VmemBlock("lhs", (tm, tk), lhs_b, bufs),
                     VmemBlock("rhs", (tm, tn), storage_bytes(kernel.rhs_operand.dtype), bufs),
