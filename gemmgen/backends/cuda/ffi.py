@@ -28,7 +28,18 @@ from pathlib import PurePosixPath
 
 from gemmgen import ir
 from gemmgen.backends import pallas
-from gemmgen.backends.cuda.common import Expr, LaunchPlan, Var, comment, cpp_call, cpp_decl, py_call
+from gemmgen.backends.cuda import backward as cuda_backward
+from gemmgen.backends.cuda import render_kernel as cuda_render_kernel
+from gemmgen.backends.cuda.common import (
+    Expr,
+    LaunchPlan,
+    Var,
+    comment,
+    cpp_call,
+    cpp_decl,
+    py_call,
+    py_collection,
+)
 from gemmgen.backends.cuda.kinds import plan as cuda_plan
 from gemmgen.render import header_text, render_template
 
@@ -112,6 +123,12 @@ class FfiPlan:
     workspace_ints: tuple[str, ...]  # Python expressions; the workspace is their max
     local_groups: bool  # tgmm without existing_out: g from a concrete group_offset
     vjp: bool  # the Pallas module has <name>_vjp: so does the entry point
+    # Issue 28: a kernel of the backward pass (backends/cuda/backward.py) has
+    # the entry point it serves and its role ("grad_lhs", "grad_rhs"); an
+    # entry point whose `_vjp` runs on CUDA has their plans.
+    entry: str = ""
+    role: str = ""
+    backward: tuple[FfiPlan, ...] = ()
 
     @property
     def name(self) -> str:
@@ -138,6 +155,35 @@ class FfiPlan:
         return f"lib{self.name}_ffi.so"
 
     @property
+    def entry_module(self) -> str:
+        """The JAX entry point that calls this handler (jax/<entry_module>.py)."""
+        return self.entry or self.name
+
+    @property
+    def _role_text(self) -> str:
+        what = {"grad_lhs": "d lhs", "grad_rhs": "d rhs"}.get(self.role)
+        return f" in {self.entry}_vjp's backward pass (for {what})" if what else ""
+
+    @property
+    def py_const(self) -> str:
+        """The entry point's name of this target's constants: TARGET, TARGET_GRAD_LHS."""
+        return "TARGET" + (f"_{self.role.upper()}" if self.role else "")
+
+    @property
+    def py_symbol_const(self) -> str:
+        return "SYMBOL" + (f"_{self.role.upper()}" if self.role else "")
+
+    @property
+    def py_cuda_name(self) -> str:
+        """The entry point's function that makes this FFI call: _cuda, _cuda_grad_lhs."""
+        return "_cuda" + (f"_{self.role}" if self.role else "")
+
+    @property
+    def cuda_vjp(self) -> bool:
+        """Whether `<name>_vjp`'s backward pass runs the CUDA kernels of `backward`."""
+        return bool(self.backward)
+
+    @property
     def optional_args(self) -> tuple[FfiArg, ...]:
         return tuple(a for a in self.args if a.optional)
 
@@ -160,7 +206,8 @@ class FfiPlan:
         lines = [
             f"XLA FFI handler of {self.name} ({self.spec_path}): XLA's buffers become a "
             f"{self.launch.args_struct} and launch_{self.name}() ({self.name}.h) runs on "
-            f"XLA's stream. jax/{self.name}.py calls it as the FFI target \"{self.target}\" "
+            f"XLA's stream. jax/{self.entry_module}.py calls it{self._role_text} as the FFI target "
+            f"\"{self.target}\" "
             "(jax.ffi.ffi_call) once its register() has loaded the shared library that "
             f"`gemmgen compile` builds from this file and {self.name}.cu, with XLA's FFI "
             "headers (jax.ffi.include_dir()).",
@@ -220,7 +267,7 @@ class FfiPlan:
 
     @property
     def cpp_symbol_comment(self) -> str:
-        return comment(f"The handler, {self.symbol}: the symbol that jax/{self.name}.py "
+        return comment(f"The handler, {self.symbol}: the symbol that jax/{self.entry_module}.py "
                        "registers (exported also from a build with -fvisibility=hidden).")
 
     @property
@@ -266,6 +313,24 @@ class FfiPlan:
         return tuple(body for name, body in helpers.items() if f"{name}(" in text)
 
     @property
+    def py_all_helpers(self) -> tuple[str, ...]:
+        """The helpers of this call and of the backward pass's calls."""
+        found = [h for p in (self, *self.backward) for h in p.py_helpers]
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def py_backward_calls(self) -> tuple[str, str]:
+        """The backward pass's two FFI calls: d lhs, then d rhs by tgmm,
+        whose out is [g, n, k] = d_prodᵀ lhs for an [g, n, k] weight and
+        [g, k, n] = lhsᵀ d_prod for [g, k, n]."""
+        grad_lhs, grad_rhs = self.backward
+        nk = self.kernel.rhs_operand.layout is ir.Layout.NK
+        operands = ["d_prod", "lhs"] if nk else ["lhs", "d_prod"]
+        rest = ["group_sizes", "group_offset", "None"]
+        return (py_call(f"d_lhs = {grad_lhs.py_cuda_name}(", ["d_prod", "rhs", *rest], ")", 4),
+                py_call(f"d_rhs = {grad_rhs.py_cuda_name}(", [*operands, *rest, "g=g"], ")", 4))
+
+    @property
     def py_tpu_def(self) -> str:
         """The Pallas kernel, compiled for the TPU."""
         if self.local_groups:
@@ -279,7 +344,7 @@ class FfiPlan:
     @property
     def py_cuda_head(self) -> str:
         params = list(self.pallas_names) + (["*", "g"] if self.local_groups else [])
-        return self.py_def("_cuda", params)
+        return self.py_def(self.py_cuda_name, params)
 
     @property
     def py_cuda_body(self) -> tuple[str, ...]:
@@ -307,15 +372,20 @@ class FfiPlan:
                 lines += [f"    has_{a.name} = {a.name} is not None",
                           f"    if {a.name} is None:",
                           f"        {a.name} = jnp.zeros((0,), {a.jnp})"]
+        # Inside jax.shard_map (check_vma=True) the FFI call's operands share
+        # one type and its results say it: the mesh axes any operand varies over.
+        lines.append(py_collection("operands = [", [a.name for a in self.args], "]", 4))
+        lines.append("    axes = _pallas._varying_axes(*operands)")
+        lines.append("    operands = _pallas._vary(operands, axes)")
         lines.append("    result_types = (")
         for o in self.outs:
             shape = "(workspace_bytes,)" if o.name == "workspace" else o.shape_py
-            lines.append(f"        jax.ShapeDtypeStruct({shape}, {o.jnp}),  # {o.name}")
+            lines.append(f"        _result({shape}, {o.jnp}, axes),  # {o.name}")
         lines.append("    )")
-        call = py_call("jax.ffi.ffi_call(TARGET, result_types)(",
-                       [a.name for a in self.args]
+        call = py_call(f"results = jax.ffi.ffi_call({self.py_const}, result_types)(",
+                       ["*operands"]
                        + [f"has_{a.name}=has_{a.name}" for a in self.optional_args], ")", 4,)
-        lines += [line for line in ("    results = " + call.lstrip()).split("\n")]
+        lines += call.split("\n")
         outputs = [f"results[{i}]" for i in range(len(self.launch.outputs))]
         lines.append("    return " + ", ".join(outputs))
         return tuple(lines)
@@ -421,22 +491,13 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
     cuda_inputs = tuple((a.name, a.optional) for a in lp.inputs)
     assert pallas_args == cuda_inputs, (
         f"{kernel.name}: the Pallas arguments {pallas_args} differ from the CUDA ones {cuda_inputs}")
-    args = []
-    for a in lp.inputs:
-        if a.is_scalar:
-            assert a.name == "group_offset", f"{kernel.name}: scalar {a.name}"
-            args.append(FfiArg(a.name, "S32", "int", optional=False, offset=True))
-        else:
-            args.append(FfiArg(a.name, _ffi_type(a.dtype), a.ctype, optional=a.optional))
-    dims = tuple(FfiDim(d, *_dim_source(lp, d)) for d in lp.dims)
-    outs = [FfiOut(o.name, _ffi_type(o.dtype), o.ctype, _py_shape(o.shape)) for o in lp.outputs]
-    workspace = tuple(dict.fromkeys(v.workspace_ints.py for v in lp.variants if v.has_workspace))
-    if lp.has_workspace:
-        outs.append(FfiOut("workspace", "U8", "unsigned char", "(4 * _workspace_ints(dims),)"))
-    local_groups = any(b.fallback is not None for b in lp.bindings)
     vjp = pallas.vjp_supported(kernel)
     if vjp:
         assert pallas_plan.vjp_args == tuple(n for n, _ in pallas_args), kernel.name
+    backward = ()
+    if vjp and cuda_backward.supported(kernel):
+        backward = tuple(_derived_plan(d, spec, kernel.name, role) for d, role
+                         in zip(cuda_backward.derive(kernel), ("grad_lhs", "grad_rhs"), strict=True))
     return FfiPlan(
         kernel=kernel,
         launch=lp,
@@ -446,28 +507,76 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
         out_dtype=pallas_plan.module.out_dtype,
         vjp_residuals=pallas_plan.vjp_residuals if vjp else (),
         vjp_n_out=pallas_plan.vjp_n_out if vjp else "",
-        args=tuple(args),
-        dims=dims,
-        derived=tuple((d.name, d.value.cpp, d.value.py) for d in lp.derived),
-        outs=tuple(outs),
-        workspace_ints=workspace,
-        local_groups=local_groups,
         vjp=vjp,
+        backward=backward,
+        **_ffi_parts(lp, kernel.name),
     )
 
 
-def _render_plan(p: FfiPlan, header: str) -> dict[PurePosixPath, str]:
+def _derived_plan(kernel: ir.Kernel, spec: ir.Spec, entry: str, role: str) -> FfiPlan:
+    """The FFI plan of a backward kernel (backward.py): its arguments are its
+    CUDA launcher's; the entry point `entry` calls it."""
+    lp = cuda_plan(kernel, spec)
+    return FfiPlan(
+        kernel=kernel,
+        launch=lp,
+        spec_path=spec.path,
+        pallas_args=tuple((a.name, a.optional) for a in lp.inputs),
+        summary="",
+        out_dtype=_JNP[_ffi_type(kernel.out)],
+        vjp_residuals=(),
+        vjp_n_out="",
+        vjp=False,
+        entry=entry,
+        role=role,
+        **_ffi_parts(lp, kernel.name),
+    )
+
+
+def _ffi_parts(lp: LaunchPlan, name: str) -> dict:
+    """The FFI call's operands, dims and results, from the launch plan."""
+    args = []
+    for a in lp.inputs:
+        if a.is_scalar:
+            assert a.name == "group_offset", f"{name}: scalar {a.name}"
+            args.append(FfiArg(a.name, "S32", "int", optional=False, offset=True))
+        else:
+            args.append(FfiArg(a.name, _ffi_type(a.dtype), a.ctype, optional=a.optional))
+    dims = tuple(FfiDim(d, *_dim_source(lp, d)) for d in lp.dims)
+    outs = [FfiOut(o.name, _ffi_type(o.dtype), o.ctype, _py_shape(o.shape)) for o in lp.outputs]
+    workspace = tuple(dict.fromkeys(v.workspace_ints.py for v in lp.variants if v.has_workspace))
+    if lp.has_workspace:
+        outs.append(FfiOut("workspace", "U8", "unsigned char", "(4 * _workspace_ints(dims),)"))
     return {
+        "args": tuple(args),
+        "dims": dims,
+        "derived": tuple((d.name, d.value.cpp, d.value.py) for d in lp.derived),
+        "outs": tuple(outs),
+        "workspace_ints": workspace,
+        "local_groups": any(b.fallback is not None for b in lp.bindings),
+    }
+
+
+def _render_plan(p: FfiPlan, header: str, spec: ir.Spec) -> dict[PurePosixPath, str]:
+    files = {
         PurePosixPath("jax") / f"{p.name}.py": render_template("jax/entry.py.j2", header=header,
                                                                 plan=p),
         PurePosixPath("cuda") / f"{p.name}_ffi.cc": render_template("jax/ffi.cc.j2",
                                                                     header=header, plan=p),
     }
+    # The backward pass's CUDA kernels: their .cu and C++ header (no Python
+    # launcher: the entry point is theirs) and their FFI handlers.
+    for b in p.backward:
+        kernel_files = cuda_render_kernel(b.kernel, spec)
+        files.update({path: text for path, text in kernel_files.items() if path.suffix != ".py"})
+        files[PurePosixPath("cuda") / f"{b.name}_ffi.cc"] = render_template(
+            "jax/ffi.cc.j2", header=header, plan=b)
+    return files
 
 
 def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
     """One kernel's entry point and FFI handler."""
-    return _render_plan(plan(kernel, spec), header_text(spec.path))
+    return _render_plan(plan(kernel, spec), header_text(spec.path), spec)
 
 
 def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
@@ -475,7 +584,7 @@ def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
     header = header_text(spec.path)
     plans = [plan(k, spec) for k in kernels(spec)]
     for p in plans:
-        files.update(_render_plan(p, header))
+        files.update(_render_plan(p, header, spec))
     if plans:
         files[PurePosixPath("jax") / "__init__.py"] = render_template(
             "jax/__init__.py.j2", header=header, plans=plans, spec_path=spec.path)

@@ -54,6 +54,17 @@ def register(library: str | os.PathLike[str], *, platform: str = "CUDA") -> None
     _REGISTERED[platform] = lib
 
 
+def _result(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A result of the FFI call, varying over the mesh axes of its operands
+    inside `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, manual_axis_type=manual)
+
+
 def gg_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -68,11 +79,14 @@ def _cuda(lhs):
     m = lhs.shape[0]
     k = lhs.shape[1]
     groups = gg_cdiv(k, 128)
+    operands = [lhs]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((m, k), jnp.float8_e4m3fn),  # out
-        jax.ShapeDtypeStruct((m, groups), jnp.float32),  # out_scale
+        _result((m, k), jnp.float8_e4m3fn, axes),  # out
+        _result((m, groups), jnp.float32, axes),  # out_scale
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(lhs)
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands)
     return results[0], results[1]
 
 

@@ -55,6 +55,17 @@ def register(library: str | os.PathLike[str], *, platform: str = "CUDA") -> None
     _REGISTERED[platform] = lib
 
 
+def _result(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A result of the FFI call, varying over the mesh axes of its operands
+    inside `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, manual_axis_type=manual)
+
+
 def _on_tpu(*args, g):
     """The Pallas kernel, on a TPU."""
     return _pallas._launch(*args, g=g, interpret=False)
@@ -69,12 +80,13 @@ def _cuda(lhs, rhs, group_sizes, group_offset, existing_out, *, g):
     has_existing_out = existing_out is not None
     if existing_out is None:
         existing_out = jnp.zeros((0,), jnp.float32)
+    operands = [lhs, rhs, group_sizes, group_offset, existing_out]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((g, k, n), jnp.float32),  # out
+        _result((g, k, n), jnp.float32, axes),  # out
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(
-        lhs, rhs, group_sizes, group_offset, existing_out, has_existing_out=has_existing_out
-    )
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands, has_existing_out=has_existing_out)
     return results[0]
 
 

@@ -54,6 +54,17 @@ def register(library: str | os.PathLike[str], *, platform: str = "CUDA") -> None
     _REGISTERED[platform] = lib
 
 
+def _result(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A result of the FFI call, varying over the mesh axes of its operands
+    inside `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, manual_axis_type=manual)
+
+
 def gg_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -75,20 +86,14 @@ def _cuda(lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset, existing_ou
     has_existing_out = existing_out is not None
     if existing_out is None:
         existing_out = jnp.zeros((0,), jnp.bfloat16)
+    operands = [lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset, existing_out]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((m, n), jnp.bfloat16),  # out
-        jax.ShapeDtypeStruct((workspace_bytes,), jnp.uint8),  # workspace
+        _result((m, n), jnp.bfloat16, axes),  # out
+        _result((workspace_bytes,), jnp.uint8, axes),  # workspace
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(
-        lhs,
-        rhs,
-        group_sizes,
-        lhs_scale,
-        rhs_scale,
-        group_offset,
-        existing_out,
-        has_existing_out=has_existing_out,
-    )
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands, has_existing_out=has_existing_out)
     return results[0]
 
 

@@ -1,0 +1,85 @@
+"""The CUDA kernels of a JAX entry point's backward pass, derived from its
+forward kernel (issue 28).
+
+A kernel emitted for both backends whose Pallas module has `<name>_vjp` gets
+its backward pass on CUDA too, when its epilogue is the plain product (no
+activation, bias or alpha) and both operands are 16-bit: two more CUDA
+kernels, derived here from the forward kernel's CUDA view, never written in
+the spec:
+
+  <name>_grad_lhs   op grouped: d lhs = d out @ rhs per group, the forward's
+                    rhs read in the other layout (the weight transposed:
+                    [g, n, k] is [g, K, N] of this product), out = lhs's
+                    dtype; the forward's CUDA tile with n and k swapped
+  <name>_grad_rhs   op tgmm: d rhs[i] = (d out rows of i)ᵀ @ (lhs rows of i)
+                    for an [g, n, k] rhs, (lhs rows)ᵀ @ (d out rows) for
+                    [g, k, n]; out = rhs's dtype; output blocks of the
+                    forward's tile n x k, 32 rows per pipeline stage
+
+Both take the forward's group_sizes and group_offset. They are rendered
+(.cu, .h and the FFI handler) beside the forward's files and built into its
+FFI library by `gemmgen compile`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gemmgen import ir
+from gemmgen.backends import pallas
+
+__all__ = ["GRAD_LHS", "GRAD_RHS", "TGMM_ROWS", "derive", "names", "supported"]
+
+GRAD_LHS = "_grad_lhs"
+GRAD_RHS = "_grad_rhs"
+# Rows of lhs / d out per pipeline stage of the derived tgmm (its `tile m`):
+# two MMA steps of k = 16, small enough that a 128 x 128 output block with 3
+# stages stays near 52 KB of shared memory on every arch.
+TGMM_ROWS = 32
+# The operand types the CUDA tgmm multiplies (docs/cuda-tgmm.md).
+_SIXTEEN_BIT = (ir.DType.BF16, ir.DType.F16)
+
+
+def supported(kernel: ir.Kernel) -> bool:
+    """Whether the entry point's backward pass runs derived CUDA kernels:
+    a `_vjp` kernel with 16-bit operands of one type and a plain epilogue."""
+    return (pallas.vjp_supported(kernel)
+            and kernel.lhs.dtype in _SIXTEEN_BIT
+            and kernel.rhs_operand.dtype == kernel.lhs.dtype
+            and kernel.epilogue.activation is ir.Activation.NONE
+            and kernel.epilogue.alpha is None
+            and kernel.bias.mode is ir.BiasMode.NONE)
+
+
+def names(kernel: ir.Kernel) -> tuple[str, str]:
+    """The derived kernels' names: d lhs, d rhs."""
+    return kernel.name + GRAD_LHS, kernel.name + GRAD_RHS
+
+
+def derive(kernel: ir.Kernel) -> tuple[ir.Kernel, ir.Kernel]:
+    """The d lhs (grouped) and d rhs (tgmm) CUDA kernels of `kernel`."""
+    assert supported(kernel), kernel.name
+    view = kernel.for_backend(ir.Backend.CUDA)
+    rhs = view.rhs_operand
+    flipped = ir.Layout.KN if rhs.layout is ir.Layout.NK else ir.Layout.NK
+    tile = view.tile
+    lhs_name, rhs_name = names(kernel)
+    plain = {"epilogue": ir.Epilogue(), "bias": ir.Bias(), "tile_rules": (),
+             "warp_tile": None, "threads": None, "backends": (ir.Backend.CUDA,),
+             "backend_tiles": (), "view": None, "tile_at": None, "variant_of": None,
+             "static_n": None, "static_k": None}
+    # static dims swap with the roles: the forward's n is d lhs's k.
+    grad_lhs = replace(
+        view, name=lhs_name, **{**plain, "static_n": view.static_k, "static_k": view.static_n},
+        lhs=ir.Operand(view.lhs.dtype), rhs=replace(rhs, layout=flipped),
+        out=view.lhs.dtype, tile=ir.Tile(tile.m, tile.k, tile.n))
+    # tgmm out [g, K, N] = lhsᵀ rhs over the rows: for an [g, n, k] weight the
+    # tgmm's lhs is d out ([m, n]) and its rhs the forward's lhs ([m, k]).
+    nk = rhs.layout is ir.Layout.NK
+    grad_rhs = replace(
+        view, name=rhs_name, op=ir.Op.TGMM, **plain,
+        lhs=ir.Operand(view.lhs.dtype), rhs=ir.Operand(view.lhs.dtype),
+        out=rhs.dtype, tile=ir.Tile(TGMM_ROWS, tile.k if nk else tile.n,
+                                    tile.n if nk else tile.k),
+        mma=ir.Mma.AUTO)
+    return grad_lhs, grad_rhs
