@@ -143,6 +143,44 @@ def test_the_backward_kernels_are_derived_from_the_forward_one():
     assert not backward.supported(spec.kernel("moe_w8a8_grouped_gemm"))  # scales: no _vjp
 
 
+CLASH = """\
+target pallas_tpu {
+  tpu v5e
+}
+target cuda {
+  archs sm_90a
+}
+kernel gmm {
+  op grouped
+  lhs bf16 [m, k]
+  rhs bf16 [g, n, k]
+  out f32
+  backends pallas_tpu cuda
+}
+kernel gmm_grad_rhs {
+  op tgmm
+  lhs bf16 [m, k]
+  rhs bf16 [m, n]
+  out f32
+  tile m=32 n=128 k=128
+  backends cuda
+}
+"""
+
+
+def test_a_spec_kernel_with_a_derived_name_is_a_positioned_error(tmp_path):
+    from gemmgen.diagnostics import SpecError
+
+    (tmp_path / "specs").mkdir()
+    path = tmp_path / "specs" / "clash.gemm"
+    path.write_text(CLASH)
+    with pytest.raises(SpecError) as info:
+        render_spec(path)
+    [found] = info.value.diagnostics
+    assert (found.loc.line, found.loc.col) == (7, 8)
+    assert "'gmm_grad_rhs', which this spec already names" in found.message
+
+
 # ---------------------------------------------------------------------------
 # The fast case: every edge at once, under jax.jit and jax.vjp
 

@@ -14,7 +14,8 @@ the spec:
   <name>_grad_rhs   op tgmm: d rhs[i] = (d out rows of i)ᵀ @ (lhs rows of i)
                     for an [g, n, k] rhs, (lhs rows)ᵀ @ (d out rows) for
                     [g, k, n]; out = rhs's dtype; output blocks of the
-                    forward's tile n x k, 32 rows per pipeline stage
+                    forward's tile n x k, 32 rows per pipeline stage, the
+                    forward's number of stages
 
 Both take the forward's group_sizes and group_offset. They are rendered
 (.cu, .h and the FFI handler) beside the forward's files and built into its
@@ -27,14 +28,16 @@ from dataclasses import replace
 
 from gemmgen import ir
 from gemmgen.backends import pallas
+from gemmgen.diagnostics import Diagnostic
 
-__all__ = ["GRAD_LHS", "GRAD_RHS", "TGMM_ROWS", "derive", "names", "supported"]
+__all__ = ["GRAD_LHS", "GRAD_RHS", "TGMM_ROWS", "derive", "diagnose", "names", "supported"]
 
 GRAD_LHS = "_grad_lhs"
 GRAD_RHS = "_grad_rhs"
 # Rows of lhs / d out per pipeline stage of the derived tgmm (its `tile m`):
-# two MMA steps of k = 16, small enough that a 128 x 128 output block with 3
-# stages stays near 52 KB of shared memory on every arch.
+# two MMA steps of k = 16, so that a stage of a 128 x 128 output block takes
+# 17 KB of shared memory (35 KB with 2 stages, 52 KB with 3): it fits every
+# arch a spec may declare.
 TGMM_ROWS = 32
 # The operand types the CUDA tgmm multiplies (docs/cuda-tgmm.md).
 _SIXTEEN_BIT = (ir.DType.BF16, ir.DType.F16)
@@ -54,6 +57,19 @@ def supported(kernel: ir.Kernel) -> bool:
 def names(kernel: ir.Kernel) -> tuple[str, str]:
     """The derived kernels' names: d lhs, d rhs."""
     return kernel.name + GRAD_LHS, kernel.name + GRAD_RHS
+
+
+def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
+    """A derived kernel's name taken by a kernel or dispatcher of the spec:
+    both would write cuda/<name>.cu."""
+    both = {ir.Backend.PALLAS_TPU, ir.Backend.CUDA}
+    if not (both <= set(kernel.backends) and supported(kernel)):
+        return []
+    taken = {k.name for k in spec.kernels} | {d.name for d in spec.dispatches}
+    return [Diagnostic(kernel.loc, f"kernel '{kernel.name}': its JAX entry point's backward "
+                                   f"pass on CUDA is a kernel named '{name}', which this spec "
+                                   "already names; rename that one")
+            for name in names(kernel) if name in taken]
 
 
 def derive(kernel: ir.Kernel) -> tuple[ir.Kernel, ir.Kernel]:
