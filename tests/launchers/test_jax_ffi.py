@@ -285,7 +285,8 @@ def test_compile_emulate_writes_a_library_that_registers(tmp_path):
     assert library.is_file() and f"wrote {library}" in proc.stdout
     import ctypes
 
-    assert hasattr(ctypes.CDLL(str(library)), "gg_ffi_gmm_bf16")
+    for symbol in ("gg_ffi_gmm_bf16", "gg_ffi_gmm_bf16_grad_lhs", "gg_ffi_gmm_bf16_grad_rhs"):
+        assert hasattr(ctypes.CDLL(str(library)), symbol), symbol
 
 
 @pytest.mark.slow

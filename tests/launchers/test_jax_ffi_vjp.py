@@ -28,6 +28,7 @@ from gemmgen.backends.cuda import backward
 from gemmgen.build import render_spec
 from gemmgen.harness.cuda_emu import device_env
 from gemmgen.harness.ffi import backward_kernels, emulated_ffi
+from gemmgen.harness.toolchain import find_nvcc
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -236,6 +237,28 @@ def test_vjp_under_shard_map_with_check_vma():
     assert_close("rhs", d_rhs, *want[1])
 
 
+def test_on_a_tpu_the_backward_pass_is_the_pallas_one():
+    """The same shard_map training step lowered for TPU (the real Pallas ->
+    Mosaic lowering, on any machine): the Pallas kernels of the backward
+    pass (d lhs and d rhs; the linear loss needs no forward), no FFI call."""
+    from jax.sharding import PartitionSpec as P
+
+    module = entry()
+    lhs, rhs, _, d_out = inputs(3, 256, 128, 128, 2)
+    sizes = jnp.array([64, 64, 128], jnp.int32)
+    mesh = jax.make_mesh((1,), ("x",))
+
+    def local(lhs, rhs, d_out):
+        offset = jax.lax.axis_index("x") * 2 + 1
+        return jnp.sum(module.gmm_bf16_vjp(lhs, rhs, sizes, offset) * d_out)[None]
+
+    loss = jax.shard_map(local, mesh=mesh, in_specs=(P(), P("x"), P()), out_specs=P("x"))
+    step = jax.jit(jax.grad(lambda a, b: loss(a, b, d_out).sum(), argnums=(0, 1)))
+    rhs = jax.device_put(rhs, jax.NamedSharding(mesh, P("x")))
+    text = step.trace(lhs, rhs).lower(lowering_platforms=("tpu",)).as_text()
+    assert text.count("tpu_custom_call") == 2 and "gemmgen_" not in text
+
+
 # ---------------------------------------------------------------------------
 # Slow: more shapes, two devices, the nvcc build
 
@@ -316,3 +339,35 @@ def test_expert_parallel_training_on_two_devices(tmp_path):
     proc = subprocess.run([sys.executable, "-c", SHARDED_GRAD, str(library)],
                           capture_output=True, text=True, cwd=REPO, env=env, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+def test_compile_builds_the_backward_kernels_into_the_library(tmp_path):
+    """`gemmgen compile --kernel gmm_bf16` with nvcc (warnings as errors, the
+    spec's sm_90a): one library exporting the three handlers register()
+    needs (loading it needs no GPU: cudart is static)."""
+    import ctypes
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "gemmgen", "compile",
+                           str(REPO / "specs" / "moe.gemm"), "--kernel", "gmm_bf16", "--out",
+                           str(tmp_path)], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    library = ctypes.CDLL(str(tmp_path / "libgmm_bf16_ffi.so"))
+    for symbol in ("gg_ffi_gmm_bf16", "gg_ffi_gmm_bf16_grad_lhs", "gg_ffi_gmm_bf16_grad_rhs"):
+        assert hasattr(library, symbol), symbol
+
+
+def test_register_names_a_missing_backward_handler(tmp_path):
+    """A library with the forward handler only (as one built before the
+    backward kernels existed) is refused, naming the missing symbol, before
+    any target is registered."""
+    module = entry()
+    source = tmp_path / "forward_only.c"
+    source.write_text("int gg_ffi_gmm_bf16(void) { return 0; }\n")
+    library = tmp_path / "libforward_only.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(source), "-o", str(library)], check=True)
+    with pytest.raises(ValueError, match="has no gg_ffi_gmm_bf16_grad_lhs: `gemmgen compile`"):
+        module.register(library, platform="forward-only")
+    assert "forward-only" not in module._REGISTERED
