@@ -60,16 +60,25 @@ def names(kernel: ir.Kernel) -> tuple[str, str]:
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """A derived kernel's name taken by a kernel or dispatcher of the spec:
-    both would write cuda/<name>.cu."""
+    """A derived kernel's name taken by a kernel or dispatcher of the spec
+    (both would write cuda/<name>.cu), or a derived kernel the CUDA backend
+    cannot emit (at the forward kernel, which the spec author can change)."""
+    from gemmgen.backends import cuda
+
     both = {ir.Backend.PALLAS_TPU, ir.Backend.CUDA}
     if not (both <= set(kernel.backends) and supported(kernel)):
         return []
     taken = {k.name for k in spec.kernels} | {d.name for d in spec.dispatches}
-    return [Diagnostic(kernel.loc, f"kernel '{kernel.name}': its JAX entry point's backward "
-                                   f"pass on CUDA is a kernel named '{name}', which this spec "
-                                   "already names; rename that one")
-            for name in names(kernel) if name in taken]
+    out = [Diagnostic(kernel.loc, f"kernel '{kernel.name}': its JAX entry point's backward "
+                                  f"pass on CUDA is a kernel named '{name}', which this spec "
+                                  "already names; rename that one")
+           for name in names(kernel) if name in taken]
+    for derived in derive(kernel):
+        out.extend(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the kernel of its JAX entry "
+                                          f"point's backward pass '{derived.name}' (derived from "
+                                          f"it): {d.message}")
+                   for d in cuda.diagnose_kernel(derived, spec))
+    return out
 
 
 def derive(kernel: ir.Kernel) -> tuple[ir.Kernel, ir.Kernel]:
@@ -80,7 +89,10 @@ def derive(kernel: ir.Kernel) -> tuple[ir.Kernel, ir.Kernel]:
     flipped = ir.Layout.KN if rhs.layout is ir.Layout.NK else ir.Layout.NK
     tile = view.tile
     lhs_name, rhs_name = names(kernel)
-    plain = {"epilogue": ir.Epilogue(), "bias": ir.Bias(), "tile_rules": (),
+    # Generated files name the spec text a kernel comes from (render.source_ref:
+    # its loc's path); a derived kernel's says which kernel it is derived from.
+    loc = replace(kernel.loc, path=f"{kernel.loc.path}, the backward pass of {kernel.name}")
+    plain = {"epilogue": ir.Epilogue(), "bias": ir.Bias(), "tile_rules": (), "loc": loc,
              "warp_tile": None, "threads": None, "backends": (ir.Backend.CUDA,),
              "backend_tiles": (), "view": None, "tile_at": None, "variant_of": None,
              "static_n": None, "static_k": None}

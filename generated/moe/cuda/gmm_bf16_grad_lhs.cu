@@ -2,7 +2,7 @@
 //
 // gmm_bf16_grad_lhs: grouped (mixture-of-experts) GEMM on tensor cores.
 //
-// Spec (specs/moe.gemm):
+// Spec (specs/moe.gemm, the backward pass of gmm_bf16):
 //   op        grouped
 //   lhs       bf16 [m, k]
 //   rhs       bf16 [g, k, n]
@@ -62,7 +62,8 @@ struct Config {
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks;
 // gg::gemm::check_tile checks how the numbers follow from the shape.
-// Tile 0, default (specs/moe.gemm): pipeline 139264 bytes, epilogue 67584.
+// Tile 0, default (specs/moe.gemm, the backward pass of gmm_bf16): pipeline 139264 bytes, epilogue
+// 67584.
 struct Tile0 : Config {
   static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 128;
   static constexpr int kWM = 64, kWN = 32, kWarpsN = 4, kThreads = 256;

@@ -5,7 +5,7 @@
 //
 //   out[i - group_offset] = lhs[rows of group i]ᵀ · rhs[rows of group i] (+ existing_out)
 //
-// Spec (specs/moe.gemm):
+// Spec (specs/moe.gemm, the backward pass of gmm_bf16):
 //   op        tgmm
 //   lhs       bf16 [m, k]
 //   rhs       bf16 [m, n] (the output gradient)
