@@ -132,7 +132,7 @@ def test_the_backward_kernels_are_derived_from_the_forward_one():
     whose output block is the forward's n x k weight tile; both are rendered
     with their FFI handlers, and the other entry points get none."""
     spec = render_spec(REPO / "specs" / "moe.gemm").spec
-    grad_lhs, grad_rhs = backward.derive(spec.kernel("gmm_bf16"))
+    grad_lhs, grad_rhs = backward.derive(spec.kernel("gmm_bf16"), spec)
     assert (grad_lhs.name, grad_lhs.op, grad_lhs.rhs.layout, grad_lhs.out) == (
         "gmm_bf16_grad_lhs", spec.kernel("gmm_bf16").op, backward.ir.Layout.KN,
         backward.ir.DType.BF16)
@@ -167,6 +167,27 @@ kernel gmm_grad_rhs {
   backends cuda
 }
 """
+
+
+def test_a_derived_tile_that_does_not_fit_falls_back_to_a_smaller_one(tmp_path):
+    """A 64 x 256 x 32 forward fits sm_89's shared memory; its d lhs kernel
+    with n and k swapped (64 x 32 x 256) does not, so d lhs takes the first
+    fallback tile that does, and the spec builds as it did before."""
+    from gemmgen.backends import cuda
+
+    (tmp_path / "specs").mkdir()
+    path = tmp_path / "specs" / "wide.gemm"
+    path.write_text(CLASH.replace("sm_90a", "sm_89").replace(
+        "  out f32\n  backends pallas_tpu cuda",
+        "  out f32\n  tile m=64 n=256 k=32\n  tile pallas_tpu m=512 n=1024 k=1024\n"
+        "  backends pallas_tpu cuda").split("kernel gmm_grad_rhs")[0])
+    spec = render_spec(path).spec
+    forward = spec.kernel("gmm")
+    swapped, *_ = backward._candidates(forward)[0]
+    assert swapped.tile == backward.ir.Tile(64, 32, 256) and cuda.diagnose_kernel(swapped, spec)
+    grad_lhs, grad_rhs = backward.derive(forward, spec)
+    assert grad_lhs.tile == backward.FALLBACK_TILES[0] and not cuda.diagnose_kernel(grad_lhs, spec)
+    assert grad_rhs.tile == backward.ir.Tile(backward.TGMM_ROWS, 32, 256)
 
 
 def test_a_spec_kernel_with_a_derived_name_is_a_positioned_error(tmp_path):

@@ -17,6 +17,11 @@ the spec:
                     forward's tile n x k, 32 rows per pipeline stage, the
                     forward's number of stages
 
+Where a tile so derived does not fit an arch of the spec (the swapped d lhs
+tile holds more shared memory than the forward's when n > k), smaller tiles
+are tried in order (FALLBACK_TILES, FALLBACK_BLOCKS); none fitting is a
+diagnostic at the forward kernel.
+
 Both take the forward's group_sizes and group_offset. They are rendered
 (.cu, .h and the FFI handler) beside the forward's files and built into its
 FFI library by `gemmgen compile`. Pure: no I/O.
@@ -30,7 +35,8 @@ from gemmgen import ir
 from gemmgen.backends import pallas
 from gemmgen.diagnostics import Diagnostic
 
-__all__ = ["GRAD_LHS", "GRAD_RHS", "TGMM_ROWS", "derive", "diagnose", "names", "supported"]
+__all__ = ["FALLBACK_BLOCKS", "FALLBACK_TILES", "GRAD_LHS", "GRAD_RHS", "TGMM_ROWS", "derive",
+           "diagnose", "names", "supported"]
 
 GRAD_LHS = "_grad_lhs"
 GRAD_RHS = "_grad_rhs"
@@ -39,6 +45,13 @@ GRAD_RHS = "_grad_rhs"
 # 17 KB of shared memory (35 KB with 2 stages, 52 KB with 3): it fits every
 # arch a spec may declare.
 TGMM_ROWS = 32
+# The tiles a derived kernel falls back to, in order, when the one taken
+# from the forward's tile does not fit the spec's archs (its shared memory,
+# swapped for d lhs, can exceed the forward's): the grouped GEMM's tile of
+# specs/moe.gemm's moe_bf16_grouped_gemm, then half its rows; tgmm output
+# blocks of 128 x 128, then 64 x 64, TGMM_ROWS rows a stage.
+FALLBACK_TILES = (ir.Tile(128, 128, 32), ir.Tile(64, 128, 32), ir.Tile(64, 64, 32))
+FALLBACK_BLOCKS = (ir.Tile(TGMM_ROWS, 128, 128), ir.Tile(TGMM_ROWS, 64, 64))
 # The operand types the CUDA tgmm multiplies (docs/cuda-tgmm.md).
 _SIXTEEN_BIT = (ir.DType.BF16, ir.DType.F16)
 
@@ -62,7 +75,8 @@ def names(kernel: ir.Kernel) -> tuple[str, str]:
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """A derived kernel's name taken by a kernel or dispatcher of the spec
     (both would write cuda/<name>.cu), or a derived kernel the CUDA backend
-    cannot emit (at the forward kernel, which the spec author can change)."""
+    cannot emit with any of its tiles (at the forward kernel, which the spec
+    author can change)."""
     from gemmgen.backends import cuda
 
     both = {ir.Backend.PALLAS_TPU, ir.Backend.CUDA}
@@ -73,16 +87,33 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                                   f"pass on CUDA is a kernel named '{name}', which this spec "
                                   "already names; rename that one")
            for name in names(kernel) if name in taken]
-    for derived in derive(kernel):
-        out.extend(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the kernel of its JAX entry "
-                                          f"point's backward pass '{derived.name}' (derived from "
-                                          f"it): {d.message}")
-                   for d in cuda.diagnose_kernel(derived, spec))
+    for candidates in _candidates(kernel):
+        if not any(not cuda.diagnose_kernel(c, spec) for c in candidates):
+            out.extend(Diagnostic(kernel.loc, f"kernel '{kernel.name}': its JAX entry point's "
+                                              "backward pass needs a CUDA kernel derived from "
+                                              f"it, and {d.message.removeprefix('kernel ')}")
+                       for d in cuda.diagnose_kernel(candidates[0], spec))
     return out
 
 
-def derive(kernel: ir.Kernel) -> tuple[ir.Kernel, ir.Kernel]:
-    """The d lhs (grouped) and d rhs (tgmm) CUDA kernels of `kernel`."""
+def derive(kernel: ir.Kernel, spec: ir.Spec) -> tuple[ir.Kernel, ir.Kernel]:
+    """The d lhs (grouped) and d rhs (tgmm) CUDA kernels of `kernel`: each
+    the first of its candidates (_candidates) the CUDA backend can emit for
+    the spec's archs."""
+    from gemmgen.backends import cuda
+
+    grad_lhs, grad_rhs = (next((c for c in candidates if not cuda.diagnose_kernel(c, spec)),
+                               candidates[0])
+                          for candidates in _candidates(kernel))
+    return grad_lhs, grad_rhs
+
+
+def _candidates(kernel: ir.Kernel) -> tuple[tuple[ir.Kernel, ...], tuple[ir.Kernel, ...]]:
+    """The d lhs and d rhs kernels of `kernel`, each with the tiles to try in
+    order: the forward's own (n and k swapped for d lhs, whose n is the
+    forward's k; the weight tile n x k as tgmm's output block), then smaller
+    ones for the archs whose shared memory the first does not fit
+    (FALLBACK_TILES, FALLBACK_BLOCKS)."""
     assert supported(kernel), kernel.name
     view = kernel.for_backend(ir.Backend.CUDA)
     rhs = view.rhs_operand
@@ -110,4 +141,7 @@ def derive(kernel: ir.Kernel) -> tuple[ir.Kernel, ir.Kernel]:
         out=rhs.dtype, tile=ir.Tile(TGMM_ROWS, tile.k if nk else tile.n,
                                     tile.n if nk else tile.k),
         mma=ir.Mma.AUTO)
-    return grad_lhs, grad_rhs
+    lhs_tiles = [grad_lhs.tile, *(t for t in FALLBACK_TILES if t != grad_lhs.tile)]
+    rhs_tiles = [grad_rhs.tile, *(t for t in FALLBACK_BLOCKS if t != grad_rhs.tile)]
+    return (tuple(replace(grad_lhs, tile=t) for t in lhs_tiles),
+            tuple(replace(grad_rhs, tile=t) for t in rhs_tiles))

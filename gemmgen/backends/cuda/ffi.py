@@ -292,7 +292,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
     backward = ()
     if vjp and cuda_backward.supported(kernel):
         backward = tuple(_derived_plan(d, spec, kernel.name, role) for d, role
-                         in zip(cuda_backward.derive(kernel), ("grad_lhs", "grad_rhs"), strict=True))
+                         in zip(cuda_backward.derive(kernel, spec), ("grad_lhs", "grad_rhs"), strict=True))
     return FfiPlan(
         kernel=kernel,
         launch=lp,
