@@ -156,6 +156,11 @@ class FfiPlan(EntryPointText):
         return f" in {self.entry}_vjp's backward pass (for {what})" if what else ""
 
     @property
+    def _library_text(self) -> str:
+        """Where a backward kernel's handler goes: its entry point's library."""
+        return f" (with {self.entry}'s files, into lib{self.entry}_ffi.so)" if self.entry else ""
+
+    @property
     def optional_args(self) -> tuple[FfiArg, ...]:
         return tuple(a for a in self.args if a.optional)
 
@@ -181,8 +186,8 @@ class FfiPlan(EntryPointText):
             f"XLA's stream. jax/{self.entry_module}.py calls it{self._role_text} as the FFI target "
             f"\"{self.target}\" "
             "(jax.ffi.ffi_call) once its register() has loaded the shared library that "
-            f"`gemmgen compile` builds from this file and {self.name}.cu, with XLA's FFI "
-            "headers (jax.ffi.include_dir())."),
+            f"`gemmgen compile` builds from this file and {self.name}.cu{self._library_text}, "
+            "with XLA's FFI headers (jax.ffi.include_dir())."),
             "Operands: " + ", ".join(a.name for a in self.args) + "."
             + (" group_offset is an int32 scalar on the device (it may be traced, as under "
                "shard_map)." if self.has_offset else "")

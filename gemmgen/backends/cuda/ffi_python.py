@@ -35,6 +35,12 @@ class EntryPointText:
         return "_cuda" + (f"_{self.role}" if self.role else "")
 
     @property
+    def py_grad_rhs_formula(self) -> str:
+        """What the d rhs kernel computes per local group, for the docstring."""
+        nk = self.kernel.rhs_operand.layout is ir.Layout.NK
+        return "d_out[rows]ᵀ · lhs[rows]" if nk else "lhs[rows]ᵀ · d_out[rows]"
+
+    @property
     def cuda_vjp(self) -> bool:
         """Whether `<name>_vjp`'s backward pass runs the CUDA kernels of `backward`."""
         return bool(self.backward)

@@ -4,7 +4,8 @@
 // and launch_gmm_bf16_grad_lhs() (gmm_bf16_grad_lhs.h) runs on XLA's stream. jax/gmm_bf16.py calls
 // it in gmm_bf16_vjp's backward pass (for d lhs) as the FFI target "gemmgen_gmm_bf16_grad_lhs"
 // (jax.ffi.ffi_call) once its register() has loaded the shared library that `gemmgen compile`
-// builds from this file and gmm_bf16_grad_lhs.cu, with XLA's FFI headers (jax.ffi.include_dir()).
+// builds from this file and gmm_bf16_grad_lhs.cu (with gmm_bf16's files, into libgmm_bf16_ffi.so),
+// with XLA's FFI headers (jax.ffi.include_dir()).
 //
 // Operands: lhs, rhs, group_sizes, group_offset, existing_out. group_offset is an int32 scalar on
 // the device (it may be traced, as under shard_map). Without existing_out: an empty buffer and

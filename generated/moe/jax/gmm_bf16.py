@@ -23,8 +23,8 @@ pass is the Pallas module's; elsewhere two more CUDA kernels, derived from
 this one by gemmgen and built into the same library, whose handlers
 register() registers too:
 
-    d lhs  cuda/gmm_bf16_grad_lhs.cu: the grouped GEMM of d out and the weight transposed
-    d rhs  cuda/gmm_bf16_grad_rhs.cu: tgmm, per group (rows)ᵀ · (rows)
+    d lhs  cuda/gmm_bf16_grad_lhs.cu: the grouped GEMM of d_out and the weight transposed
+    d rhs  cuda/gmm_bf16_grad_rhs.cu: tgmm, per local group d_out[rows]ᵀ · lhs[rows]
 """
 
 from __future__ import annotations
