@@ -191,6 +191,8 @@ def test_a_derived_tile_that_does_not_fit_falls_back_to_a_smaller_one(tmp_path):
 
 
 def test_a_spec_kernel_with_a_derived_name_is_a_positioned_error(tmp_path):
+    """`<name>_grad_rhs` is reserved next to a kernel `<name>` (as `_vjp` is):
+    reported at the later name, with the earlier one's position."""
     from gemmgen.diagnostics import SpecError
 
     (tmp_path / "specs").mkdir()
@@ -199,8 +201,9 @@ def test_a_spec_kernel_with_a_derived_name_is_a_positioned_error(tmp_path):
     with pytest.raises(SpecError) as info:
         render_spec(path)
     [found] = info.value.diagnostics
-    assert (found.loc.line, found.loc.col) == (7, 8)
-    assert "'gmm_grad_rhs', which this spec already names" in found.message
+    assert (found.loc.line, found.loc.col) == (14, 8)
+    assert ("kernel name 'gmm_grad_rhs' clashes with 'gmm' at" in found.message
+            and "the code generated for 'gmm' defines 'gmm_grad_rhs'" in found.message)
 
 
 # ---------------------------------------------------------------------------
