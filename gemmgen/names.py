@@ -33,15 +33,13 @@ OWN_PREFIXES = ("gg_", "launch_", "_")
 
 # What generated code derives from a kernel or dispatch name `x`, besides `x`
 # and `args_struct(x)`: `launch_x`, `x_validate`, ... (cuda/launcher.h.j2,
-# dispatch.h.j2, the kinds' entry points, pallas `x_vjp`, the kernels of a JAX
-# entry point's backward pass `x_grad_lhs` and `x_grad_rhs`, reserved for
-# every name as `x_vjp` is: backends/cuda/backward.py), and two families:
+# dispatch.h.j2, the kinds' entry points, pallas `x_vjp`), and two families:
 # `x_t<i>`, the CUDA entry point of tile i of a LUT, and `x_as_<arm>`, a
 # dispatcher's view of its arguments as arm <arm>'s.
 DERIVED_PREFIXES = ("launch_",)
 DERIVED_SUFFIXES = ("_validate", "_pick", "_pick_tile", "_workspace_bytes", "_fill",
                     "_worklist", "_unaligned_k", "_vjp", "_launch_error", "_launches", "_sm90",
-                    "_sm120", "_arch_error", "_grad_lhs", "_grad_rhs")
+                    "_sm120", "_arch_error")
 _TILE_ENTRY = re.compile(r"(.+)_t\d+(_sm90|_sm120)?\Z")
 _AS = "_as_"
 

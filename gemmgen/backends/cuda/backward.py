@@ -73,16 +73,22 @@ def names(kernel: ir.Kernel) -> tuple[str, str]:
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """A derived kernel the CUDA backend cannot emit with any of its tiles,
-    at the forward kernel, which the spec author can change. (The derived
-    names are reserved for every kernel and dispatcher, as `<name>_vjp` is:
-    names.DERIVED_SUFFIXES, so no spec name takes one.)"""
+    """A derived kernel's name taken by a kernel or dispatcher of the spec
+    (both would write cuda/<name>.cu), or a derived kernel the CUDA backend
+    cannot emit with any of its tiles; at the forward kernel, which the spec
+    author can change. (The names are not reserved for every kernel, as
+    `<name>_vjp` is: a Pallas-only `gmm` may well sit beside its own tgmm
+    `gmm_grad_rhs`, as in docs/spec.md.)"""
     from gemmgen.backends import cuda
 
     both = {ir.Backend.PALLAS_TPU, ir.Backend.CUDA}
     if not (both <= set(kernel.backends) and supported(kernel)):
         return []
-    out = []
+    taken = {k.name: k.loc for k in spec.kernels} | {d.name: d.loc for d in spec.dispatches}
+    out = [Diagnostic(kernel.loc, f"kernel '{kernel.name}': its JAX entry point's backward "
+                                  f"pass on CUDA is a kernel named '{name}', which the spec "
+                                  f"names at {taken[name]} too; rename that one")
+           for name in names(kernel) if name in taken]
     for candidates in _candidates(kernel):
         if not any(not cuda.diagnose_kernel(c, spec) for c in candidates):
             out.extend(Diagnostic(kernel.loc, f"kernel '{kernel.name}': its JAX entry point's "

@@ -364,11 +364,11 @@ def _render_plan(p: FfiPlan, header: str, spec: ir.Spec) -> dict[PurePosixPath, 
         PurePosixPath("cuda") / f"{p.name}_ffi.cc": render_template("jax/ffi.cc.j2",
                                                                     header=header, plan=p),
     }
-    # The backward pass's CUDA kernels: their .cu and C++ header (no Python
-    # launcher: the entry point is theirs) and their FFI handlers.
+    # The backward pass's CUDA kernels: their .cu, C++ and Python launchers
+    # (as every CUDA kernel has; the Rust crate has the spec's kernels only)
+    # and their FFI handlers.
     for b in p.backward:
-        kernel_files = cuda_render_kernel(b.kernel, spec)
-        files.update({path: text for path, text in kernel_files.items() if path.suffix != ".py"})
+        files.update(cuda_render_kernel(b.kernel, spec))
         files[PurePosixPath("cuda") / f"{b.name}_ffi.cc"] = render_template(
             "jax/ffi.cc.j2", header=header, plan=b)
     return files
