@@ -15,6 +15,10 @@ def _scale(s: ir.Scale) -> str:
     words = [s.mode.value, *blocks, s.dtype.value]
     if s.rounding is not ir.ScaleRounding.UP:  # up, the default, goes unsaid
         words.append(f"round={s.rounding.value}")
+    if s.layout is not ir.ScaleLayout.ROWS:  # rows, the default, goes unsaid
+        words.append(f"layout={s.layout.value}")
+    if s.global_scale:
+        words.append("global=f32")
     inner = " ".join(words)
     return f"{inner} ({s.placement.value})"
 

@@ -89,6 +89,7 @@ from gemmgen.ir.parts import (
     lcm,
     quantize_rule,
     scale_atom_offset,
+    global_scale_shape,
     scale_shape,
 )
 from gemmgen.ir.spec import (
@@ -166,5 +167,6 @@ __all__ = [
     "lcm",
     "quantize_rule",
     "scale_atom_offset",
+    "global_scale_shape",
     "scale_shape",
 ]

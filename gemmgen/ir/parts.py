@@ -90,6 +90,9 @@ class Scale:
     block_k: int = 0  # K extent of one scale (0: all of K)
     layout: ScaleLayout = ScaleLayout.ROWS  # per_token_group / block n=1 only
     rounding: ScaleRounding = ScaleRounding.UP  # e8m0 out_scale of op quantize only
+    # NVFP4's second-level scale (`global=f32`): one f32 per tensor (per
+    # group of a grouped or masked kernel) multiplying every block scale.
+    global_scale: bool = False
     loc: Loc = field(default=NO_LOC, compare=False)
 
     @property
@@ -312,6 +315,13 @@ def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
         case ScaleMode.KBLOCK:
             return (g if g is not None else 1, cdiv(k, bk), 1, n)
     raise AssertionError(scale.mode)
+
+
+def global_scale_shape(*, g: int | None) -> tuple[int, ...]:
+    """The runtime shape of a `global=f32` scale (docs/semantics.md, "MX
+    and NV block scales"): one f32 for a dense kernel, one per local group
+    ([g]) for a grouped or masked one, on either operand."""
+    return (g,) if g is not None else ()
 
 
 def scale_atom_offset(row: int, kblock: int, kblocks: int) -> int:

@@ -39,6 +39,9 @@ class Inputs:
     # per-row scales likewise); group i owns rows [i * cap, i * cap + counts[i]).
     cap: int | None = None
     counts: np.ndarray | None = None  # int64 [g], masked_m clipped to [0, cap]
+    # The `global=f32` scales (NVFP4), float64 [] (dense) or [g]; None without.
+    lhs_global: np.ndarray | None = None
+    rhs_global: np.ndarray | None = None
 
 
 def arg_error(kernel: ir.Kernel, message: str) -> ValueError:
@@ -71,9 +74,34 @@ def _decode_scale(kernel: ir.Kernel, side: str, array, *, m: int, n: int, k: int
         raise arg_error(kernel, f"{side}_scale: {e}") from None
 
 
+def _decode_global(kernel: ir.Kernel, side: str, array, g: int | None) -> np.ndarray | None:
+    """A `global=f32` scale: f32 [] (dense) or [g] (grouped, masked)."""
+    scale: ir.Scale = getattr(kernel, f"{side}_scale")
+    name = f"{side}_global_scale"
+    if not scale.global_scale:
+        if array is not None:
+            raise arg_error(kernel, f"{name} given but {side}_scale has no 'global=f32'")
+        return None
+    if array is None:
+        raise arg_error(kernel, f"{name} (the f32 global scale of {side}_scale) is required")
+    want = ir.global_scale_shape(g=g)
+    if np.shape(array) != want:
+        raise arg_error(kernel, f"{name} must have shape {want}, got {np.shape(array)}")
+    return storage_to_float64(array, DType.F32)
+
+
 def decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
            rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-           masked_m=None) -> Inputs:
+           masked_m=None, lhs_global_scale=None, rhs_global_scale=None) -> Inputs:
+    inp = _decode_arrays(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
+                         rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
+                         existing_out=existing_out, masked_m=masked_m)
+    return replace(inp, lhs_global=_decode_global(kernel, "lhs", lhs_global_scale, inp.g),
+                   rhs_global=_decode_global(kernel, "rhs", rhs_global_scale, inp.g))
+
+
+def _decode_arrays(kernel: ir.Kernel, *, lhs, rhs, group_sizes, lhs_scale, rhs_scale, bias,
+                   group_offset, existing_out, masked_m) -> Inputs:
     if lhs is None or rhs is None:
         raise arg_error(kernel, "lhs and rhs are required")
     if kernel.masked:

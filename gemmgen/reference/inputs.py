@@ -190,9 +190,17 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
     out["lhs"], out["rhs"] = a, b
     for side, base in (("lhs", a_base), ("rhs", b_base)):
         scale: ir.Scale = getattr(kernel, f"{side}_scale")
+        if scale.global_scale:
+            # NVFP4's two levels as its quantizers set them: a small global
+            # scale per tensor (per group: each its own) and block scales
+            # that use ue4m3's range, their product ~base.
+            glob = np.exp2(rng.uniform(-6.0, -4.0, size=ir.global_scale_shape(g=g)))
+            base = base / float(np.exp2(-5.0))
         if scale.enabled:
             shape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g, masked=kernel.masked)
             out[f"{side}_scale"] = _random_scale(rng, scale, shape, base)
+        if scale.global_scale:
+            out[f"{side}_global_scale"] = glob.astype(np.float32)
     match kernel.bias.mode:
         case BiasMode.N:
             bias_shape: tuple[int, ...] | None = (n,)

@@ -26,6 +26,9 @@ class Scales:
     rhs: np.ndarray | None
     n: int
     k: int
+    # The `global=f32` scales (NVFP4): [] or [g] per operand, None without.
+    lhs_global: np.ndarray | None = None
+    rhs_global: np.ndarray | None = None
 
     def absolute(self) -> Scales:
         return self._map(np.abs)
@@ -42,8 +45,18 @@ class Scales:
         return self.lhs is not None or self.rhs is not None
 
     def _map(self, f) -> Scales:
-        lhs, rhs = (None if s is None else f(s) for s in (self.lhs, self.rhs))
-        return Scales(self.kernel, lhs, rhs, self.n, self.k)
+        lhs, rhs, lg, rg = (None if s is None else f(s)
+                            for s in (self.lhs, self.rhs, self.lhs_global, self.rhs_global))
+        return Scales(self.kernel, lhs, rhs, self.n, self.k, lg, rg)
+
+    def global_epi(self, group: int | None) -> float:
+        """The product of the global scales of a dense kernel or of local
+        group `group`, applied once to the accumulator in the epilogue."""
+        out = 1.0
+        for s in (self.lhs_global, self.rhs_global):
+            if s is not None:
+                out *= float(s if group is None else s[group])
+        return out
 
     def k_blocks(self) -> list[tuple[int, int]]:
         """The K blocks of the main loop: the union of all scale block edges."""

@@ -137,7 +137,7 @@ def _gemm_rows(a: np.ndarray, b: np.ndarray, scales: Scales, rows: slice,
     for k0, k1 in scales.k_blocks():
         part = (lhs[:, k0:k1] @ b[k0:k1]).astype(np.float64)
         acc += part * scales.lhs_main(rows, k0) * scales.rhs_main(group, k0)
-    return acc * scales.lhs_epi(rows) * scales.rhs_epi(group)
+    return acc * scales.lhs_epi(rows) * scales.rhs_epi(group) * scales.global_epi(group)
 
 
 def _silu(x: np.ndarray) -> np.ndarray:
@@ -168,11 +168,14 @@ def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
 
 def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
               rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-              masked_m=None, with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
+              masked_m=None, lhs_global_scale=None, rhs_global_scale=None,
+              with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
     inp = decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
                  rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
-                 existing_out=existing_out, masked_m=masked_m)
-    scales = Scales(kernel, inp.lhs_scale, inp.rhs_scale, inp.n, inp.k)
+                 existing_out=existing_out, masked_m=masked_m,
+                 lhs_global_scale=lhs_global_scale, rhs_global_scale=rhs_global_scale)
+    scales = Scales(kernel, inp.lhs_scale, inp.rhs_scale, inp.n, inp.k, inp.lhs_global,
+                    inp.rhs_global)
     alpha = _alpha(kernel)
     acc = alpha * _accumulate(kernel, inp, inp.a, inp.b, scales)
     magnitude = abs(alpha) * _accumulate(kernel, inp, np.abs(inp.a), np.abs(inp.b),
@@ -245,7 +248,8 @@ def _unflatten(ev: _Evaluation, g: int, cap: int) -> _Evaluation:
 
 
 def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=None,
-              rhs_scale=None, bias=None, group_offset=None, existing_out=None, masked_m=None):
+              rhs_scale=None, bias=None, group_offset=None, existing_out=None, masked_m=None,
+              lhs_global_scale=None, rhs_global_scale=None):
     """The kernel's result in float64, before the final output cast.
 
     Args:
@@ -261,6 +265,9 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
       masked_m: int [g], the masked layout's valid rows per group (lhs
         [g, m, k], out [g, m, n_out]; no group_sizes, group_offset or
         existing_out).
+      lhs_global_scale, rhs_global_scale: f32 [] (dense) or [g] (grouped,
+        masked): the `global=f32` scales of NVFP4 block scales, multiplying
+        the accumulator of each group once.
 
     Returns:
       float64 [m, n_out] (dense, grouped), [g, m, n_out] (masked) or
@@ -272,7 +279,8 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
     return _evaluate(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes,
                      lhs_scale=lhs_scale, rhs_scale=rhs_scale, bias=bias,
                      group_offset=group_offset, existing_out=existing_out,
-                     masked_m=masked_m).value
+                     masked_m=masked_m, lhs_global_scale=lhs_global_scale,
+                     rhs_global_scale=rhs_global_scale).value
 
 
 def reference_output(kernel: ir.Kernel, **arrays):

@@ -284,6 +284,21 @@ class KernelReader(FieldReader):
                                       f"{field} round")
                 if got_round is not None:
                     rounding = ir.ScaleRounding(got_round)
+        global_scale = False
+        if (ga := blocks.pop("global", None)) is not None:
+            assert isinstance(ga.value, Atom)
+            if self.word(ga.value, ["f32"], f"{field} global") is not None:
+                global_scale = True
+            if dtype is not DType.UE4M3:
+                self.err(ga.loc, f"'global=f32' is NVFP4's per-tensor scale over its ue4m3 block "
+                         f"scales ('per_token_group k=16 ue4m3 global=f32'); {field} holds "
+                         f"{dtype.value} scales", ga.width)
+                global_scale = False
+            elif field == "out_scale":
+                self.err(ga.loc, "op 'quantize' takes no global scale: it writes the ue4m3 block "
+                         "scales of its input as given (divide the input by the global scale "
+                         "first)", ga.width)
+                global_scale = False
         layout = ir.ScaleLayout.ROWS
         if (la := blocks.pop("layout", None)) is not None:
             assert isinstance(la.value, Atom)
@@ -323,7 +338,7 @@ class KernelReader(FieldReader):
                      f"'{mode.value}'")
             return None
         return Scale(mode, dtype, block_n=sizes.get("n", 1), block_k=sizes.get("k", 0),
-                     layout=layout, rounding=rounding, loc=floc)
+                     layout=layout, rounding=rounding, global_scale=global_scale, loc=floc)
 
     def bias(self) -> Bias | None:
         atoms = self.atoms("bias")

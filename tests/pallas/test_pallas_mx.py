@@ -38,6 +38,7 @@ from gemmgen.reference.blockscale import atoms_to_rows, rows_to_atoms
 MX8 = ("lhs_scale per_token_group k=32 e8m0", "rhs_scale block n=1 k=32 e8m0")
 NV4 = ("lhs_scale per_token_group k=16 ue4m3", "rhs_scale block n=1 k=16 ue4m3")
 ATOM = " layout=atom128x4"
+GLOBAL = " global=f32"
 
 # name: spec fields. Between them: each format, both scale layouts on each
 # operand, rhs [n, k] and [k, n] (packed along k and along n), dense,
@@ -65,6 +66,16 @@ KERNELS = {
                      "out f32", *NV4, "tile m=128 n=256 k=256"),
     "masked_nvfp4_atom": ("op grouped", "lhs fp4 packed [g, m, k]", "rhs fp4 packed [g, n, k]",
                           "out bf16", NV4[0], NV4[1] + ATOM, "tile m=64 n=128 k=256"),
+    # NVFP4 with its per-tensor (per-group) f32 global scales.
+    "nvfp4_global": ("op dense", "lhs fp4 packed [m, k]", "rhs fp4 packed [n, k]", "out bf16",
+                     NV4[0] + ATOM + GLOBAL, NV4[1] + ATOM + GLOBAL, "bias f32 [n]",
+                     "epilogue gelu alpha=0.5", "tile m=128 n=128 k=256"),
+    "gmm_nvfp4_global": ("op grouped", "lhs fp4 packed [m, k]", "rhs fp4 packed [g, n, k]",
+                         "out bf16", NV4[0] + GLOBAL, NV4[1] + ATOM + GLOBAL,
+                         "epilogue silu_mul", "tile m=128 n=128 k=256"),
+    "masked_nvfp4_global": ("op grouped", "lhs fp4 packed [g, m, k]",
+                            "rhs fp4 packed [g, n, k]", "out f32", NV4[0],
+                            NV4[1] + GLOBAL, "tile m=64 n=128 k=256"),
 }
 SPEC = spec_text(*[kernel_block(name, *fields) for name, fields in KERNELS.items()])
 GROUPED = [name for name, fields in KERNELS.items()
@@ -238,6 +249,19 @@ def test_planted_nvfp4_scale_applied_twice(generated, tmp_path):
     fn = _planted(generated, tmp_path, name, old.format("even"),
                   old.format("even").replace("* scale", "* scale * scale"))
     assert _fails(generated, fn, name, _inputs(generated.kernel(name), seed=22), K)
+
+
+@pytest.mark.parametrize("name,old,new", [
+    ("nvfp4_global", "y = y * global_scale_ref[0]", "y = y"),  # never
+    ("nvfp4_global", "y = y * global_scale_ref[0]",
+     "y = y * global_scale_ref[0] * global_scale_ref[0]"),  # twice
+    ("gmm_nvfp4_global", "gate = gate * global_scale_ref[group]",
+     "gate = gate * global_scale_ref[0]"),  # the first group's for every group
+], ids=["never", "twice", "wrong_group"])
+def test_planted_global_scale(generated, tmp_path, name, old, new):
+    """NVFP4's global scale applied never, twice, or from the wrong group."""
+    fn = _planted(generated, tmp_path, name, old, new)
+    assert _fails(generated, fn, name, _inputs(generated.kernel(name), seed=24), K)
 
 
 def test_planted_scale_of_the_wrong_k_block(generated, tmp_path):

@@ -139,6 +139,8 @@ FORMATS = {
     "mxfp8_e5m2": ("e5m2", "e4m3", "per_token_group k=32 e8m0", "block n=1 k=32 e8m0"),
     "mxfp4": ("fp4", "fp4", "per_token_group k=32 e8m0", "block n=1 k=32 e8m0"),
     "nvfp4": ("fp4", "fp4", "per_token_group k=16 ue4m3", "block n=1 k=16 ue4m3"),
+    "nvfp4_global": ("fp4", "fp4", "per_token_group k=16 ue4m3 global=f32",
+                     "block n=1 k=16 ue4m3 global=f32"),
     "w4a8": ("e4m3", "fp4", "per_token_group k=32 e8m0", "block n=1 k=32 e8m0"),
 }
 
@@ -172,16 +174,24 @@ def loop_reference(kernel: ir.Kernel, inputs: dict) -> np.ndarray:
         starts = np.concatenate([[0], np.cumsum(inputs["group_sizes"])]).tolist()
         group_of = [next(gi for gi in range(len(starts) - 1) if starts[gi] <= i < starts[gi + 1])
                     for i in range(m)]
+    def global_of(side: str, gi: int | None) -> float:
+        # NVFP4's second level: one f32 per tensor (per group when grouped).
+        g = inputs.get(f"{side}_global_scale")
+        if g is None:
+            return 1.0
+        return float(np.float32(g if gi is None else g[gi]))
+
     out = np.zeros((m, n))
     for i in range(m):
         gi = group_of[i] if grouped else None
         bm = (b[gi] if grouped else b).tolist()
         sbm = (sb[gi] if grouped else sb).tolist()
+        both = global_of("lhs", gi) * global_of("rhs", gi)
         for j in range(n):
             total = 0.0
             for kk in range(k):
                 total += a[i][kk] * bm[j][kk] * sa[i][kk // bk_a] * sbm[j][kk // bk_b]
-            out[i, j] = total
+            out[i, j] = total * both
     return out
 
 
@@ -201,9 +211,10 @@ def test_dense_reference_matches_a_loop(fmt, layout):
     np.testing.assert_allclose(got, loop_reference(kernel, inputs), rtol=1e-12, atol=1e-300)
 
 
+@pytest.mark.parametrize("fmt", ["nvfp4", "nvfp4_global"])
 @pytest.mark.parametrize("layout", ["rows", "atom128x4"])
-def test_grouped_reference_with_empty_groups(layout):
-    lhs, rhs, ls, rs = FORMATS["nvfp4"]
+def test_grouped_reference_with_empty_groups(layout, fmt):
+    lhs, rhs, ls, rs = FORMATS[fmt]
     kernel = kernel_of(lhs, rhs, ls, f"{rs} layout={layout}", op="grouped")
     rng = np.random.default_rng(3)
     sizes = np.array([5, 0, 11, 0, 4], np.int32)
@@ -270,6 +281,10 @@ def test_spelling_and_positioned_errors():
          "unknown lhs_scale layout 'swizzled'"),
         (("fp4", "fp4", "per_token_group k=16 ue4m3", "block n=1 k=16 ue4m3", "dense", 8),
          "tile k=8 must hold whole lhs_scale blocks of k=16"),
+        (("e4m3", "e4m3", "per_token_group k=32 e8m0 global=f32", "block n=1 k=32 e8m0"),
+         "'global=f32' is NVFP4's per-tensor scale over its ue4m3 block scales"),
+        (("fp4", "fp4", "per_token_group k=16 ue4m3", "block n=1 k=16 ue4m3 global=bf16"),
+         "unknown rhs_scale global 'bf16' (expected 'f32')"),
     ]
     for args, message in bad:
         with pytest.raises(SpecError) as e:
@@ -279,3 +294,21 @@ def test_spelling_and_positioned_errors():
         kernel_of("fp4", "fp4", "per_token_group k=16 ue4m3 layout=atom128x4",
                   "block n=1 k=16 ue4m3", op="grouped")
     assert "t.gemm:10:3" in str(e.value) and "defined for op dense only" in str(e.value)
+
+
+def test_global_scale_arguments_are_checked():
+    kernel = kernel_of(*FORMATS["nvfp4_global"])
+    assert kernel.lhs_scale.global_scale and kernel.rhs_scale.global_scale
+    inputs = random_inputs(kernel, m=4, n=3, k=32, rng=np.random.default_rng(5))
+    assert inputs["lhs_global_scale"].shape == () and inputs["lhs_global_scale"].dtype == np.float32
+    for name, value, message in [
+        ("lhs_global_scale", None, "lhs_global_scale .the f32 global scale of lhs_scale. is"),
+        ("rhs_global_scale", np.ones(2, np.float32), "rhs_global_scale must have shape ()"),
+    ]:
+        with pytest.raises(ValueError, match=r"mx: " + message.replace("(", r"\(").replace(
+                ")", r"\)")):
+            reference(kernel, **{**inputs, name: value})
+    plain = kernel_of(*FORMATS["nvfp4"])
+    with pytest.raises(ValueError, match="rhs_global_scale given but rhs_scale has no"):
+        reference(plain, **random_inputs(plain, m=4, n=3, k=32, rng=np.random.default_rng(5)),
+                  rhs_global_scale=np.float32(2.0))

@@ -129,6 +129,8 @@ class Blocks:
                     blocks.append(Block(f"({g}None, 1, tn)", f"rhs_scale{h.suffix}_index"))
                 case _:
                     pass
+        if self.global_scales:
+            blocks.append(Block("", ""))
         for h in self.halves:
             match self.bias:
                 case BiasMode.N:
@@ -159,6 +161,8 @@ class Blocks:
             names += ["rhs_scale"] * (twice if self.rhs_scale_per_n else 1)
         if self.exponent_input("rhs"):
             names += ["rhs_exponent"] * twice
+        if self.global_scales:
+            names.append("global_scale")
         if self.bias is BiasMode.N:
             names += ["bias[None, :]"] * twice
         elif self.bias is BiasMode.GROUP:

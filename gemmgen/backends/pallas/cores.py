@@ -62,6 +62,10 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # The K tile clamps to a multiple of this past k (0: to k itself): whole
     # scale blocks and whole lane tiles, when a scale applies in the tile.
     k_align: int = 0
+    # The operands whose block scales carry a `global=f32` scale (NVFP4):
+    # `fn` takes `<side>_global_scale` and the kernel one f32 per group, their
+    # product (`global_scale_ref`, SMEM), applied where alpha is.
+    global_scales: tuple[str, ...] = ()
 
     # -- what the templates print -------------------------------------------
 
@@ -166,6 +170,8 @@ class MatmulCore(Decisions, Blocks, ScaleText):
             names.append("rhs_scale_ref")
         if self.exponent_input("rhs"):
             names += [f"rhs_exponent{h.suffix}_ref" for h in self.halves]
+        if self.global_scales:
+            names.append("global_scale_ref")
         if self.bias is not BiasMode.NONE:
             names += [f"bias{h.suffix}_ref" for h in self.halves]
         if self.grouped and not self.masked:
@@ -208,6 +214,7 @@ class MatmulCore(Decisions, Blocks, ScaleText):
             names.append("lhs_scale")
         if self.rhs_scale is not ScaleMode.NONE:
             names.append("rhs_scale")
+        names += [f"{side}_global_scale" for side in self.global_scales]
         if self.bias is not BiasMode.NONE:
             names.append("bias")
         if self.grouped and not self.masked:
@@ -283,6 +290,8 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         parts = []
         if Stage.EPILOGUE in (self.scale_stage("lhs"), self.scale_stage("rhs")):
             parts.append("scales")
+        if self.global_scales and self.global_stage is Stage.EPILOGUE:
+            parts.append("global scale")
         if self.alpha_stage is Stage.EPILOGUE:
             parts.append("alpha")
         if self.bias is not BiasMode.NONE:
@@ -376,6 +385,8 @@ def matmul_core(kernel: ir.Kernel) -> MatmulCore:
         lhs_scale_atoms=kernel.lhs_scale.layout is ScaleLayout.ATOM128X4,
         rhs_scale_atoms=kernel.rhs_scale.layout is ScaleLayout.ATOM128X4,
         k_align=k_align,
+        global_scales=tuple(side for side in ("lhs", "rhs")
+                            if getattr(kernel, f"{side}_scale").global_scale),
     )
 
 
@@ -404,7 +415,8 @@ def plain_core(core: MatmulCore) -> MatmulCore:
     return replace(core, fn="_gmm_plain", kernel_fn="_plain_kernel",
                    lhs_scale=ScaleMode.NONE, rhs_scale=ScaleMode.NONE, bias=BiasMode.NONE,
                    activation=Activation.NONE, alpha=None, lhs_in_tile=False,
-                   rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=0)
+                   rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=0,
+                   global_scales=())
 
 
 def vjp_supported(kernel: ir.Kernel) -> bool:

@@ -116,6 +116,15 @@ class Decisions:
             return None
         return Stage.LOOP if self.folded else Stage.EPILOGUE
 
+    @property
+    def global_stage(self) -> Stage | None:
+        """Where the `global=f32` scales are applied: where alpha would be
+        (once, on the accumulator, unless everything is folded into the
+        main loop), one f32 factor per group."""
+        if not self.global_scales:
+            return None
+        return Stage.LOOP if self.folded else Stage.EPILOGUE
+
     def e8m0_at(self, stage: Stage) -> int:
         """How many e8m0 scales apply at `stage` (their exponents are added)."""
         return sum(1 for side in ("lhs", "rhs")

@@ -55,6 +55,17 @@ class ScaleText:
                              f"# [{g}k blocks, 1, n]")
             case _:
                 pass
+        if self.global_scales:
+            names = [f"{side}_global_scale" for side in self.global_scales]
+            what = "per group" if self.grouped else "for the tensor"
+            value = names[0]
+            if len(names) == 2:
+                lines.append(f"# The global scales (NVFP4), one f32 {what} each: their product.")
+                value = f"({names[0]} * {names[1]})"
+            else:
+                lines.append(f"# The global scale (NVFP4), one f32 {what}.")
+            lines.append(f"global_scale = {value}.reshape({'g' if self.grouped else '1'})"
+                         "  # SMEM")
         return tuple(lines)
 
     # -- the module's helpers for scales applied inside the K tile --------
@@ -134,6 +145,9 @@ class ScaleText:
                 exponents.append(ref)
             else:
                 factors.append(Factor(ref, self._scale_note(side)))
+        if self.global_stage is stage:
+            factors.append(Factor(f"global_scale_ref[{'group' if self.grouped else '0'}]",
+                                  "  # the global scale(s)"))
         here = self.alpha_stage is stage
         with_exponent = here and bool(exponents)
         terms = exponents + (["ALPHA_EXPONENT"] if with_exponent else [])

@@ -124,6 +124,12 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.enabled:
             args.append(scale_arg(side, scale, grouped, kernel.masked))
+    for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
+        if scale.global_scale:
+            args.append(Arg(f"{side}_global_scale", "[g]" if grouped else "[]",
+                            "(g,)" if grouped else "()", "float32",
+                            f"NVFP4's second-level scale of {side}_scale ({side} = e2m1 x "
+                            f"ue4m3 x this), one per {'group' if grouped else 'tensor'}."))
     match kernel.bias.mode:
         case BiasMode.N:
             args.append(Arg("bias", "[n]", "(n,)", jnp_name(kernel.bias.dtype),
@@ -159,6 +165,10 @@ def formula(kernel: ir.Kernel, core: MatmulCore) -> str:
         scales.append("lhs_scale")
     if kernel.rhs_scale.enabled:
         scales.append("rhs_scale")
+    for side in ("lhs", "rhs"):
+        if getattr(kernel, f"{side}_scale").global_scale:
+            index = "[i]" if kernel.masked else "[i - group_offset]" if core.grouped else ""
+            scales.append(f"{side}_global_scale{index}")
     if scales:
         prod = f"({prod}) * " + " * ".join(scales)
     if kernel.epilogue.alpha is not None:
@@ -198,6 +208,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
                       if scale.layout is not ScaleLayout.ROWS else "")
             if scale.rounding is not ir.ScaleRounding.UP:  # up, the default, goes unsaid
                 where += f" round={scale.rounding.value}"
+            if scale.global_scale:
+                layout += " global=f32"
             lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{layout}"
                          f"{where}")
     if kernel.bias.mode is not BiasMode.NONE:

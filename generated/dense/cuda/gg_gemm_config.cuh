@@ -15,6 +15,7 @@
 //   kRhsScale, kRhsScaleFormat, kRhsScaleBlockN, kRhsScaleBlockK, kRhsScaleLayout
 //   kFoldScales (bool), kScaleBlockK (int)     the FP32 promotion
 //   kBias, kActivation, kHasAlpha, kAlpha      the epilogue
+//   kLhsGlobalScale, kRhsGlobalScale (bool)    NVFP4's global scales (epilogue)
 //
 // and a TileN adds the tile's shape, warp layout, strides and shared-memory
 // bytes (see check_tile below, which states how they relate). A tile of the

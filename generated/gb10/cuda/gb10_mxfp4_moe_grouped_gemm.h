@@ -2,8 +2,8 @@
 //
 // C++ launcher of gb10_mxfp4_moe_grouped_gemm (specs/gb10.gemm):
 //   gb10_mxfp4_moe_grouped_gemm: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc
-//   f32) lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile
-//   128x64x128 stages 3 [cuda]
+//   f32) lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 layout=atom128x4
+//   (mainloop) tile 128x64x128 stages 3 [cuda]
 //
 // Compile gb10_mxfp4_moe_grouped_gemm.cu with nvcc (it defines launch_gb10_mxfp4_moe_grouped_gemm;
 // gemmgen's CPU emulator compiles and runs it with g++) and include this header:

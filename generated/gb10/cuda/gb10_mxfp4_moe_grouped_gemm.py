@@ -2,8 +2,8 @@
 """Python launcher of the CUDA kernel gb10_mxfp4_moe_grouped_gemm (specs/gb10.gemm).
 
     gb10_mxfp4_moe_grouped_gemm: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc
-    f32) lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop)
-    tile 128x64x128 stages 3 [cuda]
+    f32) lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0
+    layout=atom128x4 (mainloop) tile 128x64x128 stages 3 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, gg_div(k, 2)] uint8, the activations (two 4-bit values per byte along k).

@@ -2,8 +2,8 @@
 """Python launcher of the CUDA kernel gb10_mxfp8_moe_grouped_gemm (specs/gb10.gemm).
 
     gb10_mxfp8_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32)
-    lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile
-    128x64x128 stages 3 [cuda]
+    lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 layout=atom128x4
+    (mainloop) tile 128x64x128 stages 3 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, k] float8_e4m3fn, the activations.

@@ -7,8 +7,8 @@
 //   lhs       fp4 [m, k]
 //   rhs       fp4 packed [g, n, k]
 //   out       bf16 (accumulator f32)
-//   lhs_scale per_token_group k=16 ue4m3 (applied in the mainloop)
-//   rhs_scale block n=1 k=16 layout=atom128x4 ue4m3 (applied in the mainloop)
+//   lhs_scale per_token_group k=16 ue4m3 global=f32 (applied in the mainloop)
+//   rhs_scale block n=1 k=16 layout=atom128x4 ue4m3 global=f32 (applied in the mainloop)
 //   tile      m=128 n=64 k=128, 3 stages
 //
 // Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):
@@ -62,6 +62,8 @@ struct Config {
   static constexpr gg::gemm::Activation kActivation = gg::gemm::Activation::kNone;
   static constexpr bool kHasAlpha = false;
   static constexpr float kAlpha = 1.0f;
+  static constexpr bool kLhsGlobalScale = true;
+  static constexpr bool kRhsGlobalScale = true;
 };
 
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
@@ -114,12 +116,13 @@ extern "C" __global__ void __launch_bounds__(256) gb10_nvfp4_moe_grouped_gemm(
     // arrays in the launch contract's order, then the dims
     const unsigned char* __restrict__ lhs, const unsigned char* __restrict__ rhs,
     const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
+    const float* __restrict__ lhs_global_scale, const float* __restrict__ rhs_global_scale,
     __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
     int num_groups, int group_offset) {
   // fp4 has no mma.sync: the launchers take the block-scaled entry (sm_120a /
   // sm_121a) and refuse any other device.
-  gg::gemm::unused(lhs, rhs, lhs_scale, rhs_scale, out, workspace, m, n, k, num_groups,
-                   group_offset);
+  gg::gemm::unused(lhs, rhs, lhs_scale, rhs_scale, lhs_global_scale, rhs_global_scale, out,
+                   workspace, m, n, k, num_groups, group_offset);
   __trap();
 }
 
@@ -129,13 +132,14 @@ extern "C" __global__ void __launch_bounds__(256) gb10_nvfp4_moe_grouped_gemm_sm
     // arrays in the launch contract's order, then the dims
     const unsigned char* __restrict__ lhs, const unsigned char* __restrict__ rhs,
     const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
+    const float* __restrict__ lhs_global_scale, const float* __restrict__ rhs_global_scale,
     __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
     int num_groups, int group_offset) {
 #if defined(__CUDA_ARCH__) && !defined(GG_SM12X_BLOCK_SCALED)
   __trap();  // built without sm_120a / sm_121a: the launchers pick this entry there only
 #else
   gg::gemm::grouped<Sm120Tile0>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, workspace, m,
-                                n, k, num_groups, group_offset);
+                                n, k, num_groups, group_offset, lhs_global_scale, rhs_global_scale);
 #endif
 }
 
@@ -210,8 +214,9 @@ cudaError_t launch_gb10_nvfp4_moe_grouped_gemm(const Gb10Nvfp4MoeGroupedGemmArgs
           return err;
         }
         gb10_nvfp4_moe_grouped_gemm_sm120<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
-            a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace),
-            gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+            a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.lhs_global_scale, a.rhs_global_scale, a.out,
+            static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups),
+            gg_i32(group_offset));
         err = cudaGetLastError();
         if (err != cudaSuccess) {
           return err;
@@ -232,8 +237,9 @@ cudaError_t launch_gb10_nvfp4_moe_grouped_gemm(const Gb10Nvfp4MoeGroupedGemmArgs
         return err;
       }
       gb10_nvfp4_moe_grouped_gemm<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
-          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace), gg_i32(m),
-          gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.lhs_global_scale, a.rhs_global_scale, a.out,
+          static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups),
+          gg_i32(group_offset));
       err = cudaGetLastError();
       if (err != cudaSuccess) {
         return err;

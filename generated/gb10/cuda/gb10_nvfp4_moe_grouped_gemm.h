@@ -2,8 +2,8 @@
 //
 // C++ launcher of gb10_nvfp4_moe_grouped_gemm (specs/gb10.gemm):
 //   gb10_nvfp4_moe_grouped_gemm: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc
-//   f32) lhs_scale per_token_group k=16 ue4m3 (mainloop) rhs_scale block k=16 ue4m3 (mainloop) tile
-//   128x64x128 stages 3 [cuda]
+//   f32) lhs_scale per_token_group k=16 ue4m3 global=f32 (mainloop) rhs_scale block k=16 ue4m3
+//   layout=atom128x4 global=f32 (mainloop) tile 128x64x128 stages 3 [cuda]
 //
 // Compile gb10_nvfp4_moe_grouped_gemm.cu with nvcc (it defines launch_gb10_nvfp4_moe_grouped_gemm;
 // gemmgen's CPU emulator compiles and runs it with g++) and include this header:
@@ -119,6 +119,10 @@ struct Gb10Nvfp4MoeGroupedGemmArgs {
   const unsigned char* lhs_scale = nullptr;
   // [g, gg_cdiv(gg_cdiv(n, 1), 128) * 128, gg_cdiv(gg_cdiv(k, 16), 4) * 4] block scales of rhs
   const unsigned char* rhs_scale = nullptr;
+  // [g] NVFP4's global scale of lhs_scale, one per group
+  const float* lhs_global_scale = nullptr;
+  // [g] NVFP4's global scale of rhs_scale, one per group
+  const float* rhs_global_scale = nullptr;
   // [m, n] rows this shard does not compute keep these values (optional)
   const __nv_bfloat16* existing_out = nullptr;
   // [m, n] the result
@@ -324,6 +328,12 @@ inline const char* gb10_nvfp4_moe_grouped_gemm_validate(const Gb10Nvfp4MoeGroupe
   if (a.rhs_scale == nullptr) {
     return "gb10_nvfp4_moe_grouped_gemm: rhs_scale is null";
   }
+  if (a.lhs_global_scale == nullptr) {
+    return "gb10_nvfp4_moe_grouped_gemm: lhs_global_scale is null";
+  }
+  if (a.rhs_global_scale == nullptr) {
+    return "gb10_nvfp4_moe_grouped_gemm: rhs_global_scale is null";
+  }
   if (a.out == nullptr) {
     return "gb10_nvfp4_moe_grouped_gemm: out is null";
   }
@@ -341,6 +351,12 @@ inline const char* gb10_nvfp4_moe_grouped_gemm_validate(const Gb10Nvfp4MoeGroupe
   }
   if (reinterpret_cast<std::uintptr_t>(a.rhs_scale) % 4 != 0) {
     return "gb10_nvfp4_moe_grouped_gemm: rhs_scale must be 4-byte aligned";
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.lhs_global_scale) % 4 != 0) {
+    return "gb10_nvfp4_moe_grouped_gemm: lhs_global_scale must be 4-byte aligned";
+  }
+  if (reinterpret_cast<std::uintptr_t>(a.rhs_global_scale) % 4 != 0) {
+    return "gb10_nvfp4_moe_grouped_gemm: rhs_global_scale must be 4-byte aligned";
   }
   if (reinterpret_cast<std::uintptr_t>(a.existing_out) % 4 != 0) {
     return "gb10_nvfp4_moe_grouped_gemm: existing_out must be 4-byte aligned";

@@ -2,8 +2,8 @@
 """Python launcher of the CUDA kernel gb10_nvfp4_moe_grouped_gemm (specs/gb10.gemm).
 
     gb10_nvfp4_moe_grouped_gemm: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc
-    f32) lhs_scale per_token_group k=16 ue4m3 (mainloop) rhs_scale block k=16 ue4m3 (mainloop)
-    tile 128x64x128 stages 3 [cuda]
+    f32) lhs_scale per_token_group k=16 ue4m3 global=f32 (mainloop) rhs_scale block k=16 ue4m3
+    layout=atom128x4 global=f32 (mainloop) tile 128x64x128 stages 3 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, gg_div(k, 2)] uint8, the activations (two 4-bit values per byte along k).
@@ -11,6 +11,8 @@ Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     group_sizes: [num_groups] int32, rows of lhs per group, in order.
     lhs_scale: [m, gg_cdiv(k, 16)] uint8, per_token_group scales of lhs.
     rhs_scale: [g, gg_cdiv(gg_cdiv(n, 1), 128) * 128, gg_cdiv(gg_cdiv(k, 16), 4) * 4] uint8, block scales of rhs.
+    lhs_global_scale: [g] float32, NVFP4's global scale of lhs_scale, one per group.
+    rhs_global_scale: [g] float32, NVFP4's global scale of rhs_scale, one per group.
     group_offset: int, the first group this shard owns (default 0) (optional).
     existing_out: [m, n] bfloat16, rows this shard does not compute keep these values (optional).
 
@@ -67,6 +69,8 @@ DTYPES = {
     "group_sizes": "int32",
     "lhs_scale": "uint8",
     "rhs_scale": "uint8",
+    "lhs_global_scale": "float32",
+    "rhs_global_scale": "float32",
     "existing_out": "bfloat16",
     "out": "bfloat16",
 }
@@ -78,6 +82,8 @@ ALIGN = {
     "group_sizes": 4,
     "lhs_scale": 4,
     "rhs_scale": 4,
+    "lhs_global_scale": 4,
+    "rhs_global_scale": 4,
     "existing_out": 4,
 }
 
@@ -145,7 +151,17 @@ def _pointer(x) -> int | None:
 
 
 def validate(
-    *, lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset=None, existing_out=None, out=None
+    *,
+    lhs,
+    rhs,
+    group_sizes,
+    lhs_scale,
+    rhs_scale,
+    lhs_global_scale,
+    rhs_global_scale,
+    group_offset=None,
+    existing_out=None,
+    out=None,
 ) -> dict[str, int]:
     """Check a call; return its dims or raise ValueError."""
     arrays = {
@@ -154,6 +170,8 @@ def validate(
         "group_sizes": group_sizes,
         "lhs_scale": lhs_scale,
         "rhs_scale": rhs_scale,
+        "lhs_global_scale": lhs_global_scale,
+        "rhs_global_scale": rhs_global_scale,
         "existing_out": existing_out,
         "out": out,
     }
@@ -163,6 +181,8 @@ def validate(
         "group_sizes": 1,
         "lhs_scale": 2,
         "rhs_scale": 3,
+        "lhs_global_scale": 1,
+        "rhs_global_scale": 1,
         "existing_out": 2,
         "out": 2,
     }
@@ -197,6 +217,8 @@ def validate(
         "group_sizes": (num_groups,),
         "lhs_scale": (m, gg_cdiv(k, 16)),
         "rhs_scale": (g, gg_cdiv(gg_cdiv(n, 1), 128) * 128, gg_cdiv(gg_cdiv(k, 16), 4) * 4),
+        "lhs_global_scale": (g,),
+        "rhs_global_scale": (g,),
         "existing_out": (m, n),
         "out": (m, n),
     }
@@ -332,6 +354,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             "rhs",
                             "lhs_scale",
                             "rhs_scale",
+                            "lhs_global_scale",
+                            "rhs_global_scale",
                             "out",
                             "workspace",
                             gg_i32(m),
@@ -382,6 +406,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         "rhs",
                         "lhs_scale",
                         "rhs_scale",
+                        "lhs_global_scale",
+                        "rhs_global_scale",
                         "out",
                         "workspace",
                         gg_i32(m),
@@ -604,6 +630,8 @@ def gb10_nvfp4_moe_grouped_gemm(
     group_sizes,
     lhs_scale,
     rhs_scale,
+    lhs_global_scale,
+    rhs_global_scale,
     group_offset=None,
     existing_out=None,
     *,
@@ -633,6 +661,8 @@ def gb10_nvfp4_moe_grouped_gemm(
             group_sizes=group_sizes,
             lhs_scale=lhs_scale,
             rhs_scale=rhs_scale,
+            lhs_global_scale=lhs_global_scale,
+            rhs_global_scale=rhs_global_scale,
             group_offset=group_offset,
             existing_out=existing_out,
             out=out,
@@ -644,6 +674,8 @@ def gb10_nvfp4_moe_grouped_gemm(
     group_sizes = _device_array(cupy, group_sizes, "group_sizes", launch_stream)
     lhs_scale = _device_array(cupy, lhs_scale, "lhs_scale", launch_stream)
     rhs_scale = _device_array(cupy, rhs_scale, "rhs_scale", launch_stream)
+    lhs_global_scale = _device_array(cupy, lhs_global_scale, "lhs_global_scale", launch_stream)
+    rhs_global_scale = _device_array(cupy, rhs_global_scale, "rhs_global_scale", launch_stream)
     existing_out = _device_array(cupy, existing_out, "existing_out", launch_stream)
     out = _device_array(cupy, out, "out", launch_stream)
     workspace = _device_array(cupy, workspace, "workspace", launch_stream, "int32")
@@ -656,6 +688,8 @@ def gb10_nvfp4_moe_grouped_gemm(
         _signature(group_sizes, 4),
         _signature(lhs_scale, 4),
         _signature(rhs_scale, 4),
+        _signature(lhs_global_scale, 4),
+        _signature(rhs_global_scale, 4),
         _signature(existing_out, 4),
         _signature(out, 1),
         _signature(workspace, 1),
@@ -669,6 +703,8 @@ def gb10_nvfp4_moe_grouped_gemm(
             group_sizes=group_sizes,
             lhs_scale=lhs_scale,
             rhs_scale=rhs_scale,
+            lhs_global_scale=lhs_global_scale,
+            rhs_global_scale=rhs_global_scale,
             group_offset=group_offset,
             existing_out=existing_out,
             out=out,
@@ -679,6 +715,8 @@ def gb10_nvfp4_moe_grouped_gemm(
             "group_sizes": group_sizes,
             "lhs_scale": lhs_scale,
             "rhs_scale": rhs_scale,
+            "lhs_global_scale": lhs_global_scale,
+            "rhs_global_scale": rhs_global_scale,
             "existing_out": existing_out,
             "out": out,
             "workspace": workspace,
@@ -688,7 +726,18 @@ def gb10_nvfp4_moe_grouped_gemm(
         out = call.new_output(cupy, "out")
     if workspace is None:
         workspace = cupy.empty(call.workspace_ints, dtype=np.int32)
-    arrays = (lhs, rhs, group_sizes, lhs_scale, rhs_scale, existing_out, out, workspace)
+    arrays = (
+        lhs,
+        rhs,
+        group_sizes,
+        lhs_scale,
+        rhs_scale,
+        lhs_global_scale,
+        rhs_global_scale,
+        existing_out,
+        out,
+        workspace,
+    )
     call.launch(arrays, launch_stream)
     return out
 

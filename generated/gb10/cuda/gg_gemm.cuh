@@ -352,7 +352,9 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
                                           const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                           const typename T::bias_t* __restrict__ bias,
                                           typename T::out_t* __restrict__ out, int m, int n, int k,
-                                          int m0, int n0, int gl, int row_lo, int row_hi) {
+                                          int m0, int n0, int gl, int row_lo, int row_hi,
+                                          const float* __restrict__ lhs_global,
+                                          const float* __restrict__ rhs_global) {
   static_assert(check_tile<T>(), "the tile's numbers follow from its shape (check_tile)");
   using mma_t = typename T::mma_t;
   using acc_t = typename T::acc_t;
@@ -528,6 +530,7 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
 
   // (2) consecutive threads take consecutive columns of a row: scales,
   // alpha, bias and the activation in f32, then the cast to out_t.
+  const float global = global_scale<T>(lhs_global, rhs_global, gl);
   for (int idx = threadIdx.x; idx < T::kBM * T::kBNOut; idx += T::kThreads) {
     const int r = idx / T::kBNOut, c = idx % T::kBNOut;
     const int row = m0 + r, col = n0 + c;
@@ -538,12 +541,12 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
       float x[2] = {c_tile[r * T::kCStride + c], c_tile[r * T::kCStride + c + T::kBN / 2]};
       const int bcol[2] = {col, n / 2 + col};
       out[(long long)row * n_out + col] =
-          epilogue_element<T>(x, bcol, lhs_scale, rhs_scale, bias, row, gl, n);
+          epilogue_element<T>(x, bcol, lhs_scale, rhs_scale, bias, row, gl, n, global);
     } else {
       float x[1] = {c_tile[r * T::kCStride + c]};
       const int bcol[1] = {col};
       out[(long long)row * n_out + col] =
-          epilogue_element<T>(x, bcol, lhs_scale, rhs_scale, bias, row, gl, n);
+          epilogue_element<T>(x, bcol, lhs_scale, rhs_scale, bias, row, gl, n, global);
     }
   }
 }
@@ -558,13 +561,15 @@ __device__ __forceinline__ void dense(unsigned char* smem,
                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                       const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
+                                      typename T::out_t* __restrict__ out, int m, int n, int k,
+                                      const float* __restrict__ lhs_global = nullptr,
+                                      const float* __restrict__ rhs_global = nullptr) {
   const unsigned m_tile = blockIdx.y + blockIdx.z * gridDim.y;
   if (m_tile * T::kBM >= static_cast<unsigned>(m)) {
     return;
   }
   gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, m, n, k, m_tile * T::kBM,
-               blockIdx.x * T::kBNOut, 0, 0, m);
+               blockIdx.x * T::kBNOut, 0, 0, m, lhs_global, rhs_global);
 }
 
 // Where group `group` of group_sizes starts, from the prefix sums starts[0 ..
@@ -589,7 +594,9 @@ __device__ __forceinline__ void grouped(unsigned char* smem,
                                         const typename T::bias_t* __restrict__ bias,
                                         typename T::out_t* __restrict__ out,
                                         const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset) {
+                                        int num_groups, int group_offset,
+                                        const float* __restrict__ lhs_global = nullptr,
+                                        const float* __restrict__ rhs_global = nullptr) {
   const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
   if (y >= static_cast<unsigned>(workspace[0])) {
     return;
@@ -601,7 +608,7 @@ __device__ __forceinline__ void grouped(unsigned char* smem,
   const int lo = group_start(starts, num_groups, group);
   const int hi = group_start(starts, num_groups, group + 1);
   gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, m, n, k, m0, blockIdx.x * T::kBNOut,
-               gl, lo > m0 ? lo : m0, hi);
+               gl, lo > m0 ? lo : m0, hi, lhs_global, rhs_global);
 }
 
 // (1a) out = existing_out, or zeros: rows this shard does not compute keep
@@ -670,7 +677,8 @@ __device__ __forceinline__ void masked(unsigned char* smem,
                                        const typename T::bias_t* __restrict__ bias,
                                        typename T::out_t* __restrict__ out,
                                        const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap) {
+                                       int cap, const float* __restrict__ lhs_global = nullptr,
+                                       const float* __restrict__ rhs_global = nullptr) {
   const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
   const unsigned tiles = static_cast<unsigned>((cap + T::kBM - 1) / T::kBM);
   if (y >= tiles * static_cast<unsigned>(g)) {
@@ -692,7 +700,7 @@ __device__ __forceinline__ void masked(unsigned char* smem,
   }
   if (count > lo) {
     gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, base + count, n, k, base + lo, n0,
-                 gl, base + lo, base + count);
+                 gl, base + lo, base + count, lhs_global, rhs_global);
   }
 }
 

@@ -64,16 +64,35 @@ __device__ __forceinline__ float epilogue_scale(float v, const typename C::lhs_s
 template <class C>
 constexpr int kHalves = C::kActivation == Activation::kSiluMul ? 2 : 1;
 
+// NVFP4's global scales of local group gl (one f32 per operand and group;
+// a dense kernel's gl is 0), multiplied once: 1 without them.
+template <class C>
+__device__ __forceinline__ float global_scale(const float* __restrict__ lhs_global,
+                                              const float* __restrict__ rhs_global, int gl) {
+  float s = 1.0f;
+  if constexpr (C::kLhsGlobalScale) {
+    s *= lhs_global[gl];
+  }
+  if constexpr (C::kRhsGlobalScale) {
+    s *= rhs_global[gl];
+  }
+  return s;
+}
+
 // One output element from its accumulator column(s) x (B columns bcol, of
-// local group gl; `row` of out): scales, alpha, bias, activation, cast.
+// local group gl; `row` of out): scales, the global scale (`global`, from
+// global_scale), alpha, bias, activation, cast.
 template <class C>
 __device__ __forceinline__ typename C::out_t epilogue_element(
     float (&x)[kHalves<C>], const int (&bcol)[kHalves<C>], const typename C::lhs_scale_t* lhs_scale,
     const typename C::rhs_scale_t* rhs_scale, const typename C::bias_t* bias, int row, int gl,
-    int n) {
+    int n, float global = 1.0f) {
   GG_UNROLL
   for (int h = 0; h < kHalves<C>; ++h) {
     float v = epilogue_scale<C>(x[h], lhs_scale, rhs_scale, row, gl, bcol[h], n);
+    if constexpr (C::kLhsGlobalScale || C::kRhsGlobalScale) {
+      v *= global;
+    }
     if constexpr (C::kHasAlpha) {
       v *= C::kAlpha;
     }

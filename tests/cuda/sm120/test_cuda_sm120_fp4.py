@@ -47,12 +47,12 @@ defaults {
 }
 
 # NVFP4 as CUTLASS / FlashInfer quantizers write it: both scales in the
-# 128 x 4 atom; a LUT tile for decode.
+# 128 x 4 atom, each with its per-tensor global scale; a LUT tile for decode.
 kernel nvfp4_dense {
   op dense
   rhs fp4 packed [n, k]
-  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4
-  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4
+  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4 global=f32
+  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
   tile m=64 n=64 k=128
   tile_rule m<=16 -> m=16 n=64 k=128
 }
@@ -69,11 +69,13 @@ kernel mx4_dense {
   stages 3
 }
 
-# NVFP4 experts: row-major activation scales, atom weight scales.
+# NVFP4 experts: row-major activation scales, atom weight scales, a global
+# scale per expert on both.
 kernel nvfp4_moe {
   op grouped
   rhs fp4 packed [g, n, k]
-  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4
+  lhs_scale per_token_group k=16 ue4m3 global=f32
+  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
   tile m=64 n=64 k=64
   stages 3
 }
@@ -101,6 +103,7 @@ kernel nvfp4_masked {
   op grouped
   lhs fp4 packed [g, m, k]
   rhs fp4 packed [g, n, k]
+  rhs_scale block n=1 k=16 ue4m3 global=f32
   tile m=64 n=64 k=64
   stages 3
 }
@@ -140,8 +143,8 @@ def test_fp4_diagnostics_name_what_the_body_lacks():
     forced = SPEC.replace("  tile m=64 n=64 k=64\n  stages 3\n}\n\n# NVFP4 experts",
                           "  tile m=64 n=64 k=64\n  stages 3\n  mma mma_sync\n}\n\n# NVFP4 experts")
     assert "fp4 x fp4 has no 'mma_sync' body" in _errors(forced)
-    mixed = SPEC.replace("  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4\n  tile m=64 n=64 k=64\n",
-                         "  rhs_scale block n=1 k=32 e8m0 layout=atom128x4\n  tile m=64 n=64 k=64\n")
+    mixed = SPEC.replace("  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32\n  tile m=64",
+                         "  rhs_scale block n=1 k=32 e8m0 layout=atom128x4\n  tile m=64")
     assert "MXFP4's ('e8m0', k=32) or NVFP4's ('ue4m3', k=16), the same on both sides" in _errors(mixed)
 
 
@@ -188,16 +191,25 @@ PLANTED = {
     # operands) would turn every output NaN.
     "fill_nan": ("gg_gemm.cuh", "T::kLhsScaleFormat == Format::kUE4M3 ? 0x38 : 0x7F;",
                  "T::kLhsScaleFormat == Format::kUE4M3 ? 0x7F : 0x7F;"),
+    # NVFP4's global scales applied never, twice, or the first group's to
+    # every group.
+    "global_never": ("gg_epilogue.cuh", "v *= global;", "v *= 1.0f;"),
+    "global_twice": ("gg_epilogue.cuh", "v *= global;", "v *= global * global;"),
+    "global_group": ("gg_epilogue.cuh", "s *= rhs_global[gl];", "s *= rhs_global[0];"),
 }
+# The kernel and case each bug is planted in (default: nvfp4_dense, ragged).
+PLANTED_IN = {"global_group": ("nvfp4_moe", 1)}
 
 
-@pytest.mark.parametrize("bug", ["wrong_word", pytest.param("fill_nan", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("bug", ["wrong_word", "global_never", "global_group"] + [
+    pytest.param(b, marks=pytest.mark.slow) for b in ("fill_nan", "global_twice")])
 def test_planted_fp4_bugs_are_caught(bug):
     header, old, new = PLANTED[bug]
-    source = (FP4.folder / "nvfp4_dense.cu").read_text()
+    name, i = PLANTED_IN.get(bug, ("nvfp4_dense", 0))
+    source = (FP4.folder / f"{name}.cu").read_text()
     mutant = with_mutated_runtime(source, header, old, new)
-    case = CASES["nvfp4_dense"][0]  # k = 160: the second K tile ends inside the tile
-    result, entry = FP4.run("nvfp4_dense", case, "sm_120a", seed=9, source=mutant)
+    case = CASES[name][i]  # nvfp4_dense: k = 160, the second K tile ends inside the tile
+    result, entry = FP4.run(name, case, "sm_120a", seed=9, source=mutant)
     assert entry.endswith("_sm120")
     assert not result.passed, f"planted bug {bug} went unnoticed"
 

@@ -91,7 +91,8 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
             where = ("mainloop, with the K-block scales"
                      if sc.placement is ir.Placement.EPILOGUE and fold_scales(kernel)
                      else sc.placement.value)
-            lines.append(f"{name:<10}{sc.mode.value}{blocks} {sc.dtype.value} "
+            glob = " global=f32" if sc.global_scale else ""
+            lines.append(f"{name:<10}{sc.mode.value}{blocks} {sc.dtype.value}{glob} "
                          f"(applied in the {where})")
     if kernel.bias.mode is not BiasMode.NONE:
         shape = "[n]" if kernel.bias.mode is BiasMode.N else "[g, 1, n]"
@@ -147,6 +148,11 @@ def args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
             dims = _scale_dims(scale, side=side, g=g)
             args.append(Arg(f"{side}_scale", "in", scale.dtype, dims,
                             f"{scale.mode.value} scales of {side}", align=4))
+    for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
+        if scale.global_scale:
+            args.append(Arg(f"{side}_global_scale", "in", DType.F32, (g,) if g else (),
+                            f"NVFP4's global scale of {side}_scale, one per "
+                            f"{'group' if g else 'tensor'}", align=4))
     match kernel.bias.mode:
         case BiasMode.N:
             args.append(Arg("bias", "in", kernel.bias.dtype, ("n",), "added per column"))
@@ -277,6 +283,8 @@ def config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tu
          f"{ACTIVATION[kernel.epilogue.activation]};"),
         f"static constexpr bool kHasAlpha = {cbool(alpha is not None)};",
         f"static constexpr float kAlpha = {_cfloat(alpha if alpha is not None else 1.0)};",
+        f"static constexpr bool kLhsGlobalScale = {cbool(ls.global_scale)};",
+        f"static constexpr bool kRhsGlobalScale = {cbool(rs.global_scale)};",
     )
 
 

@@ -27,6 +27,10 @@ MMA = {DType.BF16: "mma_m16n8k16_bf16", DType.F16: "mma_m16n8k16_f16",
        DType.E4M3: "mma_m16n8k32_e4m3", DType.E5M2: "mma_m16n8k32_e5m2",
        DType.INT8: "mma_m16n8k32_s8", DType.FP4: "mma_m16n8k64_fp4"}
 
+# NVFP4's global scales (`global=f32`): arrays of the entry after the scales,
+# the trailing arguments of gg::gemm's dense / grouped / masked.
+GLOBALS = ("lhs_global_scale", "rhs_global_scale")
+
 
 @dataclass(frozen=True, slots=True)
 class TileConfig:
@@ -188,6 +192,9 @@ def params(kernel: ir.Kernel) -> tuple[Param, ...]:
     for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if scale.enabled:
             arrays.append((side, scale.dtype))
+    for side in GLOBALS:
+        if getattr(kernel, side.replace("_global", "")).global_scale:
+            arrays.append((side, DType.F32))
     if kernel.bias.mode is not BiasMode.NONE:
         arrays.append(("bias", kernel.bias.dtype))
     out = [Param(f"const {CTYPE[dt]}* __restrict__", name, array(name)) for name, dt in arrays]
@@ -256,7 +263,9 @@ def gemm_call(kernel: ir.Kernel, params: tuple[Param, ...], tile: str) -> tuple[
     args = ["gg_smem", "lhs", "rhs"]
     args += [a if a in present else "nullptr" for a in ("lhs_scale", "rhs_scale", "bias")]
     args += [p.name for p in params if p.name not in ("lhs", "rhs", "lhs_scale", "rhs_scale",
-                                                        "bias")]
+                                                        "bias", *GLOBALS)]
+    if present & set(GLOBALS):  # trailing parameters, null by default
+        args += [a if a in present else "nullptr" for a in GLOBALS]
     body = "grouped" if kernel.op is Op.GROUPED else "dense"
     if kernel.masked:
         body = "masked"

@@ -3,8 +3,8 @@
 //! Rust launcher of the CUDA kernel gb10_mxfp8_gemm (specs/gb10.gemm):
 //!
 //! gb10_mxfp8_gemm: dense lhs e4m3 x rhs e4m3 [n, k] -> bf16 (acc f32) lhs_scale per_token_group
-//! k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 (mainloop) tile 128x64x128 +1 tile rule stages 3
-//! [cuda]
+//! k=32 e8m0 layout=atom128x4 (mainloop) rhs_scale block k=32 e8m0 layout=atom128x4 (mainloop) tile
+//! 128x64x128 +1 tile rule stages 3 [cuda]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing

@@ -3,8 +3,8 @@
 //! Rust launcher of the CUDA kernel gb10_nvfp4_moe_grouped_gemm (specs/gb10.gemm):
 //!
 //! gb10_nvfp4_moe_grouped_gemm: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc f32)
-//! lhs_scale per_token_group k=16 ue4m3 (mainloop) rhs_scale block k=16 ue4m3 (mainloop) tile
-//! 128x64x128 stages 3 [cuda]
+//! lhs_scale per_token_group k=16 ue4m3 global=f32 (mainloop) rhs_scale block k=16 ue4m3
+//! layout=atom128x4 global=f32 (mainloop) tile 128x64x128 stages 3 [cuda]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
@@ -46,6 +46,10 @@ pub struct Args {
     /// `[g, gg_cdiv(gg_cdiv(n, 1), 128) * 128, gg_cdiv(gg_cdiv(k, 16), 4) * 4]` ue4m3: block scales
     /// of rhs.
     pub rhs_scale: Array<3>,
+    /// `[g]` f32: NVFP4's global scale of lhs_scale, one per group.
+    pub lhs_global_scale: Array<1>,
+    /// `[g]` f32: NVFP4's global scale of rhs_scale, one per group.
+    pub rhs_global_scale: Array<1>,
     /// The first group this shard owns (default 0).
     pub group_offset: i64,
     /// `[m, n]` bf16: rows this shard does not compute keep these values (optional).
@@ -118,6 +122,12 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if a.rhs_scale.ptr == 0 {
         return Err(Error::Null { kernel: NAME, array: "rhs_scale" });
     }
+    if a.lhs_global_scale.ptr == 0 {
+        return Err(Error::Null { kernel: NAME, array: "lhs_global_scale" });
+    }
+    if a.rhs_global_scale.ptr == 0 {
+        return Err(Error::Null { kernel: NAME, array: "rhs_global_scale" });
+    }
     if a.out.ptr == 0 {
         return Err(Error::Null { kernel: NAME, array: "out" });
     }
@@ -126,6 +136,8 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     common::check_extents(NAME, "group_sizes", a.group_sizes.shape)?;
     common::check_extents(NAME, "lhs_scale", a.lhs_scale.shape)?;
     common::check_extents(NAME, "rhs_scale", a.rhs_scale.shape)?;
+    common::check_extents(NAME, "lhs_global_scale", a.lhs_global_scale.shape)?;
+    common::check_extents(NAME, "rhs_global_scale", a.rhs_global_scale.shape)?;
     if let Some(x) = a.existing_out {
         common::check_extents(NAME, "existing_out", x.shape)?;
     }
@@ -149,6 +161,8 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
         a.rhs_scale.shape,
         [g, gg_cdiv(gg_cdiv(n, 1), 128) * 128, gg_cdiv(gg_cdiv(k, 16), 4) * 4],
     )?;
+    common::check_shape(NAME, "lhs_global_scale", a.lhs_global_scale.shape, [g])?;
+    common::check_shape(NAME, "rhs_global_scale", a.rhs_global_scale.shape, [g])?;
     if let Some(x) = a.existing_out {
         common::check_shape(NAME, "existing_out", x.shape, [m, n])?;
     }
@@ -179,6 +193,12 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     }
     if !common::is_aligned(a.rhs_scale.ptr, 4) {
         return Err(misaligned("rhs_scale", 4));
+    }
+    if !common::is_aligned(a.lhs_global_scale.ptr, 4) {
+        return Err(misaligned("lhs_global_scale", 4));
+    }
+    if !common::is_aligned(a.rhs_global_scale.ptr, 4) {
+        return Err(misaligned("rhs_global_scale", 4));
     }
     if matches!(a.existing_out, Some(x) if !common::is_aligned(x.ptr, 4)) {
         return Err(misaligned("existing_out", 4));
@@ -263,6 +283,8 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                     KernelArg::Ptr(a.rhs.ptr),
                     KernelArg::Ptr(a.lhs_scale.ptr),
                     KernelArg::Ptr(a.rhs_scale.ptr),
+                    KernelArg::Ptr(a.lhs_global_scale.ptr),
+                    KernelArg::Ptr(a.rhs_global_scale.ptr),
                     KernelArg::Ptr(a.out.ptr),
                     KernelArg::Ptr(a.workspace.ptr),
                     gg_i32(m),
@@ -324,6 +346,8 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                 KernelArg::Ptr(a.rhs.ptr),
                 KernelArg::Ptr(a.lhs_scale.ptr),
                 KernelArg::Ptr(a.rhs_scale.ptr),
+                KernelArg::Ptr(a.lhs_global_scale.ptr),
+                KernelArg::Ptr(a.rhs_global_scale.ptr),
                 KernelArg::Ptr(a.out.ptr),
                 KernelArg::Ptr(a.workspace.ptr),
                 gg_i32(m),
