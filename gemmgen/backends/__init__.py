@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from types import ModuleType
 
 from gemmgen.backends import cuda, pallas
+from gemmgen.backends.cuda import backward as cuda_backward
 from gemmgen.backends.cuda import ffi as jax_ffi
 from gemmgen.backends.cuda import torch_ops
 from gemmgen.diagnostics import Diagnostic
@@ -34,6 +35,8 @@ def diagnose(kernel: Kernel, spec: Spec) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for backend in kernel.backends:
         out.extend(module(backend).diagnose(kernel, spec))
+    # The JAX entry point's backward kernels (issue 28) need their names.
+    out.extend(cuda_backward.diagnose(kernel, spec))
     return out
 
 

@@ -13,7 +13,11 @@ library, `lib<kernel>_ffi.so`, that the entry point's `register()` loads:
   (`cuda_emu`, `GG_FFI_EMULATED`), for XLA's CPU platform: the same handler
   and launcher, whose launches run on the emulator inside XLA's process.
 
-`folder` holds the kernel's generated `.cu`, `.h` and `_ffi.cc`.
+`folder` holds the kernel's generated `.cu`, `.h` and `_ffi.cc`. An entry
+point whose `_vjp` runs its backward pass on CUDA (issue 28) has two more
+kernels there, `<kernel>_grad_lhs` and `<kernel>_grad_rhs`, each with its
+`_ffi.cc`: both functions build them into the same library
+(`backward_kernels`).
 """
 
 from __future__ import annotations
@@ -34,12 +38,31 @@ from gemmgen.harness.toolchain import (
     find_nvcc,
 )
 
-__all__ = ["compile_ffi", "emulated_ffi", "library_name", "nvcc_command", "xla_include_dir"]
+__all__ = ["backward_kernels", "compile_ffi", "emulated_ffi", "library_name", "nvcc_command",
+           "xla_include_dir"]
+
+# The backward pass's kernels of an entry point (backends/cuda/backward.py).
+_BACKWARD_SUFFIXES = ("_grad_lhs", "_grad_rhs")
 
 
 def library_name(kernel: str) -> str:
     """The file the entry point's register() expects (its LIBRARY)."""
     return f"lib{kernel}_ffi.so"
+
+
+def backward_kernels(folder: Path, kernel: str) -> tuple[str, ...]:
+    """The backward kernels of `kernel` whose files `folder` holds: () for an
+    entry point without a CUDA backward pass."""
+    names = tuple(kernel + s for s in _BACKWARD_SUFFIXES)
+    if all((folder / f"{n}_ffi.cc").is_file() for n in names):
+        return names
+    return ()
+
+
+def _sources(folder: Path, kernel: str) -> list[Path]:
+    """The library's translation units: each kernel's `.cu`, then each `_ffi.cc`."""
+    names = (kernel, *backward_kernels(folder, kernel))
+    return [folder / f"{n}.cu" for n in names] + [folder / f"{n}_ffi.cc" for n in names]
 
 
 def xla_include_dir() -> Path:
@@ -62,7 +85,7 @@ def nvcc_command(nvcc: Path | str, folder: Path, kernel: str, archs: Sequence[st
         str(nvcc), "-std=c++17", "-O3", "-shared", "-Xcompiler", "-fPIC,-Wall,-Wextra",
         "-Werror", "all-warnings", *(gencode(a) for a in archs),
         f"-I{folder}", f"-I{RUNTIME_INCLUDE_DIR}", "-isystem", str(xla_include_dir()),
-        str(folder / f"{kernel}.cu"), str(folder / f"{kernel}_ffi.cc"), "-o", str(output),
+        *(str(p) for p in _sources(folder, kernel)), "-o", str(output),
     ]
 
 
@@ -93,9 +116,9 @@ def emulated_ffi(folder: Path, kernel: str) -> Path:
     emulator in that process: set GG_EMU_ARCH and GG_EMU_SMEM_OPTIN
     (cuda_emu.device_env) before the first call to play another arch than an
     sm_90a."""
-    cu, cc = folder / f"{kernel}.cu", folder / f"{kernel}_ffi.cc"
+    cu, *others = _sources(folder, kernel)
     module = EmuModule(cu.read_text(), str(cu), include_dirs=[folder],
                        system_include_dirs=[xla_include_dir()],
-                       extra_sources=[(cc.read_text(), str(cc))],
+                       extra_sources=[(p.read_text(), str(p)) for p in others],
                        defines={"GG_FFI_EMULATED": 1}, memcheck=False, warnings=True)
     return module.library

@@ -231,9 +231,9 @@ def test_dense_m1_and_tgmm_and_quantize_under_jit():
 
 @pytest.mark.slow
 def test_vjp_gradients_match_the_pallas_vjp():
-    """gmm_bf16_vjp: the forward pass on the emulated CUDA kernel, the
-    backward pass the Pallas module's (interpret mode off a TPU); the
-    gradients equal those of the Pallas gmm_bf16_vjp in interpret mode."""
+    """gmm_bf16_vjp: the forward and the backward pass on the emulated CUDA
+    kernels (test_jax_ffi_vjp.py compares them with NumPy); the gradients
+    equal those of the Pallas gmm_bf16_vjp in interpret mode."""
     from jax.experimental.pallas import tpu as pltpu
 
     module = entry("moe", "gmm_bf16")
@@ -285,7 +285,8 @@ def test_compile_emulate_writes_a_library_that_registers(tmp_path):
     assert library.is_file() and f"wrote {library}" in proc.stdout
     import ctypes
 
-    assert hasattr(ctypes.CDLL(str(library)), "gg_ffi_gmm_bf16")
+    for symbol in ("gg_ffi_gmm_bf16", "gg_ffi_gmm_bf16_grad_lhs", "gg_ffi_gmm_bf16_grad_rhs"):
+        assert hasattr(ctypes.CDLL(str(library)), symbol), symbol
 
 
 @pytest.mark.slow
@@ -305,18 +306,27 @@ def test_compile_builds_the_gpu_library_with_nvcc(tmp_path):
 
 @pytest.mark.slow
 def test_the_documented_snippet_runs(tmp_path):
-    """docs/using-the-output.md, "JAX on GPU (XLA FFI)": its Python snippet,
-    in a fresh process from the repository root (generated/ importable as a
-    package), with the emulated library of the committed files registered
-    for "cpu" in place of the nvcc-built one."""
+    """docs/using-the-output.md, "JAX on GPU (XLA FFI)": its Python snippets
+    (the call, then the gradients), in a fresh process from the repository
+    root (generated/ importable as a package), with the emulated library of
+    the committed files registered for "cpu" in place of the nvcc-built one."""
     text = (REPO / "docs" / "using-the-output.md").read_text()
-    section = text.split("## JAX on GPU (XLA FFI)", 1)[1]
-    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    section = text.split("## JAX on GPU (XLA FFI)", 1)[1].split("\n## ", 1)[0]
+    snippets = [part.split("```", 1)[0] for part in section.split("```python\n")[1:]]
+    assert len(snippets) == 2, len(snippets)
+    snippet = "\n".join(snippets)
     call = 'gmm_bf16.register("build/libgmm_bf16_ffi.so")'
     assert call in snippet
     library = emulated_ffi(REPO / "generated" / "moe" / "cuda", "gmm_bf16")
     snippet = snippet.replace(call, f'gmm_bf16.register("{library}", platform="cpu")')
-    snippet += "assert out.shape == (64, 256) and bool((out == 128).all()), out\nprint('ok')\n"
+    snippet += (
+        "assert out.shape == (64, 256) and bool((out == 128).all()), out\n"
+        # loss = sum(out ** 2): d out = 2 out = 256 on the rows of a group;
+        # d lhs[r] = sum over n of 256 * 1 = 65536, d rhs[i] = 256 * rows of i.
+        "assert d_lhs.dtype == jnp.bfloat16 and bool((d_lhs == 65536).all()), d_lhs\n"
+        "assert [float(d_rhs[i].max()) for i in range(3)] == [256 * 24, 0, 256 * 40]\n"
+        "assert bool((d_rhs == d_rhs.max(axis=(1, 2), keepdims=True)).all())\n"
+        "print('ok')\n")
     env = {**os.environ, "PYTHONPATH": str(REPO), **device_env("sm_90a")}
     proc = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
                           cwd=REPO, env=env, check=False)
@@ -396,8 +406,7 @@ def shard(lhs, rhs, group_sizes):  # 2 experts per device: group_offset is trace
     return jax.lax.psum(gmm_bf16.gmm_bf16(lhs, rhs, group_sizes, offset), "x")
 
 
-sharded = jax.jit(jax.shard_map(shard, mesh=mesh, in_specs=(P(), P("x"), P()), out_specs=P(),
-                                check_vma=False))
+sharded = jax.jit(jax.shard_map(shard, mesh=mesh, in_specs=(P(), P("x"), P()), out_specs=P()))
 got = sharded(lhs, jax.device_put(rhs, jax.NamedSharding(mesh, P("x"))), group_sizes)
 want = gmm_bf16.gmm_bf16(lhs, rhs, group_sizes)
 assert np.array_equal(np.asarray(got), np.asarray(want)), np.abs(np.asarray(got - want)).max()
@@ -410,9 +419,9 @@ def test_expert_parallel_under_shard_map(tmp_path):
     """Two CPU devices, two experts each: group_offset = axis_index * 2 is
     traced, read by each device's handler; the psum of the shards equals the
     unsharded call exactly (every row is computed on one device, zero on the
-    other). check_vma=False: with the default, the Pallas branch's
-    pallas_call (traced on every platform) needs its output's varying axes,
-    which the Pallas modules do not set yet (issue 15, item 3)."""
+    other). shard_map's default check_vma=True: the FFI call's results are
+    typed with the mesh axes its operands vary over, as the Pallas branch's
+    (issue 28)."""
     library = emulated_ffi(REPO / "generated" / "moe" / "cuda", "gmm_bf16")
     env = {**os.environ, "PYTHONPATH": str(REPO), **device_env("sm_90a"),
            "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}

@@ -17,6 +17,8 @@ What every CUDA kernel shares (the launch plan and its printers):
                        same plans
   ffi                  the JAX entry points and XLA FFI handlers of kernels
                        emitted for both backends
+  backward             the CUDA kernels of an entry point's `_vjp` backward
+                       pass, derived from its forward kernel
 
 The kinds, each a module with `diagnose(kernel, spec)` and
 `launch_plan(kernel, spec) -> LaunchPlan`, picked by kinds.kind():

@@ -23,13 +23,15 @@ Pure: no I/O (docs/architecture.md).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from gemmgen import ir
 from gemmgen.backends import pallas
-from gemmgen.backends.cuda.common import Expr, LaunchPlan, Var, comment, cpp_call, cpp_decl, py_call
+from gemmgen.backends.cuda import backward as cuda_backward
+from gemmgen.backends.cuda import render_kernel as cuda_render_kernel
+from gemmgen.backends.cuda.common import Expr, LaunchPlan, Var, comment, cpp_call, cpp_decl
+from gemmgen.backends.cuda.ffi_python import EntryPointText
 from gemmgen.backends.cuda.kinds import plan as cuda_plan
 from gemmgen.render import header_text, render_template
 
@@ -97,7 +99,7 @@ class FfiOut:
 
 
 @dataclass(frozen=True, slots=True)
-class FfiPlan:
+class FfiPlan(EntryPointText):
     kernel: ir.Kernel
     launch: LaunchPlan
     spec_path: str
@@ -113,6 +115,12 @@ class FfiPlan:
     workspace_ints: tuple[str, ...]  # Python expressions; the workspace is their max
     local_groups: bool  # tgmm without existing_out: g from a concrete group_offset
     vjp: bool  # the Pallas module has <name>_vjp: so does the entry point
+    # Issue 28: a kernel of the backward pass (backends/cuda/backward.py) has
+    # the entry point it serves and its role ("grad_lhs", "grad_rhs"); an
+    # entry point whose `_vjp` runs on CUDA has their plans.
+    entry: str = ""
+    role: str = ""
+    backward: tuple[FfiPlan, ...] = ()
 
     @property
     def name(self) -> str:
@@ -139,6 +147,21 @@ class FfiPlan:
         return f"lib{self.name}_ffi.so"
 
     @property
+    def entry_module(self) -> str:
+        """The JAX entry point that calls this handler (jax/<entry_module>.py)."""
+        return self.entry or self.name
+
+    @property
+    def _role_text(self) -> str:
+        what = {"grad_lhs": "d lhs", "grad_rhs": "d rhs"}.get(self.role)
+        return f" in {self.entry}_vjp's backward pass (for {what})" if what else ""
+
+    @property
+    def _library_text(self) -> str:
+        """Where a backward kernel's handler goes: its entry point's library."""
+        return f" (with {self.entry}'s files, into lib{self.entry}_ffi.so)" if self.entry else ""
+
+    @property
     def optional_args(self) -> tuple[FfiArg, ...]:
         return tuple(a for a in self.args if a.optional)
 
@@ -159,13 +182,14 @@ class FfiPlan:
     @property
     def cpp_intro(self) -> str:
         lines = [
-            f"XLA FFI handler of {self.name} ({self.spec_path}): XLA's buffers, checked, go "
-            f"to the kernel's C ABI {self.launch.abi.symbol}() ({self.name}.h, which the "
-            f"PyTorch op calls too), whose launch_{self.name}() runs on XLA's stream. "
-            f"jax/{self.name}.py calls it as the FFI target \"{self.target}\" "
+            (f"XLA FFI handler of {self.name} ({self.spec_path}): XLA's buffers, checked, go "
+             f"to the kernel's C ABI {self.launch.abi.symbol}() ({self.name}.h, which the "
+             f"PyTorch op calls too), whose launch_{self.name}() runs on XLA's stream. "
+             f"jax/{self.entry_module}.py calls it{self._role_text} as the FFI target "
+             f"\"{self.target}\" "
             "(jax.ffi.ffi_call) once its register() has loaded the shared library that "
-            f"`gemmgen compile` builds from this file and {self.name}.cu, with XLA's FFI "
-            "headers (jax.ffi.include_dir()).",
+            f"`gemmgen compile` builds from this file and {self.name}.cu{self._library_text}, "
+            "with XLA's FFI headers (jax.ffi.include_dir())."),
             "Operands: " + ", ".join(a.name for a in self.args) + "."
             + (" group_offset is an int32 scalar on the device (it may be traced, as under "
                "shard_map)." if self.has_offset else "")
@@ -236,7 +260,7 @@ class FfiPlan:
 
     @property
     def cpp_symbol_comment(self) -> str:
-        return comment(f"The handler, {self.symbol}: the symbol that jax/{self.name}.py "
+        return comment(f"The handler, {self.symbol}: the symbol that jax/{self.entry_module}.py "
                        "registers (exported also from a build with -fvisibility=hidden).")
 
     @property
@@ -251,160 +275,6 @@ class FfiPlan:
     def cpp_define(self) -> str:
         return cpp_call("XLA_FFI_DEFINE_HANDLER_SYMBOL(", [self.symbol, "Handler", "Binding()"],
                         ");", 0)
-
-    # -- Python text (laid out as ruff format does) --------------------------
-
-    @property
-    def pallas_names(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.pallas_args)
-
-    @property
-    def pallas_params(self) -> tuple[str, ...]:
-        return tuple(f"{n}=None" if optional else n for n, optional in self.pallas_args)
-
-    def py_def(self, name: str, params: tuple[str, ...] | list[str]) -> str:
-        return py_call(f"def {name}(", list(params), "):", 0)
-
-    @property
-    def _py_values(self) -> tuple[str, ...]:
-        """The Python expressions of the FFI call's shapes."""
-        return (*(o.shape_py for o in self.outs), *self.workspace_ints)
-
-    @property
-    def py_helpers(self) -> tuple[str, ...]:
-        """The launch plan's integer helpers that the shapes use."""
-        text = " ".join(self._py_values) + " ".join(d[2] for d in self.derived)
-        helpers = {
-            "gg_cdiv": "def gg_cdiv(a: int, b: int) -> int:\n    return -(-a // b)",
-            "gg_div": "def gg_div(a: int, b: int) -> int:\n    return a // b",
-            "gg_min": "def gg_min(a: int, b: int) -> int:\n    return min(a, b)",
-        }
-        return tuple(body for name, body in helpers.items() if f"{name}(" in text)
-
-    @property
-    def py_tpu_def(self) -> str:
-        """The Pallas kernel, compiled for the TPU."""
-        if self.local_groups:
-            head = "def _on_tpu(*args, g):"
-            call = "return _pallas._launch(*args, g=g, interpret=False)"
-        else:
-            head = "def _on_tpu(*args):"
-            call = f"return _pallas.{self.name}(*args, interpret=False)"
-        return f'{head}\n    """The Pallas kernel, on a TPU."""\n    {call}'
-
-    @property
-    def py_cuda_head(self) -> str:
-        params = list(self.pallas_names) + (["*", "g"] if self.local_groups else [])
-        return self.py_def("_cuda", params)
-
-    @property
-    def py_cuda_body(self) -> tuple[str, ...]:
-        """The dims the shapes use, the absent operands, the FFI call."""
-        values = self._py_values
-        used: set[str] = set()
-        for name, _, py in reversed(self.derived):
-            if any(name in v for v in values):
-                used.add(name)
-                values = (*values, py)
-        lines = []
-        for d in self.dims:
-            if any(_uses(v, d.name) for v in values) and not (self.local_groups and d.py == d.name):
-                lines.append(f"    {d.name} = {d.py}")
-        lines += [f"    {name} = {py}" for name, _, py in self.derived if name in used]
-        if self.workspace_ints:
-            ints = self.workspace_ints
-            total = ints[0] if len(ints) == 1 else py_call("max(", list(ints), ")", 0)
-            lines.append(f"    workspace_bytes = 4 * ({total})")
-        for a in self.args:
-            if a.offset:
-                lines += ["    if group_offset is None:",
-                          "        group_offset = jnp.zeros((), jnp.int32)"]
-            elif a.optional:
-                lines += [f"    has_{a.name} = {a.name} is not None",
-                          f"    if {a.name} is None:",
-                          f"        {a.name} = jnp.zeros((0,), {a.jnp})"]
-        lines.append("    result_types = (")
-        for o in self.outs:
-            shape = "(workspace_bytes,)" if o.name == "workspace" else o.shape_py
-            lines.append(f"        jax.ShapeDtypeStruct({shape}, {o.jnp}),  # {o.name}")
-        lines.append("    )")
-        call = py_call("jax.ffi.ffi_call(TARGET, result_types)(",
-                       [a.name for a in self.args]
-                       + [f"has_{a.name}=has_{a.name}" for a in self.optional_args], ")", 4,)
-        lines += [line for line in ("    results = " + call.lstrip()).split("\n")]
-        outputs = [f"results[{i}]" for i in range(len(self.launch.outputs))]
-        lines.append("    return " + ", ".join(outputs))
-        return tuple(lines)
-
-    @property
-    def py_launch_decorator(self) -> str:
-        if self.local_groups:
-            return '@functools.partial(jax.jit, static_argnames=("g",))'
-        return "@jax.jit"
-
-    @property
-    def py_launch_head(self) -> str:
-        params = list(self.pallas_names) + (["*", "g"] if self.local_groups else [])
-        return self.py_def("_launch", params)
-
-    @property
-    def py_validate(self) -> str:
-        """The Pallas module's checks, before either kernel is traced."""
-        items = [f"{n}={n}" for n in self.pallas_names]
-        if self.local_groups:
-            # tgmm's checks take g (the wrapper's, from group_offset) instead of the offset.
-            items = [i for i in items if i != "group_offset=group_offset"]
-            return py_call("g = _pallas._validate(", [*items, "g=g"], ")", 4)
-        return py_call("_pallas._validate(", items, ")", 4)
-
-    @property
-    def py_dispatch(self) -> str:
-        if self.local_groups:
-            tpu, default = "functools.partial(_on_tpu, g=g)", "functools.partial(_cuda, g=g)"
-        else:
-            tpu, default = "_on_tpu", "_cuda"
-        items = [*self.pallas_names, f"tpu={tpu}", f"default={default}"]
-        return py_call("return lax.platform_dependent(", items, ")", 4)
-
-    @property
-    def py_public_head(self) -> str:
-        return self.py_def(self.name, self.pallas_params)
-
-    @property
-    def py_int32_lines(self) -> tuple[str, ...]:
-        """group_sizes and group_offset as int32 arrays, as the Pallas function makes them."""
-        names = self.pallas_names
-        lines = []
-        if "group_sizes" in names:
-            lines.append('    group_sizes = _pallas._int32_array("group_sizes", group_sizes, ndim=1)')
-        if "group_offset" in names:
-            if self.local_groups:
-                lines.append("    offset = group_offset")
-            lines += ["    if group_offset is not None:",
-                      '        group_offset = _pallas._int32_array("group_offset", group_offset, '
-                      "ndim=0)"]
-        return tuple(lines)
-
-    @property
-    def py_public_body(self) -> tuple[str, ...]:
-        lines = list(self.py_int32_lines)
-        args = ", ".join(self.pallas_names)
-        if self.local_groups:
-            lines.append("    # Without existing_out, g = len(group_sizes) - group_offset is an output")
-            lines.append("    # shape: fixed here, from the caller's (concrete) offset.")
-            lines.append("    g = None if existing_out is not None else "
-                         "_pallas._local_groups(group_sizes.shape[0], offset)")
-            lines.append(py_call("return _launch(", [*self.pallas_names, "g=g"], ")", 4))
-        else:
-            lines.append(py_call("return _launch(", list(self.pallas_names), ")", 4))
-        del args
-        return tuple(lines)
-
-
-def _uses(text: str, name: str) -> bool:
-    """Whether the Python expression `text` names `name`."""
-    return name in re.findall(r"[A-Za-z_]\w*", text)
-
 
 def _ffi_type(dtype: ir.DType) -> str:
     return _FFI_TYPE[dtype.storage_numpy_name]
@@ -437,22 +307,13 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
     cuda_inputs = tuple((a.name, a.optional) for a in lp.inputs)
     assert pallas_args == cuda_inputs, (
         f"{kernel.name}: the Pallas arguments {pallas_args} differ from the CUDA ones {cuda_inputs}")
-    args = []
-    for a in lp.inputs:
-        if a.is_scalar:
-            assert a.name == "group_offset", f"{kernel.name}: scalar {a.name}"
-            args.append(FfiArg(a.name, "S32", "int", optional=False, offset=True))
-        else:
-            args.append(FfiArg(a.name, _ffi_type(a.dtype), a.ctype, optional=a.optional))
-    dims = tuple(FfiDim(d, *_dim_source(lp, d)) for d in lp.dims)
-    outs = [FfiOut(o.name, _ffi_type(o.dtype), o.ctype, _py_shape(o.shape)) for o in lp.outputs]
-    workspace = tuple(dict.fromkeys(v.workspace_ints.py for v in lp.variants if v.has_workspace))
-    if lp.has_workspace:
-        outs.append(FfiOut("workspace", "U8", "unsigned char", "(4 * _workspace_ints(dims),)"))
-    local_groups = any(b.fallback is not None for b in lp.bindings)
     vjp = pallas.vjp_supported(kernel)
     if vjp:
         assert pallas_plan.vjp_args == tuple(n for n, _ in pallas_args), kernel.name
+    backward = ()
+    if vjp and cuda_backward.supported(kernel):
+        backward = tuple(_derived_plan(d, spec, kernel.name, role) for d, role
+                         in zip(cuda_backward.derive(kernel, spec), ("grad_lhs", "grad_rhs"), strict=True))
     return FfiPlan(
         kernel=kernel,
         launch=lp,
@@ -462,28 +323,76 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
         out_dtype=pallas_plan.module.out_dtype,
         vjp_residuals=pallas_plan.vjp_residuals if vjp else (),
         vjp_n_out=pallas_plan.vjp_n_out if vjp else "",
-        args=tuple(args),
-        dims=dims,
-        derived=tuple((d.name, d.value.cpp, d.value.py) for d in lp.derived),
-        outs=tuple(outs),
-        workspace_ints=workspace,
-        local_groups=local_groups,
         vjp=vjp,
+        backward=backward,
+        **_ffi_parts(lp, kernel.name),
     )
 
 
-def _render_plan(p: FfiPlan, header: str) -> dict[PurePosixPath, str]:
+def _derived_plan(kernel: ir.Kernel, spec: ir.Spec, entry: str, role: str) -> FfiPlan:
+    """The FFI plan of a backward kernel (backward.py): its arguments are its
+    CUDA launcher's; the entry point `entry` calls it."""
+    lp = cuda_plan(kernel, spec)
+    return FfiPlan(
+        kernel=kernel,
+        launch=lp,
+        spec_path=spec.path,
+        pallas_args=tuple((a.name, a.optional) for a in lp.inputs),
+        summary="",
+        out_dtype=_JNP[_ffi_type(kernel.out)],
+        vjp_residuals=(),
+        vjp_n_out="",
+        vjp=False,
+        entry=entry,
+        role=role,
+        **_ffi_parts(lp, kernel.name),
+    )
+
+
+def _ffi_parts(lp: LaunchPlan, name: str) -> dict:
+    """The FFI call's operands, dims and results, from the launch plan."""
+    args = []
+    for a in lp.inputs:
+        if a.is_scalar:
+            assert a.name == "group_offset", f"{name}: scalar {a.name}"
+            args.append(FfiArg(a.name, "S32", "int", optional=False, offset=True))
+        else:
+            args.append(FfiArg(a.name, _ffi_type(a.dtype), a.ctype, optional=a.optional))
+    dims = tuple(FfiDim(d, *_dim_source(lp, d)) for d in lp.dims)
+    outs = [FfiOut(o.name, _ffi_type(o.dtype), o.ctype, _py_shape(o.shape)) for o in lp.outputs]
+    workspace = tuple(dict.fromkeys(v.workspace_ints.py for v in lp.variants if v.has_workspace))
+    if lp.has_workspace:
+        outs.append(FfiOut("workspace", "U8", "unsigned char", "(4 * _workspace_ints(dims),)"))
     return {
+        "args": tuple(args),
+        "dims": dims,
+        "derived": tuple((d.name, d.value.cpp, d.value.py) for d in lp.derived),
+        "outs": tuple(outs),
+        "workspace_ints": workspace,
+        "local_groups": any(b.fallback is not None for b in lp.bindings),
+    }
+
+
+def _render_plan(p: FfiPlan, header: str, spec: ir.Spec) -> dict[PurePosixPath, str]:
+    files = {
         PurePosixPath("jax") / f"{p.name}.py": render_template("jax/entry.py.j2", header=header,
                                                                 plan=p),
         PurePosixPath("cuda") / f"{p.name}_ffi.cc": render_template("jax/ffi.cc.j2",
                                                                     header=header, plan=p),
     }
+    # The backward pass's CUDA kernels: their .cu, C++ and Python launchers
+    # (as every CUDA kernel has; the Rust crate has the spec's kernels only)
+    # and their FFI handlers.
+    for b in p.backward:
+        files.update(cuda_render_kernel(b.kernel, spec))
+        files[PurePosixPath("cuda") / f"{b.name}_ffi.cc"] = render_template(
+            "jax/ffi.cc.j2", header=header, plan=b)
+    return files
 
 
 def render_kernel(kernel: ir.Kernel, spec: ir.Spec) -> dict[PurePosixPath, str]:
     """One kernel's entry point and FFI handler."""
-    return _render_plan(plan(kernel, spec), header_text(spec.path))
+    return _render_plan(plan(kernel, spec), header_text(spec.path), spec)
 
 
 def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
@@ -491,7 +400,7 @@ def render(spec: ir.Spec) -> dict[PurePosixPath, str]:
     header = header_text(spec.path)
     plans = [plan(k, spec) for k in kernels(spec)]
     for p in plans:
-        files.update(_render_plan(p, header))
+        files.update(_render_plan(p, header, spec))
     if plans:
         files[PurePosixPath("jax") / "__init__.py"] = render_template(
             "jax/__init__.py.j2", header=header, plans=plans, spec_path=spec.path)

@@ -63,10 +63,13 @@ def _cuda(lhs, rhs, lhs_scale, rhs_scale):
     """The CUDA kernel through XLA's FFI, on validated arguments."""
     m = lhs.shape[0]
     n = rhs.shape[0]
+    operands = [lhs, rhs, lhs_scale, rhs_scale]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((m, n), jnp.bfloat16),  # out
+        _result((m, n), jnp.bfloat16, axes),  # out
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(lhs, rhs, lhs_scale, rhs_scale)
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands)
     return results[0]
 
 

@@ -68,11 +68,14 @@ def _cuda(lhs):
     m = lhs.shape[0]
     k = lhs.shape[1]
     groups = gg_cdiv(k, 128)
+    operands = [lhs]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((m, k), jnp.float8_e4m3fn),  # out
-        jax.ShapeDtypeStruct((m, groups), jnp.uint8),  # out_scale
+        _result((m, k), jnp.float8_e4m3fn, axes),  # out
+        _result((m, groups), jnp.uint8, axes),  # out_scale
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(lhs)
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands)
     return results[0], results[1]
 
 

@@ -7,6 +7,8 @@ here, so `nvcc -I <this folder>` builds any of them and the CuPy launchers
 need nothing of gemmgen. Launcher modules:
 
     gmm_bf16
+    gmm_bf16_grad_lhs
+    gmm_bf16_grad_rhs
     moe_bf16_grad_rhs
     moe_bf16_grouped_gemm
     moe_fp8_grouped_gemm

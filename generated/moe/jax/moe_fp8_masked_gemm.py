@@ -64,10 +64,13 @@ def _cuda(lhs, rhs, masked_m, lhs_scale, rhs_scale):
     m = lhs.shape[1]
     g = rhs.shape[0]
     n = rhs.shape[1]
+    operands = [lhs, rhs, masked_m, lhs_scale, rhs_scale]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((g, m, n), jnp.bfloat16),  # out
+        _result((g, m, n), jnp.bfloat16, axes),  # out
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(lhs, rhs, masked_m, lhs_scale, rhs_scale)
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands)
     return results[0]
 
 

@@ -79,20 +79,14 @@ def _cuda(lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset, existing_ou
     has_existing_out = existing_out is not None
     if existing_out is None:
         existing_out = jnp.zeros((0,), jnp.bfloat16)
+    operands = [lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset, existing_out]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
     result_types = (
-        jax.ShapeDtypeStruct((m, gg_div(n, 2)), jnp.bfloat16),  # out
-        jax.ShapeDtypeStruct((workspace_bytes,), jnp.uint8),  # workspace
+        _result((m, gg_div(n, 2)), jnp.bfloat16, axes),  # out
+        _result((workspace_bytes,), jnp.uint8, axes),  # workspace
     )
-    results = jax.ffi.ffi_call(TARGET, result_types)(
-        lhs,
-        rhs,
-        group_sizes,
-        lhs_scale,
-        rhs_scale,
-        group_offset,
-        existing_out,
-        has_existing_out=has_existing_out,
-    )
+    results = jax.ffi.ffi_call(TARGET, result_types)(*operands, has_existing_out=has_existing_out)
     return results[0]
 
 
