@@ -74,6 +74,8 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
 def block_scaled_only(kernel: ir.Kernel) -> bool:
     """An fp4 operand under MX / NV block scales (MXFP4, NVFP4, W4A8): the
     block-scaled body of sm_120a / sm_121a is the kernel's only path."""
+    if kernel.op is ir.Op.QUANTIZE:
+        return False
     return (ir.DType.FP4 in (kernel.lhs.dtype, kernel.rhs_operand.dtype)
             and kernel.uses_mx_mma("sm_120a"))
 
