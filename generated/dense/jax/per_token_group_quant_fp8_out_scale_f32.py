@@ -54,6 +54,17 @@ def register(library: str | os.PathLike[str], *, platform: str = "CUDA") -> None
     _REGISTERED[platform] = lib
 
 
+def _result(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A result of the FFI call, varying over the mesh axes of its operands
+    inside `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, manual_axis_type=manual)
+
+
 def gg_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 

@@ -53,7 +53,8 @@ VMEM_LIMIT_BYTES = None
 # TM rows by TK columns, TK a whole number of groups and of 128 lanes.
 GROUP = 128
 TM, TK = 256, 1024
-M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+M_ALIGN = 128  # rows of a block past m: whole vregs of lanes once transposed
+GROUPS = TK // GROUP  # groups of a block
 # The largest finite e4m3, and the floor of amax (an all-zero group would
 # otherwise divide by zero; its q is all zero).
 FP8_MAX = 448.0
@@ -132,34 +133,51 @@ def _divide_by_fp8_max(a):
     return q
 
 
+def _group_amax(magnitude):
+    """[tm, TK] magnitudes -> [GROUPS, tm], each group's max per row. The
+    block is transposed (the XLU), so that a group's G columns become G
+    rows: whole vregs reduced by an elementwise max, then within a vreg's
+    sublanes; every vreg stays full, and max is exact."""
+    t = magnitude.T
+    return jnp.max(t.reshape(GROUPS, GROUP, t.shape[1]), axis=1)
+
+
+def _spread(values):
+    """[GROUPS, tm] per-group values -> [tm, TK]: each group's value in each
+    of its G columns (repeated over G rows, a sublane broadcast, then
+    transposed back: exact, NaN included)."""
+    tm = values.shape[1]
+    return jnp.broadcast_to(values[:, None, :], (GROUPS, GROUP, tm)).reshape(TK, tm).T
+
+
 def _kernel(x_ref, q_ref, scale_ref, *, k: int):
-    """One grid step (m tile i, K block kk): TK // GROUP groups of columns."""
+    """One grid step (m tile i, K block kk): GROUPS groups of columns, every
+    per-group step on [GROUPS, tm] vectors, every per-element step on the
+    whole block."""
     kk = pl.program_id(1)
 
     # (1) The block, in f32; columns past k (the padding of a ragged last
     #     block, undefined) become 0 so they cannot raise an amax.
     x = x_ref[...].astype(jnp.float32)
-    columns = kk * TK + lax.broadcasted_iota(jnp.int32, x.shape, 1)
-    x = jnp.where(columns < k, x, 0.0)
+    if k % TK:
+        columns = kk * TK + lax.broadcasted_iota(jnp.int32, x.shape, 1)
+        x = jnp.where(columns < k, x, 0.0)
 
-    for j in range(TK // GROUP):
-        group = x[:, j * GROUP : (j + 1) * GROUP]
-        # (2) amax over the group's columns, per row: [tm, 1]. A NaN counts
-        #     as an infinity (a selection, so no NaN rule of max matters):
-        #     amax is infinite exactly when the group holds an inf or a NaN.
-        magnitude = jnp.where(jnp.isnan(group), jnp.inf, jnp.abs(group))
-        amax = jnp.max(magnitude, axis=1, keepdims=True)
-        finite = amax < jnp.inf
-        # (3) The scale, rounded to nearest; NaN for a group with an inf or a NaN.
-        floored = jnp.where(finite, jnp.maximum(amax, AMAX_FLOOR), 1.0)
-        scale = jnp.where(finite, _divide_by_fp8_max(floored), jnp.nan)
-        # (4) q = x / scale, saturated (e4m3fn has no infinity: an overflowing
-        #     cast would give NaN), then cast to e4m3; all NaN in a
-        #     non-finite group.
-        q = jnp.clip(group / scale, -FP8_MAX, FP8_MAX)
-        q = jnp.where(finite, q, jnp.nan)
-        q_ref[:, j * GROUP : (j + 1) * GROUP] = q.astype(q_ref.dtype)
-        scale_ref[j] = scale
+    # (2) Each group's amax, per row: [GROUPS, tm]. A NaN counts as an
+    #     infinity (a selection, so no NaN rule of max matters): amax is
+    #     infinite exactly when the group holds an inf or a NaN.
+    amax = _group_amax(jnp.where(jnp.isnan(x), jnp.inf, jnp.abs(x)))
+    finite = amax < jnp.inf
+    # (3) The scale, rounded to nearest; NaN for a group with an inf or a NaN.
+    floored = jnp.where(finite, jnp.maximum(amax, AMAX_FLOOR), 1.0)
+    scale = jnp.where(finite, _divide_by_fp8_max(floored), jnp.nan)
+    scale_ref[0] = scale.T
+    # (4) Spread back to the columns (-1.0 for NaN); q = x / scale,
+    #     saturated (e4m3fn has no infinity: an overflowing cast would give
+    #     NaN), then cast to e4m3; all NaN in a non-finite group.
+    scale = _spread(jnp.where(finite, scale, -1.0))
+    q = jnp.clip(x / scale, -FP8_MAX, FP8_MAX)
+    q_ref[...] = jnp.where(scale >= 0.0, q, jnp.nan).astype(q_ref.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("interpret",))
@@ -179,37 +197,38 @@ def per_token_group_quant_fp8_out_scale_f32(lhs, *, interpret=False):
     groups = pl.cdiv(k, GROUP)
     if m == 0:
         return jnp.zeros((0, k), jnp.float8_e4m3fn), jnp.zeros((0, groups), jnp.float32)
-    tm = min(TM, pl.cdiv(m, M_ALIGN) * M_ALIGN)  # past m: whole sublane tiles
+    tm = min(TM, pl.cdiv(m, M_ALIGN) * M_ALIGN)
     tiles_k = pl.cdiv(k, TK)
 
-    # (1) The grid (m tile i, K block kk). Scales come out as
-    #     [groups rounded up to whole blocks, m, 1]: one [tm, 1] column per
-    #     group, so a block never has a last dim narrower than 128 lanes.
+    # (1) The grid (m tile i, K block kk). Scales come out as [K blocks, m,
+    #     GROUPS]: a block's scales are a [tm, GROUPS] tile.
     axes = _varying_axes(lhs)
+    matrices = ()
     q, scale = pl.pallas_call(
         functools.partial(_kernel, k=k),
         out_shape=(
             _out_struct((m, k), jnp.float8_e4m3fn, axes),
-            _out_struct((tiles_k * (TK // GROUP), m, 1), jnp.float32, axes),
+            _out_struct((tiles_k, m, GROUPS), jnp.float32, axes),
         ),
         grid=(pl.cdiv(m, tm), tiles_k),
-        in_specs=[pl.BlockSpec((tm, TK), lambda i, kk: (i, kk))],
+        in_specs=[pl.BlockSpec((tm, TK), lambda i, kk: (i, kk))]
+        + [pl.BlockSpec(a.shape, lambda i, kk: (0, 0)) for a in matrices],
         out_specs=(
             pl.BlockSpec((tm, TK), lambda i, kk: (i, kk)),
-            pl.BlockSpec((TK // GROUP, tm, 1), lambda i, kk: (kk, i, 0)),
+            pl.BlockSpec((1, tm, GROUPS), lambda i, kk: (kk, i, 0)),
         ),
         compiler_params=pltpu.CompilerParams(
             dimension_semantics=("parallel", "parallel"),
             vmem_limit_bytes=VMEM_LIMIT_BYTES,
         ),
         cost_estimate=pl.CostEstimate(
-            flops=3 * m * k,
+            flops=m * k * 20,
             bytes_accessed=lhs.size * lhs.itemsize + m * k + m * groups * 4,
             transcendentals=0,
         ),
         interpret=interpret,
-    )(lhs)
+    )(lhs, *matrices)
 
     # (2) Scales as [m, groups].
-    scale = scale[:groups, :, 0].T
+    scale = scale.transpose(1, 0, 2).reshape(m, tiles_k * GROUPS)[:, :groups]
     return q, scale

@@ -18,9 +18,13 @@ platform. Arguments, checks and result are those of the Pallas function
 shape multiples, docs/cuda.md) apply on GPU, where a call they refuse fails
 with its message.
 
-gmm_bf16_vjp is the same function, differentiable, with the Pallas
-module's backward pass: its kernels on a TPU, and elsewhere the same kernels
-in interpret mode (plain XLA operations).
+gmm_bf16_vjp is the same function, differentiable. On a TPU its backward
+pass is the Pallas module's; elsewhere two more CUDA kernels, derived from
+this one by gemmgen and built into the same library, whose handlers
+register() registers too:
+
+    d lhs  cuda/gmm_bf16_grad_lhs.cu: the grouped GEMM of d_out and the weight transposed
+    d rhs  cuda/gmm_bf16_grad_rhs.cu: tgmm, per local group d_out[rows]ᵀ · lhs[rows]
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ from ..pallas import gmm_bf16 as _pallas
 TARGET = "gemmgen_gmm_bf16"
 SYMBOL = "gg_ffi_gmm_bf16"
 LIBRARY = "libgmm_bf16_ffi.so"
+# The backward pass's kernels: their targets and handlers, in the same library.
+TARGET_GRAD_LHS = "gemmgen_gmm_bf16_grad_lhs"
+SYMBOL_GRAD_LHS = "gg_ffi_gmm_bf16_grad_lhs"
+TARGET_GRAD_RHS = "gemmgen_gmm_bf16_grad_rhs"
+SYMBOL_GRAD_RHS = "gg_ffi_gmm_bf16_grad_rhs"
 
 _REGISTERED: dict[str, ctypes.CDLL] = {}  # platform -> its library, kept loaded
 
@@ -51,12 +60,27 @@ def register(library: str | os.PathLike[str], *, platform: str = "CUDA") -> None
     if platform in _REGISTERED:
         raise ValueError(f"{TARGET} is already registered for {platform}")
     lib = ctypes.CDLL(os.fspath(library))
-    try:
-        handler = getattr(lib, SYMBOL)
-    except AttributeError:
-        raise ValueError(f"{library} has no {SYMBOL}: `gemmgen compile` builds it") from None
-    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(handler), platform=platform)
+    targets = {TARGET: SYMBOL, TARGET_GRAD_LHS: SYMBOL_GRAD_LHS, TARGET_GRAD_RHS: SYMBOL_GRAD_RHS}
+    handlers = {}
+    for target, symbol in targets.items():
+        try:
+            handlers[target] = getattr(lib, symbol)
+        except AttributeError:
+            raise ValueError(f"{library} has no {symbol}: `gemmgen compile` builds it") from None
+    for target, handler in handlers.items():
+        jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform=platform)
     _REGISTERED[platform] = lib
+
+
+def _result(shape: tuple[int, ...], dtype, axes: frozenset) -> jax.ShapeDtypeStruct:
+    """A result of the FFI call, varying over the mesh axes of its operands
+    inside `jax.shard_map` (its default check_vma=True needs them said)."""
+    if not axes:
+        return jax.ShapeDtypeStruct(shape, dtype)
+    mesh = jax.sharding.get_abstract_mesh()
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    manual = jax.sharding.ManualAxisType(varying=axes)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding, manual_axis_type=manual)
 
 
 def gg_cdiv(a: int, b: int) -> int:
@@ -88,6 +112,52 @@ def _cuda(lhs, rhs, group_sizes, group_offset, existing_out):
         _result((workspace_bytes,), jnp.uint8, axes),  # workspace
     )
     results = jax.ffi.ffi_call(TARGET, result_types)(*operands, has_existing_out=has_existing_out)
+    return results[0]
+
+
+def _cuda_grad_lhs(lhs, rhs, group_sizes, group_offset, existing_out):
+    """gmm_bf16_grad_lhs, the CUDA kernel of d lhs (through XLA's FFI)."""
+    m = lhs.shape[0]
+    g = rhs.shape[0]
+    n = rhs.shape[2]
+    num_groups = group_sizes.shape[0]
+    workspace_bytes = 4 * (2 + num_groups + 2 * (gg_cdiv(m, 128) + g))
+    if group_offset is None:
+        group_offset = jnp.zeros((), jnp.int32)
+    has_existing_out = existing_out is not None
+    if existing_out is None:
+        existing_out = jnp.zeros((0,), jnp.bfloat16)
+    operands = [lhs, rhs, group_sizes, group_offset, existing_out]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
+    result_types = (
+        _result((m, n), jnp.bfloat16, axes),  # out
+        _result((workspace_bytes,), jnp.uint8, axes),  # workspace
+    )
+    results = jax.ffi.ffi_call(TARGET_GRAD_LHS, result_types)(
+        *operands, has_existing_out=has_existing_out
+    )
+    return results[0]
+
+
+def _cuda_grad_rhs(lhs, rhs, group_sizes, group_offset, existing_out, *, g):
+    """gmm_bf16_grad_rhs, the CUDA kernel of d rhs (through XLA's FFI)."""
+    k = lhs.shape[1]
+    n = rhs.shape[1]
+    if group_offset is None:
+        group_offset = jnp.zeros((), jnp.int32)
+    has_existing_out = existing_out is not None
+    if existing_out is None:
+        existing_out = jnp.zeros((0,), jnp.bfloat16)
+    operands = [lhs, rhs, group_sizes, group_offset, existing_out]
+    axes = _pallas._varying_axes(*operands)
+    operands = _pallas._vary(operands, axes)
+    result_types = (
+        _result((g, k, n), jnp.bfloat16, axes),  # out
+    )
+    results = jax.ffi.ffi_call(TARGET_GRAD_RHS, result_types)(
+        *operands, has_existing_out=has_existing_out
+    )
     return results[0]
 
 
@@ -128,14 +198,30 @@ def _differentiable_fwd(lhs, rhs, group_sizes, group_offset, existing_out):
     return out, (lhs, rhs, group_sizes, group_offset)
 
 
+def _cuda_bwd(residuals, d_out):
+    """The backward pass on the CUDA kernels (the Pallas module's, on them)."""
+    lhs, rhs, group_sizes, group_offset = residuals
+    m, g = lhs.shape[0], rhs.shape[0]
+    starts, ends = _pallas._group_bounds(group_sizes, group_offset, m=m, g=g)
+    owned = _pallas._owned_rows(starts, ends, m)
+    # (1) Rows outside this shard's groups are copies of existing_out: their
+    #     gradient goes to existing_out and nowhere else.
+    d_existing = jnp.where(owned, 0.0, d_out.astype(jnp.float32)).astype(jnp.float32)
+    # (2) d lhs = d out @ rhs per group, d rhs per group by tgmm. Neither
+    #     kernel reads a row outside the local groups, and d lhs is zero there.
+    d_prod = d_out.astype(lhs.dtype)
+    d_lhs = _cuda_grad_lhs(d_prod, rhs, group_sizes, group_offset, None)
+    d_rhs = _cuda_grad_rhs(d_prod, lhs, group_sizes, group_offset, None, g=g)
+    return d_lhs, d_rhs, None, None, d_existing
+
+
 def _differentiable_bwd(residuals, d_out):
-    # The Pallas module's backward pass: its kernels on a TPU, elsewhere the
-    # same kernels in interpret mode.
+    # The Pallas module's backward pass on a TPU; elsewhere the CUDA kernels.
     return lax.platform_dependent(
         residuals,
         d_out,
         tpu=functools.partial(_pallas._differentiable_bwd, False),
-        default=functools.partial(_pallas._differentiable_bwd, True),
+        default=_cuda_bwd,
     )
 
 
@@ -150,7 +236,10 @@ def _launch_vjp(lhs, rhs, group_sizes, group_offset, existing_out):
     if existing_out is None:
         n_out = rhs.shape[1]
         existing_out = jnp.zeros((lhs.shape[0], n_out), jnp.float32)
-    return _differentiable(lhs, rhs, group_sizes, group_offset, existing_out)
+    # Inside jax.shard_map, every argument varies over the mesh axes of any
+    # of them, as in the Pallas module: gradients have their arguments' types.
+    args = [lhs, rhs, group_sizes, group_offset, existing_out]
+    return _differentiable(*_pallas._vary(args, _pallas._varying_axes(*args)))
 
 
 def gmm_bf16_vjp(lhs, rhs, group_sizes, group_offset=None, existing_out=None):
