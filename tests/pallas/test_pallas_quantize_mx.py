@@ -14,9 +14,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pallas_helpers import build, check, kernel_block, lower_for_tpu, random_inputs, run, spec_text
-from quantize_edges import NUMPY_INPUT, edge_rows
+from pathlib import Path
 
+from pallas_helpers import (
+    build,
+    check,
+    import_path,
+    kernel_block,
+    lower_for_tpu,
+    random_inputs,
+    run,
+    spec_text,
+)
+from quantize_edges import EDGE_GLOBAL, NUMPY_INPUT, edge_rows
+
+from gemmgen import reference as ref
 from gemmgen.backends import pallas as pallas_backend
 from gemmgen.ir import DType
 
@@ -34,6 +46,9 @@ KERNELS = {
     # Two 256-column packing steps per K block, and 64-row blocks.
     "nvfp4_f32_quant": ("op quantize", "lhs f32 [m, k]", "out fp4 packed",
                         "out_scale per_token_group k=16 ue4m3", "tile m=64 n=128 k=512"),
+    # NVFP4 with its global scale GS (an input): scales of amax / GS.
+    "nvfp4_global_quant": ("op quantize", "lhs f32 [m, k]", "out fp4 packed",
+                           "out_scale per_token_group k=16 ue4m3 global=f32"),
 }
 SPEC = spec_text(*[kernel_block(name, *fields) for name, fields in KERNELS.items()])
 
@@ -45,7 +60,7 @@ def generated(tmp_path_factory):
 
 # The f32 NVFP4 kernel (32 groups a block, unrolled) takes half a minute in
 # interpret mode; the bf16 one runs the same code in CI.
-SLOW = ("nvfp4_f32_quant", "mxfp8_e5m2_quant")
+SLOW = ("nvfp4_f32_quant", "mxfp8_e5m2_quant", "nvfp4_global_quant")
 
 
 # CI runs the edge cases of NVFP4 on the CUDA emulator
@@ -66,7 +81,7 @@ def test_matches_reference_bit_for_bit(generated, name):
     g = kernel.out_scale.block_k
     for m, k in [(37, 600), (1, 70), (130, 2 * g)]:
         inputs = random_inputs(kernel, m=m, n=k, k=k, seed=m + k)
-        q, scale = check(kernel, generated.fn(name), inputs, k=k)
+        q, scale = check(kernel, generated.fn(name), inputs, k=k)  # with GS, where it takes one
         packed = kernel.out is DType.FP4
         assert q.shape == (m, k // 2 if packed else k) and scale.shape == (m, -(-k // g))
         assert scale.dtype == np.uint8 and q.dtype == (np.uint8 if packed else
@@ -79,8 +94,36 @@ def test_edge_rows(generated, name):
     """Amaxes at powers of two (and ue4m3 values and ties), elements on the
     element format's ties and past its largest value, an all-zero row."""
     kernel = generated.kernel(name)
-    x = edge_rows(kernel, 6 * kernel.out_scale.block_k + 6, np.random.default_rng(5))
-    check(kernel, generated.fn(name), {"lhs": x}, k=x.shape[1])
+    glob = EDGE_GLOBAL if kernel.out_scale.global_scale else 1.0
+    x = edge_rows(kernel, 6 * kernel.out_scale.block_k + 6, np.random.default_rng(5), glob)
+    check(kernel, generated.fn(name), with_global(kernel, x), k=x.shape[1])
+
+
+def with_global(kernel, x, glob=EDGE_GLOBAL) -> dict:
+    """The inputs of a quantize kernel: lhs, and GS where it takes one."""
+    if not kernel.out_scale.global_scale:
+        return {"lhs": x}
+    return {"lhs": x, "global_scale": np.float32(glob)}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_global_scales(generated):
+    """NVFP4 with global scales of 24 significant bits at the ue4m3 and
+    e2m1 ties (the exact split products decide them), and ones that are not
+    positive finite numbers (every scale NaN, q = +0); a wrong GS argument
+    is refused naming it."""
+    name = "nvfp4_global_quant"
+    kernel = generated.kernel(name)
+    rng = np.random.default_rng(21)
+    for glob in (float(np.float32(rng.uniform(0.01, 100.0))) for _ in range(2)):
+        x = edge_rows(kernel, 48, rng, glob)
+        check(kernel, generated.fn(name), with_global(kernel, x, glob), k=48)
+    x = edge_rows(kernel, 32, rng, 1.0)
+    for bad in (0.0, -2.0, np.inf, np.nan):
+        q, scale = check(kernel, generated.fn(name), with_global(kernel, x, bad), k=32)
+        assert (scale == 0x7F).all() and (q == 0).all()
+    with pytest.raises(ValueError, match=r"global_scale must be a float32 scalar"):
+        run(generated.fn(name), {"lhs": x, "global_scale": np.ones(2, np.float32)})
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -124,3 +167,25 @@ def test_packed_blocks_are_whole_lanes(generated):
     assert pallas_backend.quantize_tk(generated.kernel("nvfp4_quant")) == 256
     assert pallas_backend.quantize_tk(generated.kernel("nvfp4_f32_quant")) == 512
     assert pallas_backend.quantize_tk(generated.kernel("mxfp8_quant")) == 128
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("old,new", [
+    ("return (a - c * hi) - c * lo", "return a - c * (hi + lo)"),  # the rounded product decides
+    ("code = _ue4m3_code_scaled(jnp.where(finite, amax, 0.0), gs, hi, lo)",
+     "code = _ue4m3_code(_divide_by_6(jnp.where(finite, amax, 0.0)) / gs)"),  # the guess kept
+], ids=["rounded_product", "guess_kept"])
+def test_planted_global_scale_bugs(generated, tmp_path, old, new):
+    """Ties decided by the rounded product c * GS, or the guess from f32
+    divisions kept: the edge rows at a GS of 24 significant bits fail."""
+    name = "nvfp4_global_quant"
+    text = Path(generated.modules[name].__file__).read_text()
+    assert text.count(old) == 1, old
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(text.replace(old, new))
+    fn = getattr(import_path(path), name)
+    kernel = generated.kernel(name)
+    x = edge_rows(kernel, 48, np.random.default_rng(21), EDGE_GLOBAL)
+    inputs = with_global(kernel, x)
+    expected = ref.reference(kernel, **inputs)
+    assert not ref.compare(run(fn, inputs), expected, kernel, k=48, inputs=inputs).passed

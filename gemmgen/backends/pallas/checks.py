@@ -60,9 +60,6 @@ def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
     if kernel.tile.m % SUBLANES:
         out.append(Diagnostic(kernel.tile_loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
                               f"not a multiple of {SUBLANES}, as a TPU block needs"))
-    if sc.global_scale:
-        out.append(Diagnostic(sc.loc, f"kernel '{kernel.name}': pallas_tpu cannot emit quantize "
-                              "with a global scale (global=f32) yet; the cuda backend does"))
     return out
 
 

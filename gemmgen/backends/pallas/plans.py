@@ -286,6 +286,7 @@ class QuantizePlan:
     doc_title: str  # the function's docstring head
     min_exponent: int  # e8m0_up: the scales lie in 2**-min_exponent .. 2**max_exponent
     max_exponent: int
+    global_scale: bool = False  # NVFP4's global scale GS (`global=f32`): an input
 
     @property
     def groups(self) -> int:
@@ -470,6 +471,13 @@ def quantize_plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantizePlan:
     words = quantize_text(kernel, rule)
     args = (Arg("lhs", "[m, k]", "(m, k)", jnp_name(kernel.lhs.dtype),
                 "the activations to quantize" + (" (k even)." if fp4 else ".")),)
+    glob = kernel.out_scale.global_scale
+    if glob:
+        args += (Arg("global_scale", "[]", "()", "float32",
+                     "NVFP4's global scale GS (a decode multiplier, the GEMM's "
+                     "lhs_global_scale): the block scales are those of amax / GS, q the e2m1 "
+                     "rounding of x / (scale * GS); a GS that is not a positive finite number "
+                     "makes every scale NaN."),)
     return QuantizePlan(
         module=module_info(kernel, spec, title=words.title, summary=words.summary,
                            notes=words.notes, args=args, returns=words.returns),
@@ -487,6 +495,7 @@ def quantize_plan(kernel: ir.Kernel, spec: ir.Spec) -> QuantizePlan:
         # e8m0_up: the powers of two of the floored amax and of f32's largest.
         min_exponent=-math.ceil(math.log2(AMAX_FLOOR / out_max)),
         max_exponent=math.ceil(math.log2(DType.F32.max_finite / out_max)),
+        global_scale=glob,
     )
 
 
