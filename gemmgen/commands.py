@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -264,93 +265,70 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     """Build the FFI library of each JAX entry point: the kernel's .cu and its
     _ffi.cc, as `build` renders them, with nvcc (or, with --emulate, g++ and
-    the CPU emulator)."""
-    import shutil
-    import tempfile
-
-    from gemmgen import ir
+    the CPU emulator); with --torch, the library of each CUDA kernel's C ABI
+    that its PyTorch op loads."""
     from gemmgen.backends.cuda import ffi as jax_ffi
-    from gemmgen.diagnostics import suggest
+    from gemmgen.backends.cuda import torch_ops
 
     rendered = _render([args.spec])[0]
     spec = rendered.spec
     if getattr(args, "torch", False):
-        return _compile_torch(args, rendered)
-    names = [k.name for k in jax_ffi.kernels(spec)]
-    if not names:
-        print(f"gemmgen: error: {spec.path} has no kernel emitted for both pallas_tpu and cuda, "
-              "so no JAX entry point to compile", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    for name in args.kernel or ():
-        if name not in names:
-            print(f"gemmgen: error: {spec.path} has no JAX entry point '{name}'"
-                  f"{suggest(name, names)} (kernels emitted for both backends: "
-                  f"{', '.join(names)})", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    archs = args.cuda_arch or list(spec.target(ir.Backend.CUDA).cuda_archs)
-    for arch in archs:
-        if problem := arch_problem(arch):
-            print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        from gemmgen.harness import abi
+
+        def build_abi(folder: Path, name: str, out: Path, archs: list[str]) -> tuple[Path, str]:
+            if args.emulate:
+                target = out / abi.library_name(name, emulated=True)
+                shutil.copyfile(abi.emulated_abi(folder, name), target)
+                return target, "CPU tensors, gemmgen's CUDA emulator"
+            return abi.compile_abi(folder, name, out, archs), ", ".join(archs)
+
+        names = [k.name for k in torch_ops.kernels(spec)]
+        return _compile_each(args, rendered, names, build_abi, none="no CUDA kernel, so no "
+                             "PyTorch op to compile", unknown="no CUDA kernel")
     from gemmgen.harness import ffi
-    from gemmgen.harness.cuda_emu import EmuCompileError
-    from gemmgen.harness.nvcc import NvccError
-    from gemmgen.harness.toolchain import ToolchainError
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:
-        folder = Path(tmp)
-        for rel, text in rendered.files.items():
-            if rel.parts[0] == "cuda":
-                (folder / rel.name).write_text(text)
-        for name in args.kernel or names:
-            try:
-                if args.emulate:
-                    target = out / ffi.library_name(name).replace(".so", "_emu.so")
-                    shutil.copyfile(ffi.emulated_ffi(folder, name), target)
-                    what = "XLA's cpu platform, gemmgen's CUDA emulator"
-                else:
-                    target = ffi.compile_ffi(folder, name, out, archs)
-                    what = ", ".join(archs)
-            except (ToolchainError, NvccError, EmuCompileError) as e:
-                print(f"gemmgen: error: {e}", file=sys.stderr)
-                return EXIT_BAD_INPUT
-            print(f"wrote {show(target)} ({what})")
-    return EXIT_OK
+    def build_ffi(folder: Path, name: str, out: Path, archs: list[str]) -> tuple[Path, str]:
+        if args.emulate:
+            target = out / ffi.library_name(name).replace(".so", "_emu.so")
+            shutil.copyfile(ffi.emulated_ffi(folder, name), target)
+            return target, "XLA's cpu platform, gemmgen's CUDA emulator"
+        return ffi.compile_ffi(folder, name, out, archs), ", ".join(archs)
+
+    names = [k.name for k in jax_ffi.kernels(spec)]
+    return _compile_each(args, rendered, names, build_ffi,
+                         none="no kernel emitted for both pallas_tpu and cuda, so no JAX entry "
+                              "point to compile",
+                         unknown="no JAX entry point",
+                         listing=f" (kernels emitted for both backends: {', '.join(names)})")
 
 
-def _compile_torch(args: argparse.Namespace, rendered: Rendered) -> int:
-    """`gemmgen compile --torch`: the library of each CUDA kernel's C ABI
-    that its PyTorch op loads, with nvcc (or, with --emulate, g++ and the
-    CPU emulator)."""
+def _compile_each(args: argparse.Namespace, rendered: Rendered, names: list[str], build, *,
+                  none: str, unknown: str, listing: str = "") -> int:
+    """`gemmgen compile`'s loop: check the kernels and archs asked for, render
+    the spec's CUDA files into a temporary folder and build each library
+    there with `build(folder, name, out, archs) -> (its path, what for)`."""
+    import tempfile
+
     from gemmgen import ir
-    from gemmgen.backends.cuda import torch_ops
     from gemmgen.diagnostics import suggest
-    from gemmgen.harness import abi
     from gemmgen.harness.cuda_emu import EmuCompileError
     from gemmgen.harness.nvcc import NvccError
     from gemmgen.harness.toolchain import ToolchainError
 
     spec = rendered.spec
-    names = [k.name for k in torch_ops.kernels(spec)]
     if not names:
-        print(f"gemmgen: error: {spec.path} has no CUDA kernel, so no PyTorch op to compile",
-              file=sys.stderr)
+        print(f"gemmgen: error: {spec.path} has {none}", file=sys.stderr)
         return EXIT_BAD_INPUT
     for name in args.kernel or ():
         if name not in names:
-            print(f"gemmgen: error: {spec.path} has no CUDA kernel '{name}'"
-                  f"{suggest(name, names)}", file=sys.stderr)
+            print(f"gemmgen: error: {spec.path} has {unknown} '{name}'"
+                  f"{suggest(name, names)}{listing}", file=sys.stderr)
             return EXIT_BAD_INPUT
     archs = args.cuda_arch or list(spec.target(ir.Backend.CUDA).cuda_archs)
     for arch in archs:
         if problem := arch_problem(arch):
             print(f"gemmgen: error: --cuda-arch {problem}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    import shutil
-    import tempfile
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gemmgen-compile-") as tmp:
@@ -360,13 +338,7 @@ def _compile_torch(args: argparse.Namespace, rendered: Rendered) -> int:
                 (folder / rel.name).write_text(text)
         for name in args.kernel or names:
             try:
-                if args.emulate:
-                    target = out / abi.library_name(name, emulated=True)
-                    shutil.copyfile(abi.emulated_abi(folder, name), target)
-                    what = "CPU tensors, gemmgen's CUDA emulator"
-                else:
-                    target = abi.compile_abi(folder, name, out, archs)
-                    what = ", ".join(archs)
+                target, what = build(folder, name, out, archs)
             except (ToolchainError, NvccError, EmuCompileError) as e:
                 print(f"gemmgen: error: {e}", file=sys.stderr)
                 return EXIT_BAD_INPUT
