@@ -327,7 +327,7 @@ workspace_bytes launch fmt KernelArg Workspace
 INCLUDE_DIR JAX_CHECKED JAX_RANGE warnings
 SPEC ARCHS MIN_SM arch_error compile_options cuda_include_dir nvrtc_arch nvidia os
 GgEncodeTiled TENSOR_MAP_MODES TensorMapArg ctypes cupy_backends device_sm major minor map_lhs
-map_rhs num_sms sm why masked_m
+map_rhs num_sms sm why masked_m GROUPS
 DISPATCHERS EMULATED_LIBRARY KERNELS LIBRARY NDIMS OP SYMBOL contextlib load load_all torch
 ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
@@ -345,7 +345,7 @@ kFp8Max kGroup kKSteps kLanes kMaxRows kMI kMmaK kNI kOutCols kOutputs kRhsBits
 kScaleBlockK kSmemBytes kStages kThreads kTileK kTileN kTileRows kUnroll kVec kWarpK
 kWarpN kWarps kWarpsN lhs lhs_global_scale lhs_scale lhs_scale_t lhs_scale_value lhs_t load_lhs
 load_rhs load_slice load_stage m maybe_unused mma_t n n_out name nan_max num_groups
-e2m1_magnitude_scaled global_scale global_scale_ref sign_of_difference ue4m3_code kLhsGlobalScale kRhsGlobalScale out out_scale out_t OutPair quantize rhs rhs_global_scale rhs_scale rhs_scale_t rhs_scale_value rhs_t
+e2m1_magnitude_scaled global_scale global_scale_ref sign_of_difference ue4m3_code kLhsGlobalScale kRhsGlobalScale kLhsGlobal kRhsGlobal lhs_global_member rhs_global_member out out_scale out_t OutPair quantize rhs rhs_global_scale rhs_scale rhs_scale_t rhs_scale_value rhs_t
 RhsSlice scale_t scaled store_q store_slice stream T weight_row widen_rhs workspace
 BOUNDARIES EMAX FP4_MAX e2m1_magnitude kEmax kFp4Max mx_scale_code ue4m3_value
 """)

@@ -70,10 +70,10 @@ template <class C>
 __device__ __forceinline__ float global_scale(const float* __restrict__ lhs_global,
                                               const float* __restrict__ rhs_global, int gl) {
   float s = 1.0f;
-  if constexpr (C::kLhsGlobalScale) {
+  if constexpr (kLhsGlobal<C>) {
     s *= lhs_global[gl];
   }
-  if constexpr (C::kRhsGlobalScale) {
+  if constexpr (kRhsGlobal<C>) {
     s *= rhs_global[gl];
   }
   return s;
@@ -90,7 +90,7 @@ __device__ __forceinline__ typename C::out_t epilogue_element(
   GG_UNROLL
   for (int h = 0; h < kHalves<C>; ++h) {
     float v = epilogue_scale<C>(x[h], lhs_scale, rhs_scale, row, gl, bcol[h], n);
-    if constexpr (C::kLhsGlobalScale || C::kRhsGlobalScale) {
+    if constexpr (kLhsGlobal<C> || kRhsGlobal<C>) {
       v *= global;
     }
     if constexpr (C::kHasAlpha) {

@@ -54,8 +54,6 @@ struct Config {
   static constexpr gg::gemm::Activation kActivation = gg::gemm::Activation::kNone;
   static constexpr bool kHasAlpha = false;
   static constexpr float kAlpha = 1.0f;
-  static constexpr bool kLhsGlobalScale = false;
-  static constexpr bool kRhsGlobalScale = false;
 };
 
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the

@@ -15,12 +15,13 @@
 //   kRhsScale, kRhsScaleFormat, kRhsScaleBlockN, kRhsScaleBlockK, kRhsScaleLayout
 //   kFoldScales (bool), kScaleBlockK (int)     the FP32 promotion
 //   kBias, kActivation, kHasAlpha, kAlpha      the epilogue
-//   kLhsGlobalScale, kRhsGlobalScale (bool)    NVFP4's global scales (epilogue)
 //
 // and a TileN adds the tile's shape, warp layout, strides and shared-memory
 // bytes (see check_tile below, which states how they relate). A tile of the
 // block-scaled body (sm_120a / sm_121a) derives from its TileN and adds
-// `kBlockScaledMma = true` (kBlockScaledMma<T> below).
+// `kBlockScaledMma = true` (kBlockScaledMma<T> below). A Config whose
+// NVFP4 block scales carry global scales adds `kLhsGlobalScale` /
+// `kRhsGlobalScale` (kLhsGlobal<C> / kRhsGlobal<C> below); others have neither.
 #pragma once
 
 #include "gg_runtime.cuh"
@@ -192,6 +193,29 @@ __host__ __device__ constexpr bool block_scaled_mma(long) {
 }
 template <class T>
 constexpr bool kBlockScaledMma = block_scaled_mma<T>(0);
+
+// Whether a Config's lhs / rhs block scales carry NVFP4's global scale
+// (`global=f32`): its kLhsGlobalScale / kRhsGlobalScale, false without them.
+template <class C>
+__host__ __device__ constexpr auto lhs_global_member(int) -> decltype(C::kLhsGlobalScale) {
+  return C::kLhsGlobalScale;
+}
+template <class C>
+__host__ __device__ constexpr bool lhs_global_member(long) {
+  return false;
+}
+template <class C>
+__host__ __device__ constexpr auto rhs_global_member(int) -> decltype(C::kRhsGlobalScale) {
+  return C::kRhsGlobalScale;
+}
+template <class C>
+__host__ __device__ constexpr bool rhs_global_member(long) {
+  return false;
+}
+template <class C>
+constexpr bool kLhsGlobal = lhs_global_member<C>(0);
+template <class C>
+constexpr bool kRhsGlobal = rhs_global_member<C>(0);
 
 // The partial sums are promoted in software (the block-scaled MMA needs
 // none), at the end of each scale block: once per K tile or less often when

@@ -462,7 +462,9 @@ def test_generated_code_never_multiplies_by_a_decoded_e8m0_directly(built):
     epilogue = (RUNTIME_INCLUDE_DIR / "gg_epilogue.cuh").read_text()
     direct = epilogue[epilogue.index("  } else {\n    if constexpr (kLhs) {"):]
     assert "v *= lhs_scale_at" in direct and "if constexpr (kExactEpilogue<C>" in epilogue
-    assert epilogue.count("v *= ") == 3  # the two non-exact scales and alpha
+    # the two non-exact scales, NVFP4's global scale (its block scales are
+    # ue4m3, never e8m0) and alpha
+    assert epilogue.count("v *= ") == 4
     for name in ("gemv_blocks", "gemv_channels"):
         text = (cuda / f"{name}.cu").read_text()
         assert "scale_value(" in text

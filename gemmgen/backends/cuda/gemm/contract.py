@@ -286,9 +286,9 @@ def config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tu
          f"{ACTIVATION[kernel.epilogue.activation]};"),
         f"static constexpr bool kHasAlpha = {cbool(alpha is not None)};",
         f"static constexpr float kAlpha = {_cfloat(alpha if alpha is not None else 1.0)};",
-        f"static constexpr bool kLhsGlobalScale = {cbool(ls.global_scale)};",
-        f"static constexpr bool kRhsGlobalScale = {cbool(rs.global_scale)};",
-    )
+    ) + ((f"static constexpr bool kLhsGlobalScale = {cbool(ls.global_scale)};",
+          f"static constexpr bool kRhsGlobalScale = {cbool(rs.global_scale)};")
+         if ls.global_scale or rs.global_scale else ())
 
 
 def fill_step(name: str) -> Step:
