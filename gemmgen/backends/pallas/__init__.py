@@ -31,9 +31,9 @@ from gemmgen.backends.pallas.plans import (
     PallasPlan,
     QuantizePlan,
     TgmmPlan,
-    existing_out_saving,
     plan,
 )
+from gemmgen.backends.pallas.aliasing import existing_out_saving
 from gemmgen.backends.pallas.tpu import MAX_BUFFERS, TPU_VMEM, MiB, TpuVmem
 from gemmgen.backends.pallas.vmem import (
     VmemBlock,
