@@ -286,7 +286,7 @@ class QuantizePlan:
     doc_title: str  # the function's docstring head
     min_exponent: int  # e8m0_up: the scales lie in 2**-min_exponent .. 2**max_exponent
     max_exponent: int
-    global_scale: bool = False  # NVFP4's global scale GS (`global=f32`): an input
+    global_scale: bool  # NVFP4's global scale GS (`global=f32`): an input
 
     @property
     def groups(self) -> int:

@@ -125,7 +125,7 @@ def _extra_spec() -> ir.Spec:
 
 @functools.cache
 def _specs() -> tuple[ir.Spec, ...]:
-    return tuple(render_spec(REPO / "specs" / f"{stem}.gemm").spec for stem in ("dense", "moe")) + (
+    return tuple(render_spec(REPO / "specs" / f"{stem}.gemm").spec for stem in ("dense", "moe", "gb10")) + (
         _extra_spec(),)
 
 

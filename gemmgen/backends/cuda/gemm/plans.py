@@ -131,7 +131,10 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                               "tensor cores take bf16, f16, e4m3, e5m2 or int8 on both sides "
                               "(a narrower rhs is widened exactly); f32 has no path"))
         return out
-    if DType.FP4 in (kernel.lhs.dtype, kernel.rhs_operand.dtype):
+    # fp4 x fp4 and W4A8 (FP8 x fp4); a 16-bit lhs times fp4 weights is
+    # weight-only, widened on the mma.sync body like int4.
+    if DType.FP4 in (kernel.lhs.dtype, kernel.rhs_operand.dtype) and kernel.lhs.dtype in (
+            DType.FP4, DType.E4M3, DType.E5M2):
         out += _fp4_problems(kernel, spec)
         if out:
             return out
