@@ -204,9 +204,9 @@ def params(kernel: ir.Kernel) -> tuple[Param, ...]:
     for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if scale.enabled:
             arrays.append((side, scale.dtype))
-    for side in GLOBALS:
-        if getattr(kernel, side.replace("_global", "")).global_scale:
-            arrays.append((side, DType.F32))
+    for name, scale in zip(GLOBALS, (kernel.lhs_scale, kernel.rhs_scale), strict=True):
+        if scale.global_scale:
+            arrays.append((name, DType.F32))
     if kernel.bias.mode is not BiasMode.NONE:
         arrays.append(("bias", kernel.bias.dtype))
     out = [Param(f"const {CTYPE[dt]}* __restrict__", name, array(name)) for name, dt in arrays]
