@@ -120,8 +120,9 @@ def runtime_headers(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[Pure
     it in `cuda/`, so that `-I generated/<stem>/cuda` is all an nvcc build
     needs: every `gemmgen/runtime/cuda` header reachable through quoted
     includes, except the CPU emulator's (`runtime.is_emulator_file`; only a
-    host compiler reaches those) and, for a spec that declares no sm_90a,
-    the Hopper-only ones (`runtime.is_hopper_file`): their includes become
+    host compiler reaches those) and the ones for archs the spec does not
+    declare (`runtime.tier_archs`: the Hopper headers without sm_90a or
+    sm_100a, the tcgen05 ones without sm_100a): their includes become
     comments in the copies that had them. Each copy starts with the
     generated-file header and names its source."""
     from gemmgen.render import header_text
@@ -130,40 +131,49 @@ def runtime_headers(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[Pure
     if not cuda:
         return {}
     target = spec.target(ir.Backend.CUDA)
-    hopper = target is not None and runtime.HOPPER_ARCH in target.cuda_archs
+    declared = set(target.cuda_archs) if target is not None else set()
     available = {p.name for p in runtime.RUNTIME_INCLUDE_DIR.iterdir() if p.is_file()}
     texts: dict[str, str] = {}
-    pruned: set[str] = set()
+    pruned: dict[str, set[str]] = {}  # copy -> the archs of the includes left out
     todo = [name for t in cuda for name in _QUOTED_INCLUDE.findall(t)]
     while todo:
         name = todo.pop()
         if name in texts or name not in available or runtime.is_emulator_file(name):
             continue
         text = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
-        if not hopper:
-            kept = _without_hopper_includes(text)
-            if kept != text:
-                pruned.add(name)
-            text = kept
-        texts[name] = text
-        todo += _QUOTED_INCLUDE.findall(text)
+        kept, left_out = _without_tier_includes(text, declared)
+        if left_out:
+            pruned[name] = left_out
+        texts[name] = kept
+        todo += _QUOTED_INCLUDE.findall(kept)
     head = (f"// {header_text(spec.path)}\n"
             "// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name}{but}.\n")
-    but = (",\n// without its Hopper-only includes "
-           f"({spec.path} declares no {runtime.HOPPER_ARCH})")
-    return {PurePosixPath("cuda") / name: head.format(name=name, but=but if name in pruned else "")
-            + text for name, text in sorted(texts.items())}
+
+    def but(name: str) -> str:
+        if name not in pruned:
+            return ""
+        archs = sorted(pruned[name])
+        what = "Hopper-only" if archs == [runtime.HOPPER_ARCH] else f"{' / '.join(archs)}-only"
+        return f",\n// without its {what} includes ({spec.path} declares no {' or '.join(archs)})"
+
+    return {PurePosixPath("cuda") / name: head.format(name=name, but=but(name)) + text
+            for name, text in sorted(texts.items())}
 
 
-def _without_hopper_includes(text: str) -> str:
-    """`text` with each quoted include of a Hopper-only runtime header turned
-    into a comment that names it."""
+def _without_tier_includes(text: str, declared: set[str]) -> tuple[str, set[str]]:
+    """`text` with each quoted include of a runtime header for archs the
+    spec does not declare (`runtime.tier_archs`) turned into a comment that
+    names it, and the archs of those headers."""
+    left_out: set[str] = set()
+
     def drop(m: re.Match[str]) -> str:
-        if not runtime.is_hopper_file(m.group(1)):
+        archs = runtime.tier_archs(m.group(1))
+        if not archs or declared & set(archs):
             return m.group(0)
-        return f'// (not copied, for sm_90a only: #include "{m.group(1)}")'
+        left_out.update(a for a in archs if a == archs[0])
+        return f'// (not copied, for {" / ".join(archs)} only: #include "{m.group(1)}")'
 
-    return _QUOTED_INCLUDE.sub(drop, text)
+    return _QUOTED_INCLUDE.sub(drop, text), left_out
 
 
 def manifest(spec: ir.Spec, files: dict[PurePosixPath, str]) -> str:

@@ -20,23 +20,27 @@ SM90 = "sm_90a"
 
 
 class HopperSpec(RenderedSpec):
-    """`text` rendered on first use, its CUDA files in a folder of their own."""
+    """`text` rendered on first use, its CUDA files in a folder of their own;
+    its kernels run on an emulated device of `ARCH` (compute capability
+    `SM`), whose path's entries end in `SUFFIX`."""
+
+    ARCH, SM, SUFFIX = SM90, 90, "_sm90"
 
     def run_py(self, name: str, inputs: dict, num_sms: int):
         path = self.folder / f"{name}.cu"
         return run_launcher(self.launcher(name), path.read_text(), str(path), inputs,
-                            modules=self.modules, arch=SM90, num_sms=num_sms)
+                            modules=self.modules, arch=self.ARCH, num_sms=num_sms)
 
     def check(self, name: str, case: Case, num_sms: int, seed: int, cpp: bool = False) -> None:
-        """The Hopper path of `name` on `case` against the reference."""
+        """The body's path of `name` on `case` against the reference."""
         k = self.kernel(name)
         inputs = case.inputs(k, seed)
         lm = self.launcher(name)
-        entries = [s.entry for s in lm.launches(lm.validate(**inputs), 90, num_sms)]
-        assert entries[-1].endswith("_sm90"), entries  # the Hopper path runs
+        entries = [s.entry for s in lm.launches(lm.validate(**inputs), self.SM, num_sms)]
+        assert entries[-1].endswith(self.SUFFIX), entries  # the body's path runs
         if cpp:
             actual = run_cpp_launcher(cuda_backend.plan(k, self.spec), self.folder, inputs,
-                                      arch=SM90, num_sms=num_sms)
+                                      arch=self.ARCH, num_sms=num_sms)
         else:
             actual = self.run_py(name, inputs, num_sms)
         result = compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs)

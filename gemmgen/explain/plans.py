@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from gemmgen import ir
+from gemmgen.archs import sm_count
 
 # The device explain evaluates a Hopper path's persistent grid for.
 H200_SMS = 132
@@ -33,6 +34,8 @@ def _tile_plan(spec: ir.Spec, kernel: ir.Kernel):
 def _path_name(kernel: ir.Kernel, arch: str) -> str:
     if kernel.uses_wgmma(arch):
         return "wgmma (Hopper body)"
+    if kernel.uses_tcgen05(arch):
+        return "tcgen05 (sm_100a body)"
     return "block-scaled mma.sync" if kernel.uses_mx_mma(arch) else "mma.sync"
 
 
@@ -50,9 +53,11 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
     tp = _tile_plan(spec, kernel)
     gp = tp if tp is not None and tp.body("wgmma") is not None else None
     mx = tp.body("sm120") if tp is not None else None
-    if gp is not None or mx is not None:
+    tc = tp.body("tcgen05") if tp is not None else None
+    if gp is not None or mx is not None or tc is not None:
         paths = ", ".join(f"{a}: {_path_name(kernel, a)}" for a in lp.archs)
         picks = [*(["9.0: wgmma"] if gp is not None else []),
+                 *(["10.0: tcgen05"] if tc is not None else []),
                  *([f"{', '.join(mx.tiles[0].cc_words)}: block-scaled"] if mx is not None else [])]
         lines.append(f"  path per arch: {paths}; the launchers pick by compute capability "
                      f"({'; '.join(picks)})")
@@ -84,6 +89,22 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
         else:
             lines.append(f"  (not at this shape: {path.when.py} is false)")
         entries += [s.entry for s in path.steps if s.entry not in entries]
+    tc_path = variant.path("tcgen05")
+    if tc is not None and tc_path is not None:
+        t = tc.tiles[variant.index]
+        device = {**env, "sm": 100, "num_sms": sm_count("sm_100a")}
+        lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): tile "
+                     f"{t.bm}x{t.bn}x{t.bk}, {t.stages} stages of {t.a_stage + t.b_stage} bytes; "
+                     f"{t.threads} threads: a producer warp (TMA), an MMA warp (one thread "
+                     f"issues tcgen05.mma {t.mma}) and an epilogue warpgroup (tcgen05.ld); "
+                     f"{t.tmem_cols} TMEM columns, {t.smem_bytes} bytes of shared memory")
+        if tc_path.when.eval(device):
+            for step in tc_path.steps:
+                lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}, {step.block} "
+                             f"threads, {step.smem} bytes dynamic shared memory — {step.comment}")
+        else:
+            lines.append(f"  (not at this shape: {tc_path.when.py} is false)")
+        entries += [s.entry for s in tc_path.steps if s.entry not in entries]
     mx_path = variant.path("sm120")
     if mx is not None and mx_path is not None:
         t = mx.tiles[variant.index]
@@ -150,6 +171,8 @@ def _built_for(kernel: ir.Kernel, entry: str, arch: str) -> bool:
     sm_121a)."""
     if entry.endswith("_sm90"):
         return kernel.uses_wgmma(arch)
+    if entry.endswith("_sm100"):
+        return kernel.uses_tcgen05(arch)
     if entry.endswith("_sm120"):
         return kernel.uses_mx_mma(arch)
     return True

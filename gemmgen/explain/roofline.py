@@ -66,11 +66,14 @@ class TensorPath:
     multiplies: ir.DType  # the tensor cores' input type on this path
     why: str = ""  # when `multiplies` is not the kernel's own MMA type
     block_scaled: bool = False  # the sm_120a / sm_121a body: the MMA applies the MX scales
+    tcgen05: bool = False  # the sm_100a body: tcgen05.mma, the accumulators in TMEM
 
     @property
     def name(self) -> str:
         if self.block_scaled:
             return "block-scaled mma.sync (sm_12x body)"
+        if self.tcgen05:
+            return "tcgen05 (sm_100a body)"
         return "wgmma (Hopper body)" if self.wgmma else "mma.sync"
 
     @property
@@ -86,8 +89,10 @@ class TensorPath:
 
     @property
     def below_peak(self) -> bool:
-        """An mma.sync body on Hopper: the tensor cores' full rate needs wgmma."""
-        return not self.wgmma and ir.arch_number(self.arch) == 90
+        """An mma.sync body on Hopper or datacenter Blackwell: the tensor
+        cores' full rate needs wgmma there, tcgen05 on sm_100."""
+        return (not self.wgmma and not self.tcgen05
+                and ir.arch_number(self.arch) in (90, 100))
 
 
 def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
@@ -111,6 +116,8 @@ def tensor_path(kernel: ir.Kernel, arch: str) -> TensorPath | None:
         return None
     if kernel.uses_wgmma(arch):
         return TensorPath(arch, True, compute)
+    if kernel.uses_tcgen05(arch):
+        return TensorPath(arch, False, compute, tcgen05=True)
     if kernel.uses_mx_mma(arch):
         return TensorPath(arch, False, compute, block_scaled=True)
     if compute.is_fp8 and not fp8_mma_sync(arch):
@@ -188,12 +195,17 @@ def roofline(kernel: ir.Kernel, flops: int, moved: int, *,
         after = f"; no declared arch runs on an {name} (compute capability {cc})"
     elif p.wgmma:
         how = f"wgmma (the {p.arch} path)"
+    elif p.tcgen05:
+        how = f"tcgen05.mma (the {p.arch} path)"
     elif p.block_scaled:
         how = f"block-scaled mma.sync (the {p.arch} path, MXFP8 at the FP8 rate)"
     else:
         how = f"mma.sync (the {p.arch} path{', FP8 converted to f16' if p.why else ''})"
         if device.sm == 90:
             after = "; mma.sync does not reach this rate: Hopper's full tensor-core rate needs wgmma"
+        elif device.sm == 100:
+            after = ("; mma.sync does not reach this rate: sm_100's full tensor-core rate needs "
+                     "tcgen05")
     bits = 16 if p.multiplies.is_fp8 and not device.fp8 else p.multiplies.bits
     lines.append(f"{name} bound: {t * 1e6:.2f} us ({bound}-bound; {p.rate(device):.0f} TFLOP/s "
                  f"{bits}-bit {how}, {device.tbps} TB/s){after}")

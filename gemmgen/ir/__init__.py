@@ -49,6 +49,7 @@ from gemmgen.ir.dtypes import (
 from gemmgen.ir.kernel import (
     MX_BLOCK_K,
     MX_MMA_ARCHS,
+    TCGEN05_ARCHS,
     WGMMA_ARCHS,
     WGMMA_FP8_BK,
     WGMMA_MIXED_BK,
@@ -130,6 +131,7 @@ __all__ = [
     "SCALE_DTYPES",
     "SM12X_ARCHS",
     "TPU_GENERATIONS",
+    "TCGEN05_ARCHS",
     "WGMMA_ARCHS",
     "WGMMA_FP8_BK",
     "WGMMA_MIXED_BK",

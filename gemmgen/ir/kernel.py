@@ -30,6 +30,10 @@ from gemmgen.ir.targets import Backend, BackendTiles
 # The archs with wgmma: it is an sm_90a instruction (PTX ISA), absent on
 # sm_90 without the `a` and on sm_100a.
 WGMMA_ARCHS = ("sm_90a",)
+# The archs with tcgen05 and tensor memory: the datacenter Blackwell chips'
+# `a` targets (PTX ISA: tcgen05 needs sm_100a / sm_101a / sm_103a, or the
+# `f` family forms; sm_12x has none).
+TCGEN05_ARCHS = ("sm_100a",)
 # The archs with the block-scaled mma.sync (kind::mxf8f6f4.block_scale): the
 # `a` targets of the Blackwell workstation chips (PTX ISA; plain sm_120 /
 # sm_121 reject it).
@@ -195,6 +199,19 @@ class Kernel:
         rest follow from what it is: a tile GEMM for dense and grouped, fed
         by TMA, whose global strides must be multiples of 16 bytes.
         """
+        return self._tma_tile_obstacle("wgmma", mixed=True)
+
+    def tcgen05_obstacle(self) -> str | None:
+        """Why the sm_100a body (TMA + tcgen05.mma, gg_gemm_sm100.cuh)
+        cannot run this kernel, as a phrase; None when it can (on sm_100a).
+        The same kernels as the Hopper body's (`wgmma_obstacle`; the C++
+        `qualifies<C>()` of gg::gemm::sm100 says the same) but the
+        weight-only ones, which keep mma.sync there for now."""
+        return self._tma_tile_obstacle("tcgen05", mixed=False)
+
+    def _tma_tile_obstacle(self, mma: str, mixed: bool) -> str | None:
+        """wgmma_obstacle and tcgen05_obstacle: `mma` names the instruction,
+        `mixed` whether the body has a weight-only tile."""
         if self.op not in (Op.DENSE, Op.GROUPED):
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
         if self.algorithm is not Algorithm.TILE:
@@ -203,13 +220,17 @@ class Kernel:
         lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
         sixteen = lhs_t in (DType.BF16, DType.F16)
         if sixteen and rhs_t in WGMMA_WEIGHTS:
+            if not mixed:
+                return (f"its weight-only kernels (bf16 / f16 lhs x '{rhs_t.value}' weights) "
+                        "keep the mma.sync body for now")
             return self._mixed_obstacle()
         if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
             return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2) "
                     f"or bf16 / f16 lhs with int8, int4, fp4, e4m3 or e5m2 weights, not lhs "
                     f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
         if not sixteen and rhs.layout is not Layout.NK:
-            return ("wgmma reads FP8 operands K-major only, so rhs must be [n, k] "
+            reader = "wgmma reads" if mma == "wgmma" else "its tcgen05 tile reads"
+            return (f"{reader} FP8 operands K-major only, so rhs must be [n, k] "
                     "([g, n, k] grouped), not [k, n]")
         scales = (("lhs_scale", self.lhs_scale, ScaleMode.TOKEN_GROUP),
                   ("rhs_scale", self.rhs_scale, ScaleMode.BLOCK))
@@ -281,9 +302,18 @@ class Kernel:
         the kernel qualifies (`wgmma_obstacle()` is None); every other arch,
         and a kernel that does not qualify, gets the mma.sync body.
         """
-        if Backend.CUDA not in self.backends or self.mma is Mma.MMA_SYNC:
+        if Backend.CUDA not in self.backends or self.mma not in (Mma.AUTO, Mma.WGMMA):
             return False
         return arch in WGMMA_ARCHS and self.wgmma_obstacle() is None
+
+    def uses_tcgen05(self, arch: str) -> bool:
+        """Whether the CUDA kernel for `arch` is the sm_100a body (TMA +
+        tcgen05.mma, gg_gemm_sm100.cuh): `auto` or `tcgen05`, a
+        TCGEN05_ARCHS arch and a kernel that qualifies (`tcgen05_obstacle()`
+        is None); validation rejects `tcgen05` elsewhere."""
+        if Backend.CUDA not in self.backends or self.mma not in (Mma.AUTO, Mma.TCGEN05):
+            return False
+        return arch in TCGEN05_ARCHS and self.tcgen05_obstacle() is None
 
     def mx_mma_obstacle(self) -> str | None:
         """Why the block-scaled mma.sync body (sm_120a / sm_121a,

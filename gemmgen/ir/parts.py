@@ -274,8 +274,9 @@ class Mma(enum.Enum):
     """Which tensor-core instruction a CUDA tile kernel is built on
     (docs/spec.md, "The mma field")."""
 
-    AUTO = "auto"  # wgmma on sm_90a where the kernel qualifies, else mma.sync
+    AUTO = "auto"  # wgmma on sm_90a, tcgen05 on sm_100a where the kernel qualifies, else mma.sync
     WGMMA = "wgmma"  # the Hopper body (gg_gemm_sm90.cuh) on every declared arch
+    TCGEN05 = "tcgen05"  # the sm_100a body (gg_gemm_sm100.cuh) on every declared arch
     MMA_SYNC = "mma_sync"  # the mma.sync + ldmatrix + cp.async body everywhere
 
 

@@ -37,10 +37,29 @@ never reported by `check` (gemmgen.output)."""
 HOPPER_ARCH = "sm_90a"
 """The arch whose kernels get the Hopper (TMA + wgmma) body."""
 
+SM100_ARCH = "sm_100a"
+"""The arch whose kernels get the tcgen05 (TMA + tcgen05.mma) body, which
+also includes the Hopper headers (TMA, mbarriers, the shared producer)."""
+
+# The runtime headers that serve some archs only, by the marker in their
+# names, and those archs: `gemmgen build` copies them for a spec that
+# declares one of the archs, and leaves their includes out of the other
+# headers' copies otherwise.
+TIERS = (("_sm90", (HOPPER_ARCH, SM100_ARCH)), ("_sm100", (SM100_ARCH,)))
+
+
+def tier_archs(name: str) -> tuple[str, ...]:
+    """The archs a runtime header serves alone (gg_*_sm90*: TMA, wgmma,
+    mbarriers, the warp-specialized tile GEMM, for sm_90a and sm_100a;
+    gg_*_sm100*: tcgen05 and TMEM, for sm_100a); () for a header every arch
+    needs."""
+    if not name.startswith("gg_"):
+        return ()
+    return next((archs for marker, archs in TIERS if marker in name), ())
+
 
 def is_hopper_file(name: str) -> bool:
-    """Whether a runtime header serves only the Hopper body (gg_*_sm90*.cuh:
-    TMA, wgmma, mbarriers, the warp-specialized tile GEMM). `gemmgen build`
-    copies these only for a spec that declares sm_90a, and leaves their
-    includes out of the other headers' copies otherwise."""
+    """Whether a runtime header serves only the TMA bodies of sm_90a and
+    sm_100a (gg_*_sm90*.cuh: TMA, wgmma, mbarriers, the warp-specialized
+    tile GEMM)."""
     return name.startswith("gg_") and "_sm90" in name

@@ -191,8 +191,11 @@ def arch_features(r: FieldReader, k: ir.Kernel) -> None:
 
 def mma_choice(r: FieldReader, k: ir.Kernel) -> None:
     """`mma wgmma` needs sm_90a on every declared CUDA arch and a kernel the
-    Hopper body runs (`ir.Kernel.wgmma_obstacle`); `auto` and `mma_sync`
-    always have a body to use."""
+    Hopper body runs (`ir.Kernel.wgmma_obstacle`), `mma tcgen05` sm_100a and
+    a kernel the sm_100a body runs (`tcgen05_obstacle`); `auto` and
+    `mma_sync` always have a body to use."""
+    if k.mma is ir.Mma.TCGEN05:
+        _tcgen05_choice(r, k)
     if k.mma is not ir.Mma.WGMMA:
         return
     loc = r.field_loc("mma")
@@ -212,6 +215,26 @@ def mma_choice(r: FieldReader, k: ir.Kernel) -> None:
     why = k.wgmma_obstacle()
     if why is not None:
         r.err(loc, f"'mma wgmma' cannot run this kernel on the Hopper body: {why}; "
+              "write 'mma auto' or 'mma mma_sync'", 3)
+
+
+def _tcgen05_choice(r: FieldReader, k: ir.Kernel) -> None:
+    """`mma tcgen05`: every declared arch has tcgen05 and TMEM, and the
+    sm_100a body runs the kernel."""
+    loc = r.field_loc("mma")
+    cuda = r.targets.get(Backend.CUDA)
+    if cuda is None or Backend.CUDA not in k.backends:
+        r.err(loc, "'mma tcgen05' is a CUDA choice, but the kernel has no cuda backend", 3)
+        return
+    for arch in cuda.cuda_archs:
+        if arch not in ir.TCGEN05_ARCHS:
+            r.err(loc, f"'mma tcgen05' needs sm_100a, but target cuda declares '{arch}' "
+                  "(tcgen05 and tensor memory are datacenter Blackwell instructions: "
+                  f"{', '.join(ir.TCGEN05_ARCHS)}); drop the arch or write 'mma auto', which "
+                  "uses tcgen05 where the arch has it", 3)
+    why = k.tcgen05_obstacle()
+    if why is not None:
+        r.err(loc, f"'mma tcgen05' cannot run this kernel on the sm_100a body: {why}; "
               "write 'mma auto' or 'mma mma_sync'", 3)
 
 

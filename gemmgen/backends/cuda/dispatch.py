@@ -62,8 +62,8 @@ def arm_paths(kernel: ir.Kernel, archs: tuple[str, ...]) -> str:
     sm_90a: wgmma" (tile GEMMs), "every arch: the gemv body" (others)."""
     if kernel.algorithm is not ir.Algorithm.TILE:
         return f"every arch: the {kernel.algorithm.value} body"
-    names = ["wgmma" if kernel.uses_wgmma(a) else "block-scaled" if kernel.uses_mx_mma(a)
-             else "mma.sync" for a in archs]
+    names = ["wgmma" if kernel.uses_wgmma(a) else "tcgen05" if kernel.uses_tcgen05(a)
+             else "block-scaled" if kernel.uses_mx_mma(a) else "mma.sync" for a in archs]
     if len(set(names)) == 1:
         return f"every arch: {names[0]}" if archs else "no arch declared"
     return ", ".join(f"{a}: {n}" for a, n in zip(archs, names))

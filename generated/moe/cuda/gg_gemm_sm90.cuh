@@ -289,9 +289,11 @@ __device__ __forceinline__ int ktiles_of(const TileWork& w, int ktiles) {
 }
 
 // The producer's elected thread: for each tile of this block, each K tile:
-// wait until the stage is empty, announce its bytes, issue the loads.
-template <class T, Rows L>
-__device__ __forceinline__ void produce(const Smem<T>& s, const CUtensorMap* map_a,
+// wait until the stage is empty, announce its bytes, issue the loads. `S` is
+// a carve-up with the stages `a`, `b` and their barriers `full`, `empty`
+// (this body's Smem, or the sm_100a body's, which shares the producer).
+template <class T, Rows L, class S>
+__device__ __forceinline__ void produce(const S& s, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b, int tiles, int items, int tiles_n,
                                         int m, int n, int k, const Items& g) {
   constexpr int kBK = T::kBK;

@@ -139,7 +139,7 @@ def sm90_mixed_smem_bytes(bm: int, stages: int, out: DType, weight_bits: int,
             + 8 * bm * (warp_cols + 16 // ob) * ob + 2 * stages * 8)
 
 
-def _tiles_expr(kernel: ir.Kernel, bm: int, bn_out: int) -> str:
+def tiles_expr(kernel: ir.Kernel, bm: int, bn_out: int) -> str:
     """The output tiles of a Hopper launch (the persistent grid's work)."""
     if kernel.masked:  # every (group, m tile) pair
         return f"g * gg_cdiv(m, {bm}) * gg_cdiv(n_out, {bn_out})"
@@ -166,7 +166,7 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm9
                     b_stage=SM90_BM * sm90_weight_row_bytes(wb),
                     c_stride=c_stride, c_warp_bytes=bm * c_stride * ob,
                     smem_bytes=sm90_mixed_smem_bytes(bm, stages, kernel.out, wb, cols),
-                    grid_x=f"gg_min(num_sms, {_tiles_expr(kernel, bm, bn_out)})",
+                    grid_x=f"gg_min(num_sms, {tiles_expr(kernel, bm, bn_out)})",
                     bm=bm, mixed=True)
 
 
@@ -187,7 +187,7 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90Tile:
     stages = max(fits)
     ob = kernel.out.bits // 8
     c_stride = bn_out + 16 // ob
-    tiles = _tiles_expr(kernel, SM90_BM, bn_out)
+    tiles = tiles_expr(kernel, SM90_BM, bn_out)
     return Sm90Tile(index=index, entry=entry, bn=bn, bn_out=bn_out,
                     bk=SM90_ROW_BYTES * 8 // kernel.lhs.dtype.bits,
                     stages=stages, a_stage=SM90_BM * SM90_ROW_BYTES,
@@ -242,7 +242,7 @@ def maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
     return lhs, rhs
 
 
-def _params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
+def tma_params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
     """The Hopper entry points' parameters in launch order: the tensor maps
     of lhs and rhs (A and B are read through them alone), the scales, bias,
     out, the grouped worklist, the dims."""
@@ -265,8 +265,13 @@ def _params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
     return tuple(out)
 
 
-def _entries(kernel: ir.Kernel, tiles: list[Sm90Tile],
-                  params: tuple[Param, ...]) -> tuple[Entry, ...]:
+def tma_entries(kernel: ir.Kernel, tiles: list, params: tuple[Param, ...], *, namespace: str,
+                struct: str, guard: str, arch: str, title: str,
+                what: str) -> tuple[Entry, ...]:
+    """The entry points of a TMA body's tiles (this one's and the sm_100a
+    body's): each calls gg::gemm::<namespace>::dense / grouped / masked on
+    its tile struct `<struct><index>`, and traps where the feature macro
+    `guard` is absent (a build without the `arch` target)."""
     grouped = kernel.op is Op.GROUPED
     present = {p.name for p in params}
     args = ["gg_smem", "&map_lhs", "&map_rhs"]
@@ -279,24 +284,24 @@ def _entries(kernel: ir.Kernel, tiles: list[Sm90Tile],
         args.append("workspace")
     args += [p.name for p in params if p.ctype == "int"]
     body_fn = "masked" if kernel.masked else "grouped" if grouped else "dense"
+    cc = f"{ir.arch_number(arch) // 10}.{ir.arch_number(arch) % 10}"
     out = []
     for t in tiles:
         rows = ("(group, m tile) pairs" if kernel.masked else "work items" if grouped
                 else "m tiles")
-        body = ("#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)",
-                "  __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only",
+        body = (f"#if defined(__CUDA_ARCH__) && !defined({guard})",
+                f"  __trap();  // built without {arch}: the launchers pick this entry on {cc} only",
                 "#else",
-                *call(f"gg::gemm::sm90::{body_fn}<Sm90Tile{t.index}>",
-                       args),
+                *call(f"gg::gemm::{namespace}::{body_fn}<{struct}{t.index}>", args),
                 "#endif")
         out.append(Entry(
             comment=tuple(textwrap.wrap(
-                f"(sm_90a) Hopper tile {t.index}: TMA + wgmma, warp specialized; a persistent "
-                f"grid of min(SMs, tiles) blocks walks the {t.bm} x {t.bn} output tiles "
-                f"({rows} x n tiles) in rasterized order.", COLUMNS - len("// "))),
-            signature=signature('extern "C" __global__ void __launch_bounds__(384, 1)',
-                                 t.entry, [p.decl for p in params],
-                                 "tensor maps of lhs and rhs, then the arrays and dims"),
+                f"({arch}) {title} tile {t.index}: {what} a persistent grid of min(SMs, tiles) blocks "
+                f"walks the {t.bm} x {t.bn} output tiles ({rows} x n tiles) in rasterized "
+                f"order.", COLUMNS - len("// "))),
+            signature=signature(f'extern "C" __global__ void __launch_bounds__({t.threads}, 1)',
+                                t.entry, [p.decl for p in params],
+                                "tensor maps of lhs and rhs, then the arrays and dims"),
             body=body))
     return tuple(out)
 
@@ -347,8 +352,11 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
     takes the same parameters: its n only shapes the B box, which the
     launcher encodes per tile) and the algorithm item."""
     own = tuple(_tile(kernel, tile, t.index, f"{t.entry}_sm90") for t, tile in zip(tiles, lut))
-    params = _params(kernel, own[-1])
-    return BodyPlan(body=BODY, tiles=own, params=params, entries=_entries(kernel, list(own), params),
+    params = tma_params(kernel, own[-1])
+    entries = tma_entries(kernel, list(own), params, namespace="sm90", struct="Sm90Tile",
+                          guard="__CUDA_ARCH_FEAT_SM90_ALL", arch=SM90_ARCH, title="Hopper",
+                          what="TMA + wgmma, warp specialized;")
+    return BodyPlan(body=BODY, tiles=own, params=params, entries=entries,
                     algorithm=_algorithm(kernel, own[-1], number))
 
 

@@ -1,0 +1,546 @@
+// gg_gemm_sm100.cuh: the datacenter Blackwell (sm_100a) tile GEMM: TMA +
+// tcgen05.mma with the accumulator in tensor memory, warp specialized,
+// persistent; dense, grouped and masked.
+//
+// One body for the 16-bit and FP8 GEMMs on sm_100a, templated on a tile
+// struct T: a Config (gg_gemm_config.cuh) plus the tile's numbers
+// (check_tile_sm100 below). docs/cuda-sm100.md ("The sm_100a GEMM")
+// describes the pipeline and the barrier protocol:
+//   - 192 threads in three roles: warp 0 is the producer (one elected
+//     thread issues the TMA loads, gg_gemm_sm90.cuh's `produce`), warp 1
+//     allocates the tensor memory and one of its threads issues every
+//     tcgen05.mma (128 x kBN x 16 for 16-bit types, x 32 for FP8, both
+//     operands from shared memory through matrix descriptors), warps 2..5
+//     are the epilogue warpgroup; warp w reads TMEM lanes 32 (w % 4) ..
+//     32 (w % 4) + 31, which are rows of the tile (the M = 128
+//     accumulator's row r is lane r, its column c column c);
+//   - a kStages ring of (A, B) stages, each with a `full` mbarrier (1
+//     arrival + the TMA bytes) and an `empty` one, which the MMA thread's
+//     tcgen05.commit arrives on once the MMAs that read the stage are done;
+//   - two accumulators in TMEM (columns [0, kBN) and [kBN, 2 kBN)), each
+//     with an `acc_full` barrier (the MMA thread's commit after the last
+//     MMA into it) and an `acc_empty` one (128 epilogue arrivals once its
+//     columns are read), so the epilogue of one unit overlaps the MMAs of
+//     the next. A unit is a whole output tile, or, for FP8 with DeepSeek
+//     block scales (the FP32 promotion), one K tile: its partial sums go
+//     through registers, times the K tile's scales, into an f32 accumulator
+//     the epilogue warps hold;
+//   - a persistent grid walking the tiles in gg_gemm_sm90.cuh's rasterized
+//     order (kGroupM m tiles at a time, for L2 reuse);
+//   - edges: TMA zero-fills boxes past m, n and k; the epilogue masks;
+//   - epilogue: 32 columns at a time, tcgen05.ld 32x32b.x32 gives each
+//     thread 32 consecutive columns of its row; gg_epilogue's element
+//     function (scales, alpha, bias, activation; silu_mul pairs gate column
+//     c with up column c + kBN / 2, both in the thread's row) in registers,
+//     into the warp's shared-memory slice (32 rows x 32 columns), then out
+//     row by row (coalesced), rows outside [row_lo, row_hi) and columns past
+//     n skipped.
+// A K tile is one 128-byte swizzle row (kBK = 64 16-bit or 128 FP8
+// elements); A and B are loaded exactly as gg_gemm_sm90.cuh loads them (A
+// K-major; B K-major for rhs [n, k], MN-major boxes of 64 columns for
+// 16-bit rhs [k, n]), so the two bodies share the producer.
+#pragma once
+
+#include "gg_gemm_sm90.cuh"
+#include "gg_primitives_sm100.cuh"
+
+namespace gg::gemm::sm100 {
+
+using sm90::Items;
+using sm90::k16Bit;
+using sm90::kFp8;
+using sm90::kSilu;
+using sm90::Operands;
+using sm90::raster;
+using sm90::Rows;
+using sm90::TileWork;
+
+// The block's fixed shape: a producer warp, an MMA warp and an epilogue
+// warpgroup; 128-row tiles (the cta_group::1 M = 128 MMA: row r in TMEM lane
+// r); K tiles of one 128-byte swizzle row; the epilogue's 32-column chunks.
+constexpr int kThreads = 192;
+constexpr int kBM = 128;
+constexpr int kRowBytes = 128;
+constexpr int kEpilogueWarp0 = 2;
+constexpr int kChunk = 32;
+
+template <class C>
+constexpr int kBKFor = kRowBytes / static_cast<int>(sizeof(typename C::mma_t));
+
+// Whether this body computes a Config: what the Hopper body's `runs` says
+// (A and B of one tensor-core type as stored, FP8 B K-major; epilogue scales;
+// for FP8 the block scales of the FP32 promotion; no folded scales).
+template <class C>
+__host__ __device__ constexpr bool runs() {
+  return sm90::runs<C>();
+}
+
+// Whether the generator routes a Config to this body on sm_100a (`mma auto
+// | tcgen05`; ir.Kernel.tcgen05_obstacle states the same in Python): what
+// `runs` computes, with block scales whose K blocks are whole K tiles and
+// whose N blocks hold a 64-column tile.
+template <class C>
+__host__ __device__ constexpr bool qualifies() {
+  if constexpr (!runs<C>()) {
+    return false;
+  } else if constexpr (kPromotion<C>) {
+    return C::kScaleBlockK % kBKFor<C> == 0 &&
+           (C::kRhsScale != ScaleMode::kBlock || C::kRhsScaleBlockN % 64 == 0);
+  } else {
+    return true;
+  }
+}
+
+// A unit is one K tile (the FP32 promotion of block-scaled FP8) or a tile.
+template <class C>
+constexpr bool kPromoted = kPromotion<C>;
+
+// The TMEM columns of a tile's two accumulators: a power of two of at least
+// 2 kBN and 32 (tcgen05.alloc's granule).
+template <int kCols>
+constexpr int kPow2Cols = kCols <= 32 ? 32 : 2 * kPow2Cols<(kCols + 1) / 2>;
+
+// Whether a tile's numbers (computed by the plan, backends/cuda/gemm/
+// tcgen05.py) follow from its shape: B's N is an M = 128 MMA's N (a
+// multiple of 16, at most 256; of 64 for the MN-major boxes; the output a
+// whole number of 32-column chunks), a promoted tile holds its kBN f32 per
+// thread in registers (kBN <= 128), the two accumulators fit TMEM, each
+// epilogue warp's slice holds 32 rows of a chunk, and everything fits
+// after the 1024-byte alignment.
+template <class T>
+__host__ __device__ constexpr bool check_tile_sm100() {
+  constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
+  if (!check_config<T>() || !runs<T>() || T::kBM != kBM || T::kBK != kBKFor<T> ||
+      T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
+    return false;
+  }
+  if (T::kBN % 16 != 0 || T::kBN < 32 || T::kBN > 256 || (!T::kRhsNK && T::kBN % 64 != 0) ||
+      T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) || T::kBNOut % kChunk != 0 ||
+      (kSilu<T> && !T::kRhsNK && T::kBNOut % 64 != 0)) {
+    return false;
+  }
+  if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
+                       (T::kRhsScale == ScaleMode::kBlock &&
+                        !divides(T::kBNOut, T::kRhsScaleBlockN)))) {
+    return false;
+  }
+  if (T::kTmemCols != kPow2Cols<2 * T::kBN> || T::kTmemCols > 512) {
+    return false;
+  }
+  if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
+      T::kCStride != kChunk + 16 / kOut || T::kCWarpBytes != 32 * T::kCStride * kOut) {
+    return false;
+  }
+  return T::kSmemBytes == 1024 + T::kStages * (T::kAStage + T::kBStage) + 4 * T::kCWarpBytes +
+                              (2 * T::kStages + 4) * 8 + 16;
+}
+
+// The shared-memory carve-up: the 1024-aligned base, the A stages, the B
+// stages, the 4 epilogue warps' slices, the stage barriers, the two
+// accumulators' barriers and the slot tcgen05.alloc writes the TMEM address
+// to.
+template <class T>
+struct Smem {
+  unsigned char* a;
+  unsigned char* b;
+  unsigned char* c;
+  u64* full;
+  u64* empty;
+  u64* acc_full;
+  u64* acc_empty;
+  u32* tmem_slot;
+  __device__ __forceinline__ explicit Smem(unsigned char* raw) {
+    // An offset from raw (not an integer cast back), so that the compiler
+    // still knows the pointers are shared memory.
+    a = raw + ((1024 - (static_cast<unsigned>(reinterpret_cast<unsigned long long>(raw)) & 1023u)) & 1023);
+    b = a + T::kStages * T::kAStage;
+    c = b + T::kStages * T::kBStage;
+    full = reinterpret_cast<u64*>(c + 4 * T::kCWarpBytes);
+    empty = full + T::kStages;
+    acc_full = empty + T::kStages;
+    acc_empty = acc_full + 2;
+    tmem_slot = reinterpret_cast<u32*>(acc_empty + 2);
+  }
+};
+
+// The tcgen05 operand type of a tensor-core element type.
+template <class M>
+constexpr gg::umma::Type kUmmaType =
+    kSame<M, __nv_bfloat16>  ? gg::umma::Type::bf16
+    : kSame<M, __half>       ? gg::umma::Type::f16
+    : kSame<M, __nv_fp8_e4m3> ? gg::umma::Type::e4m3
+                              : gg::umma::Type::e5m2;
+
+// The instruction descriptor of the tile's MMA: f32 accumulator, A and B of
+// the tile's type, A K-major, B K-major ([n, k]) or MN-major ([k, n]),
+// M = 128, N = kBN.
+template <class T>
+constexpr u32 kIdesc = gg::umma::instr_desc(
+    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, kBM, T::kBN, gg::umma::Major::K,
+    T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
+
+// The MMA thread's MMAs on stage `st` into the accumulator at TMEM address
+// `d`: 4 instructions of 32 bytes of K each. kb = 0 overwrites d unless
+// `accumulate` (the tile's first K tile, or a promoted unit, starts fresh).
+template <class T>
+__device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool accumulate) {
+  const unsigned char* sa = s.a + st * T::kAStage;
+  const unsigned char* sb = s.b + st * T::kBStage;
+  GG_UNROLL
+  for (int kb = 0; kb < kRowBytes / 32; ++kb) {
+    // A, K-major, 128B swizzle: rows of 128 bytes, 8-row groups 1024 apart;
+    // k block kb starts 32 bytes into the (swizzled) row.
+    const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    u64 db;
+    if constexpr (T::kRhsNK) {
+      db = gg::make_umma_desc(sb + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    } else {
+      // B, MN-major, 128B swizzle: k rows of 128 bytes (64 columns), 8-row
+      // groups 1024 apart, 64-column boxes 64 * kBK * 2 apart; k block kb
+      // starts 16 rows further.
+      db = gg::make_umma_desc(sb + kb * 16 * 128, 64 * T::kBK * 2, 1024, gg::umma::Swizzle::b128);
+    }
+    if constexpr (k16Bit<typename T::mma_t>) {
+      gg::tcgen05_mma_f16(d, da, db, kIdesc<T>, accumulate || kb > 0);
+    } else {
+      gg::tcgen05_mma_f8f6f4(d, da, db, kIdesc<T>, accumulate || kb > 0);
+    }
+  }
+}
+
+// The MMA warp's elected thread: for each unit, wait until its accumulator
+// is free, issue the MMAs of its K tiles (each stage released by a commit
+// once its MMAs are done), then commit the accumulator to the epilogue.
+template <class T, Rows L>
+__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items,
+                                      int tiles_n, int m, int k, const Items& g) {
+  int it = 0;  // K tiles consumed so far (as the producer counts)
+  int u = 0;   // units issued so far: accumulator u % 2, round u / 2
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int acc = u % 2;
+      if (kPromoted<T> || kt == 0) {
+        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);
+        gg::tcgen05_fence_after_thread_sync();
+      }
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
+      gg::tcgen05_fence_after_thread_sync();
+      sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0);
+      gg::tcgen05_commit(&s.empty[st]);
+      if (kPromoted<T> || kt == ktiles - 1) {
+        gg::tcgen05_commit(&s.acc_full[acc]);
+        ++u;
+      }
+    }
+  }
+}
+
+// TMEM address of this epilogue warp's lanes (32 (warp % 4) on, the lane
+// field in bits 31..16) at column `col`.
+__device__ __forceinline__ u32 lane_addr(u32 tmem, int col) {
+  const int quarter = (threadIdx.x / 32) % 4;
+  return tmem + (static_cast<u32>(32 * quarter) << 16) + static_cast<u32>(col);
+}
+
+// 32 columns of this thread's row from TMEM, as f32.
+__device__ __forceinline__ void load_chunk(u32 addr, float (&x)[kChunk]) {
+  u32 r[kChunk];
+  gg::tcgen05_ld_32x32b(r, addr);
+  gg::tcgen05_wait_ld();
+  GG_UNROLL
+  for (int j = 0; j < kChunk; ++j)
+    x[j] = gg::bits_to_float(r[j]);
+}
+
+// One chunk of output columns [c0, c0 + 32) of the tile through the element
+// function, into the warp's slice, then out row by row. x[h][j] is the
+// thread's row's value at column c0 + j (h: gate, up for silu_mul).
+template <class T>
+__device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2][kChunk],
+                                            const TileWork& w, int c0, const Operands<T>& o,
+                                            int n) {
+  using out_t = typename T::out_t;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = warp % 4;
+  const int n_out = kSilu<T> ? n / 2 : n;
+  out_t* slice = reinterpret_cast<out_t*>(s.c + (warp - kEpilogueWarp0) * T::kCWarpBytes);
+  const int row0 = w.m0 + 32 * quarter;  // the warp's first row
+  const int row = row0 + lane;
+  GG_UNROLL
+  for (int j = 0; j < kChunk; ++j) {
+    const int col = w.n0 + c0 + j;
+    if (row >= w.row_hi && row < w.zero_hi && col < n_out) {
+      slice[lane * T::kCStride + j] = gg::from_float<out_t>(0.0f);  // masked: past the count
+    } else if (row >= w.row_lo && row < w.row_hi && col < n_out) {
+      if constexpr (kSilu<T>) {
+        float v[2] = {x[0][j], x[1][j]};
+        const int bcol[2] = {col, n / 2 + col};
+        slice[lane * T::kCStride + j] =
+            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      } else {
+        float v[1] = {x[0][j]};
+        const int bcol[1] = {col};
+        slice[lane * T::kCStride + j] =
+            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      }
+    }
+  }
+  __syncwarp();
+  for (int idx = lane; idx < 32 * kChunk; idx += 32) {
+    const int r = idx / kChunk, c = idx % kChunk;
+    const int orow = row0 + r, col = w.n0 + c0 + c;
+    if (orow >= w.row_lo && orow < w.zero_hi && col < n_out) {
+      o.out[(long long)orow * n_out + col] = slice[r * T::kCStride + c];
+    }
+  }
+  __syncwarp();  // the slice is free for the next chunk
+}
+
+// A tile's epilogue straight from the accumulator at `acc` (no promotion):
+// each 32-column chunk of the output (and its up half for silu_mul) read
+// from TMEM, or zeros when the tile had no K tile.
+template <class T>
+__device__ __forceinline__ void store_from_tmem(const Smem<T>& s, u32 acc, bool loaded,
+                                                const TileWork& w, const Operands<T>& o, int n) {
+  for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+    float x[2][kChunk];
+    GG_UNROLL
+    for (int h = 0; h < (kSilu<T> ? 2 : 1); ++h) {
+      if (loaded) {
+        load_chunk(lane_addr(acc, h * (T::kBN / 2) + c0), x[h]);
+      } else {
+        GG_UNROLL
+        for (int j = 0; j < kChunk; ++j)
+          x[h][j] = 0.0f;
+      }
+    }
+    store_chunk<T>(s, x, w, c0, o, n);
+  }
+}
+
+// d += part times one K tile's block scales, for this thread's row (lhs
+// scale sa) and the tile's rhs scale (sb[0]; sb[1] for silu_mul's up half).
+// With an e8m0 scale a product of two scales may leave f32: when both
+// products are normal they multiply at once, else each partial sum is
+// scaled exactly (gg::mul_scales_out_of_line), as the other bodies do.
+template <class T>
+__device__ __forceinline__ void add_scaled(float (&d)[T::kBN], const float (&part)[kChunk], int c0,
+                                           float sa, const float (&sb)[2]) {
+  GG_UNROLL
+  for (int j = 0; j < kChunk; ++j) {
+    const int h = kSilu<T> ? (c0 + j) / (T::kBN / 2) : 0;
+    bool fast = true;
+    if constexpr (kExactPromotion<T>) {
+      const unsigned fa = gg::exponent_field(sa), fb = gg::exponent_field(sb[h]);
+      fast = gg::product_is_normal(fa, fa, fb, fb);
+    }
+    if (fast) {
+      d[c0 + j] += part[j] * (sa * sb[h]);
+    } else {
+      d[c0 + j] += gg::mul_scales_out_of_line(part[j], gg::float_to_bits(sa),
+                                              gg::float_to_bits(sb[h]));
+    }
+  }
+}
+
+// The epilogue warpgroup: for each tile of this block, wait for its unit(s),
+// read the accumulator from TMEM (promoted: each K tile's partial sums times
+// its scales into registers), hand the accumulator back, store the tile.
+template <class T, Rows L>
+__device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, int items,
+                                         int tiles_n, int m, int n, int k, const Items& g,
+                                         const Operands<T>& o) {
+  const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  int u = 0;  // units consumed so far, as the MMA thread counts them
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    if constexpr (kPromoted<T>) {
+      constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
+      const int row = w.m0 + 32 * quarter + lane;
+      float d[T::kBN];
+      GG_UNROLL
+      for (int j = 0; j < T::kBN; ++j)
+        d[j] = 0.0f;
+      for (int kt = 0; kt < ktiles; ++kt, ++u) {
+        const int k0 = kt * T::kBK;
+        float sa = 1.0f, sb[2] = {1.0f, 1.0f};
+        if constexpr (kLhsScalePromoted<T>) {
+          sa = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
+        }
+        if constexpr (kRhsScalePromoted<T>) {
+          sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+          sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
+        }
+        const int acc = u % 2;
+        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+        gg::tcgen05_fence_after_thread_sync();
+        GG_UNROLL
+        for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
+          float part[kChunk];
+          load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
+          sm100::add_scaled<T>(d, part, c0, sa, sb);
+        }
+        gg::tcgen05_fence_before_thread_sync();
+        gg::mbarrier_arrive(&s.acc_empty[acc]);
+      }
+      GG_UNROLL
+      for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+        float x[2][kChunk];
+        GG_UNROLL
+        for (int j = 0; j < kChunk; ++j) {
+          x[0][j] = d[c0 + j];
+          x[1][j] = kSilu<T> ? d[T::kBN / 2 + c0 + j] : 0.0f;
+        }
+        store_chunk<T>(s, x, w, c0, o, n);
+      }
+    } else {
+      const int acc = u % 2;
+      if (ktiles > 0) {
+        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+        gg::tcgen05_fence_after_thread_sync();
+      }
+      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n);
+      if (ktiles > 0) {
+        gg::tcgen05_fence_before_thread_sync();
+        gg::mbarrier_arrive(&s.acc_empty[acc]);
+        ++u;
+      }
+    }
+  }
+}
+
+// The block: barriers, the TMEM allocation, the role split.
+template <class T, Rows L>
+__device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
+                                    const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
+                                    int k, int tiles, int items, int tiles_n, const Items& g) {
+  static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
+  const Smem<T> s(smem);
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < T::kStages; ++st) {
+      gg::mbarrier_init(&s.full[st], 1);
+      gg::mbarrier_init(&s.empty[st], 1);
+    }
+    for (int a = 0; a < 2; ++a) {
+      gg::mbarrier_init(&s.acc_full[a], 1);
+      gg::mbarrier_init(&s.acc_empty[a], 128);
+    }
+    gg::fence_mbarrier_init();
+  }
+  if (warp == 1) {
+    gg::tmem_alloc(s.tmem_slot, T::kTmemCols);
+    gg::tmem_relinquish_alloc_permit();
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  gg::tcgen05_fence_after_thread_sync();
+  const u32 tmem = *s.tmem_slot;
+  if (warp == 0) {
+    if (threadIdx.x == 0) {
+      gg::prefetch_tensormap(map_a);
+      gg::prefetch_tensormap(map_b);
+      sm90::produce<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+    }
+  } else if (warp == 1) {
+    if (threadIdx.x == 32) {
+      issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+    }
+  } else {
+    epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
+  }
+  // Every accumulator has been read (the epilogue waited on each commit
+  // before its last tcgen05.ld): the MMA warp frees the columns.
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == 1) {
+    gg::tcgen05_fence_after_thread_sync();
+    gg::tmem_dealloc(tmem, T::kTmemCols);
+  }
+}
+
+// Dense: out[m, n] = lhs[m, k] @ B over the tensor maps of lhs (map_a) and
+// rhs (map_b), then the epilogue; block b takes tiles b, b + gridDim.x, ...
+template <class T>
+__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
+                                      const CUtensorMap* map_b,
+                                      const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                      const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                      const typename T::bias_t* __restrict__ bias,
+                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
+  const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
+  sm100::run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
+                       tiles_m * tiles_n, tiles_m, tiles_n, Items{});
+}
+
+template <class T>
+__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
+                                      const CUtensorMap* map_b,
+                                      const typename T::bias_t* __restrict__ bias,
+                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
+  dense<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
+}
+
+// Grouped: the work items of gg::gemm::worklist times the n tiles; map_b is
+// 3D over rhs [g, ...] with the local group outermost (gg_gemm_sm90.cuh).
+template <class T>
+__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
+                                        const CUtensorMap* map_b,
+                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                        const typename T::bias_t* __restrict__ bias,
+                                        typename T::out_t* __restrict__ out,
+                                        const int* __restrict__ workspace, int m, int n, int k,
+                                        int num_groups, int group_offset) {
+  const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
+  const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
+  sm100::run<T, Rows::kGrouped>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n,
+                         k, items * tiles_n, items, tiles_n, g);
+}
+
+template <class T>
+__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
+                                        const CUtensorMap* map_b,
+                                        const typename T::bias_t* __restrict__ bias,
+                                        typename T::out_t* __restrict__ out,
+                                        const int* __restrict__ workspace, int m, int n, int k,
+                                        int num_groups, int group_offset) {
+  grouped<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
+             group_offset);
+}
+
+// Masked: lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows; every
+// (group, m tile) pair is an item (gg_gemm_sm90.cuh's `masked`).
+template <class T>
+__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
+                                       const CUtensorMap* map_b,
+                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                       const typename T::bias_t* __restrict__ bias,
+                                       typename T::out_t* __restrict__ out,
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
+  const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
+  const Items it{nullptr, nullptr, g, 0, masked_m, cap};
+  sm100::run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
+                        n, k, items * tiles_n, items, tiles_n, it);
+}
+
+template <class T>
+__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
+                                       const CUtensorMap* map_b,
+                                       const typename T::bias_t* __restrict__ bias,
+                                       typename T::out_t* __restrict__ out,
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
+  masked<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, masked_m, n, k, g, cap);
+}
+
+}  // namespace gg::gemm::sm100
