@@ -21,3 +21,6 @@
 #include "gg_gemm_sm90.cuh"
 // Its weight-only consumers: narrow weights widened into wgmma's A registers.
 #include "gg_gemm_sm90_mixed.cuh"
+// The datacenter Blackwell (sm_100a) tile GEMM: TMA + tcgen05.mma, the
+// accumulators in tensor memory (and its primitives, gg_primitives_sm100.cuh).
+#include "gg_gemm_sm100.cuh"

@@ -152,7 +152,7 @@ def test_the_launchers_pick_the_body_by_compute_capability():
     for device in [(89, 128), (103, 148), (120, 170), (0, 0)]:
         assert [s.entry for s in lm.launches(dims, *device)] == ["b_dense"], device
     lg = launcher("b_grouped")
-    dims = lg.validate(lhs=np.zeros((64, 64), np.uint16), rhs=np.zeros((2, 128, 64), np.uint16),
+    dims = lg.validate(lhs=np.zeros((64, 64), np.float16), rhs=np.zeros((2, 128, 64), np.float16),
                        group_sizes=np.array([30, 34], np.int32))
     steps = lg.launches(dims, 100, 148)
     assert [s.entry for s in steps] == ["b_grouped_fill", "b_grouped_worklist", "b_grouped_sm100"]
@@ -163,18 +163,23 @@ def test_the_launchers_pick_the_body_by_compute_capability():
 
 def test_mma_tcgen05_needs_sm100a_and_a_qualifying_kernel(tmp_path):
     from cuda_helpers import render_cuda
+
     from gemmgen.diagnostics import SpecError
+
+    def render(name: str, text: str):
+        (tmp_path / name).mkdir()
+        return render_cuda(tmp_path / name, name, text)
 
     forced = SPEC.replace("  mma mma_sync\n", "  mma tcgen05\n")
     with pytest.raises(SpecError, match="'mma tcgen05' needs sm_100a, but target cuda "
                                         "declares 'sm_90a'"):
-        render_cuda(tmp_path / "a", "forced", forced)
+        render("a", forced)
     only = forced.replace("archs sm_90a sm_100a", "archs sm_100a")
-    spec, cuda, _ = render_cuda(tmp_path / "b", "only", only)
+    spec, _, _ = render("b", only)
     assert tile_gemm.plan(spec.kernel("b_mma_sync"), spec).body_tiles("tcgen05")
     kn_fp8 = only.replace("  rhs e5m2 [n, k]\n", "  rhs e5m2 [k, n]\n  mma tcgen05\n")
     with pytest.raises(SpecError, match="its tcgen05 tile reads FP8 operands K-major only"):
-        render_cuda(tmp_path / "c", "knfp8", kn_fp8)
+        render("c", kn_fp8)
 
 
 # ---------------------------------------------------------------------------
@@ -190,10 +195,10 @@ CASES = [
                        g_local=2, existing_out=True), 2, True),
     ("b_grouped", Case("zero_size", 300, 136, 72, group_sizes=(40, 0, 130, 0, 130)), 3, False),
     ("b_gateup", Case("gateup", 200, 256, 72, group_sizes=(70, 0, 130)), 2, True),
-    ("b_masked", Case("masked", 0, 136, 72, masked_m=(3, 0, 130), cap=130), 2, True),
-    ("b_fp8", Case("blocks", 200, 256, 300, group_sizes=(70, 130)), 2, True),
+    ("b_masked", Case("masked", 130, 136, 72, masked_m=(3, 0, 130, 200)), 2, True),
+    ("b_fp8", Case("blocks", 200, 256, 304, group_sizes=(70, 130)), 2, True),
     ("b_fp8", Case("m1", 1, 128, 256, group_sizes=(1,)), 1, False),
-    ("b_fp8_token", Case("token", 150, 72, 200), 2, True),
+    ("b_fp8_token", Case("token", 150, 72, 208), 2, True),
 ]
 
 
@@ -219,24 +224,25 @@ def test_cpp_launcher_on_the_emulator(name, case, num_sms):
 # with one edit; the launch sequence, tiles and maps are the generated ones).
 
 PLANTED = {
-    # The MMA thread reuses an accumulator before the epilogue read it.
+    # The MMA thread reuses an accumulator before the epilogue read it: its
+    # second commit completes a phase nobody waits for, and the barriers hang.
     "acc_not_waited": ([("        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);\n", "")],
-                       r"tcgen05|TMEM|poison|mismatch"),
+                       r"deadlock"),
     # The epilogue reads the accumulator before the MMAs' commit.
     "ld_before_commit": ([("        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);\n"
                            "        gg::tcgen05_fence_after_thread_sync();\n      }\n",
                            "        gg::tcgen05_fence_after_thread_sync();\n      }\n")],
-                         r"tcgen05|TMEM|poison|mismatch"),
+                         r"read before a thread waited on the mbarrier phase of a tcgen05.commit"),
     # A stage goes back to the producer before its MMAs are done.
     "stage_released_early": ([("      gg::tcgen05_commit(&s.empty[st]);\n",
                                "      gg::mbarrier_arrive(&s.empty[st]);\n")],
-                             r"tcgen05|overwr|shared|mismatch"),
+                             r"the stage was released before the MMA's tcgen05.commit"),
     # The epilogue warps read the lanes of warp - 2 instead of warp % 4.
     "wrong_lane_quarter": ([("  const int quarter = (threadIdx.x / 32) % 4;\n  return tmem",
                              "  const int quarter = (threadIdx.x / 32) - 2;\n  return tmem")],
-                           r"lane"),
+                           r"accesses TMEM lanes 0..31, but it reaches only lanes 64..95"),
     # The columns are never freed.
-    "tmem_leak": ([("    gg::tmem_dealloc(tmem, T::kTmemCols);\n", "")], r"leak|dealloc|TMEM"),
+    "tmem_leak": ([("    gg::tmem_dealloc(tmem, T::kTmemCols);\n", "")], r"TMEM leak"),
 }
 
 
@@ -253,14 +259,8 @@ def test_planted_bug_under_the_generated_kernel_is_caught(bug):
     k = kernel("b_dense")
     case = Case("rings_wrap", 400, 136, 400)  # 8 tiles of 7 K tiles on one block
     inputs = case.inputs(k, 3)
-    try:
-        actual = run_planted(edits, inputs)
-    except EmuKernelError as e:
-        assert pytest.importorskip("re").search(report, str(e)), str(e)
-        return
-    result = compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs)
-    assert not result.passed, f"planted bug {bug} went unnoticed"
-    assert "mismatch" in report
+    with pytest.raises(EmuKernelError, match=report):
+        run_planted(edits, inputs)
 
 
 @pytest.mark.slow
