@@ -228,9 +228,10 @@ class Kernel:
             return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2) "
                     f"or bf16 / f16 lhs with int8, int4, fp4, e4m3 or e5m2 weights, not lhs "
                     f"'{lhs_t.value}' x rhs '{rhs_t.value}'")
-        if not sixteen and rhs.layout is not Layout.NK:
-            reader = "wgmma reads" if mma == "wgmma" else "its tcgen05 tile reads"
-            return (f"{reader} FP8 operands K-major only, so rhs must be [n, k] "
+        if not sixteen and rhs.layout is not Layout.NK and mma == "wgmma":
+            # tcgen05 transposes FP8 operands too (its instruction
+            # descriptor's transpose bits hold for .kind::f8f6f4).
+            return ("wgmma reads FP8 operands K-major only, so rhs must be [n, k] "
                     "([g, n, k] grouped), not [k, n]")
         scales = (("lhs_scale", self.lhs_scale, ScaleMode.TOKEN_GROUP),
                   ("rhs_scale", self.rhs_scale, ScaleMode.BLOCK))
@@ -252,6 +253,17 @@ class Kernel:
         if fold_scales_of(self):
             return ("it does not fold an epilogue scale into the promotion (an e8m0 scale "
                     "beside a per-K-block one: the mma.sync body's kFoldScales)")
+        blocks = any(s.enabled and s.placement is Placement.MAINLOOP
+                     for s in (self.lhs_scale, self.rhs_scale))
+        if not sixteen and rhs.layout is Layout.KN and blocks:
+            # tcgen05 only: FP8 rhs [k, n] comes in boxes of 128 columns, and
+            # a promoted tile (its sums in registers) holds at most 128.
+            if self.epilogue.activation is Activation.SILU_MUL:
+                return ("its FP8 rhs [k, n] boxes are 128 columns, so a silu_mul tile needs 256 "
+                        "of them, but a tile with per-K-block scales holds at most 128")
+            if self.rhs_scale.mode is ScaleMode.BLOCK and self.rhs_scale.block_n % 128:
+                return ("its FP8 rhs [k, n] boxes are 128 columns, so rhs_scale's n must be a "
+                        f"multiple of 128, not {self.rhs_scale.block_n}")
         per_row = 16 * 8 // lhs_t.bits
         if self.static_k is not None and self.static_k % per_row:
             return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "

@@ -67,13 +67,24 @@ constexpr int kChunk = 32;
 template <class C>
 constexpr int kBKFor = kRowBytes / static_cast<int>(sizeof(typename C::mma_t));
 
-// Whether this body computes a Config: what the Hopper body's `runs` says
-// (A and B of one tensor-core type as stored, FP8 B K-major; epilogue scales;
-// for FP8 the block scales of the FP32 promotion; no folded scales).
+// Whether this body computes a Config: A and B of one tensor-core type as
+// stored (bf16, f16, e4m3 or e5m2, B either layout: tcgen05 transposes FP8
+// too, unlike wgmma); scales where the epilogue applies them and, for FP8,
+// the block scales of the FP32 promotion (lhs 1 x block_k token groups, rhs
+// block_n x block_k blocks); no folded scales.
 template <class C>
 __host__ __device__ constexpr bool runs() {
-  return sm90::runs<C>();
+  using mma_t = typename C::mma_t;
+  constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
+  constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
+  return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && kLhsOk && kRhsOk)) &&
+         kSame<typename C::rhs_t, mma_t> && !C::kFoldScales;
 }
+
+// Columns of one MN-major B box (rhs [k, n]): a 128-byte row, 64 16-bit or
+// 128 FP8 columns.
+template <class C>
+constexpr int kBoxCols = kRowBytes / static_cast<int>(sizeof(typename C::mma_t));
 
 // Whether the generator routes a Config to this body on sm_100a (`mma auto
 // | tcgen05`; ir.Kernel.tcgen05_obstacle states the same in Python): what
@@ -114,9 +125,10 @@ __host__ __device__ constexpr bool check_tile_sm100() {
       T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
     return false;
   }
-  if (T::kBN % 16 != 0 || T::kBN < 32 || T::kBN > 256 || (!T::kRhsNK && T::kBN % 64 != 0) ||
+  if (T::kBN % 16 != 0 || T::kBN < 32 || T::kBN > 256 ||
+      (!T::kRhsNK && T::kBN % kBoxCols<T> != 0) ||
       T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) || T::kBNOut % kChunk != 0 ||
-      (kSilu<T> && !T::kRhsNK && T::kBNOut % 64 != 0)) {
+      (kSilu<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -195,10 +207,12 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
     if constexpr (T::kRhsNK) {
       db = gg::make_umma_desc(sb + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
     } else {
-      // B, MN-major, 128B swizzle: k rows of 128 bytes (64 columns), 8-row
-      // groups 1024 apart, 64-column boxes 64 * kBK * 2 apart; k block kb
-      // starts 16 rows further.
-      db = gg::make_umma_desc(sb + kb * 16 * 128, 64 * T::kBK * 2, 1024, gg::umma::Swizzle::b128);
+      // B, MN-major, 128B swizzle: k rows of 128 bytes (kBoxCols columns),
+      // 8-row groups 1024 apart (SBO), boxes kRowBytes * kBK apart (LBO); k
+      // block kb starts one MMA's K (16 or 32 rows) further.
+      constexpr int kMmaRows = 32 / static_cast<int>(sizeof(typename T::mma_t));
+      db = gg::make_umma_desc(sb + kb * kMmaRows * kRowBytes, kRowBytes * T::kBK, 1024,
+                              gg::umma::Swizzle::b128);
     }
     if constexpr (k16Bit<typename T::mma_t>) {
       gg::tcgen05_mma_f16(d, da, db, kIdesc<T>, accumulate || kb > 0);
@@ -247,13 +261,15 @@ __device__ __forceinline__ u32 lane_addr(u32 tmem, int col) {
   return tmem + (static_cast<u32>(32 * quarter) << 16) + static_cast<u32>(col);
 }
 
-// 32 columns of this thread's row from TMEM, as f32.
-__device__ __forceinline__ void load_chunk(u32 addr, float (&x)[kChunk]) {
-  u32 r[kChunk];
+// kN columns of this thread's row from TMEM, as f32 (a template, so that
+// only an sm_100a build instantiates the tcgen05 primitives).
+template <int kN>
+__device__ __forceinline__ void load_chunk(u32 addr, float (&x)[kN]) {
+  u32 r[kN];
   gg::tcgen05_ld_32x32b(r, addr);
   gg::tcgen05_wait_ld();
   GG_UNROLL
-  for (int j = 0; j < kChunk; ++j)
+  for (int j = 0; j < kN; ++j)
     x[j] = gg::bits_to_float(r[j]);
 }
 

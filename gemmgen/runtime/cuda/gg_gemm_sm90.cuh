@@ -333,15 +333,17 @@ __device__ __forceinline__ void produce(const S& s, const CUtensorMap* map_a,
           }
         }
       } else {
-        // [k, n]: boxes of 64 columns x kBK rows, 64 * kBK * 2 bytes apart.
-        constexpr int kBoxes = T::kBN / 64 / kRuns;
+        // [k, n]: boxes of one 128-byte row of columns (64 16-bit ones, 128
+        // FP8 ones on sm_100a) x kBK rows, kRowBytes * kBK bytes apart.
+        constexpr int kBoxCols = kRowBytes / static_cast<int>(sizeof(typename T::mma_t));
+        constexpr int kBoxes = T::kBN / kBoxCols / kRuns;
         GG_UNROLL
-        for (int j = 0; j < T::kBN / 64; ++j) {
-          const int col = b0[j / kBoxes] + 64 * (j % kBoxes);
+        for (int j = 0; j < T::kBN / kBoxCols; ++j) {
+          const int col = b0[j / kBoxes] + kBoxCols * (j % kBoxes);
           if constexpr (kGrouped) {
-            gg::tma_load_3d(sb + j * 64 * kBK * 2, map_b, &s.full[st], col, kt * kBK, gl);
+            gg::tma_load_3d(sb + j * kRowBytes * kBK, map_b, &s.full[st], col, kt * kBK, gl);
           } else {
-            gg::tma_load_2d(sb + j * 64 * kBK * 2, map_b, &s.full[st], col, kt * kBK);
+            gg::tma_load_2d(sb + j * kRowBytes * kBK, map_b, &s.full[st], col, kt * kBK);
           }
         }
       }

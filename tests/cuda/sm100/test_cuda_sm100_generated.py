@@ -96,6 +96,16 @@ kernel b_fp8_token {
   tile m=128 n=64 k=128
 }
 
+kernel b_fp8_kn {
+  op grouped
+  lhs e4m3 [m, k]
+  rhs e4m3 [g, k, n]
+  out f32
+  rhs_scale per_channel f32
+  epilogue silu_mul
+  tile m=128 n=256 k=128
+}
+
 kernel b_mma_sync {
   op dense
   rhs bf16 [n, k]
@@ -120,7 +130,7 @@ def test_plan_gives_qualifying_kernels_an_sm100_tile_per_lut_entry():
     limit = shared_memory_limit(SM100)
     want = {"b_dense": (128, 256), "b_dense_kn": (256, 512), "b_grouped": (64, 128),
             "b_gateup": (128, 256), "b_masked": (128, 256), "b_fp8": (128, 256),
-            "b_fp8_token": (64, 128), "b_mma_sync": None}
+            "b_fp8_token": (64, 128), "b_fp8_kn": (256, 512), "b_mma_sync": None}
     for name, shape in want.items():
         p = tile_gemm.plan(kernel(name), BODY.spec)
         tiles = p.body_tiles("tcgen05")
@@ -134,8 +144,9 @@ def test_plan_gives_qualifying_kernels_an_sm100_tile_per_lut_entry():
         more = tcgen05.sm100_smem_bytes(t.bn, t.stages + 1, kernel(name).out)
         assert t.stages == tcgen05.SM100_MAX_STAGES or more > limit
         assert t.promoted == (name == "b_fp8"), name
-        # The Hopper body is planned beside it, for sm_90a.
-        assert p.body_tiles("wgmma"), name
+        # The Hopper body is planned beside it, for sm_90a (not for FP8 rhs
+        # [k, n], which wgmma cannot read).
+        assert bool(p.body_tiles("wgmma")) == (name != "b_fp8_kn"), name
 
 
 def test_the_launchers_pick_the_body_by_compute_capability():
@@ -170,16 +181,24 @@ def test_mma_tcgen05_needs_sm100a_and_a_qualifying_kernel(tmp_path):
         (tmp_path / name).mkdir()
         return render_cuda(tmp_path / name, name, text)
 
-    forced = SPEC.replace("  mma mma_sync\n", "  mma tcgen05\n")
     with pytest.raises(SpecError, match="'mma tcgen05' needs sm_100a, but target cuda "
                                         "declares 'sm_90a'"):
-        render("a", forced)
-    only = forced.replace("archs sm_90a sm_100a", "archs sm_100a")
+        render("a", SPEC.replace("  mma mma_sync\n", "  mma tcgen05\n"))
+    only = SPEC.replace("archs sm_90a sm_100a", "archs sm_100a").replace(
+        "  mma mma_sync\n", "  mma tcgen05\n")
     spec, _, _ = render("b", only)
     assert tile_gemm.plan(spec.kernel("b_mma_sync"), spec).body_tiles("tcgen05")
-    kn_fp8 = only.replace("  rhs e5m2 [n, k]\n", "  rhs e5m2 [k, n]\n  mma tcgen05\n")
-    with pytest.raises(SpecError, match="its tcgen05 tile reads FP8 operands K-major only"):
-        render("c", kn_fp8)
+    only = only.replace("  tile m=128 n=256 k=128\n}", "  tile m=128 n=256 k=128\n  mma tcgen05\n}")
+    promoted_kn = only.replace("  out f32\n  rhs_scale per_channel f32\n",
+                               "  out f32\n  lhs_scale per_token_group k=128 f32\n"
+                               "  rhs_scale block n=128 k=128 f32\n")
+    with pytest.raises(SpecError, match="a silu_mul tile needs 256 of them, but a tile with "
+                                        "per-K-block scales holds at most 128"):
+        render("c", promoted_kn)
+    weight_only = only.replace("  lhs e4m3 [m, k]\n  rhs e4m3 [g, k, n]\n",
+                               "  lhs bf16 [m, k]\n  rhs int8 [g, n, k]\n")
+    with pytest.raises(SpecError, match="weight-only kernels .* keep the mma.sync body"):
+        render("d", weight_only)
 
 
 # ---------------------------------------------------------------------------
@@ -199,6 +218,8 @@ CASES = [
     ("b_fp8", Case("blocks", 200, 256, 304, group_sizes=(70, 130)), 2, True),
     ("b_fp8", Case("m1", 1, 128, 256, group_sizes=(1,)), 1, False),
     ("b_fp8_token", Case("token", 150, 72, 208), 2, True),
+    ("b_fp8_kn", Case("kn", 150, 512, 208, group_sizes=(50, 0, 100)), 2, True),
+    ("b_fp8_kn", Case("kn_ragged", 140, 288, 80, group_sizes=(139, 1)), 1, False),
 ]
 
 
@@ -285,7 +306,8 @@ needs_cuobjdump = pytest.mark.skipif(
 @pytest.mark.parametrize("name,mma", [
     ("b_fp8", "UTCQMMA"), pytest.param("b_gateup", "UTCHMMA", marks=pytest.mark.slow),
     pytest.param("b_dense_kn", "UTCHMMA", marks=pytest.mark.slow),
-    pytest.param("b_fp8_token", "UTCQMMA", marks=pytest.mark.slow)])
+    pytest.param("b_fp8_token", "UTCQMMA", marks=pytest.mark.slow),
+    pytest.param("b_fp8_kn", "UTCQMMA", marks=pytest.mark.slow)])
 def test_generated_sm100_entries_build_without_spills_on_tcgen05(name, mma):
     lp = cuda_backend.plan(kernel(name), BODY.spec)
     source = (BODY.folder / f"{name}.cu").read_text()

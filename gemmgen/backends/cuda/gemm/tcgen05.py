@@ -110,14 +110,18 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     128 MMA's N that the epilogue's chunks and the boxes divide (64..256 in
     steps of 64; at most 128 when promoted), else 256 (128 promoted), then
     the narrower ones; with rhs block scales only the n whose output columns
-    divide the scale block."""
+    divide the scale block; rhs [k, n] takes whole boxes of 128-byte rows
+    of columns."""
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     widest = SM100_PROMOTED_BN if promoted(kernel) else 256
     sizes = tuple(n for n in (256, 192, 128, 64) if n <= widest)
     first = tile.n if tile.n in sizes else sizes[0]
     out = tuple(dict.fromkeys((first, *sizes)))
-    if silu and kernel.rhs_operand.layout is Layout.KN:
-        out = tuple(bn for bn in out if bn % 128 == 0)
+    if kernel.rhs_operand.layout is Layout.KN:
+        # Whole MN-major boxes of a 128-byte row: 64 16-bit or 128 FP8
+        # columns, in each half for silu_mul.
+        box = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
+        out = tuple(bn for bn in out if (bn // 2 if silu else bn) % box == 0)
     rs = kernel.rhs_scale
     if rs.mode is ScaleMode.BLOCK:
         out = tuple(bn for bn in out if rs.block_n % (bn // 2 if silu else bn) == 0)

@@ -208,8 +208,8 @@ def maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
     """The tensor maps of lhs and rhs (gg_gemm_sm90.cuh's boxes; bk elements
     make a 128-byte row): A is one {bk, 128} box of lhs [m, k] ([g * m, k]
     masked); B boxes of {bk, bn_out} rows of rhs [n, k] (one box a tile, or
-    silu_mul's gate and up halves), or (16-bit only) {64 columns, bk k rows}
-    of rhs [k, n]; grouped rhs adds the group as the outermost dimension (a
+    silu_mul's gate and up halves), or {a 128-byte row of columns, bk k rows}
+    of rhs [k, n] (64 16-bit columns; 128 FP8 ones, on sm_100a only); grouped rhs adds the group as the outermost dimension (a
     box of 1)."""
     dt = kernel.lhs.dtype.numpy_name
     eb = kernel.lhs.dtype.bits // 8
@@ -234,7 +234,7 @@ def maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
     if kernel.rhs_operand.layout is Layout.NK:
         inner, outer, box = k, n, (bk, t.bn_out)
     else:
-        inner, outer, box = n, k, (64, bk)
+        inner, outer, box = n, k, (SM90_ROW_BYTES // eb, bk)  # a 128-byte row of columns
     if kernel.op is Op.GROUPED:
         rhs = TensorMapSpec(dt, (inner, outer, g), (inner * eb, inner * outer * eb), (*box, 1))
     else:
