@@ -87,7 +87,9 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
 
 # The device `explain` bounds on when --device is not given: the first of
 # these whose arch the spec declares, else the spec's TPU generation.
-DEFAULT_FOR_ARCH = (("sm_90a", "h200"), ("sm_90", "h200"), ("sm_100a", "b200"),
+# sm_103a (B300) has no device of its own: no B300 rate was checked against a
+# datasheet, so B200's stand in for it (the same SM count, the same body).
+DEFAULT_FOR_ARCH = (("sm_90a", "h200"), ("sm_90", "h200"), ("sm_100a", "b200"), ("sm_103a", "b200"),
                     ("sm_121a", "gb10"), ("sm_121", "gb10"), ("sm_120a", "rtx5090"),
                     ("sm_120", "rtx5090"), ("sm_89", "l40s"), ("sm_86", "a100"),
                     ("sm_80", "a100"))

@@ -33,7 +33,7 @@ WGMMA_ARCHS = ("sm_90a",)
 # The archs with tcgen05 and tensor memory: the datacenter Blackwell chips'
 # `a` targets (PTX ISA: tcgen05 needs sm_100a / sm_101a / sm_103a, or the
 # `f` family forms; sm_12x has none).
-TCGEN05_ARCHS = ("sm_100a",)
+TCGEN05_ARCHS = ("sm_100a", "sm_103a")
 # The archs with the block-scaled mma.sync (kind::mxf8f6f4.block_scale): the
 # `a` targets of the Blackwell workstation chips (PTX ISA; plain sm_120 /
 # sm_121 reject it).

@@ -30,8 +30,8 @@ class BackendTiles:
 
 # The `f` (family) forms of nvcc 12.9+ are not declarable: docs/decisions.md,
 # "sm_12x: the `a` archs, no `f` family forms".
-CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120", "sm_120a",
-              "sm_121", "sm_121a")
+CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_103a", "sm_120",
+              "sm_120a", "sm_121", "sm_121a")
 # The workstation Blackwell archs (compute capability 12.x): warp-level
 # mma.sync only, no wgmma, tcgen05, TMEM or thread-block clusters beyond 1x1x1.
 SM12X_ARCHS = ("sm_120", "sm_120a", "sm_121", "sm_121a")

@@ -37,21 +37,22 @@ never reported by `check` (gemmgen.output)."""
 HOPPER_ARCH = "sm_90a"
 """The arch whose kernels get the Hopper (TMA + wgmma) body."""
 
-SM100_ARCH = "sm_100a"
-"""The arch whose kernels get the tcgen05 (TMA + tcgen05.mma) body, which
+SM100_ARCHS = ("sm_100a", "sm_103a")
+"""The archs whose kernels get the tcgen05 (TMA + tcgen05.mma) body, which
 also includes the Hopper headers (TMA, mbarriers, the shared producer)."""
 
 # The runtime headers that serve some archs only, by the marker in their
 # names, and those archs: `gemmgen build` copies them for a spec that
 # declares one of the archs, and leaves their includes out of the other
 # headers' copies otherwise.
-TIERS = (("_sm90", (HOPPER_ARCH, SM100_ARCH)), ("_sm100", (SM100_ARCH,)))
+TIERS = (("_sm90", (HOPPER_ARCH, *SM100_ARCHS)), ("_sm100", SM100_ARCHS))
 
 
 def tier_archs(name: str) -> tuple[str, ...]:
     """The archs a runtime header serves alone (gg_*_sm90*: TMA, wgmma,
-    mbarriers, the warp-specialized tile GEMM, for sm_90a and sm_100a;
-    gg_*_sm100*: tcgen05 and TMEM, for sm_100a); () for a header every arch
+    mbarriers, the warp-specialized tile GEMM, for sm_90a, sm_100a and
+    sm_103a; gg_*_sm100*: tcgen05 and TMEM, for sm_100a and sm_103a); () for
+    a header every arch
     needs."""
     if not name.startswith("gg_"):
         return ()

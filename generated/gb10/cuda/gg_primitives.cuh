@@ -595,5 +595,5 @@ __device__ __forceinline__ void st_global_128(void* p, uint4 v) {
 }
 
 }  // namespace gg
-// (not copied, for sm_90a / sm_100a only: #include "gg_primitives_sm90.cuh")
+// (not copied, for sm_90a / sm_100a / sm_103a only: #include "gg_primitives_sm90.cuh")
 #include "gg_primitives_sm120.cuh"

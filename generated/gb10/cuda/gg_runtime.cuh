@@ -21,9 +21,9 @@
 // The tile GEMM's body and its configuration (gg_gemm_config.cuh).
 #include "gg_gemm.cuh"
 // The Hopper (sm_90a) tile GEMM: TMA + wgmma, warp specialized.
-// (not copied, for sm_90a / sm_100a only: #include "gg_gemm_sm90.cuh")
+// (not copied, for sm_90a / sm_100a / sm_103a only: #include "gg_gemm_sm90.cuh")
 // Its weight-only consumers: narrow weights widened into wgmma's A registers.
-// (not copied, for sm_90a / sm_100a only: #include "gg_gemm_sm90_mixed.cuh")
+// (not copied, for sm_90a / sm_100a / sm_103a only: #include "gg_gemm_sm90_mixed.cuh")
 // The datacenter Blackwell (sm_100a) tile GEMM: TMA + tcgen05.mma, the
 // accumulators in tensor memory (and its primitives, gg_primitives_sm100.cuh).
-// (not copied, for sm_100a only: #include "gg_gemm_sm100.cuh")
+// (not copied, for sm_100a / sm_103a only: #include "gg_gemm_sm100.cuh")

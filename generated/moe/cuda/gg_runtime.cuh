@@ -26,4 +26,4 @@
 #include "gg_gemm_sm90_mixed.cuh"
 // The datacenter Blackwell (sm_100a) tile GEMM: TMA + tcgen05.mma, the
 // accumulators in tensor memory (and its primitives, gg_primitives_sm100.cuh).
-// (not copied, for sm_100a only: #include "gg_gemm_sm100.cuh")
+// (not copied, for sm_100a / sm_103a only: #include "gg_gemm_sm100.cuh")

@@ -153,7 +153,7 @@ def test_the_launchers_pick_the_body_by_compute_capability():
     text = (BODY.folder / "b_grouped.cu").read_text()
     assert 'extern "C" __global__ void __launch_bounds__(192, 1) b_grouped_sm100(' in text
     assert "gg::gemm::sm100::grouped<Sm100Tile0>(" in text
-    assert "!defined(__CUDA_ARCH_FEAT_SM100_ALL)" in text
+    assert "!defined(GG_SM100_TCGEN05)" in text
     lm = launcher("b_dense")
     dims = lm.validate(lhs=np.zeros((300, 64), np.uint16), rhs=np.zeros((200, 64), np.uint16))
     (step,) = lm.launches(dims, 100, 148)
@@ -324,3 +324,22 @@ def test_generated_sm100_entries_build_without_spills_on_tcgen05(name, mma):
         assert code.count(mma) > 0 and code.count("HMMA") == 0, step.entry
         assert code.count("UTMALDG") > 0 and code.count("LDTM") > 0, step.entry
         assert code.count("UTCBAR") > 0, step.entry
+
+
+# ---------------------------------------------------------------------------
+# sm_103a (B300): the same body, its own `a` build and compute capability.
+
+class Sm103Spec(Sm100Spec):
+    ARCH, SM = "sm_103a", 103
+
+
+B300 = Sm103Spec("sm103body", SPEC.replace("archs sm_90a sm_100a", "archs sm_100a sm_103a"))
+
+
+def test_sm103a_gets_the_body_on_its_own_compute_capability():
+    lm = B300.launcher("b_dense")
+    dims = lm.validate(lhs=np.zeros((300, 64), np.uint16), rhs=np.zeros((200, 64), np.uint16))
+    assert [s.entry for s in lm.launches(dims, 103, 148)] == ["b_dense_sm100"]
+    assert [s.entry for s in lm.launches(dims, 100, 148)] == ["b_dense_sm100"]
+    assert [s.entry for s in lm.launches(dims, 90, 132)] == ["b_dense"]
+    B300.check("b_grouped", CASES[5][1], 2, seed=seed())

@@ -14,11 +14,11 @@ tiles.
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends.cuda.common import Step, all_of, tensor_map, var
+from gemmgen.backends.cuda.common import Step, all_of, any_of, tensor_map, var
 from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.contract import worklist_step
 from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
@@ -58,6 +58,7 @@ class Sm100Tile:
     smem_bytes: int
     grid_x: str
     promoted: bool  # FP8 with block scales: a unit per K tile, sums in registers
+    archs: tuple[str, ...] = (SM100_ARCH,)  # the declared archs with the body
     bm: int = SM100_BM
     mixed: bool = False  # no weight-only tile on this body (wgmma.maps asks)
 
@@ -152,11 +153,16 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile
                      promoted=promoted(kernel))
 
 
-def uses_sm100(kernel: ir.Kernel, spec: ir.Spec) -> bool:
-    """Whether the kernel gets the sm_100a body: a declared arch where
-    ir.Kernel.uses_tcgen05 holds."""
+def archs_of(kernel: ir.Kernel, spec: ir.Spec) -> tuple[str, ...]:
+    """The declared archs where the kernel gets the body (ir.Kernel.uses_tcgen05:
+    sm_100a, sm_103a)."""
     target = spec.target(ir.Backend.CUDA)
-    return any(kernel.uses_tcgen05(a) for a in (target.cuda_archs if target else ()))
+    return tuple(a for a in (target.cuda_archs if target else ()) if kernel.uses_tcgen05(a))
+
+
+def uses_sm100(kernel: ir.Kernel, spec: ir.Spec) -> bool:
+    """Whether the kernel gets the sm_100a body on some declared arch."""
+    return bool(archs_of(kernel, spec))
 
 
 def _algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int) -> tuple[str, ...]:
@@ -185,11 +191,15 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
           lut: tuple[ir.Tile, ...], number: int) -> BodyPlan:
     """An Sm100Tile per LUT entry, the entry points (the Hopper body's
     parameters) and the algorithm item."""
-    own = tuple(_tile(kernel, tile, t.index, f"{t.entry}_sm100") for t, tile in zip(tiles, lut))
+    own = tuple(replace(_tile(kernel, tile, t.index, f"{t.entry}_sm100"),
+                        archs=archs_of(kernel, spec)) for t, tile in zip(tiles, lut))
     params = tma_params(kernel, own[-1])
+    # GG_SM100_TCGEN05: gg_primitives_sm100.cuh's macro of the sm_100a and
+    # sm_103a builds.
     entries = tma_entries(kernel, list(own), params, namespace="sm100", struct="Sm100Tile",
-                          guard="__CUDA_ARCH_FEAT_SM100_ALL", arch=SM100_ARCH, title="sm_100a",
-                          what="TMA + tcgen05.mma, the accumulators in tensor memory;")
+                          guard="GG_SM100_TCGEN05", archs=archs_of(kernel, spec),
+                          title="sm_100a", what="TMA + tcgen05.mma, the accumulators in tensor "
+                          "memory;")
     return BodyPlan(body=BODY, tiles=own, params=params, entries=entries,
                     algorithm=_algorithm(kernel, own[-1], number))
 
@@ -213,7 +223,7 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
                     f"{h.bm}x{h.bn} tiles, TMA + tcgen05.mma: a persistent grid of "
                     "min(SMs, tiles) blocks"))
-    conds = [var("sm").eq(100), var("num_sms").gt(0)]
+    conds = [any_of(*(var("sm").eq(ir.arch_number(a)) for a in h.archs)), var("num_sms").gt(0)]
     if grouped:
         conds.append(var("g").gt(0))
     rs = kernel.rhs_scale
@@ -224,7 +234,7 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     return BodyLaunch(tuple(out), all_of(*conds), h.label, worklist_bm)
 
 
-BODY = Body(name="tcgen05", title="sm_100a", arch=SM100_ARCH, cc="10.0",
+BODY = Body(name="tcgen05", title="sm_100a", arch=SM100_ARCH, cc="10.0 (sm_100a) / 10.3 (sm_103a)",
             what="TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of lhs "
                  "and rhs, a persistent grid of the device's SMs",
             template="cuda/gemm_tcgen05.cu.j2", applies=uses_sm100, plan=_plan, launch=_launch)

@@ -266,12 +266,12 @@ def tma_params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
 
 
 def tma_entries(kernel: ir.Kernel, tiles: list, params: tuple[Param, ...], *, namespace: str,
-                struct: str, guard: str, arch: str, title: str,
+                struct: str, guard: str, archs: tuple[str, ...], title: str,
                 what: str) -> tuple[Entry, ...]:
     """The entry points of a TMA body's tiles (this one's and the sm_100a
     body's): each calls gg::gemm::<namespace>::dense / grouped / masked on
     its tile struct `<struct><index>`, and traps where the feature macro
-    `guard` is absent (a build without the `arch` target)."""
+    `guard` is absent (a build for none of `archs`)."""
     grouped = kernel.op is Op.GROUPED
     present = {p.name for p in params}
     args = ["gg_smem", "&map_lhs", "&map_rhs"]
@@ -284,7 +284,8 @@ def tma_entries(kernel: ir.Kernel, tiles: list, params: tuple[Param, ...], *, na
         args.append("workspace")
     args += [p.name for p in params if p.ctype == "int"]
     body_fn = "masked" if kernel.masked else "grouped" if grouped else "dense"
-    cc = f"{ir.arch_number(arch) // 10}.{ir.arch_number(arch) % 10}"
+    arch = " / ".join(archs)
+    cc = " / ".join(f"{ir.arch_number(a) // 10}.{ir.arch_number(a) % 10}" for a in archs)
     out = []
     for t in tiles:
         rows = ("(group, m tile) pairs" if kernel.masked else "work items" if grouped
@@ -354,7 +355,7 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
     own = tuple(_tile(kernel, tile, t.index, f"{t.entry}_sm90") for t, tile in zip(tiles, lut))
     params = tma_params(kernel, own[-1])
     entries = tma_entries(kernel, list(own), params, namespace="sm90", struct="Sm90Tile",
-                          guard="__CUDA_ARCH_FEAT_SM90_ALL", arch=SM90_ARCH, title="Hopper",
+                          guard="__CUDA_ARCH_FEAT_SM90_ALL", archs=(SM90_ARCH,), title="Hopper",
                           what="TMA + wgmma, warp specialized;")
     return BodyPlan(body=BODY, tiles=own, params=params, entries=entries,
                     algorithm=_algorithm(kernel, own[-1], number))
