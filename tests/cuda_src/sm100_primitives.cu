@@ -4,6 +4,8 @@
 // bugs (tests/cuda/sm100/test_cuda_sm100_primitives.py). The host program
 // (gg_emu_host_main, emulator only) runs the case named by its input "case";
 // nvcc compiles the kernels for sm_100a (the SASS test).
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -63,6 +65,7 @@ enum Bug {
   kBadInstrDesc = 9,     // the instruction descriptor says N = 24 at M = 128
   kSm90Descriptor = 10,  // the A descriptor lacks the sm_100 version bits (46-48 = 0b001)
   kNoFenceAfter = 11,    // no tcgen05.fence::after_thread_sync after the commit's wait
+  kNoProxyFence = 12,    // no fence.proxy.async between the operands' st.shared and the MMA
 };
 
 __device__ __forceinline__ unsigned ld_cols_of(int n) {
@@ -105,7 +108,8 @@ extern "C" __global__ void __launch_bounds__(128, 1)
     sa[i] = a_img[i];
   for (int i = threadIdx.x; i < b_bytes; i += blockDim.x)
     sb[i] = b_img[i];
-  gg::fence_proxy_async();
+  if (bug != kNoProxyFence)
+    gg::fence_proxy_async();
   gg::tcgen05_fence_before_thread_sync();
   __syncthreads();
   gg::tcgen05_fence_after_thread_sync();
@@ -270,6 +274,81 @@ extern "C" __global__ void tmem_ld_st_widths(const unsigned* in, unsigned* out, 
   }
 }
 
+// A one-stage TMA + tcgen05 pipeline: D (128 x 64, f32, TMEM) = A (128 x k,
+// bf16, row-major) * B (64 x k, bf16, row-major)^T, K tiles of 64 loaded by
+// TMA with the 128-byte swizzle into one stage that every K tile reuses.
+// Thread 32 produces (waits on `empty` before refilling the stage), thread 0
+// issues four MMAs per K tile and commits them to `empty`, then once more to
+// `done`, on which every thread waits before reading its lanes of D:
+// out[row * 64 + col]. `bug`: 1 the producer refills the stage once the
+// MMAs are *issued* (an mbarrier the MMA thread arrives on after its commit)
+// instead of completed; 2 the descriptors say 64-byte swizzle.
+extern "C" __global__ void __launch_bounds__(128, 1)
+    tma_mma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+            float* out, int k, int bug) {
+  constexpr int kBK = 64, kABytes = 128 * kBK * 2, kBBytes = 64 * kBK * 2;
+  unsigned char* sa = smem_1024();
+  unsigned char* sb = sa + kABytes;
+  __shared__ __align__(8) u64 full, empty, issued, done;
+  __shared__ unsigned slot;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k_tiles = k / kBK;
+  if (warp == 0)
+    gg::tmem_alloc(&slot, 64);
+  if (threadIdx.x == 0) {
+    gg::mbarrier_init(&full, 1);
+    gg::mbarrier_init(&empty, 1);
+    gg::mbarrier_init(&issued, 1);
+    gg::mbarrier_init(&done, 1);
+    gg::fence_mbarrier_init();
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  gg::tcgen05_fence_after_thread_sync();
+  const unsigned tmem = slot;
+  if (threadIdx.x == 32) {
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      if (kt > 0)
+        gg::mbarrier_wait(bug == 1 ? &issued : &empty, (kt - 1) & 1);
+      gg::mbarrier_arrive_expect_tx(&full, kABytes + kBBytes);
+      gg::tma_load_2d(sa, &map_a, &full, kt * kBK, 0);
+      gg::tma_load_2d(sb, &map_b, &full, kt * kBK, 0);
+    }
+  } else if (threadIdx.x == 0) {
+    const unsigned idesc = gg::umma::instr_desc(Type::bf16, Type::bf16, 128, 64, Major::K, Major::K);
+    const Swizzle sw = bug == 2 ? Swizzle::b64 : Swizzle::b128;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      gg::mbarrier_wait(&full, kt & 1);
+      gg::tcgen05_fence_after_thread_sync();
+      for (int kb = 0; kb < kBK / 16; ++kb) {
+        // K-major, 128-byte rows, 8-row groups 1024 bytes apart; the next
+        // 16 elements of K are 32 bytes further into the swizzled rows.
+        const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, sw);
+        const u64 db = gg::make_umma_desc(sb + kb * 32, 16, 1024, sw);
+        gg::tcgen05_mma_f16(tmem, da, db, idesc, kt > 0 || kb > 0);
+      }
+      gg::tcgen05_commit(&empty);
+      gg::mbarrier_arrive(&issued);
+    }
+    gg::tcgen05_commit(&done);
+  }
+  gg::mbarrier_wait(&done, 0);
+  gg::tcgen05_fence_after_thread_sync();
+  for (int c = 0; c < 64; c += 16) {
+    unsigned r[16];
+    gg::tcgen05_ld_32x32b<16>(r, gg::umma::tmem_addr(tmem, 32 * warp, c));
+    gg::tcgen05_wait_ld();
+    for (int j = 0; j < 16; ++j)
+      memcpy(&out[(32 * warp + lane) * 64 + c + j], &r[j], 4);
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == 0) {
+    gg::tcgen05_fence_after_thread_sync();
+    gg::tmem_dealloc(tmem, 64);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The host program (emulator).
 #if !defined(__CUDACC__)
@@ -341,6 +420,48 @@ int run_widths() {
   return 0;
 }
 
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                       &status) != cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
+
+// A row-major bf16 matrix of rows x k, boxes of 64 (K) x box_rows, 128-byte swizzle.
+CUresult encode_bf16(CUtensorMap* map, void* base, unsigned rows, unsigned k, unsigned box_rows) {
+  const cuuint64_t dims[2] = {k, rows};
+  const cuuint64_t strides[1] = {2ull * k};
+  const cuuint32_t box[2] = {64, box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode_fn()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+int run_tma_mma() {
+  const std::vector<unsigned char> kb = input("k_bug");
+  int k_bug[2];
+  std::memcpy(k_bug, kb.data(), sizeof k_bug);
+  void* a = device_copy(input("a"));
+  void* b = device_copy(input("b"));
+  auto* dout = static_cast<float*>(device_copy(std::vector<unsigned char>(128 * 64 * 4, 0xFF)));
+  alignas(128) CUtensorMap ma, mb;
+  if (encode_bf16(&ma, a, 128, k_bug[0], 128) != CUDA_SUCCESS ||
+      encode_bf16(&mb, b, 64, k_bug[0], 64) != CUDA_SUCCESS)
+    return 1;
+  const int smem = 1024 + 128 * 64 * 2 + 64 * 64 * 2;
+  cudaFuncSetAttribute(tma_mma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  tma_mma<<<1, 128, smem>>>(ma, mb, dout, k_bug[0], k_bug[1]);
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
+  output("d", dout, 128 * 64 * 4);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int gg_emu_host_main(void) {
@@ -352,6 +473,8 @@ extern "C" int gg_emu_host_main(void) {
     return run_alloc_waits();
   if (c == "widths")
     return run_widths();
+  if (c == "tma_mma")
+    return run_tma_mma();
   return 4;
 }
 #endif

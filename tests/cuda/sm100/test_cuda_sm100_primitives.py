@@ -268,10 +268,12 @@ PLANTED = {
     10: r"tcgen05.mma.cta_group::1.kind::f16: the A matrix descriptor 0x[0-9a-f]{16}: bits 46-48 are 0, not the "
          r"fixed constant 0b001 of an sm_100 matrix descriptor",
     11: r"missing tcgen05.fence::after_thread_sync: tcgen05.ld.32x32b reads TMEM lane \d+ column 0",
+    12: r"missing fence.proxy.async: tcgen05.mma.cta_group::1.kind::f16 \(its A operand, 128-byte swizzle\) reads "
+        r"shared memory at shared address 0x[0-9a-f]+",
 }
 PLANTED_NAMES = {1: "no_commit_wait", 2: "overwrite_stage", 3: "read_before_wait_ld", 4: "wrong_lanes", 5: "leak",
                  6: "double_dealloc", 7: "outside_allocation", 8: "alloc_after_relinquish", 9: "bad_instr_desc",
-                 10: "sm90_descriptor", 11: "no_fence_after"}
+                 10: "sm90_descriptor", 11: "no_fence_after", 12: "no_proxy_fence"}
 
 
 @pytest.mark.parametrize("bug", list(PLANTED), ids=[PLANTED_NAMES[b] for b in PLANTED])
@@ -287,6 +289,42 @@ def test_the_stage_release_rule_holds_in_the_reverse_schedule_too(sm100):
 
 
 # ---------------------------------------------------------------------------
+# A one-stage TMA + tcgen05 pipeline (tma_mma): the stage release rule with TMA.
+
+
+def run_tma_mma(sm100, k: int, bug: int = 0, schedule: str = "run-ahead"):
+    rng = np.random.default_rng(k + bug)
+    a = random_operand(rng, (128, k), BF16)
+    b = random_operand(rng, (64, k), BF16)
+    r = sm100.run_host({"case": b"tma_mma", "k_bug": np.array([k, bug], np.int32), "a": a, "b": b}, arch=ARCH,
+                       schedule=schedule)
+    assert r.status == 0, r.log
+    return np.frombuffer(r.outputs["d"], np.float32).reshape(128, 64), a.astype(np.float64) @ b.astype(np.float64).T
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+def test_tma_fed_tcgen05_pipeline_matches_numpy(sm100, schedule):
+    d, expected = run_tma_mma(sm100, 192, schedule=schedule)
+    np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+def test_a_stage_refilled_before_the_commit_completed_is_reported(sm100, schedule):
+    with pytest.raises(EmuKernelError, match=r"a TMA load overwrites shared memory \[0x[0-9a-f]+, 0x[0-9a-f]+\) "
+                                             r"that a tcgen05.mma issued by thread 0 still reads \(its tcgen05.commit "
+                                             r"arrives on the mbarrier at 0x[0-9a-f]+ phase 0\): the stage was "
+                                             r"released before the MMA's tcgen05.commit phase was waited on"):
+        run_tma_mma(sm100, 128, bug=1, schedule=schedule)
+
+
+def test_a_descriptor_swizzle_other_than_the_tma_loads_is_reported(sm100):
+    with pytest.raises(EmuKernelError, match=r"tcgen05.mma.cta_group::1.kind::f16 \(its A operand, 64-byte "
+                                             r"swizzle\): the descriptor says 64-byte swizzle, but a TMA load with "
+                                             r"128-byte swizzle filled the shared memory it reads"):
+        run_tma_mma(sm100, 64, bug=2)
+
+
+# ---------------------------------------------------------------------------
 # nvcc: the kernels assemble for sm_100a into the tcgen05 SASS.
 
 needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
@@ -298,7 +336,7 @@ needs_cuobjdump = pytest.mark.skipif(nvcc.find_cuda_tool("cuobjdump") is None, r
 def test_sm100_primitives_assemble_to_tcgen05_sass():
     source = (CUDA_SRC / "sm100_primitives.cu").read_text()
     result = nvcc.compile_check(source, ARCH, name_for_errors="tests/cuda_src/sm100_primitives.cu")
-    assert set(result.kernels) == {"tc_mma", "tmem_alloc_waits", "tmem_ld_st_widths"}, result.log
+    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths"}, result.log
     for usage in result.kernels.values():
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
     sass = nvcc.sass_summary(result.cubin)
@@ -307,6 +345,8 @@ def test_sm100_primitives_assemble_to_tcgen05_sass():
     assert mma.count("UTCBAR") == 1 and mma.count("LDTM") > 0 and mma.count("STTM") > 0
     assert mma.count("HMMA") == 0 and mma.count("QMMA") == 0 and mma.count("HGMMA") == 0
     assert mma.count("UTCATOMSWS") > 0 and mma.count("UVIRTCOUNT", "DEALLOC") == 1
+    pipeline = sass["tma_mma"]
+    assert pipeline.count("UTMALDG") == 2 and pipeline.count("UTCHMMA") > 0 and pipeline.count("UTCBAR") == 2
     widths = sass["tmem_ld_st_widths"]
     assert widths.count("LDTM") > 0 and widths.count("STTM") > 0
 
