@@ -9,6 +9,8 @@ byte addresses, the "Shared Memory Descriptor" and "Instruction descriptor"
 tables, the "Data path layout organization" figures for M = 128 and 64), not
 from the emulator."""
 
+import ctypes
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -242,6 +244,88 @@ def test_tmem_alloc_that_never_gets_columns_is_a_deadlock_naming_tmem(sm100):
 def test_tcgen05_needs_an_sm100_device(sm100):
     with pytest.raises(EmuKernelError, match=r"tcgen05.alloc needs sm_100a or sm_103a; the emulated device is sm_90a"):
         sm100.run_host({"case": b"alloc_waits", "never_free": np.uint8(0)}, arch="sm_90a")
+
+
+# ---------------------------------------------------------------------------
+# The emulator's exported decoders (what the CuTe oracle compares) against
+# the PTX ISA's tables written out above.
+
+
+@pytest.fixture(scope="module")
+def decoders(sm100):
+    lib = ctypes.CDLL(str(sm100.library))
+    lib.gg_emu_sm100_smem_desc_offset.restype = ctypes.c_longlong
+    lib.gg_emu_sm100_smem_desc_offset.argtypes = (ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                                  ctypes.c_int)
+    lib.gg_emu_sm100_smem_desc_check.argtypes = (ctypes.c_ulonglong, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+    lib.gg_emu_sm100_idesc_check.argtypes = (ctypes.c_uint, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+    lib.gg_emu_sm100_idesc_decode.argtypes = (ctypes.c_uint, ctypes.POINTER(ctypes.c_int))
+    return lib
+
+
+def smem_descriptor(start: int, lbo: int, sbo: int, layout: int, version: int = 1) -> int:
+    """PTX ISA "Shared Memory Descriptor": start, LBO, SBO (>> 4), bits 46-48
+    the fixed 0b001, bits 61-63 the swizzling mode."""
+    return (start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | version << 46 | layout << 61
+
+
+@pytest.mark.parametrize("span", [0, 32, 64, 128, "128b32"])
+@pytest.mark.parametrize("mn_major", [False, True], ids=["K", "MN"])
+@pytest.mark.parametrize("eb", [1, 2])
+def test_exported_descriptor_decoding_follows_the_ptx_layouts(decoders, span, mn_major, eb):
+    if span == "128b32" and not mn_major:
+        why = ctypes.create_string_buffer(256)
+        assert decoders.gg_emu_sm100_smem_desc_check(smem_descriptor(0, 16, 1024, 1), 0, why, 256) == 1
+        assert b"MN-major operands only" in why.value
+        return
+    rows, k = 64, 32 // eb
+    lbo, sbo = strides_for(rows, 4 * k, mn_major, span, eb)
+    start = 0x2400
+    expected = swizzle(start + operand_offsets(rows, k, mn_major, span, eb, lbo, sbo), span)
+    desc = smem_descriptor(start, lbo, sbo, SWIZZLE[span])
+    got = np.array([[decoders.gg_emu_sm100_smem_desc_offset(desc, int(mn_major), 8 * eb, r, kk) for kk in range(k)]
+                    for r in range(rows)])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_the_documented_worked_examples(decoders):
+    """docs/cuda-sm100.md, "The descriptors, worked"."""
+    desc = smem_descriptor(0x420, 16, 1024, 2)
+    assert desc == 0x4000404000010042
+    assert decoders.gg_emu_sm100_smem_desc_offset(desc, 0, 16, 9, 3) == 0x8B6
+    fields = (ctypes.c_int * 14)()
+    decoders.gg_emu_sm100_idesc_decode(0x08100490, fields)
+    # D f32, A bf16, B bf16, no negation, both K-major, N 64, M 128, dense, no saturate / shift, no reserved bits.
+    assert list(fields) == [1, 1, 1, 0, 0, 0, 0, 64, 128, 0, 0, 0, 0, 0]
+    assert decoders.gg_emu_sm100_idesc_check(0x08100490, 0, None, 0) == 0
+
+
+@pytest.mark.parametrize(("idesc", "kind", "why"), [
+    (0x08100490 | 1 << 23, 0, b"reserved bits are set"),
+    (0x08100490 & ~(1 << 4), 0, b"D is f16"),
+    ((0x08100490 & ~(0x1F << 24)) | (16 << 24), 0, b"M = 256 (bits 24-28 = 16): cta_group::1 takes M = 64 or 128"),
+    ((0x08100490 & ~(0x3F << 17)) | (3 << 17), 0, b"N = 24 (bits 17-22 = 3) is not a multiple of 16"),
+    ((0x08100490 & ~(0x1F << 24)) | (4 << 24) | (0x3F << 17), 1, b"N = 504 (bits 17-22 = 63) is not a multiple of 8"),
+    (0x08100490 & ~(1 << 7), 0, b"A is f16 and B is bf16: kind::f16 multiplies two operands of one type"),
+    ((0x08100490 & ~(0x3F << 7)) | 2 << 7 | 2 << 10, 0, b"(tf32 is kind::tf32)"),
+    ((0x08100490 & ~(0x3F << 7)) | 6 << 7, 1, b"the A / B format 6 is not one of kind::f8f6f4's"),
+    (0x08100010 | 5 << 7 | 5 << 10, 1, b"e2m1 operands are not modelled"),
+    (0x08100490 | 1 << 2, 0, b"sparse MMA is tcgen05.mma.sp"),
+])
+def test_rejected_instruction_descriptors_say_why(decoders, idesc, kind, why):
+    buf = ctypes.create_string_buffer(256)
+    assert decoders.gg_emu_sm100_idesc_check(idesc, kind, buf, 256) == 1
+    assert why in buf.value, buf.value
+
+
+def test_exported_accumulator_cells_follow_the_data_path_layouts(decoders):
+    lane, column = ctypes.c_int(), ctypes.c_int()
+    for m_total, n in ((128, 16), (64, 8)):
+        for row in range(m_total):
+            for col in (0, n - 1):
+                assert decoders.gg_emu_sm100_d_cell(m_total, n, row, col, ctypes.byref(lane), ctypes.byref(column)) == 0
+                assert (lane.value, column.value) == (int(d_lane(m_total, np.array(row))), col)
+    assert decoders.gg_emu_sm100_d_cell(128, 24, 0, 0, ctypes.byref(lane), ctypes.byref(column)) == -1
 
 
 # ---------------------------------------------------------------------------
