@@ -213,7 +213,9 @@ extern "C" __global__ void tmem_alloc_waits(unsigned* out, int never_free) {
 
 // Every width of tcgen05.ld / st (32x32b.x1 .. x128) on one allocation:
 // each warp stores its lanes' values in[lane * 256 + col] with .xW and reads
-// them back with .xR (W, R = `w`, `r`); out like tc_mma's.
+// them back with .xR (W, R = `w`, `r`); out like tc_mma's, one copy per
+// block (several blocks: a worker runs them one after another, and each
+// starts with TMEM free and its permit to allocate).
 template <int W>
 __device__ void st_all(unsigned base, const unsigned* in, int lane_in_block) {
   for (int c = 0; c < 256; c += W) {
@@ -245,6 +247,7 @@ extern "C" __global__ void tmem_ld_st_widths(const unsigned* in, unsigned* out, 
   gg::tcgen05_fence_after_thread_sync();
   const unsigned base = gg::umma::tmem_addr(slot, 32 * (warp % 4), 0);
   const int lb = threadIdx.x;
+  out += blockIdx.x * 128 * 256;
   switch (w) {
     case 1: st_all<1>(base, in, lb); break;
     case 2: st_all<2>(base, in, lb); break;
@@ -412,11 +415,13 @@ int run_alloc_waits() {
 int run_widths() {
   const std::vector<unsigned char> wr = input("widths");
   const auto* din = static_cast<const unsigned*>(device_copy(input("in")));
-  auto* dout = static_cast<unsigned*>(device_copy(std::vector<unsigned char>(128 * 256 * 4, 0xFF)));
-  tmem_ld_st_widths<<<1, 128>>>(din, dout, wr[0], wr[1]);
+  const int blocks = wr[2];
+  const size_t bytes = static_cast<size_t>(blocks) * 128 * 256 * 4;
+  auto* dout = static_cast<unsigned*>(device_copy(std::vector<unsigned char>(bytes, 0xFF)));
+  tmem_ld_st_widths<<<blocks, 128>>>(din, dout, wr[0], wr[1]);
   if (cudaGetLastError() != cudaSuccess)
     return 2;
-  output("out", dout, 128 * 256 * 4);
+  output("out", dout, bytes);
   return 0;
 }
 

@@ -218,9 +218,22 @@ def test_tcgen05_mma_both_schedules(sm100, schedule):
 def test_tcgen05_ld_st_every_width(sm100, widths):
     rng = np.random.default_rng(widths[0])
     values = rng.integers(0, 2**32, (128, 256), dtype=np.uint64).astype(np.uint32)
-    r = sm100.run_host({"case": b"widths", "widths": np.array(widths, np.uint8), "in": values}, arch=ARCH)
+    r = sm100.run_host({"case": b"widths", "widths": np.array([*widths, 1], np.uint8), "in": values}, arch=ARCH)
     assert r.status == 0, r.log
     np.testing.assert_array_equal(np.frombuffer(r.outputs["out"], np.uint32).reshape(128, 256), values)
+
+
+def test_each_block_starts_with_free_tmem_and_its_permit(sm100):
+    """Three blocks on one worker, each allocating, relinquishing its permit
+    and freeing: the model's state of one block does not leak into the next."""
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 2**32, (128, 256), dtype=np.uint64).astype(np.uint32)
+    r = sm100.run_host({"case": b"widths", "widths": np.array([8, 32, 3], np.uint8), "in": values}, arch=ARCH,
+                       workers=1)
+    assert r.status == 0, r.log
+    out = np.frombuffer(r.outputs["out"], np.uint32).reshape(3, 128, 256)
+    for block in out:
+        np.testing.assert_array_equal(block, values)
 
 
 def test_tmem_alloc_waits_for_columns(sm100):
