@@ -62,7 +62,7 @@ enum Bug {
   kDoubleDealloc = 6,      // tcgen05.dealloc twice
   kOutsideAllocation = 7,  // a tcgen05.ld past the allocated columns
   kAllocAfterRelinquish = 8,
-  kBadInstrDesc = 9,     // the instruction descriptor says N = 24 at M = 128
+  kBadInstrDesc = 9,     // the instruction descriptor says M = 256 (cta_group::2's shape)
   kSm90Descriptor = 10,  // the A descriptor lacks the sm_100 version bits (46-48 = 0b001)
   kNoFenceAfter = 11,    // no tcgen05.fence::after_thread_sync after the commit's wait
   kNoProxyFence = 12,    // no fence.proxy.async between the operands' st.shared and the MMA
@@ -130,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   if (threadIdx.x == 0) {
     gg::tcgen05_fence_after_thread_sync();
     const Type ta = static_cast<Type>(p[kAType]), tb = static_cast<Type>(p[kBType]);
-    const unsigned idesc = gg::umma::instr_desc(ta, tb, m, bug == kBadInstrDesc ? 24 : n,
+    const unsigned idesc = gg::umma::instr_desc(ta, tb, bug == kBadInstrDesc ? 256 : m, n,
                                                 static_cast<Major>(p[kAMajor]),
                                                 static_cast<Major>(p[kBMajor]));
     for (int s = 0; s < steps; ++s) {

@@ -227,10 +227,15 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
         "M = %u (bits 24-28 = %u): cta_group::1 takes M = 64 or 128 (M = 256 needs cta_group::2)",
         d.m, d.m >> 4);
   }
-  const unsigned step = d.m == 64 ? 8 : 16;
+  // N: a multiple of 8 from 8 to 256 for both M with A and B in shared
+  // memory; a multiple of 16 for an 8-bit MN-major B (PTX ISA, tcgen05.mma
+  // "Valid shapes"; CuTe's SM100_MMA_F16BF16_SS / SM100_MMA_F8F6F4_SS
+  // state the same). The field holds N >> 3, so N = 0 and N > 256 are the
+  // other encodings to refuse.
+  const unsigned step = kind == 1 && d.b_mn != 0 ? 16 : 8;
   if (d.n < step || d.n > 256 || d.n % step != 0) {
-    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u)", d.n,
-                  d.n >> 3, step, step, d.m);
+    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u%s)", d.n,
+                  d.n >> 3, step, step, d.m, step == 16 ? ", an 8-bit MN-major B" : "");
   }
   return "";
 }
@@ -1012,9 +1017,8 @@ GG_EMU_API int gg_emu_sm100_idesc_check(unsigned idesc, int kind, char* why, int
 }
 
 GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* lane, int* column) {
-  const unsigned step = m_total == 64 ? 8 : 16;
-  if ((m_total != 64 && m_total != 128) || n < static_cast<int>(step) || n > 256 ||
-      n % static_cast<int>(step) != 0 || row < 0 || row >= m_total || col < 0 || col >= n)
+  if ((m_total != 64 && m_total != 128) || n < 8 || n > 256 || n % 8 != 0 || row < 0 ||
+      row >= m_total || col < 0 || col >= n)
     return -1;
   *lane = static_cast<int>(gg::emu::sm100::d_lane(static_cast<unsigned>(m_total),
                                                   static_cast<unsigned>(row)));
