@@ -229,6 +229,22 @@ def test_tcgen05_ld_st_every_width(sm100, widths):
     np.testing.assert_array_equal(np.frombuffer(r.outputs["out"], np.uint32).reshape(128, 256), values)
 
 
+@pytest.mark.parametrize("num", [1, 2, 4, 8, 16, 32])
+def test_tcgen05_ld_16x256b(sm100, num):
+    """PTX ISA, the .16x256b figure of "Matrix fragments for tcgen05.ld":
+    per .num, 16 lanes x 8 columns; thread t's registers 4i, 4i+1 at lane
+    t/4, columns 8i + 2 (t%4) and + 1; registers 4i+2, 4i+3 at lane t/4 + 8."""
+    rng = np.random.default_rng(num)
+    values = rng.integers(0, 2**32, (128, 256), dtype=np.uint64).astype(np.uint32)
+    r = sm100.run_host({"case": b"ld16", "num": np.uint8(num), "in": values}, arch=ARCH)
+    assert r.status == 0, r.log
+    out = np.frombuffer(r.outputs["out"], np.uint32).reshape(4, 2, 32, 128)
+    w, half, t, j = np.meshgrid(np.arange(4), np.arange(2), np.arange(32), np.arange(4 * num), indexing="ij")
+    lane = 32 * w + 16 * half + t // 4 + 8 * ((j % 4) // 2)
+    col = 8 * (j // 4) + 2 * (t % 4) + j % 2
+    np.testing.assert_array_equal(out[..., :4 * num], values[lane, col])
+
+
 def test_each_block_starts_with_free_tmem_and_its_permit(sm100):
     """Three blocks on one worker, each allocating, relinquishing its permit
     and freeing: the model's state of one block does not leak into the next."""
@@ -442,7 +458,8 @@ needs_cuobjdump = pytest.mark.skipif(nvcc.find_cuda_tool("cuobjdump") is None, r
 def test_sm100_primitives_assemble_to_tcgen05_sass():
     source = (CUDA_SRC / "sm100_primitives.cu").read_text()
     result = nvcc.compile_check(source, ARCH, name_for_errors="tests/cuda_src/sm100_primitives.cu")
-    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths"}, result.log
+    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths",
+                                   "tmem_ld_16x256b"}, result.log
     for usage in result.kernels.values():
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
     sass = nvcc.sass_summary(result.cubin)
@@ -455,6 +472,7 @@ def test_sm100_primitives_assemble_to_tcgen05_sass():
     assert pipeline.count("UTMALDG") == 2 and pipeline.count("UTCHMMA") > 0 and pipeline.count("UTCBAR") == 2
     widths = sass["tmem_ld_st_widths"]
     assert widths.count("LDTM") > 0 and widths.count("STTM") > 0
+    assert sass["tmem_ld_16x256b"].count("LDTM", "16") > 0  # the 16-lane shapes
 
 
 @needs_nvcc
