@@ -227,10 +227,15 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
         "M = %u (bits 24-28 = %u): cta_group::1 takes M = 64 or 128 (M = 256 needs cta_group::2)",
         d.m, d.m >> 4);
   }
-  const unsigned step = d.m == 64 ? 8 : 16;
+  // N: a multiple of 8 from 8 to 256 for both M with A and B in shared
+  // memory; a multiple of 16 for an 8-bit MN-major B (PTX ISA, tcgen05.mma
+  // "Valid shapes"; CuTe's SM100_MMA_F16BF16_SS / SM100_MMA_F8F6F4_SS
+  // state the same). The field holds N >> 3, so N = 0 and N > 256 are the
+  // other encodings to refuse.
+  const unsigned step = kind == 1 && d.b_mn != 0 ? 16 : 8;
   if (d.n < step || d.n > 256 || d.n % step != 0) {
-    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u)", d.n,
-                  d.n >> 3, step, step, d.m);
+    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u%s)", d.n,
+                  d.n >> 3, step, step, d.m, step == 16 ? ", an 8-bit MN-major B" : "");
   }
   return "";
 }
@@ -718,49 +723,84 @@ void commit(void* bar) {
 // ---------------------------------------------------------------------------
 // tcgen05.ld / st.
 
-inline void check_lanes(unsigned taddr, const char* op) {
+// The lanes [lane(addr), + span) a warp's access touches must lie in the
+// warp's quarter of TMEM (PTX ISA, tcgen05 "Access restrictions": warp w of
+// a warpgroup reaches lanes 32 * (w % 4) .. + 31); a 32-lane shape starts
+// at the quarter's first lane, a 16-lane one at its first or 17th.
+inline void check_lanes(unsigned taddr, unsigned span, const char* op) {
   const ThreadCtx& t = current();
   const unsigned lane = taddr >> 16, quarter = t.warp % 4;
-  if (lane != 32 * quarter) {
+  if (lane < 32 * quarter || lane + span > 32 * quarter + 32 || lane % span != 0) {
     fail(
         "%s: warp %u (position %u in its warpgroup) accesses TMEM lanes %u..%u, but it reaches "
-        "only lanes %u..%u (PTX ISA, tcgen05 \"Access restrictions\")",
-        op, t.warp, quarter, lane, lane + 31, 32 * quarter, 32 * quarter + 31);
+        "only lanes %u..%u (PTX ISA, tcgen05 \"Access restrictions\")%s",
+        op, t.warp, quarter, lane, lane + span - 1, 32 * quarter, 32 * quarter + 31,
+        lane % span != 0 ? format(", from a lane that is a multiple of %u", span).c_str() : "");
   }
 }
 
-void tmem_ld(unsigned* r, unsigned n, unsigned taddr) {
-  static constexpr const char* kOp = "tcgen05.ld.32x32b";
-  require_arch(kOp);
-  agree(kOp, taddr, n);
-  check_lanes(taddr, kOp);
+// The shapes of tcgen05.ld (PTX ISA, "Matrix fragments for tcgen05.ld /
+// st", the figures of .32x32b and .16x256b): the lane and column, relative
+// to the address, of register `reg` of lane `t` of the warp.
+enum class LdShape { s32x32b, s16x256b };
+
+inline void ld_cell(LdShape shape, unsigned t, unsigned reg, unsigned* lane, unsigned* column) {
+  if (shape == LdShape::s32x32b) {
+    *lane = t;
+    *column = reg;
+    return;
+  }
+  // .16x256b: 16 lanes x 8 columns per .num; registers 0, 1 at lane t / 4,
+  // columns 2 (t % 4) and + 1; registers 2, 3 the same 8 lanes further.
+  const unsigned rep = reg / 4, j = reg % 4;
+  *lane = t / 4 + 8 * (j / 2);
+  *column = 8 * rep + 2 * (t % 4) + j % 2;
+}
+
+inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, unsigned taddr) {
+  require_arch(op);
+  agree(op, taddr, nregs);
+  const unsigned span = shape == LdShape::s32x32b ? 32 : 16;
+  const unsigned ncols = shape == LdShape::s32x32b ? nregs : 2 * nregs;  // 16x256b: 8 columns per 4 registers
+  check_lanes(taddr, span, op);
   Sm100Block& b = block();
-  const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
-  check_columns(b, column, n, kOp);
+  const unsigned column0 = taddr & 0xFFFFu, lane0 = taddr >> 16, me_lane = current().lane;
+  check_columns(b, column0, ncols, op);
   Sm100Thread& t = b.threads[current().linear];
-  LdPending p{r, n, std::vector<std::uint32_t>(n)};
-  for (unsigned j = 0; j < n; ++j) {
-    const std::size_t c = cell(lane, column + j);
+  LdPending p{r, nregs, std::vector<std::uint32_t>(nregs)};
+  for (unsigned j = 0; j < nregs; ++j) {
+    unsigned dl, dc;
+    ld_cell(shape, me_lane, j, &dl, &dc);
+    const unsigned lane = lane0 + dl, column = column0 + dc;
+    const std::size_t c = cell(lane, column);
     if (b.pending[c] != 0) {
-      const MmaOp* op = op_by_id(b, b.pending[c]);
+      const MmaOp* mma_op = op_by_id(b, b.pending[c]);
       fail(
           "%s reads TMEM lane %u column %u, which a tcgen05.mma issued by thread %u still writes "
           "(%s): the accumulator is read before a thread waited on the mbarrier phase of a "
           "tcgen05.commit after that MMA",
-          kOp, lane, column + j, op->thread, commits_text(*op).c_str());
+          op, lane, column, mma_op->thread, commits_text(*mma_op).c_str());
     }
     if (b.epoch[c] > t.fence_epoch) {
       fail(
           "missing tcgen05.fence::after_thread_sync: %s reads TMEM lane %u column %u, which a "
           "tcgen05.mma completed into after this thread's last tcgen05.fence::after_thread_sync "
           "(wait on the commit's mbarrier, then fence, then tcgen05.ld)",
-          kOp, lane, column + j);
+          op, lane, column);
     }
     p.values[j] = b.cells[c];
     r[j] = kLdPoison;
   }
   t.lds.push_back(std::move(p));
   sm90::set_invalid_trap(true);
+}
+
+void tmem_ld(unsigned* r, unsigned n, unsigned taddr) {
+  load(LdShape::s32x32b, "tcgen05.ld.32x32b", r, n, taddr);
+}
+
+void tmem_ld_16x256b(unsigned* r, unsigned num, unsigned taddr) {
+  load(LdShape::s16x256b, "tcgen05.ld.16x256b", r, 4 * num, taddr);
 }
 
 void wait_ld() {
@@ -788,7 +828,7 @@ void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
   static constexpr const char* kOp = "tcgen05.st.32x32b";
   require_arch(kOp);
   agree(kOp, taddr, n);
-  check_lanes(taddr, kOp);
+  check_lanes(taddr, 32, kOp);
   Sm100Block& b = block();
   const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
   check_columns(b, column, n, kOp);
@@ -1012,9 +1052,8 @@ GG_EMU_API int gg_emu_sm100_idesc_check(unsigned idesc, int kind, char* why, int
 }
 
 GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* lane, int* column) {
-  const unsigned step = m_total == 64 ? 8 : 16;
-  if ((m_total != 64 && m_total != 128) || n < static_cast<int>(step) || n > 256 ||
-      n % static_cast<int>(step) != 0 || row < 0 || row >= m_total || col < 0 || col >= n)
+  if ((m_total != 64 && m_total != 128) || n < 8 || n > 256 || n % 8 != 0 || row < 0 ||
+      row >= m_total || col < 0 || col >= n)
     return -1;
   *lane = static_cast<int>(gg::emu::sm100::d_lane(static_cast<unsigned>(m_total),
                                                   static_cast<unsigned>(row)));
