@@ -152,9 +152,10 @@ def runtime_headers(spec: ir.Spec, files: dict[PurePosixPath, str]) -> dict[Pure
     def but(name: str) -> str:
         if name not in pruned:
             return ""
-        archs = sorted(pruned[name])
-        what = "Hopper-only" if archs == [runtime.HOPPER_ARCH] else f"{' / '.join(archs)}-only"
-        return f",\n// without its {what} includes ({spec.path} declares no {' or '.join(archs)})"
+        archs = [a for a in ir.CUDA_ARCHS if a in pruned[name]]
+        none = "neither" if len(archs) == 2 else "none of them" if len(archs) > 2 else "no " + archs[0]
+        return (f",\n// without its includes for {' / '.join(archs)} only ({spec.path} declares "
+                f"{none})")
 
     return {PurePosixPath("cuda") / name: head.format(name=name, but=but(name)) + text
             for name, text in sorted(texts.items())}
@@ -170,7 +171,7 @@ def _without_tier_includes(text: str, declared: set[str]) -> tuple[str, set[str]
         archs = runtime.tier_archs(m.group(1))
         if not archs or declared & set(archs):
             return m.group(0)
-        left_out.update(a for a in archs if a == archs[0])
+        left_out.update(archs)
         return f'// (not copied, for {" / ".join(archs)} only: #include "{m.group(1)}")'
 
     return _QUOTED_INCLUDE.sub(drop, text), left_out

@@ -39,8 +39,8 @@ OWN_PREFIXES = ("gg_", "launch_", "_")
 DERIVED_PREFIXES = ("launch_",)
 DERIVED_SUFFIXES = ("_validate", "_pick", "_pick_tile", "_workspace_bytes", "_fill",
                     "_worklist", "_unaligned_k", "_vjp", "_launch_error", "_launches", "_sm90",
-                    "_sm120", "_arch_error")
-_TILE_ENTRY = re.compile(r"(.+)_t\d+(_sm90|_sm120)?\Z")
+                    "_sm100", "_sm120", "_arch_error")
+_TILE_ENTRY = re.compile(r"(.+)_t\d+(_sm90|_sm100|_sm120)?\Z")
 _AS = "_as_"
 
 RESERVED: frozenset[str] = (

@@ -306,8 +306,8 @@ CUDA_PREFIX_PATTERNS = (
 )
 
 # Numbered names generated code defines (`struct Tile0`, one per tile of a
-# LUT, and its Hopper and block-scaled twins), as a regular expression.
-GENERATED_PATTERN = r"(Sm90|Sm120)?Tile\d+"
+# LUT, and its Hopper, sm_100a and block-scaled twins), as a regular expression.
+GENERATED_PATTERN = r"(Sm90|Sm100|Sm120)?Tile\d+"
 
 # File names Windows refuses whatever the extension (`aux.py`), compared
 # without case.

@@ -250,8 +250,8 @@ PLANTED = {
     "acc_not_waited": ([("        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);\n", "")],
                        r"deadlock"),
     # The epilogue reads the accumulator before the MMAs' commit.
-    "ld_before_commit": ([("        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);\n"
-                           "        gg::tcgen05_fence_after_thread_sync();\n      }\n",
+    "ld_before_commit": ([(("        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);\n"
+                            "        gg::tcgen05_fence_after_thread_sync();\n      }\n"),
                            "        gg::tcgen05_fence_after_thread_sync();\n      }\n")],
                          r"read before a thread waited on the mbarrier phase of a tcgen05.commit"),
     # A stage goes back to the producer before its MMAs are done.
