@@ -25,8 +25,10 @@ disagreement is a misreading of one of them):
 
 from __future__ import annotations
 
+import ctypes
 import re
 
+import numpy as np
 import pytest
 from cuda_runtime_cases import cutlass_include, run_cute_program
 from sm100_ptx_tables import (
@@ -37,6 +39,7 @@ from sm100_ptx_tables import (
     decode_idesc,
     decode_smem_desc,
     encode_idesc,
+    encode_smem_desc,
     idesc_problems,
     ptx_d_cell,
     ptx_ld,
@@ -198,3 +201,241 @@ def test_tmem_load_atoms_match_the_ptx_isa(cute):
     for shape, nums in atoms.items():
         assert max(nums) == LD_NUMS[shape] and min(nums) == 1, (shape, sorted(nums))
     assert len(atoms) == 5
+
+
+# ---------------------------------------------------------------------------
+# The emulator's decoding (gg_emu_sm100.h) and the gg::umma encoders
+# (gg_primitives_sm100.cuh) against CuTe and the PTX ISA.
+
+_ENCODERS = r"""
+#include "gg_runtime.cuh"
+#include "gg_primitives_sm100.cuh"
+
+// The constexpr encoders of gg::umma, callable through ctypes.
+extern "C" unsigned long long oracle_smem_desc(unsigned addr, unsigned lbo, unsigned sbo,
+                                               unsigned swizzle) {
+  return gg::umma::smem_desc(addr, lbo, sbo, static_cast<gg::umma::Swizzle>(swizzle));
+}
+extern "C" unsigned oracle_instr_desc(int a, int b, int m, int n, int a_mn, int b_mn) {
+  return gg::umma::instr_desc(static_cast<gg::umma::Type>(a), static_cast<gg::umma::Type>(b), m,
+                              n, a_mn ? gg::umma::Major::MN : gg::umma::Major::K,
+                              b_mn ? gg::umma::Major::MN : gg::umma::Major::K);
+}
+extern "C" unsigned oracle_d_lane(int m_total, int m) { return gg::umma::d_lane(m_total, m); }
+extern "C" int oracle_mma_k(int t) { return gg::umma::mma_k(static_cast<gg::umma::Type>(t)); }
+extern "C" __global__ void noop() {}
+"""
+GG_TYPE = {"f16": 0, "bf16": 1, "e4m3": 2, "e5m2": 3}  # gg::umma::Type
+KIND_CODE = {"f16": 0, "f8f6f4": 1}  # the emulator's kind argument
+
+
+class Emulator:
+    """gg_emu_sm100's exported decoders and gg::umma's encoders, through ctypes."""
+
+    def __init__(self) -> None:
+        from gemmgen.harness.cuda_emu import EmuModule
+
+        lib = ctypes.CDLL(str(EmuModule(_ENCODERS, "umma_oracle.cu", memcheck=False).library))
+        c = ctypes
+        self._offset = lib.gg_emu_sm100_smem_desc_offset
+        self._offset.restype = c.c_longlong
+        self._offset.argtypes = (c.c_ulonglong, c.c_int, c.c_int, c.c_int, c.c_int)
+        self._desc_check = lib.gg_emu_sm100_smem_desc_check
+        self._desc_check.argtypes = (c.c_ulonglong, c.c_int, c.c_char_p, c.c_int)
+        self._idesc_decode = lib.gg_emu_sm100_idesc_decode
+        self._idesc_decode.restype = None
+        self._idesc_decode.argtypes = (c.c_uint, c.POINTER(c.c_int))
+        self._idesc_check = lib.gg_emu_sm100_idesc_check
+        self._idesc_check.argtypes = (c.c_uint, c.c_int, c.c_char_p, c.c_int)
+        self._d_cell = lib.gg_emu_sm100_d_cell
+        self._d_cell.argtypes = (c.c_int, c.c_int, c.c_int, c.c_int, c.POINTER(c.c_int),
+                                 c.POINTER(c.c_int))
+        self.smem_desc = lib.oracle_smem_desc
+        self.smem_desc.restype = c.c_ulonglong
+        self.smem_desc.argtypes = (c.c_uint, c.c_uint, c.c_uint, c.c_uint)
+        self.instr_desc = lib.oracle_instr_desc
+        self.instr_desc.restype = c.c_uint
+        self.instr_desc.argtypes = (c.c_int,) * 6
+        self.d_lane = lib.oracle_d_lane
+        self.d_lane.restype = c.c_uint
+        self.d_lane.argtypes = (c.c_int, c.c_int)
+        self.mma_k = lib.oracle_mma_k
+        self.mma_k.argtypes = (c.c_int,)
+
+    def offset(self, desc: int, mn_major: bool, bits: int, row: int, k: int) -> int:
+        return self._offset(desc, int(mn_major), bits, row, k)
+
+    def desc_check(self, desc: int, mn_major: bool) -> str:
+        why = ctypes.create_string_buffer(512)
+        return why.value.decode() if self._desc_check(desc, int(mn_major), why, 512) else ""
+
+    def idesc_fields(self, idesc: int) -> list[int]:
+        out = (ctypes.c_int * 14)()
+        self._idesc_decode(idesc, out)
+        return list(out)
+
+    def idesc_check(self, idesc: int, kind: str) -> str:
+        why = ctypes.create_string_buffer(512)
+        return why.value.decode() if self._idesc_check(idesc, KIND_CODE[kind], why, 512) else ""
+
+    def d_cell(self, m_total: int, n: int, row: int, col: int) -> tuple[int, int] | None:
+        lane, column = ctypes.c_int(), ctypes.c_int()
+        rc = self._d_cell(m_total, n, row, col, ctypes.byref(lane), ctypes.byref(column))
+        return None if rc else (lane.value, column.value)
+
+
+@pytest.fixture(scope="module")
+def emu() -> Emulator:
+    return Emulator()
+
+
+@needs_cute
+def test_emulator_decodes_cute_smem_descriptors(cute, emu):
+    """The emulator's address of every element of every operand CuTe's
+    make_umma_desc describes is CuTe's (the 32-bit 128B_base32B tiles, a
+    kind::tf32 layout, only where the emulator models it)."""
+    compared = rejected = 0
+    for major, sw, bits, rows, kb, raw, _start, offsets in _desc_records(cute):
+        mn_major = major == "MN"
+        why = emu.desc_check(raw, mn_major)
+        if bits == 32:  # tf32 only: outside kind::f16 / f8f6f4
+            rejected += bool(why)
+            if why:
+                continue
+        assert why == "", (major, sw, bits, rows, kb, why)
+        kw = 256 // bits
+        got = [emu.offset(raw, mn_major, bits, mn, k) - SMEM_BASE
+               for mn in range(rows) for k in range(kw)]
+        assert got == offsets, (major, sw, bits, rows, kb)
+        compared += len(got)
+    assert rejected in (0, 3)  # the three tf32 operands: 2 k-blocks of 64 x 8, one of 128 x 8
+    assert compared == 157952 - (2048 if rejected else 0)
+
+
+def _random_descriptors(rng, count: int):
+    """Valid descriptors beyond CuTe's tiles: random strides and starts, the
+    start inside a swizzle row (as a K-major k-block advance puts it) or on
+    the pattern boundary."""
+    for _ in range(count):
+        mode = int(rng.choice([0, 2, 4, 6]))
+        mn_major = bool(rng.integers(2))
+        bits = int(rng.choice([8, 16]))
+        s = SWIZZLE_BYTES_OF[mode]
+        if mode == 0:
+            start = 16 * int(rng.integers(0, 4096))
+        elif mn_major:
+            start = 1024 * int(rng.integers(0, 128))
+        else:
+            start = 1024 * int(rng.integers(0, 128)) + 16 * int(rng.integers(0, s // 16))
+        lbo = 16 * int(rng.integers(1, 512))
+        sbo = 16 * int(rng.integers(1, 512))
+        yield encode_smem_desc(start, lbo, sbo, mode), mn_major, bits
+
+
+SWIZZLE_BYTES_OF = {0: 0, 2: 128, 4: 64, 6: 32}
+
+
+def test_emulator_decodes_descriptors_as_the_ptx_isa(emu):
+    """Random valid descriptors (any LBO / SBO, starts off the tile origin):
+    the emulator's address of every third row of a 128-row operand is the
+    PTX ISA's."""
+    rng = np.random.default_rng(29)
+    for desc, mn_major, bits in _random_descriptors(rng, 60):
+        assert emu.desc_check(desc, mn_major) == "", hex(desc)
+        kw = 256 // bits
+        for mn in range(0, 128, 3):
+            for k in range(kw):
+                want = ptx_operand_address(desc, mn_major, bits, mn, k)
+                got = emu.offset(desc, mn_major, bits, mn, k)
+                assert got == want, (hex(desc), mn_major, bits, mn, k, got, want)
+
+
+@needs_cute
+def test_emulator_decodes_cute_instruction_descriptors(cute, emu):
+    """Every field of every CuTe descriptor, as the emulator reads it; the
+    emulator accepts exactly those the PTX ISA allows."""
+    for kind, a, b, m, n, am, bm, raw, *view in cute["idesc"]:
+        raw = int(raw)
+        cf, af, bf, amj, bmj, ndim, mdim, aneg, bneg, sat, sparse, shift = map(int, view)
+        fields = emu.idesc_fields(raw)
+        assert fields == [cf, af, bf, aneg, bneg, amj, bmj, ndim << 3, mdim << 4, sparse, 0, sat,
+                          shift, 0], (kind, a, b, m, n, am, bm, fields)
+        why = emu.idesc_check(raw, kind)
+        assert bool(why) == bool(idesc_problems(raw, kind)), (kind, a, b, m, n, am, bm, why)
+
+
+# Descriptors the PTX ISA forbids for a dense cta_group::1 kind::f16 / f8f6f4
+# MMA (Tables 39, 42, 50), each a valid one with one field changed.
+_BAD_IDESC = {
+    "reserved bit 6": 1 << 6,
+    "reserved bit 23": 1 << 23,
+    "reserved bit 29": 1 << 29,
+    "sparse": 1 << 2,
+    "max shift (.ws)": 1 << 30,
+}
+
+
+def test_emulator_rejects_what_the_ptx_isa_forbids(emu):
+    good = encode_idesc("f16", "bf16", "bf16", "f32", 128, 128, False, False)
+    assert emu.idesc_check(good, "f16") == ""
+    cases = {name: good | bit for name, bit in _BAD_IDESC.items()}
+    for name, m, n in (("M = 256", 256, 128), ("M = 32", 32, 128), ("N = 0", 128, 0),
+                       ("N = 264", 128, 264)):
+        word = good & ~((0x3F << 17) | (0x1F << 24))
+        cases[name] = word | (((n >> 3) & 0x3F) << 17) | (((m >> 4) & 0x1F) << 24)
+    cases["dtype f16 for f8f6f4"] = (encode_idesc("f8f6f4", "e4m3", "e4m3", "f32", 128, 64,
+                                                  False, False) & ~(3 << 4))
+    cases["B type 2 (tf32)"] = (good & ~(7 << 10)) | (2 << 10)
+    cases["8-bit N-major B, N = 24"] = encode_idesc("f8f6f4", "e4m3", "e5m2", "f32", 64, 24,
+                                                    False, True)
+    for name, word in cases.items():
+        kind = "f8f6f4" if "f8f6f4" in name or "8-bit" in name else "f16"
+        assert idesc_problems(word, kind), name  # the PTX ISA's statement rejects it
+        assert emu.idesc_check(word, kind) != "", name
+
+    good_desc = encode_smem_desc(0x400, 16, 1024, 2)
+    assert emu.desc_check(good_desc, False) == ""
+    bad_descs = {
+        "version 0 (the sm_90 format)": good_desc & ~(7 << 46),
+        "bits 46-48 = 0b011": good_desc | (1 << 47),
+        "swizzle mode 3": (good_desc & ~(7 << 61)) | (3 << 61),
+        "swizzle mode 5": (good_desc & ~(7 << 61)) | (5 << 61),
+        "swizzle mode 7": (good_desc & ~(7 << 61)) | (7 << 61),
+        "bits 53-60 set": good_desc | (1 << 55),
+    }
+    for name, desc in bad_descs.items():
+        assert smem_desc_problems(desc), name
+        assert emu.desc_check(desc, False) != "", name
+
+
+@needs_cute
+def test_emulator_accumulator_cells_match_cute(cute, emu):
+    """gg_emu_sm100_d_cell and gg::umma::d_lane against UMMA::tmem_frg_1sm for
+    every element of every CuTe accumulator; out-of-range cells refused."""
+    for m_shape, n_shape, *addrs in cute["tmemc"]:
+        mm, nn = int(m_shape), int(n_shape)
+        for i, addr in enumerate(map(int, addrs)):
+            n, m = divmod(i, mm)
+            want = (addr >> 16, addr & 0xFFFF)
+            assert emu.d_cell(mm, nn, m, n) == want, (mm, nn, m, n)
+            assert emu.d_lane(mm, m) == want[0]
+        assert emu.d_cell(mm, nn, mm, 0) is None and emu.d_cell(mm, nn, 0, nn) is None
+    assert emu.d_cell(96, 64, 0, 0) is None and emu.d_cell(128, 264, 0, 0) is None
+
+
+@needs_cute
+def test_gg_encoders_match_cute(cute, emu):
+    """gg::umma::instr_desc builds CuTe's make_instr_desc word for every type,
+    shape and major; gg::umma::smem_desc packs CuTe's make_umma_desc
+    descriptor from its byte strides (start, LBO, SBO, swizzle); mma_k is
+    the traits' K."""
+    for kind, a, b, m, n, am, bm, raw, *_ in cute["idesc"]:
+        got = emu.instr_desc(GG_TYPE[a], GG_TYPE[b], int(m), int(n), am == "MN", bm == "MN")
+        assert got == int(raw), (kind, a, b, m, n, am, bm, hex(got), hex(int(raw)))
+    for kind, a, *_rest in cute["mma"]:
+        assert emu.mma_k(GG_TYPE[a]) == K_OF_KIND[kind]
+    for major, sw, bits, rows, kb, raw, start, _ in _desc_records(cute):
+        f = decode_smem_desc(raw)
+        got = emu.smem_desc(SMEM_BASE + start, f["leading_byte_offset"] << 4,
+                            f["stride_byte_offset"] << 4, f["swizzle"])
+        assert got == raw, (major, sw, bits, rows, kb, hex(got), hex(raw))
