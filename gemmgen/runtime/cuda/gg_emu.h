@@ -40,6 +40,7 @@
 //   gg_emu_sm80.h      sm_80 warp-level primitives (cp.async; the mma.sync and
 //                      ldmatrix bodies are templates in gg_primitives.cuh)
 //   gg_emu_sm90.h      sm_90 machinery (mbarrier, TMA, tensor maps, wgmma)
+//   gg_emu_sm100.h     sm_100 machinery (TMEM, tcgen05.mma)
 //   gg_emu_cudart.h    the CUDA runtime API for host code, <<<>>>
 // Everything else is compiled once per build mode into the core objects
 // (gg_emu_*.cc, with the internal gg_emu_internal.h and gg_emu_runner.h) and
@@ -127,6 +128,8 @@
 #include "gg_emu_sm80.h"
 // The Hopper machinery: mbarrier, TMA, tensor maps, wgmma.
 #include "gg_emu_sm90.h"
+// Datacenter Blackwell: tensor memory and tcgen05.mma.
+#include "gg_emu_sm100.h"
 // The CUDA runtime API for host code, and host programs (gg_emu_run_host).
 #include "gg_emu_cudart.h"
 

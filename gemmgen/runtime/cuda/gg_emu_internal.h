@@ -242,6 +242,21 @@ void hopper_free(HopperBlock* h);
 std::string hopper_report(const BlockRunner& r);
 bool hopper_on_stall(BlockRunner& r);
 
+// The sm_100 model's per-block state (TMEM, tcgen05.mma) and its hooks
+// (gg_emu_sm100.cc): the runner's, and the sm90 tier's calls into it (a wait
+// that saw an mbarrier phase complete retires the MMAs committed to it; a
+// TMA load into shared memory an in-flight MMA reads is reported; the
+// floating-point trap's report for a tcgen05.ld register read too early).
+struct Sm100Block;
+void sm100_block_begin(BlockRunner& r);
+void sm100_block_end(BlockRunner& r);
+void sm100_thread_exit(ThreadCtx& t);
+void sm100_free(Sm100Block* b);
+std::string sm100_report(const BlockRunner& r);
+void tcgen05_retire(BlockRunner& r, std::uint32_t bar, unsigned long long phase);
+void tcgen05_check_writes(BlockRunner& r, std::uint32_t lo, std::uint32_t hi, const char* writer);
+const char* tcgen05_fpe_reason();
+
 // ---------------------------------------------------------------------------
 // Launches (gg_emu_launch.cc).
 
@@ -322,6 +337,15 @@ struct MapArgument {
 // cuTensorMapEncodeTiled against `buffer` (`buffer_bytes` long) plus the
 // offset, and checks that the map stays inside the buffer. Defined in
 // gg_emu_sm90.cc; false with `why` set when either fails.
+// What the sm100 tier uses of the Hopper model (gg_emu_sm90.cc): an
+// async-proxy read of block offsets [lo, hi) by `reader`, through a
+// descriptor of swizzle span `span` (inside the block's shared memory, not
+// filled by a TMA load still in flight or by one of another swizzle, and
+// fenced with fence.proxy.async after generic writes); the phase an arrival
+// on `bar` now counts in; the floating-point "invalid" trap of the thread.
+void check_async_read(std::uint32_t lo, std::uint32_t hi, unsigned span, const char* reader);
+unsigned long long mbarrier_phase(void* bar, const char* op);
+void set_invalid_trap(bool on);
 bool encode_map_argument(void* map, const MapArgument& a, unsigned char* buffer, std::size_t buffer_bytes,
                          std::string& why);
 // The emulated cuTensorMapEncodeTiled (gg_emu_sm90.cc).

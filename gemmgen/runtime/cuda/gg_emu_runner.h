@@ -47,6 +47,7 @@ class BlockRunner {
     mc::worker_end();
 #endif
     hopper_free(hopper);
+    sm100_free(sm100);
   }
 
   BlockRunner(const BlockRunner&) = delete;
@@ -73,12 +74,14 @@ class BlockRunner {
       t.cp_committed = 0;
     }
     hopper_block_begin(*this);
+    sm100_block_begin(*this);
     tls.runner = this;
 #if defined(GG_EMU_TSAN)
     run_threads();
 #else
     run_fibers();
     hopper_block_end(*this);
+    sm100_block_end(*this);
     mc::block_end();
 #endif
     tls.runner = nullptr;
@@ -105,6 +108,7 @@ class BlockRunner {
     // Copies in flight still land on a GPU after the thread has exited.
     land_cp_async(t, ~0u);
     hopper_thread_exit(t);
+    sm100_thread_exit(t);
     [[maybe_unused]] Guard g = guard();  // TSan mode: the block's lock, held to the end
     t.state = State::exited;
     --n_live_;
@@ -149,6 +153,8 @@ class BlockRunner {
   ThreadCtx& thread(unsigned linear) { return threads_[linear]; }
   // The Hopper model's state of the current block (gg_emu_sm90.h).
   HopperBlock* hopper = nullptr;
+  // The sm_100 model's state of the current block (gg_emu_sm100.h).
+  Sm100Block* sm100 = nullptr;
 
   // True when [p, p + bytes) lies in this block's shared memory. Only exact in
   // fiber mode; TSan mode cannot see static __shared__ in templates.
@@ -361,7 +367,7 @@ class BlockRunner {
 
   [[noreturn]] void deadlock() const {
     fail("deadlock in block (%u,%u,%u): no thread of the block can make progress\n%s%s", block_idx_.x, block_idx_.y,
-         block_idx_.z, thread_states().c_str(), hopper_report(*this).c_str());
+         block_idx_.z, thread_states().c_str(), (hopper_report(*this) + sm100_report(*this)).c_str());
   }
 
   [[noreturn]] void fail_barrier_after_exit() const {

@@ -629,7 +629,12 @@ bool mbarrier_wait(void* bar, unsigned parity, const char* op) {
     b = &barrier(bar, op);
   }
   land_loads(*b);
+  tcgen05_retire(runner(), b->addr, b->phase);
   return true;
+}
+
+unsigned long long mbarrier_phase(void* bar, const char* op) {
+  return barrier(bar, op).phase;
 }
 
 // The async proxy reads [p, p + bytes): its bytes must be what the last
@@ -771,6 +776,7 @@ void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* coords,
   }
   const std::uint32_t lo = static_cast<std::uint32_t>(shadow_offset(dst));
   check_no_wgmma_reads(lo, lo + static_cast<std::uint32_t>(bytes), "a TMA load");
+  tcgen05_check_writes(runner(), lo, lo + static_cast<std::uint32_t>(bytes), "a TMA load");
   HopperBlock& h = block();
   const auto* d0 = static_cast<const unsigned char*>(dst);
   for (const TmaLoad& l : h.loads) {
@@ -871,6 +877,8 @@ inline float wgmma_poison() {
 
 inline void on_fpe(int, siginfo_t* info, void*) {
   if (info->si_code == FPE_FLTINV) {
+    if (const char* why = tcgen05_fpe_reason())
+      fail_with_status(kExitKernelError, why);
     fail_with_status(
         kExitKernelError,
         "floating-point invalid operation while this thread has wgmma.mma_async in flight: an "
@@ -897,6 +905,51 @@ inline void trap_invalid(bool on) {
   } else {
     fedisableexcept(FE_INVALID);
   }
+}
+
+void set_invalid_trap(bool on) {
+  trap_invalid(on);
+}
+
+// An async-proxy read of [lo, hi) by the sm100 tier (a tcgen05.mma operand
+// through a descriptor of swizzle span `span`, 1 for the 128-byte swizzle
+// with 32-byte atomicity, which no modelled TMA load writes): inside the block's shared
+// memory, not filled by a TMA load still in flight, nor by one of another
+// swizzle, and what the last fence.proxy.async left.
+void check_async_read(std::uint32_t lo, std::uint32_t hi, unsigned span, const char* reader) {
+  HopperBlock& h = block();
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  if (hi > static_cast<std::size_t>(s.end - s.begin) || hi < lo) {
+    fail("%s: shared address 0x%05x (+%u bytes) is outside the block's shared memory", reader,
+         (base + lo) % kWindow, hi - lo);
+  }
+  for (const TmaLoad& l : h.loads) {
+    const std::uint32_t llo = static_cast<std::uint32_t>(shadow_offset(l.dst)),
+                        lhi = llo + static_cast<std::uint32_t>(l.bytes);
+    if (lo < lhi && llo < hi) {
+      fail(
+          "%s reads shared memory at 0x%05x that a TMA load (mbarrier at 0x%05x, phase %llu) "
+          "still fills: no thread has waited on that barrier phase (a missing wait on the full "
+          "barrier?)",
+          reader, (base + std::max(lo, llo)) % kWindow, l.barrier, l.phase);
+    }
+  }
+  for (const HopperBlock::Filled& f : h.filled) {
+    if (lo < f.hi && f.lo < hi && f.span != span) {
+      fail(
+          "%s: the descriptor says %s, but a TMA load with %s filled the shared memory it reads "
+          "(at 0x%05x): the descriptor's swizzle mode must be the tensor map's",
+          reader,
+          span == 1   ? "a 128-byte swizzle with 32-byte atomicity"
+          : span != 0 ? format("%u-byte swizzle", span).c_str()
+                      : "no swizzle",
+          f.span ? format("%u-byte swizzle", f.span).c_str() : "no swizzle",
+          (base + std::max(lo, f.lo)) % kWindow);
+    }
+  }
+  if (std::memcmp(s.begin + lo, h.shadow.data() + lo, hi - lo) != 0)
+    check_async_view(s.begin + lo, hi - lo, reader);
 }
 
 // The A fragment registers of the thread's in-flight wgmmas with A in

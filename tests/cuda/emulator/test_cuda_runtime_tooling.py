@@ -132,10 +132,10 @@ def test_no_inline_ptx_in_generated_code():
         str(p.relative_to(ROOT))
         for p in sorted(generated.rglob("*"))
         if p.is_file() and p.name not in ("gg_primitives.cuh", "gg_primitives_sm90.cuh",
-                                          "gg_primitives_sm120.cuh")
+                                          "gg_primitives_sm100.cuh", "gg_primitives_sm120.cuh")
         and pattern.search(p.read_text(errors="replace"))
     ]
-    # generated/<stem>/cuda/ holds copies of the runtime headers, the three
+    # generated/<stem>/cuda/ holds copies of the runtime headers, the
     # primitives headers among them.
     assert not offenders, f"inline asm belongs in the primitives headers only; found in {offenders}"
 
@@ -144,8 +144,10 @@ def test_inline_ptx_lives_in_the_primitives_header_only():
     pattern = re.compile(r"\basm\s*(volatile\s*)?\(")
     runtime = cuda_emu.runtime_include_dir()
     with_ptx = sorted(p.name for p in runtime.iterdir() if p.is_file() and pattern.search(p.read_text()))
-    # The Hopper and the sm_12x parts are included by the first.
-    assert with_ptx == ["gg_primitives.cuh", "gg_primitives_sm120.cuh", "gg_primitives_sm90.cuh"]
+    # The Hopper and the sm_12x parts are included by the first; the sm_100
+    # part (tcgen05, TMEM) by the kernels that use it.
+    assert with_ptx == ["gg_primitives.cuh", "gg_primitives_sm100.cuh", "gg_primitives_sm120.cuh",
+                        "gg_primitives_sm90.cuh"]
 
 
 @pytest.mark.skipif(cuda_gpu.unavailable_reason() is None, reason="a GPU is available here")

@@ -1,0 +1,1016 @@
+// gg_emu_sm100.cc: the emulator's model of tensor memory and tcgen05.mma
+// (gg_emu_sm100.h describes it; docs/cuda-sm100.md has the full story),
+// compiled once per build mode into the core objects. The mbarriers, the
+// async proxy and the TMA loads are the sm90 tier's (gg_emu_sm90.cc).
+#include "gg_emu_runner.h"
+
+#include <cfenv>
+
+namespace gg::emu {
+
+namespace sm100 {
+
+inline constexpr unsigned kLanes = 128;
+inline constexpr unsigned kColumns = 512;
+inline constexpr std::uint32_t kCellPoison = 0xFFFFFFFFu;  // NaN: never written
+inline constexpr std::uint32_t kLdPoison = 0x7fa51d1du;    // a signalling NaN ("LD")
+
+// ---------------------------------------------------------------------------
+// Matrix descriptors (PTX ISA, tcgen05 "Matrix Descriptors": "Shared Memory
+// Descriptor"; the bit table is in gg_primitives_sm100.cuh). Pure
+// functions: the tests compare them with CuTe (the exports at the end).
+
+struct Desc {
+  std::uint32_t start, lbo, sbo;  // bytes
+  unsigned version, base_offset, lbo_mode, fixed_zero, layout;
+};
+
+inline Desc decode_desc(std::uint64_t d) {
+  return {static_cast<std::uint32_t>(d & 0x3FFF) << 4,
+          static_cast<std::uint32_t>((d >> 16) & 0x3FFF) << 4,
+          static_cast<std::uint32_t>((d >> 32) & 0x3FFF) << 4,
+          static_cast<unsigned>((d >> 46) & 7),
+          static_cast<unsigned>((d >> 49) & 7),
+          static_cast<unsigned>((d >> 52) & 1),
+          static_cast<unsigned>((d >> 53) & 0xFF),
+          static_cast<unsigned>((d >> 61) & 7)};
+}
+
+// The swizzle span in bytes of a layout type: 0 none, 1 128B with 32-byte
+// atomicity, 2 128B, 4 64B, 6 32B (3, 5, 7 are not layout types).
+inline unsigned layout_span(unsigned layout) {
+  switch (layout) {
+    case 1:
+    case 2:
+      return 128;
+    case 4:
+      return 64;
+    case 6:
+      return 32;
+    default:
+      return 0;
+  }
+}
+
+inline const char* layout_name(unsigned layout) {
+  switch (layout) {
+    case 0:
+      return "no swizzle";
+    case 1:
+      return "128-byte swizzle with 32-byte atomicity";
+    case 2:
+      return "128-byte swizzle";
+    case 4:
+      return "64-byte swizzle";
+    case 6:
+      return "32-byte swizzle";
+    default:
+      return "a reserved layout type";
+  }
+}
+
+// Why the emulator does not run descriptor `d` (empty: it does).
+inline std::string check_desc(std::uint64_t desc, bool mn_major) {
+  const Desc d = decode_desc(desc);
+  if (d.version != 1) {
+    return format(
+        "bits 46-48 are %u, not the fixed constant 0b001 of an sm_100 matrix descriptor (an sm_90 "
+        "wgmma descriptor has 0 there)",
+        d.version);
+  }
+  if (d.fixed_zero != 0)
+    return format("bits 53-60 are 0x%02x, not the fixed constant 0", d.fixed_zero);
+  if (d.layout == 3 || d.layout == 5 || d.layout == 7)
+    return format("the swizzling mode (bits 61-63) is %u, which is reserved", d.layout);
+  if (d.layout == 1 && !mn_major)
+    return "the 128-byte swizzle with 32-byte atomicity is for MN-major operands only";
+  if (d.base_offset != 0) {
+    return format(
+        "the matrix base offset (bits 49-51) is %u; the emulator models only 0 (a start address "
+        "on the swizzle pattern's boundary)",
+        d.base_offset);
+  }
+  if (d.lbo_mode != 0)
+    return "the leading dimension stride mode (bit 52) is 1 (absolute); the emulator models only 0";
+  return "";
+}
+
+// The shared address of element (mn, k) of an operand (A: m x k, B: n x k)
+// that `d` describes, MN-major when `mn_major` (transpose bit 1), elements
+// of `eb` bytes. The canonical layouts (PTX ISA "Shared Memory Matrix
+// Layout", in bytes; T = 16 / eb elements per 16 bytes, S the span):
+//   K-major,  none:     (mn%8)*16 + (mn/8)*SBO + (k/T)*LBO + (k%T)*eb
+//   K-major,  swizzled: (mn%8)*S  + (mn/8)*SBO + k*eb                  (LBO unused)
+//   MN-major, none:     (mn%T)*eb + (mn/T)*SBO + (k%8)*16 + (k/8)*LBO
+//   MN-major, swizzled: (mn%T)*eb + ((mn/T)%(S/16))*16 + (mn/(T*S/16))*LBO + (k%8)*S + (k/8)*SBO
+//   MN-major, 128B with 32-byte atomicity: as the 128B swizzle but with 4
+//     rows of K per pattern: ... + (k%4)*128 + (k/4)*SBO
+// then the swizzle on the address: Swizzle<log2(S/16),4,3> (bits 4.. ^= bits
+// 7..), or Swizzle<2,5,2> for the 32-byte atomicity (bits 5-6 ^= bits 7-8).
+inline std::uint32_t operand_address(const Desc& d, bool mn_major, unsigned eb, unsigned mn,
+                                     unsigned k) {
+  const unsigned t = 16 / eb;
+  const unsigned span = layout_span(d.layout);
+  std::uint32_t off;
+  if (!mn_major) {
+    off = span == 0 ? (mn % 8) * 16 + (mn / 8) * d.sbo + (k / t) * d.lbo + (k % t) * eb
+                    : (mn % 8) * span + (mn / 8) * d.sbo + k * eb;
+  } else if (span == 0) {
+    off = (mn % t) * eb + (mn / t) * d.sbo + (k % 8) * 16 + (k / 8) * d.lbo;
+  } else if (d.layout == 1) {
+    off = (mn % t) * eb + ((mn / t) % 8) * 16 + (mn / (t * 8)) * d.lbo + (k % 4) * 128 +
+          (k / 4) * d.sbo;
+  } else {
+    const unsigned w = span / 16;
+    off = (mn % t) * eb + ((mn / t) % w) * 16 + (mn / (t * w)) * d.lbo + (k % 8) * span +
+          (k / 8) * d.sbo;
+  }
+  const std::uint32_t a = (d.start + off) % sm90::kWindow;
+  if (span == 0)
+    return a;
+  if (d.layout == 1)
+    return a ^ (((a >> 7) & 3u) << 5);
+  return a ^ (((a >> 7) & (span / 16 - 1)) << 4);
+}
+
+// ---------------------------------------------------------------------------
+// The instruction descriptor (PTX ISA, tcgen05.mma "Instruction descriptor",
+// the table of .kind::f16 / tf32 / f8f6f4 / i8; bits in
+// gg_primitives_sm100.cuh).
+
+struct Idesc {
+  unsigned sparse_sel, sparse, saturate, d_format, a_format, b_format, negate_a, negate_b, a_mn,
+      b_mn, n, m, max_shift, reserved;
+};
+
+inline Idesc decode_idesc(std::uint32_t i) {
+  return {i & 3u,
+          (i >> 2) & 1u,
+          (i >> 3) & 1u,
+          (i >> 4) & 3u,
+          (i >> 7) & 7u,
+          (i >> 10) & 7u,
+          (i >> 13) & 1u,
+          (i >> 14) & 1u,
+          (i >> 15) & 1u,
+          (i >> 16) & 1u,
+          ((i >> 17) & 0x3Fu) << 3,
+          ((i >> 24) & 0x1Fu) << 4,
+          (i >> 30) & 3u,
+          i & ((1u << 6) | (1u << 23) | (1u << 29))};
+}
+
+inline const char* kind_name(int kind) {
+  return kind == 0 ? "tcgen05.mma.cta_group::1.kind::f16" : "tcgen05.mma.cta_group::1.kind::f8f6f4";
+}
+
+inline const char* format_name(int kind, unsigned f) {
+  if (kind == 0)
+    return f == 0 ? "f16" : f == 1 ? "bf16" : f == 2 ? "tf32" : "a reserved format";
+  switch (f) {
+    case 0:
+      return "e4m3";
+    case 1:
+      return "e5m2";
+    case 3:
+      return "e2m3";
+    case 4:
+      return "e3m2";
+    case 5:
+      return "e2m1";
+    default:
+      return "a reserved format";
+  }
+}
+
+// Why the hardware rejects (or the emulator does not model) instruction
+// descriptor `idesc` for `kind` (empty: it runs).
+inline std::string check_idesc(std::uint32_t idesc, int kind) {
+  const Idesc d = decode_idesc(idesc);
+  if (d.reserved != 0)
+    return format("reserved bits are set (0x%08x of bits 6, 23, 29)", d.reserved);
+  if (d.sparse != 0 || d.sparse_sel != 0)
+    return "the sparsity bits (0-2) are set: sparse MMA is tcgen05.mma.sp, not modelled";
+  if (d.saturate != 0)
+    return "the saturate bit (3) is set: it applies to kind::i8 only";
+  if (d.max_shift != 0)
+    return "the maximum shift (bits 30-31) is set: it applies to tcgen05.mma.ws only";
+  if (d.d_format != 1) {
+    return d.d_format == 0 ? "D is f16 (bits 4-5 = 0); the emulator models D in f32 only"
+                           : format("the D format (bits 4-5) is %u, not f16 (0) or f32 (1) for "
+                                    "this kind",
+                                    d.d_format);
+  }
+  if (kind == 0) {
+    if (d.a_format > 1 || d.b_format > 1) {
+      return format(
+          "the A / B formats (bits 7-9, 10-12) are %s / %s; kind::f16 takes f16 (0) and bf16 (1)%s",
+          format_name(0, d.a_format), format_name(0, d.b_format),
+          d.a_format == 2 || d.b_format == 2 ? " (tf32 is kind::tf32)" : "");
+    }
+    if (d.a_format != d.b_format) {
+      return format("A is %s and B is %s: kind::f16 multiplies two operands of one type",
+                    format_name(0, d.a_format), format_name(0, d.b_format));
+    }
+  } else {
+    for (unsigned f : {d.a_format, d.b_format}) {
+      if (f == 2 || f > 5)
+        return format("the A / B format %u is not one of kind::f8f6f4's (bits 7-9, 10-12)", f);
+      if (f >= 3) {
+        return format("%s operands are not modelled (e4m3 and e5m2 are)",
+                      format_name(1, f));
+      }
+    }
+  }
+  if (d.m != 64 && d.m != 128) {
+    return format(
+        "M = %u (bits 24-28 = %u): cta_group::1 takes M = 64 or 128 (M = 256 needs cta_group::2)",
+        d.m, d.m >> 4);
+  }
+  const unsigned step = d.m == 64 ? 8 : 16;
+  if (d.n < step || d.n > 256 || d.n % step != 0) {
+    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u)", d.n,
+                  d.n >> 3, step, step, d.m);
+  }
+  return "";
+}
+
+// The TMEM lane of row `m` of a cta_group::1 accumulator of `m_total` rows
+// (PTX ISA, "Data path layout organization": layout D for M = 128, row m at
+// lane m; layout F for M = 64, the first 16 lanes of each 32-lane quarter);
+// column n of D is at column n.
+inline unsigned d_lane(unsigned m_total, unsigned m) {
+  return m_total == 64 ? 32 * (m / 16) + m % 16 : m;
+}
+
+// ---------------------------------------------------------------------------
+// Element values.
+
+inline double f16_value(unsigned h) {
+  const unsigned e = (h >> 10) & 31u, m = h & 1023u;
+  const double s = (h & 0x8000u) ? -1.0 : 1.0;
+  if (e == 31)
+    return m ? NAN : s * INFINITY;
+  return s * (e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, static_cast<int>(e) - 25));
+}
+inline double bf16_value(unsigned b) {
+  const std::uint32_t bits = (b & 0xFFFFu) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+inline double e4m3_value(unsigned v) {
+  const unsigned e = (v >> 3) & 15u, m = v & 7u;
+  const double s = (v & 0x80u) ? -1.0 : 1.0;
+  if (e == 15 && m == 7)
+    return NAN;
+  return s * (e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, static_cast<int>(e) - 10));
+}
+inline double e5m2_value(unsigned v) {
+  const unsigned e = (v >> 2) & 31u, m = v & 3u;
+  const double s = (v & 0x80u) ? -1.0 : 1.0;
+  if (e == 31)
+    return m ? NAN : s * INFINITY;
+  return s * (e == 0 ? std::ldexp(m, -16) : std::ldexp(4 + m, static_cast<int>(e) - 17));
+}
+
+// ---------------------------------------------------------------------------
+// Per-block state.
+
+struct Alloc {
+  unsigned column, ncols, warp;
+};
+
+struct Commit {
+  std::uint32_t barrier;
+  unsigned long long phase;  // the barrier phase the commit's arrival counts in
+};
+
+struct MmaOp {
+  unsigned id, thread, m, n, column, lane0;
+  int kind;
+  std::vector<sm90::Range> reads;   // block offsets the op read
+  std::vector<unsigned char> bytes;  // what it read there
+  std::vector<Commit> commits;       // every tcgen05.commit of its thread after it
+};
+
+struct LdPending {
+  unsigned* r;
+  unsigned n;
+  std::vector<std::uint32_t> values;
+};
+
+struct Sm100Thread {
+  std::vector<LdPending> lds;
+  bool st_pending = false;
+  unsigned fence_epoch = 0;  // the block's retirement epoch at its last fence::after_thread_sync
+  std::string wait_text;
+};
+
+}  // namespace sm100
+
+struct Sm100Block {
+  std::vector<std::uint32_t> cells;    // kLanes x kColumns, lane-major
+  std::vector<unsigned> pending;       // per cell: the id of the op that still writes it (0: none)
+  std::vector<unsigned> epoch;         // per cell: the retirement epoch that wrote it
+  std::vector<sm100::Alloc> allocs;    // live allocations
+  std::vector<sm100::Alloc> freed;     // freed ones (for the double-free report)
+  std::vector<sm100::MmaOp> ops;       // in flight, in issue order
+  std::vector<sm100::Sm100Thread> threads;
+  unsigned next_id = 1;
+  unsigned retire_epoch = 0;
+  bool relinquished = false;
+  // A warp waiting in tcgen05.alloc: its columns (0: none), for the report.
+  std::vector<unsigned> alloc_waits;
+  bool used = false;
+};
+
+namespace sm100 {
+
+[[noreturn]] inline void tsan_unsupported() {
+  fail("the tcgen05 primitives (TMEM, tcgen05.mma) are modelled in fiber mode only, not in TSan mode");
+}
+
+inline BlockRunner& runner() {
+  return *current().runner;
+}
+
+inline void require_arch(const char* op) {
+  static const bool ok = [] {
+    const std::string a = device_arch();
+    return a == "sm_100a" || a == "sm_103a" || a == "sm_100f" || a == "sm_103f";
+  }();
+  if (!ok)
+    fail("%s needs sm_100a or sm_103a; the emulated device is %s", op, device_arch());
+}
+
+inline Sm100Block& block() {
+#if defined(GG_EMU_TSAN)
+  tsan_unsupported();
+#else
+  BlockRunner& r = runner();
+  if (r.sm100 == nullptr)
+    r.sm100 = new Sm100Block();
+  Sm100Block& b = *r.sm100;
+  if (!b.used) {
+    b.cells.assign(kLanes * kColumns, kCellPoison);
+    b.pending.assign(kLanes * kColumns, 0);
+    b.epoch.assign(kLanes * kColumns, 0);
+    b.threads.assign(r.num_threads(), Sm100Thread{});
+    b.alloc_waits.assign((r.num_threads() + 31) / 32, 0);
+    b.used = true;
+  }
+  return b;
+#endif
+}
+
+inline Sm100Thread& me() {
+  return block().threads[current().linear];
+}
+
+inline std::size_t cell(unsigned lane, unsigned column) {
+  return static_cast<std::size_t>(lane) * kColumns + column;
+}
+
+// The live allocation holding `column`, or null.
+inline const Alloc* allocation_of(const Sm100Block& b, unsigned column) {
+  for (const Alloc& a : b.allocs) {
+    if (column >= a.column && column < a.column + a.ncols)
+      return &a;
+  }
+  return nullptr;
+}
+
+inline std::string describe_allocs(const Sm100Block& b) {
+  if (b.allocs.empty())
+    return "no columns are allocated";
+  std::string s;
+  unsigned total = 0;
+  for (const Alloc& a : b.allocs) {
+    s += format("%s[%u, %u) by warp %u", s.empty() ? "" : ", ", a.column, a.column + a.ncols,
+                a.warp);
+    total += a.ncols;
+  }
+  return format("%u of 512 columns are allocated: %s", total, s.c_str());
+}
+
+// Columns [column, column + n) must lie in live allocations.
+inline void check_columns(const Sm100Block& b, unsigned column, unsigned n, const char* op) {
+  for (unsigned c = column; c < column + n; ++c) {
+    if (c >= kColumns || allocation_of(b, c) == nullptr) {
+      fail("%s accesses TMEM column %u (columns %u..%u), outside every allocation (%s)", op, c,
+           column, column + n - 1, describe_allocs(b).c_str());
+    }
+  }
+}
+
+inline void check_ncols(unsigned ncols, const char* op) {
+  if (ncols < 32 || ncols > 512 || (ncols & (ncols - 1)) != 0)
+    fail("%s: %u columns is not a power of two in 32..512", op, ncols);
+}
+
+// .sync.aligned: every lane of the (whole) warp executes it with the same operands.
+struct Agree {
+  const char* op;
+  unsigned a, b;
+};
+
+inline void agree(const char* op, unsigned a, unsigned b) {
+  const ThreadCtx& t = current();
+  if (active_lanes(t) != 0xffffffffu)
+    fail("%s: warp %u of the block is not a whole warp of 32 threads", op, t.warp);
+  warp_collective<Agree, int>(op, 0xffffffffu, Agree{op, a, b},
+                              [](unsigned lane, const Agree* const* ins) -> int {
+                                for (unsigned l = 0; l < 32; ++l) {
+                                  if (ins[l]->a != ins[lane]->a || ins[l]->b != ins[lane]->b) {
+                                    fail(
+                                        "%s: lanes %u and %u of the warp pass different operands "
+                                        "(0x%x, %u and 0x%x, %u); .sync.aligned needs the same",
+                                        ins[lane]->op, l, lane, ins[l]->a, ins[l]->b, ins[lane]->a,
+                                        ins[lane]->b);
+                                  }
+                                }
+                                return 0;
+                              });
+}
+
+// ---------------------------------------------------------------------------
+// TMEM allocation.
+
+struct FitArg {
+  const Sm100Block* b;
+  unsigned ncols;
+};
+
+// The lowest column of a free run of `ncols` columns aligned to ncols, or kColumns.
+inline unsigned find_free(const Sm100Block& b, unsigned ncols) {
+  for (unsigned c = 0; c + ncols <= kColumns; c += ncols) {
+    bool free = true;
+    for (const Alloc& a : b.allocs)
+      free = free && (a.column + a.ncols <= c || c + ncols <= a.column);
+    if (free)
+      return c;
+  }
+  return kColumns;
+}
+
+void tmem_alloc(unsigned* slot, unsigned ncols) {
+  static constexpr const char* kOp = "tcgen05.alloc";
+  require_arch(kOp);
+  agree(kOp, addr_of(slot), ncols);
+  const ThreadCtx& t = current();
+  if (t.lane == 0) {
+    check_ncols(ncols, kOp);
+    if (!runner().is_shared(slot, 4) || reinterpret_cast<std::uintptr_t>(slot) % 4 != 0)
+      fail("%s: the address slot %p is not 4-byte aligned shared memory", kOp,
+           static_cast<void*>(slot));
+    Sm100Block& b = block();
+    if (b.relinquished) {
+      fail(
+          "%s after tcgen05.relinquish_alloc_permit: the block gave up its right to allocate TMEM "
+          "(warp %u asks for %u columns)",
+          kOp, t.warp, ncols);
+    }
+    if (find_free(b, ncols) == kColumns) {
+      b.alloc_waits[t.warp] = ncols;
+      Sm100Thread& u = me();
+      u.wait_text = format("tcgen05.alloc of %u TMEM columns (%s)", ncols,
+                           describe_allocs(b).c_str());
+      const FitArg arg{&b, ncols};
+      runner().wait_until(
+          current(), u.wait_text.c_str(),
+          [](const void* p) {
+            const auto* f = static_cast<const FitArg*>(p);
+            return find_free(*f->b, f->ncols) != kColumns;
+          },
+          &arg);
+      b.alloc_waits[t.warp] = 0;
+    }
+    const unsigned column = find_free(b, ncols);
+    b.allocs.push_back({column, ncols, t.warp});
+    std::erase_if(b.freed, [&](const Alloc& a) {
+      return a.column < column + ncols && column < a.column + a.ncols;
+    });
+    for (unsigned lane = 0; lane < kLanes; ++lane) {
+      for (unsigned c = column; c < column + ncols; ++c) {
+        b.cells[cell(lane, c)] = kCellPoison;
+        b.epoch[cell(lane, c)] = 0;
+      }
+    }
+    *slot = column;  // lane 0, the first column
+  }
+  syncwarp(0xffffffffu);  // the other lanes see the slot after lane 0 wrote it
+}
+
+void tmem_dealloc(unsigned taddr, unsigned ncols) {
+  static constexpr const char* kOp = "tcgen05.dealloc";
+  require_arch(kOp);
+  agree(kOp, taddr, ncols);
+  const ThreadCtx& t = current();
+  if (t.lane == 0) {
+    check_ncols(ncols, kOp);
+    Sm100Block& b = block();
+    const unsigned column = taddr & 0xFFFFu, lane = taddr >> 16;
+    if (lane != 0)
+      fail("%s: the address 0x%08x names lane %u; an allocation starts at lane 0", kOp, taddr,
+           lane);
+    auto it = std::find_if(b.allocs.begin(), b.allocs.end(), [&](const Alloc& a) {
+      return a.column == column && a.ncols == ncols;
+    });
+    if (it == b.allocs.end()) {
+      for (const Alloc& a : b.freed) {
+        if (a.column == column && a.ncols == ncols) {
+          fail(
+              "%s of TMEM columns [%u, %u), which were already freed (allocated by warp %u): a "
+              "double free (%s)",
+              kOp, column, column + ncols, a.warp, describe_allocs(b).c_str());
+        }
+      }
+      fail("%s of TMEM columns [%u, %u), which are not one allocation (%s)", kOp, column,
+           column + ncols, describe_allocs(b).c_str());
+    }
+    for (unsigned l = 0; l < kLanes; ++l) {
+      for (unsigned c = column; c < column + ncols; ++c) {
+        if (b.pending[cell(l, c)] != 0) {
+          fail(
+              "%s of TMEM columns [%u, %u) while a tcgen05.mma still writes lane %u column %u: "
+              "wait on its tcgen05.commit's mbarrier phase first",
+              kOp, column, column + ncols, l, c);
+        }
+      }
+    }
+    b.freed.push_back(*it);
+    b.allocs.erase(it);
+    runner().wake_waiters();
+  }
+  syncwarp(0xffffffffu);
+}
+
+void tmem_relinquish() {
+  static constexpr const char* kOp = "tcgen05.relinquish_alloc_permit";
+  require_arch(kOp);
+  agree(kOp, 0, 0);
+  if (current().lane == 0)
+    block().relinquished = true;
+  syncwarp(0xffffffffu);
+}
+
+void fence_before() {
+  require_arch("tcgen05.fence::before_thread_sync");
+  block();
+}
+
+void fence_after() {
+  require_arch("tcgen05.fence::after_thread_sync");
+  Sm100Block& b = block();
+  b.threads[current().linear].fence_epoch = b.retire_epoch;
+}
+
+// ---------------------------------------------------------------------------
+// tcgen05.mma.
+
+// The shared memory an operand reads: ranges of block offsets.
+inline void operand_reads(std::vector<sm90::Range>& out, const Desc& d, bool mn_major, unsigned eb,
+                          unsigned rows, unsigned k, std::uint32_t base) {
+  for (unsigned mn = 0; mn < rows; ++mn) {
+    for (unsigned kk = 0; kk < k; ++kk) {
+      const std::uint32_t a = (operand_address(d, mn_major, eb, mn, kk) - base) % sm90::kWindow;
+      if (!out.empty() && out.back().hi == a) {
+        out.back().hi = a + eb;
+      } else {
+        out.push_back({a, a + eb});
+      }
+    }
+  }
+}
+
+inline std::string commits_text(const MmaOp& op) {
+  if (op.commits.empty())
+    return "it has no tcgen05.commit yet";
+  std::string s;
+  for (const Commit& c : op.commits) {
+    s += format("%smbarrier at 0x%05x phase %llu", s.empty() ? "" : ", ", c.barrier, c.phase);
+  }
+  return "its tcgen05.commit arrives on the " + s;
+}
+
+inline const MmaOp* op_by_id(const Sm100Block& b, unsigned id) {
+  for (const MmaOp& op : b.ops) {
+    if (op.id == id)
+      return &op;
+  }
+  return nullptr;
+}
+
+void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
+         unsigned idesc, bool accumulate) {
+  const char* op_name = kind_name(kind);
+  require_arch(op_name);
+  const std::string bad = check_idesc(idesc, kind);
+  if (!bad.empty())
+    fail("%s: instruction descriptor 0x%08x: %s", op_name, idesc, bad.c_str());
+  const Idesc id = decode_idesc(idesc);
+  const bool a_mn = id.a_mn != 0, b_mn = id.b_mn != 0;
+  for (int which = 0; which < 2; ++which) {
+    const std::string why = check_desc(which == 0 ? adesc : bdesc, which == 0 ? a_mn : b_mn);
+    if (!why.empty()) {
+      fail("%s: the %s matrix descriptor 0x%016llx: %s", op_name, which == 0 ? "A" : "B",
+           which == 0 ? adesc : bdesc, why.c_str());
+    }
+  }
+  Sm100Block& b = block();
+  const unsigned tid = current().linear;
+  const unsigned lane0 = d_tmem >> 16, column = d_tmem & 0xFFFFu;
+  if (!(lane0 == 0 || (id.m == 64 && lane0 == 16))) {
+    fail("%s: the D address 0x%08x names lane %u; an M = %u accumulator starts at lane 0%s",
+         op_name, d_tmem, lane0, id.m, id.m == 64 ? " or 16" : "");
+  }
+  check_columns(b, column, id.n, op_name);
+  for (unsigned m = 0; m < id.m; ++m) {
+    for (unsigned n = 0; n < id.n; ++n) {
+      const unsigned p = b.pending[cell(lane0 + d_lane(id.m, m), column + n)];
+      const MmaOp* other = p != 0 ? op_by_id(b, p) : nullptr;
+      if (other != nullptr && other->thread != tid) {
+        fail(
+            "%s writes TMEM lane %u column %u, which a tcgen05.mma of thread %u still writes "
+            "(tcgen05.mma of different threads are not ordered)",
+            op_name, lane0 + d_lane(id.m, m), column + n, other->thread);
+      }
+    }
+  }
+  // The operands: checked like every async-proxy read of shared memory
+  // (bounds, fence.proxy.async, TMA loads in flight or of another swizzle).
+  const unsigned k = kind == 0 ? 16 : 32, eb = kind == 0 ? 2 : 1;
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  MmaOp op{b.next_id++, tid, id.m, id.n, column, lane0, kind, {}, {}, {}};
+  const Desc da = decode_desc(adesc), db = decode_desc(bdesc);
+  operand_reads(op.reads, da, a_mn, eb, id.m, k, base);
+  const std::size_t a_ranges = op.reads.size();
+  operand_reads(op.reads, db, b_mn, eb, id.n, k, base);
+  for (std::size_t i = 0; i < op.reads.size(); ++i) {
+    const sm90::Range& r = op.reads[i];
+    const bool is_a = i < a_ranges;
+    const std::string reader =
+        format("%s (its %s operand, %s)", op_name, is_a ? "A" : "B",
+               layout_name((is_a ? da : db).layout));
+    const unsigned layout = (is_a ? da : db).layout;
+    sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+    op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
+  }
+  // The product, now (the cells stay pending until the op retires).
+  double (*value)(unsigned) = kind == 0 ? (id.a_format == 1 ? bf16_value : f16_value) : nullptr;
+  auto decode = [&](unsigned fmt, unsigned bits) {
+    if (kind == 0)
+      return value(bits);
+    return fmt == 0 ? e4m3_value(bits) : e5m2_value(bits);
+  };
+  auto bits_at = [&](std::uint32_t a) {
+    unsigned v = 0;
+    std::memcpy(&v, s.begin + (a - base) % sm90::kWindow, eb);
+    return v;
+  };
+  std::vector<double> av(static_cast<std::size_t>(id.m) * k), bv(static_cast<std::size_t>(id.n) * k);
+  const double sa = id.negate_a ? -1.0 : 1.0, sb = id.negate_b ? -1.0 : 1.0;
+  for (unsigned m = 0; m < id.m; ++m)
+    for (unsigned kk = 0; kk < k; ++kk)
+      av[m * k + kk] = sa * decode(id.a_format, bits_at(operand_address(da, a_mn, eb, m, kk)));
+  for (unsigned n = 0; n < id.n; ++n)
+    for (unsigned kk = 0; kk < k; ++kk)
+      bv[n * k + kk] = sb * decode(id.b_format, bits_at(operand_address(db, b_mn, eb, n, kk)));
+  for (unsigned m = 0; m < id.m; ++m) {
+    for (unsigned n = 0; n < id.n; ++n) {
+      double acc = 0.0;
+      for (unsigned kk = 0; kk < k; ++kk)
+        acc += av[m * k + kk] * bv[n * k + kk];
+      const std::size_t c = cell(lane0 + d_lane(id.m, m), column + n);
+      float prev;
+      std::memcpy(&prev, &b.cells[c], sizeof prev);
+      const float result = static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
+      std::memcpy(&b.cells[c], &result, sizeof result);
+      b.pending[c] = op.id;
+    }
+  }
+  b.ops.push_back(std::move(op));
+}
+
+void commit(void* bar) {
+  static constexpr const char* kOp = "tcgen05.commit";
+  require_arch(kOp);
+  Sm100Block& b = block();
+  const unsigned tid = current().linear;
+  // The arrival counts in the barrier's current phase (the token it returns).
+  const unsigned long long phase = sm90::mbarrier_phase(bar, kOp);
+  for (MmaOp& op : b.ops) {
+    if (op.thread == tid)
+      op.commits.push_back({addr_of(bar), phase});
+  }
+  sm90::mbarrier_arrive(bar, 0);
+}
+
+// ---------------------------------------------------------------------------
+// tcgen05.ld / st.
+
+inline void check_lanes(unsigned taddr, const char* op) {
+  const ThreadCtx& t = current();
+  const unsigned lane = taddr >> 16, quarter = t.warp % 4;
+  if (lane != 32 * quarter) {
+    fail(
+        "%s: warp %u (position %u in its warpgroup) accesses TMEM lanes %u..%u, but it reaches "
+        "only lanes %u..%u (PTX ISA, tcgen05 \"Access restrictions\")",
+        op, t.warp, quarter, lane, lane + 31, 32 * quarter, 32 * quarter + 31);
+  }
+}
+
+void tmem_ld(unsigned* r, unsigned n, unsigned taddr) {
+  static constexpr const char* kOp = "tcgen05.ld.32x32b";
+  require_arch(kOp);
+  agree(kOp, taddr, n);
+  check_lanes(taddr, kOp);
+  Sm100Block& b = block();
+  const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
+  check_columns(b, column, n, kOp);
+  Sm100Thread& t = b.threads[current().linear];
+  LdPending p{r, n, std::vector<std::uint32_t>(n)};
+  for (unsigned j = 0; j < n; ++j) {
+    const std::size_t c = cell(lane, column + j);
+    if (b.pending[c] != 0) {
+      const MmaOp* op = op_by_id(b, b.pending[c]);
+      fail(
+          "%s reads TMEM lane %u column %u, which a tcgen05.mma issued by thread %u still writes "
+          "(%s): the accumulator is read before a thread waited on the mbarrier phase of a "
+          "tcgen05.commit after that MMA",
+          kOp, lane, column + j, op->thread, commits_text(*op).c_str());
+    }
+    if (b.epoch[c] > t.fence_epoch) {
+      fail(
+          "missing tcgen05.fence::after_thread_sync: %s reads TMEM lane %u column %u, which a "
+          "tcgen05.mma completed into after this thread's last tcgen05.fence::after_thread_sync "
+          "(wait on the commit's mbarrier, then fence, then tcgen05.ld)",
+          kOp, lane, column + j);
+    }
+    p.values[j] = b.cells[c];
+    r[j] = kLdPoison;
+  }
+  t.lds.push_back(std::move(p));
+  sm90::set_invalid_trap(true);
+}
+
+void wait_ld() {
+  require_arch("tcgen05.wait::ld");
+  agree("tcgen05.wait::ld", 0, 0);
+  Sm100Thread& t = me();
+  for (const LdPending& p : t.lds) {
+    for (unsigned j = 0; j < p.n; ++j) {
+      if (p.r[j] != kLdPoison) {
+        fail(
+            "the destination registers of a tcgen05.ld (r[%u] of %u) were written before "
+            "tcgen05.wait::ld",
+            j, p.n);
+      }
+      p.r[j] = p.values[j];
+    }
+  }
+  const bool had = !t.lds.empty();
+  t.lds.clear();
+  if (had)
+    sm90::set_invalid_trap(false);
+}
+
+void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
+  static constexpr const char* kOp = "tcgen05.st.32x32b";
+  require_arch(kOp);
+  agree(kOp, taddr, n);
+  check_lanes(taddr, kOp);
+  Sm100Block& b = block();
+  const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
+  check_columns(b, column, n, kOp);
+  for (unsigned j = 0; j < n; ++j) {
+    const std::size_t c = cell(lane, column + j);
+    if (b.pending[c] != 0) {
+      fail("%s writes TMEM lane %u column %u, which a tcgen05.mma issued by thread %u still writes",
+           kOp, lane, column + j, op_by_id(b, b.pending[c])->thread);
+    }
+    b.cells[c] = r[j];
+    b.epoch[c] = 0;
+  }
+  me().st_pending = true;
+}
+
+void wait_st() {
+  require_arch("tcgen05.wait::st");
+  agree("tcgen05.wait::st", 0, 0);
+  me().st_pending = false;
+}
+
+// ---------------------------------------------------------------------------
+// Retirement: a thread's wait on barrier `bar` saw `phase` phases complete.
+
+void retire(std::uint32_t bar, unsigned long long phase) {
+  Sm100Block& b = *runner().sm100;
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  bool any = false;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < b.ops.size(); ++i) {
+    MmaOp& op = b.ops[i];
+    bool done = false;
+    for (const Commit& c : op.commits)
+      done = done || (c.barrier == bar && c.phase < phase);
+    if (!done) {
+      if (kept != i)
+        b.ops[kept] = std::move(op);
+      ++kept;
+      continue;
+    }
+    if (!any)
+      ++b.retire_epoch;
+    any = true;
+    std::size_t at = 0;
+    for (const sm90::Range& r : op.reads) {
+      if (std::memcmp(s.begin + r.lo, op.bytes.data() + at, r.hi - r.lo) != 0) {
+        std::uint32_t x = r.lo;
+        while (s.begin[x] == op.bytes[at + (x - r.lo)])
+          ++x;
+        fail(
+            "shared memory at 0x%05x that a tcgen05.mma issued by thread %u reads was overwritten "
+            "before its tcgen05.commit's mbarrier phase completed and was waited on (%s): the "
+            "stage was released before the MMA finished reading it",
+            (base + x) % sm90::kWindow, op.thread, commits_text(op).c_str());
+      }
+      at += r.hi - r.lo;
+    }
+    for (unsigned m = 0; m < op.m; ++m) {
+      for (unsigned n = 0; n < op.n; ++n) {
+        const std::size_t c = cell(op.lane0 + d_lane(op.m, m), op.column + n);
+        if (b.pending[c] == op.id) {
+          b.pending[c] = 0;
+          b.epoch[c] = b.retire_epoch;
+        }
+      }
+    }
+  }
+  b.ops.resize(kept);
+}
+
+// A write of [lo, hi) (block offsets) by `writer` (a TMA load) while an
+// in-flight tcgen05.mma reads it.
+void check_writes(std::uint32_t lo, std::uint32_t hi, const char* writer) {
+  const Sm100Block& b = *runner().sm100;
+  const std::uint32_t base = addr_of(runner().shared_region().begin);
+  for (const MmaOp& op : b.ops) {
+    for (const sm90::Range& r : op.reads) {
+      if (r.lo < hi && lo < r.hi) {
+        fail(
+            "%s overwrites shared memory [0x%05x, 0x%05x) that a tcgen05.mma issued by thread %u "
+            "still reads (%s): the stage was released before the MMA's tcgen05.commit phase was "
+            "waited on (or the MMA was issued before its data had arrived)",
+            writer, (base + std::max(lo, r.lo)) % sm90::kWindow,
+            (base + std::min(hi, r.hi)) % sm90::kWindow, op.thread, commits_text(op).c_str());
+      }
+    }
+  }
+}
+
+}  // namespace sm100
+
+// ---------------------------------------------------------------------------
+// The hooks of the sm90 tier and of the BlockRunner (gg_emu_internal.h).
+
+void tcgen05_retire(BlockRunner& r, std::uint32_t bar, unsigned long long phase) {
+  if (r.sm100 != nullptr && r.sm100->used && !r.sm100->ops.empty())
+    sm100::retire(bar, phase);
+}
+
+void tcgen05_check_writes(BlockRunner& r, std::uint32_t lo, std::uint32_t hi, const char* writer) {
+  if (r.sm100 != nullptr && r.sm100->used)
+    sm100::check_writes(lo, hi, writer);
+}
+
+const char* tcgen05_fpe_reason() {
+  const ThreadCtx* t = tls.thread;
+  if (t == nullptr || t->runner == nullptr || t->runner->sm100 == nullptr ||
+      !t->runner->sm100->used)
+    return nullptr;
+  if (t->runner->sm100->threads[t->linear].lds.empty())
+    return nullptr;
+  return "floating-point invalid operation while this thread has a tcgen05.ld outstanding: its "
+         "destination registers were read before tcgen05.wait::ld (they hold signalling NaNs "
+         "until then)";
+}
+
+void sm100_block_begin(BlockRunner& r) {
+  if (r.sm100 != nullptr)
+    r.sm100->used = false;
+}
+
+void sm100_thread_exit(ThreadCtx& t) {
+  Sm100Block* b = t.runner->sm100;
+  if (b == nullptr || !b->used)
+    return;
+  const sm100::Sm100Thread& u = b->threads[t.linear];
+  if (!u.lds.empty())
+    fail("the thread exits with a tcgen05.ld never waited for (tcgen05.wait::ld)");
+  if (u.st_pending)
+    fail("the thread exits with a tcgen05.st never waited for (tcgen05.wait::st)");
+}
+
+void sm100_block_end(BlockRunner& r) {
+  Sm100Block* b = r.sm100;
+  if (b == nullptr || !b->used)
+    return;
+  for (const sm100::MmaOp& op : b->ops) {
+    fail(
+        "at the end of the block, a tcgen05.mma issued by thread %u (D at TMEM column %u, %u x %u) "
+        "has not completed as far as the block can tell: %s, and no thread waited on a phase "
+        "of it",
+        op.thread, op.column, op.m, op.n, sm100::commits_text(op).c_str());
+  }
+  for (const sm100::Alloc& a : b->allocs) {
+    fail(
+        "TMEM leak: columns [%u, %u) allocated by warp %u (tcgen05.alloc) were never freed "
+        "(tcgen05.dealloc) before the block ended",
+        a.column, a.column + a.ncols, a.warp);
+  }
+}
+
+void sm100_free(Sm100Block* b) {
+  delete b;
+}
+
+std::string sm100_report(const BlockRunner& r) {
+  const Sm100Block* b = r.sm100;
+  if (b == nullptr || !b->used)
+    return "";
+  std::string out;
+  for (unsigned w = 0; w < b->alloc_waits.size(); ++w) {
+    if (b->alloc_waits[w] != 0) {
+      out += format("  TMEM: warp %u waits in tcgen05.alloc for %u columns; %s\n", w,
+                    b->alloc_waits[w], sm100::describe_allocs(*b).c_str());
+    }
+  }
+  for (const sm100::MmaOp& op : b->ops) {
+    out += format("  tcgen05.mma of thread %u (D at TMEM column %u, %u x %u) in flight: %s\n",
+                  op.thread, op.column, op.m, op.n, sm100::commits_text(op).c_str());
+  }
+  return out;
+}
+
+}  // namespace gg::emu
+
+// ---------------------------------------------------------------------------
+// The emulator's decoding, for tests that compare it with CuTe and the PTX
+// ISA (the signatures are documented in gg_emu_sm100.h).
+
+namespace {
+void copy_why(const std::string& s, char* why, int why_bytes) {
+  if (why != nullptr && why_bytes > 0) {
+    const std::size_t n = std::min(s.size(), static_cast<std::size_t>(why_bytes - 1));
+    std::memcpy(why, s.data(), n);
+    why[n] = '\0';
+  }
+}
+}  // namespace
+
+GG_EMU_API long long gg_emu_sm100_smem_desc_offset(unsigned long long desc, int major_mn,
+                                                   int elem_bits, int row, int k) {
+  if (!gg::emu::sm100::check_desc(desc, major_mn != 0).empty() ||
+      (elem_bits != 8 && elem_bits != 16 && elem_bits != 32) || row < 0 || k < 0)
+    return -1;
+  return gg::emu::sm100::operand_address(gg::emu::sm100::decode_desc(desc), major_mn != 0,
+                                         static_cast<unsigned>(elem_bits / 8),
+                                         static_cast<unsigned>(row), static_cast<unsigned>(k));
+}
+
+GG_EMU_API int gg_emu_sm100_smem_desc_check(unsigned long long desc, int major_mn, char* why,
+                                            int why_bytes) {
+  const std::string s = gg::emu::sm100::check_desc(desc, major_mn != 0);
+  copy_why(s, why, why_bytes);
+  return s.empty() ? 0 : 1;
+}
+
+GG_EMU_API void gg_emu_sm100_idesc_decode(unsigned idesc, int* fields) {
+  const gg::emu::sm100::Idesc d = gg::emu::sm100::decode_idesc(idesc);
+  const unsigned v[14] = {d.d_format, d.a_format, d.b_format, d.negate_a, d.negate_b,
+                          d.a_mn,     d.b_mn,     d.n,        d.m,        d.sparse,
+                          d.sparse_sel, d.saturate, d.max_shift, d.reserved};
+  for (int i = 0; i < 14; ++i)
+    fields[i] = static_cast<int>(v[i]);
+}
+
+GG_EMU_API int gg_emu_sm100_idesc_check(unsigned idesc, int kind, char* why, int why_bytes) {
+  const std::string s = gg::emu::sm100::check_idesc(idesc, kind);
+  copy_why(s, why, why_bytes);
+  return s.empty() ? 0 : 1;
+}
+
+GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* lane, int* column) {
+  const unsigned step = m_total == 64 ? 8 : 16;
+  if ((m_total != 64 && m_total != 128) || n < static_cast<int>(step) || n > 256 ||
+      n % static_cast<int>(step) != 0 || row < 0 || row >= m_total || col < 0 || col >= n)
+    return -1;
+  *lane = static_cast<int>(gg::emu::sm100::d_lane(static_cast<unsigned>(m_total),
+                                                  static_cast<unsigned>(row)));
+  *column = col;
+  return 0;
+}

@@ -1,0 +1,91 @@
+// gg_emu_sm100.h: the emulator's model of the datacenter Blackwell (sm_100a /
+// sm_103a) machinery that gg_primitives_sm100.cuh gives kernels: tensor
+// memory (TMEM) and tcgen05.mma. Included by gg_emu.h only; the model is
+// compiled once per build mode in gg_emu_sm100.cc. docs/cuda-sm100.md has the
+// full story.
+//
+// Model, per block (Sm100Block, hung off the BlockRunner beside HopperBlock,
+// with the same hooks):
+// - TMEM: 128 lanes x 512 columns of 32-bit cells, poisoned (0xFFFFFFFF, NaN)
+//   at every allocation. tcgen05.alloc takes the lowest free run of ncols
+//   columns aligned to ncols (a power of two, 32..512) and blocks the warp
+//   while none is free (a deadlock report names TMEM when no one frees);
+//   after tcgen05.relinquish_alloc_permit it is an error. dealloc must name
+//   exactly one live allocation (a double free and a free of columns never
+//   allocated are reported). An allocation live at the end of the block is a
+//   leak. Every tcgen05.ld / st / mma cell must lie in a live allocation, and
+//   warp w reaches only lanes 32 * (w % 4) .. + 31.
+// - tcgen05.mma is computed when issued (D = A * B [+ D], exact products
+//   summed in double, rounded once to f32) into the cells, which stay
+//   *pending* until the mbarrier phase of the tcgen05.commit that covers the
+//   MMA has completed and some thread's wait has observed it (the op
+//   retires). A tcgen05.ld of a pending cell is reported; so is one of a
+//   cell that an op retired into after the reading thread's last
+//   tcgen05.fence::after_thread_sync. Until it retires, the shared memory
+//   the op read must keep the bytes it read (checked at retirement, and a
+//   TMA load into it is reported when issued): the stage release rule.
+//   Operands are read through the sm90 tier's async-proxy checks (a missing
+//   fence.proxy.async, a TMA load not yet waited for, a swizzle mismatch
+//   with the TMA load that filled them).
+// - tcgen05.ld delivers signalling NaNs (0x7fa51d1d) and turns on the
+//   floating-point "invalid" trap for the thread; tcgen05.wait::ld writes
+//   the values. Arithmetic on a register before the wait stops the kernel
+//   with a report; a register merely copied out shows up as NaN.
+// Not modelled (reported when used): cta_group::2, A from TMEM, sparse,
+// block-scaled and .ws kinds, D in f16, the fp6 / fp4 types of f8f6f4, a
+// nonzero descriptor base offset or the absolute LBO mode, TSan mode.
+//
+// The decoders the tests compare with CuTe and the PTX ISA are exported with
+// C linkage from every emulator library (tests/cuda/sm100/...):
+//   long long gg_emu_sm100_smem_desc_offset(unsigned long long desc,
+//       int major_mn, int elem_bits, int row, int k);
+//     The shared address (14 + 4 bits, descriptor start included: with start
+//     0 it is the byte offset) of element (row, k) of an operand (A: row m,
+//     B: row n) the sm_100 matrix descriptor `desc` describes, MN-major
+//     (transpose bit 1) when major_mn; -1 when the emulator rejects the
+//     descriptor (gg_emu_sm100_smem_desc_check says why).
+//   int gg_emu_sm100_smem_desc_check(unsigned long long desc, int major_mn,
+//       char* why, int why_bytes);
+//     0 when the descriptor is one the emulator runs, else 1 and the report.
+//   void gg_emu_sm100_idesc_decode(unsigned idesc, int* fields);
+//     fields[0..13] = D format, A format, B format, negate A, negate B,
+//     A major (1: MN), B major, N, M, sparsity flag, sparsity selector,
+//     saturate, maximum shift, reserved bits (idesc & the bits 6, 23, 29).
+//   int gg_emu_sm100_idesc_check(unsigned idesc, int kind, char* why,
+//       int why_bytes);
+//     kind 0: kind::f16, 1: kind::f8f6f4. 0 when valid and modelled, else 1
+//     and the report the emulator gives.
+//   int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* lane,
+//       int* column);
+//     The TMEM lane and column (relative to the D address) of accumulator
+//     element (row, col) of a cta_group::1 MMA of m_total x n; 0, or -1 when
+//     the shape or the element is out of range.
+#pragma once
+
+namespace gg::emu {
+
+namespace sm100 {
+
+inline std::uint32_t addr_of(const void* p) {
+  return sm90::addr_of(p);
+}
+
+// The entry points of gg_primitives_sm100.cuh's CPU bodies (gg_emu_sm100.cc).
+// The warp-collective ones are called by every lane of a warp.
+void tmem_alloc(unsigned* slot, unsigned ncols);
+void tmem_dealloc(unsigned taddr, unsigned ncols);
+void tmem_relinquish();
+void fence_before();
+void fence_after();
+// kind 0: kind::f16, 1: kind::f8f6f4.
+void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
+         unsigned idesc, bool accumulate);
+void commit(void* bar);
+void tmem_ld(unsigned* r, unsigned n, unsigned taddr);
+void tmem_st(const unsigned* r, unsigned n, unsigned taddr);
+void wait_ld();
+void wait_st();
+
+}  // namespace sm100
+
+}  // namespace gg::emu
