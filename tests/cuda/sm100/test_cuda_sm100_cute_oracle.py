@@ -211,18 +211,20 @@ _ENCODERS = r"""
 #include "gg_runtime.cuh"
 #include "gg_primitives_sm100.cuh"
 
-// The constexpr encoders of gg::umma, callable through ctypes.
-extern "C" unsigned long long oracle_smem_desc(unsigned addr, unsigned lbo, unsigned sbo,
+// The constexpr encoders of gg::umma, callable through ctypes (the library
+// hides what is not marked visible).
+#define ORACLE_API extern "C" __attribute__((visibility("default")))
+ORACLE_API unsigned long long oracle_smem_desc(unsigned addr, unsigned lbo, unsigned sbo,
                                                unsigned swizzle) {
   return gg::umma::smem_desc(addr, lbo, sbo, static_cast<gg::umma::Swizzle>(swizzle));
 }
-extern "C" unsigned oracle_instr_desc(int a, int b, int m, int n, int a_mn, int b_mn) {
+ORACLE_API unsigned oracle_instr_desc(int a, int b, int m, int n, int a_mn, int b_mn) {
   return gg::umma::instr_desc(static_cast<gg::umma::Type>(a), static_cast<gg::umma::Type>(b), m,
                               n, a_mn ? gg::umma::Major::MN : gg::umma::Major::K,
                               b_mn ? gg::umma::Major::MN : gg::umma::Major::K);
 }
-extern "C" unsigned oracle_d_lane(int m_total, int m) { return gg::umma::d_lane(m_total, m); }
-extern "C" int oracle_mma_k(int t) { return gg::umma::mma_k(static_cast<gg::umma::Type>(t)); }
+ORACLE_API unsigned oracle_d_lane(int m_total, int m) { return gg::umma::d_lane(m_total, m); }
+ORACLE_API int oracle_mma_k(int t) { return gg::umma::mma_k(static_cast<gg::umma::Type>(t)); }
 extern "C" __global__ void noop() {}
 """
 GG_TYPE = {"f16": 0, "bf16": 1, "e4m3": 2, "e5m2": 3}  # gg::umma::Type
@@ -292,24 +294,17 @@ def emu() -> Emulator:
 @needs_cute
 def test_emulator_decodes_cute_smem_descriptors(cute, emu):
     """The emulator's address of every element of every operand CuTe's
-    make_umma_desc describes is CuTe's (the 32-bit 128B_base32B tiles, a
-    kind::tf32 layout, only where the emulator models it)."""
-    compared = rejected = 0
+    make_umma_desc describes is CuTe's (the 32-bit 128B_base32B tiles too)."""
+    compared = 0
     for major, sw, bits, rows, kb, raw, _start, offsets in _desc_records(cute):
         mn_major = major == "MN"
-        why = emu.desc_check(raw, mn_major)
-        if bits == 32:  # tf32 only: outside kind::f16 / f8f6f4
-            rejected += bool(why)
-            if why:
-                continue
-        assert why == "", (major, sw, bits, rows, kb, why)
+        assert emu.desc_check(raw, mn_major) == "", (major, sw, bits, rows, kb)
         kw = 256 // bits
         got = [emu.offset(raw, mn_major, bits, mn, k) - SMEM_BASE
                for mn in range(rows) for k in range(kw)]
         assert got == offsets, (major, sw, bits, rows, kb)
         compared += len(got)
-    assert rejected in (0, 3)  # the three tf32 operands: 2 k-blocks of 64 x 8, one of 128 x 8
-    assert compared == 157952 - (2048 if rejected else 0)
+    assert compared == 157952
 
 
 def _random_descriptors(rng, count: int):
@@ -350,18 +345,55 @@ def test_emulator_decodes_descriptors_as_the_ptx_isa(emu):
                 assert got == want, (hex(desc), mn_major, bits, mn, k, got, want)
 
 
+def _disputed(m: int, n: int, kind: str, b_mn_major: bool) -> bool:
+    """The shapes where the emulator departs from the PTX ISA and CuTe (the
+    strict xfail tests below): M = 128 with N an odd multiple of 8, and an
+    8-bit N-major B with N an odd multiple of 8."""
+    return n % 16 != 0 and (m == 128 or (kind == "f8f6f4" and b_mn_major))
+
+
 @needs_cute
 def test_emulator_decodes_cute_instruction_descriptors(cute, emu):
     """Every field of every CuTe descriptor, as the emulator reads it; the
-    emulator accepts exactly those the PTX ISA allows."""
+    emulator accepts exactly those the PTX ISA allows (but for the disputed
+    shapes)."""
+    checked = 0
     for kind, a, b, m, n, am, bm, raw, *view in cute["idesc"]:
         raw = int(raw)
         cf, af, bf, amj, bmj, ndim, mdim, aneg, bneg, sat, sparse, shift = map(int, view)
         fields = emu.idesc_fields(raw)
         assert fields == [cf, af, bf, aneg, bneg, amj, bmj, ndim << 3, mdim << 4, sparse, 0, sat,
                           shift, 0], (kind, a, b, m, n, am, bm, fields)
+        if _disputed(int(m), int(n), kind, bm == "MN"):
+            continue
         why = emu.idesc_check(raw, kind)
         assert bool(why) == bool(idesc_problems(raw, kind)), (kind, a, b, m, n, am, bm, why)
+        checked += 1
+    # disputed: (128, 8), (128, 120), (128, 200) x 24; (64, 8), (64, 40) x 4 FP8 pairs x 2
+    assert checked == 264 - 3 * 24 - 2 * 4 * 2
+
+
+_M128_N8 = ("gg_emu_sm100 takes N in steps of 16 at M = 128; the PTX ISA (Table 39) and CuTe "
+            "(SM100_MMA_*_SS) allow steps of 8 (docs/decisions.md, issue 29, the UMMA oracle)")
+_FP8_NMAJOR = ("gg_emu_sm100 accepts an 8-bit N-major B at N = 24; Table 50 and CuTe need N a "
+               "multiple of 16 (docs/decisions.md, issue 29, the UMMA oracle)")
+
+
+@pytest.mark.xfail(strict=True, reason=_M128_N8)
+def test_emulator_takes_m128_with_n_in_steps_of_8(emu):
+    for kind, t in (("f16", "bf16"), ("f8f6f4", "e4m3")):
+        for n in (8, 24, 136, 248):
+            word = encode_idesc(kind, t, t, "f32", 128, n, False, False)
+            assert idesc_problems(word, kind) == []
+            assert emu.idesc_check(word, kind) == "", (kind, n)
+    assert emu.d_cell(128, 8, 127, 7) == ptx_d_cell(128, 127, 7)
+
+
+@pytest.mark.xfail(strict=True, reason=_FP8_NMAJOR)
+def test_emulator_rejects_8bit_n_major_b_at_odd_multiples_of_8(emu):
+    word = encode_idesc("f8f6f4", "e4m3", "e5m2", "f32", 64, 24, False, True)
+    assert idesc_problems(word, "f8f6f4")
+    assert emu.idesc_check(word, "f8f6f4") != ""
 
 
 # Descriptors the PTX ISA forbids for a dense cta_group::1 kind::f16 / f8f6f4
@@ -386,10 +418,8 @@ def test_emulator_rejects_what_the_ptx_isa_forbids(emu):
     cases["dtype f16 for f8f6f4"] = (encode_idesc("f8f6f4", "e4m3", "e4m3", "f32", 128, 64,
                                                   False, False) & ~(3 << 4))
     cases["B type 2 (tf32)"] = (good & ~(7 << 10)) | (2 << 10)
-    cases["8-bit N-major B, N = 24"] = encode_idesc("f8f6f4", "e4m3", "e5m2", "f32", 64, 24,
-                                                    False, True)
     for name, word in cases.items():
-        kind = "f8f6f4" if "f8f6f4" in name or "8-bit" in name else "f16"
+        kind = "f8f6f4" if "f8f6f4" in name else "f16"
         assert idesc_problems(word, kind), name  # the PTX ISA's statement rejects it
         assert emu.idesc_check(word, kind) != "", name
 
@@ -411,13 +441,15 @@ def test_emulator_rejects_what_the_ptx_isa_forbids(emu):
 @needs_cute
 def test_emulator_accumulator_cells_match_cute(cute, emu):
     """gg_emu_sm100_d_cell and gg::umma::d_lane against UMMA::tmem_frg_1sm for
-    every element of every CuTe accumulator; out-of-range cells refused."""
+    every element of every CuTe accumulator (d_cell but at the disputed
+    M = 128, N = 8); out-of-range cells refused."""
     for m_shape, n_shape, *addrs in cute["tmemc"]:
         mm, nn = int(m_shape), int(n_shape)
         for i, addr in enumerate(map(int, addrs)):
             n, m = divmod(i, mm)
             want = (addr >> 16, addr & 0xFFFF)
-            assert emu.d_cell(mm, nn, m, n) == want, (mm, nn, m, n)
+            if not _disputed(mm, nn, "f16", False):
+                assert emu.d_cell(mm, nn, m, n) == want, (mm, nn, m, n)
             assert emu.d_lane(mm, m) == want[0]
         assert emu.d_cell(mm, nn, mm, 0) is None and emu.d_cell(mm, nn, 0, nn) is None
     assert emu.d_cell(96, 64, 0, 0) is None and emu.d_cell(128, 264, 0, 0) is None
