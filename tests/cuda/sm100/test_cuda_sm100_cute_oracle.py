@@ -30,7 +30,8 @@ import re
 
 import numpy as np
 import pytest
-from cuda_runtime_cases import cutlass_include, run_cute_program
+from cuda_runtime_cases import CUDA_SRC, cutlass_include, run_cute_program
+from ml_dtypes import bfloat16, float8_e4m3fn, float8_e5m2
 from sm100_ptx_tables import (
     ATYPES,
     K_OF_KIND,
@@ -47,6 +48,8 @@ from sm100_ptx_tables import (
     smem_desc_problems,
     valid_n,
 )
+
+from gemmgen.harness.cuda_emu import EmuModule
 
 SMEM_BASE = 0x8000  # kSmemBase of cute_umma_oracle.cc: the shared address of its buffer
 SWIZZLE_OF = {"0": 0, "32": 6, "64": 4, "128": 2, "128B32": 1}  # record's SW -> Table 40's mode
@@ -235,8 +238,6 @@ class Emulator:
     """gg_emu_sm100's exported decoders and gg::umma's encoders, through ctypes."""
 
     def __init__(self) -> None:
-        from gemmgen.harness.cuda_emu import EmuModule
-
         lib = ctypes.CDLL(str(EmuModule(_ENCODERS, "umma_oracle.cu", memcheck=False).library))
         c = ctypes
         self._offset = lib.gg_emu_sm100_smem_desc_offset
@@ -471,3 +472,76 @@ def test_gg_encoders_match_cute(cute, emu):
         got = emu.smem_desc(SMEM_BASE + start, f["leading_byte_offset"] << 4,
                             f["stride_byte_offset"] << 4, f["swizzle"])
         assert got == raw, (major, sw, bits, rows, kb, hex(got), hex(raw))
+
+
+# ---------------------------------------------------------------------------
+# One emulated tcgen05.mma on operands at CuTe's addresses, read back through
+# tcgen05.ld.32x32b and placed by CuTe's accumulator layout.
+
+# (kind, A type, B type, M, N, A operand (major, swizzle, k-block), B operand):
+# the operand tiles are cute_umma_oracle.cc's desc records with ROWS = M / N.
+UMMA_CASES = {
+    "bf16_m128n64_Ksw128_Ksw32": ("f16", "bf16", "bf16", 128, 64, ("K", "128", 1), ("K", "32", 0)),
+    "bf16_m128n256_Ksw64_Ksw128": ("f16", "bf16", "bf16", 128, 256, ("K", "64", 1),
+                                   ("K", "128", 3)),
+    "bf16_m64n256_MNinter_MNsw128": ("f16", "bf16", "bf16", 64, 256, ("MN", "0", 1),
+                                     ("MN", "128", 0)),
+    "bf16_m64n8_MNsw32_Kinter": ("f16", "bf16", "bf16", 64, 8, ("MN", "32", 0), ("K", "0", 1)),
+    "e4m3_m128n128_MNsw128_MNsw64": ("f8f6f4", "e4m3", "e4m3", 128, 128, ("MN", "128", 0),
+                                     ("MN", "64", 1)),
+    "e4m3_e5m2_m64n64_Ksw32_MNsw32": ("f8f6f4", "e4m3", "e5m2", 64, 64, ("K", "32", 1),
+                                      ("MN", "32", 0)),
+}
+
+
+NP_TYPE = {"bf16": bfloat16, "e4m3": float8_e4m3fn, "e5m2": float8_e5m2}
+
+
+def _operand_image(cute, major, sw, bits, rows, kb, values):
+    """The shared-memory image of the tile (NaN bytes everywhere but the
+    operand), the descriptor fields, and the k-block's start offset."""
+    for r_major, r_sw, r_bits, r_rows, r_kb, raw, start, offsets in _desc_records(cute):
+        if (r_major, r_sw, r_bits, r_rows, r_kb) == (major, sw, bits, rows, kb):
+            break
+    else:
+        raise AssertionError(f"no CuTe record {major} {sw} {bits} {rows} {kb}")
+    eb = bits // 8
+    data = values.reshape(-1).view(np.uint8).reshape(-1, eb)  # (mn, k) in mn-major order
+    image = np.full(max(offsets) + eb + 64, 0xFF, np.uint8)  # 0xFF..: NaN in bf16, e4m3, e5m2
+    for i, off in enumerate(offsets):
+        image[off:off + eb] = data[i]
+    return image, decode_smem_desc(raw), start
+
+
+@needs_cute
+@pytest.mark.parametrize("case", list(UMMA_CASES))
+def test_emulated_mma_on_cute_operands(cute, case):
+
+    from gemmgen.harness.cuda_emu import EmuModule
+
+    kind, ta, tb, m, n, (am, asw, akb), (bm, bsw, bkb) = UMMA_CASES[case]
+    bits = 16 if kind == "f16" else 8
+    k = K_OF_KIND[kind]
+    rng = np.random.default_rng(sum(map(ord, case)))
+    a = rng.integers(-4, 5, (m, k)).astype(np.float64)
+    b = rng.integers(-4, 5, (n, k)).astype(np.float64)
+    a_img, fa, a_start = _operand_image(cute, am, asw, bits, m, akb, a.astype(NP_TYPE[ta]))
+    b_img, fb, b_start = _operand_image(cute, bm, bsw, bits, n, bkb, b.astype(NP_TYPE[tb]))
+    idesc = encode_idesc(kind, ta, tb, "f32", m, n, am == "MN", bm == "MN")
+    ncols = max(32, 1 << (n - 1).bit_length())
+    geom = np.array([a_start, fa["leading_byte_offset"] << 4, fa["stride_byte_offset"] << 4,
+                     fa["swizzle"], a_img.size, b_start, fb["leading_byte_offset"] << 4,
+                     fb["stride_byte_offset"] << 4, fb["swizzle"], b_img.size, idesc,
+                     KIND_CODE[kind], n, ncols], np.uint32)
+    smem = -(-a_img.size // 1024) * 1024 + b_img.size + 1024
+    module = EmuModule.from_file(CUDA_SRC / "sm100_umma_oracle.cu")
+    (out,) = module.launch("umma_cute_operands", (1,), (128,), smem,
+                           (a_img, b_img, geom, np.full((128, n), 0x7FC00BAD, np.uint32)), (3,),
+                           arch="sm_100a")
+    out = out.view(np.float32)
+    want = a @ b.T
+    (addrs,) = [r[2:] for r in cute["tmemc"] if (int(r[0]), int(r[1])) == (m, n)]
+    for i, addr in enumerate(map(int, addrs)):
+        col, row = divmod(i, m)
+        assert (addr & 0xFFFF) == col
+        assert out[addr >> 16, col] == want[row, col], (case, row, col)
