@@ -17,6 +17,10 @@
 //   tmemc M N ADDR...
 //       UMMA::tmem_frg_1sm<float>::make of one (M, N) accumulator: the TMEM
 //       address (lane << 16 | column) of element (m, n), column-major order.
+//   tmemc2 M N ADDR...
+//       the same for the second of two accumulators tiled along M (CuTe's
+//       default, interleaved allocation: for M = 64 it takes the other 16
+//       lanes of each 32-lane subpartition).
 //   desc MAJOR SW BITS ROWS KB RAW START OFFSETS...
 //       an operand (ROWS x the k of one MMA) at k-block KB of tile_to_shape of
 //       CuTe's UMMA smem layout atom: make_umma_desc<MAJOR>'s raw 64-bit
@@ -140,6 +144,17 @@ void tmemc() {
   std::printf("\n");
 }
 
+template <int M, int N>
+void tmemc2() {
+  Tensor t = UMMA::tmem_frg_1sm<float>::make(Shape<Shape<Int<M>, Int<N>>, _2, _1>{});
+  std::printf("tmemc2 %d %d", M, N);
+  for (int n = 0; n < N; ++n) {
+    for (int m = 0; m < M; ++m)
+      std::printf(" %u", unsigned(raw_pointer_cast(t.data() + t.layout()(make_coord(m, n), 1, 0))));
+  }
+  std::printf("\n");
+}
+
 // The N a kernel may pick: 8 .. 64 in steps of 8 and the larger tile widths,
 // odd multiples of 8 among them.
 template <int M>
@@ -253,6 +268,8 @@ int main() {
   tmemc<128, 64>();
   tmemc<128, 128>();
   tmemc<128, 256>();
+  tmemc2<64, 64>();
+  tmemc2<128, 64>();
 
   desc_all<half_t>();
   desc_all<uint8_t>();

@@ -25,7 +25,8 @@ __device__ void copy_image(unsigned char* dst, const unsigned char* img, int byt
 }
 
 // geom: a_start, a_lbo, a_sbo, a_swizzle, a_bytes, b_start, b_lbo, b_sbo,
-// b_swizzle, b_bytes, idesc, kind (0 kind::f16, 1 kind::f8f6f4), n, ncols.
+// b_swizzle, b_bytes, idesc, kind (0 kind::f16, 1 kind::f8f6f4), n, ncols,
+// D's offset from the allocation (lane << 16 | column).
 extern "C" __global__ void __launch_bounds__(128)
     umma_cute_operands(const unsigned char* a_img, const unsigned char* b_img, const u32* geom,
                        u32* out) {
@@ -50,7 +51,7 @@ extern "C" __global__ void __launch_bounds__(128)
   gg::tcgen05_fence_before_thread_sync();
   __syncthreads();
   gg::tcgen05_fence_after_thread_sync();
-  const u32 d = slot;
+  const u32 d = slot + geom[14];
   if (threadIdx.x == 0) {
     const u64 adesc = gg::make_umma_desc(a_smem + geom[0], geom[1], geom[2],
                                          static_cast<gg::umma::Swizzle>(geom[3]));
@@ -67,11 +68,11 @@ extern "C" __global__ void __launch_bounds__(128)
   const int lane = 32 * warp + static_cast<int>(threadIdx.x) % 32;
   for (int c = 0; c < n; c += 8) {
     u32 r[8];
-    gg::tcgen05_ld_32x32b<8>(r, d + (static_cast<u32>(32 * warp) << 16) + static_cast<u32>(c));
+    gg::tcgen05_ld_32x32b<8>(r, slot + (static_cast<u32>(32 * warp) << 16) + static_cast<u32>(c));
     gg::tcgen05_wait_ld();
     for (int j = 0; j < 8; ++j) out[lane * n + c + j] = r[j];
   }
   gg::tcgen05_fence_before_thread_sync();
   __syncthreads();
-  if (warp == 0) gg::tmem_dealloc(d, ncols);
+  if (warp == 0) gg::tmem_dealloc(slot, ncols);
 }

@@ -148,6 +148,22 @@ def test_accumulator_in_tmem_matches_the_ptx_isa(cute):
                       (128, 128), (128, 256)}
 
 
+@needs_cute
+def test_second_accumulator_in_tmem_matches_the_ptx_isa(cute):
+    """Two accumulators tiled along M: at M = 64 CuTe puts the second in the
+    other 16 lanes of each subpartition (Layout F's lane alignment 16), at
+    M = 128 N columns on."""
+    shapes = set()
+    for m_shape, n_shape, *addrs in cute["tmemc2"]:
+        mm, nn = int(m_shape), int(n_shape)
+        for i, addr in enumerate(map(int, addrs)):
+            n, m = divmod(i, mm)
+            lane, col = ptx_d_cell(64, m, n, 16) if mm == 64 else ptx_d_cell(128, m, nn + n)
+            assert (addr >> 16, addr & 0xFFFF) == (lane, col), (mm, nn, m, n)
+        shapes.add((mm, nn))
+    assert shapes == {(64, 64), (128, 64)}
+
+
 def _desc_records(cute):
     for major, sw, bits, rows, kb, raw, start, *offsets in cute["desc"]:
         yield major, sw, int(bits), int(rows), int(kb), int(raw), int(start), [int(x) for x in offsets]
@@ -478,8 +494,9 @@ def test_gg_encoders_match_cute(cute, emu):
 # One emulated tcgen05.mma on operands at CuTe's addresses, read back through
 # tcgen05.ld.32x32b and placed by CuTe's accumulator layout.
 
-# (kind, A type, B type, M, N, A operand (major, swizzle, k-block), B operand):
-# the operand tiles are cute_umma_oracle.cc's desc records with ROWS = M / N.
+# (kind, A type, B type, M, N, A operand (major, swizzle, k-block), B operand
+# [, D's first lane]): the operand tiles are cute_umma_oracle.cc's desc records
+# with ROWS = M / N; D at lane 16 is the second of CuTe's M = 64 accumulators.
 UMMA_CASES = {
     "bf16_m128n64_Ksw128_Ksw32": ("f16", "bf16", "bf16", 128, 64, ("K", "128", 1), ("K", "32", 0)),
     "bf16_m128n256_Ksw64_Ksw128": ("f16", "bf16", "bf16", 128, 256, ("K", "64", 1),
@@ -491,6 +508,8 @@ UMMA_CASES = {
                                      ("MN", "64", 1)),
     "e4m3_e5m2_m64n64_Ksw32_MNsw32": ("f8f6f4", "e4m3", "e5m2", 64, 64, ("K", "32", 1),
                                       ("MN", "32", 0)),
+    "bf16_m64n64_lane16_Ksw32_MNinter": ("f16", "bf16", "bf16", 64, 64, ("K", "32", 0),
+                                         ("MN", "0", 1), 16),
 }
 
 
@@ -519,7 +538,7 @@ def test_emulated_mma_on_cute_operands(cute, case):
 
     from gemmgen.harness.cuda_emu import EmuModule
 
-    kind, ta, tb, m, n, (am, asw, akb), (bm, bsw, bkb) = UMMA_CASES[case]
+    kind, ta, tb, m, n, (am, asw, akb), (bm, bsw, bkb), *d_lane = UMMA_CASES[case]
     bits = 16 if kind == "f16" else 8
     k = K_OF_KIND[kind]
     rng = np.random.default_rng(sum(map(ord, case)))
@@ -532,7 +551,7 @@ def test_emulated_mma_on_cute_operands(cute, case):
     geom = np.array([a_start, fa["leading_byte_offset"] << 4, fa["stride_byte_offset"] << 4,
                      fa["swizzle"], a_img.size, b_start, fb["leading_byte_offset"] << 4,
                      fb["stride_byte_offset"] << 4, fb["swizzle"], b_img.size, idesc,
-                     KIND_CODE[kind], n, ncols], np.uint32)
+                     KIND_CODE[kind], n, ncols, (d_lane[0] if d_lane else 0) << 16], np.uint32)
     smem = -(-a_img.size // 1024) * 1024 + b_img.size + 1024
     module = EmuModule.from_file(CUDA_SRC / "sm100_umma_oracle.cu")
     (out,) = module.launch("umma_cute_operands", (1,), (128,), smem,
@@ -540,7 +559,8 @@ def test_emulated_mma_on_cute_operands(cute, case):
                            arch="sm_100a")
     out = out.view(np.float32)
     want = a @ b.T
-    (addrs,) = [r[2:] for r in cute["tmemc"] if (int(r[0]), int(r[1])) == (m, n)]
+    (addrs,) = [r[2:] for r in cute["tmemc2" if d_lane else "tmemc"]
+                if (int(r[0]), int(r[1])) == (m, n)]
     for i, addr in enumerate(map(int, addrs)):
         col, row = divmod(i, m)
         assert (addr & 0xFFFF) == col
