@@ -353,6 +353,13 @@ inline Sm100Block& block() {
     r.sm100 = new Sm100Block();
   Sm100Block& b = *r.sm100;
   if (!b.used) {
+    // A new block on this runner: nothing of the last one's TMEM carries over.
+    b.allocs.clear();
+    b.freed.clear();
+    b.ops.clear();
+    b.next_id = 1;
+    b.retire_epoch = 0;
+    b.relinquished = false;
     b.cells.assign(kLanes * kColumns, kCellPoison);
     b.pending.assign(kLanes * kColumns, 0);
     b.epoch.assign(kLanes * kColumns, 0);
