@@ -390,6 +390,32 @@ def test_emulator_decodes_cute_instruction_descriptors(cute, emu):
     assert checked == 264 - 3 * 24 - 2 * 4 * 2
 
 
+def test_emulator_shapes_match_the_ptx_isa(emu):
+    """Every M in 0 .. 496 (steps of 16) and N in 0 .. 504 (steps of 8), both
+    kinds, every B major: the emulator runs exactly the shapes Tables 39 and
+    50 allow (but for the disputed ones), and places D's cells as Layouts D
+    and F do for each of them."""
+    checked = 0
+    for kind, t in (("f16", "bf16"), ("f8f6f4", "e4m3")):
+        for b_mn in (False, True):
+            for m in range(0, 512, 16):
+                for n in range(0, 512, 8):
+                    if _disputed(m, n, kind, b_mn):
+                        continue
+                    word = encode_idesc(kind, t, t, "f32", m, n, False, b_mn)
+                    valid = not idesc_problems(word, kind)
+                    assert (emu.idesc_check(word, kind) == "") == valid, (kind, m, n, b_mn)
+                    checked += 1
+    assert checked > 4000
+    for m in (64, 128):
+        for n in range(8, 257, 8):
+            if _disputed(m, n, "f16", False):
+                continue
+            for row in range(0, m, 5):
+                for col in (0, n // 2, n - 1):
+                    assert emu.d_cell(m, n, row, col) == ptx_d_cell(m, row, col), (m, n, row, col)
+
+
 _M128_N8 = ("gg_emu_sm100 takes N in steps of 16 at M = 128; the PTX ISA (Table 39) and CuTe "
             "(SM100_MMA_*_SS) allow steps of 8 (docs/decisions.md, issue 29, the UMMA oracle)")
 _FP8_NMAJOR = ("gg_emu_sm100 accepts an 8-bit N-major B at N = 24; Table 50 and CuTe need N a "
