@@ -9,6 +9,9 @@
 //       UMMA::make_instr_desc<A, B, float, M, N, AMAJ, BMAJ>(): the raw 32-bit
 //       word and CuTe's own bit-field view of it (c/a/b format, majors, n_dim,
 //       m_dim, negates, saturate, sparse flag, max shift); KIND f16 or f8f6f4.
+// Built with -DGG_ORACLE_ALL_N, the mma and tmemc records cover every N from
+// 8 to 256 in steps of 8 (else a sample).
+//
 //   mma KIND A B M N AMAJ BMAJ K RAW THR A=<layout> B=<layout> C=<layout>
 //       MMA_Traits<SM100_MMA_F16BF16_SS | SM100_MMA_F8F6F4_SS>: K of one MMA,
 //       the traits' idesc_ (RAW), size of ThrID, the ALayout / BLayout /
@@ -155,10 +158,19 @@ void tmemc2() {
   std::printf("\n");
 }
 
+#if defined(GG_ORACLE_ALL_N)
+// Every N from 8 to 256 in steps of 8 (the slow sweep of the oracle test).
+template <int M, int N = 8>
+void per_n() {
+  mma_all<M, N>();
+  tmemc<M, N>();
+  if constexpr (N < 256) per_n<M, N + 8>();
+}
+#else
 // The N a kernel may pick: 8 .. 64 in steps of 8 and the larger tile widths,
 // odd multiples of 8 among them.
 template <int M>
-void per_n_mma() {
+void per_n() {
   mma_all<M, 8>();
   mma_all<M, 16>();
   mma_all<M, 24>();
@@ -173,7 +185,13 @@ void per_n_mma() {
   mma_all<M, 192>();
   mma_all<M, 248>();
   mma_all<M, 256>();
+  tmemc<M, 8>();
+  tmemc<M, 16>();
+  tmemc<M, 64>();
+  tmemc<M, 256>();
+  if constexpr (M == 128) tmemc<M, 128>();
 }
+#endif
 
 // ---------------------------------------------------------------------------
 // Shared-memory descriptors.
@@ -256,18 +274,8 @@ int main() {
   idesc_all<128, 200>();
   idesc_all<128, 256>();
 
-  per_n_mma<64>();
-  per_n_mma<128>();
-
-  tmemc<64, 8>();
-  tmemc<64, 16>();
-  tmemc<64, 64>();
-  tmemc<64, 256>();
-  tmemc<128, 8>();
-  tmemc<128, 16>();
-  tmemc<128, 64>();
-  tmemc<128, 128>();
-  tmemc<128, 256>();
+  per_n<64>();
+  per_n<128>();
   tmemc2<64, 64>();
   tmemc2<128, 64>();
 

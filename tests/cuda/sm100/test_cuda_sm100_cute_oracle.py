@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -50,6 +51,7 @@ from sm100_ptx_tables import (
 )
 
 from gemmgen.harness.cuda_emu import EmuModule
+from gemmgen.harness.toolchain import cuda_include_dir
 
 SMEM_BASE = 0x8000  # kSmemBase of cute_umma_oracle.cc: the shared address of its buffer
 SWIZZLE_OF = {"0": 0, "32": 6, "64": 4, "128": 2, "128B32": 1}  # record's SW -> Table 40's mode
@@ -58,15 +60,28 @@ needs_cute = pytest.mark.skipif(cutlass_include() is None,
                                 reason="nvidia-cutlass (CuTe headers) is not installed")
 
 
-@pytest.fixture(scope="module")
-def cute(tmp_path_factory) -> dict[str, list[list[str]]]:
-    """Runs the CuTe program once; its records by kind."""
-    out = run_cute_program("cute_umma_oracle.cc", tmp_path_factory.mktemp("umma"))
+def _records(out: str) -> dict[str, list[list[str]]]:
     records: dict[str, list[list[str]]] = {}
     for line in out.splitlines():
         fields = line.split()
         records.setdefault(fields[0], []).append(fields[1:])
     return records
+
+
+@pytest.fixture(scope="module")
+def cute(tmp_path_factory) -> dict[str, list[list[str]]]:
+    """Runs the CuTe program once; its records by kind."""
+    return _records(run_cute_program("cute_umma_oracle.cc", tmp_path_factory.mktemp("umma")))
+
+
+def _cute_every_n(out_dir) -> dict[str, list[list[str]]]:
+    """The CuTe program built with -DGG_ORACLE_ALL_N (every N, 8 .. 256)."""
+    cuda = cuda_include_dir()
+    exe = out_dir / "cute_umma_oracle_all_n"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-DGG_ORACLE_ALL_N", f"-I{cutlass_include()}",
+                    f"-I{cuda}", f"-I{cuda / 'cccl'}", str(CUDA_SRC / "cute_umma_oracle.cc"), "-o",
+                    str(exe)], check=True, capture_output=True, text=True)
+    return _records(subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout)
 
 
 def _ints(text: str) -> list[int]:
@@ -110,12 +125,21 @@ def test_instruction_descriptors_match_the_ptx_isa(cute):
     assert invalid == 5 * 4 * 2
 
 
+SAMPLE_N = {8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 136, 192, 248, 256}
+SAMPLE_TMEMC = {(64, 8), (64, 16), (64, 64), (64, 256), (128, 8), (128, 16), (128, 64), (128, 128),
+                (128, 256)}
+
+
 @needs_cute
 def test_mma_traits_match_the_ptx_isa(cute):
     """One thread issues the MMA; A is (M, K), B (N, K), C (M, N), each the
     column-major index of its single thread's values; K is 256 bits (Table
     39: 16 for kind::f16, 32 for kind::f8f6f4); the traits' descriptor is
     Table 42's; CuTe offers an 8-bit N-major B exactly at Table 50's N."""
+    _check_traits(cute, SAMPLE_N)
+
+
+def _check_traits(cute, ns: set[int]) -> None:
     seen: dict[tuple[str, int, str, str], set[int]] = {}
     for kind, a, b, m, n, am, bm, k, raw, thr, la, lb, lc in cute["mma"]:
         m, n, k = int(m), int(n), int(k)
@@ -125,7 +149,6 @@ def test_mma_traits_match_the_ptx_isa(cute):
         assert _ints(lb) == [1, n, k, 0, 1, n], lb
         assert _ints(lc) == [1, m, n, 0, 1, m], lc
         seen.setdefault((kind, m, am, bm), set()).add(n)
-    ns = {8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 136, 192, 248, 256}
     for (kind, m, am, bm), got in seen.items():
         want = ns & set(valid_n(kind, bm == "MN"))
         assert got == want, (kind, m, am, bm, sorted(got ^ want))
@@ -136,6 +159,10 @@ def test_mma_traits_match_the_ptx_isa(cute):
 def test_accumulator_in_tmem_matches_the_ptx_isa(cute):
     """UMMA::tmem_frg_1sm<float>: element (m, n) at lane << 16 | column, as
     Layout D (M = 128) and Layout F (M = 64, lane alignment 0) place it."""
+    assert _check_tmemc(cute) == SAMPLE_TMEMC
+
+
+def _check_tmemc(cute) -> set[tuple[int, int]]:
     shapes = set()
     for m_shape, n_shape, *addrs in cute["tmemc"]:
         mm, nn = int(m_shape), int(n_shape)
@@ -144,8 +171,18 @@ def test_accumulator_in_tmem_matches_the_ptx_isa(cute):
             n, m = divmod(i, mm)
             assert (addr >> 16, addr & 0xFFFF) == ptx_d_cell(mm, m, n), (mm, nn, m, n)
         shapes.add((mm, nn))
-    assert shapes == {(64, 8), (64, 16), (64, 64), (64, 256), (128, 8), (128, 16), (128, 64),
-                      (128, 128), (128, 256)}
+    return shapes
+
+
+@needs_cute
+@pytest.mark.slow
+def test_every_n_matches_the_ptx_isa(tmp_path):
+    """The traits and the accumulator layout at every N from 8 to 256 (the
+    fast cases take a sample; about 35 s of compiling)."""
+    every = _cute_every_n(tmp_path)
+    all_n = set(range(8, 257, 8))
+    _check_traits(every, all_n)
+    assert _check_tmemc(every) == {(m, n) for m in (64, 128) for n in all_n}
 
 
 @needs_cute
@@ -561,9 +598,9 @@ def _operand_image(cute, major, sw, bits, rows, kb, values):
 @needs_cute
 @pytest.mark.parametrize("case", list(UMMA_CASES))
 def test_emulated_mma_on_cute_operands(cute, case):
-
-    from gemmgen.harness.cuda_emu import EmuModule
-
+    """D = A B^T exactly (small integers), every element at the TMEM cell
+    CuTe's accumulator layout names; operand bytes outside the MMA's k-block
+    are NaN, so an element read from a wrong address shows."""
     kind, ta, tb, m, n, (am, asw, akb), (bm, bsw, bkb), *d_lane = UMMA_CASES[case]
     bits = 16 if kind == "f16" else 8
     k = K_OF_KIND[kind]
