@@ -185,6 +185,8 @@ IDESC_FIELDS: dict[str, tuple[int, int]] = {
     "reserved_29": (29, 1),
     "max_shift": (30, 2),  # .ws only
 }
+# Table 42 lists F32 = 1 alone for kind::f8f6f4 (Table 39's row for it, as
+# transcribed, also names .f16 beside .f32: only f32 is compared here).
 DTYPES = {"f16": {"f16": 0, "f32": 1}, "f8f6f4": {"f32": 1}}
 ATYPES = {"f16": {"f16": 0, "bf16": 1},
           "f8f6f4": {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}}

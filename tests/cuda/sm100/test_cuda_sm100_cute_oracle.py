@@ -495,8 +495,8 @@ def test_emulator_rejects_what_the_ptx_isa_forbids(emu):
                        ("N = 264", 128, 264)):
         word = good & ~((0x3F << 17) | (0x1F << 24))
         cases[name] = word | (((n >> 3) & 0x3F) << 17) | (((m >> 4) & 0x1F) << 24)
-    cases["dtype f16 for f8f6f4"] = (encode_idesc("f8f6f4", "e4m3", "e4m3", "f32", 128, 64,
-                                                  False, False) & ~(3 << 4))
+    cases["dtype 3 for f8f6f4"] = (encode_idesc("f8f6f4", "e4m3", "e4m3", "f32", 128, 64, False,
+                                                False) | (3 << 4))
     cases["B type 2 (tf32)"] = (good & ~(7 << 10)) | (2 << 10)
     for name, word in cases.items():
         kind = "f8f6f4" if "f8f6f4" in name else "f16"
