@@ -10,7 +10,7 @@
 //       word and CuTe's own bit-field view of it (c/a/b format, majors, n_dim,
 //       m_dim, negates, saturate, sparse flag, max shift); KIND f16 or f8f6f4.
 // Built with -DGG_ORACLE_ALL_N, the mma and tmemc records cover every N from
-// 8 to 256 in steps of 8 (else a sample).
+// 8 to 256 in steps of 8 (else a sample), and tcopy six atoms more.
 //
 //   mma KIND A B M N AMAJ BMAJ K RAW THR A=<layout> B=<layout> C=<layout>
 //       MMA_Traits<SM100_MMA_F16BF16_SS | SM100_MMA_F8F6F4_SS>: K of one MMA,
@@ -31,6 +31,11 @@
 //       byte offset of every element (mn, k), mn-major order. The buffer sits
 //       at shared address kSmemBase (the descriptor's start address field sees
 //       kSmemBase + offset).
+//   tcopy ATOM M N THREADS | @LANE,COL M,N ... | ...
+//       make_tmem_copy(ATOM, accumulator) over one (M, N) accumulator, the
+//       epilogue's view: per thread (a "|" each), per copy instruction the
+//       TMEM address the thread's warp issues it at (@lane,column) and the
+//       (m, n) of each 32-bit register it receives.
 //   tmem ATOM REGS LANE,COL[,BAD]...
 //       a TMEM load atom (SM100_TMEM_LOAD_*): for thread 0..31, register
 //       0..REGS-1, the TMEM (lane, column) its 32 bits come from, relative to
@@ -257,6 +262,30 @@ void tmem(const char* name) {
   std::printf("\n");
 }
 
+template <class Op, int M, int N>
+void tcopy(const char* name) {
+  Tensor acc = UMMA::tmem_frg_1sm<float>::make(Shape<Shape<Int<M>, Int<N>>, _1, _1>{});
+  Tensor t = acc(make_coord(_, _), 0, 0);
+  auto tiled = make_tmem_copy(Op{}, t);
+  Tensor id = make_identity_tensor(shape(t));
+  std::printf("tcopy %s %d %d %d", name, M, N, int(size(tiled)));
+  for (int th = 0; th < int(size(tiled)); ++th) {
+    auto thr = tiled.get_slice(th);
+    Tensor s = group_modes<1, decltype(rank(thr.partition_S(t)))::value>(thr.partition_S(t));
+    Tensor c = group_modes<1, decltype(rank(thr.partition_D(id)))::value>(thr.partition_D(id));
+    std::printf(" |");
+    for (int i = 0; i < int(size<1>(c)); ++i) {
+      const unsigned a = unsigned(raw_pointer_cast(s.data() + s.layout()(0, i)));
+      std::printf(" @%u,%u", a >> 16, a & 0xFFFFu);
+      for (int v = 0; v < int(size<0>(c)); ++v) {
+        const int idx = int(make_layout(shape(t))(c(v, i)));  // column-major (m, n)
+        std::printf(" %d,%d", idx % M, idx / M);
+      }
+    }
+  }
+  std::printf("\n");
+}
+
 #define GG_TMEM(OP) tmem<SM100_TMEM_LOAD_##OP>(#OP);
 #define GG_TMEM_FAMILY(P)                                                                   \
   GG_TMEM(P##1x) GG_TMEM(P##2x) GG_TMEM(P##4x) GG_TMEM(P##8x) GG_TMEM(P##16x) GG_TMEM(P##32x)
@@ -300,5 +329,15 @@ int main() {
   GG_TMEM_FAMILY(16dp32b)
   GG_TMEM(16dp32b64x)
   GG_TMEM(16dp32b128x)
+
+  tcopy<SM100_TMEM_LOAD_32dp32b8x, 128, 64>("32dp32b8x");
+#if defined(GG_ORACLE_ALL_N)
+  tcopy<SM100_TMEM_LOAD_16dp256b1x, 64, 64>("16dp256b1x");
+  tcopy<SM100_TMEM_LOAD_32dp32b32x, 128, 256>("32dp32b32x");
+  tcopy<SM100_TMEM_LOAD_16dp256b4x, 64, 256>("16dp256b4x");
+  tcopy<SM100_TMEM_LOAD_16dp128b2x, 64, 32>("16dp128b2x");
+  tcopy<SM100_TMEM_LOAD_16dp64b8x, 64, 64>("16dp64b8x");
+  tcopy<SM100_TMEM_LOAD_16dp32b8x, 64, 64>("16dp32b8x");
+#endif
   return 0;
 }

@@ -74,8 +74,11 @@ def cute(tmp_path_factory) -> dict[str, list[list[str]]]:
     return _records(run_cute_program("cute_umma_oracle.cc", tmp_path_factory.mktemp("umma")))
 
 
-def _cute_every_n(out_dir) -> dict[str, list[list[str]]]:
-    """The CuTe program built with -DGG_ORACLE_ALL_N (every N, 8 .. 256)."""
+@pytest.fixture(scope="module")
+def cute_every_n(tmp_path_factory) -> dict[str, list[list[str]]]:
+    """The CuTe program built with -DGG_ORACLE_ALL_N (every N, 8 .. 256; the
+    slow cases)."""
+    out_dir = tmp_path_factory.mktemp("umma_all_n")
     cuda = cuda_include_dir()
     exe = out_dir / "cute_umma_oracle_all_n"
     subprocess.run(["g++", "-std=c++17", "-O1", "-w", "-DGG_ORACLE_ALL_N", f"-I{cutlass_include()}",
@@ -176,10 +179,10 @@ def _check_tmemc(cute) -> set[tuple[int, int]]:
 
 @needs_cute
 @pytest.mark.slow
-def test_every_n_matches_the_ptx_isa(tmp_path):
+def test_every_n_matches_the_ptx_isa(cute_every_n):
     """The traits and the accumulator layout at every N from 8 to 256 (the
     fast cases take a sample; about 35 s of compiling)."""
-    every = _cute_every_n(tmp_path)
+    every = cute_every_n
     all_n = set(range(8, 257, 8))
     _check_traits(every, all_n)
     assert _check_tmemc(every) == {(m, n) for m in (64, 128) for n in all_n}
@@ -257,6 +260,50 @@ def test_tmem_load_atoms_match_the_ptx_isa(cute):
     for shape, nums in atoms.items():
         assert max(nums) == LD_NUMS[shape] and min(nums) == 1, (shape, sorted(nums))
     assert len(atoms) == 5
+
+
+def _check_tcopy(cute) -> set[str]:
+    """make_tmem_copy's epilogue view against the PTX ISA composed: the warp
+    of thread t issues each tcgen05.ld at a lane of its own quarter (the
+    access restriction), register r of the thread comes from the cell the
+    .shape's fragment names (ptx_ld), and that cell holds the accumulator
+    element Layout D / F puts there: the element CuTe says the register
+    holds. Every element is held exactly once."""
+    atoms = set()
+    for name, m_shape, n_shape, threads, *rest in cute["tcopy"]:
+        mm, nn = int(m_shape), int(n_shape)
+        dp, width, num = map(int, re.fullmatch(r"(\d+)dp(\d+)b(\d+)x", name).groups())
+        shape = _LD_SHAPE[dp, width]
+        cell_of = {ptx_d_cell(mm, m, n): (m, n) for m in range(mm) for n in range(nn)}
+        held = np.zeros((mm, nn), np.int32)
+        per_thread = " ".join(rest).split("|")[1:]
+        assert int(threads) == len(per_thread) == 128
+        for t, text in enumerate(per_thread):
+            for issue in text.split("@")[1:]:
+                base, *values = issue.split()
+                lane0, col0 = map(int, base.split(","))
+                assert lane0 == 32 * (t // 32 % 4), (name, t, base)
+                for r, value in enumerate(values):
+                    m, n = map(int, value.split(","))
+                    lane, col = ptx_ld(shape, num, t % 32, r, half_split=num)
+                    assert cell_of.get((lane0 + lane, col0 + col)) == (m, n), (name, t, r)
+                    held[m, n] += 1
+        assert (held == 1).all(), name
+        atoms.add(name)
+    return atoms
+
+
+@needs_cute
+def test_epilogue_tmem_copy_matches_the_ptx_isa(cute):
+    assert _check_tcopy(cute) == {"32dp32b8x"}
+
+
+@needs_cute
+@pytest.mark.slow
+def test_epilogue_tmem_copies_match_the_ptx_isa(cute_every_n):
+    """Six atoms more, M = 64 ones among them (16dp256b, 16dp128b, 16dp64b,
+    16dp32b: the half of each subpartition Layout F uses)."""
+    assert len(_check_tcopy(cute_every_n)) == 7
 
 
 # ---------------------------------------------------------------------------
