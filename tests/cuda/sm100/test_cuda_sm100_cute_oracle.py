@@ -20,7 +20,13 @@ disagreement is a misreading of one of them):
   9.7.16.3, against CuTe's address of the element;
 - the (thread, register) -> (lane, column) maps of the TMEM load atoms
   SM100_TMEM_LOAD_32dp32b*, 16dp256b*, 16dp128b*, 16dp64b*, 16dp32b* against
-  the tcgen05.ld fragments of .32x32b, .16x256b, .16x128b, .16x64b, .16x32bx2.
+  the tcgen05.ld fragments of .32x32b, .16x256b, .16x128b, .16x64b, .16x32bx2;
+- the epilogue's view, make_tmem_copy over an accumulator, against the
+  access restriction, the fragment and Layout D / F composed.
+
+Then the emulator (gg_emu_sm100's exported decoders) and gg_primitives_sm100's
+gg::umma encoders against CuTe and the PTX ISA, emulated tcgen05.mma on
+operands placed at CuTe's addresses, and (slow) every N from 8 to 256.
 """
 
 from __future__ import annotations
