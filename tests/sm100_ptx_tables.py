@@ -28,7 +28,8 @@ Generation Family Instructions"; each block names the section it restates:
   per 32-bit word);
 - "Data Movement Shape" (9.7.16.2.3) and "Matrix fragments for shape
   .32x32b / .16x64b / .16x128b / .16x256b / .16x32bx2" (9.7.16.2.3.1.1-5,
-  Figures 183-187), with the .num counts of Table 47/49 ("tcgen05-num-shapes-ld").
+  Figures 183-186 and the .16x32bx2 one), with the .num counts of the table
+  "tcgen05-num-shapes-ld" (numbered 47 to 52 across PTX ISA versions).
 
 The layouts of the data path and the tcgen05.ld fragments are figures in the
 PTX ISA, not tables: the rules below are their transcription (which thread
@@ -269,7 +270,7 @@ def ptx_d_cell(m_shape: int, row: int, col: int, lane_align: int = 0) -> tuple[i
 
 
 # ---------------------------------------------------------------------------
-# tcgen05.ld fragments (9.7.16.2.3.1, Figures 183-187).
+# tcgen05.ld fragments (9.7.16.2.3.1, Figures 183-186 and the .16x32bx2 one).
 
 # .num values (Table "tcgen05-num-shapes-ld") and 32-bit registers per .x1.
 LD_NUMS = {"32x32b": 128, "16x64b": 128, "16x128b": 64, "16x256b": 32, "16x32bx2": 128}
@@ -291,7 +292,7 @@ def ptx_ld(shape: str, num: int, thread: int, reg: int, half_split: int = 0) -> 
     - .16x256b (Figure 186): 16 lanes x 8 columns, four registers: r0, r1 at
       lane t/4, columns 2 (t%4) and 2 (t%4) + 1; r2, r3 the same at lane
       t/4 + 8 (the mma.sync accumulator pattern).
-    - .16x32bx2 (Figure 187): threads 0-15 lanes 0-15 at the address,
+    - .16x32bx2 (the figure after 186): threads 0-15 lanes 0-15 at the address,
       threads 16-31 lanes 0-15 at the address + immHalfSplitoff columns.
     """
     assert 1 <= num <= LD_NUMS[shape] and num & (num - 1) == 0
