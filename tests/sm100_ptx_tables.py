@@ -2,7 +2,9 @@
 the emulator (the second authority of tests/cuda/sm100/test_cuda_sm100_cute_oracle.py).
 
 Written from the PTX ISA (version 9.x), chapter 9.7.16 "TensorCore 5th
-Generation Family Instructions"; each block names the section it restates:
+Generation Family Instructions"; each block names the section it restates
+(section names are stable; the table and figure numbers are those of PTX ISA
+9.1 / 9.2 and shift in other versions):
 
 - "Shared Memory Descriptor" (9.7.16.4.1, Table 40 "Shared memory descriptor
   layout", Table 41 "Starting address of repeating pattern for various
