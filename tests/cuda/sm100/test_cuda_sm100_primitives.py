@@ -476,6 +476,18 @@ def test_sm100_primitives_assemble_to_tcgen05_sass():
 
 
 @needs_nvcc
+@needs_cuobjdump
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_103a", "sm_100f", "sm_103f"])
+def test_the_other_tcgen05_targets_get_the_primitives(arch):
+    """GG_SM100_TCGEN05 covers the B300's arch and the family targets too."""
+    source = (CUDA_SRC / "sm100_primitives.cu").read_text()
+    result = nvcc.compile_check(source, arch, name_for_errors="tests/cuda_src/sm100_primitives.cu")
+    mma = nvcc.sass_summary(result.cubin)["tc_mma"]
+    assert mma.count("UTCHMMA") > 0 and mma.count("UTCQMMA") > 0 and mma.count("UTCBAR") == 1
+
+
+@needs_nvcc
 def test_tcgen05_before_sm_100a_is_a_compile_error():
     source = (CUDA_SRC / "sm100_primitives.cu").read_text()
     with pytest.raises(nvcc.NvccError, match="needs sm_100a / sm_103a"):
