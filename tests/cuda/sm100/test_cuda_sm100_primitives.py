@@ -29,7 +29,8 @@ POISON = 0xFFFFFFFF  # a TMEM cell never written (the emulator's allocation pois
 
 @pytest.fixture(scope="module")
 def sm100() -> EmuModule:
-    return EmuModule.from_file(CUDA_SRC / "sm100_primitives.cu")
+    # -Wall -Wextra -Werror: the header will be part of generated kernels, which compile so.
+    return EmuModule.from_file(CUDA_SRC / "sm100_primitives.cu", warnings=True)
 
 
 # ---------------------------------------------------------------------------
