@@ -143,6 +143,8 @@ def run_mma(sm100, *, a_type="bf16", b_type=None, m=128, n=64, a_mn=False, b_mn=
     def images(values, mn, sp):
         eb = values.dtype.itemsize
         if packed:
+            # K-major swizzled: every step's K slice within one swizzled row.
+            assert mn or sp == 0 or values.shape[1] * eb <= (128 if sp == "128b32" else sp)
             img, lbo, sbo = image(values, mn, sp)
             return img, lbo, sbo, k_step_bytes(k, mn, sp, eb, lbo, sbo)
         parts = [image(np.ascontiguousarray(values[:, s * k:(s + 1) * k]), mn, sp) for s in range(steps)]
