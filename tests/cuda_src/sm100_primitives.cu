@@ -62,7 +62,7 @@ enum Bug {
   kDoubleDealloc = 6,      // tcgen05.dealloc twice
   kOutsideAllocation = 7,  // a tcgen05.ld past the allocated columns
   kAllocAfterRelinquish = 8,
-  kBadInstrDesc = 9,     // the instruction descriptor says N = 24 at M = 128
+  kBadInstrDesc = 9,     // the instruction descriptor says M = 256 (cta_group::2's shape)
   kSm90Descriptor = 10,  // the A descriptor lacks the sm_100 version bits (46-48 = 0b001)
   kNoFenceAfter = 11,    // no tcgen05.fence::after_thread_sync after the commit's wait
   kNoProxyFence = 12,    // no fence.proxy.async between the operands' st.shared and the MMA
@@ -130,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   if (threadIdx.x == 0) {
     gg::tcgen05_fence_after_thread_sync();
     const Type ta = static_cast<Type>(p[kAType]), tb = static_cast<Type>(p[kBType]);
-    const unsigned idesc = gg::umma::instr_desc(ta, tb, m, bug == kBadInstrDesc ? 24 : n,
+    const unsigned idesc = gg::umma::instr_desc(ta, tb, bug == kBadInstrDesc ? 256 : m, n,
                                                 static_cast<Major>(p[kAMajor]),
                                                 static_cast<Major>(p[kBMajor]));
     for (int s = 0; s < steps; ++s) {
@@ -273,6 +273,47 @@ extern "C" __global__ void tmem_ld_st_widths(const unsigned* in, unsigned* out, 
   if (warp == 0) {
     gg::tcgen05_fence_after_thread_sync();
     gg::tmem_relinquish_alloc_permit();
+    gg::tmem_dealloc(slot, 256);
+  }
+}
+
+// tcgen05.ld.16x256b: each warp stores in[lane * 256 + col] into its lanes
+// with 32x32b, then reads each half of its lanes (16 from 32 (w % 4), then
+// from + 16) with 16x256b.x<num>: out[((w * 2 + half) * 32 + t) * 128 + j]
+// is register j of thread t.
+template <int kNum>
+__device__ void ld16_all(unsigned base, unsigned* out, int warp, int lane) {
+  for (int half = 0; half < 2; ++half) {
+    unsigned r[4 * kNum];
+    gg::tcgen05_ld_16x256b<kNum>(r, base + (static_cast<unsigned>(16 * half) << 16));
+    gg::tcgen05_wait_ld();
+    for (int j = 0; j < 4 * kNum; ++j)
+      out[((warp * 2 + half) * 32 + lane) * 128 + j] = r[j];
+  }
+}
+
+extern "C" __global__ void tmem_ld_16x256b(const unsigned* in, unsigned* out, int num) {
+  __shared__ unsigned slot;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0)
+    gg::tmem_alloc(&slot, 256);
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  gg::tcgen05_fence_after_thread_sync();
+  const unsigned base = gg::umma::tmem_addr(slot, 32 * (warp % 4), 0);
+  st_all<32>(base, in, threadIdx.x);
+  switch (num) {
+    case 1: ld16_all<1>(base, out, warp, lane); break;
+    case 2: ld16_all<2>(base, out, warp, lane); break;
+    case 4: ld16_all<4>(base, out, warp, lane); break;
+    case 8: ld16_all<8>(base, out, warp, lane); break;
+    case 16: ld16_all<16>(base, out, warp, lane); break;
+    default: ld16_all<32>(base, out, warp, lane); break;
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == 0) {
+    gg::tcgen05_fence_after_thread_sync();
     gg::tmem_dealloc(slot, 256);
   }
 }
@@ -425,6 +466,18 @@ int run_widths() {
   return 0;
 }
 
+int run_ld16() {
+  const std::vector<unsigned char> num = input("num");
+  const auto* din = static_cast<const unsigned*>(device_copy(input("in")));
+  const size_t bytes = 8 * 32 * 128 * 4;
+  auto* dout = static_cast<unsigned*>(device_copy(std::vector<unsigned char>(bytes, 0xFF)));
+  tmem_ld_16x256b<<<1, 128>>>(din, dout, num[0]);
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
+  output("out", dout, bytes);
+  return 0;
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
@@ -480,6 +533,8 @@ extern "C" int gg_emu_host_main(void) {
     return run_widths();
   if (c == "tma_mma")
     return run_tma_mma();
+  if (c == "ld16")
+    return run_ld16();
   return 4;
 }
 #endif

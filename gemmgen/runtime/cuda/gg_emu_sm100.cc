@@ -197,9 +197,10 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
     return "the maximum shift (bits 30-31) is set: it applies to tcgen05.mma.ws only";
   if (d.d_format != 1) {
     return d.d_format == 0 ? "D is f16 (bits 4-5 = 0); the emulator models D in f32 only"
-                           : format("the D format (bits 4-5) is %u, not f16 (0) or f32 (1) for "
-                                    "this kind",
-                                    d.d_format);
+                           : format(
+                                 "the D format (bits 4-5) is %u, not f16 (0) or f32 (1) for "
+                                 "this kind",
+                                 d.d_format);
   }
   if (kind == 0) {
     if (d.a_format > 1 || d.b_format > 1) {
@@ -217,8 +218,7 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
       if (f == 2 || f > 5)
         return format("the A / B format %u is not one of kind::f8f6f4's (bits 7-9, 10-12)", f);
       if (f >= 3) {
-        return format("%s operands are not modelled (e4m3 and e5m2 are)",
-                      format_name(1, f));
+        return format("%s operands are not modelled (e4m3 and e5m2 are)", format_name(1, f));
       }
     }
   }
@@ -227,10 +227,15 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
         "M = %u (bits 24-28 = %u): cta_group::1 takes M = 64 or 128 (M = 256 needs cta_group::2)",
         d.m, d.m >> 4);
   }
-  const unsigned step = d.m == 64 ? 8 : 16;
+  // N: a multiple of 8 from 8 to 256 for both M with A and B in shared
+  // memory; a multiple of 16 for an 8-bit MN-major B (PTX ISA, tcgen05.mma
+  // "Valid shapes"; CuTe's SM100_MMA_F16BF16_SS / SM100_MMA_F8F6F4_SS
+  // state the same). The field holds N >> 3, so N = 0 and N > 256 are the
+  // other encodings to refuse.
+  const unsigned step = kind == 1 && d.b_mn != 0 ? 16 : 8;
   if (d.n < step || d.n > 256 || d.n % step != 0) {
-    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u)", d.n,
-                  d.n >> 3, step, step, d.m);
+    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256 (M = %u%s)", d.n,
+                  d.n >> 3, step, step, d.m, step == 16 ? ", an 8-bit MN-major B" : "");
   }
   return "";
 }
@@ -289,7 +294,7 @@ struct Commit {
 struct MmaOp {
   unsigned id, thread, m, n, column, lane0;
   int kind;
-  std::vector<sm90::Range> reads;   // block offsets the op read
+  std::vector<sm90::Range> reads;    // block offsets the op read
   std::vector<unsigned char> bytes;  // what it read there
   std::vector<Commit> commits;       // every tcgen05.commit of its thread after it
 };
@@ -310,12 +315,12 @@ struct Sm100Thread {
 }  // namespace sm100
 
 struct Sm100Block {
-  std::vector<std::uint32_t> cells;    // kLanes x kColumns, lane-major
-  std::vector<unsigned> pending;       // per cell: the id of the op that still writes it (0: none)
-  std::vector<unsigned> epoch;         // per cell: the retirement epoch that wrote it
-  std::vector<sm100::Alloc> allocs;    // live allocations
-  std::vector<sm100::Alloc> freed;     // freed ones (for the double-free report)
-  std::vector<sm100::MmaOp> ops;       // in flight, in issue order
+  std::vector<std::uint32_t> cells;  // kLanes x kColumns, lane-major
+  std::vector<unsigned> pending;     // per cell: the id of the op that still writes it (0: none)
+  std::vector<unsigned> epoch;       // per cell: the retirement epoch that wrote it
+  std::vector<sm100::Alloc> allocs;  // live allocations
+  std::vector<sm100::Alloc> freed;   // freed ones (for the double-free report)
+  std::vector<sm100::MmaOp> ops;     // in flight, in issue order
   std::vector<sm100::Sm100Thread> threads;
   unsigned next_id = 1;
   unsigned retire_epoch = 0;
@@ -328,7 +333,9 @@ struct Sm100Block {
 namespace sm100 {
 
 [[noreturn]] inline void tsan_unsupported() {
-  fail("the tcgen05 primitives (TMEM, tcgen05.mma) are modelled in fiber mode only, not in TSan mode");
+  fail(
+      "the tcgen05 primitives (TMEM, tcgen05.mma) are modelled in fiber mode only, not in TSan "
+      "mode");
 }
 
 inline BlockRunner& runner() {
@@ -426,19 +433,18 @@ inline void agree(const char* op, unsigned a, unsigned b) {
   const ThreadCtx& t = current();
   if (active_lanes(t) != 0xffffffffu)
     fail("%s: warp %u of the block is not a whole warp of 32 threads", op, t.warp);
-  warp_collective<Agree, int>(op, 0xffffffffu, Agree{op, a, b},
-                              [](unsigned lane, const Agree* const* ins) -> int {
-                                for (unsigned l = 0; l < 32; ++l) {
-                                  if (ins[l]->a != ins[lane]->a || ins[l]->b != ins[lane]->b) {
-                                    fail(
-                                        "%s: lanes %u and %u of the warp pass different operands "
-                                        "(0x%x, %u and 0x%x, %u); .sync.aligned needs the same",
-                                        ins[lane]->op, l, lane, ins[l]->a, ins[l]->b, ins[lane]->a,
-                                        ins[lane]->b);
-                                  }
-                                }
-                                return 0;
-                              });
+  warp_collective<Agree, int>(
+      op, 0xffffffffu, Agree{op, a, b}, [](unsigned lane, const Agree* const* ins) -> int {
+        for (unsigned l = 0; l < 32; ++l) {
+          if (ins[l]->a != ins[lane]->a || ins[l]->b != ins[lane]->b) {
+            fail(
+                "%s: lanes %u and %u of the warp pass different operands "
+                "(0x%x, %u and 0x%x, %u); .sync.aligned needs the same",
+                ins[lane]->op, l, lane, ins[l]->a, ins[l]->b, ins[lane]->a, ins[lane]->b);
+          }
+        }
+        return 0;
+      });
 }
 
 // ---------------------------------------------------------------------------
@@ -481,8 +487,8 @@ void tmem_alloc(unsigned* slot, unsigned ncols) {
     if (find_free(b, ncols) == kColumns) {
       b.alloc_waits[t.warp] = ncols;
       Sm100Thread& u = me();
-      u.wait_text = format("tcgen05.alloc of %u TMEM columns (%s)", ncols,
-                           describe_allocs(b).c_str());
+      u.wait_text =
+          format("tcgen05.alloc of %u TMEM columns (%s)", ncols, describe_allocs(b).c_str());
       const FitArg arg{&b, ncols};
       runner().wait_until(
           current(), u.wait_text.c_str(),
@@ -521,9 +527,8 @@ void tmem_dealloc(unsigned taddr, unsigned ncols) {
     if (lane != 0)
       fail("%s: the address 0x%08x names lane %u; an allocation starts at lane 0", kOp, taddr,
            lane);
-    auto it = std::find_if(b.allocs.begin(), b.allocs.end(), [&](const Alloc& a) {
-      return a.column == column && a.ncols == ncols;
-    });
+    auto it = std::find_if(b.allocs.begin(), b.allocs.end(),
+                           [&](const Alloc& a) { return a.column == column && a.ncols == ncols; });
     if (it == b.allocs.end()) {
       for (const Alloc& a : b.freed) {
         if (a.column == column && a.ncols == ncols) {
@@ -658,9 +663,8 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
   for (std::size_t i = 0; i < op.reads.size(); ++i) {
     const sm90::Range& r = op.reads[i];
     const bool is_a = i < a_ranges;
-    const std::string reader =
-        format("%s (its %s operand, %s)", op_name, is_a ? "A" : "B",
-               layout_name((is_a ? da : db).layout));
+    const std::string reader = format("%s (its %s operand, %s)", op_name, is_a ? "A" : "B",
+                                      layout_name((is_a ? da : db).layout));
     const unsigned layout = (is_a ? da : db).layout;
     sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
     op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
@@ -677,7 +681,8 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
     std::memcpy(&v, s.begin + (a - base) % sm90::kWindow, eb);
     return v;
   };
-  std::vector<double> av(static_cast<std::size_t>(id.m) * k), bv(static_cast<std::size_t>(id.n) * k);
+  std::vector<double> av(static_cast<std::size_t>(id.m) * k),
+      bv(static_cast<std::size_t>(id.n) * k);
   const double sa = id.negate_a ? -1.0 : 1.0, sb = id.negate_b ? -1.0 : 1.0;
   for (unsigned m = 0; m < id.m; ++m)
     for (unsigned kk = 0; kk < k; ++kk)
@@ -718,49 +723,85 @@ void commit(void* bar) {
 // ---------------------------------------------------------------------------
 // tcgen05.ld / st.
 
-inline void check_lanes(unsigned taddr, const char* op) {
+// The lanes [lane(addr), + span) a warp's access touches must lie in the
+// warp's quarter of TMEM (PTX ISA, tcgen05 "Access restrictions": warp w of
+// a warpgroup reaches lanes 32 * (w % 4) .. + 31); a 32-lane shape starts
+// at the quarter's first lane, a 16-lane one at its first or 17th.
+inline void check_lanes(unsigned taddr, unsigned span, const char* op) {
   const ThreadCtx& t = current();
   const unsigned lane = taddr >> 16, quarter = t.warp % 4;
-  if (lane != 32 * quarter) {
+  if (lane < 32 * quarter || lane + span > 32 * quarter + 32 || lane % span != 0) {
     fail(
         "%s: warp %u (position %u in its warpgroup) accesses TMEM lanes %u..%u, but it reaches "
-        "only lanes %u..%u (PTX ISA, tcgen05 \"Access restrictions\")",
-        op, t.warp, quarter, lane, lane + 31, 32 * quarter, 32 * quarter + 31);
+        "only lanes %u..%u (PTX ISA, tcgen05 \"Access restrictions\")%s",
+        op, t.warp, quarter, lane, lane + span - 1, 32 * quarter, 32 * quarter + 31,
+        lane % span != 0 ? format(", from a lane that is a multiple of %u", span).c_str() : "");
   }
 }
 
-void tmem_ld(unsigned* r, unsigned n, unsigned taddr) {
-  static constexpr const char* kOp = "tcgen05.ld.32x32b";
-  require_arch(kOp);
-  agree(kOp, taddr, n);
-  check_lanes(taddr, kOp);
+// The shapes of tcgen05.ld (PTX ISA, "Matrix fragments for tcgen05.ld /
+// st", the figures of .32x32b and .16x256b): the lane and column, relative
+// to the address, of register `reg` of lane `t` of the warp.
+enum class LdShape { s32x32b, s16x256b };
+
+inline void ld_cell(LdShape shape, unsigned t, unsigned reg, unsigned* lane, unsigned* column) {
+  if (shape == LdShape::s32x32b) {
+    *lane = t;
+    *column = reg;
+    return;
+  }
+  // .16x256b: 16 lanes x 8 columns per .num; registers 0, 1 at lane t / 4,
+  // columns 2 (t % 4) and + 1; registers 2, 3 the same 8 lanes further.
+  const unsigned rep = reg / 4, j = reg % 4;
+  *lane = t / 4 + 8 * (j / 2);
+  *column = 8 * rep + 2 * (t % 4) + j % 2;
+}
+
+inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, unsigned taddr) {
+  require_arch(op);
+  agree(op, taddr, nregs);
+  const unsigned span = shape == LdShape::s32x32b ? 32 : 16;
+  const unsigned ncols =
+      shape == LdShape::s32x32b ? nregs : 2 * nregs;  // 16x256b: 8 columns per 4 registers
+  check_lanes(taddr, span, op);
   Sm100Block& b = block();
-  const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
-  check_columns(b, column, n, kOp);
+  const unsigned column0 = taddr & 0xFFFFu, lane0 = taddr >> 16, me_lane = current().lane;
+  check_columns(b, column0, ncols, op);
   Sm100Thread& t = b.threads[current().linear];
-  LdPending p{r, n, std::vector<std::uint32_t>(n)};
-  for (unsigned j = 0; j < n; ++j) {
-    const std::size_t c = cell(lane, column + j);
+  LdPending p{r, nregs, std::vector<std::uint32_t>(nregs)};
+  for (unsigned j = 0; j < nregs; ++j) {
+    unsigned dl, dc;
+    ld_cell(shape, me_lane, j, &dl, &dc);
+    const unsigned lane = lane0 + dl, column = column0 + dc;
+    const std::size_t c = cell(lane, column);
     if (b.pending[c] != 0) {
-      const MmaOp* op = op_by_id(b, b.pending[c]);
+      const MmaOp* mma_op = op_by_id(b, b.pending[c]);
       fail(
           "%s reads TMEM lane %u column %u, which a tcgen05.mma issued by thread %u still writes "
           "(%s): the accumulator is read before a thread waited on the mbarrier phase of a "
           "tcgen05.commit after that MMA",
-          kOp, lane, column + j, op->thread, commits_text(*op).c_str());
+          op, lane, column, mma_op->thread, commits_text(*mma_op).c_str());
     }
     if (b.epoch[c] > t.fence_epoch) {
       fail(
           "missing tcgen05.fence::after_thread_sync: %s reads TMEM lane %u column %u, which a "
           "tcgen05.mma completed into after this thread's last tcgen05.fence::after_thread_sync "
           "(wait on the commit's mbarrier, then fence, then tcgen05.ld)",
-          kOp, lane, column + j);
+          op, lane, column);
     }
     p.values[j] = b.cells[c];
     r[j] = kLdPoison;
   }
   t.lds.push_back(std::move(p));
   sm90::set_invalid_trap(true);
+}
+
+void tmem_ld(unsigned* r, unsigned n, unsigned taddr) {
+  load(LdShape::s32x32b, "tcgen05.ld.32x32b", r, n, taddr);
+}
+
+void tmem_ld_16x256b(unsigned* r, unsigned num, unsigned taddr) {
+  load(LdShape::s16x256b, "tcgen05.ld.16x256b", r, 4 * num, taddr);
 }
 
 void wait_ld() {
@@ -788,7 +829,7 @@ void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
   static constexpr const char* kOp = "tcgen05.st.32x32b";
   require_arch(kOp);
   agree(kOp, taddr, n);
-  check_lanes(taddr, kOp);
+  check_lanes(taddr, 32, kOp);
   Sm100Block& b = block();
   const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
   check_columns(b, column, n, kOp);
@@ -998,8 +1039,8 @@ GG_EMU_API int gg_emu_sm100_smem_desc_check(unsigned long long desc, int major_m
 
 GG_EMU_API void gg_emu_sm100_idesc_decode(unsigned idesc, int* fields) {
   const gg::emu::sm100::Idesc d = gg::emu::sm100::decode_idesc(idesc);
-  const unsigned v[14] = {d.d_format, d.a_format, d.b_format, d.negate_a, d.negate_b,
-                          d.a_mn,     d.b_mn,     d.n,        d.m,        d.sparse,
+  const unsigned v[14] = {d.d_format,   d.a_format, d.b_format,  d.negate_a, d.negate_b,
+                          d.a_mn,       d.b_mn,     d.n,         d.m,        d.sparse,
                           d.sparse_sel, d.saturate, d.max_shift, d.reserved};
   for (int i = 0; i < 14; ++i)
     fields[i] = static_cast<int>(v[i]);
@@ -1012,12 +1053,11 @@ GG_EMU_API int gg_emu_sm100_idesc_check(unsigned idesc, int kind, char* why, int
 }
 
 GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* lane, int* column) {
-  const unsigned step = m_total == 64 ? 8 : 16;
-  if ((m_total != 64 && m_total != 128) || n < static_cast<int>(step) || n > 256 ||
-      n % static_cast<int>(step) != 0 || row < 0 || row >= m_total || col < 0 || col >= n)
+  if ((m_total != 64 && m_total != 128) || n < 8 || n > 256 || n % 8 != 0 || row < 0 ||
+      row >= m_total || col < 0 || col >= n)
     return -1;
-  *lane = static_cast<int>(gg::emu::sm100::d_lane(static_cast<unsigned>(m_total),
-                                                  static_cast<unsigned>(row)));
+  *lane = static_cast<int>(
+      gg::emu::sm100::d_lane(static_cast<unsigned>(m_total), static_cast<unsigned>(row)));
   *column = col;
   return 0;
 }

@@ -82,6 +82,8 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
          unsigned idesc, bool accumulate);
 void commit(void* bar);
 void tmem_ld(unsigned* r, unsigned n, unsigned taddr);
+// tcgen05.ld.16x256b.x<num>: 4 * num registers.
+void tmem_ld_16x256b(unsigned* r, unsigned num, unsigned taddr);
 void tmem_st(const unsigned* r, unsigned n, unsigned taddr);
 void wait_ld();
 void wait_st();

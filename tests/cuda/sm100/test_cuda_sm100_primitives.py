@@ -29,7 +29,8 @@ POISON = 0xFFFFFFFF  # a TMEM cell never written (the emulator's allocation pois
 
 @pytest.fixture(scope="module")
 def sm100() -> EmuModule:
-    return EmuModule.from_file(CUDA_SRC / "sm100_primitives.cu")
+    # -Wall -Wextra -Werror: the header will be part of generated kernels, which compile so.
+    return EmuModule.from_file(CUDA_SRC / "sm100_primitives.cu", warnings=True)
 
 
 # ---------------------------------------------------------------------------
@@ -66,13 +67,17 @@ def operand_offsets(rows: int, k: int, mn_major: bool, span, eb: int, lbo: int, 
 def strides_for(rows: int, k: int, mn_major: bool, span, eb: int) -> tuple[int, int]:
     """A compact (LBO, SBO) for an operand of `rows` x `k`."""
     t = 16 // eb
+
+    def blocks(width: int) -> int:  # MN blocks of `width` elements, the last one partial
+        return -(-rows // width)
+
     if not mn_major:
-        return (max(1, rows // 8) * 128, 128) if span == 0 else (16, 8 * span)
+        return (blocks(8) * 128, 128) if span == 0 else (16, 8 * span)
     if span == 0:
-        return max(1, rows // t) * 128, 128
+        return blocks(t) * 128, 128
     if span == "128b32":
-        return 4 * 128, max(1, rows // (8 * t)) * 4 * 128
-    return 8 * span, max(1, rows // (t * span // 16)) * 8 * span
+        return 4 * 128, blocks(8 * t) * 4 * 128
+    return 8 * span, blocks(t * span // 16) * 8 * span
 
 
 def k_step_bytes(k: int, mn_major: bool, span, eb: int, lbo: int, sbo: int) -> int:
@@ -138,6 +143,8 @@ def run_mma(sm100, *, a_type="bf16", b_type=None, m=128, n=64, a_mn=False, b_mn=
     def images(values, mn, sp):
         eb = values.dtype.itemsize
         if packed:
+            # K-major swizzled: every step's K slice within one swizzled row.
+            assert mn or sp == 0 or values.shape[1] * eb <= (128 if sp == "128b32" else sp)
             img, lbo, sbo = image(values, mn, sp)
             return img, lbo, sbo, k_step_bytes(k, mn, sp, eb, lbo, sbo)
         parts = [image(np.ascontiguousarray(values[:, s * k:(s + 1) * k]), mn, sp) for s in range(steps)]
@@ -173,6 +180,8 @@ MMA_CASES = [
     *[("bf16", None, 128, 64, True, True, s, 2, False, False) for s in (0, 32, 64, 128)],
     ("bf16", None, 128, 64, True, True, "128b32", 1, False, False),
     ("bf16", None, 128, 256, True, False, 128, 4, True, False),
+    ("bf16", None, 128, 24, False, True, 32, 2, False, True),
+    ("e4m3", None, 128, 8, False, False, 64, 1, False, False),
     ("bf16", None, 64, 8, False, True, 64, 2, False, True),
     ("bf16", None, 64, 40, False, False, 128, 3, True, False),
     ("f16", None, 128, 16, False, False, 32, 2, False, True),
@@ -221,6 +230,22 @@ def test_tcgen05_ld_st_every_width(sm100, widths):
     r = sm100.run_host({"case": b"widths", "widths": np.array([*widths, 1], np.uint8), "in": values}, arch=ARCH)
     assert r.status == 0, r.log
     np.testing.assert_array_equal(np.frombuffer(r.outputs["out"], np.uint32).reshape(128, 256), values)
+
+
+@pytest.mark.parametrize("num", [1, 2, 4, 8, 16, 32])
+def test_tcgen05_ld_16x256b(sm100, num):
+    """PTX ISA, the .16x256b figure of "Matrix fragments for tcgen05.ld":
+    per .num, 16 lanes x 8 columns; thread t's registers 4i, 4i+1 at lane
+    t/4, columns 8i + 2 (t%4) and + 1; registers 4i+2, 4i+3 at lane t/4 + 8."""
+    rng = np.random.default_rng(num)
+    values = rng.integers(0, 2**32, (128, 256), dtype=np.uint64).astype(np.uint32)
+    r = sm100.run_host({"case": b"ld16", "num": np.uint8(num), "in": values}, arch=ARCH)
+    assert r.status == 0, r.log
+    out = np.frombuffer(r.outputs["out"], np.uint32).reshape(4, 2, 32, 128)
+    w, half, t, j = np.meshgrid(np.arange(4), np.arange(2), np.arange(32), np.arange(4 * num), indexing="ij")
+    lane = 32 * w + 16 * half + t // 4 + 8 * ((j % 4) // 2)
+    col = 8 * (j // 4) + 2 * (t % 4) + j % 2
+    np.testing.assert_array_equal(out[..., :4 * num], values[lane, col])
 
 
 def test_each_block_starts_with_free_tmem_and_its_permit(sm100):
@@ -317,8 +342,10 @@ def test_the_documented_worked_examples(decoders):
     (0x08100490 | 1 << 23, 0, b"reserved bits are set"),
     (0x08100490 & ~(1 << 4), 0, b"D is f16"),
     ((0x08100490 & ~(0x1F << 24)) | (16 << 24), 0, b"M = 256 (bits 24-28 = 16): cta_group::1 takes M = 64 or 128"),
-    ((0x08100490 & ~(0x3F << 17)) | (3 << 17), 0, b"N = 24 (bits 17-22 = 3) is not a multiple of 16"),
+    (0x08100490 & ~(0x3F << 17), 0, b"N = 0 (bits 17-22 = 0) is not a multiple of 8 in 8..256 (M = 128)"),
     ((0x08100490 & ~(0x1F << 24)) | (4 << 24) | (0x3F << 17), 1, b"N = 504 (bits 17-22 = 63) is not a multiple of 8"),
+    ((0x08100490 & ~(0x3F << 17)) | (3 << 17) | (1 << 16), 1,
+     b"N = 24 (bits 17-22 = 3) is not a multiple of 16 in 16..256 (M = 128, an 8-bit MN-major B)"),
     (0x08100490 & ~(1 << 7), 0, b"A is f16 and B is bf16: kind::f16 multiplies two operands of one type"),
     ((0x08100490 & ~(0x3F << 7)) | 2 << 7 | 2 << 10, 0, b"(tf32 is kind::tf32)"),
     ((0x08100490 & ~(0x3F << 7)) | 6 << 7, 1, b"the A / B format 6 is not one of kind::f8f6f4's"),
@@ -338,7 +365,8 @@ def test_exported_accumulator_cells_follow_the_data_path_layouts(decoders):
             for col in (0, n - 1):
                 assert decoders.gg_emu_sm100_d_cell(m_total, n, row, col, ctypes.byref(lane), ctypes.byref(column)) == 0
                 assert (lane.value, column.value) == (int(d_lane(m_total, np.array(row))), col)
-    assert decoders.gg_emu_sm100_d_cell(128, 24, 0, 0, ctypes.byref(lane), ctypes.byref(column)) == -1
+    assert decoders.gg_emu_sm100_d_cell(128, 20, 0, 0, ctypes.byref(lane), ctypes.byref(column)) == -1
+    assert decoders.gg_emu_sm100_d_cell(128, 264, 0, 0, ctypes.byref(lane), ctypes.byref(column)) == -1
 
 
 # ---------------------------------------------------------------------------
@@ -360,8 +388,8 @@ PLANTED = {
     7: r"tcgen05.ld.32x32b accesses TMEM column 64 \(columns 64..71\), outside every allocation \(64 of 512 "
         r"columns are allocated: \[0, 64\) by warp 0\)",
     8: r"tcgen05.alloc after tcgen05.relinquish_alloc_permit: the block gave up its right to allocate TMEM",
-    9: r"tcgen05.mma.cta_group::1.kind::f16: instruction descriptor 0x[0-9a-f]{8}: N = 24 \(bits 17-22 = 3\) is "
-        r"not a multiple of 16 in 16..256 \(M = 128\)",
+    9: r"tcgen05.mma.cta_group::1.kind::f16: instruction descriptor 0x[0-9a-f]{8}: M = 256 \(bits 24-28 = 16\): "
+        r"cta_group::1 takes M = 64 or 128 \(M = 256 needs cta_group::2\)",
     10: r"tcgen05.mma.cta_group::1.kind::f16: the A matrix descriptor 0x[0-9a-f]{16}: bits 46-48 are 0, not the "
          r"fixed constant 0b001 of an sm_100 matrix descriptor",
     11: r"missing tcgen05.fence::after_thread_sync: tcgen05.ld.32x32b reads TMEM lane \d+ column 0",
@@ -433,7 +461,8 @@ needs_cuobjdump = pytest.mark.skipif(nvcc.find_cuda_tool("cuobjdump") is None, r
 def test_sm100_primitives_assemble_to_tcgen05_sass():
     source = (CUDA_SRC / "sm100_primitives.cu").read_text()
     result = nvcc.compile_check(source, ARCH, name_for_errors="tests/cuda_src/sm100_primitives.cu")
-    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths"}, result.log
+    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths",
+                                   "tmem_ld_16x256b"}, result.log
     for usage in result.kernels.values():
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
     sass = nvcc.sass_summary(result.cubin)
@@ -446,6 +475,19 @@ def test_sm100_primitives_assemble_to_tcgen05_sass():
     assert pipeline.count("UTMALDG") == 2 and pipeline.count("UTCHMMA") > 0 and pipeline.count("UTCBAR") == 2
     widths = sass["tmem_ld_st_widths"]
     assert widths.count("LDTM") > 0 and widths.count("STTM") > 0
+    assert sass["tmem_ld_16x256b"].count("LDTM", "16") > 0  # the 16-lane shapes
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_103a", "sm_100f", "sm_103f"])
+def test_the_other_tcgen05_targets_get_the_primitives(arch):
+    """GG_SM100_TCGEN05 covers the B300's arch and the family targets too."""
+    source = (CUDA_SRC / "sm100_primitives.cu").read_text()
+    result = nvcc.compile_check(source, arch, name_for_errors="tests/cuda_src/sm100_primitives.cu")
+    mma = nvcc.sass_summary(result.cubin)["tc_mma"]
+    assert mma.count("UTCHMMA") > 0 and mma.count("UTCQMMA") > 0 and mma.count("UTCBAR") == 1
 
 
 @needs_nvcc
