@@ -452,68 +452,48 @@ def test_emulator_decodes_descriptors_as_the_ptx_isa(emu):
                 assert got == want, (hex(desc), mn_major, bits, mn, k, got, want)
 
 
-def _disputed(m: int, n: int, kind: str, b_mn_major: bool) -> bool:
-    """The shapes where the emulator departs from the PTX ISA and CuTe (the
-    strict xfail tests below): M = 128 with N an odd multiple of 8, and an
-    8-bit N-major B with N an odd multiple of 8."""
-    return n % 16 != 0 and (m == 128 or (kind == "f8f6f4" and b_mn_major))
-
-
 @needs_cute
 def test_emulator_decodes_cute_instruction_descriptors(cute, emu):
     """Every field of every CuTe descriptor, as the emulator reads it; the
-    emulator accepts exactly those the PTX ISA allows (but for the disputed
-    shapes)."""
-    checked = 0
+    emulator accepts exactly those the PTX ISA allows (all but the 8-bit
+    N-major B at N = 8, 40, 120, 200, which Table 50 forbids)."""
+    refused = 0
     for kind, a, b, m, n, am, bm, raw, *view in cute["idesc"]:
         raw = int(raw)
         cf, af, bf, amj, bmj, ndim, mdim, aneg, bneg, sat, sparse, shift = map(int, view)
         fields = emu.idesc_fields(raw)
         assert fields == [cf, af, bf, aneg, bneg, amj, bmj, ndim << 3, mdim << 4, sparse, 0, sat,
                           shift, 0], (kind, a, b, m, n, am, bm, fields)
-        if _disputed(int(m), int(n), kind, bm == "MN"):
-            continue
         why = emu.idesc_check(raw, kind)
         assert bool(why) == bool(idesc_problems(raw, kind)), (kind, a, b, m, n, am, bm, why)
-        checked += 1
-    # disputed: (128, 8), (128, 120), (128, 200) x 24; (64, 8), (64, 40) x 4 FP8 pairs x 2
-    assert checked == 264 - 3 * 24 - 2 * 4 * 2
+        refused += bool(why)
+    assert refused == 5 * 4 * 2  # as test_instruction_descriptors_match_the_ptx_isa counts
 
 
 def test_emulator_shapes_match_the_ptx_isa(emu):
     """Every M in 0 .. 496 (steps of 16) and N in 0 .. 504 (steps of 8), both
     kinds, every B major: the emulator runs exactly the shapes Tables 39 and
-    50 allow (but for the disputed ones), and places D's cells as Layouts D
-    and F do for each of them."""
+    50 allow, and places D's cells as Layouts D and F do for each of them."""
     checked = 0
     for kind, t in (("f16", "bf16"), ("f8f6f4", "e4m3")):
         for b_mn in (False, True):
             for m in range(0, 512, 16):
                 for n in range(0, 512, 8):
-                    if _disputed(m, n, kind, b_mn):
-                        continue
                     word = encode_idesc(kind, t, t, "f32", m, n, False, b_mn)
                     valid = not idesc_problems(word, kind)
                     assert (emu.idesc_check(word, kind) == "") == valid, (kind, m, n, b_mn)
                     checked += 1
-    assert checked > 4000
+    assert checked == 2 * 2 * 32 * 64
     for m in (64, 128):
         for n in range(8, 257, 8):
-            if _disputed(m, n, "f16", False):
-                continue
             for row in range(0, m, 5):
                 for col in (0, n // 2, n - 1):
                     assert emu.d_cell(m, n, row, col) == ptx_d_cell(m, row, col), (m, n, row, col)
 
 
-_M128_N8 = ("gg_emu_sm100 takes N in steps of 16 at M = 128; the PTX ISA (Table 39) and CuTe "
-            "(SM100_MMA_*_SS) allow steps of 8 (docs/decisions.md, issue 29, the UMMA oracle)")
-_FP8_NMAJOR = ("gg_emu_sm100 accepts an 8-bit N-major B at N = 24; Table 50 and CuTe need N a "
-               "multiple of 16 (docs/decisions.md, issue 29, the UMMA oracle)")
-
-
-@pytest.mark.xfail(strict=True, reason=_M128_N8)
 def test_emulator_takes_m128_with_n_in_steps_of_8(emu):
+    """Table 39 (PTX ISA 9.x) and CuTe: at M = 128 too, N in steps of 8 (the
+    oracle's first finding: the emulator took steps of 16 there)."""
     for kind, t in (("f16", "bf16"), ("f8f6f4", "e4m3")):
         for n in (8, 24, 136, 248):
             word = encode_idesc(kind, t, t, "f32", 128, n, False, False)
@@ -522,8 +502,9 @@ def test_emulator_takes_m128_with_n_in_steps_of_8(emu):
     assert emu.d_cell(128, 8, 127, 7) == ptx_d_cell(128, 127, 7)
 
 
-@pytest.mark.xfail(strict=True, reason=_FP8_NMAJOR)
 def test_emulator_rejects_8bit_n_major_b_at_odd_multiples_of_8(emu):
+    """Table 50 and CuTe: an 8-bit N-major B needs N a multiple of 16 (the
+    oracle's second finding: the emulator took it at N = 24)."""
     word = encode_idesc("f8f6f4", "e4m3", "e5m2", "f32", 64, 24, False, True)
     assert idesc_problems(word, "f8f6f4")
     assert emu.idesc_check(word, "f8f6f4") != ""
@@ -574,15 +555,13 @@ def test_emulator_rejects_what_the_ptx_isa_forbids(emu):
 @needs_cute
 def test_emulator_accumulator_cells_match_cute(cute, emu):
     """gg_emu_sm100_d_cell and gg::umma::d_lane against UMMA::tmem_frg_1sm for
-    every element of every CuTe accumulator (d_cell but at the disputed
-    M = 128, N = 8); out-of-range cells refused."""
+    every element of every CuTe accumulator; out-of-range cells refused."""
     for m_shape, n_shape, *addrs in cute["tmemc"]:
         mm, nn = int(m_shape), int(n_shape)
         for i, addr in enumerate(map(int, addrs)):
             n, m = divmod(i, mm)
             want = (addr >> 16, addr & 0xFFFF)
-            if not _disputed(mm, nn, "f16", False):
-                assert emu.d_cell(mm, nn, m, n) == want, (mm, nn, m, n)
+            assert emu.d_cell(mm, nn, m, n) == want, (mm, nn, m, n)
             assert emu.d_lane(mm, m) == want[0]
         assert emu.d_cell(mm, nn, mm, 0) is None and emu.d_cell(mm, nn, 0, nn) is None
     assert emu.d_cell(96, 64, 0, 0) is None and emu.d_cell(128, 264, 0, 0) is None
@@ -620,6 +599,7 @@ UMMA_CASES = {
     "bf16_m64n256_MNinter_MNsw128": ("f16", "bf16", "bf16", 64, 256, ("MN", "0", 1),
                                      ("MN", "128", 0)),
     "bf16_m64n8_MNsw32_Kinter": ("f16", "bf16", "bf16", 64, 8, ("MN", "32", 0), ("K", "0", 1)),
+    "bf16_m128n8_Ksw64_Ksw128": ("f16", "bf16", "bf16", 128, 8, ("K", "64", 0), ("K", "128", 2)),
     "e4m3_m128n128_MNsw128_MNsw64": ("f8f6f4", "e4m3", "e4m3", 128, 128, ("MN", "128", 0),
                                      ("MN", "64", 1)),
     "e4m3_e5m2_m64n64_Ksw32_MNsw32": ("f8f6f4", "e4m3", "e5m2", 64, 64, ("K", "32", 1),
