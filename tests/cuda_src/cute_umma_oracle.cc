@@ -62,14 +62,32 @@ static inline size_t __cvta_generic_to_shared(const void* p) {
 
 using namespace cute;
 
-template <class T> const char* tname();
-template <> const char* tname<bfloat16_t>() { return "bf16"; }
-template <> const char* tname<half_t>() { return "f16"; }
-template <> const char* tname<float_e4m3_t>() { return "e4m3"; }
-template <> const char* tname<float_e5m2_t>() { return "e5m2"; }
-template <> const char* tname<tfloat32_t>() { return "tf32"; }
+template <class T>
+const char* tname();
+template <>
+const char* tname<bfloat16_t>() {
+  return "bf16";
+}
+template <>
+const char* tname<half_t>() {
+  return "f16";
+}
+template <>
+const char* tname<float_e4m3_t>() {
+  return "e4m3";
+}
+template <>
+const char* tname<float_e5m2_t>() {
+  return "e5m2";
+}
+template <>
+const char* tname<tfloat32_t>() {
+  return "tf32";
+}
 
-const char* mname(UMMA::Major m) { return m == UMMA::Major::K ? "K" : "MN"; }
+const char* mname(UMMA::Major m) {
+  return m == UMMA::Major::K ? "K" : "MN";
+}
 
 // ---------------------------------------------------------------------------
 // Instruction descriptors.
@@ -128,8 +146,8 @@ void mma_one() {
     mma<MMA_Traits<SM100_MMA_F8F6F4_SS, float_e4m3_t, float_e4m3_t, float, C<M>, C<N>,
                    integral_constant<UMMA::Major, AM>, integral_constant<UMMA::Major, BM>,
                    integral_constant<UMMA::ScaleIn, UMMA::ScaleIn::One>,
-                   integral_constant<UMMA::ScaleIn, UMMA::ScaleIn::One>>>(
-        "f8f6f4", "e4m3", "e4m3", M, N, AM, BM);
+                   integral_constant<UMMA::ScaleIn, UMMA::ScaleIn::One>>>("f8f6f4", "e4m3", "e4m3",
+                                                                          M, N, AM, BM);
   }
 }
 
@@ -169,7 +187,8 @@ template <int M, int N = 8>
 void per_n() {
   mma_all<M, N>();
   tmemc<M, N>();
-  if constexpr (N < 256) per_n<M, N + 8>();
+  if constexpr (N < 256)
+    per_n<M, N + 8>();
 }
 #else
 // The N a kernel may pick: 8 .. 64 in steps of 8 and the larger tile widths,
@@ -194,7 +213,8 @@ void per_n() {
   tmemc<M, 16>();
   tmemc<M, 64>();
   tmemc<M, 256>();
-  if constexpr (M == 128) tmemc<M, 128>();
+  if constexpr (M == 128)
+    tmemc<M, 128>();
 }
 #endif
 
@@ -287,7 +307,7 @@ void tcopy(const char* name) {
 }
 
 #define GG_TMEM(OP) tmem<SM100_TMEM_LOAD_##OP>(#OP);
-#define GG_TMEM_FAMILY(P)                                                                   \
+#define GG_TMEM_FAMILY(P) \
   GG_TMEM(P##1x) GG_TMEM(P##2x) GG_TMEM(P##4x) GG_TMEM(P##8x) GG_TMEM(P##16x) GG_TMEM(P##32x)
 
 int main() {
@@ -313,9 +333,9 @@ int main() {
   // 128B swizzle with 32B atomicity: CuTe's MN-major atom (tf32, the only kind
   // the PTX ISA allows it for); K-major has none.
   desc<UMMA::Major::MN, tfloat32_t, UMMA::Layout_MN_SW128_32B_Atom<tfloat32_t>, 64, 16>("MN",
-                                                                                      "128B32");
+                                                                                        "128B32");
   desc<UMMA::Major::MN, tfloat32_t, UMMA::Layout_MN_SW128_32B_Atom<tfloat32_t>, 128, 8>("MN",
-                                                                                       "128B32");
+                                                                                        "128B32");
 
   GG_TMEM_FAMILY(32dp32b)
   GG_TMEM(32dp32b64x)

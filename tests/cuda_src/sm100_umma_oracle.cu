@@ -42,7 +42,8 @@ extern "C" __global__ void __launch_bounds__(128)
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int n = static_cast<int>(geom[12]);
   const u32 ncols = geom[13];
-  if (warp == 0) gg::tmem_alloc(&slot, ncols);
+  if (warp == 0)
+    gg::tmem_alloc(&slot, ncols);
   if (threadIdx.x == 0) {
     gg::mbarrier_init(&bar, 1);
     gg::fence_mbarrier_init();
@@ -70,9 +71,11 @@ extern "C" __global__ void __launch_bounds__(128)
     u32 r[8];
     gg::tcgen05_ld_32x32b<8>(r, slot + (static_cast<u32>(32 * warp) << 16) + static_cast<u32>(c));
     gg::tcgen05_wait_ld();
-    for (int j = 0; j < 8; ++j) out[lane * n + c + j] = r[j];
+    for (int j = 0; j < 8; ++j)
+      out[lane * n + c + j] = r[j];
   }
   gg::tcgen05_fence_before_thread_sync();
   __syncthreads();
-  if (warp == 0) gg::tmem_dealloc(slot, ncols);
+  if (warp == 0)
+    gg::tmem_dealloc(slot, ncols);
 }
