@@ -197,9 +197,10 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
     return "the maximum shift (bits 30-31) is set: it applies to tcgen05.mma.ws only";
   if (d.d_format != 1) {
     return d.d_format == 0 ? "D is f16 (bits 4-5 = 0); the emulator models D in f32 only"
-                           : format("the D format (bits 4-5) is %u, not f16 (0) or f32 (1) for "
-                                    "this kind",
-                                    d.d_format);
+                           : format(
+                                 "the D format (bits 4-5) is %u, not f16 (0) or f32 (1) for "
+                                 "this kind",
+                                 d.d_format);
   }
   if (kind == 0) {
     if (d.a_format > 1 || d.b_format > 1) {
@@ -217,8 +218,7 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
       if (f == 2 || f > 5)
         return format("the A / B format %u is not one of kind::f8f6f4's (bits 7-9, 10-12)", f);
       if (f >= 3) {
-        return format("%s operands are not modelled (e4m3 and e5m2 are)",
-                      format_name(1, f));
+        return format("%s operands are not modelled (e4m3 and e5m2 are)", format_name(1, f));
       }
     }
   }
@@ -294,7 +294,7 @@ struct Commit {
 struct MmaOp {
   unsigned id, thread, m, n, column, lane0;
   int kind;
-  std::vector<sm90::Range> reads;   // block offsets the op read
+  std::vector<sm90::Range> reads;    // block offsets the op read
   std::vector<unsigned char> bytes;  // what it read there
   std::vector<Commit> commits;       // every tcgen05.commit of its thread after it
 };
@@ -315,12 +315,12 @@ struct Sm100Thread {
 }  // namespace sm100
 
 struct Sm100Block {
-  std::vector<std::uint32_t> cells;    // kLanes x kColumns, lane-major
-  std::vector<unsigned> pending;       // per cell: the id of the op that still writes it (0: none)
-  std::vector<unsigned> epoch;         // per cell: the retirement epoch that wrote it
-  std::vector<sm100::Alloc> allocs;    // live allocations
-  std::vector<sm100::Alloc> freed;     // freed ones (for the double-free report)
-  std::vector<sm100::MmaOp> ops;       // in flight, in issue order
+  std::vector<std::uint32_t> cells;  // kLanes x kColumns, lane-major
+  std::vector<unsigned> pending;     // per cell: the id of the op that still writes it (0: none)
+  std::vector<unsigned> epoch;       // per cell: the retirement epoch that wrote it
+  std::vector<sm100::Alloc> allocs;  // live allocations
+  std::vector<sm100::Alloc> freed;   // freed ones (for the double-free report)
+  std::vector<sm100::MmaOp> ops;     // in flight, in issue order
   std::vector<sm100::Sm100Thread> threads;
   unsigned next_id = 1;
   unsigned retire_epoch = 0;
@@ -333,7 +333,9 @@ struct Sm100Block {
 namespace sm100 {
 
 [[noreturn]] inline void tsan_unsupported() {
-  fail("the tcgen05 primitives (TMEM, tcgen05.mma) are modelled in fiber mode only, not in TSan mode");
+  fail(
+      "the tcgen05 primitives (TMEM, tcgen05.mma) are modelled in fiber mode only, not in TSan "
+      "mode");
 }
 
 inline BlockRunner& runner() {
@@ -431,19 +433,18 @@ inline void agree(const char* op, unsigned a, unsigned b) {
   const ThreadCtx& t = current();
   if (active_lanes(t) != 0xffffffffu)
     fail("%s: warp %u of the block is not a whole warp of 32 threads", op, t.warp);
-  warp_collective<Agree, int>(op, 0xffffffffu, Agree{op, a, b},
-                              [](unsigned lane, const Agree* const* ins) -> int {
-                                for (unsigned l = 0; l < 32; ++l) {
-                                  if (ins[l]->a != ins[lane]->a || ins[l]->b != ins[lane]->b) {
-                                    fail(
-                                        "%s: lanes %u and %u of the warp pass different operands "
-                                        "(0x%x, %u and 0x%x, %u); .sync.aligned needs the same",
-                                        ins[lane]->op, l, lane, ins[l]->a, ins[l]->b, ins[lane]->a,
-                                        ins[lane]->b);
-                                  }
-                                }
-                                return 0;
-                              });
+  warp_collective<Agree, int>(
+      op, 0xffffffffu, Agree{op, a, b}, [](unsigned lane, const Agree* const* ins) -> int {
+        for (unsigned l = 0; l < 32; ++l) {
+          if (ins[l]->a != ins[lane]->a || ins[l]->b != ins[lane]->b) {
+            fail(
+                "%s: lanes %u and %u of the warp pass different operands "
+                "(0x%x, %u and 0x%x, %u); .sync.aligned needs the same",
+                ins[lane]->op, l, lane, ins[l]->a, ins[l]->b, ins[lane]->a, ins[lane]->b);
+          }
+        }
+        return 0;
+      });
 }
 
 // ---------------------------------------------------------------------------
@@ -486,8 +487,8 @@ void tmem_alloc(unsigned* slot, unsigned ncols) {
     if (find_free(b, ncols) == kColumns) {
       b.alloc_waits[t.warp] = ncols;
       Sm100Thread& u = me();
-      u.wait_text = format("tcgen05.alloc of %u TMEM columns (%s)", ncols,
-                           describe_allocs(b).c_str());
+      u.wait_text =
+          format("tcgen05.alloc of %u TMEM columns (%s)", ncols, describe_allocs(b).c_str());
       const FitArg arg{&b, ncols};
       runner().wait_until(
           current(), u.wait_text.c_str(),
@@ -526,9 +527,8 @@ void tmem_dealloc(unsigned taddr, unsigned ncols) {
     if (lane != 0)
       fail("%s: the address 0x%08x names lane %u; an allocation starts at lane 0", kOp, taddr,
            lane);
-    auto it = std::find_if(b.allocs.begin(), b.allocs.end(), [&](const Alloc& a) {
-      return a.column == column && a.ncols == ncols;
-    });
+    auto it = std::find_if(b.allocs.begin(), b.allocs.end(),
+                           [&](const Alloc& a) { return a.column == column && a.ncols == ncols; });
     if (it == b.allocs.end()) {
       for (const Alloc& a : b.freed) {
         if (a.column == column && a.ncols == ncols) {
@@ -663,9 +663,8 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
   for (std::size_t i = 0; i < op.reads.size(); ++i) {
     const sm90::Range& r = op.reads[i];
     const bool is_a = i < a_ranges;
-    const std::string reader =
-        format("%s (its %s operand, %s)", op_name, is_a ? "A" : "B",
-               layout_name((is_a ? da : db).layout));
+    const std::string reader = format("%s (its %s operand, %s)", op_name, is_a ? "A" : "B",
+                                      layout_name((is_a ? da : db).layout));
     const unsigned layout = (is_a ? da : db).layout;
     sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
     op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
@@ -682,7 +681,8 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
     std::memcpy(&v, s.begin + (a - base) % sm90::kWindow, eb);
     return v;
   };
-  std::vector<double> av(static_cast<std::size_t>(id.m) * k), bv(static_cast<std::size_t>(id.n) * k);
+  std::vector<double> av(static_cast<std::size_t>(id.m) * k),
+      bv(static_cast<std::size_t>(id.n) * k);
   const double sa = id.negate_a ? -1.0 : 1.0, sb = id.negate_b ? -1.0 : 1.0;
   for (unsigned m = 0; m < id.m; ++m)
     for (unsigned kk = 0; kk < k; ++kk)
@@ -761,7 +761,8 @@ inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, uns
   require_arch(op);
   agree(op, taddr, nregs);
   const unsigned span = shape == LdShape::s32x32b ? 32 : 16;
-  const unsigned ncols = shape == LdShape::s32x32b ? nregs : 2 * nregs;  // 16x256b: 8 columns per 4 registers
+  const unsigned ncols =
+      shape == LdShape::s32x32b ? nregs : 2 * nregs;  // 16x256b: 8 columns per 4 registers
   check_lanes(taddr, span, op);
   Sm100Block& b = block();
   const unsigned column0 = taddr & 0xFFFFu, lane0 = taddr >> 16, me_lane = current().lane;
@@ -1038,8 +1039,8 @@ GG_EMU_API int gg_emu_sm100_smem_desc_check(unsigned long long desc, int major_m
 
 GG_EMU_API void gg_emu_sm100_idesc_decode(unsigned idesc, int* fields) {
   const gg::emu::sm100::Idesc d = gg::emu::sm100::decode_idesc(idesc);
-  const unsigned v[14] = {d.d_format, d.a_format, d.b_format, d.negate_a, d.negate_b,
-                          d.a_mn,     d.b_mn,     d.n,        d.m,        d.sparse,
+  const unsigned v[14] = {d.d_format,   d.a_format, d.b_format,  d.negate_a, d.negate_b,
+                          d.a_mn,       d.b_mn,     d.n,         d.m,        d.sparse,
                           d.sparse_sel, d.saturate, d.max_shift, d.reserved};
   for (int i = 0; i < 14; ++i)
     fields[i] = static_cast<int>(v[i]);
@@ -1055,8 +1056,8 @@ GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* la
   if ((m_total != 64 && m_total != 128) || n < 8 || n > 256 || n % 8 != 0 || row < 0 ||
       row >= m_total || col < 0 || col >= n)
     return -1;
-  *lane = static_cast<int>(gg::emu::sm100::d_lane(static_cast<unsigned>(m_total),
-                                                  static_cast<unsigned>(row)));
+  *lane = static_cast<int>(
+      gg::emu::sm100::d_lane(static_cast<unsigned>(m_total), static_cast<unsigned>(row)));
   *column = col;
   return 0;
 }

@@ -156,6 +156,8 @@ __host__ __device__ constexpr unsigned d_lane(int m_total, int m) {
 }  // namespace umma
 
 namespace sm100_detail {
+// A shared address (as sm90_detail::smem_addr: this header must compile
+// where the Hopper header is not copied, for a spec without sm_90a).
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
 #if defined(__CUDA_ARCH__)
   return static_cast<unsigned>(__cvta_generic_to_shared(p));

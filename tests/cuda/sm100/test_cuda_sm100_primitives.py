@@ -29,7 +29,8 @@ POISON = 0xFFFFFFFF  # a TMEM cell never written (the emulator's allocation pois
 
 @pytest.fixture(scope="module")
 def sm100() -> EmuModule:
-    return EmuModule.from_file(CUDA_SRC / "sm100_primitives.cu")
+    # -Wall -Wextra -Werror: the header will be part of generated kernels, which compile so.
+    return EmuModule.from_file(CUDA_SRC / "sm100_primitives.cu", warnings=True)
 
 
 # ---------------------------------------------------------------------------
@@ -142,6 +143,8 @@ def run_mma(sm100, *, a_type="bf16", b_type=None, m=128, n=64, a_mn=False, b_mn=
     def images(values, mn, sp):
         eb = values.dtype.itemsize
         if packed:
+            # K-major swizzled: every step's K slice within one swizzled row.
+            assert mn or sp == 0 or values.shape[1] * eb <= (128 if sp == "128b32" else sp)
             img, lbo, sbo = image(values, mn, sp)
             return img, lbo, sbo, k_step_bytes(k, mn, sp, eb, lbo, sbo)
         parts = [image(np.ascontiguousarray(values[:, s * k:(s + 1) * k]), mn, sp) for s in range(steps)]
@@ -473,6 +476,18 @@ def test_sm100_primitives_assemble_to_tcgen05_sass():
     widths = sass["tmem_ld_st_widths"]
     assert widths.count("LDTM") > 0 and widths.count("STTM") > 0
     assert sass["tmem_ld_16x256b"].count("LDTM", "16") > 0  # the 16-lane shapes
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["sm_103a", "sm_100f", "sm_103f"])
+def test_the_other_tcgen05_targets_get_the_primitives(arch):
+    """GG_SM100_TCGEN05 covers the B300's arch and the family targets too."""
+    source = (CUDA_SRC / "sm100_primitives.cu").read_text()
+    result = nvcc.compile_check(source, arch, name_for_errors="tests/cuda_src/sm100_primitives.cu")
+    mma = nvcc.sass_summary(result.cubin)["tc_mma"]
+    assert mma.count("UTCHMMA") > 0 and mma.count("UTCQMMA") > 0 and mma.count("UTCBAR") == 1
 
 
 @needs_nvcc
