@@ -325,6 +325,26 @@ def test_an_activation_adds_the_forward_kernel_without_it():
     assert "_grad_pre" not in text and "_differentiable_bwd, True" not in text
 
 
+def test_the_entry_points_are_formatted():
+    """Each entry point's new branches (the pre-activation call, the bias's
+    gradient, _group_sums) print as ruff format lays them out, lint-clean
+    (tests/cli/test_generated_format.py checks specs/' entry points)."""
+    import shutil
+    import subprocess
+
+    ruff = Path(sys.executable).parent / "ruff"
+    ruff = str(ruff) if ruff.is_file() else shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff not found")
+    folder = project()[0] / PACKAGE / "jax"
+    files = sorted(str(p) for p in folder.glob("*.py"))
+    for args in (("format", "--check", "--diff"), ("check", "--no-fix", "--output-format",
+                                                   "concise")):
+        proc = subprocess.run([ruff, *args, "--line-length", "100", *files],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout[:4000] + proc.stderr[:2000]
+
+
 # ---------------------------------------------------------------------------
 # The fast case: every edge at once
 

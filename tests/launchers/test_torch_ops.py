@@ -408,6 +408,32 @@ def test_dense_gradients_match_the_numpy_reference():
     _close(t_rhs.grad, w.T @ lhs, "d rhs")
 
 
+DISPATCH_ARMS = {1: "dense_gemv_bf16", 5: "dense_gemv_batched_bf16", 37: "dense_gemm_bf16"}
+
+
+@pytest.mark.parametrize("m", [pytest.param(1), pytest.param(5, marks=pytest.mark.slow),
+                               pytest.param(37, marks=pytest.mark.slow)])
+def test_dispatcher_gradients_match_the_numpy_reference(m):
+    """dense_mm_bf16 (specs/dense.gemm; rhs [n, k]): d lhs through the
+    dispatcher on d out and the weight transposed (the arm of the forward's
+    m: the GEMV for m = 1, the batched GEMV for m <= 8), d rhs through it on
+    the transposed operands (m = n: the tile GEMM's arm); then opcheck with
+    inputs that require grad (its autograd registration test)."""
+    module = importlib.import_module("generated.dense.torch.dense_mm_bf16")
+    for name in {DISPATCH_ARMS[m], "dense_gemm_bf16"}:
+        op_module("dense", name)
+    assert module._arm(m).NAME == DISPATCH_ARMS[m] and module._arm(256).NAME == "dense_gemm_bf16"
+    fn = torch.ops.gemmgen_dense.dense_mm_bf16
+    rng = np.random.default_rng(24 + m)
+    n, k = 256, 128
+    lhs, rhs, w = _bf16(rng, (m, k)), _bf16(rng, (n, k)), _bf16(rng, (m, n))
+    t_lhs, t_rhs = _leaf(lhs), _leaf(rhs)
+    (fn(t_lhs, t_rhs).float() * torch.from_numpy(w.astype(np.float32))).sum().backward()
+    _close(t_lhs.grad, w @ rhs, "d lhs")
+    _close(t_rhs.grad, w.T @ lhs, "d rhs")
+    torch.library.opcheck(fn, (_leaf(lhs), _leaf(rhs)))
+
+
 def test_opcheck_with_gradients():
     """opcheck's autograd registration test needs inputs that require grad."""
     fn = op("moe", "gmm_bf16")
