@@ -80,6 +80,8 @@ def kernel(stem: str, name: str) -> ir.Kernel:
 
 
 def to_torch(x):
+    if isinstance(x, np.generic):  # a 0-d array input (NVFP4's global scale)
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         return x
     if x.dtype.name in _VIEWS:
