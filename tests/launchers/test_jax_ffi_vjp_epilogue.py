@@ -31,6 +31,7 @@ from gemmgen.backends.cuda import backward
 from gemmgen.build import render_spec
 from gemmgen.harness.cuda_emu import device_env
 from gemmgen.harness.ffi import backward_kernels, emulated_ffi
+from gemmgen.harness.toolchain import find_nvcc
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -412,3 +413,41 @@ def test_each_epilogue_matches_numpy(name):
 def test_edges(case):
     m, k, n, sizes, offset, g = case
     check("gateup", m, k, n, sizes, offset, g, seed=sum(case[:3]))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+def test_nvcc_builds_the_four_handlers_into_one_library(tmp_path):
+    """gateup's library built with nvcc for the spec's sm_90a (warnings as
+    errors, as `gemmgen compile` builds it): the forward's handler and the
+    three derived kernels' (loading it needs no GPU: cudart is static)."""
+    import ctypes
+
+    from gemmgen.harness.ffi import compile_ffi
+
+    root, _ = project()
+    library = ctypes.CDLL(str(compile_ffi(root / PACKAGE / "cuda", "gateup", tmp_path,
+                                          ["sm_90a"])))
+    for name in ("gateup", *backward.names(project()[1].kernel("gateup"))):
+        assert hasattr(library, f"gg_ffi_{name}"), name
+
+
+@pytest.mark.slow
+def test_on_a_tpu_the_backward_pass_is_the_pallas_one():
+    """The same training step lowered for TPU (the real Pallas -> Mosaic
+    lowering, on any machine): Pallas kernels only (the pre-activation, d
+    lhs, d rhs; the linear loss needs no forward result), no FFI call: both
+    branches of the backward pass have one type, the bias's gradient
+    included."""
+    module = entry("gateup")
+    kernel = project()[1].kernel("gateup")
+    lhs, rhs, bias, _, d_out = inputs(module, kernel, 4, 256, 128, 256, 2)
+    sizes = jnp.array([100, 156], jnp.int32)
+
+    def loss(lhs, rhs, bias):
+        out = module.gateup_vjp(lhs, rhs, sizes, bias)
+        return jnp.sum(out.astype(jnp.float32) * d_out.astype(jnp.float32))
+
+    step = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    text = step.trace(lhs, rhs, bias).lower(lowering_platforms=("tpu",)).as_text()
+    assert text.count("tpu_custom_call") == 3 and "gemmgen_" not in text
