@@ -413,19 +413,28 @@ def test_dense_gradients_match_the_numpy_reference():
 DISPATCH_ARMS = {1: "dense_gemv_bf16", 5: "dense_gemv_batched_bf16", 37: "dense_gemm_bf16"}
 
 
-@pytest.mark.parametrize("m", [pytest.param(1), pytest.param(5, marks=pytest.mark.slow),
-                               pytest.param(37, marks=pytest.mark.slow)])
-def test_dispatcher_gradients_match_the_numpy_reference(m):
-    """dense_mm_bf16 (specs/dense.gemm; rhs [n, k]): d lhs through the
-    dispatcher on d out and the weight transposed (the arm of the forward's
-    m: the GEMV for m = 1, the batched GEMV for m <= 8), d rhs through it on
-    the transposed operands (m = n: the tile GEMM's arm); then opcheck with
-    inputs that require grad (its autograd registration test)."""
-    module = importlib.import_module("generated.dense.torch.dense_mm_bf16")
-    for name in {DISPATCH_ARMS[m], "dense_gemm_bf16"}:
-        op_module("dense", name)
-    assert module._arm(m).NAME == DISPATCH_ARMS[m] and module._arm(256).NAME == "dense_gemm_bf16"
-    fn = torch.ops.gemmgen_dense.dense_mm_bf16
+@pytest.mark.parametrize("stem, m", [
+    ("dense", 1),
+    pytest.param("dense", 5, marks=pytest.mark.slow),
+    pytest.param("dense", 37, marks=pytest.mark.slow),
+    pytest.param("gb10", 1, marks=pytest.mark.slow),  # the same arms for sm_120a
+    pytest.param("gb10", 5, marks=pytest.mark.slow),
+])
+def test_dispatcher_gradients_match_the_numpy_reference(stem, m):
+    """dense_mm_bf16 (specs/dense.gemm; gb10_dense_mm_bf16 of specs/gb10.gemm;
+    rhs [n, k]): d lhs through the dispatcher on d out and the weight
+    transposed (the arm of the forward's m: the GEMV for m = 1, the batched
+    GEMV for m <= 8), d rhs through it on the transposed operands (m = n:
+    the tile GEMM's arm); then opcheck with inputs that require grad (its
+    autograd registration test)."""
+    prefix = "gb10_" if stem == "gb10" else ""
+    name = f"{prefix}dense_mm_bf16"
+    module = importlib.import_module(f"generated.{stem}.torch.{name}")
+    arm, gemm = prefix + DISPATCH_ARMS[m], f"{prefix}dense_gemm_bf16"
+    for kernel_name in {arm, gemm}:
+        op_module(stem, kernel_name)
+    assert module._arm(m).NAME == arm and module._arm(256).NAME == gemm
+    fn = getattr(getattr(torch.ops, f"gemmgen_{stem}"), name)
     rng = np.random.default_rng(24 + m)
     n, k = 256, 128
     lhs, rhs, w = _bf16(rng, (m, k)), _bf16(rng, (n, k)), _bf16(rng, (m, n))
