@@ -38,7 +38,8 @@ class EntryPointText:
     def py_grad_rhs_formula(self) -> str:
         """What the d rhs kernel computes per local group, for the docstring."""
         nk = self.kernel.rhs_operand.layout is ir.Layout.NK
-        return "d_out[rows]ᵀ · lhs[rows]" if nk else "lhs[rows]ᵀ · d_out[rows]"
+        d = "d_out" if self.bwd_plain else "d_prod"
+        return f"{d}[rows]ᵀ · lhs[rows]" if nk else f"lhs[rows]ᵀ · {d}[rows]"
 
     @property
     def cuda_vjp(self) -> bool:
@@ -96,6 +97,26 @@ class EntryPointText:
         k = self.kernel
         return (k.bias.mode is ir.BiasMode.NONE and k.epilogue.alpha is None
                 and k.epilogue.activation is ir.Activation.NONE)
+
+    @property
+    def py_bwd_note(self) -> str:
+        """The module docstring's line on the XLA part of a backward pass
+        with an epilogue, wrapped at 80 columns."""
+        import textwrap
+
+        k = self.kernel
+        text = "d_prod, the gradient of the product, is d_out"
+        if k.epilogue.activation is not ir.Activation.NONE:
+            text += " through the activation's derivative at the pre-activation"
+        if k.epilogue.alpha is not None:
+            text += ", times alpha"
+        text += ", by XLA operations"
+        if k.bias.mode is ir.BiasMode.GROUP:
+            text += "; so is the bias's gradient: d_pre summed over each group's rows"
+        elif k.bias.mode is ir.BiasMode.N:
+            text += "; so is the bias's gradient: d_pre summed over the rows"
+        text += "."
+        return textwrap.fill(text, 80)
 
     @property
     def py_cuda_bwd(self) -> tuple[str, ...]:
