@@ -351,12 +351,13 @@ def test_the_entry_points_are_formatted():
 
 
 def test_silu_mul_alpha_and_a_bias_per_group_match_numpy():
-    """gateup_vjp under jax.jit(jax.vjp): a shard of three local groups
-    (group_offset 1, one of them empty, one past group_sizes), rows past
-    sum(group_sizes), m and k not multiples of the tile, a poisoned
-    existing_out: the result and the gradients of lhs, rhs, the bias and
-    existing_out match NumPy; the HLO holds the four FFI calls and no loop."""
-    check("gateup", 70, 72, 256, [20, 0, 30, 10], 1, 3, seed=1)
+    """gateup_vjp under jax.jit(jax.vjp): a shard of four local groups
+    (group_offset 1: the first group's rows are existing_out's; one local
+    group empty, one past group_sizes), rows past sum(group_sizes), m and k
+    not multiples of the tile, a poisoned existing_out: the result and the
+    gradients of lhs, rhs, the bias and existing_out match NumPy; the HLO
+    holds the four FFI calls and no loop."""
+    check("gateup", 70, 72, 256, [20, 0, 30, 10], 1, 4, seed=1)
 
 
 def test_under_shard_map_with_check_vma():
