@@ -58,8 +58,14 @@ def backward_kernels(folder: Path, kernel: str) -> tuple[str, ...]:
     names = tuple(kernel + s for s in _BACKWARD_SUFFIXES)
     if not all((folder / f"{n}_ffi.cc").is_file() for n in names):
         return ()
-    pre = kernel + _PRE_SUFFIX
-    return (*names, pre) if (folder / f"{pre}_ffi.cc").is_file() else names
+    # A kernel without an activation has no pre-activation kernel, and the
+    # spec may then name one of its own kernels <kernel>_grad_pre: only a
+    # handler generated for this library belongs in it.
+    pre = folder / f"{kernel}{_PRE_SUFFIX}_ffi.cc"
+    if pre.is_file() and f"into {library_name(kernel)})" in " ".join(
+            pre.read_text().replace("//", " ").split()):  # its header, however wrapped
+        return (*names, kernel + _PRE_SUFFIX)
+    return names
 
 
 def _sources(folder: Path, kernel: str) -> list[Path]:

@@ -326,6 +326,21 @@ def test_an_activation_adds_the_forward_kernel_without_it():
     assert "_grad_pre" not in text and "_differentiable_bwd, True" not in text
 
 
+def test_a_spec_kernel_named_grad_pre_is_not_linked_in(tmp_path):
+    """A kernel without an activation has no pre-activation kernel, so its
+    spec may name a kernel of its own `<kernel>_grad_pre`; that kernel's
+    handler does not go into `<kernel>`'s library (only one whose header
+    says it does)."""
+    root, _ = project()
+    for name in ("affine_grad_lhs", "affine_grad_rhs"):
+        (tmp_path / f"{name}_ffi.cc").write_text("// a derived handler\n")
+    (tmp_path / "affine_grad_pre_ffi.cc").write_text("// the spec's own kernel, into libx.so\n")
+    assert backward_kernels(tmp_path, "affine") == ("affine_grad_lhs", "affine_grad_rhs")
+    text = (root / PACKAGE / "cuda" / "gateup_grad_pre_ffi.cc").read_text()
+    (tmp_path / "affine_grad_pre_ffi.cc").write_text(text.replace("gateup", "affine"))
+    assert backward_kernels(tmp_path, "affine")[-1] == "affine_grad_pre"
+
+
 def test_the_entry_points_are_formatted():
     """Each entry point's new branches (the pre-activation call, the bias's
     gradient, _group_sums) print as ruff format lays them out, lint-clean

@@ -154,7 +154,8 @@ class FfiPlan(EntryPointText):
 
     @property
     def _role_text(self) -> str:
-        what = {"grad_lhs": "d lhs", "grad_rhs": "d rhs"}.get(self.role)
+        what = {"grad_lhs": "d lhs", "grad_rhs": "d rhs",
+                "grad_pre": "the pre-activation"}.get(self.role)
         return f" in {self.entry}_vjp's backward pass (for {what})" if what else ""
 
     @property
