@@ -15,9 +15,9 @@ library, `lib<kernel>_ffi.so`, that the entry point's `register()` loads:
 
 `folder` holds the kernel's generated `.cu`, `.h` and `_ffi.cc`. An entry
 point whose `_vjp` runs its backward pass on CUDA (issue 28) has two more
-kernels there, `<kernel>_grad_lhs` and `<kernel>_grad_rhs`, each with its
-`_ffi.cc`: both functions build them into the same library
-(`backward_kernels`).
+kernels there, `<kernel>_grad_lhs` and `<kernel>_grad_rhs` (and
+`<kernel>_grad_pre` with an activation), each with its `_ffi.cc`: both
+functions build them into the same library (`backward_kernels`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ from gemmgen.harness.toolchain import (
 __all__ = ["backward_kernels", "compile_ffi", "emulated_ffi", "library_name", "nvcc_command",
            "xla_include_dir"]
 
-# The backward pass's kernels of an entry point (backends/cuda/backward.py).
+# The backward pass's kernels of an entry point (backends/cuda/backward.py):
+# d lhs and d rhs, and the pre-activation's for a kernel with an activation.
 _BACKWARD_SUFFIXES = ("_grad_lhs", "_grad_rhs")
+_PRE_SUFFIX = "_grad_pre"
 
 
 def library_name(kernel: str) -> str:
@@ -54,9 +56,16 @@ def backward_kernels(folder: Path, kernel: str) -> tuple[str, ...]:
     """The backward kernels of `kernel` whose files `folder` holds: () for an
     entry point without a CUDA backward pass."""
     names = tuple(kernel + s for s in _BACKWARD_SUFFIXES)
-    if all((folder / f"{n}_ffi.cc").is_file() for n in names):
-        return names
-    return ()
+    if not all((folder / f"{n}_ffi.cc").is_file() for n in names):
+        return ()
+    # A kernel without an activation has no pre-activation kernel, and the
+    # spec may then name one of its own kernels <kernel>_grad_pre: only a
+    # handler generated for this library belongs in it.
+    pre = folder / f"{kernel}{_PRE_SUFFIX}_ffi.cc"
+    if pre.is_file() and f"into {library_name(kernel)})" in " ".join(
+            pre.read_text().replace("//", " ").split()):  # its header, however wrapped
+        return (*names, kernel + _PRE_SUFFIX)
+    return names
 
 
 def _sources(folder: Path, kernel: str) -> list[Path]:

@@ -80,6 +80,8 @@ def kernel(stem: str, name: str) -> ir.Kernel:
 
 
 def to_torch(x):
+    if isinstance(x, np.generic):  # a 0-d array input (NVFP4's global scale)
+        x = np.asarray(x)
     if not isinstance(x, np.ndarray):
         return x
     if x.dtype.name in _VIEWS:
@@ -264,26 +266,57 @@ def test_tgmm_with_existing_out(monkeypatch):
                existing_out=True), seed=4, monkeypatch=monkeypatch)
 
 
-def _sample(k: ir.Kernel, module, seed: int) -> list:
-    case = standard_cases(k)[0]
-    return call_args(k, case.inputs(k, seed), module)
-
-
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", moe_ops())
-def test_opcheck_every_moe_op(name):
-    """opcheck on each op. Its schema test compares inputs before and after
-    with torch.allclose, which PyTorch does not implement for FP8 on the
-    CPU: for FP8 operands that test is replaced by the same check on the
-    bits (no input mutated, no output aliasing an input), and opcheck runs
-    the others (fake tensor, autograd registration, AOT dispatch, dynamic)."""
-    k = kernel("moe", name)
-    module = op_module("moe", name)
-    fn = op("moe", name)
-    args = tuple(_sample(k, module, 3))
+STEMS = ("moe", "dense", "gb10")  # every spec with CUDA kernels; all run on the emulator
+
+
+def every_op() -> list[tuple[str, str]]:
+    """(stem, op) for every kernel and dispatcher op of every spec."""
+    return [(stem, name) for stem in STEMS
+            for name in (*(k.name for k in torch_ops.kernels(rendered(stem).spec)),
+                         *(d.name for d in torch_ops.dispatch_ops(rendered(stem).spec)))]
+
+
+# One op of each kind in the fast tier, with libraries the fast tier builds
+# anyway where one exists (the grouped op has its own tests below): tgmm,
+# the tile GEMM, the quantizer, a block-scaled FP8 grouped GEMM, a
+# dispatcher (m on its tile-GEMM arm); the GEMV and the masked layout build
+# one library each.
+FAST_OPCHECK = {
+    ("moe", "moe_bf16_grad_rhs"): None,
+    ("dense", "dense_gemm_bf16"): None,
+    ("dense", "per_token_group_quant_fp8_out_scale_f32"): None,
+    ("moe", "moe_w8a8_grouped_gemm"): None,
+    ("dense", "dense_mm_bf16"): Case("dispatch", m=37, n=128, k=256),
+    ("dense", "dense_gemv_bf16"): None,
+    ("moe", "moe_fp8_masked_gemm"): None,
+}
+
+
+def opcheck(stem: str, name: str, case: Case | None = None) -> None:
+    """opcheck on the op (a kernel's, or a dispatcher's: then the library of
+    the arm the case picks, and the first arm's arguments) on a standard
+    case. Its
+    schema test compares inputs before and after with torch.allclose, which
+    PyTorch does not implement for FP8 on the CPU: for FP8 operands that test
+    is replaced by the same check on the bits (no input mutated, no output
+    aliasing an input), and opcheck runs the others (fake tensor, autograd
+    registration, AOT dispatch, dynamic)."""
+    spec = rendered(stem).spec
+    dispatch = next((d for d in torch_ops.dispatch_ops(spec) if d.name == name), None)
+    first = dispatch.kernels[0] if dispatch else name
+    k = kernel(stem, first)
+    case = case or standard_cases(k)[0]
+    if dispatch:  # the library of the arm the case's m picks
+        if str(REPO) not in sys.path:
+            sys.path.insert(0, str(REPO))
+        module = importlib.import_module(f"generated.{stem}.torch.{name}")
+        op_module(stem, module._arm(case.m).NAME)
+    args = tuple(call_args(k, case.inputs(k, 3), op_module(stem, first) if not dispatch
+                           else importlib.import_module(f"generated.{stem}.torch.{first}")))
+    fn = getattr(getattr(torch.ops, f"gemmgen_{stem}"), name)
     fp8 = [a for a in args if isinstance(a, torch.Tensor) and str(a.dtype).split(".")[-1] in _FP8]
     if not fp8:
         torch.library.opcheck(fn, args)
@@ -299,6 +332,19 @@ def test_opcheck_every_moe_op(name):
     for o in outs if isinstance(outs, tuple) else (outs,):
         assert all(o.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
                    for a in tensors), "an output aliases an input"
+
+
+@pytest.mark.parametrize("stem, name", list(FAST_OPCHECK))
+def test_opcheck_one_op_of_each_kind(stem, name):
+    opcheck(stem, name, FAST_OPCHECK[stem, name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem, name", [o for o in every_op() if o not in FAST_OPCHECK])
+def test_opcheck_every_op(stem, name):
+    """Every op of every spec with CUDA kernels; gb10's (sm_120a / sm_121a)
+    run on the emulator playing an sm_120a, the block-scaled MMA included."""
+    opcheck(stem, name)
 
 
 # ---------------------------------------------------------------------------
@@ -362,6 +408,41 @@ def test_dense_gradients_match_the_numpy_reference():
     (out.float() * torch.from_numpy(w.astype(np.float32))).sum().backward()
     _close(t_lhs.grad, w @ rhs, "d lhs")
     _close(t_rhs.grad, w.T @ lhs, "d rhs")
+
+
+DISPATCH_ARMS = {1: "dense_gemv_bf16", 5: "dense_gemv_batched_bf16", 37: "dense_gemm_bf16"}
+
+
+@pytest.mark.parametrize("stem, m", [
+    ("dense", 1),
+    pytest.param("dense", 5, marks=pytest.mark.slow),
+    pytest.param("dense", 37, marks=pytest.mark.slow),
+    pytest.param("gb10", 1, marks=pytest.mark.slow),  # the same arms for sm_120a
+    pytest.param("gb10", 5, marks=pytest.mark.slow),
+])
+def test_dispatcher_gradients_match_the_numpy_reference(stem, m):
+    """dense_mm_bf16 (specs/dense.gemm; gb10_dense_mm_bf16 of specs/gb10.gemm;
+    rhs [n, k]): d lhs through the dispatcher on d out and the weight
+    transposed (the arm of the forward's m: the GEMV for m = 1, the batched
+    GEMV for m <= 8), d rhs through it on the transposed operands (m = n:
+    the tile GEMM's arm); then opcheck with inputs that require grad (its
+    autograd registration test)."""
+    prefix = "gb10_" if stem == "gb10" else ""
+    name = f"{prefix}dense_mm_bf16"
+    module = importlib.import_module(f"generated.{stem}.torch.{name}")
+    arm, gemm = prefix + DISPATCH_ARMS[m], f"{prefix}dense_gemm_bf16"
+    for kernel_name in {arm, gemm}:
+        op_module(stem, kernel_name)
+    assert module._arm(m).NAME == arm and module._arm(256).NAME == gemm
+    fn = getattr(getattr(torch.ops, f"gemmgen_{stem}"), name)
+    rng = np.random.default_rng(24 + m)
+    n, k = 256, 128
+    lhs, rhs, w = _bf16(rng, (m, k)), _bf16(rng, (n, k)), _bf16(rng, (m, n))
+    t_lhs, t_rhs = _leaf(lhs), _leaf(rhs)
+    (fn(t_lhs, t_rhs).float() * torch.from_numpy(w.astype(np.float32))).sum().backward()
+    _close(t_lhs.grad, w @ rhs, "d lhs")
+    _close(t_rhs.grad, w.T @ lhs, "d rhs")
+    torch.library.opcheck(fn, (_leaf(lhs), _leaf(rhs)))
 
 
 def test_opcheck_with_gradients():

@@ -2,8 +2,8 @@
 forward kernel (issue 28).
 
 A kernel emitted for both backends whose Pallas module has `<name>_vjp` gets
-its backward pass on CUDA too, when its epilogue is the plain product (no
-activation, bias or alpha) and both operands are 16-bit: two more CUDA
+its backward pass on CUDA too, when both operands are 16-bit of one type
+(any bias, alpha, activation and output type): two or three more CUDA
 kernels, derived here from the forward kernel's CUDA view, never written in
 the spec:
 
@@ -16,13 +16,17 @@ the spec:
                     [g, k, n]; out = rhs's dtype; output blocks of the
                     forward's tile n x k, 32 rows per pipeline stage, the
                     forward's number of stages
+  <name>_grad_pre   only with an activation: the forward kernel without
+                    it, out f32: the pre-activation alpha * product + bias,
+                    recomputed by the forward's own epilogue, from which
+                    the entry point takes the activation's derivative
 
 Where a tile so derived does not fit an arch of the spec (the swapped d lhs
 tile holds more shared memory than the forward's when n > k), smaller tiles
 are tried in order (FALLBACK_TILES, FALLBACK_BLOCKS); none fitting is a
 diagnostic at the forward kernel.
 
-Both take the forward's group_sizes and group_offset. They are rendered
+All take the forward's group_sizes and group_offset. They are rendered
 (.cu, .h and the FFI handler) beside the forward's files and built into its
 FFI library by `gemmgen compile`. Pure: no I/O.
 """
@@ -35,11 +39,14 @@ from gemmgen import ir
 from gemmgen.backends import pallas
 from gemmgen.diagnostics import Diagnostic
 
-__all__ = ["FALLBACK_BLOCKS", "FALLBACK_TILES", "GRAD_LHS", "GRAD_RHS", "TGMM_ROWS", "derive",
-           "diagnose", "names", "supported"]
+__all__ = ["FALLBACK_BLOCKS", "FALLBACK_TILES", "GRAD_LHS", "GRAD_PRE", "GRAD_RHS", "SUFFIXES",
+           "TGMM_ROWS", "derive", "diagnose", "names", "roles", "supported"]
 
 GRAD_LHS = "_grad_lhs"
 GRAD_RHS = "_grad_rhs"
+GRAD_PRE = "_grad_pre"
+# Every derived kernel's suffix, in the order of `derive`.
+SUFFIXES = (GRAD_LHS, GRAD_RHS, GRAD_PRE)
 # Rows of lhs / d out per pipeline stage of the derived tgmm (its `tile m`):
 # two MMA steps of k = 16, so that a stage of a 128 x 128 output block takes
 # 17 KB of shared memory (35 KB with 2 stages, 52 KB with 3): it fits every
@@ -58,18 +65,24 @@ _SIXTEEN_BIT = (ir.DType.BF16, ir.DType.F16)
 
 def supported(kernel: ir.Kernel) -> bool:
     """Whether the entry point's backward pass runs derived CUDA kernels:
-    a `_vjp` kernel with 16-bit operands of one type and a plain epilogue."""
+    a `_vjp` kernel with 16-bit operands of one type (the CUDA tgmm's). Its
+    bias, alpha, activation and output type are the backward pass's XLA
+    part (templates/jax/entry.py.j2) and the pre-activation kernel's."""
     return (pallas.vjp_supported(kernel)
             and kernel.lhs.dtype in _SIXTEEN_BIT
-            and kernel.rhs_operand.dtype == kernel.lhs.dtype
-            and kernel.epilogue.activation is ir.Activation.NONE
-            and kernel.epilogue.alpha is None
-            and kernel.bias.mode is ir.BiasMode.NONE)
+            and kernel.rhs_operand.dtype == kernel.lhs.dtype)
 
 
-def names(kernel: ir.Kernel) -> tuple[str, str]:
-    """The derived kernels' names: d lhs, d rhs."""
-    return kernel.name + GRAD_LHS, kernel.name + GRAD_RHS
+def roles(kernel: ir.Kernel) -> tuple[str, ...]:
+    """The derived kernels' roles, in the order of `derive`: grad_lhs,
+    grad_rhs, and grad_pre for a kernel with an activation."""
+    pre = kernel.epilogue.activation is not ir.Activation.NONE
+    return tuple(s[1:] for s in SUFFIXES[:3 if pre else 2])
+
+
+def names(kernel: ir.Kernel) -> tuple[str, ...]:
+    """The derived kernels' names, in the order of `derive`."""
+    return tuple(f"{kernel.name}_{role}" for role in roles(kernel))
 
 
 def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
@@ -98,30 +111,29 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     return out
 
 
-def derive(kernel: ir.Kernel, spec: ir.Spec) -> tuple[ir.Kernel, ir.Kernel]:
-    """The d lhs (grouped) and d rhs (tgmm) CUDA kernels of `kernel`: each
-    the first of its candidates (_candidates) the CUDA backend can emit for
-    the spec's archs."""
+def derive(kernel: ir.Kernel, spec: ir.Spec) -> tuple[ir.Kernel, ...]:
+    """The d lhs (grouped), d rhs (tgmm) and, with an activation, the
+    pre-activation (grouped, f32) CUDA kernels of `kernel` (`roles`' order):
+    each the first of its candidates (_candidates) the CUDA backend can emit
+    for the spec's archs."""
     from gemmgen.backends import cuda
 
-    grad_lhs, grad_rhs = (next((c for c in candidates if not cuda.diagnose_kernel(c, spec)),
-                               candidates[0])
-                          for candidates in _candidates(kernel))
-    return grad_lhs, grad_rhs
+    return tuple(next((c for c in candidates if not cuda.diagnose_kernel(c, spec)), candidates[0])
+                 for candidates in _candidates(kernel))
 
 
-def _candidates(kernel: ir.Kernel) -> tuple[tuple[ir.Kernel, ...], tuple[ir.Kernel, ...]]:
-    """The d lhs and d rhs kernels of `kernel`, each with the tiles to try in
-    order: the forward's own (n and k swapped for d lhs, whose n is the
-    forward's k; the weight tile n x k as tgmm's output block), then smaller
-    ones for the archs whose shared memory the first does not fit
+def _candidates(kernel: ir.Kernel) -> tuple[tuple[ir.Kernel, ...], ...]:
+    """The derived kernels of `kernel` (`roles`' order), each with the tiles
+    to try in order: the forward's own (n and k swapped for d lhs, whose n
+    is the forward's k; the weight tile n x k as tgmm's output block), then
+    smaller ones for the archs whose shared memory the first does not fit
     (FALLBACK_TILES, FALLBACK_BLOCKS)."""
     assert supported(kernel), kernel.name
     view = kernel.for_backend(ir.Backend.CUDA)
     rhs = view.rhs_operand
     flipped = ir.Layout.KN if rhs.layout is ir.Layout.NK else ir.Layout.NK
     tile = view.tile
-    lhs_name, rhs_name = names(kernel)
+    lhs_name, rhs_name, *pre_name = names(kernel)
     # Generated files name the spec text a kernel comes from (render.source_ref:
     # its loc's path); a derived kernel's says which kernel it is derived from.
     loc = replace(kernel.loc, path=f"{kernel.loc.path}, the backward pass of {kernel.name}")
@@ -145,5 +157,16 @@ def _candidates(kernel: ir.Kernel) -> tuple[tuple[ir.Kernel, ...], tuple[ir.Kern
         mma=ir.Mma.AUTO)
     lhs_tiles = [grad_lhs.tile, *(t for t in FALLBACK_TILES if t != grad_lhs.tile)]
     rhs_tiles = [grad_rhs.tile, *(t for t in FALLBACK_BLOCKS if t != grad_rhs.tile)]
-    return (tuple(replace(grad_lhs, tile=t) for t in lhs_tiles),
-            tuple(replace(grad_rhs, tile=t) for t in rhs_tiles))
+    out = (tuple(replace(grad_lhs, tile=t) for t in lhs_tiles),
+           tuple(replace(grad_rhs, tile=t) for t in rhs_tiles))
+    if not pre_name:
+        return out
+    # The pre-activation: the forward kernel (its operands, layout, tile,
+    # bias and alpha) with the activation removed and an f32 output, so the
+    # value the activation's derivative is taken at is the one the forward's
+    # epilogue computed, and a silu_mul kernel's full [m, n] (gate and up).
+    grad_pre = replace(view, name=pre_name[0], **{
+        **plain, "static_n": view.static_n, "static_k": view.static_k, "bias": view.bias,
+        "epilogue": replace(view.epilogue, activation=ir.Activation.NONE)}, out=ir.DType.F32)
+    pre_tiles = [tile, *(t for t in FALLBACK_TILES if t != tile)]
+    return (*out, tuple(replace(grad_pre, tile=t) for t in pre_tiles))

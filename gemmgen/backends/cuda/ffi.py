@@ -108,6 +108,7 @@ class FfiPlan(EntryPointText):
     out_dtype: str  # jnp name of the output (the vjp's zeros)
     vjp_residuals: tuple[str, ...]
     vjp_n_out: str
+    vjp_grads: str  # what the backward pass returns, one entry per argument
     args: tuple[FfiArg, ...]
     dims: tuple[FfiDim, ...]
     derived: tuple[tuple[str, str, str], ...]  # (name, C++ value, Python value)
@@ -116,8 +117,8 @@ class FfiPlan(EntryPointText):
     local_groups: bool  # tgmm without existing_out: g from a concrete group_offset
     vjp: bool  # the Pallas module has <name>_vjp: so does the entry point
     # Issue 28: a kernel of the backward pass (backends/cuda/backward.py) has
-    # the entry point it serves and its role ("grad_lhs", "grad_rhs"); an
-    # entry point whose `_vjp` runs on CUDA has their plans.
+    # the entry point it serves and its role ("grad_lhs", "grad_rhs",
+    # "grad_pre"); an entry point whose `_vjp` runs on CUDA has their plans.
     entry: str = ""
     role: str = ""
     backward: tuple[FfiPlan, ...] = ()
@@ -153,7 +154,8 @@ class FfiPlan(EntryPointText):
 
     @property
     def _role_text(self) -> str:
-        what = {"grad_lhs": "d lhs", "grad_rhs": "d rhs"}.get(self.role)
+        what = {"grad_lhs": "d lhs", "grad_rhs": "d rhs",
+                "grad_pre": "the pre-activation"}.get(self.role)
         return f" in {self.entry}_vjp's backward pass (for {what})" if what else ""
 
     @property
@@ -313,7 +315,8 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
     backward = ()
     if vjp and cuda_backward.supported(kernel):
         backward = tuple(_derived_plan(d, spec, kernel.name, role) for d, role
-                         in zip(cuda_backward.derive(kernel, spec), ("grad_lhs", "grad_rhs"), strict=True))
+                         in zip(cuda_backward.derive(kernel, spec), cuda_backward.roles(kernel),
+                                strict=True))
     return FfiPlan(
         kernel=kernel,
         launch=lp,
@@ -323,6 +326,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> FfiPlan:
         out_dtype=pallas_plan.module.out_dtype,
         vjp_residuals=pallas_plan.vjp_residuals if vjp else (),
         vjp_n_out=pallas_plan.vjp_n_out if vjp else "",
+        vjp_grads=pallas_plan.vjp_grads if vjp else "",
         vjp=vjp,
         backward=backward,
         **_ffi_parts(lp, kernel.name),
@@ -342,6 +346,7 @@ def _derived_plan(kernel: ir.Kernel, spec: ir.Spec, entry: str, role: str) -> Ff
         out_dtype=_JNP[_ffi_type(kernel.out)],
         vjp_residuals=(),
         vjp_n_out="",
+        vjp_grads="",
         vjp=False,
         entry=entry,
         role=role,

@@ -38,7 +38,8 @@ class EntryPointText:
     def py_grad_rhs_formula(self) -> str:
         """What the d rhs kernel computes per local group, for the docstring."""
         nk = self.kernel.rhs_operand.layout is ir.Layout.NK
-        return "d_out[rows]ᵀ · lhs[rows]" if nk else "lhs[rows]ᵀ · d_out[rows]"
+        d = "d_out" if self.bwd_plain else "d_prod"
+        return f"{d}[rows]ᵀ · lhs[rows]" if nk else f"lhs[rows]ᵀ · {d}[rows]"
 
     @property
     def cuda_vjp(self) -> bool:
@@ -81,16 +82,91 @@ class EntryPointText:
         return tuple(dict.fromkeys(found))
 
     @property
-    def py_backward_calls(self) -> tuple[str, str]:
-        """The backward pass's two FFI calls: d lhs, then d rhs by tgmm,
-        whose out is [g, n, k] = d_prodᵀ lhs for an [g, n, k] weight and
-        [g, k, n] = lhsᵀ d_prod for [g, k, n]."""
-        grad_lhs, grad_rhs = self.backward
-        nk = self.kernel.rhs_operand.layout is ir.Layout.NK
-        operands = ["d_prod", "lhs"] if nk else ["lhs", "d_prod"]
+    def py_targets(self) -> str:
+        """register()'s targets: the forward's, then the backward kernels'."""
+        items = ["TARGET: SYMBOL", *(f"{b.py_const}: {b.py_symbol_const}" for b in self.backward)]
+        return py_collection("targets = {", items, "}", 4)
+
+    @property
+    def bwd_role(self) -> dict[str, EntryPointText]:
+        return {b.role: b for b in self.backward}
+
+    @property
+    def bwd_plain(self) -> bool:
+        """No bias, alpha or activation: d out itself is the product's gradient."""
+        k = self.kernel
+        return (k.bias.mode is ir.BiasMode.NONE and k.epilogue.alpha is None
+                and k.epilogue.activation is ir.Activation.NONE)
+
+    @property
+    def py_bwd_note(self) -> str:
+        """The module docstring's line on the XLA part of a backward pass
+        with an epilogue, wrapped at 80 columns."""
+        import textwrap
+
+        k = self.kernel
+        text = "d_prod, the gradient of the product, is d_out"
+        if k.epilogue.activation is not ir.Activation.NONE:
+            text += " through the activation's derivative at the pre-activation"
+        if k.epilogue.alpha is not None:
+            text += ", times alpha"
+        text += ", by XLA operations"
+        if k.bias.mode is ir.BiasMode.GROUP:
+            text += "; so is the bias's gradient: d_pre summed over each group's rows"
+        elif k.bias.mode is ir.BiasMode.N:
+            text += "; so is the bias's gradient: d_pre summed over the rows"
+        text += "."
+        return textwrap.fill(text, 80)
+
+    @property
+    def py_cuda_bwd(self) -> tuple[str, ...]:
+        """The body of `_cuda_bwd` after d existing_out: the pre-activation's
+        gradient (through the activation at the pre-activation that
+        <name>_grad_pre recomputes), the bias's, then the product's by the
+        d lhs and d rhs kernels, as the Pallas module's backward pass."""
+        k = self.kernel
+        nk = k.rhs_operand.layout is ir.Layout.NK
         rest = ["group_sizes", "group_offset", "None"]
-        return (py_call(f"d_lhs = {grad_lhs.py_cuda_name}(", ["d_prod", "rhs", *rest], ")", 4),
-                py_call(f"d_rhs = {grad_rhs.py_cuda_name}(", [*operands, *rest, "g=g"], ")", 4))
+        roles = self.bwd_role
+        lines = []
+        if self.bwd_plain:
+            lines += ["    # (2) d lhs = d out @ rhs per group, d rhs per group by tgmm. Neither",
+                      "    #     kernel reads a row outside the local groups, and d lhs is zero there.",
+                      "    d_prod = d_out.astype(lhs.dtype)"]
+        else:
+            d_out = "jnp.where(owned, d_out.astype(jnp.float32), 0.0)"
+            if "grad_pre" in roles:
+                pre = roles["grad_pre"]
+                args = ["None" if n == "existing_out" else n for n in pre.pallas_names]
+                lines += [
+                    "    # (2) Back through the activation, at the pre-activation (f32: alpha *",
+                    "    #     product + bias on the local groups' rows) that the forward's",
+                    f"    #     kernel without its activation recomputes ({pre.name}).",
+                    py_call(f"pre = {pre.py_cuda_name}(", args, ")", 4),
+                    "    _, activation_vjp = jax.vjp(_pallas._activation, pre)",
+                    f"    (d_pre,) = activation_vjp({d_out})",
+                    "    d_pre = jnp.where(owned, d_pre, 0.0)"]
+            else:
+                lines += ["    # (2) No activation: the pre-activation's gradient is d out on the",
+                          "    #     local groups' rows (no recomputation).",
+                          f"    d_pre = {d_out}"]
+            if k.bias.mode is ir.BiasMode.N:
+                lines += ["    # The bias's: d_pre summed over the rows (a deterministic reduction).",
+                          "    d_bias = jnp.sum(d_pre, axis=0).astype(bias.dtype)"]
+            elif k.bias.mode is ir.BiasMode.GROUP:
+                lines += ["    # The bias's: d_pre summed over each local group's rows.",
+                          "    d_bias = _group_sums(d_pre, starts, ends)[:, None, :].astype(bias.dtype)"]
+            alpha = "_pallas.ALPHA * " if k.epilogue.alpha is not None else ""
+            lines += ["    # (3) The product's: d lhs = d_prod @ rhs per group, d rhs per group by",
+                      "    #     tgmm. d_prod is zero outside the local groups (neither kernel reads",
+                      "    #     those rows; d lhs is zero there).",
+                      f"    d_prod = ({alpha}d_pre).astype(lhs.dtype)"]
+        operands = ["d_prod", "lhs"] if nk else ["lhs", "d_prod"]
+        grad_lhs, grad_rhs = roles["grad_lhs"], roles["grad_rhs"]
+        lines += [py_call(f"d_lhs = {grad_lhs.py_cuda_name}(", ["d_prod", "rhs", *rest], ")", 4),
+                  py_call(f"d_rhs = {grad_rhs.py_cuda_name}(", [*operands, *rest, "g=g"], ")", 4),
+                  f"    return {self.vjp_grads}"]
+        return tuple(lines)
 
     @property
     def py_tpu_def(self) -> str:

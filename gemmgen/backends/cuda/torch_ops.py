@@ -16,7 +16,8 @@ For every kernel emitted for CUDA, `torch/<kernel>.py` registers the op
   same op (dense) or through the spec's tgmm kernel (grouped).
 
 `torch/<dispatch>.py` registers a dispatcher's op: the arm its rules pick
-for M, on the arms' C ABIs. `torch/__init__.py` imports them all and has
+for M, on the arms' C ABIs; with dense 16-bit arms, autograd through the
+dispatcher itself. `torch/__init__.py` imports them all and has
 `load_all(folder)`.
 
 Every module is printed from the kernel's CUDA LaunchPlan, so an op cannot
@@ -275,22 +276,36 @@ def _py_tuple(a: Arg) -> str:
     return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
 
 
+def _plain16(kernel: ir.Kernel) -> bool:
+    """A dense or grouped kernel (not masked) with 16-bit operands of one
+    type and no scales, bias or epilogue: its gradients are products of the
+    same kind."""
+    view = kernel.for_backend(ir.Backend.CUDA)
+    if view.op not in (ir.Op.DENSE, ir.Op.GROUPED) or view.masked:
+        return False
+    if not (_sixteen_bit(view.lhs.dtype) and view.rhs_operand.dtype == view.lhs.dtype):
+        return False
+    return not (view.lhs_scale.enabled or view.rhs_scale.enabled
+                or view.bias.mode is not ir.BiasMode.NONE
+                or view.epilogue.activation is not ir.Activation.NONE
+                or view.epilogue.alpha is not None)
+
+
+def _rhs_kn(lp: LaunchPlan) -> bool:
+    """Whether the launcher's rhs is [.., k, n]."""
+    rhs = next(a for a in lp.args if a.name == "rhs")
+    return [s.py for s in rhs.shape][-2:] == ["k", "n"]
+
+
 def _grad(kernel: ir.Kernel, spec: ir.Spec) -> Grad | None:
     """Autograd for 16-bit operands with no scales, bias or epilogue: dense
     kernels (drhs through the op itself) and grouped ones whose spec has a
     CUDA tgmm kernel of the same operand dtype (drhs through it)."""
+    if not _plain16(kernel):
+        return None
     view = kernel.for_backend(ir.Backend.CUDA)
-    if view.op not in (ir.Op.DENSE, ir.Op.GROUPED) or view.masked:
-        return None
-    if not (_sixteen_bit(view.lhs.dtype) and view.rhs_operand.dtype == view.lhs.dtype):
-        return None
-    if (view.lhs_scale.enabled or view.rhs_scale.enabled or view.bias.mode is not ir.BiasMode.NONE
-            or view.epilogue.activation is not ir.Activation.NONE
-            or view.epilogue.alpha is not None):
-        return None
     lp = cuda_plan(kernel, spec)
-    rhs = next(a for a in lp.args if a.name == "rhs")
-    rhs_kn = [s.py for s in rhs.shape][-2:] == ["k", "n"]
+    rhs_kn = _rhs_kn(lp)
     if view.op is ir.Op.DENSE:
         if lp.template != "cuda/gemm.cu.j2":
             return None  # GEMV kinds bound M; the tile GEMM takes the backward's shapes
@@ -317,6 +332,7 @@ class DispatchOp:
     spec_path: str
     arms: tuple[tuple[str, str], ...]  # (Python condition over m, or "", kernel)
     first: TorchOp  # the arms share its arguments
+    grad: Grad | None = None  # autograd through this op (dense 16-bit arms)
 
     @property
     def op(self) -> str:
@@ -338,6 +354,22 @@ class DispatchOp:
         return f"{b.arg}.shape[{b.axis}]"
 
 
+def _dispatch_grad(d: ir.Dispatch, spec: ir.Spec) -> Grad | None:
+    """Autograd for a dispatcher whose arms are all dense 16-bit kernels with
+    a plain epilogue and one rhs layout: d lhs and d rhs through the
+    dispatcher itself, whose rules pick the arm for each product's M (d lhs
+    has the forward's M: a GEMV arm for a decode-sized M; d rhs has M = n:
+    the tile GEMM's arm). A GEMV op alone has no autograd: d rhs contracts
+    over M, so its M is the weight's n, past the GEMV's bound on M."""
+    kernels = [spec.kernel(r.kernel) for r in d.rules]
+    if not all(_plain16(k) and k.op is ir.Op.DENSE for k in kernels):
+        return None
+    layouts = {_rhs_kn(cuda_plan(k, spec)) for k in kernels}
+    if len(layouts) != 1:
+        return None
+    return Grad("", d.name, layouts.pop())
+
+
 def dispatch_ops(spec: ir.Spec) -> tuple[DispatchOp, ...]:
     out = []
     for d in spec.dispatches:
@@ -346,7 +378,8 @@ def dispatch_ops(spec: ir.Spec) -> tuple[DispatchOp, ...]:
         arms = tuple((f"m {r.cond.cmp.value} {r.cond.value}" if r.cond else "", r.kernel)
                      for r in d.rules)
         first = plan(spec.kernel(d.rules[0].kernel), spec)
-        out.append(DispatchOp(d.name, spec.stem, spec.path, arms, first))
+        out.append(DispatchOp(d.name, spec.stem, spec.path, arms, first,
+                              _dispatch_grad(d, spec)))
     return tuple(out)
 
 

@@ -8,6 +8,10 @@ kernel's C ABI (its module's load() loads the library).
     otherwise: dense_gemm_bf16
 
 Arguments, checks and result are the kernels' (they share them).
+
+Autograd: d lhs is this op on d out with the weight transposed, d rhs this
+op on the transposed operands (d outᵀ · lhs). The rules pick each
+product's arm by its M: d lhs's is the forward's, d rhs's the weight's n.
 """
 
 import torch
@@ -42,3 +46,31 @@ def _on_cpu(lhs, rhs):
 def _fake(lhs, rhs):
     d = dense_gemv_bf16._check(lhs, rhs)
     return dense_gemv_bf16._outputs(lhs, d)
+
+
+def _pad_rows(x, multiple=16):
+    """x with zero rows appended up to a multiple of `multiple` rows (the
+    contraction of drhs, which the launcher wants in whole 16-byte rows)."""
+    extra = -x.shape[0] % multiple
+    return torch.nn.functional.pad(x, (0, 0, 0, extra)) if extra else x
+
+
+def _setup_context(ctx, inputs, output):
+    lhs, rhs = inputs
+    ctx.save_for_backward(lhs, rhs)
+
+
+def _backward(ctx, grad):
+    """dlhs and drhs: this op on d out and the transposed operands."""
+    lhs, rhs = ctx.saved_tensors
+    d_out = grad.to(lhs.dtype).contiguous()
+    d_lhs = d_rhs = None
+    if ctx.needs_input_grad[0]:
+        d_lhs = dense_mm_bf16(d_out, rhs.t().contiguous()).to(lhs.dtype)
+    if ctx.needs_input_grad[1]:
+        lhs_t = _pad_rows(lhs).t().contiguous()
+        d_rhs = dense_mm_bf16(_pad_rows(d_out).t().contiguous(), lhs_t).to(rhs.dtype)
+    return d_lhs, d_rhs
+
+
+dense_mm_bf16.register_autograd(_backward, setup_context=_setup_context)
