@@ -48,6 +48,7 @@ enum Param {
   kBStepBytes,
   kAccumulate,  // 1: D starts as C (written with tcgen05.st), else the first MMA overwrites it
   kBug,
+  kDLane,  // the lane of D's address: 0, or 16 for a second M = 64 accumulator
   kParams,
 };
 
@@ -130,6 +131,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   if (threadIdx.x == 0) {
     gg::tcgen05_fence_after_thread_sync();
     const Type ta = static_cast<Type>(p[kAType]), tb = static_cast<Type>(p[kBType]);
+    const unsigned d_tmem = gg::umma::tmem_addr(tmem, static_cast<unsigned>(p[kDLane]), 0);
     const unsigned idesc = gg::umma::instr_desc(ta, tb, bug == kBadInstrDesc ? 256 : m, n,
                                                 static_cast<Major>(p[kAMajor]),
                                                 static_cast<Major>(p[kBMajor]));
@@ -144,9 +146,9 @@ extern "C" __global__ void __launch_bounds__(128, 1)
         da &= ~gg::umma::kDescVersion;
       const bool acc = s > 0 || p[kAccumulate] != 0;
       if (gg::umma::mma_k(ta) == 16) {
-        gg::tcgen05_mma_f16(tmem, da, db, idesc, acc);
+        gg::tcgen05_mma_f16(d_tmem, da, db, idesc, acc);
       } else {
-        gg::tcgen05_mma_f8f6f4(tmem, da, db, idesc, acc);
+        gg::tcgen05_mma_f8f6f4(d_tmem, da, db, idesc, acc);
       }
     }
     gg::tcgen05_commit(&bar);
