@@ -427,6 +427,42 @@ def test_the_stage_release_rule_holds_in_the_reverse_schedule_too(sm100):
 
 
 # ---------------------------------------------------------------------------
+# One accumulator, two rounds (acc_reuse): the epilogue hands the columns back
+# through an mbarrier, after tcgen05.fence::before_thread_sync.
+
+
+def run_acc_reuse(sm100, bug: int = 0, schedule: str = "run-ahead"):
+    rng = np.random.default_rng(21)
+    a = random_operand(rng, (128, 16), BF16)
+    b = random_operand(rng, (64, 16), BF16)
+    a_img, a_lbo, a_sbo = image(a, False, 128)
+    b_img, b_lbo, b_sbo = image(b, False, 128)
+    assert (a_img.size, b_img.size, a_lbo, a_sbo, b_lbo, b_sbo) == (16384, 8192, 16, 1024, 16, 1024)
+    r = sm100.run_host({"case": b"acc_reuse", "bug": np.uint8(bug), "a": a_img, "b": b_img}, arch=ARCH,
+                       schedule=schedule)
+    assert r.status == 0, r.log
+    return np.frombuffer(r.outputs["d"], np.float32).reshape(2, 128, 64), a.astype(np.float64) @ b.astype(
+        np.float64).T
+
+
+def test_an_accumulator_reused_after_the_epilogue_released_it(sm100):
+    """Round 1 negates A (instruction descriptor bit 13): -A B^T."""
+    d, product = run_acc_reuse(sm100)
+    np.testing.assert_allclose(d[0], product, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d[1], -product, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+def test_a_missing_fence_before_thread_sync_is_reported(sm100, schedule):
+    with pytest.raises(EmuKernelError, match=r"missing tcgen05.fence::before_thread_sync: thread \d+ accessed TMEM "
+                                             r"columns \[\d+, \d+\) with tcgen05.ld.32x32b, then arrived on the "
+                                             r"mbarrier at 0x[0-9a-f]+ \(phase 0\) without a "
+                                             r"tcgen05.fence::before_thread_sync; this thread waited on that phase "
+                                             r"and its tcgen05.mma.cta_group::1.kind::f16 writes columns \[0, 64\)"):
+        run_acc_reuse(sm100, bug=1, schedule=schedule)
+
+
+# ---------------------------------------------------------------------------
 # A one-stage TMA + tcgen05 pipeline (tma_mma): the stage release rule with TMA.
 
 
@@ -474,7 +510,7 @@ needs_cuobjdump = pytest.mark.skipif(nvcc.find_cuda_tool("cuobjdump") is None, r
 def test_sm100_primitives_assemble_to_tcgen05_sass():
     source = (CUDA_SRC / "sm100_primitives.cu").read_text()
     result = nvcc.compile_check(source, ARCH, name_for_errors="tests/cuda_src/sm100_primitives.cu")
-    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths",
+    assert set(result.kernels) == {"tc_mma", "tma_mma", "acc_reuse", "tmem_alloc_waits", "tmem_ld_st_widths",
                                    "tmem_ld_16x256b"}, result.log
     for usage in result.kernels.values():
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
