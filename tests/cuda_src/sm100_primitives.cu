@@ -48,6 +48,7 @@ enum Param {
   kBStepBytes,
   kAccumulate,  // 1: D starts as C (written with tcgen05.st), else the first MMA overwrites it
   kBug,
+  kDLane,  // the lane of D's address: 0, or 16 for a second M = 64 accumulator
   kParams,
 };
 
@@ -130,6 +131,7 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   if (threadIdx.x == 0) {
     gg::tcgen05_fence_after_thread_sync();
     const Type ta = static_cast<Type>(p[kAType]), tb = static_cast<Type>(p[kBType]);
+    const unsigned d_tmem = gg::umma::tmem_addr(tmem, static_cast<unsigned>(p[kDLane]), 0);
     const unsigned idesc = gg::umma::instr_desc(ta, tb, bug == kBadInstrDesc ? 256 : m, n,
                                                 static_cast<Major>(p[kAMajor]),
                                                 static_cast<Major>(p[kBMajor]));
@@ -144,9 +146,9 @@ extern "C" __global__ void __launch_bounds__(128, 1)
         da &= ~gg::umma::kDescVersion;
       const bool acc = s > 0 || p[kAccumulate] != 0;
       if (gg::umma::mma_k(ta) == 16) {
-        gg::tcgen05_mma_f16(tmem, da, db, idesc, acc);
+        gg::tcgen05_mma_f16(d_tmem, da, db, idesc, acc);
       } else {
-        gg::tcgen05_mma_f8f6f4(tmem, da, db, idesc, acc);
+        gg::tcgen05_mma_f8f6f4(d_tmem, da, db, idesc, acc);
       }
     }
     gg::tcgen05_commit(&bar);
@@ -318,6 +320,68 @@ extern "C" __global__ void tmem_ld_16x256b(const unsigned* in, unsigned* out, in
   }
 }
 
+// One accumulator used twice (as a persistent kernel's tiles do): round r,
+// thread 0 issues D = (r ? -A : A) * B^T (bf16, M = 128, N = 64, K = 16,
+// K-major images with the 128-byte swizzle; round 1 waits on `empty` for
+// the epilogue of round 0) and commits to `full`; every thread waits on
+// `full`, reads its lane into out[(r * 128 + lane) * 64 + col], then
+// tcgen05.fence::before_thread_sync (unless `bug`) and arrives on `empty`.
+extern "C" __global__ void __launch_bounds__(128, 1)
+    acc_reuse(const unsigned char* a_img, const unsigned char* b_img, unsigned* out, int bug) {
+  unsigned char* sa = smem_1024();
+  unsigned char* sb = sa + 16384;  // 128 rows of 128 bytes (K = 16 in the first 32 of each)
+  __shared__ __align__(8) u64 full, empty;
+  __shared__ unsigned slot;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp == 0)
+    gg::tmem_alloc(&slot, 64);
+  if (threadIdx.x == 0) {
+    gg::mbarrier_init(&full, 1);
+    gg::mbarrier_init(&empty, 128);
+    gg::fence_mbarrier_init();
+  }
+  for (int i = threadIdx.x; i < 16384; i += blockDim.x)
+    sa[i] = a_img[i];
+  for (int i = threadIdx.x; i < 8192; i += blockDim.x)
+    sb[i] = b_img[i];
+  gg::fence_proxy_async();
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  gg::tcgen05_fence_after_thread_sync();
+  const unsigned tmem = slot;
+  for (int round = 0; round < 2; ++round) {
+    if (threadIdx.x == 0) {
+      if (round > 0) {
+        gg::mbarrier_wait(&empty, (round - 1) & 1);
+        gg::tcgen05_fence_after_thread_sync();
+      }
+      const unsigned idesc =
+          gg::umma::instr_desc(Type::bf16, Type::bf16, 128, 64, Major::K, Major::K, round == 1);
+      gg::tcgen05_mma_f16(tmem, gg::make_umma_desc(sa, 16, 1024, Swizzle::b128),
+                          gg::make_umma_desc(sb, 16, 1024, Swizzle::b128), idesc, false);
+      gg::tcgen05_commit(&full);
+    }
+    gg::mbarrier_wait(&full, round & 1);
+    gg::tcgen05_fence_after_thread_sync();
+    for (int c = 0; c < 64; c += 16) {
+      unsigned r[16];
+      gg::tcgen05_ld_32x32b<16>(r, gg::umma::tmem_addr(tmem, 32 * warp, c));
+      gg::tcgen05_wait_ld();
+      for (int j = 0; j < 16; ++j)
+        out[(round * 128 + 32 * warp + lane) * 64 + c + j] = r[j];
+    }
+    if (!bug)
+      gg::tcgen05_fence_before_thread_sync();
+    gg::mbarrier_arrive(&empty);
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == 0) {
+    gg::tcgen05_fence_after_thread_sync();
+    gg::tmem_dealloc(tmem, 64);
+  }
+}
+
 // A one-stage TMA + tcgen05 pipeline: D (128 x 64, f32, TMEM) = A (128 x k,
 // bf16, row-major) * B (64 x k, bf16, row-major)^T, K tiles of 64 loaded by
 // TMA with the 128-byte swizzle into one stage that every K tile reuses.
@@ -478,6 +542,21 @@ int run_ld16() {
   return 0;
 }
 
+int run_acc_reuse() {
+  const std::vector<unsigned char> bug = input("bug");
+  const auto* da = static_cast<const unsigned char*>(device_copy(input("a")));
+  const auto* db = static_cast<const unsigned char*>(device_copy(input("b")));
+  const size_t bytes = 2 * 128 * 64 * 4;
+  auto* dout = static_cast<unsigned*>(device_copy(std::vector<unsigned char>(bytes, 0xFF)));
+  const int smem = 1024 + 16384 + 8192;
+  cudaFuncSetAttribute(acc_reuse, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  acc_reuse<<<1, 128, smem>>>(da, db, dout, bug[0]);
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
+  output("d", dout, bytes);
+  return 0;
+}
+
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
@@ -535,6 +614,8 @@ extern "C" int gg_emu_host_main(void) {
     return run_tma_mma();
   if (c == "ld16")
     return run_ld16();
+  if (c == "acc_reuse")
+    return run_acc_reuse();
   return 4;
 }
 #endif

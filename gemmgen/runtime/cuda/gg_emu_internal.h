@@ -244,9 +244,10 @@ bool hopper_on_stall(BlockRunner& r);
 
 // The sm_100 model's per-block state (TMEM, tcgen05.mma) and its hooks
 // (gg_emu_sm100.cc): the runner's, and the sm90 tier's calls into it (a wait
-// that saw an mbarrier phase complete retires the MMAs committed to it; a
-// TMA load into shared memory an in-flight MMA reads is reported; the
-// floating-point trap's report for a tcgen05.ld register read too early).
+// that saw an mbarrier phase complete retires the MMAs committed to it and
+// hands on the unfenced tcgen05 accesses of the phase's arrivals; a TMA load
+// into shared memory an in-flight MMA reads is reported; the floating-point
+// trap's report for a tcgen05.ld register read too early).
 struct Sm100Block;
 void sm100_block_begin(BlockRunner& r);
 void sm100_block_end(BlockRunner& r);
@@ -254,6 +255,10 @@ void sm100_thread_exit(ThreadCtx& t);
 void sm100_free(Sm100Block* b);
 std::string sm100_report(const BlockRunner& r);
 void tcgen05_retire(BlockRunner& r, std::uint32_t bar, unsigned long long phase);
+// An arrival of the calling thread on `bar` in `phase` (mbarrier.arrive,
+// and tcgen05.commit's): its tcgen05.ld / st since its last
+// tcgen05.fence::before_thread_sync are not ordered before it.
+void tcgen05_on_arrive(BlockRunner& r, std::uint32_t bar, unsigned long long phase);
 void tcgen05_check_writes(BlockRunner& r, std::uint32_t lo, std::uint32_t hi, const char* writer);
 const char* tcgen05_fpe_reason();
 

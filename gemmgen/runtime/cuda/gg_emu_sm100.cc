@@ -305,8 +305,22 @@ struct LdPending {
   std::vector<std::uint32_t> values;
 };
 
+// TMEM columns [lo, hi) that thread `thread` read or wrote (tcgen05.ld /
+// st) before it arrived on `barrier` in `phase` with no
+// tcgen05.fence::before_thread_sync in between.
+struct Unfenced {
+  std::uint32_t barrier;
+  unsigned long long phase;
+  unsigned thread, lo, hi;
+  const char* op;
+};
+
 struct Sm100Thread {
   std::vector<LdPending> lds;
+  // tcgen05.ld / st column ranges since the last fence::before_thread_sync.
+  std::vector<Unfenced> unfenced;
+  // The unfenced accesses of the arrivals this thread's waits observed.
+  std::vector<Unfenced> inherited;
   bool st_pending = false;
   unsigned fence_epoch = 0;  // the block's retirement epoch at its last fence::after_thread_sync
   std::string wait_text;
@@ -322,6 +336,7 @@ struct Sm100Block {
   std::vector<sm100::Alloc> freed;   // freed ones (for the double-free report)
   std::vector<sm100::MmaOp> ops;     // in flight, in issue order
   std::vector<sm100::Sm100Thread> threads;
+  std::vector<sm100::Unfenced> arrivals;  // unfenced accesses before an mbarrier arrival
   unsigned next_id = 1;
   unsigned retire_epoch = 0;
   bool relinquished = false;
@@ -364,6 +379,7 @@ inline Sm100Block& block() {
     b.allocs.clear();
     b.freed.clear();
     b.ops.clear();
+    b.arrivals.clear();
     b.next_id = 1;
     b.retire_epoch = 0;
     b.relinquished = false;
@@ -421,6 +437,24 @@ inline void check_columns(const Sm100Block& b, unsigned column, unsigned n, cons
 inline void check_ncols(unsigned ncols, const char* op) {
   if (ncols < 32 || ncols > 512 || (ncols & (ncols - 1)) != 0)
     fail("%s: %u columns is not a power of two in 32..512", op, ncols);
+}
+
+// A tcgen05.mma / st / dealloc by this thread writing TMEM columns [lo, hi)
+// after it waited on a barrier phase that another thread arrived on right
+// after tcgen05.ld / st of those columns, without
+// tcgen05.fence::before_thread_sync (PTX ISA, "tcgen05.fence": the
+// thread-sync orders nothing of the earlier asynchronous tcgen05 accesses).
+inline void check_inherited(unsigned lo, unsigned hi, const char* op) {
+  for (const Unfenced& u : me().inherited) {
+    if (u.lo < hi && lo < u.hi && u.thread != current().linear) {
+      fail(
+          "missing tcgen05.fence::before_thread_sync: thread %u accessed TMEM columns [%u, %u) "
+          "with %s, then arrived on the mbarrier at 0x%05x (phase %llu) without a "
+          "tcgen05.fence::before_thread_sync; this thread waited on that phase and its %s writes "
+          "columns [%u, %u), unordered with that access",
+          u.thread, u.lo, u.hi, u.op, u.barrier, u.phase, op, lo, hi);
+    }
+  }
 }
 
 // .sync.aligned: every lane of the (whole) warp executes it with the same operands.
@@ -541,6 +575,7 @@ void tmem_dealloc(unsigned taddr, unsigned ncols) {
       fail("%s of TMEM columns [%u, %u), which are not one allocation (%s)", kOp, column,
            column + ncols, describe_allocs(b).c_str());
     }
+    check_inherited(column, column + ncols, kOp);
     for (unsigned l = 0; l < kLanes; ++l) {
       for (unsigned c = column; c < column + ncols; ++c) {
         if (b.pending[cell(l, c)] != 0) {
@@ -569,7 +604,7 @@ void tmem_relinquish() {
 
 void fence_before() {
   require_arch("tcgen05.fence::before_thread_sync");
-  block();
+  me().unfenced.clear();
 }
 
 void fence_after() {
@@ -638,6 +673,7 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
          op_name, d_tmem, lane0, id.m, id.m == 64 ? " or 16" : "");
   }
   check_columns(b, column, id.n, op_name);
+  check_inherited(column, column + id.n, op_name);
   for (unsigned m = 0; m < id.m; ++m) {
     for (unsigned n = 0; n < id.n; ++n) {
       const unsigned p = b.pending[cell(lane0 + d_lane(id.m, m), column + n)];
@@ -717,6 +753,9 @@ void commit(void* bar) {
     if (op.thread == tid)
       op.commits.push_back({addr_of(bar), phase});
   }
+  // tcgen05.commit implies tcgen05.fence::before_thread_sync (PTX ISA,
+  // "tcgen05.commit").
+  b.threads[tid].unfenced.clear();
   sm90::mbarrier_arrive(bar, 0);
 }
 
@@ -793,6 +832,7 @@ inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, uns
     r[j] = kLdPoison;
   }
   t.lds.push_back(std::move(p));
+  t.unfenced.push_back({0, 0, current().linear, column0, column0 + ncols, op});
   sm90::set_invalid_trap(true);
 }
 
@@ -833,6 +873,7 @@ void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
   Sm100Block& b = block();
   const unsigned column = taddr & 0xFFFFu, lane = (taddr >> 16) + current().lane;
   check_columns(b, column, n, kOp);
+  check_inherited(column, column + n, kOp);
   for (unsigned j = 0; j < n; ++j) {
     const std::size_t c = cell(lane, column + j);
     if (b.pending[c] != 0) {
@@ -842,7 +883,9 @@ void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
     b.cells[c] = r[j];
     b.epoch[c] = 0;
   }
-  me().st_pending = true;
+  Sm100Thread& t = me();
+  t.st_pending = true;
+  t.unfenced.push_back({0, 0, current().linear, column, column + n, kOp});
 }
 
 void wait_st() {
@@ -926,8 +969,33 @@ void check_writes(std::uint32_t lo, std::uint32_t hi, const char* writer) {
 // The hooks of the sm90 tier and of the BlockRunner (gg_emu_internal.h).
 
 void tcgen05_retire(BlockRunner& r, std::uint32_t bar, unsigned long long phase) {
-  if (r.sm100 != nullptr && r.sm100->used && !r.sm100->ops.empty())
+  if (r.sm100 == nullptr || !r.sm100->used)
+    return;
+  if (!r.sm100->ops.empty())
     sm100::retire(bar, phase);
+  // The waiting thread observed the arrivals of every completed phase.
+  sm100::Sm100Thread& t = r.sm100->threads[current().linear];
+  for (const sm100::Unfenced& u : r.sm100->arrivals) {
+    if (u.barrier != bar || u.phase >= phase)
+      continue;
+    bool known = false;
+    for (const sm100::Unfenced& v : t.inherited)
+      known = known || (v.barrier == u.barrier && v.phase == u.phase && v.thread == u.thread &&
+                        v.lo == u.lo && v.hi == u.hi);
+    if (!known)
+      t.inherited.push_back(u);
+  }
+}
+
+void tcgen05_on_arrive(BlockRunner& r, std::uint32_t bar, unsigned long long phase) {
+  if (r.sm100 == nullptr || !r.sm100->used)
+    return;
+  const sm100::Sm100Thread& t = r.sm100->threads[current().linear];
+  for (sm100::Unfenced u : t.unfenced) {
+    u.barrier = bar;
+    u.phase = phase;
+    r.sm100->arrivals.push_back(u);
+  }
 }
 
 void tcgen05_check_writes(BlockRunner& r, std::uint32_t lo, std::uint32_t hi, const char* writer) {

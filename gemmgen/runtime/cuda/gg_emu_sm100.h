@@ -21,7 +21,10 @@
 //   MMA has completed and some thread's wait has observed it (the op
 //   retires). A tcgen05.ld of a pending cell is reported; so is one of a
 //   cell that an op retired into after the reading thread's last
-//   tcgen05.fence::after_thread_sync. Until it retires, the shared memory
+//   tcgen05.fence::after_thread_sync. A thread's tcgen05.ld / st columns
+//   since its last tcgen05.fence::before_thread_sync travel with its next
+//   mbarrier arrival; a thread that observed that phase and then writes
+//   them (mma, st, dealloc) is reported. Until it retires, the shared memory
 //   the op read must keep the bytes it read (checked at retirement, and a
 //   TMA load into it is reported when issued): the stage release rule.
 //   Operands are read through the sm90 tier's async-proxy checks (a missing

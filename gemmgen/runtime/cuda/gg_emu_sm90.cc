@@ -591,6 +591,7 @@ unsigned long long mbarrier_arrive(void* bar, unsigned long long tx) {
   if (b.pending == 0)
     fail("mbarrier.arrive: more arrivals than the count of %s", describe_barrier(b).c_str());
   const unsigned long long token = b.phase;
+  tcgen05_on_arrive(runner(), b.addr, token);
   b.tx += static_cast<long long>(tx);
   b.announced += static_cast<long long>(tx);
   --b.pending;

@@ -121,11 +121,11 @@ def random_operand(rng, shape, dtype) -> np.ndarray:
 
 # The parameters of tc_mma (its enum Param).
 PARAMS = ["m", "n", "a_type", "b_type", "a_major", "b_major", "a_lbo", "a_sbo", "a_swizzle", "b_lbo", "b_sbo",
-          "b_swizzle", "steps", "a_bytes", "b_bytes", "a_step", "b_step", "accumulate", "bug"]
+          "b_swizzle", "steps", "a_bytes", "b_bytes", "a_step", "b_step", "accumulate", "bug", "d_lane"]
 
 
 def run_mma(sm100, *, a_type="bf16", b_type=None, m=128, n=64, a_mn=False, b_mn=False, span=128, b_span=None,
-            steps=1, packed=False, accumulate=False, bug=0, seed=0, schedule="run-ahead"):
+            steps=1, packed=False, accumulate=False, bug=0, seed=0, schedule="run-ahead", d_lane0=0):
     """One tile: D (m x n) = sum over `steps` MMAs of A_s (m x K) B_s (n x K)^T
     (+ C). `packed`: the steps' K slices lie in one image of m x (K steps)
     (the descriptor's start advances by K elements, as a pipelined kernel's
@@ -157,13 +157,13 @@ def run_mma(sm100, *, a_type="bf16", b_type=None, m=128, n=64, a_mn=False, b_mn=
     values = {"m": m, "n": n, "a_type": a_code, "b_type": b_code, "a_major": int(a_mn), "b_major": int(b_mn),
               "a_lbo": a_lbo, "a_sbo": a_sbo, "a_swizzle": SWIZZLE[span], "b_lbo": b_lbo, "b_sbo": b_sbo,
               "b_swizzle": SWIZZLE[b_span], "steps": steps, "a_bytes": a_img.size, "b_bytes": b_img.size,
-              "a_step": a_step, "b_step": b_step, "accumulate": int(accumulate), "bug": bug}
+              "a_step": a_step, "b_step": b_step, "accumulate": int(accumulate), "bug": bug, "d_lane": d_lane0}
     params = np.array([values[p] for p in PARAMS], np.int64)
     r = sm100.run_host({"case": b"mma", "params": params, "a": a_img, "b": b_img, "c": c}, arch=ARCH,
                        schedule=schedule)
     assert r.status == 0, r.log
     dump = np.frombuffer(r.outputs["d"], np.uint32).reshape(128, n)
-    rows = d_lane(m, np.arange(m))
+    rows = d_lane0 + d_lane(m, np.arange(m))
     expected = np.zeros((m, n))
     for s in range(steps):  # the emulator rounds D to f32 after each MMA, as the hardware's D is f32
         sl = slice(s * k, (s + 1) * k)
@@ -213,6 +213,19 @@ def test_tcgen05_mma_matches_numpy(sm100, case):
         np.testing.assert_array_equal(dump[unused], c[unused].view(np.uint32))
     else:
         assert (dump[unused] == POISON).all()
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_an_m64_accumulator_at_lane_16(sm100, accumulate):
+    """Layout F from lane 16: rows 16i..16i+15 in lanes 32i + 16 .. 32i + 31,
+    the lanes an accumulator at lane 0 leaves alone."""
+    d, dump, expected, c = run_mma(sm100, m=64, n=32, steps=2, accumulate=accumulate, d_lane0=16, seed=5)
+    np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-5)
+    below = np.concatenate([np.arange(32 * i, 32 * i + 16) for i in range(4)])
+    if accumulate:
+        np.testing.assert_array_equal(dump[below], c[below].view(np.uint32))
+    else:
+        assert (dump[below] == POISON).all()
 
 
 @pytest.mark.slow
@@ -414,6 +427,42 @@ def test_the_stage_release_rule_holds_in_the_reverse_schedule_too(sm100):
 
 
 # ---------------------------------------------------------------------------
+# One accumulator, two rounds (acc_reuse): the epilogue hands the columns back
+# through an mbarrier, after tcgen05.fence::before_thread_sync.
+
+
+def run_acc_reuse(sm100, bug: int = 0, schedule: str = "run-ahead"):
+    rng = np.random.default_rng(21)
+    a = random_operand(rng, (128, 16), BF16)
+    b = random_operand(rng, (64, 16), BF16)
+    a_img, a_lbo, a_sbo = image(a, False, 128)
+    b_img, b_lbo, b_sbo = image(b, False, 128)
+    assert (a_img.size, b_img.size, a_lbo, a_sbo, b_lbo, b_sbo) == (16384, 8192, 16, 1024, 16, 1024)
+    r = sm100.run_host({"case": b"acc_reuse", "bug": np.uint8(bug), "a": a_img, "b": b_img}, arch=ARCH,
+                       schedule=schedule)
+    assert r.status == 0, r.log
+    return np.frombuffer(r.outputs["d"], np.float32).reshape(2, 128, 64), a.astype(np.float64) @ b.astype(
+        np.float64).T
+
+
+def test_an_accumulator_reused_after_the_epilogue_released_it(sm100):
+    """Round 1 negates A (instruction descriptor bit 13): -A B^T."""
+    d, product = run_acc_reuse(sm100)
+    np.testing.assert_allclose(d[0], product, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d[1], -product, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+def test_a_missing_fence_before_thread_sync_is_reported(sm100, schedule):
+    with pytest.raises(EmuKernelError, match=r"missing tcgen05.fence::before_thread_sync: thread \d+ accessed TMEM "
+                                             r"columns \[\d+, \d+\) with tcgen05.ld.32x32b, then arrived on the "
+                                             r"mbarrier at 0x[0-9a-f]+ \(phase 0\) without a "
+                                             r"tcgen05.fence::before_thread_sync; this thread waited on that phase "
+                                             r"and its tcgen05.mma.cta_group::1.kind::f16 writes columns \[0, 64\)"):
+        run_acc_reuse(sm100, bug=1, schedule=schedule)
+
+
+# ---------------------------------------------------------------------------
 # A one-stage TMA + tcgen05 pipeline (tma_mma): the stage release rule with TMA.
 
 
@@ -461,7 +510,7 @@ needs_cuobjdump = pytest.mark.skipif(nvcc.find_cuda_tool("cuobjdump") is None, r
 def test_sm100_primitives_assemble_to_tcgen05_sass():
     source = (CUDA_SRC / "sm100_primitives.cu").read_text()
     result = nvcc.compile_check(source, ARCH, name_for_errors="tests/cuda_src/sm100_primitives.cu")
-    assert set(result.kernels) == {"tc_mma", "tma_mma", "tmem_alloc_waits", "tmem_ld_st_widths",
+    assert set(result.kernels) == {"tc_mma", "tma_mma", "acc_reuse", "tmem_alloc_waits", "tmem_ld_st_widths",
                                    "tmem_ld_16x256b"}, result.log
     for usage in result.kernels.values():
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
