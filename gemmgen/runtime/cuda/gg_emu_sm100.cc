@@ -922,6 +922,14 @@ void mma_block_scaled(int kind, unsigned d_tmem, unsigned long long adesc, unsig
            which == 0 ? adesc : bdesc, why.c_str());
     }
   }
+  // PTX ISA, "Transpose and Negate operations": no transpose with the
+  // 128-byte swizzle with 32-byte atomicity but for kind::tf32.
+  if ((a_mn && decode_desc(adesc).layout == 1) || (b_mn && decode_desc(bdesc).layout == 1)) {
+    fail(
+        "%s: an MN-major operand with the 128-byte swizzle with 32-byte atomicity (only "
+        "kind::tf32 transposes with it)",
+        op_name);
+  }
   Sm100Block& b = block();
   const unsigned tid = current().linear;
   const unsigned lane0 = d_tmem >> 16, column = d_tmem & 0xFFFFu;
