@@ -275,3 +275,23 @@ def test_scale_factor_fragments_match_the_emulator_and_the_ptx_isa(cute, emu):
             assert (lane, byte // 4 - col0, byte % 4) == want, (which, kind, r, k, j, q)
             assert emu.sf_cell(r, j, sf_id, vec, q) == want
             assert emu.sf_cell_enc(r, q) == (want[0] << 16 | want[1])
+
+
+def test_the_documented_worked_examples(emu):
+    """docs/cuda-sm100.md, "Block-scaled tcgen05": the MXFP8 descriptor of
+    the third MMA of a K tile, and where the MXFP4 scale of A row 77, K
+    elements 96..127 lives in TMEM and in its shared-memory atom."""
+    word = 0x48900020
+    assert encode_bs_idesc("mxf8f6f4", "e4m3", "e4m3", "ue8m0", 128, 64, False, False, 2, 2) == word
+    assert emu.idesc(KIND["mxf8f6f4"], BSTYPE["e4m3"], BSTYPE["e4m3"], SCALE["ue8m0"], 128, 64, 2, 2, 0, 0) == word
+    row, k = 77, 96
+    block = k // 32  # MX: one scale per 32 elements; MXFP4 has two per MMA (K = 64)
+    mma, j = divmod(block, 2)
+    sf_id = 2 * (mma % 2)  # two MMAs per 4-block atom: ids 0, 2
+    assert (sf_id, j) == (2, 1)
+    for q in range(4):
+        assert ptx_sf_cell(row, j, sf_id, q) == (13 + 32 * q, 2, 3) == emu.sf_cell(row, j, sf_id, 2, q)
+    assert (row % 32) * 16 + (row // 32) * 4 + block % 4 == 219
+    # tcgen05.cp of that atom: byte 219 is row 13, byte 11 of the source: lane 13 (+ 32 q), column 2, byte 3
+    src_row, src_byte = divmod(219, 16)
+    assert [emu.cp_cell(src_row, src_byte, q) for q in range(4)] == [(13 + 32 * q, 2, 3) for q in range(4)]
