@@ -53,20 +53,31 @@ enum Param {
   kAtoms,  // K atoms of scales (4 scale blocks each)
   kBug,
   kNegate,  // 1: negate A and B in the instruction descriptor
+  kSfBySt,  // 1: each warp writes the scales into its lane quarter with tcgen05.st, not tcgen05.cp
   kParams,
 };
 
 // The planted bugs (kBug).
 enum Bug {
   kNone = 0,
-  kSfWrongColumns = 1,   // the A scales copied one column to the right of where the MMA reads
-  kSfWrongId = 2,        // the scale ids of each MMA one K block too far (mod 4: mxf8f6f4)
-  kSfFormatBit = 3,      // the instruction descriptor's scale format bit (23) flipped
-  kSfSmemOverwrite = 4,  // the A scales' shared memory rewritten before the commit's phase
-  kSfOutsideAlloc = 5,   // the B scales at a column past the allocation
-  kSfOverlapD = 6,       // the A scales copied to and read from the accumulator's columns
-  kSfOddId = 7,          // scale factor A id 1 (kind::mxf4 takes 0 or 2)
+  kSfWrongColumns = 1,    // the A scales copied one column to the right of where the MMA reads
+  kSfWrongId = 2,         // the scale ids of each MMA one K block too far (mod 4: mxf8f6f4)
+  kSfFormatBit = 3,       // the instruction descriptor's scale format bit (23) flipped
+  kSfSmemOverwrite = 4,   // the A scales' shared memory rewritten before the commit's phase
+  kSfOutsideAlloc = 5,    // the B scales at a column past the allocation
+  kSfOverlapD = 6,        // the A scales copied to and read from the accumulator's columns
+  kSfOddId = 7,           // scale factor A id 1 (kind::mxf4 takes 0 or 2)
+  kSfNoProxyFence = 8,    // the scales' st.shared not fenced (fence.proxy.async) before tcgen05.cp
+  kSfReplicaDiffers = 9,  // kSfBySt: warp 3 writes one scale byte of its quarter differently
 };
+
+// The word at column g of lane r % 32 of a 128 x 4 scale atom (bytes
+// (r % 32) * 16 + 4 g .. + 3): what tcgen05.cp.32x128b.warpx4 puts in every
+// lane quarter, for the tcgen05.st path.
+__device__ __forceinline__ unsigned atom_word(const unsigned char* atom, unsigned r, unsigned g) {
+  const unsigned char* q = atom + (r % 32) * 16 + 4 * g;
+  return q[0] | (q[1] << 8) | (q[2] << 16) | (static_cast<unsigned>(q[3]) << 24);
+}
 
 __device__ __forceinline__ unsigned pow2_cols(unsigned n) {
   unsigned c = 32;
@@ -115,16 +126,38 @@ extern "C" __global__ void __launch_bounds__(128, 1)
     ssfa[i] = sfa_img[i];
   for (int i = threadIdx.x; i < sfb_bytes; i += blockDim.x)
     ssfb[i] = sfb_img[i];
-  gg::fence_proxy_async();
+  if (bug != kSfNoProxyFence)
+    gg::fence_proxy_async();
   gg::tcgen05_fence_before_thread_sync();
   __syncthreads();
   gg::tcgen05_fence_after_thread_sync();
   const unsigned tmem = tmem_slot;
+  if (p[kSfBySt] != 0) {
+    // Each warp its quarter of the lanes: lane 32 q + i holds the words of
+    // atom row i, as the copy would leave them.
+    const unsigned quarter = gg::umma::tmem_addr(tmem, 32 * (warp % 4), 0);
+    for (int t = 0; t < atoms; ++t) {
+      unsigned r[4];
+      for (unsigned g = 0; g < 4; ++g)
+        r[g] = atom_word(ssfa + 512 * t, lane, g) ^
+               (bug == kSfReplicaDiffers && warp == 3 && lane == 5 && g == 1 ? 1u : 0u);
+      gg::tcgen05_st_32x32b<4>(quarter + sfa_col + 4 * t, r);
+      for (unsigned rb = 0; rb < b_blocks; ++rb) {
+        for (unsigned g = 0; g < 4; ++g)
+          r[g] = atom_word(ssfb + 512 * (rb * atoms + t), lane, g);
+        gg::tcgen05_st_32x32b<4>(quarter + sfb_col + 4 * (b_blocks * t + rb), r);
+      }
+    }
+    gg::tcgen05_wait_st();
+    gg::tcgen05_fence_before_thread_sync();
+    __syncthreads();
+  }
   if (threadIdx.x == 0) {
+    gg::tcgen05_fence_after_thread_sync();
     // The scales: one 128 x 4 atom (512 bytes: 32 rows of 16 bytes, 8-row
     // core matrices 128 bytes apart) per copy, A's atoms K-atom by K-atom,
     // B's row block by row block within each K atom.
-    for (int t = 0; t < atoms; ++t) {
+    for (int t = 0; t < atoms && p[kSfBySt] == 0; ++t) {
       const unsigned to =
           bug == kSfOverlapD ? 0u : sfa_col + 4 * t + (bug == kSfWrongColumns ? 1 : 0);
       gg::tcgen05_cp_32x128b_warpx4(tmem + to,

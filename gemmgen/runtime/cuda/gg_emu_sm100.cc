@@ -978,8 +978,9 @@ void mma_block_scaled(int kind, unsigned d_tmem, unsigned long long adesc, unsig
           if (b.written[c] == 0) {
             fail(
                 "%s reads the scale factor %s of row %u (K block %u) at TMEM lane %u column %u "
-                "byte %u, which nothing wrote since its allocation (no tcgen05.cp put scales "
-                "there)",
+                "byte %u, which nothing wrote since its allocation (no tcgen05.cp or tcgen05.st "
+                "put "
+                "scales there)",
                 op_name, which, r, j, lane, sc + col, byte);
           }
           const MmaOp* other = b.pending[c] != 0 ? op_by_id(b, b.pending[c]) : nullptr;

@@ -33,9 +33,10 @@ SWIZZLE = {0: 0, 32: 6, 64: 4, 128: 2}  # span -> the descriptor's layout type (
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 PARAMS = ["kind", "a_type", "b_type", "sf", "n", "steps", "a_major", "b_major", "a_lbo", "a_sbo", "a_swizzle",
           "b_lbo", "b_sbo", "b_swizzle", "a_bytes", "b_bytes", "a_step", "b_step", "sfa_bytes", "sfb_bytes",
-          "atoms", "bug", "negate"]
+          "atoms", "bug", "negate", "sf_by_st"]
 BUGS = {"wrong_sf_columns": 1, "wrong_sf_id": 2, "sf_format_bit": 3, "sf_smem_overwrite": 4,
-        "sf_outside_alloc": 5, "sf_overlap_d": 6, "odd_sf_id": 7}
+        "sf_outside_alloc": 5, "sf_overlap_d": 6, "odd_sf_id": 7, "sf_no_proxy_fence": 8,
+        "sf_replica_differs": 9}
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +140,8 @@ def atom_image(raw: np.ndarray, atoms: int) -> np.ndarray:
 
 def run(module, *, kind: str, a: str, b: str, sf: str, n: int, steps: int, span: int = 128,
         b_span: int | None = None, a_mn: bool = False, b_mn: bool = False, packed: bool = False,
-        edges: bool = True, negate: bool = False, bug: int = 0, seed: int = 0, sfa_raw=None):
+        edges: bool = True, negate: bool = False, bug: int = 0, seed: int = 0, sfa_raw=None,
+        sf_by_st: bool = False):
     """One tile of 128 x n through `steps` MMAs; returns (D read back from
     TMEM, the float64 reference rounded to f32 after each MMA, the run)."""
     b_span = span if b_span is None else b_span
@@ -171,7 +173,7 @@ def run(module, *, kind: str, a: str, b: str, sf: str, n: int, steps: int, span:
               "a_swizzle": SWIZZLE[span], "b_lbo": b_lbo, "b_sbo": b_sbo, "b_swizzle": SWIZZLE[b_span],
               "a_bytes": a_img.size, "b_bytes": b_img.size, "a_step": a_step, "b_step": b_step,
               "sfa_bytes": sfa_img.size, "sfb_bytes": sfb_img.size, "atoms": atoms, "bug": bug,
-              "negate": int(negate)}
+              "negate": int(negate), "sf_by_st": int(sf_by_st)}
     params = np.array([values[p] for p in PARAMS], np.int64)
     r = module.run_host({"params": params, "a": a_img, "b": b_img, "sfa": sfa_img, "sfb": sfb_img}, arch=ARCH)
     if r.status != 0:
@@ -243,6 +245,14 @@ def test_block_scaled_mma_sweep(module, case):
     check(d, want)
 
 
+def test_scales_written_with_tcgen05_st(module):
+    """The scales written by each warp into its lane quarter (tcgen05.st)
+    instead of copied: the MMA reads the same cells."""
+    d, want, r = run(module, kind="mxf4", a="e2m1", b="e2m1", sf="ue8m0", n=160, steps=3, sf_by_st=True)
+    assert r.status == 0, r.log
+    check(d, want)
+
+
 def test_negate_bits_are_honoured(module):
     """Negate A and negate B: the product keeps its sign."""
     d, want, r = run(module, kind="mxf8f6f4", a="e4m3", b="e4m3", sf="ue8m0", n=16, steps=1, negate=True,
@@ -263,12 +273,15 @@ def test_negate_bits_are_honoured(module):
     ("sf_outside_alloc", "mxf4", "outside every allocation"),
     ("sf_overlap_d", "mxf8f6f4", "overlap the accumulator"),
     ("odd_sf_id", "mxf4", "scale factor A id (bits 29-30) is 1"),
+    ("sf_no_proxy_fence", "mxf4nvf4", "fence.proxy.async"),
+    ("sf_replica_differs", "mxf8f6f4", "scale factors must be duplicated in all 4 lane quarters"),
 ])
 def test_planted_bug_is_reported(module, bug, kind, why):
     ab = "e4m3" if kind == "mxf8f6f4" else "e2m1"
     sf = "ue4m3" if kind == "mxf4nvf4" else "ue8m0"
     with pytest.raises(EmuKernelError, match=re.escape(why)):
-        run(module, kind=kind, a=ab, b=ab, sf=sf, n=32, steps=2, bug=BUGS[bug])
+        run(module, kind=kind, a=ab, b=ab, sf=sf, n=64, steps=2, bug=BUGS[bug],
+            sf_by_st=bug == "sf_replica_differs")
 
 
 @pytest.mark.parametrize("bug, kind", [("wrong_sf_id", "mxf8f6f4"), ("sf_format_bit", "mxf4nvf4")])
