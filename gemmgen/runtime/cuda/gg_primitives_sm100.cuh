@@ -372,54 +372,94 @@ __device__ __forceinline__ void tcgen05_mma_f8f6f4(unsigned d_tmem, unsigned lon
 //   tcgen05_mma_mxf4nvf4: kind::mxf4nvf4.block_scale.scale_vec::4X, e2m1,
 //     ue4m3 (NVFP4) or ue8m0 scales per 16 elements, K = 64.
 // nvcc 13.5 takes the scale_vec::NX spelling for sm_100a / sm_103a and
-// only the .block32 / .block16 aliases for sm_100f / sm_103f (GG_BS_VEC).
-#define GG_TCGEN05_MMA_BS(NAME, PTX, KIND)                                                      \
-  template <int kNever = 0>                                                                     \
-  __device__ __forceinline__ void NAME(unsigned d_tmem, unsigned long long adesc,               \
-                                       unsigned long long bdesc, unsigned idesc,                \
-                                       unsigned sfa_tmem, unsigned sfb_tmem, bool accumulate) { \
-    GG_TCGEN05_MMA_BS_BODY(NAME, PTX, KIND)                                                     \
-  }
-#if defined(__CUDA_ARCH__)
-#if defined(GG_SM100_TCGEN05)
-#define GG_TCGEN05_MMA_BS_BODY(NAME, PTX, KIND)                                  \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n" PTX                   \
-               " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),           \
-               "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), \
-               "r"(accumulate ? 1u : 0u)                                         \
-               : "memory");
-#else
-#define GG_TCGEN05_MMA_BS_BODY(NAME, PTX, KIND) \
-  static_assert(kNever != 0, "gg::" #NAME " needs sm_100a / sm_103a");
-#endif
-#elif defined(GG_EMU)
-#define GG_TCGEN05_MMA_BS_BODY(NAME, PTX, KIND)                                           \
-  gg::emu::sm100::mma_block_scaled(KIND, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, \
-                                   accumulate);
-#else
-#define GG_TCGEN05_MMA_BS_BODY(NAME, PTX, KIND)                                        \
-  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem, \
-      (void)accumulate;
-#endif
+// only the .block32 / .block16 aliases for sm_100f / sm_103f (GG_SM100_BS_*).
 // The arch-specific targets (sm_100a / sm_103a) take .scale_vec::NX, the
 // family targets (sm_100f / sm_103f) only the .block32 / .block16 aliases.
 #if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL) || \
-    defined(__CUDA_ARCH_SPECIFIC__) || !defined(__CUDA_ARCH__)
-#define GG_BS_VEC(X, BLOCK) ".scale_vec::" X
+    defined(__CUDA_ARCH_SPECIFIC__)
+#define GG_SM100_BS_1X ".scale_vec::1X"
+#define GG_SM100_BS_2X ".scale_vec::2X"
+#define GG_SM100_BS_4X ".scale_vec::4X"
 #else
-#define GG_BS_VEC(X, BLOCK) "." BLOCK
+#define GG_SM100_BS_1X ".block32"
+#define GG_SM100_BS_2X ".block32"
+#define GG_SM100_BS_4X ".block16"
 #endif
-GG_TCGEN05_MMA_BS(tcgen05_mma_mxf8f6f4_block_scaled,
-                  "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale" GG_BS_VEC("1X", "block32"),
-                  0)
-GG_TCGEN05_MMA_BS(tcgen05_mma_mxf4,
-                  "tcgen05.mma.cta_group::1.kind::mxf4.block_scale" GG_BS_VEC("2X", "block32"), 1)
-GG_TCGEN05_MMA_BS(tcgen05_mma_mxf4nvf4,
-                  "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale" GG_BS_VEC("4X", "block16"),
-                  2)
-#undef GG_BS_VEC
-#undef GG_TCGEN05_MMA_BS_BODY
-#undef GG_TCGEN05_MMA_BS
+
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_mma_mxf8f6f4_block_scaled(
+    unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc, unsigned idesc,
+    unsigned sfa_tmem, unsigned sfb_tmem, bool accumulate) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale" GG_SM100_BS_1X
+      " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),
+      "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate ? 1u : 0u)
+      : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_mma_mxf8f6f4_block_scaled needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::mma_block_scaled(0, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, accumulate);
+#else
+  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem,
+      (void)accumulate;
+#endif
+}
+
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_mma_mxf4(unsigned d_tmem, unsigned long long adesc,
+                                                 unsigned long long bdesc, unsigned idesc,
+                                                 unsigned sfa_tmem, unsigned sfb_tmem,
+                                                 bool accumulate) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf4.block_scale" GG_SM100_BS_2X
+      " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),
+      "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate ? 1u : 0u)
+      : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_mma_mxf4 needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::mma_block_scaled(1, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, accumulate);
+#else
+  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem,
+      (void)accumulate;
+#endif
+}
+
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_mma_mxf4nvf4(unsigned d_tmem, unsigned long long adesc,
+                                                     unsigned long long bdesc, unsigned idesc,
+                                                     unsigned sfa_tmem, unsigned sfb_tmem,
+                                                     bool accumulate) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale" GG_SM100_BS_4X
+      " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),
+      "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate ? 1u : 0u)
+      : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_mma_mxf4nvf4 needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::mma_block_scaled(2, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, accumulate);
+#else
+  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem,
+      (void)accumulate;
+#endif
+}
+
+#undef GG_SM100_BS_1X
+#undef GG_SM100_BS_2X
+#undef GG_SM100_BS_4X
 
 // tcgen05.cp.cta_group::1.32x128b.warpx4 (PTX ISA "tcgen05.cp", "Data
 // Movement Shape"): copies 32 rows of 16 bytes from shared memory (the

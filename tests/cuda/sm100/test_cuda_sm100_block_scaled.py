@@ -332,3 +332,10 @@ def test_block_scaled_primitives_assemble_to_utcqmma_utcomma_utccp(arch):
     assert sass.count("UTCOMMA") == 2 and sass.count("UTCOMMA", "4X") == 1  # mxf4, mxf4nvf4 4X
     assert sass.count("UTCCP") > 0 and sass.count("UTCBAR") == 1
     assert sass.count("HMMA") == 0 and sass.count("QMMA") == 0 and sass.count("OMMA") == 0
+
+
+@needs_nvcc
+def test_block_scaled_primitives_before_sm_100a_are_a_compile_error():
+    source = (CUDA_SRC / "sm100_block_scaled.cu").read_text()
+    with pytest.raises(nvcc.NvccError, match="needs sm_100a / sm_103a"):
+        nvcc.compile_check(source, "sm_90a", name_for_errors="tests/cuda_src/sm100_block_scaled.cu")
