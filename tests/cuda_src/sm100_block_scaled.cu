@@ -60,15 +60,17 @@ enum Param {
 // The planted bugs (kBug).
 enum Bug {
   kNone = 0,
-  kSfWrongColumns = 1,    // the A scales copied one column to the right of where the MMA reads
-  kSfWrongId = 2,         // the scale ids of each MMA one K block too far (mod 4: mxf8f6f4)
-  kSfFormatBit = 3,       // the instruction descriptor's scale format bit (23) flipped
-  kSfSmemOverwrite = 4,   // the A scales' shared memory rewritten before the commit's phase
-  kSfOutsideAlloc = 5,    // the B scales at a column past the allocation
-  kSfOverlapD = 6,        // the A scales copied to and read from the accumulator's columns
-  kSfOddId = 7,           // scale factor A id 1 (kind::mxf4 takes 0 or 2)
-  kSfNoProxyFence = 8,    // the scales' st.shared not fenced (fence.proxy.async) before tcgen05.cp
-  kSfReplicaDiffers = 9,  // kSfBySt: warp 3 writes one scale byte of its quarter differently
+  kSfWrongColumns = 1,     // the A scales copied one column to the right of where the MMA reads
+  kSfWrongId = 2,          // the scale ids of each MMA one K block too far (mod 4: mxf8f6f4)
+  kSfFormatBit = 3,        // the instruction descriptor's scale format bit (23) flipped
+  kSfSmemOverwrite = 4,    // the A scales' shared memory rewritten before the commit's phase
+  kSfOutsideAlloc = 5,     // the B scales at a column past the allocation
+  kSfOverlapD = 6,         // the A scales copied to and read from the accumulator's columns
+  kSfOddId = 7,            // scale factor A id 1 (kind::mxf4 takes 0 or 2)
+  kSfNoProxyFence = 8,     // the scales' st.shared not fenced (fence.proxy.async) before tcgen05.cp
+  kSfReplicaDiffers = 9,   // kSfBySt: warp 3 writes one scale byte of its quarter differently
+  kLdScalesInFlight = 10,  // every warp reads the A scales' columns before the commit's wait
+  kMmaByOtherThread = 11,  // thread 32 issues the MMAs while thread 0's copies are in flight
 };
 
 // The word at column g of lane r % 32 of a 128 x 4 scale atom (bytes
@@ -88,7 +90,8 @@ __device__ __forceinline__ unsigned pow2_cols(unsigned n) {
 
 // D (128 x N, f32, in TMEM) = sum over the steps of (A_s * SFA) (B_s * SFB)^T.
 // 128 threads: warp 0 allocates; thread 0 copies the scales into TMEM
-// (tcgen05.cp), issues the MMAs and the commit; every thread waits on the
+// (tcgen05.cp; or every warp writes its lane quarter's with tcgen05.st),
+// issues the MMAs and the commit; every thread waits on the
 // commit's barrier and reads its lane. TMEM columns: D [0, N), the A scales
 // [N, N + 4 atoms), the B scales after them (4 columns per 128 rows of B
 // per atom). out[lane * N + col] is the raw accumulator cell.
@@ -168,6 +171,12 @@ extern "C" __global__ void __launch_bounds__(128, 1)
             gg::make_umma_desc(ssfb + 512 * (rb * atoms + t), 16, 128, Swizzle::none));
       }
     }
+  }
+  // The MMAs are issued by the copying thread (ordered after its copies).
+  const unsigned issuer = bug == kMmaByOtherThread ? 32u : 0u;
+  if (bug == kMmaByOtherThread)
+    __syncthreads();
+  if (threadIdx.x == issuer) {
     const int per_atom = 4 / gg::umma::scale_vec(kind);  // MMAs per K atom of scales
     for (int s = 0; s < steps; ++s) {
       const int t = s / per_atom;
@@ -203,9 +212,14 @@ extern "C" __global__ void __launch_bounds__(128, 1)
     if (bug == kSfSmemOverwrite)
       ssfa[16] ^= 0x01;  // the copy may still be reading the A scales
   }
+  const unsigned my_lanes = gg::umma::tmem_addr(tmem, 32 * (warp % 4), 0);
+  if (bug == kLdScalesInFlight) {
+    unsigned r[4];
+    gg::tcgen05_ld_32x32b<4>(r, my_lanes + sfa_col);
+    gg::tcgen05_wait_ld();
+  }
   gg::mbarrier_wait(&bar, 0);
   gg::tcgen05_fence_after_thread_sync();
-  const unsigned my_lanes = gg::umma::tmem_addr(tmem, 32 * (warp % 4), 0);
   for (int c = 0; c < n; c += 8) {
     unsigned r[8];
     gg::tcgen05_ld_32x32b<8>(r, my_lanes + c);

@@ -1228,9 +1228,10 @@ inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, uns
       const MmaOp* mma_op = op_by_id(b, b.pending[c]);
       fail(
           "%s reads TMEM lane %u column %u, which a %s issued by thread %u still writes "
-          "(%s): the accumulator is read before a thread waited on the mbarrier phase of a "
+          "(%s): the %s is read before a thread waited on the mbarrier phase of a "
           "tcgen05.commit after that %s",
           op, lane, column, mma_op->name, mma_op->thread, commits_text(*mma_op).c_str(),
+          mma_op->kind < 0 ? "copy's destination" : "accumulator",
           mma_op->kind < 0 ? "copy" : "MMA");
     }
     if (b.epoch[c] > t.fence_epoch) {

@@ -36,7 +36,7 @@ PARAMS = ["kind", "a_type", "b_type", "sf", "n", "steps", "a_major", "b_major", 
           "atoms", "bug", "negate", "sf_by_st"]
 BUGS = {"wrong_sf_columns": 1, "wrong_sf_id": 2, "sf_format_bit": 3, "sf_smem_overwrite": 4,
         "sf_outside_alloc": 5, "sf_overlap_d": 6, "odd_sf_id": 7, "sf_no_proxy_fence": 8,
-        "sf_replica_differs": 9}
+        "sf_replica_differs": 9, "ld_scales_in_flight": 10, "mma_by_other_thread": 11}
 
 
 @pytest.fixture(scope="module")
@@ -275,6 +275,8 @@ def test_negate_bits_are_honoured(module):
     ("odd_sf_id", "mxf4", "scale factor A id (bits 29-30) is 1"),
     ("sf_no_proxy_fence", "mxf4nvf4", "fence.proxy.async"),
     ("sf_replica_differs", "mxf8f6f4", "scale factors must be duplicated in all 4 lane quarters"),
+    ("ld_scales_in_flight", "mxf4", "which a tcgen05.cp issued by thread 0 still writes"),
+    ("mma_by_other_thread", "mxf4nvf4", "which a tcgen05.cp of thread 0 still writes"),
 ])
 def test_planted_bug_is_reported(module, bug, kind, why):
     ab = "e4m3" if kind == "mxf8f6f4" else "e2m1"
