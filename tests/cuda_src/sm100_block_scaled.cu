@@ -5,6 +5,8 @@
 // (tests/cuda/sm100/test_cuda_sm100_block_scaled.py). The host program
 // (gg_emu_host_main, emulator only) runs one tile; nvcc compiles the kernel
 // for sm_100a (the SASS test).
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -235,6 +237,95 @@ extern "C" __global__ void __launch_bounds__(128, 1)
   }
 }
 
+// A TMA-fed pipeline of MXFP8 K tiles through one stage: D (128 x 128, f32,
+// TMEM) = sum over K tiles of 128 of (A * SFA) (B * SFB)^T, A and B e4m3
+// (128 x k, row-major, loaded with the 128-byte swizzle), the scales in
+// 128 x 4 atoms (one per K tile and operand: 32 rows of 16 bytes, loaded
+// without swizzle). Thread 32 produces (all four loads on `full`; it waits
+// on `empty` before refilling the stage), thread 0 waits on `full`, copies
+// the K tile's scales into TMEM (the same columns every K tile), issues the
+// four MMAs (scale ids 0..3) and commits them to `empty`, then once more to
+// `done`. out[row * 128 + col]. `bug`: 1 the producer refills the stage
+// once the MMAs are issued (an mbarrier the MMA thread arrives on after its
+// commit) instead of completed; 2 thread 0 copies the scales before waiting
+// on `full`.
+extern "C" __global__ void __launch_bounds__(128, 1)
+    bs_tma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+           const __grid_constant__ CUtensorMap map_sfa, const __grid_constant__ CUtensorMap map_sfb,
+           float* out, int k, int bug) {
+  constexpr int kBK = 128, kOpBytes = 128 * kBK, kSfBytes = 512;
+  unsigned char* ssfa = smem_1024();  // the scales first: the producer loads them first
+  unsigned char* ssfb = ssfa + 1024;
+  unsigned char* sa = ssfb + 1024;
+  unsigned char* sb = sa + kOpBytes;
+  __shared__ __align__(8) u64 full, empty, issued, done;
+  __shared__ unsigned slot;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k_tiles = k / kBK;
+  if (warp == 0)
+    gg::tmem_alloc(&slot, 256);
+  if (threadIdx.x == 0) {
+    gg::mbarrier_init(&full, 1);
+    gg::mbarrier_init(&empty, 1);
+    gg::mbarrier_init(&issued, 1);
+    gg::mbarrier_init(&done, 1);
+    gg::fence_mbarrier_init();
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  gg::tcgen05_fence_after_thread_sync();
+  const unsigned tmem = slot, sfa_col = 128, sfb_col = 132;
+  if (threadIdx.x == 32) {
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      if (kt > 0)
+        gg::mbarrier_wait(bug == 1 ? &issued : &empty, (kt - 1) & 1);
+      gg::mbarrier_arrive_expect_tx(&full, 2 * kOpBytes + 2 * kSfBytes);
+      gg::tma_load_2d(ssfa, &map_sfa, &full, 0, 32 * kt);
+      gg::tma_load_2d(ssfb, &map_sfb, &full, 0, 32 * kt);
+      gg::tma_load_2d(sa, &map_a, &full, kt * kBK, 0);
+      gg::tma_load_2d(sb, &map_b, &full, kt * kBK, 0);
+    }
+  } else if (threadIdx.x == 0) {
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      if (bug != 2)
+        gg::mbarrier_wait(&full, kt & 1);
+      gg::tcgen05_fence_after_thread_sync();
+      gg::tcgen05_cp_32x128b_warpx4(tmem + sfa_col,
+                                    gg::make_umma_desc(ssfa, 16, 128, Swizzle::none));
+      gg::tcgen05_cp_32x128b_warpx4(tmem + sfb_col,
+                                    gg::make_umma_desc(ssfb, 16, 128, Swizzle::none));
+      if (bug == 2)
+        gg::mbarrier_wait(&full, kt & 1);
+      for (int kb = 0; kb < 4; ++kb) {
+        const unsigned idesc = gg::umma::instr_desc_block_scaled(
+            BsKind::mxf8f6f4, BsType::e4m3, BsType::e4m3, ScaleFormat::ue8m0, 128, 128, kb, kb);
+        const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, Swizzle::b128);
+        const u64 db = gg::make_umma_desc(sb + kb * 32, 16, 1024, Swizzle::b128);
+        gg::tcgen05_mma_mxf8f6f4_block_scaled(tmem, da, db, idesc, tmem + sfa_col, tmem + sfb_col,
+                                              kt > 0 || kb > 0);
+      }
+      gg::tcgen05_commit(&empty);
+      gg::mbarrier_arrive(&issued);
+    }
+    gg::tcgen05_commit(&done);
+  }
+  gg::mbarrier_wait(&done, 0);
+  gg::tcgen05_fence_after_thread_sync();
+  for (int c = 0; c < 128; c += 32) {
+    unsigned r[32];
+    gg::tcgen05_ld_32x32b<32>(r, gg::umma::tmem_addr(tmem, 32 * warp, c));
+    gg::tcgen05_wait_ld();
+    for (int j = 0; j < 32; ++j)
+      memcpy(&out[(32 * warp + lane) * 128 + c + j], &r[j], 4);
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == 0) {
+    gg::tcgen05_fence_after_thread_sync();
+    gg::tmem_dealloc(tmem, 256);
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The host program (emulator).
 #if !defined(__CUDACC__)
@@ -260,9 +351,61 @@ void* device_copy(const std::vector<unsigned char>& host, size_t min_bytes = 0) 
   return q;
 }
 
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                       &status) != cudaSuccess ||
+      status != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
+
+// A row-major byte matrix of rows x cols, boxes of box_cols x box_rows.
+CUresult encode_u8(CUtensorMap* map, void* base, unsigned rows, unsigned cols, unsigned box_rows,
+                   unsigned box_cols, CUtensorMapSwizzle swizzle) {
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {cols};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode_fn()(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, base, dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+int run_tma() {
+  const std::vector<unsigned char> kb = input("k_bug");
+  int k_bug[2];
+  std::memcpy(k_bug, kb.data(), sizeof k_bug);
+  const unsigned k = static_cast<unsigned>(k_bug[0]), atoms = k / 128;
+  void* a = device_copy(input("a"));
+  void* b = device_copy(input("b"));
+  void* sfa = device_copy(input("sfa"));
+  void* sfb = device_copy(input("sfb"));
+  auto* dout = static_cast<float*>(device_copy(std::vector<unsigned char>(128 * 128 * 4, 0xFF)));
+  alignas(128) CUtensorMap ma, mb, msfa, msfb;
+  if (encode_u8(&ma, a, 128, k, 128, 128, CU_TENSOR_MAP_SWIZZLE_128B) != CUDA_SUCCESS ||
+      encode_u8(&mb, b, 128, k, 128, 128, CU_TENSOR_MAP_SWIZZLE_128B) != CUDA_SUCCESS ||
+      encode_u8(&msfa, sfa, 32 * atoms, 16, 32, 16, CU_TENSOR_MAP_SWIZZLE_NONE) != CUDA_SUCCESS ||
+      encode_u8(&msfb, sfb, 32 * atoms, 16, 32, 16, CU_TENSOR_MAP_SWIZZLE_NONE) != CUDA_SUCCESS)
+    return 1;
+  const int smem = 1024 + 2048 + 2 * 128 * 128;
+  cudaFuncSetAttribute(bs_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  bs_tma<<<1, 128, smem>>>(ma, mb, msfa, msfb, dout, k_bug[0], k_bug[1]);
+  if (cudaGetLastError() != cudaSuccess)
+    return 2;
+  std::vector<unsigned char> h(128 * 128 * 4);
+  cudaMemcpy(h.data(), dout, h.size(), cudaMemcpyDeviceToHost);
+  gg_emu_host_output("d", h.data(), h.size());
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int gg_emu_host_main(void) {
+  if (!input("k_bug").empty())
+    return run_tma();
   const std::vector<unsigned char> params = input("params");
   std::vector<long long> p(kParams);
   std::memcpy(p.data(), params.data(), sizeof(long long) * kParams);

@@ -327,8 +327,11 @@ def test_block_scaled_primitives_assemble_to_utcqmma_utcomma_utccp(arch):
     .block16 one (GG_BS_VEC): both give the same SASS."""
     source = (CUDA_SRC / "sm100_block_scaled.cu").read_text()
     result = nvcc.compile_check(source, arch, name_for_errors="tests/cuda_src/sm100_block_scaled.cu")
-    usage = result.kernels["bs_mma"]
-    assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+    assert set(result.kernels) == {"bs_mma", "bs_tma"}
+    for usage in result.kernels.values():
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+    tma = nvcc.sass_summary(result.cubin)["bs_tma"]
+    assert tma.count("UTMALDG") == 4 and tma.count("UTCCP") == 2 and tma.count("UTCQMMA") > 0
     sass = nvcc.sass_summary(result.cubin)["bs_mma"]
     assert sass.count("UTCQMMA") == 1  # kind::mxf8f6f4.block_scale
     assert sass.count("UTCOMMA") == 2 and sass.count("UTCOMMA", "4X") == 1  # mxf4, mxf4nvf4 4X
@@ -341,3 +344,48 @@ def test_block_scaled_primitives_before_sm_100a_are_a_compile_error():
     source = (CUDA_SRC / "sm100_block_scaled.cu").read_text()
     with pytest.raises(nvcc.NvccError, match="needs sm_100a / sm_103a"):
         nvcc.compile_check(source, "sm_90a", name_for_errors="tests/cuda_src/sm100_block_scaled.cu")
+
+
+# ---------------------------------------------------------------------------
+# A TMA-fed pipeline: the scale atoms and the operands loaded by TMA into one
+# stage, the scales copied into TMEM each K tile (bs_tma).
+
+
+def run_tma(module, k: int, bug: int = 0, schedule: str = "run-ahead"):
+    rng = np.random.default_rng(k + bug)
+    blocks = k // 32
+    av, a_raw = operand(rng, 128, k, "mxf8f6f4", "e4m3")
+    bv, b_raw = operand(rng, 128, k, "mxf8f6f4", "e4m3")
+    sfa_raw, sa = scales(rng, 128, blocks, "ue8m0", edges=False)
+    sfb_raw, sb = scales(rng, 128, blocks, "ue8m0", edges=False)
+    atoms = blocks // 4
+    r = module.run_host({"k_bug": np.array([k, bug], np.int32), "a": a_raw, "b": b_raw,
+                         "sfa": atom_image(sfa_raw, atoms), "sfb": atom_image(sfb_raw, atoms)}, arch=ARCH,
+                        schedule=schedule)
+    assert r.status == 0, r.log
+    d = np.frombuffer(r.outputs["d"], np.float32).reshape(128, 128)
+    a_s, b_s = av * np.repeat(sa, 32, axis=1), bv * np.repeat(sb, 32, axis=1)
+    want = np.zeros((128, 128), np.float32)
+    for s in range(k // 32):
+        sl = slice(32 * s, 32 * s + 32)
+        want = (want.astype(np.float64) + a_s[:, sl] @ b_s[:, sl].T).astype(np.float32)
+    return d, want
+
+
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
+def test_tma_fed_block_scaled_pipeline_matches_numpy(module, schedule):
+    d, want = run_tma(module, 384, schedule=schedule)
+    check(d, want)
+
+
+@pytest.mark.parametrize("bug, why", [
+    (1, "a TMA load overwrites shared memory"),
+    (2, ("(or the copy was issued before its data had arrived|tcgen05.cp.cta_group::1.32x128b.warpx4 .its "
+         "source, no swizzle. reads shared memory)")),
+])
+def test_tma_fed_pipeline_planted_bug_is_reported(module, bug, why):
+    """1: the stage refilled once the MMAs were issued, not completed: the
+    TMA load of the next scales overwrites what the copy still reads; 2: the
+    scales copied before the TMA load's barrier was waited on."""
+    with pytest.raises(EmuKernelError, match=why):
+        run_tma(module, 384, bug)
