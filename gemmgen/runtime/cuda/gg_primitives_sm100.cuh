@@ -44,6 +44,12 @@
 // - tcgen05_fence_before_thread_sync() / _after_thread_sync() (PTX ISA
 //   "tcgen05.fence"): order tcgen05 operations around a thread
 //   synchronisation (__syncthreads, an mbarrier).
+// - Block scaling (PTX ISA "Block Scaling"): tcgen05_cp_32x128b_warpx4
+//   copies a 128 x 4 scale atom from shared memory into 4 TMEM columns of
+//   all 128 lanes; tcgen05_mma_mxf8f6f4_block_scaled / _mxf4 / _mxf4nvf4
+//   multiply with the scales at two TMEM addresses, the bytes they take
+//   named by the scale ids of umma::instr_desc_block_scaled. Both are
+//   issued by the MMA thread and completed by tcgen05_commit.
 #pragma once
 
 // Defined where tcgen05 exists: a device pass for sm_100a / sm_103a (nvcc's
