@@ -230,21 +230,20 @@ def test_emulator_rejects_what_the_ptx_isa_forbids(emu):
 
 
 @needs_cute
-def test_tcgen05_cp_atom_matches_the_emulator_and_the_ptx_isa(cute):
+def test_tcgen05_cp_atom_matches_the_emulator_and_the_ptx_isa(cute, emu):
     """SM100_UTCCP_4x32dp128bit_1cta: source bit (row, bit) is logical bit
     row + 32 bit (SrcLayout, the broadcast copy Q with stride 0), which
     ValID puts in lane row + 32 Q, column bit / 32 (TMEM bit addresses:
     lane * 2^21 + column * 32 + bit)."""
-    emu_ = Emulator()
     rows = cute["utccp"]
     assert len(rows) == 32 * 16 * 4
     for r, bit, q, src, dst in (map(int, x) for x in rows):
         assert src == r + 32 * bit
         got = (dst >> 21, (dst & ((1 << 21) - 1)) >> 5, dst & 31)
         assert got == ptx_cp_cell(r, bit, q), (r, bit, q, got)
-        lane, column, byte = emu_.cp_cell(r, bit // 8, q)
+        lane, column, byte = emu.cp_cell(r, bit // 8, q)
         assert (lane, column, 8 * byte) == got, (r, bit, q)
-    assert emu_.cp_cell(32, 0, 0) is None and emu_.cp_cell(0, 16, 0) is None
+    assert emu.cp_cell(32, 0, 0) is None and emu.cp_cell(0, 16, 0) is None
 
 
 @needs_cute
