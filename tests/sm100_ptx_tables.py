@@ -313,3 +313,104 @@ def ptx_ld(shape: str, num: int, thread: int, reg: int, half_split: int = 0) -> 
         return t // 4 + 8 * (j // 2), base + 2 * (t % 4) + j % 2
     assert shape == "16x32bx2"
     return t % 16, base + (half_split if t >= 16 else 0)
+
+
+# ---------------------------------------------------------------------------
+# Block-scaled MMA (9.7.16.10.7 "Block Scaling"; 9.7.16.4.2, Table 43
+# "Instruction descriptor format for .kind::mxf8f6f4" and Table 44 "... for
+# .kind::mxf4 and .kind::mxf4nvf4"; Table 54 / 55, the valid combinations of
+# scale_vectorsize, kind and types; Table 39's rows for the three kinds).
+
+BS_IDESC_FIELDS: dict[str, tuple[int, int]] = {  # name -> (lowest bit, width)
+    "reserved_0": (0, 2),
+    "sparsity": (2, 1),
+    "reserved_3": (3, 1),
+    "sfb_id": (4, 2),  # "Matrix B Scale Factor Data ID"
+    "reserved_6": (6, 1),
+    "atype": (7, 3),
+    "btype": (10, 3),  # Table 44: bits 10-11, bit 12 reserved
+    "negate_a": (13, 1),
+    "negate_b": (14, 1),
+    "transpose_a": (15, 1),
+    "transpose_b": (16, 1),
+    "n": (17, 6),  # N >> 3
+    "scale_type": (23, 1),  # "Scale Matrix Type, for both scale_A / scale_B": UE8M0 = 1, UE4M3 = 0
+    "reserved_24": (24, 3),
+    "m": (27, 2),  # M >> 7 ("7 LSBs not included")
+    "sfa_id": (29, 2),  # "Matrix A Scale Factor Data ID"
+    "bit_31": (31, 1),  # Table 43: reserved; Table 44: K dimension (dense K = 96: 1)
+}
+BS_ATYPES = {"mxf8f6f4": {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5},
+             "mxf4": {"e2m1": 1}, "mxf4nvf4": {"e2m1": 1}}
+BS_SCALE_TYPES = {"mxf8f6f4": {"ue8m0": 1}, "mxf4": {"ue8m0": 1}, "mxf4nvf4": {"ue8m0": 1, "ue4m3": 0}}
+BS_K = {"mxf8f6f4": 32, "mxf4": 64, "mxf4nvf4": 64}  # Table 39, dense, cta_group::1
+# Table 54: scales per row of one MMA (scale_vec::1X / 2X / 4X) and the K
+# block each covers; the ids a vector size allows (9.7.16.10.7.2 / .3: a
+# byte, a half word, the whole word).
+BS_VEC = {"mxf8f6f4": 1, "mxf4": 2, "mxf4nvf4": 4}
+BS_IDS = {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}
+
+
+def encode_bs_idesc(kind: str, atype: str, btype: str, scale: str, m: int, n: int, a_mn: bool, b_mn: bool,
+                    sfa_id: int = 0, sfb_id: int = 0) -> int:
+    values = {"sfb_id": sfb_id, "atype": BS_ATYPES[kind][atype], "btype": BS_ATYPES[kind][btype],
+              "transpose_a": int(a_mn), "transpose_b": int(b_mn), "n": n >> 3,
+              "scale_type": BS_SCALE_TYPES[kind][scale], "m": m >> 7, "sfa_id": sfa_id}
+    word = 0
+    for name, v in values.items():
+        lo, w = BS_IDESC_FIELDS[name]
+        assert 0 <= v < (1 << w), (name, v)
+        word |= v << lo
+    return word
+
+
+def decode_bs_idesc(word: int) -> dict[str, int]:
+    return {name: field(word, lo, w) for name, (lo, w) in BS_IDESC_FIELDS.items()}
+
+
+def bs_idesc_problems(word: int, kind: str) -> list[str]:
+    """What Tables 39, 43 / 44, 54 and 55 forbid for a dense cta_group::1
+    block-scaled MMA (scale_vec of the kind's primitive: 1X, 2X, 4X)."""
+    f = decode_bs_idesc(word)
+    problems = [f"{name} is {f[name]}" for name in ("reserved_0", "sparsity", "reserved_3", "reserved_6",
+                                                    "reserved_24", "bit_31") if f[name]]
+    if kind != "mxf8f6f4" and f["btype"] & 4:
+        problems.append("bit 12 (reserved in Table 44) is set")
+    for ab in ("atype", "btype"):
+        if f[ab] not in BS_ATYPES[kind].values():
+            problems.append(f"{ab} {f[ab]} is not one of kind::{kind}")
+    if f["scale_type"] not in BS_SCALE_TYPES[kind].values():
+        problems.append(f"scale type {f['scale_type']} is not one of kind::{kind}")
+    for ab, t in (("atype", "transpose_a"), ("btype", "transpose_b")):
+        # Table 44: no transpose; 4-bit operands K-major (9.7.16.10.3).
+        if f[t] and (kind != "mxf8f6f4" or f[ab] == 5):
+            problems.append(f"{t} with a 4-bit operand")
+    m, n = f["m"] << 7, f["n"] << 3
+    if m != 128:
+        problems.append(f"M = {m} (cta_group::1: 128)")
+    step = 16 if kind == "mxf8f6f4" and f["transpose_b"] else 8
+    if not (step <= n <= 256 and n % step == 0):
+        problems.append(f"N = {n}")
+    for which in ("sfa_id", "sfb_id"):
+        if f[which] not in BS_IDS[BS_VEC[kind]]:
+            problems.append(f"{which} {f[which]} with scale_vec::{BS_VEC[kind]}X")
+    return problems
+
+
+def ptx_sf_cell(row: int, block: int, sf_id: int, quarter: int) -> tuple[int, int, int]:
+    """The (lane, column relative to the scale address, byte of the 32-bit
+    word) of the scale of row `row` (A: m, B: n) and K block `block` of one
+    MMA (9.7.16.10.7.2 / .3, "Layout of the Scale Factor A / B Matrix": the
+    ID picks the byte (1X), half word (2X) or word (4X) of each column;
+    "Scale factors for A and B matrices need to be duplicated to all 32 lane
+    partitions": the same in each lane quarter). Rows are 32 a column, lane
+    row % 32: the figures, transcribed (checked against CuTe's tmem_sf_frg)."""
+    return row % 32 + 32 * quarter, row // 32, sf_id + block
+
+
+def ptx_cp_cell(row: int, bit: int, quarter: int) -> tuple[int, int, int]:
+    """tcgen05.cp .32x128b.warpx4 (9.7.16.9.2; "Data Movement Shape": 32
+    lanes x 128 bits, multicast to all 4 warps' lane quarters): source row
+    `row`, bit `bit` lands in lane row + 32 quarter, column bit / 32, bit
+    bit % 32 of the word."""
+    return row + 32 * quarter, bit // 32, bit % 32

@@ -280,6 +280,133 @@ inline double e5m2_value(unsigned v) {
 }
 
 // ---------------------------------------------------------------------------
+// Block-scaled MMAs (PTX ISA, tcgen05.mma "Block Scaling", the instruction
+// descriptor tables for .kind::mxf8f6f4 and for .kind::mxf4 / mxf4nvf4;
+// bits in gg_primitives_sm100.cuh). Kinds: 0 mxf8f6f4 (scale_vec::1X), 1
+// mxf4 (2X), 2 mxf4nvf4 (4X).
+
+struct BsIdesc {
+  unsigned sfb_id, a_format, b_format, negate_a, negate_b, a_mn, b_mn, n, scale_format, m, sfa_id,
+      sparse, reserved, k96;
+};
+
+inline BsIdesc decode_bs_idesc(std::uint32_t i, int kind) {
+  const std::uint32_t reserved_mask =
+      3u | (1u << 3) | (1u << 6) | (7u << 24) | (kind == 0 ? (1u << 31) : (1u << 12));
+  return {(i >> 4) & 3u,
+          (i >> 7) & 7u,
+          kind == 0 ? (i >> 10) & 7u : (i >> 10) & 3u,
+          (i >> 13) & 1u,
+          (i >> 14) & 1u,
+          (i >> 15) & 1u,
+          (i >> 16) & 1u,
+          ((i >> 17) & 0x3Fu) << 3,
+          (i >> 23) & 1u,
+          ((i >> 27) & 3u) << 7,
+          (i >> 29) & 3u,
+          (i >> 2) & 1u,
+          i & reserved_mask,
+          kind == 0 ? 0u : (i >> 31) & 1u};
+}
+
+inline const char* bs_kind_name(int kind) {
+  switch (kind) {
+    case 0:
+      return "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X";
+    case 1:
+      return "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X";
+    default:
+      return "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X";
+  }
+}
+
+// Scales per row of one MMA (the N of scale_vec::NX) and K of one MMA.
+inline unsigned bs_vec(int kind) {
+  return kind == 0 ? 1u : kind == 1 ? 2u : 4u;
+}
+inline unsigned bs_k(int kind) {
+  return kind == 0 ? 32u : 64u;
+}
+
+// Why the hardware rejects (or the emulator does not model) block-scaled
+// descriptor `idesc` for `kind` (empty: it runs).
+inline std::string check_bs_idesc(std::uint32_t idesc, int kind) {
+  const BsIdesc d = decode_bs_idesc(idesc, kind);
+  if (d.reserved != 0)
+    return format("reserved bits are set (0x%08x)", d.reserved);
+  if (d.sparse != 0)
+    return "the sparsity bit (2) is set: sparse MMA is tcgen05.mma.sp, not modelled";
+  if (d.k96 != 0)
+    return "bit 31 (K = 96) is set: dense K = 96 is a cta_group::2 shape (256 x N x 96)";
+  if (kind == 0) {
+    for (unsigned f : {d.a_format, d.b_format}) {
+      if (f == 2 || f > 5)
+        return format("the A / B format %u is not one of kind::mxf8f6f4's (bits 7-9, 10-12)", f);
+      if (f == 3 || f == 4)
+        return format("%s operands are not modelled (e4m3, e5m2 and e2m1 are)",
+                      f == 3 ? "e2m3" : "e3m2");
+    }
+    if ((d.a_format == 5 && d.a_mn != 0) || (d.b_format == 5 && d.b_mn != 0))
+      return "an e2m1 operand is MN-major (transpose bit 15 / 16 set): 4-bit operands are K-major "
+             "only";
+    if (d.scale_format != 1)
+      return "the scale format (bit 23) is 0 (ue4m3): kind::mxf8f6f4 takes ue8m0 scales (bit 23 = "
+             "1)";
+  } else {
+    if (d.a_format != 1 || d.b_format != 1) {
+      return format("the A / B formats (bits 7-9, 10-11) are %u / %u: kind::%s takes e2m1, code 1",
+                    d.a_format, d.b_format, kind == 1 ? "mxf4" : "mxf4nvf4");
+    }
+    if (d.a_mn != 0 || d.b_mn != 0)
+      return format("a transpose bit (15 / 16) is set: kind::%s operands are K-major only",
+                    kind == 1 ? "mxf4" : "mxf4nvf4");
+    if (kind == 1 && d.scale_format != 1)
+      return "the scale format (bit 23) is 0 (ue4m3): kind::mxf4 takes ue8m0 scales (bit 23 = 1)";
+  }
+  if (d.m != 128) {
+    return d.m == 256 ? "M = 256 (bits 27-28 = 2) needs cta_group::2"
+                      : format(
+                            "M (bits 27-28 = %u) is not 128: cta_group::1 block-scaled MMAs are "
+                            "128 x N",
+                            d.m >> 7);
+  }
+  const unsigned step = kind == 0 && d.b_mn != 0 ? 16 : 8;
+  if (d.n < step || d.n > 256 || d.n % step != 0) {
+    return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256", d.n, d.n >> 3,
+                  step, step);
+  }
+  const unsigned vec = bs_vec(kind);
+  for (int which = 0; which < 2; ++which) {
+    const unsigned id = which == 0 ? d.sfa_id : d.sfb_id;
+    if ((vec == 2 && id % 2 != 0) || (vec == 4 && id != 0)) {
+      return format("the scale factor %s id (bits %s) is %u: scale_vec::%uX takes %s",
+                    which == 0 ? "A" : "B", which == 0 ? "29-30" : "4-5", id, vec,
+                    vec == 2 ? "0 or 2 (a half-word)" : "0 only");
+    }
+  }
+  return "";
+}
+
+// The TMEM cell (lane, column relative to the scale address, byte of the
+// word) of the scale of row `row` and K block `block` of one MMA (PTX ISA,
+// "Scale Factor A ID" / "B ID"; CuTe's tmem_sf_frg): column row / 32, lane
+// row % 32 in each lane quarter, byte id + block.
+inline void sf_cell(unsigned row, unsigned block, unsigned id, unsigned quarter, unsigned* lane,
+                    unsigned* column, unsigned* byte) {
+  *lane = row % 32 + 32 * quarter;
+  *column = row / 32;
+  *byte = id + block;
+}
+
+inline double e8m0_value(unsigned v) {
+  return v == 255 ? NAN : std::ldexp(1.0, static_cast<int>(v) - 127);
+}
+inline double e2m1_value(unsigned v) {
+  static constexpr double kMag[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  return (v & 8u) ? -kMag[v & 7u] : kMag[v & 7u];
+}
+
+// ---------------------------------------------------------------------------
 // Per-block state.
 
 struct Alloc {
@@ -297,6 +424,8 @@ struct MmaOp {
   std::vector<sm90::Range> reads;    // block offsets the op read
   std::vector<unsigned char> bytes;  // what it read there
   std::vector<Commit> commits;       // every tcgen05.commit of its thread after it
+  const char* name = "tcgen05.mma";  // or "tcgen05.cp"
+  std::vector<std::size_t> cells;    // a tcgen05.cp's cells (an MMA's are its D, m x n)
 };
 
 struct LdPending {
@@ -329,12 +458,13 @@ struct Sm100Thread {
 }  // namespace sm100
 
 struct Sm100Block {
-  std::vector<std::uint32_t> cells;  // kLanes x kColumns, lane-major
-  std::vector<unsigned> pending;     // per cell: the id of the op that still writes it (0: none)
-  std::vector<unsigned> epoch;       // per cell: the retirement epoch that wrote it
-  std::vector<sm100::Alloc> allocs;  // live allocations
-  std::vector<sm100::Alloc> freed;   // freed ones (for the double-free report)
-  std::vector<sm100::MmaOp> ops;     // in flight, in issue order
+  std::vector<std::uint32_t> cells;    // kLanes x kColumns, lane-major
+  std::vector<unsigned> pending;       // per cell: the id of the op that still writes it (0: none)
+  std::vector<unsigned> epoch;         // per cell: the retirement epoch that wrote it
+  std::vector<unsigned char> written;  // per cell: written since its allocation (st, mma, cp)
+  std::vector<sm100::Alloc> allocs;    // live allocations
+  std::vector<sm100::Alloc> freed;     // freed ones (for the double-free report)
+  std::vector<sm100::MmaOp> ops;       // in flight, in issue order
   std::vector<sm100::Sm100Thread> threads;
   std::vector<sm100::Unfenced> arrivals;  // unfenced accesses before an mbarrier arrival
   unsigned next_id = 1;
@@ -386,6 +516,7 @@ inline Sm100Block& block() {
     b.cells.assign(kLanes * kColumns, kCellPoison);
     b.pending.assign(kLanes * kColumns, 0);
     b.epoch.assign(kLanes * kColumns, 0);
+    b.written.assign(kLanes * kColumns, 0);
     b.threads.assign(r.num_threads(), Sm100Thread{});
     b.alloc_waits.assign((r.num_threads() + 31) / 32, 0);
     b.used = true;
@@ -542,6 +673,7 @@ void tmem_alloc(unsigned* slot, unsigned ncols) {
       for (unsigned c = column; c < column + ncols; ++c) {
         b.cells[cell(lane, c)] = kCellPoison;
         b.epoch[cell(lane, c)] = 0;
+        b.written[cell(lane, c)] = 0;
       }
     }
     *slot = column;  // lane 0, the first column
@@ -691,7 +823,7 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
   const unsigned k = kind == 0 ? 16 : 32, eb = kind == 0 ? 2 : 1;
   const SharedRegion& s = runner().shared_region();
   const std::uint32_t base = addr_of(s.begin);
-  MmaOp op{b.next_id++, tid, id.m, id.n, column, lane0, kind, {}, {}, {}};
+  MmaOp op{b.next_id++, tid, id.m, id.n, column, lane0, kind, {}, {}, {}, "tcgen05.mma", {}};
   const Desc da = decode_desc(adesc), db = decode_desc(bdesc);
   operand_reads(op.reads, da, a_mn, eb, id.m, k, base);
   const std::size_t a_ranges = op.reads.size();
@@ -737,6 +869,285 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
       const float result = static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
       std::memcpy(&b.cells[c], &result, sizeof result);
       b.pending[c] = op.id;
+      b.written[c] = 1;
+    }
+  }
+  b.ops.push_back(std::move(op));
+}
+
+// The shared memory of an operand's bytes at byte-K positions `pos` (an
+// 8-bit element, or the byte holding a 4-bit one), rows 0..rows-1.
+inline void operand_reads_at(std::vector<sm90::Range>& out, const Desc& d, unsigned rows,
+                             const std::vector<unsigned>& pos, std::uint32_t base) {
+  for (unsigned mn = 0; mn < rows; ++mn) {
+    for (unsigned p : pos) {
+      const std::uint32_t a = (operand_address(d, false, 1, mn, p) - base) % sm90::kWindow;
+      if (!out.empty() && out.back().hi == a) {
+        out.back().hi = a + 1;
+      } else {
+        out.push_back({a, a + 1});
+      }
+    }
+  }
+}
+
+// The byte-K position of element k of a block-scaled operand and whether it
+// is the high nibble: 8-bit elements at k; kind::mxf8f6f4's e2m1 16 to the
+// first 8 bytes of each 16 ("Optional Decompression": 16 4-bit elements
+// followed by 8 bytes of padding); kind::mxf4*'s e2m1 two a byte ("Packing
+// format used for matrix A and B by .kind::mxf4 and .kind::mxf4nvf4 in
+// Shared Memory"); the low nibble first.
+inline unsigned bs_pos(int kind, unsigned format, unsigned k, bool* high) {
+  if (kind == 0 && format != 5) {
+    *high = false;
+    return k;
+  }
+  *high = (k % 2) != 0;
+  return kind == 0 ? (k / 16) * 16 + (k % 16) / 2 : k / 2;
+}
+
+void mma_block_scaled(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
+                      unsigned idesc, unsigned sfa_tmem, unsigned sfb_tmem, bool accumulate) {
+  const char* op_name = bs_kind_name(kind);
+  require_arch(op_name);
+  const std::string bad = check_bs_idesc(idesc, kind);
+  if (!bad.empty())
+    fail("%s: instruction descriptor 0x%08x: %s", op_name, idesc, bad.c_str());
+  const BsIdesc id = decode_bs_idesc(idesc, kind);
+  const bool a_mn = id.a_mn != 0, b_mn = id.b_mn != 0;
+  for (int which = 0; which < 2; ++which) {
+    const std::string why = check_desc(which == 0 ? adesc : bdesc, which == 0 ? a_mn : b_mn);
+    if (!why.empty()) {
+      fail("%s: the %s matrix descriptor 0x%016llx: %s", op_name, which == 0 ? "A" : "B",
+           which == 0 ? adesc : bdesc, why.c_str());
+    }
+  }
+  // PTX ISA, "Transpose and Negate operations": no transpose with the
+  // 128-byte swizzle with 32-byte atomicity but for kind::tf32.
+  if ((a_mn && decode_desc(adesc).layout == 1) || (b_mn && decode_desc(bdesc).layout == 1)) {
+    fail(
+        "%s: an MN-major operand with the 128-byte swizzle with 32-byte atomicity (only "
+        "kind::tf32 transposes with it)",
+        op_name);
+  }
+  Sm100Block& b = block();
+  const unsigned tid = current().linear;
+  const unsigned lane0 = d_tmem >> 16, column = d_tmem & 0xFFFFu;
+  if (lane0 != 0)
+    fail("%s: the D address 0x%08x names lane %u; an M = 128 accumulator starts at lane 0", op_name,
+         d_tmem, lane0);
+  check_columns(b, column, id.n, op_name);
+  check_inherited(column, column + id.n, op_name);
+  for (unsigned m = 0; m < id.m; ++m) {
+    for (unsigned n = 0; n < id.n; ++n) {
+      const unsigned p = b.pending[cell(m, column + n)];
+      const MmaOp* other = p != 0 ? op_by_id(b, p) : nullptr;
+      if (other != nullptr && other->thread != tid) {
+        fail(
+            "%s writes TMEM lane %u column %u, which a %s of thread %u still writes "
+            "(tcgen05 operations of different threads are not ordered)",
+            op_name, m, column + n, other->name, other->thread);
+      }
+    }
+  }
+  // The scales: rows x vec bytes at the scale addresses (all 4 lane quarters
+  // the same, written, no other thread's copy in flight), outside D.
+  const unsigned vec = bs_vec(kind), k = bs_k(kind), block_k = k / vec;
+  const bool ue4m3 = id.scale_format == 0;
+  auto scales = [&](const char* which, unsigned addr, unsigned rows, unsigned sf_id) {
+    const unsigned sl = addr >> 16, sc = addr & 0xFFFFu, ncols = (rows + 31) / 32;
+    if (sl != 0) {
+      fail(
+          "%s: the scale factor %s address 0x%08x names lane %u; scale factors fill all 128 lanes "
+          "from lane 0",
+          op_name, which, addr, sl);
+    }
+    check_columns(b, sc, ncols, op_name);
+    if (sc < column + id.n && column < sc + ncols) {
+      fail("%s: the scale factor %s columns [%u, %u) overlap the accumulator's [%u, %u)", op_name,
+           which, sc, sc + ncols, column, column + id.n);
+    }
+    std::vector<double> v(static_cast<std::size_t>(rows) * vec);
+    for (unsigned r = 0; r < rows; ++r) {
+      for (unsigned j = 0; j < vec; ++j) {
+        unsigned byte0 = 0;
+        for (unsigned q = 0; q < 4; ++q) {
+          unsigned lane, col, byte;
+          sf_cell(r, j, sf_id, q, &lane, &col, &byte);
+          const std::size_t c = cell(lane, sc + col);
+          if (b.written[c] == 0) {
+            fail(
+                "%s reads the scale factor %s of row %u (K block %u) at TMEM lane %u column %u "
+                "byte %u, which nothing wrote since its allocation (no tcgen05.cp or tcgen05.st "
+                "put "
+                "scales there)",
+                op_name, which, r, j, lane, sc + col, byte);
+          }
+          const MmaOp* other = b.pending[c] != 0 ? op_by_id(b, b.pending[c]) : nullptr;
+          if (other != nullptr && other->thread != tid) {
+            fail(
+                "%s reads the scale factor %s at TMEM lane %u column %u, which a %s of thread %u "
+                "still writes (%s)",
+                op_name, which, lane, sc + col, other->name, other->thread,
+                commits_text(*other).c_str());
+          }
+          const unsigned value = (b.cells[c] >> (8 * byte)) & 0xFFu;
+          if (q == 0) {
+            byte0 = value;
+          } else if (value != byte0) {
+            fail(
+                "%s: the scale factor %s of row %u (K block %u) is 0x%02x in lane %u but 0x%02x "
+                "in lane %u (column %u byte %u): scale factors must be duplicated in all 4 lane "
+                "quarters (tcgen05.cp .warpx4)",
+                op_name, which, r, j, byte0, r % 32, value, lane, sc + col, byte);
+          }
+        }
+        if (ue4m3 && (byte0 & 0x80u) != 0) {
+          fail(
+              "%s: the ue4m3 scale factor %s of row %u (K block %u) is 0x%02x, which has bit 7 "
+              "set: not a ue4m3 value",
+              op_name, which, r, j, byte0);
+        }
+        v[r * vec + j] = ue4m3 ? (byte0 == 0x7F ? NAN : e4m3_value(byte0)) : e8m0_value(byte0);
+      }
+    }
+    return v;
+  };
+  const std::vector<double> sa = scales("A", sfa_tmem, id.m, id.sfa_id);
+  const std::vector<double> sb = scales("B", sfb_tmem, id.n, id.sfb_id);
+  // The operands through the async-proxy checks.
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  MmaOp op{b.next_id++, tid, id.m, id.n, column, lane0, 3 + kind, {}, {}, {}, "tcgen05.mma", {}};
+  const Desc da = decode_desc(adesc), db = decode_desc(bdesc);
+  auto positions = [&](unsigned format) {
+    std::vector<unsigned> pos;
+    for (unsigned kk = 0; kk < k; ++kk) {
+      bool high;
+      const unsigned p = bs_pos(kind, format, kk, &high);
+      if (pos.empty() || pos.back() != p)
+        pos.push_back(p);
+    }
+    return pos;
+  };
+  if (a_mn)
+    operand_reads(op.reads, da, true, 1, id.m, k, base);
+  else
+    operand_reads_at(op.reads, da, id.m, positions(id.a_format), base);
+  const std::size_t a_ranges = op.reads.size();
+  if (b_mn)
+    operand_reads(op.reads, db, true, 1, id.n, k, base);
+  else
+    operand_reads_at(op.reads, db, id.n, positions(id.b_format), base);
+  for (std::size_t i = 0; i < op.reads.size(); ++i) {
+    const sm90::Range& r = op.reads[i];
+    const bool is_a = i < a_ranges;
+    const std::string reader = format("%s (its %s operand, %s)", op_name, is_a ? "A" : "B",
+                                      layout_name((is_a ? da : db).layout));
+    const unsigned layout = (is_a ? da : db).layout;
+    sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+    op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
+  }
+  auto element = [&](const Desc& d, bool mn, unsigned format, unsigned row, unsigned kk) {
+    if (mn) {  // 8-bit MN-major (kind::mxf8f6f4, e4m3 / e5m2)
+      const unsigned v = s.begin[(operand_address(d, true, 1, row, kk) - base) % sm90::kWindow];
+      return format == 0 ? e4m3_value(v) : e5m2_value(v);
+    }
+    bool high;
+    const unsigned p = bs_pos(kind, format, kk, &high);
+    const unsigned v = s.begin[(operand_address(d, false, 1, row, p) - base) % sm90::kWindow];
+    if (kind != 0 || format == 5)
+      return e2m1_value(high ? v >> 4 : v & 15u);
+    return format == 0 ? e4m3_value(v) : e5m2_value(v);
+  };
+  std::vector<double> av(static_cast<std::size_t>(id.m) * k),
+      bv(static_cast<std::size_t>(id.n) * k);
+  const double na = id.negate_a ? -1.0 : 1.0, nb = id.negate_b ? -1.0 : 1.0;
+  for (unsigned m = 0; m < id.m; ++m)
+    for (unsigned kk = 0; kk < k; ++kk)
+      av[m * k + kk] = na * element(da, a_mn, id.a_format, m, kk) * sa[m * vec + kk / block_k];
+  for (unsigned n = 0; n < id.n; ++n)
+    for (unsigned kk = 0; kk < k; ++kk)
+      bv[n * k + kk] = nb * element(db, b_mn, id.b_format, n, kk) * sb[n * vec + kk / block_k];
+  for (unsigned m = 0; m < id.m; ++m) {
+    for (unsigned n = 0; n < id.n; ++n) {
+      double acc = 0.0;
+      for (unsigned kk = 0; kk < k; ++kk)
+        acc += av[m * k + kk] * bv[n * k + kk];
+      const std::size_t c = cell(m, column + n);
+      float prev;
+      std::memcpy(&prev, &b.cells[c], sizeof prev);
+      const float result = static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
+      std::memcpy(&b.cells[c], &result, sizeof result);
+      b.pending[c] = op.id;
+      b.written[c] = 1;
+    }
+  }
+  b.ops.push_back(std::move(op));
+}
+
+// Where tcgen05.cp.32x128b.warpx4 puts byte `byte` (0..15) of source row
+// `row` (0..31) in lane quarter `quarter` (PTX ISA "tcgen05.cp", shape
+// .32x128b, multicast .warpx4; CuTe's SM100_UTCCP_4x32dp128bit traits):
+// lane row + 32 quarter, column byte / 4, byte byte % 4 of the word.
+inline void cp_cell(unsigned row, unsigned byte, unsigned quarter, unsigned* lane, unsigned* column,
+                    unsigned* byte_in_word) {
+  *lane = row + 32 * quarter;
+  *column = byte / 4;
+  *byte_in_word = byte % 4;
+}
+
+void cp_32x128b_warpx4(unsigned taddr, unsigned long long sdesc) {
+  static constexpr const char* kOp = "tcgen05.cp.cta_group::1.32x128b.warpx4";
+  require_arch(kOp);
+  const unsigned lane0 = taddr >> 16, column = taddr & 0xFFFFu;
+  if (lane0 != 0) {
+    fail(
+        "%s: the TMEM address 0x%08x names lane %u; .32x128b.warpx4 fills all 128 lanes from "
+        "lane 0",
+        kOp, taddr, lane0);
+  }
+  const std::string why = check_desc(sdesc, false);
+  if (!why.empty())
+    fail("%s: the source matrix descriptor 0x%016llx: %s", kOp, sdesc, why.c_str());
+  Sm100Block& b = block();
+  const unsigned tid = current().linear;
+  check_columns(b, column, 4, kOp);
+  check_inherited(column, column + 4, kOp);
+  const SharedRegion& s = runner().shared_region();
+  const std::uint32_t base = addr_of(s.begin);
+  MmaOp op{b.next_id++, tid, 0, 0, column, 0, -1, {}, {}, {}, "tcgen05.cp", {}};
+  const Desc d = decode_desc(sdesc);
+  std::vector<unsigned> pos(16);
+  for (unsigned i = 0; i < 16; ++i)
+    pos[i] = i;
+  operand_reads_at(op.reads, d, 32, pos, base);
+  for (const sm90::Range& r : op.reads) {
+    const std::string reader = format("%s (its source, %s)", kOp, layout_name(d.layout));
+    sm90::check_async_read(r.lo, r.hi, d.layout == 1 ? 1u : layout_span(d.layout), reader.c_str());
+    op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
+  }
+  for (unsigned row = 0; row < 32; ++row) {
+    for (unsigned byte = 0; byte < 16; ++byte) {
+      const unsigned v = s.begin[(operand_address(d, false, 1, row, byte) - base) % sm90::kWindow];
+      for (unsigned q = 0; q < 4; ++q) {
+        unsigned lane, col, bw;
+        cp_cell(row, byte, q, &lane, &col, &bw);
+        const std::size_t c = cell(lane, column + col);
+        const MmaOp* other = b.pending[c] != 0 ? op_by_id(b, b.pending[c]) : nullptr;
+        if (other != nullptr && other->thread != tid) {
+          fail("%s writes TMEM lane %u column %u, which a %s of thread %u still writes", kOp, lane,
+               column + col, other->name, other->thread);
+        }
+        if (bw == 0) {
+          b.cells[c] = 0;
+          op.cells.push_back(c);
+        }
+        b.cells[c] |= v << (8 * bw);
+        b.pending[c] = op.id;
+        b.written[c] = 1;
+        b.epoch[c] = 0;
+      }
     }
   }
   b.ops.push_back(std::move(op));
@@ -816,10 +1227,12 @@ inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, uns
     if (b.pending[c] != 0) {
       const MmaOp* mma_op = op_by_id(b, b.pending[c]);
       fail(
-          "%s reads TMEM lane %u column %u, which a tcgen05.mma issued by thread %u still writes "
-          "(%s): the accumulator is read before a thread waited on the mbarrier phase of a "
-          "tcgen05.commit after that MMA",
-          op, lane, column, mma_op->thread, commits_text(*mma_op).c_str());
+          "%s reads TMEM lane %u column %u, which a %s issued by thread %u still writes "
+          "(%s): the %s is read before a thread waited on the mbarrier phase of a "
+          "tcgen05.commit after that %s",
+          op, lane, column, mma_op->name, mma_op->thread, commits_text(*mma_op).c_str(),
+          mma_op->kind < 0 ? "copy's destination" : "accumulator",
+          mma_op->kind < 0 ? "copy" : "MMA");
     }
     if (b.epoch[c] > t.fence_epoch) {
       fail(
@@ -882,6 +1295,7 @@ void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
     }
     b.cells[c] = r[j];
     b.epoch[c] = 0;
+    b.written[c] = 1;
   }
   Sm100Thread& t = me();
   t.st_pending = true;
@@ -924,12 +1338,19 @@ void retire(std::uint32_t bar, unsigned long long phase) {
         while (s.begin[x] == op.bytes[at + (x - r.lo)])
           ++x;
         fail(
-            "shared memory at 0x%05x that a tcgen05.mma issued by thread %u reads was overwritten "
+            "shared memory at 0x%05x that a %s issued by thread %u reads was overwritten "
             "before its tcgen05.commit's mbarrier phase completed and was waited on (%s): the "
-            "stage was released before the MMA finished reading it",
-            (base + x) % sm90::kWindow, op.thread, commits_text(op).c_str());
+            "stage was released before the %s finished reading it",
+            (base + x) % sm90::kWindow, op.name, op.thread, commits_text(op).c_str(),
+            op.kind < 0 ? "copy" : "MMA");
       }
       at += r.hi - r.lo;
+    }
+    for (const std::size_t c : op.cells) {
+      if (b.pending[c] == op.id) {
+        b.pending[c] = 0;
+        b.epoch[c] = b.retire_epoch;
+      }
     }
     for (unsigned m = 0; m < op.m; ++m) {
       for (unsigned n = 0; n < op.n; ++n) {
@@ -953,11 +1374,12 @@ void check_writes(std::uint32_t lo, std::uint32_t hi, const char* writer) {
     for (const sm90::Range& r : op.reads) {
       if (r.lo < hi && lo < r.hi) {
         fail(
-            "%s overwrites shared memory [0x%05x, 0x%05x) that a tcgen05.mma issued by thread %u "
-            "still reads (%s): the stage was released before the MMA's tcgen05.commit phase was "
-            "waited on (or the MMA was issued before its data had arrived)",
+            "%s overwrites shared memory [0x%05x, 0x%05x) that a %s issued by thread %u "
+            "still reads (%s): the stage was released before the %s's tcgen05.commit phase was "
+            "waited on (or the %s was issued before its data had arrived)",
             writer, (base + std::max(lo, r.lo)) % sm90::kWindow,
-            (base + std::min(hi, r.hi)) % sm90::kWindow, op.thread, commits_text(op).c_str());
+            (base + std::min(hi, r.hi)) % sm90::kWindow, op.name, op.thread,
+            commits_text(op).c_str(), op.kind < 0 ? "copy" : "MMA", op.kind < 0 ? "copy" : "MMA");
       }
     }
   }
@@ -1037,10 +1459,10 @@ void sm100_block_end(BlockRunner& r) {
     return;
   for (const sm100::MmaOp& op : b->ops) {
     fail(
-        "at the end of the block, a tcgen05.mma issued by thread %u (D at TMEM column %u, %u x %u) "
+        "at the end of the block, a %s issued by thread %u (TMEM column %u, %u x %u) "
         "has not completed as far as the block can tell: %s, and no thread waited on a phase "
         "of it",
-        op.thread, op.column, op.m, op.n, sm100::commits_text(op).c_str());
+        op.name, op.thread, op.column, op.m, op.n, sm100::commits_text(op).c_str());
   }
   for (const sm100::Alloc& a : b->allocs) {
     fail(
@@ -1066,8 +1488,8 @@ std::string sm100_report(const BlockRunner& r) {
     }
   }
   for (const sm100::MmaOp& op : b->ops) {
-    out += format("  tcgen05.mma of thread %u (D at TMEM column %u, %u x %u) in flight: %s\n",
-                  op.thread, op.column, op.m, op.n, sm100::commits_text(op).c_str());
+    out += format("  %s of thread %u (TMEM column %u, %u x %u) in flight: %s\n", op.name, op.thread,
+                  op.column, op.m, op.n, sm100::commits_text(op).c_str());
   }
   return out;
 }
@@ -1127,5 +1549,47 @@ GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* la
   *lane = static_cast<int>(
       gg::emu::sm100::d_lane(static_cast<unsigned>(m_total), static_cast<unsigned>(row)));
   *column = col;
+  return 0;
+}
+
+GG_EMU_API void gg_emu_sm100_bs_idesc_decode(unsigned idesc, int kind, int* fields) {
+  const gg::emu::sm100::BsIdesc d = gg::emu::sm100::decode_bs_idesc(idesc, kind);
+  const unsigned v[14] = {d.sfb_id, d.a_format, d.b_format, d.negate_a,     d.negate_b,
+                          d.a_mn,   d.b_mn,     d.n,        d.scale_format, d.m,
+                          d.sfa_id, d.sparse,   d.reserved, d.k96};
+  for (int i = 0; i < 14; ++i)
+    fields[i] = static_cast<int>(v[i]);
+}
+
+GG_EMU_API int gg_emu_sm100_bs_idesc_check(unsigned idesc, int kind, char* why, int why_bytes) {
+  const std::string s = gg::emu::sm100::check_bs_idesc(idesc, kind);
+  copy_why(s, why, why_bytes);
+  return s.empty() ? 0 : 1;
+}
+
+GG_EMU_API int gg_emu_sm100_sf_cell(int row, int block, int sf_id, int vec, int quarter, int* lane,
+                                    int* column, int* byte) {
+  if (row < 0 || row >= 256 || quarter < 0 || quarter > 3 || block < 0 || block >= vec ||
+      !(vec == 1 || vec == 2 || vec == 4) || sf_id < 0 || sf_id + vec > 4 || sf_id % vec != 0)
+    return -1;
+  unsigned l, c, b;
+  gg::emu::sm100::sf_cell(static_cast<unsigned>(row), static_cast<unsigned>(block),
+                          static_cast<unsigned>(sf_id), static_cast<unsigned>(quarter), &l, &c, &b);
+  *lane = static_cast<int>(l);
+  *column = static_cast<int>(c);
+  *byte = static_cast<int>(b);
+  return 0;
+}
+
+GG_EMU_API int gg_emu_sm100_cp_cell(int row, int byte, int quarter, int* lane, int* column,
+                                    int* byte_in_word) {
+  if (row < 0 || row >= 32 || byte < 0 || byte >= 16 || quarter < 0 || quarter > 3)
+    return -1;
+  unsigned l, c, b;
+  gg::emu::sm100::cp_cell(static_cast<unsigned>(row), static_cast<unsigned>(byte),
+                          static_cast<unsigned>(quarter), &l, &c, &b);
+  *lane = static_cast<int>(l);
+  *column = static_cast<int>(c);
+  *byte_in_word = static_cast<int>(b);
   return 0;
 }

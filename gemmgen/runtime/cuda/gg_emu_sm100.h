@@ -34,9 +34,16 @@
 //   floating-point "invalid" trap for the thread; tcgen05.wait::ld writes
 //   the values. Arithmetic on a register before the wait stops the kernel
 //   with a report; a register merely copied out shows up as NaN.
+// - Block-scaled tcgen05.mma (kind::mxf8f6f4 / mxf4 / mxf4nvf4) reads its
+//   scales from TMEM where tcgen05.cp.32x128b.warpx4 put them (an async op
+//   like the MMA: ordered before its thread's later MMAs, its cells pending
+//   and its shared memory protected until a commit's phase is waited on);
+//   scale cells never written, or not the same in all 4 lane quarters, are
+//   reported, as are descriptor fields the hardware rejects.
 // Not modelled (reported when used): cta_group::2, A from TMEM, sparse,
-// block-scaled and .ws kinds, D in f16, the fp6 / fp4 types of f8f6f4, a
-// nonzero descriptor base offset or the absolute LBO mode, TSan mode.
+// .ws kinds, D in f16, the fp6 / fp4 types of f8f6f4, fp6 in block-scaled
+// kinds, a nonzero descriptor base offset or the absolute LBO mode, TSan
+// mode.
 //
 // The decoders the tests compare with CuTe and the PTX ISA are exported with
 // C linkage from every emulator library (tests/cuda/sm100/...):
@@ -63,6 +70,26 @@
 //     The TMEM lane and column (relative to the D address) of accumulator
 //     element (row, col) of a cta_group::1 MMA of m_total x n; 0, or -1 when
 //     the shape or the element is out of range.
+//   void gg_emu_sm100_bs_idesc_decode(unsigned idesc, int kind, int* fields);
+//     A block-scaled instruction descriptor (kind 0 mxf8f6f4, 1 mxf4, 2
+//     mxf4nvf4): fields[0..13] = scale factor B id, A format, B format,
+//     negate A, negate B, A major (1: MN), B major, N, scale format (0
+//     ue4m3, 1 ue8m0), M, scale factor A id, sparsity, reserved bits, K = 96
+//     bit (kind::mxf4*).
+//   int gg_emu_sm100_bs_idesc_check(unsigned idesc, int kind, char* why,
+//       int why_bytes);
+//     0 when the emulator runs it, else 1 and the report.
+//   int gg_emu_sm100_sf_cell(int row, int block, int sf_id, int vec,
+//       int quarter, int* lane, int* column, int* byte);
+//     The TMEM cell (lane, column relative to the scale address, byte of the
+//     word) a block-scaled MMA with scale_vec::<vec>X and scale id sf_id
+//     reads for the scale of row `row` (A: m, B: n) and K block `block` of
+//     the MMA, in lane quarter `quarter` (the scales are duplicated in all
+//     4); -1 when the id or block is out of range.
+//   int gg_emu_sm100_cp_cell(int row, int byte, int quarter, int* lane,
+//       int* column, int* byte_in_word);
+//     Where tcgen05.cp.32x128b.warpx4 puts byte `byte` (0..15) of source
+//     row `row` (0..31) in lane quarter `quarter`.
 #pragma once
 
 namespace gg::emu {
@@ -83,6 +110,12 @@ void fence_after();
 // kind 0: kind::f16, 1: kind::f8f6f4.
 void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
          unsigned idesc, bool accumulate);
+// Block-scaled tcgen05.mma: kind 0 kind::mxf8f6f4 (scale_vec::1X), 1 kind::mxf4
+// (2X), 2 kind::mxf4nvf4 (4X).
+void mma_block_scaled(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
+                      unsigned idesc, unsigned sfa_tmem, unsigned sfb_tmem, bool accumulate);
+// tcgen05.cp.cta_group::1.32x128b.warpx4.
+void cp_32x128b_warpx4(unsigned taddr, unsigned long long sdesc);
 void commit(void* bar);
 void tmem_ld(unsigned* r, unsigned n, unsigned taddr);
 // tcgen05.ld.16x256b.x<num>: 4 * num registers.

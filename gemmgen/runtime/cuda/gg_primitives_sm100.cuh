@@ -44,6 +44,12 @@
 // - tcgen05_fence_before_thread_sync() / _after_thread_sync() (PTX ISA
 //   "tcgen05.fence"): order tcgen05 operations around a thread
 //   synchronisation (__syncthreads, an mbarrier).
+// - Block scaling (PTX ISA "Block Scaling"): tcgen05_cp_32x128b_warpx4
+//   copies a 128 x 4 scale atom from shared memory into 4 TMEM columns of
+//   all 128 lanes; tcgen05_mma_mxf8f6f4_block_scaled / _mxf4 / _mxf4nvf4
+//   multiply with the scales at two TMEM addresses, the bytes they take
+//   named by the scale ids of umma::instr_desc_block_scaled. Both are
+//   issued by the MMA thread and completed by tcgen05_commit.
 #pragma once
 
 // Defined where tcgen05 exists: a device pass for sm_100a / sm_103a (nvcc's
@@ -151,6 +157,72 @@ __host__ __device__ constexpr unsigned tmem_column(unsigned addr) {
 __host__ __device__ constexpr unsigned d_lane(int m_total, int m) {
   return m_total == 64 ? 32u * static_cast<unsigned>(m / 16) + static_cast<unsigned>(m % 16)
                        : static_cast<unsigned>(m);
+}
+
+// ---------------------------------------------------------------------------
+// Block-scaled MMA (PTX ISA, tcgen05.mma "Block Scaling" and the instruction
+// descriptor tables "for .kind::mxf8f6f4" and "for .kind::mxf4 and
+// .kind::mxf4nvf4"), 32 bits:
+//   bits  0-1   reserved                    bit  2   sparsity (0: dense)
+//   bit   3     reserved                    bits 4-5 scale factor B id
+//   bit   6     reserved                    bits 7-9 A format
+//   bits 10-12  B format (kind::mxf4 / mxf4nvf4: bits 10-11, bit 12 reserved)
+//   bit  13     negate A                    bit 14   negate B
+//   bit  15     transpose A (1: MN-major)   bit 16   transpose B
+//   bits 17-22  N >> 3                      bit 23   scale format (0 ue4m3, 1 ue8m0)
+//   bits 24-26  reserved                    bits 27-28 M >> 7
+//   bits 29-30  scale factor A id
+//   bit  31     reserved (kind::mxf8f6f4); K = 96 (kind::mxf4*, cta_group::2 only)
+// Format codes: kind::mxf8f6f4: e4m3 0, e5m2 1, e2m1 5 (its fp4 operands K-major,
+// 16 elements in the first 8 bytes of each 16, "Optional Decompression");
+// kind::mxf4 / mxf4nvf4: e2m1 1 (two per byte, K-major only). The scale ids
+// pick the bytes of each 32-bit TMEM word the MMA takes: scale_vec::1X
+// (mxf8f6f4, K = 32, one scale a row) byte id (0..3); 2X (mxf4, K = 64, two)
+// bytes id, id + 1 (id 0 or 2); 4X (mxf4nvf4, K = 64, four) all four (id 0). cta_group::1 takes M =
+// 128 only, N a multiple of 8 in 8..256.
+enum class BsKind : unsigned { mxf8f6f4 = 0, mxf4 = 1, mxf4nvf4 = 2 };
+enum class BsType : unsigned { e4m3, e5m2, e2m1 };
+enum class ScaleFormat : unsigned { ue4m3 = 0, ue8m0 = 1 };
+
+__host__ __device__ constexpr unsigned bs_type_code(BsKind kind, BsType t) {
+  return kind != BsKind::mxf8f6f4 ? 1u : t == BsType::e4m3 ? 0u : t == BsType::e5m2 ? 1u : 5u;
+}
+
+// Scales per row of one MMA of the primitives below, the N of their
+// scale_vec::NX: 1 (mxf8f6f4, one per 32 elements), 2 (mxf4, one per 32), 4
+// (mxf4nvf4, one per 16; ue4m3 or ue8m0).
+__host__ __device__ constexpr int scale_vec(BsKind kind) {
+  return kind == BsKind::mxf8f6f4 ? 1 : kind == BsKind::mxf4 ? 2 : 4;
+}
+
+// K of one block-scaled MMA: 32 (mxf8f6f4), 64 (mxf4, mxf4nvf4).
+__host__ __device__ constexpr int mma_k(BsKind kind) {
+  return kind == BsKind::mxf8f6f4 ? 32 : 64;
+}
+
+// The one builder of block-scaled instruction descriptors: D in f32,
+// dense, M = 128 (cta_group::1).
+__host__ __device__ constexpr unsigned instr_desc_block_scaled(
+    BsKind kind, BsType a, BsType b, ScaleFormat sf, int m, int n, unsigned sfa_id, unsigned sfb_id,
+    Major a_major = Major::K, Major b_major = Major::K, bool negate_a = false,
+    bool negate_b = false) {
+  return ((sfb_id & 3u) << 4) | (bs_type_code(kind, a) << 7) | (bs_type_code(kind, b) << 10) |
+         ((negate_a ? 1u : 0u) << 13) | ((negate_b ? 1u : 0u) << 14) |
+         (static_cast<unsigned>(a_major) << 15) | (static_cast<unsigned>(b_major) << 16) |
+         ((static_cast<unsigned>(n) >> 3) << 17) | (static_cast<unsigned>(sf) << 23) |
+         ((static_cast<unsigned>(m) >> 7) << 27) | ((sfa_id & 3u) << 29);
+}
+
+// The scale factors in TMEM (PTX ISA, "Scale Factor A ID" / "B ID" layouts,
+// as tcgen05.cp.32x128b.warpx4 leaves them; CuTe's tmem_sf_frg): the scale
+// of row r (A: m, B: n) and block j of an MMA whose scale address has column
+// c is byte id + j of the word at column c + r / 32 of lane r % 32, and the
+// same in each of the 4 lane quarters (lanes r % 32 + 32 q).
+__host__ __device__ constexpr unsigned sf_column(unsigned row) {
+  return row / 32;
+}
+__host__ __device__ constexpr unsigned sf_lane(unsigned row, unsigned quarter) {
+  return row % 32 + 32 * quarter;
 }
 
 }  // namespace umma
@@ -290,6 +362,136 @@ __device__ __forceinline__ void tcgen05_mma_f8f6f4(unsigned d_tmem, unsigned lon
 #endif
 #elif defined(GG_EMU)
   gg::emu::sm100::mma(1, d_tmem, adesc, bdesc, idesc, accumulate);
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Block-scaled tcgen05.mma.cta_group::1 (PTX ISA "tcgen05.mma", "Block
+// Scaling"): D[128 x N] = (A * scale_A) (B * scale_B)^T + (accumulate ? D :
+// 0), the scales in TMEM at sfa_tmem / sfb_tmem (filled by
+// tcgen05_cp_32x128b_warpx4; their bytes chosen by the descriptor's scale
+// ids, umma::instr_desc_block_scaled). Issued by one thread, completed by
+// tcgen05_commit as the other MMAs.
+//   tcgen05_mma_mxf8f6f4_block_scaled: kind::mxf8f6f4.block_scale.scale_vec::1X,
+//     e4m3 / e5m2 / e2m1 A and B, ue8m0 scales, K = 32;
+//   tcgen05_mma_mxf4: kind::mxf4.block_scale.scale_vec::2X, e2m1, ue8m0, K = 64;
+//   tcgen05_mma_mxf4nvf4: kind::mxf4nvf4.block_scale.scale_vec::4X, e2m1,
+//     ue4m3 (NVFP4) or ue8m0 scales per 16 elements, K = 64.
+// nvcc 13.5 takes the scale_vec::NX spelling for sm_100a / sm_103a and
+// only the .block32 / .block16 aliases for sm_100f / sm_103f (GG_SM100_BS_*).
+// The arch-specific targets (sm_100a / sm_103a) take .scale_vec::NX, the
+// family targets (sm_100f / sm_103f) only the .block32 / .block16 aliases.
+#if defined(__CUDA_ARCH_FEAT_SM100_ALL) || defined(__CUDA_ARCH_FEAT_SM103_ALL) || \
+    defined(__CUDA_ARCH_SPECIFIC__)
+#define GG_SM100_BS_1X ".scale_vec::1X"
+#define GG_SM100_BS_2X ".scale_vec::2X"
+#define GG_SM100_BS_4X ".scale_vec::4X"
+#else
+#define GG_SM100_BS_1X ".block32"
+#define GG_SM100_BS_2X ".block32"
+#define GG_SM100_BS_4X ".block16"
+#endif
+
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_mma_mxf8f6f4_block_scaled(
+    unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc, unsigned idesc,
+    unsigned sfa_tmem, unsigned sfb_tmem, bool accumulate) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale" GG_SM100_BS_1X
+      " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),
+      "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate ? 1u : 0u)
+      : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_mma_mxf8f6f4_block_scaled needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::mma_block_scaled(0, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, accumulate);
+#else
+  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem,
+      (void)accumulate;
+#endif
+}
+
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_mma_mxf4(unsigned d_tmem, unsigned long long adesc,
+                                                 unsigned long long bdesc, unsigned idesc,
+                                                 unsigned sfa_tmem, unsigned sfb_tmem,
+                                                 bool accumulate) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf4.block_scale" GG_SM100_BS_2X
+      " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),
+      "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate ? 1u : 0u)
+      : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_mma_mxf4 needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::mma_block_scaled(1, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, accumulate);
+#else
+  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem,
+      (void)accumulate;
+#endif
+}
+
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_mma_mxf4nvf4(unsigned d_tmem, unsigned long long adesc,
+                                                     unsigned long long bdesc, unsigned idesc,
+                                                     unsigned sfa_tmem, unsigned sfb_tmem,
+                                                     bool accumulate) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale" GG_SM100_BS_4X
+      " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d_tmem),
+      "l"(adesc), "l"(bdesc), "r"(idesc), "r"(sfa_tmem), "r"(sfb_tmem), "r"(accumulate ? 1u : 0u)
+      : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_mma_mxf4nvf4 needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::mma_block_scaled(2, d_tmem, adesc, bdesc, idesc, sfa_tmem, sfb_tmem, accumulate);
+#else
+  (void)d_tmem, (void)adesc, (void)bdesc, (void)idesc, (void)sfa_tmem, (void)sfb_tmem,
+      (void)accumulate;
+#endif
+}
+
+#undef GG_SM100_BS_1X
+#undef GG_SM100_BS_2X
+#undef GG_SM100_BS_4X
+
+// tcgen05.cp.cta_group::1.32x128b.warpx4 (PTX ISA "tcgen05.cp", "Data
+// Movement Shape"): copies 32 rows of 16 bytes from shared memory (the
+// matrix descriptor `sdesc`, a K-major operand of 16 one-byte elements a
+// row: row r at (r % 8) * 16 + (r / 8) * SBO without swizzle) into TMEM
+// columns col(taddr) .. + 3 of lanes r + 32 q for each quarter q (the
+// .warpx4 multicast): bytes 4 g .. 4 g + 3 of row r are the word at column
+// col(taddr) + g. One 128 x 4 scale atom (512 bytes, Sm1xxBlockScaledConfig:
+// byte (r % 32) * 16 + (r / 32) * 4 + kblock) is one copy, whose words
+// hold row r's 4 K-block scales at column r / 32 (umma::sf_column). lane(taddr)
+// is 0. Issued by one thread; asynchronous: ordered before that thread's
+// later tcgen05.mma, completed (its shared memory free) by tcgen05_commit.
+template <int kNever = 0>
+__device__ __forceinline__ void tcgen05_cp_32x128b_warpx4(unsigned taddr,
+                                                          unsigned long long sdesc) {
+#if defined(__CUDA_ARCH__)
+#if defined(GG_SM100_TCGEN05)
+  asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;\n" ::"r"(taddr), "l"(sdesc)
+               : "memory");
+#else
+  static_assert(kNever != 0, "gg::tcgen05_cp_32x128b_warpx4 needs sm_100a / sm_103a");
+#endif
+#elif defined(GG_EMU)
+  gg::emu::sm100::cp_32x128b_warpx4(taddr, sdesc);
+#else
+  (void)taddr, (void)sdesc;
 #endif
 }
 
