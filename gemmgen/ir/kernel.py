@@ -206,8 +206,38 @@ class Kernel:
         cannot run this kernel, as a phrase; None when it can (on sm_100a).
         The same kernels as the Hopper body's (`wgmma_obstacle`; the C++
         `qualifies<C>()` of gg::gemm::sm100 says the same) but the
-        weight-only ones, which keep mma.sync there for now."""
+        weight-only ones, which keep mma.sync there for now; and the MX
+        kernels of the block-scaled body (`mx_mma_obstacle` is None) whose
+        format it runs on the block-scaled tcgen05.mma (`tcgen05_block_scaled`)."""
+        if self.mx_mma_obstacle() is None:
+            return self._tcgen05_block_scaled_obstacle()
         return self._tma_tile_obstacle("tcgen05", mixed=False)
+
+    @property
+    def tcgen05_block_scaled(self) -> bool:
+        """Whether the sm_100a body would run this kernel on the block-scaled
+        tcgen05.mma (the hardware applying the MX scales): an MX kernel of
+        the block-scaled body (`mx_mma_obstacle` is None)."""
+        return self.mx_mma_obstacle() is None
+
+    def _tcgen05_block_scaled_obstacle(self) -> str | None:
+        """tcgen05_obstacle of an MX kernel (C++: gg::gemm::sm100::
+        runs_block_scaled): MXFP8 (e4m3 or e5m2 on both sides) with rhs
+        [n, k], TMA rows of 16 bytes; fp4 and W4A8 are not run there yet."""
+        lhs_t, rhs = self.lhs.dtype, self.rhs_operand
+        if not lhs_t.is_fp8 or rhs.dtype is not lhs_t:
+            return (f"its block-scaled tcgen05.mma runs MXFP8 (e4m3 or e5m2 on both sides) "
+                    f"for now, not lhs '{lhs_t.value}' x rhs '{rhs.dtype.value}'")
+        if rhs.layout is not Layout.NK:
+            return ("its block-scaled tiles read rhs [n, k] ([g, n, k] grouped), "
+                    "not [k, n]")
+        if self.masked:
+            return "its block-scaled tiles run dense and grouped (contiguous), not masked, for now"
+        per_row = 16 * 8 // lhs_t.bits
+        if self.static_k is not None and self.static_k % per_row:
+            return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "
+                    f"dims k={self.static_k}")
+        return None
 
     def _tma_tile_obstacle(self, mma: str, mixed: bool) -> str | None:
         """wgmma_obstacle and tcgen05_obstacle: `mma` names the instruction,

@@ -43,6 +43,7 @@
 
 #include "gg_gemm_sm90.cuh"
 #include "gg_primitives_sm100.cuh"
+#include "gg_scales.cuh"
 
 namespace gg::gemm::sm100 {
 
@@ -81,6 +82,16 @@ __host__ __device__ constexpr bool runs() {
          kSame<typename C::rhs_t, mma_t> && !C::kFoldScales;
 }
 
+// Whether this body runs a Config on the block-scaled tcgen05.mma (the
+// hardware applying the scales; ir.Kernel.tcgen05_block_scaled): what the
+// block-scaled mma.sync body runs (kMxSupported), for now MXFP8 (e4m3 or
+// e5m2 on both sides, e8m0 scales of 32) with rhs [n, k].
+template <class C>
+__host__ __device__ constexpr bool runs_block_scaled() {
+  return kMxSupported<C> && kFp8<typename C::mma_t> &&
+         kSame<typename C::rhs_t, typename C::mma_t> && C::kRhsNK;
+}
+
 // Columns of one MN-major B box (rhs [k, n]): a 128-byte row, 64 16-bit or
 // 128 FP8 columns.
 template <class C>
@@ -92,7 +103,9 @@ constexpr int kBoxCols = kRowBytes / static_cast<int>(sizeof(typename C::mma_t))
 // whose N blocks hold a 64-column tile.
 template <class C>
 __host__ __device__ constexpr bool qualifies() {
-  if constexpr (!runs<C>()) {
+  if constexpr (runs_block_scaled<C>()) {
+    return true;
+  } else if constexpr (!runs<C>()) {
     return false;
   } else if constexpr (kPromotion<C>) {
     return C::kScaleBlockK % kBKFor<C> == 0 &&
@@ -102,9 +115,30 @@ __host__ __device__ constexpr bool qualifies() {
   }
 }
 
+// A tile on the block-scaled tcgen05.mma (its struct sets kBlockScaledMma).
+template <class T>
+constexpr bool kBs = kBlockScaledMma<T>;
+
 // A unit is one K tile (the FP32 promotion of block-scaled FP8) or a tile.
 template <class C>
-constexpr bool kPromoted = kPromotion<C>;
+constexpr bool kPromoted = kPromotion<C> && !kBs<C>;
+
+// The block-scaled tile's scales (docs/cuda-sm100.md, "The block-scaled
+// path"): per K tile, kSfAtomsK 128 x 4 atoms (512 bytes, 4 K blocks of 128
+// rows each) of A's 128 rows, and as many of each 128 rows of B
+// (kSfAtomsB of them); in shared memory one kSfStage per stage (A's atoms,
+// then B's: K atom a, B rows 128 b.. at atom kSfAtomsK + a kSfAtomsB + b),
+// in TMEM kSfCols columns after the two accumulators (A's atom a at 4 a, B's
+// at 4 kSfAtomsK + 4 (a kSfAtomsB + b): an MMA's B rows 128.. are the 4
+// columns after its rows 0..127).
+template <class T>
+constexpr int kSfAtomsK = kBs<T> ? T::kBK / (4 * T::kLhsScaleBlockK) : 0;
+template <class T>
+constexpr int kSfAtomsB = (T::kBN + kBM - 1) / kBM;
+template <class T>
+constexpr int kSfStage = 512 * kSfAtomsK<T> * (1 + kSfAtomsB<T>);
+template <class T>
+constexpr int kSfCols = 4 * kSfAtomsK<T> * (1 + kSfAtomsB<T>);
 
 // The TMEM columns of a tile's two accumulators: a power of two of at least
 // 2 kBN and 32 (tcgen05.alloc's granule).
@@ -121,8 +155,8 @@ constexpr int kPow2Cols = kCols <= 32 ? 32 : 2 * kPow2Cols<(kCols + 1) / 2>;
 template <class T>
 __host__ __device__ constexpr bool check_tile_sm100() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
-  if (!check_config<T>() || !runs<T>() || T::kBM != kBM || T::kBK != kBKFor<T> ||
-      T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
+  if (!check_config<T>() || !(kBs<T> ? runs_block_scaled<T>() : runs<T>()) || T::kBM != kBM ||
+      T::kBK != kBKFor<T> || T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
     return false;
   }
   if (T::kBN % 16 != 0 || T::kBN < 32 || T::kBN > 256 ||
@@ -136,25 +170,27 @@ __host__ __device__ constexpr bool check_tile_sm100() {
                         !divides(T::kBNOut, T::kRhsScaleBlockN)))) {
     return false;
   }
-  if (T::kTmemCols != kPow2Cols<2 * T::kBN> || T::kTmemCols > 512) {
+  if (T::kTmemCols != kPow2Cols<2 * T::kBN + kSfCols<T>> || T::kTmemCols > 512) {
     return false;
   }
   if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
       T::kCStride != kChunk + 16 / kOut || T::kCWarpBytes != 32 * T::kCStride * kOut) {
     return false;
   }
-  return T::kSmemBytes == 1024 + T::kStages * (T::kAStage + T::kBStage) + 4 * T::kCWarpBytes +
+  return T::kSmemBytes == 1024 + T::kStages * (T::kAStage + T::kBStage + kSfStage<T>) +
+                              4 * T::kCWarpBytes +
                               (2 * T::kStages + 4) * 8 + 16;
 }
 
 // The shared-memory carve-up: the 1024-aligned base, the A stages, the B
-// stages, the 4 epilogue warps' slices, the stage barriers, the two
+// stages, the scale stages (block-scaled tiles), the 4 epilogue warps' slices, the stage barriers, the two
 // accumulators' barriers and the slot tcgen05.alloc writes the TMEM address
 // to.
 template <class T>
 struct Smem {
   unsigned char* a;
   unsigned char* b;
+  unsigned char* sf;
   unsigned char* c;
   u64* full;
   u64* empty;
@@ -166,7 +202,8 @@ struct Smem {
     // still knows the pointers are shared memory.
     a = raw + ((1024 - (static_cast<unsigned>(reinterpret_cast<unsigned long long>(raw)) & 1023u)) & 1023);
     b = a + T::kStages * T::kAStage;
-    c = b + T::kStages * T::kBStage;
+    sf = b + T::kStages * T::kBStage;
+    c = sf + T::kStages * kSfStage<T>;
     full = reinterpret_cast<u64*>(c + 4 * T::kCWarpBytes);
     empty = full + T::kStages;
     acc_full = empty + T::kStages;
@@ -191,13 +228,58 @@ constexpr u32 kIdesc = gg::umma::instr_desc(
     kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, kBM, T::kBN, gg::umma::Major::K,
     T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
 
+// The block-scaled MMA of a tile: its kind and operand types (MXFP8:
+// kind::mxf8f6f4, e4m3 / e5m2), and the instruction descriptor of its K
+// block kb (0..3) of a K tile: the scale ids of the MMA's first scale byte in
+// its atom (scale_vec::1X: kb).
+template <class M>
+constexpr gg::umma::BsType kBsType =
+    kSame<M, __nv_fp8_e4m3> ? gg::umma::BsType::e4m3 : gg::umma::BsType::e5m2;
+template <class T>
+constexpr gg::umma::BsKind kBsKind = gg::umma::BsKind::mxf8f6f4;
+// Scale blocks (of 32 or 16 elements) one MMA reads per row: its scale_vec.
+template <class T>
+constexpr int kBsVec = gg::umma::scale_vec(kBsKind<T>);
+template <class T>
+__device__ __forceinline__ constexpr u32 bs_idesc(int kb) {
+  const unsigned id = static_cast<unsigned>((kb * kBsVec<T>) % 4);
+  return gg::umma::instr_desc_block_scaled(
+      kBsKind<T>, kBsType<typename T::mma_t>, kBsType<typename T::mma_t>,
+      T::kLhsScaleFormat == Format::kUE4M3 ? gg::umma::ScaleFormat::ue4m3
+                                           : gg::umma::ScaleFormat::ue8m0,
+      kBM, T::kBN, id, id);
+}
+
+// The block-scaled tile's scales of stage `st` into TMEM (the columns after
+// the two accumulators, kSfCols of them): one tcgen05.cp.32x128b.warpx4 per
+// 128 x 4 atom, from the stage's atoms (32 rows of 16 bytes: a K-major
+// operand without swizzle, SBO 128). Issued by the MMA thread before the
+// stage's MMAs, which read them in order; the stage's commit releases the
+// atoms with the operands.
+template <class T>
+__device__ __forceinline__ void copy_scales(const Smem<T>& s, int st, u32 tmem) {
+  const unsigned char* sf = s.sf + st * kSfStage<T>;
+  GG_UNROLL
+  for (int a = 0; a < kSfAtomsK<T> * (1 + kSfAtomsB<T>); ++a) {
+    const u64 desc = gg::make_umma_desc(sf + 512 * a, 16, 128, gg::umma::Swizzle::none);
+    gg::tcgen05_cp_32x128b_warpx4(tmem + 2 * T::kBN + 4 * a, desc);
+  }
+}
+
 // The MMA thread's MMAs on stage `st` into the accumulator at TMEM address
 // `d`: 4 instructions of 32 bytes of K each. kb = 0 overwrites d unless
 // `accumulate` (the tile's first K tile, or a promoted unit, starts fresh).
+// Block-scaled tiles: the scales of the stage first (copy_scales), then
+// each MMA names the atom of its K blocks (A's at column 2 kBN + 4 atom,
+// B's at 2 kBN + 4 kSfAtomsK + 4 kSfAtomsB atom) and their ids.
 template <class T>
-__device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool accumulate) {
+__device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool accumulate,
+                                          u32 tmem) {
   const unsigned char* sa = s.a + st * T::kAStage;
   const unsigned char* sb = s.b + st * T::kBStage;
+  if constexpr (kBs<T>) {
+    copy_scales<T>(s, st, tmem);
+  }
   GG_UNROLL
   for (int kb = 0; kb < kRowBytes / 32; ++kb) {
     // A, K-major, 128B swizzle: rows of 128 bytes, 8-row groups 1024 apart;
@@ -214,10 +296,119 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
       db = gg::make_umma_desc(sb + kb * kMmaRows * kRowBytes, kRowBytes * T::kBK, 1024,
                               gg::umma::Swizzle::b128);
     }
-    if constexpr (k16Bit<typename T::mma_t>) {
+    if constexpr (kBs<T>) {
+      const int atom = kb * kBsVec<T> / 4;
+      const u32 sfa = tmem + 2 * T::kBN + 4 * atom;
+      const u32 sfb = tmem + 2 * T::kBN + 4 * kSfAtomsK<T> + 4 * kSfAtomsB<T> * atom;
+      gg::tcgen05_mma_mxf8f6f4_block_scaled(d, da, db, bs_idesc<T>(kb), sfa, sfb,
+                                            accumulate || kb > 0);
+    } else if constexpr (k16Bit<typename T::mma_t>) {
       gg::tcgen05_mma_f16(d, da, db, kIdesc<T>, accumulate || kb > 0);
     } else {
       gg::tcgen05_mma_f8f6f4(d, da, db, kIdesc<T>, accumulate || kb > 0);
+    }
+  }
+}
+
+// One 128 x 4 atom of a K tile's scales into shared memory at `dst`, by the
+// 32 lanes of the producer warp: lane l writes source row l (16 bytes: rows
+// l, l + 32, l + 64, l + 96 of the atom, 4 K blocks from kb0 each), read
+// from either global layout with gg::gemm::mx_scale_word (rows `row_of`
+// says are outside, and K blocks past kblocks, read 1.0: the operands there
+// are TMA's zeros, which a NaN scale would spoil).
+template <ScaleLayout kLayout, unsigned char kOne, class RowOf>
+__device__ __forceinline__ void gather_atom(unsigned char* dst,
+                                            const unsigned char* __restrict__ src, int kb0,
+                                            int kblocks, RowOf row_of) {
+  const int lane = threadIdx.x % 32;
+  u32 w[4];
+  GG_UNROLL
+  for (int q = 0; q < 4; ++q) {
+    int row = 0;
+    const bool inside = row_of(lane + 32 * q, row);
+    w[q] = mx_scale_word<kLayout, kOne>(src, inside, row, kb0, kblocks);
+  }
+  *reinterpret_cast<uint4*>(dst + 16 * lane) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The producer warp of a block-scaled tile: for each K tile, all 32 lanes
+// wait until the stage is empty and gather the K tile's scale atoms (A's
+// rows of the tile, B's rows: the tile's columns) into the stage with
+// ordinary loads and stores, then fence.proxy.async (the tcgen05.cp that
+// reads them is in the async proxy) and arrive on the stage's `full`
+// barrier (32 arrivals: each lane's arrival releases its own stores); lane
+// 0's arrival announces the TMA bytes of A and B, whose loads it then
+// issues (A K-major; B [n, k] in one run, or two for silu_mul's gate and
+// up halves, as gg_gemm_sm90.cuh's `produce`).
+template <class T, Rows L>
+__device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorMap* map_a,
+                                               const CUtensorMap* map_b, const Operands<T>& o,
+                                               int tiles, int items, int tiles_n, int m, int n,
+                                               int k, const Items& g) {
+  constexpr bool kGrouped = L != Rows::kDense;
+  constexpr unsigned char kOne = T::kLhsScaleFormat == Format::kUE4M3 ? 0x38 : 0x7F;
+  constexpr int kBlocksPerTile = 4 * kSfAtomsK<T>;
+  constexpr int kRuns = kSilu<T> ? 2 : 1;
+  constexpr int kRunRows = T::kBN / kRuns;
+  const int lane = threadIdx.x % 32;
+  const int kblocks = (k + T::kLhsScaleBlockK - 1) / T::kLhsScaleBlockK;
+  int it = 0;  // K tiles issued by this block so far: stage it % S, round it / S
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    const int b0[2] = {w.n0, n / 2 + w.n0};
+    const unsigned char* rhs_sf =
+        o.rhs_scale + w.gl * scale_matrix_size<T::kRhsScaleLayout>(n, kblocks);
+    // A row r of the tile is lhs row m0 + r; B row r is rhs row b0[run] + r
+    // % kRunRows (the tile's rows past kBN, and rows past m or n, are
+    // outside).
+    const auto a_row = [&](int r, int& row) {
+      row = w.m0 + r;
+      return row < m;
+    };
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
+      unsigned char* sf = s.sf + st * kSfStage<T>;
+      GG_UNROLL
+      for (int a = 0; a < kSfAtomsK<T>; ++a) {
+        const int kb0 = kt * kBlocksPerTile + 4 * a;
+        gather_atom<T::kLhsScaleLayout, kOne>(sf + 512 * a, o.lhs_scale, kb0, kblocks, a_row);
+        GG_UNROLL
+        for (int b = 0; b < kSfAtomsB<T>; ++b) {
+          const auto b_row = [&](int r, int& row) {
+            const int tr = kBM * b + r;  // the tile's B row
+            if (tr >= T::kBN) {
+              return false;
+            }
+            const int local = tr % kRunRows;  // silu_mul: gate or up column n0 + local
+            row = b0[tr / kRunRows] + local;
+            return kSilu<T> ? w.n0 + local < n / 2 : row < n;
+          };
+          gather_atom<T::kRhsScaleLayout, kOne>(sf + 512 * (kSfAtomsK<T> + a * kSfAtomsB<T> + b),
+                                                rhs_sf, kb0, kblocks, b_row);
+        }
+      }
+      gg::fence_proxy_async();
+      if (lane == 0) {
+        gg::mbarrier_arrive_expect_tx(&s.full[st], T::kAStage + T::kBStage);
+        unsigned char* sa = s.a + st * T::kAStage;
+        unsigned char* sb = s.b + st * T::kBStage;
+        gg::tma_load_2d(sa, map_a, &s.full[st], kt * T::kBK, w.m0);
+        GG_UNROLL
+        for (int r = 0; r < kRuns; ++r) {
+          unsigned char* dst = sb + r * kRunRows * kRowBytes;
+          if constexpr (kGrouped) {
+            gg::tma_load_3d(dst, map_b, &s.full[st], kt * T::kBK, b0[r], w.gl);
+          } else {
+            gg::tma_load_2d(dst, map_b, &s.full[st], kt * T::kBK, b0[r]);
+          }
+        }
+      } else {
+        gg::mbarrier_arrive(&s.full[st]);
+      }
     }
   }
 }
@@ -244,7 +435,7 @@ __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
-      sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0);
+      sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);
       gg::tcgen05_commit(&s.empty[st]);
       if (kPromoted<T> || kt == ktiles - 1) {
         gg::tcgen05_commit(&s.acc_full[acc]);
@@ -442,7 +633,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.full[st], 1);
+      gg::mbarrier_init(&s.full[st], kBs<T> ? 32 : 1);  // block-scaled: the warp's arrivals
       gg::mbarrier_init(&s.empty[st], 1);
     }
     for (int a = 0; a < 2; ++a) {
@@ -460,7 +651,13 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   gg::tcgen05_fence_after_thread_sync();
   const u32 tmem = *s.tmem_slot;
   if (warp == 0) {
-    if (threadIdx.x == 0) {
+    if constexpr (kBs<T>) {
+      if (threadIdx.x == 0) {
+        gg::prefetch_tensormap(map_a);
+        gg::prefetch_tensormap(map_b);
+      }
+      produce_scaled<T, L>(s, map_a, map_b, o, tiles, items, tiles_n, m, n, k, g);
+    } else if (threadIdx.x == 0) {
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
       sm90::produce<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);

@@ -59,6 +59,8 @@ class Sm100Tile:
     grid_x: str
     promoted: bool  # FP8 with block scales: a unit per K tile, sums in registers
     archs: tuple[str, ...] = (SM100_ARCH,)  # the declared archs with the body
+    block_scaled: bool = False  # the MX scales applied by the block-scaled tcgen05.mma
+    sf_stage: int = 0  # bytes of a stage's scale atoms (block-scaled)
     bm: int = SM100_BM
     mixed: bool = False  # no weight-only tile on this body (wgmma.maps asks)
 
@@ -71,39 +73,72 @@ class Sm100Tile:
         return f"128x{self.bn}x{self.bk // 4}"
 
     @property
+    def sf_cols(self) -> int:
+        """TMEM columns of a K tile's scale atoms (4 per 512-byte atom)."""
+        return self.sf_stage // 128
+
+    @property
     def label(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk}, {self.stages} stages"
 
     @property
     def comment(self) -> tuple[str, ...]:
-        text = (f"sm_100a tile {self.index}: {self.bm} x {self.bn} x {self.bk}, {self.stages} "
-                f"stages of {self.a_stage + self.b_stage} bytes, {self.smem_bytes} bytes of "
-                f"shared memory in all, {self.tmem_cols} TMEM columns (two accumulators).")
+        if self.block_scaled:
+            text = (f"sm_100a tile {self.index}: {self.bm} x {self.bn} x {self.bk}, {self.stages} "
+                    f"stages of {self.a_stage + self.b_stage} bytes of operands and "
+                    f"{self.sf_stage} of scale atoms, {self.smem_bytes} bytes of shared memory "
+                    f"in all, {self.tmem_cols} TMEM columns (two accumulators, then "
+                    f"{self.sf_cols} of scales).")
+        else:
+            text = (f"sm_100a tile {self.index}: {self.bm} x {self.bn} x {self.bk}, "
+                    f"{self.stages} stages of {self.a_stage + self.b_stage} bytes, "
+                    f"{self.smem_bytes} bytes of shared memory in all, {self.tmem_cols} TMEM "
+                    f"columns (two accumulators).")
         return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
 
 
-def sm100_smem_bytes(bn: int, stages: int, out: DType) -> int:
-    """gg_gemm_sm100.cuh's carve-up: alignment slack, the stages, 4 epilogue
+def sm100_smem_bytes(bn: int, stages: int, out: DType, sf_stage: int = 0) -> int:
+    """gg_gemm_sm100.cuh's carve-up: alignment slack, the stages (operands,
+    and `sf_stage` bytes of scale atoms on block-scaled tiles), 4 epilogue
     slices of 32 rows of a 32-column chunk (+ 16 bytes a row), the stage
     and accumulator barriers, the TMEM slot."""
     ob = out.bits // 8
-    return (1024 + stages * (SM100_BM + bn) * SM100_ROW_BYTES
+    return (1024 + stages * ((SM100_BM + bn) * SM100_ROW_BYTES + sf_stage)
             + 4 * 32 * (SM100_CHUNK + 16 // ob) * ob + (2 * stages + 4) * 8 + 16)
 
 
-def tmem_columns(bn: int) -> int:
-    """The TMEM columns of two bn-column accumulators: a power of two, at
-    least 32 (tcgen05.alloc's rule)."""
+def tmem_columns(bn: int, sf_cols: int = 0) -> int:
+    """The TMEM columns of two bn-column accumulators (and `sf_cols` of
+    scale atoms after them): a power of two, at least 32 (tcgen05.alloc's
+    rule)."""
     cols = 32
-    while cols < 2 * bn:
+    while cols < 2 * bn + sf_cols:
         cols *= 2
     return cols
 
 
 def promoted(kernel: ir.Kernel) -> bool:
-    """FP8 with per-K-block scales: the FP32 promotion, one unit per K tile."""
-    return any(s.enabled and s.placement is ir.Placement.MAINLOOP
-               for s in (kernel.lhs_scale, kernel.rhs_scale))
+    """FP8 with per-K-block scales: the FP32 promotion, one unit per K tile
+    (not the MX kernels, whose scales the block-scaled MMA applies)."""
+    return not kernel.tcgen05_block_scaled and any(
+        s.enabled and s.placement is ir.Placement.MAINLOOP
+        for s in (kernel.lhs_scale, kernel.rhs_scale))
+
+
+# Block-scaled tiles: the scales of a K tile (128 bytes of each row) are
+# 128 x 4 atoms of 512 bytes, 4 K blocks of 128 rows each (gg_gemm_sm100.cuh:
+# kSfAtomsK, kSfAtomsB), in 4 TMEM columns each after the accumulators.
+SM100_SF_ATOM = 512
+
+
+def sf_stage_bytes(kernel: ir.Kernel, bn: int) -> int:
+    """Bytes of one stage's scale atoms: a K tile's atoms of A's 128 rows and
+    of each 128 rows of B; 0 when not block-scaled."""
+    if not kernel.tcgen05_block_scaled:
+        return 0
+    bk = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
+    atoms_k = bk // (4 * kernel.lhs_scale.block_k)
+    return SM100_SF_ATOM * atoms_k * (1 + -(-bn // SM100_BM))
 
 
 def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
@@ -116,6 +151,9 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     widest = SM100_PROMOTED_BN if promoted(kernel) else 256
     sizes = tuple(n for n in (256, 192, 128, 64) if n <= widest)
+    if kernel.tcgen05_block_scaled:
+        # Two accumulators and the scale columns within TMEM's 512.
+        sizes = tuple(n for n in sizes if 2 * n + sf_stage_bytes(kernel, n) // 128 <= 512)
     first = tile.n if tile.n in sizes else sizes[0]
     out = tuple(dict.fromkeys((first, *sizes)))
     if kernel.rhs_operand.layout is Layout.KN:
@@ -124,7 +162,7 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
         box = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
         out = tuple(bn for bn in out if (bn // 2 if silu else bn) % box == 0)
     rs = kernel.rhs_scale
-    if rs.mode is ScaleMode.BLOCK:
+    if rs.mode is ScaleMode.BLOCK and not kernel.tcgen05_block_scaled:
         out = tuple(bn for bn in out if rs.block_n % (bn // 2 if silu else bn) == 0)
     return out
 
@@ -135,8 +173,9 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile
     limit = shared_memory_limit(SM100_ARCH)
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     for bn in _widths(kernel, tile):
+        sf = sf_stage_bytes(kernel, bn)
         fits = [st for st in range(2, SM100_MAX_STAGES + 1)
-                if sm100_smem_bytes(bn, st, kernel.out) <= limit]
+                if sm100_smem_bytes(bn, st, kernel.out, sf) <= limit]
         if fits:
             break
     stages = max(fits)
@@ -147,10 +186,11 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile
                      bk=SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits, stages=stages,
                      a_stage=SM100_BM * SM100_ROW_BYTES, b_stage=bn * SM100_ROW_BYTES,
                      c_stride=c_stride, c_warp_bytes=32 * c_stride * ob,
-                     tmem_cols=tmem_columns(bn),
-                     smem_bytes=sm100_smem_bytes(bn, stages, kernel.out),
+                     tmem_cols=tmem_columns(bn, sf // 128),
+                     smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, sf),
                      grid_x=f"gg_min(num_sms, {tiles_expr(kernel, SM100_BM, bn_out)})",
-                     promoted=promoted(kernel))
+                     promoted=promoted(kernel), block_scaled=kernel.tcgen05_block_scaled,
+                     sf_stage=sf)
 
 
 def archs_of(kernel: ir.Kernel, spec: ir.Spec) -> tuple[str, ...]:
@@ -172,6 +212,11 @@ def _algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int) -> tuple[str, ...]:
         extra = (" Each K tile's MMAs go into an accumulator of their own, whose sums the "
                  "epilogue warps add into f32 registers times the K tile's block scales "
                  "(the FP32 promotion).")
+    if t.block_scaled:
+        extra = (f" Block-scaled: each K tile's MX scales (128 x 4 atoms, {t.sf_stage} bytes a "
+                 f"stage) are gathered by the producer warp's 32 lanes into the stage, copied "
+                 f"into TMEM with tcgen05.cp.32x128b.warpx4 by the MMA thread, and applied "
+                 f"by {block_scaled_words(kernel)}.")
     if kernel.epilogue.activation is Activation.SILU_MUL:
         extra += (f" silu_mul: a tile's B is {t.bn_out} gate columns over the matching "
                   f"{t.bn_out} up columns (n / 2 on), so each thread's row holds both halves "
@@ -185,6 +230,13 @@ def _algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int) -> tuple[str, ...]:
             f"tiles) blocks.{extra}")
     wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
     return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
+
+
+def block_scaled_words(kernel: ir.Kernel) -> str:
+    """The block-scaled tcgen05.mma of an MX kernel, in words."""
+    pair = " x ".join(d.value for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
+    return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales of 32; "
+            "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
 
 
 def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],

@@ -1,0 +1,235 @@
+"""The block-scaled path of the generated sm_100a body (docs/cuda-sm100.md,
+"The sm_100a GEMM", the block-scaled path): MXFP8 kernels (e4m3 / e5m2 with
+e8m0 scales of 32 on both sides, either scale layout) on the block-scaled
+tcgen05.mma, the scales gathered into the stages by the producer warp and
+copied into TMEM with tcgen05.cp; what the plan gives them, the generated
+kernels on the emulator of an sm_100a device against the NumPy reference
+(fresh random inputs and scales, outputs poisoned, m = 1, ragged m / n / k,
+k not a multiple of the K tile, zero-size groups, group_offset with
+existing_out, silu_mul), planted bugs in the body, and nvcc for sm_100a
+(UTCQMMA, UTCCP, UTMALDG, no spills, shared memory within the limit).
+
+The unmarked cases are one of each kind; the rest are `slow`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sm100_helpers import SM100, Sm100Spec
+
+from gemmgen.archs import shared_memory_limit
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.backends.cuda.gemm import tcgen05
+from gemmgen.cases import Case
+from gemmgen.harness import nvcc
+from gemmgen.harness.cuda_emu import EmuKernelError
+from gemmgen.harness.verify_cuda import run_launcher
+from gemmgen.reference import compare, reference
+
+SPEC = """
+target cuda {
+  archs sm_100a
+}
+
+defaults {
+  lhs e4m3 [m, k]
+  tile m=128 n=128 k=128
+  backends cuda
+}
+
+kernel mx_dense {
+  op dense
+  rhs e4m3 [n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+}
+
+kernel mx_dense_rows {
+  op dense
+  lhs e5m2 [m, k]
+  rhs e5m2 [n, k]
+  out f32
+  bias f32 [n]
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  tile m=128 n=64 k=128
+}
+
+kernel mx_grouped {
+  op grouped
+  rhs e4m3 [g, n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+}
+
+kernel mx_grouped_rows {
+  op grouped
+  rhs e4m3 [g, n, k]
+  out f32
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  tile m=128 n=192 k=128
+}
+
+kernel mx_gateup {
+  op grouped
+  rhs e4m3 [g, n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+  epilogue silu_mul
+}
+"""
+
+BODY = Sm100Spec("sm100mx", SPEC)
+kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
+
+
+def seed() -> int:
+    return int(np.random.default_rng().integers(1 << 30))
+
+
+def test_plan_gives_mx_kernels_block_scaled_sm100_tiles():
+    limit = shared_memory_limit(SM100)
+    # (bn, scale bytes a stage, TMEM columns): two accumulators and 4
+    # columns per 512-byte atom (A's, and B's per 128 rows) after them.
+    want = {"mx_dense": (128, 1024, 512), "mx_dense_rows": (64, 1024, 256),
+            "mx_grouped": (128, 1024, 512), "mx_grouped_rows": (192, 1536, 512),
+            "mx_gateup": (128, 1024, 512)}
+    for name, (bn, sf, cols) in want.items():
+        k = kernel(name)
+        assert k.tcgen05_block_scaled and k.tcgen05_obstacle() is None, name
+        (t,) = tile_gemm.plan(k, BODY.spec).body_tiles("tcgen05")
+        assert (t.bn, t.sf_stage, t.tmem_cols, t.block_scaled, t.promoted) == (
+            bn, sf, cols, True, False), name
+        assert t.smem_bytes == tcgen05.sm100_smem_bytes(t.bn, t.stages, k.out, sf) <= limit
+        more = tcgen05.sm100_smem_bytes(t.bn, t.stages + 1, k.out, sf)
+        assert t.stages == tcgen05.SM100_MAX_STAGES or more > limit
+        assert 2 * t.bn + t.sf_cols <= t.tmem_cols
+    text = (BODY.folder / "mx_dense.cu").read_text()
+    assert "static constexpr bool kBlockScaledMma = true;" in text
+    assert "kind::mxf8f6f4.block_scale" in text  # the algorithm's words
+
+
+CASES = [
+    ("mx_dense", Case("ragged", 130, 136, 208), 2, True),
+    ("mx_dense", Case("m1", 1, 128, 128), 1, False),
+    ("mx_dense", Case("k_wraps", 300, 264, 416), 1, False),
+    ("mx_dense_rows", Case("ragged_bias", 150, 72, 96), 2, True),
+    ("mx_dense_rows", Case("m1_k32", 1, 200, 32), 1, False),
+    ("mx_grouped", Case("shard", 260, 136, 160, group_sizes=(60, 100, 0, 100), group_offset=1,
+                        g_local=2, existing_out=True), 2, True),
+    ("mx_grouped", Case("zero_size", 300, 128, 256, group_sizes=(40, 0, 130, 0, 130)), 3, False),
+    ("mx_grouped_rows", Case("rows", 200, 200, 288, group_sizes=(70, 0, 130)), 2, True),
+    ("mx_gateup", Case("gateup", 200, 256, 160, group_sizes=(70, 0, 130)), 2, True),
+]
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
+    for n, c, s, fast in CASES])
+def test_the_block_scaled_sm100_path_on_the_emulator(name, case, num_sms):
+    check(name, case, num_sms, seed=seed())
+
+
+# ---------------------------------------------------------------------------
+# Planted bugs in the block-scaled path of the body under a generated kernel
+# (gg_gemm_sm100.cuh with one edit; launches, tiles and maps generated).
+
+PLANTED = {
+    # tcgen05.cp puts the atoms 4 columns further than the MMAs read them.
+    "scales_wrong_columns": (
+        [("    gg::tcgen05_cp_32x128b_warpx4(tmem + 2 * T::kBN + 4 * a, desc);",
+          "    gg::tcgen05_cp_32x128b_warpx4(tmem + 2 * T::kBN + 4 * a + 4, desc);")],
+        r"which nothing wrote since its allocation"),
+    # The generic stores of the gathered scales are not fenced before the
+    # async proxy (tcgen05.cp) reads them.
+    "scales_not_fenced": (
+        [("      gg::fence_proxy_async();\n      if (lane == 0) {", "      if (lane == 0) {")],
+        r"fence.proxy.async"),
+    # The scale stage is released by a plain arrival, not the commit: the
+    # next round's TMA load overwrites what the MMAs and copies still read.
+    "stage_released_early": (
+        [("      gg::tcgen05_commit(&s.empty[st]);\n",
+          "      gg::mbarrier_arrive(&s.empty[st]);\n")],
+        r"released before|still reads|overwritten before"),
+    # Only lane 0 waits for the stage to be empty: the other lanes run
+    # ahead, gathering scales into stages a tcgen05.cp may still read and
+    # arriving on `full` barriers of later rounds; the emulator stops it (a
+    # report of the overwrite, or the deadlock the early arrivals leave).
+    "scales_written_early": (
+        [(("      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);\n"
+           "      unsigned char* sf"),
+          ("      if (lane == 0) gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);\n"
+           "      unsigned char* sf"))],
+        r"deadlock|overwritten|still reads"),
+}
+
+# A scale id one K block off: the MMAs read the wrong scale bytes, which the
+# comparison with the reference rejects (no rule of the hardware is broken).
+WRONG_ID = [("  const unsigned id = static_cast<unsigned>((kb * kBsVec<T>) % 4);",
+             "  const unsigned id = static_cast<unsigned>(((kb + 1) * kBsVec<T>) % 4);")]
+
+RINGS = Case("rings_wrap", 300, 136, 800)  # 6 tiles of 7 K tiles on one block, 6 stages
+
+
+def run_planted(edits, inputs, name="mx_dense"):
+    modules, key = BODY.planted(name, edits)
+    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=1)
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "scales_wrong_columns" else pytest.mark.slow)
+    for b in PLANTED])
+def test_planted_bug_in_the_block_scaled_path_is_caught(bug):
+    edits, report = PLANTED[bug]
+    inputs = RINGS.inputs(kernel("mx_dense"), seed())
+    with pytest.raises(EmuKernelError, match=report):
+        run_planted(edits, inputs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edits,passes", [(WRONG_ID, False), ([], True)],
+                         ids=["wrong_scale_id", "unplanted"])
+def test_a_wrong_scale_id_fails_the_comparison(edits, passes):
+    k = kernel("mx_dense")
+    inputs = RINGS.inputs(k, seed())
+    actual = run_planted(edits, inputs)
+    result = compare(actual, reference(k, **inputs), k, k=RINGS.k, inputs=inputs)
+    assert result.passed == passes
+
+
+# ---------------------------------------------------------------------------
+# nvcc for sm_100a: the block-scaled entries.
+
+needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
+needs_cuobjdump = pytest.mark.skipif(
+    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("name", [
+    "mx_grouped", pytest.param("mx_dense", marks=pytest.mark.slow),
+    pytest.param("mx_dense_rows", marks=pytest.mark.slow),
+    pytest.param("mx_grouped_rows", marks=pytest.mark.slow),
+    pytest.param("mx_gateup", marks=pytest.mark.slow)])
+def test_generated_block_scaled_entries_build_on_utcqmma_without_spills(name):
+    lp = cuda_backend.plan(kernel(name), BODY.spec)
+    source = (BODY.folder / f"{name}.cu").read_text()
+    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
+                                include_dirs=(BODY.folder,),
+                                extra_flags=("-Werror", "all-warnings"))
+    sass = nvcc.sass_summary(result.cubin)
+    for v in lp.variants:
+        step = v.path("tcgen05").steps[-1]
+        usage = result.kernels[step.entry]
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100)
+        code = sass[step.entry]
+        assert code.count("UTCQMMA") > 0 and code.count("HMMA") == 0, step.entry
+        assert code.count("UTCCP") > 0 and code.count("UTMALDG") > 0, step.entry
+        assert code.count("LDTM") > 0 and code.count("UTCBAR") > 0, step.entry
