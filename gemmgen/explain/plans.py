@@ -35,6 +35,8 @@ def _path_name(kernel: ir.Kernel, arch: str) -> str:
     if kernel.uses_wgmma(arch):
         return "wgmma (Hopper body)"
     if kernel.uses_tcgen05(arch):
+        if kernel.tcgen05_block_scaled:
+            return "block-scaled tcgen05 (sm_100a body)"
         return "tcgen05 (sm_100a body)"
     return "block-scaled mma.sync" if kernel.uses_mx_mma(arch) else "mma.sync"
 
@@ -93,8 +95,12 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
     if tc is not None and tc_path is not None:
         t = tc.tiles[variant.index]
         device = {**env, "sm": 100, "num_sms": sm_count("sm_100a")}
+        scales = (f" and {t.sf_stage} of scale atoms (gathered by the producer warp, "
+                  f"tcgen05.cp into TMEM, applied by the block-scaled MMA)"
+                  if t.block_scaled else "")
         lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): tile "
-                     f"{t.bm}x{t.bn}x{t.bk}, {t.stages} stages of {t.a_stage + t.b_stage} bytes; "
+                     f"{t.bm}x{t.bn}x{t.bk}, {t.stages} stages of {t.a_stage + t.b_stage} "
+                     f"bytes{scales}; "
                      f"{t.threads} threads: a producer warp (TMA), an MMA warp (one thread "
                      f"issues tcgen05.mma {t.mma}) and an epilogue warpgroup (tcgen05.ld); "
                      f"{t.tmem_cols} TMEM columns, {t.smem_bytes} bytes of shared memory")

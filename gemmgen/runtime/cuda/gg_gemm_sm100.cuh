@@ -66,7 +66,7 @@ constexpr int kEpilogueWarp0 = 2;
 constexpr int kChunk = 32;
 
 template <class C>
-constexpr int kBKFor = kRowBytes / static_cast<int>(sizeof(typename C::mma_t));
+constexpr int kBKFor = kRowBytes * 8 / kMmaBits<C>;
 
 // Whether this body computes a Config: A and B of one tensor-core type as
 // stored (bf16, f16, e4m3 or e5m2, B either layout: tcgen05 transposes FP8
@@ -84,11 +84,12 @@ __host__ __device__ constexpr bool runs() {
 
 // Whether this body runs a Config on the block-scaled tcgen05.mma (the
 // hardware applying the scales; ir.Kernel.tcgen05_block_scaled): what the
-// block-scaled mma.sync body runs (kMxSupported), for now MXFP8 (e4m3 or
-// e5m2 on both sides, e8m0 scales of 32) with rhs [n, k].
+// block-scaled mma.sync body runs (kMxSupported) with rhs [n, k]: MXFP8
+// (e4m3 or e5m2 on both sides, e8m0 scales of 32), MXFP4 (packed fp4, e8m0
+// of 32) and NVFP4 (packed fp4, ue4m3 of 16); not yet W4A8.
 template <class C>
 __host__ __device__ constexpr bool runs_block_scaled() {
-  return kMxSupported<C> && kFp8<typename C::mma_t> &&
+  return kMxSupported<C> && (kFp8<typename C::mma_t> || kMmaBits<C> == 4) &&
          kSame<typename C::rhs_t, typename C::mma_t> && C::kRhsNK;
 }
 
@@ -229,14 +230,19 @@ constexpr u32 kIdesc = gg::umma::instr_desc(
     T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
 
 // The block-scaled MMA of a tile: its kind and operand types (MXFP8:
-// kind::mxf8f6f4, e4m3 / e5m2), and the instruction descriptor of its K
-// block kb (0..3) of a K tile: the scale ids of the MMA's first scale byte in
-// its atom (scale_vec::1X: kb).
+// kind::mxf8f6f4, e4m3 / e5m2; MXFP4: kind::mxf4, NVFP4: kind::mxf4nvf4,
+// e2m1, whose type code there is 1, not kind::mxf8f6f4's 5), and the
+// instruction descriptor of its MMA kb (0..3) of a K tile: the scale ids of
+// the MMA's first scale byte in its atom (1X: kb; 2X: 0, 2, 0, 2; 4X: 0).
 template <class M>
-constexpr gg::umma::BsType kBsType =
-    kSame<M, __nv_fp8_e4m3> ? gg::umma::BsType::e4m3 : gg::umma::BsType::e5m2;
+constexpr gg::umma::BsType kBsType = kSame<M, __nv_fp8_e4m3>   ? gg::umma::BsType::e4m3
+                                     : kSame<M, __nv_fp8_e5m2> ? gg::umma::BsType::e5m2
+                                                               : gg::umma::BsType::e2m1;
 template <class T>
-constexpr gg::umma::BsKind kBsKind = gg::umma::BsKind::mxf8f6f4;
+constexpr gg::umma::BsKind kBsKind = kMmaBits<T> == 8 ? gg::umma::BsKind::mxf8f6f4
+                                     : T::kLhsScaleFormat == Format::kUE4M3
+                                         ? gg::umma::BsKind::mxf4nvf4
+                                         : gg::umma::BsKind::mxf4;
 // Scale blocks (of 32 or 16 elements) one MMA reads per row: its scale_vec.
 template <class T>
 constexpr int kBsVec = gg::umma::scale_vec(kBsKind<T>);
@@ -300,8 +306,14 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
       const int atom = kb * kBsVec<T> / 4;
       const u32 sfa = tmem + 2 * T::kBN + 4 * atom;
       const u32 sfb = tmem + 2 * T::kBN + 4 * kSfAtomsK<T> + 4 * kSfAtomsB<T> * atom;
-      gg::tcgen05_mma_mxf8f6f4_block_scaled(d, da, db, bs_idesc<T>(kb), sfa, sfb,
-                                            accumulate || kb > 0);
+      if constexpr (kBsKind<T> == gg::umma::BsKind::mxf8f6f4) {
+        gg::tcgen05_mma_mxf8f6f4_block_scaled(d, da, db, bs_idesc<T>(kb), sfa, sfb,
+                                              accumulate || kb > 0);
+      } else if constexpr (kBsKind<T> == gg::umma::BsKind::mxf4) {
+        gg::tcgen05_mma_mxf4(d, da, db, bs_idesc<T>(kb), sfa, sfb, accumulate || kb > 0);
+      } else {
+        gg::tcgen05_mma_mxf4nvf4(d, da, db, bs_idesc<T>(kb), sfa, sfb, accumulate || kb > 0);
+      }
     } else if constexpr (k16Bit<typename T::mma_t>) {
       gg::tcgen05_mma_f16(d, da, db, kIdesc<T>, accumulate || kb > 0);
     } else {
@@ -396,14 +408,14 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
         gg::mbarrier_arrive_expect_tx(&s.full[st], T::kAStage + T::kBStage);
         unsigned char* sa = s.a + st * T::kAStage;
         unsigned char* sb = s.b + st * T::kBStage;
-        gg::tma_load_2d(sa, map_a, &s.full[st], kt * T::kBK, w.m0);
+        gg::tma_load_2d(sa, map_a, &s.full[st], kt * kRowBytes, w.m0);  // bytes: fp4 packed
         GG_UNROLL
         for (int r = 0; r < kRuns; ++r) {
           unsigned char* dst = sb + r * kRunRows * kRowBytes;
           if constexpr (kGrouped) {
-            gg::tma_load_3d(dst, map_b, &s.full[st], kt * T::kBK, b0[r], w.gl);
+            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r], w.gl);
           } else {
-            gg::tma_load_2d(dst, map_b, &s.full[st], kt * T::kBK, b0[r]);
+            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r]);
           }
         }
       } else {
@@ -470,7 +482,7 @@ __device__ __forceinline__ void load_chunk(u32 addr, float (&x)[kN]) {
 template <class T>
 __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2][kChunk],
                                             const TileWork& w, int c0, const Operands<T>& o,
-                                            int n) {
+                                            int n, float global) {
   using out_t = typename T::out_t;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = warp % 4;
   const int n_out = kSilu<T> ? n / 2 : n;
@@ -487,12 +499,12 @@ __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2
         float v[2] = {x[0][j], x[1][j]};
         const int bcol[2] = {col, n / 2 + col};
         slice[lane * T::kCStride + j] =
-            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n, global);
       } else {
         float v[1] = {x[0][j]};
         const int bcol[1] = {col};
         slice[lane * T::kCStride + j] =
-            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n, global);
       }
     }
   }
@@ -512,7 +524,8 @@ __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2
 // from TMEM, or zeros when the tile had no K tile.
 template <class T>
 __device__ __forceinline__ void store_from_tmem(const Smem<T>& s, u32 acc, bool loaded,
-                                                const TileWork& w, const Operands<T>& o, int n) {
+                                                const TileWork& w, const Operands<T>& o, int n,
+                                                float global) {
   for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
     float x[2][kChunk];
     GG_UNROLL
@@ -525,7 +538,7 @@ __device__ __forceinline__ void store_from_tmem(const Smem<T>& s, u32 acc, bool 
           x[h][j] = 0.0f;
       }
     }
-    store_chunk<T>(s, x, w, c0, o, n);
+    store_chunk<T>(s, x, w, c0, o, n, global);
   }
 }
 
@@ -554,13 +567,21 @@ __device__ __forceinline__ void add_scaled(float (&d)[T::kBN], const float (&par
   }
 }
 
+// NVFP4's global scales (`global=f32`: f32 [] or [g] per side; null
+// without them), which the epilogue multiplies once (gg_epilogue.cuh's
+// global_scale and epilogue_element), as the other bodies do.
+struct Globals {
+  const float* lhs;
+  const float* rhs;
+};
+
 // The epilogue warpgroup: for each tile of this block, wait for its unit(s),
 // read the accumulator from TMEM (promoted: each K tile's partial sums times
 // its scales into registers), hand the accumulator back, store the tile.
 template <class T, Rows L>
 __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, int items,
                                          int tiles_n, int m, int n, int k, const Items& g,
-                                         const Operands<T>& o) {
+                                         const Operands<T>& o, const Globals& gs) {
   const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   int u = 0;  // units consumed so far, as the MMA thread counts them
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -605,7 +626,7 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
           x[0][j] = d[c0 + j];
           x[1][j] = kSilu<T> ? d[T::kBN / 2 + c0 + j] : 0.0f;
         }
-        store_chunk<T>(s, x, w, c0, o, n);
+        store_chunk<T>(s, x, w, c0, o, n, 1.0f);
       }
     } else {
       const int acc = u % 2;
@@ -613,7 +634,9 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
         gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
         gg::tcgen05_fence_after_thread_sync();
       }
-      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n);
+      // NVFP4's global scales of the tile's group, once per output element.
+      const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl);
+      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n, global);
       if (ktiles > 0) {
         gg::tcgen05_fence_before_thread_sync();
         gg::mbarrier_arrive(&s.acc_empty[acc]);
@@ -627,7 +650,8 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
 template <class T, Rows L>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
                                     const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
-                                    int k, int tiles, int items, int tiles_n, const Items& g) {
+                                    int k, int tiles, int items, int tiles_n, const Items& g,
+                                    const Globals& gs) {
   static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
@@ -667,7 +691,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
       issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
     }
   } else {
-    epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
+    epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
   }
   // Every accumulator has been read (the epilogue waited on each commit
   // before its last tcgen05.ld): the MMA warp frees the columns.
@@ -687,10 +711,12 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
                                       const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
+                                      typename T::out_t* __restrict__ out, int m, int n, int k,
+                                      const float* __restrict__ lhs_global = nullptr,
+                                      const float* __restrict__ rhs_global = nullptr) {
   const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
   sm100::run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                       tiles_m * tiles_n, tiles_m, tiles_n, Items{});
+                       tiles_m * tiles_n, tiles_m, tiles_n, Items{}, Globals{lhs_global, rhs_global});
 }
 
 template <class T>
@@ -711,11 +737,13 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         const typename T::bias_t* __restrict__ bias,
                                         typename T::out_t* __restrict__ out,
                                         const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset) {
+                                        int num_groups, int group_offset,
+                                        const float* __restrict__ lhs_global = nullptr,
+                                        const float* __restrict__ rhs_global = nullptr) {
   const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
   const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
   sm100::run<T, Rows::kGrouped>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n,
-                         k, items * tiles_n, items, tiles_n, g);
+                         k, items * tiles_n, items, tiles_n, g, Globals{lhs_global, rhs_global});
 }
 
 template <class T>
@@ -743,7 +771,7 @@ __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* m
   const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
   const Items it{nullptr, nullptr, g, 0, masked_m, cap};
   sm100::run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
-                        n, k, items * tiles_n, items, tiles_n, it);
+                        n, k, items * tiles_n, items, tiles_n, it, Globals{nullptr, nullptr});
 }
 
 template <class T>

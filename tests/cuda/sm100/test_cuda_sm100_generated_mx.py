@@ -74,6 +74,47 @@ kernel mx_grouped_rows {
   tile m=128 n=192 k=128
 }
 
+# NVFP4 (ue4m3 scales of 16, both in the atom, each with its global scale)
+# and MXFP4 (e8m0 of 32), packed fp4 on kind::mxf4nvf4 / kind::mxf4.
+kernel nv4_dense {
+  op dense
+  lhs fp4 packed [m, k]
+  rhs fp4 packed [n, k]
+  out bf16
+  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4 global=f32
+  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
+}
+
+kernel nv4_moe {
+  op grouped
+  lhs fp4 packed [m, k]
+  rhs fp4 packed [g, n, k]
+  out f32
+  lhs_scale per_token_group k=16 ue4m3 global=f32
+  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
+  tile m=128 n=64 k=256
+}
+
+kernel mx4_dense {
+  op dense
+  lhs fp4 packed [m, k]
+  rhs fp4 packed [n, k]
+  out f32
+  bias f32 [n]
+  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+}
+
+kernel mx4_moe {
+  op grouped
+  lhs fp4 packed [m, k]
+  rhs fp4 packed [g, n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  epilogue silu_mul
+}
+
 kernel mx_gateup {
   op grouped
   rhs e4m3 [g, n, k]
@@ -114,6 +155,52 @@ def test_plan_gives_mx_kernels_block_scaled_sm100_tiles():
     assert "kind::mxf8f6f4.block_scale" in text  # the algorithm's words
 
 
+def _errors(text: str) -> str:
+    from gemmgen import backends
+    from gemmgen.diagnostics import SpecError
+    from gemmgen.parse import parse
+    from gemmgen.validate import validate
+
+    with pytest.raises(SpecError) as err:
+        validate(parse(text, "specs/x.gemm"), diagnose=backends.diagnose)
+    return str(err.value)
+
+
+def test_fp4_may_declare_sm100a_where_the_block_scaled_tcgen05_runs_it():
+    from gemmgen import backends
+    from gemmgen.parse import parse
+    from gemmgen.validate import validate
+
+    both = SPEC.replace("archs sm_100a", "archs sm_100a sm_103a sm_120a")
+    spec = validate(parse(both, "specs/x.gemm"), diagnose=backends.diagnose)
+    nv = spec.kernel("nv4_dense")
+    assert nv.uses_tcgen05("sm_103a") and nv.uses_mx_mma("sm_120a")
+    # An arch with neither block-scaled MMA is an error at the lhs.
+    err = _errors(SPEC.replace("archs sm_100a", "archs sm_90a sm_100a"))
+    assert ("multiplies fp4 x fp4 on the block-scaled MMAs of sm_120a / sm_121a (mma.sync) "
+            "and sm_100a / sm_103a (tcgen05) only; the cuda target declares sm_90a too") in err
+    # W4A8 does not run on the block-scaled tcgen05.mma yet: the error says why.
+    w4a8 = SPEC.replace("kernel nv4_dense {\n  op dense\n  lhs fp4 packed [m, k]\n",
+                        "kernel nv4_dense {\n  op dense\n  lhs e4m3 [m, k]\n").replace(
+        "  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4 global=f32\n"
+        "  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32\n",
+        "  lhs_scale per_token_group k=32 e8m0\n  rhs_scale block n=1 k=32 e8m0\n", 1)
+    assert w4a8 != SPEC
+    err = _errors(w4a8)
+    assert "e4m3 x fp4 (W4A8) on the block-scaled mma.sync of sm_120a / sm_121a only" in err
+    assert "on sm_100a / sm_103a: its block-scaled tcgen05.mma runs MXFP8, MXFP4 and NVFP4" in err
+    # MXFP8 with `mma tcgen05` gets the block-scaled tile; with `mma
+    # mma_sync` the portable body (promoting each MX block in software).
+    for mma, tiled in (("tcgen05", True), ("mma_sync", False)):
+        text = SPEC.replace("  rhs_scale block n=1 k=32 e8m0 layout=atom128x4\n}",
+                            f"  rhs_scale block n=1 k=32 e8m0 layout=atom128x4\n  mma {mma}\n}}",
+                            1)
+        assert text != SPEC
+        spec = validate(parse(text, "specs/x.gemm"), diagnose=backends.diagnose)
+        tiles = tile_gemm.plan(spec.kernel("mx_dense"), spec).body_tiles("tcgen05")
+        assert bool(tiles) == tiled and all(t.block_scaled for t in tiles), mma
+
+
 CASES = [
     ("mx_dense", Case("ragged", 130, 136, 208), 2, True),
     ("mx_dense", Case("m1", 1, 128, 128), 1, False),
@@ -125,6 +212,12 @@ CASES = [
     ("mx_grouped", Case("zero_size", 300, 128, 256, group_sizes=(40, 0, 130, 0, 130)), 3, False),
     ("mx_grouped_rows", Case("rows", 200, 200, 288, group_sizes=(70, 0, 130)), 2, True),
     ("mx_gateup", Case("gateup", 200, 256, 160, group_sizes=(70, 0, 130)), 2, True),
+    ("nv4_dense", Case("ragged", 130, 136, 288), 2, True),
+    ("nv4_dense", Case("m1_k32", 1, 128, 32), 1, False),
+    ("nv4_moe", Case("shard", 260, 72, 544, group_sizes=(60, 100, 0, 100), group_offset=1,
+                     g_local=2, existing_out=True), 2, True),
+    ("mx4_dense", Case("ragged_bias", 150, 200, 320), 2, True),
+    ("mx4_moe", Case("gateup_zero_size", 200, 256, 96, group_sizes=(70, 0, 130)), 2, True),
 ]
 
 
@@ -202,6 +295,31 @@ def test_a_wrong_scale_id_fails_the_comparison(edits, passes):
     assert result.passed == passes
 
 
+# NVFP4's global scales, applied once per output in the epilogue: planted
+# never, twice, and the first group's for every group (the comparison fails).
+GLOBAL_BUGS = {
+    "global_never": [("      const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl);",
+                      "      const float global = 1.0f;")],
+    "global_twice": [("      const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl);",
+                      ("      const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl) *\n"
+                       "                           global_scale<T>(gs.lhs, gs.rhs, w.gl);"))],
+    "global_first_group": [("      const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl);",
+                            "      const float global = global_scale<T>(gs.lhs, gs.rhs, 0);")],
+}
+MOE = Case("groups", 300, 72, 288, group_sizes=(100, 0, 120, 80))
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "global_twice" else pytest.mark.slow) for b in GLOBAL_BUGS])
+def test_nvfp4_global_scale_planted_wrong_fails_the_comparison(bug):
+    k = kernel("nv4_moe")
+    inputs = MOE.inputs(k, seed())
+    globals_ = [np.asarray(inputs[n]) for n in ("lhs_global_scale", "rhs_global_scale")]
+    assert all(np.all(g != 1.0) for g in globals_)  # the bugs are visible
+    actual = run_planted(GLOBAL_BUGS[bug], inputs, name="nv4_moe")
+    assert not compare(actual, reference(k, **inputs), k, k=MOE.k, inputs=inputs).passed
+
+
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a: the block-scaled entries.
 
@@ -212,12 +330,15 @@ needs_cuobjdump = pytest.mark.skipif(
 
 @needs_nvcc
 @needs_cuobjdump
-@pytest.mark.parametrize("name", [
-    "mx_grouped", pytest.param("mx_dense", marks=pytest.mark.slow),
-    pytest.param("mx_dense_rows", marks=pytest.mark.slow),
-    pytest.param("mx_grouped_rows", marks=pytest.mark.slow),
-    pytest.param("mx_gateup", marks=pytest.mark.slow)])
-def test_generated_block_scaled_entries_build_on_utcqmma_without_spills(name):
+@pytest.mark.parametrize("name,mma", [
+    ("mx_grouped", ("UTCQMMA",)), ("nv4_moe", ("UTCOMMA", "4X")), ("mx4_dense", ("UTCOMMA",)),
+    pytest.param("mx_dense", ("UTCQMMA",), marks=pytest.mark.slow),
+    pytest.param("mx_dense_rows", ("UTCQMMA",), marks=pytest.mark.slow),
+    pytest.param("mx_grouped_rows", ("UTCQMMA",), marks=pytest.mark.slow),
+    pytest.param("mx_gateup", ("UTCQMMA",), marks=pytest.mark.slow),
+    pytest.param("nv4_dense", ("UTCOMMA", "4X"), marks=pytest.mark.slow),
+    pytest.param("mx4_moe", ("UTCOMMA",), marks=pytest.mark.slow)])
+def test_generated_block_scaled_entries_build_without_spills(name, mma):
     lp = cuda_backend.plan(kernel(name), BODY.spec)
     source = (BODY.folder / f"{name}.cu").read_text()
     result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
@@ -230,6 +351,8 @@ def test_generated_block_scaled_entries_build_on_utcqmma_without_spills(name):
         assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
         assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100)
         code = sass[step.entry]
-        assert code.count("UTCQMMA") > 0 and code.count("HMMA") == 0, step.entry
+        assert code.count(*mma) > 0 and code.count("HMMA") == 0, step.entry
+        if mma == ("UTCOMMA",):  # kind::mxf4, not mxf4nvf4's 4X
+            assert code.count("UTCOMMA", "4X") == 0, step.entry
         assert code.count("UTCCP") > 0 and code.count("UTMALDG") > 0, step.entry
         assert code.count("LDTM") > 0 and code.count("UTCBAR") > 0, step.entry

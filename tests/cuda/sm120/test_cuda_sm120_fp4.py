@@ -131,7 +131,8 @@ def _errors(text: str) -> str:
 
 def test_fp4_needs_the_block_scaled_archs_only():
     text = SPEC.replace("archs sm_120a sm_121a", "archs sm_89 sm_120a")
-    assert ("multiplies fp4 x fp4 on the block-scaled mma.sync of sm_120a / sm_121a only; the cuda "
+    assert ("multiplies fp4 x fp4 on the block-scaled MMAs of sm_120a / sm_121a (mma.sync) and "
+            "sm_100a / sm_103a (tcgen05) only; the cuda "
             "target declares sm_89 too") in _errors(text)
 
 

@@ -163,29 +163,37 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def _fp4_problems(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
-    """fp4 x fp4 and W4A8 (e4m3 x fp4) multiply on the block-scaled MMAs of
-    sm_120a / sm_121a alone (no mma.sync form takes e2m1, and the mma.sync
-    body does not widen fp4 weights for FP8 activations): the kernel must
-    qualify for that body and every declared arch must have it."""
+    """fp4 x fp4 and W4A8 (e4m3 x fp4) multiply on block-scaled MMAs alone
+    (no mma.sync form takes e2m1, and the mma.sync body does not widen fp4
+    weights for FP8 activations): the block-scaled mma.sync of sm_120a /
+    sm_121a, and for fp4 x fp4 the block-scaled tcgen05.mma of sm_100a /
+    sm_103a (ir.Kernel.tcgen05_block_scaled). The kernel must qualify for
+    those bodies and every declared arch must have one of them."""
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target else ()
+    w4a8 = kernel.lhs.dtype is not DType.FP4
     what = (f"{kernel.lhs.dtype.value} x {kernel.rhs_operand.dtype.value}"
-            + (" (W4A8)" if kernel.lhs.dtype is not DType.FP4 else ""))
+            + (" (W4A8)" if w4a8 else ""))
+    where = ("the block-scaled mma.sync of sm_120a / sm_121a" if w4a8 else
+             "the block-scaled MMAs of sm_120a / sm_121a (mma.sync) and sm_100a / sm_103a "
+             "(tcgen05)")
     obstacle = kernel.mx_mma_obstacle()
     if obstacle is not None:
         return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies {what} "
-                           f"on the block-scaled mma.sync of sm_120a / sm_121a only, and "
+                           f"on {where} only, and "
                            f"{obstacle.replace('it ', 'that body ', 1)}")]
-    if kernel.mma is not ir.Mma.AUTO:
+    if kernel.mma not in (ir.Mma.AUTO, ir.Mma.TCGEN05):
         return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': {what} has no "
-                           f"'{kernel.mma.value}' body: it multiplies on the block-scaled "
-                           "mma.sync of sm_120a / sm_121a (mma auto)")]
-    others = [a for a in archs if a not in ir.MX_MMA_ARCHS]
+                           f"'{kernel.mma.value}' body: it multiplies on {where} (mma auto)")]
+    others = [a for a in archs if not (a in ir.MX_MMA_ARCHS or kernel.uses_tcgen05(a))]
     if others:
+        why = ""
+        if any(a in ir.TCGEN05_ARCHS for a in others) and kernel.tcgen05_obstacle() is not None:
+            why = f"; on sm_100a / sm_103a: {kernel.tcgen05_obstacle()}"
         return [Diagnostic(kernel.lhs.loc, f"kernel '{kernel.name}': cuda multiplies {what} "
-                           f"on the block-scaled mma.sync of sm_120a / sm_121a only; the cuda "
-                           f"target declares {', '.join(others)} too (declare only sm_120a / "
-                           "sm_121a, or drop the cuda backend for this kernel)")]
+                           f"on {where} only; the cuda target declares {', '.join(others)} too "
+                           f"(declare only those, or drop the cuda backend for this "
+                           f"kernel){why}")]
     return []
 
 

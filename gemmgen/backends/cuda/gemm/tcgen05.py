@@ -234,7 +234,15 @@ def _algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int) -> tuple[str, ...]:
 
 def block_scaled_words(kernel: ir.Kernel) -> str:
     """The block-scaled tcgen05.mma of an MX kernel, in words."""
-    pair = " x ".join(d.value for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
+    pair = " x ".join("e2m1" if d is DType.FP4 else d.value
+                      for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
+    if kernel.lhs.dtype is DType.FP4 and kernel.lhs_scale.dtype is DType.UE4M3:
+        return (f"tcgen05.mma.kind::mxf4nvf4.block_scale.scale_vec::4X ({pair}, ue4m3 scales of "
+                "16; SASS UTCOMMA.4X), one atom per MMA, scale id 0, NVFP4's global scales "
+                "in the epilogue")
+    if kernel.lhs.dtype is DType.FP4:
+        return (f"tcgen05.mma.kind::mxf4.block_scale.scale_vec::2X ({pair}, ue8m0 scales of 32; "
+                "SASS UTCOMMA), two MMAs per atom, scale ids 0 and 2")
     return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales of 32; "
             "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
 

@@ -22,7 +22,7 @@ from gemmgen.backends.cuda.common import (
 from gemmgen.backends.cuda.gemm import masked as cuda_masked
 from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.contract import worklist_step
-from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
+from gemmgen.backends.cuda.gemm.mma_sync import GLOBALS, TileConfig
 from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param, call, signature
 from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
 
@@ -211,12 +211,22 @@ def maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
     silu_mul's gate and up halves), or {a 128-byte row of columns, bk k rows}
     of rhs [k, n] (64 16-bit columns; 128 FP8 ones, on sm_100a only); grouped rhs adds the group as the outermost dimension (a
     box of 1)."""
-    dt = kernel.lhs.dtype.numpy_name
-    eb = kernel.lhs.dtype.bits // 8
-    bk = SM90_ROW_BYTES // eb
     k, n, m, g = var("k"), var("n"), var("m"), var("g")
     # Masked: lhs [g, m, k] is g * m rows.
     lhs_rows = g * m if kernel.masked else m
+    if kernel.lhs.dtype is DType.FP4:
+        # Packed fp4 on the sm_100a block-scaled body (fp4 x fp4, K-major
+        # both): bytes, rows of k / 2, boxes of one 128-byte K tile row.
+        kb = div(k, 2)
+        lhs = TensorMapSpec("uint8", (kb, lhs_rows), (kb,), (SM90_ROW_BYTES, t.bm))
+        if kernel.op is Op.GROUPED:
+            rhs = TensorMapSpec("uint8", (kb, n, g), (kb, kb * n), (SM90_ROW_BYTES, t.bn_out, 1))
+        else:
+            rhs = TensorMapSpec("uint8", (kb, n), (kb,), (SM90_ROW_BYTES, t.bn_out))
+        return lhs, rhs
+    dt = kernel.lhs.dtype.numpy_name
+    eb = kernel.lhs.dtype.bits // 8
+    bk = SM90_ROW_BYTES // eb
     lhs = TensorMapSpec(dt, (k, lhs_rows), (k * eb,), (bk, t.bm))
     if t.mixed:
         # The weights as raw bytes: rows of k * bits / 8, a box of one K
@@ -253,6 +263,10 @@ def tma_params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
     for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if scale.enabled:
             out.append(Param(f"const {CTYPE[scale.dtype]}* __restrict__", side, array(side)))
+    # NVFP4's global scales (the sm_100a block-scaled body), as mma_sync's.
+    for name, scale in zip(GLOBALS, (kernel.lhs_scale, kernel.rhs_scale), strict=True):
+        if scale.global_scale:
+            out.append(Param(f"const {CTYPE[DType.F32]}* __restrict__", name, array(name)))
     if kernel.bias.mode is not BiasMode.NONE:
         out.append(Param(f"const {CTYPE[kernel.bias.dtype]}* __restrict__", "bias", array("bias")))
     out.append(Param(f"{CTYPE[kernel.out]}* __restrict__", "out", array("out")))
@@ -283,6 +297,8 @@ def tma_entries(kernel: ir.Kernel, tiles: list, params: tuple[Param, ...], *, na
     elif grouped:
         args.append("workspace")
     args += [p.name for p in params if p.ctype == "int"]
+    if present & set(GLOBALS):  # trailing parameters, null by default
+        args += [a if a in present else "nullptr" for a in GLOBALS]
     body_fn = "masked" if kernel.masked else "grouped" if grouped else "dense"
     arch = " / ".join(archs)
     cc = " / ".join(f"{ir.arch_number(a) // 10}.{ir.arch_number(a) % 10}" for a in archs)
