@@ -86,11 +86,13 @@ __host__ __device__ constexpr bool runs() {
 // hardware applying the scales; ir.Kernel.tcgen05_block_scaled): what the
 // block-scaled mma.sync body runs (kMxSupported) with rhs [n, k]: MXFP8
 // (e4m3 or e5m2 on both sides, e8m0 scales of 32), MXFP4 (packed fp4, e8m0
-// of 32) and NVFP4 (packed fp4, ue4m3 of 16); not yet W4A8.
+// of 32), NVFP4 (packed fp4, ue4m3 of 16) and W4A8 (e4m3 x packed fp4,
+// MXFP8's scales: kind::mxf8f6f4 with B in its padded fp4 layout).
 template <class C>
 __host__ __device__ constexpr bool runs_block_scaled() {
-  return kMxSupported<C> && (kFp8<typename C::mma_t> || kMmaBits<C> == 4) &&
-         kSame<typename C::rhs_t, typename C::mma_t> && C::kRhsNK;
+  return kMxSupported<C> && C::kRhsNK &&
+         (kW4A8<C> || ((kFp8<typename C::mma_t> || kMmaBits<C> == 4) &&
+                       kSame<typename C::rhs_t, typename C::mma_t>));
 }
 
 // Columns of one MN-major B box (rhs [k, n]): a 128-byte row, 64 16-bit or
@@ -246,11 +248,15 @@ constexpr gg::umma::BsKind kBsKind = kMmaBits<T> == 8 ? gg::umma::BsKind::mxf8f6
 // Scale blocks (of 32 or 16 elements) one MMA reads per row: its scale_vec.
 template <class T>
 constexpr int kBsVec = gg::umma::scale_vec(kBsKind<T>);
+// B's type: the tile's, or e2m1 for W4A8 (code 5 of kind::mxf8f6f4).
+template <class T>
+constexpr gg::umma::BsType kBsTypeB =
+    kW4A8<T> ? gg::umma::BsType::e2m1 : kBsType<typename T::mma_t>;
 template <class T>
 __device__ __forceinline__ constexpr u32 bs_idesc(int kb) {
   const unsigned id = static_cast<unsigned>((kb * kBsVec<T>) % 4);
   return gg::umma::instr_desc_block_scaled(
-      kBsKind<T>, kBsType<typename T::mma_t>, kBsType<typename T::mma_t>,
+      kBsKind<T>, kBsType<typename T::mma_t>, kBsTypeB<T>,
       T::kLhsScaleFormat == Format::kUE4M3 ? gg::umma::ScaleFormat::ue4m3
                                            : gg::umma::ScaleFormat::ue8m0,
       kBM, T::kBN, id, id);
@@ -343,6 +349,37 @@ __device__ __forceinline__ void gather_atom(unsigned char* dst,
   *reinterpret_cast<uint4*>(dst + 16 * lane) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// W4A8's B tile of K tile kt into the stage at `sb`, by the producer warp's
+// 32 lanes: kind::mxf8f6f4 reads an fp4 operand as 16 elements (8 packed
+// bytes, element 2i in the low nibble, gemmgen's packing) then 8 bytes of
+// padding per 16-byte chunk (PTX ISA, "Optional Decompression"), so a K
+// tile row is 128 bytes, as for FP8, and the stage is the FP8 one: chunk c
+// of tile row r at the 128-byte swizzle's (r / 8) 1024 + (r % 8) 128 +
+// (c ^ r % 8) 16. `src` is rhs [n, k / 2] of the group; chunks past k and
+// rows `row_of` says are outside are zeros (the padding too).
+template <class T, class RowOf>
+__device__ __forceinline__ void gather_b_fp4(unsigned char* sb, const unsigned char* __restrict__ src,
+                                             int kt, int k, RowOf row_of) {
+  const int lane = threadIdx.x % 32;
+  // Not unrolled: kBN / 4 iterations of 64-bit addresses would take the
+  // registers the epilogue warps need (one kernel, one register budget).
+#if defined(__CUDACC__)
+#pragma unroll 1
+#endif
+  for (int idx = lane; idx < T::kBN * 8; idx += 32) {
+    const int tr = idx / 8, c = idx % 8;
+    int row = 0;
+    const bool inside = row_of(tr, row);
+    const int k0 = kt * T::kBK + 16 * c;  // the chunk's first K element
+    uint2 v = make_uint2(0u, 0u);
+    if (inside && k0 < k) {  // k % 16 == 0: a chunk is all inside or all past k
+      v = *reinterpret_cast<const uint2*>(src + (long long)row * (k / 2) + k0 / 2);
+    }
+    *reinterpret_cast<uint4*>(sb + (tr / 8) * 1024 + (tr % 8) * 128 + ((c ^ (tr % 8)) * 16)) =
+        make_uint4(v.x, v.y, 0u, 0u);
+  }
+}
+
 // The producer warp of a block-scaled tile: for each K tile, all 32 lanes
 // wait until the stage is empty and gather the K tile's scale atoms (A's
 // rows of the tile, B's rows: the tile's columns) into the stage with
@@ -354,9 +391,10 @@ __device__ __forceinline__ void gather_atom(unsigned char* dst,
 // up halves, as gg_gemm_sm90.cuh's `produce`).
 template <class T, Rows L>
 __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorMap* map_a,
-                                               const CUtensorMap* map_b, const Operands<T>& o,
-                                               int tiles, int items, int tiles_n, int m, int n,
-                                               int k, const Items& g) {
+                                               const CUtensorMap* map_b,
+                                               const unsigned char* __restrict__ rhs_fp4,
+                                               const Operands<T>& o, int tiles, int items,
+                                               int tiles_n, int m, int n, int k, const Items& g) {
   constexpr bool kGrouped = L != Rows::kDense;
   constexpr unsigned char kOne = T::kLhsScaleFormat == Format::kUE4M3 ? 0x38 : 0x7F;
   constexpr int kBlocksPerTile = 4 * kSfAtomsK<T>;
@@ -396,21 +434,29 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
               return false;
             }
             const int local = tr % kRunRows;  // silu_mul: gate or up column n0 + local
-            row = b0[tr / kRunRows] + local;
+            row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
             return kSilu<T> ? w.n0 + local < n / 2 : row < n;
           };
           gather_atom<T::kRhsScaleLayout, kOne>(sf + 512 * (kSfAtomsK<T> + a * kSfAtomsB<T> + b),
                                                 rhs_sf, kb0, kblocks, b_row);
         }
       }
+      if constexpr (kW4A8<T>) {
+        gather_b_fp4<T>(s.b + st * T::kBStage, rhs_fp4 + (long long)w.gl * n * (k / 2), kt, k,
+                        [&](int tr, int& row) {
+                          const int local = tr % kRunRows;
+                          row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
+                          return kSilu<T> ? w.n0 + local < n / 2 : row < n;
+                        });
+      }
       gg::fence_proxy_async();
       if (lane == 0) {
-        gg::mbarrier_arrive_expect_tx(&s.full[st], T::kAStage + T::kBStage);
+        gg::mbarrier_arrive_expect_tx(&s.full[st], T::kAStage + (kW4A8<T> ? 0 : T::kBStage));
         unsigned char* sa = s.a + st * T::kAStage;
         unsigned char* sb = s.b + st * T::kBStage;
         gg::tma_load_2d(sa, map_a, &s.full[st], kt * kRowBytes, w.m0);  // bytes: fp4 packed
         GG_UNROLL
-        for (int r = 0; r < kRuns; ++r) {
+        for (int r = 0; r < (kW4A8<T> ? 0 : kRuns); ++r) {
           unsigned char* dst = sb + r * kRunRows * kRowBytes;
           if constexpr (kGrouped) {
             gg::tma_load_3d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r], w.gl);
@@ -651,7 +697,8 @@ template <class T, Rows L>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
                                     const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
                                     int k, int tiles, int items, int tiles_n, const Items& g,
-                                    const Globals& gs) {
+                                    const Globals& gs,
+                                    const unsigned char* __restrict__ rhs_fp4 = nullptr) {
   static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
@@ -678,9 +725,11 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
     if constexpr (kBs<T>) {
       if (threadIdx.x == 0) {
         gg::prefetch_tensormap(map_a);
-        gg::prefetch_tensormap(map_b);
+        if (map_b != nullptr) {  // W4A8 reads rhs through a pointer
+          gg::prefetch_tensormap(map_b);
+        }
       }
-      produce_scaled<T, L>(s, map_a, map_b, o, tiles, items, tiles_n, m, n, k, g);
+      produce_scaled<T, L>(s, map_a, map_b, rhs_fp4, o, tiles, items, tiles_n, m, n, k, g);
     } else if (threadIdx.x == 0) {
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
@@ -725,6 +774,39 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k) {
   dense<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
+}
+
+// W4A8 (e4m3 x packed fp4 [n, k]): the weights through a pointer, which the
+// producer warp unpacks into kind::mxf8f6f4's padded layout (gather_b_fp4).
+template <class T>
+__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
+                                      const unsigned char* __restrict__ rhs,
+                                      const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                      const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                      const typename T::bias_t* __restrict__ bias,
+                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
+  static_assert(kW4A8<T>, "a pointer to rhs is W4A8's");
+  const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
+  sm100::run<T, Rows::kDense>(smem, map_a, nullptr, Operands<T>{lhs_scale, rhs_scale, bias, out},
+                              m, n, k, tiles_m * tiles_n, tiles_m, tiles_n, Items{},
+                              Globals{nullptr, nullptr}, rhs);
+}
+
+template <class T>
+__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
+                                        const unsigned char* __restrict__ rhs,
+                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                        const typename T::bias_t* __restrict__ bias,
+                                        typename T::out_t* __restrict__ out,
+                                        const int* __restrict__ workspace, int m, int n, int k,
+                                        int num_groups, int group_offset) {
+  static_assert(kW4A8<T>, "a pointer to rhs is W4A8's");
+  const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
+  const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
+  sm100::run<T, Rows::kGrouped>(smem, map_a, nullptr, Operands<T>{lhs_scale, rhs_scale, bias, out},
+                                m, n, k, items * tiles_n, items, tiles_n, g,
+                                Globals{nullptr, nullptr}, rhs);
 }
 
 // Grouped: the work items of gg::gemm::worklist times the n tiles; map_b is

@@ -115,6 +115,25 @@ kernel mx4_moe {
   epilogue silu_mul
 }
 
+# W4A8: MXFP8 activations x MXFP4 weights on kind::mxf8f6f4, the packed
+# weights unpacked into the MMA's padded fp4 layout by the producer warp.
+kernel w4a8_dense {
+  op dense
+  rhs fp4 packed [n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+}
+
+kernel w4a8_moe {
+  op grouped
+  rhs fp4 packed [g, n, k]
+  out f32
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+  epilogue silu_mul
+}
+
 kernel mx_gateup {
   op grouped
   rhs e4m3 [g, n, k]
@@ -179,16 +198,13 @@ def test_fp4_may_declare_sm100a_where_the_block_scaled_tcgen05_runs_it():
     err = _errors(SPEC.replace("archs sm_100a", "archs sm_90a sm_100a"))
     assert ("multiplies fp4 x fp4 on the block-scaled MMAs of sm_120a / sm_121a (mma.sync) "
             "and sm_100a / sm_103a (tcgen05) only; the cuda target declares sm_90a too") in err
-    # W4A8 does not run on the block-scaled tcgen05.mma yet: the error says why.
-    w4a8 = SPEC.replace("kernel nv4_dense {\n  op dense\n  lhs fp4 packed [m, k]\n",
-                        "kernel nv4_dense {\n  op dense\n  lhs e4m3 [m, k]\n").replace(
-        "  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4 global=f32\n"
-        "  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32\n",
-        "  lhs_scale per_token_group k=32 e8m0\n  rhs_scale block n=1 k=32 e8m0\n", 1)
-    assert w4a8 != SPEC
-    err = _errors(w4a8)
-    assert "e4m3 x fp4 (W4A8) on the block-scaled mma.sync of sm_120a / sm_121a only" in err
-    assert "on sm_100a / sm_103a: its block-scaled tcgen05.mma runs MXFP8, MXFP4 and NVFP4" in err
+    # W4A8 runs there too; the masked layout does not yet: the error says why.
+    assert spec.kernel("w4a8_moe").uses_tcgen05("sm_100a")
+    masked = SPEC.replace("kernel nv4_moe {\n  op grouped\n  lhs fp4 packed [m, k]\n",
+                          "kernel nv4_moe {\n  op grouped\n  lhs fp4 packed [g, m, k]\n")
+    assert masked != SPEC
+    err = _errors(masked)
+    assert "on sm_100a / sm_103a: its block-scaled tiles run dense and grouped" in err
     # MXFP8 with `mma tcgen05` gets the block-scaled tile; with `mma
     # mma_sync` the portable body (promoting each MX block in software).
     for mma, tiled in (("tcgen05", True), ("mma_sync", False)):
@@ -218,6 +234,10 @@ CASES = [
                      g_local=2, existing_out=True), 2, True),
     ("mx4_dense", Case("ragged_bias", 150, 200, 320), 2, True),
     ("mx4_moe", Case("gateup_zero_size", 200, 256, 96, group_sizes=(70, 0, 130)), 2, True),
+    ("w4a8_dense", Case("ragged", 130, 136, 224), 2, True),
+    ("w4a8_dense", Case("m1_k32", 1, 72, 32), 1, False),
+    ("w4a8_moe", Case("gateup_shard", 260, 256, 160, group_sizes=(60, 100, 0, 100),
+                      group_offset=1, g_local=2, existing_out=True), 2, True),
 ]
 
 
@@ -226,6 +246,17 @@ CASES = [
     for n, c, s, fast in CASES])
 def test_the_block_scaled_sm100_path_on_the_emulator(name, case, num_sms):
     check(name, case, num_sms, seed=seed())
+
+
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param("nv4_moe", CASES[11][1], 3, id="nvfp4-grouped"),
+    pytest.param("w4a8_moe", CASES[-1][1], 2, id="w4a8-gateup", marks=pytest.mark.slow),
+])
+def test_cpp_launcher_runs_the_block_scaled_path(name, case, num_sms):
+    """launch_<name>() asks the emulated device for its compute capability
+    (10.0) and launches the block-scaled sm_100a entry (global scales and
+    W4A8's rhs pointer among its arguments)."""
+    check(name, case, num_sms, seed=seed(), cpp=True)
 
 
 # ---------------------------------------------------------------------------
@@ -308,6 +339,23 @@ GLOBAL_BUGS = {
 }
 MOE = Case("groups", 300, 72, 288, group_sizes=(100, 0, 120, 80))
 
+# W4A8's unpacking into kind::mxf8f6f4's padded fp4 layout: planted without
+# the 128-byte swizzle, and with the data in the chunk's second 8 bytes.
+W4A8_BUGS = {
+    "unswizzled": [("(tr % 8) * 128 + ((c ^ (tr % 8)) * 16)) =", "(tr % 8) * 128 + c * 16) =")],
+    "padding_first": [("        make_uint4(v.x, v.y, 0u, 0u);", "        make_uint4(0u, 0u, v.x, v.y);")],
+}
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "unswizzled" else pytest.mark.slow) for b in W4A8_BUGS])
+def test_w4a8_unpacking_planted_wrong_fails_the_comparison(bug):
+    k = kernel("w4a8_dense")
+    case = Case("two_tiles", 200, 136, 256)
+    inputs = case.inputs(k, seed())
+    actual = run_planted(W4A8_BUGS[bug], inputs, name="w4a8_dense")
+    assert not compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+
 
 @pytest.mark.parametrize("bug", [
     pytest.param(b, marks=() if b == "global_twice" else pytest.mark.slow) for b in GLOBAL_BUGS])
@@ -337,7 +385,8 @@ needs_cuobjdump = pytest.mark.skipif(
     pytest.param("mx_grouped_rows", ("UTCQMMA",), marks=pytest.mark.slow),
     pytest.param("mx_gateup", ("UTCQMMA",), marks=pytest.mark.slow),
     pytest.param("nv4_dense", ("UTCOMMA", "4X"), marks=pytest.mark.slow),
-    pytest.param("mx4_moe", ("UTCOMMA",), marks=pytest.mark.slow)])
+    pytest.param("mx4_moe", ("UTCOMMA",), marks=pytest.mark.slow),
+    ("w4a8_moe", ("UTCQMMA",)), pytest.param("w4a8_dense", ("UTCQMMA",), marks=pytest.mark.slow)])
 def test_generated_block_scaled_entries_build_without_spills(name, mma):
     lp = cuda_backend.plan(kernel(name), BODY.spec)
     source = (BODY.folder / f"{name}.cu").read_text()

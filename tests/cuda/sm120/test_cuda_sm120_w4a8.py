@@ -115,8 +115,9 @@ def _line_of(text: str, needle: str, after: str) -> int:
 def test_w4a8_needs_the_block_scaled_archs_only():
     text = SPEC.replace("archs sm_120a sm_121a", "archs sm_89 sm_120a")
     err = _errors(text)
-    assert ("kernel 'w4a8_dense': cuda multiplies e4m3 x fp4 (W4A8) on the block-scaled mma.sync "
-            "of sm_120a / sm_121a only; the cuda target declares sm_89 too") in err
+    assert ("kernel 'w4a8_dense': cuda multiplies e4m3 x fp4 (W4A8) on the block-scaled MMAs "
+            "of sm_120a / sm_121a (mma.sync) and sm_100a / sm_103a (tcgen05) only; the cuda "
+            "target declares sm_89 too") in err
     # At the kernel's own lhs (here the defaults' line it inherits).
     assert f"specs/x.gemm:{_line_of(text, 'lhs e4m3 [m, k]', 'defaults {')}:" in err
 

@@ -166,16 +166,14 @@ def _fp4_problems(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     """fp4 x fp4 and W4A8 (e4m3 x fp4) multiply on block-scaled MMAs alone
     (no mma.sync form takes e2m1, and the mma.sync body does not widen fp4
     weights for FP8 activations): the block-scaled mma.sync of sm_120a /
-    sm_121a, and for fp4 x fp4 the block-scaled tcgen05.mma of sm_100a /
-    sm_103a (ir.Kernel.tcgen05_block_scaled). The kernel must qualify for
+    sm_121a and the block-scaled tcgen05.mma of sm_100a / sm_103a
+    (ir.Kernel.tcgen05_block_scaled). The kernel must qualify for
     those bodies and every declared arch must have one of them."""
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target else ()
-    w4a8 = kernel.lhs.dtype is not DType.FP4
     what = (f"{kernel.lhs.dtype.value} x {kernel.rhs_operand.dtype.value}"
-            + (" (W4A8)" if w4a8 else ""))
-    where = ("the block-scaled mma.sync of sm_120a / sm_121a" if w4a8 else
-             "the block-scaled MMAs of sm_120a / sm_121a (mma.sync) and sm_100a / sm_103a "
+            + (" (W4A8)" if kernel.lhs.dtype is not DType.FP4 else ""))
+    where = ("the block-scaled MMAs of sm_120a / sm_121a (mma.sync) and sm_100a / sm_103a "
              "(tcgen05)")
     obstacle = kernel.mx_mma_obstacle()
     if obstacle is not None:

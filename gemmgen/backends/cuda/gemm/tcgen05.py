@@ -240,6 +240,10 @@ def block_scaled_words(kernel: ir.Kernel) -> str:
         return (f"tcgen05.mma.kind::mxf4nvf4.block_scale.scale_vec::4X ({pair}, ue4m3 scales of "
                 "16; SASS UTCOMMA.4X), one atom per MMA, scale id 0, NVFP4's global scales "
                 "in the epilogue")
+    if kernel.rhs_operand.dtype is DType.FP4 and kernel.lhs.dtype is not DType.FP4:
+        return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales "
+                "of 32; W4A8: the packed weights unpacked by the producer warp into the MMA's "
+                "padded fp4 layout; SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
     if kernel.lhs.dtype is DType.FP4:
         return (f"tcgen05.mma.kind::mxf4.block_scale.scale_vec::2X ({pair}, ue8m0 scales of 32; "
                 "SASS UTCOMMA), two MMAs per atom, scale ids 0 and 2")

@@ -258,8 +258,14 @@ def tma_params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
     out, the grouped worklist, the dims."""
     grouped = kernel.op is Op.GROUPED
     map_lhs, map_rhs = maps(kernel, t)
-    out = [Param("const __grid_constant__ CUtensorMap", "map_lhs", tensor_map("lhs", map_lhs)),
-           Param("const __grid_constant__ CUtensorMap", "map_rhs", tensor_map("rhs", map_rhs))]
+    out = [Param("const __grid_constant__ CUtensorMap", "map_lhs", tensor_map("lhs", map_lhs))]
+    if kernel.lhs.dtype is not DType.FP4 and kernel.rhs_operand.dtype is DType.FP4:
+        # W4A8 on the sm_100a block-scaled body: the producer warp reads the
+        # packed weights through a pointer (kind::mxf8f6f4's padded layout).
+        out.append(Param(f"const {CTYPE[DType.FP4]}* __restrict__", "rhs", array("rhs")))
+    else:
+        out.append(Param("const __grid_constant__ CUtensorMap", "map_rhs",
+                         tensor_map("rhs", map_rhs)))
     for side, scale in (("lhs_scale", kernel.lhs_scale), ("rhs_scale", kernel.rhs_scale)):
         if scale.enabled:
             out.append(Param(f"const {CTYPE[scale.dtype]}* __restrict__", side, array(side)))
@@ -288,7 +294,7 @@ def tma_entries(kernel: ir.Kernel, tiles: list, params: tuple[Param, ...], *, na
     `guard` is absent (a build for none of `archs`)."""
     grouped = kernel.op is Op.GROUPED
     present = {p.name for p in params}
-    args = ["gg_smem", "&map_lhs", "&map_rhs"]
+    args = ["gg_smem", "&map_lhs", "&map_rhs" if "map_rhs" in present else "rhs"]
     if "lhs_scale" in present or "rhs_scale" in present:
         args += [side if side in present else "nullptr" for side in ("lhs_scale", "rhs_scale")]
     args += ["bias" if "bias" in present else "nullptr", "out"]
