@@ -224,15 +224,13 @@ class Kernel:
         """tcgen05_obstacle of an MX kernel (C++: gg::gemm::sm100::
         runs_block_scaled): MXFP8 (e4m3 or e5m2 on both sides), MXFP4 and
         NVFP4 (fp4 on both sides) and W4A8 (e4m3 x fp4) with rhs [n, k],
-        dense or grouped, TMA rows of 16 bytes."""
+        dense, grouped or masked, TMA rows of 16 bytes."""
         lhs_t, rhs = self.lhs.dtype, self.rhs_operand
         # mx_mma_obstacle leaves one type on both sides, or W4A8 (e4m3 x
         # fp4 [n, k]), which the body runs too.
         if rhs.layout is not Layout.NK:
             return ("its block-scaled tiles read rhs [n, k] ([g, n, k] grouped), "
                     "not [k, n]")
-        if self.masked:
-            return "its block-scaled tiles run dense and grouped (contiguous), not masked, for now"
         per_row = 16 * 8 // lhs_t.bits
         if self.static_k is not None and self.static_k % per_row:
             return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "

@@ -849,11 +849,30 @@ __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* m
                                        const typename T::bias_t* __restrict__ bias,
                                        typename T::out_t* __restrict__ out,
                                        const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap) {
+                                       int cap, const float* __restrict__ lhs_global = nullptr,
+                                       const float* __restrict__ rhs_global = nullptr) {
   const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
   const Items it{nullptr, nullptr, g, 0, masked_m, cap};
   sm100::run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
-                        n, k, items * tiles_n, items, tiles_n, it, Globals{nullptr, nullptr});
+                        n, k, items * tiles_n, items, tiles_n, it, Globals{lhs_global, rhs_global});
+}
+
+// W4A8 masked: the weights through a pointer (gather_b_fp4).
+template <class T>
+__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
+                                       const unsigned char* __restrict__ rhs,
+                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
+                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
+                                       const typename T::bias_t* __restrict__ bias,
+                                       typename T::out_t* __restrict__ out,
+                                       const int* __restrict__ masked_m, int n, int k, int g,
+                                       int cap) {
+  static_assert(kW4A8<T>, "a pointer to rhs is W4A8's");
+  const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
+  const Items it{nullptr, nullptr, g, 0, masked_m, cap};
+  sm100::run<T, Rows::kMasked>(smem, map_a, nullptr, Operands<T>{lhs_scale, rhs_scale, bias, out},
+                               g * cap, n, k, items * tiles_n, items, tiles_n, it,
+                               Globals{nullptr, nullptr}, rhs);
 }
 
 template <class T>

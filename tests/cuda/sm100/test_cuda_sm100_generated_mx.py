@@ -134,6 +134,26 @@ kernel w4a8_moe {
   epilogue silu_mul
 }
 
+# The masked layout: NVFP4 with its global scales, and W4A8.
+kernel nv4_masked {
+  op grouped
+  lhs fp4 packed [g, m, k]
+  rhs fp4 packed [g, n, k]
+  out bf16
+  lhs_scale per_token_group k=16 ue4m3 global=f32
+  rhs_scale block n=1 k=16 ue4m3 global=f32
+}
+
+kernel w4a8_masked {
+  op grouped
+  lhs e4m3 [g, m, k]
+  rhs fp4 packed [g, n, k]
+  out f32
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
+  tile m=128 n=64 k=128
+}
+
 kernel mx_gateup {
   op grouped
   rhs e4m3 [g, n, k]
@@ -198,13 +218,9 @@ def test_fp4_may_declare_sm100a_where_the_block_scaled_tcgen05_runs_it():
     err = _errors(SPEC.replace("archs sm_100a", "archs sm_90a sm_100a"))
     assert ("multiplies fp4 x fp4 on the block-scaled MMAs of sm_120a / sm_121a (mma.sync) "
             "and sm_100a / sm_103a (tcgen05) only; the cuda target declares sm_90a too") in err
-    # W4A8 runs there too; the masked layout does not yet: the error says why.
+    # W4A8 and the masked layout run there too.
     assert spec.kernel("w4a8_moe").uses_tcgen05("sm_100a")
-    masked = SPEC.replace("kernel nv4_moe {\n  op grouped\n  lhs fp4 packed [m, k]\n",
-                          "kernel nv4_moe {\n  op grouped\n  lhs fp4 packed [g, m, k]\n")
-    assert masked != SPEC
-    err = _errors(masked)
-    assert "on sm_100a / sm_103a: its block-scaled tiles run dense and grouped" in err
+    assert spec.kernel("nv4_masked").uses_tcgen05("sm_100a")
     # MXFP8 with `mma tcgen05` gets the block-scaled tile; with `mma
     # mma_sync` the portable body (promoting each MX block in software).
     for mma, tiled in (("tcgen05", True), ("mma_sync", False)):
@@ -236,6 +252,8 @@ CASES = [
     ("mx4_moe", Case("gateup_zero_size", 200, 256, 96, group_sizes=(70, 0, 130)), 2, True),
     ("w4a8_dense", Case("ragged", 130, 136, 224), 2, True),
     ("w4a8_dense", Case("m1_k32", 1, 72, 32), 1, False),
+    ("nv4_masked", Case("masked", 150, 72, 288, masked_m=(150, 0, 17, 200)), 2, True),
+    ("w4a8_masked", Case("masked", 130, 136, 160, masked_m=(3, 0, 130)), 2, True),
     ("w4a8_moe", Case("gateup_shard", 260, 256, 160, group_sizes=(60, 100, 0, 100),
                       group_offset=1, g_local=2, existing_out=True), 2, True),
 ]
@@ -386,7 +404,9 @@ needs_cuobjdump = pytest.mark.skipif(
     pytest.param("mx_gateup", ("UTCQMMA",), marks=pytest.mark.slow),
     pytest.param("nv4_dense", ("UTCOMMA", "4X"), marks=pytest.mark.slow),
     pytest.param("mx4_moe", ("UTCOMMA",), marks=pytest.mark.slow),
-    ("w4a8_moe", ("UTCQMMA",)), pytest.param("w4a8_dense", ("UTCQMMA",), marks=pytest.mark.slow)])
+    ("w4a8_moe", ("UTCQMMA",)), pytest.param("w4a8_dense", ("UTCQMMA",), marks=pytest.mark.slow),
+    pytest.param("nv4_masked", ("UTCOMMA", "4X"), marks=pytest.mark.slow),
+    pytest.param("w4a8_masked", ("UTCQMMA",), marks=pytest.mark.slow)])
 def test_generated_block_scaled_entries_build_without_spills(name, mma):
     lp = cuda_backend.plan(kernel(name), BODY.spec)
     source = (BODY.folder / f"{name}.cu").read_text()
