@@ -237,13 +237,13 @@ CASES = [
     ("mx_dense", Case("ragged", 130, 136, 208), 2, True),
     ("mx_dense", Case("m1", 1, 128, 128), 1, False),
     ("mx_dense", Case("k_wraps", 300, 264, 416), 1, False),
-    ("mx_dense_rows", Case("ragged_bias", 150, 72, 96), 2, True),
+    ("mx_dense_rows", Case("ragged_bias", 150, 72, 96), 2, False),
     ("mx_dense_rows", Case("m1_k32", 1, 200, 32), 1, False),
     ("mx_grouped", Case("shard", 260, 136, 160, group_sizes=(60, 100, 0, 100), group_offset=1,
                         g_local=2, existing_out=True), 2, True),
     ("mx_grouped", Case("zero_size", 300, 128, 256, group_sizes=(40, 0, 130, 0, 130)), 3, False),
-    ("mx_grouped_rows", Case("rows", 200, 200, 288, group_sizes=(70, 0, 130)), 2, True),
-    ("mx_gateup", Case("gateup", 200, 256, 160, group_sizes=(70, 0, 130)), 2, True),
+    ("mx_grouped_rows", Case("rows", 200, 200, 288, group_sizes=(70, 0, 130)), 2, False),
+    ("mx_gateup", Case("gateup", 200, 256, 160, group_sizes=(70, 0, 130)), 2, False),
     ("nv4_dense", Case("ragged", 130, 136, 288), 2, True),
     ("nv4_dense", Case("m1_k32", 1, 128, 32), 1, False),
     ("nv4_moe", Case("shard", 260, 72, 544, group_sizes=(60, 100, 0, 100), group_offset=1,
@@ -253,7 +253,7 @@ CASES = [
     ("w4a8_dense", Case("ragged", 130, 136, 224), 2, True),
     ("w4a8_dense", Case("m1_k32", 1, 72, 32), 1, False),
     ("nv4_masked", Case("masked", 150, 72, 288, masked_m=(150, 0, 17, 200)), 2, True),
-    ("w4a8_masked", Case("masked", 130, 136, 160, masked_m=(3, 0, 130)), 2, True),
+    ("w4a8_masked", Case("masked", 130, 136, 160, masked_m=(3, 0, 130)), 2, False),
     ("w4a8_moe", Case("gateup_shard", 260, 256, 160, group_sizes=(60, 100, 0, 100),
                       group_offset=1, g_local=2, existing_out=True), 2, True),
 ]
@@ -425,3 +425,20 @@ def test_generated_block_scaled_entries_build_without_spills(name, mma):
             assert code.count("UTCOMMA", "4X") == 0, step.entry
         assert code.count("UTCCP") > 0 and code.count("UTMALDG") > 0, step.entry
         assert code.count("LDTM") > 0 and code.count("UTCBAR") > 0, step.entry
+
+
+# ---------------------------------------------------------------------------
+# sm_103a (B300): the same block-scaled body on its own compute capability.
+
+class Sm103Spec(Sm100Spec):
+    ARCH, SM = "sm_103a", 103
+
+
+@pytest.mark.slow
+def test_sm103a_runs_the_block_scaled_body():
+    b300 = Sm103Spec("sm103mx", SPEC.replace("archs sm_100a", "archs sm_103a"))
+    lm = b300.launcher("nv4_dense")
+    dims = lm.validate(**Case("m1", 1, 128, 64).inputs(b300.kernel("nv4_dense"), 1))
+    assert [s.entry for s in lm.launches(dims, 103, 148)] == ["nv4_dense_sm100"]
+    b300.check("nv4_dense", CASES[9][1], 2, seed=seed())
+    b300.check("w4a8_moe", CASES[-1][1], 2, seed=seed())
