@@ -39,6 +39,12 @@
 // elements); A and B are loaded exactly as gg_gemm_sm90.cuh loads them (A
 // K-major; B K-major for rhs [n, k], MN-major boxes of 64 columns for
 // 16-bit rhs [k, n]), so the two bodies share the producer.
+// Block-scaled tiles (kBlockScaledMma: MXFP8, MXFP4, NVFP4, W4A8; "The
+// block-scaled path" in docs/cuda-sm100.md) have a producer of their own,
+// the whole warp 0 (produce_scaled): it gathers each K tile's 128 x 4 scale
+// atoms (and W4A8's unpacked weights) into the stage beside the TMA loads;
+// the MMA thread copies the atoms into TMEM after the accumulators
+// (tcgen05.cp) and issues the block-scaled tcgen05.mma.
 #pragma once
 
 #include "gg_gemm_sm90.cuh"
