@@ -4,7 +4,9 @@ tensor-core (or MXU) rates and memory bandwidth, each with its source.
 Rates are dense (no 2:4 sparsity), per chip. `tflops16` is the 16-bit
 (bf16/f16) rate with f32 accumulation, `tflops8` the 8-bit one (FP8 where
 the chip multiplies FP8, int8 otherwise; a chip without FP8 tensor cores
-converts FP8 operands and multiplies them at the 16-bit rate: `fp8` False).
+converts FP8 operands and multiplies them at the 16-bit rate: `fp8` False),
+`tflops4` the fp4 x fp4 one where the vendor publishes it (else fp4 is
+bounded at the 8-bit rate).
 Where a figure is not confirmed by its vendor's published table it says so
 in `note`, and `explain` prints that note beside the bound.
 """
@@ -31,9 +33,12 @@ class Device:
     fp8: bool = True  # FP8 operands multiplied at the 8-bit rate
     int8: bool = True  # int8 operands multiplied at the 8-bit rate
     note: str = ""  # what is not confirmed
+    tflops4: float | None = None  # fp4 x fp4 (the block-scaled MMAs), where published
 
     def rate(self, bits: int) -> float:
         """TFLOP/s of the tensor cores (MXU) multiplying `bits`-bit operands."""
+        if bits <= 4 and self.tflops4 is not None:
+            return self.tflops4
         return self.tflops8 if bits <= 8 else self.tflops16
 
 
@@ -48,9 +53,9 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
     Device("h200", "H200", 790.0, 1580.0, 4.3, sm=90, sms=132,
            source="measured on an H200 (docs/benchmarks.md): 790 TFLOP/s dense bf16, 4.3 TB/s "
                   "copy bandwidth; the datasheet's 989 / 1,979 / 4.8 TB/s are peaks"),
-    Device("b200", "B200", 2250.0, 4500.0, 8.0, sm=100, sms=148,
-           source="NVIDIA HGX B200 specifications, per GPU (bf16 2.25, FP8 4.5 PFLOP/s dense; "
-                  "8 TB/s)"),
+    Device("b200", "B200", 2250.0, 4500.0, 8.0, sm=100, sms=148, tflops4=9000.0,
+           source="NVIDIA HGX B200 specifications, per GPU (bf16 2.25, FP8 4.5, FP4 9 PFLOP/s "
+                  "dense; 8 TB/s)"),
     Device("rtx5090", "RTX 5090", 209.5, 419.0, 1.792, sm=120, sms=170,
            source="NVIDIA RTX Blackwell architecture whitepaper (GeForce RTX 5090: 170 SMs; "
                   "1,792 GB/s)",

@@ -233,6 +233,19 @@ def test_fp4_may_declare_sm100a_where_the_block_scaled_tcgen05_runs_it():
         assert bool(tiles) == tiled and all(t.block_scaled for t in tiles), mma
 
 
+def test_explain_bounds_the_block_scaled_path_at_its_rate():
+    """fp4 x fp4 on the block-scaled tcgen05.mma at B200's FP4 rate; MXFP8
+    and W4A8 (kind::mxf8f6f4) at its FP8 rate."""
+    from gemmgen.devices import DEVICES
+    from gemmgen.explain.roofline import tensor_path
+
+    b200 = DEVICES["b200"]
+    want = {"nv4_dense": 9000.0, "mx4_moe": 9000.0, "mx_dense": 4500.0, "w4a8_moe": 4500.0}
+    for name, rate in want.items():
+        p = tensor_path(kernel(name), "sm_100a")
+        assert p is not None and p.tcgen05 and p.rate(b200) == rate, name
+
+
 CASES = [
     ("mx_dense", Case("ragged", 130, 136, 208), 2, True),
     ("mx_dense", Case("m1", 1, 128, 128), 1, False),
