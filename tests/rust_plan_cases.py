@@ -3,8 +3,9 @@ side (tests/launchers/test_rust_launchers.py writes them into a copy of each cra
 `tests/plan.rs`).
 
 For every CUDA kernel of a spec, calls at several shapes (each tile of its
-LUT, an empty M, an M of 2^24) on several devices (an H100, a 10.0 one,
-few SMs, sm_89, one older than the spec's archs; for a spec that runs on
+LUT, an empty M, an M of 2^24) on several devices (an H100, a 10.0 one (a
+B200: the sm_100a path where the spec declares sm_100a), few SMs, sm_89,
+one older than the spec's archs; for a spec that runs on
 no 9.0 device, such as specs/gb10.gemm, the newest declared arch's device
 takes the H100's place and another declared one the 10.0's): the Rust
 launcher must
@@ -45,11 +46,14 @@ SCALAR_VALUES = {"group_offset": (0, 2)}
 FIXED = {"g": 3, "num_groups": 5}
 # The devices the recording backend plays, (sm, num_sms): an H100 / H200
 # (the Hopper path where a kernel has one), one with few SMs (the persistent
-# grid is min(SMs, tiles)), an sm_89 one (the mma.sync path).
+# grid is min(SMs, tiles)), an sm_89 one (the mma.sync path), a B200.
 HOPPER = (90, 132)
 FEW_SMS = (90, 7)
 ADA = (89, 128)
-BLACKWELL = (100, 148)  # newer than 9.0: the mma.sync path, at every shape
+# A B200: the sm_100a path where the spec declares sm_100a (with few SMs
+# too), else the mma.sync path; at every shape.
+BLACKWELL = (100, 148)
+BLACKWELL_FEW_SMS = (100, 7)
 
 
 @dataclass(frozen=True)
@@ -238,6 +242,8 @@ def kernel_cases(plan: LaunchPlan, module, smem_limit: int,
     busy = next(c for c in cases if isinstance(c.expected, list) and c.expected)
     dims = _dims_of(plan, busy)
     devices = [dev.few_sms] if plan.has_paths else []
+    if dev.other == BLACKWELL and any(p.body == "tcgen05" for p in plan.paths):
+        devices.append(BLACKWELL_FEW_SMS)
     if plan.min_sm <= ADA[0]:
         devices.append(ADA)
     devices.append((plan.min_sm - 1, 16))

@@ -253,20 +253,21 @@ def test_the_cpp_header_prints_the_same_grids(tmp_path):
 
 
 def test_explain_a_dispatcher_names_each_arm_path_and_the_pick(project, no_nvcc, capsys):
-    """An M dispatcher: each arm's body per declared arch (dense.gemm: sm_89
-    and sm_90a), the arm m picks, then that kernel explained; an unknown
+    """An M dispatcher: each arm's body per declared arch (dense.gemm: sm_89,
+    sm_90a and sm_100a), the arm m picks, then that kernel explained; an unknown
     name suggests dispatchers too."""
     assert main(["explain", "specs/dense.gemm", "dense_mm_bf16", "--m", "4"]) == 0
     out = capsys.readouterr().out
-    assert ("  else           -> dense_gemm_bf16 (tile; sm_89: mma.sync, sm_90a: wgmma)"
-            in out)
+    assert ("  else           -> dense_gemm_bf16 (tile; sm_89: mma.sync, sm_90a: wgmma, "
+            "sm_100a: tcgen05)") in out
     assert ("  when m <= 8    -> dense_gemv_batched_bf16 (gemv_batched; every arch: the "
             "gemv_batched body)  <- m=4") in out
     assert "\ndense_gemv_batched_bf16: dense lhs bf16" in out
     assert main(["explain", "specs/dense.gemm", "dense_mm_bf16", "--m", "4096"]) == 0
     out = capsys.readouterr().out
-    assert "-> dense_gemm_bf16 (tile; sm_89: mma.sync, sm_90a: wgmma)  <- m=4096" in out
-    assert "wgmma path (sm_90a" in out
+    assert ("-> dense_gemm_bf16 (tile; sm_89: mma.sync, sm_90a: wgmma, sm_100a: tcgen05)  "
+            "<- m=4096") in out
+    assert "wgmma path (sm_90a" in out and "tcgen05 path (sm_100a" in out
     assert main(["explain", "specs/dense.gemm", "dense_mm_bf61"]) == 2
     assert "did you mean 'dense_mm_bf16'" in capsys.readouterr().err
 
@@ -274,9 +275,9 @@ def test_explain_a_dispatcher_names_each_arm_path_and_the_pick(project, no_nvcc,
 def test_dispatcher_files_state_each_arm_path():
     text = (REPO / "generated" / "dense" / "cuda" / "dense_mm_bf16.h").read_text()
     assert ("//   else           -> dense_gemm_bf16 (tile, specs/dense.gemm)\n"
-            "//                     sm_89: mma.sync, sm_90a: wgmma\n") in text
+            "//                     sm_89: mma.sync, sm_90a: wgmma, sm_100a: tcgen05\n") in text
     py = (REPO / "generated" / "dense" / "cuda" / "dense_mm_bf16.py").read_text()
-    assert "                      sm_89: mma.sync, sm_90a: wgmma\n" in py
+    assert "                      sm_89: mma.sync, sm_90a: wgmma, sm_100a: tcgen05\n" in py
 
 
 # ---------------------------------------------------------------------------

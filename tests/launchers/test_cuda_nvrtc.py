@@ -181,6 +181,9 @@ DEFAULT_CASES = {
     # The GB10 (sm_121a), where NVRTC defines no __CUDA_ARCH_FEAT_SM121_ALL.
     "block-scaled mxfp8 (sm_121a)": ("specs/gb10.gemm", "gb10_mxfp8_gemm", "sm_121a"),
     "block-scaled w4a8 (sm_121a)": ("specs/gb10.gemm", "gb10_w4a8_moe_grouped_gemm", "sm_121a"),
+    # Datacenter Blackwell (sm_100a): the tcgen05 body beside the mma.sync one.
+    "grouped MoE w8a8 block scales, tcgen05 (sm_100a)": ("specs/moe.gemm", "moe_w8a8_grouped_gemm",
+                                                        "sm_100a"),
 }
 # Base opcodes that each default case's NVRTC SASS must have somewhere (both
 # builds lacking them would pass the comparison with nvcc).
@@ -195,6 +198,7 @@ EXPECTED_OPCODES: dict[str, set[str]] = {
     "tgmm (grad rhs)": {"HMMA"},
     "block-scaled mxfp8 (sm_121a)": {"QMMA", "LDSM"},
     "block-scaled w4a8 (sm_121a)": {"QMMA", "LDSM"},
+    "grouped MoE w8a8 block scales, tcgen05 (sm_100a)": {"UTCQMMA", "UTMALDG", "LDTM", "UTCBAR"},
 }
 SLOW_CASES = [c for c in ALL_CASES if c not in DEFAULT_CASES.values()]
 
@@ -355,6 +359,11 @@ def check_case(spec: str, name: str, arch: str, expected: frozenset[str] = froze
             assert any(op.startswith("QMMA.SF.") for op in histogram), (
                 f"{case}: NVRTC's {entry} has no block-scaled MMA (QMMA.SF): its arch guard "
                 f"compiled it to the trap ({versions()})")
+        if entry.endswith("_sm100") and arch in ("sm_100a", "sm_103a"):  # docs/cuda-sm100.md
+            assert any(base(op) in ("UTCHMMA", "UTCQMMA") for op in histogram), (
+                f"{case}: NVRTC's {entry} has no tcgen05.mma (UTCHMMA / UTCQMMA): its arch guard "
+                f"compiled it to the trap ({versions()})")
+            assert not any(base(op) == "HMMA" for op in histogram), f"{case}: {entry} has HMMA"
     hazards = nvcc.wgmma_register_hazards(sass)
     assert not hazards, (f"{case}: NVRTC's SASS touches an in-flight wgmma's registers "
                          f"({versions()}):\n" + "\n".join(map(str, hazards[:20])))

@@ -351,14 +351,14 @@ def test_a_callers_workspace_and_external_stream():
 
 
 def test_a_device_older_than_the_specs_archs_is_refused():
-    stem, name = "dense", "dense_gemm_bf16"  # archs sm_89, sm_90a
+    stem, name = "dense", "dense_gemm_bf16"  # archs sm_89, sm_90a, sm_100a
     module = launcher(stem, name)
     k = rendered(stem).spec.kernel(name)
     inputs = Case("small", m=8, n=128, k=64).inputs(k, 1)
     with cupy_standin.install(folder(stem), "sm_80") as cupy:
         args = {a: to_device(cupy, v) for a, v in inputs.items()}
         with pytest.raises(RuntimeError, match=r"compute capability 8\.0 \(sm_80\), older than the archs "
-                                               r"specs/dense\.gemm declares \(sm_89, sm_90a\)"):
+                                               r"specs/dense\.gemm declares \(sm_89, sm_90a, sm_100a\)"):
             module.dense_gemm_bf16(**args)
         assert not cupy.launches and not cupy.options_seen
 

@@ -297,7 +297,7 @@ def test_compile_builds_the_gpu_library_with_nvcc(tmp_path):
     proc = _gemmgen("compile", str(REPO / "specs" / "moe.gemm"), "--kernel",
                     "moe_w8a8_grouped_gemm", "--out", str(tmp_path / "build"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "(sm_90a)" in proc.stdout
+    assert "(sm_90a, sm_100a)" in proc.stdout  # both the spec's archs
     library = tmp_path / "build" / "libmoe_w8a8_grouped_gemm_ffi.so"
     import ctypes
 
@@ -428,3 +428,77 @@ def test_expert_parallel_under_shard_map(tmp_path):
     proc = subprocess.run([sys.executable, "-c", SHARDED, str(library)], capture_output=True,
                           text=True, cwd=REPO, env=env, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------------
+# sm_100a (docs/cuda-sm100.md): the library `gemmgen compile --emulate`
+# writes, on an emulated B200, in a process of its own (the library reads
+# the device at its first launch).
+
+SM100_CALL = """\
+import pickle
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+
+from generated.moe.jax import moe_w8a8_grouped_gemm as module
+
+module.register(sys.argv[1], platform="cpu")
+with open(sys.argv[2], "rb") as f:
+    inputs = pickle.load(f)
+args = {a: (jnp.asarray(v) if isinstance(v, np.ndarray) else v) for a, v in inputs.items()}
+try:
+    out = np.asarray(module.moe_w8a8_grouped_gemm(**args))
+except Exception as e:  # the handler's refusal, for the parent to read
+    print("refused:", e)
+    sys.exit(0)
+with open(sys.argv[3], "wb") as f:
+    pickle.dump(out, f)
+print("ok")
+"""
+
+
+def test_compiled_library_takes_the_sm100_path_on_an_emulated_b200(tmp_path):
+    """moe_w8a8_grouped_gemm (FP8, DeepSeek block scales: the sm_100a body's
+    FP32 promotion) through `gemmgen compile --emulate`'s library on an
+    emulated sm_100a device of 2 SMs (the persistent grid wraps), a shard
+    with a zero-size group and existing_out, against the reference. The
+    same call on an sm_100a device whose opt-in shared memory is below the
+    sm_100a tile's (208,016 bytes) but above the mma.sync tile's is refused
+    by the launcher naming the _sm100 launch: the path was the sm_100a one."""
+    import pickle
+
+    name = "moe_w8a8_grouped_gemm"
+    proc = _gemmgen("compile", str(REPO / "specs" / "moe.gemm"), "--kernel", name,
+                    "--emulate", "--out", str(tmp_path / "build"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    library = tmp_path / "build" / f"lib{name}_ffi_emu.so"
+    k = kernel("moe", name)
+    case = Case("sharded", m=150, n=256, k=272, group_sizes=(40, 0, 75, 20, 5), group_offset=1,
+                g_local=3, existing_out=True)
+    inputs = poison(case.inputs(k, 41))
+    (tmp_path / "inputs.pkl").write_bytes(pickle.dumps(inputs))
+
+    def call(env: dict[str, str]) -> str:
+        env = {**os.environ, "PYTHONPATH": str(REPO), **env}
+        proc = subprocess.run([sys.executable, "-c", SM100_CALL, str(library),
+                               str(tmp_path / "inputs.pkl"), str(tmp_path / "out.pkl")],
+                              capture_output=True, text=True, cwd=REPO, env=env, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout.strip()
+
+    assert call(device_env("sm_100a", sm_count=2)) == "ok"
+    got = pickle.loads((tmp_path / "out.pkl").read_bytes())
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} (FFI, emulated sm_100a):\n{result.detail}"
+    # The launcher's plan: on 10.0 the sm_100a tile needs more than 200,000
+    # bytes, the mma.sync path's launches less.
+    launcher = importlib.import_module("generated.moe.cuda." + name)
+    dims = launcher.validate(**inputs)
+    sm100 = launcher.launches(dims, 100, 2)
+    assert sm100[-1].entry == f"{name}_sm100" and sm100[-1].smem == 208016
+    assert max(s.smem for s in launcher.launches(dims, 0, 0)) <= 200000
+    refused = call({**device_env("sm_100a", sm_count=2), "GG_EMU_SMEM_OPTIN": "200000"})
+    assert refused == (f"refused: INTERNAL: {name}: launch_{name}() returned "
+                       "cudaErrorInvalidValue"), refused

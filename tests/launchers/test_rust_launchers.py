@@ -227,7 +227,17 @@ HARNESS_KERNELS = {
                           group_offset=1, g_local=3, existing_out=True), "sm_90a", False),
     "fp8_blockscaled_sm90": ("dense", "fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32",
                              Case("ragged", m=40, n=128, k=256), "sm_90a", True),
+    # sm_100a (compute capability 10.0, 148 SMs): the tcgen05 body, its
+    # worklist and 3D rhs map, the FP32 promotion of block scales.
+    "grouped_sm100": ("moe", "moe_bf16_grouped_gemm",
+                      Case("sharded", m=150, n=128, k=72, group_sizes=(40, 0, 75, 20, 5),
+                           group_offset=1, g_local=3, existing_out=True), "sm_100a", False),
+    "fp8_blockscaled_sm100": ("moe", "moe_w8a8_grouped_gemm",
+                              Case("ragged", m=140, n=256, k=272, group_sizes=(100, 0, 40)),
+                              "sm_100a", True),
 }
+# The entry suffix of the body each emulated arch takes for these kernels.
+BODY_SUFFIX = {"sm_89": "", "sm_90a": "_sm90", "sm_100a": "_sm100"}
 
 
 class Workspace:
@@ -1045,6 +1055,7 @@ def test_rust_launcher_runs_on_the_emulator(workspace, kind):
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
     # The path the device picks: the Python launcher's entries on this device.
     assert log[0] == expected_entries(stem, name, inputs, arch), log[0]
+    assert log[0][-1] == name + BODY_SUFFIX[arch], log[0]
 
 
 # ---------------------------------------------------------------------------
@@ -1246,6 +1257,26 @@ def test_cuda_driver_backend_runs_the_hopper_path_on_the_standin(driver):
         driver.run(inputs, "sm_80")
     assert module.arch_error(80) in str(refused.value)
     assert "cuLaunchKernel" not in refused.value.log and "cuTensorMap" not in refused.value.log
+
+
+@needs_rust
+def test_cuda_driver_backend_runs_the_sm100_path_on_the_standin(driver):
+    """On compute capability 10.0 (148 SMs) the crate takes the sm_100a
+    body: the tensor maps, shared-memory attribute and persistent grid the
+    Python launcher states, and the output of the tcgen05 kernel."""
+    stem, name, case = DRIVER_KERNEL
+    k = rendered(stem).spec.kernel(name)
+    inputs = case.inputs(k, 29)
+    got, launched, log = driver.run(inputs, "sm_100a")
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+    assert launched == [f"{name}_sm100"], launched
+    calls = driver_calls(log)
+    assert calls == expected_driver_calls(inputs, "sm_100a"), log
+    # 70 x 160 in 128 x 128 tiles: 2 blocks of 192 threads, the maps' 128-byte
+    # swizzle (3) and boxes of 64 K columns by 128 rows.
+    assert calls[-1].startswith(f"cuLaunchKernel {name}_sm100 grid=2,1,1 block=192,1,1 "), calls
+    assert sum("swizzle=3" in c and "box=64,128" in c for c in calls) == 2, calls
 
 
 MAP_LHS = "tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),"

@@ -502,3 +502,84 @@ def test_dispatcher_op_picks_its_arm(m, monkeypatch):
                                                          to_torch(inputs["rhs"])))
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, result.detail
+
+
+# ---------------------------------------------------------------------------
+# sm_100a (docs/cuda-sm100.md): an op on an emulated B200, in a process of
+# its own (each library reads the device at its first launch, and this
+# process's libraries play emulated_arch's device).
+
+SM100_CALL = """\
+import pickle
+import sys
+
+import torch
+
+from generated.moe.torch import moe_bf16_grouped_gemm as module
+
+module.load(sys.argv[1], device="cpu")
+allocate = module._outputs
+
+
+def poisoned(lhs, d):  # the output NaN before the launch
+    return allocate(lhs, d).fill_(float("nan"))
+
+
+module._outputs = poisoned
+with open(sys.argv[2], "rb") as f:
+    inputs = pickle.load(f)
+args = [torch.from_numpy(inputs["lhs"]).view(torch.bfloat16),
+        torch.from_numpy(inputs["rhs"]).view(torch.bfloat16),
+        torch.from_numpy(inputs["group_sizes"]), inputs["group_offset"],
+        torch.from_numpy(inputs["existing_out"]).view(torch.bfloat16)]
+try:
+    out = torch.ops.gemmgen_moe.moe_bf16_grouped_gemm(*args)
+except RuntimeError as e:  # the launcher's refusal, for the parent to read
+    print("refused:", e)
+    sys.exit(0)
+with open(sys.argv[3], "wb") as f:
+    pickle.dump(out.view(torch.uint16).numpy(), f)
+print("ok")
+"""
+
+
+def test_op_takes_the_sm100_path_on_an_emulated_b200(tmp_path):
+    """torch.ops.gemmgen_moe.moe_bf16_grouped_gemm on an emulated sm_100a
+    device of 2 SMs: a shard with zero-size groups and existing_out (the
+    sentinel), against the reference. On an sm_100a device whose opt-in
+    shared memory is below the sm_100a tile's but above the mma.sync
+    path's, the launcher refuses: the path was the sm_100a one."""
+    import pickle
+    import subprocess
+
+    name = "moe_bf16_grouped_gemm"
+    library = emulated_abi(REPO / "generated" / "moe" / "cuda", name)
+    k = kernel("moe", name)
+    case = Case("sharded", m=150, n=136, k=72, group_sizes=(40, 0, 75, 0, 5), group_offset=1,
+                g_local=3, existing_out=True)
+    inputs = case.inputs(k, 43)
+    inputs["existing_out"] = np.full(inputs["existing_out"].shape, SENTINEL,
+                                     inputs["existing_out"].dtype)
+    views = {a: (v.view(np.uint16) if isinstance(v, np.ndarray) and v.dtype.name == "bfloat16"
+                 else v) for a, v in inputs.items()}
+    (tmp_path / "inputs.pkl").write_bytes(pickle.dumps(views))
+
+    def call(env: dict[str, str]) -> str:
+        env = {**os.environ, "PYTHONPATH": str(REPO), **env}
+        proc = subprocess.run([sys.executable, "-c", SM100_CALL, str(library),
+                               str(tmp_path / "inputs.pkl"), str(tmp_path / "out.pkl")],
+                              capture_output=True, text=True, cwd=REPO, env=env, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout.strip()
+
+    assert call(device_env("sm_100a", sm_count=2)) == "ok"
+    got = pickle.loads((tmp_path / "out.pkl").read_bytes()).view(ml_dtypes.bfloat16)
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} (torch op, emulated sm_100a):\n{result.detail}"
+    launcher = importlib.import_module(f"generated.moe.cuda.{name}")
+    dims = launcher.validate(**inputs)
+    sm100 = launcher.launches(dims, 100, 2)
+    assert sm100[-1].entry == f"{name}_sm100" and sm100[-1].smem > 200000
+    assert max(s.smem for s in launcher.launches(dims, 0, 0)) <= 200000
+    refused = call({**device_env("sm_100a", sm_count=2), "GG_EMU_SMEM_OPTIN": "200000"})
+    assert refused == f"refused: {name}: launch_{name}() returned cudaErrorInvalidValue", refused

@@ -595,27 +595,34 @@ __device__ __forceinline__ void store_from_tmem(const Smem<T>& s, u32 acc, bool 
 }
 
 // d += part times one K tile's block scales, for this thread's row (lhs
-// scale sa) and the tile's rhs scale (sb[0]; sb[1] for silu_mul's up half).
-// With an e8m0 scale a product of two scales may leave f32: when both
-// products are normal they multiply at once, else each partial sum is
-// scaled exactly (gg::mul_scales_out_of_line), as the other bodies do.
+// scale sa) and the tile's rhs scale (sb[0]; sb[1] for silu_mul's up half:
+// a chunk lies in one half). With an e8m0 scale a product of two scales may
+// leave f32: when both products are normal they multiply at once, else each
+// partial sum is scaled exactly: the mantissas' product (exact, one of them
+// a power of two's) times the sum, then times 2^(the exponents' sum) through
+// f64 (gg::mul_scales_exact's arithmetic, split once per chunk). No call: a
+// call with the 128 sums live spills them (255 registers and a 304-byte
+// stack frame with nvcc and NVRTC 13.5, gg::mul_scales_out_of_line).
 template <class T>
 __device__ __forceinline__ void add_scaled(float (&d)[T::kBN], const float (&part)[kChunk], int c0,
                                            float sa, const float (&sb)[2]) {
-  GG_UNROLL
-  for (int j = 0; j < kChunk; ++j) {
-    const int h = kSilu<T> ? (c0 + j) / (T::kBN / 2) : 0;
-    bool fast = true;
-    if constexpr (kExactPromotion<T>) {
-      const unsigned fa = gg::exponent_field(sa), fb = gg::exponent_field(sb[h]);
-      fast = gg::product_is_normal(fa, fa, fb, fb);
-    }
-    if (fast) {
-      d[c0 + j] += part[j] * (sa * sb[h]);
-    } else {
-      d[c0 + j] += gg::mul_scales_out_of_line(part[j], gg::float_to_bits(sa),
-                                              gg::float_to_bits(sb[h]));
-    }
+  const float b = sb[kSilu<T> ? c0 / (T::kBN / 2) : 0];
+  bool fast = true;
+  if constexpr (kExactPromotion<T>) {
+    const unsigned fa = gg::exponent_field(sa), fb = gg::exponent_field(b);
+    fast = gg::product_is_normal(fa, fa, fb, fb);
+  }
+  if (fast) {
+    const float f = sa * b;
+    GG_UNROLL
+    for (int j = 0; j < kChunk; ++j)
+      d[c0 + j] += part[j] * f;
+  } else {
+    int ea, eb;
+    const float mab = gg::split_exp2(sa, ea) * gg::split_exp2(b, eb);
+    GG_UNROLL
+    for (int j = 0; j < kChunk; ++j)
+      d[c0 + j] += gg::mul_exp2(part[j] * mab, ea + eb);
   }
 }
 

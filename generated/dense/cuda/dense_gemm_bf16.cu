@@ -19,6 +19,11 @@
 //       (gg_gemm_sm90.cuh, docs/cuda-hopper.md): 384 threads, a producer warpgroup issuing TMA
 //       loads of 128 x 64 A and 128 x 64 B boxes (128-byte swizzle) into 5 stages, two consumer
 //       warpgroups issuing wgmma m64n128k16; a persistent grid of min(SMs, tiles) blocks.
+//   (6) on sm_100a (compute capability 10.0) the launchers run the sm_100a body instead
+//       (gg_gemm_sm100.cuh, docs/cuda-sm100.md): 192 threads, a producer warp issuing TMA loads of
+//       128 x 64 A and 128 x 64 B boxes (128-byte swizzle) into 6 stages, one thread issuing
+//       tcgen05.mma 128x128x16 into one of two TMEM accumulators (256 columns), an epilogue
+//       warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, tiles) blocks.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -85,6 +90,21 @@ struct Sm90Tile0 : Config {
 static_assert(gg::gemm::sm90::check_tile_sm90<Sm90Tile0>(),
               "the Hopper tile's numbers follow from its shape");
 
+// The sm_100a tiles of the LUT: 192 threads, 128 x kBN x kBK, a ring of
+// kStages TMA stages, two TMEM accumulators of kBN columns;
+// gg::gemm::sm100::check_tile_sm100 checks the numbers.
+// sm_100a tile 0: 128 x 128 x 64, 6 stages of 32768 bytes, 208016 bytes of shared memory in all,
+// 256 TMEM columns (two accumulators).
+struct Sm100Tile0 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 64, kBNOut = 128;
+  static constexpr int kThreads = 192, kStages = 6, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 256, kSmemBytes = 208016;
+};
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
+              "the sm_100a tile's numbers follow from its shape");
+
 }  // namespace
 
 // (2-4) Tile 0 (default): 128 x 128 output tiles; grid: n tiles, m tiles over y and z.
@@ -105,6 +125,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) dense_gemm_bf16_sm90(
   __trap();  // built without sm_90a: the launchers pick this entry on 9.0 only
 #else
   gg::gemm::sm90::dense<Sm90Tile0>(gg_smem, &map_lhs, &map_rhs, nullptr, out, m, n, k);
+#endif
+}
+
+// (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (m tiles x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(192, 1) dense_gemm_bf16_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    __nv_bfloat16* __restrict__ out, int m, int n, int k) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100::dense<Sm100Tile0>(gg_smem, &map_lhs, &map_rhs, nullptr, out, m, n, k);
 #endif
 }
 
@@ -159,8 +193,9 @@ cudaError_t launch_dense_gemm_bf16(const DenseGemmBf16Args& a, cudaStream_t stre
   if (dense_gemm_bf16_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  // The device: its compute capability picks the path (9.0: the Hopper
-  // body), its SM count sizes the Hopper body's persistent grid.
+  // The device: its compute capability picks the path (9.0: the Hopper body;
+  // 10.0: the sm_100a body), its SM count sizes the Hopper body's and the
+  // sm_100a body's persistent grid.
   int device = 0, major = 0, minor = 0, num_sms = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) {
@@ -219,6 +254,33 @@ cudaError_t launch_dense_gemm_bf16(const DenseGemmBf16Args& a, cudaStream_t stre
           return err;
         }
         dense_gemm_bf16_sm90<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            map_lhs, map_rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
+      if (sm == 100 && num_sms > 0) {
+        // The sm_100a path, 128x128x64, 6 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 2, 0, 64, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, n, 1, k * 2, 0, 64, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(dense_gemm_bf16_sm100,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 208016);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        dense_gemm_bf16_sm100<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
             map_lhs, map_rhs, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
         err = cudaGetLastError();
         if (err != cudaSuccess) {

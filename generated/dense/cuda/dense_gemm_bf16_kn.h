@@ -128,7 +128,8 @@ inline int dense_gemm_bf16_kn_pick_tile([[maybe_unused]] long long m, [[maybe_un
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int dense_gemm_bf16_kn_launches(const DenseGemmBf16KnArgs& a, GgLaunch (&out)[1], int sm = 0,
                                        int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
@@ -151,6 +152,20 @@ inline int dense_gemm_bf16_kn_launches(const DenseGemmBf16KnArgs& a, GgLaunch (&
         out[0].grid[2] = 1;
         out[0].threads = 384;
         out[0].smem = 199760;
+        return 1;
+      }
+      if (sm == 100 && num_sms > 0) {
+        // dense_gemm_bf16_kn_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs,
+        // tiles) blocks
+        out[0].kernel = "dense_gemm_bf16_kn";
+        out[0].entry = "dense_gemm_bf16_kn_sm100";
+        out[0].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 192;
+        out[0].smem = 208016;
         return 1;
       }
       // dense_gemm_bf16_kn: 128x128 output tiles: n tiles, m tiles over y and z
@@ -198,7 +213,8 @@ inline const char* dense_gemm_bf16_kn_arch_error(int sm) {
            "specs/dense.gemm "
            "declares: "
            "sm_89, "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm >= 89) {
     return nullptr;  // sm_89
@@ -206,11 +222,15 @@ inline const char* dense_gemm_bf16_kn_arch_error(int sm) {
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/dense.gemm "
          "run on (an arch-specific build runs on its own only): "
          "sm_89, "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

@@ -9,7 +9,7 @@
 //   when m <= 8    -> dense_gemv_batched_bf16 (gemv_batched, specs/dense.gemm)
 //                     every arch: the gemv_batched body
 //   else           -> dense_gemm_bf16 (tile, specs/dense.gemm)
-//                     sm_89: mma.sync, sm_90a: wgmma
+//                     sm_89: mma.sync, sm_90a: wgmma, sm_100a: tcgen05
 //
 // Every arm computes the same function with the same arguments. Compile
 // dense_mm_bf16.cu and each arm's .cu with nvcc, include this header:

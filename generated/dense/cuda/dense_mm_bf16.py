@@ -9,7 +9,7 @@ body it runs on each declared arch:
     when m <= 8    -> dense_gemv_batched_bf16 (gemv_batched, specs/dense.gemm)
                       every arch: the gemv_batched body
     else           -> dense_gemm_bf16 (tile, specs/dense.gemm)
-                      sm_89: mma.sync, sm_90a: wgmma
+                      sm_89: mma.sync, sm_90a: wgmma, sm_100a: tcgen05
 
 Every arm computes the same function with the same arguments (in this
 order), so `validate()` and the CuPy call hand them to the chosen arm's

@@ -48,7 +48,7 @@ SPEC = "specs/dense.gemm"
 # arch (its arch-specific one where declared, and sm_90a on 9.0), and refuses a
 # device older than the oldest of them or that none of them runs on
 # (arch_error).
-ARCHS = ("sm_89", "sm_90a")
+ARCHS = ("sm_89", "sm_90a", "sm_100a")
 MIN_SM = 89
 OUTPUTS = ("out",)
 # The arrays a call may leave out (None): optional inputs and the outputs.
@@ -240,9 +240,9 @@ def workspace_ints(dims: dict[str, int]) -> int:
 def launches(dims: dict[str, int], sm: int = 0, num_sms: int = 0) -> list[Launch]:
     """The launch sequence for validated dims (empty when there is no work) on
     a device of compute capability `sm` (major * 10 + minor) with `num_sms`
-    SMs: on 9.0 the Hopper path (sm_90a), else (and with sm = 0) the
-    mma.sync path. Raises ValueError when a launch is over CUDA's grid or
-    block limits."""
+    SMs: on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a),
+    else (and with sm = 0) the mma.sync path. Raises ValueError when a
+    launch is over CUDA's grid or block limits."""
     steps = _sequence(dims, sm, num_sms)
     check_launches(steps, dims)
     return steps
@@ -272,6 +272,25 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_i32(k),
                         ),
                         "128x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                    ),
+                ]
+            if sm == 100 and num_sms > 0:
+                # The sm_100a path: 128x128x128, 6 stages
+                return [
+                    Launch(
+                        "fp8_fp8_gemm_tile_128x128x64_sm100",
+                        (gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1),
+                        (192, 1, 1),
+                        208016,
+                        (
+                            TensorMapArg("lhs", 0, (k, m), (k * 1,), (128, 128), 3),
+                            TensorMapArg("rhs", 0, (k, n), (k * 1,), (128, 128), 3),
+                            "out",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                        ),
+                        "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
                     ),
                 ]
             return [
@@ -385,7 +404,7 @@ def device_smem_limit() -> int:
 def device_sm() -> tuple[int, int]:
     """The current device's compute capability (major * 10 + minor) and SM
     count: what the module is compiled for; they pick the path and size the
-    Hopper path's persistent grid."""
+    Hopper path's and the sm_100a path's persistent grid."""
     return _device_limits(_cupy().cuda.runtime.getDevice())[:2]
 
 

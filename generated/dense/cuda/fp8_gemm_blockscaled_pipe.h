@@ -135,7 +135,8 @@ inline int fp8_gemm_blockscaled_pipe_pick_tile([[maybe_unused]] long long m,
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int fp8_gemm_blockscaled_pipe_launches(const Fp8GemmBlockscaledPipeArgs& a,
                                               GgLaunch (&out)[1], int sm = 0, int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
@@ -158,6 +159,20 @@ inline int fp8_gemm_blockscaled_pipe_launches(const Fp8GemmBlockscaledPipeArgs& 
         out[0].grid[2] = 1;
         out[0].threads = 384;
         out[0].smem = 216192;
+        return 1;
+      }
+      if (sm == 100 && num_sms > 0) {
+        // fp8_gemm_blockscaled_pipe_sm100: 128x64 tiles, TMA + tcgen05.mma: a persistent grid of
+        // min(SMs, tiles) blocks
+        out[0].kernel = "fp8_gemm_blockscaled_pipe";
+        out[0].entry = "fp8_gemm_blockscaled_pipe_sm100";
+        out[0].what =
+            "128x64 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 64));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 192;
+        out[0].smem = 208048;
         return 1;
       }
       // fp8_gemm_blockscaled_pipe: 128x64 output tiles: n tiles, m tiles over y and z
@@ -205,7 +220,8 @@ inline const char* fp8_gemm_blockscaled_pipe_arch_error(int sm) {
            "specs/dense.gemm "
            "declares: "
            "sm_89, "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm >= 89) {
     return nullptr;  // sm_89
@@ -213,11 +229,15 @@ inline const char* fp8_gemm_blockscaled_pipe_arch_error(int sm) {
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/dense.gemm "
          "run on (an arch-specific build runs on its own only): "
          "sm_89, "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

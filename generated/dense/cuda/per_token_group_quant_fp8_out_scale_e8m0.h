@@ -200,7 +200,8 @@ inline const char* per_token_group_quant_fp8_out_scale_e8m0_arch_error(int sm) {
            "specs/dense.gemm "
            "declares: "
            "sm_89, "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm >= 89) {
     return nullptr;  // sm_89
@@ -208,11 +209,15 @@ inline const char* per_token_group_quant_fp8_out_scale_e8m0_arch_error(int sm) {
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/dense.gemm "
          "run on (an arch-specific build runs on its own only): "
          "sm_89, "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

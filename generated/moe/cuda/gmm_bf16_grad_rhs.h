@@ -192,15 +192,20 @@ inline const char* gmm_bf16_grad_rhs_arch_error(int sm) {
     return "the device is older than every arch that "
            "specs/moe.gemm "
            "declares: "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/moe.gemm "
          "run on (an arch-specific build runs on its own only): "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

@@ -22,6 +22,11 @@
 //       then mma_m16n8k32_e4m3 accumulates in float.
 //   (4) the epilogue stages the tile in shared memory and writes out row by row: scales, then the
 //       cast to bf16.
+//   (5) on sm_100a (compute capability 10.0) the launchers run the sm_100a body instead
+//       (gg_gemm_sm100.cuh, docs/cuda-sm100.md): 192 threads, a producer warp issuing TMA loads of
+//       128 x 128 A and 128 x 128 B boxes (128-byte swizzle) into 6 stages, one thread issuing
+//       tcgen05.mma 128x128x32 into one of two TMEM accumulators (256 columns), an epilogue
+//       warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, tiles) blocks.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -74,6 +79,21 @@ struct Tile0 : Config {
   static constexpr int kSmemBytes = 92160;
 };
 
+// The sm_100a tiles of the LUT: 192 threads, 128 x kBN x kBK, a ring of
+// kStages TMA stages, two TMEM accumulators of kBN columns;
+// gg::gemm::sm100::check_tile_sm100 checks the numbers.
+// sm_100a tile 0: 128 x 128 x 128, 6 stages of 32768 bytes, 208016 bytes of shared memory in all,
+// 256 TMEM columns (two accumulators).
+struct Sm100Tile0 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 128;
+  static constexpr int kThreads = 192, kStages = 6, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 256, kSmemBytes = 208016;
+};
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
+              "the sm_100a tile's numbers follow from its shape");
+
 }  // namespace
 
 // (1a) out = existing_out, or zeros: rows this shard does not compute keep
@@ -104,23 +124,77 @@ extern "C" __global__ void __launch_bounds__(256) moe_fp8_grouped_gemm_kn(
                            k, num_groups, group_offset);
 }
 
+// (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(192, 1) moe_fp8_grouped_gemm_kn_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100::grouped<Sm100Tile0>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
+                                       out, workspace, m, n, k, num_groups, group_offset);
+#endif
+}
+
 // Host launcher, for nvcc's host pass and the CPU emulation (which runs it
 // on its emulated CUDA runtime); NVRTC (CuPy) launches the entry points
 // through moe_fp8_grouped_gemm_kn.py, which prints the same launch plan.
 #if !defined(__CUDACC_RTC__) && !defined(__CUDA_ARCH__)
 #include "moe_fp8_grouped_gemm_kn.h"
 
+#ifndef GG_TENSOR_MAP_HELPER
+#define GG_TENSOR_MAP_HELPER
+// cuTensorMapEncodeTiled (cuda.h), reached through the runtime's
+// cudaGetDriverEntryPointByVersion: no -lcuda.
+using GgEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// Encodes the tiled map of a 2D or 3D row-major tensor at `base`: its
+// element type, its swizzle (each map its own), dims and box innermost
+// first, the byte strides of dims 1 and 2; no interleave, 256-byte L2
+// promotion, zero fill out of bounds. cudaErrorInvalidValue when the driver
+// refuses it (its reason: docs/cuda-hopper.md, "Tensor-map encode").
+inline cudaError_t gg_tensor_map(CUtensorMap* map, const void* base, CUtensorMapDataType type,
+                                 CUtensorMapSwizzle swizzle, int rank, long long d0, long long d1,
+                                 long long d2, long long s1, long long s2, int b0, int b1, int b2) {
+  static GgEncodeTiled encode = nullptr;
+  if (encode == nullptr) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                             cudaEnableDefault, &status);
+    if (err != cudaSuccess || status != cudaDriverEntryPointSuccess || fn == nullptr) {
+      return err != cudaSuccess ? err : cudaErrorNotSupported;
+    }
+    encode = reinterpret_cast<GgEncodeTiled>(fn);
+  }
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d0), static_cast<cuuint64_t>(d1),
+                              static_cast<cuuint64_t>(d2)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(s1), static_cast<cuuint64_t>(s2)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(b0), static_cast<cuuint32_t>(b1),
+                             static_cast<cuuint32_t>(b2)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims,
+                            strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+#endif
+
 cudaError_t launch_moe_fp8_grouped_gemm_kn(const MoeFp8GroupedGemmKnArgs& a, cudaStream_t stream) {
   if (moe_fp8_grouped_gemm_kn_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  GgLaunch l[3];  // the launches, in order
-  if (moe_fp8_grouped_gemm_kn_launches(a, l) == 0) {
-    return cudaSuccess;
-  }
-  // The device's compute capability: a build of none of the declared archs
-  // never runs.
-  int device = 0, major = 0, minor = 0;
+  // The device: its compute capability picks the path (10.0: the sm_100a
+  // body), its SM count sizes the sm_100a body's persistent grid.
+  int device = 0, major = 0, minor = 0, num_sms = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) {
     err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
@@ -128,20 +202,29 @@ cudaError_t launch_moe_fp8_grouped_gemm_kn(const MoeFp8GroupedGemmKnArgs& a, cud
   if (err == cudaSuccess) {
     err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
   }
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
+  }
   if (err != cudaSuccess) {
     return err;
   }
-  if (moe_fp8_grouped_gemm_kn_arch_error(major * 10 + minor) != nullptr) {
+  const int sm = major * 10 + minor;
+  if (moe_fp8_grouped_gemm_kn_arch_error(sm) != nullptr) {
     return cudaErrorNoKernelImageForDevice;
   }
-  // Every launch's dynamic shared memory against the current device's opt-in
-  // limit, before the first launch.
+  GgLaunch l[3];  // the launches, in order
+  if (moe_fp8_grouped_gemm_kn_launches(a, l, sm, num_sms) == 0) {
+    return cudaSuccess;
+  }
+  // Every launch's dynamic shared memory against the device's opt-in limit,
+  // before the first launch.
   int smem_limit = 0;
   err = cudaDeviceGetAttribute(&smem_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess) {
     return err;
   }
-  if (moe_fp8_grouped_gemm_kn_launch_error(a, smem_limit) != nullptr) {
+  const char* const why = moe_fp8_grouped_gemm_kn_launch_error(a, smem_limit, sm, num_sms);
+  if (why != nullptr) {
     return cudaErrorInvalidValue;
   }
   const long long m = a.m;
@@ -153,6 +236,47 @@ cudaError_t launch_moe_fp8_grouped_gemm_kn(const MoeFp8GroupedGemmKnArgs& a, cud
   const long long n_out = n;
   switch (moe_fp8_grouped_gemm_kn_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 100 && num_sms > 0 && g > 0) {
+        // The sm_100a path, 128x128x128, 6 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 1, 0, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 3, n, k, g, n * 1, n * k * 1, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_fp8_grouped_gemm_kn_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            a.out, a.existing_out, gg_i64(m * n_out));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_fp8_grouped_gemm_kn_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+            a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+            gg_i32(128), static_cast<int*>(a.workspace));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(moe_fp8_grouped_gemm_kn_sm100,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 208016);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_fp8_grouped_gemm_kn_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+            map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace),
+            gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
       moe_fp8_grouped_gemm_kn_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
           a.out, a.existing_out, gg_i64(m * n_out));
       err = cudaGetLastError();

@@ -157,9 +157,12 @@ inline size_t moe_fp8_grouped_gemm_kn_workspace_bytes(const MoeFp8GroupedGemmKnA
   return 0;
 }
 
-// The launches of call `a` in order, into `out`; returns how many (0: there
-// is nothing to compute). The launcher below makes exactly these.
-inline int moe_fp8_grouped_gemm_kn_launches(const MoeFp8GroupedGemmKnArgs& a, GgLaunch (&out)[3]) {
+// The launches of call `a` in order, into `out`, on a device of compute
+// capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
+// (0: there is nothing to compute). The launcher below makes exactly these:
+// on 10.0 the sm_100a path (sm_100a), else the mma.sync path (sm = 0 too).
+inline int moe_fp8_grouped_gemm_kn_launches(const MoeFp8GroupedGemmKnArgs& a, GgLaunch (&out)[3],
+                                            int sm = 0, int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
   [[maybe_unused]] const long long k = a.k;
   [[maybe_unused]] const long long g = a.g;
@@ -172,6 +175,38 @@ inline int moe_fp8_grouped_gemm_kn_launches(const MoeFp8GroupedGemmKnArgs& a, Gg
   }
   switch (moe_fp8_grouped_gemm_kn_pick_tile(m, n, k)) {
     case 0:
+      if (sm == 100 && num_sms > 0 && g > 0) {
+        // moe_fp8_grouped_gemm_kn_fill: out = existing_out or zeros
+        out[0].kernel = "moe_fp8_grouped_gemm_kn";
+        out[0].entry = "moe_fp8_grouped_gemm_kn_fill";
+        out[0].what = "out = existing_out or zeros";
+        out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 256;
+        out[0].smem = 0;
+        // moe_fp8_grouped_gemm_kn_worklist: the (group, 128-row tile) work items
+        out[1].kernel = "moe_fp8_grouped_gemm_kn";
+        out[1].entry = "moe_fp8_grouped_gemm_kn_worklist";
+        out[1].what = "the (group, 128-row tile) work items";
+        out[1].grid[0] = 1;
+        out[1].grid[1] = 1;
+        out[1].grid[2] = 1;
+        out[1].threads = 1;
+        out[1].smem = 0;
+        // moe_fp8_grouped_gemm_kn_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
+        // min(SMs, tiles) blocks
+        out[2].kernel = "moe_fp8_grouped_gemm_kn";
+        out[2].entry = "moe_fp8_grouped_gemm_kn_sm100";
+        out[2].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128));
+        out[2].grid[1] = 1;
+        out[2].grid[2] = 1;
+        out[2].threads = 192;
+        out[2].smem = 208016;
+        return 3;
+      }
       // moe_fp8_grouped_gemm_kn_fill: out = existing_out or zeros
       out[0].kernel = "moe_fp8_grouped_gemm_kn";
       out[0].entry = "moe_fp8_grouped_gemm_kn_fill";
@@ -209,9 +244,10 @@ inline int moe_fp8_grouped_gemm_kn_launches(const MoeFp8GroupedGemmKnArgs& a, Gg
 // device's opt-in maximum per block, which the launcher queries); else why
 // not.
 inline const char* moe_fp8_grouped_gemm_kn_launch_error(const MoeFp8GroupedGemmKnArgs& a,
-                                                        long long smem_limit) {
+                                                        long long smem_limit, int sm = 0,
+                                                        int num_sms = 0) {
   GgLaunch launches[3];
-  const int count = moe_fp8_grouped_gemm_kn_launches(a, launches);
+  const int count = moe_fp8_grouped_gemm_kn_launches(a, launches, sm, num_sms);
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
@@ -233,15 +269,20 @@ inline const char* moe_fp8_grouped_gemm_kn_arch_error(int sm) {
     return "the device is older than every arch that "
            "specs/moe.gemm "
            "declares: "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/moe.gemm "
          "run on (an arch-specific build runs on its own only): "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

@@ -54,7 +54,7 @@ SPEC = "specs/moe.gemm"
 # arch (its arch-specific one where declared, and sm_90a on 9.0), and refuses a
 # device older than the oldest of them or that none of them runs on
 # (arch_error).
-ARCHS = ("sm_90a",)
+ARCHS = ("sm_90a", "sm_100a")
 MIN_SM = 90
 OUTPUTS = ("out",)
 # The arrays a call may leave out (None): optional inputs and the outputs.
@@ -118,6 +118,28 @@ class Launch:
     smem: int
     args: tuple
     what: str = ""
+
+
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A `const __grid_constant__ CUtensorMap` launch argument: the tiled map
+    of array `array`, as cuTensorMapEncodeTiled takes it (innermost first):
+    `dtype` a CUtensorMapDataType, `dims` in elements, `strides` the byte
+    strides of dims 1.., `box` in elements, `swizzle` a CUtensorMapSwizzle
+    (0 none, 1 32B, 2 64B, 3 128B); no interleave, 256-byte L2 promotion,
+    zero fill out of bounds (TENSOR_MAP_MODES)."""
+
+    array: str
+    dtype: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int
+
+
+# cuTensorMapEncodeTiled's interleave, L2 promotion and OOB fill, the same
+# for every map: NONE, L2_256B, NONE (cuda.h's values).
+TENSOR_MAP_MODES = (0, 3, 0)
 
 
 def pick_tile(m: int, n: int, k: int) -> int:
@@ -269,15 +291,18 @@ def workspace_ints(dims: dict[str, int]) -> int:
     raise AssertionError("unreachable")
 
 
-def launches(dims: dict[str, int]) -> list[Launch]:
-    """The launch sequence for validated dims (empty when there is no work).
-    Raises ValueError when a launch is over CUDA's grid or block limits."""
-    steps = _sequence(dims)
+def launches(dims: dict[str, int], sm: int = 0, num_sms: int = 0) -> list[Launch]:
+    """The launch sequence for validated dims (empty when there is no work) on
+    a device of compute capability `sm` (major * 10 + minor) with `num_sms`
+    SMs: on 10.0 the sm_100a path (sm_100a), else (and with sm = 0) the
+    mma.sync path. Raises ValueError when a launch is over CUDA's grid or
+    block limits."""
+    steps = _sequence(dims, sm, num_sms)
     check_launches(steps, dims)
     return steps
 
 
-def _sequence(dims: dict[str, int]) -> list[Launch]:
+def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     m, k, g, n, num_groups, group_offset, n_out = (
         dims["m"],
         dims["k"],
@@ -292,6 +317,54 @@ def _sequence(dims: dict[str, int]) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 128x128x128
+            if sm == 100 and num_sms > 0 and g > 0:
+                # The sm_100a path: 128x128x128, 6 stages
+                return [
+                    Launch(
+                        "moe_fp8_grouped_gemm_kn_fill",
+                        (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                        (256, 1, 1),
+                        0,
+                        ("out", "existing_out", gg_i64(m * n_out)),
+                        "out = existing_out or zeros",
+                    ),
+                    Launch(
+                        "moe_fp8_grouped_gemm_kn_worklist",
+                        (1, 1, 1),
+                        (1, 1, 1),
+                        0,
+                        (
+                            "group_sizes",
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(128),
+                            "workspace",
+                        ),
+                        "the (group, 128-row tile) work items",
+                    ),
+                    Launch(
+                        "moe_fp8_grouped_gemm_kn_sm100",
+                        (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1),
+                        (192, 1, 1),
+                        208016,
+                        (
+                            TensorMapArg("lhs", 0, (k, m), (k * 1,), (128, 128), 3),
+                            TensorMapArg("rhs", 0, (n, k, g), (n * 1, n * k * 1), (128, 128, 1), 3),
+                            "lhs_scale",
+                            "rhs_scale",
+                            "out",
+                            "workspace",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ),
+                        "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                    ),
+                ]
             return [
                 Launch(
                     "moe_fp8_grouped_gemm_kn_fill",
@@ -438,7 +511,8 @@ def device_smem_limit() -> int:
 
 def device_sm() -> tuple[int, int]:
     """The current device's compute capability (major * 10 + minor) and SM
-    count: what the module is compiled for."""
+    count: what the module is compiled for; they pick the path and size the
+    sm_100a path's persistent grid."""
     return _device_limits(_cupy().cuda.runtime.getDevice())[:2]
 
 
@@ -545,6 +619,56 @@ def _module(sm: int):
     module = cupy.cuda.function.Module()
     module.load(cubin)
     return module
+
+
+@functools.cache
+def _encoder():
+    """The driver's cuTensorMapEncodeTiled (libcuda.so.1: no toolkit needed)."""
+    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    pointer, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+    array32, array64, enum = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
+    # CUresult (CUtensorMap*, dtype, rank, address, dims, strides, box,
+    # element strides, interleave, swizzle, L2 promotion, OOB fill)
+    fn.argtypes = (pointer, enum, u32, pointer, array64, array64, array32, array32) + (enum,) * 4
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _tensor_map(x, t: TensorMapArg) -> np.ndarray:
+    """The 128-byte CUtensorMap of `t` over CuPy array `x`, as CuPy passes it
+    by value: a NumPy array of one 128-byte element."""
+    return _encoded_map(int(x.data.ptr), t)
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded_map(address: int, t: TensorMapArg) -> np.ndarray:
+    """The map of `t` over GPU address `address`, encoded once (read-only)."""
+    rank = len(t.dims)
+    interleave, l2_promotion, oob_fill = TENSOR_MAP_MODES
+    storage = np.zeros(256, np.uint8)  # the map, 128-byte aligned inside
+    start = -storage.ctypes.data % 128
+    code = _encoder()(
+        storage.ctypes.data + start,
+        t.dtype,
+        rank,
+        address,
+        (ctypes.c_uint64 * rank)(*t.dims),
+        (ctypes.c_uint64 * max(rank - 1, 1))(*t.strides),
+        (ctypes.c_uint32 * rank)(*t.box),
+        (ctypes.c_uint32 * rank)(*([1] * rank)),
+        interleave,
+        t.swizzle,
+        l2_promotion,
+        oob_fill,
+    )
+    if code != 0:
+        raise ValueError(
+            f"{NAME}: cuTensorMapEncodeTiled returned CUresult {code} for the map of {t.array} "
+            f"(dims {t.dims}, strides {t.strides}, box {t.box}, swizzle {t.swizzle})"
+        )
+    encoded = storage[start : start + 128].copy().view(np.dtype((np.void, 128)))
+    encoded.setflags(write=False)
+    return encoded
 
 
 def moe_fp8_grouped_gemm_kn(
@@ -683,10 +807,10 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
                 f"{NAME}: {name} is on device {x.data.device_id}, not on the current device "
                 f"{device}: make its device current (with cupy.cuda.Device({x.data.device_id}))"
             )
-    sm, _, smem_limit = key[1]  # _device_limits(device)
+    sm, num_sms, smem_limit = key[1]  # _device_limits(device)
     if why := arch_error(sm):
         raise RuntimeError(why)
-    call = _plan(tuple(dims.items()), sm, smem_limit)
+    call = _plan(tuple(dims.items()), sm, num_sms, smem_limit)
     ints = call.workspace_ints
     workspace = arrays["workspace"]
     if workspace is not None and (
@@ -704,32 +828,38 @@ def _prepare(key: tuple, dims: dict[str, int], arrays: dict, device: int) -> _Ca
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(dims: tuple, sm: int, smem_limit: int) -> _Call:
+def _plan(dims: tuple, sm: int, num_sms: int, smem_limit: int) -> _Call:
     """The launches of validated dims (as items) on a device (see _steps),
     planned once per shape and device."""
-    return _Call(dict(dims), _steps(dims, smem_limit), sm)
+    return _Call(dict(dims), _steps(dims, sm, num_sms, smem_limit), sm)
 
 
 class _Call:
     """The launches of one shape on one device, planned once: for each, the
     kernel function, grid, block, dynamic shared memory and where its
     arguments are in the call's values (`launch`): the arrays (DTYPES order,
-    then the workspace) and the launches' scalars."""
+    then the workspace), the tensor maps over them and the launches' scalars."""
 
-    __slots__ = ("launches", "scalars", "shapes", "workspace_ints")
+    __slots__ = ("launches", "maps", "scalars", "shapes", "workspace_ints")
 
     def __init__(self, dims: dict[str, int], steps: tuple[Launch, ...], sm: int) -> None:
         self.shapes = output_shapes(dims)
         self.workspace_ints = max(workspace_ints(dims), 4)
         arrays = {name: i for i, name in enumerate((*DTYPES, "workspace"))}
         args = [a for step in steps for a in step.args]
-        self.scalars = tuple(a for a in args if not isinstance(a, str))
-        scalar_at = itertools.count(len(arrays))
+        maps = [a for a in args if isinstance(a, TensorMapArg)]
+        # (position of the array, the map, its encodings by the array's address)
+        self.maps = tuple((arrays[t.array], t, {}) for t in maps)
+        self.scalars = tuple(a for a in args if not isinstance(a, (str, TensorMapArg)))
+        map_at = itertools.count(len(arrays))
+        scalar_at = itertools.count(len(arrays) + len(maps))
         self.launches = []
         for step in steps:
             at = []
             for a in step.args:
-                if isinstance(a, str):
+                if isinstance(a, TensorMapArg):
+                    at.append(next(map_at))
+                elif isinstance(a, str):
                     at.append(arrays[a])
                 else:
                     at.append(next(scalar_at))
@@ -743,9 +873,21 @@ class _Call:
     def launch(self, arrays: tuple, stream) -> None:
         """Run the launches over `arrays` (DTYPES order, then the workspace;
         None: a null pointer) on `stream`."""
-        values = arrays + self.scalars
+        values = arrays + self._maps(arrays) + self.scalars
         for kernel, grid, block, smem, pick in self.launches:
             kernel(grid, block, pick(values), shared_mem=smem, stream=stream)
+
+    def _maps(self, arrays: tuple) -> tuple:
+        """The tensor maps over `arrays`, each encoded once per address."""
+        out = []
+        for i, t, encoded in self.maps:
+            address = arrays[i].data.ptr
+            if address not in encoded:
+                if len(encoded) >= 64:
+                    encoded.clear()
+                encoded[address] = _tensor_map(arrays[i], t)
+            out.append(encoded[address])
+        return tuple(out)
 
 
 def _picker(positions: list[int]):
@@ -757,10 +899,10 @@ def _picker(positions: list[int]):
 
 
 @functools.lru_cache(maxsize=256)
-def _steps(dims: tuple, smem_limit: int) -> tuple[Launch, ...]:
+def _steps(dims: tuple, sm: int, num_sms: int, smem_limit: int) -> tuple[Launch, ...]:
     """launches() of validated dims (as items), each checked against the
     device's shared memory: computed once per shape and device."""
-    steps = tuple(launches(dict(dims)))
+    steps = tuple(launches(dict(dims), sm, num_sms))
     check_launches(list(steps), dict(dims), smem_limit)
     return steps
 

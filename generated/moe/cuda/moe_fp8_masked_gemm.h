@@ -140,7 +140,8 @@ inline int moe_fp8_masked_gemm_pick_tile(long long m, [[maybe_unused]] long long
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch (&out)[1],
                                         int sm = 0, int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
@@ -166,6 +167,20 @@ inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch 
         out[0].smem = 199760;
         return 1;
       }
+      if (sm == 100 && num_sms > 0 && g > 0) {
+        // moe_fp8_masked_gemm_t0_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
+        // min(SMs, tiles) blocks
+        out[0].kernel = "moe_fp8_masked_gemm";
+        out[0].entry = "moe_fp8_masked_gemm_t0_sm100";
+        out[0].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 192;
+        out[0].smem = 208016;
+        return 1;
+      }
       // moe_fp8_masked_gemm_t0: 32x128 output tiles: n tiles, (group, m tile) pairs over y and z
       out[0].kernel = "moe_fp8_masked_gemm";
       out[0].entry = "moe_fp8_masked_gemm_t0";
@@ -188,6 +203,20 @@ inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch 
         out[0].grid[2] = 1;
         out[0].threads = 384;
         out[0].smem = 199760;
+        return 1;
+      }
+      if (sm == 100 && num_sms > 0 && g > 0) {
+        // moe_fp8_masked_gemm_t1_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
+        // min(SMs, tiles) blocks
+        out[0].kernel = "moe_fp8_masked_gemm";
+        out[0].entry = "moe_fp8_masked_gemm_t1_sm100";
+        out[0].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 192;
+        out[0].smem = 208016;
         return 1;
       }
       // moe_fp8_masked_gemm_t1: 64x128 output tiles: n tiles, (group, m tile) pairs over y and z
@@ -234,15 +263,20 @@ inline const char* moe_fp8_masked_gemm_arch_error(int sm) {
     return "the device is older than every arch that "
            "specs/moe.gemm "
            "declares: "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/moe.gemm "
          "run on (an arch-specific build runs on its own only): "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

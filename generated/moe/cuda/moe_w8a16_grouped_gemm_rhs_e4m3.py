@@ -54,7 +54,7 @@ SPEC = "specs/moe.gemm"
 # arch (its arch-specific one where declared, and sm_90a on 9.0), and refuses a
 # device older than the oldest of them or that none of them runs on
 # (arch_error).
-ARCHS = ("sm_90a",)
+ARCHS = ("sm_90a", "sm_100a")
 MIN_SM = 90
 OUTPUTS = ("out",)
 # The arrays a call may leave out (None): optional inputs and the outputs.

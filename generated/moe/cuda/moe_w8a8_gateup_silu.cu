@@ -31,6 +31,15 @@
 //       tile's wgmma sums are promoted into an f32 accumulator, times the tile's block scales.
 //       silu_mul: a tile's B is 64 gate columns over the matching 64 up columns (n / 2 on), so each
 //       thread holds both halves of its outputs.
+//   (6) on sm_100a (compute capability 10.0) the launchers run the sm_100a body instead
+//       (gg_gemm_sm100.cuh, docs/cuda-sm100.md): 192 threads, a producer warp issuing TMA loads of
+//       128 x 128 A and 128 x 128 B boxes (128-byte swizzle) into 6 stages, one thread issuing
+//       tcgen05.mma 128x128x32 into one of two TMEM accumulators (256 columns), an epilogue
+//       warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, tiles) blocks.
+//       Each K tile's MMAs go into an accumulator of their own, whose sums the epilogue warps add
+//       into f32 registers times the K tile's block scales (the FP32 promotion). silu_mul: a tile's
+//       B is 64 gate columns over the matching 64 up columns (n / 2 on), so each thread's row holds
+//       both halves of its outputs.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -97,6 +106,21 @@ struct Sm90Tile0 : Config {
 static_assert(gg::gemm::sm90::check_tile_sm90<Sm90Tile0>(),
               "the Hopper tile's numbers follow from its shape");
 
+// The sm_100a tiles of the LUT: 192 threads, 128 x kBN x kBK, a ring of
+// kStages TMA stages, two TMEM accumulators of kBN columns;
+// gg::gemm::sm100::check_tile_sm100 checks the numbers.
+// sm_100a tile 0: 128 x 128 x 128, 6 stages of 32768 bytes, 208016 bytes of shared memory in all,
+// 256 TMEM columns (two accumulators).
+struct Sm100Tile0 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 64;
+  static constexpr int kThreads = 192, kStages = 6, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 256, kSmemBytes = 208016;
+};
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
+              "the sm_100a tile's numbers follow from its shape");
+
 }  // namespace
 
 // (1a) out = existing_out, or zeros: rows this shard does not compute keep
@@ -140,6 +164,23 @@ extern "C" __global__ void __launch_bounds__(384, 1) moe_w8a8_gateup_silu_sm90(
 #else
   gg::gemm::sm90::grouped<Sm90Tile0>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
                                      out, workspace, m, n, k, num_groups, group_offset);
+#endif
+}
+
+// (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(192, 1) moe_w8a8_gateup_silu_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100::grouped<Sm100Tile0>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
+                                       out, workspace, m, n, k, num_groups, group_offset);
 #endif
 }
 
@@ -194,8 +235,9 @@ cudaError_t launch_moe_w8a8_gateup_silu(const MoeW8a8GateupSiluArgs& a, cudaStre
   if (moe_w8a8_gateup_silu_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  // The device: its compute capability picks the path (9.0: the Hopper
-  // body), its SM count sizes the Hopper body's persistent grid.
+  // The device: its compute capability picks the path (9.0: the Hopper body;
+  // 10.0: the sm_100a body), its SM count sizes the Hopper body's and the
+  // sm_100a body's persistent grid.
   int device = 0, major = 0, minor = 0, num_sms = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) {
@@ -271,6 +313,47 @@ cudaError_t launch_moe_w8a8_gateup_silu(const MoeW8a8GateupSiluArgs& a, cudaStre
           return err;
         }
         moe_w8a8_gateup_silu_sm90<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+            map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace),
+            gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
+      if (sm == 100 && num_sms > 0 && g > 0 && n % 256 == 0) {
+        // The sm_100a path, 128x128x128, 6 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 1, 0, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 3, k, n, g, k * 1, k * n * 1, 128, 64, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_w8a8_gateup_silu_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            a.out, a.existing_out, gg_i64(m * n_out));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_w8a8_gateup_silu_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+            a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+            gg_i32(128), static_cast<int*>(a.workspace));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(moe_w8a8_gateup_silu_sm100,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 208016);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        moe_w8a8_gateup_silu_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
             map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace),
             gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
         err = cudaGetLastError();

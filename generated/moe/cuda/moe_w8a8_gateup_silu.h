@@ -160,7 +160,8 @@ inline size_t moe_w8a8_gateup_silu_workspace_bytes(const MoeW8a8GateupSiluArgs& 
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int moe_w8a8_gateup_silu_launches(const MoeW8a8GateupSiluArgs& a, GgLaunch (&out)[3],
                                          int sm = 0, int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
@@ -204,6 +205,38 @@ inline int moe_w8a8_gateup_silu_launches(const MoeW8a8GateupSiluArgs& a, GgLaunc
         out[2].grid[2] = 1;
         out[2].threads = 384;
         out[2].smem = 216160;
+        return 3;
+      }
+      if (sm == 100 && num_sms > 0 && g > 0 && n % 256 == 0) {
+        // moe_w8a8_gateup_silu_fill: out = existing_out or zeros
+        out[0].kernel = "moe_w8a8_gateup_silu";
+        out[0].entry = "moe_w8a8_gateup_silu_fill";
+        out[0].what = "out = existing_out or zeros";
+        out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 256;
+        out[0].smem = 0;
+        // moe_w8a8_gateup_silu_worklist: the (group, 128-row tile) work items
+        out[1].kernel = "moe_w8a8_gateup_silu";
+        out[1].entry = "moe_w8a8_gateup_silu_worklist";
+        out[1].what = "the (group, 128-row tile) work items";
+        out[1].grid[0] = 1;
+        out[1].grid[1] = 1;
+        out[1].grid[2] = 1;
+        out[1].threads = 1;
+        out[1].smem = 0;
+        // moe_w8a8_gateup_silu_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
+        // min(SMs, tiles) blocks
+        out[2].kernel = "moe_w8a8_gateup_silu";
+        out[2].entry = "moe_w8a8_gateup_silu_sm100";
+        out[2].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 64));
+        out[2].grid[1] = 1;
+        out[2].grid[2] = 1;
+        out[2].threads = 192;
+        out[2].smem = 208016;
         return 3;
       }
       // moe_w8a8_gateup_silu_fill: out = existing_out or zeros
@@ -268,15 +301,20 @@ inline const char* moe_w8a8_gateup_silu_arch_error(int sm) {
     return "the device is older than every arch that "
            "specs/moe.gemm "
            "declares: "
-           "sm_90a";
+           "sm_90a, "
+           "sm_100a";
   }
   if (sm == 90) {
     return nullptr;  // sm_90a
   }
+  if (sm == 100) {
+    return nullptr;  // sm_100a
+  }
   return "the device's compute capability is not one that the archs of "
          "specs/moe.gemm "
          "run on (an arch-specific build runs on its own only): "
-         "sm_90a";
+         "sm_90a, "
+         "sm_100a";
 }
 
 // nullptr when `a` is a valid call, else why not: its dims, pointers and

@@ -113,7 +113,8 @@ def plans():
     """dense_gemm_bf16's launch plan, and the same with RAW_RHS as its rhs map."""
     spec, _ = load(REPO / "specs" / "dense.gemm")
     lp = cuda_backend.plan(spec.kernel("dense_gemm_bf16"), spec)
-    assert all(v.path("wgmma") is not None for v in lp.variants)
+    assert all(v.path("wgmma") is not None and v.path("tcgen05") is not None
+               for v in lp.variants)
 
     def patch(step):
         args = tuple(tensor_map("rhs", RAW_RHS) if a.tmap is not None and a.name == "rhs" else a
@@ -131,7 +132,8 @@ def test_the_cpp_launcher_passes_each_maps_swizzle(plans):
     header = header_text(spec.path)
     source = render_template(raw.template, header=header, plan=raw.detail, launch=raw)
     calls = re.findall(r"err = gg_tensor_map\((.*?)\);", source, re.DOTALL)
-    assert len(calls) == 2 * len(raw.variants)
+    # Two maps for each path of each variant (Hopper, sm_100a).
+    assert len(calls) == 2 * sum(len(v.paths) for v in raw.variants) == 4 * len(raw.variants)
     for call in calls:
         args = [a.strip() for a in call.split(",")]
         assert len(args) == 13 and args[3].startswith("CU_TENSOR_MAP_SWIZZLE_")
@@ -150,7 +152,8 @@ def test_the_cpp_launcher_passes_each_maps_swizzle(plans):
     assert "CU_TENSOR_MAP_SWIZZLE_" not in helper
     # The unpatched plan prints 128B for both maps: what generated/ holds.
     original = render_template(lp.template, header=header, plan=lp.detail, launch=lp)
-    assert original.count("CU_TENSOR_MAP_SWIZZLE_128B") == 2 * len(lp.variants)
+    maps = 2 * sum(len(v.paths) for v in lp.variants)
+    assert original.count("CU_TENSOR_MAP_SWIZZLE_128B") == maps
     assert "CU_TENSOR_MAP_SWIZZLE_64B" not in original
 
 

@@ -251,6 +251,14 @@ def block_scaled_words(kernel: ir.Kernel) -> str:
             "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
 
 
+def _cc(archs: tuple[str, ...]) -> str:
+    """The compute capabilities the launchers take the body on, in words:
+    those of the declared archs only ("10.0" for a spec declaring sm_100a)."""
+    if archs == (SM100_ARCH,):
+        return "10.0"
+    return " / ".join(f"{ir.arch_number(a) // 10}.{ir.arch_number(a) % 10} ({a})" for a in archs)
+
+
 def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
           lut: tuple[ir.Tile, ...], number: int) -> BodyPlan:
     """An Sm100Tile per LUT entry, the entry points (the Hopper body's
@@ -264,7 +272,8 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
                           guard="GG_SM100_TCGEN05", archs=archs_of(kernel, spec),
                           title="sm_100a", what="TMA + tcgen05.mma, the accumulators in tensor "
                           "memory;")
-    return BodyPlan(body=BODY, tiles=own, params=params, entries=entries,
+    return BodyPlan(body=replace(BODY, cc=_cc(archs_of(kernel, spec))), tiles=own,
+                    params=params, entries=entries,
                     algorithm=_algorithm(kernel, own[-1], number))
 
 

@@ -19,7 +19,7 @@ pub const NAME: &str = "dense_gemv_batched_bf16";
 /// The `extern "C"` entry points of `dense_gemv_batched_bf16.cu`, for a backend to load.
 pub const ENTRIES: [&str; 2] = ["dense_gemv_batched_bf16", "dense_gemv_batched_bf16_unaligned_k"];
 /// The archs the spec declares: a device older than the first refuses the call.
-pub const ARCHS: [&str; 2] = ["sm_89", "sm_90a"];
+pub const ARCHS: [&str; 3] = ["sm_89", "sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
 pub const MIN_SM: i64 = 89;
 

@@ -25,7 +25,7 @@ pub const ENTRIES: [&str; 2] = [
     "per_token_group_quant_fp8_out_scale_e8m0_unaligned_k",
 ];
 /// The archs the spec declares: a device older than the first refuses the call.
-pub const ARCHS: [&str; 2] = ["sm_89", "sm_90a"];
+pub const ARCHS: [&str; 3] = ["sm_89", "sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
 pub const MIN_SM: i64 = 89;
 

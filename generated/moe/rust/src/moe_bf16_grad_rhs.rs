@@ -19,7 +19,7 @@ pub const NAME: &str = "moe_bf16_grad_rhs";
 /// The `extern "C"` entry points of `moe_bf16_grad_rhs.cu`, for a backend to load.
 pub const ENTRIES: [&str; 1] = ["moe_bf16_grad_rhs"];
 /// The archs the spec declares: a device older than the first refuses the call.
-pub const ARCHS: [&str; 1] = ["sm_90a"];
+pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
 pub const MIN_SM: i64 = 90;
 

@@ -14,17 +14,21 @@
 use std::fmt;
 
 use crate::common::{
-    self, gg_cdiv, gg_i32, gg_i64, gg_min, Array, Backend, Error, KernelArg, Launch, Refusal,
-    Workspace,
+    self, gg_cdiv, gg_i32, gg_i64, gg_min, tensor_map, Array, Backend, Device, Error, KernelArg,
+    Launch, Refusal, Workspace,
 };
 
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_fp8_grouped_gemm_kn";
 /// The `extern "C"` entry points of `moe_fp8_grouped_gemm_kn.cu`, for a backend to load.
-pub const ENTRIES: [&str; 3] =
-    ["moe_fp8_grouped_gemm_kn_fill", "moe_fp8_grouped_gemm_kn_worklist", "moe_fp8_grouped_gemm_kn"];
+pub const ENTRIES: [&str; 4] = [
+    "moe_fp8_grouped_gemm_kn_fill",
+    "moe_fp8_grouped_gemm_kn_worklist",
+    "moe_fp8_grouped_gemm_kn",
+    "moe_fp8_grouped_gemm_kn_sm100",
+];
 /// The archs the spec declares: a device older than the first refuses the call.
-pub const ARCHS: [&str; 1] = ["sm_90a"];
+pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
 pub const MIN_SM: i64 = 90;
 
@@ -181,7 +185,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
     if w.ptr == 0 || !common::is_aligned(w.ptr, 16) || w.bytes < need {
         return Err(Error::Workspace { kernel: NAME, need, got: w });
     }
-    common::check_launches(NAME, &launches(a, &d), &d, None)?;
+    common::check_launches(NAME, &launches(a, &d, Device::UNKNOWN), &d, None)?;
     Ok(d)
 }
 
@@ -192,12 +196,78 @@ pub fn workspace_bytes(d: &Dims) -> u64 {
     u64::try_from(4 * ints).unwrap_or(0)
 }
 
-/// The launches of a valid call with dims `d`, in order (none when there
-/// is nothing to compute). `launch` makes exactly these.
-pub fn launches(a: &Args, d: &Dims) -> Vec<Launch> {
+/// The launches of a valid call with dims `d` on `device`, in order (none
+/// when there is nothing to compute): on compute capability 10.0 the sm_100a
+/// path (sm_100a: TMA + tcgen05.mma with the accumulators in tensor memory,
+/// tensor maps of lhs and rhs, a persistent grid of the device's SMs), else
+/// (and on `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly
+/// these.
+pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, g, n, num_groups, group_offset, n_out } = *d;
+    let Device { sm, num_sms } = device;
     if m == 0 {
         return Vec::new();
+    }
+    if sm == 100 && num_sms > 0 && g > 0 {
+        // The sm_100a path: 128x128x128, 6 stages
+        return vec![
+            // moe_fp8_grouped_gemm_kn_fill: out = existing_out or zeros
+            Launch {
+                kernel: NAME,
+                entry: "moe_fp8_grouped_gemm_kn_fill",
+                what: "out = existing_out or zeros",
+                grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                threads: 256,
+                smem: 0,
+                args: vec![
+                    KernelArg::Ptr(a.out.ptr),
+                    KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                    gg_i64(m * n_out),
+                ],
+            },
+            // moe_fp8_grouped_gemm_kn_worklist: the (group, 128-row tile) work items
+            Launch {
+                kernel: NAME,
+                entry: "moe_fp8_grouped_gemm_kn_worklist",
+                what: "the (group, 128-row tile) work items",
+                grid: [1, 1, 1],
+                threads: 1,
+                smem: 0,
+                args: vec![
+                    KernelArg::Ptr(a.group_sizes.ptr),
+                    gg_i32(num_groups),
+                    gg_i32(group_offset),
+                    gg_i32(g),
+                    gg_i32(m),
+                    gg_i32(128),
+                    KernelArg::Ptr(a.workspace.ptr),
+                ],
+            },
+            // moe_fp8_grouped_gemm_kn_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
+            // min(SMs, tiles) blocks
+            Launch {
+                kernel: NAME,
+                entry: "moe_fp8_grouped_gemm_kn_sm100",
+                what:
+                    "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                grid: [gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1],
+                threads: 192,
+                smem: 208016,
+                args: vec![
+                    tensor_map(a.lhs.ptr, 0, &[k, m], &[k * 1], &[128, 128], 3),
+                    tensor_map(a.rhs.ptr, 0, &[n, k, g], &[n * 1, n * k * 1], &[128, 128, 1], 3),
+                    KernelArg::Ptr(a.lhs_scale.ptr),
+                    KernelArg::Ptr(a.rhs_scale.ptr),
+                    KernelArg::Ptr(a.out.ptr),
+                    KernelArg::Ptr(a.workspace.ptr),
+                    gg_i32(m),
+                    gg_i32(n),
+                    gg_i32(k),
+                    gg_i32(num_groups),
+                    gg_i32(group_offset),
+                ],
+            },
+        ];
     }
     vec![
         // moe_fp8_grouped_gemm_kn_fill: out = existing_out or zeros
@@ -271,5 +341,5 @@ pub fn launch<B: Backend>(
     let d = validate(a).map_err(Refusal::widen)?;
     let device = backend.device().map_err(Error::Backend)?;
     common::check_arch(NAME, &ARCHS, MIN_SM, device).map_err(Refusal::widen)?;
-    common::run(backend, NAME, &launches(a, &d), &d, stream)
+    common::run(backend, NAME, &launches(a, &d, device), &d, stream)
 }

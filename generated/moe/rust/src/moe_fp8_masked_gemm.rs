@@ -21,14 +21,16 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_fp8_masked_gemm";
 /// The `extern "C"` entry points of `moe_fp8_masked_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 4] = [
+pub const ENTRIES: [&str; 6] = [
     "moe_fp8_masked_gemm_t0",
     "moe_fp8_masked_gemm_t1",
     "moe_fp8_masked_gemm_t0_sm90",
     "moe_fp8_masked_gemm_t1_sm90",
+    "moe_fp8_masked_gemm_t0_sm100",
+    "moe_fp8_masked_gemm_t1_sm100",
 ];
 /// The archs the spec declares: a device older than the first refuses the call.
-pub const ARCHS: [&str; 1] = ["sm_90a"];
+pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
 pub const MIN_SM: i64 = 90;
 
@@ -167,8 +169,10 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
 /// The launches of a valid call with dims `d` on `device`, in order (none
 /// when there is nothing to compute): on compute capability 9.0 the Hopper
 /// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
-/// of the device's SMs), else (and on `Device::UNKNOWN`) the `mma.sync`
-/// path. `launch` makes exactly these.
+/// of the device's SMs), compute capability 10.0 the sm_100a path (sm_100a:
+/// TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of
+/// lhs and rhs, a persistent grid of the device's SMs), else (and on
+/// `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly these.
 pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, g, n, n_out } = *d;
     let Device { sm, num_sms } = device;
@@ -190,6 +194,40 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                         grid: [gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
                         threads: 384,
                         smem: 199760,
+                        args: vec![
+                            tensor_map(a.lhs.ptr, 0, &[k, g * m], &[k * 1], &[128, 128], 3),
+                            tensor_map(
+                                a.rhs.ptr,
+                                0,
+                                &[k, n, g],
+                                &[k * 1, k * n * 1],
+                                &[128, 128, 1],
+                                3,
+                            ),
+                            KernelArg::Ptr(a.lhs_scale.ptr),
+                            KernelArg::Ptr(a.rhs_scale.ptr),
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.masked_m.ptr),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(g),
+                            gg_i32(m),
+                        ],
+                    },
+                ];
+            }
+            if sm == 100 && num_sms > 0 && g > 0 {
+                // The sm_100a path: 128x128x128, 6 stages
+                return vec![
+                    // moe_fp8_masked_gemm_t0_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent
+                    // grid of min(SMs, tiles) blocks
+                    Launch {
+                        kernel: NAME,
+                        entry: "moe_fp8_masked_gemm_t0_sm100",
+                        what: "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                        grid: [gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
+                        threads: 192,
+                        smem: 208016,
                         args: vec![
                             tensor_map(a.lhs.ptr, 0, &[k, g * m], &[k * 1], &[128, 128], 3),
                             tensor_map(
@@ -255,6 +293,40 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                         grid: [gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
                         threads: 384,
                         smem: 199760,
+                        args: vec![
+                            tensor_map(a.lhs.ptr, 0, &[k, g * m], &[k * 1], &[128, 128], 3),
+                            tensor_map(
+                                a.rhs.ptr,
+                                0,
+                                &[k, n, g],
+                                &[k * 1, k * n * 1],
+                                &[128, 128, 1],
+                                3,
+                            ),
+                            KernelArg::Ptr(a.lhs_scale.ptr),
+                            KernelArg::Ptr(a.rhs_scale.ptr),
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.masked_m.ptr),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(g),
+                            gg_i32(m),
+                        ],
+                    },
+                ];
+            }
+            if sm == 100 && num_sms > 0 && g > 0 {
+                // The sm_100a path: 128x128x128, 6 stages
+                return vec![
+                    // moe_fp8_masked_gemm_t1_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent
+                    // grid of min(SMs, tiles) blocks
+                    Launch {
+                        kernel: NAME,
+                        entry: "moe_fp8_masked_gemm_t1_sm100",
+                        what: "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                        grid: [gg_min(num_sms, g * gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
+                        threads: 192,
+                        smem: 208016,
                         args: vec![
                             tensor_map(a.lhs.ptr, 0, &[k, g * m], &[k * 1], &[128, 128], 3),
                             tensor_map(

@@ -28,7 +28,7 @@ pub const ENTRIES: [&str; 4] = [
     "moe_w8a16_grouped_gemm_rhs_int8_sm90",
 ];
 /// The archs the spec declares: a device older than the first refuses the call.
-pub const ARCHS: [&str; 1] = ["sm_90a"];
+pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
 pub const MIN_SM: i64 = 90;
 
