@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gemmgen import ir
+from gemmgen.archs import fp8_mma_sync
 from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.cases import Case, standard_cases
@@ -115,9 +116,10 @@ def test_compiles_for_every_arch_without_spills(stem, name):
             compute = tile_gemm.compute_dtype(kernel)
             mma = {ir.DType.BF16: "HMMA", ir.DType.F16: "HMMA", ir.DType.E4M3: "QMMA",
                    ir.DType.E5M2: "QMMA", ir.DType.INT8: "IMMA"}[compute]
-            if compute.is_fp8 and ir.arch_number(arch) == 90:
-                # NB: Hopper has no FP8 mma.sync in hardware (its FP8 path is
-                # wgmma); ptxas widens to f16 and issues HMMA (docs/cuda.md).
+            if compute.is_fp8 and not fp8_mma_sync(arch):
+                # NB: Hopper and sm_100a have no FP8 mma.sync in hardware
+                # (their FP8 paths are wgmma and tcgen05); ptxas widens to
+                # f16 and issues HMMA (docs/cuda.md).
                 mma = "HMMA"
             assert gemm.count(mma) > 0, (arch, mma, gemm.opcodes)
 
