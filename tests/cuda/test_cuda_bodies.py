@@ -85,16 +85,16 @@ def test_every_launch_printer_prints_both_paths_in_table_order(two_bodies):
     files = {p.suffix: text for p, text in cuda_backend.render_kernel(kernel, spec).items()}
     for suffix in (".h", ".cu"):
         assert _in_order(files[suffix], "sm == 90", "sm == 100", "sm == 120"), suffix
-    assert _in_order(files[".cu"], "// The Hopper path, ", "// The sm_100a path, ",
+    assert _in_order(files[".cu"], "// The Hopper path, ", "// The tcgen05 path, ",
                      "// The Fake path, fake ")
     assert _in_order(files[".py"], "if sm == 90", "if sm == 100", "if sm == 120")
-    assert _in_order(files[".py"], "# The Hopper path: ", "# The sm_100a path: ",
+    assert _in_order(files[".py"], "# The Hopper path: ", "# The tcgen05 path: ",
                      "# The Fake path: fake ")
-    assert ("on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), 12.0 the Fake "
+    assert ("on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a), 12.0 the Fake "
             "path") in " ".join(files[".py"].split())
     rs = RustKernel(cuda_backend.plan(kernel, spec))
     body = "\n".join(rs.launches_body)
-    assert _in_order(body, "// The Hopper path: ", "// The sm_100a path: ",
+    assert _in_order(body, "// The Hopper path: ", "// The tcgen05 path: ",
                      "// The Fake path: fake ")
     assert "compute capability 12.0 the Fake path (sm_120a: a planted body)" in " ".join(
         rs.launches_doc.replace("///", " ").split())

@@ -136,7 +136,7 @@ inline int fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16_pick_tile(
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), else the
+// on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a), else the
 // mma.sync path (sm = 0 too).
 inline int fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_bf16_launches(
     const Fp8GemmBlockscaledLhsScaleE8m0RhsScaleBf16Args& a, GgLaunch (&out)[1], int sm = 0,

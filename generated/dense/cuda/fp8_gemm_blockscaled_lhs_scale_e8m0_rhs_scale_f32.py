@@ -253,7 +253,7 @@ def workspace_ints(dims: dict[str, int]) -> int:
 def launches(dims: dict[str, int], sm: int = 0, num_sms: int = 0) -> list[Launch]:
     """The launch sequence for validated dims (empty when there is no work) on
     a device of compute capability `sm` (major * 10 + minor) with `num_sms`
-    SMs: on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a),
+    SMs: on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a),
     else (and with sm = 0) the mma.sync path. Raises ValueError when a
     launch is over CUDA's grid or block limits."""
     steps = _sequence(dims, sm, num_sms)
@@ -290,7 +290,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     ),
                 ]
             if sm == 100 and num_sms > 0:
-                # The sm_100a path: 128x128x128, 6 stages
+                # The tcgen05 path: 128x128x128, 6 stages
                 return [
                     Launch(
                         "fp8_gemm_blockscaled_lhs_scale_e8m0_rhs_scale_f32_sm100",
@@ -430,7 +430,7 @@ def device_smem_limit() -> int:
 def device_sm() -> tuple[int, int]:
     """The current device's compute capability (major * 10 + minor) and SM
     count: what the module is compiled for; they pick the path and size the
-    Hopper path's and the sm_100a path's persistent grid."""
+    Hopper path's and the tcgen05 path's persistent grid."""
     return _device_limits(_cupy().cuda.runtime.getDevice())[:2]
 
 

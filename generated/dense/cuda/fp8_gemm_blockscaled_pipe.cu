@@ -207,8 +207,8 @@ cudaError_t launch_fp8_gemm_blockscaled_pipe(const Fp8GemmBlockscaledPipeArgs& a
     return cudaErrorInvalidValue;
   }
   // The device: its compute capability picks the path (9.0: the Hopper body;
-  // 10.0: the sm_100a body), its SM count sizes the Hopper body's and the
-  // sm_100a body's persistent grid.
+  // 10.0: the tcgen05 body), its SM count sizes the Hopper body's and the
+  // tcgen05 body's persistent grid.
   int device = 0, major = 0, minor = 0, num_sms = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) {
@@ -275,7 +275,7 @@ cudaError_t launch_fp8_gemm_blockscaled_pipe(const Fp8GemmBlockscaledPipeArgs& a
         return cudaSuccess;
       }
       if (sm == 100 && num_sms > 0) {
-        // The sm_100a path, 128x64x128, 8 stages: the tensor maps of lhs and rhs.
+        // The tcgen05 path, 128x64x128, 8 stages: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
         err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,

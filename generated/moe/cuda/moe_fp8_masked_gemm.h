@@ -140,7 +140,7 @@ inline int moe_fp8_masked_gemm_pick_tile(long long m, [[maybe_unused]] long long
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), 10.0 the sm_100a path (sm_100a), else the
+// on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a), else the
 // mma.sync path (sm = 0 too).
 inline int moe_fp8_masked_gemm_launches(const MoeFp8MaskedGemmArgs& a, GgLaunch (&out)[1],
                                         int sm = 0, int num_sms = 0) {

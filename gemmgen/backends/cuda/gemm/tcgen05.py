@@ -307,7 +307,7 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     return BodyLaunch(tuple(out), all_of(*conds), h.label, worklist_bm)
 
 
-BODY = Body(name="tcgen05", title="sm_100a", arch=SM100_ARCH, cc="10.0 (sm_100a) / 10.3 (sm_103a)",
+BODY = Body(name="tcgen05", title="tcgen05", arch=SM100_ARCH, cc="10.0 (sm_100a) / 10.3 (sm_103a)",
             what="TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of lhs "
                  "and rhs, a persistent grid of the device's SMs",
             template="cuda/gemm_tcgen05.cu.j2", applies=uses_sm100, plan=_plan, launch=_launch)

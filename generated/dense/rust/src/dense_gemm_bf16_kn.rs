@@ -120,7 +120,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
 /// The launches of a valid call with dims `d` on `device`, in order (none
 /// when there is nothing to compute): on compute capability 9.0 the Hopper
 /// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
-/// of the device's SMs), compute capability 10.0 the sm_100a path (sm_100a:
+/// of the device's SMs), compute capability 10.0 the tcgen05 path (sm_100a:
 /// TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of
 /// lhs and rhs, a persistent grid of the device's SMs), else (and on
 /// `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly these.
@@ -154,7 +154,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
         ];
     }
     if sm == 100 && num_sms > 0 {
-        // The sm_100a path: 128x128x64, 6 stages
+        // The tcgen05 path: 128x128x64, 6 stages
         return vec![
             // dense_gemm_bf16_kn_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
             // min(SMs, tiles) blocks

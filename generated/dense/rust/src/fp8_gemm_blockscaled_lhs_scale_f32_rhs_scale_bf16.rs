@@ -144,7 +144,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
 /// The launches of a valid call with dims `d` on `device`, in order (none
 /// when there is nothing to compute): on compute capability 9.0 the Hopper
 /// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
-/// of the device's SMs), compute capability 10.0 the sm_100a path (sm_100a:
+/// of the device's SMs), compute capability 10.0 the tcgen05 path (sm_100a:
 /// TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of
 /// lhs and rhs, a persistent grid of the device's SMs), else (and on
 /// `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly these.
@@ -180,7 +180,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
         ];
     }
     if sm == 100 && num_sms > 0 {
-        // The sm_100a path: 128x128x128, 6 stages
+        // The tcgen05 path: 128x128x128, 6 stages
         return vec![
             // fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_bf16_sm100: 128x128 tiles, TMA +
             // tcgen05.mma: a persistent grid of min(SMs, tiles) blocks

@@ -197,7 +197,7 @@ pub fn workspace_bytes(d: &Dims) -> u64 {
 }
 
 /// The launches of a valid call with dims `d` on `device`, in order (none
-/// when there is nothing to compute): on compute capability 10.0 the sm_100a
+/// when there is nothing to compute): on compute capability 10.0 the tcgen05
 /// path (sm_100a: TMA + tcgen05.mma with the accumulators in tensor memory,
 /// tensor maps of lhs and rhs, a persistent grid of the device's SMs), else
 /// (and on `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly
@@ -209,7 +209,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
         return Vec::new();
     }
     if sm == 100 && num_sms > 0 && g > 0 {
-        // The sm_100a path: 128x128x128, 6 stages
+        // The tcgen05 path: 128x128x128, 6 stages
         return vec![
             // moe_fp8_grouped_gemm_kn_fill: out = existing_out or zeros
             Launch {
