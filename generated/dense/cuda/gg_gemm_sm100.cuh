@@ -76,18 +76,11 @@ constexpr int kChunk = 32;
 template <class C>
 constexpr int kBKFor = kRowBytes * 8 / kMmaBits<C>;
 
-// Whether this body computes a Config: A and B of one tensor-core type as
-// stored (bf16, f16, e4m3 or e5m2, B either layout: tcgen05 transposes FP8
-// too, unlike wgmma); scales where the epilogue applies them and, for FP8,
-// the block scales of the FP32 promotion (lhs 1 x block_k token groups, rhs
-// block_n x block_k blocks); no folded scales.
+// Whether this body computes a Config: gg_gemm_sm90.cuh's runs_one_type,
+// B in either layout (tcgen05 transposes FP8 too, unlike wgmma).
 template <class C>
 __host__ __device__ constexpr bool runs() {
-  using mma_t = typename C::mma_t;
-  constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
-  constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
-  return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && kLhsOk && kRhsOk)) &&
-         kSame<typename C::rhs_t, mma_t> && !C::kFoldScales;
+  return sm90::runs_one_type<C>();
 }
 
 // Whether this body runs a Config on the block-scaled tcgen05.mma (the
@@ -119,8 +112,7 @@ __host__ __device__ constexpr bool qualifies() {
   } else if constexpr (!runs<C>()) {
     return false;
   } else if constexpr (kPromotion<C>) {
-    return C::kScaleBlockK % kBKFor<C> == 0 &&
-           (C::kRhsScale != ScaleMode::kBlock || C::kRhsScaleBlockN % 64 == 0);
+    return sm90::promotion_fits<C, kBKFor<C>>();
   } else {
     return true;
   }

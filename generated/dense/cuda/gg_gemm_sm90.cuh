@@ -62,19 +62,36 @@ constexpr bool kFp8 = kSame<M, __nv_fp8_e4m3> || kSame<M, __nv_fp8_e5m2>;
 template <class C>
 constexpr bool kSilu = C::kActivation == Activation::kSiluMul;
 
-// Whether this body computes a Config: A and B of one tensor-core type as
-// stored (bf16, f16, e4m3 or e5m2; B of an FP8 type K-major, rhs [n, k]);
-// scales where the epilogue applies them (per tensor, per token, per
-// channel) and, for FP8, the block scales of the FP32 promotion (lhs 1 x
-// block_k token groups, rhs block_n x block_k blocks); no folded scales;
-// any epilogue, silu_mul included (gate and up halves of one B tile).
+// Whether a TMA tile body (this one, the sm_100a one) computes a Config
+// with B in either layout: A and B of one tensor-core type as stored (bf16,
+// f16, e4m3 or e5m2); scales where the epilogue applies them (per tensor,
+// per token, per channel) and, for FP8, the block scales of the FP32
+// promotion (lhs 1 x block_k token groups, rhs block_n x block_k blocks); no
+// folded scales; any epilogue, silu_mul included (gate and up halves of one
+// B tile).
 template <class C>
-__host__ __device__ constexpr bool runs() {
+__host__ __device__ constexpr bool runs_one_type() {
   using mma_t = typename C::mma_t;
   constexpr bool kLhsOk = !kLhsScalePromoted<C> || C::kLhsScale == ScaleMode::kPerTokenGroup;
   constexpr bool kRhsOk = !kRhsScalePromoted<C> || C::kRhsScale == ScaleMode::kBlock;
-  return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && C::kRhsNK && kLhsOk && kRhsOk)) &&
+  return (k16Bit<mma_t> ? !kPromotion<C> : (kFp8<mma_t> && kLhsOk && kRhsOk)) &&
          kSame<typename C::rhs_t, mma_t> && !C::kFoldScales;
+}
+
+// Whether a promoted Config's scale blocks fit a TMA tile body's K tile of
+// kBK elements: K blocks of whole K tiles, N blocks holding a 64-column
+// tile (the plan then picks a kBN that divides them).
+template <class C, int kBK>
+__host__ __device__ constexpr bool promotion_fits() {
+  return C::kScaleBlockK % kBK == 0 &&
+         (C::kRhsScale != ScaleMode::kBlock || C::kRhsScaleBlockN % 64 == 0);
+}
+
+// Whether this body computes a Config: runs_one_type, with B of an FP8
+// type K-major (rhs [n, k]): wgmma reads FP8 K-major only.
+template <class C>
+__host__ __device__ constexpr bool runs() {
+  return runs_one_type<C>() && (k16Bit<typename C::mma_t> || C::kRhsNK);
 }
 
 // Whether the weight-only variant of this body (gg_gemm_sm90_mixed.cuh)
@@ -107,8 +124,7 @@ __host__ __device__ constexpr bool qualifies() {
   } else if constexpr (!runs<C>()) {
     return false;
   } else if constexpr (kPromotion<C>) {
-    return C::kScaleBlockK % kBKFor<C> == 0 &&
-           (C::kRhsScale != ScaleMode::kBlock || C::kRhsScaleBlockN % 64 == 0);
+    return promotion_fits<C, kBKFor<C>>();
   } else {
     return true;
   }
