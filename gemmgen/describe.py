@@ -75,6 +75,8 @@ def describe_kernel(k: ir.Kernel) -> str:
                      (f" k={k.static_k}" if k.static_k else ""))
     if k.mma is not ir.Mma.AUTO:  # auto, the default, goes unsaid
         parts.append(f"mma {k.mma.value}")
+    if k.promotion is not ir.Promotion.AUTO:
+        parts.append(f"promotion {k.promotion.value}")
     parts.append("[" + ", ".join(b.value for b in k.backends) + "]")
     return " ".join(parts)
 

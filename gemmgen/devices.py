@@ -55,7 +55,7 @@ DEVICES: dict[str, Device] = {d.name: d for d in (
                   "copy bandwidth; the datasheet's 989 / 1,979 / 4.8 TB/s are peaks"),
     Device("b200", "B200", 2250.0, 4500.0, 8.0, sm=100, sms=148, tflops4=9000.0,
            source="NVIDIA HGX B200 specifications, per GPU (bf16 2.25, FP8 4.5, FP4 9 PFLOP/s "
-                  "dense; 8 TB/s)"),
+                  "dense: half the table's 4.5 / 9 / 18 PFLOP/s with 2:4 sparsity; 8 TB/s)"),
     Device("rtx5090", "RTX 5090", 209.5, 419.0, 1.792, sm=120, sms=170,
            source="NVIDIA RTX Blackwell architecture whitepaper (GeForce RTX 5090: 170 SMs; "
                   "1,792 GB/s)",

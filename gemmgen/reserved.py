@@ -333,9 +333,11 @@ ALIGN ALPHA AMAX_FLOOR E8M0_NAN_EXPONENT group_start GgUbsanLocation GgUbsanType
 GgUbsanTypeMismatch MAX_GROUPS MAX_ROWS MAX_BLOCK_THREADS MAX_GRID check_launches device
 device_smem_limit kGgMaxBlockThreads kGgMaxGridX kGgMaxGridYZ smem_limit GgLaunch
 MAY_BE_NONE smem l
+MAX_CLUSTER_BLOCKS CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION LaunchAttribute LaunchConfig cluster
+config dynamicSmemBytes val x y z
 annotations arm ARMS cupy dataclass dataclasses DTYPES
 FP8_MAX functools gemmgen GROUP importlib itertools jax jnp Launch launches lax NAME np numpy
-LHS_SCALE_BLOCK_K M_ALIGN N_ALIGN N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N
+LHS_SCALE_BLOCK_K K_ALIGN M_ALIGN N_ALIGN N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N
 output_shapes OUTPUTS pathlib pick pick_index pick_tile pl pltpu SOURCE sys tile_for
 TK TM validate VMEM_LIMIT_BYTES workspace_ints
 A a acc_t B b_col b_element bias bias_t Config convert_b err existing_out g gemm_tile gemv

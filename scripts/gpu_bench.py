@@ -35,12 +35,23 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
       layout, and the decode GEMV arms of the M dispatchers, each beside
       the device's roofline (gemmgen.devices: 273 GB/s on a GB10). Timed
       only, like step (4). Other devices run steps (1)-(4) as before.
+  (6) on a B200 (compute capability 10.0), the kernels of specs/b200.gemm
+      join steps (1)-(2), and SM100_ROWS follow step (4): MXFP8, MXFP4,
+      NVFP4 and W4A8 dense and grouped GEMMs on the block-scaled tcgen05
+      path, and bf16 / FP8 experts and a bf16 gate-up on the 2-CTA tile
+      (their m >= 512 entry), at DeepSeek-V3 and GPT-OSS shapes, each
+      beside the B200 roofline at the rate of its operands
+      (gemmgen.devices: bf16 2.25, FP8 4.5, FP4 9 PFLOP/s)
+      and beside DeepGEMM's and cuBLAS's published B200 figures for that
+      shape, or "not published" (SM100_PUBLISHED says where we looked).
 
     python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
     python scripts/gpu_bench.py --deepseek-only     # only step (4)
     python scripts/gpu_bench.py --list-deepseek     # the DeepSeek rows and their kernels; no GPU
     python scripts/gpu_bench.py --list-sm12x        # the sm_12x rows and their kernels; no GPU
     python scripts/gpu_bench.py --sm12x-only        # only step (5), on a 12.x device
+    python scripts/gpu_bench.py --list-sm100        # the B200 rows and their kernels; no GPU
+    python scripts/gpu_bench.py --sm100-only        # only step (6), on a 10.0 device
     python scripts/gpu_bench.py --emulate --kernel dense_gemm_bf16   # the whole flow on the CPU
 
 Timing: each sample is `BATCH` calls back to back between two CUDA events,
@@ -177,6 +188,70 @@ SM12X_ROWS = (
     ("decode", "gb10_w8a16_mm", 0, 1, 4096, 4096),
     ("decode", "gb10_w8a16_mm", 0, 1, 5120, 2880),
 )
+
+# Step (6), on compute capability 10.0: the block-scaled kernels of
+# specs/b200.gemm at production shapes, as (what, kernel, groups, m per
+# group, n, k); groups 0 is a dense call.
+SM100_SPEC = "b200"
+SM100_ROWS = (
+    # DeepSeek-V3's dense projections (DEEPSEEK_DENSE's shapes), prefill and
+    # a decode-sized batch, in MXFP8, MXFP4 and NVFP4.
+    ("deepseek dense", "b200_mxfp8_gemm", 0, 4096, 7168, 2048),
+    ("deepseek dense", "b200_mxfp8_gemm", 0, 4096, 4096, 7168),
+    ("deepseek dense", "b200_mxfp8_gemm", 0, 128, 7168, 2048),
+    ("deepseek dense", "b200_mxfp4_gemm", 0, 4096, 7168, 2048),
+    ("deepseek dense", "b200_mxfp4_gemm", 0, 4096, 4096, 7168),
+    ("deepseek dense", "b200_nvfp4_gemm", 0, 4096, 7168, 2048),
+    ("deepseek dense", "b200_nvfp4_gemm", 0, 4096, 4096, 7168),
+    ("deepseek dense", "b200_nvfp4_gemm", 0, 128, 7168, 2048),
+    # The square shape the block-scaled GEMM figures are usually given at.
+    ("square dense", "b200_mxfp8_gemm", 0, 8192, 8192, 8192),
+    ("square dense", "b200_mxfp4_gemm", 0, 8192, 8192, 8192),
+    ("square dense", "b200_nvfp4_gemm", 0, 8192, 8192, 8192),
+    # GPT-OSS (hidden 2880): the attention's qkv and output projections.
+    ("gpt-oss dense", "b200_mxfp8_gemm", 0, 4096, 5120, 2880),
+    ("gpt-oss dense", "b200_mxfp4_gemm", 0, 4096, 5120, 2880),
+    # DeepSeek-V3's routed experts (DEEPSEEK_CONTIGUOUS's shapes) and the
+    # fused gate-up (2 x 2048 intermediate columns).
+    ("deepseek grouped", "b200_mxfp8_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "b200_mxfp8_moe_grouped_gemm", 4, 8192, 4096, 7168),
+    ("deepseek grouped", "b200_nvfp4_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "b200_nvfp4_moe_grouped_gemm", 4, 8192, 4096, 7168),
+    ("deepseek grouped", "b200_mxfp4_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek gate-up", "b200_nvfp4_moe_gateup_silu", 8, 4096, 4096, 7168),
+    # GPT-OSS-120b's experts (128, top 4: 16384 tokens give 512 rows each;
+    # 32 of them a shard): gate-up (2 x 2880) and down, in MXFP4, W4A8
+    # (its MXFP4 weights with MXFP8 activations), MXFP8 and NVFP4.
+    ("gpt-oss grouped", "b200_mxfp4_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "b200_mxfp4_moe_grouped_gemm", 32, 512, 2880, 2880),
+    ("gpt-oss grouped", "b200_w4a8_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "b200_w4a8_moe_grouped_gemm", 32, 512, 2880, 2880),
+    ("gpt-oss grouped", "b200_mxfp8_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "b200_nvfp4_moe_grouped_gemm", 32, 512, 5760, 2880),
+    # The 2-CTA tile (prefill: every row's m is at least 512, the LUT's pair
+    # entry): bf16 and FP8 (per-token / per-channel) experts and the bf16
+    # gate-up at DeepSeek-V3's and GPT-OSS-120b's expert shapes.
+    ("deepseek grouped", "b200_fp8_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "b200_fp8_moe_grouped_gemm", 4, 8192, 4096, 7168),
+    ("deepseek grouped", "b200_bf16_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "b200_bf16_moe_grouped_gemm", 4, 8192, 4096, 7168),
+    ("deepseek gate-up", "b200_bf16_moe_gateup_silu", 8, 4096, 4096, 7168),
+    ("gpt-oss grouped", "b200_fp8_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "b200_fp8_moe_grouped_gemm", 32, 512, 2880, 2880),
+    ("gpt-oss grouped", "b200_bf16_moe_grouped_gemm", 32, 512, 2880, 2880),
+    ("gpt-oss gate-up", "b200_bf16_moe_gateup_silu", 32, 512, 5760, 2880),
+)
+# Published B200 figures for these rows, as (kernel, groups, m, n, k) ->
+# {source: TFLOP/s}. None found: DeepGEMM's README gives its performance
+# tables for the H800 only (DEEPSEEK_DENSE & co. above), and NVIDIA's
+# cuBLAS 12.9 announcement ("Boosting Matrix Multiplication Speed and
+# Flexibility with NVIDIA cuBLAS 12.9", NVIDIA technical blog) gives its
+# Blackwell block-scaled FP4 / FP8 results as speedups over other
+# precisions, not TFLOP/s at a shape. So every row prints "not published"
+# beside both rather than a figure of our own making; a figure found later
+# goes here with its source.
+SM100_PUBLISHED: dict[tuple, dict[str, float]] = {}
+SM100_REFERENCES = ("DeepGEMM", "cuBLAS")
 
 # Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
 # The masked layout's m is each group's capacity (every row valid): 8 local
@@ -590,6 +665,121 @@ def _sm12x_specs() -> dict:
     return {SM12X_SPEC: render_spec(ROOT / "specs" / f"{SM12X_SPEC}.gemm").spec}
 
 
+def is_sm100(sm: int) -> bool:
+    """Compute capability 10.0 (B200, GB200): the device of step (6), which
+    the sm_100a builds of specs/b200.gemm run on."""
+    return sm == 100
+
+
+def sm100_plan(specs: dict) -> tuple[list[dict], list[str]]:
+    """The rows of step (6), each with its published figures (or "not
+    published"); why rows are skipped (a kernel the spec lacks)."""
+    spec = specs.get(SM100_SPEC)
+    if spec is None:
+        return [], [(f"specs/{SM100_SPEC}.gemm is missing, so the {len(SM100_ROWS)} B200 rows "
+                     "are not run")]
+    kernels = {k.name for k in spec.kernels}
+    rows, skipped = [], []
+    for what, name, g, m, n, k in SM100_ROWS:
+        if name not in kernels:
+            skipped.append(f"{what}: specs/{SM100_SPEC}.gemm has no kernel {name}")
+            continue
+        published = SM100_PUBLISHED.get((name, g, m, n, k), {})
+        rows.append({"what": what, "spec": SM100_SPEC, "kernel": name, "via": None, "groups": g,
+                     "m_per_group": m, "n": n, "k": k,
+                     "published": {src: published.get(src) for src in SM100_REFERENCES}})
+    return rows, skipped
+
+
+def _published(row: dict) -> str:
+    return ", ".join(f"{src} {tf:.0f}" if tf is not None else f"{src}: not published"
+                     for src, tf in row["published"].items())
+
+
+def run_sm100(specs: dict, only: list[str] | None = None) -> list[dict]:
+    """Step (6): time the SM100_ROWS rows on this 10.0 device (those of the
+    kernels `only` names, when given), beside the B200 roofline at the rate
+    of the row's operands (fp4 x fp4 at the FP4 rate, else the FP8 rate)
+    and the published figures. Emulated: the first row of each kernel (at
+    its shrunk m, the 1-CTA entry of a 2-CTA kernel's LUT)."""
+    plan, skipped = sm100_plan(specs)
+    for why in skipped:
+        print(f"B200 rows skipped: {why}", flush=True)
+    if only:
+        plan = [r for r in plan if r["kernel"] in only]
+    if EMULATED:
+        firsts: dict = {}
+        for r in plan:
+            firsts.setdefault(r["kernel"], r)
+        plan = list(firsts.values())
+    device = DEVICES["b200"]
+    rng = np.random.default_rng(0)
+    done = []
+    for row in plan:
+        kernel = specs[row["spec"]].kernel(row["kernel"])
+        try:
+            path = ROOT / "generated" / row["spec"] / "cuda" / f"{kernel.name}.py"
+            launcher = load_generated_module(path, f"bench_sm100_{kernel.name}")
+            fn = getattr(launcher, kernel.name)
+            inputs, m, g = deepseek_inputs(kernel, row, rng)
+            n, k = (256, 256) if EMULATED else (row["n"], row["k"])
+            dev = to_device(inputs)
+            seconds = time_call(lambda fn=fn, dev=dev: fn(**dev))
+            row["host_seconds"] = host_seconds(lambda fn=fn, dev=dev: fn(**dev))
+            flops, moved = cost(kernel, m, n, k, g)
+            bits = max(kernel.lhs.dtype.bits, kernel.rhs_operand.dtype.bits)
+            bound = max(flops / (device.rate(bits) * 1e12), moved / (device.tbps * 1e12))
+            row.update(seconds=seconds, tflops=flops / seconds / 1e12, gbps=moved / seconds / 1e9,
+                       path=sm100_path(kernel, launcher, inputs), device=device.label,
+                       roofline_fraction=bound / seconds, rate=device.rate(bits))
+        except Exception as e:  # noqa: BLE001 (report and go on)
+            row["error"] = f"{type(e).__name__}: {e}"
+        print(_sm100_line(row), flush=True)
+        done.append(row)
+    return done
+
+
+def sm100_path(kernel: ir.Kernel, launcher, inputs: dict) -> str:
+    """The body a row runs on a B200 (148 SMs): the block-scaled tcgen05
+    MMA, or the 2-CTA tile (its launcher's cluster launch) or the 1-CTA one."""
+    if kernel.tcgen05_block_scaled:
+        return "block-scaled tcgen05"
+    steps = launcher.launches(launcher.validate(**inputs), 100, DEVICES["b200"].sms)
+    return ("2-CTA tcgen05" if any(getattr(s, "cluster", (1, 1, 1)) != (1, 1, 1) for s in steps)
+            else "tcgen05")
+
+
+def _sm100_line(row: dict) -> str:
+    head = f"B200 {row['what']} {_sm12x_shape(row)} on {row['kernel']}: "
+    if "error" in row:
+        return head + f"ERROR {row['error']}"
+    return head + (f"{row['tflops']:.1f} TFLOP/s, {row['gbps']:.0f} GB/s "
+                   f"({row['roofline_fraction']:.0%} of the {row['device']} roofline at "
+                   f"{row['rate']:.0f} TFLOP/s), {_published(row)}, "
+                   f"host {row['host_seconds'] * 1e6:.0f} us/call")
+
+
+def sm100_table(rows: list[dict]) -> list[str]:
+    out = [("| rows | shape | kernel | TFLOP/s | GB/s | % of roofline | DeepGEMM (B200) | "
+            "cuBLAS (B200) | host us/call |"),
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pub = [f"{r['published'][s]:.0f}" if r["published"][s] is not None else "not published"
+               for s in SM100_REFERENCES]
+        if "tflops" not in r:
+            out.append(f"| {r['what']} | {_sm12x_shape(r)} | {r['kernel']} | error | | | "
+                       f"{pub[0]} | {pub[1]} | |")
+            continue
+        out.append(f"| {r['what']} | {_sm12x_shape(r)} | {r['kernel']} | {r['tflops']:.1f} | "
+                   f"{r['gbps']:.0f} | {r['roofline_fraction']:.0%} | {pub[0]} | {pub[1]} | "
+                   f"{r['host_seconds'] * 1e6:.0f} |")
+    return out
+
+
+def _sm100_specs() -> dict:
+    return {SM100_SPEC: render_spec(ROOT / "specs" / f"{SM100_SPEC}.gemm").spec}
+
+
 def device_sm() -> tuple[int, str]:
     """(compute capability as major * 10 + minor, name) of CuPy's device."""
     import cupy
@@ -620,9 +810,23 @@ def main() -> int:
     ap.add_argument("--list-sm12x", action="store_true",
                     help="print the sm_12x rows (step 5) and the kernels they run on, and exit "
                          "(needs no GPU)")
+    ap.add_argument("--sm100-only", action="store_true",
+                    help="only step (6), the specs/b200.gemm rows (a 10.0 device); with "
+                         "--kernel, the rows of those kernels")
+    ap.add_argument("--list-sm100", action="store_true",
+                    help="print the B200 rows (step 6), their kernels and the published "
+                         "figures beside them, and exit (needs no GPU)")
     ap.add_argument("--emulate-arch", default="sm_90a",
-                    help="the arch --emulate plays (default sm_90a; sm_121a: a GB10, step 5)")
+                    help="the arch --emulate plays (default sm_90a; sm_121a: a GB10, step 5; "
+                         "sm_100a: a B200, step 6)")
     args = ap.parse_args()
+    if args.list_sm100:
+        plan, skipped = sm100_plan(_sm100_specs())
+        for row in plan:
+            print(f"{row['what']:18} {_sm12x_shape(row):38} {row['kernel']:30} {_published(row)}")
+        for why in skipped:
+            print(f"skipped {why}")
+        return 0
     if args.list_sm12x:
         plan, skipped = sm12x_plan(_sm12x_specs())
         for row in plan:
@@ -656,13 +860,18 @@ def run(args) -> int:
     rows = []
     failed = 0
     sm, device_name = device_sm()
-    sm12x = is_sm12x(sm)
+    sm12x, sm100 = is_sm12x(sm), is_sm100(sm)
     if args.sm12x_only and not sm12x:
         print(f"sm_12x rows skipped: {device_name} has compute capability {sm // 10}.{sm % 10}, "
               "not 12.x")
         return 0
-    stems = ("dense", "moe") + ((SM12X_SPEC,) if sm12x else ())
-    for stem in () if args.deepseek_only or args.sm12x_only else stems:
+    if args.sm100_only and not sm100:
+        print(f"B200 rows skipped: {device_name} has compute capability {sm // 10}.{sm % 10}, "
+              "not 10.0")
+        return 0
+    stems = ("dense", "moe") + ((SM12X_SPEC,) if sm12x else ()) + ((SM100_SPEC,) if sm100 else ())
+    only_step = args.deepseek_only or args.sm12x_only or args.sm100_only
+    for stem in () if only_step else stems:
         rendered = render_spec(ROOT / "specs" / f"{stem}.gemm")
         for kernel in rendered.spec.kernels_for(ir.Backend.CUDA):
             if args.kernel and kernel.name not in args.kernel:
@@ -720,7 +929,8 @@ def run(args) -> int:
             rows.append(row)
             print(_line(row), flush=True)
             save(args, rows, [])  # so far: a step cut short by its time limit keeps its rows
-    run_it = args.deepseek_only or not (args.kernel or args.no_deepseek or args.sm12x_only)
+    run_it = args.deepseek_only or not (args.kernel or args.no_deepseek or args.sm12x_only
+                                        or args.sm100_only)
     if sm12x and run_it:  # step (5) in place of step (4), whose kernels are sm_90a-tuned
         print("deepseek rows skipped: on compute capability 12.x the sm_12x rows (step 5) time "
               "these shapes on specs/gb10.gemm", flush=True)
@@ -730,13 +940,20 @@ def run(args) -> int:
     if sm12x and (args.sm12x_only or not (args.deepseek_only or args.no_deepseek)):
         sm12x_rows = run_sm12x(_sm12x_specs(), sm, device_name, args.kernel)
         failed += sum("error" in r for r in sm12x_rows)
-    device = save(args, rows, deepseek, sm12x_rows)
+    sm100_rows = []
+    if sm100 and (args.sm100_only or not (args.deepseek_only or args.no_deepseek)):
+        sm100_rows = run_sm100(_sm100_specs(), args.kernel)
+        failed += sum("error" in r for r in sm100_rows)
+    device = save(args, rows, deepseek, sm12x_rows, sm100_rows)
     if deepseek:
         print(f"\nDeepSeek-V3 shapes on {device}, beside {DEEPGEMM_SOURCE}:\n")
         print("\n".join(deepseek_table(deepseek)))
     if sm12x_rows:
         print(f"\nsm_12x rows (specs/{SM12X_SPEC}.gemm) on {device}:\n")
         print("\n".join(sm12x_table(sm12x_rows)))
+    if sm100_rows:
+        print(f"\nB200 rows (specs/{SM100_SPEC}.gemm) on {device}:\n")
+        print("\n".join(sm100_table(sm100_rows)))
     print(f"\n{device}\n")
     if EMULATED:
         print("(emulated: the times below are the CPU emulator's, not measurements)")
@@ -760,16 +977,19 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def save(args, rows: list[dict], deepseek: list[dict], sm12x: list[dict] | None = None) -> str:
+def save(args, rows: list[dict], deepseek: list[dict], sm12x: list[dict] | None = None,
+         sm100: list[dict] | None = None) -> str:
     """Write bench.json (bench_deepseek.json for --deepseek-only, bench_sm12x.json for
-    --sm12x-only) to --out; returns the device's name."""
+    --sm12x-only, bench_sm100.json for --sm100-only) to --out; returns the device's name."""
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = __import__("cupy").cuda.runtime.getDeviceProperties(0)["name"].decode()
     name = ("bench_deepseek.json" if args.deepseek_only else
-            "bench_sm12x.json" if getattr(args, "sm12x_only", False) else "bench.json")
+            "bench_sm12x.json" if getattr(args, "sm12x_only", False) else
+            "bench_sm100.json" if getattr(args, "sm100_only", False) else "bench.json")
     (out / name).write_text(json.dumps({"device": device, "time": time.time(), "rows": rows,
-                                        "deepseek": deepseek, "sm12x": sm12x or []}, indent=2))
+                                        "deepseek": deepseek, "sm12x": sm12x or [],
+                                        "sm100": sm100 or []}, indent=2))
     return device
 
 

@@ -36,7 +36,7 @@ step runtime "${GPU_RUNTIME_LIMIT:-90}" "$PY" scripts/gpu_check_cuda_runtime.py
 
 # Why the CUDA kernels of generated/$1 cannot run on this device (their
 # launcher's arch_error: specs/gb10.gemm declares sm_120a / sm_121a only,
-# specs/moe.gemm sm_90a only); nothing when they can.
+# specs/b200.gemm sm_100a only); nothing when they can.
 not_here() {
   "$PY" - "$1" <<'PYEOF'
 import pathlib, sys
@@ -68,4 +68,7 @@ step bench_deepseek "${GPU_DEEPSEEK_LIMIT:-150}" "$PY" scripts/gpu_bench.py --ou
 # Compute capability 12.x only (GB10, RTX 50, RTX PRO 6000): the
 # specs/gb10.gemm rows; elsewhere it says so and passes.
 step bench_sm12x "${GPU_SM12X_LIMIT:-200}" "$PY" scripts/gpu_bench.py --out "$OUT" --sm12x-only
+# Compute capability 10.0 only (B200, GB200): the specs/b200.gemm rows;
+# elsewhere it says so and passes.
+step bench_sm100 "${GPU_SM100_LIMIT:-200}" "$PY" scripts/gpu_bench.py --out "$OUT" --sm100-only
 exit "$status"

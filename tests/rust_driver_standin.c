@@ -7,6 +7,9 @@
 // the host program: kernel lookup, launch, the shared-memory attribute,
 // device attributes and the emulator's cuTensorMapEncodeTiled (the
 // driver's checks of a tiled map). Every call is logged (gg_standin_log).
+// cuLaunchKernelEx (a cluster launch) makes the driver's checks of its
+// CUlaunchConfig and attributes (cuda.h's structs: the layout is the
+// header's), logs the cluster and launches the clusters on the emulator.
 #include <cuda.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -21,6 +24,10 @@ struct StandinEmu {
   CUresult (*encode)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                      const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                      CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  // A cluster launch of `cluster` blocks per axis (the emulated runtime's
+  // cudaLaunchKernelExC).
+  int (*launch_cluster)(const void*, const unsigned*, const unsigned*, const unsigned*, unsigned,
+                        void*, void**);
 };
 
 struct CUmod_st {
@@ -202,5 +209,75 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   note("cuLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u smem=%u -> %d",
        is_function(f) ? f->name : "?", gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
        blockDimZ, sharedMemBytes, (int)r);
+  return r;
+}
+
+#define MAX_CLUSTER_BLOCKS 8  // the portable cluster size
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** kernelParams,
+                          void** extra) {
+  CUresult r = CUDA_SUCCESS;
+  unsigned cluster[3] = {1, 1, 1};
+  char ids[64] = "";
+  size_t at = 0;
+  int major = 0;
+  if (emu == NULL) {
+    r = CUDA_ERROR_NOT_INITIALIZED;
+  } else if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else if (!is_function(f)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else if (kernelParams == NULL || extra != NULL) {
+    r = CUDA_ERROR_INVALID_VALUE;  // the launchers pass kernelParams, never extra
+  } else {
+    for (unsigned i = 0; i < config->numAttrs && r == CUDA_SUCCESS; ++i) {
+      const CUlaunchAttribute* a = &config->attrs[i];
+      at += (size_t)snprintf(ids + at, at < sizeof ids ? sizeof ids - at : 0, i ? ",%d" : "%d",
+                             (int)a->id);
+      if (a->id != CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+        r = CUDA_ERROR_INVALID_VALUE;  // not an attribute the stand-in knows
+      } else {
+        cluster[0] = a->value.clusterDim.x;
+        cluster[1] = a->value.clusterDim.y;
+        cluster[2] = a->value.clusterDim.z;
+      }
+    }
+  }
+  if (r == CUDA_SUCCESS) {
+    const unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    const unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    const unsigned blocks = cluster[0] * cluster[1] * cluster[2];
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || block[0] == 0 || block[1] == 0 ||
+        block[2] == 0) {
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else if (blocks > 1 &&
+               (emu->attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major) != 0 ||
+                major < 9)) {
+      r = CUDA_ERROR_INVALID_CLUSTER_SIZE;  // clusters need compute capability 9.0
+    } else if (blocks == 0 || blocks > MAX_CLUSTER_BLOCKS || grid[0] % cluster[0] != 0 ||
+               grid[1] % cluster[1] != 0 || grid[2] % cluster[2] != 0) {
+      r = CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    } else if ((int)config->sharedMemBytes > f->max_dynamic_smem) {
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else if (blocks > 1) {
+      r = emu->launch_cluster(f->fn, grid, block, cluster, config->sharedMemBytes,
+                              (void*)config->hStream, kernelParams) == 0
+              ? CUDA_SUCCESS
+              : CUDA_ERROR_INVALID_VALUE;
+    } else {
+      r = emu->launch(f->fn, grid, block, config->sharedMemBytes, (void*)config->hStream,
+                      kernelParams) == 0
+              ? CUDA_SUCCESS
+              : CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (config != NULL) {
+    note("cuLaunchKernelEx %s grid=%u,%u,%u block=%u,%u,%u smem=%u attrs=%s cluster=%u,%u,%u -> %d",
+         is_function(f) ? f->name : "?", config->gridDimX, config->gridDimY, config->gridDimZ,
+         config->blockDimX, config->blockDimY, config->blockDimZ, config->sharedMemBytes, ids,
+         cluster[0], cluster[1], cluster[2], (int)r);
+  } else {
+    note("cuLaunchKernelEx (null config) -> %d", (int)r);
+  }
   return r;
 }

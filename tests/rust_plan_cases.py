@@ -151,6 +151,12 @@ def expected_calls(module, dims: dict[str, int], present, addr, smem_limit: int,
                          for a in s.args)
         grid = ", ".join(str(int(g)) for g in s.grid)
         block = ", ".join(str(int(b)) for b in s.block)
+        cluster = tuple(getattr(s, "cluster", (1, 1, 1)))  # only clustered launchers have it
+        if cluster != (1, 1, 1):
+            dims3 = ", ".join(str(int(c)) for c in cluster)
+            out.append(f'Call::cluster("{s.entry}", [{grid}], [{block}], [{dims3}], {s.smem}, '
+                       f'&[{args}])')
+            continue
         out.append(f'Call::launch("{s.entry}", [{grid}], [{block}], {s.smem}, &[{args}])')
     return out
 
@@ -316,13 +322,13 @@ enum Call {{
     Encode(String),
     Attr(&'static str, u32),
     Launch(&'static str, [u32; 3], [u32; 3], u32, Vec<String>),
-}}
+{cluster_variant}}}
 
 impl Call {{
     fn launch(entry: &'static str, grid: [u32; 3], block: [u32; 3], smem: u32, args: &[&str]) -> Call {{
         Call::Launch(entry, grid, block, smem, args.iter().map(|s| s.to_string()).collect())
     }}
-}}
+{cluster_helper}}}
 
 struct Recorder {{
     calls: Vec<Call>,
@@ -371,7 +377,7 @@ impl Backend for Recorder {{
         self.calls.push(Call::Launch(kernel, grid, block, smem, hex));
         Ok(())
     }}
-}}
+{cluster_impl}}}
 
 const SMEM_LIMIT: u32 = {smem_limit};
 
@@ -402,6 +408,35 @@ fn with_limit(limit: u32, f: impl Fn(&mut Recorder) -> Result<(), Error<String>>
 """
 
 
+# What a crate with a cluster launch (Backend::launch_cluster: a kernel on
+# the 2-CTA tile) adds to the prelude; crates without one have no such
+# method to implement.
+CLUSTER_VARIANT = """\
+    Cluster(&'static str, [u32; 3], [u32; 3], [u32; 3], u32, Vec<String>),
+"""
+CLUSTER_HELPER = """\
+    fn cluster(entry: &'static str, grid: [u32; 3], block: [u32; 3], cluster: [u32; 3], smem: u32,
+               args: &[&str]) -> Call {
+        Call::Cluster(entry, grid, block, cluster, smem, args.iter().map(|s| s.to_string()).collect())
+    }
+"""
+CLUSTER_IMPL = """\
+    fn launch_cluster(&mut self, kernel: &&'static str, grid: [u32; 3], block: [u32; 3],
+                      cluster: [u32; 3], smem: u32, _stream: (), args: &[KernelArg])
+                      -> Result<(), String> {
+        assert!(!args.iter().any(|a| matches!(a, KernelArg::TensorMap(_))), "a map not encoded");
+        let hex = args.iter().map(|a| a.bytes().iter().map(|b| format!("{b:02x}")).collect()).collect();
+        self.calls.push(Call::Cluster(kernel, grid, block, cluster, smem, hex));
+        Ok(())
+    }
+"""
+
+
+def has_clusters(spec: ir.Spec) -> bool:
+    """Whether the crate of `spec` has a cluster launch."""
+    return any(cuda_backend.plan(k, spec).has_clusters for k in spec.kernels_for(ir.Backend.CUDA))
+
+
 def smem_limit(spec: ir.Spec) -> int:
     """The device the recording backend claims to be: the declared arch
     with the most shared memory."""
@@ -415,8 +450,12 @@ def plan_tests(spec: ir.Spec, lib: str, modules: dict[str, object],
     by name, `dispatch_modules` the dispatchers'."""
     limit = smem_limit(spec)
     dev = devices_for(spec)
+    clusters = has_clusters(spec)
     lines = [PRELUDE.format(lib=lib, smem_limit=limit, map_byte=MAP_BYTE, main_sm=dev.main[0],
-                            main_sms=dev.main[1])]
+                            main_sms=dev.main[1],
+                            cluster_variant=CLUSTER_VARIANT if clusters else "",
+                            cluster_helper=CLUSTER_HELPER if clusters else "",
+                            cluster_impl=CLUSTER_IMPL if clusters else "")]
     count = 0
     for k in spec.kernels_for(ir.Backend.CUDA):
         plan = cuda_backend.plan(k, spec)

@@ -414,3 +414,31 @@ def ptx_cp_cell(row: int, bit: int, quarter: int) -> tuple[int, int, int]:
     `row`, bit `bit` lands in lane row + 32 quarter, column bit / 32, bit
     bit % 32 of the word."""
     return row + 32 * quarter, bit // 32, bit % 32
+
+
+def pair_bs_idesc_problems(word: int, kind: str) -> list[str]:
+    """bs_idesc_problems for a dense cta_group::2 MMA at M = 256 per pair (the
+    shape the emulator models; Table 39: N a multiple of 16 in 16..256)."""
+    problems = [p for p in bs_idesc_problems(word, kind) if not p.startswith(("M = ", "N = "))]
+    f = decode_bs_idesc(word)
+    m, n = f["m"] << 7, f["n"] << 3
+    if m != 256:
+        problems.append(f"M = {m} (cta_group::2 as modelled: 256)")
+    if not (16 <= n <= 256 and n % 16 == 0):
+        problems.append(f"N = {n}")
+    return problems
+
+
+def pair_sf_cell(which: str, m_total: int, row: int, block: int, sf_id: int,
+                 quarter: int) -> tuple[int, int, int, int]:
+    """Where a cta_group::2 block-scaled MMA of m_total = 256 rows per pair
+    reads the scale of row `row` (A: the pair's m, 0..255; B: n) and K block
+    `block`: (the CTA of the pair whose TMEM holds it, -1 for both; lane,
+    column, byte as ptx_sf_cell). A: CTA row // 128 holds its 128 rows, as
+    for its half of A; B: each CTA holds all N rows, since its half of D
+    spans every column (CuTe's 2x1SM traits: MMA_ScaleFactor is the
+    one-CTA MMA of M / 2 x round_up(N, 128), tmem_sf_frg "4x1")."""
+    assert m_total == 256
+    if which == "A":
+        return (row // 128,) + ptx_sf_cell(row % 128, block, sf_id, quarter)
+    return (-1,) + ptx_sf_cell(row, block, sf_id, quarter)

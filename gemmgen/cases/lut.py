@@ -161,7 +161,10 @@ def _case_for_entry(kernel: ir.Kernel, entry: int, template: Case) -> Case | Non
 
 
 def _cost(kernel: ir.Kernel, case: Case) -> tuple[bool, int]:
-    work = case_work(kernel, case)
+    # A grouped case's work counts the rows its groups cover, but its lhs
+    # and out have all m rows: an `m >= ...` entry must not pick an m of
+    # 2**31 whose groups are small (arrays of terabytes).
+    work = max(case_work(kernel, case), case.m * max(case.n, case.k))
     return (work > WORK_BUDGET, work if work > WORK_BUDGET else 0)
 
 

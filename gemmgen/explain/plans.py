@@ -35,6 +35,8 @@ def _path_name(kernel: ir.Kernel, arch: str) -> str:
     if kernel.uses_wgmma(arch):
         return "wgmma (Hopper body)"
     if kernel.uses_tcgen05(arch):
+        if kernel.tcgen05_deepseek_mma:
+            return "block-scaled tcgen05 (sm_100a body; DeepSeek's e8m0 scales in hardware)"
         if kernel.tcgen05_block_scaled:
             return "block-scaled tcgen05 (sm_100a body)"
         return "tcgen05 (sm_100a body)"
@@ -98,16 +100,34 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
         scales = (f" and {t.sf_stage} of scale atoms (gathered by the producer warp, "
                   f"tcgen05.cp into TMEM, applied by the block-scaled MMA)"
                   if t.block_scaled else "")
-        lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): tile "
-                     f"{t.bm}x{t.bn}x{t.bk}, {t.stages} stages of {t.a_stage + t.b_stage} "
-                     f"bytes{scales}; "
-                     f"{t.threads} threads: a producer warp (TMA), an MMA warp (one thread "
-                     f"issues tcgen05.mma {t.mma}) and an epilogue warpgroup (tcgen05.ld); "
-                     f"{t.tmem_cols} TMEM columns, {t.smem_bytes} bytes of shared memory")
+        transform = ""
+        if t.mixed:  # gg_gemm_sm100_mixed.cuh
+            scales = f" and {t.raw_stage} of raw weights"
+            transform = ", a transform warpgroup (widens the weights in shared memory)"
+        if t.pair:  # (issue 30) the 2-CTA tile: a CTA's share of each number
+            lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): "
+                         f"2-CTA tile {t.bm}x{t.bn}x{t.bk} over a CTA pair (clusters of 2), "
+                         f"{t.stages} stages of {t.a_stage + t.b_stage} bytes a CTA (128 rows of "
+                         f"A, {t.bn // 2} of B); {t.threads} threads a CTA: a producer warp "
+                         f"(TMA), an MMA warp (the even CTA's thread issues tcgen05.mma {t.mma}) "
+                         f"and an epilogue warpgroup (tcgen05.ld, its CTA's 128 rows); "
+                         f"{t.tmem_cols} TMEM columns and {t.smem_bytes} bytes of shared memory "
+                         f"a CTA")
+        else:
+            lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): tile "
+                         f"{t.bm}x{t.bn}x{t.bk}, {t.stages} stages of {t.a_stage + t.b_stage} "
+                         f"bytes{scales}; "
+                         f"{t.threads} threads: a producer warp (TMA), an MMA warp (one thread "
+                         f"issues tcgen05.mma {t.mma}){transform} and an epilogue warpgroup "
+                         f"(tcgen05.ld); "
+                         f"{t.tmem_cols} TMEM columns, {t.smem_bytes} bytes of shared memory")
         if tc_path.when.eval(device):
             for step in tc_path.steps:
-                lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}, {step.block} "
-                             f"threads, {step.smem} bytes dynamic shared memory — {step.comment}")
+                cluster = (f", clusters of {' x '.join(map(str, step.cluster))} blocks"
+                           if step.is_cluster else "")
+                lines.append(f"  launch {step.entry}: grid {step.grid.eval(device)}{cluster}, "
+                             f"{step.block} threads, {step.smem} bytes dynamic shared memory — "
+                             f"{step.comment}")
         else:
             lines.append(f"  (not at this shape: {tc_path.when.py} is false)")
         entries += [s.entry for s in tc_path.steps if s.entry not in entries]

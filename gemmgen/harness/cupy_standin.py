@@ -26,6 +26,9 @@ cuModuleLoadData, cuModuleGetFunction, cuFuncSetAttribute):
 - grid and block are tuples (CuPy types them `tuple`);
 - cuFuncSetAttribute takes attribute 8 (max dynamic shared memory) up to the
   device's opt-in limit;
+- cuLaunchKernelEx (the cluster launch, through ctypes: CuPy's RawKernel
+  has none): the driver's checks, in cupy_standin_driver; `launches`
+  records each launch's cluster and attribute ids;
 - device memory comes from `cupy.empty` & co. (poisoned: 0xFF bytes) and
   from foreign arrays over it (`UnownedMemory` must lie inside an
   allocation, as a real pointer must).
@@ -48,19 +51,15 @@ from gemmgen.archs import parse_arch, sm_count
 from gemmgen.harness import cuda_gpu
 from gemmgen.harness.cuda_emu import EmuModule, TensorMap
 from gemmgen.harness.cubin import EM_CUDA, cubin_arch, cubin_functions
+from gemmgen.harness.cupy_standin_driver import (  # noqa: F401 (re-exported)
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+    CUDA_ERROR_INVALID_CLUSTER_SIZE, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE,
+    CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_NOT_FOUND, LAUNCH_ATTRIBUTE, LAUNCH_CONFIG,
+    LAUNCH_KERNEL_EX, MAX_CLUSTER_BLOCKS, CUDADriverError, launch_ex,
+)
 from gemmgen.harness.nvcc import shared_memory_limit
 
-CUDA_ERROR_INVALID_VALUE = 1
-CUDA_ERROR_NO_BINARY_FOR_GPU = 209
-CUDA_ERROR_NOT_FOUND = 500
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _POINTER_TYPES = {np.dtype(c).type for c in "?bhilqBHILQefdFD"}  # CuPy's _pointer_numpy_types
-
-
-class CUDADriverError(RuntimeError):
-    def __init__(self, code: int, what: str) -> None:
-        super().__init__(f"CUDA driver error {code}: {what}")
-        self.code = code
 
 
 class CUDARuntimeError(RuntimeError):
@@ -161,10 +160,12 @@ class StandinCupy(types.ModuleType):
         self.options_seen: list[tuple[str, ...]] = []
         self.launches: list[dict] = []  # what each launch got
         self.asked: list[tuple[int, int]] = []  # the device attributes queried
+        self.refused: list[str] = []  # why the driver calls that failed did
         self.maps: dict[bytes, dict] = {}  # encoded tensor map -> its encode call's arguments
         self.library: Path | None = None  # the emulator library of the last loaded module
         self._callbacks: list = []
         self._attributes: dict[int, int] = {}
+        self.functions: dict[int, object] = {}  # CUfunction -> the stand-in's Function
         self.ndarray = type("ndarray", (StandinArray,), {"_cupy": self})
         self.cuda = _cuda_namespace(self)
 
@@ -220,11 +221,22 @@ class StandinCupy(types.ModuleType):
             return code
 
         callback = cuda_gpu.ENCODE_TILED(encode)
-        self._callbacks.append(callback)
-        # A bare C function pointer: the caller declares its argtypes, as with the real library.
-        function = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(callback, ctypes.c_void_p).value)
-        return types.SimpleNamespace(cuTensorMapEncodeTiled=function)
+        launch = LAUNCH_KERNEL_EX(self._launch_kernel_ex)
+        self._callbacks += [callback, launch]
+        # Bare C function pointers: the caller declares their argtypes, as with the real library.
+        return types.SimpleNamespace(
+            cuTensorMapEncodeTiled=ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(callback, ctypes.c_void_p).value),
+            cuLaunchKernelEx=ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.cast(launch, ctypes.c_void_p).value))
 
+    def _launch_kernel_ex(self, config: int | None, function: int | None, params: int | None,
+                          extra: int | None) -> int:
+        """cuLaunchKernelEx(const CUlaunchConfig*, CUfunction, void** kernelParams, void** extra)."""
+        try:
+            launch_ex(self, config or 0, function or 0, params or 0, extra or 0)
+        except CUDADriverError as e:
+            self.refused.append(str(e))
+            return e.code
+        return 0
 
 class StandinArray:
     """`cupy.ndarray`: shape, dtype, strides over stand-in device memory;
@@ -389,8 +401,8 @@ def _cuda_namespace(cupy: StandinCupy):
                 raise CUDADriverError(CUDA_ERROR_INVALID_VALUE, "a cubin the stand-in did not see NVRTC build")
             source, name, options = cupy.compiled[cubin]
             dirs = [o[2:] for o in options if o.startswith("-I") and not (Path(o[2:]) / "cuda_bf16.h").is_file()]
-            self.cubin, self.emu = cubin, EmuModule(source, str(Path(dirs[0]) / name) if dirs else name,
-                                                    include_dirs=dirs)
+            where = str(Path(dirs[0]) / name) if dirs else name
+            self.cubin, self.emu = cubin, EmuModule(source, where, include_dirs=dirs)
             self.functions = cubin_functions(cubin)
             cupy.library = self.emu.library
 
@@ -404,9 +416,12 @@ def _cuda_namespace(cupy: StandinCupy):
     class Function:
         def __init__(self, module: Module, name: str) -> None:
             self.module, self.name, self.ptr = module, name, next(_function_ids)
+            cupy.functions[self.ptr] = self
 
         def __call__(self, grid, block, args, shared_mem: int = 0, stream=None,
-                     enable_cooperative_groups: bool = False):
+                     enable_cooperative_groups: bool = False, *, cluster=(1, 1, 1), attribute_ids=()):
+            """CuPy's call; `cluster` and `attribute_ids` are the stand-in's
+            cuLaunchKernelEx's, which comes through here."""
             if not isinstance(grid, tuple) or not isinstance(block, tuple):
                 raise TypeError(f"grid and block must be tuples, got {type(grid).__name__} and "
                                 f"{type(block).__name__}")
@@ -438,12 +453,13 @@ def _cuda_namespace(cupy: StandinCupy):
             # As CUDA: 48 KiB of dynamic shared memory until cuFuncSetAttribute raises it.
             attribute = cupy._attributes.get(self.ptr, 48 * 1024)
             cupy.launches.append(dict(entry=self.name, grid=grid, block=block, smem=int(shared_mem),
-                                      stream=stream.ptr, attribute=attribute))
+                                      stream=stream.ptr, attribute=attribute, cluster=tuple(cluster),
+                                      attribute_ids=tuple(attribute_ids)))
             if not cupy.run_launches:
                 return
             results = self.module.emu.launch(self.name, grid, block, int(shared_mem), emu_args, inouts=inouts,
                                              arch=cupy.arch, max_dynamic_smem=attribute, buffers=buffers,
-                                             **cupy.mode)
+                                             cluster=tuple(cluster), **cupy.mode)
             for target, value in zip(writes, results):
                 np.copyto(target, np.ascontiguousarray(value).view(np.uint8).reshape(target.shape))
 

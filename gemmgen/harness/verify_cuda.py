@@ -162,7 +162,8 @@ def run_launcher(launcher, source: str, source_name: str, inputs: dict[str, np.n
                                 smem_bytes=step.smem, args=args, inouts=inouts,
                                 schedule=schedule, arch=arch, workers=workers,
                                 max_dynamic_smem=attribute, ftz=ftz,
-                                counters=counters is not None, buffers=buffers)
+                                counters=counters is not None, buffers=buffers,
+                                cluster=getattr(step, "cluster", (1, 1, 1)))
         if counters is not None:
             counters.append(module.last_counters)
         for i, value in zip(inouts, results):

@@ -20,6 +20,7 @@ from gemmgen.ir.parts import (
     Op,
     Operand,
     Placement,
+    Promotion,
     Scale,
     ScaleMode,
     Tile,
@@ -91,6 +92,9 @@ class Kernel:
     view: Backend | None = None
     tile_at: Loc | None = field(default=None, compare=False)
     mma: Mma = Mma.AUTO  # CUDA tile kernels: wgmma, mma.sync or auto
+    # Who applies DeepSeek's e8m0 block scales on the sm_100a body: the
+    # block-scaled tcgen05.mma (hardware) or the FP32 promotion (software).
+    promotion: Promotion = Promotion.AUTO
     # The masked grouped layout (op grouped, `lhs [g, m, k]`): each group's
     # rows padded to a capacity m, `masked_m` [g] the valid rows of each.
     masked: bool = False
@@ -199,47 +203,96 @@ class Kernel:
         rest follow from what it is: a tile GEMM for dense and grouped, fed
         by TMA, whose global strides must be multiples of 16 bytes.
         """
-        return self._tma_tile_obstacle("wgmma", mixed=True)
+        return self._tma_tile_obstacle("wgmma")
 
     def tcgen05_obstacle(self) -> str | None:
         """Why the sm_100a body (TMA + tcgen05.mma, gg_gemm_sm100.cuh)
         cannot run this kernel, as a phrase; None when it can (on sm_100a).
         The same kernels as the Hopper body's (`wgmma_obstacle`; the C++
-        `qualifies<C>()` of gg::gemm::sm100 says the same) but the
-        weight-only ones, which keep mma.sync there for now; and the MX
+        `qualifies<C>()` of gg::gemm::sm100 says the same; the weight-only
+        ones, `wgmma_mixed`, on gg_gemm_sm100_mixed.cuh's tile, whose
+        `qualifies` states `_mixed_obstacle`); and the MX
         kernels of the block-scaled body (`mx_mma_obstacle` is None) whose
         format it runs on the block-scaled tcgen05.mma (`tcgen05_block_scaled`)."""
         if self.mx_mma_obstacle() is None:
             return self._tcgen05_block_scaled_obstacle()
-        return self._tma_tile_obstacle("tcgen05", mixed=False)
+        return self._tma_tile_obstacle("tcgen05")
 
     @property
     def tcgen05_block_scaled(self) -> bool:
         """Whether the sm_100a body would run this kernel on the block-scaled
-        tcgen05.mma (the hardware applying the MX scales): an MX kernel of
-        the block-scaled body (`mx_mma_obstacle` is None)."""
-        return self.mx_mma_obstacle() is None
+        tcgen05.mma (the hardware applying the scales): an MX kernel of
+        the block-scaled body (`mx_mma_obstacle` is None), or DeepSeek's
+        e8m0 block scales promoted in hardware (`tcgen05_deepseek_mma`)."""
+        return self.mx_mma_obstacle() is None or self.tcgen05_deepseek_mma
+
+    @property
+    def tcgen05_deepseek_mma(self) -> bool:
+        """Whether the sm_100a body applies this kernel's DeepSeek block
+        scales (e8m0, lhs per_token_group, rhs block) with the block-scaled
+        tcgen05.mma (kind::mxf8f6f4, scale_vec::1X: each scale repeated over
+        its 32-wide K blocks and its rows) instead of the FP32 promotion:
+        `promotion auto` or `hardware` and a kernel that qualifies
+        (`hardware_promotion_obstacle` is None)."""
+        return (self.promotion is not Promotion.SOFTWARE
+                and self.hardware_promotion_obstacle() is None)
+
+    def hardware_promotion_obstacle(self) -> str | None:
+        """Why the block-scaled tcgen05.mma cannot apply this kernel's block
+        scales (`promotion hardware`), as a phrase; None when it can, on the
+        sm_100a body (C++: gg::gemm::sm100::runs_deepseek_mma). It takes
+        DeepSeek's FP8 recipe with power-of-two scales: e4m3 or e5m2 on both
+        sides, lhs `per_token_group` and rhs `block`, both e8m0, on a kernel
+        the sm_100a body runs with the FP32 promotion."""
+        if self.rhs is None:
+            return f"op '{self.op.value}' has no block scales to promote"
+        if self.mx_mma_obstacle() is None:
+            return ("it is an MX / NV kernel, whose block scales the block-scaled MMAs apply "
+                    "wherever one runs ('mma mma_sync' promotes them in software)")
+        lhs_t, rhs_t = self.lhs.dtype, self.rhs_operand.dtype
+        if not lhs_t.is_fp8 or rhs_t is not lhs_t:
+            return (f"the block-scaled tcgen05.mma promotes FP8 (e4m3 or e5m2 on both sides), "
+                    f"not lhs '{lhs_t.value}' x rhs '{rhs_t.value}'")
+        ls, rs = self.lhs_scale, self.rhs_scale
+        if not (ls.mode is ScaleMode.TOKEN_GROUP and rs.mode is ScaleMode.BLOCK):
+            return ("the block-scaled tcgen05.mma applies DeepSeek's block scales on both "
+                    "sides: lhs_scale 'per_token_group' and rhs_scale 'block'")
+        for side, scale in (("lhs_scale", ls), ("rhs_scale", rs)):
+            if scale.dtype is not DType.E8M0:
+                return (f"the block-scaled tcgen05.mma reads e8m0 scales (powers of two), but "
+                        f"{side} is '{scale.dtype.value}'")
+        why = self._tma_tile_obstacle("tcgen05")
+        if why is not None:
+            return f"the sm_100a body does not run it: {why}"
+        return None
 
     def _tcgen05_block_scaled_obstacle(self) -> str | None:
         """tcgen05_obstacle of an MX kernel (C++: gg::gemm::sm100::
-        runs_block_scaled): MXFP8 (e4m3 or e5m2 on both sides), MXFP4 and
-        NVFP4 (fp4 on both sides) and W4A8 (e4m3 x fp4) with rhs [n, k],
-        dense, grouped or masked, TMA rows of 16 bytes."""
+        runs_block_scaled): MXFP8 (e4m3 or e5m2 on both sides, rhs [n, k] or
+        [k, n]: B MN-major, but silu_mul), MXFP4 and NVFP4 (fp4 on both sides)
+        and W4A8 (e4m3 x fp4) with rhs [n, k], dense, grouped or masked, TMA
+        rows of 16 bytes."""
         lhs_t, rhs = self.lhs.dtype, self.rhs_operand
         # mx_mma_obstacle leaves one type on both sides, or W4A8 (e4m3 x
-        # fp4 [n, k]), which the body runs too.
-        if rhs.layout is not Layout.NK:
-            return ("its block-scaled tiles read rhs [n, k] ([g, n, k] grouped), "
-                    "not [k, n]")
+        # fp4 [n, k]), which the body runs too; fp4 weights are [n, k] there.
         per_row = 16 * 8 // lhs_t.bits
+        if rhs.layout is Layout.KN:
+            # MXFP8 [k, n] (issue 30): B MN-major, in boxes of 128 columns.
+            if self.epilogue.activation is Activation.SILU_MUL:
+                return ("its FP8 rhs [k, n] boxes are 128 columns, so a silu_mul tile needs 256 "
+                        "of them, but a block-scaled tile holds at most 192 (two accumulators "
+                        "and the scale columns in TMEM's 512)")
+            if self.static_n is not None and self.static_n % per_row:
+                return (f"its TMA rows of rhs [k, n] must be multiples of 16 bytes "
+                        f"(n % {per_row} == 0), but dims n={self.static_n}")
         if self.static_k is not None and self.static_k % per_row:
             return (f"its TMA rows must be multiples of 16 bytes (k % {per_row} == 0), but "
                     f"dims k={self.static_k}")
         return None
 
-    def _tma_tile_obstacle(self, mma: str, mixed: bool) -> str | None:
-        """wgmma_obstacle and tcgen05_obstacle: `mma` names the instruction,
-        `mixed` whether the body has a weight-only tile."""
+    def _tma_tile_obstacle(self, mma: str) -> str | None:
+        """wgmma_obstacle and tcgen05_obstacle: `mma` names the instruction
+        (both bodies have a weight-only tile, `_mixed_obstacle`)."""
         if self.op not in (Op.DENSE, Op.GROUPED):
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
         if self.algorithm is not Algorithm.TILE:
@@ -248,9 +301,6 @@ class Kernel:
         lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
         sixteen = lhs_t in (DType.BF16, DType.F16)
         if sixteen and rhs_t in WGMMA_WEIGHTS:
-            if not mixed:
-                return (f"its weight-only kernels (bf16 / f16 lhs x '{rhs_t.value}' weights) "
-                        "keep the mma.sync body for now")
             return self._mixed_obstacle()
         if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
             return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2) "
@@ -305,13 +355,16 @@ class Kernel:
     def wgmma_mixed(self) -> bool:
         """Whether the Hopper body would run this kernel as a weight-only
         tile (gg_gemm_sm90_mixed.cuh): 16-bit lhs times narrower weights
-        widened in registers, the operands swapped."""
+        widened in registers, the operands swapped; the sm_100a body's
+        weight-only tile (gg_gemm_sm100_mixed.cuh, widened in shared memory)
+        takes the same kernels."""
         return (self.lhs.dtype in (DType.BF16, DType.F16)
                 and self.rhs_operand.dtype in WGMMA_WEIGHTS)
 
     def _mixed_obstacle(self) -> str | None:
-        """wgmma_obstacle for 16-bit lhs times 8- or 4-bit weights (C++:
-        runs_mixed and qualifies in gg_gemm_sm90.cuh)."""
+        """wgmma_obstacle and tcgen05_obstacle for 16-bit lhs times 8- or
+        4-bit weights (C++: runs_mixed and qualifies in gg_gemm_sm90.cuh,
+        qualifies in gg_gemm_sm100_mixed.cuh)."""
         rhs = self.rhs_operand
         if rhs.layout is not Layout.NK:
             return ("its weight-only tile reads the weights [n, k] ([g, n, k] grouped), "

@@ -280,6 +280,16 @@ class Mma(enum.Enum):
     MMA_SYNC = "mma_sync"  # the mma.sync + ldmatrix + cp.async body everywhere
 
 
+class Promotion(enum.Enum):
+    """Who applies DeepSeek's e8m0 block scales on the sm_100a body
+    (docs/spec.md, "The promotion field"; docs/semantics.md, "FP8 block
+    scales: software and hardware promotion")."""
+
+    AUTO = "auto"  # the block-scaled tcgen05.mma where the kernel qualifies, else software
+    HARDWARE = "hardware"  # the block-scaled tcgen05.mma, or an error
+    SOFTWARE = "software"  # the FP32 promotion of each K tile's partial sums, everywhere
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 

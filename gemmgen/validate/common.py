@@ -21,13 +21,14 @@ DTYPE_WORDS = {d.value: d for d in DType} | {
 KERNEL_FIELDS = (
     "op", "lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
     "bias", "epilogue", "tile", "tile_rule", "warp_tile", "stages", "threads",
-    "algorithm", "max_m", "dims", "backends", "mma",
+    "algorithm", "max_m", "dims", "backends", "mma", "promotion",
 )
 REPEATABLE = {"tile_rule", "when"}
 # Fields a backend may have its own of: `tile pallas_tpu m=1024 n=1024 k=512`.
 QUALIFIABLE = {"tile", "tile_rule"}
 SWEEPABLE = {"lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
-             "bias", "epilogue", "tile", "warp_tile", "stages", "threads", "mma"}
+             "bias", "epilogue", "tile", "warp_tile", "stages", "threads", "mma",
+             "promotion"}
 TARGET_FIELDS = {Backend.CUDA: ("archs", "launchers"), Backend.PALLAS_TPU: ("tpu",)}
 BLOCK_KINDS = ("kernel", "target", "defaults", "dispatch")
 

@@ -21,6 +21,7 @@ from gemmgen.ir import (
     Mma,
     Op,
     Operand,
+    Promotion,
     Scale,
     ScaleMode,
     Tile,
@@ -88,7 +89,7 @@ class KernelReader(FieldReader):
             warp_tile=f["warp"], stages=f["stages"] or 2, threads=f["threads"],
             algorithm=f["algorithm"], max_m=f["max_m"], static_n=f["static_n"],
             static_k=f["static_k"], backends=f["backends"], backend_tiles=f["backend_tiles"],
-            mma=f["mma"],
+            mma=f["mma"], promotion=f["promotion"],
             masked=self.masked and op is Op.GROUPED, loc=self.name_loc,
         )
         if len(self.c.diags) > n_errors:
@@ -136,11 +137,15 @@ class KernelReader(FieldReader):
         if a := self.only_atom("mma"):
             w = self.word(a, [x.value for x in Mma], "mma")
             mma = Mma(w) if w else Mma.AUTO
+        promotion = Promotion.AUTO
+        if a := self.only_atom("promotion"):
+            w = self.word(a, [x.value for x in Promotion], "promotion")
+            promotion = Promotion(w) if w else Promotion.AUTO
         return dict(lhs_scale=lhs_scale, rhs_scale=rhs_scale, out_scale=out_scale,
                     bias=bias, epilogue=epilogue, tile=tile, rules=rules, warp=warp,
                     stages=stages, threads=threads, algorithm=algorithm, max_m=max_m,
                     static_n=static_n, static_k=static_k, backends=backends,
-                    backend_tiles=backend_tiles, mma=mma)
+                    backend_tiles=backend_tiles, mma=mma, promotion=promotion)
 
     def operand(self, field: str, op: Op) -> Operand | None:
         atoms = self.atoms(field)

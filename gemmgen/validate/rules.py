@@ -238,6 +238,46 @@ def _tcgen05_choice(r: FieldReader, k: ir.Kernel) -> None:
               "write 'mma auto' or 'mma mma_sync'", 3)
 
 
+def promotion_choice(r: FieldReader, k: ir.Kernel) -> None:
+    """`promotion hardware` needs sm_100a / sm_103a on every declared CUDA
+    arch, the sm_100a body (`mma auto` or `tcgen05`) and block scales the
+    block-scaled tcgen05.mma applies (`ir.Kernel.hardware_promotion_obstacle`:
+    DeepSeek's, e8m0, on FP8); `software` needs per-K-block scales to promote
+    (not MX / NV ones: `mma mma_sync` promotes those). `auto` is always
+    valid."""
+    if k.promotion is ir.Promotion.AUTO:
+        return
+    loc = r.field_loc("promotion")
+    word = f"'promotion {k.promotion.value}'"
+    cuda = r.targets.get(Backend.CUDA)
+    if cuda is None or Backend.CUDA not in k.backends:
+        r.err(loc, f"{word} is a CUDA choice, but the kernel has no cuda backend", 9)
+        return
+    if k.promotion is ir.Promotion.SOFTWARE:
+        if k.rhs is not None and k.mx_mma_obstacle() is None:
+            r.err(loc, f"{word}: the MX / NV block scales of this kernel are applied by the "
+                  "block-scaled MMAs wherever one runs; write 'mma mma_sync' to promote them "
+                  "in software", 9)
+        elif not any(s.enabled and s.placement is ir.Placement.MAINLOOP
+                     for s in (k.lhs_scale, k.rhs_scale)):
+            r.err(loc, f"{word}: the kernel has no per-K-block scales to promote "
+                  "(lhs_scale per_token_group, rhs_scale block or kblock)", 9)
+        return
+    for arch in cuda.cuda_archs:
+        if arch not in ir.TCGEN05_ARCHS:
+            r.err(loc, f"{word} needs sm_100a, but target cuda declares '{arch}' (the "
+                  "block-scaled tcgen05.mma is a datacenter Blackwell instruction: "
+                  f"{', '.join(ir.TCGEN05_ARCHS)}); drop the arch or write 'promotion auto', "
+                  "which promotes in hardware where the arch has it", 9)
+    if k.mma not in (ir.Mma.AUTO, ir.Mma.TCGEN05):
+        r.err(loc, f"{word} is the sm_100a body's (tcgen05), but the kernel says "
+              f"'mma {k.mma.value}'; write 'mma auto' or 'mma tcgen05'", 9)
+    why = k.hardware_promotion_obstacle()
+    if why is not None:
+        r.err(loc, f"{word} cannot apply this kernel's block scales: {why}; write "
+              "'promotion auto' or 'promotion software'", 9)
+
+
 def warp_layout(r: FieldReader, k: ir.Kernel) -> None:
     """warp_tile divides the block tile, and threads match the warp count.
     (tgmm's output block is k x n; its backend checks its own warp tile.)"""
@@ -267,7 +307,8 @@ def scale_layouts(r: FieldReader, k: ir.Kernel) -> None:
 
 RULES: tuple[Rule, ...] = (
     quantize_fields, operand_types, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
-    static_dims, algorithms, arch_features, mma_choice, warp_layout, scale_layouts,
+    static_dims, algorithms, arch_features, mma_choice, promotion_choice, warp_layout,
+    scale_layouts,
 )
 
 
@@ -277,6 +318,7 @@ def check(r: FieldReader, k: ir.Kernel) -> None:
     quantize_fields(r, k)
     if k.op is Op.QUANTIZE:
         mma_choice(r, k)
+        promotion_choice(r, k)
         return
     for rule in RULES[1:]:
         rule(r, k)

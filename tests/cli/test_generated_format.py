@@ -22,10 +22,11 @@ The formatters are the pinned dev dependencies (pyproject.toml); the
 generator never runs them: the templates and the layout helpers of
 gemmgen.backends.cuda.layout emit formatted text.
 
-CI time: specs/gb10.gemm's compiles (nvcc and g++) are slow-marked: its
-GEMV, quantize and dispatcher files are the kinds of specs/dense.gemm under
-other names and archs (sm_120a / sm_121a), about 30 s more on two cores;
-their formatting, where the names matter, is checked unmarked.
+CI time: specs/gb10.gemm's and specs/b200.gemm's compiles (nvcc and g++)
+are slow-marked: their GEMV, quantize and dispatcher files are the kinds of
+specs/dense.gemm under other names and archs (sm_120a / sm_121a, sm_100a),
+about 30 s more on two cores each; their formatting, where the names
+matter, is checked unmarked.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def test_python_launchers_pass_ruff(path, text):
     assert check.returncode == 0, check.stdout[:4000] + check.stderr[:2000]
 
 
-SLOW_STEMS = ("gb10",)  # compiled under -m slow (module docstring, "CI time")
+SLOW_STEMS = ("gb10", "b200")  # compiled under -m slow (module docstring, "CI time")
 
 
 def _param(spec: ir.Spec, *values):

@@ -192,6 +192,88 @@ def test_sm12x_rows_list_needs_no_gpu():
                for line in lines), lines
 
 
+def test_sm100_rows_run_on_the_b200_kernels(bench):
+    """Step (6): only on compute capability 10.0; every row on a GEMM of
+    specs/b200.gemm that takes the block-scaled tcgen05 path, MXFP8, MXFP4
+    and NVFP4 both dense and grouped, or the 2-CTA tile at a prefill m (bf16
+    and FP8 experts, the bf16 gate-up), at DeepSeek-V3 (DeepGEMM's shapes)
+    and GPT-OSS shapes; the published figures beside them are SM100_PUBLISHED's
+    (none found: "not published", never a figure of our own)."""
+    assert [sm for sm in (90, 100, 103, 120, 121) if bench.is_sm100(sm)] == [100]
+    specs = bench._sm100_specs()
+    spec = specs[bench.SM100_SPEC]
+    assert spec.target(ir.Backend.CUDA).cuda_archs == ("sm_100a",)
+    plan, skipped = bench.sm100_plan(specs)
+    assert not skipped and len(plan) == len(bench.SM100_ROWS)
+    kinds = set()
+    for r in plan:
+        k = spec.kernel(r["kernel"])
+        assert k.grouped == bool(r["groups"]), r
+        if not k.tcgen05_block_scaled:  # the 2-CTA tile: prefill rows, its m >= 512 entry
+            assert r["groups"] * r["m_per_group"] >= 512, r
+            kinds.add(f"pair {k.lhs.dtype.bits}-bit {'gate-up' if k.epilogue.activation.value == 'silu_mul' else 'grouped'}")
+            continue
+        fmt = ("mxfp8" if k.lhs.dtype.bits == 8 and k.rhs_operand.dtype.bits == 8 else
+               "w4a8" if k.lhs.dtype.bits == 8 else
+               "nvfp4" if k.lhs_scale.dtype is ir.DType.UE4M3 else "mxfp4")
+        kinds.add(f"{fmt} {'grouped' if k.grouped else 'dense'}")
+        shape = (r["m_per_group"], r["n"], r["k"])
+        if r["what"] == "deepseek dense":
+            assert shape in bench.DEEPSEEK_DENSE or (4096, *shape[1:]) in bench.DEEPSEEK_DENSE
+        if r["what"] == "deepseek grouped":
+            assert (r["groups"], *shape) in bench.DEEPSEEK_CONTIGUOUS
+        assert r["published"] == {src: bench.SM100_PUBLISHED.get(
+            (r["kernel"], r["groups"], *shape), {}).get(src) for src in bench.SM100_REFERENCES}
+    assert {"mxfp8 dense", "mxfp8 grouped", "mxfp4 dense", "mxfp4 grouped", "nvfp4 dense",
+            "nvfp4 grouped", "w4a8 grouped", "pair 16-bit grouped", "pair 8-bit grouped",
+            "pair 16-bit gate-up"} <= kinds
+    assert {r["what"].split()[0] for r in plan} >= {"deepseek", "gpt-oss"}
+    table = bench.sm100_table([{**plan[0], "tflops": 1.0, "gbps": 2.0, "roofline_fraction": 0.5,
+                                "host_seconds": 1e-5}])
+    assert table[-1].count("not published") == 2, table
+
+
+def test_a_2cta_row_says_its_path(bench):
+    """A row of a 2-CTA kernel names the body its launcher's plan on a
+    B200 (148 SMs) takes: the pair (a cluster launch) at a prefill m, the
+    1-CTA tile at a decode m; block-scaled rows say so."""
+    import numpy as np
+
+    from gemmgen.harness.runner import load_generated_module
+
+    spec = bench._sm100_specs()[bench.SM100_SPEC]
+    name = "b200_fp8_moe_grouped_gemm"
+    launcher = load_generated_module(ROOT / "generated" / "b200" / "cuda" / f"{name}.py",
+                                     "test_gpu_bench_pair")
+    rng = np.random.default_rng(0)
+    for g, m, path in ((8, 512, "2-CTA tcgen05"), (2, 8, "tcgen05")):
+        row = {"groups": g, "m_per_group": m, "n": 256, "k": 256}
+        inputs, _, _ = bench.deepseek_inputs(spec.kernel(name), row, rng)
+        assert bench.sm100_path(spec.kernel(name), launcher, inputs) == path, (g, m)
+    w4a8 = spec.kernel("b200_w4a8_moe_grouped_gemm")
+    assert bench.sm100_path(w4a8, None, {}) == "block-scaled tcgen05"
+
+
+def test_the_sm100_rows_run_on_an_emulated_b200(tmp_path):
+    """Step (6) on an emulated B200: the NVFP4 experts at their first row's
+    (shrunk) shape on the block-scaled tcgen05 path, beside the roofline at
+    the FP4 rate (9,000 TFLOP/s) and "not published"."""
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--emulate", "--emulate-arch", "sm_100a",
+                           "--sm100-only", "--kernel", "b200_nvfp4_moe_grouped_gemm",
+                           "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ERROR" not in proc.stdout, proc.stdout
+    assert "B200 deepseek grouped 8 x 4096 rows, n=7168 k=2048 on b200_nvfp4_moe_grouped_gemm: " \
+        in proc.stdout, proc.stdout
+    assert "at 9000 TFLOP/s" in proc.stdout and "DeepGEMM: not published" in proc.stdout
+    import json
+
+    saved = json.loads((tmp_path / "bench_sm100.json").read_text())
+    assert [(r["kernel"], r["path"], r["rate"]) for r in saved["sm100"]] == [
+        ("b200_nvfp4_moe_grouped_gemm", "block-scaled tcgen05", 9000.0)]
+
+
 # ---------------------------------------------------------------------------
 # The GPU scripts' whole flow on the CPU (--emulate), so that their first run
 # on a lent GPU cannot fail on a stale name or a typo.

@@ -49,7 +49,8 @@ def test_runtime_headers_are_the_nvcc_closure_of_the_includes():
     # declares sm_90a and sm_100a: every tier's headers).
     assert set(copied) == {
         "gg_convert.cuh", "gg_epilogue.cuh", "gg_gemm.cuh", "gg_gemm_config.cuh",
-        "gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_gemm_sm100.cuh", "gg_primitives.cuh",
+        "gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_gemm_sm100.cuh",
+        "gg_gemm_sm100_mixed.cuh", "gg_primitives.cuh",
         "gg_primitives_sm90.cuh", "gg_primitives_sm100.cuh", "gg_primitives_sm120.cuh",
         "gg_runtime.cuh", "gg_scales.cuh", "gg_widen.cuh"}
     for name, text in copied.items():
@@ -77,7 +78,8 @@ def test_a_spec_without_sm100a_gets_no_tcgen05_headers(tmp_path):
     rendered = build.render_spec(tmp_path / "specs" / "moe.gemm")
     copied = {p.name: t for p, t in rendered.files.items() if p.suffix == ".cuh"}
     assert "gg_gemm_sm90.cuh" in copied
-    assert not {"gg_gemm_sm100.cuh", "gg_primitives_sm100.cuh"} & set(copied)
+    assert not {"gg_gemm_sm100.cuh", "gg_gemm_sm100_mixed.cuh",
+                "gg_primitives_sm100.cuh"} & set(copied)
     for name, text in copied.items():
         source = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
         if name == "gg_runtime.cuh":
@@ -86,9 +88,13 @@ def test_a_spec_without_sm100a_gets_no_tcgen05_headers(tmp_path):
                             f"// A copy of gemmgen's runtime header gemmgen/runtime/cuda/{name},",
                             "// without its includes for sm_100a / sm_103a only (specs/moe.gemm "
                             "declares neither)."]
-            assert rest == source.replace(
-                '#include "gg_gemm_sm100.cuh"',
-                '// (not copied, for sm_100a / sm_103a only: #include "gg_gemm_sm100.cuh")')
+            expected = source
+            for header in ("gg_gemm_sm100.cuh", "gg_gemm_sm100_mixed.cuh"):
+                assert f'#include "{header}"' in source
+                expected = expected.replace(
+                    f'#include "{header}"',
+                    f'// (not copied, for sm_100a / sm_103a only: #include "{header}")')
+            assert rest == expected
             continue
         assert text.split("\n", 2)[2] == source, name
 

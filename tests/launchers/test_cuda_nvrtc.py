@@ -184,6 +184,9 @@ DEFAULT_CASES = {
     # Datacenter Blackwell (sm_100a): the tcgen05 body beside the mma.sync one.
     "grouped MoE w8a8 block scales, tcgen05 (sm_100a)": ("specs/moe.gemm", "moe_w8a8_grouped_gemm",
                                                         "sm_100a"),
+    # specs/b200.gemm: the block-scaled tcgen05.mma, kind::mxf4nvf4 and kind::mxf8f6f4 (W4A8).
+    "block-scaled nvfp4 grouped, tcgen05 (sm_100a)": ("specs/b200.gemm", "b200_nvfp4_moe_grouped_gemm",
+                                                     "sm_100a"),
 }
 # Base opcodes that each default case's NVRTC SASS must have somewhere (both
 # builds lacking them would pass the comparison with nvcc).
@@ -199,6 +202,7 @@ EXPECTED_OPCODES: dict[str, set[str]] = {
     "block-scaled mxfp8 (sm_121a)": {"QMMA", "LDSM"},
     "block-scaled w4a8 (sm_121a)": {"QMMA", "LDSM"},
     "grouped MoE w8a8 block scales, tcgen05 (sm_100a)": {"UTCQMMA", "UTMALDG", "LDTM", "UTCBAR"},
+    "block-scaled nvfp4 grouped, tcgen05 (sm_100a)": {"UTCOMMA", "UTCCP", "UTMALDG", "LDTM"},
 }
 SLOW_CASES = [c for c in ALL_CASES if c not in DEFAULT_CASES.values()]
 
@@ -360,8 +364,9 @@ def check_case(spec: str, name: str, arch: str, expected: frozenset[str] = froze
                 f"{case}: NVRTC's {entry} has no block-scaled MMA (QMMA.SF): its arch guard "
                 f"compiled it to the trap ({versions()})")
         if entry.endswith("_sm100") and arch in ("sm_100a", "sm_103a"):  # docs/cuda-sm100.md
-            assert any(base(op) in ("UTCHMMA", "UTCQMMA") for op in histogram), (
-                f"{case}: NVRTC's {entry} has no tcgen05.mma (UTCHMMA / UTCQMMA): its arch guard "
+            # UTCOMMA: fp4 x fp4 (kind::mxf4 / mxf4nvf4, specs/b200.gemm).
+            assert any(base(op) in ("UTCHMMA", "UTCQMMA", "UTCOMMA") for op in histogram), (
+                f"{case}: NVRTC's {entry} has no tcgen05.mma (UTCHMMA / UTCQMMA / UTCOMMA): its arch guard "
                 f"compiled it to the trap ({versions()})")
             assert not any(base(op) == "HMMA" for op in histogram), f"{case}: {entry} has HMMA"
     hazards = nvcc.wgmma_register_hazards(sass)

@@ -502,3 +502,47 @@ def test_compiled_library_takes_the_sm100_path_on_an_emulated_b200(tmp_path):
     refused = call({**device_env("sm_100a", sm_count=2), "GG_EMU_SMEM_OPTIN": "200000"})
     assert refused == (f"refused: INTERNAL: {name}: launch_{name}() returned "
                        "cudaErrorInvalidValue"), refused
+
+
+@pytest.mark.slow
+def test_compiled_library_runs_a_b200_block_scaled_kernel_on_an_emulated_b200(tmp_path):
+    """specs/b200.gemm's MXFP8 experts (e4m3, e8m0 scales of 32, the weights'
+    in the atom layout) through `gemmgen compile --emulate`'s library on an
+    emulated sm_100a device of 2 SMs: the block-scaled tcgen05 path (its
+    _sm100 launch, refused on a device with too little shared memory for
+    it), against the reference, with a zero-size group."""
+    import pickle
+
+    name = "b200_mxfp8_moe_grouped_gemm"
+    proc = _gemmgen("compile", str(REPO / "specs" / "b200.gemm"), "--kernel", name,
+                    "--emulate", "--out", str(tmp_path / "build"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    library = tmp_path / "build" / f"lib{name}_ffi_emu.so"
+    k = kernel("b200", name)
+    case = Case("groups", m=150, n=160, k=160, group_sizes=(100, 0, 50))
+    inputs = poison(case.inputs(k, 43))
+    (tmp_path / "inputs.pkl").write_bytes(pickle.dumps(inputs))
+    script = SM100_CALL.replace("generated.moe.jax import moe_w8a8_grouped_gemm",
+                                f"generated.b200.jax import {name}")
+    script = script.replace("module.moe_w8a8_grouped_gemm(", f"module.{name}(")
+
+    def call(env: dict[str, str]) -> str:
+        env = {**os.environ, "PYTHONPATH": str(REPO), **env}
+        proc = subprocess.run([sys.executable, "-c", script, str(library),
+                               str(tmp_path / "inputs.pkl"), str(tmp_path / "out.pkl")],
+                              capture_output=True, text=True, cwd=REPO, env=env, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout.strip()
+
+    assert call(device_env("sm_100a", sm_count=2)) == "ok"
+    got = pickle.loads((tmp_path / "out.pkl").read_bytes())
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} (FFI, emulated sm_100a):\n{result.detail}"
+    launcher = importlib.import_module("generated.b200.cuda." + name)
+    dims = launcher.validate(**inputs)
+    sm100 = launcher.launches(dims, 100, 2)
+    assert sm100[-1].entry == f"{name}_sm100" and sm100[-1].smem > 200000
+    assert max(s.smem for s in launcher.launches(dims, 0, 0)) <= 200000
+    refused = call({**device_env("sm_100a", sm_count=2), "GG_EMU_SMEM_OPTIN": "200000"})
+    assert refused == (f"refused: INTERNAL: {name}: launch_{name}() returned "
+                       "cudaErrorInvalidValue"), refused

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rust_plan_cases import plan_tests, rust_str
+from rust_plan_cases import has_clusters, plan_tests, rust_str
 
 from gemmgen import backends, ir
 from gemmgen.backends import cuda as cuda_backend
@@ -61,7 +61,7 @@ from gemmgen.reference import compare, reference
 from gemmgen.validate import validate
 
 REPO = Path(__file__).resolve().parents[2]
-STEMS = ("dense", "moe", "gb10", "kinds")
+STEMS = ("dense", "moe", "gb10", "b200", "kinds")
 CARGO_HOME_BIN = Path.home() / ".cargo" / "bin"
 
 
@@ -235,6 +235,21 @@ HARNESS_KERNELS = {
     "fp8_blockscaled_sm100": ("moe", "moe_w8a8_grouped_gemm",
                               Case("ragged", m=140, n=256, k=272, group_sizes=(100, 0, 40)),
                               "sm_100a", True),
+    # specs/b200.gemm: the block-scaled tcgen05.mma (W4A8: e4m3 x packed e2m1, e8m0 scales).
+    "w4a8_sm100": ("b200", "b200_w4a8_moe_grouped_gemm",
+                   Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12)), "sm_100a", False),
+    # The 2-CTA tile (FP8 experts, m >= 512: the LUT's pair entry, launched
+    # by the harness's launch_cluster, cudaLaunchKernelExC with the cluster
+    # attribute) and the same kernel's 1-CTA decode entry.
+    "pair_sm100": ("b200", "b200_fp8_moe_grouped_gemm",
+                   Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)), "sm_100a", True),
+    "pair_decode_sm100": ("b200", "b200_fp8_moe_grouped_gemm",
+                          Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)), "sm_100a", True),
+    # The weight-only tile (320 threads, raw-byte weight maps, kblock scales
+    # promoted per scale block).
+    "weight_only_sm100": ("moe", "moe_w4a16_grouped_gemm",
+                          Case("ragged", m=140, n=136, k=512, group_sizes=(100, 0, 40)),
+                          "sm_100a", True),
 }
 # The entry suffix of the body each emulated arch takes for these kernels.
 BODY_SUFFIX = {"sm_89": "", "sm_90a": "_sm90", "sm_100a": "_sm100"}
@@ -589,7 +604,8 @@ def test_the_worked_example_of_the_docs_launches_the_plan(workspace):
 
 
 @needs_rust
-@pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.parametrize("stem", [pytest.param(s, marks=pytest.mark.slow) if s == "b200" else s
+                                  for s in STEMS])  # b200: the kinds of the others, on sm_100a
 def test_rust_launches_are_the_python_plans(workspace, stem):
     built(workspace)
     assert workspace.plan_cases[stem] >= 40
@@ -671,7 +687,8 @@ def harness_rust() -> str:
     """A cdylib with `gg_rust_launch`: builds a kernel's Args and calls its
     Rust launch() with a Backend whose calls go back to the C++ host
     program."""
-    impls = "\n".join(f"emu_backend!({lib_name(stem)});" for stem in STEMS)
+    impls = "\n".join(f"emu_backend!({lib_name(stem)}{', cluster' if has_clusters(rendered(stem).spec) else ''});"
+                      for stem in STEMS)
     return (HARNESS_RS.replace("@ARMS@", launch_arms("backend", harness_kernels()))
             .replace("@IMPLS@", impls))
 
@@ -691,15 +708,37 @@ pub struct Host {
     // The emulator's cuTensorMapEncodeTiled, the driver's signature.
     encode: extern "C" fn(*mut c_void, i32, u32, *mut c_void, *const u64, *const u64, *const u32,
                           *const u32, i32, i32, i32, i32) -> i32,
+    // The runtime's cudaLaunchKernelExC with the cluster-dimension attribute.
+    launch_cluster: extern "C" fn(*const c_void, *const u32, *const u32, *const u32, u32, *mut c_void,
+                                  *mut *mut c_void) -> i32,
 }
 
 struct Emu<'a> {
     host: &'a Host,
 }
 
-// Each generated crate has its own common::Backend: one impl per crate.
+// Each generated crate has its own common::Backend: one impl per crate; a
+// crate with a cluster launch (the 2-CTA tile) also has launch_cluster.
 macro_rules! emu_backend {
+    ($lib:ident, cluster) => {
+        emu_backend!($lib, {
+            fn launch_cluster(&mut self, kernel: &*const c_void, grid: [u32; 3], block: [u32; 3],
+                              cluster: [u32; 3], smem: u32, stream: *mut c_void,
+                              args: &[$lib::common::KernelArg]) -> Result<(), String> {
+                let mut params: Vec<*mut c_void> =
+                    args.iter().map(|a| a.value_ptr() as *mut c_void).collect();
+                match (self.host.launch_cluster)(*kernel, grid.as_ptr(), block.as_ptr(), cluster.as_ptr(),
+                                                 smem, stream, params.as_mut_ptr()) {
+                    0 => Ok(()),
+                    e => Err(format!("cudaLaunchKernelExC returned {e}")),
+                }
+            }
+        });
+    };
     ($lib:ident) => {
+        emu_backend!($lib, {});
+    };
+    ($lib:ident, { $($extra:item)* }) => {
         impl $lib::common::Backend for Emu<'_> {
             type Kernel = *const c_void;
             type Stream = *mut c_void;
@@ -753,6 +792,8 @@ macro_rules! emu_backend {
                     e => Err(format!("cudaLaunchKernel returned {e}")),
                 }
             }
+
+            $($extra)*
         }
     };
 }
@@ -827,6 +868,7 @@ struct Host {{
   int (*launch)(const void*, const unsigned*, const unsigned*, unsigned, void*, void**);
   int (*device)(long long*, long long*);
   decltype(&gg_emu_cuTensorMapEncodeTiled) encode;
+  int (*launch_cluster)(const void*, const unsigned*, const unsigned*, const unsigned*, unsigned, void*, void**);
 }};
 
 // What the driver stand-in (tests/launchers/test_rust_launchers.py's STANDIN_C) runs
@@ -837,6 +879,7 @@ struct StandinEmu {{
   int (*set_smem)(const void*, unsigned);
   int (*attribute)(int, int*);
   decltype(&gg_emu_cuTensorMapEncodeTiled) encode;
+  int (*launch_cluster)(const void*, const unsigned*, const unsigned*, const unsigned*, unsigned, void*, void**);
 }};
 
 const void* kernel(const char* name) {{
@@ -868,6 +911,22 @@ int launch(const void* fn, const unsigned* g, const unsigned* b, unsigned smem, 
   launched += "\\n";
   return static_cast<int>(cudaLaunchKernel(fn, dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]), args, smem,
                                            static_cast<cudaStream_t>(stream)));
+}}
+
+// A cluster launch on the emulator: the runtime's cudaLaunchKernelExC with the
+// cluster-dimension attribute.
+int launch_cluster(const void* fn, const unsigned* g, const unsigned* b, const unsigned* c, unsigned smem,
+                   void* stream, void** args) {{
+  launched += entry_name(fn);
+  launched += "\\n";
+  cudaLaunchAttribute attribute[1] = {{}};
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = c[0];
+  attribute[0].val.clusterDim.y = c[1];
+  attribute[0].val.clusterDim.z = c[2];
+  cudaLaunchConfig_t config = {{dim3(g[0], g[1], g[2]), dim3(b[0], b[1], b[2]), smem,
+                                static_cast<cudaStream_t>(stream), attribute, 1}};
+  return static_cast<int>(cudaLaunchKernelExC(&config, fn, args));
 }}
 
 int device(long long* sm, long long* num_sms) {{
@@ -935,7 +994,8 @@ extern "C" int gg_emu_host_main(void) {{
     if (s == nullptr) return 1004;
     auto bind = reinterpret_cast<void (*)(const StandinEmu*)>(dlsym(s, "gg_standin_bind"));
     if (bind == nullptr) return 1005;
-    static const StandinEmu emu{{kernel, launch, set_smem, attribute, gg_emu_cuTensorMapEncodeTiled}};
+    static const StandinEmu emu{{kernel, launch, set_smem, attribute, gg_emu_cuTensorMapEncodeTiled,
+                                 launch_cluster}};
     bind(&emu);
   }}
   void* handle = dlopen(library.data(), RTLD_NOW | RTLD_LOCAL);
@@ -948,7 +1008,7 @@ extern "C" int gg_emu_host_main(void) {{
                          std::uint64_t, std::uint64_t, void*, char*, size_t);
   auto rust_launch = reinterpret_cast<Launch>(dlsym(handle, "gg_rust_launch"));
   if (rust_launch == nullptr) return 1003;
-  const Host host{{kernel, max_smem, set_smem, launch, device, gg_emu_cuTensorMapEncodeTiled}};
+  const Host host{{kernel, max_smem, set_smem, launch, device, gg_emu_cuTensorMapEncodeTiled, launch_cluster}};
   const std::uint64_t ptrs[] = {{{ptrs}}};
   const long long shapes[] = {{{shapes}}};
   const long long scalars[] = {{{scalars}}};
@@ -981,7 +1041,7 @@ extern "C" int gg_emu_host_main(void) {{
 
 def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch: str,
                          library: Path | None = None, standin: Path | None = None,
-                         log: list | None = None):
+                         log: list | None = None, num_sms: int | None = None):
     """Runs kernel `name`'s Rust launcher (in `library`, default the
     harness cdylib; with `standin`, a library over the crate's CudaDriver
     whose libcuda is that stand-in) on an emulated `arch` device; its
@@ -1012,7 +1072,7 @@ def run_rust_on_emulator(ws: Workspace, stem: str, name: str, inputs: dict, arch
                 host[f"shape.{a.name}.{i}"] = np.int64(v)
     for s in plan.scalars:
         host[f"dim.{s.name}"] = np.int64(dims[s.name])
-    result = module.run_host(host, arch=arch)
+    result = module.run_host(host, arch=arch, sm_count=num_sms)
     if log is not None:
         log.append(result.outputs.get("launched", b"").decode().split())
         log.append(result.outputs.get("driver.log", b"").decode())
@@ -1055,7 +1115,7 @@ def test_rust_launcher_runs_on_the_emulator(workspace, kind):
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
     # The path the device picks: the Python launcher's entries on this device.
     assert log[0] == expected_entries(stem, name, inputs, arch), log[0]
-    assert log[0][-1] == name + BODY_SUFFIX[arch], log[0]
+    assert re.fullmatch(name + r"(_t\d+)?" + BODY_SUFFIX[arch], log[0][-1]), log[0]
 
 
 # ---------------------------------------------------------------------------
@@ -1069,7 +1129,8 @@ STANDIN_SOURCE = Path(__file__).resolve().parents[1] / "rust_driver_standin.c"
 def driver_rust(stem: str, name: str) -> str:
     """A cdylib with `gg_rust_launch` over the crate's CudaDriver: the
     engine's side, loading the module with cuModuleLoadData."""
-    return DRIVER_RS.replace("@ARMS@", launch_arms("gpu", {name: stem}))
+    return (DRIVER_RS.replace("@ARMS@", launch_arms("gpu", {name: stem}))
+            .replace("gemmgen_dense::", f"{lib_name(stem)}::"))
 
 
 DRIVER_RS = r"""// The C ABI of tests/launchers/test_rust_launchers.py's driver stand-in runs.
@@ -1121,15 +1182,19 @@ class DriverCrate:
     crate, a cdylib over its CudaDriver, and the stand-in libcuda.so it
     links, built with gcc against CUDA's cuda.h."""
 
-    def __init__(self, ws: Workspace) -> None:
+    def __init__(self, ws: Workspace, kernel: tuple = DRIVER_KERNEL, files: dict | None = None,
+                 folder: str = "driver") -> None:
+        """`kernel` (stem, name, case) is the one it launches; `files` the
+        crate's (default: its spec's)."""
         self.ws = ws
-        self.root = ws.root / "driver"
+        self.kernel = kernel
+        self.root = ws.root / folder
         self.target = self.root / "target"
         self.standin = self.root / "standin" / "libcuda.so"
         if (self.root / "Cargo.toml").is_file():
             return
-        stem, name, _ = DRIVER_KERNEL
-        for rel, text in crate_files(stem).items():
+        stem, name, _ = kernel
+        for rel, text in (files or crate_files(stem)).items():
             (self.root / stem / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.root / stem / rel).write_text(text)
         crate = self.root / "engine"
@@ -1170,13 +1235,14 @@ class DriverCrate:
     def library(self) -> Path:
         return self.target / "debug" / "libgemmgen_rust_driver.so"
 
-    def run(self, inputs: dict, arch: str) -> tuple[object, list[str], str]:
+    def run(self, inputs: dict, arch: str, num_sms: int | None = None
+            ) -> tuple[object, list[str], str]:
         """The outputs, the entries launched and the stand-in's log."""
-        stem, name, _ = DRIVER_KERNEL
+        stem, name, _ = self.kernel
         log: list = []
         try:
             got = run_rust_on_emulator(self.ws, stem, name, inputs, arch, library=self.library,
-                                       standin=self.standin, log=log)
+                                       standin=self.standin, log=log, num_sms=num_sms)
         except AssertionError as e:
             raise DriverRunError(str(e), log[1] if len(log) > 1 else "") from None
         return got, log[0], log[1]
@@ -1459,3 +1525,89 @@ def test_swapped_arguments_are_caught_on_the_emulator(workspace):
                 assert not result.passed
     finally:
         assert workspace.cargo("build", "-p", "gemmgen-rust-harness").returncode == 0
+
+
+# ---------------------------------------------------------------------------
+# The cluster launch (tests/launchers/test_cluster_launch.py): the crate of
+# specs/b200.gemm rendered from a plan whose sm_100a launch is forced into
+# clusters of 2 x 1 x 1, its CudaDriver's cuLaunchKernelEx on the stand-in.
+
+CLUSTER_KERNEL = ("b200", "b200_w4a8_moe_grouped_gemm",
+                  Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12)))
+
+
+def clustered_crate_files() -> dict[str, str]:
+    from test_cluster_launch import clustered_plans
+
+    stem = CLUSTER_KERNEL[0]
+    with clustered_plans():
+        files = backends.render(rendered(stem).spec)
+    return {str(p.relative_to("rust")): t for p, t in files.items() if p.parts[0] == "rust"}
+
+
+@needs_rust
+def test_cuda_driver_backend_launches_clusters_on_the_standin(workspace):
+    """The crate's Launch has a cluster, its CudaDriver a launch_cluster over
+    cuLaunchKernelEx: on an emulated B200 of 3 SMs the worklist launches by
+    cuLaunchKernel, the tcgen05 kernel by cuLaunchKernelEx with the cluster
+    attribute (id 4) and 2 x 1 x 1 clusters over a grid of 4 (3 rounded
+    up), the stand-in's checks passed; the output matches the reference. The
+    crates of specs/ have one only where a kernel has the 2-CTA tile
+    (specs/b200.gemm)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    files = clustered_crate_files()
+    assert "fn cuLaunchKernelEx(" in files["src/cuda_driver.rs"]
+    assert "cluster: [2, 1, 1]," in files[f"src/{CLUSTER_KERNEL[1]}.rs"]
+    for stem in STEMS:
+        assert ("cluster" in crate_files(stem)["src/common.rs"]) == (stem == "b200"), stem
+    d = DriverCrate(workspace, CLUSTER_KERNEL, files, folder="driver-cluster")
+    d.build()
+    if RUSTFMT is not None:  # laid out as rustfmt lays it out, clusters and all
+        crate = d.root / CLUSTER_KERNEL[0]
+        proc = subprocess.run([RUSTFMT, "--check", "--config-path", str(crate / "rustfmt.toml"),
+                               *sorted(str(p) for p in (crate / "src").glob("*.rs"))],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    stem, name, case = CLUSTER_KERNEL
+    k = rendered(stem).spec.kernel(name)
+    inputs = case.inputs(k, 61)
+    got, launched, log = d.run(inputs, "sm_100a", num_sms=3)
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+    assert launched == [f"{name}_fill", f"{name}_worklist", f"{name}_sm100"], launched
+    launches = [x for x in driver_calls(log) if x.startswith("cuLaunch")]
+    assert launches[-1].startswith(f"cuLaunchKernelEx {name}_sm100 grid=4,1,1 block=192,1,1 "), log
+    assert launches[-1].endswith(" attrs=4 cluster=2,1,1 -> 0"), log
+    assert all(x.startswith("cuLaunchKernel ") for x in launches[:-1]), log
+
+
+# The 2-CTA tile of specs/b200.gemm (no override): its FP8 experts at a
+# prefill size through the crate's CudaDriver on the stand-in.
+PAIR_KERNEL = ("b200", "b200_fp8_moe_grouped_gemm",
+               Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)))
+
+
+@needs_rust
+@pytest.mark.slow
+def test_cuda_driver_backend_launches_the_pair_tile_on_the_standin(workspace):
+    """b200_fp8_moe_grouped_gemm's m >= 512 entry on an emulated B200 of 4
+    SMs: fill and worklist by cuLaunchKernel, the pair entry by
+    cuLaunchKernelEx with the cluster attribute (id 4), 2 x 1 x 1 clusters
+    over an even grid, the stand-in's checks passed (the grid a multiple of
+    the cluster, 10.0); the output matches the reference."""
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    d = DriverCrate(workspace, PAIR_KERNEL, folder="driver-pair")
+    d.build()
+    stem, name, case = PAIR_KERNEL
+    k = rendered(stem).spec.kernel(name)
+    inputs = case.inputs(k, 67)
+    got, launched, log = d.run(inputs, "sm_100a", num_sms=4)
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
+    assert launched == [f"{name}_fill", f"{name}_worklist", f"{name}_t0_sm100"], launched
+    launches = [x for x in driver_calls(log) if x.startswith("cuLaunch")]
+    assert launches[-1].startswith(f"cuLaunchKernelEx {name}_t0_sm100 grid=4,1,1 block=192,1,1 "), log
+    assert launches[-1].endswith(" attrs=4 cluster=2,1,1 -> 0"), log
+    assert all(x.startswith("cuLaunchKernel ") for x in launches[:-1]), log

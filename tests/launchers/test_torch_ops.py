@@ -269,7 +269,7 @@ def test_tgmm_with_existing_out(monkeypatch):
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 
 
-STEMS = ("moe", "dense", "gb10")  # every spec with CUDA kernels; all run on the emulator
+STEMS = ("moe", "dense", "gb10", "b200")  # every spec with CUDA kernels; all run on the emulator
 
 
 def every_op() -> list[tuple[str, str]]:
@@ -583,3 +583,50 @@ def test_op_takes_the_sm100_path_on_an_emulated_b200(tmp_path):
     assert max(s.smem for s in launcher.launches(dims, 0, 0)) <= 200000
     refused = call({**device_env("sm_100a", sm_count=2), "GG_EMU_SMEM_OPTIN": "200000"})
     assert refused == f"refused: {name}: launch_{name}() returned cudaErrorInvalidValue", refused
+
+
+B200_CALL = """\
+import pickle
+import sys
+
+import torch
+
+from generated.b200.torch import b200_w4a8_moe_grouped_gemm as module
+
+module.load(sys.argv[1], device="cpu")
+with open(sys.argv[2], "rb") as f:
+    inputs = pickle.load(f)
+args = [torch.from_numpy(inputs["lhs"]).view(torch.float8_e4m3fn), torch.from_numpy(inputs["rhs"]),
+        torch.from_numpy(inputs["group_sizes"]), torch.from_numpy(inputs["lhs_scale"]),
+        torch.from_numpy(inputs["rhs_scale"])]
+out = torch.ops.gemmgen_b200.b200_w4a8_moe_grouped_gemm(*args)
+with open(sys.argv[3], "wb") as f:
+    pickle.dump(out.view(torch.uint16).numpy(), f)
+print("ok")
+"""
+
+
+@pytest.mark.slow  # the family's fast sm_100a case is test_op_takes_the_sm100_path_on_an_emulated_b200
+def test_b200_block_scaled_op_on_an_emulated_b200(tmp_path):
+    """torch.ops.gemmgen_b200.b200_w4a8_moe_grouped_gemm (specs/b200.gemm:
+    e4m3 x packed e2m1 on the block-scaled tcgen05.mma) on an emulated
+    sm_100a device of 2 SMs, with a zero-size group, against the reference."""
+    import pickle
+    import subprocess
+
+    name = "b200_w4a8_moe_grouped_gemm"
+    library = emulated_abi(REPO / "generated" / "b200" / "cuda", name)
+    k = kernel("b200", name)
+    case = Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12))
+    inputs = case.inputs(k, 47)
+    views = {a: (v.view(np.uint8) if isinstance(v, np.ndarray) and v.dtype.itemsize == 1 else v)
+             for a, v in inputs.items()}
+    (tmp_path / "inputs.pkl").write_bytes(pickle.dumps(views))
+    env = {**os.environ, "PYTHONPATH": str(REPO), **device_env("sm_100a", sm_count=2)}
+    proc = subprocess.run([sys.executable, "-c", B200_CALL, str(library),
+                           str(tmp_path / "inputs.pkl"), str(tmp_path / "out.pkl")],
+                          capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    got = pickle.loads((tmp_path / "out.pkl").read_bytes()).view(ml_dtypes.bfloat16)
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} (torch op, emulated sm_100a):\n{result.detail}"

@@ -11,6 +11,7 @@ import re
 
 from gemmgen import ir
 from gemmgen.backends.cuda.common import py_call, py_collection
+from gemmgen.backends.cuda.layout import py_times4
 
 __all__ = ["EntryPointText"]
 
@@ -199,9 +200,7 @@ class EntryPointText:
                 lines.append(f"    {d.name} = {d.py}")
         lines += [f"    {name} = {py}" for name, _, py in self.derived if name in used]
         if self.workspace_ints:
-            ints = self.workspace_ints
-            total = ints[0] if len(ints) == 1 else py_call("max(", list(ints), ")", 0)
-            lines.append(f"    workspace_bytes = 4 * ({total})")
+            lines.append(py_times4("workspace_bytes", list(self.workspace_ints), 4))
         for a in self.args:
             if a.offset:
                 lines += ["    if group_offset is None:",

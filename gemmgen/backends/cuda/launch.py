@@ -16,7 +16,6 @@ is laid out by layout.py.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -25,12 +24,13 @@ from gemmgen.archs import parse_arch
 from gemmgen.backends.cuda.abi import CAbi
 from gemmgen.backends.cuda.args import Arg, Binding, Check, Derived
 from gemmgen.backends.cuda.expr import COMPARISONS, Bin, Expr, Lit, Var, all_of, expr, exprs, var
+from gemmgen.backends.cuda.launch_py import PyLaunchText
 from gemmgen.backends.cuda.layout import (
-    COLUMNS, PROSE, comment, cpp_call, cpp_decl, cpp_string, prose, py_call, py_collection,
-    py_tuple,
+    comment, cpp_call, cpp_decl, cpp_string, prose, py_collection,
 )
 from gemmgen.backends.cuda.steps import (
-    DEFAULT_SMEM, DEVICE_NAMES, LIMITS, WARP, Grid, Limits, Path, Step, Variant,
+    DEFAULT_SMEM, DEVICE_NAMES, LIMITS, MAX_CLUSTER_BLOCKS, NO_CLUSTER, WARP, Grid, Limits, Path,
+    Step, Variant,
 )
 from gemmgen.backends.cuda.tensor_maps import (
     TENSOR_MAP_DTYPES, TENSOR_MAP_SWIZZLES, ArgKind, StepArg, TensorMapSpec, array, i32, i64,
@@ -41,15 +41,15 @@ from gemmgen.render import source_ref
 
 # The launch vocabulary, one import away (steps.py and tensor_maps.py hold it).
 __all__ = [
-    "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "TENSOR_MAP_DTYPES", "TENSOR_MAP_SWIZZLES", "WARP",
-    "ArgKind", "Grid", "LaunchPlan", "Limits", "Path", "Step", "StepArg", "TensorMapSpec",
-    "Variant", "array", "cond_expr", "i32", "i64", "tensor_map", "where",
+    "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "MAX_CLUSTER_BLOCKS", "NO_CLUSTER",
+    "TENSOR_MAP_DTYPES", "TENSOR_MAP_SWIZZLES", "WARP", "ArgKind", "Grid", "LaunchPlan", "Limits",
+    "Path", "Step", "StepArg", "TensorMapSpec", "Variant", "array", "cond_expr", "i32", "i64", "tensor_map", "where",
 ]
 
 
 
 @dataclass(frozen=True, slots=True)
-class LaunchPlan:
+class LaunchPlan(PyLaunchText):
     kernel: ir.Kernel
     template: str  # the kind's .cu template
     detail: object  # the kind's own plan, for its .cu template
@@ -127,6 +127,26 @@ class LaunchPlan:
     @property
     def max_steps(self) -> int:
         return max(len(s) for v in self.variants for s in (v.steps, *(p.steps for p in v.paths)))
+
+    @property
+    def has_clusters(self) -> bool:
+        """Whether a launch is a cluster launch (Step.cluster): the launchers
+        then print their cluster launch, which no other plan's files carry."""
+        return any(s.is_cluster for v in self.variants for s in v.all_steps)
+
+    @property
+    def cluster_entries(self) -> tuple[tuple[str, tuple[int, int, int]], ...]:
+        """(entry, cluster) of each cluster launch, once per entry."""
+        seen: dict[str, tuple[int, int, int]] = {}
+        for v in self.variants:
+            for s in v.all_steps:
+                if s.is_cluster:
+                    seen.setdefault(s.entry, s.cluster)
+        return tuple(seen.items())
+
+    @property
+    def max_cluster_blocks(self) -> int:
+        return MAX_CLUSTER_BLOCKS
 
     @property
     def has_paths(self) -> bool:
@@ -407,83 +427,16 @@ class LaunchPlan:
         out += [comment(f"{self.default.label}, default", 2), f"  return {self.default.index};"]
         return tuple(out)
 
+    def cpp_cluster_message(self, entry: str) -> str:
+        """`return "<name>: launch <entry> ...";` at indent 6 (the C++
+        launch_error's refusal of a grid that is not a multiple of the
+        cluster)."""
+        return cpp_string("      return ", f"{self.name}: launch {entry} needs a grid that is a "
+                          "multiple of its cluster", ";")
+
     def cpp_message(self, message: str) -> str:
         """`return "<name>: <message>";` at indent 4, split as clang-format would."""
         return cpp_string("    return ", f"{self.name}: {message}", ";")
-
-    # -- Python text ----------------------------------------------------------
-
-    @property
-    def py_launches_doc(self) -> str:
-        """launches()'s docstring."""
-        if not self.has_paths:
-            return ('    """The launch sequence for validated dims (empty when there is no work).\n'
-                    "    Raises ValueError when a launch is over CUDA's grid or block limits.\"\"\"")
-        return ('    """The launch sequence for validated dims (empty when there is no work) on\n'
-                "    a device of compute capability `sm` (major * 10 + minor) with `num_sms`\n"
-                + prose(f"SMs: on {self.paths_words()}, else (and with sm = 0) the mma.sync path. "
-                        "Raises ValueError when a launch is over CUDA's grid or block limits."
-                        '"""', "    ", width=PROSE - 1))
-
-    @property
-    def py_device_sm_doc(self) -> str:
-        """device_sm()'s docstring."""
-        sms = self.sms_words("path")
-        return prose("\"\"\"The current device's compute capability (major * 10 + minor) and SM "
-                     "count: what the module is compiled for"
-                     + ("; they pick the path" if self.has_paths else "")
-                     + (f" and size the {sms} persistent grid" if sms else "") + '."""', "    ")
-
-    @property
-    def py_outputs(self) -> str:
-        return py_tuple([f'"{a.name}"' for a in self.outputs])
-
-    @property
-    def py_may_be_none(self) -> str:
-        return py_tuple([f'"{a.name}"' for a in self.arrays if a.may_be_none])
-
-    @property
-    def py_signature(self) -> str:
-        """`def <name>(inputs, *, outputs=None, workspace=None, stream=None):`."""
-        params = [f"{a.name}=None" if a.optional else a.name for a in self.inputs]
-        params += ["*"] + [f"{a.name}=None" for a in self.outputs] + ["workspace=None", "stream=None"]
-        return py_call(f"def {self.name}(", params, "):", 0)
-
-    @property
-    def py_validate_signature(self) -> str:
-        params = ["*"] + [f"{a.name}=None" if a.optional else a.name for a in self.inputs]
-        params += [f"{a.name}=None" for a in self.outputs]
-        return py_call("def validate(", params, ") -> dict[str, int]:", 0)
-
-    def py_validate(self, indent: int, lhs: str) -> str:
-        """`<lhs>validate(lhs=lhs, ...)` at `indent`."""
-        return py_call(f"{lhs}validate(", [f"{a.name}={a.name}" for a in self.args], ")", indent)
-
-    @property
-    def py_prepare_call(self) -> str:
-        """The arrays of a call by name, the workspace last, for _prepare."""
-        names = [a.name for a in self.arrays] + ["workspace"]
-        return py_collection("named = {", [f'"{n}": {n}' for n in names], "}", 8)
-
-    @property
-    def py_launch_arrays(self) -> str:
-        """The arrays of a call in DTYPES order, then the workspace."""
-        names = [a.name for a in self.arrays] + ["workspace"]
-        return py_collection("arrays = (", names, ")", 4)
-
-    def py_raise(self, message: str, indent: int) -> str:
-        """`raise ValueError(f"{NAME}: <message> (m={m}, ...)")`."""
-        text = f'f"{{NAME}}: {message} ({self.py_shape_message})"'
-        return py_call("raise ValueError(", [text], ")", indent)
-
-    def py_check(self, check: Check) -> str:
-        return py_call("if not (", [check.cond.py], "):", 4)
-
-    @property
-    def py_summary(self) -> str:
-        return textwrap.fill(self.summary, COLUMNS - 4, initial_indent="    ",
-                             subsequent_indent="    ", break_long_words=False,
-                             break_on_hyphens=False)
 
 
 

@@ -122,6 +122,19 @@ def py_call(head: str, items: Sequence[str], tail: str, indent: int, *,
     return f"{pad}{head}\n{body}\n{pad}{tail}"
 
 
+def py_times4(name: str, ints: Sequence[str], indent: int) -> str:
+    """`name = 4 * (total)`, total the one int or max(ints), as ruff format
+    lays it out: one line; else the parenthesized total on lines of its
+    own, 4 columns in (a max() split as py_call splits a call)."""
+    pad = " " * indent
+    total = ints[0] if len(ints) == 1 else "max(" + ", ".join(ints) + ")"
+    one = f"{pad}{name} = 4 * ({total})"
+    if len(one) <= COLUMNS:
+        return one
+    inner = f"{pad}    {total}" if len(ints) == 1 else py_call("max(", list(ints), ")", indent + 4)
+    return f"{pad}{name} = 4 * (\n{inner}\n{pad})"
+
+
 def py_collection(head: str, items: Sequence[str], tail: str, indent: int) -> str:
     """A list, tuple, set or dict display: one line, else one item a line
     with a trailing comma (ruff format never packs a split collection)."""

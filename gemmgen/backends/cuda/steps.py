@@ -10,17 +10,25 @@ are here too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gemmgen.backends.cuda.expr import ZERO, Expr, expr
 from gemmgen.backends.cuda.layout import (
-    COLUMNS, comment, cpp_assign_string, cpp_call, one_per_line, pack, py_collection, py_tuple,
+    COLUMNS,
+    comment,
+    cpp_assign_string,
+    cpp_call,
+    one_per_line,
+    pack,
+    py_call,
+    py_tuple,
 )
 from gemmgen.backends.cuda.tensor_maps import StepArg
 
-__all__ = ["DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "WARP", "Grid", "Limits", "Path", "Step",
-           "Variant"]
+__all__ = ["DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "MAX_CLUSTER_BLOCKS", "NO_CLUSTER", "WARP",
+           "Grid", "Limits", "Path", "Step", "Variant"]
 
 WARP = 32
 # The opt-in shared-memory maximum per block of each arch is data in
@@ -43,6 +51,16 @@ class Limits:
 
 
 LIMITS = Limits()
+
+# Thread-block clusters (compute capability 9.0 on): a launch whose cluster
+# is not NO_CLUSTER is a cluster launch (cudaLaunchKernelEx /
+# cuLaunchKernelEx with the cluster-dimension attribute), which the driver
+# refuses unless every grid axis is a multiple of the cluster's and the
+# cluster has at most MAX_CLUSTER_BLOCKS blocks (the portable cluster size:
+# the CUDA C++ Programming Guide, "Thread Block Clusters"; more needs the
+# non-portable-size function attribute, which no launcher sets).
+NO_CLUSTER = (1, 1, 1)
+MAX_CLUSTER_BLOCKS = 8
 
 
 # What the launchers know of the device, besides the dims: its compute
@@ -87,10 +105,26 @@ class Step:
     smem: int
     args: tuple[StepArg, ...]
     comment: str
+    # Blocks per cluster along x, y, z: NO_CLUSTER is a plain launch; any
+    # other shape makes every launcher launch clusters (a body asks for
+    # one, e.g. (2, 1, 1) for the 2-CTA MMA).
+    cluster: tuple[int, int, int] = NO_CLUSTER
 
     def __post_init__(self) -> None:
         if not isinstance(self.grid, Grid):
             object.__setattr__(self, "grid", Grid(*self.grid))
+        object.__setattr__(self, "cluster", tuple(int(c) for c in self.cluster))
+        assert len(self.cluster) == 3 and min(self.cluster) >= 1, self.cluster
+        assert self.cluster_blocks <= MAX_CLUSTER_BLOCKS, self.cluster
+
+    @property
+    def is_cluster(self) -> bool:
+        """Whether it is a cluster launch."""
+        return self.cluster != NO_CLUSTER
+
+    @property
+    def cluster_blocks(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
 
     @property
     def needs_attribute(self) -> bool:
@@ -121,6 +155,8 @@ class Step:
 
     def cpp_launch_at(self, i: int, indent: int) -> str:
         """The launch of step `i` at `indent`."""
+        if self.is_cluster:
+            return self.cpp_cluster_launch_at(i, indent)
         config = [f"gg_grid(l[{i}])", f"gg_block(l[{i}])", f"l[{i}].smem", "stream"]
         head = f"{self.entry}<<<{', '.join(config)}>>>("
         if len(head) + indent <= COLUMNS:
@@ -145,12 +181,52 @@ class Step:
         lines += below
         return "\n".join(lines)
 
+    def cpp_cluster_launch_at(self, i: int, indent: int) -> str:
+        """A cluster launch of step `i` at `indent`: cudaLaunchKernelEx with
+        the cluster-dimension attribute (the runtime's C++ template, which
+        converts the arguments to the kernel's parameter types as `<<<>>>`
+        does), its error returned at once."""
+        pad, inner = " " * indent, " " * (indent + 2)
+        x, y, z = self.cluster
+        lines = [
+            f"{pad}{{",
+            comment(f"A cluster launch: clusters of {x} x {y} x {z} blocks.", indent + 2),
+            f"{inner}cudaLaunchAttribute cluster[1] = {{}};",
+            f"{inner}cluster[0].id = cudaLaunchAttributeClusterDimension;",
+            f"{inner}cluster[0].val.clusterDim.x = {x};",
+            f"{inner}cluster[0].val.clusterDim.y = {y};",
+            f"{inner}cluster[0].val.clusterDim.z = {z};",
+            # Positional: gridDim and blockDim are macros of the CPU emulator.
+            comment("grid, block, dynamic shared memory (below), stream, attributes", indent + 2),
+            (f"{inner}cudaLaunchConfig_t config = {{gg_grid(l[{i}]), gg_block(l[{i}]), 0, "
+             "stream, cluster, 1};"),
+            f"{inner}config.dynamicSmemBytes = l[{i}].smem;",
+            cpp_call("cudaLaunchKernelEx(", ["&config", self.entry, *self.cpp_args], ");",
+                     indent + 2, lhs="err"),
+            f"{pad}}}",
+            f"{pad}if (err != cudaSuccess) {{",
+            f"{pad}  return err;",
+            f"{pad}}}",
+        ]
+        return "\n".join(lines)
+
+    def cpp_grid_at(self, i: int, axis: int, indent: int) -> str:
+        """`out[i].grid[axis] = ...;` at `indent`, broken after "=" (4
+        columns in) as clang-format breaks it when it does not fit."""
+        head = " " * indent + f"out[{i}].grid[{axis}] ="
+        value = self.grid[axis].cpp
+        if len(head) + 1 + len(value) + 1 <= COLUMNS:
+            return f"{head} {value};"
+        return f"{head}\n{' ' * (indent + 4)}{value};"
+
     def py_launch(self, indent: int) -> str:
         """`Launch(...)` of this step, an item of a list (ends in ",")."""
         args = list(self.py_args)
         parts: list[str | list[str]] = [
             f'"{self.entry}"', [a.py for a in self.grid], [str(self.block), "1", "1"],
             str(self.smem), args, f'"{self.comment}"']
+        if self.is_cluster:
+            parts.append([str(c) for c in self.cluster])
         items = [p if isinstance(p, str) else py_tuple(p) for p in parts]
         pad = " " * indent
         one = f"{pad}Launch({', '.join(items)}),"
@@ -165,7 +241,7 @@ class Step:
                 lines += [f"{pad}    (", *(a.py_item(indent + 8) for a in self.args),
                           f"{pad}    ),"]
             elif isinstance(p, list) and len(pad) + 5 + len(item) > COLUMNS:
-                lines.append(py_collection("(", p, "),", indent + 4))
+                lines += [f"{pad}    (", *(_py_item(x, indent + 8) for x in p), f"{pad}    ),"]
             else:
                 lines.append(f"{pad}    {item},")
         return "\n".join([*lines, f"{pad}),"])
@@ -265,3 +341,29 @@ class Variant:
 
     def applies(self, env: Mapping[str, int]) -> bool:
         return self.when is None or bool(self.when.eval(env))
+
+
+def _split_args(text: str) -> list[str]:
+    """The top-level comma-separated parts of a call's argument text."""
+    parts, depth, start = [], 0, 0
+    for j, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:j].strip())
+            start = j + 1
+    return [*parts, text[start:].strip()]
+
+
+def _py_item(value: str, indent: int) -> str:
+    """An item of a split tuple at `indent` (ending in ","), as ruff format
+    lays it out: one line; else `N * f(args)` (the 2-CTA tile's grid, `2 *
+    gg_min(...)`) split before "*" with f's arguments as a call's."""
+    pad = " " * indent
+    one = f"{pad}{value},"
+    m = re.fullmatch(r"(\d+) \* (\w+)\((.*)\)", value)
+    if len(one) <= COLUMNS or m is None:
+        return one
+    return f"{pad}{m.group(1)}\n" + py_call(f"* {m.group(2)}(", _split_args(m.group(3)), "),", indent)

@@ -34,7 +34,7 @@ from gemmgen import ir
 from gemmgen.backends.cuda.args import Arg
 from gemmgen.backends.cuda.kinds import plan as cuda_plan
 from gemmgen.backends.cuda.launch import LaunchPlan
-from gemmgen.backends.cuda.layout import py_call, py_collection
+from gemmgen.backends.cuda.layout import COLUMNS, py_call, py_collection, py_times4
 from gemmgen.render import header_text, render_template
 
 __all__ = ["DispatchOp", "TorchOp", "kernels", "plan", "render"]
@@ -225,15 +225,24 @@ class TorchOp:
         """The workspace's bytes over the dims (`d`), "" without one."""
         if not self.launch.has_workspace:
             return ""
-        ints = tuple(dict.fromkeys(_over_dims(v.workspace_ints.py) for v in self.launch.variants
-                                   if v.has_workspace))
+        ints = self._workspace_ints
         total = ints[0] if len(ints) == 1 else "max(" + ", ".join(ints) + ")"
         return f"4 * ({total})"
 
     @property
+    def _workspace_ints(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(_over_dims(v.workspace_ints.py) for v in self.launch.variants
+                                   if v.has_workspace))
+
+    @property
     def py_workspace_line(self) -> str:
-        return py_call("workspace = torch.empty(",
-                       [self.py_workspace, "dtype=torch.uint8", "device=lhs.device"], ")", 4)
+        items = [self.py_workspace, "dtype=torch.uint8", "device=lhs.device"]
+        if len(" " * 8 + self.py_workspace + ",") <= COLUMNS:
+            return py_call("workspace = torch.empty(", items, ")", 4)
+        # A LUT's max() of worklist sizes too long for an argument line (which
+        # ruff would break inside the product): the bytes named first.
+        return (py_times4("workspace_bytes", list(self._workspace_ints), 4) + "\n"
+                + py_call("workspace = torch.empty(", ["workspace_bytes", *items[1:]], ")", 4))
 
     @property
     def py_abi_argtypes(self) -> str:

@@ -41,7 +41,8 @@ API:
   block); ``.launch_bounds`` their ``__launch_bounds__``.
 - ``.launch(kernel, grid, block, smem_bytes=0, args=(), outputs=(), *,
   inouts=(), schedule="run-ahead", workers=None, ftz=False, timeout=120.0,
-  arch="sm_90a", max_dynamic_smem=None, counters=False, buffers=())`` runs one launch in
+  arch="sm_90a", max_dynamic_smem=None, counters=False, buffers=(), cluster=(1, 1, 1))``
+  runs one launch (a cluster launch when `cluster` is not (1, 1, 1)) in
   a child process and returns copies of the arrays at the indices in
   `outputs` (filled with 0xFF bytes before the run: NaN in every float
   format) followed by those in `inouts` (passed in with their values). `args`
@@ -254,6 +255,7 @@ class EmuModule:
         max_dynamic_smem: int | None = None,
         counters: bool = False,
         buffers: Sequence[np.ndarray] = (),
+        cluster: int | Sequence[int] = (1, 1, 1),
     ) -> list[np.ndarray]:
         """Runs `kernel` once on an emulated `arch` device; returns the arrays
         at `outputs`, then those at `inouts`. A `TensorMap` in `args` is
@@ -266,7 +268,11 @@ class EmuModule:
         None sets it to `smem_bytes` when that is over 48 KiB (as
         cuda_gpu.GpuModule and the CuPy launchers do); an int is passed to
         cudaFuncSetAttribute as is (49152, CUDA's default, makes a larger
-        request fail as on a GPU). `counters=True` (memory-checked modules)
+        request fail as on a GPU). `cluster` is the launch's cluster
+        dimension (cudaLaunchAttributeClusterDimension, x first); the
+        default (1, 1, 1) launches without clusters, anything else is
+        checked as the driver checks a cluster launch (docs/cuda-emulation.md,
+        "Clusters"). `counters=True` (memory-checked modules)
         also fills `last_counters` (see `gemmgen.harness.counters`)."""
         if counters and not self.memcheck:
             raise ValueError("counters need a memory-checked module (memcheck=True, not tsan)")
@@ -297,7 +303,7 @@ class EmuModule:
             attribute = int(max_dynamic_smem)
         request = _encode_request(
             kernel, dim3(grid, "grid"), dim3(block, "block"), int(smem_bytes), attribute, args, outputs, inouts,
-            buffers,
+            buffers, cluster=dim3(cluster, "cluster"),
         )
         extra_env = {}
         params = self._library.params.get(kernel, ())

@@ -42,7 +42,7 @@ def dim3(value: int | Sequence[int], what: str = "a launch dimension") -> tuple[
 
 _KIND_BUFFER, _KIND_VALUE, _KIND_NULL, _KIND_TENSOR_MAP = 0, 1, 2, 3
 _FLAG_RETURN, _FLAG_POISON, _FLAG_NOT_PARAMETER = 1, 2, 4
-_REQUEST_VERSION = 3
+_REQUEST_VERSION = 4
 
 
 def _encode_request(
@@ -55,17 +55,20 @@ def _encode_request(
     outputs: Sequence[int],
     inouts: Sequence[int],
     buffers: Sequence[np.ndarray] = (),
+    cluster: tuple[int, int, int] = (1, 1, 1),
 ) -> bytes:
     """The request file of gg_emu_launch.cc's run_request (max_dynamic_smem -1: the
     kernel's attribute is left unset). `buffers` follow `args` as entries
-    that are not kernel parameters (only tensor maps reach them)."""
+    that are not kernel parameters (only tensor maps reach them). `cluster`
+    is the launch's cluster dimension (cudaLaunchAttributeClusterDimension;
+    (1, 1, 1): a launch without clusters)."""
     name = kernel.encode()
     entries = [*args, *buffers]
     parts = [
         b"GGEMUREQ",
         struct.pack("<II", _REQUEST_VERSION, len(name)),
         name,
-        struct.pack("<6IQqI", *grid, *block, smem_bytes, max_dynamic_smem, len(entries)),
+        struct.pack("<9IQqI", *grid, *block, *cluster, smem_bytes, max_dynamic_smem, len(entries)),
     ]
     for i, arg in enumerate(entries):
         hidden = _FLAG_NOT_PARAMETER if i >= len(args) else 0

@@ -26,6 +26,10 @@
 //   checks of every launch: grid and block limits, __launch_bounds__, dynamic
 //   shared memory against the kernel's attribute and the arch's opt-in limit.
 //   Host code calls the CUDA runtime API of gg_emu_cudart.h.
+// - Thread-block clusters (a launch with a cluster dimension): each CTA of a
+//   cluster on its own worker OS thread (its own shared memory), one CTA
+//   running at a time, handing a baton on when none of its threads can run;
+//   a deadlock of the whole cluster is reported (gg_emu_cluster.cc).
 // - GG_EMU_TSAN (build with -fsanitize=thread): one OS thread per CUDA thread,
 //   blocks one after another, barriers on a mutex and condition variable, so
 //   ThreadSanitizer sees the kernel's own synchronisation.
@@ -81,7 +85,7 @@
 #include <vector_functions.h>
 #include <vector_types.h>
 // nvcc includes cuda_runtime.h in every .cu; here it also must come before
-// the builtin-variable macros below (its prototypes name parameters gridDim).
+// the builtin-variable macros below (its prototypes name parameters blockIdx).
 #include <cuda_runtime.h>
 
 // NB: always_inline, as nvcc inlines: the primitives land in the kernel's own
@@ -138,8 +142,12 @@
 
 #define threadIdx (::gg::emu::current().thread_idx)
 #define blockIdx (::gg::emu::current().block_idx)
-#define blockDim (::gg::emu::current().block_dim)
-#define gridDim (::gg::emu::current().grid_dim)
+// gridDim and blockDim are the same for every thread of a launch: variables
+// of the worker thread (set when it starts a block; gg_emu_core.cc), not
+// macros, so that host code can still name the members of CUDA's structs
+// (cudaLaunchConfig_t::gridDim, ::blockDim).
+extern thread_local constinit dim3 gridDim;
+extern thread_local constinit dim3 blockDim;
 inline constexpr int warpSize = 32;
 
 GG_EMU_ALWAYS_INLINE void __syncthreads() { gg::emu::syncthreads(); }

@@ -56,12 +56,12 @@
 #if defined(GG_EMU_TSAN)
 #define GG_EMU_DYNAMIC_SMEM_BUFFER \
   extern "C" {                     \
-  alignas(256) unsigned char gg_emu_dynamic_smem[::gg::emu::kMaxDynamicSmem]; \
+  alignas(1024) unsigned char gg_emu_dynamic_smem[::gg::emu::kMaxDynamicSmem]; \
   }
 #else
 #define GG_EMU_DYNAMIC_SMEM_BUFFER \
   extern "C" {                     \
-  alignas(256) thread_local unsigned char gg_emu_dynamic_smem[::gg::emu::kMaxDynamicSmem]; \
+  alignas(1024) thread_local unsigned char gg_emu_dynamic_smem[::gg::emu::kMaxDynamicSmem]; \
   }
 #endif
 

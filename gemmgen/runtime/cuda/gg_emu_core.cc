@@ -6,6 +6,13 @@
 // (gg_emu_runner.h).
 #include "gg_emu_runner.h"
 
+// The builtin variables gridDim and blockDim (gg_emu.h), set by the runner
+// at each block start (each CUDA thread's OS thread in TSan mode). NB: a
+// nonzero initialiser keeps them in .tdata, out of the .tbss that fiber mode
+// poisons as shared memory.
+thread_local constinit dim3 gridDim{1, 1, 1};
+thread_local constinit dim3 blockDim{1, 1, 1};
+
 namespace gg::emu {
 
 thread_local constinit Tls tls{nullptr, nullptr, 0x67676575u};
@@ -244,6 +251,13 @@ void on_fault(int sig, siginfo_t* info, void* context) {
         what = format("out-of-bounds access at byte offset %zu of %s", static_cast<std::size_t>(addr - b.data),
                       describe_buffer(b).c_str());
       }
+    }
+  }
+  for (const ExitedSmem& e : r.exited_smem) {
+    if (addr >= e.begin && addr < e.end) {
+      ours = true;
+      what = format("%s (byte %zu of its dynamic shared memory)", e.what,
+                    static_cast<std::size_t>(addr - e.dyn));
     }
   }
   for (const StackGuard& g : r.stack_guards) {

@@ -41,7 +41,7 @@ extern "C" {
 #if defined(GG_EMU_DECLARE_SMEM_BUFFER)
 extern unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
 #else
-alignas(256) unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
+alignas(1024) unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
 #endif
 extern unsigned char __start_gg_shared[] __attribute__((weak, visibility("hidden")));
 extern unsigned char __stop_gg_shared[] __attribute__((weak, visibility("hidden")));
@@ -51,7 +51,7 @@ extern "C" {
 #if defined(GG_EMU_DECLARE_SMEM_BUFFER)
 extern thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
 #else
-alignas(256) thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
+alignas(1024) thread_local unsigned char gg_emu_dynamic_smem[gg::emu::kMaxDynamicSmem];
 #endif
 }
 #endif
@@ -79,6 +79,8 @@ struct KernelInfo {
   // cudaFuncAttributeMaxDynamicSharedMemorySize, as cudaFuncSetAttribute
   // leaves it (host calls only, one at a time: launches are synchronous).
   int max_dynamic_smem = kDefaultDynamicSmem;
+  // cudaFuncAttributeNonPortableClusterSizeAllowed: clusters of up to 16 blocks.
+  bool non_portable_cluster = false;
 };
 
 std::vector<KernelInfo>& kernel_registry();
@@ -171,6 +173,9 @@ struct ThreadCtx {
   // cp.async copies not yet landed; `group` counts commit_group calls.
   std::vector<CpAsyncCopy> cp_pending;
   unsigned cp_committed = 0;
+  // barrier.cluster.arrive done, its wait not yet (the phase it arrived in).
+  bool cluster_arrived = false;
+  unsigned long long cluster_phase = 0;
   BlockRunner* runner = nullptr;
 #if defined(GG_EMU_TSAN)
   pthread_t os_thread{};

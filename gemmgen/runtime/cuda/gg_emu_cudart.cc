@@ -149,6 +149,63 @@ cudaError_t api_launch(const void* fn, dim3 grid, dim3 block, void** args, std::
   return api_result(run_kernel(k, g, b, smem, args));
 }
 
+// cudaLaunchKernelExC (and cuda_runtime.h's cudaLaunchKernelEx templates,
+// which call it): the config's grid, block, shared memory and stream, and
+// its attributes: cudaLaunchAttributeClusterDimension is modelled; the
+// scheduling hints (priority, carve-out, cluster scheduling policy, memory
+// sync domains, programmatic stream serialization off) are accepted and
+// change nothing; any other attribute is refused as not modelled.
+cudaError_t api_launch_ex(const cudaLaunchConfig_t* config, const void* fn, void** args) {
+  static constexpr const char* kCall = "cudaLaunchKernelEx";
+  if (config == nullptr) return api_error(cudaErrorInvalidValue, "cudaLaunchKernelEx: config is NULL (cudaErrorInvalidValue)");
+  KernelInfo* k = kernel_at(fn, kCall);
+  if (k == nullptr) return cudaErrorInvalidDeviceFunction;
+  if (const cudaError_t e = check_stream(config->stream, kCall)) return e;
+  if (config->numAttrs != 0 && config->attrs == nullptr) {
+    return api_error(cudaErrorInvalidValue,
+                     format("cudaLaunchKernelEx(%s): numAttrs is %u but attrs is NULL (cudaErrorInvalidValue)",
+                            k->name.c_str(), config->numAttrs));
+  }
+  unsigned cluster[3] = {1, 1, 1};
+  bool clustered = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const cudaLaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case cudaLaunchAttributeClusterDimension:
+        cluster[0] = a.val.clusterDim.x;
+        cluster[1] = a.val.clusterDim.y;
+        cluster[2] = a.val.clusterDim.z;
+        clustered = true;
+        break;
+      case cudaLaunchAttributeIgnore:
+      case cudaLaunchAttributePriority:
+      case cudaLaunchAttributeClusterSchedulingPolicyPreference:
+      case cudaLaunchAttributeMemSyncDomain:
+      case cudaLaunchAttributeMemSyncDomainMap:
+      case cudaLaunchAttributePreferredSharedMemoryCarveout:
+        break;  // hints: nothing to model
+      case cudaLaunchAttributeProgrammaticStreamSerialization:
+        if (a.val.programmaticStreamSerializationAllowed == 0) break;
+        [[fallthrough]];
+      default:
+        return api_error(cudaErrorNotSupported,
+                         format("cudaLaunchKernelEx(%s): launch attribute %d (attrs[%u]) is not modelled by the "
+                                "emulator (cudaErrorNotSupported)",
+                                k->name.c_str(), static_cast<int>(a.id), i));
+    }
+  }
+  // NB: gridDim and blockDim are the builtin variables' macros here.
+#pragma push_macro("gridDim")
+#pragma push_macro("blockDim")
+#undef gridDim
+#undef blockDim
+  const unsigned g[3] = {config->gridDim.x, config->gridDim.y, config->gridDim.z};
+  const unsigned b[3] = {config->blockDim.x, config->blockDim.y, config->blockDim.z};
+#pragma pop_macro("blockDim")
+#pragma pop_macro("gridDim")
+  return api_result(run_kernel(k, g, b, config->dynamicSmemBytes, args, clustered ? cluster : nullptr));
+}
+
 }  // namespace gg::emu
 
 // ---------------------------------------------------------------------------
@@ -190,6 +247,8 @@ GG_EMU_CUDART const char* cudaGetErrorName(cudaError_t error) {
       return "cudaErrorLaunchOutOfResources";
     case cudaErrorNotSupported:
       return "cudaErrorNotSupported";
+    case cudaErrorInvalidClusterSize:
+      return "cudaErrorInvalidClusterSize";
     default:
       return "cudaErrorUnknown";
   }
@@ -219,6 +278,8 @@ GG_EMU_CUDART const char* cudaGetErrorString(cudaError_t error) {
       return "too many resources requested for launch";
     case cudaErrorNotSupported:
       return "operation not supported";
+    case cudaErrorInvalidClusterSize:
+      return "a kernel launch error has occurred due to cluster misconfiguration";
     default:
       return "unrecognized error code";
   }
@@ -286,6 +347,9 @@ GG_EMU_CUDART cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr
       return cudaSuccess;
     case cudaDevAttrMultiProcessorCount:
       *value = d.sm_count;
+      return cudaSuccess;
+    case cudaDevAttrClusterLaunch:
+      *value = d.major >= 9 ? 1 : 0;
       return cudaSuccess;
     default:
       return api_error(cudaErrorNotSupported,
@@ -400,6 +464,21 @@ GG_EMU_CUDART cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribu
   switch (attr) {
     case cudaFuncAttributeMaxDynamicSharedMemorySize:
       return api_result(set_max_dynamic_smem(*k, value));
+    case cudaFuncAttributeNonPortableClusterSizeAllowed:
+      if (value != 0 && value != 1) {
+        return api_error(cudaErrorInvalidValue,
+                         format("cudaFuncSetAttribute(%s, cudaFuncAttributeNonPortableClusterSizeAllowed, %d): "
+                                "expected 0 or 1 (cudaErrorInvalidValue)",
+                                k->name.c_str(), value));
+      }
+      if (value == 1 && device().major < 9) {
+        return api_error(cudaErrorNotSupported,
+                         format("cudaFuncSetAttribute(%s, cudaFuncAttributeNonPortableClusterSizeAllowed, 1): the "
+                                "emulated %s has no clusters (cudaErrorNotSupported)",
+                                k->name.c_str(), device().arch.c_str()));
+      }
+      k->non_portable_cluster = value == 1;
+      return cudaSuccess;
     case cudaFuncAttributePreferredSharedMemoryCarveout:
       if (value >= -1 && value <= 100) return cudaSuccess;  // a hint
       return api_error(cudaErrorInvalidValue,
@@ -430,6 +509,10 @@ GG_EMU_CUDART cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const 
 GG_EMU_CUDART cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args, std::size_t smem,
                                            cudaStream_t stream) {
   return gg::emu::api_launch(func, grid, block, args, smem, stream);
+}
+
+GG_EMU_CUDART cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return gg::emu::api_launch_ex(config, func, args);
 }
 
 // The driver entry points host code may look up: cuTensorMapEncodeTiled (the

@@ -13,8 +13,10 @@
 // Modelled:
 // - one device, the emulated arch (gg_emu.h, "Emulated device"):
 //   cudaGetDeviceProperties / cudaDeviceGetAttribute give its limits;
-// - launches (cudaLaunchKernel, <<<>>>) get the driver's checks: grid and
-//   block limits, __launch_bounds__, dynamic shared memory against the
+// - launches (cudaLaunchKernel, <<<>>>, cudaLaunchKernelExC and CUDA's
+//   cudaLaunchKernelEx templates over it, whose cluster attribute launches
+//   thread-block clusters) get the driver's checks: grid and
+//   block limits, __launch_bounds__, the cluster dimension, dynamic shared memory against the
 //   kernel's cudaFuncAttributeMaxDynamicSharedMemorySize (48 KiB until
 //   cudaFuncSetAttribute raises it, at most the arch's opt-in limit). A
 //   rejected launch launches nothing and leaves its cudaError_t for

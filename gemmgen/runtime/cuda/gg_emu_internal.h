@@ -37,6 +37,7 @@ struct Launch {
   void* const* args = nullptr;
   dim3 grid;
   dim3 block;
+  dim3 cluster{1, 1, 1};  // cudaLaunchAttributeClusterDimension (1, 1, 1: no clusters)
   std::size_t dynamic_smem = 0;
   Schedule schedule = Schedule::run_ahead;
   unsigned workers = 1;
@@ -48,6 +49,48 @@ struct Launch {
     return static_cast<unsigned long long>(grid.x) * grid.y * grid.z;
   }
   unsigned threads_per_block() const { return block.x * block.y * block.z; }
+  unsigned cluster_size() const { return cluster.x * cluster.y * cluster.z; }
+  unsigned long long num_clusters() const { return num_blocks() / cluster_size(); }
+  // The linear block index of CTA `rank` (%cluster_ctarank, x fastest) of
+  // cluster `c` (linear, x fastest over the grid of clusters).
+  unsigned long long cluster_block(unsigned long long c, unsigned rank) const {
+    const unsigned long long cx = grid.x / cluster.x, cy = grid.y / cluster.y;
+    const unsigned long long x = c % cx * cluster.x + rank % cluster.x;
+    const unsigned long long y = c / cx % cy * cluster.y + rank / cluster.x % cluster.y;
+    const unsigned long long z = c / (cx * cy) * cluster.z + rank / (cluster.x * cluster.y);
+    return x + grid.x * (y + static_cast<unsigned long long>(grid.y) * z);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Thread-block clusters (docs/cuda-emulation.md, "Clusters"): the CTAs of a
+// cluster run at once, each on its own worker OS thread (so each has its own
+// shared memory, the worker's TLS), but one at a time: the CTA that holds
+// the baton runs its fibers until none can run, then hands the baton to the
+// next CTA of the cluster (rank order; the reverse schedule goes down) that
+// can. Every cross-CTA operation (a remote mbarrier arrive, a multicast TMA
+// load, st.shared::cluster, barrier.cluster) is done by the baton holder on
+// the peer's state while the peer's OS thread waits for the baton, so the
+// per-block models need no locks. No CTA able to run while one has live
+// threads is a deadlock of the cluster, reported with every CTA's threads.
+struct Cluster {
+  Launch* launch = nullptr;
+  unsigned size = 1;
+  std::vector<BlockRunner*> ctas;  // by rank
+  std::mutex mu;
+  std::condition_variable cv;
+  // The cluster being run (set by rank 0's thread; `generation` counts them).
+  unsigned long long index = 0;
+  unsigned long long generation = 0;
+  bool stop = false;
+  unsigned ready = 0;     // CTAs set up for this cluster
+  unsigned finished = 0;  // CTAs whose threads have all exited
+  unsigned done = 0;      // CTAs past their end-of-block checks
+  int baton = -1;         // the rank that runs; -1 before the start and after the end
+  std::vector<bool> exited;  // per rank: every thread of the CTA exited
+  // barrier.cluster: the phase, and the threads arrived in it.
+  unsigned long long barrier_phase = 0;
+  unsigned barrier_arrived = 0;
 };
 
 
@@ -103,11 +146,22 @@ struct StackGuard {
   unsigned char* end;
 };
 
+// The shared memory of a cluster's CTA whose threads have all exited while
+// its peers run: PROT_NONE until the cluster ends, so a peer's access
+// through a mapped (mapa) pointer faults with this report.
+struct ExitedSmem {
+  unsigned char* dyn;  // the CTA's dynamic shared memory
+  unsigned char* begin;
+  unsigned char* end;
+  char what[512];
+};
+
 struct Registry {
   std::mutex mu;
   std::vector<DeviceBuffer> buffers;
   std::vector<StackGuard> stack_guards;
   std::size_t stack_bytes = 0;
+  std::vector<ExitedSmem> exited_smem;
 };
 
 Registry& registry();
@@ -262,6 +316,40 @@ void tcgen05_on_arrive(BlockRunner& r, std::uint32_t bar, unsigned long long pha
 void tcgen05_check_writes(BlockRunner& r, std::uint32_t lo, std::uint32_t hi, const char* writer);
 const char* tcgen05_fpe_reason();
 
+// The cluster model (gg_emu_cluster.cc): a thread of a cluster's CTA exits
+// (barrier.cluster then waits for one thread fewer); a CTA's threads have
+// all exited while peers run (its shared memory becomes inaccessible), and
+// the cluster has ended (accessible again).
+void cluster_thread_exit(ThreadCtx& t);
+void cluster_cta_exited(BlockRunner& r);
+void cluster_cta_released(BlockRunner& r);
+
+// Runs the calling thread's model operations against the state of CTA
+// `peer` of its cluster (a remote arrive, a multicast load): the per-block
+// models find their block through current().runner. Safe because only the
+// baton holder runs (Cluster).
+struct OnPeer {
+  ThreadCtx& t;
+  BlockRunner* saved;
+  explicit OnPeer(BlockRunner* peer) : t(current()), saved(t.runner) { t.runner = peer; }
+  ~OnPeer() { t.runner = saved; }
+  OnPeer(const OnPeer&) = delete;
+  OnPeer& operator=(const OnPeer&) = delete;
+};
+
+namespace sm90 {
+// A shared::cluster address resolved: the CTA and the host address.
+struct ClusterRef {
+  BlockRunner* cta;
+  unsigned rank;
+  unsigned char* p;
+};
+// Resolves shared::cluster address `addr` ([addr, addr + bytes) must lie in
+// the CTA's static shared memory or its launch's dynamic shared memory; the
+// CTA must not have exited). `op` names the instruction in reports.
+ClusterRef resolve_cluster(std::uint32_t addr, std::size_t bytes, const char* op);
+}  // namespace sm90
+
 // ---------------------------------------------------------------------------
 // Launches (gg_emu_launch.cc).
 
@@ -293,21 +381,26 @@ inline constexpr unsigned kMaxGridYZ = 65535;
 inline constexpr unsigned kMaxBlockThreads = 1024;
 inline constexpr unsigned kMaxBlockXY = 1024;
 inline constexpr unsigned kMaxBlockZ = 64;
+// Blocks per cluster: portable, and with cudaFuncAttributeNonPortableClusterSizeAllowed.
+inline constexpr unsigned kMaxClusterPortable = 8;
+inline constexpr unsigned kMaxClusterNonPortable = 16;
 
 // The emulated device, read from the environment at the first call.
 const Device& device();
 // cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes).
 int set_max_dynamic_smem(KernelInfo& k, long long bytes);
 // What the driver checks before it launches `k`: 0, or the cudaError_t a
-// GPU returns (with last_error() saying why).
-int check_launch(const KernelInfo& k, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem);
+// GPU returns (with last_error() saying why). `cluster` (null: no cluster
+// attribute) is cudaLaunchAttributeClusterDimension's (x, y, z).
+int check_launch(const KernelInfo& k, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
+                 const unsigned* cluster = nullptr);
 // Runs kernel `k` (after check_launch): 0, or the check's error code.
 int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
-               void* const* args);
-// Runs the kernel named `kernel` (gg_emu_launch): 0, or a nonzero
-// cudaError_t code when the launch is rejected.
+               void* const* args, const unsigned* cluster = nullptr);
+// Runs the kernel named `kernel` (gg_emu_launch, gg_emu_launch_cluster): 0,
+// or a nonzero cudaError_t code when the launch is rejected.
 int launch(const char* kernel, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
-           void* const* args, std::size_t nargs);
+           void* const* args, std::size_t nargs, const unsigned* cluster = nullptr);
 
 // Request files (gg_emu_launch.cc describes the format).
 struct Reader {

@@ -76,10 +76,56 @@ int set_max_dynamic_smem(KernelInfo& k, long long bytes) {
   return 0;
 }
 
+// The cluster checks of a launch with cudaLaunchAttributeClusterDimension:
+// 0, or the cudaError_t a GPU returns.
+int check_cluster(const KernelInfo& k, const unsigned grid[3], const unsigned cluster[3]) {
+  const Device& d = device();
+  const char* name = k.name.c_str();
+  if (cluster[0] == 0 || cluster[1] == 0 || cluster[2] == 0) {
+    return reject(cudaErrorInvalidClusterSize,
+                  format("kernel %s: cluster dimension (%u,%u,%u) has a zero size (cudaErrorInvalidClusterSize)", name,
+                         cluster[0], cluster[1], cluster[2]));
+  }
+  const unsigned long long size = static_cast<unsigned long long>(cluster[0]) * cluster[1] * cluster[2];
+  if (size > 1 && d.major < 9) {
+    return reject(cudaErrorNotSupported,
+                  format("kernel %s: a cluster of %llu blocks on the emulated %s: thread-block clusters need compute "
+                         "capability 9.0 or newer (cudaDevAttrClusterLaunch is 0) (cudaErrorNotSupported)",
+                         name, size, d.arch.c_str()));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (grid[i] % cluster[i] != 0) {
+      return reject(cudaErrorInvalidClusterSize,
+                    format("kernel %s: grid (%u,%u,%u) is not a multiple of the cluster dimension (%u,%u,%u): %c = %u "
+                           "is not divisible by %u (cudaErrorInvalidClusterSize)",
+                           name, grid[0], grid[1], grid[2], cluster[0], cluster[1], cluster[2], "xyz"[i], grid[i],
+                           cluster[i]));
+    }
+  }
+  const unsigned limit = k.non_portable_cluster ? kMaxClusterNonPortable : kMaxClusterPortable;
+  if (size > limit) {
+    return reject(cudaErrorInvalidClusterSize,
+                  format("kernel %s: a cluster of %llu blocks (%u,%u,%u) is over the %s limit of %u blocks%s "
+                         "(cudaErrorInvalidClusterSize)",
+                         name, size, cluster[0], cluster[1], cluster[2],
+                         k.non_portable_cluster ? "non-portable" : "portable", limit,
+                         k.non_portable_cluster
+                             ? ""
+                             : "; larger clusters need cudaFuncAttributeNonPortableClusterSizeAllowed = 1"));
+  }
+  if (size > static_cast<unsigned long long>(d.sm_count)) {
+    return reject(cudaErrorInvalidClusterSize,
+                  format("kernel %s: a cluster of %llu blocks cannot be resident at once on the emulated device's %d "
+                         "SMs (cudaErrorInvalidClusterSize)",
+                         name, size, d.sm_count));
+  }
+  return 0;
+}
+
 // What the driver checks before it launches `k`: 0, or the cudaError_t a
 // GPU returns (with last_error() saying why).
 int check_launch(const KernelInfo& k, const unsigned grid[3], const unsigned block[3],
-                        std::size_t dynamic_smem) {
+                        std::size_t dynamic_smem, const unsigned* cluster) {
   const char* name = k.name.c_str();
   const unsigned long long threads = static_cast<unsigned long long>(block[0]) * block[1] * block[2];
   if (threads == 0 || threads > kMaxBlockThreads || block[0] > kMaxBlockXY || block[1] > kMaxBlockXY ||
@@ -110,13 +156,79 @@ int check_launch(const KernelInfo& k, const unsigned grid[3], const unsigned blo
                          name, dynamic_smem, k.max_dynamic_smem,
                          unset ? ": 48 KiB unless cudaFuncSetAttribute raises it, up to the arch's opt-in limit" : ""));
   }
+  if (cluster != nullptr) return check_cluster(k, grid, cluster);
   return 0;
 }
 
+#if !defined(GG_EMU_TSAN)
+// A cluster launch: `l.workers` groups of cluster_size() OS threads, each
+// group running one cluster at a time (rank r's thread runs CTA r with its
+// own BlockRunner and shared memory; see Cluster in gg_emu_internal.h).
+void run_clusters(Launch& l) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  l.workers = static_cast<unsigned>(
+      std::min<unsigned long long>(std::max(1u, env_unsigned("GG_EMU_WORKERS", cores)), l.num_clusters()));
+  const unsigned size = l.cluster_size();
+  std::vector<std::unique_ptr<Cluster>> groups;
+  std::vector<std::thread> threads;
+  for (unsigned w = 0; w < l.workers; ++w) {
+    groups.push_back(std::make_unique<Cluster>());
+    Cluster& c = *groups.back();
+    c.launch = &l;
+    c.size = size;
+    c.ctas.assign(size, nullptr);
+    c.exited.assign(size, false);
+  }
+  for (unsigned w = 0; w < l.workers; ++w) {
+    for (unsigned rank = 0; rank < size; ++rank) {
+      threads.emplace_back([&l, c = groups[w].get(), rank] {
+        SignalStack signal_stack;
+        BlockRunner runner(l);
+        runner.join_cluster(c, rank);
+        unsigned long long seen = 0;
+        for (;;) {
+          if (rank == 0) {
+            const unsigned long long next = l.next_block.fetch_add(1);
+            std::lock_guard<std::mutex> lock(c->mu);
+            if (next >= l.num_clusters()) {
+              c->stop = true;
+            } else {
+              c->index = next;
+              c->ready = c->finished = c->done = 0;
+              c->baton = -1;
+              c->exited.assign(c->size, false);
+              c->barrier_phase = 0;
+              c->barrier_arrived = 0;
+            }
+            ++c->generation;
+            c->cv.notify_all();
+          }
+          unsigned long long index;
+          {
+            std::unique_lock<std::mutex> lock(c->mu);
+            c->cv.wait(lock, [&] { return c->generation != seen; });
+            seen = c->generation;
+            if (c->stop) break;
+            index = c->index;
+          }
+          runner.run_in_cluster(l.cluster_block(index, rank));
+          // Rank 0 starts the next cluster once every CTA of this one is done.
+          std::unique_lock<std::mutex> lock(c->mu);
+          ++c->done;
+          c->cv.notify_all();
+          if (rank == 0) c->cv.wait(lock, [&] { return c->done == c->size; });
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+}
+#endif
+
 // Runs kernel `k` (after check_launch): 0, or the check's error code.
 int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block[3],
-                         std::size_t dynamic_smem, void* const* args) {
-  if (const int code = check_launch(*k, grid, block, dynamic_smem)) return code;
+                         std::size_t dynamic_smem, void* const* args, const unsigned* cluster) {
+  if (const int code = check_launch(*k, grid, block, dynamic_smem, cluster)) return code;
   const char* schedule = std::getenv("GG_EMU_SCHEDULE");
   Launch l;
   l.kernel = k;
@@ -124,6 +236,7 @@ int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block
   l.grid = dim3(grid[0], grid[1], grid[2]);
   l.block = dim3(block[0], block[1], block[2]);
   l.dynamic_smem = dynamic_smem;
+  if (cluster != nullptr) l.cluster = dim3(cluster[0], cluster[1], cluster[2]);
   if (schedule != nullptr && std::strcmp(schedule, "reverse") == 0) {
     l.schedule = Schedule::reverse;
   } else if (schedule != nullptr && *schedule != '\0' && std::strcmp(schedule, "run-ahead") != 0) {
@@ -136,6 +249,10 @@ int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block
   }
   install_fault_handler();
 #if defined(GG_EMU_TSAN)
+  if (l.cluster_size() > 1) {
+    return reject(cudaErrorNotSupported,
+                  format("kernel %s: clusters are modelled in fiber mode only, not in TSan mode", k->name.c_str()));
+  }
   l.workers = 1;
   BlockRunner runner(l);
   for (unsigned long long b = 0; b < l.num_blocks(); ++b) runner.run(b);
@@ -144,6 +261,11 @@ int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   l.workers = static_cast<unsigned>(
       std::min<unsigned long long>(std::max(1u, env_unsigned("GG_EMU_WORKERS", cores)), l.num_blocks()));
+  if (l.cluster_size() > 1) {
+    run_clusters(l);
+    mc::on_launch_end(l);
+    return 0;
+  }
   std::vector<std::thread> workers;
   for (unsigned w = 0; w < l.workers; ++w) {
     workers.emplace_back([&l] {
@@ -165,7 +287,7 @@ int run_kernel(const KernelInfo* k, const unsigned grid[3], const unsigned block
 // Runs the kernel named `kernel` (gg_emu_launch): 0, or a nonzero
 // cudaError_t code when the launch is rejected.
 int launch(const char* kernel, const unsigned grid[3], const unsigned block[3], std::size_t dynamic_smem,
-                  void* const* args, std::size_t nargs) {
+                  void* const* args, std::size_t nargs, const unsigned* cluster) {
   const KernelInfo* k = find_kernel(kernel);
   if (k == nullptr) {
     std::string names;
@@ -177,14 +299,16 @@ int launch(const char* kernel, const unsigned grid[3], const unsigned block[3], 
     return reject(cudaErrorInvalidValue,
                   format("kernel %s takes %zu arguments, %zu given", kernel, k->params.size(), nargs));
   }
-  return run_kernel(k, grid, block, dynamic_smem, args);
+  return run_kernel(k, grid, block, dynamic_smem, args, cluster);
 }
 
 // ---------------------------------------------------------------------------
 // Request files: how gemmgen.harness.cuda_emu hands a launch to a child
 // process. Little-endian:
-//   "GGEMUREQ" u32 version(=3)
-//   u32 name_len, name bytes; u32 grid[3]; u32 block[3]; u64 dynamic_smem
+//   "GGEMUREQ" u32 version(=4; 3 is read too)
+//   u32 name_len, name bytes; u32 grid[3]; u32 block[3];
+//   u32 cluster[3] (version 4 only: cudaLaunchAttributeClusterDimension; 1,1,1: none)
+//   u64 dynamic_smem
 //   i64 max_dynamic_smem: the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize,
 //     set with cudaFuncSetAttribute before the launch (-1: left unset, 48 KiB)
 //   u32 nargs (entries), then per entry:
@@ -249,14 +373,19 @@ int run_request(const char* request_path, const char* response_path) {
   const std::vector<unsigned char> request = read_file(request_path);
   Reader r{request.data(), request.data() + request.size()};
   if (std::memcmp(r.take(8), "GGEMUREQ", 8) != 0) fail("not a gg-emu request file");
-  if (const std::uint32_t version = r.get<std::uint32_t>(); version != 3) {
-    fail("a gg-emu request file of version %u; this emulator reads version 3", version);
+  const std::uint32_t version = r.get<std::uint32_t>();
+  if (version != 3 && version != 4) {
+    fail("a gg-emu request file of version %u; this emulator reads versions 3 and 4", version);
   }
   const std::uint32_t name_len = r.get<std::uint32_t>();
   const std::string name(reinterpret_cast<const char*>(r.take(name_len)), name_len);
-  unsigned grid[3], block[3];
+  unsigned grid[3], block[3], cluster[3] = {1, 1, 1};
   for (unsigned& g : grid) g = r.get<std::uint32_t>();
   for (unsigned& b : block) b = r.get<std::uint32_t>();
+  if (version >= 4) {
+    for (unsigned& c : cluster) c = r.get<std::uint32_t>();
+  }
+  const bool clustered = cluster[0] != 1 || cluster[1] != 1 || cluster[2] != 1;
   const std::size_t smem = r.get<std::uint64_t>();
   const std::int64_t max_dynamic_smem = r.get<std::int64_t>();
   const std::uint32_t nargs = r.get<std::uint32_t>();
@@ -346,7 +475,7 @@ int run_request(const char* request_path, const char* response_path) {
     std::fprintf(stderr, "gg-emu: error: %s\n", last_error().c_str());
     return 2;
   }
-  if (launch(name.c_str(), grid, block, smem, args.data(), args.size()) != 0) {
+  if (launch(name.c_str(), grid, block, smem, args.data(), args.size(), clustered ? cluster : nullptr) != 0) {
     std::fprintf(stderr, "gg-emu: error: %s\n", last_error().c_str());
     return 2;
   }
@@ -386,6 +515,13 @@ int run_request(const char* request_path, const char* response_path) {
 GG_EMU_API int gg_emu_launch(const char* kernel, const unsigned grid[3], const unsigned block[3],
                              std::size_t dynamic_smem, void* const* args, std::size_t nargs) {
   return gg::emu::launch(kernel, grid, block, dynamic_smem, args, nargs);
+}
+// gg_emu_launch with a cluster dimension (cudaLaunchAttributeClusterDimension's
+// x, y, z; {1, 1, 1} is checked as a cluster launch of one block per cluster).
+GG_EMU_API int gg_emu_launch_cluster(const char* kernel, const unsigned grid[3], const unsigned block[3],
+                                     const unsigned cluster[3], std::size_t dynamic_smem, void* const* args,
+                                     std::size_t nargs) {
+  return gg::emu::launch(kernel, grid, block, dynamic_smem, args, nargs, cluster);
 }
 GG_EMU_API const char* gg_emu_last_error() { return gg::emu::last_error().c_str(); }
 // Device memory between guard regions (content: 0xFF bytes).

@@ -54,40 +54,63 @@ class BlockRunner {
   BlockRunner& operator=(const BlockRunner&) = delete;
 
   Launch& launch() { return launch_; }
+  const Launch& launch() const { return launch_; }
 
   void run(unsigned long long linear_block) {
-    const dim3 g = launch_.grid;
-    block_idx_ = make_uint3(static_cast<unsigned>(linear_block % g.x), static_cast<unsigned>(linear_block / g.x % g.y),
-                            static_cast<unsigned>(linear_block / (static_cast<unsigned long long>(g.x) * g.y)));
-    poison_shared_memory();
-#if !defined(GG_EMU_TSAN)
-    poison_stacks();
-    mc::block_begin(linear_block, shared_.begin, shared_.end);
-#endif
-    n_live_ = n_runnable_ = nthreads_;
-    n_barrier_ = n_exited_ = 0;
-    for (ThreadCtx& t : threads_) {
-      t.block_idx = block_idx_;
-      t.state = State::runnable;
-      t.op = nullptr;
-      t.cp_pending.clear();
-      t.cp_committed = 0;
-    }
-    hopper_block_begin(*this);
-    sm100_block_begin(*this);
-    tls.runner = this;
+    begin_block(linear_block);
 #if defined(GG_EMU_TSAN)
     run_threads();
 #else
     run_fibers();
-    hopper_block_end(*this);
-    sm100_block_end(*this);
-    mc::block_end();
 #endif
-    tls.runner = nullptr;
-    tls.thread = nullptr;
-    check_dynamic_smem();
+    end_block();
   }
+
+#if !defined(GG_EMU_TSAN)
+  // Makes this runner CTA `rank` of the clusters of group `c` (see Cluster).
+  void join_cluster(Cluster* c, unsigned rank) {
+    cluster_ = c;
+    rank_ = rank;
+    std::lock_guard<std::mutex> lock(c->mu);
+    c->ctas[rank] = this;
+  }
+
+  // Runs CTA `rank_` (block `linear_block`) of the group's current cluster.
+  void run_in_cluster(unsigned long long linear_block) {
+    Cluster& c = *cluster_;
+    begin_block(linear_block);
+    {
+      std::unique_lock<std::mutex> lock(c.mu);
+      if (++c.ready == c.size) {
+        c.baton = launch_.schedule == Schedule::reverse ? static_cast<int>(c.size) - 1 : 0;
+        c.cv.notify_all();
+      }
+      c.cv.wait(lock, [&] { return c.baton == static_cast<int>(rank_) || c.finished == c.size; });
+    }
+    run_fibers();
+    {
+      // The CTA's shared memory lives (and its end checks wait) until every
+      // CTA of the cluster is done.
+      std::unique_lock<std::mutex> lock(c.mu);
+      c.cv.wait(lock, [&] { return c.finished == c.size; });
+    }
+    cluster_cta_released(*this);
+    end_block();
+  }
+#endif
+
+  Cluster* cluster() const { return cluster_; }
+  // %clusterid: the cluster's position in the grid of clusters.
+  uint3 cluster_id() const {
+    const dim3 d = launch_.cluster;
+    return make_uint3(block_idx_.x / d.x, block_idx_.y / d.y, block_idx_.z / d.z);
+  }
+  unsigned cluster_rank() const { return rank_; }
+  uint3 block_index() const { return block_idx_; }
+  unsigned live_threads() const { return n_live_; }
+  // True when every thread of this CTA has exited (a cluster's CTA whose
+  // shared memory its peers must no longer touch).
+  bool cta_exited() const { return cluster_ != nullptr && cluster_->exited[rank_]; }
 
   // ---- called by kernel threads ------------------------------------------
 
@@ -109,6 +132,7 @@ class BlockRunner {
     land_cp_async(t, ~0u);
     hopper_thread_exit(t);
     sm100_thread_exit(t);
+    if (cluster_ != nullptr) cluster_thread_exit(t);
     [[maybe_unused]] Guard g = guard();  // TSan mode: the block's lock, held to the end
     t.state = State::exited;
     --n_live_;
@@ -185,6 +209,43 @@ class BlockRunner {
   }
 
  private:
+  void begin_block(unsigned long long linear_block) {
+    const dim3 g = launch_.grid;
+    block_idx_ = make_uint3(static_cast<unsigned>(linear_block % g.x), static_cast<unsigned>(linear_block / g.x % g.y),
+                            static_cast<unsigned>(linear_block / (static_cast<unsigned long long>(g.x) * g.y)));
+    poison_shared_memory();
+#if !defined(GG_EMU_TSAN)
+    poison_stacks();
+    mc::block_begin(linear_block, shared_.begin, shared_.end);
+#endif
+    n_live_ = n_runnable_ = nthreads_;
+    n_barrier_ = n_exited_ = 0;
+    gridDim = launch_.grid;
+    blockDim = launch_.block;
+    for (ThreadCtx& t : threads_) {
+      t.block_idx = block_idx_;
+      t.state = State::runnable;
+      t.op = nullptr;
+      t.cp_pending.clear();
+      t.cp_committed = 0;
+      t.cluster_arrived = false;
+    }
+    hopper_block_begin(*this);
+    sm100_block_begin(*this);
+    tls.runner = this;
+  }
+
+  void end_block() {
+#if !defined(GG_EMU_TSAN)
+    hopper_block_end(*this);
+    sm100_block_end(*this);
+    mc::block_end();
+#endif
+    tls.runner = nullptr;
+    tls.thread = nullptr;
+    check_dynamic_smem();
+  }
+
   GG_EMU_UNCHECKED void wait_at_barrier(ThreadCtx& t) {
     Guard g = guard();
     t.state = State::at_barrier;
@@ -361,14 +422,24 @@ class BlockRunner {
 
   // No thread can run: threads waiting at wgmma.wait_group may go on
   // (gg_emu_sm90.h); otherwise a deadlock.
+  // In a cluster, the CTA waits: a peer may still complete what it waits for
+  // (run_fibers hands the baton on, and reports the cluster's deadlock).
   void stalled() {
-    if (!hopper_on_stall(*this)) deadlock();
+    if (!hopper_on_stall(*this) && cluster_ == nullptr) deadlock();
   }
 
   [[noreturn]] void deadlock() const {
     fail("deadlock in block (%u,%u,%u): no thread of the block can make progress\n%s%s", block_idx_.x, block_idx_.y,
          block_idx_.z, thread_states().c_str(), (hopper_report(*this) + sm100_report(*this)).c_str());
   }
+
+ public:
+  // What the CTA's threads wait for, for a cluster's deadlock report.
+  std::string state_report() const {
+    return thread_states() + hopper_report(*this) + sm100_report(*this);
+  }
+
+ private:
 
   [[noreturn]] void fail_barrier_after_exit() const {
     fail("__syncthreads in block (%u,%u,%u) can never complete: %u threads wait at it but %u threads of the block "
@@ -382,6 +453,8 @@ class BlockRunner {
     tls.thread = t;
     tls.runner = t->runner;
     Launch& l = t->runner->launch_;
+    gridDim = l.grid;
+    blockDim = l.block;
     set_ftz(l.flush_subnormals);
     l.kernel->invoke(l.kernel->fn, l.args);
     t->runner->thread_exit(*t);
@@ -469,11 +542,65 @@ class BlockRunner {
     resume_from_ = 0;
     for (;;) {
       ThreadCtx* next = pick();
-      if (next == nullptr) break;
+      if (next == nullptr) {
+        if (cluster_ == nullptr || !hand_on_baton()) break;
+        continue;
+      }
       tls.thread = next;
       swapcontext(&scheduler_, &next->ctx);
     }
     if (n_live_ != 0) deadlock();
+  }
+
+  // No thread of this CTA can run: the baton goes to the next CTA of the
+  // cluster that can (schedule order). True when it comes back (this CTA
+  // has runnable threads again); false when this CTA has finished.
+  bool hand_on_baton() {
+    Cluster& c = *cluster_;
+    std::unique_lock<std::mutex> lock(c.mu);
+    if (n_live_ == 0 && !c.exited[rank_]) {
+      c.exited[rank_] = true;
+      if (++c.finished != c.size) cluster_cta_exited(*this);
+    }
+    for (unsigned r = 0; r < c.size; ++r) {
+      if (!c.exited[r]) c.ctas[r]->wake_waiters();
+    }
+    int next = -1;
+    for (unsigned i = 1; i <= c.size; ++i) {
+      const unsigned r = launch_.schedule == Schedule::reverse ? (rank_ + c.size - i) % c.size : (rank_ + i) % c.size;
+      if (!c.exited[r] && c.ctas[r]->n_runnable_ != 0) {
+        next = static_cast<int>(r);
+        break;
+      }
+    }
+    if (next < 0) {
+      if (c.finished == c.size) {
+        c.baton = -1;
+        c.cv.notify_all();
+        return false;
+      }
+      cluster_deadlock();
+    }
+    c.baton = next;
+    c.cv.notify_all();
+    if (n_live_ == 0) return false;
+    c.cv.wait(lock, [&] { return c.baton == static_cast<int>(rank_); });
+    tls.runner = this;
+    return true;
+  }
+
+  [[noreturn]] void cluster_deadlock() const {
+    const Cluster& c = *cluster_;
+    std::string states;
+    for (unsigned r = 0; r < c.size; ++r) {
+      const BlockRunner& p = *c.ctas[r];
+      states += format("CTA rank %u, block (%u,%u,%u)%s:\n", r, p.block_idx_.x, p.block_idx_.y, p.block_idx_.z,
+                       c.exited[r] ? ": every thread exited" : "");
+      if (!c.exited[r]) states += p.state_report();
+    }
+    const uint3 id = cluster_id();
+    fail("deadlock in cluster (%u,%u,%u) of %u CTAs: no thread of any CTA of the cluster can make progress\n%s",
+         id.x, id.y, id.z, c.size, states.c_str());
   }
 
   // The first runnable thread in schedule order. Threads before resume_from_
@@ -502,6 +629,8 @@ class BlockRunner {
   std::vector<ThreadCtx> threads_;
   SharedRegion shared_;
   uint3 block_idx_{};
+  Cluster* cluster_ = nullptr;  // a cluster launch's group, or null
+  unsigned rank_ = 0;           // %cluster_ctarank
   unsigned n_live_ = 0;
   unsigned n_runnable_ = 0;
   unsigned n_barrier_ = 0;

@@ -185,7 +185,7 @@ inline const char* format_name(int kind, unsigned f) {
 
 // Why the hardware rejects (or the emulator does not model) instruction
 // descriptor `idesc` for `kind` (empty: it runs).
-inline std::string check_idesc(std::uint32_t idesc, int kind) {
+inline std::string check_idesc(std::uint32_t idesc, int kind, int group = 1) {
   const Idesc d = decode_idesc(idesc);
   if (d.reserved != 0)
     return format("reserved bits are set (0x%08x of bits 6, 23, 29)", d.reserved);
@@ -221,6 +221,20 @@ inline std::string check_idesc(std::uint32_t idesc, int kind) {
         return format("%s operands are not modelled (e4m3 and e5m2 are)", format_name(1, f));
       }
     }
+  }
+  if (group == 2) {
+    // cta_group::2 with A and B in shared memory: M = 128 or 256 per pair,
+    // N a multiple of 16 in 16..256 (PTX ISA, tcgen05.mma "Valid shapes";
+    // CuTe's SM100_MMA_F16BF16_2x1SM_SS / F8F6F4_2x1SM_SS assert the same).
+    if (d.m != 128 && d.m != 256) {
+      return format("M = %u (bits 24-28 = %u): cta_group::2 takes M = 128 or 256 (per CTA pair)",
+                    d.m, d.m >> 4);
+    }
+    if (d.n < 16 || d.n > 256 || d.n % 16 != 0) {
+      return format("N = %u (bits 17-22 = %u) is not a multiple of 16 in 16..256 (cta_group::2)",
+                    d.n, d.n >> 3);
+    }
+    return "";
   }
   if (d.m != 64 && d.m != 128) {
     return format(
@@ -309,14 +323,17 @@ inline BsIdesc decode_bs_idesc(std::uint32_t i, int kind) {
           kind == 0 ? 0u : (i >> 31) & 1u};
 }
 
-inline const char* bs_kind_name(int kind) {
+inline const char* bs_kind_name(int kind, int group = 1) {
   switch (kind) {
     case 0:
-      return "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X";
+      return group == 2 ? "tcgen05.mma.cta_group::2.kind::mxf8f6f4.block_scale.scale_vec::1X"
+                        : "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X";
     case 1:
-      return "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X";
+      return group == 2 ? "tcgen05.mma.cta_group::2.kind::mxf4.block_scale.scale_vec::2X"
+                        : "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X";
     default:
-      return "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X";
+      return group == 2 ? "tcgen05.mma.cta_group::2.kind::mxf4nvf4.block_scale.scale_vec::4X"
+                        : "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X";
   }
 }
 
@@ -330,14 +347,18 @@ inline unsigned bs_k(int kind) {
 
 // Why the hardware rejects (or the emulator does not model) block-scaled
 // descriptor `idesc` for `kind` (empty: it runs).
-inline std::string check_bs_idesc(std::uint32_t idesc, int kind) {
+// group 2: a cta_group::2 MMA (M = 256 per pair modelled; docs/cuda-sm100.md,
+// "Block-scaled 2-CTA MMA").
+inline std::string check_bs_idesc(std::uint32_t idesc, int kind, int group = 1) {
   const BsIdesc d = decode_bs_idesc(idesc, kind);
   if (d.reserved != 0)
     return format("reserved bits are set (0x%08x)", d.reserved);
   if (d.sparse != 0)
     return "the sparsity bit (2) is set: sparse MMA is tcgen05.mma.sp, not modelled";
-  if (d.k96 != 0)
-    return "bit 31 (K = 96) is set: dense K = 96 is a cta_group::2 shape (256 x N x 96)";
+  if (d.k96 != 0) {
+    return group == 2 ? "bit 31 (K = 96) is set: the 256 x N x 96 shape is not modelled"
+                      : "bit 31 (K = 96) is set: dense K = 96 is a cta_group::2 shape (256 x N x 96)";
+  }
   if (kind == 0) {
     for (unsigned f : {d.a_format, d.b_format}) {
       if (f == 2 || f > 5)
@@ -363,7 +384,23 @@ inline std::string check_bs_idesc(std::uint32_t idesc, int kind) {
     if (kind == 1 && d.scale_format != 1)
       return "the scale format (bit 23) is 0 (ue4m3): kind::mxf4 takes ue8m0 scales (bit 23 = 1)";
   }
-  if (d.m != 128) {
+  if (group == 2) {
+    // cta_group::2: M = 256 per pair (each CTA 128 rows of A and of D, its
+    // scale factors in CuTe's "4x1" TMEM layout); M = 128 per pair (the
+    // "2x2" layout of B's scales) is not modelled. N a multiple of 16 in
+    // 16..256 (each CTA holds N / 2 rows of B).
+    if (d.m != 256) {
+      return d.m == 128 ? "M = 128 per pair (bits 27-28 = 1): the 2x2 scale factor layout of a "
+                          "cta_group::2 M = 128 MMA is not modelled (M = 256 is)"
+                        : format("M (bits 27-28 = %u) is not 256: a cta_group::2 block-scaled MMA "
+                                 "is modelled at M = 256 per pair",
+                                 d.m >> 7);
+    }
+    if (d.n < 16 || d.n > 256 || d.n % 16 != 0) {
+      return format("N = %u (bits 17-22 = %u) is not a multiple of 16 in 16..256 (cta_group::2)",
+                    d.n, d.n >> 3);
+    }
+  } else if (d.m != 128) {
     return d.m == 256 ? "M = 256 (bits 27-28 = 2) needs cta_group::2"
                       : format(
                             "M (bits 27-28 = %u) is not 128: cta_group::1 block-scaled MMAs are "
@@ -371,7 +408,7 @@ inline std::string check_bs_idesc(std::uint32_t idesc, int kind) {
                             d.m >> 7);
   }
   const unsigned step = kind == 0 && d.b_mn != 0 ? 16 : 8;
-  if (d.n < step || d.n > 256 || d.n % step != 0) {
+  if (group == 1 && (d.n < step || d.n > 256 || d.n % step != 0)) {
     return format("N = %u (bits 17-22 = %u) is not a multiple of %u in %u..256", d.n, d.n >> 3,
                   step, step);
   }
@@ -411,11 +448,15 @@ inline double e2m1_value(unsigned v) {
 
 struct Alloc {
   unsigned column, ncols, warp;
+  unsigned group = 1;  // tcgen05.alloc.cta_group::<group>
 };
 
 struct Commit {
   std::uint32_t barrier;
   unsigned long long phase;  // the barrier phase the commit's arrival counts in
+  // The CTA of the barrier (a cta_group::2 multicast commit arrives in other
+  // CTAs of the cluster); null: the CTA that keeps the op.
+  const BlockRunner* cta = nullptr;
 };
 
 struct MmaOp {
@@ -426,6 +467,24 @@ struct MmaOp {
   std::vector<Commit> commits;       // every tcgen05.commit of its thread after it
   const char* name = "tcgen05.mma";  // or "tcgen05.cp"
   std::vector<std::size_t> cells;    // a tcgen05.cp's cells (an MMA's are its D, m x n)
+  // A cta_group::2 op: the cluster rank of the CTA whose thread issued it
+  // (its record in each CTA of the pair holds that CTA's reads and cells);
+  // -1 for an op of this CTA.
+  int issuer = -1;
+};
+
+// A cta_group::2 op retired (its commit's phase waited on), kept by the CTA
+// whose shared memory it read until a CTA that observed that phase writes
+// there: the CTAs whose threads waited on a phase covering it. A TMA load
+// into that memory issued by a CTA not among them is reported (its stage
+// was released to it by no commit covering the op).
+struct PairRetired {
+  std::vector<sm90::Range> reads;
+  const char* name;
+  unsigned thread;
+  std::vector<Commit> commits;
+  std::vector<const BlockRunner*> observers;
+  std::uint32_t lo, hi;  // the span of `reads`
 };
 
 struct LdPending {
@@ -467,6 +526,7 @@ struct Sm100Block {
   std::vector<sm100::MmaOp> ops;       // in flight, in issue order
   std::vector<sm100::Sm100Thread> threads;
   std::vector<sm100::Unfenced> arrivals;  // unfenced accesses before an mbarrier arrival
+  std::vector<sm100::PairRetired> pair_retired;
   unsigned next_id = 1;
   unsigned retire_epoch = 0;
   bool relinquished = false;
@@ -510,6 +570,7 @@ inline Sm100Block& block() {
     b.freed.clear();
     b.ops.clear();
     b.arrivals.clear();
+    b.pair_retired.clear();
     b.next_id = 1;
     b.retire_epoch = 0;
     b.relinquished = false;
@@ -632,8 +693,7 @@ inline unsigned find_free(const Sm100Block& b, unsigned ncols) {
   return kColumns;
 }
 
-void tmem_alloc(unsigned* slot, unsigned ncols) {
-  static constexpr const char* kOp = "tcgen05.alloc";
+void tmem_alloc_group(unsigned* slot, unsigned ncols, unsigned group, const char* kOp) {
   require_arch(kOp);
   agree(kOp, addr_of(slot), ncols);
   const ThreadCtx& t = current();
@@ -665,7 +725,23 @@ void tmem_alloc(unsigned* slot, unsigned ncols) {
       b.alloc_waits[t.warp] = 0;
     }
     const unsigned column = find_free(b, ncols);
-    b.allocs.push_back({column, ncols, t.warp});
+    if (group == 2) {
+      // The pair's allocation: the same columns in both CTAs (each CTA's
+      // warp of the same warp id issues it; the emulator allocates in each
+      // CTA's own TMEM when its warp does, and checks that they agree).
+      const BlockRunner& peer = *runner().cluster()->ctas[runner().cluster_rank() ^ 1u];
+      if (peer.sm100 != nullptr && peer.sm100->used) {
+        for (const Alloc& a : peer.sm100->allocs) {
+          if (a.group == 2 && a.warp == t.warp && a.ncols == ncols && a.column != column) {
+            fail("%s: this CTA's free columns give [%u, %u), but the pair peer (CTA rank %u) got "
+                 "[%u, %u): a CTA pair allocates the same columns in both",
+                 kOp, column, column + ncols, runner().cluster_rank() ^ 1u, a.column,
+                 a.column + ncols);
+          }
+        }
+      }
+    }
+    b.allocs.push_back({column, ncols, t.warp, group});
     std::erase_if(b.freed, [&](const Alloc& a) {
       return a.column < column + ncols && column < a.column + a.ncols;
     });
@@ -681,8 +757,11 @@ void tmem_alloc(unsigned* slot, unsigned ncols) {
   syncwarp(0xffffffffu);  // the other lanes see the slot after lane 0 wrote it
 }
 
-void tmem_dealloc(unsigned taddr, unsigned ncols) {
-  static constexpr const char* kOp = "tcgen05.dealloc";
+void tmem_alloc(unsigned* slot, unsigned ncols) {
+  tmem_alloc_group(slot, ncols, 1, "tcgen05.alloc");
+}
+
+void tmem_dealloc_named(unsigned taddr, unsigned ncols, const char* kOp) {
   require_arch(kOp);
   agree(kOp, taddr, ncols);
   const ThreadCtx& t = current();
@@ -725,6 +804,10 @@ void tmem_dealloc(unsigned taddr, unsigned ncols) {
   syncwarp(0xffffffffu);
 }
 
+void tmem_dealloc(unsigned taddr, unsigned ncols) {
+  tmem_dealloc_named(taddr, ncols, "tcgen05.dealloc");
+}
+
 void tmem_relinquish() {
   static constexpr const char* kOp = "tcgen05.relinquish_alloc_permit";
   require_arch(kOp);
@@ -763,14 +846,20 @@ inline void operand_reads(std::vector<sm90::Range>& out, const Desc& d, bool mn_
   }
 }
 
-inline std::string commits_text(const MmaOp& op) {
-  if (op.commits.empty())
+inline std::string commits_text(const std::vector<Commit>& commits) {
+  if (commits.empty())
     return "it has no tcgen05.commit yet";
   std::string s;
-  for (const Commit& c : op.commits) {
+  for (const Commit& c : commits) {
     s += format("%smbarrier at 0x%05x phase %llu", s.empty() ? "" : ", ", c.barrier, c.phase);
+    if (c.cta != nullptr)
+      s += format(" of CTA rank %u", c.cta->cluster_rank());
   }
   return "its tcgen05.commit arrives on the " + s;
+}
+
+inline std::string commits_text(const MmaOp& op) {
+  return commits_text(op.commits);
 }
 
 inline const MmaOp* op_by_id(const Sm100Block& b, unsigned id) {
@@ -1113,6 +1202,13 @@ void cp_32x128b_warpx4(unsigned taddr, unsigned long long sdesc) {
   Sm100Block& b = block();
   const unsigned tid = current().linear;
   check_columns(b, column, 4, kOp);
+  if (const Alloc* a = allocation_of(b, column); a != nullptr && a->group == 2) {
+    fail(
+        "%s into TMEM columns [%u, %u), which tcgen05.alloc.cta_group::2 allocated (warp %u): the "
+        "scale factors of a CTA pair's MMA are copied with tcgen05.cp.cta_group::2, into both "
+        "CTAs' TMEM (and a kernel's tcgen05 instructions take one .cta_group)",
+        kOp, a->column, a->column + a->ncols, a->warp);
+  }
   check_inherited(column, column + 4, kOp);
   const SharedRegion& s = runner().shared_region();
   const std::uint32_t base = addr_of(s.begin);
@@ -1311,17 +1407,29 @@ void wait_st() {
 // ---------------------------------------------------------------------------
 // Retirement: a thread's wait on barrier `bar` saw `phase` phases complete.
 
-void retire(std::uint32_t bar, unsigned long long phase) {
+// Retires the ops of the current CTA (runner()) whose commit arrived on the
+// barrier `bar` of CTA `waiter` in a phase before `phase`.
+void retire(std::uint32_t bar, unsigned long long phase, const BlockRunner* waiter) {
   Sm100Block& b = *runner().sm100;
   const SharedRegion& s = runner().shared_region();
   const std::uint32_t base = addr_of(s.begin);
+  auto covers = [&](const std::vector<Commit>& commits) {
+    for (const Commit& c : commits) {
+      if (c.barrier == bar && c.phase < phase && (c.cta != nullptr ? c.cta : &runner()) == waiter)
+        return true;
+    }
+    return false;
+  };
+  for (PairRetired& p : b.pair_retired) {
+    if (covers(p.commits) &&
+        std::find(p.observers.begin(), p.observers.end(), waiter) == p.observers.end())
+      p.observers.push_back(waiter);
+  }
   bool any = false;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < b.ops.size(); ++i) {
     MmaOp& op = b.ops[i];
-    bool done = false;
-    for (const Commit& c : op.commits)
-      done = done || (c.barrier == bar && c.phase < phase);
+    const bool done = covers(op.commits);
     if (!done) {
       if (kept != i)
         b.ops[kept] = std::move(op);
@@ -1346,6 +1454,15 @@ void retire(std::uint32_t bar, unsigned long long phase) {
       }
       at += r.hi - r.lo;
     }
+    if (op.issuer >= 0 && !op.reads.empty()) {
+      std::uint32_t span_lo = op.reads.front().lo, span_hi = op.reads.front().hi;
+      for (const sm90::Range& r : op.reads) {
+        span_lo = std::min(span_lo, r.lo);
+        span_hi = std::max(span_hi, r.hi);
+      }
+      b.pair_retired.push_back(
+          {op.reads, op.name, op.thread, op.commits, {waiter}, span_lo, span_hi});
+    }
     for (const std::size_t c : op.cells) {
       if (b.pending[c] == op.id) {
         b.pending[c] = 0;
@@ -1365,11 +1482,635 @@ void retire(std::uint32_t bar, unsigned long long phase) {
   b.ops.resize(kept);
 }
 
+
+// ---------------------------------------------------------------------------
+// cta_group::2: the pair of CTAs (ranks 2i and 2i + 1 of a cluster) that one
+// tcgen05.mma.cta_group::2 spans (PTX ISA, tcgen05 "CTA pair"; CuTe's
+// SM100_MMA_*_2x1SM_SS traits). Each CTA keeps its own TMEM and its own
+// record of the op (its reads, its D cells), so that the stage release rule
+// and the retirement work per CTA as for cta_group::1.
+
+inline BlockRunner& pair_peer(const char* op) {
+  BlockRunner& self = runner();
+  const Cluster* c = self.cluster();
+  const unsigned rank = self.cluster_rank();
+  if (c == nullptr || (rank ^ 1u) >= c->size) {
+    fail("%s needs a cluster whose CTAs pair up (ranks 2i and 2i + 1); this CTA is rank %u of a "
+         "cluster of %u",
+         op, rank, c == nullptr ? 1u : c->size);
+  }
+  BlockRunner& peer = *c->ctas[rank ^ 1u];
+  if (peer.cta_exited()) {
+    fail("%s: the pair peer (CTA rank %u) has exited; a CTA pair's TMEM and shared memory live "
+         "until both are done (barrier.cluster before exiting)",
+         op, rank ^ 1u);
+  }
+  return peer;
+}
+
+void tmem_alloc_pair(unsigned* slot, unsigned ncols) {
+  static constexpr const char* kOp = "tcgen05.alloc.cta_group::2";
+  pair_peer(kOp);
+  tmem_alloc_group(slot, ncols, 2, kOp);
+}
+
+void tmem_dealloc_pair(unsigned taddr, unsigned ncols) {
+  static constexpr const char* kOp = "tcgen05.dealloc.cta_group::2";
+  require_arch(kOp);
+  if (current().lane == 0) {
+    const Alloc* a = allocation_of(block(), taddr & 0xFFFFu);
+    if (a != nullptr && a->group != 2) {
+      fail("%s of TMEM columns [%u, %u), which tcgen05.alloc.cta_group::1 allocated (warp %u)", kOp,
+           a->column, a->column + a->ncols, a->warp);
+    }
+  }
+  tmem_dealloc_named(taddr, ncols, kOp);
+}
+
+void tmem_relinquish_pair() {
+  pair_peer("tcgen05.relinquish_alloc_permit.cta_group::2");
+  tmem_relinquish();
+}
+
+// The TMEM cell of element (m, n) of CTA v's half of a cta_group::2 D of
+// m_total x n_total (m < m_total / 2): CuTe's tmem_frg_2sm ("4x1" for M =
+// 256: lane m, column n; "2x2" for M = 128: the N halves side by side in
+// lanes 0-63 and 64-127, column n % (N / 2)).
+inline void pair_d_cell(unsigned m_total, unsigned n_total, unsigned m, unsigned n, unsigned* lane,
+                        unsigned* column) {
+  if (m_total == 256) {
+    *lane = m;
+    *column = n;
+  } else {
+    *lane = m + 64 * (n / (n_total / 2));
+    *column = n % (n_total / 2);
+  }
+}
+
+void mma_pair(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
+              unsigned idesc, bool accumulate) {
+  const char* op_name =
+      kind == 0 ? "tcgen05.mma.cta_group::2.kind::f16" : "tcgen05.mma.cta_group::2.kind::f8f6f4";
+  require_arch(op_name);
+  BlockRunner& self = runner();
+  BlockRunner& peer = pair_peer(op_name);
+  const unsigned rank = self.cluster_rank();
+  if (rank % 2 != 0) {
+    fail("%s issued by CTA rank %u, an odd CTA: a cta_group::2 MMA is issued by one thread of "
+         "the even (leader) CTA of the pair (ranks %u and %u)",
+         op_name, rank, rank - 1, rank);
+  }
+  const std::string bad = check_idesc(idesc, kind, 2);
+  if (!bad.empty())
+    fail("%s: instruction descriptor 0x%08x: %s", op_name, idesc, bad.c_str());
+  const Idesc id = decode_idesc(idesc);
+  const bool a_mn = id.a_mn != 0, b_mn = id.b_mn != 0;
+  for (int which = 0; which < 2; ++which) {
+    const std::string why = check_desc(which == 0 ? adesc : bdesc, which == 0 ? a_mn : b_mn);
+    if (!why.empty()) {
+      fail("%s: the %s matrix descriptor 0x%016llx: %s", op_name, which == 0 ? "A" : "B",
+           which == 0 ? adesc : bdesc, why.c_str());
+    }
+  }
+  if ((d_tmem >> 16) != 0)
+    fail("%s: the D address 0x%08x names lane %u; a cta_group::2 accumulator starts at lane 0",
+         op_name, d_tmem, d_tmem >> 16);
+  const unsigned column = d_tmem & 0xFFFFu;
+  const unsigned mh = id.m / 2, nh = id.n / 2;
+  const unsigned ncols = id.m == 256 ? id.n : nh;
+  const unsigned k = kind == 0 ? 16 : 32, eb = kind == 0 ? 2 : 1;
+  const unsigned tid = current().linear;
+  // Each CTA's half of A (mh rows) and of B (nh rows), at the descriptors'
+  // addresses in its own shared memory.
+  std::vector<double> av[2], bv[2];
+  BlockRunner* ctas[2] = {&self, &peer};
+  // The descriptors name shared::cta addresses, the same offsets in both
+  // CTAs; the emulator's window address of an offset differs per CTA.
+  const std::uint32_t base0 = addr_of(self.shared_region().begin);
+  if ((reinterpret_cast<std::uintptr_t>(self.shared_region().begin) -
+       reinterpret_cast<std::uintptr_t>(peer.shared_region().begin)) % 1024 != 0) {
+    fail("internal: the shared memory of the two CTAs of the pair is not laid out alike (1024-byte "
+         "alignment of the worker threads' TLS)");
+  }
+  const auto rebase = [&](unsigned long long desc, const BlockRunner& to) {
+    const std::uint32_t start = static_cast<std::uint32_t>(desc & 0x3FFFu) << 4;
+    const std::uint32_t moved = (start - base0 + addr_of(to.shared_region().begin)) % sm90::kWindow;
+    return (desc & ~0x3FFFull) | ((moved >> 4) & 0x3FFFu);
+  };
+  MmaOp ops[2];
+  for (unsigned v = 0; v < 2; ++v) {
+    OnPeer on(ctas[v]);
+    Sm100Block& b = block();
+    for (unsigned c = column; c < column + ncols; ++c) {
+      const Alloc* a = c < kColumns ? allocation_of(b, c) : nullptr;
+      if (a == nullptr) {
+        fail("%s writes TMEM columns %u..%u of CTA rank %u, outside every allocation of that CTA "
+             "(%s)",
+             op_name, column, column + ncols - 1, rank + v, describe_allocs(b).c_str());
+      }
+      if (a->group != 2) {
+        fail("%s writes TMEM columns %u..%u of CTA rank %u, which tcgen05.alloc.cta_group::1 "
+             "allocated (warp %u, columns [%u, %u)): a cta_group::2 MMA writes D in both CTAs of "
+             "the pair and needs their columns from tcgen05.alloc.cta_group::2",
+             op_name, column, column + ncols - 1, rank + v, a->warp, a->column, a->column + a->ncols);
+      }
+    }
+    check_inherited(column, column + ncols, op_name);
+    const SharedRegion& s = runner().shared_region();
+    const std::uint32_t base = addr_of(s.begin);
+    const Desc da = decode_desc(rebase(adesc, *ctas[v])), db = decode_desc(rebase(bdesc, *ctas[v]));
+    MmaOp& op = ops[v];
+    op.id = b.next_id++;
+    op.thread = tid;
+    op.m = op.n = 0;  // its cells are listed
+    op.column = column;
+    op.lane0 = 0;
+    op.kind = kind;
+    op.name = op_name;
+    op.issuer = static_cast<int>(rank);
+    operand_reads(op.reads, da, a_mn, eb, mh, k, base);
+    const std::size_t a_ranges = op.reads.size();
+    operand_reads(op.reads, db, b_mn, eb, nh, k, base);
+    for (std::size_t i = 0; i < op.reads.size(); ++i) {
+      const sm90::Range& r = op.reads[i];
+      const bool is_a = i < a_ranges;
+      const std::string reader =
+          format("%s (its %s operand in CTA rank %u, %s)", op_name, is_a ? "A" : "B", rank + v,
+                 layout_name((is_a ? da : db).layout));
+      const unsigned layout = (is_a ? da : db).layout;
+      sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+      op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
+    }
+    auto bits_at = [&](std::uint32_t a) {
+      unsigned x = 0;
+      std::memcpy(&x, s.begin + (a - base) % sm90::kWindow, eb);
+      return x;
+    };
+    auto decode = [&](unsigned fmt, unsigned bits) {
+      if (kind == 0)
+        return id.a_format == 1 ? bf16_value(bits) : f16_value(bits);
+      return fmt == 0 ? e4m3_value(bits) : e5m2_value(bits);
+    };
+    const double sa = id.negate_a ? -1.0 : 1.0, sb = id.negate_b ? -1.0 : 1.0;
+    av[v].resize(static_cast<std::size_t>(mh) * k);
+    bv[v].resize(static_cast<std::size_t>(nh) * k);
+    for (unsigned m = 0; m < mh; ++m)
+      for (unsigned kk = 0; kk < k; ++kk)
+        av[v][m * k + kk] = sa * decode(id.a_format, bits_at(operand_address(da, a_mn, eb, m, kk)));
+    for (unsigned n = 0; n < nh; ++n)
+      for (unsigned kk = 0; kk < k; ++kk)
+        bv[v][n * k + kk] = sb * decode(id.b_format, bits_at(operand_address(db, b_mn, eb, n, kk)));
+  }
+  // D in CTA v: its rows of A times all of B (B's rows n < N / 2 from the
+  // even CTA, the others from the odd one).
+  for (unsigned v = 0; v < 2; ++v) {
+    OnPeer on(ctas[v]);
+    Sm100Block& b = block();
+    MmaOp& op = ops[v];
+    for (unsigned m = 0; m < mh; ++m) {
+      for (unsigned n = 0; n < id.n; ++n) {
+        const std::vector<double>& bsrc = bv[n / nh];
+        const unsigned nn = n % nh;
+        double acc = 0.0;
+        for (unsigned kk = 0; kk < k; ++kk)
+          acc += av[v][m * k + kk] * bsrc[nn * k + kk];
+        unsigned lane, col;
+        pair_d_cell(id.m, id.n, m, n, &lane, &col);
+        const std::size_t c = cell(lane, column + col);
+        const unsigned p = b.pending[c];
+        const MmaOp* other = p != 0 ? op_by_id(b, p) : nullptr;
+        if (other != nullptr && (other->thread != tid || other->issuer != op.issuer)) {
+          fail("%s writes TMEM lane %u column %u of CTA rank %u, which a %s of thread %u still "
+               "writes (tcgen05.mma of different threads are not ordered)",
+               op_name, lane, column + col, rank + v, other->name, other->thread);
+        }
+        float prev;
+        std::memcpy(&prev, &b.cells[c], sizeof prev);
+        const float result =
+            static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
+        std::memcpy(&b.cells[c], &result, sizeof result);
+        b.pending[c] = op.id;
+        b.written[c] = 1;
+        op.cells.push_back(c);
+      }
+    }
+    b.ops.push_back(std::move(op));
+  }
+}
+
+void commit_pair(void* bar, unsigned short mask) {
+  static constexpr const char* kOp =
+      "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster";
+  require_arch(kOp);
+  BlockRunner& self = runner();
+  pair_peer(kOp);
+  const unsigned n = sm90::cluster_nctarank();
+  const unsigned rank = self.cluster_rank();
+  if (mask == 0)
+    fail("%s: ctaMask is 0 (no CTA gets the arrival)", kOp);
+  if ((mask >> n) != 0) {
+    fail("%s: ctaMask 0x%04x names CTA rank %u, but the cluster has %u CTAs", kOp, mask,
+         31 - __builtin_clz(static_cast<unsigned>(mask)), n);
+  }
+  if (!self.is_shared(bar, 8))
+    fail("%s: %p is not the calling CTA's shared memory", kOp, bar);
+  const unsigned tid = current().linear;
+  const std::size_t off = static_cast<std::size_t>(static_cast<unsigned char*>(bar) -
+                                                   self.shared_region().begin);
+  // The arrival on each CTA of the mask covers every earlier op of this
+  // thread, in both CTAs of the pair (each keeps its half).
+  BlockRunner* pair[2] = {&self, self.cluster()->ctas[rank ^ 1u]};
+  for (unsigned r = 0; r < n; ++r) {
+    if (((mask >> r) & 1u) == 0)
+      continue;
+    BlockRunner* cta = self.cluster()->ctas[r];
+    unsigned long long phase;
+    {
+      OnPeer on(cta);
+      phase = sm90::mbarrier_phase(cta->shared_region().begin + off, kOp);
+    }
+    const std::uint32_t at = addr_of(cta->shared_region().begin + off);
+    for (BlockRunner* x : pair) {
+      if (x->sm100 == nullptr || !x->sm100->used)
+        continue;
+      for (MmaOp& op : x->sm100->ops) {
+        const bool mine = op.thread == tid && (op.issuer == static_cast<int>(rank) ||
+                                               (x == &self && op.issuer < 0));
+        if (mine)
+          op.commits.push_back({at, phase, cta});
+      }
+    }
+  }
+  for (unsigned r = 0; r < n; ++r) {
+    if (((mask >> r) & 1u) != 0)
+      sm90::mbarrier_arrive_cluster(sm90::map_shared_cluster(addr_of(bar), r));
+  }
+  // tcgen05.commit implies tcgen05.fence::before_thread_sync.
+  me().unfenced.clear();
+}
+
+// ---------------------------------------------------------------------------
+// Block-scaled cta_group::2 (docs/cuda-sm100.md, "Block-scaled 2-CTA MMA"):
+// tcgen05.cp.cta_group::2.32x128b.warpx4 and the kind::mxf8f6f4 / mxf4 /
+// mxf4nvf4 MMAs at M = 256 per pair. CuTe's SM100_UTCCP_4x32dp128bit_2cta
+// (ThrID 2, the source and destination layouts the same in both CTAs) and
+// the 2x1SM traits' tmem_sf_frg ("4x1": MMA_ScaleFactor is the cta_group::1
+// MMA of M / 2 x round_up(N, 128)): the copy issued by the leader moves each
+// CTA's shared memory at the descriptor's offset into that CTA's TMEM at
+// the same address; CTA v's MMA half reads the scales of its 128 rows of A
+// and of all N rows of B from its own TMEM (B's scales are in both CTAs).
+
+// The pair's cta_group::2 allocation of TMEM columns [column, column + n)
+// in the current CTA (`rank` names it in the report).
+inline void check_pair_columns(const Sm100Block& b, unsigned column, unsigned n, unsigned rank,
+                               const char* op_name, const char* what) {
+  for (unsigned c = column; c < column + n; ++c) {
+    const Alloc* a = c < kColumns ? allocation_of(b, c) : nullptr;
+    if (a == nullptr) {
+      fail("%s: %s in TMEM columns %u..%u of CTA rank %u, outside every allocation of that CTA (%s)",
+           op_name, what, column, column + n - 1, rank, describe_allocs(b).c_str());
+    }
+    if (a->group != 2) {
+      fail("%s: %s in TMEM columns %u..%u of CTA rank %u, which tcgen05.alloc.cta_group::1 "
+           "allocated (warp %u, columns [%u, %u)): a cta_group::2 op uses both CTAs' TMEM and "
+           "needs columns from tcgen05.alloc.cta_group::2",
+           op_name, what, column, column + n - 1, rank, a->warp, a->column, a->column + a->ncols);
+    }
+  }
+}
+
+inline BlockRunner& pair_leader_check(const char* op_name) {
+  BlockRunner& peer = pair_peer(op_name);
+  const unsigned rank = runner().cluster_rank();
+  if (rank % 2 != 0) {
+    fail("%s issued by CTA rank %u, an odd CTA: a cta_group::2 op is issued by one thread of the "
+         "even (leader) CTA of the pair (ranks %u and %u)",
+         op_name, rank, rank - 1, rank);
+  }
+  return peer;
+}
+
+// The descriptor `desc` (a shared::cta address of the issuing CTA) moved to
+// the same offset of CTA `to`.
+inline unsigned long long rebase_desc(unsigned long long desc, const BlockRunner& from,
+                                      const BlockRunner& to) {
+  const std::uint32_t base0 = addr_of(from.shared_region().begin);
+  const std::uint32_t start = static_cast<std::uint32_t>(desc & 0x3FFFu) << 4;
+  const std::uint32_t moved = (start - base0 + addr_of(to.shared_region().begin)) % sm90::kWindow;
+  return (desc & ~0x3FFFull) | ((moved >> 4) & 0x3FFFu);
+}
+
+void cp_32x128b_warpx4_pair(unsigned taddr, unsigned long long sdesc) {
+  static constexpr const char* kOp = "tcgen05.cp.cta_group::2.32x128b.warpx4";
+  require_arch(kOp);
+  BlockRunner& self = runner();
+  BlockRunner& peer = pair_leader_check(kOp);
+  const unsigned rank = self.cluster_rank();
+  const unsigned lane0 = taddr >> 16, column = taddr & 0xFFFFu;
+  if (lane0 != 0) {
+    fail(
+        "%s: the TMEM address 0x%08x names lane %u; .32x128b.warpx4 fills all 128 lanes from "
+        "lane 0",
+        kOp, taddr, lane0);
+  }
+  const std::string why = check_desc(sdesc, false);
+  if (!why.empty())
+    fail("%s: the source matrix descriptor 0x%016llx: %s", kOp, sdesc, why.c_str());
+  const unsigned tid = current().linear;
+  BlockRunner* ctas[2] = {&self, &peer};
+  for (unsigned v = 0; v < 2; ++v) {
+    const unsigned long long desc = rebase_desc(sdesc, self, *ctas[v]);
+    OnPeer on(ctas[v]);
+    Sm100Block& b = block();
+    check_pair_columns(b, column, 4, rank + v, kOp, "the scale factors land");
+    check_inherited(column, column + 4, kOp);
+    const SharedRegion& s = runner().shared_region();
+    const std::uint32_t base = addr_of(s.begin);
+    MmaOp op{b.next_id++, tid, 0, 0, column, 0, -1, {}, {}, {}, kOp, {}};
+    op.issuer = static_cast<int>(rank);
+    const Desc d = decode_desc(desc);
+    std::vector<unsigned> pos(16);
+    for (unsigned i = 0; i < 16; ++i)
+      pos[i] = i;
+    operand_reads_at(op.reads, d, 32, pos, base);
+    for (const sm90::Range& r : op.reads) {
+      const std::string reader =
+          format("%s (its source in CTA rank %u, %s)", kOp, rank + v, layout_name(d.layout));
+      sm90::check_async_read(r.lo, r.hi, d.layout == 1 ? 1u : layout_span(d.layout),
+                             reader.c_str());
+      op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
+    }
+    for (unsigned row = 0; row < 32; ++row) {
+      for (unsigned byte = 0; byte < 16; ++byte) {
+        const unsigned x = s.begin[(operand_address(d, false, 1, row, byte) - base) % sm90::kWindow];
+        for (unsigned q = 0; q < 4; ++q) {
+          unsigned lane, col, bw;
+          cp_cell(row, byte, q, &lane, &col, &bw);
+          const std::size_t c = cell(lane, column + col);
+          const MmaOp* other = b.pending[c] != 0 ? op_by_id(b, b.pending[c]) : nullptr;
+          if (other != nullptr && (other->thread != tid || other->issuer != op.issuer)) {
+            fail("%s writes TMEM lane %u column %u of CTA rank %u, which a %s of thread %u still "
+                 "writes",
+                 kOp, lane, column + col, rank + v, other->name, other->thread);
+          }
+          if (bw == 0) {
+            b.cells[c] = 0;
+            op.cells.push_back(c);
+          }
+          b.cells[c] |= x << (8 * bw);
+          b.pending[c] = op.id;
+          b.written[c] = 1;
+          b.epoch[c] = 0;
+        }
+      }
+    }
+    b.ops.push_back(std::move(op));
+  }
+}
+
+void mma_block_scaled_pair(int kind, unsigned d_tmem, unsigned long long adesc,
+                           unsigned long long bdesc, unsigned idesc, unsigned sfa_tmem,
+                           unsigned sfb_tmem, bool accumulate) {
+  const char* op_name = bs_kind_name(kind, 2);
+  require_arch(op_name);
+  BlockRunner& self = runner();
+  BlockRunner& peer = pair_leader_check(op_name);
+  const unsigned rank = self.cluster_rank();
+  const std::string bad = check_bs_idesc(idesc, kind, 2);
+  if (!bad.empty())
+    fail("%s: instruction descriptor 0x%08x: %s", op_name, idesc, bad.c_str());
+  const BsIdesc id = decode_bs_idesc(idesc, kind);
+  const bool a_mn = id.a_mn != 0, b_mn = id.b_mn != 0;
+  for (int which = 0; which < 2; ++which) {
+    const std::string why = check_desc(which == 0 ? adesc : bdesc, which == 0 ? a_mn : b_mn);
+    if (!why.empty()) {
+      fail("%s: the %s matrix descriptor 0x%016llx: %s", op_name, which == 0 ? "A" : "B",
+           which == 0 ? adesc : bdesc, why.c_str());
+    }
+  }
+  if ((a_mn && decode_desc(adesc).layout == 1) || (b_mn && decode_desc(bdesc).layout == 1)) {
+    fail(
+        "%s: an MN-major operand with the 128-byte swizzle with 32-byte atomicity (only "
+        "kind::tf32 transposes with it)",
+        op_name);
+  }
+  if ((d_tmem >> 16) != 0)
+    fail("%s: the D address 0x%08x names lane %u; a cta_group::2 accumulator starts at lane 0",
+         op_name, d_tmem, d_tmem >> 16);
+  const unsigned column = d_tmem & 0xFFFFu;
+  const unsigned mh = id.m / 2, nh = id.n / 2;  // M = 256: 128 rows of A and D a CTA
+  const unsigned vec = bs_vec(kind), k = bs_k(kind), block_k = k / vec;
+  const bool ue4m3 = id.scale_format == 0;
+  const unsigned tid = current().linear;
+  BlockRunner* ctas[2] = {&self, &peer};
+  // Per CTA: its A half and B half (unscaled), its scales of A (mh rows) and
+  // of B (all N rows).
+  std::vector<double> av[2], bv[2], sa[2], sb[2];
+  MmaOp ops[2];
+  for (unsigned v = 0; v < 2; ++v) {
+    const unsigned long long a_desc = rebase_desc(adesc, self, *ctas[v]);
+    const unsigned long long b_desc = rebase_desc(bdesc, self, *ctas[v]);
+    OnPeer on(ctas[v]);
+    Sm100Block& b = block();
+    const unsigned cr = rank + v;
+    check_pair_columns(b, column, id.n, cr, op_name, "D");
+    check_inherited(column, column + id.n, op_name);
+    auto scales = [&](const char* which, unsigned addr, unsigned rows, unsigned sf_id) {
+      const unsigned sl = addr >> 16, sc = addr & 0xFFFFu, ncols = (rows + 31) / 32;
+      if (sl != 0) {
+        fail("%s: the scale factor %s address 0x%08x names lane %u; scale factors fill all 128 "
+             "lanes from lane 0",
+             op_name, which, addr, sl);
+      }
+      check_pair_columns(b, sc, ncols, cr, op_name,
+                         which[0] == 'A' ? "the scale factors of A" : "the scale factors of B");
+      if (sc < column + id.n && column < sc + ncols) {
+        fail("%s: the scale factor %s columns [%u, %u) overlap the accumulator's [%u, %u)",
+             op_name, which, sc, sc + ncols, column, column + id.n);
+      }
+      std::vector<double> out(static_cast<std::size_t>(rows) * vec);
+      for (unsigned r = 0; r < rows; ++r) {
+        for (unsigned j = 0; j < vec; ++j) {
+          unsigned byte0 = 0;
+          for (unsigned q = 0; q < 4; ++q) {
+            unsigned lane, col, byte;
+            sf_cell(r, j, sf_id, q, &lane, &col, &byte);
+            const std::size_t c = cell(lane, sc + col);
+            if (b.written[c] == 0) {
+              fail("%s reads the scale factor %s of row %u (K block %u) of CTA rank %u at its TMEM "
+                   "lane %u column %u byte %u, which nothing wrote since its allocation (no "
+                   "tcgen05.cp.cta_group::2 put scales there in that CTA)",
+                   op_name, which, r, j, cr, lane, sc + col, byte);
+            }
+            const MmaOp* other = b.pending[c] != 0 ? op_by_id(b, b.pending[c]) : nullptr;
+            if (other != nullptr &&
+                (other->thread != tid || other->issuer != static_cast<int>(rank))) {
+              fail("%s reads the scale factor %s at TMEM lane %u column %u of CTA rank %u, which "
+                   "a %s of thread %u still writes (%s)",
+                   op_name, which, lane, sc + col, cr, other->name, other->thread,
+                   commits_text(*other).c_str());
+            }
+            const unsigned value = (b.cells[c] >> (8 * byte)) & 0xFFu;
+            if (q == 0) {
+              byte0 = value;
+            } else if (value != byte0) {
+              fail("%s: the scale factor %s of row %u (K block %u) of CTA rank %u is 0x%02x in "
+                   "lane %u but 0x%02x in lane %u (column %u byte %u): scale factors must be "
+                   "duplicated in all 4 lane quarters",
+                   op_name, which, r, j, cr, byte0, r % 32, value, lane, sc + col, byte);
+            }
+          }
+          if (ue4m3 && (byte0 & 0x80u) != 0) {
+            fail("%s: the ue4m3 scale factor %s of row %u (K block %u) of CTA rank %u is 0x%02x, "
+                 "which has bit 7 set: not a ue4m3 value",
+                 op_name, which, r, j, cr, byte0);
+          }
+          out[r * vec + j] =
+              ue4m3 ? (byte0 == 0x7F ? NAN : e4m3_value(byte0)) : e8m0_value(byte0);
+        }
+      }
+      return out;
+    };
+    sa[v] = scales("A", sfa_tmem, mh, id.sfa_id);
+    sb[v] = scales("B", sfb_tmem, id.n, id.sfb_id);
+    const SharedRegion& s = runner().shared_region();
+    const std::uint32_t base = addr_of(s.begin);
+    MmaOp& op = ops[v];
+    op.id = b.next_id++;
+    op.thread = tid;
+    op.m = op.n = 0;  // its cells are listed
+    op.column = column;
+    op.lane0 = 0;
+    op.kind = 3 + kind;
+    op.name = op_name;
+    op.issuer = static_cast<int>(rank);
+    const Desc da = decode_desc(a_desc), db = decode_desc(b_desc);
+    auto positions = [&](unsigned format) {
+      std::vector<unsigned> pos;
+      for (unsigned kk = 0; kk < k; ++kk) {
+        bool high;
+        const unsigned p = bs_pos(kind, format, kk, &high);
+        if (pos.empty() || pos.back() != p)
+          pos.push_back(p);
+      }
+      return pos;
+    };
+    if (a_mn)
+      operand_reads(op.reads, da, true, 1, mh, k, base);
+    else
+      operand_reads_at(op.reads, da, mh, positions(id.a_format), base);
+    const std::size_t a_ranges = op.reads.size();
+    if (b_mn)
+      operand_reads(op.reads, db, true, 1, nh, k, base);
+    else
+      operand_reads_at(op.reads, db, nh, positions(id.b_format), base);
+    for (std::size_t i = 0; i < op.reads.size(); ++i) {
+      const sm90::Range& r = op.reads[i];
+      const bool is_a = i < a_ranges;
+      const std::string reader = format("%s (its %s operand in CTA rank %u, %s)", op_name,
+                                        is_a ? "A" : "B", cr, layout_name((is_a ? da : db).layout));
+      const unsigned layout = (is_a ? da : db).layout;
+      sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+      op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
+    }
+    auto element = [&](const Desc& d, bool mn, unsigned format, unsigned row, unsigned kk) {
+      if (mn) {
+        const unsigned x = s.begin[(operand_address(d, true, 1, row, kk) - base) % sm90::kWindow];
+        return format == 0 ? e4m3_value(x) : e5m2_value(x);
+      }
+      bool high;
+      const unsigned p = bs_pos(kind, format, kk, &high);
+      const unsigned x = s.begin[(operand_address(d, false, 1, row, p) - base) % sm90::kWindow];
+      if (kind != 0 || format == 5)
+        return e2m1_value(high ? x >> 4 : x & 15u);
+      return format == 0 ? e4m3_value(x) : e5m2_value(x);
+    };
+    const double na = id.negate_a ? -1.0 : 1.0, nb = id.negate_b ? -1.0 : 1.0;
+    av[v].resize(static_cast<std::size_t>(mh) * k);
+    bv[v].resize(static_cast<std::size_t>(nh) * k);
+    for (unsigned m = 0; m < mh; ++m)
+      for (unsigned kk = 0; kk < k; ++kk)
+        av[v][m * k + kk] = na * element(da, a_mn, id.a_format, m, kk);
+    for (unsigned n = 0; n < nh; ++n)
+      for (unsigned kk = 0; kk < k; ++kk)
+        bv[v][n * k + kk] = nb * element(db, b_mn, id.b_format, n, kk);
+  }
+  // D in CTA v: its rows of A (its scales of A) times all of B (B's rows n <
+  // N / 2 from the even CTA's shared memory, the others from the odd one's;
+  // the scales of B from CTA v's TMEM).
+  for (unsigned v = 0; v < 2; ++v) {
+    OnPeer on(ctas[v]);
+    Sm100Block& b = block();
+    MmaOp& op = ops[v];
+    for (unsigned m = 0; m < mh; ++m) {
+      for (unsigned n = 0; n < id.n; ++n) {
+        const std::vector<double>& bsrc = bv[n / nh];
+        const unsigned nn = n % nh;
+        double acc = 0.0;
+        for (unsigned kk = 0; kk < k; ++kk) {
+          acc += av[v][m * k + kk] * sa[v][m * vec + kk / block_k] * bsrc[nn * k + kk] *
+                 sb[v][n * vec + kk / block_k];
+        }
+        unsigned lane, col;
+        pair_d_cell(id.m, id.n, m, n, &lane, &col);
+        const std::size_t c = cell(lane, column + col);
+        const unsigned p = b.pending[c];
+        const MmaOp* other = p != 0 ? op_by_id(b, p) : nullptr;
+        if (other != nullptr && (other->thread != tid || other->issuer != op.issuer)) {
+          fail("%s writes TMEM lane %u column %u of CTA rank %u, which a %s of thread %u still "
+               "writes (tcgen05 ops of different threads are not ordered)",
+               op_name, lane, column + col, rank + v, other->name, other->thread);
+        }
+        float prev;
+        std::memcpy(&prev, &b.cells[c], sizeof prev);
+        const float result =
+            static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
+        std::memcpy(&b.cells[c], &result, sizeof result);
+        b.pending[c] = op.id;
+        b.written[c] = 1;
+        op.cells.push_back(c);
+      }
+    }
+    b.ops.push_back(std::move(op));
+  }
+}
+
 // A write of [lo, hi) (block offsets) by `writer` (a TMA load) while an
 // in-flight tcgen05.mma reads it.
 void check_writes(std::uint32_t lo, std::uint32_t hi, const char* writer) {
-  const Sm100Block& b = *runner().sm100;
+  Sm100Block& b = *runner().sm100;
   const std::uint32_t base = addr_of(runner().shared_region().begin);
+  // The CTA whose thread issues the write: the baton holder (the write may
+  // land in a peer's shared memory, a multicast).
+  const Cluster* cl = runner().cluster();
+  const BlockRunner* home =
+      cl != nullptr && cl->baton >= 0 ? cl->ctas[static_cast<unsigned>(cl->baton)] : &runner();
+  for (std::size_t i = 0; i < b.pair_retired.size();) {
+    const PairRetired& p = b.pair_retired[i];
+    bool overlaps = false;
+    if (p.lo < hi && lo < p.hi) {
+      for (const sm90::Range& r : p.reads)
+        overlaps = overlaps || (r.lo < hi && lo < r.hi);
+    }
+    if (!overlaps) {
+      ++i;
+      continue;
+    }
+    if (std::find(p.observers.begin(), p.observers.end(), home) == p.observers.end()) {
+      std::string seen;
+      for (const BlockRunner* o : p.observers)
+        seen += format("%sCTA rank %u", seen.empty() ? "" : ", ", o->cluster_rank());
+      fail(
+          "%s issued by CTA rank %u overwrites shared memory of CTA rank %u that a %s issued by "
+          "thread %u read, but no thread of CTA rank %u waited on a phase of its "
+          "tcgen05.commit (%s; waited on by %s): the stage was released to CTA rank %u before "
+          "the pair's op had completed",
+          writer, home->cluster_rank(), runner().cluster_rank(), p.name, p.thread,
+          home->cluster_rank(), commits_text(p.commits).c_str(),
+          seen.c_str(), home->cluster_rank());
+    }
+    b.pair_retired.erase(b.pair_retired.begin() + static_cast<std::ptrdiff_t>(i));
+  }
   for (const MmaOp& op : b.ops) {
     for (const sm90::Range& r : op.reads) {
       if (r.lo < hi && lo < r.hi) {
@@ -1393,8 +2134,23 @@ void check_writes(std::uint32_t lo, std::uint32_t hi, const char* writer) {
 void tcgen05_retire(BlockRunner& r, std::uint32_t bar, unsigned long long phase) {
   if (r.sm100 == nullptr || !r.sm100->used)
     return;
-  if (!r.sm100->ops.empty())
-    sm100::retire(bar, phase);
+  // The ops of every CTA of the cluster whose commit arrived on this barrier
+  // (a cta_group::2 op is kept by both CTAs of its pair; a multicast commit
+  // arrives in CTAs of other pairs too).
+  const Cluster* c = r.cluster();
+  const unsigned n = c != nullptr ? c->size : 1;
+  for (unsigned i = 0; i < n; ++i) {
+    BlockRunner* x = c != nullptr ? c->ctas[i] : &r;
+    if (x->sm100 == nullptr || !x->sm100->used ||
+        (x->sm100->ops.empty() && x->sm100->pair_retired.empty()))
+      continue;
+    if (x == &r) {
+      sm100::retire(bar, phase, &r);
+    } else {
+      OnPeer on(x);
+      sm100::retire(bar, phase, &r);
+    }
+  }
   // The waiting thread observed the arrivals of every completed phase.
   sm100::Sm100Thread& t = r.sm100->threads[current().linear];
   for (const sm100::Unfenced& u : r.sm100->arrivals) {
@@ -1552,6 +2308,24 @@ GG_EMU_API int gg_emu_sm100_d_cell(int m_total, int n, int row, int col, int* la
   return 0;
 }
 
+GG_EMU_API int gg_emu_sm100_pair_d_cell(int m_total, int n, int row, int col, int* lane, int* column) {
+  if ((m_total != 128 && m_total != 256) || n < 16 || n > 256 || n % 16 != 0 || row < 0 ||
+      row >= m_total / 2 || col < 0 || col >= n)
+    return -1;
+  unsigned l, c;
+  gg::emu::sm100::pair_d_cell(static_cast<unsigned>(m_total), static_cast<unsigned>(n),
+                              static_cast<unsigned>(row), static_cast<unsigned>(col), &l, &c);
+  *lane = static_cast<int>(l);
+  *column = static_cast<int>(c);
+  return 0;
+}
+
+GG_EMU_API int gg_emu_sm100_pair_idesc_check(unsigned idesc, int kind, char* why, int why_bytes) {
+  const std::string s = gg::emu::sm100::check_idesc(idesc, kind, 2);
+  copy_why(s, why, why_bytes);
+  return s.empty() ? 0 : 1;
+}
+
 GG_EMU_API void gg_emu_sm100_bs_idesc_decode(unsigned idesc, int kind, int* fields) {
   const gg::emu::sm100::BsIdesc d = gg::emu::sm100::decode_bs_idesc(idesc, kind);
   const unsigned v[14] = {d.sfb_id, d.a_format, d.b_format, d.negate_a,     d.negate_b,
@@ -1591,5 +2365,34 @@ GG_EMU_API int gg_emu_sm100_cp_cell(int row, int byte, int quarter, int* lane, i
   *lane = static_cast<int>(l);
   *column = static_cast<int>(c);
   *byte_in_word = static_cast<int>(b);
+  return 0;
+}
+
+GG_EMU_API int gg_emu_sm100_pair_bs_idesc_check(unsigned idesc, int kind, char* why,
+                                                int why_bytes) {
+  const std::string s = gg::emu::sm100::check_bs_idesc(idesc, kind, 2);
+  copy_why(s, why, why_bytes);
+  return s.empty() ? 0 : 1;
+}
+
+GG_EMU_API int gg_emu_sm100_pair_sf_cell(int which, int m_total, int n, int row, int block,
+                                         int sf_id, int vec, int quarter, int* cta, int* lane,
+                                         int* column, int* byte) {
+  // which 0: A (row < m_total, held by CTA row / 128), 1: B (row < n, held
+  // by both CTAs: cta = -1).
+  if (m_total != 256 || n < 16 || n > 256 || n % 16 != 0 || row < 0 ||
+      row >= (which == 0 ? m_total : n) || quarter < 0 || quarter > 3 || block < 0 ||
+      block >= vec || !(vec == 1 || vec == 2 || vec == 4) || sf_id < 0 || sf_id + vec > 4 ||
+      sf_id % vec != 0)
+    return -1;
+  const unsigned r = which == 0 ? static_cast<unsigned>(row % (m_total / 2))
+                                : static_cast<unsigned>(row);
+  unsigned l, c, b;
+  gg::emu::sm100::sf_cell(r, static_cast<unsigned>(block), static_cast<unsigned>(sf_id),
+                          static_cast<unsigned>(quarter), &l, &c, &b);
+  *cta = which == 0 ? row / (m_total / 2) : -1;
+  *lane = static_cast<int>(l);
+  *column = static_cast<int>(c);
+  *byte = static_cast<int>(b);
   return 0;
 }

@@ -40,7 +40,17 @@
 //   and its shared memory protected until a commit's phase is waited on);
 //   scale cells never written, or not the same in all 4 lane quarters, are
 //   reported, as are descriptor fields the hardware rejects.
-// Not modelled (reported when used): cta_group::2, A from TMEM, sparse,
+// - cta_group::2 (alloc, dealloc, relinquish, kind::f16 / f8f6f4 MMAs of M =
+//   128 / 256 per pair, the multicast commit) over the CTA pair of a cluster
+//   (gg_emu_cluster.cc); docs/cuda-sm100.md, "The 2-CTA MMA".
+// - Block-scaled cta_group::2 (M = 256 per pair) and
+//   tcgen05.cp.cta_group::2.32x128b.warpx4: each CTA's scales in its own
+//   TMEM (A: its 128 rows; B: all N rows); docs/cuda-sm100.md,
+//   "Block-scaled 2-CTA MMA". A retired cta_group::2 op remembers which
+//   CTAs waited on a phase of its commits; a TMA load by another CTA into
+//   the shared memory it read is reported.
+// Not modelled (reported when used): block-scaled cta_group::2 at M = 128
+// per pair, A from TMEM, sparse,
 // .ws kinds, D in f16, the fp6 / fp4 types of f8f6f4, fp6 in block-scaled
 // kinds, a nonzero descriptor base offset or the absolute LBO mode, TSan
 // mode.
@@ -70,6 +80,14 @@
 //     The TMEM lane and column (relative to the D address) of accumulator
 //     element (row, col) of a cta_group::1 MMA of m_total x n; 0, or -1 when
 //     the shape or the element is out of range.
+//   int gg_emu_sm100_pair_d_cell(int m_total, int n, int row, int col,
+//       int* lane, int* column);
+//     The TMEM lane and column (relative to the D address) of element (row,
+//     col) of one CTA's half of a cta_group::2 accumulator of m_total (the
+//     pair's M, 128 or 256) x n; row < m_total / 2; -1 when out of range.
+//   int gg_emu_sm100_pair_idesc_check(unsigned idesc, int kind, char* why,
+//       int why_bytes);
+//     gg_emu_sm100_idesc_check for a cta_group::2 MMA.
 //   void gg_emu_sm100_bs_idesc_decode(unsigned idesc, int kind, int* fields);
 //     A block-scaled instruction descriptor (kind 0 mxf8f6f4, 1 mxf4, 2
 //     mxf4nvf4): fields[0..13] = scale factor B id, A format, B format,
@@ -86,6 +104,16 @@
 //     reads for the scale of row `row` (A: m, B: n) and K block `block` of
 //     the MMA, in lane quarter `quarter` (the scales are duplicated in all
 //     4); -1 when the id or block is out of range.
+//   int gg_emu_sm100_pair_bs_idesc_check(unsigned idesc, int kind, char* why,
+//       int why_bytes);
+//     gg_emu_sm100_bs_idesc_check for a cta_group::2 MMA (M = 256 modelled).
+//   int gg_emu_sm100_pair_sf_cell(int which, int m_total, int n, int row,
+//       int block, int sf_id, int vec, int quarter, int* cta, int* lane,
+//       int* column, int* byte);
+//     Where a cta_group::2 block-scaled MMA of m_total (256) x n reads the
+//     scale of row `row` of A (which 0; the pair's row, 0..255: *cta = the
+//     CTA rank in the pair holding it) or of B (which 1; row 0..n-1, read
+//     by each CTA from its own TMEM: *cta = -1); the cell as sf_cell.
 //   int gg_emu_sm100_cp_cell(int row, int byte, int quarter, int* lane,
 //       int* column, int* byte_in_word);
 //     Where tcgen05.cp.32x128b.warpx4 puts byte `byte` (0..15) of source
@@ -117,6 +145,27 @@ void mma_block_scaled(int kind, unsigned d_tmem, unsigned long long adesc, unsig
 // tcgen05.cp.cta_group::1.32x128b.warpx4.
 void cp_32x128b_warpx4(unsigned taddr, unsigned long long sdesc);
 void commit(void* bar);
+// cta_group::2 (the CTA pair of ranks 2i, 2i + 1 of a cluster): alloc /
+// dealloc / relinquish in each CTA (a warp of each issues them), the MMA
+// (issued by one thread of the even CTA; kind 0 kind::f16, 1 kind::f8f6f4;
+// A's rows and B's rows split across the pair's shared memory, D's rows in
+// each CTA's TMEM) and the multicast commit (an arrival on the barrier at
+// bar's offset in every CTA of `mask` once the thread's earlier ops are done).
+void tmem_alloc_pair(unsigned* slot, unsigned ncols);
+void tmem_dealloc_pair(unsigned taddr, unsigned ncols);
+void tmem_relinquish_pair();
+void mma_pair(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long bdesc,
+              unsigned idesc, bool accumulate);
+void commit_pair(void* bar, unsigned short mask);
+// Block-scaled cta_group::2 (M = 256 per pair): the copy (issued by one
+// thread of the even CTA: each CTA's shared memory at the descriptor's
+// offset into its own TMEM at taddr) and the MMA (kind as mma_block_scaled;
+// CTA v's half reads the scales of its 128 rows of A and of all N rows of B
+// from its own TMEM).
+void cp_32x128b_warpx4_pair(unsigned taddr, unsigned long long sdesc);
+void mma_block_scaled_pair(int kind, unsigned d_tmem, unsigned long long adesc,
+                           unsigned long long bdesc, unsigned idesc, unsigned sfa_tmem,
+                           unsigned sfb_tmem, bool accumulate);
 void tmem_ld(unsigned* r, unsigned n, unsigned taddr);
 // tcgen05.ld.16x256b.x<num>: 4 * num registers.
 void tmem_ld_16x256b(unsigned* r, unsigned num, unsigned taddr);

@@ -34,7 +34,8 @@
 //   flight: a TMA load into shared memory an unretired wgmma reads is
 //   reported. Operands are read through the matrix descriptors per the PTX
 //   ISA's canonical layouts.
-// Not modelled: clusters and multicast, im2col and interleaved tensor maps,
+// Clusters: see gg_emu_cluster.cc and docs/cuda-emulation.md, "Clusters".
+// Not modelled: im2col and interleaved tensor maps,
 // element strides, the 128B_ATOM swizzles, descriptor base offsets, TSan
 // mode (GG_EMU_TSAN): the primitives stop there with a message.
 //
@@ -51,6 +52,10 @@ namespace gg::emu {
 namespace sm90 {
 
 inline constexpr std::uint32_t kWindow = 1u << 18;
+// Shared::cluster addresses: a shared::cta address (below kWindow) names the
+// calling CTA; mapa.shared::cluster makes kClusterTag | rank << 18 | the
+// window address in CTA `rank`.
+inline constexpr std::uint32_t kClusterTag = 1u << 23;
 
 // ---------------------------------------------------------------------------
 // Tensor maps: the emulated cuTensorMapEncodeTiled writes this into the 128
@@ -109,11 +114,43 @@ void tma_load(void* dst, const CUtensorMap* map, void* bar, const int* coords, u
 void tma_store(const CUtensorMap* map, const void* src, const int* coords, unsigned rank);
 void bulk_commit();
 void bulk_wait(unsigned keep, bool read_only);
+// (issue 30) cp.async.bulk (non-tensor) global -> shared, completing on `bar`.
+void bulk_load(void* dst, const void* src, unsigned bytes, void* bar);
 void wgmma_fence();
 void wgmma_commit();
 void wgmma_issue(WgmmaOp op, float* d);
 void wgmma_wait(unsigned keep);
 void setmaxnreg(unsigned regs);
+
+// Clusters (gg_emu_cluster.cc; the remote arrive and the multicast and
+// 2-CTA TMA loads in gg_emu_sm90.cc). A shared::cluster address is a
+// shared::cta address (the calling CTA) or what mapa.shared::cluster made.
+unsigned cluster_ctarank();
+unsigned cluster_nctarank();
+uint3 cluster_id();
+dim3 cluster_nctaid();
+uint3 cluster_ctaid();
+dim3 cluster_nclusterid();
+void cluster_arrive();
+void cluster_wait();
+void* map_shared(const void* p, unsigned rank);
+std::uint32_t map_shared_cluster(std::uint32_t addr, unsigned rank);
+void load_cluster(std::uint32_t addr, void* out, unsigned bytes);
+void store_cluster(std::uint32_t addr, const void* in, unsigned bytes);
+// mbarrier.arrive.release.cluster.shared::cluster.b64 on the barrier at
+// shared::cluster address `addr` (any CTA of the cluster).
+void mbarrier_arrive_cluster(std::uint32_t addr);
+// cp.async.bulk.tensor ... .multicast::cluster: the box lands at dst's
+// offset in every CTA of `mask`, completing on the barrier at bar's offset
+// in each.
+void tma_load_multicast(void* dst, const CUtensorMap* map, void* bar, const int* coords, unsigned rank,
+                        std::uint16_t mask);
+// cp.async.bulk.tensor ... .cta_group::2 [.multicast::cluster]: the box
+// lands at dst's offset in the calling CTA (mask 0) or in every CTA of
+// `mask`, and completes on the barrier at bar's offset in the pair leader
+// (the even CTA) of each destination, as CUTLASS's SM100_TMA_2SM_LOAD does.
+void tma_load_pair(void* dst, const CUtensorMap* map, void* bar, const int* coords, unsigned rank,
+                   std::uint16_t mask);
 // The (m, k) of element j of warpgroup thread t's A fragment (registers).
 void a_fragment_coord(unsigned t, unsigned j, unsigned* m, unsigned* k);
 

@@ -32,9 +32,9 @@
 //     thread 32 consecutive columns of its row; gg_epilogue's element
 //     function (scales, alpha, bias, activation; silu_mul pairs gate column
 //     c with up column c + kBN / 2, both in the thread's row) in registers,
-//     into the warp's shared-memory slice (32 rows x 32 columns), then out
-//     row by row (coalesced), rows outside [row_lo, row_hi) and columns past
-//     n skipped.
+//     into the warp's shared-memory slice (32 rows x 32 columns, 16-byte
+//     pieces, no bank conflicts: store_chunk), then out 16 bytes a lane
+//     (coalesced), rows outside [row_lo, row_hi) and columns past n skipped.
 // A K tile is one 128-byte swizzle row (kBK = 64 16-bit or 128 FP8
 // elements); A and B are loaded exactly as gg_gemm_sm90.cuh loads them (A
 // K-major; B K-major for rhs [n, k], MN-major boxes of 64 columns for
@@ -42,9 +42,12 @@
 // Block-scaled tiles (kBlockScaledMma: MXFP8, MXFP4, NVFP4, W4A8; "The
 // block-scaled path" in docs/cuda-sm100.md) have a producer of their own,
 // the whole warp 0 (produce_scaled): it gathers each K tile's 128 x 4 scale
-// atoms (and W4A8's unpacked weights) into the stage beside the TMA loads;
-// the MMA thread copies the atoms into TMEM after the accumulators
-// (tcgen05.cp) and issues the block-scaled tcgen05.mma.
+// atoms (and W4A8's unpacked weights) into the stage beside the TMA loads,
+// or brings whole atoms of layout=atom128x4 scales by bulk copy; the MMA
+// thread copies the atoms into TMEM after the accumulators (tcgen05.cp) and
+// issues the block-scaled tcgen05.mma. DeepSeek's e8m0 block scales take
+// the same path when promoted in hardware (runs_deepseek_mma,
+// gather_ds_atoms), MXFP8 also with rhs [k, n] (B MN-major, load_b_kn).
 #pragma once
 
 #include "gg_gemm_sm90.cuh"
@@ -89,9 +92,27 @@ __host__ __device__ constexpr bool runs() {
 // MXFP8's scales: kind::mxf8f6f4 with B in its padded fp4 layout).
 template <class C>
 __host__ __device__ constexpr bool runs_block_scaled() {
-  return kMxSupported<C> && C::kRhsNK &&
+  // (issue 30) MXFP8 also with rhs [k, n]: B MN-major (8-bit, so N % 16).
+  return kMxSupported<C> && (C::kRhsNK || (kMmaBits<C> == 8 && !kW4A8<C>)) &&
          (kW4A8<C> || ((kFp8<typename C::mma_t> || kMmaBits<C> == 4) &&
                        kSame<typename C::rhs_t, typename C::mma_t>));
+}
+
+// (issue 30) Whether this body runs a Config's DeepSeek block scales on the
+// block-scaled tcgen05.mma (`promotion hardware | auto`; ir.Kernel.
+// hardware_promotion_obstacle states the same in Python): FP8 of one type on
+// both sides, rhs either layout, lhs per_token_group and rhs block scales, both
+// e8m0 (kind::mxf8f6f4 reads ue8m0 scale bytes), K blocks of whole K tiles;
+// each scale is repeated over its 32-wide K blocks (scale_vec::1X) and, for
+// rhs, over the block's n rows (docs/cuda-sm100.md, "DeepSeek's scales in
+// hardware").
+template <class C>
+__host__ __device__ constexpr bool runs_deepseek_mma() {
+  return runs<C>() && !kMxSupported<C> && kFp8<typename C::mma_t> &&
+         C::kLhsScale == ScaleMode::kPerTokenGroup && C::kRhsScale == ScaleMode::kBlock &&
+         C::kLhsScaleFormat == Format::kE8M0 && C::kRhsScaleFormat == Format::kE8M0 &&
+         !C::kFoldScales && divides(kRowBytes, C::kLhsScaleBlockK) &&
+         divides(kRowBytes, C::kRhsScaleBlockK);
 }
 
 // Columns of one MN-major B box (rhs [k, n]): a 128-byte row, 64 16-bit or
@@ -107,6 +128,10 @@ template <class C>
 __host__ __device__ constexpr bool qualifies() {
   if constexpr (runs_block_scaled<C>()) {
     return true;
+  } else if constexpr (sm90::runs_mixed<C>()) {
+    // The weight-only tile (gg_gemm_sm100_mixed.cuh: per-K-block scales
+    // in whole 64-element K tiles).
+    return !kPromotion<C> || C::kScaleBlockK % 64 == 0;
   } else if constexpr (!runs<C>()) {
     return false;
   } else if constexpr (kPromotion<C>) {
@@ -124,6 +149,28 @@ constexpr bool kBs = kBlockScaledMma<T>;
 template <class C>
 constexpr bool kPromoted = kPromotion<C> && !kBs<C>;
 
+// (issue 30) The 2-CTA tile (docs/cuda-sm100.md, "The 2-CTA tile"): a tile
+// struct with kCtaPair = true is computed by a 2-CTA cluster (a CTA pair)
+// with tcgen05.mma.cta_group::2: kBM = 256 rows of A and D, CTA v of the
+// pair holding rows [128 v, 128 v + 128) of them and B's rows [kBN / 2 v,
+// kBN / 2 (v + 1)) (silu_mul: CTA 0 the gate half, CTA 1 the up half); the
+// others have no such member.
+template <class T>
+__host__ __device__ constexpr auto cta_pair_member(int) -> decltype(T::kCtaPair) {
+  return T::kCtaPair;
+}
+template <class T>
+__host__ __device__ constexpr bool cta_pair_member(long) {
+  return false;
+}
+template <class T>
+constexpr bool kPair = cta_pair_member<T>(0);
+// A CTA's rows of the tile and of B.
+template <class T>
+constexpr int kCtaRows = kPair<T> ? T::kBM / 2 : T::kBM;
+template <class T>
+constexpr int kCtaBRows = kPair<T> ? T::kBN / 2 : T::kBN;
+
 // The block-scaled tile's scales (docs/cuda-sm100.md, "The block-scaled
 // path"): per K tile, kSfAtomsK 128 x 4 atoms (512 bytes, 4 K blocks of 128
 // rows each) of A's 128 rows, and as many of each 128 rows of B
@@ -133,7 +180,11 @@ constexpr bool kPromoted = kPromotion<C> && !kBs<C>;
 // at 4 kSfAtomsK + 4 (a kSfAtomsB + b): an MMA's B rows 128.. are the 4
 // columns after its rows 0..127).
 template <class T>
-constexpr int kSfAtomsK = kBs<T> ? T::kBK / (4 * T::kLhsScaleBlockK) : 0;
+constexpr bool kDsMma = kBs<T> && !kMxSupported<T>;  // DeepSeek's scales in hardware
+template <class T>
+constexpr int kSfBlockK = kDsMma<T> ? 32 : T::kLhsScaleBlockK;  // K per scale byte
+template <class T>
+constexpr int kSfAtomsK = kBs<T> ? T::kBK / (4 * kSfBlockK<T>) : 0;
 template <class T>
 constexpr int kSfAtomsB = (T::kBN + kBM - 1) / kBM;
 template <class T>
@@ -156,14 +207,23 @@ constexpr int kPow2Cols = kCols <= 32 ? 32 : 2 * kPow2Cols<(kCols + 1) / 2>;
 template <class T>
 __host__ __device__ constexpr bool check_tile_sm100() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
-  if (!check_config<T>() || !(kBs<T> ? runs_block_scaled<T>() : runs<T>()) || T::kBM != kBM ||
-      T::kBK != kBKFor<T> || T::kThreads != kThreads || T::kStages < 2 || T::kGroupM < 1) {
+  if (!check_config<T>() ||
+      !(kBs<T> ? runs_block_scaled<T>() || runs_deepseek_mma<T>() : runs<T>()) ||
+      T::kBM != (kPair<T> ? 2 * kBM : kBM) || T::kBK != kBKFor<T> || T::kThreads != kThreads ||
+      T::kStages < 2 || T::kGroupM < 1) {
     return false;
   }
   if (T::kBN % 16 != 0 || T::kBN < 32 || T::kBN > 256 ||
       (!T::kRhsNK && T::kBN % kBoxCols<T> != 0) ||
       T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) || T::kBNOut % kChunk != 0 ||
       (kSilu<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
+    return false;
+  }
+  // The pair: 16-bit or FP8 with epilogue scales only (no block-scaled or
+  // promoted units: their scale atoms and registers are the 1-CTA tile's),
+  // each CTA's half of B a whole number of 8-row groups (of MN-major boxes).
+  if (kPair<T> && (kBs<T> || kPromoted<T> || T::kBN % 32 != 0 ||
+                   (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -174,7 +234,7 @@ __host__ __device__ constexpr bool check_tile_sm100() {
   if (T::kTmemCols != kPow2Cols<2 * T::kBN + kSfCols<T>> || T::kTmemCols > 512) {
     return false;
   }
-  if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
+  if (T::kAStage != kBM * kRowBytes || T::kBStage != kCtaBRows<T> * kRowBytes ||
       T::kCStride != kChunk + 16 / kOut || T::kCWarpBytes != 32 * T::kCStride * kOut) {
     return false;
   }
@@ -257,7 +317,8 @@ __device__ __forceinline__ constexpr u32 bs_idesc(int kb) {
       kBsKind<T>, kBsType<typename T::mma_t>, kBsTypeB<T>,
       T::kLhsScaleFormat == Format::kUE4M3 ? gg::umma::ScaleFormat::ue4m3
                                            : gg::umma::ScaleFormat::ue8m0,
-      kBM, T::kBN, id, id);
+      kBM, T::kBN, id, id, gg::umma::Major::K,
+      T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
 }
 
 // The block-scaled tile's scales of stage `st` into TMEM (the columns after
@@ -378,6 +439,116 @@ __device__ __forceinline__ void gather_b_fp4(unsigned char* sb, const unsigned c
   }
 }
 
+// (issue 30) DeepSeek's e8m0 scales of K tile kt into the stage's atoms at
+// `sf` (A's, then B's per 128 rows: the layout gather_atom leaves), by the
+// producer warp's 32 lanes: lane l writes source row l of each atom (rows l,
+// l + 32, l + 64, l + 96). The MMA reads one scale byte per 32-wide K block
+// (scale_vec::1X, ids 0..3), and a K tile lies in one scale block (kBK
+// divides both blocks), so a row's word is its K tile's scale in all four
+// bytes; B row j takes the scale of rhs block j / kRhsScaleBlockN (silu_mul:
+// gate row n0 + r, up row n / 2 + n0 + r). Rows outside the matrix (and the
+// tile's rows past kBN) read 1.0, 0x7F: the operands there are TMA's zeros.
+template <class T>
+__device__ __forceinline__ void gather_ds_atoms(unsigned char* sf, const Operands<T>& o,
+                                                const TileWork& w, int kt, int m, int n, int k) {
+  constexpr int kRunRows = T::kBN / (kSilu<T> ? 2 : 1);
+  constexpr u32 kOnes = 0x7F7F7F7Fu, kRepeat = 0x01010101u;
+  const int lane = threadIdx.x % 32;
+  const int k0 = kt * T::kBK;
+  const int kblocks_a = (k + T::kLhsScaleBlockK - 1) / T::kLhsScaleBlockK;
+  const int kblocks_b = (k + T::kRhsScaleBlockK - 1) / T::kRhsScaleBlockK;
+  const int nblocks = (n + T::kRhsScaleBlockN - 1) / T::kRhsScaleBlockN;
+  const auto* sa = reinterpret_cast<const unsigned char*>(o.lhs_scale);
+  const auto* sb = reinterpret_cast<const unsigned char*>(o.rhs_scale) +
+                   (long long)w.gl * nblocks * kblocks_b + k0 / T::kRhsScaleBlockK;
+  u32 word[4];
+  GG_UNROLL
+  for (int q = 0; q < 4; ++q) {
+    const int row = w.m0 + lane + 32 * q;
+    word[q] = row < m ? kRepeat * sa[scale_offset<T::kLhsScaleLayout>(
+                                      row, k0 / T::kLhsScaleBlockK, kblocks_a)]
+                      : kOnes;
+  }
+  *reinterpret_cast<uint4*>(sf + 16 * lane) = make_uint4(word[0], word[1], word[2], word[3]);
+  GG_UNROLL
+  for (int b = 0; b < kSfAtomsB<T>; ++b) {
+    GG_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      const int tr = kBM * b + lane + 32 * q;  // the tile's B row
+      const int local = tr % kRunRows;         // silu_mul: gate or up column n0 + local
+      const int row = (tr < kRunRows ? w.n0 : n / 2 + w.n0) + local;
+      const bool inside = tr < T::kBN && (kSilu<T> ? w.n0 + local < n / 2 : row < n);
+      word[q] = inside ? kRepeat * sb[(long long)(row / T::kRhsScaleBlockN) * kblocks_b] : kOnes;
+    }
+    *reinterpret_cast<uint4*>(sf + 512 * (1 + b) + 16 * lane) =
+        make_uint4(word[0], word[1], word[2], word[3]);
+  }
+}
+
+// (issue 30) The global address of a K tile's scale atom when one bulk copy
+// can bring it (layout=atom128x4: the matrix's own 512-byte atom), else
+// null (gathered): the atom's 128 rows from `row0` (a multiple of 128; not
+// silu_mul's two B halves, which are not contiguous) and its 4 K blocks from
+// kb0 all inside the matrix. The padding of the layout (rows past `rows`, K
+// blocks past kblocks) may hold any byte (docs/semantics.md): a NaN byte
+// would spoil the zero-filled operands, a ue4m3 byte with bit 7 set is not
+// a scale, so an atom with any is gathered (1.0 there).
+template <ScaleLayout kLayout>
+__device__ __forceinline__ const unsigned char* atom_source(const unsigned char* src, int row0,
+                                                            int rows, int kb0, int kblocks,
+                                                            bool contiguous) {
+  if constexpr (kLayout == ScaleLayout::kAtom128x4) {
+    if (contiguous && row0 % kBM == 0 && row0 + kBM <= rows && kb0 + 4 <= kblocks) {
+      return src + scale_offset<kLayout>(row0, kb0, kblocks);
+    }
+  }
+  return nullptr;
+}
+
+// (issue 30) f(i, source) for each scale atom of K tile kt that comes by
+// bulk copy (atom_source): i is its place in the stage (A's atom a at a,
+// B's (a, b) at kSfAtomsK + a kSfAtomsB + b, as gather_atom's). The
+// producer's lanes skip those in the gather; its lane 0 announces their
+// bytes on the stage's `full` barrier and issues the copies.
+template <class T, class F>
+__device__ __forceinline__ void for_bulk_atoms(const unsigned char* lhs_sf,
+                                               const unsigned char* rhs_sf, const TileWork& w,
+                                               int m, int n, int kt, int kblocks, F f) {
+  GG_UNROLL
+  for (int a = 0; a < kSfAtomsK<T>; ++a) {
+    const int kb0 = 4 * (kt * kSfAtomsK<T> + a);
+    if (const unsigned char* p =
+            atom_source<T::kLhsScaleLayout>(lhs_sf, w.m0, m, kb0, kblocks, true)) {
+      f(a, p);
+    }
+    GG_UNROLL
+    for (int b = 0; b < kSfAtomsB<T>; ++b) {
+      if (const unsigned char* p = atom_source<T::kRhsScaleLayout>(
+              rhs_sf, w.n0 + kBM * b, n, kb0, kblocks, !kSilu<T>)) {
+        f(kSfAtomsK<T> + a * kSfAtomsB<T> + b, p);
+      }
+    }
+  }
+}
+
+// (issue 30) MXFP8's B tile of K tile kt from rhs [k, n] (or [g, k, n]):
+// MN-major boxes of one 128-byte row of columns x kBK rows, kRowBytes * kBK
+// bytes apart, as gg_gemm_sm90.cuh's `produce` loads them (no silu_mul: its
+// halves would need 256 columns).
+template <class T, bool kGrouped>
+__device__ __forceinline__ void load_b_kn(unsigned char* sb, const CUtensorMap* map_b, u64* bar,
+                                          int kt, int n0, int gl) {
+  GG_UNROLL
+  for (int j = 0; j < T::kBN / kBoxCols<T>; ++j) {
+    unsigned char* dst = sb + j * kRowBytes * T::kBK;
+    if constexpr (kGrouped) {
+      gg::tma_load_3d(dst, map_b, bar, n0 + kBoxCols<T> * j, kt * T::kBK, gl);
+    } else {
+      gg::tma_load_2d(dst, map_b, bar, n0 + kBoxCols<T> * j, kt * T::kBK);
+    }
+  }
+}
+
 // The producer warp of a block-scaled tile: for each K tile, all 32 lanes
 // wait until the stage is empty and gather the K tile's scale atoms (A's
 // rows of the tile, B's rows: the tile's columns) into the stage with
@@ -420,23 +591,36 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
       unsigned char* sf = s.sf + st * kSfStage<T>;
-      GG_UNROLL
-      for (int a = 0; a < kSfAtomsK<T>; ++a) {
-        const int kb0 = kt * kBlocksPerTile + 4 * a;
-        gather_atom<T::kLhsScaleLayout, kOne>(sf + 512 * a, o.lhs_scale, kb0, kblocks, a_row);
+      if constexpr (kDsMma<T>) {
+        gather_ds_atoms<T>(sf, o, w, kt, m, n, k);
+      } else {
+        // Atoms that come by bulk copy (layout=atom128x4; lane 0 issues
+        // them below) are not gathered.
+        u32 bulk = 0;
+        for_bulk_atoms<T>(o.lhs_scale, rhs_sf, w, m, n, kt, kblocks,
+                          [&](int i, const unsigned char*) { bulk |= 1u << i; });
         GG_UNROLL
-        for (int b = 0; b < kSfAtomsB<T>; ++b) {
-          const auto b_row = [&](int r, int& row) {
-            const int tr = kBM * b + r;  // the tile's B row
-            if (tr >= T::kBN) {
-              return false;
+        for (int a = 0; a < kSfAtomsK<T>; ++a) {
+          const int kb0 = kt * kBlocksPerTile + 4 * a;
+          if (!((bulk >> a) & 1u)) {
+            gather_atom<T::kLhsScaleLayout, kOne>(sf + 512 * a, o.lhs_scale, kb0, kblocks, a_row);
+          }
+          GG_UNROLL
+          for (int b = 0; b < kSfAtomsB<T>; ++b) {
+            const auto b_row = [&](int r, int& row) {
+              const int tr = kBM * b + r;  // the tile's B row
+              if (tr >= T::kBN) {
+                return false;
+              }
+              const int local = tr % kRunRows;  // silu_mul: gate or up column n0 + local
+              row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
+              return kSilu<T> ? w.n0 + local < n / 2 : row < n;
+            };
+            const int i = kSfAtomsK<T> + a * kSfAtomsB<T> + b;
+            if (!((bulk >> i) & 1u)) {
+              gather_atom<T::kRhsScaleLayout, kOne>(sf + 512 * i, rhs_sf, kb0, kblocks, b_row);
             }
-            const int local = tr % kRunRows;  // silu_mul: gate or up column n0 + local
-            row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
-            return kSilu<T> ? w.n0 + local < n / 2 : row < n;
-          };
-          gather_atom<T::kRhsScaleLayout, kOne>(sf + 512 * (kSfAtomsK<T> + a * kSfAtomsB<T> + b),
-                                                rhs_sf, kb0, kblocks, b_row);
+          }
         }
       }
       if constexpr (kW4A8<T>) {
@@ -449,12 +633,27 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
       }
       gg::fence_proxy_async();
       if (lane == 0) {
-        gg::mbarrier_arrive_expect_tx(&s.full[st], T::kAStage + (kW4A8<T> ? 0 : T::kBStage));
+        int tx = 0;  // the bulk-copied atoms' bytes
+        if constexpr (!kDsMma<T>) {
+          for_bulk_atoms<T>(o.lhs_scale, rhs_sf, w, m, n, kt, kblocks,
+                            [&](int, const unsigned char*) { tx += 512; });
+        }
+        gg::mbarrier_arrive_expect_tx(&s.full[st],
+                                      T::kAStage + (kW4A8<T> ? 0 : T::kBStage) + tx);
+        if constexpr (!kDsMma<T>) {
+          for_bulk_atoms<T>(o.lhs_scale, rhs_sf, w, m, n, kt, kblocks,
+                            [&](int i, const unsigned char* src) {
+                              gg::bulk_load(sf + 512 * i, src, 512, &s.full[st]);
+                            });
+        }
         unsigned char* sa = s.a + st * T::kAStage;
         unsigned char* sb = s.b + st * T::kBStage;
         gg::tma_load_2d(sa, map_a, &s.full[st], kt * kRowBytes, w.m0);  // bytes: fp4 packed
+        if constexpr (!T::kRhsNK) {
+          load_b_kn<T, kGrouped>(sb, map_b, &s.full[st], kt, w.n0, w.gl);
+        }
         GG_UNROLL
-        for (int r = 0; r < (kW4A8<T> ? 0 : kRuns); ++r) {
+        for (int r = 0; r < (kW4A8<T> || !T::kRhsNK ? 0 : kRuns); ++r) {
           unsigned char* dst = sb + r * kRunRows * kRowBytes;
           if constexpr (kGrouped) {
             gg::tma_load_3d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r], w.gl);
@@ -520,44 +719,97 @@ __device__ __forceinline__ void load_chunk(u32 addr, float (&x)[kN]) {
     x[j] = gg::bits_to_float(r[j]);
 }
 
+// The bits of one output, for packing into 32-bit words.
+__device__ __forceinline__ u32 out_bits(float v) {
+  return gg::float_to_bits(v);
+}
+__device__ __forceinline__ u32 out_bits(__nv_bfloat16 v) {
+  return gg::bf16_bits(v);
+}
+__device__ __forceinline__ u32 out_bits(__half v) {
+  return gg::f16_bits(v);
+}
+
 // One chunk of output columns [c0, c0 + 32) of the tile through the element
-// function, into the warp's slice, then out row by row. x[h][j] is the
-// thread's row's value at column c0 + j (h: gate, up for silu_mul).
+// function, into the warp's slice, then out; x[h][j] is the thread's row's
+// value at column c0 + j (h: gate, up for silu_mul). The slice holds 32 rows
+// of kP 16-byte pieces (kE out_t each), a row padded by one piece
+// (kCStride), and both sides move 16 bytes a lane without bank conflicts
+// (docs/cuda-sm100.md, "The epilogue's shared memory"):
+//   - each thread packs its row piece by piece and stores each piece: a
+//     phase of 8 lanes writes 8 rows kP + 1 (odd) pieces apart, 8 bank groups;
+//   - request i loads 4 pieces of 8 rows, lane l piece 4 (i % (kP / 4)) +
+//     l / 8 of row 8 (i / (kP / 4)) + l % 8: a phase is one piece of 8 rows
+//     (8 bank groups again), and the request stores 8 row segments of 64
+//     bytes to out, 16 bytes a lane.
+// Where n_out or out is not 16-byte aligned, the warp stores a row at a time
+// instead, one out_t a lane. Outputs outside the tile's rows or past n are
+// zeros in the slice and not stored; the masked layout's rows past a count
+// are stored (zeros).
 template <class T>
 __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2][kChunk],
                                             const TileWork& w, int c0, const Operands<T>& o,
                                             int n, float global) {
   using out_t = typename T::out_t;
+  constexpr int kOut = static_cast<int>(sizeof(out_t));
+  static_assert(kOut == 2 || kOut == 4, "a 16-bit or f32 output");
+  constexpr int kE = 16 / kOut, kP = kChunk / kE, kPerWord = 4 / kOut;
+  constexpr int kSliceRow = T::kCStride * kOut;  // bytes
+  static_assert(kSliceRow == 16 * (kP + 1), "a slice row is kP + 1 pieces");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = warp % 4;
   const int n_out = kSilu<T> ? n / 2 : n;
-  out_t* slice = reinterpret_cast<out_t*>(s.c + (warp - kEpilogueWarp0) * T::kCWarpBytes);
+  unsigned char* slice = s.c + (warp - kEpilogueWarp0) * T::kCWarpBytes;
   const int row0 = w.m0 + 32 * quarter;  // the warp's first row
   const int row = row0 + lane;
+  const bool live_row = row >= w.row_lo && row < w.row_hi;
   GG_UNROLL
-  for (int j = 0; j < kChunk; ++j) {
-    const int col = w.n0 + c0 + j;
-    if (row >= w.row_hi && row < w.zero_hi && col < n_out) {
-      slice[lane * T::kCStride + j] = gg::from_float<out_t>(0.0f);  // masked: past the count
-    } else if (row >= w.row_lo && row < w.row_hi && col < n_out) {
-      if constexpr (kSilu<T>) {
-        float v[2] = {x[0][j], x[1][j]};
-        const int bcol[2] = {col, n / 2 + col};
-        slice[lane * T::kCStride + j] =
-            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n, global);
-      } else {
-        float v[1] = {x[0][j]};
-        const int bcol[1] = {col};
-        slice[lane * T::kCStride + j] =
-            epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n, global);
+  for (int p = 0; p < kP; ++p) {
+    u32 word[4];
+    GG_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      word[i] = 0;
+      GG_UNROLL
+      for (int e = 0; e < kPerWord; ++e) {
+        const int j = p * kE + i * kPerWord + e;
+        const int col = w.n0 + c0 + j;
+        if (live_row && col < n_out) {
+          out_t y;
+          if constexpr (kSilu<T>) {
+            float v[2] = {x[0][j], x[1][j]};
+            const int bcol[2] = {col, n / 2 + col};
+            y = epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n,
+                                    global);
+          } else {
+            float v[1] = {x[0][j]};
+            const int bcol[1] = {col};
+            y = epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n,
+                                    global);
+          }
+          word[i] |= out_bits(y) << (8 * kOut * e);
+        }
       }
     }
+    *reinterpret_cast<uint4*>(slice + lane * kSliceRow + 16 * p) =
+        make_uint4(word[0], word[1], word[2], word[3]);
   }
   __syncwarp();
-  for (int idx = lane; idx < 32 * kChunk; idx += 32) {
-    const int r = idx / kChunk, c = idx % kChunk;
-    const int orow = row0 + r, col = w.n0 + c0 + c;
-    if (orow >= w.row_lo && orow < w.zero_hi && col < n_out) {
-      o.out[(long long)orow * n_out + col] = slice[r * T::kCStride + c];
+  if (n_out % kE == 0 && reinterpret_cast<unsigned long long>(o.out) % 16 == 0) {
+    GG_UNROLL
+    for (int i = 0; i < kP; ++i) {  // 8 rows x 4 pieces a request
+      const int r = 8 * (i / (kP / 4)) + lane % 8, p = 4 * (i % (kP / 4)) + lane / 8;
+      const int orow = row0 + r, col = w.n0 + c0 + p * kE;
+      if (orow >= w.row_lo && orow < w.zero_hi && col < n_out) {  // n_out % kE == 0
+        *reinterpret_cast<uint4*>(o.out + (long long)orow * n_out + col) =
+            *reinterpret_cast<const uint4*>(slice + r * kSliceRow + 16 * p);
+      }
+    }
+  } else {
+    for (int r = 0; r < 32; ++r) {
+      const int orow = row0 + r, col = w.n0 + c0 + lane;
+      if (orow >= w.row_lo && orow < w.zero_hi && col < n_out) {
+        o.out[(long long)orow * n_out + col] =
+            *reinterpret_cast<const out_t*>(slice + r * kSliceRow + kOut * lane);
+      }
     }
   }
   __syncwarp();  // the slice is free for the next chunk
@@ -699,12 +951,11 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
 
 // The block: barriers, the TMEM allocation, the role split.
 template <class T, Rows L>
-__device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
-                                    const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
-                                    int k, int tiles, int items, int tiles_n, const Items& g,
-                                    const Globals& gs,
-                                    const unsigned char* __restrict__ rhs_fp4 = nullptr) {
-  static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
+__device__ __forceinline__ void run_cta(unsigned char* smem, const CUtensorMap* map_a,
+                                        const CUtensorMap* map_b, const Operands<T>& o, int m,
+                                        int n, int k, int tiles, int items, int tiles_n,
+                                        const Items& g, const Globals& gs,
+                                        const unsigned char* __restrict__ rhs_fp4) {
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
@@ -754,6 +1005,253 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   if (warp == 1) {
     gg::tcgen05_fence_after_thread_sync();
     gg::tmem_dealloc(tmem, T::kTmemCols);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// (issue 30) The 2-CTA tile (kPair; docs/cuda-sm100.md, "The 2-CTA tile"),
+// CUTLASS's 2SM kernels' protocol on the cta_group::2 primitives:
+//   - a cluster of 2 x 1 x 1 blocks is a CTA pair (rank v = 0 the leader,
+//     1 the peer), and pair p = blockIdx.x / 2 of gridDim.x / 2 walks the
+//     256-row tiles t = p, p + gridDim.x / 2, ... in raster order;
+//   - each CTA's producer thread loads its 128 rows of A and its kBN / 2
+//     rows of B (tma_load_*_pair) into its own stage; every load completes
+//     on the leader's `full` barrier, whose arrival (the leader's producer)
+//     announces both CTAs' bytes;
+//   - the leader's MMA thread issues 256 x kBN x (32 bytes of K)
+//     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
+//     into the accumulator (the same TMEM columns in both: CTA v's lane r is
+//     row 128 v + r); its commits multicast to both CTAs: a stage's
+//     releases both CTAs' `empty` barrier, an accumulator's both CTAs'
+//     `acc_full`;
+//   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
+//     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
+//     the leader's `acc_empty` (256 arrivals: both warpgroups);
+//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs and freed
+//     by both after a cluster barrier (both epilogues done), and no CTA
+//     exits before the cluster barrier after the deallocation: the leader's
+//     MMAs read the peer's shared memory and write its TMEM.
+// The pair's (leader, peer) rank and the multicast mask of both. A template,
+// as the primitives are: a non-template caller of gg::cluster_ctarank would
+// instantiate its "needs sm_90" assertion in every arch's compile.
+template <int kNever = 0>
+__device__ __forceinline__ unsigned pair_rank() {
+  return gg::cluster_ctarank<kNever>() & 1u;
+}
+constexpr unsigned short kPairMask = 3;
+
+// The instruction descriptor of the pair's MMA: M = 256, N = kBN.
+template <class T>
+constexpr u32 kPairIdesc = gg::umma::instr_desc(
+    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, 2 * kBM, T::kBN, gg::umma::Major::K,
+    T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
+
+// The leader's MMAs on stage `st` (both CTAs' halves at the same offsets):
+// mma_stage's descriptors, tcgen05.mma.cta_group::2.
+template <class T>
+__device__ __forceinline__ void mma_stage_pair(const Smem<T>& s, int st, u32 d, bool accumulate) {
+  const unsigned char* sa = s.a + st * T::kAStage;
+  const unsigned char* sb = s.b + st * T::kBStage;
+  GG_UNROLL
+  for (int kb = 0; kb < kRowBytes / 32; ++kb) {
+    const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    u64 db;
+    if constexpr (T::kRhsNK) {
+      db = gg::make_umma_desc(sb + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    } else {
+      constexpr int kMmaRows = 32 / static_cast<int>(sizeof(typename T::mma_t));
+      db = gg::make_umma_desc(sb + kb * kMmaRows * kRowBytes, kRowBytes * T::kBK, 1024,
+                              gg::umma::Swizzle::b128);
+    }
+    if constexpr (k16Bit<typename T::mma_t>) {
+      gg::tcgen05_mma_f16_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
+    } else {
+      gg::tcgen05_mma_f8f6f4_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
+    }
+  }
+}
+
+// Each CTA's producer thread: for each tile of its pair, each K tile: wait
+// until its own stage is empty (the leader's commit arrives on both), the
+// leader announces both CTAs' bytes on its `full` barrier, then this CTA's
+// A rows (m0 + 128 v ..) and B rows (K-major: n0 + kBN / 2 v .., silu_mul:
+// the gate half from n0 for v = 0, the up half from n / 2 + n0 for v = 1;
+// MN-major: boxes of the same columns), completing on the leader's barrier.
+template <class T, Rows L>
+__device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
+                                             const CUtensorMap* map_b, int tiles, int items,
+                                             int tiles_n, int m, int n, int k, const Items& g) {
+  constexpr bool kGrouped = L != Rows::kDense;
+  constexpr int kHalf = T::kBN / 2;
+  const int v = static_cast<int>(pair_rank());
+  int it = 0;
+  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    const int a_row = w.m0 + kBM * v;
+    const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
+      if (v == 0) {
+        gg::mbarrier_arrive_expect_tx(&s.full[st], 2 * (T::kAStage + T::kBStage));
+      }
+      unsigned char* sa = s.a + st * T::kAStage;
+      unsigned char* sb = s.b + st * T::kBStage;
+      gg::tma_load_2d_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row);
+      if constexpr (T::kRhsNK) {
+        if constexpr (kGrouped) {
+          gg::tma_load_3d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row, w.gl);
+        } else {
+          gg::tma_load_2d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row);
+        }
+      } else {
+        GG_UNROLL
+        for (int j = 0; j < kHalf / kBoxCols<T>; ++j) {
+          unsigned char* dst = sb + j * kRowBytes * T::kBK;
+          if constexpr (kGrouped) {
+            gg::tma_load_3d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK,
+                                 w.gl);
+          } else {
+            gg::tma_load_2d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The leader's MMA thread: issue's loop over the pair's tiles, the stage
+// and accumulator commits multicast to both CTAs.
+template <class T, Rows L>
+__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
+                                           int tiles_n, int m, int k, const Items& g) {
+  int it = 0, u = 0;
+  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int acc = u % 2;
+      if (kt == 0) {
+        gg::mbarrier_wait(s.acc_empty + acc, ((u / 2) & 1) ^ 1);  // both CTAs' epilogues
+        gg::tcgen05_fence_after_thread_sync();
+      }
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
+      gg::tcgen05_fence_after_thread_sync();
+      mma_stage_pair<T>(s, st, tmem + acc * T::kBN, kt > 0);
+      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);
+      if (kt == ktiles - 1) {
+        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], kPairMask);
+        ++u;
+      }
+    }
+  }
+}
+
+// Each CTA's epilogue warpgroup: the 1-CTA epilogue on its 128 rows (m0 +
+// 128 v ..) of the pair's tile, each accumulator handed back to the leader.
+template <class T, Rows L>
+__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
+                                              int tiles_n, int m, int n, int k, const Items& g,
+                                              const Operands<T>& o, const Globals& gs) {
+  const int v = static_cast<int>(pair_rank());
+  // The leader's acc_empty barriers (shared::cluster addresses).
+  const u32 leader_acc_empty =
+      gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
+  int u = 0;
+  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
+    const int acc = u % 2;
+    if (ktiles > 0) {
+      gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+      gg::tcgen05_fence_after_thread_sync();
+    }
+    store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
+                       global_scale<T>(gs.lhs, gs.rhs, w.gl));
+    if (ktiles > 0) {
+      gg::tcgen05_fence_before_thread_sync();
+      gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));
+      ++u;
+    }
+  }
+}
+
+// The pair's block: barriers, the cta_group::2 TMEM allocation, the cluster
+// barrier before any peer signals a barrier, the role split, and the cluster
+// barrier before exit.
+template <class T, Rows L>
+__device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap* map_a,
+                                         const CUtensorMap* map_b, const Operands<T>& o, int m,
+                                         int n, int k, int tiles, int items, int tiles_n,
+                                         const Items& g, const Globals& gs) {
+  const Smem<T> s(smem);
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < T::kStages; ++st) {
+      gg::mbarrier_init(&s.full[st], 1);   // the leader's: its producer's arrival
+      gg::mbarrier_init(&s.empty[st], 1);  // the leader's multicast commit
+    }
+    for (int a = 0; a < 2; ++a) {
+      gg::mbarrier_init(&s.acc_full[a], 1);
+      gg::mbarrier_init(&s.acc_empty[a], 2 * 128);  // the leader's: both epilogue warpgroups
+    }
+    gg::fence_mbarrier_init();
+  }
+  if (warp == 1) {
+    gg::tmem_alloc_pair(s.tmem_slot, T::kTmemCols);
+    gg::tmem_relinquish_alloc_permit_pair();
+  }
+  gg::tcgen05_fence_before_thread_sync();
+  gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
+  gg::tcgen05_fence_after_thread_sync();
+  const u32 tmem = *s.tmem_slot;
+  if (warp == 0) {
+    if (threadIdx.x == 0) {
+      gg::prefetch_tensormap(map_a);
+      gg::prefetch_tensormap(map_b);
+      produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+    }
+  } else if (warp == 1) {
+    if (threadIdx.x == 32 && pair_rank() == 0) {
+      issue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+    }
+  } else {
+    epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
+  }
+  // Both CTAs' epilogues have read their accumulators before either CTA's
+  // warp 1 takes part in the pair's deallocation.
+  gg::tcgen05_fence_before_thread_sync();
+  gg::cluster_sync();
+  if (warp == 1) {
+    gg::tcgen05_fence_after_thread_sync();
+    gg::tmem_dealloc_pair(tmem, T::kTmemCols);
+  }
+  // No CTA leaves while its peer's MMAs may read its shared memory or write
+  // its TMEM.
+  gg::cluster_sync();
+}
+
+// The tile's block: the 1-CTA tile's (run_cta) or the pair's (run_pair).
+template <class T, Rows L>
+__device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
+                                    const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
+                                    int k, int tiles, int items, int tiles_n, const Items& g,
+                                    const Globals& gs,
+                                    const unsigned char* __restrict__ rhs_fp4 = nullptr) {
+  static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
+  if constexpr (kPair<T>) {
+    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs);
+  } else {
+    run_cta<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
   }
 }
 

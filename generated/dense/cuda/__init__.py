@@ -9,6 +9,7 @@ need nothing of gemmgen. Launcher modules:
     dense_gemm_bf16
     dense_gemm_bf16_kn
     dense_gemv_batched_bf16
+    dense_gemv_batched_fp8w
     dense_gemv_bf16
     dense_gemv_fp8w
     dense_mm_bf16
@@ -20,6 +21,7 @@ need nothing of gemmgen. Launcher modules:
     fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32
     fp8_gemm_blockscaled_pipe
     fp8_weight_gemm
+    fp8_weight_mm
     int8_gemm
     per_token_group_quant_fp8_out_scale_e8m0
     per_token_group_quant_fp8_out_scale_f32

@@ -130,7 +130,8 @@ inline int fp8_weight_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unuse
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[1], int sm = 0,
                                     int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
@@ -153,6 +154,20 @@ inline int fp8_weight_gemm_launches(const Fp8WeightGemmArgs& a, GgLaunch (&out)[
         out[0].grid[2] = 1;
         out[0].threads = 384;
         out[0].smem = 222320;
+        return 1;
+      }
+      if (sm == 100 && num_sms > 0) {
+        // fp8_weight_gemm_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs,
+        // tiles) blocks
+        out[0].kernel = "fp8_weight_gemm";
+        out[0].entry = "fp8_weight_gemm_sm100";
+        out[0].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 320;
+        out[0].smem = 216232;
         return 1;
       }
       // fp8_weight_gemm: 128x128 output tiles: n tiles, m tiles over y and z

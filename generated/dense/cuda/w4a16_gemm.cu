@@ -29,6 +29,16 @@
 //       registers) on the tile's lhs rows, then store the transposed fragment; a persistent grid of
 //       min(SMs, tiles) blocks. The K tiles of each scale block are promoted into an f32
 //       accumulator times the weight rows' scales.
+//   (6) on sm_100a (compute capability 10.0) the launchers run the sm_100a body's weight-only tile
+//       instead (gg_gemm_sm100_mixed.cuh, docs/cuda-sm100.md): 320 threads, a producer warp issuing
+//       TMA loads of 128 x 64 lhs boxes (128-byte swizzle) and 128 x 32-byte raw weight boxes
+//       (32-byte swizzle) into 5 stages; a transform warpgroup widening each stage's weights to
+//       bf16 in shared memory (the UMMA K-major layout, 128-byte swizzle) and releasing it to one
+//       thread issuing tcgen05.mma 128x128x16 into one of two TMEM accumulators (512 columns), an
+//       epilogue warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, tiles)
+//       blocks. Each scale block's MMAs go into an accumulator of their own, whose sums the
+//       epilogue warps add, times each weight row's scale of the block, into the tile's f32 sums in
+//       TMEM (128 columns after the accumulators).
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -96,6 +106,25 @@ struct Sm90Tile0 : Config {
 static_assert(gg::gemm::sm90::check_tile_mixed<Sm90Tile0>(),
               "the Hopper tile's numbers follow from its shape");
 
+// The sm_100a weight-only tiles of the LUT: 320 threads, kBM x 128 x 64 (kBM
+// = 128, or 16 / 32 for the decode tile, kSwapAB), a ring of kStages stages
+// (lhs, raw weights, widened weights), two TMEM accumulators;
+// gg::gemm::sm100_mixed::check_tile_mixed checks the numbers.
+// sm_100a weight-only tile 0: 128 x 128 x 64, 5 stages of 16384 bytes of lhs, 4096 of raw weights
+// and 16384 of widened ones, 195752 bytes of shared memory in all, 512 TMEM columns (two
+// accumulators, then the f32 sums).
+struct Sm100Tile0 : Config {
+  static constexpr int kBM = 128, kBN = 128, kBK = 64, kBNOut = 128;
+  static constexpr int kThreads = 320, kStages = 5, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 512, kSmemBytes = 195752;
+  static constexpr int kRawStage = 4096;  // the raw weights of a stage
+  static constexpr bool kSwapAB = false;  // the decode tile, operands swapped
+};
+static_assert(gg::gemm::sm100_mixed::check_tile_mixed<Sm100Tile0>(),
+              "the sm_100a tile's numbers follow from its shape");
+
 }  // namespace
 
 // (2-4) Tile 0 (default): 64 x 128 output tiles; grid: n tiles, m tiles over y and z.
@@ -119,6 +148,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) w4a16_gemm_sm90(
 #else
   gg::gemm::sm90::dense<Sm90Tile0>(gg_smem, &map_lhs, &map_rhs, nullptr, rhs_scale, bias, out, m, n,
                                    k);
+#endif
+}
+
+// (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (m tiles x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(320, 1) w4a16_gemm_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const __nv_bfloat16* __restrict__ rhs_scale, const float* __restrict__ bias,
+    __nv_bfloat16* __restrict__ out, int m, int n, int k) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100_mixed::dense<Sm100Tile0>(gg_smem, &map_lhs, &map_rhs, nullptr, rhs_scale, bias,
+                                           out, m, n, k);
 #endif
 }
 
@@ -173,8 +218,9 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
   if (w4a16_gemm_validate(a) != nullptr) {
     return cudaErrorInvalidValue;
   }
-  // The device: its compute capability picks the path (9.0: the Hopper
-  // body), its SM count sizes the Hopper body's persistent grid.
+  // The device: its compute capability picks the path (9.0: the Hopper body;
+  // 10.0: the tcgen05 body), its SM count sizes the Hopper body's and the
+  // tcgen05 body's persistent grid.
   int device = 0, major = 0, minor = 0, num_sms = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) {
@@ -234,6 +280,34 @@ cudaError_t launch_w4a16_gemm(const W4a16GemmArgs& a, cudaStream_t stream) {
           return err;
         }
         w4a16_gemm_sm90<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            map_lhs, map_rhs, a.rhs_scale, a.bias, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
+      if (sm == 100 && num_sms > 0) {
+        // The tcgen05 path, 128x128x64, 5 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 2, 0, 64, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err =
+            gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_32B,
+                          2, gg_div(k, 2), n, 1, gg_div(k, 2), 0, 32, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(w4a16_gemm_sm100, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   195752);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        w4a16_gemm_sm100<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
             map_lhs, map_rhs, a.rhs_scale, a.bias, a.out, gg_i32(m), gg_i32(n), gg_i32(k));
         err = cudaGetLastError();
         if (err != cudaSuccess) {

@@ -132,7 +132,8 @@ inline int w4a16_gemm_pick_tile([[maybe_unused]] long long m, [[maybe_unused]] l
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1], int sm = 0,
                                int num_sms = 0) {
   [[maybe_unused]] const long long m = a.m;
@@ -154,6 +155,20 @@ inline int w4a16_gemm_launches(const W4a16GemmArgs& a, GgLaunch (&out)[1], int s
         out[0].grid[2] = 1;
         out[0].threads = 384;
         out[0].smem = 124032;
+        return 1;
+      }
+      if (sm == 100 && num_sms > 0) {
+        // w4a16_gemm_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles)
+        // blocks
+        out[0].kernel = "w4a16_gemm";
+        out[0].entry = "w4a16_gemm_sm100";
+        out[0].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 320;
+        out[0].smem = 195752;
         return 1;
       }
       // w4a16_gemm: 64x128 output tiles: n tiles, m tiles over y and z

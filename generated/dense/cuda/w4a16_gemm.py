@@ -251,9 +251,9 @@ def workspace_ints(dims: dict[str, int]) -> int:
 def launches(dims: dict[str, int], sm: int = 0, num_sms: int = 0) -> list[Launch]:
     """The launch sequence for validated dims (empty when there is no work) on
     a device of compute capability `sm` (major * 10 + minor) with `num_sms`
-    SMs: on 9.0 the Hopper path (sm_90a), else (and with sm = 0) the
-    mma.sync path. Raises ValueError when a launch is over CUDA's grid or
-    block limits."""
+    SMs: on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a),
+    else (and with sm = 0) the mma.sync path. Raises ValueError when a
+    launch is over CUDA's grid or block limits."""
     steps = _sequence(dims, sm, num_sms)
     check_launches(steps, dims)
     return steps
@@ -287,6 +287,29 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_i32(k),
                         ),
                         "64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                    ),
+                ]
+            if sm == 100 and num_sms > 0:
+                # The tcgen05 path: 128x128x64, 5 stages
+                return [
+                    Launch(
+                        "w4a16_gemm_sm100",
+                        (gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1),
+                        (320, 1, 1),
+                        195752,
+                        (
+                            TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 128), 3),
+                            TensorMapArg(
+                                "rhs", 0, (gg_div(k, 2), n), (gg_div(k, 2),), (32, 128), 1
+                            ),
+                            "rhs_scale",
+                            "bias",
+                            "out",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                        ),
+                        "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
                     ),
                 ]
             return [
@@ -400,7 +423,7 @@ def device_smem_limit() -> int:
 def device_sm() -> tuple[int, int]:
     """The current device's compute capability (major * 10 + minor) and SM
     count: what the module is compiled for; they pick the path and size the
-    Hopper path's persistent grid."""
+    Hopper path's and the tcgen05 path's persistent grid."""
     return _device_limits(_cupy().cuda.runtime.getDevice())[:2]
 
 

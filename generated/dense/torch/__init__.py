@@ -17,9 +17,11 @@ per CUDA kernel and dispatcher, registered when this package is imported.
     dense_gemv_bf16
     dense_gemv_batched_bf16
     dense_gemv_fp8w
+    dense_gemv_batched_fp8w
     per_token_group_quant_fp8_out_scale_f32
     per_token_group_quant_fp8_out_scale_e8m0
     dense_mm_bf16 (dispatcher: dense_gemv_bf16, dense_gemv_batched_bf16, dense_gemm_bf16)
+    fp8_weight_mm (dispatcher: dense_gemv_fp8w, dense_gemv_batched_fp8w, fp8_weight_gemm)
 
 Each kernel's module loads the library of its C ABI that `gemmgen compile
 specs/dense.gemm --torch` builds (lib<kernel>.so; with --emulate,
@@ -33,6 +35,7 @@ from . import (
     dense_gemm_bf16,
     dense_gemm_bf16_kn,
     dense_gemv_batched_bf16,
+    dense_gemv_batched_fp8w,
     dense_gemv_bf16,
     dense_gemv_fp8w,
     dense_mm_bf16,
@@ -44,6 +47,7 @@ from . import (
     fp8_gemm_blockscaled_lhs_scale_f32_rhs_scale_f32,
     fp8_gemm_blockscaled_pipe,
     fp8_weight_gemm,
+    fp8_weight_mm,
     int8_gemm,
     per_token_group_quant_fp8_out_scale_e8m0,
     per_token_group_quant_fp8_out_scale_f32,
@@ -66,10 +70,11 @@ KERNELS = (
     dense_gemv_bf16,
     dense_gemv_batched_bf16,
     dense_gemv_fp8w,
+    dense_gemv_batched_fp8w,
     per_token_group_quant_fp8_out_scale_f32,
     per_token_group_quant_fp8_out_scale_e8m0,
 )
-DISPATCHERS = (dense_mm_bf16,)
+DISPATCHERS = (dense_mm_bf16, fp8_weight_mm)
 
 
 def load_all(folder: str | os.PathLike[str], *, device: str = "cuda") -> list[str]:

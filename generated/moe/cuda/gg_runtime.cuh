@@ -26,3 +26,6 @@
 // The datacenter Blackwell (sm_100a) tile GEMM: TMA + tcgen05.mma, the
 // accumulators in tensor memory (and its primitives, gg_primitives_sm100.cuh).
 #include "gg_gemm_sm100.cuh"
+// Its weight-only tiles: narrow weights widened in shared memory by a
+// transform warpgroup before tcgen05.mma reads them.
+#include "gg_gemm_sm100_mixed.cuh"

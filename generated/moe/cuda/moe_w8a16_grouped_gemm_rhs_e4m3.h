@@ -163,7 +163,8 @@ inline size_t moe_w8a16_grouped_gemm_rhs_e4m3_workspace_bytes(
 // The launches of call `a` in order, into `out`, on a device of compute
 // capability `sm` (major * 10 + minor) with `num_sms` SMs; returns how many
 // (0: there is nothing to compute). The launcher below makes exactly these:
-// on 9.0 the Hopper path (sm_90a), else the mma.sync path (sm = 0 too).
+// on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a), else the
+// mma.sync path (sm = 0 too).
 inline int moe_w8a16_grouped_gemm_rhs_e4m3_launches(const MoeW8a16GroupedGemmRhsE4m3Args& a,
                                                     GgLaunch (&out)[3], int sm = 0,
                                                     int num_sms = 0) {
@@ -208,6 +209,38 @@ inline int moe_w8a16_grouped_gemm_rhs_e4m3_launches(const MoeW8a16GroupedGemmRhs
         out[2].grid[2] = 1;
         out[2].threads = 384;
         out[2].smem = 156800;
+        return 3;
+      }
+      if (sm == 100 && num_sms > 0 && g > 0) {
+        // moe_w8a16_grouped_gemm_rhs_e4m3_fill: out = existing_out or zeros
+        out[0].kernel = "moe_w8a16_grouped_gemm_rhs_e4m3";
+        out[0].entry = "moe_w8a16_grouped_gemm_rhs_e4m3_fill";
+        out[0].what = "out = existing_out or zeros";
+        out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 256;
+        out[0].smem = 0;
+        // moe_w8a16_grouped_gemm_rhs_e4m3_worklist: the (group, 128-row tile) work items
+        out[1].kernel = "moe_w8a16_grouped_gemm_rhs_e4m3";
+        out[1].entry = "moe_w8a16_grouped_gemm_rhs_e4m3_worklist";
+        out[1].what = "the (group, 128-row tile) work items";
+        out[1].grid[0] = 1;
+        out[1].grid[1] = 1;
+        out[1].grid[2] = 1;
+        out[1].threads = 1;
+        out[1].smem = 0;
+        // moe_w8a16_grouped_gemm_rhs_e4m3_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent
+        // grid of min(SMs, tiles) blocks
+        out[2].kernel = "moe_w8a16_grouped_gemm_rhs_e4m3";
+        out[2].entry = "moe_w8a16_grouped_gemm_rhs_e4m3_sm100";
+        out[2].what =
+            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
+        out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128));
+        out[2].grid[1] = 1;
+        out[2].grid[2] = 1;
+        out[2].threads = 320;
+        out[2].smem = 216232;
         return 3;
       }
       // moe_w8a16_grouped_gemm_rhs_e4m3_fill: out = existing_out or zeros

@@ -289,9 +289,9 @@ def workspace_ints(dims: dict[str, int]) -> int:
 def launches(dims: dict[str, int], sm: int = 0, num_sms: int = 0) -> list[Launch]:
     """The launch sequence for validated dims (empty when there is no work) on
     a device of compute capability `sm` (major * 10 + minor) with `num_sms`
-    SMs: on 9.0 the Hopper path (sm_90a), else (and with sm = 0) the
-    mma.sync path. Raises ValueError when a launch is over CUDA's grid or
-    block limits."""
+    SMs: on 9.0 the Hopper path (sm_90a), 10.0 the tcgen05 path (sm_100a),
+    else (and with sm = 0) the mma.sync path. Raises ValueError when a
+    launch is over CUDA's grid or block limits."""
     steps = _sequence(dims, sm, num_sms)
     check_launches(steps, dims)
     return steps
@@ -358,6 +358,54 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_i32(group_offset),
                         ),
                         "64x128 tiles, TMA + wgmma: a persistent grid of min(SMs, tiles) blocks",
+                    ),
+                ]
+            if sm == 100 and num_sms > 0 and g > 0:
+                # The tcgen05 path: 128x128x64, 5 stages
+                return [
+                    Launch(
+                        "moe_w8a16_grouped_gemm_rhs_int8_fill",
+                        (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                        (256, 1, 1),
+                        0,
+                        ("out", "existing_out", gg_i64(m * n_out)),
+                        "out = existing_out or zeros",
+                    ),
+                    Launch(
+                        "moe_w8a16_grouped_gemm_rhs_int8_worklist",
+                        (1, 1, 1),
+                        (1, 1, 1),
+                        0,
+                        (
+                            "group_sizes",
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(128),
+                            "workspace",
+                        ),
+                        "the (group, 128-row tile) work items",
+                    ),
+                    Launch(
+                        "moe_w8a16_grouped_gemm_rhs_int8_sm100",
+                        (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1),
+                        (320, 1, 1),
+                        216232,
+                        (
+                            TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 128), 3),
+                            TensorMapArg("rhs", 0, (k, n, g), (k, k * n), (64, 128, 1), 2),
+                            "rhs_scale",
+                            "bias",
+                            "out",
+                            "workspace",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ),
+                        "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
                     ),
                 ]
             return [
@@ -507,7 +555,7 @@ def device_smem_limit() -> int:
 def device_sm() -> tuple[int, int]:
     """The current device's compute capability (major * 10 + minor) and SM
     count: what the module is compiled for; they pick the path and size the
-    Hopper path's persistent grid."""
+    Hopper path's and the tcgen05 path's persistent grid."""
     return _device_limits(_cupy().cuda.runtime.getDevice())[:2]
 
 

@@ -186,8 +186,8 @@ def test_gpu_script_table_on_an_emulated_sm_89(monkeypatch, capsys):
 def test_only_shared_memory_is_zero_initialised_thread_local():
     # Fiber mode poisons the library's whole .tbss at every block start, so a
     # runtime thread_local there would be clobbered: the runtime's own
-    # (gg::emu::tls, gg::emu::host_thread) must have a nonzero initialiser
-    # and live in .tdata.
+    # (gg::emu::tls, gg::emu::host_thread, the builtin variables gridDim and
+    # blockDim) must have a nonzero initialiser and live in .tdata.
     module = EmuModule.from_file(cuda_runtime_cases.CUDA_SRC / "faults.cu")
     sections = subprocess.run(["readelf", "-SW", str(module.library)], capture_output=True, text=True)
     proc = subprocess.run(["readelf", "-sW", "--demangle", str(module.library)], capture_output=True, text=True)
@@ -195,7 +195,7 @@ def test_only_shared_memory_is_zero_initialised_thread_local():
         pytest.skip("readelf is not available")
     lines = proc.stdout.splitlines()
     tls = {line.split()[-1] for line in lines if " TLS " in line and " UND " not in line}
-    runtime = {"gg::emu::tls", "gg::emu::host_thread"} | (
+    runtime = {"gg::emu::tls", "gg::emu::host_thread", "gridDim", "blockDim"} | (
         {"gg::emu::mc::worker"} if module.memcheck else set())
     allowed = runtime | {"gg_emu_dynamic_smem", "smem"}
     strays = {s for s in tls - allowed if s.split("::")[0] not in module.kernels}

@@ -195,10 +195,15 @@ def test_mma_tcgen05_needs_sm100a_and_a_qualifying_kernel(tmp_path):
     with pytest.raises(SpecError, match="a silu_mul tile needs 256 of them, but a tile with "
                                         "per-K-block scales holds at most 128"):
         render("c", promoted_kn)
+    # Weight-only kernels get the weight-only tile (gg_gemm_sm100_mixed.cuh),
+    # weights [n, k] only.
     weight_only = only.replace("  lhs e4m3 [m, k]\n  rhs e4m3 [g, k, n]\n",
                                "  lhs bf16 [m, k]\n  rhs int8 [g, n, k]\n")
-    with pytest.raises(SpecError, match="weight-only kernels .* keep the mma.sync body"):
-        render("d", weight_only)
+    spec, _, _ = render("d", weight_only)
+    (t,) = tile_gemm.plan(spec.kernel("b_fp8_kn"), spec).body_tiles("tcgen05")
+    assert t.mixed and t.threads == 320
+    with pytest.raises(SpecError, match=r"its weight-only tile reads the weights \[n, k\]"):
+        render("e", weight_only.replace("rhs int8 [g, n, k]", "rhs int8 [g, k, n]"))
 
 
 # ---------------------------------------------------------------------------

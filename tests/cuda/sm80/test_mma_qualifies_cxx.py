@@ -91,3 +91,41 @@ def test_wgmma_obstacle_matches_the_cxx_qualifies(tmp_path):
                         f"-I{RUNTIME_INCLUDE_DIR}", f"-I{include}", str(src)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-4000:]
+
+
+def test_tcgen05_obstacle_matches_the_cxx_qualifies(tmp_path):
+    """The same for the sm_100a body: ir.Kernel.tcgen05_obstacle against
+    `gg::gemm::sm100::qualifies<Config>()` (gg_gemm_sm100.cuh), whose
+    weight-only branch is the tile of gg_gemm_sm100_mixed.cuh
+    (`sm100_mixed::qualifies` must agree too)."""
+    text = "target cuda {\n  archs sm_100a\n}\n" + "".join(
+        f"\nkernel {name} {{\n  {body}\n  backends cuda\n}}\n" for name, body in KERNELS.items())
+    spec, cuda, _ = render_cuda(tmp_path, "q100", text)
+    unit = ['#include "gg_runtime.cuh"']
+    expected = {}
+    for k in spec.kernels:
+        (config,) = CONFIG_RE.findall((cuda / f"{k.name}.cu").read_text())
+        expected[k.name] = k.tcgen05_obstacle() is None
+        want = "true" if expected[k.name] else "false"
+        unit += [config.replace("struct Config {", f"struct Config_{k.name} {{"),
+                 (f"static_assert(gg::gemm::sm100::qualifies<Config_{k.name}>() == {want}, "
+                  f"\"{k.name}\");")]
+        if k.wgmma_mixed:
+            unit.append(f"static_assert(gg::gemm::sm100_mixed::qualifies<Config_{k.name}>() == "
+                        f"{want}, \"{k.name} (weight-only)\");")
+    # tcgen05 reads FP8 [k, n] too; the weight-only kernels qualify as on sm_90a.
+    assert [n for n, q in expected.items() if q] == [
+        "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "w8a16", "fp8", "per_channel",
+        "per_token", "silu_mul", "fp8_kn", "fp8_e5m2_tensor", "fp8_block", "w4a16_block",
+        "w8a16_grouped_kblock", "w8a16_silu_mul"]
+    src = tmp_path / "qualifies100.cc"
+    src.write_text("\n".join(unit) + "\n")
+    try:
+        include = cuda_include_dir()
+    except ToolchainError as e:
+        pytest.skip(f"no CUDA headers: {e}")
+    cxx = os.environ.get("GEMMGEN_CXX", "g++")
+    r = subprocess.run([cxx, "-x", "c++", "-std=c++20", "-fsyntax-only", "-Wno-attributes",
+                        f"-I{RUNTIME_INCLUDE_DIR}", f"-I{include}", str(src)],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-4000:]

@@ -270,8 +270,9 @@ def test_a_tensor_map_entry_in_the_request():
                    swizzle=TensorMapSwizzle.B128, offset_bytes=32)
     request = cuda_emu._encode_request("k", (1, 1, 1), (32, 1, 1), 0, -1, [tm], (), (),
                                        [np.zeros(16, np.uint8)])
-    head = 8 + 8 + 1 + 24 + 8 + 8 + 4
-    assert request[:12] == b"GGEMUREQ" + struct.pack("<I", 3)
+    head = 8 + 8 + 1 + 24 + 12 + 8 + 8 + 4  # version 4: the cluster dimension after the block
+    assert request[:12] == b"GGEMUREQ" + struct.pack("<I", 4)
+    assert request[17 + 24 : 17 + 36] == struct.pack("<3I", 1, 1, 1)
     # The map: kind 3, flags 0, 36 + 16 + 8 + 8 + 8 bytes of data.
     assert request[head : head + 16] == struct.pack("<IIQ", 3, 0, 76)
     data = request[head + 16 : head + 16 + 76]

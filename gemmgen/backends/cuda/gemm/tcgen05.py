@@ -8,13 +8,14 @@ epilogue warpgroup reading TMEM; a persistent grid), with the Hopper body's
 parameters (tensor maps of lhs and rhs, then the arrays and dims: wgmma.py's
 `tma_params`) and loads. The launchers take its steps on compute capability
 10.0 (docs/cuda-sm100.md); templates/cuda/gemm_tcgen05.cu.j2 prints its
-tiles.
+tiles. A weight-only kernel (ir.Kernel.wgmma_mixed) gets the weight-only
+tile of gg_gemm_sm100_mixed.cuh instead (`_mixed_tile`: 320 threads, the
+weights widened in shared memory by a transform warpgroup).
 """
 
 from __future__ import annotations
 
-import textwrap
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
@@ -22,88 +23,31 @@ from gemmgen.backends.cuda.common import Step, all_of, any_of, tensor_map, var
 from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.contract import worklist_step
 from gemmgen.backends.cuda.gemm.mma_sync import TileConfig
-from gemmgen.backends.cuda.gemm.text import COLUMNS
-from gemmgen.backends.cuda.gemm.wgmma import maps, tiles_expr, tma_entries, tma_params
+from gemmgen.backends.cuda.gemm.tcgen05_text import algorithm
+from gemmgen.backends.cuda.gemm.tcgen05_tile import (  # noqa: F401 (the body's numbers, one import away)
+    SM100_ARCH, SM100_BM, SM100_CHUNK, SM100_GROUP_M, SM100_MAX_STAGES, SM100_MIXED_BK,
+    SM100_MIXED_BN, SM100_MIXED_THREADS, SM100_PROMOTED_BN, SM100_ROW_BYTES, SM100_THREADS,
+    Sm100Tile,
+)
+from gemmgen.backends.cuda.gemm.wgmma import (
+    maps,
+    sm90_weight_row_bytes,
+    tiles_expr,
+    tma_entries,
+    tma_params,
+)
 from gemmgen.ir import Activation, DType, Layout, Op, ScaleMode
 
-# The body's fixed shape (gg_gemm_sm100.cuh: kThreads, kBM, the 128-byte K
-# tile row, the epilogue's 32-column chunks) and the plan's choices for it.
-SM100_ARCH = "sm_100a"
-SM100_THREADS, SM100_BM, SM100_ROW_BYTES, SM100_CHUNK = 192, 128, 128, 32
-SM100_GROUP_M = 8  # rows of tiles per rasterized group (L2 reuse)
-SM100_MAX_STAGES = 8
-# A promoted tile (FP8 with block scales) keeps its kBN f32 sums per thread
-# in registers: at most 128 columns.
-SM100_PROMOTED_BN = 128
-
-
-@dataclass(frozen=True, slots=True)
-class Sm100Tile:
-    """The sm_100a tile of one LUT entry: 128 x bn x bk (bk: one 128-byte
-    row, 64 16-bit or 128 FP8 elements), its stages, its two accumulators'
-    TMEM columns and its shared memory (gg::gemm::sm100::check_tile_sm100
-    states how the numbers relate)."""
-
-    index: int
-    entry: str  # extern "C" symbol
-    bn: int  # B columns of a tile (silu_mul: the gate half, then the up half)
-    bn_out: int  # output columns of a tile: bn, or bn / 2 for silu_mul
-    bk: int
-    stages: int
-    a_stage: int
-    b_stage: int
-    c_stride: int  # out_t per row of an epilogue warp's slice (a 32-column chunk + 16 bytes)
-    c_warp_bytes: int
-    tmem_cols: int  # the two accumulators' columns, a power of two (tcgen05.alloc)
-    smem_bytes: int
-    grid_x: str
-    promoted: bool  # FP8 with block scales: a unit per K tile, sums in registers
-    archs: tuple[str, ...] = (SM100_ARCH,)  # the declared archs with the body
-    block_scaled: bool = False  # the MX scales applied by the block-scaled tcgen05.mma
-    sf_stage: int = 0  # bytes of a stage's scale atoms (block-scaled)
-    bm: int = SM100_BM
-    mixed: bool = False  # no weight-only tile on this body (wgmma.maps asks)
-
-    threads = SM100_THREADS
-    group_m = SM100_GROUP_M
-
-    @property
-    def mma(self) -> str:
-        """The MMA one thread issues: 128 x bn x (32 bytes of K)."""
-        return f"128x{self.bn}x{self.bk // 4}"
-
-    @property
-    def sf_cols(self) -> int:
-        """TMEM columns of a K tile's scale atoms (4 per 512-byte atom)."""
-        return self.sf_stage // 128
-
-    @property
-    def label(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}, {self.stages} stages"
-
-    @property
-    def comment(self) -> tuple[str, ...]:
-        if self.block_scaled:
-            text = (f"sm_100a tile {self.index}: {self.bm} x {self.bn} x {self.bk}, {self.stages} "
-                    f"stages of {self.a_stage + self.b_stage} bytes of operands and "
-                    f"{self.sf_stage} of scale atoms, {self.smem_bytes} bytes of shared memory "
-                    f"in all, {self.tmem_cols} TMEM columns (two accumulators, then "
-                    f"{self.sf_cols} of scales).")
-        else:
-            text = (f"sm_100a tile {self.index}: {self.bm} x {self.bn} x {self.bk}, "
-                    f"{self.stages} stages of {self.a_stage + self.b_stage} bytes, "
-                    f"{self.smem_bytes} bytes of shared memory in all, {self.tmem_cols} TMEM "
-                    f"columns (two accumulators).")
-        return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
-
-
-def sm100_smem_bytes(bn: int, stages: int, out: DType, sf_stage: int = 0) -> int:
-    """gg_gemm_sm100.cuh's carve-up: alignment slack, the stages (operands,
-    and `sf_stage` bytes of scale atoms on block-scaled tiles), 4 epilogue
+def sm100_smem_bytes(bn: int, stages: int, out: DType, sf_stage: int = 0,
+                     pair: bool = False) -> int:
+    """gg_gemm_sm100.cuh's carve-up: alignment slack, the stages (operands:
+    128 rows of A and bn of B, or bn / 2 of B a CTA of the 2-CTA tile, and
+    `sf_stage` bytes of scale atoms on block-scaled tiles), 4 epilogue
     slices of 32 rows of a 32-column chunk (+ 16 bytes a row), the stage
     and accumulator barriers, the TMEM slot."""
     ob = out.bits // 8
-    return (1024 + stages * ((SM100_BM + bn) * SM100_ROW_BYTES + sf_stage)
+    b_rows = bn // 2 if pair else bn
+    return (1024 + stages * ((SM100_BM + b_rows) * SM100_ROW_BYTES + sf_stage)
             + 4 * 32 * (SM100_CHUNK + 16 // ob) * ob + (2 * stages + 4) * 8 + 16)
 
 
@@ -131,13 +75,20 @@ def promoted(kernel: ir.Kernel) -> bool:
 SM100_SF_ATOM = 512
 
 
+def mma_scale_block(kernel: ir.Kernel) -> int:
+    """K elements per scale byte the block-scaled MMA reads: the MX / NV
+    block (32 or 16), or 32 for DeepSeek's e8m0 scales promoted in hardware
+    (scale_vec::1X: each scale repeated over its 32-wide K blocks)."""
+    return kernel.lhs_scale.block_k if kernel.mx_mma_obstacle() is None else ir.MX_BLOCK_K
+
+
 def sf_stage_bytes(kernel: ir.Kernel, bn: int) -> int:
     """Bytes of one stage's scale atoms: a K tile's atoms of A's 128 rows and
     of each 128 rows of B; 0 when not block-scaled."""
     if not kernel.tcgen05_block_scaled:
         return 0
     bk = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
-    atoms_k = bk // (4 * kernel.lhs_scale.block_k)
+    atoms_k = bk // (4 * mma_scale_block(kernel))
     return SM100_SF_ATOM * atoms_k * (1 + -(-bn // SM100_BM))
 
 
@@ -167,9 +118,112 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     return out
 
 
+def sm100_mixed_smem_bytes(stages: int, out: DType, weight_bits: int, bm: int = SM100_BM) -> int:
+    """gg_gemm_sm100_mixed.cuh's carve-up: alignment slack, the stages (bm
+    lhs rows, widened weights, raw weights), 4 epilogue slices of a
+    32-column chunk, three barriers per stage and the accumulators' four,
+    the TMEM slot."""
+    ob = out.bits // 8
+    raw = SM100_MIXED_BN * sm90_weight_row_bytes(weight_bits)
+    return (1024 + stages * ((bm + SM100_MIXED_BN) * SM100_ROW_BYTES + raw)
+            + 4 * 32 * (SM100_CHUNK + 16 // ob) * ob + (3 * stages + 4) * 8 + 16)
+
+
+# The decode tile's lhs rows (the MMA's N), for LUT entries of m <= 32.
+SM100_MIXED_DECODE_BMS = (16, 32)
+
+
+def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile:
+    """The weight-only tile: 128 lhs rows x 128 weight rows x 64, or for a
+    LUT entry of m <= 32 (not silu_mul) the decode tile, its operands
+    swapped: 16 or 32 lhs rows (the narrowest that holds the entry's m) as
+    the MMA's N, the 128 weight rows its M; with the most stages that fit."""
+    limit = shared_memory_limit(SM100_ARCH)
+    wb = kernel.rhs_operand.dtype.bits
+    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    swap = not silu and tile.m <= SM100_MIXED_DECODE_BMS[-1]
+    bm = next(b for b in SM100_MIXED_DECODE_BMS if b >= tile.m) if swap else SM100_BM
+    stages = max(st for st in range(2, SM100_MAX_STAGES + 1)
+                 if sm100_mixed_smem_bytes(st, kernel.out, wb, bm) <= limit)
+    bn_out = SM100_MIXED_BN // 2 if silu else SM100_MIXED_BN
+    ob = kernel.out.bits // 8
+    c_stride = SM100_CHUNK + 16 // ob
+    tmem = (tmem_columns(bm) if swap
+            else (4 if promoted(kernel) else 2) * SM100_MIXED_BN)
+    return Sm100Tile(index=index, entry=entry, bn=SM100_MIXED_BN, bn_out=bn_out,
+                     bk=SM100_MIXED_BK, stages=stages, a_stage=bm * SM100_ROW_BYTES,
+                     b_stage=SM100_MIXED_BN * SM100_ROW_BYTES, c_stride=c_stride,
+                     c_warp_bytes=32 * c_stride * ob, tmem_cols=tmem,
+                     smem_bytes=sm100_mixed_smem_bytes(stages, kernel.out, wb, bm),
+                     grid_x=f"gg_min(num_sms, {tiles_expr(kernel, bm, bn_out)})",
+                     promoted=promoted(kernel), bm=bm, mixed=True,
+                     raw_stage=SM100_MIXED_BN * sm90_weight_row_bytes(wb), swap=swap)
+
+
+# (issue 30) The 2-CTA tile's rows: a LUT entry of m = 256 (CUTLASS's
+# MmaTileShape M = 256 of its 2SM kernels) gets it where the kernel allows.
+SM100_PAIR_BM = 2 * SM100_BM
+SM100_PAIR_CLUSTER = (2, 1, 1)
+
+
+def pair_obstacle(kernel: ir.Kernel) -> str | None:
+    """Why a kernel's LUT entries of m = 256 keep the 1-CTA tile on sm_100a
+    (None: they get the 2-CTA tile): the pair is built for 16-bit and FP8
+    operands with epilogue scales (gg_gemm_sm100.cuh: check_tile_sm100's
+    kPair clause); the weight-only tile, the FP32 promotion of per-K-block
+    scales and the block-scaled MMAs (MX, NVFP4, W4A8, DeepSeek's e8m0 in
+    hardware) need pair forms of their scale copies and registers that the
+    body does not have."""
+    if kernel.wgmma_mixed:
+        return "a weight-only kernel"
+    if kernel.tcgen05_block_scaled:
+        return "a block-scaled MMA (tcgen05.cp has no cta_group::2 copy here)"
+    if promoted(kernel):
+        return "per-K-block scales promoted in registers"
+    return None
+
+
+def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile | None:
+    """The 2-CTA tile of a LUT entry of m = 256 whose kernel has no
+    pair_obstacle: 256 x bn (the widest of `_widths` whose halves are whole
+    MN-major boxes for rhs [k, n]) with the most stages that fit; None
+    otherwise (the 1-CTA tile)."""
+    if tile.m != SM100_PAIR_BM or pair_obstacle(kernel) is not None:
+        return None
+    limit = shared_memory_limit(SM100_ARCH)
+    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    widths = _widths(kernel, tile)
+    if kernel.rhs_operand.layout is Layout.KN:
+        box = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
+        widths = tuple(bn for bn in widths if (bn // 2) % box == 0)
+    widths = tuple(bn for bn in widths if bn % 32 == 0)
+    if not widths:
+        return None
+    bn = widths[0]
+    stages = max(st for st in range(2, SM100_MAX_STAGES + 1)
+                 if sm100_smem_bytes(bn, st, kernel.out, pair=True) <= limit)
+    bn_out = bn // 2 if silu else bn
+    ob = kernel.out.bits // 8
+    c_stride = SM100_CHUNK + 16 // ob
+    tiles = tiles_expr(kernel, SM100_PAIR_BM, bn_out)
+    return Sm100Tile(index=index, entry=entry, bn=bn, bn_out=bn_out,
+                     bk=SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits, stages=stages,
+                     a_stage=SM100_BM * SM100_ROW_BYTES, b_stage=bn // 2 * SM100_ROW_BYTES,
+                     c_stride=c_stride, c_warp_bytes=32 * c_stride * ob,
+                     tmem_cols=tmem_columns(bn),
+                     smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, pair=True),
+                     grid_x=f"2 * gg_min(gg_div(num_sms, 2), {tiles})",
+                     promoted=False, bm=SM100_PAIR_BM, pair=True)
+
+
 def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile:
     """The widest n of `_widths` with the most stages (up to
-    SM100_MAX_STAGES) that fit sm_100a's opt-in shared memory."""
+    SM100_MAX_STAGES) that fit sm_100a's opt-in shared memory; the
+    weight-only tile for a weight-only kernel."""
+    if kernel.wgmma_mixed:
+        return _mixed_tile(kernel, tile, index, entry)
+    if (pair := _pair_tile(kernel, tile, index, entry)) is not None:
+        return pair
     limit = shared_memory_limit(SM100_ARCH)
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     for bn in _widths(kernel, tile):
@@ -190,7 +244,7 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile
                      smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, sf),
                      grid_x=f"gg_min(num_sms, {tiles_expr(kernel, SM100_BM, bn_out)})",
                      promoted=promoted(kernel), block_scaled=kernel.tcgen05_block_scaled,
-                     sf_stage=sf)
+                     sf_stage=sf, deepseek=kernel.tcgen05_deepseek_mma)
 
 
 def archs_of(kernel: ir.Kernel, spec: ir.Spec) -> tuple[str, ...]:
@@ -203,52 +257,6 @@ def archs_of(kernel: ir.Kernel, spec: ir.Spec) -> tuple[str, ...]:
 def uses_sm100(kernel: ir.Kernel, spec: ir.Spec) -> bool:
     """Whether the kernel gets the sm_100a body on some declared arch."""
     return bool(archs_of(kernel, spec))
-
-
-def _algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int) -> tuple[str, ...]:
-    """The file comment's lines on the sm_100a path."""
-    extra = ""
-    if t.promoted:
-        extra = (" Each K tile's MMAs go into an accumulator of their own, whose sums the "
-                 "epilogue warps add into f32 registers times the K tile's block scales "
-                 "(the FP32 promotion).")
-    if t.block_scaled:
-        extra = (f" Block-scaled: each K tile's MX scales (128 x 4 atoms, {t.sf_stage} bytes a "
-                 f"stage) are gathered by the producer warp's 32 lanes into the stage, copied "
-                 f"into TMEM with tcgen05.cp.32x128b.warpx4 by the MMA thread, and applied "
-                 f"by {block_scaled_words(kernel)}.")
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        extra += (f" silu_mul: a tile's B is {t.bn_out} gate columns over the matching "
-                  f"{t.bn_out} up columns (n / 2 on), so each thread's row holds both halves "
-                  f"of its outputs.")
-    text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a body "
-            f"instead (gg_gemm_sm100.cuh, docs/cuda-sm100.md): {t.threads} threads, a "
-            f"producer warp issuing TMA loads of {t.bm} x {t.bk} A and {t.bn} x {t.bk} B boxes "
-            f"(128-byte swizzle) into {t.stages} stages, one thread issuing tcgen05.mma "
-            f"{t.mma} into one of two TMEM accumulators ({t.tmem_cols} columns), an epilogue "
-            f"warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, "
-            f"tiles) blocks.{extra}")
-    wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
-    return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
-
-
-def block_scaled_words(kernel: ir.Kernel) -> str:
-    """The block-scaled tcgen05.mma of an MX kernel, in words."""
-    pair = " x ".join("e2m1" if d is DType.FP4 else d.value
-                      for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
-    if kernel.lhs.dtype is DType.FP4 and kernel.lhs_scale.dtype is DType.UE4M3:
-        return (f"tcgen05.mma.kind::mxf4nvf4.block_scale.scale_vec::4X ({pair}, ue4m3 scales of "
-                "16; SASS UTCOMMA.4X), one atom per MMA, scale id 0, NVFP4's global scales "
-                "in the epilogue")
-    if kernel.rhs_operand.dtype is DType.FP4 and kernel.lhs.dtype is not DType.FP4:
-        return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales "
-                "of 32; W4A8: the packed weights unpacked by the producer warp into the MMA's "
-                "padded fp4 layout; SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
-    if kernel.lhs.dtype is DType.FP4:
-        return (f"tcgen05.mma.kind::mxf4.block_scale.scale_vec::2X ({pair}, ue8m0 scales of 32; "
-                "SASS UTCOMMA), two MMAs per atom, scale ids 0 and 2")
-    return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales of 32; "
-            "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
 
 
 def _cc(archs: tuple[str, ...]) -> str:
@@ -268,13 +276,15 @@ def _plan(kernel: ir.Kernel, spec: ir.Spec, tiles: tuple[TileConfig, ...],
     params = tma_params(kernel, own[-1])
     # GG_SM100_TCGEN05: gg_primitives_sm100.cuh's macro of the sm_100a and
     # sm_103a builds.
-    entries = tma_entries(kernel, list(own), params, namespace="sm100", struct="Sm100Tile",
+    mixed = own[-1].mixed
+    entries = tma_entries(kernel, list(own), params,
+                          namespace="sm100_mixed" if mixed else "sm100", struct="Sm100Tile",
                           guard="GG_SM100_TCGEN05", archs=archs_of(kernel, spec),
                           title="sm_100a", what="TMA + tcgen05.mma, the accumulators in tensor "
                           "memory;")
     return BodyPlan(body=replace(BODY, cc=_cc(archs_of(kernel, spec))), tiles=own,
                     params=params, entries=entries,
-                    algorithm=_algorithm(kernel, own[-1], number))
+                    algorithm=algorithm(kernel, own[-1], number, own))
 
 
 def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
@@ -284,7 +294,9 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     capability 10.0."""
     h = bp.tiles[t.index]
     grouped = kernel.op is Op.GROUPED
-    tmaps = dict(zip(("lhs", "rhs"), maps(kernel, h)))
+    # The 2-CTA tile's boxes are a CTA's: 128 rows of A, bn / 2 rows of B.
+    tmaps = dict(zip(("lhs", "rhs"), maps(kernel, replace(h, bm=SM100_BM, bn_out=h.bn // 2)
+                                          if h.pair else h)))
     args = tuple(tensor_map(a.name, tmaps[a.name]) if a.tmap is not None else a
                  for a in (prm.launch for prm in bp.params))
     out: list[Step] = []
@@ -293,14 +305,23 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
         out += [steps[0], worklist_step(kernel.name, h.bm,
                                         f"the (group, {h.bm}-row tile) work items")]
         worklist_bm = h.bm
-    out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
-                    f"{h.bm}x{h.bn} tiles, TMA + tcgen05.mma: a persistent grid of "
-                    "min(SMs, tiles) blocks"))
-    conds = [any_of(*(var("sm").eq(ir.arch_number(a)) for a in h.archs)), var("num_sms").gt(0)]
+    if h.pair:
+        out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
+                        f"{h.bm}x{h.bn} tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: "
+                        "a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        cluster=SM100_PAIR_CLUSTER))
+    else:
+        out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
+                        f"{h.bm}x{h.bn} tiles, TMA + tcgen05.mma: a persistent grid of "
+                        "min(SMs, tiles) blocks"))
+    # (The pair needs two SMs.)
+    conds = [any_of(*(var("sm").eq(ir.arch_number(a)) for a in h.archs)),
+             var("num_sms").gt(1 if h.pair else 0)]
     if grouped:
         conds.append(var("g").gt(0))
     rs = kernel.rhs_scale
-    if kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK:
+    if (kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK
+            and not kernel.tcgen05_deepseek_mma and not h.mixed):
         # The up half starts at n / 2: in one rhs scale block per tile only
         # when n / 2 is a whole number of blocks (else the mma.sync body).
         conds.append((var("n") % (2 * rs.block_n)).eq(0))

@@ -259,9 +259,10 @@ def tma_params(kernel: ir.Kernel, t: Sm90Tile) -> tuple[Param, ...]:
     grouped = kernel.op is Op.GROUPED
     map_lhs, map_rhs = maps(kernel, t)
     out = [Param("const __grid_constant__ CUtensorMap", "map_lhs", tensor_map("lhs", map_lhs))]
-    if kernel.lhs.dtype is not DType.FP4 and kernel.rhs_operand.dtype is DType.FP4:
+    if kernel.lhs.dtype.is_fp8 and kernel.rhs_operand.dtype is DType.FP4:
         # W4A8 on the sm_100a block-scaled body: the producer warp reads the
-        # packed weights through a pointer (kind::mxf8f6f4's padded layout).
+        # packed weights through a pointer (kind::mxf8f6f4's padded layout);
+        # 16-bit activations with fp4 weights (weight-only) take a map.
         out.append(Param(f"const {CTYPE[DType.FP4]}* __restrict__", "rhs", array("rhs")))
     else:
         out.append(Param("const __grid_constant__ CUtensorMap", "map_rhs",

@@ -29,7 +29,7 @@ from pathlib import PurePosixPath
 
 from gemmgen import ir
 from gemmgen.backends.cuda.dispatch import DispatchPlan
-from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LIMITS, LaunchPlan
+from gemmgen.backends.cuda.launch import DEFAULT_SMEM, LIMITS, MAX_CLUSTER_BLOCKS, LaunchPlan
 from gemmgen.backends.cuda.rust.kernel import RustKernel
 from gemmgen.backends.cuda.rust.text import (
     WIDTH,
@@ -119,12 +119,14 @@ def render_crate(spec: ir.Spec, header: str, kernels: list[LaunchPlan],
                  dispatches: list[DispatchPlan]) -> dict[PurePosixPath, str]:
     """The crate's files under `rust/`."""
     base = PurePosixPath(CRATE)
-    ks = [RustKernel(p) for p in kernels]
+    clusters = any(p.has_clusters for p in kernels)
+    ks = [RustKernel(p, clusters) for p in kernels]
     ds = [RustDispatch(d) for d in dispatches]
     stem = PurePosixPath(spec.path).stem
     ctx = {"header": header, "spec_path": spec.path, "crate": crate_name(stem),
            "lib": crate_name(stem).replace("-", "_"), "modules": lib_modules(ks, ds),
-           "limits": LIMITS, "default_smem": DEFAULT_SMEM, "rs_doc": rs_doc}
+           "limits": LIMITS, "default_smem": DEFAULT_SMEM, "rs_doc": rs_doc,
+           "clusters": clusters, "max_cluster_blocks": MAX_CLUSTER_BLOCKS}
     files = {
         base / "Cargo.toml": render_template("rust/Cargo.toml.j2", **ctx),
         base / "rustfmt.toml": render_template("rust/rustfmt.toml.j2", **ctx),

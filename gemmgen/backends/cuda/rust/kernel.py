@@ -24,6 +24,9 @@ class RustKernel:
     """The Rust text of one kernel's LaunchPlan."""
 
     plan: LaunchPlan
+    # Whether a kernel of the crate launches clusters: then every Launch has
+    # a `cluster` (common.rs).
+    clusters: bool = False
 
     @property
     def name(self) -> str:
@@ -312,6 +315,8 @@ class RustKernel:
         out.append(what)
         out.append(rs_list("grid: [", [g.rs for g in s.grid], "],", indent + 4))
         out += [f"{pad}    threads: {s.block},", f"{pad}    smem: {s.smem},"]
+        if self.clusters:
+            out.append(f"{pad}    cluster: [{', '.join(str(c) for c in s.cluster)}],")
         args = rs_list("args: vec![", [self._arg(a) for a in s.args], "],", indent + 4)
         if "\n" in args:  # one a line; a map too long for its line, one argument a line
             lines = [f"{pad}    args: vec!["]

@@ -20,7 +20,7 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "w4a16_gemm";
 /// The `extern "C"` entry points of `w4a16_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 2] = ["w4a16_gemm", "w4a16_gemm_sm90"];
+pub const ENTRIES: [&str; 3] = ["w4a16_gemm", "w4a16_gemm_sm90", "w4a16_gemm_sm100"];
 /// The archs the spec declares: a device older than the first refuses the call.
 pub const ARCHS: [&str; 3] = ["sm_89", "sm_90a", "sm_100a"];
 /// The compute capability (major * 10 + minor) of the oldest of `ARCHS`.
@@ -133,8 +133,10 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
 /// The launches of a valid call with dims `d` on `device`, in order (none
 /// when there is nothing to compute): on compute capability 9.0 the Hopper
 /// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
-/// of the device's SMs), else (and on `Device::UNKNOWN`) the `mma.sync`
-/// path. `launch` makes exactly these.
+/// of the device's SMs), compute capability 10.0 the tcgen05 path (sm_100a:
+/// TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of
+/// lhs and rhs, a persistent grid of the device's SMs), else (and on
+/// `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly these.
 pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, n, n_out } = *d;
     let Device { sm, num_sms } = device;
@@ -155,6 +157,32 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                 smem: 124032,
                 args: vec![
                     tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 64], 3),
+                    tensor_map(a.rhs.ptr, 0, &[gg_div(k, 2), n], &[gg_div(k, 2)], &[32, 128], 1),
+                    KernelArg::Ptr(a.rhs_scale.ptr),
+                    KernelArg::Ptr(a.bias.ptr),
+                    KernelArg::Ptr(a.out.ptr),
+                    gg_i32(m),
+                    gg_i32(n),
+                    gg_i32(k),
+                ],
+            },
+        ];
+    }
+    if sm == 100 && num_sms > 0 {
+        // The tcgen05 path: 128x128x64, 5 stages
+        return vec![
+            // w4a16_gemm_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs,
+            // tiles) blocks
+            Launch {
+                kernel: NAME,
+                entry: "w4a16_gemm_sm100",
+                what:
+                    "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                grid: [gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1],
+                threads: 320,
+                smem: 195752,
+                args: vec![
+                    tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),
                     tensor_map(a.rhs.ptr, 0, &[gg_div(k, 2), n], &[gg_div(k, 2)], &[32, 128], 1),
                     KernelArg::Ptr(a.rhs_scale.ptr),
                     KernelArg::Ptr(a.bias.ptr),

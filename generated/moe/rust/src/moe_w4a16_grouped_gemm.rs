@@ -20,11 +20,12 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "moe_w4a16_grouped_gemm";
 /// The `extern "C"` entry points of `moe_w4a16_grouped_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 4] = [
+pub const ENTRIES: [&str; 5] = [
     "moe_w4a16_grouped_gemm_fill",
     "moe_w4a16_grouped_gemm_worklist",
     "moe_w4a16_grouped_gemm",
     "moe_w4a16_grouped_gemm_sm90",
+    "moe_w4a16_grouped_gemm_sm100",
 ];
 /// The archs the spec declares: a device older than the first refuses the call.
 pub const ARCHS: [&str; 2] = ["sm_90a", "sm_100a"];
@@ -192,8 +193,10 @@ pub fn workspace_bytes(d: &Dims) -> u64 {
 /// The launches of a valid call with dims `d` on `device`, in order (none
 /// when there is nothing to compute): on compute capability 9.0 the Hopper
 /// path (sm_90a: TMA + wgmma, tensor maps of lhs and rhs, a persistent grid
-/// of the device's SMs), else (and on `Device::UNKNOWN`) the `mma.sync`
-/// path. `launch` makes exactly these.
+/// of the device's SMs), compute capability 10.0 the tcgen05 path (sm_100a:
+/// TMA + tcgen05.mma with the accumulators in tensor memory, tensor maps of
+/// lhs and rhs, a persistent grid of the device's SMs), else (and on
+/// `Device::UNKNOWN`) the `mma.sync` path. `launch` makes exactly these.
 pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     let Dims { m, k, g, n, num_groups, group_offset, n_out } = *d;
     let Device { sm, num_sms } = device;
@@ -246,6 +249,74 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                 smem: 124032,
                 args: vec![
                     tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 64], 3),
+                    tensor_map(
+                        a.rhs.ptr,
+                        0,
+                        &[gg_div(k, 2), n, g],
+                        &[gg_div(k, 2), gg_div(k, 2) * n],
+                        &[32, 128, 1],
+                        1,
+                    ),
+                    KernelArg::Ptr(a.rhs_scale.ptr),
+                    KernelArg::Ptr(a.bias.ptr),
+                    KernelArg::Ptr(a.out.ptr),
+                    KernelArg::Ptr(a.workspace.ptr),
+                    gg_i32(m),
+                    gg_i32(n),
+                    gg_i32(k),
+                    gg_i32(num_groups),
+                    gg_i32(group_offset),
+                ],
+            },
+        ];
+    }
+    if sm == 100 && num_sms > 0 && g > 0 {
+        // The tcgen05 path: 128x128x64, 5 stages
+        return vec![
+            // moe_w4a16_grouped_gemm_fill: out = existing_out or zeros
+            Launch {
+                kernel: NAME,
+                entry: "moe_w4a16_grouped_gemm_fill",
+                what: "out = existing_out or zeros",
+                grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                threads: 256,
+                smem: 0,
+                args: vec![
+                    KernelArg::Ptr(a.out.ptr),
+                    KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                    gg_i64(m * n_out),
+                ],
+            },
+            // moe_w4a16_grouped_gemm_worklist: the (group, 128-row tile) work items
+            Launch {
+                kernel: NAME,
+                entry: "moe_w4a16_grouped_gemm_worklist",
+                what: "the (group, 128-row tile) work items",
+                grid: [1, 1, 1],
+                threads: 1,
+                smem: 0,
+                args: vec![
+                    KernelArg::Ptr(a.group_sizes.ptr),
+                    gg_i32(num_groups),
+                    gg_i32(group_offset),
+                    gg_i32(g),
+                    gg_i32(m),
+                    gg_i32(128),
+                    KernelArg::Ptr(a.workspace.ptr),
+                ],
+            },
+            // moe_w4a16_grouped_gemm_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of
+            // min(SMs, tiles) blocks
+            Launch {
+                kernel: NAME,
+                entry: "moe_w4a16_grouped_gemm_sm100",
+                what:
+                    "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                grid: [gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1],
+                threads: 320,
+                smem: 195752,
+                args: vec![
+                    tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),
                     tensor_map(
                         a.rhs.ptr,
                         0,

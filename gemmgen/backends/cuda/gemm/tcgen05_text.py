@@ -1,0 +1,125 @@
+"""The file comment's words on the sm_100a body (tcgen05.py's tiles print
+them): the 1-CTA, 2-CTA and weight-only tiles' algorithm, and the
+block-scaled tcgen05.mma of an MX kernel or of DeepSeek's e8m0 scales.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from gemmgen import ir
+from gemmgen.backends.cuda.gemm.tcgen05_tile import Sm100Tile
+from gemmgen.backends.cuda.gemm.text import COLUMNS
+from gemmgen.ir import Activation, DType
+
+
+def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
+              tiles: tuple[Sm100Tile, ...] = ()) -> tuple[str, ...]:
+    """The file comment's lines on the sm_100a path."""
+    if t.mixed:
+        return mixed_algorithm(kernel, number, tiles or (t,))
+    # The 1-CTA tile in words when a LUT entry has one, the pair after it.
+    t = next((h for h in (t, *tiles) if not h.pair), t)
+    extra = ""
+    if t.promoted:
+        extra = (" Each K tile's MMAs go into an accumulator of their own, whose sums the "
+                 "epilogue warps add into f32 registers times the K tile's block scales "
+                 "(the FP32 promotion).")
+    if t.block_scaled:
+        what = (f"DeepSeek e8m0 scales (128 x 4 atoms of a byte per row and 32-wide K block, "
+                f"{t.sf_stage} bytes a stage)" if t.deepseek
+                else f"MX scales (128 x 4 atoms, {t.sf_stage} bytes a stage)")
+        extra = (f" Block-scaled: each K tile's {what} are gathered by the producer warp's "
+                 f"32 lanes into the stage, copied into TMEM with tcgen05.cp.32x128b.warpx4 by the MMA thread, and applied "
+                 f"by {block_scaled_words(kernel)}.")
+    if kernel.epilogue.activation is Activation.SILU_MUL:
+        extra += (f" silu_mul: a tile's B is {t.bn_out} gate columns over the matching "
+                  f"{t.bn_out} up columns (n / 2 on), so each thread's row holds both halves "
+                  f"of its outputs.")
+    pair = next((h for h in (t, *tiles) if h.pair), None)
+    if pair is not None:
+        words = (f": clusters of 2 x 1 x 1 blocks of {pair.threads} threads, each "
+                 f"CTA pair computing {pair.bm} x {pair.bn} tiles; in each CTA a producer warp "
+                 f"issuing TMA loads of its 128 x {pair.bk} A and {pair.bn // 2} x {pair.bk} B "
+                 f"boxes (128-byte swizzle) into {pair.stages} stages, completing on the even "
+                 f"CTA's barriers; the even CTA's one thread issuing tcgen05.mma.cta_group::2 "
+                 f"{pair.bm}x{pair.bn}x{pair.bk // 4} into one of two TMEM accumulators "
+                 f"({pair.tmem_cols} columns in each CTA) and committing to both CTAs; each "
+                 f"CTA's epilogue warpgroup reading its own 128 rows with tcgen05.ld; a "
+                 f"persistent grid of 2 x min(SMs / 2, tiles) blocks.")
+        if t.pair:  # every LUT entry's
+            text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a "
+                    f"body's 2-CTA tile (gg_gemm_sm100.cuh, docs/cuda-sm100.md){words}{extra}")
+            wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+            return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
+        extra += f" LUT entries of m = 256 take the 2-CTA tile{words}"
+    text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a body "
+            f"instead (gg_gemm_sm100.cuh, docs/cuda-sm100.md): {t.threads} threads, a "
+            f"producer warp issuing TMA loads of {t.bm} x {t.bk} A and {t.bn} x {t.bk} B boxes "
+            f"(128-byte swizzle) into {t.stages} stages, one thread issuing tcgen05.mma "
+            f"{t.mma} into one of two TMEM accumulators ({t.tmem_cols} columns), an epilogue "
+            f"warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, "
+            f"tiles) blocks.{extra}")
+    wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+    return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
+
+
+def mixed_algorithm(kernel: ir.Kernel, number: int,
+                    tiles: tuple[Sm100Tile, ...]) -> tuple[str, ...]:
+    """The file comment's lines on the weight-only sm_100a path: its
+    128-row tile (else the decode tile) in words, and the decode tile's
+    swap when a LUT entry takes it."""
+    t = next((h for h in tiles if not h.swap), tiles[0])
+    row = t.raw_stage // t.bn
+    blocks = kernel.rhs_scale.enabled and kernel.rhs_scale.placement is ir.Placement.MAINLOOP
+    text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a body's "
+            f"weight-only tile instead (gg_gemm_sm100_mixed.cuh, docs/cuda-sm100.md): "
+            f"{t.threads} threads, a producer warp issuing TMA loads of {t.bm} x {t.bk} lhs "
+            f"boxes (128-byte swizzle) and {t.bn} x {row}-byte raw weight boxes ({row}-byte "
+            f"swizzle) into {t.stages} stages; a transform warpgroup widening each stage's "
+            f"weights to {kernel.lhs.dtype.value} in shared memory (the UMMA K-major layout, "
+            f"128-byte swizzle) and releasing it to one thread issuing tcgen05.mma {t.mma} "
+            f"into one of two TMEM accumulators ({t.tmem_cols} columns), an epilogue "
+            f"warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, "
+            f"tiles) blocks."
+            + (" Each scale block's MMAs go into an accumulator of their own, whose sums the "
+               "epilogue warps add, times each weight row's scale of the block, into the "
+               + ("tile's f32 sums in registers." if t.swap else
+                  "tile's f32 sums in TMEM (128 columns after the accumulators).")
+               if blocks else "")
+            + (" silu_mul: the raw weight rows come 8 gate rows over the 8 matching up rows "
+               "(16 boxes), and the transform writes them as the gate half over the up half."
+               if kernel.epilogue.activation is Activation.SILU_MUL else "")
+            + (" LUT entries of m <= 32 take the decode tile: the operands swapped (the widened "
+               "weights as the MMA's A, 16 or 32 lhs rows as its N), the accumulator read back "
+               "transposed, one output column per epilogue thread."
+               if any(h.swap for h in tiles) else ""))
+    wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
+    return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
+
+
+def block_scaled_words(kernel: ir.Kernel) -> str:
+    """The block-scaled tcgen05.mma of an MX kernel (or of DeepSeek's e8m0
+    scales promoted in hardware), in words."""
+    if kernel.tcgen05_deepseek_mma:
+        ls, rs = kernel.lhs_scale, kernel.rhs_scale
+        return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({kernel.lhs.dtype.value}, "
+                f"DeepSeek's e8m0 block scales promoted in hardware: each lhs scale of "
+                f"k={ls.block_k} repeated over its {ls.block_k // ir.MX_BLOCK_K} K blocks of 32, "
+                f"each rhs scale of n={rs.block_n} k={rs.block_k} over its rows and K blocks; "
+                "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
+    pair = " x ".join("e2m1" if d is DType.FP4 else d.value
+                      for d in (kernel.lhs.dtype, kernel.rhs_operand.dtype))
+    if kernel.lhs.dtype is DType.FP4 and kernel.lhs_scale.dtype is DType.UE4M3:
+        return (f"tcgen05.mma.kind::mxf4nvf4.block_scale.scale_vec::4X ({pair}, ue4m3 scales of "
+                "16; SASS UTCOMMA.4X), one atom per MMA, scale id 0, NVFP4's global scales "
+                "in the epilogue")
+    if kernel.rhs_operand.dtype is DType.FP4 and kernel.lhs.dtype is not DType.FP4:
+        return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales "
+                "of 32; W4A8: the packed weights unpacked by the producer warp into the MMA's "
+                "padded fp4 layout; SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
+    if kernel.lhs.dtype is DType.FP4:
+        return (f"tcgen05.mma.kind::mxf4.block_scale.scale_vec::2X ({pair}, ue8m0 scales of 32; "
+                "SASS UTCOMMA), two MMAs per atom, scale ids 0 and 2")
+    return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales of 32; "
+            "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")

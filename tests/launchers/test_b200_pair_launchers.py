@@ -1,0 +1,328 @@
+"""The 2-CTA kernels of specs/b200.gemm (docs/cuda-sm100.md, "The 2-CTA
+tile"; issue 30) through every launcher family on an emulated B200
+(sm_100a, compute capability 10.0): their tile LUT gives m >= 512 the pair
+entry (`_t0_sm100`: 256 x 128 tiles on a 2 x 1 x 1 cluster,
+tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry (`_t1_sm100`).
+
+One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
+per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
+at a prefill size (the pair, a cluster launch) and a decode size (m = 1,
+the 1-CTA entry, a plain launch) against the NumPy reference on fresh
+random inputs with poisoned outputs, through:
+
+- the C++ launcher (`cudaLaunchKernelEx` with the cluster attribute, on the
+  emulator's runtime);
+- the CuPy launcher on the stand-in (`cuLaunchKernelEx` through ctypes, the
+  cluster attribute logged and asserted);
+- the JAX FFI handler (`gemmgen compile --emulate`'s library);
+- the PyTorch op (`torch.ops.gemmgen_b200`, the emulated C ABI library);
+- NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA in the pair entries
+  of all three 2-CTA kernels, none in their 1-CTA entries, no local memory.
+
+The Rust crate runs it in test_rust_launchers.py (its C ABI harness on the
+emulator, and its CudaDriver on tests/rust_driver_standin.c, whose
+cuLaunchKernelEx checks the cluster attribute). The plan test is the fast
+case; every emulated run is `slow` (the C++, CuPy, Rust, JAX FFI and torch
+families keep their fast b200 or sm_100a cases elsewhere)."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gemmgen.backends import cuda as cuda_backend
+from gemmgen.backends.cuda import gemm as tile_gemm
+from gemmgen.build import render_spec
+from gemmgen.cases import Case
+from gemmgen.harness.runner import load_generated_module
+from gemmgen.harness.verify_cuda import run_cpp_launcher
+from gemmgen.reference import compare, reference
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "specs" / "b200.gemm"
+NAME = "b200_fp8_moe_grouped_gemm"
+PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
+MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
+       "b200_bf16_moe_gateup_silu": "UTCHMMA"}
+# Prefill: 530 rows (the m >= 512 entry), three experts, one empty; n and
+# k not multiples of the tile (k = 208: two K blocks, the second partial).
+# Decode: one token.
+CASES = {
+    "prefill": Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)),
+    "decode": Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)),
+}
+SMS = 4  # an emulated B200 of 4 SMs: 2 pairs, each walking several 256-row tiles
+
+
+@functools.cache
+def rendered():
+    return render_spec(SPEC)
+
+
+@functools.cache
+def folder() -> Path:
+    d = Path(tempfile.mkdtemp(prefix="gemmgen-b200-pair-"))
+    for rel, text in rendered().files.items():
+        if rel.parts[0] == "cuda":
+            (d / rel.name).write_text(text)
+    return d
+
+
+_loaded = iter(range(10**6))
+
+
+def launcher(name: str):
+    return load_generated_module(folder() / f"{name}.py", f"test_b200_pair_{name}_{next(_loaded)}")
+
+
+def kernel(name: str):
+    return rendered().spec.kernel(name)
+
+
+def inputs_of(name: str, which: str, seed: int) -> dict:
+    return CASES[which].inputs(kernel(name), seed)
+
+
+def entry(name: str, which: str) -> str:
+    return f"{name}_t0_sm100" if which == "prefill" else f"{name}_t1_sm100"
+
+
+def seed() -> int:
+    return int(np.random.default_rng().integers(1 << 30))
+
+
+# ---------------------------------------------------------------------------
+# The plan (no emulation): the fast case.
+
+
+def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
+    """Each 2-CTA kernel's LUT: its m >= 512 entry is the pair tile (256 x
+    128, a cluster launch of an even grid), its default the 1-CTA tile (a
+    plain launch), the block-scaled kernels none; on a B200 (148 SMs) and on
+    the emulated 4-SM device the launchers pick them by m."""
+    spec = rendered().spec
+    for name in PAIR:
+        pair, one = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
+        assert (pair.pair, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
+            True, 256, 128, False, 128, 128), name
+        text = (folder() / f"{name}.cu").read_text()
+        assert text.count("static constexpr bool kCtaPair = true;") == 1, name
+        module = launcher(name)
+        for which in CASES:
+            dims = module.validate(**inputs_of(name, which, 1))
+            for sms in (148, SMS):
+                step = module.launches(dims, 100, sms)[-1]
+                assert step.entry == entry(name, which), (name, which, step)
+                if which == "prefill":
+                    assert step.cluster == (2, 1, 1) and step.grid[0] % 2 == 0, step
+                    assert module.launch_error(step) is None
+                else:
+                    assert step.cluster == (1, 1, 1), step
+    for k in spec.kernels:
+        if k.name not in PAIR and k.op.value != "quantize":
+            assert not cuda_backend.plan(k, spec).has_clusters, k.name
+
+
+def check(name: str, which: str, inputs: dict, got, family: str) -> None:
+    k, case = kernel(name), CASES[which]
+    result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
+    assert result.passed, f"{name} {case.describe()} ({family}, emulated B200):\n{result.detail}"
+
+
+# ---------------------------------------------------------------------------
+# The C++ launcher: cudaLaunchKernelEx with the cluster attribute.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", list(CASES))
+def test_cpp_launcher(which):
+    spec = rendered().spec
+    inputs = inputs_of(NAME, which, seed())
+    got = run_cpp_launcher(cuda_backend.plan(kernel(NAME), spec), folder(), inputs,
+                           arch="sm_100a", num_sms=SMS)
+    check(NAME, which, inputs, got, "C++ launcher")
+
+
+# ---------------------------------------------------------------------------
+# The CuPy launcher on the stand-in: cuLaunchKernelEx through ctypes.
+
+
+def _on_standin(cupy, module, x, name):
+    if x is None or name not in module.DTYPES:
+        return x
+    x = np.asarray(x)
+    bits = {"float8_e4m3fn": np.uint8, "bfloat16": np.uint16}.get(x.dtype.name)
+    return cupy.asarray((x.view(bits) if bits else x).reshape(-1)).reshape(x.shape)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", list(CASES))
+def test_cupy_launcher(which):
+    import ml_dtypes
+
+    from gemmgen.harness import cupy_standin
+
+    inputs = inputs_of(NAME, which, seed())
+    module = launcher(NAME)
+    with cupy_standin.install(folder(), "sm_100a") as cupy:
+        cupy.sms = SMS
+        out = getattr(module, NAME)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
+        got = out.host().copy().view(ml_dtypes.bfloat16)
+    check(NAME, which, inputs, got, "CuPy launcher")
+    last = cupy.launches[-1]
+    assert last["entry"] == entry(NAME, which) and last["block"] == (192, 1, 1), cupy.launches
+    if which == "prefill":
+        assert last["cluster"] == (2, 1, 1), cupy.launches
+        assert last["attribute_ids"] == (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,)
+        assert last["grid"][0] % 2 == 0 and last["grid"][0] <= SMS
+    else:
+        assert last["cluster"] == (1, 1, 1) and last["attribute_ids"] == ()
+    assert all(x["cluster"] == (1, 1, 1) for x in cupy.launches[:-1]), cupy.launches
+    assert not cupy.refused
+
+
+# ---------------------------------------------------------------------------
+# The JAX FFI handler and the PyTorch op (through the C++ launcher).
+
+JAX_CALL = """\
+import pickle
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+
+from generated.b200.jax import b200_fp8_moe_grouped_gemm as module
+
+module.register(sys.argv[1], platform="cpu")
+with open(sys.argv[2], "rb") as f:
+    inputs = pickle.load(f)
+args = {a: (jnp.asarray(v) if isinstance(v, np.ndarray) else v) for a, v in inputs.items()}
+out = np.asarray(module.b200_fp8_moe_grouped_gemm(**args))
+with open(sys.argv[3], "wb") as f:
+    pickle.dump(out, f)
+print("ok")
+"""
+
+TORCH_CALL = """\
+import pickle
+import sys
+
+import torch
+
+from generated.b200.torch import b200_fp8_moe_grouped_gemm as module
+
+module.load(sys.argv[1], device="cpu")
+with open(sys.argv[2], "rb") as f:
+    inputs = pickle.load(f)
+args = [torch.from_numpy(inputs["lhs"]).view(torch.float8_e4m3fn),
+        torch.from_numpy(inputs["rhs"]).view(torch.float8_e4m3fn),
+        torch.from_numpy(inputs["group_sizes"]), torch.from_numpy(inputs["lhs_scale"]),
+        torch.from_numpy(inputs["rhs_scale"])]
+out = torch.ops.gemmgen_b200.b200_fp8_moe_grouped_gemm(*args)
+with open(sys.argv[3], "wb") as f:
+    pickle.dump(out.view(torch.uint16).numpy(), f)
+print("ok")
+"""
+
+
+def _run_script(script: str, library: Path, inputs: dict, tmp_path: Path):
+    from gemmgen.harness.cuda_emu import device_env
+
+    (tmp_path / "inputs.pkl").write_bytes(pickle.dumps(inputs))
+    env = {**os.environ, "PYTHONPATH": str(REPO), **device_env("sm_100a", sm_count=SMS)}
+    proc = subprocess.run([sys.executable, "-c", script, str(library), str(tmp_path / "inputs.pkl"),
+                           str(tmp_path / "out.pkl")],
+                          capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    return pickle.loads((tmp_path / "out.pkl").read_bytes())
+
+
+@pytest.mark.slow
+def test_jax_ffi(tmp_path):
+    pytest.importorskip("jax")
+    proc = subprocess.run([sys.executable, "-m", "gemmgen", "compile", str(SPEC), "--kernel", NAME,
+                           "--emulate", "--out", str(tmp_path / "build")],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    library = tmp_path / "build" / f"lib{NAME}_ffi_emu.so"
+    for which in CASES:
+        inputs = inputs_of(NAME, which, seed())
+        got = _run_script(JAX_CALL, library, inputs, tmp_path)
+        check(NAME, which, inputs, got, "JAX FFI")
+    # The JAX entry point's CUDA launcher is the one whose plan was checked.
+    module = importlib.import_module(f"generated.b200.cuda.{NAME}")
+    dims = module.validate(**inputs_of(NAME, "prefill", 1))
+    assert module.launches(dims, 100, SMS)[-1].cluster == (2, 1, 1)
+
+
+@pytest.mark.slow
+def test_torch_op(tmp_path):
+    pytest.importorskip("torch")
+    import ml_dtypes
+
+    from gemmgen.harness.abi import emulated_abi
+
+    library = emulated_abi(REPO / "generated" / "b200" / "cuda", NAME)
+    for which in CASES:
+        inputs = inputs_of(NAME, which, seed())
+        views = {a: (v.view(np.uint8) if isinstance(v, np.ndarray) and v.dtype.itemsize == 1 else v)
+                 for a, v in inputs.items()}
+        got = _run_script(TORCH_CALL, library, views, tmp_path).view(ml_dtypes.bfloat16)
+        check(NAME, which, inputs, got, "torch op")
+
+
+# ---------------------------------------------------------------------------
+# NVRTC 13.5 for sm_100a: the 2-CTA MMAs in the pair entries.
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PAIR)
+def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
+    nv = pytest.importorskip("test_cuda_nvrtc")
+    from gemmgen.harness import nvcc
+
+    if nvcc.find_cuda_tool("cuobjdump") is None:
+        pytest.skip("cuobjdump is not installed")
+    result, _ = nv.nvrtc_build("specs/b200.gemm", name, "sm_100a")
+    ops = nv.opcodes(nv.cuobjdump(result.cubin, "--dump-sass"))
+    mma = MMA[name]
+    pair = ops[f"{name}_t0_sm100"]
+    count = sum(n for op, n in pair.items() if nv.base(op) == mma)
+    assert count > 0 and sum(n for op, n in pair.items()
+                             if nv.base(op) == mma and "2CTA" in op.split(".")) == count, pair
+    assert any(nv.base(op) == "UTCBAR" and {"2CTA", "MULTICAST"} <= set(op.split(".")) for op in pair)
+    one = ops[f"{name}_t1_sm100"]
+    assert any(nv.base(op) == mma for op in one) and not any("2CTA" in op.split(".") for op in one)
+    for entry_ops in ops.values():
+        assert not any(nv.base(op) in ("LDL", "STL") for op in entry_ops), name
+
+
+# ---------------------------------------------------------------------------
+# `gemmgen explain` on a pair kernel: the pair tile and its cluster launch.
+
+
+def test_explain_states_the_pair_tile_and_its_cluster_launch(monkeypatch):
+    from gemmgen.explain import plans
+
+    monkeypatch.setattr(plans, "_ptxas", lambda *args: [])  # no compiler in the fast run
+    lines = plans.cuda_lines(rendered().spec, kernel(NAME), 32768, 7168, 2048, 8)
+    assert any("tile 256x128x128 (LUT rule m >= 512" in x for x in lines), lines
+    (path,) = [x for x in lines if x.startswith("  tcgen05 path")]
+    assert "2-CTA tile 256x128x128 over a CTA pair (clusters of 2)" in path
+    assert "tcgen05.mma 256x128x32 (cta_group::2)" in path
+    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t0_sm100:")]
+    assert "grid (148, 1, 1), clusters of 2 x 1 x 1 blocks, 192 threads" in launch
+    # A decode m: the 1-CTA entry, a plain launch.
+    lines = plans.cuda_lines(rendered().spec, kernel(NAME), 1, 7168, 2048, 8)
+    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t1_sm100:")]
+    assert "clusters" not in launch
