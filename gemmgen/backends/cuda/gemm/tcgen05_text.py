@@ -47,6 +47,15 @@ def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
                  f"({pair.tmem_cols} columns in each CTA) and committing to both CTAs; each "
                  f"CTA's epilogue warpgroup reading its own 128 rows with tcgen05.ld; a "
                  f"persistent grid of 2 x min(SMs / 2, tiles) blocks.")
+        multicast = sorted({h.cluster_n for h in (t, *tiles) if h.pair and h.cluster_n > 1})
+        if multicast:
+            ps = " or ".join(str(p) for p in multicast)
+            words += (f" LUT entries of cluster_n={ps} put {ps} pairs along n in a cluster "
+                      f"(2 x cluster_n CTAs) sharing the tile's 256 rows of A: CTA v of pair 0 "
+                      f"multicasts A's half v to CTA v of every pair (TMA multicast), each "
+                      f"stage's commit reaches every CTA of the cluster (its empty barrier "
+                      f"takes one arrival a pair), and a pair past the last n tile of a unit "
+                      f"still takes its part (zero-filled B, no stores).")
         if t.pair:  # every LUT entry's
             text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a "
                     f"body's 2-CTA tile (gg_gemm_sm100.cuh, docs/cuda-sm100.md){words}{extra}")
