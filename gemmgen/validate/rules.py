@@ -320,10 +320,13 @@ def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
     cluster size), a declared sm_100a / sm_103a and a kernel whose m = 256
     entries take the 2-CTA tile there (`ir.Kernel.tcgen05_multicast_obstacle`)."""
     entries = [(t, loc, what) for t, loc, what in lut_tiles(r, k) if t.cluster_n != 1]
+    cuda_entries = []
     for tile, loc, what in entries:
         at, width = ((tile.cluster_at, len(str(tile.cluster_n))) if tile.cluster_at != ir.NO_LOC
                      else (loc, 1))
         backend = what.split()[1] if " " in what else Backend.CUDA.value
+        if backend == Backend.CUDA.value:
+            cuda_entries.append((tile, loc))
         if backend != Backend.CUDA.value:
             r.err(at, f"{what} cluster_n={tile.cluster_n}: cluster_n is the CUDA sm_100a "
                   f"2-CTA tile's (pairs of CTAs sharing A by TMA multicast), not {backend}'s",
@@ -337,9 +340,9 @@ def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
             r.err(at, f"{what} cluster_n={tile.cluster_n} needs the 2-CTA tile, m={PAIR_M} "
                   f"(its CTA pairs along N share the tile's {PAIR_M} rows of A), but the "
                   f"entry has m={tile.m}", width)
-    if not entries:
+    if not cuda_entries:
         return
-    tile, loc, _ = entries[0]
+    tile, loc = cuda_entries[0]
     at = tile.cluster_at if tile.cluster_at != ir.NO_LOC else loc
     word = f"cluster_n={tile.cluster_n}"
     cuda = r.targets.get(Backend.CUDA)
