@@ -167,6 +167,22 @@ __host__ __device__ constexpr bool cta_pair_member(long) {
 }
 template <class T>
 constexpr bool kPair = cta_pair_member<T>(0);
+// (issue 30) TMA multicast across CTA pairs (docs/cuda-sm100.md, "The 2-CTA
+// tile", the cluster): a pair tile struct with kClusterN = P > 1 is computed
+// by clusters of 2P CTAs, P pairs along N sharing the same 256 rows of A
+// (the spec's `cluster_n=P`); the others have no such member (P = 1).
+template <class T>
+__host__ __device__ constexpr auto cluster_n_member(int) -> decltype(T::kClusterN) {
+  return T::kClusterN;
+}
+template <class T>
+__host__ __device__ constexpr int cluster_n_member(long) {
+  return 1;
+}
+template <class T>
+constexpr int kClusterN = cluster_n_member<T>(0);
+template <class T>
+constexpr int kClusterCtas = 2 * kClusterN<T>;
 // A CTA's rows of the tile and of B.
 template <class T>
 constexpr int kCtaRows = kPair<T> ? T::kBM / 2 : T::kBM;
@@ -226,6 +242,13 @@ __host__ __device__ constexpr bool check_tile_sm100() {
   // each CTA's half of B a whole number of 8-row groups (of MN-major boxes).
   if (kPair<T> && (kBs<T> || kPromoted<T> || T::kBN % 32 != 0 ||
                    (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
+    return false;
+  }
+  // The cluster: 1 to 4 pairs (at most 8 CTAs, the portable cluster size),
+  // more than one only on the pair's 16-bit / FP8 tile with epilogue scales
+  // (ir.Kernel.tcgen05_multicast_obstacle).
+  if (kClusterN<T> < 1 || kClusterCtas<T> > 8 ||
+      (kClusterN<T> > 1 && (!kPair<T> || kBs<T> || kPromoted<T>))) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -1013,34 +1036,71 @@ __device__ __forceinline__ void run_cta(unsigned char* smem, const CUtensorMap* 
 // ---------------------------------------------------------------------------
 // (issue 30) The 2-CTA tile (kPair; docs/cuda-sm100.md, "The 2-CTA tile"),
 // CUTLASS's 2SM kernels' protocol on the cta_group::2 primitives:
-//   - a cluster of 2 x 1 x 1 blocks is a CTA pair (rank v = 0 the leader,
-//     1 the peer), and pair p = blockIdx.x / 2 of gridDim.x / 2 walks the
-//     256-row tiles t = p, p + gridDim.x / 2, ... in raster order;
-//   - each CTA's producer thread loads its 128 rows of A and its kBN / 2
-//     rows of B (tma_load_*_pair) into its own stage; every load completes
-//     on the leader's `full` barrier, whose arrival (the leader's producer)
-//     announces both CTAs' bytes;
-//   - the leader's MMA thread issues 256 x kBN x (32 bytes of K)
+//   - a cluster of 2P x 1 x 1 blocks (P = kClusterN, 1 by default) is P CTA
+//     pairs (ranks 2p and 2p + 1; rank v = 0 of a pair its leader, 1 its
+//     peer); cluster c = blockIdx.x / 2P of gridDim.x / 2P walks the units
+//     c, c + gridDim.x / 2P, ... in raster order, a unit 256 rows of one
+//     item times P n tiles, pair p taking n tile P ng + p of it
+//     (pair_work); past the last n tile a pair still takes part in every
+//     barrier of the unit: its B loads are TMA's zeros, its epilogue
+//     stores nothing;
+//   - each CTA's producer thread loads its kBN / 2 rows of B
+//     (tma_load_*_pair) into its own stage, and its 128 rows of A: with
+//     P = 1 itself, else CTA v of pair 0 loads A's half v once for CTA v of
+//     every pair (tma_load_2d_multicast_pair); every load completes on the
+//     `full` barrier of its destination's leader, whose arrival (the
+//     leader's producer) announces both CTAs' bytes;
+//   - each leader's MMA thread issues 256 x kBN x (32 bytes of K)
 //     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
 //     into the accumulator (the same TMEM columns in both: CTA v's lane r is
-//     row 128 v + r); its commits multicast to both CTAs: a stage's
-//     releases both CTAs' `empty` barrier, an accumulator's both CTAs'
-//     `acc_full`;
+//     row 128 v + r); its stage commits multicast to every CTA of the
+//     cluster (a CTA's stage is read by its pair's MMAs and refilled by
+//     pair 0's A multicast, so `empty` takes P arrivals, one a pair), its
+//     accumulator commits to both CTAs of its pair (`acc_full`);
 //   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
 //     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
-//     the leader's `acc_empty` (256 arrivals: both warpgroups);
-//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs and freed
-//     by both after a cluster barrier (both epilogues done), and no CTA
-//     exits before the cluster barrier after the deallocation: the leader's
-//     MMAs read the peer's shared memory and write its TMEM.
-// The pair's (leader, peer) rank and the multicast mask of both. A template,
-// as the primitives are: a non-template caller of gg::cluster_ctarank would
-// instantiate its "needs sm_90" assertion in every arch's compile.
+//     its leader's `acc_empty` (256 arrivals: both warpgroups);
+//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs of a pair
+//     and freed by both after a cluster barrier (every epilogue done), and
+//     no CTA exits before the cluster barrier after the deallocation: the
+//     leaders' MMAs read their peers' shared memory and write their TMEM,
+//     pair 0's multicasts write every pair's shared memory.
+// The pair's (leader, peer) rank and its index in the cluster, and the
+// multicast masks: both CTAs of pair p, every CTA of the cluster, CTA v of
+// every pair. Templates, as the primitives are: a non-template caller of
+// gg::cluster_ctarank would instantiate its "needs sm_90" assertion in
+// every arch's compile.
 template <int kNever = 0>
 __device__ __forceinline__ unsigned pair_rank() {
   return gg::cluster_ctarank<kNever>() & 1u;
 }
+template <int kNever = 0>
+__device__ __forceinline__ int pair_index() {
+  return static_cast<int>(gg::cluster_ctarank<kNever>() / 2u);
+}
 constexpr unsigned short kPairMask = 3;
+template <class T>
+constexpr unsigned short kClusterMask = static_cast<unsigned short>((1u << kClusterCtas<T>) - 1u);
+template <class T>
+__host__ __device__ constexpr unsigned short a_multicast_mask(unsigned v) {
+  return static_cast<unsigned short>(kClusterMask<T> & (v == 0 ? 0x5555u : 0xAAAAu));
+}
+
+// The units of a cluster (items times the groups of kClusterN n tiles) and
+// pair p's tile of unit u: n tile kClusterN ng + p of the unit's item, past
+// the last n tile when the n tiles do not fill the unit (its columns from
+// n0 >= n_out: the idle pair's tile).
+template <class T>
+__device__ __forceinline__ int cluster_units(int items, int tiles_n) {
+  return items * ((tiles_n + kClusterN<T> - 1) / kClusterN<T>);
+}
+template <class T, Rows L>
+__device__ __forceinline__ TileWork pair_work(int u, int items, int tiles_n, int m, const Items& g,
+                                              int p) {
+  int item, ng;
+  raster<T>(u, items, (tiles_n + kClusterN<T> - 1) / kClusterN<T>, item, ng);
+  return sm90::work_of<T, L>(item, kClusterN<T> * ng + p, m, g);
+}
 
 // The instruction descriptor of the pair's MMA: M = 256, N = kBN.
 template <class T>
@@ -1074,23 +1134,23 @@ __device__ __forceinline__ void mma_stage_pair(const Smem<T>& s, int st, u32 d, 
 }
 
 // Each CTA's producer thread: for each tile of its pair, each K tile: wait
-// until its own stage is empty (the leader's commit arrives on both), the
-// leader announces both CTAs' bytes on its `full` barrier, then this CTA's
-// A rows (m0 + 128 v ..) and B rows (K-major: n0 + kBN / 2 v .., silu_mul:
-// the gate half from n0 for v = 0, the up half from n / 2 + n0 for v = 1;
-// MN-major: boxes of the same columns), completing on the leader's barrier.
+// until its own stage is empty (every pair's leader commits to every CTA of
+// the cluster), the leader announces both CTAs' bytes on its `full`
+// barrier, then this CTA's B rows (K-major: n0 + kBN / 2 v .., silu_mul: the
+// gate half from n0 for v = 0, the up half from n / 2 + n0 for v = 1;
+// MN-major: boxes of the same columns) and its A rows (m0 + 128 v ..: its
+// own load, or with kClusterN > 1 pair 0's CTA v multicasting them to CTA v
+// of every pair), completing on the destination's leader's barrier.
 template <class T, Rows L>
 __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, int tiles, int items,
+                                             const CUtensorMap* map_b, int units, int items,
                                              int tiles_n, int m, int n, int k, const Items& g) {
   constexpr bool kGrouped = L != Rows::kDense;
   constexpr int kHalf = T::kBN / 2;
-  const int v = static_cast<int>(pair_rank());
+  const int v = static_cast<int>(pair_rank()), p = pair_index();
   int it = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
+    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     const int a_row = w.m0 + kBM * v;
     const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
@@ -1102,7 +1162,12 @@ __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap
       }
       unsigned char* sa = s.a + st * T::kAStage;
       unsigned char* sb = s.b + st * T::kBStage;
-      gg::tma_load_2d_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row);
+      if constexpr (kClusterN<T> == 1) {
+        gg::tma_load_2d_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row);
+      } else if (p == 0) {
+        gg::tma_load_2d_multicast_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row,
+                                       a_multicast_mask<T>(static_cast<unsigned>(v)));
+      }
       if constexpr (T::kRhsNK) {
         if constexpr (kGrouped) {
           gg::tma_load_3d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row, w.gl);
@@ -1125,82 +1190,86 @@ __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap
   }
 }
 
-// The leader's MMA thread: issue's loop over the pair's tiles, the stage
-// and accumulator commits multicast to both CTAs.
+// The leader's MMA thread: issue's loop over the pair's tiles; a stage's
+// commit multicast to every CTA of the cluster, an accumulator's to both
+// CTAs of the pair.
 template <class T, Rows L>
-__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int units, int items,
                                            int tiles_n, int m, int k, const Items& g) {
-  int it = 0, u = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  const int p = pair_index();
+  const unsigned short acc_mask = static_cast<unsigned short>(kPairMask << (2 * p));
+  int it = 0, a = 0;  // K tiles consumed; accumulators committed: a % 2, round a / 2
+  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
+    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = u % 2;
+      const int acc = a % 2;
       if (kt == 0) {
-        gg::mbarrier_wait(s.acc_empty + acc, ((u / 2) & 1) ^ 1);  // both CTAs' epilogues
+        gg::mbarrier_wait(s.acc_empty + acc, ((a / 2) & 1) ^ 1);  // both CTAs' epilogues
         gg::tcgen05_fence_after_thread_sync();
       }
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
       mma_stage_pair<T>(s, st, tmem + acc * T::kBN, kt > 0);
-      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);
+      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);
       if (kt == ktiles - 1) {
-        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], kPairMask);
-        ++u;
+        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);
+        ++a;
       }
     }
   }
 }
 
 // Each CTA's epilogue warpgroup: the 1-CTA epilogue on its 128 rows (m0 +
-// 128 v ..) of the pair's tile, each accumulator handed back to the leader.
+// 128 v ..) of the pair's tile (none for the idle pair's tile past n), each
+// accumulator handed back to the leader.
 template <class T, Rows L>
-__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int units, int items,
                                               int tiles_n, int m, int n, int k, const Items& g,
                                               const Operands<T>& o, const Globals& gs) {
-  const int v = static_cast<int>(pair_rank());
+  const int v = static_cast<int>(pair_rank()), p = pair_index();
+  const int n_out = kSilu<T> ? n / 2 : n;
   // The leader's acc_empty barriers (shared::cluster addresses).
   const u32 leader_acc_empty =
       gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
-  int u = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  int a = 0;
+  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
+    TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
-    const int acc = u % 2;
+    const int acc = a % 2;
     if (ktiles > 0) {
-      gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+      gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
       gg::tcgen05_fence_after_thread_sync();
     }
-    store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
-                       global_scale<T>(gs.lhs, gs.rhs, w.gl));
+    if (w.n0 < n_out) {
+      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
+                         global_scale<T>(gs.lhs, gs.rhs, w.gl));
+    }
     if (ktiles > 0) {
       gg::tcgen05_fence_before_thread_sync();
       gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));
-      ++u;
+      ++a;
     }
   }
 }
 
 // The pair's block: barriers, the cta_group::2 TMEM allocation, the cluster
-// barrier before any peer signals a barrier, the role split, and the cluster
-// barrier before exit.
+// barrier before any peer signals a barrier, the role split over the
+// cluster's units, and the cluster barrier before exit.
 template <class T, Rows L>
 __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap* map_a,
                                          const CUtensorMap* map_b, const Operands<T>& o, int m,
-                                         int n, int k, int tiles, int items, int tiles_n,
-                                         const Items& g, const Globals& gs) {
+                                         int n, int k, int items, int tiles_n, const Items& g,
+                                         const Globals& gs) {
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
+  const int units = cluster_units<T>(items, tiles_n);
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.full[st], 1);   // the leader's: its producer's arrival
-      gg::mbarrier_init(&s.empty[st], 1);  // the leader's multicast commit
+      gg::mbarrier_init(&s.full[st], 1);                // the leader's: its producer's arrival
+      gg::mbarrier_init(&s.empty[st], kClusterN<T>);  // each pair's leader's multicast commit
     }
     for (int a = 0; a < 2; ++a) {
       gg::mbarrier_init(&s.acc_full[a], 1);
@@ -1213,21 +1282,21 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     gg::tmem_relinquish_alloc_permit_pair();
   }
   gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
+  gg::cluster_sync();  // every CTA's barriers initialised, the columns allocated
   gg::tcgen05_fence_after_thread_sync();
   const u32 tmem = *s.tmem_slot;
   if (warp == 0) {
     if (threadIdx.x == 0) {
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
-      produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+      produce_pair<T, L>(s, map_a, map_b, units, items, tiles_n, m, n, k, g);
     }
   } else if (warp == 1) {
     if (threadIdx.x == 32 && pair_rank() == 0) {
-      issue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+      issue_pair<T, L>(s, tmem, units, items, tiles_n, m, k, g);
     }
   } else {
-    epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
+    epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);
   }
   // Both CTAs' epilogues have read their accumulators before either CTA's
   // warp 1 takes part in the pair's deallocation.
@@ -1237,8 +1306,8 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     gg::tcgen05_fence_after_thread_sync();
     gg::tmem_dealloc_pair(tmem, T::kTmemCols);
   }
-  // No CTA leaves while its peer's MMAs may read its shared memory or write
-  // its TMEM.
+  // No CTA leaves while a peer's MMAs may read its shared memory or write
+  // its TMEM, or pair 0's multicasts may still land in it.
   gg::cluster_sync();
 }
 
@@ -1251,7 +1320,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
                                     const unsigned char* __restrict__ rhs_fp4 = nullptr) {
   static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
   if constexpr (kPair<T>) {
-    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs);
+    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, items, tiles_n, g, gs);
   } else {
     run_cta<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
   }

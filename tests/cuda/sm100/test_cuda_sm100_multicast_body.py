@@ -418,10 +418,9 @@ PLANTED = {
     # A pair with no n tile (n = 128: pair 1 idle in every unit) leaves at
     # once: pair 0's A multicasts still target its shared memory.
     "idle_pair_exits_early": (
-        [("  const u32 tmem = *s.tmem_slot;\n  if (warp == 0) {\n",
-          ("  const u32 tmem = *s.tmem_slot;\n"
-           "  if (pair_index() * T::kBNOut >= (kSilu<T> ? n / 2 : n)) {\n    return;\n  }\n"
-           "  if (warp == 0) {\n"))],
+        [("  gg::cluster_sync();  // every CTA's barriers initialised, the columns allocated\n",
+          ("  gg::cluster_sync();  // every CTA's barriers initialised, the columns allocated\n"
+           "  if (pair_index() * T::kBNOut >= (kSilu<T> ? n / 2 : n)) {\n    return;\n  }\n"))],
         r"2-CTA TMA multicast load\): CTA rank 3 has exited; its shared memory is released"),
 }
 
