@@ -238,17 +238,17 @@ def test_cluster_n_is_a_field_of_pair_tiles_with_positioned_errors():
     assert str(k.tile_rules[0].tile) == "256x128x64 cluster_n=2"
     got = _errors(BAD.replace("ARCHS", "sm_100a"))
     for want in [
-        "x.gemm:14:35: kernel 'x_lut': tile cluster_n=2 needs the 2-CTA tile, m=256 (its CTA "
-        "pairs along N share the tile's 256 rows of A), but the entry has m=128",
-        "x.gemm:15:51: kernel 'x_lut': tile_rule cluster_n=8 asks for clusters of 16 CTAs (8 "
-        "CTA pairs): at most 8, the portable cluster size, so cluster_n is 1 to 4",
+        ("x.gemm:14:35: kernel 'x_lut': tile cluster_n=2 needs the 2-CTA tile, m=256 (its CTA "
+         "pairs along N share the tile's 256 rows of A), but the entry has m=128"),
+        ("x.gemm:15:51: kernel 'x_lut': tile_rule cluster_n=8 asks for clusters of 16 CTAs (8 "
+         "CTA pairs): at most 8, the portable cluster size, so cluster_n is 1 to 4"),
         "x.gemm:25:35: kernel 'x_word': tile cluster_n must be an integer, not 'two'",
-        "x.gemm:36:36: kernel 'x_promoted': cluster_n=2 needs the sm_100a 2-CTA tile, which "
-        "this kernel does not take: per-K-block scales promoted in registers",
-        "x.gemm:45:35: kernel 'x_mma_sync': cluster_n=2 is the sm_100a body's (tcgen05), but "
-        "the kernel says 'mma mma_sync'",
-        "x.gemm:56:47: kernel 'x_tpu': tile pallas_tpu cluster_n=2: cluster_n is the CUDA "
-        "sm_100a 2-CTA tile's",
+        ("x.gemm:36:36: kernel 'x_promoted': cluster_n=2 needs the sm_100a 2-CTA tile, which "
+         "this kernel does not take: per-K-block scales promoted in registers"),
+        ("x.gemm:45:35: kernel 'x_mma_sync': cluster_n=2 is the sm_100a body's (tcgen05), but "
+         "the kernel says 'mma mma_sync'"),
+        ("x.gemm:56:47: kernel 'x_tpu': tile pallas_tpu cluster_n=2: cluster_n is the CUDA "
+         "sm_100a 2-CTA tile's"),
     ]:
         assert want in got, (want, got)
     assert got.count("\n") == 5, got  # one error each
