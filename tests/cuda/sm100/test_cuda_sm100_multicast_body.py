@@ -428,23 +428,40 @@ PLANT_CASE = Case("rings_wrap", 1000, 520, 600)  # 4 x 3 units of 10 K tiles on 
 IDLE_CASE = Case("idle", 1000, 128, 600)
 
 
-def run_planted(edits, inputs, name="mc_dense"):
+def run_planted(edits, inputs, name="mc_dense", schedule="run-ahead"):
     modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=4)
+    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=4,
+                        schedule=schedule)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
 @pytest.mark.parametrize("bug", list(PLANTED))
-def test_planted_bug_in_the_multicast_protocol_is_caught(bug):
+def test_planted_bug_in_the_multicast_protocol_is_caught(bug, schedule):
+    """Each bug is reported in both of the emulator's warp schedules; the
+    same copy of the body without the edit computes the reference."""
     edits, report = PLANTED[bug]
     case = IDLE_CASE if bug == "idle_pair_exits_early" else PLANT_CASE
     inputs = case.inputs(kernel("mc_dense"), 3)
     with pytest.raises(EmuKernelError, match=report):
-        run_planted(edits, inputs)
-    # without the edit, the same copy of the body computes the reference
+        run_planted(edits, inputs, schedule=schedule)
     k = kernel("mc_dense")
-    assert compare(run_planted([], inputs), reference(k, **inputs), k, k=case.k,
-                   inputs=inputs).passed
+    assert compare(run_planted([], inputs, schedule=schedule), reference(k, **inputs), k,
+                   k=case.k, inputs=inputs).passed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,case,num_sms", [
+    pytest.param(n, c, s, id=f"{n}-{c.name}") for n, c, s, _ in (CASES[0], CASES[7], CASES[13])])
+def test_the_multicast_tile_in_the_reverse_schedule(name, case, num_sms):
+    """The emulator's other warp order (the last runnable warp first): the
+    idle pair, silu_mul and four pairs a cluster still match the reference."""
+    k = kernel(name)
+    inputs = case.inputs(k, seed())
+    path = BODY.folder / f"{name}.cu"
+    got = run_launcher(launcher(name), path.read_text(), str(path), inputs, modules=BODY.modules,
+                       arch=SM100, num_sms=num_sms, schedule="reverse")
+    assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
 
 
 # ---------------------------------------------------------------------------
