@@ -318,7 +318,9 @@ def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
     TMA multicast (docs/spec.md, "Clusters: TMA multicast on sm_100a"). It
     needs a CUDA LUT, an entry of m = 256, at most 8 CTAs (the portable
     cluster size), a declared sm_100a / sm_103a and a kernel whose m = 256
-    entries take the 2-CTA tile there (`ir.Kernel.tcgen05_multicast_obstacle`)."""
+    entries take the 2-CTA tile there (`ir.Kernel.tcgen05_multicast_obstacle`).
+    `mma wgmma | mma_sync` ignore it, as they ignore the pair, so that `mma`
+    stays sweepable."""
     entries = [(t, loc, what) for t, loc, what in lut_tiles(r, k) if t.cluster_n != 1]
     cuda_entries = []
     for tile, loc, what in entries:
@@ -355,8 +357,7 @@ def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
               f"{', '.join(cuda.cuda_archs) or 'no arch'}; on other archs an m=256 entry is "
               "an ordinary tile: drop cluster_n or declare sm_100a")
     elif k.mma not in (ir.Mma.AUTO, ir.Mma.TCGEN05):
-        r.err(at, f"{word} is the sm_100a body's (tcgen05), but the kernel says "
-              f"'mma {k.mma.value}'; write 'mma auto' or 'mma tcgen05'")
+        return  # another body forced (`mma` swept, say): an ordinary tile there, as m=256 is
     elif (why := k.tcgen05_multicast_obstacle()) is not None:
         r.err(at, f"{word} needs the sm_100a 2-CTA tile, which this kernel does not take: "
               f"{why}; drop cluster_n (its m={PAIR_M} entries keep the 1-CTA tile)")

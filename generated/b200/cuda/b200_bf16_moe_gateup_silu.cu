@@ -128,7 +128,7 @@ struct Sm100Tile0 : Config {
   static constexpr int kCStride = 40, kCWarpBytes = 2560;
   static constexpr int kTmemCols = 256, kSmemBytes = 208048;
   static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
-  static constexpr int kClusterN = 2;  // pairs a cluster, sharing A by TMA multicast
+  static constexpr int kClusterN = 2;     // pairs a cluster, sharing A by TMA multicast
 };
 static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
               "the sm_100a tile's numbers follow from its shape");
@@ -352,7 +352,7 @@ cudaError_t launch_b200_bf16_moe_gateup_silu(const B200Bf16MoeGateupSiluArgs& a,
   switch (b200_bf16_moe_gateup_silu_pick_tile(m, n, k)) {
     case 0:
       if (sm == 100 && num_sms > 3 && g > 0) {
-        // The tcgen05 path, 256x128x64, 8 stages, 2 pairs a cluster: the tensor maps of lhs and rhs.
+        // The tcgen05 path, 256x128x64, 8 stages, 2 pairs: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
         err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,

@@ -316,7 +316,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
         case 0:
             # 256x128x64
             if sm == 100 and num_sms > 3 and g > 0:
-                # The tcgen05 path: 256x128x64, 8 stages, 2 pairs a cluster
+                # The tcgen05 path: 256x128x64, 8 stages, 2 pairs
                 return [
                     Launch(
                         "b200_bf16_moe_grouped_gemm_fill",

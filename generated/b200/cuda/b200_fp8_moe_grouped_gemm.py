@@ -329,7 +329,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
         case 0:
             # 256x128x128
             if sm == 100 and num_sms > 3 and g > 0:
-                # The tcgen05 path: 256x128x128, 8 stages, 2 pairs a cluster
+                # The tcgen05 path: 256x128x128, 8 stages, 2 pairs
                 return [
                     Launch(
                         "b200_fp8_moe_grouped_gemm_fill",

@@ -1079,8 +1079,11 @@ __device__ __forceinline__ int pair_index() {
   return static_cast<int>(gg::cluster_ctarank<kNever>() / 2u);
 }
 constexpr unsigned short kPairMask = 3;
+__host__ __device__ constexpr unsigned short ctas_mask(int ctas) {
+  return static_cast<unsigned short>((1u << ctas) - 1u);
+}
 template <class T>
-constexpr unsigned short kClusterMask = static_cast<unsigned short>((1u << kClusterCtas<T>) - 1u);
+constexpr unsigned short kClusterMask = ctas_mask(kClusterCtas<T>);
 template <class T>
 __host__ __device__ constexpr unsigned short a_multicast_mask(unsigned v) {
   return static_cast<unsigned short>(kClusterMask<T> & (v == 0 ? 0x5555u : 0xAAAAu));
@@ -1268,7 +1271,7 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
   const int units = cluster_units<T>(items, tiles_n);
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.full[st], 1);                // the leader's: its producer's arrival
+      gg::mbarrier_init(&s.full[st], 1);              // the leader's: its producer's arrival
       gg::mbarrier_init(&s.empty[st], kClusterN<T>);  // each pair's leader's multicast commit
     }
     for (int a = 0; a < 2; ++a) {

@@ -86,7 +86,7 @@ class Sm100Tile:
 
     @property
     def label(self) -> str:
-        cluster = f", {self.cluster_n} pairs a cluster" if self.cluster_n > 1 else ""
+        cluster = f", {self.cluster_n} pairs" if self.cluster_n > 1 else ""
         return f"{self.bm}x{self.bn}x{self.bk}, {self.stages} stages{cluster}"
 
     @property

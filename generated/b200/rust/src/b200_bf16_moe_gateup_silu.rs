@@ -207,7 +207,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
         // 256x128x64
         0 => {
             if sm == 100 && num_sms > 3 && g > 0 {
-                // The tcgen05 path: 256x128x64, 8 stages, 2 pairs a cluster
+                // The tcgen05 path: 256x128x64, 8 stages, 2 pairs
                 return vec![
                     // b200_bf16_moe_gateup_silu_fill: out = existing_out or zeros
                     Launch {

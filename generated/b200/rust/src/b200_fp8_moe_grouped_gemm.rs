@@ -225,7 +225,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
         // 256x128x128
         0 => {
             if sm == 100 && num_sms > 3 && g > 0 {
-                // The tcgen05 path: 256x128x128, 8 stages, 2 pairs a cluster
+                // The tcgen05 path: 256x128x128, 8 stages, 2 pairs
                 return vec![
                     // b200_fp8_moe_grouped_gemm_fill: out = existing_out or zeros
                     Launch {
