@@ -58,7 +58,7 @@ def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
                       f"block-scaled MMAs (SASS {pair_sass(kernel)}).")
         if t.pair:  # every LUT entry's
             text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a "
-                    f"body's 2-CTA tile (gg_gemm_sm100.cuh, docs/cuda-sm100.md){words}{extra}")
+                    f"body's 2-CTA tile (gg_gemm_sm100_pair.cuh, docs/cuda-sm100.md){words}{extra}")
             wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
             return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
         extra += f" LUT entries of m = 256 take the 2-CTA tile{words}"
