@@ -50,6 +50,10 @@
 // issues the block-scaled tcgen05.mma. DeepSeek's e8m0 block scales take
 // the same path when promoted in hardware (runs_deepseek_mma,
 // gather_ds_atoms), MXFP8 also with rhs [k, n] (B MN-major, load_b_kn).
+// The 2-CTA tile (kPair: 256-row tiles over a CTA pair, cta_group::2) is
+// gg_gemm_sm100_pair.cuh's block on these pieces, the block-scaled kinds
+// included (each CTA's producer warp gathers its A rows' and every B row's
+// scale atoms; mma_stage and copy_scales issue the cta_group::2 forms).
 #pragma once
 
 #include "gg_gemm_sm90.cuh"
@@ -252,8 +256,8 @@ __host__ __device__ constexpr bool check_tile_sm100() {
   // registers); each CTA's half of B a whole number of 8-row groups (of
   // MN-major boxes). Block-scaled pairs stage every B row's scale atoms in
   // both CTAs (kSfStage, kSfCols as the 1-CTA tile's).
-  if (kPair<T> && (kPromoted<T> || T::kBN % 32 != 0 ||
-                   (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
+  if (kPair<T> &&
+      (kPromoted<T> || T::kBN % 32 != 0 || (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -315,9 +319,9 @@ constexpr gg::umma::Type kUmmaType =
 // the tile's type, A K-major, B K-major ([n, k]) or MN-major ([k, n]),
 // M = kBM (128; the pair's 256), N = kBN.
 template <class T>
-constexpr u32 kIdesc = gg::umma::instr_desc(
-    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, T::kBM, T::kBN,
-    gg::umma::Major::K, T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
+constexpr u32 kIdesc =
+    gg::umma::instr_desc(kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, T::kBM, T::kBN,
+                         gg::umma::Major::K, T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
 
 // The block-scaled MMA of a tile: its kind and operand types (MXFP8:
 // kind::mxf8f6f4, e4m3 / e5m2; MXFP4: kind::mxf4, NVFP4: kind::mxf4nvf4,
@@ -613,9 +617,8 @@ constexpr int kMapK = kMmaBits<T> == 4 ? kRowBytes : T::kBK;
 // in this CTA and completes on the barrier at `bar`'s offset in the leader.
 template <class T, bool kGrouped, bool kLoadB = true>
 __device__ __forceinline__ void load_pair_stage(unsigned char* sa, unsigned char* sb,
-                                                const CUtensorMap* map_a,
-                                                const CUtensorMap* map_b, u64* bar, int kt,
-                                                const TileWork& w, int n, int v) {
+                                                const CUtensorMap* map_a, const CUtensorMap* map_b,
+                                                u64* bar, int kt, const TileWork& w, int n, int v) {
   constexpr int kHalf = T::kBN / 2;
   const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
   gg::tma_load_2d_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v);
@@ -700,7 +703,7 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
       if (tr >= T::kBN) {
         return false;
       }
-      const int local = tr % kRunRows;  // silu_mul: gate or up column n0 + local
+      const int local = tr % kRunRows;                // silu_mul: gate or up column n0 + local
       row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
       return kSilu<T> ? w.n0 + local < n / 2 : row < n;
     };
