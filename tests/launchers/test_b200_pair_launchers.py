@@ -2,7 +2,8 @@
 tile"; issue 30) through every launcher family on an emulated B200
 (sm_100a, compute capability 10.0): their tile LUT gives m >= 512 the pair
 entry (`_t0_sm100`: 256 x 128 tiles on a 2 x 1 x 1 cluster,
-tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry (`_t1_sm100`).
+tcgen05.mma.cta_group::2, block-scaled for the fp4 and W4A8 GEMMs) and
+smaller m the 1-CTA entry (`_t1_sm100`).
 
 One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
 per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
@@ -16,8 +17,14 @@ random inputs with poisoned outputs, through:
   cluster attribute logged and asserted);
 - the JAX FFI handler (`gemmgen compile --emulate`'s library);
 - the PyTorch op (`torch.ops.gemmgen_b200`, the emulated C ABI library);
-- NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA in the pair entries
-  of all three 2-CTA kernels, none in their 1-CTA entries, no local memory.
+- NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA / UTCOMMA.2CTA in the
+  pair entries of every 2-CTA kernel (UTCCP.T.S.2CTA.4 in the block-scaled
+  ones), none in their 1-CTA entries, no local memory.
+
+A block-scaled pair kernel, b200_nvfp4_moe_grouped_gemm (NVFP4, its global
+scales), runs at the same prefill size through the C++ and CuPy launchers,
+and b200_w4a8_moe_grouped_gemm through the Rust harness
+(test_rust_launchers.py).
 
 The Rust crate runs it in test_rust_launchers.py (its C ABI harness on the
 emulator, and its CudaDriver on tests/rust_driver_standin.c, whose
@@ -50,9 +57,16 @@ from gemmgen.reference import compare, reference
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
 NAME = "b200_fp8_moe_grouped_gemm"
-PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
+PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm",
+        "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm", "b200_nvfp4_moe_grouped_gemm",
+        "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm")
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
-       "b200_bf16_moe_gateup_silu": "UTCHMMA"}
+       "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
+       "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
+       "b200_nvfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_moe_gateup_silu": "UTCOMMA",
+       "b200_w4a8_moe_grouped_gemm": "UTCQMMA"}
+# The block-scaled pair kernel the C++ and CuPy launchers run.
+BS_NAME = "b200_nvfp4_moe_grouped_gemm"
 # Prefill: 530 rows (the m >= 512 entry), three experts, one empty; n and
 # k not multiples of the tile (k = 208: two K blocks, the second partial).
 # Decode: one token.
@@ -88,8 +102,17 @@ def kernel(name: str):
     return rendered().spec.kernel(name)
 
 
+def case_of(name: str, which: str) -> Case:
+    """CASES[which] for kernel `name`: the dense GEMMs' without groups, the
+    fp4 ones' k whole blocks of 32 (MXFP4)."""
+    case, k = CASES[which], kernel(name)
+    groups = case.group_sizes if k.op.value == "grouped" else None
+    return Case(case.name, m=case.m, n=case.n, k=256 if k.lhs.dtype.value == "fp4" else case.k,
+                group_sizes=groups)
+
+
 def inputs_of(name: str, which: str, seed: int) -> dict:
-    return CASES[which].inputs(kernel(name), seed)
+    return case_of(name, which).inputs(kernel(name), seed)
 
 
 def entry(name: str, which: str) -> str:
@@ -107,13 +130,15 @@ def seed() -> int:
 def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
     """Each 2-CTA kernel's LUT: its m >= 512 entry is the pair tile (256 x
     128, a cluster launch of an even grid), its default the 1-CTA tile (a
-    plain launch), the block-scaled kernels none; on a B200 (148 SMs) and on
-    the emulated 4-SM device the launchers pick them by m."""
+    plain launch), the MXFP8 ones (whose 256-row mma.sync entry would spill)
+    none; on a B200 (148 SMs) and on the emulated 4-SM device the launchers
+    pick them by m."""
     spec = rendered().spec
     for name in PAIR:
         pair, one = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
         assert (pair.pair, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
             True, 256, 128, False, 128, 128), name
+        assert pair.block_scaled == one.block_scaled == kernel(name).tcgen05_block_scaled
         text = (folder() / f"{name}.cu").read_text()
         assert text.count("static constexpr bool kCtaPair = true;") == 1, name
         module = launcher(name)
@@ -133,7 +158,7 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
 
 
 def check(name: str, which: str, inputs: dict, got, family: str) -> None:
-    k, case = kernel(name), CASES[which]
+    k, case = kernel(name), case_of(name, which)
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, f"{name} {case.describe()} ({family}, emulated B200):\n{result.detail}"
 
@@ -143,13 +168,13 @@ def check(name: str, which: str, inputs: dict, got, family: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", list(CASES))
-def test_cpp_launcher(which):
+@pytest.mark.parametrize("name,which", [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")])
+def test_cpp_launcher(name, which):
     spec = rendered().spec
-    inputs = inputs_of(NAME, which, seed())
-    got = run_cpp_launcher(cuda_backend.plan(kernel(NAME), spec), folder(), inputs,
+    inputs = inputs_of(name, which, seed())
+    got = run_cpp_launcher(cuda_backend.plan(kernel(name), spec), folder(), inputs,
                            arch="sm_100a", num_sms=SMS)
-    check(NAME, which, inputs, got, "C++ launcher")
+    check(name, which, inputs, got, "C++ launcher")
 
 
 # ---------------------------------------------------------------------------
@@ -160,26 +185,27 @@ def _on_standin(cupy, module, x, name):
     if x is None or name not in module.DTYPES:
         return x
     x = np.asarray(x)
-    bits = {"float8_e4m3fn": np.uint8, "bfloat16": np.uint16}.get(x.dtype.name)
+    bits = {"float8_e4m3fn": np.uint8, "bfloat16": np.uint16,
+            "float8_e8m0fnu": np.uint8}.get(x.dtype.name)
     return cupy.asarray((x.view(bits) if bits else x).reshape(-1)).reshape(x.shape)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", list(CASES))
-def test_cupy_launcher(which):
+@pytest.mark.parametrize("name,which", [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")])
+def test_cupy_launcher(name, which):
     import ml_dtypes
 
     from gemmgen.harness import cupy_standin
 
-    inputs = inputs_of(NAME, which, seed())
-    module = launcher(NAME)
+    inputs = inputs_of(name, which, seed())
+    module = launcher(name)
     with cupy_standin.install(folder(), "sm_100a") as cupy:
         cupy.sms = SMS
-        out = getattr(module, NAME)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
+        out = getattr(module, name)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
         got = out.host().copy().view(ml_dtypes.bfloat16)
-    check(NAME, which, inputs, got, "CuPy launcher")
+    check(name, which, inputs, got, "CuPy launcher")
     last = cupy.launches[-1]
-    assert last["entry"] == entry(NAME, which) and last["block"] == (192, 1, 1), cupy.launches
+    assert last["entry"] == entry(name, which) and last["block"] == (192, 1, 1), cupy.launches
     if which == "prefill":
         assert last["cluster"] == (2, 1, 1), cupy.launches
         assert last["attribute_ids"] == (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,)
@@ -301,6 +327,9 @@ def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
     assert count > 0 and sum(n for op, n in pair.items()
                              if nv.base(op) == mma and "2CTA" in op.split(".")) == count, pair
     assert any(nv.base(op) == "UTCBAR" and {"2CTA", "MULTICAST"} <= set(op.split(".")) for op in pair)
+    if kernel(name).tcgen05_block_scaled:  # the scales' copies: every one 2-CTA
+        copies = [op for op in pair if nv.base(op) == "UTCCP"]
+        assert copies and all("2CTA" in op.split(".") for op in copies), pair
     one = ops[f"{name}_t1_sm100"]
     assert any(nv.base(op) == mma for op in one) and not any("2CTA" in op.split(".") for op in one)
     for entry_ops in ops.values():
