@@ -104,10 +104,10 @@ def kernel(name: str):
 
 def case_of(name: str, which: str) -> Case:
     """CASES[which] for kernel `name`: the dense GEMMs' without groups, the
-    fp4 ones' k whole blocks of 32 (MXFP4)."""
+    block-scaled ones' k whole blocks of 32."""
     case, k = CASES[which], kernel(name)
     groups = case.group_sizes if k.op.value == "grouped" else None
-    return Case(case.name, m=case.m, n=case.n, k=256 if k.lhs.dtype.value == "fp4" else case.k,
+    return Case(case.name, m=case.m, n=case.n, k=256 if k.tcgen05_block_scaled else case.k,
                 group_sizes=groups)
 
 
