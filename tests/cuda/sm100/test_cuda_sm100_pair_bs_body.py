@@ -341,14 +341,15 @@ def test_block_scaled_pair_on_the_emulator(name, case, num_sms):
 
 
 @pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param("q_nv4_moe", CASES[10][1], 4, id="nvfp4-grouped"),
+    pytest.param("q_nv4_moe", CASES[10][1], 4, id="nvfp4-grouped", marks=pytest.mark.slow),
     pytest.param("q_w4a8_moe", CASES[18][1], 2, id="w4a8-gateup", marks=pytest.mark.slow),
     pytest.param("q_ds_masked", CASES[23][1], 2, id="deepseek-masked", marks=pytest.mark.slow),
 ])
 def test_the_cpp_launcher_launches_the_block_scaled_pair(name, case, num_sms):
     """launch_<name>() launches the pair's step with cudaLaunchKernelEx and the
     cluster attribute (global scales and W4A8's rhs pointer among its
-    arguments)."""
+    arguments). Slow: the C++ launcher's cluster launch has its fast case in
+    test_cuda_sm100_pair_body.py."""
     check(name, case, num_sms, seed=seed(), cpp=True)
 
 
