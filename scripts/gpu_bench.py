@@ -229,8 +229,9 @@ SM100_ROWS = (
     ("gpt-oss grouped", "b200_mxfp8_moe_grouped_gemm", 32, 512, 5760, 2880),
     ("gpt-oss grouped", "b200_nvfp4_moe_grouped_gemm", 32, 512, 5760, 2880),
     # The 2-CTA tile (prefill: every row's m is at least 512, the LUT's pair
-    # entry): bf16 and FP8 (per-token / per-channel) experts and the bf16
-    # gate-up at DeepSeek-V3's and GPT-OSS-120b's expert shapes.
+    # entry, as for the fp4 and W4A8 rows above with m >= 512): bf16 and FP8
+    # (per-token / per-channel) experts and the bf16 gate-up at DeepSeek-V3's
+    # and GPT-OSS-120b's expert shapes.
     ("deepseek grouped", "b200_fp8_moe_grouped_gemm", 8, 4096, 7168, 2048),
     ("deepseek grouped", "b200_fp8_moe_grouped_gemm", 4, 8192, 4096, 7168),
     ("deepseek grouped", "b200_bf16_moe_grouped_gemm", 8, 4096, 7168, 2048),
@@ -740,13 +741,13 @@ def run_sm100(specs: dict, only: list[str] | None = None) -> list[dict]:
 
 
 def sm100_path(kernel: ir.Kernel, launcher, inputs: dict) -> str:
-    """The body a row runs on a B200 (148 SMs): the block-scaled tcgen05
-    MMA, or the 2-CTA tile (its launcher's cluster launch) or the 1-CTA one."""
-    if kernel.tcgen05_block_scaled:
-        return "block-scaled tcgen05"
+    """The body a row runs on a B200 (148 SMs): the 2-CTA tile (its
+    launcher's cluster launch) or the 1-CTA one, with the block-scaled
+    tcgen05 MMA or not."""
+    kind = "block-scaled tcgen05" if kernel.tcgen05_block_scaled else "tcgen05"
     steps = launcher.launches(launcher.validate(**inputs), 100, DEVICES["b200"].sms)
-    return ("2-CTA tcgen05" if any(getattr(s, "cluster", (1, 1, 1)) != (1, 1, 1) for s in steps)
-            else "tcgen05")
+    pair = any(getattr(s, "cluster", (1, 1, 1)) != (1, 1, 1) for s in steps)
+    return f"2-CTA {kind}" if pair else kind
 
 
 def _sm100_line(row: dict) -> str:

@@ -21,15 +21,21 @@ class Sm100Spec(HopperSpec):
     ARCH, SM, SUFFIX = SM100, 100, "_sm100"
 
     def planted(self, name: str, edits) -> tuple[dict, str]:
-        """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100.cuh with
-        `edits` (each must match it once), renamed gg::gemm::sm100_planted:
-        the emulator modules keyed as run_launcher looks them up, and the key
-        (pass it as run_launcher's source name, with an empty source)."""
+        """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100.cuh (the
+        2-CTA tile's gg_gemm_sm100_pair.cuh in its place) with `edits` (each
+        must match it once), renamed gg::gemm::sm100_planted: the emulator
+        modules keyed as run_launcher looks them up, and the key (pass it as
+        run_launcher's source name, with an empty source)."""
         text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100.cuh").read_text()
+        pair = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_pair.cuh").read_text()
+        pair = pair.replace("#pragma once\n", "").replace('#include "gg_gemm_sm100.cuh"\n', "")
+        assert text.count('#include "gg_gemm_sm100_pair.cuh"\n') == 1
+        text = text.replace('#include "gg_gemm_sm100_pair.cuh"\n', pair)
         for old, new in edits:
             assert text.count(old) == 1, f"the planted edit no longer matches the body: {old!r}"
             text = text.replace(old, new)
         text = text.replace("namespace gg::gemm::sm100 {", "namespace gg::gemm::sm100_planted {")
+        text = text.replace("}  // namespace gg::gemm::sm100\n", "}  // namespace gg::gemm::sm100_planted\n")
         text = text.replace("sm100::", "sm100_planted::")
         k = self.kernel(name)
         call = f"gg::gemm::sm100::{'masked' if k.masked else 'grouped' if k.grouped else 'dense'}<"

@@ -107,11 +107,16 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
         if t.pair:  # (issue 30) the 2-CTA tile: a CTA's share of each number
             cluster = (f"clusters of {2 * t.cluster_n}: {t.cluster_n} pairs along n sharing A "
                        f"by TMA multicast" if t.cluster_n > 1 else "clusters of 2")
+            mma = (f"the 2-CTA block-scaled tcgen05.mma {t.mma}, after copying both CTAs' "
+                   f"scale atoms with tcgen05.cp.cta_group::2" if t.block_scaled
+                   else f"tcgen05.mma {t.mma}")
+            pair_scales = (f" and {t.sf_stage} of scale atoms (its A rows', all {t.bn} B "
+                           f"rows': the producer warp gathers them)" if t.block_scaled else "")
             lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): "
                          f"2-CTA tile {t.bm}x{t.bn}x{t.bk} over a CTA pair ({cluster}), "
                          f"{t.stages} stages of {t.a_stage + t.b_stage} bytes a CTA (128 rows of "
-                         f"A, {t.bn // 2} of B); {t.threads} threads a CTA: a producer warp "
-                         f"(TMA), an MMA warp (the even CTA's thread issues tcgen05.mma {t.mma}) "
+                         f"A, {t.bn // 2} of B){pair_scales}; {t.threads} threads a CTA: a "
+                         f"producer warp (TMA), an MMA warp (the even CTA's thread issues {mma}) "
                          f"and an epilogue warpgroup (tcgen05.ld, its CTA's 128 rows); "
                          f"{t.tmem_cols} TMEM columns and {t.smem_bytes} bytes of shared memory "
                          f"a CTA")

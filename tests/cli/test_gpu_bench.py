@@ -250,8 +250,15 @@ def test_a_2cta_row_says_its_path(bench):
         row = {"groups": g, "m_per_group": m, "n": 256, "k": 256}
         inputs, _, _ = bench.deepseek_inputs(spec.kernel(name), row, rng)
         assert bench.sm100_path(spec.kernel(name), launcher, inputs) == path, (g, m)
-    w4a8 = spec.kernel("b200_w4a8_moe_grouped_gemm")
-    assert bench.sm100_path(w4a8, None, {}) == "block-scaled tcgen05"
+    # The W4A8 experts: block-scaled, on the pair at a prefill m (its LUT's
+    # m >= 512 entry), on the 1-CTA tile at a decode m.
+    name = "b200_w4a8_moe_grouped_gemm"
+    launcher = load_generated_module(ROOT / "generated" / "b200" / "cuda" / f"{name}.py",
+                                     "test_gpu_bench_pair_w4a8")
+    for g, m, path in ((8, 512, "2-CTA block-scaled tcgen05"), (2, 8, "block-scaled tcgen05")):
+        row = {"groups": g, "m_per_group": m, "n": 256, "k": 256}
+        inputs, _, _ = bench.deepseek_inputs(spec.kernel(name), row, rng)
+        assert bench.sm100_path(spec.kernel(name), launcher, inputs) == path, (g, m)
 
 
 def test_the_sm100_rows_run_on_an_emulated_b200(tmp_path):

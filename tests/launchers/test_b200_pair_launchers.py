@@ -1,10 +1,12 @@
 """The 2-CTA kernels of specs/b200.gemm (docs/cuda-sm100.md, "The 2-CTA
 tile"; issue 30) through every launcher family on an emulated B200
-(sm_100a, compute capability 10.0): their tile LUT gives m >= 2048 (n >=
-512) the multicast entry (`_t0_sm100`: 256 x 128 tiles, two CTA pairs along
-n sharing A by TMA multicast in a 4 x 1 x 1 cluster), m >= 512 the pair
-entry (`_t1_sm100`: a 2 x 1 x 1 cluster, tcgen05.mma.cta_group::2) and
-smaller m the 1-CTA entry (`_t2_sm100`).
+(sm_100a, compute capability 10.0): the bf16 / FP8 experts' and the bf16
+gate-up's tile LUT gives m >= 2048 (n >= 512) the multicast entry
+(`_t0_sm100`: 256 x 128 tiles, two CTA pairs along n sharing A by TMA
+multicast in a 4 x 1 x 1 cluster), m >= 512 the pair entry (`_t1_sm100`: a
+2 x 1 x 1 cluster, tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry
+(`_t2_sm100`); the fp4 and W4A8 GEMMs' gives m >= 512 the block-scaled pair
+entry (`_t0_sm100`) and smaller m the 1-CTA entry (`_t1_sm100`).
 
 One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
 per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
@@ -19,9 +21,15 @@ random inputs with poisoned outputs, through:
   cluster attribute logged and asserted);
 - the JAX FFI handler (`gemmgen compile --emulate`'s library);
 - the PyTorch op (`torch.ops.gemmgen_b200`, the emulated C ABI library);
-- NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA in the pair entries
-  of all three 2-CTA kernels (UTMALDG.2D.MULTICAST.2CTA in the multicast
-  ones), none in their 1-CTA entries, no local memory.
+- NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA / UTCOMMA.2CTA in the
+  pair entries of every 2-CTA kernel (UTMALDG.2D.MULTICAST.2CTA in the
+  multicast ones, UTCCP.T.S.2CTA.4 in the block-scaled ones), none in their
+  1-CTA entries, no local memory.
+
+A block-scaled pair kernel, b200_nvfp4_moe_grouped_gemm (NVFP4, its global
+scales), runs at the prefill sizes through the C++ and CuPy launchers, and
+b200_w4a8_moe_grouped_gemm through the Rust harness
+(test_rust_launchers.py).
 
 The Rust crate runs it in test_rust_launchers.py (its C ABI harness on the
 emulator, and its CudaDriver on tests/rust_driver_standin.c, whose
@@ -54,9 +62,17 @@ from gemmgen.reference import compare, reference
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
 NAME = "b200_fp8_moe_grouped_gemm"
-PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
+MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
+PAIR = MCAST + ("b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
+                "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
+                "b200_w4a8_moe_grouped_gemm")
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
-       "b200_bf16_moe_gateup_silu": "UTCHMMA"}
+       "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
+       "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
+       "b200_nvfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_moe_gateup_silu": "UTCOMMA",
+       "b200_w4a8_moe_grouped_gemm": "UTCQMMA"}
+# The block-scaled pair kernel the C++ and CuPy launchers run.
+BS_NAME = "b200_nvfp4_moe_grouped_gemm"
 # Large prefill: 2100 rows and 520 columns (the m >= 2048, n >= 512 entry:
 # 5 n tiles, so each row tile's last unit has an idle pair). Prefill: 530
 # rows (the m >= 512 entry), three experts, one empty; n and k not
@@ -68,8 +84,12 @@ CASES = {
     "prefill": Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)),
     "decode": Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)),
 }
+# The LUT entry and cluster each case takes: the multicast kernels' three
+# entries, the block-scaled kernels' two (no multicast: the pair from 512).
 ENTRY = {"prefill_multicast": "t0", "prefill": "t1", "decode": "t2"}
 CLUSTER = {"prefill_multicast": (4, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
+BS_ENTRY = {"prefill_multicast": "t0", "prefill": "t0", "decode": "t1"}
+BS_CLUSTER = {"prefill_multicast": (2, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
 SMS = 4  # an emulated B200 of 4 SMs: one cluster of 2 pairs, or 2 pairs, each walking many tiles
 
 
@@ -98,12 +118,25 @@ def kernel(name: str):
     return rendered().spec.kernel(name)
 
 
+def case_of(name: str, which: str) -> Case:
+    """CASES[which] for kernel `name`: the dense GEMMs' without groups, the
+    block-scaled ones' k whole blocks of 32."""
+    case, k = CASES[which], kernel(name)
+    groups = case.group_sizes if k.op.value == "grouped" else None
+    return Case(case.name, m=case.m, n=case.n, k=256 if k.tcgen05_block_scaled else case.k,
+                group_sizes=groups)
+
+
 def inputs_of(name: str, which: str, seed: int) -> dict:
-    return CASES[which].inputs(kernel(name), seed)
+    return case_of(name, which).inputs(kernel(name), seed)
 
 
 def entry(name: str, which: str) -> str:
-    return f"{name}_{ENTRY[which]}_sm100"
+    return f"{name}_{(ENTRY if name in MCAST else BS_ENTRY)[which]}_sm100"
+
+
+def cluster(name: str, which: str) -> tuple[int, int, int]:
+    return (CLUSTER if name in MCAST else BS_CLUSTER)[which]
 
 
 def seed() -> int:
@@ -115,39 +148,47 @@ def seed() -> int:
 
 
 def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
-    """Each 2-CTA kernel's LUT: its m >= 2048, n >= 512 entry is the pair tile
-    with two pairs a cluster (a cluster launch of 4 x 1 x 1 over a grid of
-    whole clusters), its m >= 512 entry the pair tile (2 x 1 x 1), its
-    default the 1-CTA tile (a plain launch), the block-scaled kernels none;
-    on a B200 (148 SMs) and on the emulated 4-SM device the launchers pick
-    them by m and n; on 3 SMs the multicast entry gives way to mma.sync."""
+    """Each multicast kernel's LUT: its m >= 2048, n >= 512 entry is the pair
+    tile with two pairs a cluster (a cluster launch of 4 x 1 x 1 over a grid
+    of whole clusters), its m >= 512 entry the pair tile (2 x 1 x 1), its
+    default the 1-CTA tile (a plain launch); each block-scaled pair kernel's:
+    its m >= 512 entry the block-scaled pair tile, its default the 1-CTA
+    tile; the MXFP8 ones (whose 256-row mma.sync entry would spill) none. On
+    a B200 (148 SMs) and on the emulated 4-SM device the launchers pick them
+    by m and n; on 3 SMs the multicast entry gives way to mma.sync."""
     spec = rendered().spec
     for name in PAIR:
-        mcast, pair, one = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
-        assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (True, 2, 256, 128), name
+        tiles = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
+        if name in MCAST:
+            mcast, pair, one = tiles
+            assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (True, 2, 256, 128), name
+        else:
+            pair, one = tiles
         assert (pair.pair, pair.cluster_n, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
             True, 1, 256, 128, False, 128, 128), name
+        assert pair.block_scaled == one.block_scaled == kernel(name).tcgen05_block_scaled
         text = (folder() / f"{name}.cu").read_text()
-        assert text.count("static constexpr bool kCtaPair = true;") == 2, name
-        assert text.count("static constexpr int kClusterN = 2;") == 1, name
+        assert text.count("static constexpr bool kCtaPair = true;") == len(tiles) - 1, name
+        assert text.count("static constexpr int kClusterN = 2;") == (name in MCAST), name
         module = launcher(name)
         for which in CASES:
             dims = module.validate(**inputs_of(name, which, 1))
             for sms in (148, SMS):
                 step = module.launches(dims, 100, sms)[-1]
                 assert step.entry == entry(name, which), (name, which, step)
-                assert step.cluster == CLUSTER[which], step
-                assert step.grid[0] % CLUSTER[which][0] == 0, step
+                assert step.cluster == cluster(name, which), step
+                assert step.grid[0] % cluster(name, which)[0] == 0, step
                 assert module.launch_error(step) is None
-        dims = module.validate(**inputs_of(name, "prefill_multicast", 1))
-        assert module.launches(dims, 100, 3)[-1].entry == f"{name}_t0", name
+        if name in MCAST:
+            dims = module.validate(**inputs_of(name, "prefill_multicast", 1))
+            assert module.launches(dims, 100, 3)[-1].entry == f"{name}_t0", name
     for k in spec.kernels:
         if k.name not in PAIR and k.op.value != "quantize":
             assert not cuda_backend.plan(k, spec).has_clusters, k.name
 
 
 def check(name: str, which: str, inputs: dict, got, family: str) -> None:
-    k, case = kernel(name), CASES[which]
+    k, case = kernel(name), case_of(name, which)
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, f"{name} {case.describe()} ({family}, emulated B200):\n{result.detail}"
 
@@ -156,14 +197,17 @@ def check(name: str, which: str, inputs: dict, got, family: str) -> None:
 # The C++ launcher: cudaLaunchKernelEx with the cluster attribute.
 
 
+LAUNCHES = [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("which", list(CASES))
-def test_cpp_launcher(which):
+@pytest.mark.parametrize("name,which", LAUNCHES)
+def test_cpp_launcher(name, which):
     spec = rendered().spec
-    inputs = inputs_of(NAME, which, seed())
-    got = run_cpp_launcher(cuda_backend.plan(kernel(NAME), spec), folder(), inputs,
+    inputs = inputs_of(name, which, seed())
+    got = run_cpp_launcher(cuda_backend.plan(kernel(name), spec), folder(), inputs,
                            arch="sm_100a", num_sms=SMS)
-    check(NAME, which, inputs, got, "C++ launcher")
+    check(name, which, inputs, got, "C++ launcher")
 
 
 # ---------------------------------------------------------------------------
@@ -174,30 +218,31 @@ def _on_standin(cupy, module, x, name):
     if x is None or name not in module.DTYPES:
         return x
     x = np.asarray(x)
-    bits = {"float8_e4m3fn": np.uint8, "bfloat16": np.uint16}.get(x.dtype.name)
+    bits = {"float8_e4m3fn": np.uint8, "bfloat16": np.uint16,
+            "float8_e8m0fnu": np.uint8}.get(x.dtype.name)
     return cupy.asarray((x.view(bits) if bits else x).reshape(-1)).reshape(x.shape)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", list(CASES))
-def test_cupy_launcher(which):
+@pytest.mark.parametrize("name,which", LAUNCHES)
+def test_cupy_launcher(name, which):
     import ml_dtypes
 
     from gemmgen.harness import cupy_standin
 
-    inputs = inputs_of(NAME, which, seed())
-    module = launcher(NAME)
+    inputs = inputs_of(name, which, seed())
+    module = launcher(name)
     with cupy_standin.install(folder(), "sm_100a") as cupy:
         cupy.sms = SMS
-        out = getattr(module, NAME)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
+        out = getattr(module, name)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
         got = out.host().copy().view(ml_dtypes.bfloat16)
-    check(NAME, which, inputs, got, "CuPy launcher")
+    check(name, which, inputs, got, "CuPy launcher")
     last = cupy.launches[-1]
-    assert last["entry"] == entry(NAME, which) and last["block"] == (192, 1, 1), cupy.launches
+    assert last["entry"] == entry(name, which) and last["block"] == (192, 1, 1), cupy.launches
     if which != "decode":
-        assert last["cluster"] == CLUSTER[which], cupy.launches
+        assert last["cluster"] == cluster(name, which), cupy.launches
         assert last["attribute_ids"] == (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,)
-        assert last["grid"][0] % CLUSTER[which][0] == 0 and last["grid"][0] <= SMS
+        assert last["grid"][0] % cluster(name, which)[0] == 0 and last["grid"][0] <= SMS
     else:
         assert last["cluster"] == (1, 1, 1) and last["attribute_ids"] == ()
     assert all(x["cluster"] == (1, 1, 1) for x in cupy.launches[:-1]), cupy.launches
@@ -311,7 +356,7 @@ def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
     result, _ = nv.nvrtc_build("specs/b200.gemm", name, "sm_100a")
     ops = nv.opcodes(nv.cuobjdump(result.cubin, "--dump-sass"))
     mma = MMA[name]
-    for t, multicast in (("t0", 1), ("t1", 0)):
+    for t, multicast in ((("t0", 1), ("t1", 0)) if name in MCAST else (("t0", 0),)):
         pair = ops[f"{name}_{t}_sm100"]
         count = sum(n for op, n in pair.items() if nv.base(op) == mma)
         assert count > 0 and sum(n for op, n in pair.items()
@@ -321,7 +366,10 @@ def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
         # A's load: multicast to both pairs in the clusters of 4, the pair's own otherwise.
         assert sum(n for op, n in pair.items() if nv.base(op) == "UTMALDG"
                    and {"2D", "MULTICAST", "2CTA"} <= set(op.split("."))) == multicast, pair
-    one = ops[f"{name}_t2_sm100"]
+        if kernel(name).tcgen05_block_scaled:  # the scales' copies: every one 2-CTA
+            copies = [op for op in pair if nv.base(op) == "UTCCP"]
+            assert copies and all("2CTA" in op.split(".") for op in copies), pair
+    one = ops[f"{name}_{'t2' if name in MCAST else 't1'}_sm100"]
     assert any(nv.base(op) == mma for op in one) and not any("2CTA" in op.split(".") for op in one)
     for entry_ops in ops.values():
         assert not any(nv.base(op) in ("LDL", "STL") for op in entry_ops), name

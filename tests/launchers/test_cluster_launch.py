@@ -50,7 +50,9 @@ from gemmgen.reference import compare, reference
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
-NAME = "b200_nvfp4_moe_grouped_gemm"  # fill, worklist, then the clustered _sm100 launch
+# A kernel of specs/b200.gemm without a 2-CTA entry (the MXFP8 experts):
+# fill, worklist, then the clustered _sm100 launch.
+NAME = "b200_mxfp8_moe_grouped_gemm"
 CASE = Case("groups", m=150, n=192, k=320, group_sizes=(100, 0, 50))
 CLUSTER = (2, 1, 1)
 
@@ -129,7 +131,9 @@ def test_the_override_plans_a_cluster_launch():
 # The kernels of specs/ with a 2-CTA tile (an m=256 LUT entry on sm_100a:
 # docs/cuda-sm100.md, "The 2-CTA tile"), whose launches are cluster ones.
 PAIR_KERNELS = {"b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm",
-                "b200_bf16_moe_gateup_silu"}
+                "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm",
+                "b200_nvfp4_gemm", "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
+                "b200_w4a8_moe_grouped_gemm"}
 
 
 def test_only_the_pair_kernels_of_specs_have_a_cluster_launch():
@@ -149,7 +153,7 @@ def test_only_the_pair_kernels_of_specs_have_a_cluster_launch():
             assert clustered == (rel.stem in PAIR_KERNELS and rel.suffix in (".cu", ".py")), rel
 
 
-DTYPE_BITS = {"bfloat16": np.uint16}
+DTYPE_BITS = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e8m0fnu": np.uint8}
 
 
 def _device(cupy, module, name, x):

@@ -251,6 +251,11 @@ HARNESS_KERNELS = {
     "multicast_sm100": ("b200", "b200_fp8_moe_grouped_gemm",
                         Case("prefill_multicast", m=2100, n=520, k=208, group_sizes=(900, 0, 1200)),
                         "sm_100a", True),
+    # The block-scaled 2-CTA tile (W4A8 experts at m >= 512: each CTA unpacks
+    # its half of B and gathers its scale atoms, tcgen05.cp.cta_group::2).
+    "pair_bs_sm100": ("b200", "b200_w4a8_moe_grouped_gemm",
+                      Case("prefill", m=530, n=136, k=192, group_sizes=(300, 0, 230)), "sm_100a",
+                      True),
     # The weight-only tile (320 threads, raw-byte weight maps, kblock scales
     # promoted per scale block).
     "weight_only_sm100": ("moe", "moe_w4a16_grouped_gemm",
@@ -1538,7 +1543,7 @@ def test_swapped_arguments_are_caught_on_the_emulator(workspace):
 # specs/b200.gemm rendered from a plan whose sm_100a launch is forced into
 # clusters of 2 x 1 x 1, its CudaDriver's cuLaunchKernelEx on the stand-in.
 
-CLUSTER_KERNEL = ("b200", "b200_w4a8_moe_grouped_gemm",
+CLUSTER_KERNEL = ("b200", "b200_mxfp8_moe_grouped_gemm",  # no 2-CTA entry of its own
                   Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12)))
 
 

@@ -607,17 +607,23 @@ print("ok")
 
 
 @pytest.mark.slow  # the family's fast sm_100a case is test_op_takes_the_sm100_path_on_an_emulated_b200
-def test_b200_block_scaled_op_on_an_emulated_b200(tmp_path):
+@pytest.mark.parametrize("case", [
+    Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12)),
+    # m >= 512: the LUT's 2-CTA entry, block-scaled on a CTA pair (a cluster
+    # launch through the C ABI's launcher).
+    Case("prefill", m=530, n=136, k=192, group_sizes=(300, 0, 230)),
+], ids=lambda c: c.name)
+def test_b200_block_scaled_op_on_an_emulated_b200(tmp_path, case):
     """torch.ops.gemmgen_b200.b200_w4a8_moe_grouped_gemm (specs/b200.gemm:
     e4m3 x packed e2m1 on the block-scaled tcgen05.mma) on an emulated
-    sm_100a device of 2 SMs, with a zero-size group, against the reference."""
+    sm_100a device of 2 SMs, with a zero-size group, against the reference;
+    at a prefill m on the 2-CTA tile."""
     import pickle
     import subprocess
 
     name = "b200_w4a8_moe_grouped_gemm"
     library = emulated_abi(REPO / "generated" / "b200" / "cuda", name)
     k = kernel("b200", name)
-    case = Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12))
     inputs = case.inputs(k, 47)
     views = {a: (v.view(np.uint8) if isinstance(v, np.ndarray) and v.dtype.itemsize == 1 else v)
              for a, v in inputs.items()}

@@ -50,6 +50,7 @@ void maybe_complete_cluster_barrier(Cluster& c) {
   if (c.barrier_arrived == 0 || c.barrier_arrived < cluster_live_threads(c)) return;
   ++c.barrier_phase;
   c.barrier_arrived = 0;
+  c.barrier_clock.complete();
   for (BlockRunner* r : c.ctas) r->wake_waiters();
 }
 
@@ -63,6 +64,7 @@ void cluster_thread_exit(ThreadCtx& t) {
   if (c->barrier_arrived != 0 && c->barrier_arrived + 1 >= cluster_live_threads(*c)) {
     ++c->barrier_phase;
     c->barrier_arrived = 0;
+    c->barrier_clock.complete();
     for (BlockRunner* r : c->ctas) r->wake_waiters();
   }
 }
@@ -147,6 +149,7 @@ void cluster_arrive() {
   }
   t.cluster_arrived = true;
   t.cluster_phase = c->barrier_phase;
+  if (!t.hb.empty()) order::release(t, c->barrier_clock.acc);
   ++c->barrier_arrived;
   maybe_complete_cluster_barrier(*c);
 }
@@ -163,8 +166,9 @@ void cluster_wait() {
     syncthreads();  // a cluster of one: the barrier is the block's
     return;
   }
-  if (c->barrier_phase > t.cluster_phase) return;
-  t.runner->wait_until(t, "barrier.cluster.wait", &cluster_barrier_ready, &t);
+  if (c->barrier_phase <= t.cluster_phase)
+    t.runner->wait_until(t, "barrier.cluster.wait", &cluster_barrier_ready, &t);
+  order::acquire(t, c->barrier_clock.done);
 }
 
 // The CTA of rank `rank`, checked.

@@ -176,6 +176,13 @@ struct ThreadCtx {
   // barrier.cluster.arrive done, its wait not yet (the phase it arrived in).
   bool cluster_arrived = false;
   unsigned long long cluster_phase = 0;
+  // The thread's happens-before clock (gg_emu_internal.h, namespace order):
+  // per thread of the cluster (index rank * threads + linear), the last epoch
+  // of that thread ordered before this thread's present; empty until first
+  // needed. hb_self is this thread's index, hb_size the cluster's threads.
+  std::vector<std::uint32_t> hb;
+  unsigned hb_self = 0;
+  unsigned hb_size = 0;
   BlockRunner* runner = nullptr;
 #if defined(GG_EMU_TSAN)
   pthread_t os_thread{};

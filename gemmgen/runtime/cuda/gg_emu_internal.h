@@ -63,6 +63,79 @@ struct Launch {
 };
 
 // ---------------------------------------------------------------------------
+// Happens-before clocks (docs/cuda-emulation.md, "Ordering of generic writes
+// before async-proxy reads"). The baton and the run-ahead schedule run a
+// writer before the reader whenever they can, so a missing arrival or wait
+// between a thread's st.shared (then fence.proxy.async) and another
+// thread's async-proxy read of those bytes (a tcgen05.cp or tcgen05.mma
+// operand, possibly of a peer CTA of its pair) would go unseen. Each thread
+// carries a vector clock (ThreadCtx::hb: per thread of the cluster, the last
+// epoch of that thread ordered before this one's present). A release
+// (mbarrier.arrive, remote or local, tcgen05.commit's arrival, an arrival at
+// __syncthreads or barrier.cluster) joins the thread's clock into the
+// barrier's phase and starts a new epoch of the thread; an acquire (a wait
+// that saw the phase complete, leaving __syncthreads or barrier.cluster.wait)
+// joins the completed phase's clock into the thread's. fence.proxy.async
+// tags the bytes the generic proxy changed since the last fence with the
+// fencing thread and its epoch, and an async-proxy read of a tagged byte by a
+// thread whose clock does not reach that epoch is reported. TMA and bulk
+// copies are the async proxy's own writes (their waits are checked apart).
+namespace order {
+
+using Clock = std::vector<std::uint32_t>;
+
+// The clock of thread `t`, started (its own epoch 1, nothing else known) on
+// first use.
+inline Clock& clock(ThreadCtx& t) {
+  if (t.hb.empty()) {
+    t.hb.assign(t.hb_size, 0u);
+    t.hb[t.hb_self] = 1;
+  }
+  return t.hb;
+}
+
+inline void join(Clock& into, const Clock& from) {
+  if (from.empty()) return;
+  if (into.size() < from.size()) into.resize(from.size(), 0u);
+  for (std::size_t i = 0; i < from.size(); ++i) into[i] = std::max(into[i], from[i]);
+}
+
+// A release by `t` into `into` (a barrier's phase): what t knows travels
+// with it, and t's later writes are a new epoch.
+inline void release(ThreadCtx& t, Clock& into) {
+  Clock& c = clock(t);
+  join(into, c);
+  ++c[t.hb_self];
+}
+
+// An acquire by `t` of `from` (a completed phase's clock).
+inline void acquire(ThreadCtx& t, const Clock& from) {
+  if (!from.empty()) join(clock(t), from);
+}
+
+// Whether thread `t` knows epoch `epoch` of thread `writer` (a cluster-wide index).
+inline bool knows(const ThreadCtx& t, unsigned writer, std::uint32_t epoch) {
+  return writer < t.hb.size() && t.hb[writer] >= epoch;
+}
+
+// A barrier among threads (__syncthreads, barrier.cluster): arrivals join
+// into `acc`; the completing one moves it to `done`, which each thread
+// acquires when it leaves.
+struct Gather {
+  Clock acc, done;
+  void reset() {
+    acc.clear();
+    done.clear();
+  }
+  void complete() {
+    done = std::move(acc);
+    acc.clear();
+  }
+};
+
+}  // namespace order
+
+// ---------------------------------------------------------------------------
 // Thread-block clusters (docs/cuda-emulation.md, "Clusters"): the CTAs of a
 // cluster run at once, each on its own worker OS thread (so each has its own
 // shared memory, the worker's TLS), but one at a time: the CTA that holds
@@ -91,6 +164,7 @@ struct Cluster {
   // barrier.cluster: the phase, and the threads arrived in it.
   unsigned long long barrier_phase = 0;
   unsigned barrier_arrived = 0;
+  order::Gather barrier_clock;  // its happens-before clocks
 };
 
 

@@ -199,6 +199,7 @@ void run_clusters(Launch& l) {
               c->exited.assign(c->size, false);
               c->barrier_phase = 0;
               c->barrier_arrived = 0;
+              c->barrier_clock.reset();
             }
             ++c->generation;
             c->cv.notify_all();

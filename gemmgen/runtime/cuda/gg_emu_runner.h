@@ -116,7 +116,19 @@ class BlockRunner {
 
   void syncthreads(ThreadCtx& t) {
     sync_release(&block_token_);
+#if !defined(GG_EMU_TSAN)
+    // Happens-before clocks (order::Gather): the arrivals' clocks join; the
+    // last arrival completes the barrier's; each thread takes it on leaving.
+    if (!t.hb.empty()) order::release(t, sync_clock_.acc);
+    if (++sync_arrived_ == n_live_) {
+      sync_clock_.complete();
+      sync_arrived_ = 0;
+    }
+#endif
     wait_at_barrier(t);
+#if !defined(GG_EMU_TSAN)
+    order::acquire(t, sync_clock_.done);
+#endif
     sync_acquire(&block_token_);
   }
 
@@ -229,7 +241,12 @@ class BlockRunner {
       t.cp_pending.clear();
       t.cp_committed = 0;
       t.cluster_arrived = false;
+      t.hb.clear();
+      t.hb_self = rank_ * nthreads_ + t.linear;
+      t.hb_size = (cluster_ != nullptr ? cluster_->size : 1) * nthreads_;
     }
+    sync_clock_.reset();
+    sync_arrived_ = 0;
     hopper_block_begin(*this);
     sm100_block_begin(*this);
     tls.runner = this;
@@ -636,6 +653,9 @@ class BlockRunner {
   unsigned n_barrier_ = 0;
   unsigned n_exited_ = 0;
   unsigned resume_from_ = 0;
+  // __syncthreads' happens-before clocks and its arrivals (fiber mode).
+  order::Gather sync_clock_;
+  unsigned sync_arrived_ = 0;
   // Addresses for TSan's release/acquire annotations (unused in fiber mode).
   char block_token_ = 0;
   std::vector<char> warp_tokens_ = std::vector<char>(nthreads_ / kWarpSize + 1);

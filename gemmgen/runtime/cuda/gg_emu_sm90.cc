@@ -337,6 +337,8 @@ struct Barrier {
   unsigned long long phase = 0;  // completed phases
   unsigned init_thread = 0;
   bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
+  order::Clock arrived;  // the happens-before clocks of the current phase's arrivals
+  order::Clock done;     // and of the last completed phase (a wait acquires it)
 };
 
 struct TmaLoad {
@@ -376,6 +378,16 @@ struct HopperBlock {
   std::vector<sm90::TmaLoad> loads;
   std::vector<sm90::HopperThread> threads;
   std::vector<unsigned char> shadow;  // the async proxy's view of the block's shared memory
+  // Per byte of shared memory, the fence.proxy.async that published its
+  // generic write (an index into `fences`; 0: none, or an async-proxy
+  // write): the fencing thread (cluster-wide index) and its epoch
+  // (namespace order in gg_emu_internal.h).
+  std::vector<std::uint32_t> writer;
+  struct Fence {
+    unsigned thread;
+    std::uint32_t epoch;
+  };
+  std::vector<Fence> fences;
   struct Filled {
     std::uint32_t lo, hi;
     unsigned span;  // the swizzle span of the TMA load that filled [lo, hi)
@@ -421,6 +433,8 @@ inline HopperBlock& block() {
     h.threads.assign(r.num_threads(), HopperThread{});
     // The async proxy's view at block start: the poison every block starts with.
     h.shadow.assign(static_cast<std::size_t>(s.end - s.begin), kPoison);
+    h.writer.assign(static_cast<std::size_t>(s.end - s.begin), 0u);
+    h.fences.assign(1, {});
     h.used = true;
   }
   return h;
@@ -509,6 +523,8 @@ inline void maybe_complete(Barrier& b) {
   ++b.phase;
   b.pending = b.count;
   b.announced = b.delivered = 0;
+  b.done = std::move(b.arrived);
+  b.arrived.clear();
   runner().wake_waiters();
 }
 
@@ -605,6 +621,7 @@ unsigned long long mbarrier_arrive(void* bar, unsigned long long tx) {
     fail("mbarrier.arrive: more arrivals than the count of %s", describe_barrier(b).c_str());
   const unsigned long long token = b.phase;
   tcgen05_on_arrive(runner(), b.addr, token);
+  order::release(current(), b.arrived);
   b.tx += static_cast<long long>(tx);
   b.announced += static_cast<long long>(tx);
   --b.pending;
@@ -644,6 +661,7 @@ bool mbarrier_wait(void* bar, unsigned parity, const char* op) {
   }
   land_loads(*b);
   tcgen05_retire(runner(), b->addr, b->phase);
+  order::acquire(current(), b->done);
   return true;
 }
 
@@ -672,7 +690,25 @@ inline void check_async_view(const unsigned char* p, std::size_t bytes, const ch
 void fence_proxy_async() {
   HopperBlock& h = block();
   const SharedRegion& s = runner().shared_region();
-  std::memcpy(h.shadow.data(), s.begin, static_cast<std::size_t>(s.end - s.begin));
+  // The bytes the generic proxy changed since the last fence are this
+  // thread's to publish, in its present epoch (order::release ends it).
+  const std::size_t size = static_cast<std::size_t>(s.end - s.begin);
+  std::uint32_t id = 0;
+  for (std::size_t lo = 0; lo < size; lo += 64) {
+    const std::size_t n = std::min<std::size_t>(64, size - lo);
+    if (std::memcmp(s.begin + lo, h.shadow.data() + lo, n) == 0)
+      continue;
+    if (id == 0) {
+      ThreadCtx& t = current();
+      id = static_cast<std::uint32_t>(h.fences.size());
+      h.fences.push_back({t.hb_self, order::clock(t)[t.hb_self]});
+    }
+    for (std::size_t i = lo; i < lo + n; ++i) {
+      if (s.begin[i] != h.shadow[i])
+        h.writer[i] = id;
+    }
+  }
+  std::memcpy(h.shadow.data(), s.begin, size);
   fence_mbarrier_init();  // the proxy fence also orders the thread's mbarrier.init
 }
 
@@ -833,6 +869,7 @@ void tma_load_into(void* dst, const CUtensorMap* map, BlockRunner* bar_cta, void
   auto* d = static_cast<unsigned char*>(dst);
   std::memset(d, kPoison, bytes);
   std::memset(&h.shadow[shadow_offset(d)], kPoison, bytes);
+  std::fill_n(&h.writer[shadow_offset(d)], bytes, 0u);
   TmaLoad l{m, {}, dst_cta, d, bytes, b.addr, b.phase, current().linear};
   for (unsigned i = 0; i < rank; ++i)
     l.coords[i] = coords[i];
@@ -855,6 +892,7 @@ void mbarrier_arrive_cluster(std::uint32_t addr) {
   Barrier& b = barrier(r.p, kOp);
   if (b.pending == 0)
     fail("%s: more arrivals than the count of %s in CTA rank %u", kOp, describe_barrier(b).c_str(), r.rank);
+  order::release(current(), b.arrived);
   --b.pending;
   maybe_complete(b);
 }
@@ -1036,6 +1074,35 @@ void set_invalid_trap(bool on) {
   trap_invalid(on);
 }
 
+// The generic writes an async-proxy read of [lo, hi) (by the calling
+// thread, of the current CTA's shared memory) sees must be ordered before
+// it: each tagged byte's fence epoch known to the reading thread's clock.
+inline void check_ordered(std::uint32_t lo, std::uint32_t hi, const char* reader) {
+  const HopperBlock& h = block();
+  const ThreadCtx& t = current();
+  std::uint32_t seen = 0;  // the last fence found ordered
+  for (std::uint32_t i = lo; i < hi; ++i) {
+    const std::uint32_t id = h.writer[i];
+    if (id == 0 || id == seen)
+      continue;
+    const HopperBlock::Fence& f = h.fences[id];
+    if (order::knows(t, f.thread, f.epoch)) {
+      seen = id;
+      continue;
+    }
+    const unsigned n = runner().num_threads();
+    const std::uint32_t base = addr_of(runner().shared_region().begin);
+    fail(
+        "%s reads shared memory at 0x%05x of CTA rank %u that thread %u of CTA rank %u wrote "
+        "(st.shared) and published with fence.proxy.async, but nothing orders that write before "
+        "this read: no chain of mbarrier arrivals and waits (local or remote), __syncthreads or "
+        "barrier.cluster leads from the writing thread, after its fence, to the reading thread %u "
+        "of CTA rank %u (a missing arrival on, or wait for, the barrier the reader waits on?)",
+        reader, (base + i) % kWindow, runner().cluster_rank(), f.thread % n, f.thread / n,
+        t.hb_self % n, t.hb_self / n);
+  }
+}
+
 // An async-proxy read of [lo, hi) by the sm100 tier (a tcgen05.mma operand
 // through a descriptor of swizzle span `span`, 1 for the 128-byte swizzle
 // with 32-byte atomicity, which no modelled TMA load writes): inside the block's shared
@@ -1075,6 +1142,7 @@ void check_async_read(std::uint32_t lo, std::uint32_t hi, unsigned span, const c
   }
   if (std::memcmp(s.begin + lo, h.shadow.data() + lo, hi - lo) != 0)
     check_async_view(s.begin + lo, hi - lo, reader);
+  check_ordered(lo, hi, reader);
 }
 
 // The A fragment registers of the thread's in-flight wgmmas with A in
@@ -1442,6 +1510,7 @@ void bulk_load(void* dst, const void* src, unsigned bytes, void* bar) {
   m.box[0] = bytes;
   std::memset(d, kPoison, bytes);
   std::memset(&h.shadow[shadow_offset(d)], kPoison, bytes);
+  std::fill_n(&h.writer[shadow_offset(d)], bytes, 0u);
   h.loads.push_back(TmaLoad{m, {}, &runner(), d, bytes, b.addr, b.phase, current().linear});
   b.tx -= static_cast<long long>(bytes);
   b.delivered += static_cast<long long>(bytes);

@@ -48,6 +48,10 @@
 // issues the block-scaled tcgen05.mma. DeepSeek's e8m0 block scales take
 // the same path when promoted in hardware (runs_deepseek_mma,
 // gather_ds_atoms), MXFP8 also with rhs [k, n] (B MN-major, load_b_kn).
+// The 2-CTA tile (kPair: 256-row tiles over a CTA pair, cta_group::2) is
+// gg_gemm_sm100_pair.cuh's block on these pieces, the block-scaled kinds
+// included (each CTA's producer warp gathers its A rows' and every B row's
+// scale atoms; mma_stage and copy_scales issue the cta_group::2 forms).
 #pragma once
 
 #include "gg_gemm_sm90.cuh"
@@ -186,6 +190,33 @@ template <class T>
 constexpr int kCtaRows = kPair<T> ? T::kBM / 2 : T::kBM;
 template <class T>
 constexpr int kCtaBRows = kPair<T> ? T::kBN / 2 : T::kBN;
+// The pair's (leader, peer) rank and the multicast mask of both. A template,
+// as the primitives are: a non-template caller of gg::cluster_ctarank would
+// instantiate its "needs sm_90" assertion in every arch's compile.
+template <int kNever = 0>
+__device__ __forceinline__ unsigned pair_rank() {
+  return gg::cluster_ctarank<kNever>() & 1u;
+}
+constexpr unsigned short kPairMask = 3;
+// This CTA's place v in its pair (0 on the 1-CTA tile), and the tiles its
+// block (or pair: p = blockIdx.x / 2 of gridDim.x / 2) walks: first_tile,
+// first_tile + tile_step, ...
+template <class T>
+__device__ __forceinline__ int cta_of_pair() {
+  if constexpr (kPair<T>) {
+    return static_cast<int>(pair_rank());
+  } else {
+    return 0;
+  }
+}
+template <class T>
+__device__ __forceinline__ int first_tile() {
+  return static_cast<int>(kPair<T> ? blockIdx.x / 2 : blockIdx.x);
+}
+template <class T>
+__device__ __forceinline__ int tile_step() {
+  return static_cast<int>(kPair<T> ? gridDim.x / 2 : gridDim.x);
+}
 
 // The block-scaled tile's scales (docs/cuda-sm100.md, "The block-scaled
 // path"): per K tile, kSfAtomsK 128 x 4 atoms (512 bytes, 4 K blocks of 128
@@ -235,11 +266,12 @@ __host__ __device__ constexpr bool check_tile_sm100() {
       (kSilu<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
     return false;
   }
-  // The pair: 16-bit or FP8 with epilogue scales only (no block-scaled or
-  // promoted units: their scale atoms and registers are the 1-CTA tile's),
-  // each CTA's half of B a whole number of 8-row groups (of MN-major boxes).
-  if (kPair<T> && (kBs<T> || kPromoted<T> || T::kBN % 32 != 0 ||
-                   (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
+  // The pair: no promoted units (their sums are the 1-CTA tile's
+  // registers); each CTA's half of B a whole number of 8-row groups (of
+  // MN-major boxes). Block-scaled pairs stage every B row's scale atoms in
+  // both CTAs (kSfStage, kSfCols as the 1-CTA tile's).
+  if (kPair<T> &&
+      (kPromoted<T> || T::kBN % 32 != 0 || (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
     return false;
   }
   // The cluster: 1 to 4 pairs (at most 8 CTAs, the portable cluster size),
@@ -306,11 +338,11 @@ constexpr gg::umma::Type kUmmaType =
 
 // The instruction descriptor of the tile's MMA: f32 accumulator, A and B of
 // the tile's type, A K-major, B K-major ([n, k]) or MN-major ([k, n]),
-// M = 128, N = kBN.
+// M = kBM (128; the pair's 256), N = kBN.
 template <class T>
-constexpr u32 kIdesc = gg::umma::instr_desc(
-    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, kBM, T::kBN, gg::umma::Major::K,
-    T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
+constexpr u32 kIdesc =
+    gg::umma::instr_desc(kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, T::kBM, T::kBN,
+                         gg::umma::Major::K, T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
 
 // The block-scaled MMA of a tile: its kind and operand types (MXFP8:
 // kind::mxf8f6f4, e4m3 / e5m2; MXFP4: kind::mxf4, NVFP4: kind::mxf4nvf4,
@@ -340,7 +372,7 @@ __device__ __forceinline__ constexpr u32 bs_idesc(int kb) {
       kBsKind<T>, kBsType<typename T::mma_t>, kBsTypeB<T>,
       T::kLhsScaleFormat == Format::kUE4M3 ? gg::umma::ScaleFormat::ue4m3
                                            : gg::umma::ScaleFormat::ue8m0,
-      kBM, T::kBN, id, id, gg::umma::Major::K,
+      T::kBM, T::kBN, id, id, gg::umma::Major::K,
       T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
 }
 
@@ -349,14 +381,20 @@ __device__ __forceinline__ constexpr u32 bs_idesc(int kb) {
 // 128 x 4 atom, from the stage's atoms (32 rows of 16 bytes: a K-major
 // operand without swizzle, SBO 128). Issued by the MMA thread before the
 // stage's MMAs, which read them in order; the stage's commit releases the
-// atoms with the operands.
+// atoms with the operands. The pair's leader copies with cta_group::2: each
+// CTA's atoms at the descriptor's offset into its own TMEM (CTA v's MMA half
+// reads its A rows' scales and every B row's there).
 template <class T>
 __device__ __forceinline__ void copy_scales(const Smem<T>& s, int st, u32 tmem) {
   const unsigned char* sf = s.sf + st * kSfStage<T>;
   GG_UNROLL
   for (int a = 0; a < kSfAtomsK<T> * (1 + kSfAtomsB<T>); ++a) {
     const u64 desc = gg::make_umma_desc(sf + 512 * a, 16, 128, gg::umma::Swizzle::none);
-    gg::tcgen05_cp_32x128b_warpx4(tmem + 2 * T::kBN + 4 * a, desc);
+    if constexpr (kPair<T>) {
+      gg::tcgen05_cp_32x128b_warpx4_pair(tmem + 2 * T::kBN + 4 * a, desc);
+    } else {
+      gg::tcgen05_cp_32x128b_warpx4(tmem + 2 * T::kBN + 4 * a, desc);
+    }
   }
 }
 
@@ -365,7 +403,9 @@ __device__ __forceinline__ void copy_scales(const Smem<T>& s, int st, u32 tmem) 
 // `accumulate` (the tile's first K tile, or a promoted unit, starts fresh).
 // Block-scaled tiles: the scales of the stage first (copy_scales), then
 // each MMA names the atom of its K blocks (A's at column 2 kBN + 4 atom,
-// B's at 2 kBN + 4 kSfAtomsK + 4 kSfAtomsB atom) and their ids.
+// B's at 2 kBN + 4 kSfAtomsK + 4 kSfAtomsB atom) and their ids. The pair's
+// leader issues the cta_group::2 forms (M = 256: both CTAs' halves at the
+// same offsets).
 template <class T>
 __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool accumulate,
                                           u32 tmem) {
@@ -394,16 +434,27 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
       const int atom = kb * kBsVec<T> / 4;
       const u32 sfa = tmem + 2 * T::kBN + 4 * atom;
       const u32 sfb = tmem + 2 * T::kBN + 4 * kSfAtomsK<T> + 4 * kSfAtomsB<T> * atom;
-      if constexpr (kBsKind<T> == gg::umma::BsKind::mxf8f6f4) {
-        gg::tcgen05_mma_mxf8f6f4_block_scaled(d, da, db, bs_idesc<T>(kb), sfa, sfb,
-                                              accumulate || kb > 0);
+      const u32 id = bs_idesc<T>(kb);
+      const bool acc = accumulate || kb > 0;
+      if constexpr (kBsKind<T> == gg::umma::BsKind::mxf8f6f4 && kPair<T>) {
+        gg::tcgen05_mma_mxf8f6f4_block_scaled_pair(d, da, db, id, sfa, sfb, acc);
+      } else if constexpr (kBsKind<T> == gg::umma::BsKind::mxf8f6f4) {
+        gg::tcgen05_mma_mxf8f6f4_block_scaled(d, da, db, id, sfa, sfb, acc);
+      } else if constexpr (kBsKind<T> == gg::umma::BsKind::mxf4 && kPair<T>) {
+        gg::tcgen05_mma_mxf4_pair(d, da, db, id, sfa, sfb, acc);
       } else if constexpr (kBsKind<T> == gg::umma::BsKind::mxf4) {
-        gg::tcgen05_mma_mxf4(d, da, db, bs_idesc<T>(kb), sfa, sfb, accumulate || kb > 0);
+        gg::tcgen05_mma_mxf4(d, da, db, id, sfa, sfb, acc);
+      } else if constexpr (kPair<T>) {
+        gg::tcgen05_mma_mxf4nvf4_pair(d, da, db, id, sfa, sfb, acc);
       } else {
-        gg::tcgen05_mma_mxf4nvf4(d, da, db, bs_idesc<T>(kb), sfa, sfb, accumulate || kb > 0);
+        gg::tcgen05_mma_mxf4nvf4(d, da, db, id, sfa, sfb, acc);
       }
+    } else if constexpr (k16Bit<typename T::mma_t> && kPair<T>) {
+      gg::tcgen05_mma_f16_pair(d, da, db, kIdesc<T>, accumulate || kb > 0);
     } else if constexpr (k16Bit<typename T::mma_t>) {
       gg::tcgen05_mma_f16(d, da, db, kIdesc<T>, accumulate || kb > 0);
+    } else if constexpr (kPair<T>) {
+      gg::tcgen05_mma_f8f6f4_pair(d, da, db, kIdesc<T>, accumulate || kb > 0);
     } else {
       gg::tcgen05_mma_f8f6f4(d, da, db, kIdesc<T>, accumulate || kb > 0);
     }
@@ -438,7 +489,9 @@ __device__ __forceinline__ void gather_atom(unsigned char* dst,
 // tile row is 128 bytes, as for FP8, and the stage is the FP8 one: chunk c
 // of tile row r at the 128-byte swizzle's (r / 8) 1024 + (r % 8) 128 +
 // (c ^ r % 8) 16. `src` is rhs [n, k / 2] of the group; chunks past k and
-// rows `row_of` says are outside are zeros (the padding too).
+// rows `row_of` says are outside are zeros (the padding too). The stage holds
+// kCtaBRows rows: all of B's, or on the pair this CTA's half (row_of maps
+// the stage's row to rhs).
 template <class T, class RowOf>
 __device__ __forceinline__ void gather_b_fp4(unsigned char* sb, const unsigned char* __restrict__ src,
                                              int kt, int k, RowOf row_of) {
@@ -448,7 +501,7 @@ __device__ __forceinline__ void gather_b_fp4(unsigned char* sb, const unsigned c
 #if defined(__CUDACC__)
 #pragma unroll 1
 #endif
-  for (int idx = lane; idx < T::kBN * 8; idx += 32) {
+  for (int idx = lane; idx < kCtaBRows<T> * 8; idx += 32) {
     const int tr = idx / 8, c = idx % 8;
     int row = 0;
     const bool inside = row_of(tr, row);
@@ -572,6 +625,85 @@ __device__ __forceinline__ void load_b_kn(unsigned char* sb, const CUtensorMap* 
   }
 }
 
+// (issue 30) The K tile's first column in the operands' tensor maps:
+// elements, or bytes for packed fp4 (its maps are uint8 over k / 2).
+template <class T>
+constexpr int kMapK = kMmaBits<T> == 4 ? kRowBytes : T::kBK;
+
+// The pair's index in its cluster (kClusterN pairs along N sharing A by
+// TMA multicast; docs/cuda-sm100.md, "The 2-CTA tile"), and the multicast
+// masks: every CTA of the cluster, CTA v of every pair.
+template <int kNever = 0>
+__device__ __forceinline__ int pair_index() {
+  return static_cast<int>(gg::cluster_ctarank<kNever>() / 2u);
+}
+__host__ __device__ constexpr unsigned short ctas_mask(int ctas) {
+  return static_cast<unsigned short>((1u << ctas) - 1u);
+}
+template <class T>
+constexpr unsigned short kClusterMask = ctas_mask(kClusterCtas<T>);
+template <class T>
+__host__ __device__ constexpr unsigned short a_multicast_mask(unsigned v) {
+  return static_cast<unsigned short>(kClusterMask<T> & (v == 0 ? 0x5555u : 0xAAAAu));
+}
+
+// The units of a cluster (items times the groups of kClusterN n tiles) and
+// pair p's tile of unit u: n tile kClusterN ng + p of the unit's item, past
+// the last n tile when the n tiles do not fill the unit (its columns from
+// n0 >= n_out: the idle pair's tile).
+template <class T>
+__device__ __forceinline__ int cluster_units(int items, int tiles_n) {
+  return items * ((tiles_n + kClusterN<T> - 1) / kClusterN<T>);
+}
+template <class T, Rows L>
+__device__ __forceinline__ TileWork pair_work(int u, int items, int tiles_n, int m, const Items& g,
+                                              int p) {
+  int item, ng;
+  raster<T>(u, items, (tiles_n + kClusterN<T> - 1) / kClusterN<T>, item, ng);
+  return sm90::work_of<T, L>(item, kClusterN<T> * ng + p, m, g);
+}
+
+// (issue 30) The 2-CTA tile's loads of K tile kt into this CTA's stage (sa,
+// sb): its 128 rows of A (m0 + 128 v ..) and, unless kLoadB is false (W4A8
+// gathers its B), its kBN / 2 rows of B (K-major: n0 + kBN / 2 v ..;
+// silu_mul: the gate half from n0 for v = 0, the up half from n / 2 + n0 for
+// v = 1; MN-major: boxes of the same columns). 2-CTA TMA loads: each lands
+// in this CTA and completes on the barrier at `bar`'s offset in the leader.
+// With kClusterN > 1 pairs, A's half v is pair 0's CTA v's multicast to CTA
+// v of every pair (each completing on its own leader's barrier).
+template <class T, bool kGrouped, bool kLoadB = true>
+__device__ __forceinline__ void load_pair_stage(unsigned char* sa, unsigned char* sb,
+                                                const CUtensorMap* map_a, const CUtensorMap* map_b,
+                                                u64* bar, int kt, const TileWork& w, int n, int v) {
+  constexpr int kHalf = T::kBN / 2;
+  const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
+  if constexpr (kClusterN<T> == 1) {
+    gg::tma_load_2d_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v);
+  } else if (pair_index() == 0) {
+    gg::tma_load_2d_multicast_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v,
+                                   a_multicast_mask<T>(static_cast<unsigned>(v)));
+  }
+  if constexpr (!kLoadB) {
+    return;
+  } else if constexpr (T::kRhsNK) {
+    if constexpr (kGrouped) {
+      gg::tma_load_3d_pair(sb, map_b, bar, kt * kMapK<T>, b_row, w.gl);
+    } else {
+      gg::tma_load_2d_pair(sb, map_b, bar, kt * kMapK<T>, b_row);
+    }
+  } else {
+    GG_UNROLL
+    for (int j = 0; j < kHalf / kBoxCols<T>; ++j) {
+      unsigned char* dst = sb + j * kRowBytes * T::kBK;
+      if constexpr (kGrouped) {
+        gg::tma_load_3d_pair(dst, map_b, bar, b_row + kBoxCols<T> * j, kt * T::kBK, w.gl);
+      } else {
+        gg::tma_load_2d_pair(dst, map_b, bar, b_row + kBoxCols<T> * j, kt * T::kBK);
+      }
+    }
+  }
+}
+
 // The producer warp of a block-scaled tile: for each K tile, all 32 lanes
 // wait until the stage is empty and gather the K tile's scale atoms (A's
 // rows of the tile, B's rows: the tile's columns) into the stage with
@@ -581,6 +713,16 @@ __device__ __forceinline__ void load_b_kn(unsigned char* sb, const CUtensorMap* 
 // 0's arrival announces the TMA bytes of A and B, whose loads it then
 // issues (A K-major; B [n, k] in one run, or two for silu_mul's gate and
 // up halves, as gg_gemm_sm90.cuh's `produce`).
+// On the pair (issue 30; docs/cuda-sm100.md, "The 2-CTA tile") each CTA's
+// warp does this for its pair's tiles with its own A rows (m0 + 128 v ..)
+// and ALL kBN B rows' atoms (CTA v's MMA half reads the scales of every B
+// row from its own TMEM), and its half of B (W4A8: gathered, the others
+// 2-CTA TMA loads completing on the leader's `full`). The leader's lane 0
+// announces both CTAs' TMA bytes and its own bulk copies on the leader's
+// `full`, whose other arrivals are the leader's 32 lanes and the peer's
+// relay (relay_pair); the peer's lanes arrive on the peer's own `full`,
+// which its bulk copies complete, and the relay carries that phase to the
+// leader's barrier before the leader's MMA thread copies the atoms.
 template <class T, Rows L>
 __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorMap* map_a,
                                                const CUtensorMap* map_b,
@@ -592,35 +734,51 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
   constexpr int kBlocksPerTile = 4 * kSfAtomsK<T>;
   constexpr int kRuns = kSilu<T> ? 2 : 1;
   constexpr int kRunRows = T::kBN / kRuns;
-  const int lane = threadIdx.x % 32;
+  // The TMA bytes of one CTA's stage (W4A8's B is gathered).
+  constexpr int kOperandTx = T::kAStage + (kW4A8<T> ? 0 : T::kBStage);
+  const int lane = threadIdx.x % 32, v = cta_of_pair<T>();
+  // This CTA's TMA bytes to announce: both CTAs' on the pair's leader (the
+  // peer's loads complete on its barrier), none on the peer.
+  const int operand_tx = kPair<T> ? (v == 0 ? 2 * kOperandTx : 0) : kOperandTx;
   const int kblocks = (k + T::kLhsScaleBlockK - 1) / T::kLhsScaleBlockK;
   int it = 0;  // K tiles issued by this block so far: stage it % S, round it / S
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = first_tile<T>(); t < tiles; t += tile_step<T>()) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
     const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    // wa: the tile as this CTA's A rows see it (m0 + 128 v on the pair).
+    TileWork wa = w;
+    wa.m0 += kBM * v;
     const int b0[2] = {w.n0, n / 2 + w.n0};
     const unsigned char* rhs_sf =
         o.rhs_scale + w.gl * scale_matrix_size<T::kRhsScaleLayout>(n, kblocks);
-    // A row r of the tile is lhs row m0 + r; B row r is rhs row b0[run] + r
-    // % kRunRows (the tile's rows past kBN, and rows past m or n, are
-    // outside).
+    // A row r of the tile is lhs row m0 + r (this CTA's); B row r is rhs row
+    // b0[run] + r % kRunRows (the tile's rows past kBN, and rows past m or n,
+    // are outside).
     const auto a_row = [&](int r, int& row) {
-      row = w.m0 + r;
+      row = wa.m0 + r;
       return row < m;
+    };
+    const auto b_row = [&](int tr, int& row) {
+      if (tr >= T::kBN) {
+        return false;
+      }
+      const int local = tr % kRunRows;                // silu_mul: gate or up column n0 + local
+      row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
+      return kSilu<T> ? w.n0 + local < n / 2 : row < n;
     };
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
       unsigned char* sf = s.sf + st * kSfStage<T>;
       if constexpr (kDsMma<T>) {
-        gather_ds_atoms<T>(sf, o, w, kt, m, n, k);
+        gather_ds_atoms<T>(sf, o, wa, kt, m, n, k);
       } else {
         // Atoms that come by bulk copy (layout=atom128x4; lane 0 issues
         // them below) are not gathered.
         u32 bulk = 0;
-        for_bulk_atoms<T>(o.lhs_scale, rhs_sf, w, m, n, kt, kblocks,
+        for_bulk_atoms<T>(o.lhs_scale, rhs_sf, wa, m, n, kt, kblocks,
                           [&](int i, const unsigned char*) { bulk |= 1u << i; });
         GG_UNROLL
         for (int a = 0; a < kSfAtomsK<T>; ++a) {
@@ -630,58 +788,51 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
           }
           GG_UNROLL
           for (int b = 0; b < kSfAtomsB<T>; ++b) {
-            const auto b_row = [&](int r, int& row) {
-              const int tr = kBM * b + r;  // the tile's B row
-              if (tr >= T::kBN) {
-                return false;
-              }
-              const int local = tr % kRunRows;  // silu_mul: gate or up column n0 + local
-              row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
-              return kSilu<T> ? w.n0 + local < n / 2 : row < n;
-            };
             const int i = kSfAtomsK<T> + a * kSfAtomsB<T> + b;
             if (!((bulk >> i) & 1u)) {
-              gather_atom<T::kRhsScaleLayout, kOne>(sf + 512 * i, rhs_sf, kb0, kblocks, b_row);
+              gather_atom<T::kRhsScaleLayout, kOne>(
+                  sf + 512 * i, rhs_sf, kb0, kblocks,
+                  [&](int r, int& row) { return b_row(kBM * b + r, row); });
             }
           }
         }
       }
       if constexpr (kW4A8<T>) {
+        // This CTA's B rows: the tile's, or its half on the pair.
         gather_b_fp4<T>(s.b + st * T::kBStage, rhs_fp4 + (long long)w.gl * n * (k / 2), kt, k,
-                        [&](int tr, int& row) {
-                          const int local = tr % kRunRows;
-                          row = (tr < kRunRows ? b0[0] : b0[1]) + local;  // a select, not a local array
-                          return kSilu<T> ? w.n0 + local < n / 2 : row < n;
-                        });
+                        [&](int r, int& row) { return b_row(kCtaBRows<T> * v + r, row); });
       }
       gg::fence_proxy_async();
       if (lane == 0) {
         int tx = 0;  // the bulk-copied atoms' bytes
         if constexpr (!kDsMma<T>) {
-          for_bulk_atoms<T>(o.lhs_scale, rhs_sf, w, m, n, kt, kblocks,
+          for_bulk_atoms<T>(o.lhs_scale, rhs_sf, wa, m, n, kt, kblocks,
                             [&](int, const unsigned char*) { tx += 512; });
         }
-        gg::mbarrier_arrive_expect_tx(&s.full[st],
-                                      T::kAStage + (kW4A8<T> ? 0 : T::kBStage) + tx);
+        gg::mbarrier_arrive_expect_tx(&s.full[st], operand_tx + tx);
         if constexpr (!kDsMma<T>) {
-          for_bulk_atoms<T>(o.lhs_scale, rhs_sf, w, m, n, kt, kblocks,
+          for_bulk_atoms<T>(o.lhs_scale, rhs_sf, wa, m, n, kt, kblocks,
                             [&](int i, const unsigned char* src) {
                               gg::bulk_load(sf + 512 * i, src, 512, &s.full[st]);
                             });
         }
         unsigned char* sa = s.a + st * T::kAStage;
         unsigned char* sb = s.b + st * T::kBStage;
-        gg::tma_load_2d(sa, map_a, &s.full[st], kt * kRowBytes, w.m0);  // bytes: fp4 packed
-        if constexpr (!T::kRhsNK) {
-          load_b_kn<T, kGrouped>(sb, map_b, &s.full[st], kt, w.n0, w.gl);
-        }
-        GG_UNROLL
-        for (int r = 0; r < (kW4A8<T> || !T::kRhsNK ? 0 : kRuns); ++r) {
-          unsigned char* dst = sb + r * kRunRows * kRowBytes;
-          if constexpr (kGrouped) {
-            gg::tma_load_3d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r], w.gl);
-          } else {
-            gg::tma_load_2d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r]);
+        if constexpr (kPair<T>) {
+          load_pair_stage<T, kGrouped, !kW4A8<T>>(sa, sb, map_a, map_b, &s.full[st], kt, w, n, v);
+        } else {
+          gg::tma_load_2d(sa, map_a, &s.full[st], kt * kRowBytes, w.m0);  // bytes: fp4 packed
+          if constexpr (!T::kRhsNK) {
+            load_b_kn<T, kGrouped>(sb, map_b, &s.full[st], kt, w.n0, w.gl);
+          }
+          GG_UNROLL
+          for (int r = 0; r < (kW4A8<T> || !T::kRhsNK ? 0 : kRuns); ++r) {
+            unsigned char* dst = sb + r * kRunRows * kRowBytes;
+            if constexpr (kGrouped) {
+              gg::tma_load_3d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r], w.gl);
+            } else {
+              gg::tma_load_2d(dst, map_b, &s.full[st], kt * kRowBytes, b0[r]);
+            }
           }
         }
       } else {
@@ -1031,286 +1182,12 @@ __device__ __forceinline__ void run_cta(unsigned char* smem, const CUtensorMap* 
   }
 }
 
-// ---------------------------------------------------------------------------
-// (issue 30) The 2-CTA tile (kPair; docs/cuda-sm100.md, "The 2-CTA tile"),
-// CUTLASS's 2SM kernels' protocol on the cta_group::2 primitives:
-//   - a cluster of 2P x 1 x 1 blocks (P = kClusterN, 1 by default) is P CTA
-//     pairs (ranks 2p and 2p + 1; rank v = 0 of a pair its leader, 1 its
-//     peer); cluster c = blockIdx.x / 2P of gridDim.x / 2P walks the units
-//     c, c + gridDim.x / 2P, ... in raster order, a unit 256 rows of one
-//     item times P n tiles, pair p taking n tile P ng + p of it
-//     (pair_work); past the last n tile a pair still takes part in every
-//     barrier of the unit: its B loads are TMA's zeros, its epilogue
-//     stores nothing;
-//   - each CTA's producer thread loads its kBN / 2 rows of B
-//     (tma_load_*_pair) into its own stage, and its 128 rows of A: with
-//     P = 1 itself, else CTA v of pair 0 loads A's half v once for CTA v of
-//     every pair (tma_load_2d_multicast_pair); every load completes on the
-//     `full` barrier of its destination's leader, whose arrival (the
-//     leader's producer) announces both CTAs' bytes;
-//   - each leader's MMA thread issues 256 x kBN x (32 bytes of K)
-//     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
-//     into the accumulator (the same TMEM columns in both: CTA v's lane r is
-//     row 128 v + r); its stage commits multicast to every CTA of the
-//     cluster (a CTA's stage is read by its pair's MMAs and refilled by
-//     pair 0's A multicast, so `empty` takes P arrivals, one a pair), its
-//     accumulator commits to both CTAs of its pair (`acc_full`);
-//   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
-//     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
-//     its leader's `acc_empty` (256 arrivals: both warpgroups);
-//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs of a pair
-//     and freed by both after a cluster barrier (every epilogue done), and
-//     no CTA exits before the cluster barrier after the deallocation: the
-//     leaders' MMAs read their peers' shared memory and write their TMEM,
-//     pair 0's multicasts write every pair's shared memory.
-// The pair's (leader, peer) rank and its index in the cluster, and the
-// multicast masks: both CTAs of pair p, every CTA of the cluster, CTA v of
-// every pair. Templates, as the primitives are: a non-template caller of
-// gg::cluster_ctarank would instantiate its "needs sm_90" assertion in
-// every arch's compile.
-template <int kNever = 0>
-__device__ __forceinline__ unsigned pair_rank() {
-  return gg::cluster_ctarank<kNever>() & 1u;
-}
-template <int kNever = 0>
-__device__ __forceinline__ int pair_index() {
-  return static_cast<int>(gg::cluster_ctarank<kNever>() / 2u);
-}
-constexpr unsigned short kPairMask = 3;
-__host__ __device__ constexpr unsigned short ctas_mask(int ctas) {
-  return static_cast<unsigned short>((1u << ctas) - 1u);
-}
-template <class T>
-constexpr unsigned short kClusterMask = ctas_mask(kClusterCtas<T>);
-template <class T>
-__host__ __device__ constexpr unsigned short a_multicast_mask(unsigned v) {
-  return static_cast<unsigned short>(kClusterMask<T> & (v == 0 ? 0x5555u : 0xAAAAu));
-}
+}  // namespace gg::gemm::sm100
 
-// The units of a cluster (items times the groups of kClusterN n tiles) and
-// pair p's tile of unit u: n tile kClusterN ng + p of the unit's item, past
-// the last n tile when the n tiles do not fill the unit (its columns from
-// n0 >= n_out: the idle pair's tile).
-template <class T>
-__device__ __forceinline__ int cluster_units(int items, int tiles_n) {
-  return items * ((tiles_n + kClusterN<T> - 1) / kClusterN<T>);
-}
-template <class T, Rows L>
-__device__ __forceinline__ TileWork pair_work(int u, int items, int tiles_n, int m, const Items& g,
-                                              int p) {
-  int item, ng;
-  raster<T>(u, items, (tiles_n + kClusterN<T> - 1) / kClusterN<T>, item, ng);
-  return sm90::work_of<T, L>(item, kClusterN<T> * ng + p, m, g);
-}
+// The 2-CTA tile's block (run_pair) on the pieces above.
+#include "gg_gemm_sm100_pair.cuh"
 
-// The instruction descriptor of the pair's MMA: M = 256, N = kBN.
-template <class T>
-constexpr u32 kPairIdesc = gg::umma::instr_desc(
-    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, 2 * kBM, T::kBN, gg::umma::Major::K,
-    T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
-
-// The leader's MMAs on stage `st` (both CTAs' halves at the same offsets):
-// mma_stage's descriptors, tcgen05.mma.cta_group::2.
-template <class T>
-__device__ __forceinline__ void mma_stage_pair(const Smem<T>& s, int st, u32 d, bool accumulate) {
-  const unsigned char* sa = s.a + st * T::kAStage;
-  const unsigned char* sb = s.b + st * T::kBStage;
-  GG_UNROLL
-  for (int kb = 0; kb < kRowBytes / 32; ++kb) {
-    const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
-    u64 db;
-    if constexpr (T::kRhsNK) {
-      db = gg::make_umma_desc(sb + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
-    } else {
-      constexpr int kMmaRows = 32 / static_cast<int>(sizeof(typename T::mma_t));
-      db = gg::make_umma_desc(sb + kb * kMmaRows * kRowBytes, kRowBytes * T::kBK, 1024,
-                              gg::umma::Swizzle::b128);
-    }
-    if constexpr (k16Bit<typename T::mma_t>) {
-      gg::tcgen05_mma_f16_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
-    } else {
-      gg::tcgen05_mma_f8f6f4_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
-    }
-  }
-}
-
-// Each CTA's producer thread: for each tile of its pair, each K tile: wait
-// until its own stage is empty (every pair's leader commits to every CTA of
-// the cluster), the leader announces both CTAs' bytes on its `full`
-// barrier, then this CTA's B rows (K-major: n0 + kBN / 2 v .., silu_mul: the
-// gate half from n0 for v = 0, the up half from n / 2 + n0 for v = 1;
-// MN-major: boxes of the same columns) and its A rows (m0 + 128 v ..: its
-// own load, or with kClusterN > 1 pair 0's CTA v multicasting them to CTA v
-// of every pair), completing on the destination's leader's barrier.
-template <class T, Rows L>
-__device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, int units, int items,
-                                             int tiles_n, int m, int n, int k, const Items& g) {
-  constexpr bool kGrouped = L != Rows::kDense;
-  constexpr int kHalf = T::kBN / 2;
-  const int v = static_cast<int>(pair_rank()), p = pair_index();
-  int it = 0;
-  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
-    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    const int a_row = w.m0 + kBM * v;
-    const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int st = it % T::kStages;
-      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
-      if (v == 0) {
-        gg::mbarrier_arrive_expect_tx(&s.full[st], 2 * (T::kAStage + T::kBStage));
-      }
-      unsigned char* sa = s.a + st * T::kAStage;
-      unsigned char* sb = s.b + st * T::kBStage;
-      if constexpr (kClusterN<T> == 1) {
-        gg::tma_load_2d_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row);
-      } else if (p == 0) {
-        gg::tma_load_2d_multicast_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row,
-                                       a_multicast_mask<T>(static_cast<unsigned>(v)));
-      }
-      if constexpr (T::kRhsNK) {
-        if constexpr (kGrouped) {
-          gg::tma_load_3d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row, w.gl);
-        } else {
-          gg::tma_load_2d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row);
-        }
-      } else {
-        GG_UNROLL
-        for (int j = 0; j < kHalf / kBoxCols<T>; ++j) {
-          unsigned char* dst = sb + j * kRowBytes * T::kBK;
-          if constexpr (kGrouped) {
-            gg::tma_load_3d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK,
-                                 w.gl);
-          } else {
-            gg::tma_load_2d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK);
-          }
-        }
-      }
-    }
-  }
-}
-
-// The leader's MMA thread: issue's loop over the pair's tiles; a stage's
-// commit multicast to every CTA of the cluster, an accumulator's to both
-// CTAs of the pair.
-template <class T, Rows L>
-__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int units, int items,
-                                           int tiles_n, int m, int k, const Items& g) {
-  const int p = pair_index();
-  const unsigned short acc_mask = static_cast<unsigned short>(kPairMask << (2 * p));
-  int it = 0, a = 0;  // K tiles consumed; accumulators committed: a % 2, round a / 2
-  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
-    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = a % 2;
-      if (kt == 0) {
-        gg::mbarrier_wait(s.acc_empty + acc, ((a / 2) & 1) ^ 1);  // both CTAs' epilogues
-        gg::tcgen05_fence_after_thread_sync();
-      }
-      const int st = it % T::kStages;
-      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-      mma_stage_pair<T>(s, st, tmem + acc * T::kBN, kt > 0);
-      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);
-      if (kt == ktiles - 1) {
-        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);
-        ++a;
-      }
-    }
-  }
-}
-
-// Each CTA's epilogue warpgroup: the 1-CTA epilogue on its 128 rows (m0 +
-// 128 v ..) of the pair's tile (none for the idle pair's tile past n), each
-// accumulator handed back to the leader.
-template <class T, Rows L>
-__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int units, int items,
-                                              int tiles_n, int m, int n, int k, const Items& g,
-                                              const Operands<T>& o, const Globals& gs) {
-  const int v = static_cast<int>(pair_rank()), p = pair_index();
-  const int n_out = kSilu<T> ? n / 2 : n;
-  // The leader's acc_empty barriers (shared::cluster addresses).
-  const u32 leader_acc_empty =
-      gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
-  int a = 0;
-  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
-    TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
-    const int acc = a % 2;
-    if (ktiles > 0) {
-      gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-    }
-    if (w.n0 < n_out) {
-      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
-                         global_scale<T>(gs.lhs, gs.rhs, w.gl));
-    }
-    if (ktiles > 0) {
-      gg::tcgen05_fence_before_thread_sync();
-      gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));
-      ++a;
-    }
-  }
-}
-
-// The pair's block: barriers, the cta_group::2 TMEM allocation, the cluster
-// barrier before any peer signals a barrier, the role split over the
-// cluster's units, and the cluster barrier before exit.
-template <class T, Rows L>
-__device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap* map_a,
-                                         const CUtensorMap* map_b, const Operands<T>& o, int m,
-                                         int n, int k, int items, int tiles_n, const Items& g,
-                                         const Globals& gs) {
-  const Smem<T> s(smem);
-  const int warp = threadIdx.x / 32;
-  const int units = cluster_units<T>(items, tiles_n);
-  if (threadIdx.x == 0) {
-    for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.full[st], 1);              // the leader's: its producer's arrival
-      gg::mbarrier_init(&s.empty[st], kClusterN<T>);  // each pair's leader's multicast commit
-    }
-    for (int a = 0; a < 2; ++a) {
-      gg::mbarrier_init(&s.acc_full[a], 1);
-      gg::mbarrier_init(&s.acc_empty[a], 2 * 128);  // the leader's: both epilogue warpgroups
-    }
-    gg::fence_mbarrier_init();
-  }
-  if (warp == 1) {
-    gg::tmem_alloc_pair(s.tmem_slot, T::kTmemCols);
-    gg::tmem_relinquish_alloc_permit_pair();
-  }
-  gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();  // every CTA's barriers initialised, the columns allocated
-  gg::tcgen05_fence_after_thread_sync();
-  const u32 tmem = *s.tmem_slot;
-  if (warp == 0) {
-    if (threadIdx.x == 0) {
-      gg::prefetch_tensormap(map_a);
-      gg::prefetch_tensormap(map_b);
-      produce_pair<T, L>(s, map_a, map_b, units, items, tiles_n, m, n, k, g);
-    }
-  } else if (warp == 1) {
-    if (threadIdx.x == 32 && pair_rank() == 0) {
-      issue_pair<T, L>(s, tmem, units, items, tiles_n, m, k, g);
-    }
-  } else {
-    epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);
-  }
-  // Both CTAs' epilogues have read their accumulators before either CTA's
-  // warp 1 takes part in the pair's deallocation.
-  gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();
-  if (warp == 1) {
-    gg::tcgen05_fence_after_thread_sync();
-    gg::tmem_dealloc_pair(tmem, T::kTmemCols);
-  }
-  // No CTA leaves while a peer's MMAs may read its shared memory or write
-  // its TMEM, or pair 0's multicasts may still land in it.
-  gg::cluster_sync();
-}
+namespace gg::gemm::sm100 {
 
 // The tile's block: the 1-CTA tile's (run_cta) or the pair's (run_pair).
 template <class T, Rows L>
@@ -1321,7 +1198,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
                                     const unsigned char* __restrict__ rhs_fp4 = nullptr) {
   static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
   if constexpr (kPair<T>) {
-    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, items, tiles_n, g, gs);
+    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
   } else {
     run_cta<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
   }

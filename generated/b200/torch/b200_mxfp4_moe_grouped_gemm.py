@@ -3,7 +3,7 @@
 
     b200_mxfp4_moe_grouped_gemm: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc
     f32) lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0
-    layout=atom128x4 (mainloop) tile 128x128x256 stages 2 [cuda]
+    layout=atom128x4 (mainloop) tile 128x128x256 +1 tile rule stages 2 [cuda]
 
 Args (in this order):
     lhs: [m, gg_div(k, 2)] uint8, the activations (two 4-bit values per byte along k).
@@ -204,11 +204,13 @@ def _run(lhs, rhs, group_sizes, lhs_scale, rhs_scale, group_offset=0, existing_o
         if x is not None and not x.is_contiguous():
             raise ValueError(f"{NAME}: {name} must be contiguous")
     out = _outputs(lhs, d)
-    workspace = torch.empty(
-        4 * (2 + d["num_groups"] + 2 * (gg_cdiv(d["m"], 128) + d["g"])),
-        dtype=torch.uint8,
-        device=lhs.device,
+    workspace_bytes = 4 * (
+        max(
+            2 + d["num_groups"] + 2 * (gg_cdiv(d["m"], 256) + d["g"]),
+            2 + d["num_groups"] + 2 * (gg_cdiv(d["m"], 128) + d["g"]),
+        )
     )
+    workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=lhs.device)
     stand_in = torch.empty(16, dtype=torch.uint8, device=lhs.device)
     context, stream = contextlib.nullcontext(), None
     if device == "cuda":

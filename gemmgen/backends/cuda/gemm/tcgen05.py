@@ -177,16 +177,14 @@ def pair_cluster(cluster_n: int) -> tuple[int, int, int]:
 
 def pair_obstacle(kernel: ir.Kernel) -> str | None:
     """Why a kernel's LUT entries of m = 256 keep the 1-CTA tile on sm_100a
-    (None: they get the 2-CTA tile): the pair is built for 16-bit and FP8
-    operands with epilogue scales (gg_gemm_sm100.cuh: check_tile_sm100's
-    kPair clause); the weight-only tile, the FP32 promotion of per-K-block
-    scales and the block-scaled MMAs (MX, NVFP4, W4A8, DeepSeek's e8m0 in
-    hardware) need pair forms of their scale copies and registers that the
-    body does not have."""
+    (None: they get the 2-CTA tile): the pair runs 16-bit and FP8 operands
+    with epilogue scales and the block-scaled MMAs (MX, NVFP4, W4A8,
+    DeepSeek's e8m0 in hardware; gg_gemm_sm100.cuh: check_tile_sm100's kPair
+    clause); the weight-only tile and the FP32 promotion of per-K-block
+    scales need pair forms of their transform warpgroup and registers that
+    the body does not have."""
     if kernel.wgmma_mixed:
         return "a weight-only kernel"
-    if kernel.tcgen05_block_scaled:
-        return "a block-scaled MMA (tcgen05.cp has no cta_group::2 copy here)"
     if promoted(kernel):
         return "per-K-block scales promoted in registers"
     return None
@@ -196,7 +194,11 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
     """The 2-CTA tile of a LUT entry of m = 256 whose kernel has no
     pair_obstacle: 256 x bn (the widest of `_widths` whose halves are whole
     MN-major boxes for rhs [k, n]) with the most stages that fit; None
-    otherwise (the 1-CTA tile)."""
+    otherwise (the 1-CTA tile). A block-scaled pair's stage holds, in each
+    CTA, the scale atoms of its 128 A rows and of all bn B rows (the 1-CTA
+    stage's `sf_stage_bytes`), so its TMEM is the 1-CTA tile's; an MXFP8
+    rhs [k, n] would need bn = 256 (each half a 128-column box), whose two
+    accumulators leave no TMEM for the scales: the 1-CTA tile."""
     if tile.m != SM100_PAIR_BM or pair_obstacle(kernel) is not None:
         return None
     # (validated: ir.Kernel.tcgen05_multicast_obstacle, at most 8 CTAs)
@@ -211,8 +213,9 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
     if not widths:
         return None
     bn = widths[0]
+    sf = sf_stage_bytes(kernel, bn)
     stages = max(st for st in range(2, SM100_MAX_STAGES + 1)
-                 if sm100_smem_bytes(bn, st, kernel.out, pair=True) <= limit)
+                 if sm100_smem_bytes(bn, st, kernel.out, sf, pair=True) <= limit)
     bn_out = bn // 2 if silu else bn
     ob = kernel.out.bits // 8
     c_stride = SM100_CHUNK + 16 // ob
@@ -223,10 +226,12 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
                      bk=SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits, stages=stages,
                      a_stage=SM100_BM * SM100_ROW_BYTES, b_stage=bn // 2 * SM100_ROW_BYTES,
                      c_stride=c_stride, c_warp_bytes=32 * c_stride * ob,
-                     tmem_cols=tmem_columns(bn),
-                     smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, pair=True),
+                     tmem_cols=tmem_columns(bn, sf // 128),
+                     smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, sf, pair=True),
                      grid_x=f"{ctas} * gg_min(gg_div(num_sms, {ctas}), {units})",
-                     promoted=False, bm=SM100_PAIR_BM, pair=True, cluster_n=tile.cluster_n)
+                     promoted=False, bm=SM100_PAIR_BM, pair=True, cluster_n=tile.cluster_n,
+                     block_scaled=kernel.tcgen05_block_scaled, sf_stage=sf,
+                     deepseek=kernel.tcgen05_deepseek_mma)
 
 
 def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile:

@@ -56,9 +56,18 @@ def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
                       f"stage's commit reaches every CTA of the cluster (its empty barrier "
                       f"takes one arrival a pair), and a pair past the last n tile of a unit "
                       f"still takes its part (zero-filled B, no stores).")
+        if pair.block_scaled:
+            words += (f" Block-scaled on the pair: each CTA's producer warp gathers the scale "
+                      f"atoms of its 128 A rows and of all {pair.bn} B rows ({pair.sf_stage} "
+                      f"bytes a stage"
+                      + ("; W4A8: and unpacks its half of B" if pair_unpacks_b(kernel) else "")
+                      + "), the odd CTA's arrivals relayed to the even CTA's barrier, and the "
+                      "even CTA's thread copies them into both CTAs' TMEM with "
+                      "tcgen05.cp.cta_group::2.32x128b.warpx4 before the cta_group::2 "
+                      f"block-scaled MMAs (SASS {pair_sass(kernel)}).")
         if t.pair:  # every LUT entry's
             text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a "
-                    f"body's 2-CTA tile (gg_gemm_sm100.cuh, docs/cuda-sm100.md){words}{extra}")
+                    f"body's 2-CTA tile (gg_gemm_sm100_pair.cuh, docs/cuda-sm100.md){words}{extra}")
             wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
             return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
         extra += f" LUT entries of m = 256 take the 2-CTA tile{words}"
@@ -132,3 +141,16 @@ def block_scaled_words(kernel: ir.Kernel) -> str:
                 "SASS UTCOMMA), two MMAs per atom, scale ids 0 and 2")
     return (f"tcgen05.mma.kind::mxf8f6f4.block_scale.scale_vec::1X ({pair}, ue8m0 scales of 32; "
             "SASS UTCQMMA), scale ids 0..3 over the K tile's four MMAs")
+
+
+def pair_unpacks_b(kernel: ir.Kernel) -> bool:
+    """W4A8: the producer warp unpacks the packed fp4 weights (B) itself."""
+    return kernel.rhs_operand.dtype is DType.FP4 and kernel.lhs.dtype is not DType.FP4
+
+
+def pair_sass(kernel: ir.Kernel) -> str:
+    """The SASS of a block-scaled kernel's cta_group::2 MMA (nvcc 13.5)."""
+    if kernel.lhs.dtype is DType.FP4:
+        return ("UTCOMMA.2CTA.4X" if kernel.lhs_scale.dtype is DType.UE4M3
+                else "UTCOMMA.2CTA")
+    return "UTCQMMA.2CTA"

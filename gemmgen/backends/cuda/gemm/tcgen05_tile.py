@@ -100,7 +100,15 @@ class Sm100Tile:
                     f"of shared memory in all, {self.tmem_cols} TMEM columns (two "
                     f"accumulators{', then the f32 sums' if self.promoted else ''}).")
             return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
-        if self.block_scaled:
+        if self.block_scaled and self.pair:
+            text = (f"sm_100a 2-CTA tile {self.index}: {self.bm} x {self.bn} x {self.bk} over a "
+                    f"CTA pair (cta_group::2, clusters of 2 x 1 x 1), each CTA 128 rows of A "
+                    f"and {self.bn // 2} of B: {self.stages} stages of "
+                    f"{self.a_stage + self.b_stage} bytes of operands and {self.sf_stage} of "
+                    f"scale atoms (its A rows', all {self.bn} B rows'), {self.smem_bytes} bytes "
+                    f"of shared memory in all, {self.tmem_cols} TMEM columns a CTA (two "
+                    f"accumulators, then {self.sf_cols} of scales).")
+        elif self.block_scaled:
             text = (f"sm_100a tile {self.index}: {self.bm} x {self.bn} x {self.bk}, {self.stages} "
                     f"stages of {self.a_stage + self.b_stage} bytes of operands and "
                     f"{self.sf_stage} of scale atoms, {self.smem_bytes} bytes of shared memory "
