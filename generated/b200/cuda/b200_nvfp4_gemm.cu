@@ -118,7 +118,7 @@ struct Sm100Tile0 : Config {
   static constexpr int kAStage = 16384, kBStage = 8192;
   static constexpr int kCStride = 40, kCWarpBytes = 2560;
   static constexpr int kTmemCols = 512, kSmemBytes = 212128;
-  static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
+  static constexpr bool kCtaPair = true;         // a 2-CTA cluster, tcgen05.mma.cta_group::2
   static constexpr bool kBlockScaledMma = true;  // the MX scales applied by tcgen05.mma
 };
 static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),

@@ -204,7 +204,7 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     gg::tmem_relinquish_alloc_permit_pair();
   }
   gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
+  gg::cluster_sync();  // every CTA's barriers initialised, the columns allocated
   gg::tcgen05_fence_after_thread_sync();
   const u32 tmem = *s.tmem_slot;
   if (warp == 0) {
