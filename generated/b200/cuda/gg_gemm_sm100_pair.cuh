@@ -177,13 +177,13 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
 template <class T, Rows L>
 __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap* map_a,
                                          const CUtensorMap* map_b, const Operands<T>& o, int m,
-                                         int n, int k, int tiles, int items, int tiles_n,
-                                         const Items& g, const Globals& gs,
+                                         int n, int k, int items, int tiles_n, const Items& g,
+                                         const Globals& gs,
                                          const unsigned char* __restrict__ rhs_fp4) {
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
   const unsigned v = pair_rank();
-  const int units = cluster_units<T>(items, tiles_n);  // = tiles with P = 1
+  const int units = cluster_units<T>(items, tiles_n);  // the tiles with P = 1
   if (threadIdx.x == 0) {
     // `full`: the leader's producer arrival (block-scaled: its warp's 32
     // and the peer relay's); the peer's, block-scaled, its warp's 32 (the

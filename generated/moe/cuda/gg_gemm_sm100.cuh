@@ -1200,7 +1200,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
                                     const unsigned char* __restrict__ rhs_fp4 = nullptr) {
   static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
   if constexpr (kPair<T>) {
-    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
+    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, items, tiles_n, g, gs, rhs_fp4);
   } else {
     run_cta<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
   }
