@@ -41,7 +41,9 @@ ARRAY_BASE = 0x7F00_0000_0000  # fake device addresses: distinct, 256-byte align
 ARRAY_STRIDE = 0x1_0000_0000
 WORKSPACE = 0x7E00_0000_0000
 MS = (0, 1, 5, 8, 9, 70, 300, 1 << 24)
-NKS = ((128, 256), (384, 128), (256, 100), (130, 64), (384, 256))
+# (n = 640: the n >= 512 entries of specs/b200.gemm, two CTA pairs a
+# cluster, 5 n tiles of 128.)
+NKS = ((128, 256), (384, 128), (256, 100), (130, 64), (384, 256), (640, 128))
 SCALAR_VALUES = {"group_offset": (0, 2)}
 FIXED = {"g": 3, "num_groups": 5}
 # The devices the recording backend plays, (sm, num_sms): an H100 / H200

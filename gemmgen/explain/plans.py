@@ -105,13 +105,15 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
             scales = f" and {t.raw_stage} of raw weights"
             transform = ", a transform warpgroup (widens the weights in shared memory)"
         if t.pair:  # (issue 30) the 2-CTA tile: a CTA's share of each number
+            cluster = (f"clusters of {2 * t.cluster_n}: {t.cluster_n} pairs along n sharing A "
+                       f"by TMA multicast" if t.cluster_n > 1 else "clusters of 2")
             mma = (f"the 2-CTA block-scaled tcgen05.mma {t.mma}, after copying both CTAs' "
                    f"scale atoms with tcgen05.cp.cta_group::2" if t.block_scaled
                    else f"tcgen05.mma {t.mma}")
             pair_scales = (f" and {t.sf_stage} of scale atoms (its A rows', all {t.bn} B "
                            f"rows': the producer warp gathers them)" if t.block_scaled else "")
             lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): "
-                         f"2-CTA tile {t.bm}x{t.bn}x{t.bk} over a CTA pair (clusters of 2), "
+                         f"2-CTA tile {t.bm}x{t.bn}x{t.bk} over a CTA pair ({cluster}), "
                          f"{t.stages} stages of {t.a_stage + t.b_stage} bytes a CTA (128 rows of "
                          f"A, {t.bn // 2} of B){pair_scales}; {t.threads} threads a CTA: a "
                          f"producer warp (TMA), an MMA warp (the even CTA's thread issues {mma}) "
@@ -126,6 +128,8 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
                          f"issues tcgen05.mma {t.mma}){transform} and an epilogue warpgroup "
                          f"(tcgen05.ld); "
                          f"{t.tmem_cols} TMEM columns, {t.smem_bytes} bytes of shared memory")
+        if t.pair:
+            lines.append(pair_tile_loads(kernel, t, m, n, k, groups))
         if tc_path.when.eval(device):
             for step in tc_path.steps:
                 cluster = (f", clusters of {' x '.join(map(str, step.cluster))} blocks"
@@ -151,6 +155,33 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
         entries += [s.entry for s in mx_path.steps if s.entry not in entries]
     lines += _ptxas(spec, kernel, lp.archs, entries)
     return lines
+
+
+def pair_tile_loads(kernel: ir.Kernel, t, m: int, n: int, k: int, groups: int) -> str:
+    """The operand bytes the 2-CTA tile's TMA loads bring from L2 into
+    shared memory at a shape (every tile reads its A rows and B columns over
+    all of k; grouped: at most cdiv(m, 256) + g row tiles): with cluster_n
+    pairs a cluster, each 256-row A tile once per cluster unit (cluster_n n
+    tiles), multicast to its pairs. HBM traffic is the roofline's (each
+    operand once, if L2 holds the reuse); this is the L2 -> SM side."""
+    eb = kernel.lhs.dtype.bits / 8
+    n_out = n // kernel.out_n_divisor
+    rows = math.ceil(m / t.bm) * (groups if kernel.masked else 1)
+    if kernel.op is ir.Op.GROUPED and not kernel.masked:
+        rows += groups
+    tiles_n = math.ceil(n_out / t.bn_out)
+    units = rows * math.ceil(tiles_n / t.cluster_n)
+    kp = math.ceil(k / t.bk) * t.bk
+    a_bytes, b_bytes = units * t.bm * kp * eb, rows * tiles_n * t.bn * kp * eb
+    if t.cluster_n > 1:
+        unicast = rows * tiles_n * t.bm * kp * eb
+        a_words = (f"A {a_bytes / 1e6:.3f} MB (each 256-row tile loaded once per cluster of "
+                   f"{t.cluster_n} pairs and multicast to them; {unicast / 1e6:.3f} MB a pair "
+                   f"at a time)")
+    else:
+        a_words = f"A {a_bytes / 1e6:.3f} MB (each 256-row tile once per pair tile)"
+    return (f"  tile loads (L2 -> shared memory, at most {rows} row tiles x {tiles_n} n tiles): "
+            f"{a_words}, B {b_bytes / 1e6:.3f} MB")
 
 
 def wgmma_regs() -> tuple[int, int]:

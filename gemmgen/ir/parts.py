@@ -214,9 +214,16 @@ class Tile:
     m: int
     n: int
     k: int
+    # CUDA sm_100a: CTA pairs of the 2-CTA tile (m = 256) per thread-block
+    # cluster, along N, sharing A by TMA multicast (`cluster_n=`, CUTLASS's
+    # cluster shape along N); 1 is no multicast. `cluster_at`: where it was
+    # written (its value), for diagnostics.
+    cluster_n: int = 1
+    cluster_at: Loc = field(default=NO_LOC, compare=False)
 
     def __str__(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
+        cluster = f" cluster_n={self.cluster_n}" if self.cluster_n != 1 else ""
+        return f"{self.m}x{self.n}x{self.k}{cluster}"
 
 
 class Cmp(enum.Enum):

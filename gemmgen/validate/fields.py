@@ -116,7 +116,8 @@ class KernelReader(FieldReader):
             if "out_scale" in self.fields else ir.NO_SCALE
         bias = self.bias()
         epilogue = self.epilogue()
-        tile = self.tile("tile", ("m", "n", "k")) if "tile" in self.fields else Tile(128, 128, 128)
+        tile = (self.tile("tile", ("m", "n", "k"), optional=("cluster_n",)) if "tile" in self.fields
+                else Tile(128, 128, 128))
         rules = self.tile_rules()
         warp = self.tile("warp_tile", ("m", "n")) if "warp_tile" in self.fields else None
         stages = self.int_field("stages", 1, 8, 2)
@@ -408,13 +409,15 @@ class KernelReader(FieldReader):
                          f"e.g. '{what} m<=64 -> m=64 n=128 k=128'")
                 continue
             conds = [self.cond(a, ("m", "n", "k")) for a in atoms[:arrow]]
-            got = self.kvs(atoms[arrow + 1:], ("m", "n", "k"), f"{what} tile",
+            got = self.kvs(atoms[arrow + 1:], ("m", "n", "k", "cluster_n"), f"{what} tile",
                            required=("m", "n", "k"))
             vals = {k: self.positive_int(a, f"{what} {k}", 1, 4096) for k, a in got.items()}
-            if None in conds or None in vals.values() or len(vals) != 3:
+            if None in conds or None in vals.values() or len(vals) != 3 + ("cluster_n" in vals):
                 continue
-            rules.append(TileRule(tuple(c for c in conds if c), Tile(vals["m"], vals["n"], vals["k"]),  # type: ignore[arg-type]
-                                  f.loc))
+            cluster = got.get("cluster_n")
+            tile = Tile(vals["m"], vals["n"], vals["k"], vals.get("cluster_n", 1),  # type: ignore[arg-type]
+                        cluster.loc if cluster is not None else ir.NO_LOC)
+            rules.append(TileRule(tuple(c for c in conds if c), tile, f.loc))  # type: ignore[arg-type]
         return tuple(rules)
 
     def backend_tiles(self) -> tuple[ir.BackendTiles, ...]:
@@ -445,7 +448,7 @@ class KernelReader(FieldReader):
                 self.err(q.loc, f"'tile {word}' needs its tile: 'tile {word} m=.. n=.. k=..'",
                          q.width)
                 continue
-            tile = self.tile(f"tile {word}", ("m", "n", "k"), values)
+            tile = self.tile(f"tile {word}", ("m", "n", "k"), values, optional=("cluster_n",))
             rules = self.tile_rules(own.rules, word)
             if tile is not None:
                 out.append(ir.BackendTiles(Backend(word), tile, rules, own.tile.loc))

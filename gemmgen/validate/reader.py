@@ -133,15 +133,19 @@ class FieldReader:
         return Cond(a.key, Cmp(a.cmp), int(a.value))  # type: ignore[arg-type]
 
     def tile(self, field: str, keys: tuple[str, ...],
-             atoms: tuple[Atom, ...] | None = None) -> Tile | None:
-        """The `key=value` tile of `field` (or of `atoms`, named `field`)."""
-        got = self.kvs(self.atoms(field) if atoms is None else atoms, keys, field, required=keys)
+             atoms: tuple[Atom, ...] | None = None, optional: tuple[str, ...] = ()) -> Tile | None:
+        """The `key=value` tile of `field` (or of `atoms`, named `field`);
+        `optional` keys may be left out (`cluster_n`: 1)."""
+        got = self.kvs(self.atoms(field) if atoms is None else atoms, keys + optional, field,
+                       required=keys)
         vals = {}
         for key, a in got.items():
             v = self.positive_int(a, f"{field} {key}", 1, 4096)
             if v is None:
                 return None
             vals[key] = v
-        if len(vals) != len(keys):
+        if not all(key in vals for key in keys):
             return None
-        return Tile(vals["m"], vals["n"], vals.get("k", 0))
+        cluster = got.get("cluster_n")
+        return Tile(vals["m"], vals["n"], vals.get("k", 0), vals.get("cluster_n", 1),
+                    cluster.loc if cluster is not None else ir.NO_LOC)

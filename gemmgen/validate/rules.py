@@ -305,10 +305,68 @@ def scale_layouts(r: FieldReader, k: ir.Kernel) -> None:
               "use layout=rows")
 
 
+# The most CTAs a cluster launch may ask for everywhere (the CUDA
+# programming guide's portable cluster size; more needs
+# cudaFuncAttributeNonPortableClusterSizeAllowed and a device that has it).
+PORTABLE_CLUSTER_CTAS = 8
+PAIR_M = 256  # the sm_100a 2-CTA tile's rows (a LUT entry of m = 256)
+
+
+def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
+    """`cluster_n=P` on a LUT entry: P CTA pairs of the sm_100a 2-CTA tile
+    along N in a cluster of 2P CTAs, sharing the entry's 256 rows of A by
+    TMA multicast (docs/spec.md, "Clusters: TMA multicast on sm_100a"). It
+    needs a CUDA LUT, an entry of m = 256, at most 8 CTAs (the portable
+    cluster size), a declared sm_100a / sm_103a and a kernel whose m = 256
+    entries take the 2-CTA tile there (`ir.Kernel.tcgen05_multicast_obstacle`).
+    `mma wgmma | mma_sync` ignore it, as they ignore the pair, so that `mma`
+    stays sweepable."""
+    entries = [(t, loc, what) for t, loc, what in lut_tiles(r, k) if t.cluster_n != 1]
+    cuda_entries = []
+    for tile, loc, what in entries:
+        at, width = ((tile.cluster_at, len(str(tile.cluster_n))) if tile.cluster_at != ir.NO_LOC
+                     else (loc, 1))
+        backend = what.split()[1] if " " in what else Backend.CUDA.value
+        if backend == Backend.CUDA.value:
+            cuda_entries.append((tile, loc))
+        if backend != Backend.CUDA.value:
+            r.err(at, f"{what} cluster_n={tile.cluster_n}: cluster_n is the CUDA sm_100a "
+                  f"2-CTA tile's (pairs of CTAs sharing A by TMA multicast), not {backend}'s",
+                  width)
+        elif 2 * tile.cluster_n > PORTABLE_CLUSTER_CTAS:
+            r.err(at, f"{what} cluster_n={tile.cluster_n} asks for clusters of "
+                  f"{2 * tile.cluster_n} CTAs ({tile.cluster_n} CTA pairs): at most "
+                  f"{PORTABLE_CLUSTER_CTAS}, the portable cluster size, so cluster_n is 1 to "
+                  f"{PORTABLE_CLUSTER_CTAS // 2}", width)
+        elif tile.m != PAIR_M:
+            r.err(at, f"{what} cluster_n={tile.cluster_n} needs the 2-CTA tile, m={PAIR_M} "
+                  f"(its CTA pairs along N share the tile's {PAIR_M} rows of A), but the "
+                  f"entry has m={tile.m}", width)
+    if not cuda_entries:
+        return
+    tile, loc = cuda_entries[0]
+    at = tile.cluster_at if tile.cluster_at != ir.NO_LOC else loc
+    word = f"cluster_n={tile.cluster_n}"
+    cuda = r.targets.get(Backend.CUDA)
+    if cuda is None or Backend.CUDA not in k.backends:
+        r.err(at, f"{word} is a CUDA choice, but the kernel has no cuda backend")
+        return
+    if not any(a in ir.TCGEN05_ARCHS for a in cuda.cuda_archs):
+        r.err(at, f"{word} needs sm_100a or sm_103a (tcgen05.mma.cta_group::2 on CTA pairs, "
+              f"TMA multicast across a cluster), but target cuda declares "
+              f"{', '.join(cuda.cuda_archs) or 'no arch'}; on other archs an m=256 entry is "
+              "an ordinary tile: drop cluster_n or declare sm_100a")
+    elif k.mma not in (ir.Mma.AUTO, ir.Mma.TCGEN05):
+        return  # another body forced (`mma` swept, say): an ordinary tile there, as m=256 is
+    elif (why := k.tcgen05_multicast_obstacle()) is not None:
+        r.err(at, f"{word} needs the sm_100a 2-CTA tile, which this kernel does not take: "
+              f"{why}; drop cluster_n (its m={PAIR_M} entries keep the 1-CTA tile)")
+
+
 RULES: tuple[Rule, ...] = (
     quantize_fields, operand_types, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
     static_dims, algorithms, arch_features, mma_choice, promotion_choice, warp_layout,
-    scale_layouts,
+    scale_layouts, cluster_tiles,
 )
 
 

@@ -108,9 +108,10 @@ def test_every_kernel_of_the_spec_has_a_case():
 
 
 # The kernels with a 2-CTA entry (an m=256 entry for m >= 512; at the
-# decode sizes here their 1-CTA entry, `_t1_sm100`): the 16-bit and FP8
-# ones (epilogue scales), and the fp4 and W4A8 ones, block-scaled as every
-# GEMM of the spec but those three.
+# decode sizes here their 1-CTA entry: `_t2_sm100` after the 16-bit and FP8
+# ones' multicast and pair entries, `_t1_sm100` after the fp4 and W4A8
+# ones' pair entry): the 16-bit and FP8 ones (epilogue scales), and the fp4
+# and W4A8 ones, block-scaled as every GEMM of the spec but those three.
 EPILOGUE_SCALED = ("b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm",
                    "b200_bf16_moe_gateup_silu")
 PAIR = (*EPILOGUE_SCALED, "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
@@ -119,9 +120,10 @@ PAIR = (*EPILOGUE_SCALED, "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b20
 
 def test_every_gemm_takes_the_tcgen05_path_on_10_0():
     """The plan of each GEMM on a B200 (148 SMs) ends in its `_sm100` entry
-    (the 2-CTA kernels' in their decode entry, `_t1_sm100`), on the
-    block-scaled MMA but for the 16-bit and FP8 kernels, and no other device
-    runs the spec."""
+    (the 2-CTA kernels' in their decode entry: `_t2_sm100` for the three
+    with a multicast entry, `_t1_sm100` for the others), on the block-scaled
+    MMA but for the 16-bit and FP8 kernels, and no other device runs the
+    spec."""
     spec = rendered().spec
     for k in spec.kernels:
         plan = cuda_backend.plan(k, spec)
@@ -131,7 +133,8 @@ def test_every_gemm_takes_the_tcgen05_path_on_10_0():
         module = launcher(k.name)
         dims = module.validate(**CASES[k.name].inputs(k, 1))
         steps = module.launches(dims, 100, 148)
-        entry = f"{k.name}_t1_sm100" if k.name in PAIR else f"{k.name}_sm100"
+        entry = (f"{k.name}_t2_sm100" if k.name in EPILOGUE_SCALED
+                 else f"{k.name}_t1_sm100" if k.name in PAIR else f"{k.name}_sm100")
         assert steps[-1].entry == entry, (k.name, steps)
         assert getattr(steps[-1], "cluster", (1, 1, 1)) == (1, 1, 1), k.name
         assert "older than" in module.arch_error(90) and module.arch_error(100) is None
@@ -160,7 +163,8 @@ def test_cupy_call_on_an_emulated_b200(name):
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
     assert any("-arch=sm_100a" in " ".join(map(str, o)) for o in cupy.options_seen), cupy.options_seen
     if k.op.value != "quantize":
-        entry = f"{name}_t1_sm100" if name in PAIR else f"{name}_sm100"
+        entry = (f"{name}_t2_sm100" if name in EPILOGUE_SCALED
+                 else f"{name}_t1_sm100" if name in PAIR else f"{name}_sm100")
         assert cupy.launches[-1]["entry"] == entry, cupy.launches
         assert cupy.launches[-1]["block"] == (192, 1, 1)
 

@@ -1,13 +1,17 @@
 """The 2-CTA kernels of specs/b200.gemm (docs/cuda-sm100.md, "The 2-CTA
 tile"; issue 30) through every launcher family on an emulated B200
-(sm_100a, compute capability 10.0): their tile LUT gives m >= 512 the pair
-entry (`_t0_sm100`: 256 x 128 tiles on a 2 x 1 x 1 cluster,
-tcgen05.mma.cta_group::2, block-scaled for the fp4 and W4A8 GEMMs) and
-smaller m the 1-CTA entry (`_t1_sm100`).
+(sm_100a, compute capability 10.0): the bf16 / FP8 experts' and the bf16
+gate-up's tile LUT gives m >= 2048 (n >= 512) the multicast entry
+(`_t0_sm100`: 256 x 128 tiles, two CTA pairs along n sharing A by TMA
+multicast in a 4 x 1 x 1 cluster), m >= 512 the pair entry (`_t1_sm100`: a
+2 x 1 x 1 cluster, tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry
+(`_t2_sm100`); the fp4 and W4A8 GEMMs' gives m >= 512 the block-scaled pair
+entry (`_t0_sm100`) and smaller m the 1-CTA entry (`_t1_sm100`).
 
 One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
 per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
-at a prefill size (the pair, a cluster launch) and a decode size (m = 1,
+at a large prefill size (clusters of 4, an odd number of n tiles: an idle
+pair), a prefill size (the pair, clusters of 2) and a decode size (m = 1,
 the 1-CTA entry, a plain launch) against the NumPy reference on fresh
 random inputs with poisoned outputs, through:
 
@@ -18,12 +22,13 @@ random inputs with poisoned outputs, through:
 - the JAX FFI handler (`gemmgen compile --emulate`'s library);
 - the PyTorch op (`torch.ops.gemmgen_b200`, the emulated C ABI library);
 - NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA / UTCOMMA.2CTA in the
-  pair entries of every 2-CTA kernel (UTCCP.T.S.2CTA.4 in the block-scaled
-  ones), none in their 1-CTA entries, no local memory.
+  pair entries of every 2-CTA kernel (UTMALDG.2D.MULTICAST.2CTA in the
+  multicast ones, UTCCP.T.S.2CTA.4 in the block-scaled ones), none in their
+  1-CTA entries, no local memory.
 
 A block-scaled pair kernel, b200_nvfp4_moe_grouped_gemm (NVFP4, its global
-scales), runs at the same prefill size through the C++ and CuPy launchers,
-and b200_w4a8_moe_grouped_gemm through the Rust harness
+scales), runs at the prefill sizes through the C++ and CuPy launchers, and
+b200_w4a8_moe_grouped_gemm through the Rust harness
 (test_rust_launchers.py).
 
 The Rust crate runs it in test_rust_launchers.py (its C ABI harness on the
@@ -57,9 +62,10 @@ from gemmgen.reference import compare, reference
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
 NAME = "b200_fp8_moe_grouped_gemm"
-PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm",
-        "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm", "b200_nvfp4_moe_grouped_gemm",
-        "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm")
+MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
+PAIR = MCAST + ("b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
+                "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
+                "b200_w4a8_moe_grouped_gemm")
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
        "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
        "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
@@ -67,14 +73,24 @@ MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
        "b200_w4a8_moe_grouped_gemm": "UTCQMMA"}
 # The block-scaled pair kernel the C++ and CuPy launchers run.
 BS_NAME = "b200_nvfp4_moe_grouped_gemm"
-# Prefill: 530 rows (the m >= 512 entry), three experts, one empty; n and
-# k not multiples of the tile (k = 208: two K blocks, the second partial).
+# Large prefill: 2100 rows and 520 columns (the m >= 2048, n >= 512 entry:
+# 5 n tiles, so each row tile's last unit has an idle pair). Prefill: 530
+# rows (the m >= 512 entry), three experts, one empty; n and k not
+# multiples of the tile (k = 208: two K blocks, the second partial).
 # Decode: one token.
 CASES = {
+    "prefill_multicast": Case("prefill_multicast", m=2100, n=520, k=208,
+                              group_sizes=(900, 0, 1200)),
     "prefill": Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)),
     "decode": Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)),
 }
-SMS = 4  # an emulated B200 of 4 SMs: 2 pairs, each walking several 256-row tiles
+# The LUT entry and cluster each case takes: the multicast kernels' three
+# entries, the block-scaled kernels' two (no multicast: the pair from 512).
+ENTRY = {"prefill_multicast": "t0", "prefill": "t1", "decode": "t2"}
+CLUSTER = {"prefill_multicast": (4, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
+BS_ENTRY = {"prefill_multicast": "t0", "prefill": "t0", "decode": "t1"}
+BS_CLUSTER = {"prefill_multicast": (2, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
+SMS = 4  # an emulated B200 of 4 SMs: one cluster of 2 pairs, or 2 pairs, each walking many tiles
 
 
 @functools.cache
@@ -116,7 +132,11 @@ def inputs_of(name: str, which: str, seed: int) -> dict:
 
 
 def entry(name: str, which: str) -> str:
-    return f"{name}_t0_sm100" if which == "prefill" else f"{name}_t1_sm100"
+    return f"{name}_{(ENTRY if name in MCAST else BS_ENTRY)[which]}_sm100"
+
+
+def cluster(name: str, which: str) -> tuple[int, int, int]:
+    return (CLUSTER if name in MCAST else BS_CLUSTER)[which]
 
 
 def seed() -> int:
@@ -128,30 +148,40 @@ def seed() -> int:
 
 
 def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
-    """Each 2-CTA kernel's LUT: its m >= 512 entry is the pair tile (256 x
-    128, a cluster launch of an even grid), its default the 1-CTA tile (a
-    plain launch), the MXFP8 ones (whose 256-row mma.sync entry would spill)
-    none; on a B200 (148 SMs) and on the emulated 4-SM device the launchers
-    pick them by m."""
+    """Each multicast kernel's LUT: its m >= 2048, n >= 512 entry is the pair
+    tile with two pairs a cluster (a cluster launch of 4 x 1 x 1 over a grid
+    of whole clusters), its m >= 512 entry the pair tile (2 x 1 x 1), its
+    default the 1-CTA tile (a plain launch); each block-scaled pair kernel's:
+    its m >= 512 entry the block-scaled pair tile, its default the 1-CTA
+    tile; the MXFP8 ones (whose 256-row mma.sync entry would spill) none. On
+    a B200 (148 SMs) and on the emulated 4-SM device the launchers pick them
+    by m and n; on 3 SMs the multicast entry gives way to mma.sync."""
     spec = rendered().spec
     for name in PAIR:
-        pair, one = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
-        assert (pair.pair, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
-            True, 256, 128, False, 128, 128), name
+        tiles = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
+        if name in MCAST:
+            mcast, pair, one = tiles
+            assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (True, 2, 256, 128), name
+        else:
+            pair, one = tiles
+        assert (pair.pair, pair.cluster_n, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
+            True, 1, 256, 128, False, 128, 128), name
         assert pair.block_scaled == one.block_scaled == kernel(name).tcgen05_block_scaled
         text = (folder() / f"{name}.cu").read_text()
-        assert text.count("static constexpr bool kCtaPair = true;") == 1, name
+        assert text.count("static constexpr bool kCtaPair = true;") == len(tiles) - 1, name
+        assert text.count("static constexpr int kClusterN = 2;") == (name in MCAST), name
         module = launcher(name)
         for which in CASES:
             dims = module.validate(**inputs_of(name, which, 1))
             for sms in (148, SMS):
                 step = module.launches(dims, 100, sms)[-1]
                 assert step.entry == entry(name, which), (name, which, step)
-                if which == "prefill":
-                    assert step.cluster == (2, 1, 1) and step.grid[0] % 2 == 0, step
-                    assert module.launch_error(step) is None
-                else:
-                    assert step.cluster == (1, 1, 1), step
+                assert step.cluster == cluster(name, which), step
+                assert step.grid[0] % cluster(name, which)[0] == 0, step
+                assert module.launch_error(step) is None
+        if name in MCAST:
+            dims = module.validate(**inputs_of(name, "prefill_multicast", 1))
+            assert module.launches(dims, 100, 3)[-1].entry == f"{name}_t0", name
     for k in spec.kernels:
         if k.name not in PAIR and k.op.value != "quantize":
             assert not cuda_backend.plan(k, spec).has_clusters, k.name
@@ -167,8 +197,11 @@ def check(name: str, which: str, inputs: dict, got, family: str) -> None:
 # The C++ launcher: cudaLaunchKernelEx with the cluster attribute.
 
 
+LAUNCHES = [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name,which", [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")])
+@pytest.mark.parametrize("name,which", LAUNCHES)
 def test_cpp_launcher(name, which):
     spec = rendered().spec
     inputs = inputs_of(name, which, seed())
@@ -191,7 +224,7 @@ def _on_standin(cupy, module, x, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,which", [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")])
+@pytest.mark.parametrize("name,which", LAUNCHES)
 def test_cupy_launcher(name, which):
     import ml_dtypes
 
@@ -206,10 +239,10 @@ def test_cupy_launcher(name, which):
     check(name, which, inputs, got, "CuPy launcher")
     last = cupy.launches[-1]
     assert last["entry"] == entry(name, which) and last["block"] == (192, 1, 1), cupy.launches
-    if which == "prefill":
-        assert last["cluster"] == (2, 1, 1), cupy.launches
+    if which != "decode":
+        assert last["cluster"] == cluster(name, which), cupy.launches
         assert last["attribute_ids"] == (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,)
-        assert last["grid"][0] % 2 == 0 and last["grid"][0] <= SMS
+        assert last["grid"][0] % cluster(name, which)[0] == 0 and last["grid"][0] <= SMS
     else:
         assert last["cluster"] == (1, 1, 1) and last["attribute_ids"] == ()
     assert all(x["cluster"] == (1, 1, 1) for x in cupy.launches[:-1]), cupy.launches
@@ -287,8 +320,9 @@ def test_jax_ffi(tmp_path):
         check(NAME, which, inputs, got, "JAX FFI")
     # The JAX entry point's CUDA launcher is the one whose plan was checked.
     module = importlib.import_module(f"generated.b200.cuda.{NAME}")
-    dims = module.validate(**inputs_of(NAME, "prefill", 1))
-    assert module.launches(dims, 100, SMS)[-1].cluster == (2, 1, 1)
+    for which in ("prefill_multicast", "prefill"):
+        dims = module.validate(**inputs_of(NAME, which, 1))
+        assert module.launches(dims, 100, SMS)[-1].cluster == CLUSTER[which]
 
 
 @pytest.mark.slow
@@ -322,15 +356,20 @@ def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
     result, _ = nv.nvrtc_build("specs/b200.gemm", name, "sm_100a")
     ops = nv.opcodes(nv.cuobjdump(result.cubin, "--dump-sass"))
     mma = MMA[name]
-    pair = ops[f"{name}_t0_sm100"]
-    count = sum(n for op, n in pair.items() if nv.base(op) == mma)
-    assert count > 0 and sum(n for op, n in pair.items()
-                             if nv.base(op) == mma and "2CTA" in op.split(".")) == count, pair
-    assert any(nv.base(op) == "UTCBAR" and {"2CTA", "MULTICAST"} <= set(op.split(".")) for op in pair)
-    if kernel(name).tcgen05_block_scaled:  # the scales' copies: every one 2-CTA
-        copies = [op for op in pair if nv.base(op) == "UTCCP"]
-        assert copies and all("2CTA" in op.split(".") for op in copies), pair
-    one = ops[f"{name}_t1_sm100"]
+    for t, multicast in ((("t0", 1), ("t1", 0)) if name in MCAST else (("t0", 0),)):
+        pair = ops[f"{name}_{t}_sm100"]
+        count = sum(n for op, n in pair.items() if nv.base(op) == mma)
+        assert count > 0 and sum(n for op, n in pair.items()
+                                 if nv.base(op) == mma and "2CTA" in op.split(".")) == count, pair
+        assert any(nv.base(op) == "UTCBAR" and {"2CTA", "MULTICAST"} <= set(op.split("."))
+                   for op in pair)
+        # A's load: multicast to both pairs in the clusters of 4, the pair's own otherwise.
+        assert sum(n for op, n in pair.items() if nv.base(op) == "UTMALDG"
+                   and {"2D", "MULTICAST", "2CTA"} <= set(op.split("."))) == multicast, pair
+        if kernel(name).tcgen05_block_scaled:  # the scales' copies: every one 2-CTA
+            copies = [op for op in pair if nv.base(op) == "UTCCP"]
+            assert copies and all("2CTA" in op.split(".") for op in copies), pair
+    one = ops[f"{name}_{'t2' if name in MCAST else 't1'}_sm100"]
     assert any(nv.base(op) == mma for op in one) and not any("2CTA" in op.split(".") for op in one)
     for entry_ops in ops.values():
         assert not any(nv.base(op) in ("LDL", "STL") for op in entry_ops), name
@@ -345,13 +384,21 @@ def test_explain_states_the_pair_tile_and_its_cluster_launch(monkeypatch):
 
     monkeypatch.setattr(plans, "_ptxas", lambda *args: [])  # no compiler in the fast run
     lines = plans.cuda_lines(rendered().spec, kernel(NAME), 32768, 7168, 2048, 8)
+    assert any("tile 256x128x128 (LUT rule m >= 2048 and n >= 512" in x for x in lines), lines
+    (path,) = [x for x in lines if x.startswith("  tcgen05 path")]
+    assert ("2-CTA tile 256x128x128 over a CTA pair (clusters of 4: 2 pairs along n sharing A "
+            "by TMA multicast)") in path
+    assert "tcgen05.mma 256x128x32 (cta_group::2)" in path
+    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t0_sm100:")]
+    assert "grid (148, 1, 1), clusters of 4 x 1 x 1 blocks, 192 threads" in launch
+    # A prefill m below 2048: the pair alone.
+    lines = plans.cuda_lines(rendered().spec, kernel(NAME), 1024, 7168, 2048, 8)
     assert any("tile 256x128x128 (LUT rule m >= 512" in x for x in lines), lines
     (path,) = [x for x in lines if x.startswith("  tcgen05 path")]
     assert "2-CTA tile 256x128x128 over a CTA pair (clusters of 2)" in path
-    assert "tcgen05.mma 256x128x32 (cta_group::2)" in path
-    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t0_sm100:")]
+    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t1_sm100:")]
     assert "grid (148, 1, 1), clusters of 2 x 1 x 1 blocks, 192 threads" in launch
     # A decode m: the 1-CTA entry, a plain launch.
     lines = plans.cuda_lines(rendered().spec, kernel(NAME), 1, 7168, 2048, 8)
-    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t1_sm100:")]
+    (launch,) = [x for x in lines if x.startswith(f"  launch {NAME}_t2_sm100:")]
     assert "clusters" not in launch

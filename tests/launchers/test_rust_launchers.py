@@ -245,6 +245,12 @@ HARNESS_KERNELS = {
                    Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)), "sm_100a", True),
     "pair_decode_sm100": ("b200", "b200_fp8_moe_grouped_gemm",
                           Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)), "sm_100a", True),
+    # Two pairs a cluster sharing A by TMA multicast (m >= 2048, n >= 512:
+    # clusters of 4 x 1 x 1; 5 n tiles, so the last unit of each row tile
+    # has an idle pair).
+    "multicast_sm100": ("b200", "b200_fp8_moe_grouped_gemm",
+                        Case("prefill_multicast", m=2100, n=520, k=208, group_sizes=(900, 0, 1200)),
+                        "sm_100a", True),
     # The block-scaled 2-CTA tile (W4A8 experts at m >= 512: each CTA unpacks
     # its half of B and gathers its scale atoms, tcgen05.cp.cta_group::2).
     "pair_bs_sm100": ("b200", "b200_w4a8_moe_grouped_gemm",
@@ -1589,31 +1595,40 @@ def test_cuda_driver_backend_launches_clusters_on_the_standin(workspace):
 
 
 # The 2-CTA tile of specs/b200.gemm (no override): its FP8 experts at a
-# prefill size through the crate's CudaDriver on the stand-in.
+# prefill size (the m >= 512 entry, a pair a cluster) and at a large one
+# (the m >= 2048, n >= 512 entry, two pairs a cluster sharing A) through the
+# crate's CudaDriver on the stand-in.
 PAIR_KERNEL = ("b200", "b200_fp8_moe_grouped_gemm",
                Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)))
+PAIR_CASES = {"pair": (PAIR_KERNEL[2], "t1", 2),
+              "multicast": (Case("prefill_multicast", m=2100, n=520, k=208,
+                                 group_sizes=(900, 0, 1200)), "t0", 4)}
 
 
 @needs_rust
 @pytest.mark.slow
-def test_cuda_driver_backend_launches_the_pair_tile_on_the_standin(workspace):
-    """b200_fp8_moe_grouped_gemm's m >= 512 entry on an emulated B200 of 4
+@pytest.mark.parametrize("which", list(PAIR_CASES))
+def test_cuda_driver_backend_launches_the_pair_tile_on_the_standin(workspace, which):
+    """b200_fp8_moe_grouped_gemm's pair entries on an emulated B200 of 4
     SMs: fill and worklist by cuLaunchKernel, the pair entry by
-    cuLaunchKernelEx with the cluster attribute (id 4), 2 x 1 x 1 clusters
-    over an even grid, the stand-in's checks passed (the grid a multiple of
-    the cluster, 10.0); the output matches the reference."""
+    cuLaunchKernelEx with the cluster attribute (id 4), clusters of 2 x 1 x 1
+    (m >= 512) or 4 x 1 x 1 (m >= 2048, n >= 512) over a grid of whole
+    clusters, the stand-in's checks passed (the grid a multiple of the
+    cluster, at most 8 blocks a cluster, 10.0); the output matches the
+    reference."""
     if shutil.which("gcc") is None:
         pytest.skip("no gcc")
     d = DriverCrate(workspace, PAIR_KERNEL, folder="driver-pair")
     d.build()
-    stem, name, case = PAIR_KERNEL
+    stem, name, _ = PAIR_KERNEL
+    case, t, c = PAIR_CASES[which]
     k = rendered(stem).spec.kernel(name)
     inputs = case.inputs(k, 67)
     got, launched, log = d.run(inputs, "sm_100a", num_sms=4)
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
-    assert launched == [f"{name}_fill", f"{name}_worklist", f"{name}_t0_sm100"], launched
+    assert launched == [f"{name}_fill", f"{name}_worklist", f"{name}_{t}_sm100"], launched
     launches = [x for x in driver_calls(log) if x.startswith("cuLaunch")]
-    assert launches[-1].startswith(f"cuLaunchKernelEx {name}_t0_sm100 grid=4,1,1 block=192,1,1 "), log
-    assert launches[-1].endswith(" attrs=4 cluster=2,1,1 -> 0"), log
+    assert launches[-1].startswith(f"cuLaunchKernelEx {name}_{t}_sm100 grid=4,1,1 block=192,1,1 "), log
+    assert launches[-1].endswith(f" attrs=4 cluster={c},1,1 -> 0"), log
     assert all(x.startswith("cuLaunchKernel ") for x in launches[:-1]), log

@@ -3,13 +3,20 @@
 // the cta_group::2 primitives. Included by gg_gemm_sm100.cuh, whose pieces
 // (the stage layout, the MMAs and scale copies, the block-scaled producer,
 // the epilogue) it shares:
-//   - a cluster of 2 x 1 x 1 blocks is a CTA pair (rank v = 0 the leader,
-//     1 the peer), and pair p = blockIdx.x / 2 of gridDim.x / 2 walks the
-//     256-row tiles t = p, p + gridDim.x / 2, ... in raster order;
-//   - each CTA's producer loads its 128 rows of A and its kBN / 2 rows of B
-//     (load_pair_stage: 2-CTA TMA loads) into its own stage; every load
-//     completes on the leader's `full` barrier, whose arrival (the leader's
-//     producer) announces both CTAs' bytes;
+//   - a cluster of 2P x 1 x 1 blocks (P = kClusterN, the spec's
+//     `cluster_n`, 1 by default) is P CTA pairs (ranks 2p and 2p + 1; rank
+//     v = 0 of a pair its leader, 1 its peer); cluster c = blockIdx.x / 2P
+//     of gridDim.x / 2P walks the units c, c + gridDim.x / 2P, ... in
+//     raster order, a unit 256 rows of one item times P n tiles, pair p
+//     taking n tile P ng + p of it (pair_work); past the last n tile a pair
+//     still takes part in every barrier of the unit: its B loads are TMA's
+//     zeros, its epilogue stores nothing;
+//   - each CTA's producer loads its kBN / 2 rows of B and its 128 rows of A
+//     (load_pair_stage: 2-CTA TMA loads; with P > 1 CTA v of pair 0 loads
+//     A's half v once for CTA v of every pair, tma_load_2d_multicast_pair)
+//     into its own stage; every load completes on the `full` barrier of its
+//     destination's leader, whose arrival (the leader's producer) announces
+//     both CTAs' bytes;
 //   - block-scaled tiles (kBs: MXFP8, MXFP4, NVFP4, W4A8, DeepSeek's e8m0
 //     in hardware) have the 1-CTA tile's producer warp in each CTA
 //     (produce_scaled): CTA v gathers (or bulk-copies) the scale atoms of
@@ -22,40 +29,40 @@
 //     so one wait of the leader's MMA thread orders both CTAs' gathers and
 //     copies before its tcgen05.cp.cta_group::2, which copies each CTA's
 //     atoms into that CTA's TMEM;
-//   - the leader's MMA thread issues 256 x kBN x (32 bytes of K)
+//   - each leader's MMA thread issues 256 x kBN x (32 bytes of K)
 //     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
 //     into the accumulator (the same TMEM columns in both: CTA v's lane r is
-//     row 128 v + r); its commits multicast to both CTAs: a stage's
-//     releases both CTAs' `empty` barrier, an accumulator's both CTAs'
-//     `acc_full`;
+//     row 128 v + r); its stage commits multicast to every CTA of the
+//     cluster (a CTA's stage is read by its pair's MMAs and, with P > 1,
+//     refilled by pair 0's A multicast, so `empty` takes P arrivals, one a
+//     pair), its accumulator commits to both CTAs of its pair (`acc_full`);
 //   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
 //     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
-//     the leader's `acc_empty` (256 arrivals: both warpgroups);
-//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs and freed
-//     by both after a cluster barrier (both epilogues done), and no CTA
-//     exits before the cluster barrier after the deallocation: the leader's
-//     MMAs read the peer's shared memory and write its TMEM.
+//     its leader's `acc_empty` (256 arrivals: both warpgroups);
+//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs of a pair
+//     and freed by both after a cluster barrier (every epilogue done), and
+//     no CTA exits before the cluster barrier after the deallocation: the
+//     leaders' MMAs read their peers' shared memory and write their TMEM,
+//     pair 0's multicasts write every pair's shared memory.
 #pragma once
 
 #include "gg_gemm_sm100.cuh"
 
 namespace gg::gemm::sm100 {
 
-// Each CTA's producer thread (tiles without block scales): for each tile of
-// its pair, each K tile: wait until its own stage is empty (the leader's
-// commit arrives on both), the leader announces both CTAs' bytes on its
-// `full` barrier, then this CTA's loads (load_pair_stage), completing on the
-// leader's barrier.
+// Each CTA's producer thread (tiles without block scales): for each unit of
+// its cluster, each K tile of its pair's tile: wait until its own stage is
+// empty (every pair's leader commits to every CTA of the cluster), the
+// leader announces both CTAs' bytes on its `full` barrier, then this CTA's
+// loads (load_pair_stage), completing on the destination's leader's barrier.
 template <class T, Rows L>
 __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, int tiles, int items,
+                                             const CUtensorMap* map_b, int units, int items,
                                              int tiles_n, int m, int n, int k, const Items& g) {
-  const int v = static_cast<int>(pair_rank());
+  const int v = static_cast<int>(pair_rank()), p = pair_index();
   int it = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
+    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
@@ -96,71 +103,75 @@ __device__ __forceinline__ void relay_pair(const Smem<T>& s, int tiles, int item
 }
 
 // The leader's MMA thread: issue's loop over the pair's tiles (mma_stage's
-// cta_group::2 forms, block-scaled tiles' scale copies first), the stage and
-// accumulator commits multicast to both CTAs.
+// cta_group::2 forms, block-scaled tiles' scale copies first); a stage's
+// commit multicast to every CTA of the cluster, an accumulator's to both
+// CTAs of the pair.
 template <class T, Rows L>
-__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int units, int items,
                                            int tiles_n, int m, int k, const Items& g) {
-  int it = 0, u = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  const int p = pair_index();
+  const unsigned short acc_mask = static_cast<unsigned short>(kPairMask << (2 * p));
+  int it = 0, a = 0;  // K tiles consumed; accumulators committed: a % 2, round a / 2
+  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
+    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = u % 2;
+      const int acc = a % 2;
       if (kt == 0) {
-        gg::mbarrier_wait(s.acc_empty + acc, ((u / 2) & 1) ^ 1);  // both CTAs' epilogues
+        gg::mbarrier_wait(s.acc_empty + acc, ((a / 2) & 1) ^ 1);  // both CTAs' epilogues
         gg::tcgen05_fence_after_thread_sync();
       }
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
       mma_stage<T>(s, st, tmem + acc * T::kBN, kt > 0, tmem);
-      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);
+      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);
       if (kt == ktiles - 1) {
-        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], kPairMask);
-        ++u;
+        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);
+        ++a;
       }
     }
   }
 }
 
 // Each CTA's epilogue warpgroup: the 1-CTA epilogue on its 128 rows (m0 +
-// 128 v ..) of the pair's tile, each accumulator handed back to the leader.
+// 128 v ..) of the pair's tile (none for the idle pair's tile past n), each
+// accumulator handed back to the leader.
 template <class T, Rows L>
-__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int units, int items,
                                               int tiles_n, int m, int n, int k, const Items& g,
                                               const Operands<T>& o, const Globals& gs) {
-  const int v = static_cast<int>(pair_rank());
+  const int v = static_cast<int>(pair_rank()), p = pair_index();
+  const int n_out = kSilu<T> ? n / 2 : n;
   // The leader's acc_empty barriers (shared::cluster addresses).
   const u32 leader_acc_empty =
       gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
-  int u = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  int a = 0;
+  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
+    TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
-    const int acc = u % 2;
+    const int acc = a % 2;
     if (ktiles > 0) {
-      gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+      gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
       gg::tcgen05_fence_after_thread_sync();
     }
-    store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
-                       global_scale<T>(gs.lhs, gs.rhs, w.gl));
+    if (w.n0 < n_out) {
+      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
+                         global_scale<T>(gs.lhs, gs.rhs, w.gl));
+    }
     if (ktiles > 0) {
       gg::tcgen05_fence_before_thread_sync();
       gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));
-      ++u;
+      ++a;
     }
   }
 }
 
 // The pair's block: barriers, the cta_group::2 TMEM allocation, the cluster
-// barrier before any peer signals a barrier, the role split, and the cluster
-// barrier before exit.
+// barrier before any peer signals a barrier, the role split over the
+// cluster's units (with P = 1 the pair's tiles), and the cluster barrier
+// before exit.
 template <class T, Rows L>
 __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap* map_a,
                                          const CUtensorMap* map_b, const Operands<T>& o, int m,
@@ -170,6 +181,7 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
   const unsigned v = pair_rank();
+  const int units = cluster_units<T>(items, tiles_n);  // = tiles with P = 1
   if (threadIdx.x == 0) {
     // `full`: the leader's producer arrival (block-scaled: its warp's 32
     // and the peer relay's); the peer's, block-scaled, its warp's 32 (the
@@ -177,7 +189,7 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     const unsigned full = kBs<T> ? 32 + (v == 0 ? 1 : 0) : 1;
     for (int st = 0; st < T::kStages; ++st) {
       gg::mbarrier_init(&s.full[st], full);
-      gg::mbarrier_init(&s.empty[st], 1);  // the leader's multicast commit
+      gg::mbarrier_init(&s.empty[st], kClusterN<T>);  // each pair's leader's multicast commit
     }
     for (int a = 0; a < 2; ++a) {
       gg::mbarrier_init(&s.acc_full[a], 1);
@@ -190,7 +202,7 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     gg::tmem_relinquish_alloc_permit_pair();
   }
   gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
+  gg::cluster_sync();  // every CTA's barriers initialised, the columns allocated
   gg::tcgen05_fence_after_thread_sync();
   const u32 tmem = *s.tmem_slot;
   if (warp == 0) {
@@ -201,18 +213,18 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
       }
     }
     if constexpr (kBs<T>) {
-      produce_scaled<T, L>(s, map_a, map_b, rhs_fp4, o, tiles, items, tiles_n, m, n, k, g);
+      produce_scaled<T, L>(s, map_a, map_b, rhs_fp4, o, units, items, tiles_n, m, n, k, g);
     } else if (threadIdx.x == 0) {
-      produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+      produce_pair<T, L>(s, map_a, map_b, units, items, tiles_n, m, n, k, g);
     }
   } else if (warp == 1) {
     if (threadIdx.x == 32 && v == 0) {
-      issue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+      issue_pair<T, L>(s, tmem, units, items, tiles_n, m, k, g);
     } else if (threadIdx.x == 32 && kBs<T>) {
-      relay_pair<T, L>(s, tiles, items, tiles_n, m, k, g);
+      relay_pair<T, L>(s, units, items, tiles_n, m, k, g);
     }
   } else {
-    epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
+    epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);
   }
   // Both CTAs' epilogues have read their accumulators before either CTA's
   // warp 1 takes part in the pair's deallocation.
@@ -222,8 +234,8 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     gg::tcgen05_fence_after_thread_sync();
     gg::tmem_dealloc_pair(tmem, T::kTmemCols);
   }
-  // No CTA leaves while its peer's MMAs may read its shared memory or write
-  // its TMEM.
+  // No CTA leaves while a peer's MMAs may read its shared memory or write
+  // its TMEM, or pair 0's multicasts may still land in it.
   gg::cluster_sync();
 }
 

@@ -161,8 +161,8 @@ extern "C" __global__ void __launch_bounds__(512) b200_mxfp4_gemm_t1(
 }
 
 // (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of min(SMs, tiles) blocks walks the 256 x 128 output tiles (m tiles x n tiles) in rasterized
-// order.
+// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 128 output tiles
+// (m tiles x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(192, 1) b200_mxfp4_gemm_t0_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,

@@ -2,7 +2,7 @@
 """b200_bf16_moe_gateup_silu as a PyTorch op: torch.ops.gemmgen_b200.b200_bf16_moe_gateup_silu.
 
     b200_bf16_moe_gateup_silu: grouped lhs bf16 x rhs bf16 [g, n, k] -> bf16 (acc f32) epilogue
-    silu_mul tile 128x128x64 +1 tile rule stages 2 [cuda]
+    silu_mul tile 128x128x64 +2 tile rules stages 2 [cuda]
 
 Args (in this order):
     lhs: [m, k] bfloat16, the activations.

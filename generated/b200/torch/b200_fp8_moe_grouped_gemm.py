@@ -2,7 +2,7 @@
 """b200_fp8_moe_grouped_gemm as a PyTorch op: torch.ops.gemmgen_b200.b200_fp8_moe_grouped_gemm.
 
     b200_fp8_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32) lhs_scale
-    per_token f32 (epilogue) rhs_scale per_channel f32 (epilogue) tile 128x128x128 +1 tile rule
+    per_token f32 (epilogue) rhs_scale per_channel f32 (epilogue) tile 128x128x128 +2 tile rules
     warp 32x64 stages 2 [cuda, pallas_tpu]
 
 Args (in this order):

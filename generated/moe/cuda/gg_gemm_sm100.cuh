@@ -171,6 +171,22 @@ __host__ __device__ constexpr bool cta_pair_member(long) {
 }
 template <class T>
 constexpr bool kPair = cta_pair_member<T>(0);
+// (issue 30) TMA multicast across CTA pairs (docs/cuda-sm100.md, "The 2-CTA
+// tile", the cluster): a pair tile struct with kClusterN = P > 1 is computed
+// by clusters of 2P CTAs, P pairs along N sharing the same 256 rows of A
+// (the spec's `cluster_n=P`); the others have no such member (P = 1).
+template <class T>
+__host__ __device__ constexpr auto cluster_n_member(int) -> decltype(T::kClusterN) {
+  return T::kClusterN;
+}
+template <class T>
+__host__ __device__ constexpr int cluster_n_member(long) {
+  return 1;
+}
+template <class T>
+constexpr int kClusterN = cluster_n_member<T>(0);
+template <class T>
+constexpr int kClusterCtas = 2 * kClusterN<T>;
 // A CTA's rows of the tile and of B.
 template <class T>
 constexpr int kCtaRows = kPair<T> ? T::kBM / 2 : T::kBM;
@@ -258,6 +274,13 @@ __host__ __device__ constexpr bool check_tile_sm100() {
   // both CTAs (kSfStage, kSfCols as the 1-CTA tile's).
   if (kPair<T> &&
       (kPromoted<T> || T::kBN % 32 != 0 || (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
+    return false;
+  }
+  // The cluster: 1 to 4 pairs (at most 8 CTAs, the portable cluster size),
+  // more than one only on the pair's 16-bit / FP8 tile with epilogue scales
+  // (ir.Kernel.tcgen05_multicast_obstacle).
+  if (kClusterN<T> < 1 || kClusterCtas<T> > 8 ||
+      (kClusterN<T> > 1 && (!kPair<T> || kBs<T> || kPromoted<T>))) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -609,19 +632,59 @@ __device__ __forceinline__ void load_b_kn(unsigned char* sb, const CUtensorMap* 
 template <class T>
 constexpr int kMapK = kMmaBits<T> == 4 ? kRowBytes : T::kBK;
 
+// The pair's index in its cluster (kClusterN pairs along N sharing A by
+// TMA multicast; docs/cuda-sm100.md, "The 2-CTA tile"), and the multicast
+// masks: every CTA of the cluster, CTA v of every pair.
+template <int kNever = 0>
+__device__ __forceinline__ int pair_index() {
+  return static_cast<int>(gg::cluster_ctarank<kNever>() / 2u);
+}
+__host__ __device__ constexpr unsigned short ctas_mask(int ctas) {
+  return static_cast<unsigned short>((1u << ctas) - 1u);
+}
+template <class T>
+constexpr unsigned short kClusterMask = ctas_mask(kClusterCtas<T>);
+template <class T>
+__host__ __device__ constexpr unsigned short a_multicast_mask(unsigned v) {
+  return static_cast<unsigned short>(kClusterMask<T> & (v == 0 ? 0x5555u : 0xAAAAu));
+}
+
+// The units of a cluster (items times the groups of kClusterN n tiles) and
+// pair p's tile of unit u: n tile kClusterN ng + p of the unit's item, past
+// the last n tile when the n tiles do not fill the unit (its columns from
+// n0 >= n_out: the idle pair's tile).
+template <class T>
+__device__ __forceinline__ int cluster_units(int items, int tiles_n) {
+  return items * ((tiles_n + kClusterN<T> - 1) / kClusterN<T>);
+}
+template <class T, Rows L>
+__device__ __forceinline__ TileWork pair_work(int u, int items, int tiles_n, int m, const Items& g,
+                                              int p) {
+  int item, ng;
+  raster<T>(u, items, (tiles_n + kClusterN<T> - 1) / kClusterN<T>, item, ng);
+  return sm90::work_of<T, L>(item, kClusterN<T> * ng + p, m, g);
+}
+
 // (issue 30) The 2-CTA tile's loads of K tile kt into this CTA's stage (sa,
 // sb): its 128 rows of A (m0 + 128 v ..) and, unless kLoadB is false (W4A8
 // gathers its B), its kBN / 2 rows of B (K-major: n0 + kBN / 2 v ..;
 // silu_mul: the gate half from n0 for v = 0, the up half from n / 2 + n0 for
 // v = 1; MN-major: boxes of the same columns). 2-CTA TMA loads: each lands
 // in this CTA and completes on the barrier at `bar`'s offset in the leader.
+// With kClusterN > 1 pairs, A's half v is pair 0's CTA v's multicast to CTA
+// v of every pair (each completing on its own leader's barrier).
 template <class T, bool kGrouped, bool kLoadB = true>
 __device__ __forceinline__ void load_pair_stage(unsigned char* sa, unsigned char* sb,
                                                 const CUtensorMap* map_a, const CUtensorMap* map_b,
                                                 u64* bar, int kt, const TileWork& w, int n, int v) {
   constexpr int kHalf = T::kBN / 2;
   const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
-  gg::tma_load_2d_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v);
+  if constexpr (kClusterN<T> == 1) {
+    gg::tma_load_2d_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v);
+  } else if (pair_index() == 0) {
+    gg::tma_load_2d_multicast_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v,
+                                   a_multicast_mask<T>(static_cast<unsigned>(v)));
+  }
   if constexpr (!kLoadB) {
     return;
   } else if constexpr (T::kRhsNK) {

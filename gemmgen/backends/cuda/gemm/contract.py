@@ -104,9 +104,14 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
         alpha = f" alpha={kernel.epilogue.alpha!r}" if kernel.epilogue.alpha is not None else ""
         lines.append(f"epilogue  {kernel.epilogue.activation.value}{alpha}")
     t = kernel.tile
-    lines.append(f"tile      m={t.m} n={t.n} k={t.k}, {kernel.stages} stages")
+
+    def cluster(t: ir.Tile) -> str:
+        return f" cluster_n={t.cluster_n}" if t.cluster_n != 1 else ""
+
+    lines.append(f"tile      m={t.m} n={t.n} k={t.k}{cluster(t)}, {kernel.stages} stages")
     for r in kernel.tile_rules:
-        lines.append(f"  when {cond_expr(r.conds)}: m={r.tile.m} n={r.tile.n} k={r.tile.k}")
+        lines.append(f"  when {cond_expr(r.conds)}: m={r.tile.m} n={r.tile.n} k={r.tile.k}"
+                     f"{cluster(r.tile)}")
     if kernel.static_n or kernel.static_k:
         lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")
                      + (f" k={kernel.static_k}" if kernel.static_k else ""))

@@ -161,9 +161,18 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm1
 
 
 # (issue 30) The 2-CTA tile's rows: a LUT entry of m = 256 (CUTLASS's
-# MmaTileShape M = 256 of its 2SM kernels) gets it where the kernel allows.
+# MmaTileShape M = 256 of its 2SM kernels) gets it where the kernel allows,
+# in clusters of 2 x cluster_n CTAs (cluster_n pairs along N sharing A by
+# TMA multicast; CUTLASS's cluster shape (2, cluster_n, 1)).
 SM100_PAIR_BM = 2 * SM100_BM
 SM100_PAIR_CLUSTER = (2, 1, 1)
+
+
+def pair_cluster(cluster_n: int) -> tuple[int, int, int]:
+    """The launch's cluster of a 2-CTA tile of `cluster_n` pairs: 2P x 1 x 1
+    (the body numbers the CTAs of a cluster linearly, pair p ranks 2p and
+    2p + 1)."""
+    return (2 * cluster_n, 1, 1)
 
 
 def pair_obstacle(kernel: ir.Kernel) -> str | None:
@@ -192,6 +201,8 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
     accumulators leave no TMEM for the scales: the 1-CTA tile."""
     if tile.m != SM100_PAIR_BM or pair_obstacle(kernel) is not None:
         return None
+    # (validated: ir.Kernel.tcgen05_multicast_obstacle, at most 8 CTAs)
+    assert tile.cluster_n == 1 or kernel.tcgen05_multicast_obstacle() is None, tile
     limit = shared_memory_limit(SM100_ARCH)
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     widths = _widths(kernel, tile)
@@ -208,15 +219,17 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
     bn_out = bn // 2 if silu else bn
     ob = kernel.out.bits // 8
     c_stride = SM100_CHUNK + 16 // ob
-    tiles = tiles_expr(kernel, SM100_PAIR_BM, bn_out)
+    # A cluster's unit: 256 rows x cluster_n n tiles (one a pair).
+    ctas = 2 * tile.cluster_n
+    units = tiles_expr(kernel, SM100_PAIR_BM, tile.cluster_n * bn_out)
     return Sm100Tile(index=index, entry=entry, bn=bn, bn_out=bn_out,
                      bk=SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits, stages=stages,
                      a_stage=SM100_BM * SM100_ROW_BYTES, b_stage=bn // 2 * SM100_ROW_BYTES,
                      c_stride=c_stride, c_warp_bytes=32 * c_stride * ob,
                      tmem_cols=tmem_columns(bn, sf // 128),
                      smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, sf, pair=True),
-                     grid_x=f"2 * gg_min(gg_div(num_sms, 2), {tiles})",
-                     promoted=False, bm=SM100_PAIR_BM, pair=True,
+                     grid_x=f"{ctas} * gg_min(gg_div(num_sms, {ctas}), {units})",
+                     promoted=False, bm=SM100_PAIR_BM, pair=True, cluster_n=tile.cluster_n,
                      block_scaled=kernel.tcgen05_block_scaled, sf_stage=sf,
                      deepseek=kernel.tcgen05_deepseek_mma)
 
@@ -310,7 +323,15 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
         out += [steps[0], worklist_step(kernel.name, h.bm,
                                         f"the (group, {h.bm}-row tile) work items")]
         worklist_bm = h.bm
-    if h.pair:
+    if h.pair and h.cluster_n > 1:
+        c = 2 * h.cluster_n
+        out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
+                        f"{h.bm}x{h.bn} tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, "
+                        f"{h.cluster_n} pairs along n sharing A by TMA multicast: a persistent "
+                        f"grid of {c} x min(SMs / {c}, units) blocks in clusters of {c} (a unit "
+                        f"{h.bm} x {h.cluster_n * h.bn_out})",
+                        cluster=pair_cluster(h.cluster_n)))
+    elif h.pair:
         out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
                         f"{h.bm}x{h.bn} tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: "
                         "a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
@@ -319,9 +340,9 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
         out.append(Step(h.entry, (h.grid_x, "1", "1"), h.threads, h.smem_bytes, args,
                         f"{h.bm}x{h.bn} tiles, TMA + tcgen05.mma: a persistent grid of "
                         "min(SMs, tiles) blocks"))
-    # (The pair needs two SMs.)
+    # (A cluster of 2 x cluster_n CTAs needs as many SMs.)
     conds = [any_of(*(var("sm").eq(ir.arch_number(a)) for a in h.archs)),
-             var("num_sms").gt(1 if h.pair else 0)]
+             var("num_sms").gt(2 * h.cluster_n - 1 if h.pair else 0)]
     if grouped:
         conds.append(var("g").gt(0))
     rs = kernel.rhs_scale

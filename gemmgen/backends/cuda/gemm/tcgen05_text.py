@@ -47,6 +47,15 @@ def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
                  f"({pair.tmem_cols} columns in each CTA) and committing to both CTAs; each "
                  f"CTA's epilogue warpgroup reading its own 128 rows with tcgen05.ld; a "
                  f"persistent grid of 2 x min(SMs / 2, tiles) blocks.")
+        multicast = sorted({h.cluster_n for h in (t, *tiles) if h.pair and h.cluster_n > 1})
+        if multicast:
+            ps = " or ".join(str(p) for p in multicast)
+            words += (f" LUT entries of cluster_n={ps} put {ps} pairs along n in a cluster "
+                      f"(2 x cluster_n CTAs) sharing the tile's 256 rows of A: CTA v of pair 0 "
+                      f"multicasts A's half v to CTA v of every pair (TMA multicast), each "
+                      f"stage's commit reaches every CTA of the cluster (its empty barrier "
+                      f"takes one arrival a pair), and a pair past the last n tile of a unit "
+                      f"still takes its part (zero-filled B, no stores).")
         if pair.block_scaled:
             words += (f" Block-scaled on the pair: each CTA's producer warp gathers the scale "
                       f"atoms of its 128 A rows and of all {pair.bn} B rows ({pair.sf_stage} "

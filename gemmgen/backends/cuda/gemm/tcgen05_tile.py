@@ -54,6 +54,7 @@ class Sm100Tile:
     swap: bool = False  # the weight-only decode tile: the weights the MMA's A, bm lhs rows its N
     deepseek: bool = False  # DeepSeek's e8m0 scales promoted in hardware (block_scaled too)
     pair: bool = False  # the 2-CTA tile: bm = 256 rows over a CTA pair, cta_group::2, cluster 2x1x1
+    cluster_n: int = 1  # the 2-CTA tile: pairs along n a cluster, sharing A by TMA multicast
 
     group_m = SM100_GROUP_M
 
@@ -85,7 +86,8 @@ class Sm100Tile:
 
     @property
     def label(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}, {self.stages} stages"
+        cluster = f", {self.cluster_n} pairs" if self.cluster_n > 1 else ""
+        return f"{self.bm}x{self.bn}x{self.bk}, {self.stages} stages{cluster}"
 
     @property
     def comment(self) -> tuple[str, ...]:
@@ -113,8 +115,11 @@ class Sm100Tile:
                     f"in all, {self.tmem_cols} TMEM columns (two accumulators, then "
                     f"{self.sf_cols} of scales).")
         elif self.pair:
+            cluster = (f"clusters of {2 * self.cluster_n} x 1 x 1: {self.cluster_n} pairs along "
+                       f"n, CTA v of pair 0 multicasting A's half v to every pair"
+                       if self.cluster_n > 1 else "clusters of 2 x 1 x 1")
             text = (f"sm_100a 2-CTA tile {self.index}: {self.bm} x {self.bn} x {self.bk} over a "
-                    f"CTA pair (cta_group::2, clusters of 2 x 1 x 1), each CTA 128 rows of A "
+                    f"CTA pair (cta_group::2, {cluster}), each CTA 128 rows of A "
                     f"and {self.bn // 2} of B: {self.stages} stages of "
                     f"{self.a_stage + self.b_stage} bytes, {self.smem_bytes} bytes of shared "
                     f"memory in all, {self.tmem_cols} TMEM columns a CTA (two accumulators).")

@@ -318,11 +318,18 @@ def tma_entries(kernel: ir.Kernel, tiles: list, params: tuple[Param, ...], *, na
                 "#else",
                 *call(f"gg::gemm::{namespace}::{body_fn}<{struct}{t.index}>", args),
                 "#endif")
+        grid = f"a persistent grid of min(SMs, tiles) blocks walks the {t.bm} x {t.bn} output tiles"
+        if getattr(t, "pair", False):  # the sm_100a 2-CTA tile: clusters of cluster_n pairs
+            c = 2 * t.cluster_n
+            grid = (f"a persistent grid of {c} x min(SMs / {c}, tiles) blocks in clusters of {c} "
+                    f"(CTA pairs) walks the {t.bm} x {t.bn} output tiles" if c == 2 else
+                    f"a persistent grid of {c} x min(SMs / {c}, units) blocks in clusters of {c} "
+                    f"({t.cluster_n} CTA pairs sharing A) walks units of {t.cluster_n} {t.bm} x "
+                    f"{t.bn} output tiles")
         out.append(Entry(
             comment=tuple(textwrap.wrap(
-                f"({arch}) {title} tile {t.index}: {what} a persistent grid of min(SMs, tiles) blocks "
-                f"walks the {t.bm} x {t.bn} output tiles ({rows} x n tiles) in rasterized "
-                f"order.", COLUMNS - len("// "))),
+                f"({arch}) {title} tile {t.index}: {what} {grid} ({rows} x n tiles) in "
+                f"rasterized order.", COLUMNS - len("// "))),
             signature=signature(f'extern "C" __global__ void __launch_bounds__({t.threads}, 1)',
                                 t.entry, [p.decl for p in params],
                                 "tensor maps of lhs and rhs, then the arrays and dims"),
