@@ -108,9 +108,9 @@ def cuda_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int, groups:
             lines.append(f"  tcgen05 path (sm_100a, on a B200 of {device['num_sms']} SMs): "
                          f"2-CTA tile {t.bm}x{t.bn}x{t.bk} over a CTA pair (clusters of 2), "
                          f"{t.stages} stages of {t.a_stage + t.b_stage} bytes a CTA (128 rows of "
-                         f"A, {t.bn // 2} of B); {t.threads} threads a CTA: a producer warp "
-                         f"(TMA), an MMA warp (the even CTA's thread issues tcgen05.mma {t.mma}) "
-                         f"and an epilogue warpgroup (tcgen05.ld, its CTA's 128 rows); "
+                         f"A, {t.bn // 2} of B){scales}; {t.threads} threads a CTA: a producer warp "
+                         f"(TMA), an MMA warp (the even CTA's thread issues tcgen05.mma {t.mma})"
+                         f"{transform} and an epilogue warpgroup (tcgen05.ld, its CTA's 128 rows); "
                          f"{t.tmem_cols} TMEM columns and {t.smem_bytes} bytes of shared memory "
                          f"a CTA")
         else:

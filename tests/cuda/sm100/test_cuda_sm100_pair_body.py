@@ -157,10 +157,11 @@ def test_lut_entries_of_m_256_get_the_pair_tile():
     # A LUT: the m >= 512 entry is the pair's, the default the 1-CTA tile.
     pair, one = tile_gemm_plan("p_lut").body_tiles("tcgen05")
     assert (pair.pair, pair.bm, one.pair, one.bm) == (True, 256, False, 128)
-    # The FP32 promotion keeps the 1-CTA tile at m = 256.
+    # The FP32 promotion in software takes the pair too, 128 columns wide
+    # (test_cuda_sm100_pair_promoted.py runs it).
     (t,) = tile_gemm_plan("p_promoted").body_tiles("tcgen05")
-    assert not t.pair and t.bm == 128
-    assert tcgen05.pair_obstacle(kernel("p_promoted")) == "per-K-block scales promoted in registers"
+    assert (t.pair, t.promoted, t.bm, t.bn) == (True, True, 256, 128)
+    assert tcgen05.pair_obstacle(kernel("p_promoted")) is None
     text = (BODY.folder / "p_lut.cu").read_text()
     assert "static constexpr bool kCtaPair = true;" in text and text.count("kCtaPair") == 1
 
@@ -247,15 +248,13 @@ PLANTED = {
     # The accumulator's commit reaches the leader only: the peer's epilogue
     # waits for it forever.
     "acc_commit_one_cta": (
-        [("        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], kPairMask);\n",
-          "        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], 1);\n")],
+        [("        commit<T>(&s.acc_full[acc]);\n", "        commit<T>(&s.acc_full[acc], 1);\n")],
         (r"deadlock in cluster(.|\n)*CTA rank 1, block \(1,0,0\):\n  thread 0: (.|\n)*"
         r"threads 64-191: wait at mbarrier.try_wait.parity")),
     # The stage's commit reaches the leader only: the peer's producer waits
     # for its release forever.
     "stage_commit_one_cta": (
-        [("      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);\n",
-          "      gg::tcgen05_commit_pair_multicast(&s.empty[st], 1);\n")],
+        [("      commit<T>(&s.empty[st]);\n", "      commit<T>(&s.empty[st], 1);\n")],
         r"deadlock in cluster(.|\n)*CTA rank 1"),
     # The peer refills a stage without waiting for its release: its TMA
     # load overwrites what the pair's MMAs still read.
@@ -267,27 +266,26 @@ PLANTED = {
     # The leader releases each stage before its MMAs (the commit covers
     # only the earlier stages' MMAs).
     "stage_released_before_mma": (
-        [(("      mma_stage_pair<T>(s, st, tmem + acc * T::kBN, kt > 0);\n"
-          "      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);\n"),
-          ("      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);\n"
-          "      mma_stage_pair<T>(s, st, tmem + acc * T::kBN, kt > 0);\n"))],
+        [(("      stage(st, tmem + acc * kAccCols, !first);\n      commit<T>(&s.empty[st]);\n"),
+          ("      commit<T>(&s.empty[st]);\n      stage(st, tmem + acc * kAccCols, !first);\n"))],
         (r"a TMA load overwrites shared memory \[0x[0-9a-f]+, 0x[0-9a-f]+\) that a "
         r"tcgen05.mma.cta_group::2.kind::f16 issued by thread 32 still reads")),
     # The peer's threads leave after their roles, without the cluster
     # barrier (nor the epilogue): the leader's MMAs read its shared memory
     # after it exited.
     "peer_exits_before_cluster_sync": (
-        [("  } else {\n    epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);\n  }\n",
-          ("  } else if (pair_rank() == 0) {\n"
-          "    epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);\n  }\n"
-          "  if (pair_rank() == 1) {\n    return;\n  }\n"))],
+        [("    } else {\n      epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);\n",
+          ("    } else if (pair_rank() == 0) {\n"
+           "      epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);\n")),
+         ("  roles(*tmem_slot);\n",
+          "  roles(*tmem_slot);\n  if (pair_rank() == 1) {\n    return;\n  }\n")],
         (r"(the pair peer \(CTA rank 1\) has exited|CTA rank 1 has exited|lands after every thread "
         r"of that CTA exited)")),
     # The epilogue hands the accumulator back to its own CTA's barrier: the
     # leader's never completes (256 arrivals expected).
     "acc_empty_own_cta": (
-        [("      gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));\n",
-          "      gg::mbarrier_arrive(&s.acc_empty[acc]);\n")],
+        [("      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));\n",
+          "      gg::mbarrier_arrive(&own[acc]);\n")],
         r"deadlock(.|\n)*128 of 256 arrivals missing"),
 }
 
