@@ -1670,6 +1670,7 @@ void mma_pair(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long
                  layout_name((is_a ? da : db).layout));
       const unsigned layout = (is_a ? da : db).layout;
       sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+      hopper_check_ordered_read(self, r.lo, r.hi, reader.c_str());
       op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
     }
     auto bits_at = [&](std::uint32_t a) {
@@ -1872,6 +1873,7 @@ void cp_32x128b_warpx4_pair(unsigned taddr, unsigned long long sdesc) {
           format("%s (its source in CTA rank %u, %s)", kOp, rank + v, layout_name(d.layout));
       sm90::check_async_read(r.lo, r.hi, d.layout == 1 ? 1u : layout_span(d.layout),
                              reader.c_str());
+      hopper_check_ordered_read(self, r.lo, r.hi, reader.c_str());
       op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
     }
     for (unsigned row = 0; row < 32; ++row) {
@@ -2045,6 +2047,7 @@ void mma_block_scaled_pair(int kind, unsigned d_tmem, unsigned long long adesc,
                                         is_a ? "A" : "B", cr, layout_name((is_a ? da : db).layout));
       const unsigned layout = (is_a ? da : db).layout;
       sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+      hopper_check_ordered_read(self, r.lo, r.hi, reader.c_str());
       op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
     }
     auto element = [&](const Desc& d, bool mn, unsigned format, unsigned row, unsigned kk) {

@@ -212,3 +212,100 @@ def test_the_weight_only_pair_through_the_cpp_launcher(name, case, num_sms):
 @pytest.mark.slow
 def test_the_weight_only_pair_through_the_python_launcher():
     check("wp_e4m3_grouped", CASES[6][1], 6, seed=seed())
+
+
+# ---------------------------------------------------------------------------
+# Planted bugs in the pair under a generated kernel (gg_gemm_sm100_mixed.cuh
+# with the edits; the launch sequence, tiles and maps are the generated ones).
+
+WAIT_EMPTY = ("      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);\n"
+              "      gg::mbarrier_arrive_expect_tx(&s.loaded[st]")
+PLANTED = {
+    # The leader's MMA waits for the leader's transform only (its `full`
+    # counts 128 arrivals; the peer's transform arrives on its own CTA's
+    # `full`): the MMAs read the peer's half of the stage before the peer
+    # loaded and widened it.
+    "mma_skips_the_peer_transform": (
+        [("        gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform warpgroup(s)\n",
+          "        gg::mbarrier_init(&s.full[st], 128);\n"),
+         ("      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(st));\n",
+          ("      if (sm100::pair_rank() == 0) {\n"
+           "        gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(st));\n"
+           "      } else {\n        gg::mbarrier_arrive(&own[st]);\n      }\n"))],
+        (r"tcgen05.mma.cta_group::2.kind::f16 \(its [AB] operand in CTA rank 1, 128-byte "
+         r"swizzle\) reads shared memory at 0x[0-9a-f]+ of CTA rank 1, which that CTA's write "
+         r"[0-9]+ filled \(.*\), but CTA rank 0 has waited on no signal of CTA rank 1 made "
+         r"after that write")),
+    # The peer refills a stage (its lhs rows, its raw weights, then its
+    # transform the widened half) without waiting for the pair's release.
+    "peer_refills_before_release": (
+        [(WAIT_EMPTY, ("      if (v == 0) {\n"
+                       "        gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);\n"
+                       "      }\n      gg::mbarrier_arrive_expect_tx(&s.loaded[st]"))],
+        (r"cp.async.bulk.tensor \(TMA load\) into shared memory at 0x[0-9a-f]+ that an earlier "
+         r"TMA load \(mbarrier at 0x[0-9a-f]+, phase 0\) still fills: no thread waited for it"
+         r"(.|\n)*block \(1,0,0\)")),
+    # The peer's transform does not make its stores visible to the async
+    # proxy that the leader's MMAs read them through.
+    "peer_transform_not_fenced": (
+        [("      gg::fence_proxy_async();  // the MMA reads the tile through the async proxy\n",
+          ("      if (sm100::pair_rank() == 0) {\n        gg::fence_proxy_async();\n"
+           "      }\n"))],
+        (r"missing fence.proxy.async: tcgen05.mma.cta_group::2.kind::f16 \(its B operand in CTA "
+         r"rank 1, 128-byte swizzle\) reads shared memory")),
+}
+
+PLANT_CASE = Case("rings_wrap", 600, 264, 448)  # 6 tiles of 7 K tiles on one pair
+
+
+def planted(name: str, edits) -> tuple[dict, str]:
+    """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100_mixed.cuh
+    with `edits` (each must match once), renamed gg::gemm::sm100_mixed_planted:
+    the emulator modules keyed as run_launcher looks them up, and the key."""
+    import hashlib
+
+    from gemmgen.cache import cache_dir
+    from gemmgen.harness.cuda_emu import EmuModule
+    from gemmgen.runtime import RUNTIME_INCLUDE_DIR
+
+    text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_mixed.cuh").read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, f"the planted edit no longer matches the header: {old!r}"
+        text = text.replace(old, new)
+    text = text.replace("sm100_mixed", "sm100_mixed_planted")
+    call = "gg::gemm::sm100_mixed::dense<"
+    source = (BODY.folder / f"{name}.cu").read_text()
+    assert source.count(call) == 1
+    source = source.replace(call, "gg::gemm::sm100_mixed_planted::dense<").replace(
+        '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "wp_planted.cuh"\n')
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    out = cache_dir() / "sm100_pair_weight_only_planted" / digest
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "wp_planted.cuh").write_text(text)
+    key = str(BODY.folder / f"{name}_planted.cu")
+    return {key: EmuModule(source, key, include_dirs=[out, BODY.folder])}, key
+
+
+def run_planted(edits, inputs, name="wp_int8"):
+    modules, key = planted(name, edits)
+    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=2)
+
+
+@pytest.mark.parametrize("bug", [
+    pytest.param(b, marks=() if b == "mma_skips_the_peer_transform" else pytest.mark.slow)
+    for b in PLANTED])
+def test_planted_bug_in_the_weight_only_pair_is_caught(bug):
+    from gemmgen.harness.cuda_emu import EmuKernelError
+
+    edits, report = PLANTED[bug]
+    inputs = PLANT_CASE.inputs(kernel("wp_int8"), seed())
+    with pytest.raises(EmuKernelError, match=report):
+        run_planted(edits, inputs)
+
+
+@pytest.mark.slow
+def test_the_unplanted_copy_of_the_weight_only_pair_passes():
+    k = kernel("wp_int8")
+    inputs = PLANT_CASE.inputs(k, seed())
+    actual = run_planted([], inputs)
+    assert compare(actual, reference(k, **inputs), k, k=PLANT_CASE.k, inputs=inputs).passed
