@@ -94,6 +94,9 @@ CASES = {
     "b200_bf16_moe_grouped_gemm": Case("groups", m=70, n=136, k=80, group_sizes=(50, 0, 20)),
     "b200_fp8_moe_grouped_gemm": Case("groups", m=33, n=160, k=208, group_sizes=(0, 33)),
     "b200_bf16_moe_gateup_silu": Case("groups", m=9, n=256, k=72, group_sizes=(1, 8)),
+    "b200_fp8_blockscaled_moe_grouped_gemm": Case("groups", m=33, n=160, k=208,
+                                                  group_sizes=(0, 33)),
+    "b200_w4a16_moe_grouped_gemm": Case("groups", m=70, n=136, k=288, group_sizes=(50, 0, 20)),
     "b200_mxfp8_quant": Case("ragged", m=37, n=128, k=352),
     "b200_mxfp4_quant": Case("ragged", m=37, n=128, k=352),
     "b200_nvfp4_quant": Case("ragged", m=37, n=128, k=352),
@@ -106,9 +109,11 @@ def test_every_kernel_of_the_spec_has_a_case():
     assert names == set(CASES), names ^ set(CASES)
 
 
-# The kernels on the 2-CTA tile (16-bit and FP8 with epilogue scales, an
-# m=256 entry for m >= 512): every other GEMM is block-scaled.
-PAIR = ("b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm", "b200_bf16_moe_gateup_silu")
+# The kernels on the 2-CTA tile (16-bit and FP8 with epilogue scales, FP8
+# with DeepSeek's scales promoted in software, weight-only W4A16; an m=256
+# entry for m >= 512): every other GEMM is block-scaled.
+PAIR = ("b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm", "b200_bf16_moe_gateup_silu",
+        "b200_fp8_blockscaled_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm")
 
 
 def test_every_gemm_takes_the_tcgen05_path_on_10_0():
@@ -156,7 +161,8 @@ def test_cupy_call_on_an_emulated_b200(name):
     if k.op.value != "quantize":
         entry = f"{name}_t1_sm100" if name in PAIR else f"{name}_sm100"
         assert cupy.launches[-1]["entry"] == entry, cupy.launches
-        assert cupy.launches[-1]["block"] == (192, 1, 1)
+        # 320 threads: the weight-only tile's transform warpgroup.
+        assert cupy.launches[-1]["block"] == (320 if "w4a16" in name else 192, 1, 1)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == FAST_CPP else pytest.mark.slow)

@@ -1,14 +1,17 @@
 """The 2-CTA kernels of specs/b200.gemm (docs/cuda-sm100.md, "The 2-CTA
 tile"; issue 30) through every launcher family on an emulated B200
 (sm_100a, compute capability 10.0): their tile LUT gives m >= 512 the pair
-entry (`_t0_sm100`: 256 x 128 tiles on a 2 x 1 x 1 cluster,
+entry (`_t0_sm100`: 256 x 128 (or 64) tiles on a 2 x 1 x 1 cluster,
 tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry (`_t1_sm100`).
 
 One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
 per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
 at a prefill size (the pair, a cluster launch) and a decode size (m = 1,
 the 1-CTA entry, a plain launch) against the NumPy reference on fresh
-random inputs with poisoned outputs, through:
+random inputs with poisoned outputs, through the families below (the C++
+and CuPy ones also run b200_fp8_blockscaled_moe_grouped_gemm, DeepSeek's
+scales promoted in software, and b200_w4a16_moe_grouped_gemm, the
+weight-only tile, at both sizes):
 
 - the C++ launcher (`cudaLaunchKernelEx` with the cluster attribute, on the
   emulator's runtime);
@@ -17,7 +20,7 @@ random inputs with poisoned outputs, through:
 - the JAX FFI handler (`gemmgen compile --emulate`'s library);
 - the PyTorch op (`torch.ops.gemmgen_b200`, the emulated C ABI library);
 - NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA in the pair entries
-  of all three 2-CTA kernels, none in their 1-CTA entries, no local memory.
+  of all five 2-CTA kernels, none in their 1-CTA entries, no local memory.
 
 The Rust crate runs it in test_rust_launchers.py (its C ABI harness on the
 emulator, and its CudaDriver on tests/rust_driver_standin.c, whose
@@ -50,15 +53,26 @@ from gemmgen.reference import compare, reference
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
 NAME = "b200_fp8_moe_grouped_gemm"
-PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
+# DeepSeek's FP8 scales promoted in software, and W4A16 on the weight-only
+# tile (320 threads), on the pair too.
+PROMOTED, WEIGHT_ONLY = "b200_fp8_blockscaled_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm"
+PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu", PROMOTED, WEIGHT_ONLY)
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
-       "b200_bf16_moe_gateup_silu": "UTCHMMA"}
+       "b200_bf16_moe_gateup_silu": "UTCHMMA", PROMOTED: "UTCQMMA", WEIGHT_ONLY: "UTCHMMA"}
+# The pair's and the 1-CTA entry's n: 128, but 64 for the promoted pair
+# (its LUT entry's n: the mma.sync entry beside it spills at 128).
+BN = {PROMOTED: (64, 128)}
 # Prefill: 530 rows (the m >= 512 entry), three experts, one empty; n and
 # k not multiples of the tile (k = 208: two K blocks, the second partial).
 # Decode: one token.
 CASES = {
     "prefill": Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)),
     "decode": Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)),
+}
+# The weight-only kernel's: int4 rows of whole 16-byte TMA units (k % 32).
+WO_CASES = {
+    "prefill": Case("prefill", m=530, n=136, k=224, group_sizes=(300, 0, 230)),
+    "decode": Case("decode", m=1, n=136, k=224, group_sizes=(0, 1)),
 }
 SMS = 4  # an emulated B200 of 4 SMs: 2 pairs, each walking several 256-row tiles
 
@@ -88,8 +102,12 @@ def kernel(name: str):
     return rendered().spec.kernel(name)
 
 
+def case_of(name: str, which: str) -> Case:
+    return (WO_CASES if name == WEIGHT_ONLY else CASES)[which]
+
+
 def inputs_of(name: str, which: str, seed: int) -> dict:
-    return CASES[which].inputs(kernel(name), seed)
+    return case_of(name, which).inputs(kernel(name), seed)
 
 
 def entry(name: str, which: str) -> str:
@@ -112,8 +130,10 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
     spec = rendered().spec
     for name in PAIR:
         pair, one = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
-        assert (pair.pair, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
-            True, 256, 128, False, 128, 128), name
+        assert (pair.pair, pair.bm, one.pair, one.bm) == (True, 256, False, 128), name
+        assert (pair.bn, one.bn) == BN.get(name, (128, 128)), name
+        assert pair.mixed == one.mixed == (name == WEIGHT_ONLY), name
+        assert pair.promoted == one.promoted == (name in (PROMOTED, WEIGHT_ONLY)), name
         text = (folder() / f"{name}.cu").read_text()
         assert text.count("static constexpr bool kCtaPair = true;") == 1, name
         module = launcher(name)
@@ -133,7 +153,7 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
 
 
 def check(name: str, which: str, inputs: dict, got, family: str) -> None:
-    k, case = kernel(name), CASES[which]
+    k, case = kernel(name), case_of(name, which)
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, f"{name} {case.describe()} ({family}, emulated B200):\n{result.detail}"
 
@@ -143,13 +163,14 @@ def check(name: str, which: str, inputs: dict, got, family: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", (NAME, PROMOTED, WEIGHT_ONLY))
 @pytest.mark.parametrize("which", list(CASES))
-def test_cpp_launcher(which):
+def test_cpp_launcher(which, name):
     spec = rendered().spec
-    inputs = inputs_of(NAME, which, seed())
-    got = run_cpp_launcher(cuda_backend.plan(kernel(NAME), spec), folder(), inputs,
+    inputs = inputs_of(name, which, seed())
+    got = run_cpp_launcher(cuda_backend.plan(kernel(name), spec), folder(), inputs,
                            arch="sm_100a", num_sms=SMS)
-    check(NAME, which, inputs, got, "C++ launcher")
+    check(name, which, inputs, got, "C++ launcher")
 
 
 # ---------------------------------------------------------------------------
@@ -165,21 +186,23 @@ def _on_standin(cupy, module, x, name):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", (NAME, PROMOTED, WEIGHT_ONLY))
 @pytest.mark.parametrize("which", list(CASES))
-def test_cupy_launcher(which):
+def test_cupy_launcher(which, name):
     import ml_dtypes
 
     from gemmgen.harness import cupy_standin
 
-    inputs = inputs_of(NAME, which, seed())
-    module = launcher(NAME)
+    inputs = inputs_of(name, which, seed())
+    module = launcher(name)
     with cupy_standin.install(folder(), "sm_100a") as cupy:
         cupy.sms = SMS
-        out = getattr(module, NAME)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
+        out = getattr(module, name)(**{a: _on_standin(cupy, module, v, a) for a, v in inputs.items()})
         got = out.host().copy().view(ml_dtypes.bfloat16)
-    check(NAME, which, inputs, got, "CuPy launcher")
+    check(name, which, inputs, got, "CuPy launcher")
     last = cupy.launches[-1]
-    assert last["entry"] == entry(NAME, which) and last["block"] == (192, 1, 1), cupy.launches
+    threads = 320 if name == WEIGHT_ONLY else 192
+    assert last["entry"] == entry(name, which) and last["block"] == (threads, 1, 1), cupy.launches
     if which == "prefill":
         assert last["cluster"] == (2, 1, 1), cupy.launches
         assert last["attribute_ids"] == (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,)

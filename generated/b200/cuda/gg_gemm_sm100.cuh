@@ -173,6 +173,59 @@ constexpr int kCtaRows = kPair<T> ? T::kBM / 2 : T::kBM;
 template <class T>
 constexpr int kCtaBRows = kPair<T> ? T::kBN / 2 : T::kBN;
 
+// The pair's rank of this CTA (0 the leader, 1 the peer) and the multicast
+// mask of both. A template, as the primitives are: a non-template caller of
+// gg::cluster_ctarank would instantiate its "needs sm_90" assertion in every
+// arch's compile.
+template <int kNever = 0>
+__device__ __forceinline__ unsigned pair_rank() {
+  return gg::cluster_ctarank<kNever>() & 1u;
+}
+constexpr unsigned short kPairMask = 3;
+// Whether this CTA issues the MMAs: every 1-CTA block, a pair's leader.
+template <class T>
+__device__ __forceinline__ bool is_leader() {
+  if constexpr (kPair<T>) {
+    return pair_rank() == 0;
+  } else {
+    return true;
+  }
+}
+
+// A block's walk over the tiles: block b of a 1-CTA grid takes tiles b, b +
+// gridDim.x, ...; pair p = b / 2 of a grid of pairs takes p, p + gridDim.x /
+// 2, ..., both its CTAs the same tiles (every role of either tile walks them
+// alike, so that the rings' counts agree).
+template <class T>
+__device__ __forceinline__ int first_tile() {
+  return kPair<T> ? static_cast<int>(blockIdx.x) / 2 : static_cast<int>(blockIdx.x);
+}
+template <class T>
+__device__ __forceinline__ int tile_stride() {
+  return kPair<T> ? static_cast<int>(gridDim.x) / 2 : static_cast<int>(gridDim.x);
+}
+
+// The MMA thread's tcgen05.commit to `bar`: its own CTA's barrier, or in a
+// pair (the leader's thread) the barrier at the same offset in the CTAs of
+// `mask` (both: a stage's release and an accumulator's completion reach
+// both CTAs).
+template <class T>
+__device__ __forceinline__ void commit(u64* bar, unsigned short mask = kPairMask) {
+  if constexpr (kPair<T>) {
+    gg::tcgen05_commit_pair_multicast(bar, mask);
+  } else {
+    (void)mask;
+    gg::tcgen05_commit(bar);
+  }
+}
+
+// The shared::cluster address of barrier `bar`'s counterpart in the pair's
+// leader (where both CTAs' transform and epilogue warpgroups arrive).
+template <int kNever = 0>
+__device__ __forceinline__ u32 leader_barrier(const u64* bar) {
+  return gg::cluster_map_shared_addr<kNever>(bar, gg::cluster_ctarank<kNever>() & ~1u);
+}
+
 // The block-scaled tile's scales (docs/cuda-sm100.md, "The block-scaled
 // path"): per K tile, kSfAtomsK 128 x 4 atoms (512 bytes, 4 K blocks of 128
 // rows each) of A's 128 rows, and as many of each 128 rows of B
@@ -221,10 +274,11 @@ __host__ __device__ constexpr bool check_tile_sm100() {
       (kSilu<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
     return false;
   }
-  // The pair: 16-bit or FP8 with epilogue scales only (no block-scaled or
-  // promoted units: their scale atoms and registers are the 1-CTA tile's),
+  // The pair: 16-bit or FP8 with epilogue scales or promoted in software
+  // (each CTA's epilogue holds its 128 rows' kBN sums, as the 1-CTA tile
+  // does; no block-scaled MMAs: their scale atoms are the 1-CTA tile's),
   // each CTA's half of B a whole number of 8-row groups (of MN-major boxes).
-  if (kPair<T> && (kBs<T> || kPromoted<T> || T::kBN % 32 != 0 ||
+  if (kPair<T> && (kBs<T> || T::kBN % 32 != 0 ||
                    (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
     return false;
   }
@@ -670,37 +724,185 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
   }
 }
 
-// The MMA warp's elected thread: for each unit, wait until its accumulator
-// is free, issue the MMAs of its K tiles (each stage released by a commit
-// once its MMAs are done), then commit the accumulator to the epilogue.
+// ---------------------------------------------------------------------------
+// (issue 30) The 2-CTA tile (kPair; docs/cuda-sm100.md, "The 2-CTA tile"),
+// CUTLASS's 2SM kernels' protocol on the cta_group::2 primitives:
+//   - a cluster of 2 x 1 x 1 blocks is a CTA pair (rank v = 0 the leader,
+//     1 the peer), and pair p = blockIdx.x / 2 of gridDim.x / 2 walks the
+//     256-row tiles t = p, p + gridDim.x / 2, ... in raster order;
+//   - each CTA's producer thread loads its 128 rows of A and its kBN / 2
+//     rows of B (tma_load_*_pair) into its own stage; every load completes
+//     on the leader's `full` barrier, whose arrival (the leader's producer)
+//     announces both CTAs' bytes;
+//   - the leader's MMA thread issues 256 x kBN x (32 bytes of K)
+//     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
+//     into the accumulator (the same TMEM columns in both: CTA v's lane r is
+//     row 128 v + r); its commits multicast to both CTAs: a stage's
+//     releases both CTAs' `empty` barrier, an accumulator's both CTAs'
+//     `acc_full`;
+//   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
+//     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
+//     the leader's `acc_empty` (256 arrivals: both warpgroups), so the
+//     leader's next MMA into those columns waits for both CTAs' reads;
+//   - FP8 promoted in software (kPromoted): a unit per K tile, as the
+//     1-CTA tile's: the leader's MMA thread waits for both epilogues before
+//     each K tile's MMAs and commits each K tile's accumulator to both CTAs,
+//     whose epilogues add its sums times the K tile's scales into their
+//     rows' registers;
+//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs and freed
+//     by both after a cluster barrier (both epilogues done), and no CTA
+//     exits before the cluster barrier after the deallocation: the leader's
+//     MMAs read the peer's shared memory and write its TMEM.
+// The MMA thread's loop (issue_units), the epilogue and the block's frame
+// are the 1-CTA tile's, on first_tile / tile_stride, commit, AccEmpty and
+// cta_rows; the weight-only tile's pair (gg_gemm_sm100_mixed.cuh) shares
+// them too.
+
+// The instruction descriptor of the pair's MMA: M = 256, N = kBN.
+template <class T>
+constexpr u32 kPairIdesc = gg::umma::instr_desc(
+    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, 2 * kBM, T::kBN, gg::umma::Major::K,
+    T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
+
+// The leader's MMAs on stage `st` (both CTAs' halves at the same offsets):
+// mma_stage's descriptors, tcgen05.mma.cta_group::2.
+template <class T>
+__device__ __forceinline__ void mma_stage_pair(const Smem<T>& s, int st, u32 d, bool accumulate) {
+  const unsigned char* sa = s.a + st * T::kAStage;
+  const unsigned char* sb = s.b + st * T::kBStage;
+  GG_UNROLL
+  for (int kb = 0; kb < kRowBytes / 32; ++kb) {
+    const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    u64 db;
+    if constexpr (T::kRhsNK) {
+      db = gg::make_umma_desc(sb + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    } else {
+      constexpr int kMmaRows = 32 / static_cast<int>(sizeof(typename T::mma_t));
+      db = gg::make_umma_desc(sb + kb * kMmaRows * kRowBytes, kRowBytes * T::kBK, 1024,
+                              gg::umma::Swizzle::b128);
+    }
+    if constexpr (k16Bit<typename T::mma_t>) {
+      gg::tcgen05_mma_f16_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
+    } else {
+      gg::tcgen05_mma_f8f6f4_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
+    }
+  }
+}
+
+// Each CTA's producer thread: for each tile of its pair, each K tile: wait
+// until its own stage is empty (the leader's commit arrives on both), the
+// leader announces both CTAs' bytes on its `full` barrier, then this CTA's
+// A rows (m0 + 128 v ..) and B rows (K-major: n0 + kBN / 2 v .., silu_mul:
+// the gate half from n0 for v = 0, the up half from n / 2 + n0 for v = 1;
+// MN-major: boxes of the same columns), completing on the leader's barrier.
 template <class T, Rows L>
-__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items,
-                                      int tiles_n, int m, int k, const Items& g) {
+__device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
+                                             const CUtensorMap* map_b, int tiles, int items,
+                                             int tiles_n, int m, int n, int k, const Items& g) {
+  constexpr bool kGrouped = L != Rows::kDense;
+  constexpr int kHalf = T::kBN / 2;
+  const int v = static_cast<int>(pair_rank());
+  int it = 0;
+  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    const int a_row = w.m0 + kBM * v;
+    const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
+      if (v == 0) {
+        gg::mbarrier_arrive_expect_tx(&s.full[st], 2 * (T::kAStage + T::kBStage));
+      }
+      unsigned char* sa = s.a + st * T::kAStage;
+      unsigned char* sb = s.b + st * T::kBStage;
+      gg::tma_load_2d_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row);
+      if constexpr (T::kRhsNK) {
+        if constexpr (kGrouped) {
+          gg::tma_load_3d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row, w.gl);
+        } else {
+          gg::tma_load_2d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row);
+        }
+      } else {
+        GG_UNROLL
+        for (int j = 0; j < kHalf / kBoxCols<T>; ++j) {
+          unsigned char* dst = sb + j * kRowBytes * T::kBK;
+          if constexpr (kGrouped) {
+            gg::tma_load_3d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK,
+                                 w.gl);
+          } else {
+            gg::tma_load_2d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The MMA thread's MMAs on stage `st` into the accumulator at `d`:
+// mma_stage, or the pair's (the leader's thread: mma_stage_pair).
+template <class T>
+__device__ __forceinline__ void mma(const Smem<T>& s, int st, u32 d, bool accumulate, u32 tmem) {
+  if constexpr (kPair<T>) {
+    mma_stage_pair<T>(s, st, d, accumulate);
+  } else {
+    mma_stage<T>(s, st, d, accumulate, tmem);
+  }
+}
+
+// The MMA warp's elected thread (the pair's: the leader's), for this body and
+// the weight-only tile (gg_gemm_sm100_mixed.cuh): for each unit, wait until
+// its accumulator (kAccCols columns) is free, issue the MMAs of its K tiles
+// (kBK elements each) with `stage(st, d, accumulate)`, each stage released by
+// a commit once its MMAs are done, then commit the accumulator to the
+// epilogue. A unit is a tile (kUnit = 0) or kUnit K tiles of one (a
+// promoted unit: the last one of a tile may be short); in a pair each
+// unit's start waits for both CTAs' epilogues (256 arrivals on the leader's
+// acc_empty) and its commits reach both CTAs.
+template <class T, Rows L, int kUnit, int kAccCols, class Stage>
+__device__ __forceinline__ void issue_units(const Smem<T>& s, u32 tmem, int tiles, int items,
+                                            int tiles_n, int m, int k, const Items& g,
+                                            Stage stage) {
+  constexpr int kPer = kUnit > 0 ? kUnit : 1;  // (no % 0 where a unit is a tile)
   int it = 0;  // K tiles consumed so far (as the producer counts)
   int u = 0;   // units issued so far: accumulator u % 2, round u / 2
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = first_tile<T>(); t < tiles; t += tile_stride<T>()) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
     const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int acc = u % 2;
-      if (kPromoted<T> || kt == 0) {
+      const bool first = kUnit > 0 ? kt % kPer == 0 : kt == 0;
+      const bool last = (kUnit > 0 && kt % kPer == kPer - 1) || kt == ktiles - 1;
+      if (first) {
         gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);
         gg::tcgen05_fence_after_thread_sync();
       }
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
-      sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);
-      gg::tcgen05_commit(&s.empty[st]);
-      if (kPromoted<T> || kt == ktiles - 1) {
-        gg::tcgen05_commit(&s.acc_full[acc]);
+      stage(st, tmem + acc * kAccCols, !first);
+      commit<T>(&s.empty[st]);
+      if (last) {
+        commit<T>(&s.acc_full[acc]);
         ++u;
       }
     }
   }
 }
+
+// This body's MMA thread: units of one K tile when promoted, else tiles.
+template <class T, Rows L>
+__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items,
+                                      int tiles_n, int m, int k, const Items& g) {
+  issue_units<T, L, kPromoted<T> ? 1 : 0, T::kBN>(
+      s, tmem, tiles, items, tiles_n, m, k, g,
+      [&](int st, u32 d, bool accumulate) { sm100::mma<T>(s, st, d, accumulate, tmem); });
+}
+
 
 // TMEM address of this epilogue warp's lanes (32 (warp % 4) on, the lane
 // field in bits 31..16) at column `col`.
@@ -880,19 +1082,55 @@ struct Globals {
   const float* rhs;
 };
 
-// The epilogue warpgroup: for each tile of this block, wait for its unit(s),
-// read the accumulator from TMEM (promoted: each K tile's partial sums times
-// its scales into registers), hand the accumulator back, store the tile.
+// Where an epilogue hands an accumulator back: its CTA's acc_empty (128
+// arrivals), or in a pair the leader's (a shared::cluster address; 256
+// arrivals, both CTAs' epilogue warpgroups), after
+// tcgen05.fence::before_thread_sync (its tcgen05.ld are ordered before the
+// MMAs the arrival lets in).
+template <class T>
+struct AccEmpty {
+  u64* own;
+  u32 leader;
+  __device__ __forceinline__ explicit AccEmpty(const Smem<T>& s) : own(s.acc_empty), leader(0) {
+    if constexpr (kPair<T>) {
+      leader = leader_barrier(s.acc_empty);
+    }
+  }
+  __device__ __forceinline__ void arrive(int acc) const {
+    gg::tcgen05_fence_before_thread_sync();
+    if constexpr (kPair<T>) {
+      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));
+    } else {
+      gg::mbarrier_arrive(&own[acc]);
+    }
+  }
+};
+
+// The rows of a tile this CTA's epilogue holds: the tile's, or in a pair
+// CTA v's 128 of them (m0 + 128 v ..; the row bounds stay the pair's).
+template <class T>
+__device__ __forceinline__ TileWork cta_rows(TileWork w) {
+  if constexpr (kPair<T>) {
+    w.m0 += kBM * static_cast<int>(pair_rank());
+  }
+  return w;
+}
+
+// The epilogue warpgroup (in a pair, each CTA's, on its 128 rows): for each
+// tile, wait for its unit(s), read the accumulator from TMEM (promoted: each
+// K tile's partial sums times its scales into registers), hand the
+// accumulator back, store the tile.
 template <class T, Rows L>
 __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, int items,
                                          int tiles_n, int m, int n, int k, const Items& g,
                                          const Operands<T>& o, const Globals& gs) {
   const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const AccEmpty<T> back(s);
   int u = 0;  // units consumed so far, as the MMA thread counts them
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = first_tile<T>(); t < tiles; t += tile_stride<T>()) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const TileWork w = cta_rows<T>(sm90::work_of<T, L>(item, nt, m, g));
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     if constexpr (kPromoted<T>) {
       constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
@@ -920,8 +1158,7 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
           load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
           sm100::add_scaled<T>(d, part, c0, sa, sb);
         }
-        gg::tcgen05_fence_before_thread_sync();
-        gg::mbarrier_arrive(&s.acc_empty[acc]);
+        back.arrive(acc);
       }
       GG_UNROLL
       for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
@@ -943,306 +1180,72 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
       const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl);
       store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n, global);
       if (ktiles > 0) {
-        gg::tcgen05_fence_before_thread_sync();
-        gg::mbarrier_arrive(&s.acc_empty[acc]);
+        back.arrive(acc);
         ++u;
       }
     }
   }
 }
 
-// The block: barriers, the TMEM allocation, the role split.
-template <class T, Rows L>
-__device__ __forceinline__ void run_cta(unsigned char* smem, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b, const Operands<T>& o, int m,
-                                        int n, int k, int tiles, int items, int tiles_n,
-                                        const Items& g, const Globals& gs,
-                                        const unsigned char* __restrict__ rhs_fp4) {
-  const Smem<T> s(smem);
+// The block's frame, for this body and the weight-only tile: thread 0
+// initialises the barriers (`init`), warp 1 allocates kTmemCols TMEM
+// columns (cta_group::2 in a pair: the same columns in both CTAs), the block
+// (a pair: the cluster) syncs before any barrier is signalled, `roles(tmem)`
+// runs the warps' roles; then, once every epilogue has read its
+// accumulators, warp 1 frees the columns (a pair: both CTAs' warp 1, after
+// a cluster barrier), and a pair's CTAs leave together (the leader's MMAs
+// read the peer's shared memory and write its TMEM).
+template <class T, class Init, class Roles>
+__device__ __forceinline__ void frame(u32* tmem_slot, Init init, Roles roles) {
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == 0) {
-    for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.full[st], kBs<T> ? 32 : 1);  // block-scaled: the warp's arrivals
-      gg::mbarrier_init(&s.empty[st], 1);
-    }
-    for (int a = 0; a < 2; ++a) {
-      gg::mbarrier_init(&s.acc_full[a], 1);
-      gg::mbarrier_init(&s.acc_empty[a], 128);
-    }
+    init();
     gg::fence_mbarrier_init();
   }
   if (warp == 1) {
-    gg::tmem_alloc(s.tmem_slot, T::kTmemCols);
-    gg::tmem_relinquish_alloc_permit();
+    if constexpr (kPair<T>) {
+      gg::tmem_alloc_pair(tmem_slot, T::kTmemCols);
+      gg::tmem_relinquish_alloc_permit_pair();
+    } else {
+      gg::tmem_alloc(tmem_slot, T::kTmemCols);
+      gg::tmem_relinquish_alloc_permit();
+    }
   }
   gg::tcgen05_fence_before_thread_sync();
-  __syncthreads();
-  gg::tcgen05_fence_after_thread_sync();
-  const u32 tmem = *s.tmem_slot;
-  if (warp == 0) {
-    if constexpr (kBs<T>) {
-      if (threadIdx.x == 0) {
-        gg::prefetch_tensormap(map_a);
-        if (map_b != nullptr) {  // W4A8 reads rhs through a pointer
-          gg::prefetch_tensormap(map_b);
-        }
-      }
-      produce_scaled<T, L>(s, map_a, map_b, rhs_fp4, o, tiles, items, tiles_n, m, n, k, g);
-    } else if (threadIdx.x == 0) {
-      gg::prefetch_tensormap(map_a);
-      gg::prefetch_tensormap(map_b);
-      sm90::produce<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
-    }
-  } else if (warp == 1) {
-    if (threadIdx.x == 32) {
-      issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
-    }
+  if constexpr (kPair<T>) {
+    gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
   } else {
-    epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
+    __syncthreads();
   }
-  // Every accumulator has been read (the epilogue waited on each commit
-  // before its last tcgen05.ld): the MMA warp frees the columns.
+  gg::tcgen05_fence_after_thread_sync();
+  roles(*tmem_slot);
+  // Every accumulator has been read (each epilogue waited on each commit
+  // before its last tcgen05.ld): warp 1 frees the columns.
   gg::tcgen05_fence_before_thread_sync();
-  __syncthreads();
+  if constexpr (kPair<T>) {
+    gg::cluster_sync();
+  } else {
+    __syncthreads();
+  }
   if (warp == 1) {
     gg::tcgen05_fence_after_thread_sync();
-    gg::tmem_dealloc(tmem, T::kTmemCols);
-  }
-}
-
-// ---------------------------------------------------------------------------
-// (issue 30) The 2-CTA tile (kPair; docs/cuda-sm100.md, "The 2-CTA tile"),
-// CUTLASS's 2SM kernels' protocol on the cta_group::2 primitives:
-//   - a cluster of 2 x 1 x 1 blocks is a CTA pair (rank v = 0 the leader,
-//     1 the peer), and pair p = blockIdx.x / 2 of gridDim.x / 2 walks the
-//     256-row tiles t = p, p + gridDim.x / 2, ... in raster order;
-//   - each CTA's producer thread loads its 128 rows of A and its kBN / 2
-//     rows of B (tma_load_*_pair) into its own stage; every load completes
-//     on the leader's `full` barrier, whose arrival (the leader's producer)
-//     announces both CTAs' bytes;
-//   - the leader's MMA thread issues 256 x kBN x (32 bytes of K)
-//     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
-//     into the accumulator (the same TMEM columns in both: CTA v's lane r is
-//     row 128 v + r); its commits multicast to both CTAs: a stage's
-//     releases both CTAs' `empty` barrier, an accumulator's both CTAs'
-//     `acc_full`;
-//   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
-//     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
-//     the leader's `acc_empty` (256 arrivals: both warpgroups);
-//   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs and freed
-//     by both after a cluster barrier (both epilogues done), and no CTA
-//     exits before the cluster barrier after the deallocation: the leader's
-//     MMAs read the peer's shared memory and write its TMEM.
-// The pair's (leader, peer) rank and the multicast mask of both. A template,
-// as the primitives are: a non-template caller of gg::cluster_ctarank would
-// instantiate its "needs sm_90" assertion in every arch's compile.
-template <int kNever = 0>
-__device__ __forceinline__ unsigned pair_rank() {
-  return gg::cluster_ctarank<kNever>() & 1u;
-}
-constexpr unsigned short kPairMask = 3;
-
-// The instruction descriptor of the pair's MMA: M = 256, N = kBN.
-template <class T>
-constexpr u32 kPairIdesc = gg::umma::instr_desc(
-    kUmmaType<typename T::mma_t>, kUmmaType<typename T::mma_t>, 2 * kBM, T::kBN, gg::umma::Major::K,
-    T::kRhsNK ? gg::umma::Major::K : gg::umma::Major::MN);
-
-// The leader's MMAs on stage `st` (both CTAs' halves at the same offsets):
-// mma_stage's descriptors, tcgen05.mma.cta_group::2.
-template <class T>
-__device__ __forceinline__ void mma_stage_pair(const Smem<T>& s, int st, u32 d, bool accumulate) {
-  const unsigned char* sa = s.a + st * T::kAStage;
-  const unsigned char* sb = s.b + st * T::kBStage;
-  GG_UNROLL
-  for (int kb = 0; kb < kRowBytes / 32; ++kb) {
-    const u64 da = gg::make_umma_desc(sa + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
-    u64 db;
-    if constexpr (T::kRhsNK) {
-      db = gg::make_umma_desc(sb + kb * 32, 16, 1024, gg::umma::Swizzle::b128);
+    if constexpr (kPair<T>) {
+      gg::tmem_dealloc_pair(*tmem_slot, T::kTmemCols);
     } else {
-      constexpr int kMmaRows = 32 / static_cast<int>(sizeof(typename T::mma_t));
-      db = gg::make_umma_desc(sb + kb * kMmaRows * kRowBytes, kRowBytes * T::kBK, 1024,
-                              gg::umma::Swizzle::b128);
+      gg::tmem_dealloc(*tmem_slot, T::kTmemCols);
     }
-    if constexpr (k16Bit<typename T::mma_t>) {
-      gg::tcgen05_mma_f16_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
-    } else {
-      gg::tcgen05_mma_f8f6f4_pair(d, da, db, kPairIdesc<T>, accumulate || kb > 0);
-    }
+  }
+  if constexpr (kPair<T>) {
+    // No CTA leaves while its peer's MMAs may read its shared memory or
+    // write its TMEM.
+    gg::cluster_sync();
   }
 }
 
-// Each CTA's producer thread: for each tile of its pair, each K tile: wait
-// until its own stage is empty (the leader's commit arrives on both), the
-// leader announces both CTAs' bytes on its `full` barrier, then this CTA's
-// A rows (m0 + 128 v ..) and B rows (K-major: n0 + kBN / 2 v .., silu_mul:
-// the gate half from n0 for v = 0, the up half from n / 2 + n0 for v = 1;
-// MN-major: boxes of the same columns), completing on the leader's barrier.
-template <class T, Rows L>
-__device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, int tiles, int items,
-                                             int tiles_n, int m, int n, int k, const Items& g) {
-  constexpr bool kGrouped = L != Rows::kDense;
-  constexpr int kHalf = T::kBN / 2;
-  const int v = static_cast<int>(pair_rank());
-  int it = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    const int a_row = w.m0 + kBM * v;
-    const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int st = it % T::kStages;
-      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
-      if (v == 0) {
-        gg::mbarrier_arrive_expect_tx(&s.full[st], 2 * (T::kAStage + T::kBStage));
-      }
-      unsigned char* sa = s.a + st * T::kAStage;
-      unsigned char* sb = s.b + st * T::kBStage;
-      gg::tma_load_2d_pair(sa, map_a, &s.full[st], kt * T::kBK, a_row);
-      if constexpr (T::kRhsNK) {
-        if constexpr (kGrouped) {
-          gg::tma_load_3d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row, w.gl);
-        } else {
-          gg::tma_load_2d_pair(sb, map_b, &s.full[st], kt * T::kBK, b_row);
-        }
-      } else {
-        GG_UNROLL
-        for (int j = 0; j < kHalf / kBoxCols<T>; ++j) {
-          unsigned char* dst = sb + j * kRowBytes * T::kBK;
-          if constexpr (kGrouped) {
-            gg::tma_load_3d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK,
-                                 w.gl);
-          } else {
-            gg::tma_load_2d_pair(dst, map_b, &s.full[st], b_row + kBoxCols<T> * j, kt * T::kBK);
-          }
-        }
-      }
-    }
-  }
-}
-
-// The leader's MMA thread: issue's loop over the pair's tiles, the stage
-// and accumulator commits multicast to both CTAs.
-template <class T, Rows L>
-__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
-                                           int tiles_n, int m, int k, const Items& g) {
-  int it = 0, u = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = u % 2;
-      if (kt == 0) {
-        gg::mbarrier_wait(s.acc_empty + acc, ((u / 2) & 1) ^ 1);  // both CTAs' epilogues
-        gg::tcgen05_fence_after_thread_sync();
-      }
-      const int st = it % T::kStages;
-      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-      mma_stage_pair<T>(s, st, tmem + acc * T::kBN, kt > 0);
-      gg::tcgen05_commit_pair_multicast(&s.empty[st], kPairMask);
-      if (kt == ktiles - 1) {
-        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], kPairMask);
-        ++u;
-      }
-    }
-  }
-}
-
-// Each CTA's epilogue warpgroup: the 1-CTA epilogue on its 128 rows (m0 +
-// 128 v ..) of the pair's tile, each accumulator handed back to the leader.
-template <class T, Rows L>
-__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int tiles, int items,
-                                              int tiles_n, int m, int n, int k, const Items& g,
-                                              const Operands<T>& o, const Globals& gs) {
-  const int v = static_cast<int>(pair_rank());
-  // The leader's acc_empty barriers (shared::cluster addresses).
-  const u32 leader_acc_empty =
-      gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
-  int u = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    TileWork w = sm90::work_of<T, L>(item, nt, m, g);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
-    const int acc = u % 2;
-    if (ktiles > 0) {
-      gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-    }
-    store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
-                       global_scale<T>(gs.lhs, gs.rhs, w.gl));
-    if (ktiles > 0) {
-      gg::tcgen05_fence_before_thread_sync();
-      gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));
-      ++u;
-    }
-  }
-}
-
-// The pair's block: barriers, the cta_group::2 TMEM allocation, the cluster
-// barrier before any peer signals a barrier, the role split, and the cluster
-// barrier before exit.
-template <class T, Rows L>
-__device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap* map_a,
-                                         const CUtensorMap* map_b, const Operands<T>& o, int m,
-                                         int n, int k, int tiles, int items, int tiles_n,
-                                         const Items& g, const Globals& gs) {
-  const Smem<T> s(smem);
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) {
-    for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.full[st], 1);   // the leader's: its producer's arrival
-      gg::mbarrier_init(&s.empty[st], 1);  // the leader's multicast commit
-    }
-    for (int a = 0; a < 2; ++a) {
-      gg::mbarrier_init(&s.acc_full[a], 1);
-      gg::mbarrier_init(&s.acc_empty[a], 2 * 128);  // the leader's: both epilogue warpgroups
-    }
-    gg::fence_mbarrier_init();
-  }
-  if (warp == 1) {
-    gg::tmem_alloc_pair(s.tmem_slot, T::kTmemCols);
-    gg::tmem_relinquish_alloc_permit_pair();
-  }
-  gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
-  gg::tcgen05_fence_after_thread_sync();
-  const u32 tmem = *s.tmem_slot;
-  if (warp == 0) {
-    if (threadIdx.x == 0) {
-      gg::prefetch_tensormap(map_a);
-      gg::prefetch_tensormap(map_b);
-      produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
-    }
-  } else if (warp == 1) {
-    if (threadIdx.x == 32 && pair_rank() == 0) {
-      issue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
-    }
-  } else {
-    epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
-  }
-  // Both CTAs' epilogues have read their accumulators before either CTA's
-  // warp 1 takes part in the pair's deallocation.
-  gg::tcgen05_fence_before_thread_sync();
-  gg::cluster_sync();
-  if (warp == 1) {
-    gg::tcgen05_fence_after_thread_sync();
-    gg::tmem_dealloc_pair(tmem, T::kTmemCols);
-  }
-  // No CTA leaves while its peer's MMAs may read its shared memory or write
-  // its TMEM.
-  gg::cluster_sync();
-}
-
-// The tile's block: the 1-CTA tile's (run_cta) or the pair's (run_pair).
+// The tile's block: barriers (a pair's `full` and acc_empty count on the
+// leader's: its producer's arrival, both epilogue warpgroups; block-scaled
+// tiles' `full` the producer warp's 32 arrivals), the TMEM allocation, the
+// role split (a pair: each CTA's producer, the leader's MMA thread).
 template <class T, Rows L>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
                                     const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
@@ -1250,16 +1253,67 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
                                     const Globals& gs,
                                     const unsigned char* __restrict__ rhs_fp4 = nullptr) {
   static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
-  if constexpr (kPair<T>) {
-    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs);
-  } else {
-    run_cta<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
-  }
+  const Smem<T> s(smem);
+  const int warp = threadIdx.x / 32;
+  const auto init = [&] {
+    for (int st = 0; st < T::kStages; ++st) {
+      gg::mbarrier_init(&s.full[st], kBs<T> ? 32 : 1);
+      gg::mbarrier_init(&s.empty[st], 1);  // the MMA thread's commit
+    }
+    for (int a = 0; a < 2; ++a) {
+      gg::mbarrier_init(&s.acc_full[a], 1);
+      gg::mbarrier_init(&s.acc_empty[a], (kPair<T> ? 2 : 1) * 128);
+    }
+  };
+  frame<T>(s.tmem_slot, init, [&](u32 tmem) {
+    if (warp == 0) {
+      if constexpr (kBs<T>) {
+        if (threadIdx.x == 0) {
+          gg::prefetch_tensormap(map_a);
+          if (map_b != nullptr) {  // W4A8 reads rhs through a pointer
+            gg::prefetch_tensormap(map_b);
+          }
+        }
+        produce_scaled<T, L>(s, map_a, map_b, rhs_fp4, o, tiles, items, tiles_n, m, n, k, g);
+      } else if (threadIdx.x == 0) {
+        gg::prefetch_tensormap(map_a);
+        gg::prefetch_tensormap(map_b);
+        if constexpr (kPair<T>) {
+          produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+        } else {
+          sm90::produce<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+        }
+      }
+    } else if (warp == 1) {
+      if (threadIdx.x == 32 && is_leader<T>()) {
+        issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+      }
+    } else {
+      epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o, gs);
+    }
+  });
 }
 
+// The entries' block: this body's (run), or a tile's of its own
+// (gg_gemm_sm100_mixed.cuh's sm100_mixed::Block), which the entry
+// wrappers below take as their template parameter B.
+struct Block {
+  template <class T, Rows L>
+  static __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
+                                             const CUtensorMap* map_b, const Operands<T>& o,
+                                             int m, int n, int k, int tiles, int items,
+                                             int tiles_n, const Items& g, const Globals& gs,
+                                             const unsigned char* __restrict__ rhs_fp4) {
+    sm100::run<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
+  }
+};
+
+
+// The entries (gg_gemm_sm100_mixed.cuh's too, through their block B).
 // Dense: out[m, n] = lhs[m, k] @ B over the tensor maps of lhs (map_a) and
 // rhs (map_b), then the epilogue; block b takes tiles b, b + gridDim.x, ...
-template <class T>
+// (a pair b / 2).
+template <class T, class B = Block>
 __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
                                       const CUtensorMap* map_b,
                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
@@ -1269,16 +1323,18 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const float* __restrict__ lhs_global = nullptr,
                                       const float* __restrict__ rhs_global = nullptr) {
   const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
-  sm100::run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                       tiles_m * tiles_n, tiles_m, tiles_n, Items{}, Globals{lhs_global, rhs_global});
+  B::template run<T, Rows::kDense>(smem, map_a, map_b,
+                                   Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
+                                   tiles_m * tiles_n, tiles_m, tiles_n, Items{},
+                                   Globals{lhs_global, rhs_global}, nullptr);
 }
 
-template <class T>
+template <class T, class B = Block>
 __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
                                       const CUtensorMap* map_b,
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k) {
-  dense<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
+  dense<T, B>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
 }
 
 // W4A8 (e4m3 x packed fp4 [n, k]): the weights through a pointer, which the
@@ -1316,7 +1372,7 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
 
 // Grouped: the work items of gg::gemm::worklist times the n tiles; map_b is
 // 3D over rhs [g, ...] with the local group outermost (gg_gemm_sm90.cuh).
-template <class T>
+template <class T, class B = Block>
 __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b,
                                         const typename T::lhs_scale_t* __restrict__ lhs_scale,
@@ -1329,24 +1385,26 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         const float* __restrict__ rhs_global = nullptr) {
   const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
   const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
-  sm100::run<T, Rows::kGrouped>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n,
-                         k, items * tiles_n, items, tiles_n, g, Globals{lhs_global, rhs_global});
+  B::template run<T, Rows::kGrouped>(smem, map_a, map_b,
+                                     Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
+                                     items * tiles_n, items, tiles_n, g,
+                                     Globals{lhs_global, rhs_global}, nullptr);
 }
 
-template <class T>
+template <class T, class B = Block>
 __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b,
                                         const typename T::bias_t* __restrict__ bias,
                                         typename T::out_t* __restrict__ out,
                                         const int* __restrict__ workspace, int m, int n, int k,
                                         int num_groups, int group_offset) {
-  grouped<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
+  grouped<T, B>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
              group_offset);
 }
 
 // Masked: lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows; every
 // (group, m tile) pair is an item (gg_gemm_sm90.cuh's `masked`).
-template <class T>
+template <class T, class B = Block>
 __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
                                        const CUtensorMap* map_b,
                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
@@ -1358,8 +1416,10 @@ __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* m
                                        const float* __restrict__ rhs_global = nullptr) {
   const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
   const Items it{nullptr, nullptr, g, 0, masked_m, cap};
-  sm100::run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
-                        n, k, items * tiles_n, items, tiles_n, it, Globals{lhs_global, rhs_global});
+  B::template run<T, Rows::kMasked>(smem, map_a, map_b,
+                                    Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap, n, k,
+                                    items * tiles_n, items, tiles_n, it,
+                                    Globals{lhs_global, rhs_global}, nullptr);
 }
 
 // W4A8 masked: the weights through a pointer (gather_b_fp4).
@@ -1380,14 +1440,14 @@ __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* m
                                Globals{nullptr, nullptr}, rhs);
 }
 
-template <class T>
+template <class T, class B = Block>
 __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
                                        const CUtensorMap* map_b,
                                        const typename T::bias_t* __restrict__ bias,
                                        typename T::out_t* __restrict__ out,
                                        const int* __restrict__ masked_m, int n, int k, int g,
                                        int cap) {
-  masked<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, masked_m, n, k, g, cap);
+  masked<T, B>(smem, map_a, map_b, nullptr, nullptr, bias, out, masked_m, n, k, g, cap);
 }
 
 }  // namespace gg::gemm::sm100

@@ -56,6 +56,9 @@ namespace gg::gemm::sm100_mixed {
 
 using sm100::kBM;
 using sm100::kChunk;
+using sm100::kCtaBRows;
+using sm100::kCtaRows;
+using sm100::kPair;
 using sm100::kRowBytes;
 using sm90::Items;
 using sm90::kSilu;
@@ -115,6 +118,9 @@ __host__ __device__ constexpr bool qualifies() {
 // a power of two), four epilogue slices of a 32-column chunk, three barriers
 // per stage.
 // The decode tile: kBM = 16 or 32 lhs rows (the MMA's N), no silu_mul.
+// The pair (kCtaPair): 256 x 128 x 64 over a CTA pair, each CTA's stage its
+// 128 lhs rows and its 64 weight rows (raw and widened), the TMEM columns
+// the 1-CTA tile's in each CTA.
 template <class T>
 __host__ __device__ constexpr bool check_tile_mixed() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
@@ -123,11 +129,12 @@ __host__ __device__ constexpr bool check_tile_mixed() {
       T::kGroupM < 1) {
     return false;
   }
-  if (T::kSwapAB ? (T::kBM != 16 && T::kBM != 32) || kSilu<T> : T::kBM != kBM) {
+  if (T::kSwapAB ? (T::kBM != 16 && T::kBM != 32) || kSilu<T> || kPair<T>
+                 : T::kBM != (kPair<T> ? 2 * kBM : kBM)) {
     return false;
   }
-  if (T::kAStage != T::kBM * kRowBytes || T::kBStage != kBN * kRowBytes ||
-      T::kRawStage != kRawStage<T> || T::kTmemCols != kTmemCols<T> ||
+  if (T::kAStage != kCtaRows<T> * kRowBytes || T::kBStage != kCtaBRows<T> * kRowBytes ||
+      T::kRawStage != kCtaBRows<T> * kRawRow<T> || T::kTmemCols != kTmemCols<T> ||
       T::kCStride != kChunk + 16 / kOut || T::kCWarpBytes != 32 * T::kCStride * kOut) {
     return false;
   }
@@ -202,25 +209,51 @@ __device__ __forceinline__ void widen_chunk(const unsigned char* raw, unsigned c
 // The widened row of raw row r: itself, or for silu_mul (raw rows 16j ..
 // 16j + 7 gate rows n0 + 8j .., 16j + 8 .. the matching up rows) the gate
 // half over the up half (gate row 8j + r % 8, up row kBN / 2 + 8j + r % 8).
+// A pair's CTA holds one half (the leader the gate rows, the peer the up
+// rows), loaded in order: itself.
 template <class T>
 __device__ __forceinline__ int widened_row(int r) {
-  if constexpr (kSilu<T>) {
+  if constexpr (kSilu<T> && !kPair<T>) {
     return ((r / 8) % 2) * (kBN / 2) + 8 * (r / 16) + r % 8;
   } else {
     return r;
   }
 }
 
+// Where the transform releases a widened stage to the MMA thread: its CTA's
+// `full` (128 arrivals), or in a pair the leader's (a shared::cluster
+// address; 256 arrivals, both CTAs' transform warpgroups: the leader's MMAs
+// read both CTAs' halves).
+template <class T>
+struct Full {
+  u64* own;
+  u32 leader;
+  __device__ __forceinline__ explicit Full(const Smem<T>& s) : own(s.full), leader(0) {
+    if constexpr (kPair<T>) {
+      leader = sm100::leader_barrier(s.full);
+    }
+  }
+  __device__ __forceinline__ void arrive(int st) const {
+    if constexpr (kPair<T>) {
+      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(st));
+    } else {
+      gg::mbarrier_arrive(&own[st]);
+    }
+  }
+};
+
 // The transform warpgroup: for each K tile, wait for its raw weights (and
 // A), widen them into the stage's B (thread t takes chunks t, t + 128, ...:
-// 8 per thread, consecutive threads on consecutive chunks of a row), make
-// the stores visible to the async proxy, arrive on `full`.
+// 8 per thread, 4 in a pair's CTA, consecutive threads on consecutive
+// chunks of a row), make the stores visible to the async proxy, release
+// the stage to the MMA thread (Full).
 template <class T, Rows L>
 __device__ __forceinline__ void transform(const Smem<T>& s, int tiles, int items, int tiles_n,
                                           int m, int k, const Items& g) {
   const int t = threadIdx.x - 32 * kTransformWarp0;
+  const Full<T> full(s);
   int it = 0;  // K tiles widened by this block so far (as the producer counts)
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int tile = sm100::first_tile<T>(); tile < tiles; tile += sm100::tile_stride<T>()) {
     int item, nt;
     raster<T>(tile, items, tiles_n, item, nt);
     const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
@@ -231,12 +264,12 @@ __device__ __forceinline__ void transform(const Smem<T>& s, int tiles, int items
       const unsigned char* raw = s.raw + st * T::kRawStage;
       unsigned char* wide = s.b + st * T::kBStage;
       GG_UNROLL
-      for (int i = 0; i < kBN * 8 / 128; ++i) {
+      for (int i = 0; i < kCtaBRows<T> * 8 / 128; ++i) {
         const int idx = t + 128 * i, r = idx / 8, c = idx % 8;
         widen_chunk<T>(raw, wide, r, c, widened_row<T>(r));
       }
       gg::fence_proxy_async();  // the MMA reads the tile through the async proxy
-      gg::mbarrier_arrive(&s.full[st]);
+      full.arrive(st);
     }
   }
 }
@@ -280,14 +313,15 @@ __device__ __forceinline__ void add_scaled_columns(float (&d)[kChunk], const flo
 }
 
 // The MMAs of stage `st` into the accumulator at `d`: gg_gemm_sm100.cuh's
-// (A the stage's lhs rows, B its widened weights), or for the decode tile
-// the widened weights as A (M = 128) and the lhs rows as B (N = kBM), both
-// K-major with the 128-byte swizzle, 4 MMAs of 16 K elements.
+// (A the stage's lhs rows, B its widened weights; a pair's leader: both
+// CTAs' halves, cta_group::2), or for the decode tile the widened weights
+// as A (M = 128) and the lhs rows as B (N = kBM), both K-major with the
+// 128-byte swizzle, 4 MMAs of 16 K elements.
 template <class T>
 __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool accumulate,
                                           u32 tmem) {
   if constexpr (!T::kSwapAB) {
-    sm100::mma_stage<T>(s, st, d, accumulate, tmem);
+    sm100::mma<T>(s, st, d, accumulate, tmem);
   } else {
     using M = typename T::mma_t;
     constexpr u32 kIdesc = gg::umma::instr_desc(sm100::kUmmaType<M>, sm100::kUmmaType<M>, kBN,
@@ -309,50 +343,27 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
 template <class T>
 constexpr int kUnitKTiles = kPromotion<T> ? T::kScaleBlockK / kBK : 1;
 
-// The MMA warp's elected thread (gg_gemm_sm100.cuh's `issue`, with units of
-// a scale block): for each unit, wait until its accumulator is free, issue
-// the MMAs of its K tiles (each stage released by a commit once its MMAs
-// are done), then commit the accumulator to the epilogue.
+// The MMA warp's elected thread (a pair's leader's): gg_gemm_sm100.cuh's
+// loop (issue_units), a unit being a tile or a scale block of K. Its wait
+// on `full` covers the widened B and A: the transform's threads each waited
+// on `loaded` (A's TMA bytes landed) before arriving on `full`, so the
+// wait orders A's load before the MMAs too (causality is transitive
+// through the two barriers; in a pair, both CTAs' transforms arrive on the
+// leader's `full`).
 template <class T, Rows L>
 __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items, int tiles_n,
                                       int m, int k, const Items& g) {
-  int it = 0;  // K tiles consumed so far (as the producer counts)
-  int u = 0;   // units issued so far: accumulator u % 2, round u / 2
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = u % 2;
-      const bool first = kPromotion<T> ? kt % kUnitKTiles<T> == 0 : kt == 0;
-      const bool last =
-          (kPromotion<T> && kt % kUnitKTiles<T> == kUnitKTiles<T> - 1) || kt == ktiles - 1;
-      if (first) {
-        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);
-        gg::tcgen05_fence_after_thread_sync();
-      }
-      const int st = it % T::kStages;
-      // The widened B, and A: the transform's 128 threads each waited on
-      // `loaded` (A's TMA bytes landed) before arriving on `full`, so this
-      // wait orders A's load before the MMAs too (causality is transitive
-      // through the two barriers).
-      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-      sm100_mixed::mma_stage<T>(s, st, tmem + acc * kAccCols<T>, !first, tmem);
-      gg::tcgen05_commit(&s.empty[st]);
-      if (last) {
-        gg::tcgen05_commit(&s.acc_full[acc]);
-        ++u;
-      }
-    }
-  }
+  sm100::issue_units<T, L, kPromotion<T> ? kUnitKTiles<T> : 0, kAccCols<T>>(
+      s, tmem, tiles, items, tiles_n, m, k, g, [&](int st, u32 d, bool accumulate) {
+        sm100_mixed::mma_stage<T>(s, st, d, accumulate, tmem);
+      });
 }
 
-// The epilogue warpgroup with per-K-block weight scales: each scale block
-// of K is a unit of its own (`issue`'s units: accumulator u % 2, the last
-// one of a tile possibly short of k); its sums, times each column's scale
-// of that block, are added into the tile's f32 sums,
+// The epilogue warpgroup (a pair: each CTA's, on its 128 rows) with
+// per-K-block weight scales: each scale block of K is a unit of its own
+// (`issue`'s units: accumulator u % 2, the last one of a tile possibly
+// short of k); its sums, times each column's scale of that block, are
+// added into the tile's f32 sums,
 // which live in TMEM beside the accumulators (kSumCol: this thread's row,
 // 32 columns at a time through registers, tcgen05.ld / st; 128 sums in
 // registers would spill at 320 threads' 168 registers each), then stored
@@ -362,11 +373,12 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
                                                   int tiles_n, int m, int n, int k, const Items& g,
                                                   const Operands<T>& o) {
   const u32 sums = tmem + kSumCol;
+  const sm100::AccEmpty<T> back(s);
   int u = 0;  // units consumed so far, as the MMA thread counts them
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_stride<T>()) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const TileWork w = sm100::cta_rows<T>(sm90::work_of<T, L>(item, nt, m, g));
     const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
     for (int kt = 0; kt < ktiles; kt += kUnitKTiles<T>, ++u) {
       const int acc = u % 2;
@@ -390,8 +402,7 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
         gg::tcgen05_st_32x32b(sm100::lane_addr(sums, c0), r);
         gg::tcgen05_wait_st();
       }
-      gg::tcgen05_fence_before_thread_sync();
-      gg::mbarrier_arrive(&s.acc_empty[acc]);
+      back.arrive(acc);
     }
     for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
       float x[2][kChunk];
@@ -490,142 +501,113 @@ __device__ __forceinline__ void epilogue_swapped(const Smem<T>& s, u32 tmem, int
   }
 }
 
-// The block: barriers, the TMEM allocation, the role split.
+// A pair's producer thread (each CTA's): for each tile of its pair, each K
+// tile: wait until its own stage is empty (the leader's commit arrives on
+// both CTAs' `empty`), announce the stage's bytes on its own `loaded`, and
+// load its 128 lhs rows (m0 + 128 v ..) and its 64 weight rows as raw bytes
+// (n0 + 64 v ..; silu_mul: the leader the gate rows from n0, the peer the up
+// rows from n / 2 + n0), which its own transform widens.
 template <class T, Rows L>
-__device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
-                                    const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
-                                    int k, int tiles, int items, int tiles_n, const Items& g) {
-  static_assert(check_tile_mixed<T>(), "the weight-only tile's numbers follow from its shape");
-  const Smem<T> s(smem);
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) {
-    for (int st = 0; st < T::kStages; ++st) {
-      gg::mbarrier_init(&s.loaded[st], 1);  // the producer's arrival + TMA bytes
-      gg::mbarrier_init(&s.full[st], 128);  // the transform warpgroup
-      gg::mbarrier_init(&s.empty[st], 1);   // the MMA thread's commit
+__device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
+                                             const CUtensorMap* map_b, int tiles, int items,
+                                             int tiles_n, int m, int n, int k, const Items& g) {
+  const int v = static_cast<int>(sm100::pair_rank());
+  int it = 0;  // K tiles issued by this CTA so far: stage it % S, round it / S
+  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_stride<T>()) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
+    const int a_row = w.m0 + kBM * v;
+    const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kCtaBRows<T> * v;
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
+      gg::mbarrier_arrive_expect_tx(&s.loaded[st], T::kAStage + T::kRawStage);
+      gg::tma_load_2d(s.a + st * T::kAStage, map_a, &s.loaded[st], kt * kBK, a_row);
+      unsigned char* raw = s.raw + st * T::kRawStage;
+      if constexpr (L != Rows::kDense) {
+        gg::tma_load_3d(raw, map_b, &s.loaded[st], kt * kRawRow<T>, b_row, w.gl);
+      } else {
+        gg::tma_load_2d(raw, map_b, &s.loaded[st], kt * kRawRow<T>, b_row);
+      }
     }
-    for (int a = 0; a < 2; ++a) {
-      gg::mbarrier_init(&s.acc_full[a], 1);
-      gg::mbarrier_init(&s.acc_empty[a], 128);
-    }
-    gg::fence_mbarrier_init();
-  }
-  if (warp == 1) {
-    gg::tmem_alloc(s.tmem_slot, T::kTmemCols);
-    gg::tmem_relinquish_alloc_permit();
-  }
-  gg::tcgen05_fence_before_thread_sync();
-  __syncthreads();
-  gg::tcgen05_fence_after_thread_sync();
-  const u32 tmem = *s.tmem_slot;
-  if (warp == 0) {
-    if (threadIdx.x == 0) {
-      gg::prefetch_tensormap(map_a);
-      gg::prefetch_tensormap(map_b);
-      sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b, tiles,
-                                   items, tiles_n, m, n, k, g);
-    }
-  } else if (warp == 1) {
-    if (threadIdx.x == 32) {
-      sm100_mixed::issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
-    }
-  } else if (warp < kTransformWarp0) {
-    if constexpr (T::kSwapAB) {
-      sm100_mixed::epilogue_swapped<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
-    } else if constexpr (kPromotion<T>) {
-      sm100_mixed::epilogue_promoted<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
-    } else {
-      sm100::epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
-                            sm100::Globals{nullptr, nullptr});
-    }
-  } else {
-    sm100_mixed::transform<T, L>(s, tiles, items, tiles_n, m, k, g);
-  }
-  // Every accumulator has been read: the MMA warp frees the columns.
-  gg::tcgen05_fence_before_thread_sync();
-  __syncthreads();
-  if (warp == 1) {
-    gg::tcgen05_fence_after_thread_sync();
-    gg::tmem_dealloc(tmem, T::kTmemCols);
   }
 }
 
-// Dense: out[m, n] = lhs[m, k] @ widen(rhs[n, k])^T, then the epilogue.
-template <class T>
-__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
-                                      const CUtensorMap* map_b,
-                                      const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                      const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                      const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
-  const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
-  sm100_mixed::run<T, Rows::kDense>(smem, map_a, map_b,
-                                    Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                                    tiles_m * tiles_n, tiles_m, tiles_n, Items{});
+// The block (gg_gemm_sm100.cuh's frame): barriers (a pair's `full` and
+// acc_empty count on the leader's: both CTAs' transform and epilogue
+// warpgroups), the TMEM allocation, the role split.
+struct Block {
+  template <class T, Rows L>
+  static __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
+                                             const CUtensorMap* map_b, const Operands<T>& o,
+                                             int m, int n, int k, int tiles, int items,
+                                             int tiles_n, const Items& g, const sm100::Globals&,
+                                             const unsigned char* __restrict__) {
+    static_assert(check_tile_mixed<T>(), "the weight-only tile's numbers follow from its shape");
+    const Smem<T> s(smem);
+    const int warp = threadIdx.x / 32;
+    const auto init = [&] {
+      for (int st = 0; st < T::kStages; ++st) {
+        gg::mbarrier_init(&s.loaded[st], 1);                     // the producer + TMA bytes
+        gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform warpgroup(s)
+        gg::mbarrier_init(&s.empty[st], 1);                      // the MMA thread's commit
+      }
+      for (int a = 0; a < 2; ++a) {
+        gg::mbarrier_init(&s.acc_full[a], 1);
+        gg::mbarrier_init(&s.acc_empty[a], (kPair<T> ? 2 : 1) * 128);
+      }
+    };
+    sm100::frame<T>(s.tmem_slot, init, [&](u32 tmem) {
+      if (warp == 0) {
+        if (threadIdx.x == 0) {
+          gg::prefetch_tensormap(map_a);
+          gg::prefetch_tensormap(map_b);
+          if constexpr (kPair<T>) {
+            produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+          } else {
+            sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b,
+                                         tiles, items, tiles_n, m, n, k, g);
+          }
+        }
+      } else if (warp == 1) {
+        if (threadIdx.x == 32 && sm100::is_leader<T>()) {
+          sm100_mixed::issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+        }
+      } else if (warp < kTransformWarp0) {
+        if constexpr (T::kSwapAB) {
+          sm100_mixed::epilogue_swapped<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
+        } else if constexpr (kPromotion<T>) {
+          sm100_mixed::epilogue_promoted<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
+        } else {
+          sm100::epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
+                                sm100::Globals{nullptr, nullptr});
+        }
+      } else {
+        sm100_mixed::transform<T, L>(s, tiles, items, tiles_n, m, k, g);
+      }
+    });
+  }
+};
+
+// The entries: gg_gemm_sm100.cuh's on this tile's block. Dense: out[m, n] =
+// lhs[m, k] @ widen(rhs[n, k])^T, then the epilogue; grouped: map_b is 3D
+// over the raw weights [g, n, k bytes], the local group outermost; masked:
+// lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows.
+template <class T, class... Args>
+__device__ __forceinline__ void dense(Args... args) {
+  sm100::dense<T, Block>(args...);
 }
 
-template <class T>
-__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
-                                      const CUtensorMap* map_b,
-                                      const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
-  dense<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
+template <class T, class... Args>
+__device__ __forceinline__ void grouped(Args... args) {
+  sm100::grouped<T, Block>(args...);
 }
 
-// Grouped: the work items of gg::gemm::worklist times the n tiles; map_b is
-// 3D over the raw weights [g, n, k bytes], the local group outermost.
-template <class T>
-__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b,
-                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out,
-                                        const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset) {
-  const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
-  const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
-  sm100_mixed::run<T, Rows::kGrouped>(smem, map_a, map_b,
-                                      Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                                      items * tiles_n, items, tiles_n, g);
+template <class T, class... Args>
+__device__ __forceinline__ void masked(Args... args) {
+  sm100::masked<T, Block>(args...);
 }
 
-template <class T>
-__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out,
-                                        const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset) {
-  grouped<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
-             group_offset);
-}
-
-// Masked: lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows.
-template <class T>
-__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
-                                       const CUtensorMap* map_b,
-                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                       const typename T::bias_t* __restrict__ bias,
-                                       typename T::out_t* __restrict__ out,
-                                       const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap) {
-  const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
-  const Items it{nullptr, nullptr, g, 0, masked_m, cap};
-  sm100_mixed::run<T, Rows::kMasked>(smem, map_a, map_b,
-                                     Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap, n, k,
-                                     items * tiles_n, items, tiles_n, it);
-}
-
-template <class T>
-__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
-                                       const CUtensorMap* map_b,
-                                       const typename T::bias_t* __restrict__ bias,
-                                       typename T::out_t* __restrict__ out,
-                                       const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap) {
-  masked<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, masked_m, n, k, g, cap);
-}
-
-}  // namespace gg::gemm::sm100_mixed
+}  // namespace sm100_mixed

@@ -208,3 +208,42 @@ def test_the_unplanted_copy_of_the_promoted_pair_passes():
     inputs = PLANT_CASE.inputs(k, seed())
     actual = run_planted([], inputs)
     assert compare(actual, reference(k, **inputs), k, k=PLANT_CASE.k, inputs=inputs).passed
+
+
+# ---------------------------------------------------------------------------
+# nvcc for sm_100a: the pair entries, their registers (each CTA's epilogue
+# holds its rows' 128 sums: the 1-CTA promoted tile's budget).
+
+needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
+needs_cuobjdump = pytest.mark.skipif(
+    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("name", [
+    "pp_grouped", *(pytest.param(n, marks=pytest.mark.slow)
+                    for n in ("pp_dense", "pp_masked", "pp_gateup", "pp_e8m0"))])
+def test_the_promoted_pair_entries_build_for_sm100a_on_2cta_mmas(name):
+    lp = cuda_backend.plan(kernel(name), BODY.spec)
+    source = (BODY.folder / f"{name}.cu").read_text()
+    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
+                                include_dirs=(BODY.folder,),
+                                extra_flags=("-Werror", "all-warnings"))
+    sass = nvcc.sass_summary(result.cubin)
+    pairs = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps if s.is_cluster}
+    assert pairs, name
+    for entry, step in pairs.items():
+        usage = result.kernels[entry]
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+        assert usage.registers <= 255, usage
+        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100) == 227 * 1024
+        code = sass[entry]
+        assert code.count("UTCQMMA", "2CTA") == code.count("UTCQMMA") > 0, entry
+        assert code.count("UTCBAR", "2CTA", "MULTICAST") > 0, entry
+        assert code.count("UTCATOMSWS", "2CTA") > 0 and code.count("HMMA") == 0, entry
+        assert code.count("LDTM") > 0 and code.count("UTMALDG") > 0, entry
+    # The decode entry beside the pair is the 1-CTA tile: no 2-CTA form.
+    for entry in {s.entry for v in lp.variants for s in v.path("tcgen05").steps
+                  if s.entry.endswith("_sm100")} - set(pairs):
+        assert sass[entry].count("UTCQMMA") > 0 and sass[entry].count("UTCQMMA", "2CTA") == 0

@@ -309,3 +309,44 @@ def test_the_unplanted_copy_of_the_weight_only_pair_passes():
     inputs = PLANT_CASE.inputs(k, seed())
     actual = run_planted([], inputs)
     assert compare(actual, reference(k, **inputs), k, k=PLANT_CASE.k, inputs=inputs).passed
+
+
+# ---------------------------------------------------------------------------
+# nvcc for sm_100a: the pair entries (UTCHMMA.2CTA only), the 1-CTA and
+# decode entries beside them (no 2-CTA form).
+
+needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
+needs_cuobjdump = pytest.mark.skipif(
+    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
+
+
+@needs_nvcc
+@needs_cuobjdump
+@pytest.mark.parametrize("name", [
+    "wp_int4_gateup", *(pytest.param(n, marks=pytest.mark.slow) for n in (
+        "wp_int8", "wp_int4", "wp_fp4", "wp_e5m2", "wp_e4m3_grouped", "wp_int8_gateup",
+        "wp_int8_masked"))])
+def test_the_weight_only_pair_entries_build_for_sm100a_on_2cta_mmas(name):
+    lp = cuda_backend.plan(kernel(name), BODY.spec)
+    source = (BODY.folder / f"{name}.cu").read_text()
+    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
+                                include_dirs=(BODY.folder,),
+                                extra_flags=("-Werror", "all-warnings"))
+    sass = nvcc.sass_summary(result.cubin)
+    steps = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps
+             if s.entry.endswith("_sm100") or "_sm100" in s.entry}
+    pairs = {e for e, s in steps.items() if s.is_cluster}
+    assert pairs, name
+    for entry, step in steps.items():
+        usage = result.kernels[entry]
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100) == 227 * 1024
+        code = sass[entry]
+        assert code.count("UTCHMMA") > 0 and code.count("HMMA") == 0, entry
+        assert code.count("UTMALDG") > 0 and code.count("LDTM") > 0, entry
+        if entry in pairs:
+            assert code.count("UTCHMMA", "2CTA") == code.count("UTCHMMA"), entry
+            assert code.count("UTCBAR", "2CTA", "MULTICAST") > 0, entry
+            assert code.count("UTCATOMSWS", "2CTA") > 0, entry
+        else:
+            assert code.count("UTCHMMA", "2CTA") == 0, entry
