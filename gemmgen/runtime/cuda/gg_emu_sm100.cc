@@ -658,8 +658,7 @@ inline void check_inherited(unsigned lo, unsigned hi, const char* op) {
 // retires the op but does not read it: in a CTA pair the leader's MMAs
 // overwrite the peer's accumulator whatever the leader's own epilogue did.)
 // `where`: the CTA of the cell, for the report ("" in a 1-CTA block).
-inline void check_overwrite(const Sm100Block& b, std::size_t c, const char* op,
-                            const char* where) {
+inline void check_overwrite(const Sm100Block& b, std::size_t c, const char* op, const char* where) {
   if (b.unread[c] == 0)
     return;
   fail(

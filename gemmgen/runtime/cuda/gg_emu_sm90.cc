@@ -354,8 +354,8 @@ struct Barrier {
   unsigned long long phase = 0;  // completed phases
   unsigned init_thread = 0;
   bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
-  Seen carry;    // the write order the current phase's signals carry
-  Seen carried;  // ... and the completed phases'
+  Seen carry;           // the write order the current phase's signals carry
+  Seen carried;         // ... and the completed phases'
 };
 
 struct TmaLoad {

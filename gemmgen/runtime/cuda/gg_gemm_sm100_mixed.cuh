@@ -44,7 +44,17 @@
 //     tile's f32 sums, kept in TMEM beside the accumulators
 //     (epilogue_promoted): exact products, f32 sums, as the other bodies
 //     compute them. per_tensor and per_channel weight scales,
-//     lhs scales and bias are the epilogue's.
+//     lhs scales and bias are the epilogue's;
+//   - the pair (kCtaPair, a LUT entry of m = 256): 256 x 128 tiles over a
+//     CTA pair; each CTA loads its 128 lhs rows and 64 weight rows on its
+//     own `loaded` (produce_pair) and widens them, each transform thread
+//     arrives on the leader's `full` (256 arrivals: the leader's
+//     tcgen05.mma.cta_group::2 reads both halves only once both are
+//     written and fenced), and the leader's commits release both CTAs'
+//     stages and accumulators.
+// The MMA thread's loop, the epilogues' hand-back, the block's frame and
+// the dense / grouped / masked entries are gg_gemm_sm100.cuh's, on this
+// tile's Block.
 #pragma once
 
 #include "gg_gemm_sm100.cuh"
@@ -539,18 +549,18 @@ __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap
 struct Block {
   template <class T, Rows L>
   static __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, const Operands<T>& o,
-                                             int m, int n, int k, int tiles, int items,
-                                             int tiles_n, const Items& g, const sm100::Globals&,
+                                             const CUtensorMap* map_b, const Operands<T>& o, int m,
+                                             int n, int k, int tiles, int items, int tiles_n,
+                                             const Items& g, const sm100::Globals&,
                                              const unsigned char* __restrict__) {
     static_assert(check_tile_mixed<T>(), "the weight-only tile's numbers follow from its shape");
     const Smem<T> s(smem);
     const int warp = threadIdx.x / 32;
     const auto init = [&] {
       for (int st = 0; st < T::kStages; ++st) {
-        gg::mbarrier_init(&s.loaded[st], 1);                     // the producer + TMA bytes
+        gg::mbarrier_init(&s.loaded[st], 1);                       // the producer + TMA bytes
         gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform warpgroup(s)
-        gg::mbarrier_init(&s.empty[st], 1);                      // the MMA thread's commit
+        gg::mbarrier_init(&s.empty[st], 1);                        // the MMA thread's commit
       }
       for (int a = 0; a < 2; ++a) {
         gg::mbarrier_init(&s.acc_full[a], 1);
@@ -608,4 +618,4 @@ __device__ __forceinline__ void masked(Args... args) {
   sm100::masked<T, Block>(args...);
 }
 
-}  // namespace sm100_mixed
+}  // namespace gg::gemm::sm100_mixed

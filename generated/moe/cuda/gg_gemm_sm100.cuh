@@ -278,8 +278,7 @@ __host__ __device__ constexpr bool check_tile_sm100() {
   // (each CTA's epilogue holds its 128 rows' kBN sums, as the 1-CTA tile
   // does; no block-scaled MMAs: their scale atoms are the 1-CTA tile's),
   // each CTA's half of B a whole number of 8-row groups (of MN-major boxes).
-  if (kPair<T> && (kBs<T> || T::kBN % 32 != 0 ||
-                   (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
+  if (kPair<T> && (kBs<T> || T::kBN % 32 != 0 || (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -896,13 +895,12 @@ __device__ __forceinline__ void issue_units(const Smem<T>& s, u32 tmem, int tile
 
 // This body's MMA thread: units of one K tile when promoted, else tiles.
 template <class T, Rows L>
-__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items,
-                                      int tiles_n, int m, int k, const Items& g) {
+__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items, int tiles_n,
+                                      int m, int k, const Items& g) {
   issue_units<T, L, kPromoted<T> ? 1 : 0, T::kBN>(
       s, tmem, tiles, items, tiles_n, m, k, g,
       [&](int st, u32 d, bool accumulate) { sm100::mma<T>(s, st, d, accumulate, tmem); });
 }
-
 
 // TMEM address of this epilogue warp's lanes (32 (warp % 4) on, the lane
 // field in bits 31..16) at column `col`.
@@ -1300,14 +1298,13 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
 struct Block {
   template <class T, Rows L>
   static __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, const Operands<T>& o,
-                                             int m, int n, int k, int tiles, int items,
-                                             int tiles_n, const Items& g, const Globals& gs,
+                                             const CUtensorMap* map_b, const Operands<T>& o, int m,
+                                             int n, int k, int tiles, int items, int tiles_n,
+                                             const Items& g, const Globals& gs,
                                              const unsigned char* __restrict__ rhs_fp4) {
     sm100::run<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
   }
 };
-
 
 // The entries (gg_gemm_sm100_mixed.cuh's too, through their block B).
 // Dense: out[m, n] = lhs[m, k] @ B over the tensor maps of lhs (map_a) and
@@ -1323,9 +1320,8 @@ __device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* ma
                                       const float* __restrict__ lhs_global = nullptr,
                                       const float* __restrict__ rhs_global = nullptr) {
   const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
-  B::template run<T, Rows::kDense>(smem, map_a, map_b,
-                                   Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                                   tiles_m * tiles_n, tiles_m, tiles_n, Items{},
+  B::template run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out},
+                                   m, n, k, tiles_m * tiles_n, tiles_m, tiles_n, Items{},
                                    Globals{lhs_global, rhs_global}, nullptr);
 }
 
@@ -1385,10 +1381,9 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         const float* __restrict__ rhs_global = nullptr) {
   const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
   const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
-  B::template run<T, Rows::kGrouped>(smem, map_a, map_b,
-                                     Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                                     items * tiles_n, items, tiles_n, g,
-                                     Globals{lhs_global, rhs_global}, nullptr);
+  B::template run<T, Rows::kGrouped>(
+      smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k, items * tiles_n,
+      items, tiles_n, g, Globals{lhs_global, rhs_global}, nullptr);
 }
 
 template <class T, class B = Block>
@@ -1399,7 +1394,7 @@ __device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* 
                                         const int* __restrict__ workspace, int m, int n, int k,
                                         int num_groups, int group_offset) {
   grouped<T, B>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
-             group_offset);
+                group_offset);
 }
 
 // Masked: lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows; every
@@ -1416,10 +1411,9 @@ __device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* m
                                        const float* __restrict__ rhs_global = nullptr) {
   const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
   const Items it{nullptr, nullptr, g, 0, masked_m, cap};
-  B::template run<T, Rows::kMasked>(smem, map_a, map_b,
-                                    Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap, n, k,
-                                    items * tiles_n, items, tiles_n, it,
-                                    Globals{lhs_global, rhs_global}, nullptr);
+  B::template run<T, Rows::kMasked>(
+      smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap, n, k,
+      items * tiles_n, items, tiles_n, it, Globals{lhs_global, rhs_global}, nullptr);
 }
 
 // W4A8 masked: the weights through a pointer (gather_b_fp4).

@@ -253,8 +253,8 @@ PLANTED = {
     # The MMA thread reuses an accumulator before the epilogue read it: its
     # fresh MMA overwrites a result no tcgen05.ld has read.
     "acc_not_waited": ([("        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);\n", "")],
-                       r"overwrites TMEM lane 0 column 0 \(a fresh accumulation, enable-input-d "
-                       r"false\), which holds an earlier MMA's result that no thread has read"),
+                       (r"overwrites TMEM lane 0 column 0 \(a fresh accumulation, enable-input-d "
+                        r"false\), which holds an earlier MMA's result that no thread has read")),
     # The epilogue reads the accumulator before the MMAs' commit (reported
     # at that read, or when the next MMA overwrites a result it never read).
     "ld_before_commit": ([(("        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);\n"
