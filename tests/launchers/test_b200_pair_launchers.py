@@ -13,7 +13,9 @@ per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
 at a large prefill size (clusters of 4, an odd number of n tiles: an idle
 pair), a prefill size (the pair, clusters of 2) and a decode size (m = 1,
 the 1-CTA entry, a plain launch) against the NumPy reference on fresh
-random inputs with poisoned outputs, through:
+random inputs with poisoned outputs, through the families below (the C++
+and CuPy ones also run b200_fp8_blockscaled_moe_grouped_gemm, DeepSeek's
+scales promoted in software on the pair, at the prefill and decode sizes):
 
 - the C++ launcher (`cudaLaunchKernelEx` with the cluster attribute, on the
   emulator's runtime);
@@ -66,11 +68,17 @@ MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
 PAIR = MCAST + ("b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
                 "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
                 "b200_w4a8_moe_grouped_gemm")
+# DeepSeek's FP8 scales promoted in software, on the pair too (no multicast).
+PROMOTED = "b200_fp8_blockscaled_moe_grouped_gemm"
+PAIR += (PROMOTED,)
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
        "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
        "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
        "b200_nvfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_moe_gateup_silu": "UTCOMMA",
-       "b200_w4a8_moe_grouped_gemm": "UTCQMMA"}
+       "b200_w4a8_moe_grouped_gemm": "UTCQMMA", PROMOTED: "UTCQMMA"}
+# The pair's and the 1-CTA entry's n: 128, but 64 for the promoted pair
+# (its LUT entry's n: the mma.sync entry beside it spills at 128).
+BN = {PROMOTED: (64, 128)}
 # The block-scaled pair kernel the C++ and CuPy launchers run.
 BS_NAME = "b200_nvfp4_moe_grouped_gemm"
 # Large prefill: 2100 rows and 520 columns (the m >= 2048, n >= 512 entry:
@@ -164,8 +172,10 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
             assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (True, 2, 256, 128), name
         else:
             pair, one = tiles
-        assert (pair.pair, pair.cluster_n, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
-            True, 1, 256, 128, False, 128, 128), name
+        assert (pair.pair, pair.cluster_n, pair.bm, one.pair, one.bm) == (
+            True, 1, 256, False, 128), name
+        assert (pair.bn, one.bn) == BN.get(name, (128, 128)), name
+        assert pair.promoted == one.promoted == (name == PROMOTED), name
         assert pair.block_scaled == one.block_scaled == kernel(name).tcgen05_block_scaled
         text = (folder() / f"{name}.cu").read_text()
         assert text.count("static constexpr bool kCtaPair = true;") == len(tiles) - 1, name
@@ -197,7 +207,8 @@ def check(name: str, which: str, inputs: dict, got, family: str) -> None:
 # The C++ launcher: cudaLaunchKernelEx with the cluster attribute.
 
 
-LAUNCHES = [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")]
+LAUNCHES = ([(NAME, w) for w in CASES] + [(BS_NAME, "prefill")]
+            + [(PROMOTED, w) for w in ("prefill", "decode")])
 
 
 @pytest.mark.slow
