@@ -33,7 +33,13 @@
 //       epilogue warpgroup reading the other with tcgen05.ld; a persistent grid of min(SMs, tiles)
 //       blocks. Each scale block's MMAs go into an accumulator of their own, whose sums the
 //       epilogue warps add, times each weight row's scale of the block, into the tile's f32 sums in
-//       TMEM (128 columns after the accumulators).
+//       TMEM (128 columns after the accumulators). LUT entries of m = 256 take the 2-CTA tile:
+//       clusters of 2 x 1 x 1 blocks, each CTA pair computing 256 x 128 tiles; each CTA loads its
+//       128 lhs rows and 64 weight rows (the leader the gate rows, the peer the up rows for
+//       silu_mul) on its own barrier, its transform warpgroup widens its half and arrives on the
+//       even CTA's barrier, whose one thread issues tcgen05.mma.cta_group::2 256x128x16 once both
+//       halves are written and commits to both CTAs; a persistent grid of 2 x min(SMs / 2, tiles)
+//       blocks.
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -101,17 +107,19 @@ struct Tile1 : Config {
 // = 128, or 16 / 32 for the decode tile, kSwapAB), a ring of kStages stages
 // (lhs, raw weights, widened weights), two TMEM accumulators;
 // gg::gemm::sm100_mixed::check_tile_mixed checks the numbers.
-// sm_100a weight-only tile 0: 128 x 128 x 64, 5 stages of 16384 bytes of lhs, 4096 of raw weights
-// and 16384 of widened ones, 195752 bytes of shared memory in all, 512 TMEM columns (two
-// accumulators, then the f32 sums).
+// sm_100a weight-only tile 0 (2-CTA: a CTA pair, cta_group::2, clusters of 2 x 1 x 1; a CTA's stage
+// holds its 128 lhs rows and 64 weight rows): 256 x 128 x 64, 8 stages of 16384 bytes of lhs, 2048
+// of raw weights and 8192 of widened ones, 224496 bytes of shared memory in all, 512 TMEM columns
+// (two accumulators, then the f32 sums).
 struct Sm100Tile0 : Config {
-  static constexpr int kBM = 128, kBN = 128, kBK = 64, kBNOut = 128;
-  static constexpr int kThreads = 320, kStages = 5, kGroupM = 8;
-  static constexpr int kAStage = 16384, kBStage = 16384;
+  static constexpr int kBM = 256, kBN = 128, kBK = 64, kBNOut = 128;
+  static constexpr int kThreads = 320, kStages = 8, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 8192;
   static constexpr int kCStride = 40, kCWarpBytes = 2560;
-  static constexpr int kTmemCols = 512, kSmemBytes = 195752;
-  static constexpr int kRawStage = 4096;  // the raw weights of a stage
+  static constexpr int kTmemCols = 512, kSmemBytes = 224496;
+  static constexpr int kRawStage = 2048;  // the raw weights of a stage
   static constexpr bool kSwapAB = false;  // the decode tile, operands swapped
+  static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
 };
 static_assert(gg::gemm::sm100_mixed::check_tile_mixed<Sm100Tile0>(),
               "the sm_100a tile's numbers follow from its shape");
@@ -172,8 +180,8 @@ extern "C" __global__ void __launch_bounds__(256) b200_w4a16_moe_grouped_gemm_t1
 }
 
 // (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
-// order.
+// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 128 output tiles
+// (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(320, 1) b200_w4a16_moe_grouped_gemm_t0_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -301,8 +309,8 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
   const long long n_out = n;
   switch (b200_w4a16_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 0 && g > 0) {
-        // The tcgen05 path, 128x128x64, 5 stages: the tensor maps of lhs and rhs.
+      if (sm == 100 && num_sms > 1 && g > 0) {
+        // The tcgen05 path, 256x128x64, 8 stages: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
         err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -312,7 +320,7 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
         }
         err =
             gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_32B,
-                          3, gg_div(k, 2), n, g, gg_div(k, 2), gg_div(k, 2) * n, 32, 128, 1);
+                          3, gg_div(k, 2), n, g, gg_div(k, 2), gg_div(k, 2) * n, 32, 64, 1);
         if (err != cudaSuccess) {
           return err;
         }
@@ -324,19 +332,34 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
         }
         b200_w4a16_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
             a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
-            gg_i32(128), static_cast<int*>(a.workspace));
+            gg_i32(256), static_cast<int*>(a.workspace));
         err = cudaGetLastError();
         if (err != cudaSuccess) {
           return err;
         }
         err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t0_sm100,
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 195752);
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 224496);
         if (err != cudaSuccess) {
           return err;
         }
-        b200_w4a16_moe_grouped_gemm_t0_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
-            map_lhs, map_rhs, a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace), gg_i32(m),
-            gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+        {
+          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          cudaLaunchAttribute cluster[1] = {};
+          cluster[0].id = cudaLaunchAttributeClusterDimension;
+          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.y = 1;
+          cluster[0].val.clusterDim.z = 1;
+          // grid, block, dynamic shared memory (below), stream, attributes
+          cudaLaunchConfig_t config = {gg_grid(l[2]), gg_block(l[2]), 0, stream, cluster, 1};
+          config.dynamicSmemBytes = l[2].smem;
+          err = cudaLaunchKernelEx(&config, b200_w4a16_moe_grouped_gemm_t0_sm100, map_lhs, map_rhs,
+                                   a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace),
+                                   gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups),
+                                   gg_i32(group_offset));
+        }
+        if (err != cudaSuccess) {
+          return err;
+        }
         err = cudaGetLastError();
         if (err != cudaSuccess) {
           return err;

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -156,7 +157,7 @@ inline size_t b200_w4a16_moe_grouped_gemm_workspace_bytes(const B200W4a16MoeGrou
   [[maybe_unused]] const long long n_out = n;
   switch (b200_w4a16_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 128) + g));
+      return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 256) + g));
     case 1:
       return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 128) + g));
   }
@@ -181,7 +182,7 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
   }
   switch (b200_w4a16_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 0 && g > 0) {
+      if (sm == 100 && num_sms > 1 && g > 0) {
         // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
         out[0].kernel = "b200_w4a16_moe_grouped_gemm";
         out[0].entry = "b200_w4a16_moe_grouped_gemm_fill";
@@ -191,26 +192,29 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
         out[0].grid[2] = 1;
         out[0].threads = 256;
         out[0].smem = 0;
-        // b200_w4a16_moe_grouped_gemm_worklist: the (group, 128-row tile) work items
+        // b200_w4a16_moe_grouped_gemm_worklist: the (group, 256-row tile) work items
         out[1].kernel = "b200_w4a16_moe_grouped_gemm";
         out[1].entry = "b200_w4a16_moe_grouped_gemm_worklist";
-        out[1].what = "the (group, 128-row tile) work items";
+        out[1].what = "the (group, 256-row tile) work items";
         out[1].grid[0] = 1;
         out[1].grid[1] = 1;
         out[1].grid[2] = 1;
         out[1].threads = 1;
         out[1].smem = 0;
-        // b200_w4a16_moe_grouped_gemm_t0_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid
-        // of min(SMs, tiles) blocks
+        // b200_w4a16_moe_grouped_gemm_t0_sm100: 256x128 tiles over CTA pairs, TMA +
+        // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters
+        // of 2
         out[2].kernel = "b200_w4a16_moe_grouped_gemm";
         out[2].entry = "b200_w4a16_moe_grouped_gemm_t0_sm100";
         out[2].what =
-            "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
-        out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128));
+            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 "
+            "x min(SMs / 2, tiles) blocks in clusters of 2";
+        out[2].grid[0] =
+            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128));
         out[2].grid[1] = 1;
         out[2].grid[2] = 1;
         out[2].threads = 320;
-        out[2].smem = 195752;
+        out[2].smem = 224496;
         return 3;
       }
       // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
@@ -318,6 +322,14 @@ inline const char* b200_w4a16_moe_grouped_gemm_launch_error(const B200W4a16MoeGr
   for (int i = 0; i < count; ++i) {
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
+    }
+    // b200_w4a16_moe_grouped_gemm_t0_sm100 launches clusters of 2 x 1 x 1 blocks: the driver
+    // refuses a grid axis that is not a multiple of the cluster's.
+    if (std::strcmp(launches[i].entry, "b200_w4a16_moe_grouped_gemm_t0_sm100") == 0 &&
+        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+         launches[i].grid[2] % 1 != 0)) {
+      return "b200_w4a16_moe_grouped_gemm: launch b200_w4a16_moe_grouped_gemm_t0_sm100 needs a "
+             "grid that is a multiple of its cluster";
     }
   }
   return nullptr;

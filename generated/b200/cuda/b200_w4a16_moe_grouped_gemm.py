@@ -103,13 +103,17 @@ gg_i64 = np.int64
 # plan over the limit of an arch the spec declares is a spec diagnostic.
 MAX_GRID = (2147483647, 65535, 65535)
 MAX_BLOCK_THREADS = 1024
+# A cluster launch: every grid axis a multiple of the cluster's, and at most
+# this many blocks a cluster (the portable cluster size), as the driver
+# requires.
+MAX_CLUSTER_BLOCKS = 8
 
 
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch. `args` holds array names (resolved by the caller;
     a missing optional array is a null pointer) and np.int32 / np.int64
-    scalars; `what` says what the blocks and the grid are."""
+    scalars; `what` says what the blocks and the grid are; `cluster` the blocks of a thread-block cluster per axis ((1, 1, 1): a plain launch, else a cluster launch)."""
 
     entry: str
     grid: tuple[int, int, int]
@@ -117,6 +121,7 @@ class Launch:
     smem: int
     args: tuple
     what: str = ""
+    cluster: tuple[int, int, int] = (1, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -285,7 +290,7 @@ def workspace_ints(dims: dict[str, int]) -> int:
     m, k, g, n, num_groups = (dims["m"], dims["k"], dims["g"], dims["n"], dims["num_groups"])
     match pick_tile(m, n, k):
         case 0:
-            return 2 + num_groups + 2 * (gg_cdiv(m, 128) + g)
+            return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
         case 1:
             return 2 + num_groups + 2 * (gg_cdiv(m, 128) + g)
     raise AssertionError("unreachable")
@@ -317,8 +322,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 256x64x64
-            if sm == 100 and num_sms > 0 and g > 0:
-                # The tcgen05 path: 128x128x64, 5 stages
+            if sm == 100 and num_sms > 1 and g > 0:
+                # The tcgen05 path: 256x128x64, 8 stages
                 return [
                     Launch(
                         "b200_w4a16_moe_grouped_gemm_fill",
@@ -339,16 +344,23 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_i32(group_offset),
                             gg_i32(g),
                             gg_i32(m),
-                            gg_i32(128),
+                            gg_i32(256),
                             "workspace",
                         ),
-                        "the (group, 128-row tile) work items",
+                        "the (group, 256-row tile) work items",
                     ),
                     Launch(
                         "b200_w4a16_moe_grouped_gemm_t0_sm100",
-                        (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1),
+                        (
+                            2
+                            * gg_min(
+                                gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)
+                            ),
+                            1,
+                            1,
+                        ),
                         (320, 1, 1),
-                        195752,
+                        224496,
                         (
                             TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 128), 3),
                             TensorMapArg(
@@ -356,7 +368,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                                 0,
                                 (gg_div(k, 2), n, g),
                                 (gg_div(k, 2), gg_div(k, 2) * n),
-                                (32, 128, 1),
+                                (32, 64, 1),
                                 1,
                             ),
                             "rhs_scale",
@@ -369,7 +381,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_i32(num_groups),
                             gg_i32(group_offset),
                         ),
-                        "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
+                        "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        (2, 1, 1),
                     ),
                 ]
             return [
@@ -546,6 +559,12 @@ def launch_error(launch: Launch, smem_limit: int | None = None) -> str | None:
             f"{head} needs {threads} threads per block, outside CUDA's limit of "
             f"1..{MAX_BLOCK_THREADS}"
         )
+    blocks = launch.cluster[0] * launch.cluster[1] * launch.cluster[2]
+    if blocks > MAX_CLUSTER_BLOCKS:
+        return f"{head} has clusters of {blocks} blocks, over the portable {MAX_CLUSTER_BLOCKS}"
+    for axis, size, cluster in zip("xyz", launch.grid, launch.cluster):
+        if size % cluster:
+            return f"{head} needs grid {axis} = {size}, not a multiple of its cluster's {cluster}"
     if smem_limit is not None and launch.smem > smem_limit:
         return (
             f"{head} needs {launch.smem} bytes of dynamic shared memory per block, over the "
@@ -978,7 +997,9 @@ class _Call:
                 else:
                     at.append(next(scalar_at))
             kernel = _function(sm, step.entry, step.smem)
-            self.launches.append((kernel, step.grid, step.block, step.smem, _picker(at)))
+            self.launches.append(
+                (kernel, step.grid, step.block, step.smem, step.cluster, _picker(at))
+            )
 
     def new_output(self, cupy, name: str):
         """A new GPU array for output `name`."""
@@ -988,8 +1009,11 @@ class _Call:
         """Run the launches over `arrays` (DTYPES order, then the workspace;
         None: a null pointer) on `stream`."""
         values = arrays + self._maps(arrays) + self.scalars
-        for kernel, grid, block, smem, pick in self.launches:
-            kernel(grid, block, pick(values), shared_mem=smem, stream=stream)
+        for kernel, grid, block, smem, cluster, pick in self.launches:
+            if cluster != (1, 1, 1):
+                _launch_cluster(kernel, grid, block, smem, cluster, pick(values), stream)
+            else:
+                kernel(grid, block, pick(values), shared_mem=smem, stream=stream)
 
     def _maps(self, arrays: tuple) -> tuple:
         """The tensor maps over `arrays`, each encoded once per address."""
@@ -1031,6 +1055,75 @@ def _function(sm: int, entry: str, smem: int):
         attribute = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         _cupy().cuda.driver.funcSetAttribute(kernel.ptr, attribute, smem)
     return kernel
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute (cuda.h): the id, 4 bytes of padding, the 64-byte
+    value union (clusterDim: x, y, z as unsigned ints first)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint64 * 8)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h)."""
+
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_mem_bytes", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_LaunchAttribute)),
+        ("num_attrs", ctypes.c_uint),
+    ]
+
+
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+@functools.cache
+def _launch_kernel_ex():
+    """The driver's cuLaunchKernelEx (libcuda.so.1): CuPy's RawKernel has no
+    cluster launch."""
+    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    # CUresult (const CUlaunchConfig*, CUfunction, void** kernelParams, void** extra)
+    fn.argtypes = (ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _launch_cluster(kernel, grid, block, smem: int, cluster, args: tuple, stream) -> None:
+    """Launch `kernel` (a CuPy function: its `ptr` is the CUfunction) in
+    thread-block clusters of `cluster` blocks with cuLaunchKernelEx and the
+    cluster-dimension attribute; `args` as CuPy's call takes them (arrays,
+    None, NumPy scalars and tensor maps)."""
+    values = []  # each argument's bytes, alive until the call returns
+    for a in args:
+        if a is None:
+            values.append(ctypes.c_uint64(0))
+        elif isinstance(a, np.ndarray | np.generic):
+            values.append(np.ascontiguousarray(a))
+        else:
+            values.append(ctypes.c_uint64(int(a.data.ptr)))
+    params = (ctypes.c_void_p * max(len(values), 1))(
+        *(v.ctypes.data if isinstance(v, np.ndarray) else ctypes.addressof(v) for v in values)
+    )
+    attribute = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+    attribute.value[0] = cluster[0] | cluster[1] << 32
+    attribute.value[1] = cluster[2]
+    config = _LaunchConfig(
+        grid=(ctypes.c_uint * 3)(*grid),
+        block=(ctypes.c_uint * 3)(*block),
+        shared_mem_bytes=smem,
+        stream=stream.ptr,
+        attrs=ctypes.pointer(attribute),
+        num_attrs=1,
+    )
+    code = _launch_kernel_ex()(ctypes.byref(config), kernel.ptr, params, None)
+    if code != 0:
+        raise RuntimeError(
+            f"{NAME}: cuLaunchKernelEx returned CUresult {code} for {grid} blocks of {block} "
+            f"threads in clusters of {cluster}"
+        )
 
 
 def _stream(cupy, stream):

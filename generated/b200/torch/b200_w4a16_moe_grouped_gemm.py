@@ -204,11 +204,13 @@ def _run(lhs, rhs, group_sizes, rhs_scale, bias, group_offset=0, existing_out=No
         if x is not None and not x.is_contiguous():
             raise ValueError(f"{NAME}: {name} must be contiguous")
     out = _outputs(lhs, d)
-    workspace = torch.empty(
-        4 * (2 + d["num_groups"] + 2 * (gg_cdiv(d["m"], 128) + d["g"])),
-        dtype=torch.uint8,
-        device=lhs.device,
+    workspace_bytes = 4 * (
+        max(
+            2 + d["num_groups"] + 2 * (gg_cdiv(d["m"], 256) + d["g"]),
+            2 + d["num_groups"] + 2 * (gg_cdiv(d["m"], 128) + d["g"]),
+        )
     )
+    workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=lhs.device)
     stand_in = torch.empty(16, dtype=torch.uint8, device=lhs.device)
     context, stream = contextlib.nullcontext(), None
     if device == "cuda":

@@ -192,11 +192,9 @@ def pair_obstacle(kernel: ir.Kernel) -> str | None:
     with epilogue scales or DeepSeek's block scales promoted in software
     (gg_gemm_sm100.cuh: check_tile_sm100's kPair clause; each CTA's
     epilogue holds its rows' sums, as the 1-CTA tile) and the block-scaled
-    MMAs (MX, NVFP4, W4A8, DeepSeek's e8m0 in hardware); the weight-only
-    tile needs a pair form of its transform warpgroup that the body does
-    not have."""
-    if kernel.wgmma_mixed:
-        return "a weight-only kernel"
+    MMAs (MX, NVFP4, W4A8, DeepSeek's e8m0 in hardware), and the
+    weight-only tile (gg_gemm_sm100_mixed.cuh: check_tile_mixed; one pair
+    a cluster)."""
     return None
 
 

@@ -193,7 +193,7 @@ pub fn validate(a: &Args) -> Result<Dims, Refusal> {
 pub fn workspace_bytes(d: &Dims) -> u64 {
     let Dims { m, k, g, n, num_groups, .. } = *d;
     let ints = match pick_tile(m, n, k) {
-        0 => 2 + num_groups + 2 * (gg_cdiv(m, 128) + g),
+        0 => 2 + num_groups + 2 * (gg_cdiv(m, 256) + g),
         _ => 2 + num_groups + 2 * (gg_cdiv(m, 128) + g),
     };
     u64::try_from(4 * ints).unwrap_or(0)
@@ -214,8 +214,8 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     match pick_tile(m, n, k) {
         // 256x64x64
         0 => {
-            if sm == 100 && num_sms > 0 && g > 0 {
-                // The tcgen05 path: 128x128x64, 5 stages
+            if sm == 100 && num_sms > 1 && g > 0 {
+                // The tcgen05 path: 256x128x64, 8 stages
                 return vec![
                     // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
                     Launch {
@@ -232,11 +232,11 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                             gg_i64(m * n_out),
                         ],
                     },
-                    // b200_w4a16_moe_grouped_gemm_worklist: the (group, 128-row tile) work items
+                    // b200_w4a16_moe_grouped_gemm_worklist: the (group, 256-row tile) work items
                     Launch {
                         kernel: NAME,
                         entry: "b200_w4a16_moe_grouped_gemm_worklist",
-                        what: "the (group, 128-row tile) work items",
+                        what: "the (group, 256-row tile) work items",
                         grid: [1, 1, 1],
                         threads: 1,
                         smem: 0,
@@ -247,20 +247,25 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                             gg_i32(group_offset),
                             gg_i32(g),
                             gg_i32(m),
-                            gg_i32(128),
+                            gg_i32(256),
                             KernelArg::Ptr(a.workspace.ptr),
                         ],
                     },
-                    // b200_w4a16_moe_grouped_gemm_t0_sm100: 128x128 tiles, TMA + tcgen05.mma: a
-                    // persistent grid of min(SMs, tiles) blocks
+                    // b200_w4a16_moe_grouped_gemm_t0_sm100: 256x128 tiles over CTA pairs, TMA +
+                    // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks
+                    // in clusters of 2
                     Launch {
                         kernel: NAME,
                         entry: "b200_w4a16_moe_grouped_gemm_t0_sm100",
-                        what: "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
-                        grid: [gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1],
+                        what: "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        grid: [
+                            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)),
+                            1,
+                            1,
+                        ],
                         threads: 320,
-                        smem: 195752,
-                        cluster: [1, 1, 1],
+                        smem: 224496,
+                        cluster: [2, 1, 1],
                         args: vec![
                             tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),
                             tensor_map(
@@ -268,7 +273,7 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                                 0,
                                 &[gg_div(k, 2), n, g],
                                 &[gg_div(k, 2), gg_div(k, 2) * n],
-                                &[32, 128, 1],
+                                &[32, 64, 1],
                                 1,
                             ),
                             KernelArg::Ptr(a.rhs_scale.ptr),
