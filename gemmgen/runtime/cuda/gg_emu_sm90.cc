@@ -353,11 +353,11 @@ struct Barrier {
   long long delivered = 0;       // bytes delivered by TMA in the current phase
   unsigned long long phase = 0;  // completed phases
   unsigned init_thread = 0;
-  bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
+  bool fenced = false;   // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
   order::Clock arrived;  // the happens-before clocks of the current phase's arrivals
   order::Clock done;     // and of the last completed phase (a wait acquires it)
-  Seen carry;           // the write order the current phase's signals carry
-  Seen carried;         // ... and the completed phases'
+  Seen carry;            // the write order the current phase's signals carry
+  Seen carried;          // ... and the completed phases'
 };
 
 struct TmaLoad {

@@ -642,8 +642,8 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
       if constexpr (kPair<T>) {
         produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
       } else {
-        sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b,
-                                     tiles, items, tiles_n, m, n, k, g);
+        sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b, tiles,
+                                     items, tiles_n, m, n, k, g);
       }
     }
   } else if (warp == 1) {

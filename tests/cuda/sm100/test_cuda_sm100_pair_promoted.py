@@ -168,8 +168,8 @@ PLANTED = {
     # its own CTA's barrier, which no one waits on): the leader's MMAs
     # overwrite the peer's partial sums before the peer's epilogue read them.
     "mma_waits_for_the_leader_only": (
-        [("      gg::mbarrier_init(&s.acc_empty[a], 2 * 128);  // the leader's: both epilogue "
-          "warpgroups\n", "      gg::mbarrier_init(&s.acc_empty[a], 128);\n"),
+        [(("      gg::mbarrier_init(&s.acc_empty[a], 2 * 128);  // the leader's: both epilogue "
+           "warpgroups\n"), "      gg::mbarrier_init(&s.acc_empty[a], 128);\n"),
          ("        gg::mbarrier_arrive_cluster(back);\n",
           ("        if (v == 0) {\n          gg::mbarrier_arrive_cluster(back);\n"
            "        } else {\n          gg::mbarrier_arrive(&s.acc_empty[acc]);\n        }\n"))],

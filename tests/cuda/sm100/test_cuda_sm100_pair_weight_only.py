@@ -226,8 +226,8 @@ PLANTED = {
     # `full`): the MMAs read the peer's half of the stage before the peer
     # loaded and widened it.
     "mma_skips_the_peer_transform": (
-        [("      gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform "
-          "warpgroup(s)\n", "      gg::mbarrier_init(&s.full[st], 128);\n"),
+        [(("      gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform "
+           "warpgroup(s)\n"), "      gg::mbarrier_init(&s.full[st], 128);\n"),
          ("      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(st));\n",
           ("      if (sm100::pair_rank() == 0) {\n"
            "        gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(st));\n"

@@ -239,7 +239,8 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
                      tmem_cols=tmem_columns(bn, sf // 128),
                      smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, sf, pair=True),
                      grid_x=f"{ctas} * gg_min(gg_div(num_sms, {ctas}), {units})",
-                     promoted=promoted(kernel), bm=SM100_PAIR_BM, pair=True, cluster_n=tile.cluster_n,
+                     promoted=promoted(kernel), bm=SM100_PAIR_BM, pair=True,
+                     cluster_n=tile.cluster_n,
                      block_scaled=kernel.tcgen05_block_scaled, sf_stage=sf,
                      deepseek=kernel.tcgen05_deepseek_mma)
 
