@@ -134,7 +134,7 @@ PAIR_KERNELS = {"b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm",
                 "b200_bf16_moe_gateup_silu", "b200_fp8_blockscaled_moe_grouped_gemm",
                 "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
                 "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
-                "b200_w4a8_moe_grouped_gemm"}
+                "b200_w4a8_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm"}
 
 
 def test_only_the_pair_kernels_of_specs_have_a_cluster_launch():

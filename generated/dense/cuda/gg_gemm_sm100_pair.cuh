@@ -41,6 +41,13 @@
 //   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
 //     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
 //     its leader's `acc_empty` (256 arrivals: both warpgroups);
+//   - FP8 promoted in software (kPromoted; P = 1): a unit per K tile, as
+//     the 1-CTA tile's: the leader's MMA thread waits for both epilogues
+//     before each K tile's MMAs and commits each K tile's accumulator to
+//     both CTAs, whose epilogues add its sums times the K tile's scales
+//     into their rows' registers;
+//   - the weight-only tile's pair (gg_gemm_sm100_mixed.cuh) has its own
+//     roles but this epilogue (epilogue_pair);
 //   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs of a pair
 //     and freed by both after a cluster barrier (every epilogue done), and
 //     no CTA exits before the cluster barrier after the deallocation: the
