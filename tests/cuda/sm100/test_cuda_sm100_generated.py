@@ -263,7 +263,7 @@ PLANTED = {
                          (r"read before a thread waited on the mbarrier phase of a tcgen05.commit"
                           r"|an earlier MMA's result that no thread has read")),
     # A stage goes back to the producer before its MMAs are done.
-    "stage_released_early": ([("      commit<T>(&s.empty[st]);\n",
+    "stage_released_early": ([("      gg::tcgen05_commit(&s.empty[st]);\n",
                                "      gg::mbarrier_arrive(&s.empty[st]);\n")],
                              r"the stage was released before the MMA's tcgen05.commit"),
     # The epilogue warps read the lanes of warp - 2 instead of warp % 4.
@@ -271,7 +271,7 @@ PLANTED = {
                              "  const int quarter = (threadIdx.x / 32) - 2;\n  return tmem")],
                            r"accesses TMEM lanes 0..31, but it reaches only lanes 64..95"),
     # The columns are never freed.
-    "tmem_leak": ([("      gg::tmem_dealloc(*tmem_slot, T::kTmemCols);\n", "")], r"TMEM leak"),
+    "tmem_leak": ([("    gg::tmem_dealloc(tmem, T::kTmemCols);\n", "")], r"TMEM leak"),
 }
 
 
