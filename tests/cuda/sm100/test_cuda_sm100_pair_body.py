@@ -268,10 +268,10 @@ PLANTED = {
     # The leader releases each stage before its MMAs (the commit covers
     # only the earlier stages' MMAs).
     "stage_released_before_mma": (
-        [(("      mma_stage<T>(s, st, tmem + acc * T::kBN, kt > 0, tmem);\n"
+        [(("      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"
           "      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n"),
           ("      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n"
-          "      mma_stage<T>(s, st, tmem + acc * T::kBN, kt > 0, tmem);\n"))],
+          "      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"))],
         (r"a TMA load overwrites shared memory \[0x[0-9a-f]+, 0x[0-9a-f]+\) that a "
         r"tcgen05.mma.cta_group::2.kind::f16 issued by thread 32 still reads")),
     # The peer's threads leave after their roles, without the cluster
