@@ -241,6 +241,12 @@ SM100_ROWS = (
     ("gpt-oss grouped", "b200_fp8_moe_grouped_gemm", 32, 512, 2880, 2880),
     ("gpt-oss grouped", "b200_bf16_moe_grouped_gemm", 32, 512, 2880, 2880),
     ("gpt-oss gate-up", "b200_bf16_moe_gateup_silu", 32, 512, 5760, 2880),
+    # The pair for DeepSeek's FP8 block scales promoted in software
+    # (DeepGEMM's recipe) and for W4A16 experts on the weight-only tile.
+    ("deepseek grouped", "b200_fp8_blockscaled_moe_grouped_gemm", 8, 4096, 7168, 2048),
+    ("deepseek grouped", "b200_fp8_blockscaled_moe_grouped_gemm", 4, 8192, 4096, 7168),
+    ("gpt-oss grouped", "b200_w4a16_moe_grouped_gemm", 32, 512, 5760, 2880),
+    ("gpt-oss grouped", "b200_w4a16_moe_grouped_gemm", 32, 512, 2880, 2880),
 )
 # Published B200 figures for these rows, as (kernel, groups, m, n, k) ->
 # {source: TFLOP/s}. None found: DeepGEMM's README gives its performance

@@ -95,6 +95,9 @@ CASES = {
     "b200_bf16_moe_grouped_gemm": Case("groups", m=70, n=136, k=80, group_sizes=(50, 0, 20)),
     "b200_fp8_moe_grouped_gemm": Case("groups", m=33, n=160, k=208, group_sizes=(0, 33)),
     "b200_bf16_moe_gateup_silu": Case("groups", m=9, n=256, k=72, group_sizes=(1, 8)),
+    "b200_fp8_blockscaled_moe_grouped_gemm": Case("groups", m=33, n=160, k=208,
+                                                  group_sizes=(0, 33)),
+    "b200_w4a16_moe_grouped_gemm": Case("groups", m=70, n=136, k=288, group_sizes=(50, 0, 20)),
     "b200_mxfp8_quant": Case("ragged", m=37, n=128, k=352),
     "b200_mxfp4_quant": Case("ragged", m=37, n=128, k=352),
     "b200_nvfp4_quant": Case("ragged", m=37, n=128, k=352),
@@ -109,12 +112,15 @@ def test_every_kernel_of_the_spec_has_a_case():
 
 # The kernels with a 2-CTA entry (an m=256 entry for m >= 512; at the
 # decode sizes here their 1-CTA entry: `_t2_sm100` after the 16-bit and FP8
-# ones' multicast and pair entries, `_t1_sm100` after the fp4 and W4A8
-# ones' pair entry): the 16-bit and FP8 ones (epilogue scales), and the fp4
-# and W4A8 ones, block-scaled as every GEMM of the spec but those three.
+# ones' multicast and pair entries, `_t1_sm100` after the others' pair
+# entry): the 16-bit and FP8 ones (epilogue scales), FP8 with DeepSeek's
+# scales promoted in software, the weight-only W4A16, and the fp4 and W4A8
+# ones, block-scaled as every GEMM of the spec but those five.
 EPILOGUE_SCALED = ("b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm",
                    "b200_bf16_moe_gateup_silu")
-PAIR = (*EPILOGUE_SCALED, "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
+NOT_BLOCK_SCALED = (*EPILOGUE_SCALED, "b200_fp8_blockscaled_moe_grouped_gemm",
+                    "b200_w4a16_moe_grouped_gemm")
+PAIR = (*NOT_BLOCK_SCALED, "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
         "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm")
 
 
@@ -129,7 +135,7 @@ def test_every_gemm_takes_the_tcgen05_path_on_10_0():
         plan = cuda_backend.plan(k, spec)
         if k.op.value == "quantize":
             continue
-        assert k.tcgen05_block_scaled == (k.name not in EPILOGUE_SCALED), k.name
+        assert k.tcgen05_block_scaled == (k.name not in NOT_BLOCK_SCALED), k.name
         module = launcher(k.name)
         dims = module.validate(**CASES[k.name].inputs(k, 1))
         steps = module.launches(dims, 100, 148)
@@ -166,7 +172,8 @@ def test_cupy_call_on_an_emulated_b200(name):
         entry = (f"{name}_t2_sm100" if name in EPILOGUE_SCALED
                  else f"{name}_t1_sm100" if name in PAIR else f"{name}_sm100")
         assert cupy.launches[-1]["entry"] == entry, cupy.launches
-        assert cupy.launches[-1]["block"] == (192, 1, 1)
+        # 320 threads: the weight-only tile's transform warpgroup.
+        assert cupy.launches[-1]["block"] == (320 if "w4a16" in name else 192, 1, 1)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == FAST_CPP else pytest.mark.slow)

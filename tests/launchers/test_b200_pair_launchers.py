@@ -13,7 +13,10 @@ per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
 at a large prefill size (clusters of 4, an odd number of n tiles: an idle
 pair), a prefill size (the pair, clusters of 2) and a decode size (m = 1,
 the 1-CTA entry, a plain launch) against the NumPy reference on fresh
-random inputs with poisoned outputs, through:
+random inputs with poisoned outputs, through the families below (the C++
+and CuPy ones also run b200_fp8_blockscaled_moe_grouped_gemm, DeepSeek's
+scales promoted in software, and b200_w4a16_moe_grouped_gemm, the
+weight-only tile, on the pair at the prefill and decode sizes):
 
 - the C++ launcher (`cudaLaunchKernelEx` with the cluster attribute, on the
   emulator's runtime);
@@ -66,11 +69,19 @@ MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
 PAIR = MCAST + ("b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
                 "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
                 "b200_w4a8_moe_grouped_gemm")
+# DeepSeek's FP8 scales promoted in software, and W4A16 on the weight-only
+# tile (320 threads), on the pair too (no multicast).
+PROMOTED, WEIGHT_ONLY = "b200_fp8_blockscaled_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm"
+PAIR += (PROMOTED, WEIGHT_ONLY)
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
        "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
        "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
        "b200_nvfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_moe_gateup_silu": "UTCOMMA",
-       "b200_w4a8_moe_grouped_gemm": "UTCQMMA"}
+       "b200_w4a8_moe_grouped_gemm": "UTCQMMA", PROMOTED: "UTCQMMA",
+       WEIGHT_ONLY: "UTCHMMA"}
+# The pair's and the 1-CTA entry's n: 128, but 64 for the promoted pair
+# (its LUT entry's n: the mma.sync entry beside it spills at 128).
+BN = {PROMOTED: (64, 128)}
 # The block-scaled pair kernel the C++ and CuPy launchers run.
 BS_NAME = "b200_nvfp4_moe_grouped_gemm"
 # Large prefill: 2100 rows and 520 columns (the m >= 2048, n >= 512 entry:
@@ -90,6 +101,8 @@ ENTRY = {"prefill_multicast": "t0", "prefill": "t1", "decode": "t2"}
 CLUSTER = {"prefill_multicast": (4, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
 BS_ENTRY = {"prefill_multicast": "t0", "prefill": "t0", "decode": "t1"}
 BS_CLUSTER = {"prefill_multicast": (2, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
+# The weight-only kernel's: int4 rows of whole 16-byte TMA units (k % 32).
+WO_K = 224
 SMS = 4  # an emulated B200 of 4 SMs: one cluster of 2 pairs, or 2 pairs, each walking many tiles
 
 
@@ -123,7 +136,8 @@ def case_of(name: str, which: str) -> Case:
     block-scaled ones' k whole blocks of 32."""
     case, k = CASES[which], kernel(name)
     groups = case.group_sizes if k.op.value == "grouped" else None
-    return Case(case.name, m=case.m, n=case.n, k=256 if k.tcgen05_block_scaled else case.k,
+    return Case(case.name, m=case.m, n=case.n,
+                k=256 if k.tcgen05_block_scaled else WO_K if name == WEIGHT_ONLY else case.k,
                 group_sizes=groups)
 
 
@@ -164,8 +178,11 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
             assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (True, 2, 256, 128), name
         else:
             pair, one = tiles
-        assert (pair.pair, pair.cluster_n, pair.bm, pair.bn, one.pair, one.bm, one.bn) == (
-            True, 1, 256, 128, False, 128, 128), name
+        assert (pair.pair, pair.cluster_n, pair.bm, one.pair, one.bm) == (
+            True, 1, 256, False, 128), name
+        assert (pair.bn, one.bn) == BN.get(name, (128, 128)), name
+        assert pair.mixed == one.mixed == (name == WEIGHT_ONLY), name
+        assert pair.promoted == one.promoted == (name in (PROMOTED, WEIGHT_ONLY)), name
         assert pair.block_scaled == one.block_scaled == kernel(name).tcgen05_block_scaled
         text = (folder() / f"{name}.cu").read_text()
         assert text.count("static constexpr bool kCtaPair = true;") == len(tiles) - 1, name
@@ -197,7 +214,8 @@ def check(name: str, which: str, inputs: dict, got, family: str) -> None:
 # The C++ launcher: cudaLaunchKernelEx with the cluster attribute.
 
 
-LAUNCHES = [(NAME, w) for w in CASES] + [(BS_NAME, "prefill")]
+LAUNCHES = ([(NAME, w) for w in CASES] + [(BS_NAME, "prefill")]
+            + [(name, w) for name in (PROMOTED, WEIGHT_ONLY) for w in ("prefill", "decode")])
 
 
 @pytest.mark.slow
@@ -238,7 +256,8 @@ def test_cupy_launcher(name, which):
         got = out.host().copy().view(ml_dtypes.bfloat16)
     check(name, which, inputs, got, "CuPy launcher")
     last = cupy.launches[-1]
-    assert last["entry"] == entry(name, which) and last["block"] == (192, 1, 1), cupy.launches
+    threads = 320 if name == WEIGHT_ONLY else 192
+    assert last["entry"] == entry(name, which) and last["block"] == (threads, 1, 1), cupy.launches
     if which != "decode":
         assert last["cluster"] == cluster(name, which), cupy.launches
         assert last["attribute_ids"] == (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,)

@@ -131,9 +131,10 @@ def test_the_override_plans_a_cluster_launch():
 # The kernels of specs/ with a 2-CTA tile (an m=256 LUT entry on sm_100a:
 # docs/cuda-sm100.md, "The 2-CTA tile"), whose launches are cluster ones.
 PAIR_KERNELS = {"b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm",
-                "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm",
-                "b200_nvfp4_gemm", "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
-                "b200_w4a8_moe_grouped_gemm"}
+                "b200_bf16_moe_gateup_silu", "b200_fp8_blockscaled_moe_grouped_gemm",
+                "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
+                "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
+                "b200_w4a8_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm"}
 
 
 def test_only_the_pair_kernels_of_specs_have_a_cluster_launch():

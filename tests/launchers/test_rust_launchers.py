@@ -261,6 +261,14 @@ HARNESS_KERNELS = {
     "weight_only_sm100": ("moe", "moe_w4a16_grouped_gemm",
                           Case("ragged", m=140, n=136, k=512, group_sizes=(100, 0, 40)),
                           "sm_100a", True),
+    # The 2-CTA tile of DeepSeek's FP8 scales promoted in software and of
+    # the weight-only tile (m >= 512: their pair entries, cluster launches).
+    "pair_promoted_sm100": ("b200", "b200_fp8_blockscaled_moe_grouped_gemm",
+                            Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)),
+                            "sm_100a", True),
+    "pair_weight_only_sm100": ("b200", "b200_w4a16_moe_grouped_gemm",
+                               Case("prefill", m=530, n=136, k=224, group_sizes=(300, 0, 230)),
+                               "sm_100a", True),
 }
 # The entry suffix of the body each emulated arch takes for these kernels.
 BODY_SUFFIX = {"sm_89": "", "sm_90a": "_sm90", "sm_100a": "_sm100"}

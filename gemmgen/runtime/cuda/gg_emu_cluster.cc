@@ -48,6 +48,7 @@ unsigned cluster_live_threads(const Cluster& c) {
 
 void maybe_complete_cluster_barrier(Cluster& c) {
   if (c.barrier_arrived == 0 || c.barrier_arrived < cluster_live_threads(c)) return;
+  hopper_cluster_synced(c);
   ++c.barrier_phase;
   c.barrier_arrived = 0;
   c.barrier_clock.complete();
@@ -62,6 +63,7 @@ void cluster_thread_exit(ThreadCtx& t) {
   // live_threads() still counts this thread: it leaves after this hook.
   if (t.cluster_arrived) --c->barrier_arrived;
   if (c->barrier_arrived != 0 && c->barrier_arrived + 1 >= cluster_live_threads(*c)) {
+    hopper_cluster_synced(*c);
     ++c->barrier_phase;
     c->barrier_arrived = 0;
     c->barrier_clock.complete();

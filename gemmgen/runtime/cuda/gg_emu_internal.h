@@ -369,6 +369,16 @@ void hopper_thread_exit(ThreadCtx& t);
 void hopper_free(HopperBlock* h);
 std::string hopper_report(const BlockRunner& r);
 bool hopper_on_stall(BlockRunner& r);
+// (issue 30) A completed barrier.cluster: every CTA of the cluster has seen
+// every CTA's shared-memory writes so far (gg_emu_sm90.cc, the write order).
+void hopper_cluster_synced(Cluster& c);
+// The read of [lo, hi) of the current CTA's shared memory by an op of CTA
+// `reader` (a cta_group::2 op of its pair leader) must be ordered after the
+// current CTA's writes there: a signal of this CTA made after them reached
+// `reader` (a remote arrival, a TMA completion on its barrier, a cluster
+// barrier) and a thread of `reader` waited on it.
+void hopper_check_ordered_read(const BlockRunner& reader, std::uint32_t lo, std::uint32_t hi,
+                               const char* what);
 
 // The sm_100 model's per-block state (TMEM, tcgen05.mma) and its hooks
 // (gg_emu_sm100.cc): the runner's, and the sm90 tier's calls into it (a wait

@@ -521,6 +521,7 @@ struct Sm100Block {
   std::vector<unsigned> pending;       // per cell: the id of the op that still writes it (0: none)
   std::vector<unsigned> epoch;         // per cell: the retirement epoch that wrote it
   std::vector<unsigned char> written;  // per cell: written since its allocation (st, mma, cp)
+  std::vector<unsigned char> unread;   // per cell: an MMA's result no tcgen05.ld has read yet
   std::vector<sm100::Alloc> allocs;    // live allocations
   std::vector<sm100::Alloc> freed;     // freed ones (for the double-free report)
   std::vector<sm100::MmaOp> ops;       // in flight, in issue order
@@ -578,6 +579,7 @@ inline Sm100Block& block() {
     b.pending.assign(kLanes * kColumns, 0);
     b.epoch.assign(kLanes * kColumns, 0);
     b.written.assign(kLanes * kColumns, 0);
+    b.unread.assign(kLanes * kColumns, 0);
     b.threads.assign(r.num_threads(), Sm100Thread{});
     b.alloc_waits.assign((r.num_threads() + 31) / 32, 0);
     b.used = true;
@@ -647,6 +649,25 @@ inline void check_inherited(unsigned lo, unsigned hi, const char* op) {
           u.thread, u.lo, u.hi, u.op, u.barrier, u.phase, op, lo, hi);
     }
   }
+}
+
+// An MMA starting a fresh accumulation (enable-input-d false) overwrites its D
+// cells; cell `c` (lane, column) must not hold an earlier MMA's result that
+// no thread has read since (tcgen05.ld): that accumulator went back to the
+// MMA thread before its epilogue had read it. (A wait on the commit's phase
+// retires the op but does not read it: in a CTA pair the leader's MMAs
+// overwrite the peer's accumulator whatever the leader's own epilogue did.)
+// `where`: the CTA of the cell, for the report ("" in a 1-CTA block).
+inline void check_overwrite(const Sm100Block& b, std::size_t c, const char* op, const char* where) {
+  if (b.unread[c] == 0)
+    return;
+  fail(
+      "%s overwrites TMEM lane %zu column %zu%s (a fresh accumulation, enable-input-d false), "
+      "which holds an earlier MMA's result that no thread%s has read with tcgen05.ld: the "
+      "accumulator went back to the MMA thread before its epilogue read it (the MMA thread's "
+      "wait for the epilogue's arrivals missing or short of some, or an epilogue that read "
+      "before waiting for the accumulator's commit)",
+      op, c / kColumns, c % kColumns, where, where);
 }
 
 // .sync.aligned: every lane of the (whole) warp executes it with the same operands.
@@ -750,6 +771,7 @@ void tmem_alloc_group(unsigned* slot, unsigned ncols, unsigned group, const char
         b.cells[cell(lane, c)] = kCellPoison;
         b.epoch[cell(lane, c)] = 0;
         b.written[cell(lane, c)] = 0;
+        b.unread[cell(lane, c)] = 0;
       }
     }
     *slot = column;  // lane 0, the first column
@@ -953,12 +975,15 @@ void mma(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long long
       for (unsigned kk = 0; kk < k; ++kk)
         acc += av[m * k + kk] * bv[n * k + kk];
       const std::size_t c = cell(lane0 + d_lane(id.m, m), column + n);
+      if (!accumulate)
+        check_overwrite(b, c, op_name, "");
       float prev;
       std::memcpy(&prev, &b.cells[c], sizeof prev);
       const float result = static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
       std::memcpy(&b.cells[c], &result, sizeof result);
       b.pending[c] = op.id;
       b.written[c] = 1;
+      b.unread[c] = 1;
     }
   }
   b.ops.push_back(std::move(op));
@@ -1164,12 +1189,15 @@ void mma_block_scaled(int kind, unsigned d_tmem, unsigned long long adesc, unsig
       for (unsigned kk = 0; kk < k; ++kk)
         acc += av[m * k + kk] * bv[n * k + kk];
       const std::size_t c = cell(m, column + n);
+      if (!accumulate)
+        check_overwrite(b, c, op_name, "");
       float prev;
       std::memcpy(&prev, &b.cells[c], sizeof prev);
       const float result = static_cast<float>((accumulate ? static_cast<double>(prev) : 0.0) + acc);
       std::memcpy(&b.cells[c], &result, sizeof result);
       b.pending[c] = op.id;
       b.written[c] = 1;
+      b.unread[c] = 1;
     }
   }
   b.ops.push_back(std::move(op));
@@ -1338,6 +1366,7 @@ inline void load(LdShape shape, const char* op, unsigned* r, unsigned nregs, uns
           op, lane, column);
     }
     p.values[j] = b.cells[c];
+    b.unread[c] = 0;
     r[j] = kLdPoison;
   }
   t.lds.push_back(std::move(p));
@@ -1392,6 +1421,7 @@ void tmem_st(const unsigned* r, unsigned n, unsigned taddr) {
     b.cells[c] = r[j];
     b.epoch[c] = 0;
     b.written[c] = 1;
+    b.unread[c] = 0;
   }
   Sm100Thread& t = me();
   t.st_pending = true;
@@ -1639,6 +1669,7 @@ void mma_pair(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long
                  layout_name((is_a ? da : db).layout));
       const unsigned layout = (is_a ? da : db).layout;
       sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+      hopper_check_ordered_read(self, r.lo, r.hi, reader.c_str());
       op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
     }
     auto bits_at = [&](std::uint32_t a) {
@@ -1684,6 +1715,8 @@ void mma_pair(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long
                "writes (tcgen05.mma of different threads are not ordered)",
                op_name, lane, column + col, rank + v, other->name, other->thread);
         }
+        if (!accumulate)
+          check_overwrite(b, c, op_name, format(" of CTA rank %u", rank + v).c_str());
         float prev;
         std::memcpy(&prev, &b.cells[c], sizeof prev);
         const float result =
@@ -1691,6 +1724,7 @@ void mma_pair(int kind, unsigned d_tmem, unsigned long long adesc, unsigned long
         std::memcpy(&b.cells[c], &result, sizeof result);
         b.pending[c] = op.id;
         b.written[c] = 1;
+        b.unread[c] = 1;
         op.cells.push_back(c);
       }
     }
@@ -1838,6 +1872,7 @@ void cp_32x128b_warpx4_pair(unsigned taddr, unsigned long long sdesc) {
           format("%s (its source in CTA rank %u, %s)", kOp, rank + v, layout_name(d.layout));
       sm90::check_async_read(r.lo, r.hi, d.layout == 1 ? 1u : layout_span(d.layout),
                              reader.c_str());
+      hopper_check_ordered_read(self, r.lo, r.hi, reader.c_str());
       op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
     }
     for (unsigned row = 0; row < 32; ++row) {
@@ -2011,6 +2046,7 @@ void mma_block_scaled_pair(int kind, unsigned d_tmem, unsigned long long adesc,
                                         is_a ? "A" : "B", cr, layout_name((is_a ? da : db).layout));
       const unsigned layout = (is_a ? da : db).layout;
       sm90::check_async_read(r.lo, r.hi, layout == 1 ? 1u : layout_span(layout), reader.c_str());
+      hopper_check_ordered_read(self, r.lo, r.hi, reader.c_str());
       op.bytes.insert(op.bytes.end(), s.begin + r.lo, s.begin + r.hi);
     }
     auto element = [&](const Desc& d, bool mn, unsigned format, unsigned row, unsigned kk) {
@@ -2061,6 +2097,8 @@ void mma_block_scaled_pair(int kind, unsigned d_tmem, unsigned long long adesc,
                "writes (tcgen05 ops of different threads are not ordered)",
                op_name, lane, column + col, rank + v, other->name, other->thread);
         }
+        if (!accumulate)
+          check_overwrite(b, c, op_name, format(" of CTA rank %u", rank + v).c_str());
         float prev;
         std::memcpy(&prev, &b.cells[c], sizeof prev);
         const float result =
@@ -2068,6 +2106,7 @@ void mma_block_scaled_pair(int kind, unsigned d_tmem, unsigned long long adesc,
         std::memcpy(&b.cells[c], &result, sizeof result);
         b.pending[c] = op.id;
         b.written[c] = 1;
+        b.unread[c] = 1;
         op.cells.push_back(c);
       }
     }

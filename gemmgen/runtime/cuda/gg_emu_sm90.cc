@@ -327,6 +327,23 @@ void a_fragment_coord(unsigned t, unsigned j, unsigned* m, unsigned* k) {
 // ---------------------------------------------------------------------------
 // Per-block state.
 
+// (issue 30) The write order between the CTAs of a cluster, per CTA (a vector
+// clock of CTAs): at[r] is the last of CTA r's shared-memory writes (its
+// numbered TMA loads landing there, and the generic stores each
+// fence.proxy.async makes visible) that a signal of r made after them
+// carried here. A signal (an arrival, a TMA load's complete_tx) carries what
+// its CTA has seen and its own writes so far onto the barrier's phase; a
+// wait that observes the phase merges them into its CTA; a cluster barrier
+// merges every CTA's into all. Per CTA, not per thread: any thread's wait
+// counts for its CTA (looser than the hardware, never stricter).
+struct Seen {
+  std::uint32_t at[kMaxClusterNonPortable] = {};
+  void merge(const Seen& o) {
+    for (unsigned i = 0; i < kMaxClusterNonPortable; ++i)
+      at[i] = std::max(at[i], o.at[i]);
+  }
+};
+
 struct Barrier {
   std::uint32_t addr = 0;
   unsigned count = 0;    // arrivals per phase
@@ -336,9 +353,11 @@ struct Barrier {
   long long delivered = 0;       // bytes delivered by TMA in the current phase
   unsigned long long phase = 0;  // completed phases
   unsigned init_thread = 0;
-  bool fenced = false;  // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
+  bool fenced = false;   // fence.mbarrier_init (or fence.proxy.async) by the initialising thread
   order::Clock arrived;  // the happens-before clocks of the current phase's arrivals
   order::Clock done;     // and of the last completed phase (a wait acquires it)
+  Seen carry;            // the write order the current phase's signals carry
+  Seen carried;          // ... and the completed phases'
 };
 
 struct TmaLoad {
@@ -401,6 +420,13 @@ struct HopperBlock {
     std::vector<sm90::Range> ranges;
   };
   std::vector<Reads> reads;
+  // (issue 30) This CTA's shared-memory writes, numbered (TMA loads, the
+  // generic stores a fence.proxy.async publishes), the number of the last
+  // one of each 16-byte granule, and what the CTA has seen of every CTA's
+  // (sm90::Seen).
+  std::uint32_t writes = 0;
+  std::vector<std::uint32_t> written_at;
+  sm90::Seen seen;
   bool used = false;
 };
 
@@ -435,6 +461,9 @@ inline HopperBlock& block() {
     h.shadow.assign(static_cast<std::size_t>(s.end - s.begin), kPoison);
     h.writer.assign(static_cast<std::size_t>(s.end - s.begin), 0u);
     h.fences.assign(1, {});
+    h.writes = 0;
+    h.written_at.assign(static_cast<std::size_t>(s.end - s.begin) / 16 + 1, 0);
+    h.seen = Seen{};
     h.used = true;
   }
   return h;
@@ -466,6 +495,24 @@ inline std::uint32_t rel(std::uint32_t a) {
 inline std::size_t shadow_offset(const void* p) {
   return static_cast<std::size_t>(static_cast<const unsigned char*>(p) -
                                   runner().shared_region().begin);
+}
+
+// (issue 30) A write of [off, off + bytes) of this CTA's shared memory.
+inline void note_write(HopperBlock& h, std::size_t off, std::size_t bytes) {
+  ++h.writes;
+  for (std::size_t g = off / 16; g <= (off + bytes - 1) / 16; ++g)
+    h.written_at[g] = h.writes;
+}
+
+// What a signal of CTA `r` carries: what r has seen, and its own writes.
+inline Seen signal_of(const BlockRunner& r) {
+  Seen s;
+  if (r.hopper != nullptr && r.hopper->used) {
+    s = r.hopper->seen;
+    const unsigned rank = r.cluster_rank();
+    s.at[rank] = std::max(s.at[rank], r.hopper->writes);
+  }
+  return s;
 }
 
 inline std::string where_smem(const void* p) {
@@ -520,6 +567,8 @@ GG_EMU_UNCHECKED inline void copy_box(const TmaLoad& l);
 inline void maybe_complete(Barrier& b) {
   if (b.pending != 0 || b.tx != 0)
     return;
+  b.carried.merge(b.carry);
+  b.carry = Seen{};
   ++b.phase;
   b.pending = b.count;
   b.announced = b.delivered = 0;
@@ -622,6 +671,7 @@ unsigned long long mbarrier_arrive(void* bar, unsigned long long tx) {
   const unsigned long long token = b.phase;
   tcgen05_on_arrive(runner(), b.addr, token);
   order::release(current(), b.arrived);
+  b.carry.merge(signal_of(runner()));
   b.tx += static_cast<long long>(tx);
   b.announced += static_cast<long long>(tx);
   --b.pending;
@@ -660,6 +710,7 @@ bool mbarrier_wait(void* bar, unsigned parity, const char* op) {
     b = &barrier(bar, op);
   }
   land_loads(*b);
+  block().seen.merge(b->carried);
   tcgen05_retire(runner(), b->addr, b->phase);
   order::acquire(current(), b->done);
   return true;
@@ -706,6 +757,19 @@ void fence_proxy_async() {
     for (std::size_t i = lo; i < lo + n; ++i) {
       if (s.begin[i] != h.shadow[i])
         h.writer[i] = id;
+    }
+  }
+  // The cluster's write order (the CTA's numbered writes): the generic
+  // stores it makes visible are one numbered write (the granules that
+  // differ from the async proxy's view).
+  bool any = false;
+  for (std::size_t g = 0; g < size; g += 16) {
+    const std::size_t n = std::min<std::size_t>(16, size - g);
+    if (std::memcmp(s.begin + g, h.shadow.data() + g, n) != 0) {
+      if (!any)
+        ++h.writes;
+      any = true;
+      h.written_at[g / 16] = h.writes;
     }
   }
   std::memcpy(h.shadow.data(), s.begin, size);
@@ -870,12 +934,15 @@ void tma_load_into(void* dst, const CUtensorMap* map, BlockRunner* bar_cta, void
   std::memset(d, kPoison, bytes);
   std::memset(&h.shadow[shadow_offset(d)], kPoison, bytes);
   std::fill_n(&h.writer[shadow_offset(d)], bytes, 0u);
+  note_write(h, shadow_offset(d), bytes);
+  const Seen sig = signal_of(*dst_cta);
   TmaLoad l{m, {}, dst_cta, d, bytes, b.addr, b.phase, current().linear};
   for (unsigned i = 0; i < rank; ++i)
     l.coords[i] = coords[i];
   // The load is kept (and lands) where its barrier is: a wait on it lands it.
   if (bar_cta != dst_cta) on_bar.emplace(bar_cta);
   block().loads.push_back(l);
+  b.carry.merge(sig);
   b.tx -= static_cast<long long>(bytes);
   b.delivered += static_cast<long long>(bytes);
   maybe_complete(b);
@@ -888,11 +955,13 @@ void mbarrier_arrive_cluster(std::uint32_t addr) {
     mbarrier_arrive(r.p, 0);
     return;
   }
+  const Seen sig = signal_of(runner());
   OnPeer on(r.cta);
   Barrier& b = barrier(r.p, kOp);
   if (b.pending == 0)
     fail("%s: more arrivals than the count of %s in CTA rank %u", kOp, describe_barrier(b).c_str(), r.rank);
   order::release(current(), b.arrived);
+  b.carry.merge(sig);
   --b.pending;
   maybe_complete(b);
 }
@@ -1511,13 +1580,50 @@ void bulk_load(void* dst, const void* src, unsigned bytes, void* bar) {
   std::memset(d, kPoison, bytes);
   std::memset(&h.shadow[shadow_offset(d)], kPoison, bytes);
   std::fill_n(&h.writer[shadow_offset(d)], bytes, 0u);
+  note_write(h, shadow_offset(d), bytes);
   h.loads.push_back(TmaLoad{m, {}, &runner(), d, bytes, b.addr, b.phase, current().linear});
+  b.carry.merge(signal_of(runner()));
   b.tx -= static_cast<long long>(bytes);
   b.delivered += static_cast<long long>(bytes);
   maybe_complete(b);
 }
 
 }  // namespace sm90
+
+void hopper_cluster_synced(Cluster& c) {
+  sm90::Seen all;
+  for (const BlockRunner* r : c.ctas)
+    all.merge(sm90::signal_of(*r));
+  for (BlockRunner* r : c.ctas) {
+    if (r->hopper != nullptr && r->hopper->used)
+      r->hopper->seen.merge(all);
+  }
+}
+
+void hopper_check_ordered_read(const BlockRunner& reader, std::uint32_t lo, std::uint32_t hi,
+                               const char* what) {
+  const BlockRunner& self = sm90::runner();
+  if (&self == &reader || self.hopper == nullptr || !self.hopper->used || hi <= lo)
+    return;
+  const HopperBlock& h = *self.hopper;
+  const unsigned rank = self.cluster_rank();
+  const std::uint32_t known =
+      reader.hopper != nullptr && reader.hopper->used ? reader.hopper->seen.at[rank] : 0;
+  for (std::uint32_t g = lo / 16; g <= (hi - 1) / 16; ++g) {
+    if (h.written_at[g] > known) {
+      const std::uint32_t at = std::max(lo, 16 * g);
+      fail(
+          "%s reads shared memory at 0x%05x of CTA rank %u, which that CTA's write %u filled "
+          "(a TMA load into it, or generic stores a fence.proxy.async made visible), but CTA "
+          "rank %u has waited on no signal of CTA rank %u made after that write (it has seen "
+          "its writes up to %u): the read is not ordered after the write (after writing, CTA "
+          "rank %u must signal a barrier the reader waits on: an arrival, or its TMA load's "
+          "completion)",
+          what, (sm90::addr_of(self.shared_region().begin) + at) % sm90::kWindow, rank,
+          h.written_at[g], reader.cluster_rank(), rank, known, rank);
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------
 // The BlockRunner's hooks (declared in gg_emu.h).

@@ -44,16 +44,29 @@
 //     tile's f32 sums, kept in TMEM beside the accumulators
 //     (epilogue_promoted): exact products, f32 sums, as the other bodies
 //     compute them. per_tensor and per_channel weight scales,
-//     lhs scales and bias are the epilogue's.
+//     lhs scales and bias are the epilogue's;
+//   - the pair (kCtaPair, a LUT entry of m = 256): 256 x 128 tiles over a
+//     CTA pair (clusters of 2; no multicast); each CTA loads its 128 lhs
+//     rows and 64 weight rows on its own `loaded` (produce_pair) and widens
+//     them, each transform thread arrives on the leader's `full` (256
+//     arrivals: the leader's tcgen05.mma.cta_group::2 reads both halves
+//     only once both are written and fenced), and the leader's commits
+//     release both CTAs' stages and accumulators; each CTA's epilogue
+//     (gg_gemm_sm100_pair.cuh's epilogue_pair, or epilogue_promoted on its
+//     128 rows) hands the accumulator back on the leader's acc_empty.
 #pragma once
 
 #include "gg_gemm_sm100.cuh"
+#include "gg_gemm_sm100_pair.cuh"
 #include "gg_widen.cuh"
 
 namespace gg::gemm::sm100_mixed {
 
 using sm100::kBM;
 using sm100::kChunk;
+using sm100::kCtaBRows;
+using sm100::kCtaRows;
+using sm100::kPair;
 using sm100::kRowBytes;
 using sm90::Items;
 using sm90::kSilu;
@@ -113,6 +126,9 @@ __host__ __device__ constexpr bool qualifies() {
 // a power of two), four epilogue slices of a 32-column chunk, three barriers
 // per stage.
 // The decode tile: kBM = 16 or 32 lhs rows (the MMA's N), no silu_mul.
+// The pair (kCtaPair): 256 x 128 x 64 over a CTA pair, each CTA's stage its
+// 128 lhs rows and its 64 weight rows (raw and widened), the TMEM columns
+// the 1-CTA tile's in each CTA; one pair a cluster (kClusterN = 1).
 template <class T>
 __host__ __device__ constexpr bool check_tile_mixed() {
   constexpr int kOut = static_cast<int>(sizeof(typename T::out_t));
@@ -121,11 +137,15 @@ __host__ __device__ constexpr bool check_tile_mixed() {
       T::kGroupM < 1) {
     return false;
   }
-  if (T::kSwapAB ? (T::kBM != 16 && T::kBM != 32) || kSilu<T> : T::kBM != kBM) {
+  if (T::kSwapAB ? (T::kBM != 16 && T::kBM != 32) || kSilu<T> || kPair<T>
+                 : T::kBM != (kPair<T> ? 2 * kBM : kBM)) {
     return false;
   }
-  if (T::kAStage != T::kBM * kRowBytes || T::kBStage != kBN * kRowBytes ||
-      T::kRawStage != kRawStage<T> || T::kTmemCols != kTmemCols<T> ||
+  if (sm100::kClusterN<T> != 1) {
+    return false;
+  }
+  if (T::kAStage != kCtaRows<T> * kRowBytes || T::kBStage != kCtaBRows<T> * kRowBytes ||
+      T::kRawStage != kCtaBRows<T> * kRawRow<T> || T::kTmemCols != kTmemCols<T> ||
       T::kCStride != kChunk + 16 / kOut || T::kCWarpBytes != 32 * T::kCStride * kOut) {
     return false;
   }
@@ -200,25 +220,51 @@ __device__ __forceinline__ void widen_chunk(const unsigned char* raw, unsigned c
 // The widened row of raw row r: itself, or for silu_mul (raw rows 16j ..
 // 16j + 7 gate rows n0 + 8j .., 16j + 8 .. the matching up rows) the gate
 // half over the up half (gate row 8j + r % 8, up row kBN / 2 + 8j + r % 8).
+// A pair's CTA holds one half (the leader the gate rows, the peer the up
+// rows), loaded in order: itself.
 template <class T>
 __device__ __forceinline__ int widened_row(int r) {
-  if constexpr (kSilu<T>) {
+  if constexpr (kSilu<T> && !kPair<T>) {
     return ((r / 8) % 2) * (kBN / 2) + 8 * (r / 16) + r % 8;
   } else {
     return r;
   }
 }
 
+// Where the transform releases a widened stage to the MMA thread: its CTA's
+// `full` (128 arrivals), or in a pair the leader's (a shared::cluster
+// address; 256 arrivals, both CTAs' transform warpgroups: the leader's MMAs
+// read both CTAs' halves).
+template <class T>
+struct Full {
+  u64* own;
+  u32 leader;
+  __device__ __forceinline__ explicit Full(const Smem<T>& s) : own(s.full), leader(0) {
+    if constexpr (kPair<T>) {
+      leader = gg::cluster_map_shared_addr(s.full, gg::cluster_ctarank() & ~1u);
+    }
+  }
+  __device__ __forceinline__ void arrive(int st) const {
+    if constexpr (kPair<T>) {
+      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(st));
+    } else {
+      gg::mbarrier_arrive(&own[st]);
+    }
+  }
+};
+
 // The transform warpgroup: for each K tile, wait for its raw weights (and
 // A), widen them into the stage's B (thread t takes chunks t, t + 128, ...:
-// 8 per thread, consecutive threads on consecutive chunks of a row), make
-// the stores visible to the async proxy, arrive on `full`.
+// 8 per thread, 4 in a pair's CTA, consecutive threads on consecutive
+// chunks of a row), make the stores visible to the async proxy, release the
+// stage to the MMA thread (Full).
 template <class T, Rows L>
 __device__ __forceinline__ void transform(const Smem<T>& s, int tiles, int items, int tiles_n,
                                           int m, int k, const Items& g) {
   const int t = threadIdx.x - 32 * kTransformWarp0;
+  const Full<T> full(s);
   int it = 0;  // K tiles widened by this block so far (as the producer counts)
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int tile = sm100::first_tile<T>(); tile < tiles; tile += sm100::tile_step<T>()) {
     int item, nt;
     raster<T>(tile, items, tiles_n, item, nt);
     const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
@@ -229,12 +275,12 @@ __device__ __forceinline__ void transform(const Smem<T>& s, int tiles, int items
       const unsigned char* raw = s.raw + st * T::kRawStage;
       unsigned char* wide = s.b + st * T::kBStage;
       GG_UNROLL
-      for (int i = 0; i < kBN * 8 / 128; ++i) {
+      for (int i = 0; i < kCtaBRows<T> * 8 / 128; ++i) {
         const int idx = t + 128 * i, r = idx / 8, c = idx % 8;
         widen_chunk<T>(raw, wide, r, c, widened_row<T>(r));
       }
       gg::fence_proxy_async();  // the MMA reads the tile through the async proxy
-      gg::mbarrier_arrive(&s.full[st]);
+      full.arrive(st);
     }
   }
 }
@@ -307,16 +353,29 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
 template <class T>
 constexpr int kUnitKTiles = kPromotion<T> ? T::kScaleBlockK / kBK : 1;
 
+// The MMA thread's tcgen05.commit to `bar`: its CTA's, or a pair leader's
+// multicast one to the barrier at that offset in both CTAs.
+template <class T>
+__device__ __forceinline__ void commit(u64* bar) {
+  if constexpr (kPair<T>) {
+    gg::tcgen05_commit_pair_multicast(bar, sm100::kPairMask);
+  } else {
+    gg::tcgen05_commit(bar);
+  }
+}
+
 // The MMA warp's elected thread (gg_gemm_sm100.cuh's `issue`, with units of
-// a scale block): for each unit, wait until its accumulator is free, issue
-// the MMAs of its K tiles (each stage released by a commit once its MMAs
-// are done), then commit the accumulator to the epilogue.
+// a scale block; a pair's leader's): for each unit, wait until its
+// accumulator is free (a pair: both CTAs' epilogues, 256 arrivals on the
+// leader's acc_empty), issue the MMAs of its K tiles (each stage released
+// by a commit once its MMAs are done), then commit the accumulator to the
+// epilogue (a pair: both CTAs', multicast).
 template <class T, Rows L>
 __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items, int tiles_n,
                                       int m, int k, const Items& g) {
   int it = 0;  // K tiles consumed so far (as the producer counts)
   int u = 0;   // units issued so far: accumulator u % 2, round u / 2
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_step<T>()) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
     const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
@@ -334,13 +393,14 @@ __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int
       // The widened B, and A: the transform's 128 threads each waited on
       // `loaded` (A's TMA bytes landed) before arriving on `full`, so this
       // wait orders A's load before the MMAs too (causality is transitive
-      // through the two barriers).
+      // through the two barriers; in a pair, both CTAs' transforms arrive
+      // on the leader's `full`).
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
       sm100_mixed::mma_stage<T>(s, st, tmem + acc * kAccCols<T>, !first, tmem);
-      gg::tcgen05_commit(&s.empty[st]);
+      commit<T>(&s.empty[st]);
       if (last) {
-        gg::tcgen05_commit(&s.acc_full[acc]);
+        commit<T>(&s.acc_full[acc]);
         ++u;
       }
     }
@@ -360,12 +420,17 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
                                                   int tiles_n, int m, int n, int k, const Items& g,
                                                   const Operands<T>& o) {
   const u32 sums = tmem + kSumCol;
+  u32 leader = 0;  // a pair's hand-back: the leader's acc_empty (256 arrivals)
+  if constexpr (kPair<T>) {
+    leader = gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
+  }
   int u = 0;  // units consumed so far, as the MMA thread counts them
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_step<T>()) {
     int item, nt;
     raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    TileWork w = sm90::work_of<T, L>(item, nt, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
+    w.m0 += kBM * sm100::cta_of_pair<T>();  // a pair's CTA: its rows (the bounds the pair's)
     for (int kt = 0; kt < ktiles; kt += kUnitKTiles<T>, ++u) {
       const int acc = u % 2;
       gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
@@ -389,7 +454,11 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
         gg::tcgen05_wait_st();
       }
       gg::tcgen05_fence_before_thread_sync();
-      gg::mbarrier_arrive(&s.acc_empty[acc]);
+      if constexpr (kPair<T>) {
+        gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));
+      } else {
+        gg::mbarrier_arrive(&s.acc_empty[acc]);
+      }
     }
     for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
       float x[2][kChunk];
@@ -488,7 +557,46 @@ __device__ __forceinline__ void epilogue_swapped(const Smem<T>& s, u32 tmem, int
   }
 }
 
-// The block: barriers, the TMEM allocation, the role split.
+// A pair's producer thread (each CTA's): for each tile of its pair, each K
+// tile: wait until its own stage is empty (the leader's commit arrives on
+// both CTAs' `empty`), announce the stage's bytes on its own `loaded`, and
+// load its 128 lhs rows (m0 + 128 v ..) and its 64 weight rows as raw bytes
+// (n0 + 64 v ..; silu_mul: the leader the gate rows from n0, the peer the up
+// rows from n / 2 + n0), which its own transform widens.
+template <class T, Rows L>
+__device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
+                                             const CUtensorMap* map_b, int tiles, int items,
+                                             int tiles_n, int m, int n, int k, const Items& g) {
+  const int v = sm100::cta_of_pair<T>();
+  int it = 0;  // K tiles issued by this CTA so far: stage it % S, round it / S
+  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_step<T>()) {
+    int item, nt;
+    raster<T>(t, items, tiles_n, item, nt);
+    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+    const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
+    const int a_row = w.m0 + kBM * v;
+    const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kCtaBRows<T> * v;
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int st = it % T::kStages;
+      gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
+      gg::mbarrier_arrive_expect_tx(&s.loaded[st], T::kAStage + T::kRawStage);
+      gg::tma_load_2d(s.a + st * T::kAStage, map_a, &s.loaded[st], kt * kBK, a_row);
+      unsigned char* raw = s.raw + st * T::kRawStage;
+      if constexpr (L != Rows::kDense) {
+        gg::tma_load_3d(raw, map_b, &s.loaded[st], kt * kRawRow<T>, b_row, w.gl);
+      } else {
+        gg::tma_load_2d(raw, map_b, &s.loaded[st], kt * kRawRow<T>, b_row);
+      }
+    }
+  }
+}
+
+// The block: barriers (a pair's `full` and acc_empty count on the leader's:
+// both CTAs' transform and epilogue warpgroups), the TMEM allocation
+// (cta_group::2 in a pair, after a cluster barrier), the role split; a
+// pair's CTAs free their columns after a cluster barrier and leave
+// together (the leader's MMAs read the peer's shared memory and write its
+// TMEM).
 template <class T, Rows L>
 __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
                                     const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
@@ -499,32 +607,45 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
       gg::mbarrier_init(&s.loaded[st], 1);  // the producer's arrival + TMA bytes
-      gg::mbarrier_init(&s.full[st], 128);  // the transform warpgroup
-      gg::mbarrier_init(&s.empty[st], 1);   // the MMA thread's commit
+      gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform warpgroup(s)
+      gg::mbarrier_init(&s.empty[st], 1);                        // the MMA thread's commit
     }
     for (int a = 0; a < 2; ++a) {
       gg::mbarrier_init(&s.acc_full[a], 1);
-      gg::mbarrier_init(&s.acc_empty[a], 128);
+      gg::mbarrier_init(&s.acc_empty[a], (kPair<T> ? 2 : 1) * 128);
     }
     gg::fence_mbarrier_init();
   }
   if (warp == 1) {
-    gg::tmem_alloc(s.tmem_slot, T::kTmemCols);
-    gg::tmem_relinquish_alloc_permit();
+    if constexpr (kPair<T>) {
+      gg::tmem_alloc_pair(s.tmem_slot, T::kTmemCols);
+      gg::tmem_relinquish_alloc_permit_pair();
+    } else {
+      gg::tmem_alloc(s.tmem_slot, T::kTmemCols);
+      gg::tmem_relinquish_alloc_permit();
+    }
   }
   gg::tcgen05_fence_before_thread_sync();
-  __syncthreads();
+  if constexpr (kPair<T>) {
+    gg::cluster_sync();  // both CTAs' barriers initialised, the columns allocated
+  } else {
+    __syncthreads();
+  }
   gg::tcgen05_fence_after_thread_sync();
   const u32 tmem = *s.tmem_slot;
   if (warp == 0) {
     if (threadIdx.x == 0) {
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
-      sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b, tiles,
-                                   items, tiles_n, m, n, k, g);
+      if constexpr (kPair<T>) {
+        produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+      } else {
+        sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b, tiles,
+                                     items, tiles_n, m, n, k, g);
+      }
     }
   } else if (warp == 1) {
-    if (threadIdx.x == 32) {
+    if (threadIdx.x == 32 && sm100::cta_of_pair<T>() == 0) {
       sm100_mixed::issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
     }
   } else if (warp < kTransformWarp0) {
@@ -532,6 +653,9 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
       sm100_mixed::epilogue_swapped<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
     } else if constexpr (kPromotion<T>) {
       sm100_mixed::epilogue_promoted<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
+    } else if constexpr (kPair<T>) {
+      sm100::epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
+                                 sm100::Globals{nullptr, nullptr});
     } else {
       sm100::epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
                             sm100::Globals{nullptr, nullptr});
@@ -541,10 +665,19 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   }
   // Every accumulator has been read: the MMA warp frees the columns.
   gg::tcgen05_fence_before_thread_sync();
-  __syncthreads();
-  if (warp == 1) {
-    gg::tcgen05_fence_after_thread_sync();
-    gg::tmem_dealloc(tmem, T::kTmemCols);
+  if constexpr (kPair<T>) {
+    gg::cluster_sync();
+    if (warp == 1) {
+      gg::tcgen05_fence_after_thread_sync();
+      gg::tmem_dealloc_pair(tmem, T::kTmemCols);
+    }
+    gg::cluster_sync();
+  } else {
+    __syncthreads();
+    if (warp == 1) {
+      gg::tcgen05_fence_after_thread_sync();
+      gg::tmem_dealloc(tmem, T::kTmemCols);
+    }
   }
 }
 

@@ -39,6 +39,13 @@
 //   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
 //     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
 //     its leader's `acc_empty` (256 arrivals: both warpgroups);
+//   - FP8 promoted in software (kPromoted; P = 1): a unit per K tile, as
+//     the 1-CTA tile's: the leader's MMA thread waits for both epilogues
+//     before each K tile's MMAs and commits each K tile's accumulator to
+//     both CTAs, whose epilogues add its sums times the K tile's scales
+//     into their rows' registers;
+//   - the weight-only tile's pair (gg_gemm_sm100_mixed.cuh) has its own
+//     roles but this epilogue (epilogue_pair);
 //   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs of a pair
 //     and freed by both after a cluster barrier (every epilogue done), and
 //     no CTA exits before the cluster barrier after the deallocation: the
@@ -117,16 +124,16 @@ __device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int units
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int acc = a % 2;
-      if (kt == 0) {
+      if (kPromoted<T> || kt == 0) {
         gg::mbarrier_wait(s.acc_empty + acc, ((a / 2) & 1) ^ 1);  // both CTAs' epilogues
         gg::tcgen05_fence_after_thread_sync();
       }
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
-      mma_stage<T>(s, st, tmem + acc * T::kBN, kt > 0, tmem);
+      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);
       gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);
-      if (kt == ktiles - 1) {
+      if (kPromoted<T> || kt == ktiles - 1) {
         gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);
         ++a;
       }
@@ -151,6 +158,51 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
     TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
+    if constexpr (kPromoted<T>) {
+      // (cluster_n = 1) a unit per K tile: its sums times the K tile's
+      // scales into this CTA's rows' registers, as the 1-CTA epilogue.
+      constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
+      const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+      const int row = w.m0 + 32 * quarter + lane;
+      float d[T::kBN];
+      GG_UNROLL
+      for (int j = 0; j < T::kBN; ++j)
+        d[j] = 0.0f;
+      for (int kt = 0; kt < ktiles; ++kt, ++a) {
+        const int k0 = kt * T::kBK;
+        float sa = 1.0f, sb[2] = {1.0f, 1.0f};
+        if constexpr (kLhsScalePromoted<T>) {
+          sa = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
+        }
+        if constexpr (kRhsScalePromoted<T>) {
+          sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+          sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
+        }
+        const int acc = a % 2;
+        gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
+        gg::tcgen05_fence_after_thread_sync();
+        GG_UNROLL
+        for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
+          float part[kChunk];
+          load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
+          add_scaled<T>(d, part, c0, sa, sb);
+        }
+        const u32 back = leader_acc_empty + 8u * static_cast<u32>(acc);  // both CTAs arrive
+        gg::tcgen05_fence_before_thread_sync();
+        gg::mbarrier_arrive_cluster(back);
+      }
+      GG_UNROLL
+      for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+        float x[2][kChunk];
+        GG_UNROLL
+        for (int j = 0; j < kChunk; ++j) {
+          x[0][j] = d[c0 + j];
+          x[1][j] = kSilu<T> ? d[T::kBN / 2 + c0 + j] : 0.0f;
+        }
+        store_chunk<T>(s, x, w, c0, o, n, 1.0f);
+      }
+      continue;
+    }
     const int acc = a % 2;
     if (ktiles > 0) {
       gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
@@ -159,6 +211,15 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
     if (w.n0 < n_out) {
       store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
                          global_scale<T>(gs.lhs, gs.rhs, w.gl));
+    } else if (ktiles > 0) {
+      // The idle pair stores nothing but reads its accumulator before
+      // handing it back (the emulator reports an MMA overwriting a result
+      // no thread has read).
+      GG_UNROLL
+      for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
+        float part[kChunk];
+        load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
+      }
     }
     if (ktiles > 0) {
       gg::tcgen05_fence_before_thread_sync();

@@ -8,6 +8,7 @@ need nothing of gemmgen. Launcher modules:
 
     b200_bf16_moe_gateup_silu
     b200_bf16_moe_grouped_gemm
+    b200_fp8_blockscaled_moe_grouped_gemm
     b200_fp8_moe_grouped_gemm
     b200_mxfp4_gemm
     b200_mxfp4_moe_grouped_gemm
@@ -19,5 +20,6 @@ need nothing of gemmgen. Launcher modules:
     b200_nvfp4_moe_gateup_silu
     b200_nvfp4_moe_grouped_gemm
     b200_nvfp4_quant
+    b200_w4a16_moe_grouped_gemm
     b200_w4a8_moe_grouped_gemm
 """

@@ -13,6 +13,8 @@ per CUDA kernel, registered when this package is imported.
     b200_bf16_moe_grouped_gemm
     b200_fp8_moe_grouped_gemm
     b200_bf16_moe_gateup_silu
+    b200_fp8_blockscaled_moe_grouped_gemm
+    b200_w4a16_moe_grouped_gemm
     b200_mxfp8_quant
     b200_mxfp4_quant
     b200_nvfp4_quant
@@ -28,6 +30,7 @@ import pathlib
 from . import (
     b200_bf16_moe_gateup_silu,
     b200_bf16_moe_grouped_gemm,
+    b200_fp8_blockscaled_moe_grouped_gemm,
     b200_fp8_moe_grouped_gemm,
     b200_mxfp4_gemm,
     b200_mxfp4_moe_grouped_gemm,
@@ -40,6 +43,7 @@ from . import (
     b200_nvfp4_moe_grouped_gemm,
     b200_nvfp4_quant,
     b200_w4a8_moe_grouped_gemm,
+    b200_w4a16_moe_grouped_gemm,
 )
 
 KERNELS = (
@@ -54,6 +58,8 @@ KERNELS = (
     b200_bf16_moe_grouped_gemm,
     b200_fp8_moe_grouped_gemm,
     b200_bf16_moe_gateup_silu,
+    b200_fp8_blockscaled_moe_grouped_gemm,
+    b200_w4a16_moe_grouped_gemm,
     b200_mxfp8_quant,
     b200_mxfp4_quant,
     b200_nvfp4_quant,

@@ -268,12 +268,11 @@ __host__ __device__ constexpr bool check_tile_sm100() {
       (kSilu<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
     return false;
   }
-  // The pair: no promoted units (their sums are the 1-CTA tile's
-  // registers); each CTA's half of B a whole number of 8-row groups (of
-  // MN-major boxes). Block-scaled pairs stage every B row's scale atoms in
-  // both CTAs (kSfStage, kSfCols as the 1-CTA tile's).
-  if (kPair<T> &&
-      (kPromoted<T> || T::kBN % 32 != 0 || (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
+  // The pair: each CTA's half of B a whole number of 8-row groups (of
+  // MN-major boxes). Promoted units are the 1-CTA tile's (each CTA's
+  // epilogue holds its 128 rows' kBN sums). Block-scaled pairs stage every
+  // B row's scale atoms in both CTAs (kSfStage, kSfCols as the 1-CTA tile's).
+  if (kPair<T> && (T::kBN % 32 != 0 || (!T::kRhsNK && (T::kBN / 2) % kBoxCols<T> != 0))) {
     return false;
   }
   // The cluster: 1 to 4 pairs (at most 8 CTAs, the portable cluster size),

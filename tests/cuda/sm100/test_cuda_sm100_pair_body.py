@@ -157,10 +157,11 @@ def test_lut_entries_of_m_256_get_the_pair_tile():
     # A LUT: the m >= 512 entry is the pair's, the default the 1-CTA tile.
     pair, one = tile_gemm_plan("p_lut").body_tiles("tcgen05")
     assert (pair.pair, pair.bm, one.pair, one.bm) == (True, 256, False, 128)
-    # The FP32 promotion keeps the 1-CTA tile at m = 256.
+    # The FP32 promotion in software takes the pair too, 128 columns wide
+    # (test_cuda_sm100_pair_promoted.py runs it).
     (t,) = tile_gemm_plan("p_promoted").body_tiles("tcgen05")
-    assert not t.pair and t.bm == 128
-    assert tcgen05.pair_obstacle(kernel("p_promoted")) == "per-K-block scales promoted in registers"
+    assert (t.pair, t.promoted, t.bm, t.bn) == (True, True, 256, 128)
+    assert tcgen05.pair_obstacle(kernel("p_promoted")) is None
     text = (BODY.folder / "p_lut.cu").read_text()
     assert "static constexpr bool kCtaPair = true;" in text and text.count("kCtaPair") == 1
 
@@ -267,10 +268,10 @@ PLANTED = {
     # The leader releases each stage before its MMAs (the commit covers
     # only the earlier stages' MMAs).
     "stage_released_before_mma": (
-        [(("      mma_stage<T>(s, st, tmem + acc * T::kBN, kt > 0, tmem);\n"
+        [(("      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"
           "      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n"),
           ("      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n"
-          "      mma_stage<T>(s, st, tmem + acc * T::kBN, kt > 0, tmem);\n"))],
+          "      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"))],
         (r"a TMA load overwrites shared memory \[0x[0-9a-f]+, 0x[0-9a-f]+\) that a "
         r"tcgen05.mma.cta_group::2.kind::f16 issued by thread 32 still reads")),
     # The peer's threads leave after their roles, without the cluster

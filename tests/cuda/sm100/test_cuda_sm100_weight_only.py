@@ -252,7 +252,7 @@ def test_cpp_launcher_on_the_emulator():
 # Planted bugs in gg_gemm_sm100_mixed.cuh under a generated kernel (one
 # edit; the launch sequence, tiles and maps are the generated ones).
 
-ARRIVE = "      gg::mbarrier_arrive(&s.full[st]);\n"
+ARRIVE = "      full.arrive(st);\n"
 # The transform's wait on `loaded` (the MMA thread has one too).
 WAIT_LOADED = ("      gg::mbarrier_wait(&s.loaded[st], (it / T::kStages) & 1);\n"
                "      const unsigned char* raw")

@@ -118,14 +118,17 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     return out
 
 
-def sm100_mixed_smem_bytes(stages: int, out: DType, weight_bits: int, bm: int = SM100_BM) -> int:
+def sm100_mixed_smem_bytes(stages: int, out: DType, weight_bits: int, bm: int = SM100_BM,
+                           pair: bool = False) -> int:
     """gg_gemm_sm100_mixed.cuh's carve-up: alignment slack, the stages (bm
-    lhs rows, widened weights, raw weights), 4 epilogue slices of a
-    32-column chunk, three barriers per stage and the accumulators' four,
-    the TMEM slot."""
+    lhs rows, widened weights, raw weights; a CTA of the 2-CTA tile: 128
+    lhs rows and half the weight rows), 4 epilogue slices of a 32-column
+    chunk, three barriers per stage and the accumulators' four, the TMEM
+    slot."""
     ob = out.bits // 8
-    raw = SM100_MIXED_BN * sm90_weight_row_bytes(weight_bits)
-    return (1024 + stages * ((bm + SM100_MIXED_BN) * SM100_ROW_BYTES + raw)
+    rows = SM100_MIXED_BN // 2 if pair else SM100_MIXED_BN
+    raw = rows * sm90_weight_row_bytes(weight_bits)
+    return (1024 + stages * ((min(bm, SM100_BM) + rows) * SM100_ROW_BYTES + raw)
             + 4 * 32 * (SM100_CHUNK + 16 // ob) * ob + (3 * stages + 4) * 8 + 16)
 
 
@@ -137,27 +140,35 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm1
     """The weight-only tile: 128 lhs rows x 128 weight rows x 64, or for a
     LUT entry of m <= 32 (not silu_mul) the decode tile, its operands
     swapped: 16 or 32 lhs rows (the narrowest that holds the entry's m) as
-    the MMA's N, the 128 weight rows its M; with the most stages that fit."""
+    the MMA's N, the 128 weight rows its M; for a LUT entry of m = 256 the
+    2-CTA tile (256 x 128 x 64 over a CTA pair, each CTA 128 lhs rows and
+    64 weight rows); with the most stages that fit."""
     limit = shared_memory_limit(SM100_ARCH)
     wb = kernel.rhs_operand.dtype.bits
     silu = kernel.epilogue.activation is Activation.SILU_MUL
     swap = not silu and tile.m <= SM100_MIXED_DECODE_BMS[-1]
-    bm = next(b for b in SM100_MIXED_DECODE_BMS if b >= tile.m) if swap else SM100_BM
+    pair = tile.m == SM100_PAIR_BM and pair_obstacle(kernel) is None
+    bm = (next(b for b in SM100_MIXED_DECODE_BMS if b >= tile.m) if swap
+          else SM100_PAIR_BM if pair else SM100_BM)
     stages = max(st for st in range(2, SM100_MAX_STAGES + 1)
-                 if sm100_mixed_smem_bytes(st, kernel.out, wb, bm) <= limit)
+                 if sm100_mixed_smem_bytes(st, kernel.out, wb, bm, pair) <= limit)
     bn_out = SM100_MIXED_BN // 2 if silu else SM100_MIXED_BN
     ob = kernel.out.bits // 8
     c_stride = SM100_CHUNK + 16 // ob
     tmem = (tmem_columns(bm) if swap
             else (4 if promoted(kernel) else 2) * SM100_MIXED_BN)
+    b_rows = SM100_MIXED_BN // 2 if pair else SM100_MIXED_BN  # a CTA's weight rows
+    tiles = tiles_expr(kernel, bm, bn_out)
     return Sm100Tile(index=index, entry=entry, bn=SM100_MIXED_BN, bn_out=bn_out,
-                     bk=SM100_MIXED_BK, stages=stages, a_stage=bm * SM100_ROW_BYTES,
-                     b_stage=SM100_MIXED_BN * SM100_ROW_BYTES, c_stride=c_stride,
+                     bk=SM100_MIXED_BK, stages=stages,
+                     a_stage=min(bm, SM100_BM) * SM100_ROW_BYTES,
+                     b_stage=b_rows * SM100_ROW_BYTES, c_stride=c_stride,
                      c_warp_bytes=32 * c_stride * ob, tmem_cols=tmem,
-                     smem_bytes=sm100_mixed_smem_bytes(stages, kernel.out, wb, bm),
-                     grid_x=f"gg_min(num_sms, {tiles_expr(kernel, bm, bn_out)})",
+                     smem_bytes=sm100_mixed_smem_bytes(stages, kernel.out, wb, bm, pair),
+                     grid_x=(f"2 * gg_min(gg_div(num_sms, 2), {tiles})" if pair
+                             else f"gg_min(num_sms, {tiles})"),
                      promoted=promoted(kernel), bm=bm, mixed=True,
-                     raw_stage=SM100_MIXED_BN * sm90_weight_row_bytes(wb), swap=swap)
+                     raw_stage=b_rows * sm90_weight_row_bytes(wb), swap=swap, pair=pair)
 
 
 # (issue 30) The 2-CTA tile's rows: a LUT entry of m = 256 (CUTLASS's
@@ -178,27 +189,26 @@ def pair_cluster(cluster_n: int) -> tuple[int, int, int]:
 def pair_obstacle(kernel: ir.Kernel) -> str | None:
     """Why a kernel's LUT entries of m = 256 keep the 1-CTA tile on sm_100a
     (None: they get the 2-CTA tile): the pair runs 16-bit and FP8 operands
-    with epilogue scales and the block-scaled MMAs (MX, NVFP4, W4A8,
-    DeepSeek's e8m0 in hardware; gg_gemm_sm100.cuh: check_tile_sm100's kPair
-    clause); the weight-only tile and the FP32 promotion of per-K-block
-    scales need pair forms of their transform warpgroup and registers that
-    the body does not have."""
-    if kernel.wgmma_mixed:
-        return "a weight-only kernel"
-    if promoted(kernel):
-        return "per-K-block scales promoted in registers"
+    with epilogue scales or DeepSeek's block scales promoted in software
+    (gg_gemm_sm100.cuh: check_tile_sm100's kPair clause; each CTA's
+    epilogue holds its rows' sums, as the 1-CTA tile) and the block-scaled
+    MMAs (MX, NVFP4, W4A8, DeepSeek's e8m0 in hardware), and the
+    weight-only tile (gg_gemm_sm100_mixed.cuh: check_tile_mixed; one pair
+    a cluster)."""
     return None
 
 
 def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile | None:
     """The 2-CTA tile of a LUT entry of m = 256 whose kernel has no
     pair_obstacle: 256 x bn (the widest of `_widths` whose halves are whole
-    MN-major boxes for rhs [k, n]) with the most stages that fit; None
-    otherwise (the 1-CTA tile). A block-scaled pair's stage holds, in each
-    CTA, the scale atoms of its 128 A rows and of all bn B rows (the 1-CTA
-    stage's `sf_stage_bytes`), so its TMEM is the 1-CTA tile's; an MXFP8
-    rhs [k, n] would need bn = 256 (each half a 128-column box), whose two
-    accumulators leave no TMEM for the scales: the 1-CTA tile."""
+    MN-major boxes for rhs [k, n]; at most 128 promoted, as the 1-CTA
+    tile: each CTA's epilogue holds its rows' bn sums) with the most stages
+    that fit; None otherwise (the 1-CTA tile). A block-scaled pair's stage
+    holds, in each CTA, the scale atoms of its 128 A rows and of all bn B
+    rows (the 1-CTA stage's `sf_stage_bytes`), so its TMEM is the 1-CTA
+    tile's; an MXFP8 rhs [k, n] would need bn = 256 (each half a 128-column
+    box), whose two accumulators leave no TMEM for the scales: the 1-CTA
+    tile."""
     if tile.m != SM100_PAIR_BM or pair_obstacle(kernel) is not None:
         return None
     # (validated: ir.Kernel.tcgen05_multicast_obstacle, at most 8 CTAs)
@@ -229,7 +239,8 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
                      tmem_cols=tmem_columns(bn, sf // 128),
                      smem_bytes=sm100_smem_bytes(bn, stages, kernel.out, sf, pair=True),
                      grid_x=f"{ctas} * gg_min(gg_div(num_sms, {ctas}), {units})",
-                     promoted=False, bm=SM100_PAIR_BM, pair=True, cluster_n=tile.cluster_n,
+                     promoted=promoted(kernel), bm=SM100_PAIR_BM, pair=True,
+                     cluster_n=tile.cluster_n,
                      block_scaled=kernel.tcgen05_block_scaled, sf_stage=sf,
                      deepseek=kernel.tcgen05_deepseek_mma)
 
@@ -312,9 +323,12 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     capability 10.0."""
     h = bp.tiles[t.index]
     grouped = kernel.op is Op.GROUPED
-    # The 2-CTA tile's boxes are a CTA's: 128 rows of A, bn / 2 rows of B.
-    tmaps = dict(zip(("lhs", "rhs"), maps(kernel, replace(h, bm=SM100_BM, bn_out=h.bn // 2)
-                                          if h.pair else h)))
+    # The 2-CTA tile's boxes are a CTA's: 128 rows of A, bn / 2 rows of B
+    # (the weight-only tile's raw weights too: one box of bn / 2 rows, the
+    # gate rows in the leader and the up rows in the peer for silu_mul).
+    tmaps = dict(zip(("lhs", "rhs"), maps(kernel, replace(h, bm=SM100_BM, bn_out=h.bn // 2),
+                                          weight_rows=h.bn // 2)
+                                     if h.pair else maps(kernel, h)))
     args = tuple(tensor_map(a.name, tmaps[a.name]) if a.tmap is not None else a
                  for a in (prm.launch for prm in bp.params))
     out: list[Step] = []

@@ -87,13 +87,15 @@ def mixed_algorithm(kernel: ir.Kernel, number: int,
     """The file comment's lines on the weight-only sm_100a path: its
     128-row tile (else the decode tile) in words, and the decode tile's
     swap when a LUT entry takes it."""
-    t = next((h for h in tiles if not h.swap), tiles[0])
-    row = t.raw_stage // t.bn
+    t = next((h for h in tiles if not h.swap and not h.pair),
+             next((h for h in tiles if not h.swap), tiles[0]))
+    row = t.raw_stage // (t.bn // 2 if t.pair else t.bn)
     blocks = kernel.rhs_scale.enabled and kernel.rhs_scale.placement is ir.Placement.MAINLOOP
     text = (f"on sm_100a (compute capability 10.0) the launchers run the sm_100a body's "
             f"weight-only tile instead (gg_gemm_sm100_mixed.cuh, docs/cuda-sm100.md): "
-            f"{t.threads} threads, a producer warp issuing TMA loads of {t.bm} x {t.bk} lhs "
-            f"boxes (128-byte swizzle) and {t.bn} x {row}-byte raw weight boxes ({row}-byte "
+            f"{t.threads} threads, a producer warp issuing TMA loads of {min(t.bm, 128)} x "
+            f"{t.bk} lhs boxes (128-byte swizzle) and {t.bn // 2 if t.pair else t.bn} x "
+            f"{row}-byte raw weight boxes ({row}-byte "
             f"swizzle) into {t.stages} stages; a transform warpgroup widening each stage's "
             f"weights to {kernel.lhs.dtype.value} in shared memory (the UMMA K-major layout, "
             f"128-byte swizzle) and releasing it to one thread issuing tcgen05.mma {t.mma} "
@@ -111,7 +113,15 @@ def mixed_algorithm(kernel: ir.Kernel, number: int,
             + (" LUT entries of m <= 32 take the decode tile: the operands swapped (the widened "
                "weights as the MMA's A, 16 or 32 lhs rows as its N), the accumulator read back "
                "transposed, one output column per epilogue thread."
-               if any(h.swap for h in tiles) else ""))
+               if any(h.swap for h in tiles) else "")
+            + (f" LUT entries of m = 256 take the 2-CTA tile: clusters of 2 x 1 x 1 blocks, "
+               f"each CTA pair computing 256 x {t.bn} tiles; each CTA loads its 128 lhs rows and "
+               f"{t.bn // 2} weight rows (the leader the gate rows, the peer the up rows for "
+               f"silu_mul) on its own barrier, its transform warpgroup widens its half and "
+               f"arrives on the even CTA's barrier, whose one thread issues "
+               f"tcgen05.mma.cta_group::2 256x{t.bn}x16 once both halves are written and "
+               f"commits to both CTAs; a persistent grid of 2 x min(SMs / 2, tiles) blocks."
+               if any(h.pair for h in tiles) else ""))
     wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
     return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
 

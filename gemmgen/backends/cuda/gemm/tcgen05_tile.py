@@ -92,7 +92,9 @@ class Sm100Tile:
     @property
     def comment(self) -> tuple[str, ...]:
         if self.mixed:
-            decode = " (the decode tile: the operands swapped)" if self.swap else ""
+            decode = (" (the decode tile: the operands swapped)" if self.swap
+                      else " (2-CTA: a CTA pair, cta_group::2, clusters of 2 x 1 x 1; a CTA's "
+                      "stage holds its 128 lhs rows and 64 weight rows)" if self.pair else "")
             text = (f"sm_100a weight-only tile {self.index}{decode}: {self.bm} x {self.bn} x "
                     f"{self.bk}, "
                     f"{self.stages} stages of {self.a_stage} bytes of lhs, {self.raw_stage} of "

@@ -204,13 +204,16 @@ def uses_sm90(kernel: ir.Kernel, spec: ir.Spec) -> bool:
     return any(kernel.uses_wgmma(a) for a in (target.cuda_archs if target else ()))
 
 
-def maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
+def maps(kernel: ir.Kernel, t: Sm90Tile,
+         weight_rows: int | None = None) -> tuple[TensorMapSpec, TensorMapSpec]:
     """The tensor maps of lhs and rhs (gg_gemm_sm90.cuh's boxes; bk elements
     make a 128-byte row): A is one {bk, 128} box of lhs [m, k] ([g * m, k]
     masked); B boxes of {bk, bn_out} rows of rhs [n, k] (one box a tile, or
     silu_mul's gate and up halves), or {a 128-byte row of columns, bk k rows}
     of rhs [k, n] (64 16-bit columns; 128 FP8 ones, on sm_100a only); grouped rhs adds the group as the outermost dimension (a
-    box of 1)."""
+    box of 1). `weight_rows`: the raw weight box's rows of a weight-only
+    tile when not the Hopper boxes' (a CTA's half of the sm_100a 2-CTA
+    tile's)."""
     k, n, m, g = var("k"), var("n"), var("m"), var("g")
     # Masked: lhs [g, m, k] is g * m rows.
     lhs_rows = g * m if kernel.masked else m
@@ -234,7 +237,8 @@ def maps(kernel: ir.Kernel, t: Sm90Tile) -> tuple[TensorMapSpec, TensorMapSpec]:
         # gate and up), swizzled over that span (64 or 32 bytes).
         wb = kernel.rhs_operand.dtype.bits
         inner, raw = k if wb == 8 else div(k, 8 // wb), sm90_weight_row_bytes(wb)
-        rows = 8 if kernel.epilogue.activation is Activation.SILU_MUL else SM90_BM
+        rows = (weight_rows if weight_rows is not None
+                else 8 if kernel.epilogue.activation is Activation.SILU_MUL else SM90_BM)
         if kernel.op is Op.GROUPED:
             rhs = TensorMapSpec("uint8", (inner, n, g), (inner, inner * n), (raw, rows, 1),
                                 swizzle=raw)

@@ -14,6 +14,7 @@
 
 pub mod b200_bf16_moe_gateup_silu;
 pub mod b200_bf16_moe_grouped_gemm;
+pub mod b200_fp8_blockscaled_moe_grouped_gemm;
 pub mod b200_fp8_moe_grouped_gemm;
 pub mod b200_mxfp4_gemm;
 pub mod b200_mxfp4_moe_grouped_gemm;
@@ -25,6 +26,7 @@ pub mod b200_nvfp4_gemm;
 pub mod b200_nvfp4_moe_gateup_silu;
 pub mod b200_nvfp4_moe_grouped_gemm;
 pub mod b200_nvfp4_quant;
+pub mod b200_w4a16_moe_grouped_gemm;
 pub mod b200_w4a8_moe_grouped_gemm;
 pub mod common;
 #[cfg(feature = "cuda-driver")]
