@@ -394,16 +394,16 @@ inline const char* b200_fp8_moe_grouped_gemm_launch_error(const B200Fp8MoeGroupe
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
     }
-    // b200_fp8_moe_grouped_gemm_t0_sm100 launches clusters of 4 x 1 x 1 blocks: the driver
-    // refuses a grid axis that is not a multiple of the cluster's.
+    // Clusters of 4 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // not a multiple of the cluster's.
     if (std::strcmp(launches[i].entry, "b200_fp8_moe_grouped_gemm_t0_sm100") == 0 &&
         (launches[i].grid[0] % 4 != 0 || launches[i].grid[1] % 1 != 0 ||
          launches[i].grid[2] % 1 != 0)) {
       return "b200_fp8_moe_grouped_gemm: launch b200_fp8_moe_grouped_gemm_t0_sm100 needs a grid "
              "that is a multiple of its cluster";
     }
-    // b200_fp8_moe_grouped_gemm_t1_sm100 launches clusters of 2 x 1 x 1 blocks: the driver
-    // refuses a grid axis that is not a multiple of the cluster's.
+    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // not a multiple of the cluster's.
     if (std::strcmp(launches[i].entry, "b200_fp8_moe_grouped_gemm_t1_sm100") == 0 &&
         (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
          launches[i].grid[2] % 1 != 0)) {

@@ -323,8 +323,8 @@ inline const char* b200_w4a8_moe_grouped_gemm_launch_error(const B200W4a8MoeGrou
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
     }
-    // b200_w4a8_moe_grouped_gemm_t0_sm100 launches clusters of 2 x 1 x 1 blocks: the driver
-    // refuses a grid axis that is not a multiple of the cluster's.
+    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // not a multiple of the cluster's.
     if (std::strcmp(launches[i].entry, "b200_w4a8_moe_grouped_gemm_t0_sm100") == 0 &&
         (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
          launches[i].grid[2] % 1 != 0)) {
