@@ -210,18 +210,9 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
       gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
       gg::tcgen05_fence_after_thread_sync();
     }
-    if (w.n0 < n_out) {
+    if (w.n0 < n_out) {  // the idle pair's tile (past n) stores nothing
       store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
                          global_scale<T>(gs.lhs, gs.rhs, w.gl));
-    } else if (ktiles > 0) {
-      // The idle pair stores nothing but reads its accumulator before
-      // handing it back (the emulator reports an MMA overwriting a result
-      // no thread has read).
-      GG_UNROLL
-      for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
-        float part[kChunk];
-        load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
-      }
     }
     if (ktiles > 0) {
       gg::tcgen05_fence_before_thread_sync();
