@@ -1,12 +1,13 @@
 """The 2-CTA kernels of specs/b200.gemm (docs/cuda-sm100.md, "The 2-CTA
 tile"; issue 30) through every launcher family on an emulated B200
-(sm_100a, compute capability 10.0): the bf16 / FP8 experts' and the bf16
-gate-up's tile LUT gives m >= 2048 (n >= 512) the multicast entry
-(`_t0_sm100`: 256 x 128 tiles, two CTA pairs along n sharing A by TMA
+(sm_100a, compute capability 10.0): each 2-CTA kernel's tile LUT (the
+bf16 / FP8 experts, the bf16 gate-up, the fp4 and W4A8 GEMMs, DeepSeek's
+FP8 experts promoted in software) gives m >= 2048 (n >= 512) the multicast
+entry (`_t0_sm100`: 256-row tiles, two CTA pairs along n sharing A by TMA
 multicast in a 4 x 1 x 1 cluster), m >= 512 the pair entry (`_t1_sm100`: a
 2 x 1 x 1 cluster, tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry
-(`_t2_sm100`); the fp4 and W4A8 GEMMs' gives m >= 512 the block-scaled pair
-entry (`_t0_sm100`) and smaller m the 1-CTA entry (`_t1_sm100`).
+(`_t2_sm100`); the weight-only W4A16 GEMM's (no multicast) gives m >= 512
+the pair entry (`_t0_sm100`) and smaller m the 1-CTA entry (`_t1_sm100`).
 
 One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
 per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
@@ -26,7 +27,7 @@ weight-only tile, on the pair at the prefill and decode sizes):
 - the PyTorch op (`torch.ops.gemmgen_b200`, the emulated C ABI library);
 - NVRTC 13.5 for sm_100a: UTCQMMA.2CTA / UTCHMMA.2CTA / UTCOMMA.2CTA in the
   pair entries of every 2-CTA kernel (UTMALDG.2D.MULTICAST.2CTA in the
-  multicast ones, UTCCP.T.S.2CTA.4 in the block-scaled ones), none in their
+  multicast entries, UTCCP.T.S.2CTA.4 in the block-scaled ones), none in their
   1-CTA entries, no local memory.
 
 A block-scaled pair kernel, b200_nvfp4_moe_grouped_gemm (NVFP4, its global
@@ -65,14 +66,13 @@ from gemmgen.reference import compare, reference
 REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
 NAME = "b200_fp8_moe_grouped_gemm"
-MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu")
-PAIR = MCAST + ("b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
-                "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu",
-                "b200_w4a8_moe_grouped_gemm")
 # DeepSeek's FP8 scales promoted in software, and W4A16 on the weight-only
-# tile (320 threads), on the pair too (no multicast).
+# tile (320 threads, its pair without multicast).
 PROMOTED, WEIGHT_ONLY = "b200_fp8_blockscaled_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm"
-PAIR += (PROMOTED, WEIGHT_ONLY)
+MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm",
+         "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm", "b200_nvfp4_moe_grouped_gemm",
+         "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm", PROMOTED)
+PAIR = (*MCAST, WEIGHT_ONLY)
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
        "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
        "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
@@ -96,11 +96,11 @@ CASES = {
     "decode": Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)),
 }
 # The LUT entry and cluster each case takes: the multicast kernels' three
-# entries, the block-scaled kernels' two (no multicast: the pair from 512).
+# entries, the weight-only kernel's two (no multicast: the pair from 512).
 ENTRY = {"prefill_multicast": "t0", "prefill": "t1", "decode": "t2"}
 CLUSTER = {"prefill_multicast": (4, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
-BS_ENTRY = {"prefill_multicast": "t0", "prefill": "t0", "decode": "t1"}
-BS_CLUSTER = {"prefill_multicast": (2, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
+WO_ENTRY = {"prefill_multicast": "t0", "prefill": "t0", "decode": "t1"}
+WO_CLUSTER = {"prefill_multicast": (2, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
 # The weight-only kernel's: int4 rows of whole 16-byte TMA units (k % 32).
 WO_K = 224
 SMS = 4  # an emulated B200 of 4 SMs: one cluster of 2 pairs, or 2 pairs, each walking many tiles
@@ -146,11 +146,11 @@ def inputs_of(name: str, which: str, seed: int) -> dict:
 
 
 def entry(name: str, which: str) -> str:
-    return f"{name}_{(ENTRY if name in MCAST else BS_ENTRY)[which]}_sm100"
+    return f"{name}_{(ENTRY if name in MCAST else WO_ENTRY)[which]}_sm100"
 
 
 def cluster(name: str, which: str) -> tuple[int, int, int]:
-    return (CLUSTER if name in MCAST else BS_CLUSTER)[which]
+    return (CLUSTER if name in MCAST else WO_CLUSTER)[which]
 
 
 def seed() -> int:
@@ -165,9 +165,9 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
     """Each multicast kernel's LUT: its m >= 2048, n >= 512 entry is the pair
     tile with two pairs a cluster (a cluster launch of 4 x 1 x 1 over a grid
     of whole clusters), its m >= 512 entry the pair tile (2 x 1 x 1), its
-    default the 1-CTA tile (a plain launch); each block-scaled pair kernel's:
-    its m >= 512 entry the block-scaled pair tile, its default the 1-CTA
-    tile; the MXFP8 ones (whose 256-row mma.sync entry would spill) none. On
+    default the 1-CTA tile (a plain launch); the weight-only kernel's: its
+    m >= 512 entry the pair tile, its default the 1-CTA tile; the MXFP8 ones
+    (whose 256-row mma.sync entry would spill) none. On
     a B200 (148 SMs) and on the emulated 4-SM device the launchers pick them
     by m and n; on 3 SMs the multicast entry gives way to mma.sync."""
     spec = rendered().spec
@@ -175,7 +175,8 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
         tiles = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
         if name in MCAST:
             mcast, pair, one = tiles
-            assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (True, 2, 256, 128), name
+            assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (
+                True, 2, 256, BN.get(name, (128, 128))[0]), name
         else:
             pair, one = tiles
         assert (pair.pair, pair.cluster_n, pair.bm, one.pair, one.bm) == (

@@ -1551,7 +1551,7 @@ def test_swapped_arguments_are_caught_on_the_emulator(workspace):
 # specs/b200.gemm rendered from a plan whose sm_100a launch is forced into
 # clusters of 2 x 1 x 1, its CudaDriver's cuLaunchKernelEx on the stand-in.
 
-# (m = 140: the LUT's 1-CTA entry, `_t1_sm100`, which the override clusters.)
+# (m = 140: the LUT's 1-CTA entry, `_t2_sm100`, which the override clusters.)
 CLUSTER_KERNEL = ("b200", "b200_w4a8_moe_grouped_gemm",
                   Case("groups", m=140, n=136, k=192, group_sizes=(0, 128, 12)))
 
@@ -1595,9 +1595,9 @@ def test_cuda_driver_backend_launches_clusters_on_the_standin(workspace):
     got, launched, log = d.run(inputs, "sm_100a", num_sms=3)
     result = compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs)
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
-    assert launched == [f"{name}_fill", f"{name}_worklist", f"{name}_t1_sm100"], launched
+    assert launched == [f"{name}_fill", f"{name}_worklist", f"{name}_t2_sm100"], launched
     launches = [x for x in driver_calls(log) if x.startswith("cuLaunch")]
-    assert launches[-1].startswith(f"cuLaunchKernelEx {name}_t1_sm100 grid=4,1,1 block=192,1,1 "), log
+    assert launches[-1].startswith(f"cuLaunchKernelEx {name}_t2_sm100 grid=4,1,1 block=192,1,1 "), log
     assert launches[-1].endswith(" attrs=4 cluster=2,1,1 -> 0"), log
     assert all(x.startswith("cuLaunchKernel ") for x in launches[:-1]), log
 

@@ -10,6 +10,7 @@
 //   lhs_scale per_token_group k=128 f32 (applied in the mainloop)
 //   rhs_scale block n=128 k=128 f32 (applied in the mainloop)
 //   tile      m=64 n=128 k=32, 2 stages
+//     when m >= 2048 and n >= 512: m=256 n=64 k=32 cluster_n=2
 //     when m >= 512: m=256 n=64 k=32
 //
 // Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):
@@ -36,7 +37,11 @@
 //       barriers; the even CTA's one thread issuing tcgen05.mma.cta_group::2 256x64x32 into one of
 //       two TMEM accumulators (128 columns in each CTA) and committing to both CTAs; each CTA's
 //       epilogue warpgroup reading its own 128 rows with tcgen05.ld; a persistent grid of 2 x
-//       min(SMs / 2, tiles) blocks.
+//       min(SMs / 2, tiles) blocks. LUT entries of cluster_n=2 put 2 pairs along n in a cluster (2
+//       x cluster_n CTAs) sharing the tile's 256 rows of A: CTA v of pair 0 multicasts A's half v
+//       to CTA v of every pair (TMA multicast), each stage's commit reaches every CTA of the
+//       cluster (its empty barrier takes one arrival a pair), and a pair past the last n tile of a
+//       unit still takes its part (zero-filled B, no stores).
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -77,7 +82,7 @@ struct Config {
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks;
 // gg::gemm::check_tile checks how the numbers follow from the shape.
-// Tile 0, when m >= 512 (specs/b200.gemm): pipeline 30720 bytes, epilogue 69632.
+// Tile 0, when m >= 2048 and n >= 512 (specs/b200.gemm): pipeline 30720 bytes, epilogue 69632.
 struct Tile0 : Config {
   static constexpr int kBM = 256, kBN = 64, kBK = 32, kBNOut = 64;
   static constexpr int kWM = 32, kWN = 64, kWarpsN = 1, kThreads = 256;
@@ -88,8 +93,19 @@ struct Tile0 : Config {
   static constexpr int kBConvStride = 48, kCStride = 68;
   static constexpr int kSmemBytes = 69632;
 };
-// Tile 1, default (specs/b200.gemm): pipeline 18432 bytes, epilogue 33792.
+// Tile 1, when m >= 512 (specs/b200.gemm): pipeline 30720 bytes, epilogue 69632.
 struct Tile1 : Config {
+  static constexpr int kBM = 256, kBN = 64, kBK = 32, kBNOut = 64;
+  static constexpr int kWM = 32, kWN = 64, kWarpsN = 1, kThreads = 256;
+  static constexpr int kStages = 2, kMI = 2, kNI = 8, kKSteps = 1;
+  static constexpr int kAStride = 48, kAStage = 12288;
+  static constexpr int kBRows = 64, kBRowBytes = 32;
+  static constexpr int kBStride = 48, kBStage = 3072;
+  static constexpr int kBConvStride = 48, kCStride = 68;
+  static constexpr int kSmemBytes = 69632;
+};
+// Tile 2, default (specs/b200.gemm): pipeline 18432 bytes, epilogue 33792.
+struct Tile2 : Config {
   static constexpr int kBM = 64, kBN = 128, kBK = 32, kBNOut = 128;
   static constexpr int kWM = 32, kWN = 64, kWarpsN = 2, kThreads = 128;
   static constexpr int kStages = 2, kMI = 2, kNI = 8, kKSteps = 1;
@@ -103,9 +119,10 @@ struct Tile1 : Config {
 // The sm_100a tiles of the LUT: 192 threads, 128 x kBN x kBK, a ring of
 // kStages TMA stages, two TMEM accumulators of kBN columns;
 // gg::gemm::sm100::check_tile_sm100 checks the numbers.
-// sm_100a 2-CTA tile 0: 256 x 64 x 128 over a CTA pair (cta_group::2, clusters of 2 x 1 x 1), each
-// CTA 128 rows of A and 32 of B: 8 stages of 20480 bytes, 175280 bytes of shared memory in all, 128
-// TMEM columns a CTA (two accumulators).
+// sm_100a 2-CTA tile 0: 256 x 64 x 128 over a CTA pair (cta_group::2, clusters of 4 x 1 x 1: 2
+// pairs along n, CTA v of pair 0 multicasting A's half v to every pair), each CTA 128 rows of A and
+// 32 of B: 8 stages of 20480 bytes, 175280 bytes of shared memory in all, 128 TMEM columns a CTA
+// (two accumulators).
 struct Sm100Tile0 : Config {
   static constexpr int kBM = 256, kBN = 64, kBK = 128, kBNOut = 64;
   static constexpr int kThreads = 192, kStages = 8, kGroupM = 8;
@@ -113,19 +130,33 @@ struct Sm100Tile0 : Config {
   static constexpr int kCStride = 40, kCWarpBytes = 2560;
   static constexpr int kTmemCols = 128, kSmemBytes = 175280;
   static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
+  static constexpr int kClusterN = 2;     // pairs a cluster, sharing A by TMA multicast
 };
 static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
               "the sm_100a tile's numbers follow from its shape");
-// sm_100a tile 1: 128 x 128 x 128, 6 stages of 32768 bytes, 208016 bytes of shared memory in all,
-// 256 TMEM columns (two accumulators).
+// sm_100a 2-CTA tile 1: 256 x 64 x 128 over a CTA pair (cta_group::2, clusters of 2 x 1 x 1), each
+// CTA 128 rows of A and 32 of B: 8 stages of 20480 bytes, 175280 bytes of shared memory in all, 128
+// TMEM columns a CTA (two accumulators).
 struct Sm100Tile1 : Config {
+  static constexpr int kBM = 256, kBN = 64, kBK = 128, kBNOut = 64;
+  static constexpr int kThreads = 192, kStages = 8, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 4096;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 128, kSmemBytes = 175280;
+  static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
+};
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile1>(),
+              "the sm_100a tile's numbers follow from its shape");
+// sm_100a tile 2: 128 x 128 x 128, 6 stages of 32768 bytes, 208016 bytes of shared memory in all,
+// 256 TMEM columns (two accumulators).
+struct Sm100Tile2 : Config {
   static constexpr int kBM = 128, kBN = 128, kBK = 128, kBNOut = 128;
   static constexpr int kThreads = 192, kStages = 6, kGroupM = 8;
   static constexpr int kAStage = 16384, kBStage = 16384;
   static constexpr int kCStride = 40, kCWarpBytes = 2560;
   static constexpr int kTmemCols = 256, kSmemBytes = 208016;
 };
-static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile1>(),
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile2>(),
               "the sm_100a tile's numbers follow from its shape");
 
 }  // namespace
@@ -147,7 +178,8 @@ extern "C" __global__ void b200_fp8_blockscaled_moe_grouped_gemm_worklist(
   gg::gemm::worklist(group_sizes, num_groups, group_offset, g, m, bm, workspace);
 }
 
-// (2-4) Tile 0 (when m >= 512): 256 x 64 output tiles; grid: n tiles, work items over y and z.
+// (2-4) Tile 0 (when m >= 2048 and n >= 512): 256 x 64 output tiles; grid: n tiles, work items over
+// y and z.
 extern "C" __global__ void __launch_bounds__(256) b200_fp8_blockscaled_moe_grouped_gemm_t0(
     // arrays in the launch contract's order, then the dims
     const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
@@ -158,8 +190,8 @@ extern "C" __global__ void __launch_bounds__(256) b200_fp8_blockscaled_moe_group
                            k, num_groups, group_offset);
 }
 
-// (2-4) Tile 1 (default): 64 x 128 output tiles; grid: n tiles, work items over y and z.
-extern "C" __global__ void __launch_bounds__(128) b200_fp8_blockscaled_moe_grouped_gemm_t1(
+// (2-4) Tile 1 (when m >= 512): 256 x 64 output tiles; grid: n tiles, work items over y and z.
+extern "C" __global__ void __launch_bounds__(256) b200_fp8_blockscaled_moe_grouped_gemm_t1(
     // arrays in the launch contract's order, then the dims
     const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
     const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
@@ -169,9 +201,20 @@ extern "C" __global__ void __launch_bounds__(128) b200_fp8_blockscaled_moe_group
                            k, num_groups, group_offset);
 }
 
+// (2-4) Tile 2 (default): 64 x 128 output tiles; grid: n tiles, work items over y and z.
+extern "C" __global__ void __launch_bounds__(128) b200_fp8_blockscaled_moe_grouped_gemm_t2(
+    // arrays in the launch contract's order, then the dims
+    const __nv_fp8_e4m3* __restrict__ lhs, const __nv_fp8_e4m3* __restrict__ rhs,
+    const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+  gg::gemm::grouped<Tile2>(gg_smem, lhs, rhs, lhs_scale, rhs_scale, nullptr, out, workspace, m, n,
+                           k, num_groups, group_offset);
+}
+
 // (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 64 output tiles
-// (work items x n tiles) in rasterized order.
+// of 4 x min(SMs / 4, units) blocks in clusters of 4 (2 CTA pairs sharing A) walks units of 2 256 x
+// 64 output tiles (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(192, 1) b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -187,8 +230,8 @@ extern "C" __global__ void __launch_bounds__(192, 1) b200_fp8_blockscaled_moe_gr
 }
 
 // (sm_100a) sm_100a tile 1: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
-// order.
+// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 64 output tiles
+// (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(192, 1) b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -199,6 +242,23 @@ extern "C" __global__ void __launch_bounds__(192, 1) b200_fp8_blockscaled_moe_gr
   __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
 #else
   gg::gemm::sm100::grouped<Sm100Tile1>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
+                                       out, workspace, m, n, k, num_groups, group_offset);
+#endif
+}
+
+// (sm_100a) sm_100a tile 2: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(192, 1) b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const float* __restrict__ lhs_scale, const float* __restrict__ rhs_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100::grouped<Sm100Tile2>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
                                        out, workspace, m, n, k, num_groups, group_offset);
 #endif
 }
@@ -300,8 +360,8 @@ cudaError_t launch_b200_fp8_blockscaled_moe_grouped_gemm(
   const long long n_out = n;
   switch (b200_fp8_blockscaled_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 1 && g > 0) {
-        // The tcgen05 path, 256x64x128, 8 stages: the tensor maps of lhs and rhs.
+      if (sm == 100 && num_sms > 3 && g > 0) {
+        // The tcgen05 path, 256x64x128, 8 stages, 2 pairs: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
         err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
@@ -335,10 +395,10 @@ cudaError_t launch_b200_fp8_blockscaled_moe_grouped_gemm(
           return err;
         }
         {
-          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          // A cluster launch: clusters of 4 x 1 x 1 blocks.
           cudaLaunchAttribute cluster[1] = {};
           cluster[0].id = cudaLaunchAttributeClusterDimension;
-          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.x = 4;
           cluster[0].val.clusterDim.y = 1;
           cluster[0].val.clusterDim.z = 1;
           // grid, block, dynamic shared memory (below), stream, attributes
@@ -388,6 +448,94 @@ cudaError_t launch_b200_fp8_blockscaled_moe_grouped_gemm(
       }
       return cudaSuccess;
     case 1:
+      if (sm == 100 && num_sms > 1 && g > 0) {
+        // The tcgen05 path, 256x64x128, 8 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 1, 0, 128, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 3, k, n, g, k * 1, k * n * 1, 128, 32, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        b200_fp8_blockscaled_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem,
+                                                     stream>>>(a.out, a.existing_out,
+                                                               gg_i64(m * n_out));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        b200_fp8_blockscaled_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem,
+                                                         stream>>>(
+            a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+            gg_i32(256), static_cast<int*>(a.workspace));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 175280);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        {
+          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          cudaLaunchAttribute cluster[1] = {};
+          cluster[0].id = cudaLaunchAttributeClusterDimension;
+          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.y = 1;
+          cluster[0].val.clusterDim.z = 1;
+          // grid, block, dynamic shared memory (below), stream, attributes
+          cudaLaunchConfig_t config = {gg_grid(l[2]), gg_block(l[2]), 0, stream, cluster, 1};
+          config.dynamicSmemBytes = l[2].smem;
+          err = cudaLaunchKernelEx(&config, b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100, map_lhs,
+                                   map_rhs, a.lhs_scale, a.rhs_scale, a.out,
+                                   static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k),
+                                   gg_i32(num_groups), gg_i32(group_offset));
+        }
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
+      b200_fp8_blockscaled_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem,
+                                                   stream>>>(a.out, a.existing_out,
+                                                             gg_i64(m * n_out));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      b200_fp8_blockscaled_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem,
+                                                       stream>>>(
+          a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+          gg_i32(256), static_cast<int*>(a.workspace));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      err = cudaFuncSetAttribute(b200_fp8_blockscaled_moe_grouped_gemm_t1,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 69632);
+      if (err != cudaSuccess) {
+        return err;
+      }
+      b200_fp8_blockscaled_moe_grouped_gemm_t1<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem,
+                                                 stream>>>(
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace), gg_i32(m),
+          gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      return cudaSuccess;
+    case 2:
       if (sm == 100 && num_sms > 0 && g > 0) {
         // The tcgen05 path, 128x128x128, 6 stages: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
@@ -417,12 +565,12 @@ cudaError_t launch_b200_fp8_blockscaled_moe_grouped_gemm(
         if (err != cudaSuccess) {
           return err;
         }
-        err = cudaFuncSetAttribute(b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100,
+        err = cudaFuncSetAttribute(b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 208016);
         if (err != cudaSuccess) {
           return err;
         }
-        b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem,
+        b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem,
                                                          stream>>>(
             map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace),
             gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
@@ -447,7 +595,7 @@ cudaError_t launch_b200_fp8_blockscaled_moe_grouped_gemm(
       if (err != cudaSuccess) {
         return err;
       }
-      b200_fp8_blockscaled_moe_grouped_gemm_t1<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem,
+      b200_fp8_blockscaled_moe_grouped_gemm_t2<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem,
                                                  stream>>>(
           a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.out, static_cast<int*>(a.workspace), gg_i32(m),
           gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));

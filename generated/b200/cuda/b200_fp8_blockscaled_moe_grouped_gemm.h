@@ -3,7 +3,7 @@
 // C++ launcher of b200_fp8_blockscaled_moe_grouped_gemm (specs/b200.gemm):
 //   b200_fp8_blockscaled_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32)
 //   lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile
-//   64x128x32 +1 tile rule warp 32x64 stages 2 [cuda]
+//   64x128x32 +2 tile rules warp 32x64 stages 2 [cuda]
 //
 // Compile b200_fp8_blockscaled_moe_grouped_gemm.cu with nvcc (it defines
 // launch_b200_fp8_blockscaled_moe_grouped_gemm; gemmgen's CPU emulator compiles and runs it with
@@ -137,15 +137,18 @@ struct B200Fp8BlockscaledMoeGroupedGemmArgs {
 };
 
 // The tile of the spec's LUT for a shape (the one the launcher below uses).
-inline int b200_fp8_blockscaled_moe_grouped_gemm_pick_tile(long long m,
-                                                           [[maybe_unused]] long long n,
+inline int b200_fp8_blockscaled_moe_grouped_gemm_pick_tile(long long m, long long n,
                                                            [[maybe_unused]] long long k) {
   // 256x64x32, specs/b200.gemm
-  if (m >= 512) {
+  if (m >= 2048 && n >= 512) {
     return 0;
   }
+  // 256x64x32, specs/b200.gemm
+  if (m >= 512) {
+    return 1;
+  }
   // 64x128x32, default
-  return 1;
+  return 2;
 }
 
 // Bytes of scratch memory a call needs (the caller allocates it).
@@ -162,6 +165,8 @@ inline size_t b200_fp8_blockscaled_moe_grouped_gemm_workspace_bytes(
     case 0:
       return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 256) + g));
     case 1:
+      return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 256) + g));
+    case 2:
       return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 64) + g));
   }
   return 0;
@@ -186,7 +191,7 @@ inline int b200_fp8_blockscaled_moe_grouped_gemm_launches(
   }
   switch (b200_fp8_blockscaled_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 1 && g > 0) {
+      if (sm == 100 && num_sms > 3 && g > 0) {
         // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
         out[0].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
         out[0].entry = "b200_fp8_blockscaled_moe_grouped_gemm_fill";
@@ -206,14 +211,16 @@ inline int b200_fp8_blockscaled_moe_grouped_gemm_launches(
         out[1].threads = 1;
         out[1].smem = 0;
         // b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100: 256x64 tiles over CTA pairs, TMA +
-        // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters
-        // of 2
+        // tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid
+        // of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 128)
         out[2].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
         out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100";
         out[2].what =
-            "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x "
-            "min(SMs / 2, tiles) blocks in clusters of 2";
-        out[2].grid[0] = 2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 64));
+            "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing "
+            "A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters "
+            "of 4 (a unit 256 x 128)";
+        out[2].grid[0] =
+            4 * gg_min(gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128));
         out[2].grid[1] = 1;
         out[2].grid[2] = 1;
         out[2].threads = 192;
@@ -250,6 +257,70 @@ inline int b200_fp8_blockscaled_moe_grouped_gemm_launches(
       out[2].smem = 69632;
       return 3;
     case 1:
+      if (sm == 100 && num_sms > 1 && g > 0) {
+        // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
+        out[0].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
+        out[0].entry = "b200_fp8_blockscaled_moe_grouped_gemm_fill";
+        out[0].what = "out = existing_out or zeros";
+        out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 256;
+        out[0].smem = 0;
+        // b200_fp8_blockscaled_moe_grouped_gemm_worklist: the (group, 256-row tile) work items
+        out[1].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
+        out[1].entry = "b200_fp8_blockscaled_moe_grouped_gemm_worklist";
+        out[1].what = "the (group, 256-row tile) work items";
+        out[1].grid[0] = 1;
+        out[1].grid[1] = 1;
+        out[1].grid[2] = 1;
+        out[1].threads = 1;
+        out[1].smem = 0;
+        // b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100: 256x64 tiles over CTA pairs, TMA +
+        // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters
+        // of 2
+        out[2].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
+        out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100";
+        out[2].what =
+            "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x "
+            "min(SMs / 2, tiles) blocks in clusters of 2";
+        out[2].grid[0] = 2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 64));
+        out[2].grid[1] = 1;
+        out[2].grid[2] = 1;
+        out[2].threads = 192;
+        out[2].smem = 175280;
+        return 3;
+      }
+      // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
+      out[0].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
+      out[0].entry = "b200_fp8_blockscaled_moe_grouped_gemm_fill";
+      out[0].what = "out = existing_out or zeros";
+      out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+      out[0].grid[1] = 1;
+      out[0].grid[2] = 1;
+      out[0].threads = 256;
+      out[0].smem = 0;
+      // b200_fp8_blockscaled_moe_grouped_gemm_worklist: the (group, m tile) work items
+      out[1].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
+      out[1].entry = "b200_fp8_blockscaled_moe_grouped_gemm_worklist";
+      out[1].what = "the (group, m tile) work items";
+      out[1].grid[0] = 1;
+      out[1].grid[1] = 1;
+      out[1].grid[2] = 1;
+      out[1].threads = 1;
+      out[1].smem = 0;
+      // b200_fp8_blockscaled_moe_grouped_gemm_t1: 256x64 output tiles: n tiles, work items over y
+      // and z
+      out[2].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
+      out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t1";
+      out[2].what = "256x64 output tiles: n tiles, work items over y and z";
+      out[2].grid[0] = gg_cdiv(n_out, 64);
+      out[2].grid[1] = gg_min(gg_cdiv(m, 256) + g, 65535);
+      out[2].grid[2] = gg_cdiv(gg_cdiv(m, 256) + g, 65535);
+      out[2].threads = 256;
+      out[2].smem = 69632;
+      return 3;
+    case 2:
       if (sm == 100 && num_sms > 0 && g > 0) {
         // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
         out[0].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
@@ -269,10 +340,10 @@ inline int b200_fp8_blockscaled_moe_grouped_gemm_launches(
         out[1].grid[2] = 1;
         out[1].threads = 1;
         out[1].smem = 0;
-        // b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100: 128x128 tiles, TMA + tcgen05.mma: a
+        // b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100: 128x128 tiles, TMA + tcgen05.mma: a
         // persistent grid of min(SMs, tiles) blocks
         out[2].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
-        out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100";
+        out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100";
         out[2].what =
             "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
         out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128));
@@ -300,10 +371,10 @@ inline int b200_fp8_blockscaled_moe_grouped_gemm_launches(
       out[1].grid[2] = 1;
       out[1].threads = 1;
       out[1].smem = 0;
-      // b200_fp8_blockscaled_moe_grouped_gemm_t1: 64x128 output tiles: n tiles, work items over y
+      // b200_fp8_blockscaled_moe_grouped_gemm_t2: 64x128 output tiles: n tiles, work items over y
       // and z
       out[2].kernel = "b200_fp8_blockscaled_moe_grouped_gemm";
-      out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t1";
+      out[2].entry = "b200_fp8_blockscaled_moe_grouped_gemm_t2";
       out[2].what = "64x128 output tiles: n tiles, work items over y and z";
       out[2].grid[0] = gg_cdiv(n_out, 128);
       out[2].grid[1] = gg_min(gg_cdiv(m, 64) + g, 65535);
@@ -328,13 +399,22 @@ inline const char* b200_fp8_blockscaled_moe_grouped_gemm_launch_error(
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
     }
-    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // Clusters of 4 x 1 x 1 blocks: the driver refuses a grid axis that is
     // not a multiple of the cluster's.
     if (std::strcmp(launches[i].entry, "b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100") == 0 &&
-        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+        (launches[i].grid[0] % 4 != 0 || launches[i].grid[1] % 1 != 0 ||
          launches[i].grid[2] % 1 != 0)) {
       return "b200_fp8_blockscaled_moe_grouped_gemm: launch "
              "b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100 needs a grid that is a multiple of "
+             "its cluster";
+    }
+    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // not a multiple of the cluster's.
+    if (std::strcmp(launches[i].entry, "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100") == 0 &&
+        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+         launches[i].grid[2] % 1 != 0)) {
+      return "b200_fp8_blockscaled_moe_grouped_gemm: launch "
+             "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100 needs a grid that is a multiple of "
              "its cluster";
     }
   }

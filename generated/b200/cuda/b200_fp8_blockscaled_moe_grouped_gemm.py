@@ -3,7 +3,7 @@
 
     b200_fp8_blockscaled_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc
     f32) lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32
-    (mainloop) tile 64x128x32 +1 tile rule warp 32x64 stages 2 [cuda]
+    (mainloop) tile 64x128x32 +2 tile rules warp 32x64 stages 2 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, k] float8_e4m3fn, the activations.
@@ -150,10 +150,13 @@ TENSOR_MAP_MODES = (0, 3, 0)
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
     # 256x64x32, specs/b200.gemm
-    if m >= 512:
+    if m >= 2048 and n >= 512:
         return 0
+    # 256x64x32, specs/b200.gemm
+    if m >= 512:
+        return 1
     # 64x128x32, specs/b200.gemm
-    return 1
+    return 2
 
 
 @functools.cache
@@ -293,6 +296,8 @@ def workspace_ints(dims: dict[str, int]) -> int:
         case 0:
             return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
         case 1:
+            return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
+        case 2:
             return 2 + num_groups + 2 * (gg_cdiv(m, 64) + g)
     raise AssertionError("unreachable")
 
@@ -323,8 +328,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 256x64x32
-            if sm == 100 and num_sms > 1 and g > 0:
-                # The tcgen05 path: 256x64x128, 8 stages
+            if sm == 100 and num_sms > 3 and g > 0:
+                # The tcgen05 path: 256x64x128, 8 stages, 2 pairs
                 return [
                     Launch(
                         "b200_fp8_blockscaled_moe_grouped_gemm_fill",
@@ -353,9 +358,9 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     Launch(
                         "b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100",
                         (
-                            2
+                            4
                             * gg_min(
-                                gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 64)
+                                gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)
                             ),
                             1,
                             1,
@@ -375,8 +380,8 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                             gg_i32(num_groups),
                             gg_i32(group_offset),
                         ),
-                        "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
-                        (2, 1, 1),
+                        "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 128)",
+                        (4, 1, 1),
                     ),
                 ]
             return [
@@ -430,6 +435,114 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                 ),
             ]
         case 1:
+            # 256x64x32
+            if sm == 100 and num_sms > 1 and g > 0:
+                # The tcgen05 path: 256x64x128, 8 stages
+                return [
+                    Launch(
+                        "b200_fp8_blockscaled_moe_grouped_gemm_fill",
+                        (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                        (256, 1, 1),
+                        0,
+                        ("out", "existing_out", gg_i64(m * n_out)),
+                        "out = existing_out or zeros",
+                    ),
+                    Launch(
+                        "b200_fp8_blockscaled_moe_grouped_gemm_worklist",
+                        (1, 1, 1),
+                        (1, 1, 1),
+                        0,
+                        (
+                            "group_sizes",
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(256),
+                            "workspace",
+                        ),
+                        "the (group, 256-row tile) work items",
+                    ),
+                    Launch(
+                        "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100",
+                        (
+                            2
+                            * gg_min(
+                                gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 64)
+                            ),
+                            1,
+                            1,
+                        ),
+                        (192, 1, 1),
+                        175280,
+                        (
+                            TensorMapArg("lhs", 0, (k, m), (k * 1,), (128, 128), 3),
+                            TensorMapArg("rhs", 0, (k, n, g), (k * 1, k * n * 1), (128, 32, 1), 3),
+                            "lhs_scale",
+                            "rhs_scale",
+                            "out",
+                            "workspace",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ),
+                        "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        (2, 1, 1),
+                    ),
+                ]
+            return [
+                Launch(
+                    "b200_fp8_blockscaled_moe_grouped_gemm_fill",
+                    (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                    (256, 1, 1),
+                    0,
+                    ("out", "existing_out", gg_i64(m * n_out)),
+                    "out = existing_out or zeros",
+                ),
+                Launch(
+                    "b200_fp8_blockscaled_moe_grouped_gemm_worklist",
+                    (1, 1, 1),
+                    (1, 1, 1),
+                    0,
+                    (
+                        "group_sizes",
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                        gg_i32(g),
+                        gg_i32(m),
+                        gg_i32(256),
+                        "workspace",
+                    ),
+                    "the (group, m tile) work items",
+                ),
+                Launch(
+                    "b200_fp8_blockscaled_moe_grouped_gemm_t1",
+                    (
+                        gg_cdiv(n_out, 64),
+                        gg_min(gg_cdiv(m, 256) + g, 65535),
+                        gg_cdiv(gg_cdiv(m, 256) + g, 65535),
+                    ),
+                    (256, 1, 1),
+                    69632,
+                    (
+                        "lhs",
+                        "rhs",
+                        "lhs_scale",
+                        "rhs_scale",
+                        "out",
+                        "workspace",
+                        gg_i32(m),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                    ),
+                    "256x64 output tiles: n tiles, work items over y and z",
+                ),
+            ]
+        case 2:
             # 64x128x32
             if sm == 100 and num_sms > 0 and g > 0:
                 # The tcgen05 path: 128x128x128, 6 stages
@@ -459,7 +572,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         "the (group, 128-row tile) work items",
                     ),
                     Launch(
-                        "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100",
+                        "b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100",
                         (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1),
                         (192, 1, 1),
                         208016,
@@ -505,7 +618,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "the (group, m tile) work items",
                 ),
                 Launch(
-                    "b200_fp8_blockscaled_moe_grouped_gemm_t1",
+                    "b200_fp8_blockscaled_moe_grouped_gemm_t2",
                     (
                         gg_cdiv(n_out, 128),
                         gg_min(gg_cdiv(m, 64) + g, 65535),

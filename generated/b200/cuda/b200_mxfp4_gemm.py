@@ -3,7 +3,7 @@
 
     b200_mxfp4_gemm: dense lhs fp4 packed x rhs fp4 packed [n, k] -> bf16 (acc f32) lhs_scale
     per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 layout=atom128x4 (mainloop)
-    tile 128x128x256 +1 tile rule stages 2 [cuda]
+    tile 128x128x256 +2 tile rules stages 2 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, gg_div(k, 2)] uint8, the activations (two 4-bit values per byte along k).
@@ -143,10 +143,13 @@ TENSOR_MAP_MODES = (0, 3, 0)
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
     # 256x128x256, specs/b200.gemm
-    if m >= 512:
+    if m >= 2048 and n >= 512:
         return 0
+    # 256x128x256, specs/b200.gemm
+    if m >= 512:
+        return 1
     # 128x128x256, specs/b200.gemm
-    return 1
+    return 2
 
 
 @functools.cache
@@ -257,6 +260,8 @@ def workspace_ints(dims: dict[str, int]) -> int:
             return 0
         case 1:
             return 0
+        case 2:
+            return 0
     raise AssertionError("unreachable")
 
 
@@ -278,11 +283,66 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 256x128x256
+            if sm == 100 and num_sms > 3:
+                # The tcgen05 path: 256x128x256, 8 stages, 2 pairs
+                return [
+                    Launch(
+                        "b200_mxfp4_gemm_t0_sm100",
+                        (
+                            4 * gg_min(gg_div(num_sms, 4), gg_cdiv(m, 256) * gg_cdiv(n_out, 256)),
+                            1,
+                            1,
+                        ),
+                        (192, 1, 1),
+                        224432,
+                        (
+                            TensorMapArg(
+                                "lhs", 0, (gg_div(k, 2), m), (gg_div(k, 2),), (128, 128), 3
+                            ),
+                            TensorMapArg(
+                                "rhs", 0, (gg_div(k, 2), n), (gg_div(k, 2),), (128, 64), 3
+                            ),
+                            "lhs_scale",
+                            "rhs_scale",
+                            "out",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                        ),
+                        "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 256)",
+                        (4, 1, 1),
+                    ),
+                ]
+            return [
+                Launch(
+                    "b200_mxfp4_gemm_t0",
+                    (
+                        gg_cdiv(n_out, 128),
+                        gg_min(gg_cdiv(m, 256), 65535),
+                        gg_cdiv(gg_cdiv(m, 256), 65535),
+                    ),
+                    (1024, 1, 1),
+                    135168,
+                    (
+                        "lhs",
+                        "rhs",
+                        "lhs_scale",
+                        "rhs_scale",
+                        "out",
+                        gg_i32(m),
+                        gg_i32(n),
+                        gg_i32(k),
+                    ),
+                    "256x128 output tiles: n tiles, m tiles over y and z",
+                ),
+            ]
+        case 1:
+            # 256x128x256
             if sm == 100 and num_sms > 1:
                 # The tcgen05 path: 256x128x256, 8 stages
                 return [
                     Launch(
-                        "b200_mxfp4_gemm_t0_sm100",
+                        "b200_mxfp4_gemm_t1_sm100",
                         (
                             2 * gg_min(gg_div(num_sms, 2), gg_cdiv(m, 256) * gg_cdiv(n_out, 128)),
                             1,
@@ -310,7 +370,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                 ]
             return [
                 Launch(
-                    "b200_mxfp4_gemm_t0",
+                    "b200_mxfp4_gemm_t1",
                     (
                         gg_cdiv(n_out, 128),
                         gg_min(gg_cdiv(m, 256), 65535),
@@ -331,13 +391,13 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "256x128 output tiles: n tiles, m tiles over y and z",
                 ),
             ]
-        case 1:
+        case 2:
             # 128x128x256
             if sm == 100 and num_sms > 0:
                 # The tcgen05 path: 128x128x256, 6 stages
                 return [
                     Launch(
-                        "b200_mxfp4_gemm_t1_sm100",
+                        "b200_mxfp4_gemm_t2_sm100",
                         (gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128)), 1, 1),
                         (192, 1, 1),
                         220304,
@@ -360,7 +420,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                 ]
             return [
                 Launch(
-                    "b200_mxfp4_gemm_t1",
+                    "b200_mxfp4_gemm_t2",
                     (
                         gg_cdiv(n_out, 128),
                         gg_min(gg_cdiv(m, 128), 65535),

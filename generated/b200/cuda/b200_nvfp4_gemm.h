@@ -3,7 +3,7 @@
 // C++ launcher of b200_nvfp4_gemm (specs/b200.gemm):
 //   b200_nvfp4_gemm: dense lhs fp4 packed x rhs fp4 packed [n, k] -> bf16 (acc f32) lhs_scale
 //   per_token_group k=16 ue4m3 global=f32 (mainloop) rhs_scale block k=16 ue4m3 layout=atom128x4
-//   global=f32 (mainloop) tile 128x128x256 +1 tile rule stages 2 [cuda]
+//   global=f32 (mainloop) tile 128x128x256 +2 tile rules stages 2 [cuda]
 //
 // Compile b200_nvfp4_gemm.cu with nvcc (it defines launch_b200_nvfp4_gemm; gemmgen's CPU emulator
 // compiles and runs it with g++) and include this header:
@@ -129,14 +129,17 @@ struct B200Nvfp4GemmArgs {
 };
 
 // The tile of the spec's LUT for a shape (the one the launcher below uses).
-inline int b200_nvfp4_gemm_pick_tile(long long m, [[maybe_unused]] long long n,
-                                     [[maybe_unused]] long long k) {
+inline int b200_nvfp4_gemm_pick_tile(long long m, long long n, [[maybe_unused]] long long k) {
   // 256x128x256, specs/b200.gemm
-  if (m >= 512) {
+  if (m >= 2048 && n >= 512) {
     return 0;
   }
+  // 256x128x256, specs/b200.gemm
+  if (m >= 512) {
+    return 1;
+  }
   // 128x128x256, default
-  return 1;
+  return 2;
 }
 
 // The launches of call `a` in order, into `out`, on a device of compute
@@ -154,15 +157,17 @@ inline int b200_nvfp4_gemm_launches(const B200Nvfp4GemmArgs& a, GgLaunch (&out)[
   }
   switch (b200_nvfp4_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 1) {
-        // b200_nvfp4_gemm_t0_sm100: 256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a
-        // persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2
+      if (sm == 100 && num_sms > 3) {
+        // b200_nvfp4_gemm_t0_sm100: 256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2
+        // pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units)
+        // blocks in clusters of 4 (a unit 256 x 256)
         out[0].kernel = "b200_nvfp4_gemm";
         out[0].entry = "b200_nvfp4_gemm_t0_sm100";
         out[0].what =
-            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 "
-            "x min(SMs / 2, tiles) blocks in clusters of 2";
-        out[0].grid[0] = 2 * gg_min(gg_div(num_sms, 2), gg_cdiv(m, 256) * gg_cdiv(n_out, 128));
+            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing "
+            "A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters "
+            "of 4 (a unit 256 x 256)";
+        out[0].grid[0] = 4 * gg_min(gg_div(num_sms, 4), gg_cdiv(m, 256) * gg_cdiv(n_out, 256));
         out[0].grid[1] = 1;
         out[0].grid[2] = 1;
         out[0].threads = 192;
@@ -180,11 +185,37 @@ inline int b200_nvfp4_gemm_launches(const B200Nvfp4GemmArgs& a, GgLaunch (&out)[
       out[0].smem = 135168;
       return 1;
     case 1:
-      if (sm == 100 && num_sms > 0) {
-        // b200_nvfp4_gemm_t1_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs,
-        // tiles) blocks
+      if (sm == 100 && num_sms > 1) {
+        // b200_nvfp4_gemm_t1_sm100: 256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a
+        // persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2
         out[0].kernel = "b200_nvfp4_gemm";
         out[0].entry = "b200_nvfp4_gemm_t1_sm100";
+        out[0].what =
+            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 "
+            "x min(SMs / 2, tiles) blocks in clusters of 2";
+        out[0].grid[0] = 2 * gg_min(gg_div(num_sms, 2), gg_cdiv(m, 256) * gg_cdiv(n_out, 128));
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 192;
+        out[0].smem = 212128;
+        return 1;
+      }
+      // b200_nvfp4_gemm_t1: 256x128 output tiles: n tiles, m tiles over y and z
+      out[0].kernel = "b200_nvfp4_gemm";
+      out[0].entry = "b200_nvfp4_gemm_t1";
+      out[0].what = "256x128 output tiles: n tiles, m tiles over y and z";
+      out[0].grid[0] = gg_cdiv(n_out, 128);
+      out[0].grid[1] = gg_min(gg_cdiv(m, 256), 65535);
+      out[0].grid[2] = gg_cdiv(gg_cdiv(m, 256), 65535);
+      out[0].threads = 1024;
+      out[0].smem = 135168;
+      return 1;
+    case 2:
+      if (sm == 100 && num_sms > 0) {
+        // b200_nvfp4_gemm_t2_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs,
+        // tiles) blocks
+        out[0].kernel = "b200_nvfp4_gemm";
+        out[0].entry = "b200_nvfp4_gemm_t2_sm100";
         out[0].what =
             "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
         out[0].grid[0] = gg_min(num_sms, gg_cdiv(m, 128) * gg_cdiv(n_out, 128));
@@ -194,9 +225,9 @@ inline int b200_nvfp4_gemm_launches(const B200Nvfp4GemmArgs& a, GgLaunch (&out)[
         out[0].smem = 195712;
         return 1;
       }
-      // b200_nvfp4_gemm_t1: 128x128 output tiles: n tiles, m tiles over y and z
+      // b200_nvfp4_gemm_t2: 128x128 output tiles: n tiles, m tiles over y and z
       out[0].kernel = "b200_nvfp4_gemm";
-      out[0].entry = "b200_nvfp4_gemm_t1";
+      out[0].entry = "b200_nvfp4_gemm_t2";
       out[0].what = "128x128 output tiles: n tiles, m tiles over y and z";
       out[0].grid[0] = gg_cdiv(n_out, 128);
       out[0].grid[1] = gg_min(gg_cdiv(m, 128), 65535);
@@ -220,12 +251,20 @@ inline const char* b200_nvfp4_gemm_launch_error(const B200Nvfp4GemmArgs& a, long
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
     }
-    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // Clusters of 4 x 1 x 1 blocks: the driver refuses a grid axis that is
     // not a multiple of the cluster's.
     if (std::strcmp(launches[i].entry, "b200_nvfp4_gemm_t0_sm100") == 0 &&
-        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+        (launches[i].grid[0] % 4 != 0 || launches[i].grid[1] % 1 != 0 ||
          launches[i].grid[2] % 1 != 0)) {
       return "b200_nvfp4_gemm: launch b200_nvfp4_gemm_t0_sm100 needs a grid that is a multiple of "
+             "its cluster";
+    }
+    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // not a multiple of the cluster's.
+    if (std::strcmp(launches[i].entry, "b200_nvfp4_gemm_t1_sm100") == 0 &&
+        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+         launches[i].grid[2] % 1 != 0)) {
+      return "b200_nvfp4_gemm: launch b200_nvfp4_gemm_t1_sm100 needs a grid that is a multiple of "
              "its cluster";
     }
   }

@@ -3,7 +3,7 @@
 
     b200_nvfp4_moe_gateup_silu: grouped lhs fp4 packed x rhs fp4 packed [g, n, k] -> bf16 (acc
     f32) lhs_scale per_token_group k=16 ue4m3 global=f32 (mainloop) rhs_scale block k=16 ue4m3
-    layout=atom128x4 global=f32 (mainloop) epilogue silu_mul tile 128x128x256 +1 tile rule
+    layout=atom128x4 global=f32 (mainloop) epilogue silu_mul tile 128x128x256 +2 tile rules
     stages 2 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
@@ -157,10 +157,13 @@ TENSOR_MAP_MODES = (0, 3, 0)
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
     # 256x128x256, specs/b200.gemm
-    if m >= 512:
+    if m >= 2048 and n >= 512:
         return 0
+    # 256x128x256, specs/b200.gemm
+    if m >= 512:
+        return 1
     # 128x128x256, specs/b200.gemm
-    return 1
+    return 2
 
 
 @functools.cache
@@ -320,6 +323,8 @@ def workspace_ints(dims: dict[str, int]) -> int:
         case 0:
             return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
         case 1:
+            return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
+        case 2:
             return 2 + num_groups + 2 * (gg_cdiv(m, 128) + g)
     raise AssertionError("unreachable")
 
@@ -350,6 +355,127 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 256x128x256
+            if sm == 100 and num_sms > 3 and g > 0 and n % 2 == 0:
+                # The tcgen05 path: 256x128x256, 7 stages, 2 pairs
+                return [
+                    Launch(
+                        "b200_nvfp4_moe_gateup_silu_fill",
+                        (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                        (256, 1, 1),
+                        0,
+                        ("out", "existing_out", gg_i64(m * n_out)),
+                        "out = existing_out or zeros",
+                    ),
+                    Launch(
+                        "b200_nvfp4_moe_gateup_silu_worklist",
+                        (1, 1, 1),
+                        (1, 1, 1),
+                        0,
+                        (
+                            "group_sizes",
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(256),
+                            "workspace",
+                        ),
+                        "the (group, 256-row tile) work items",
+                    ),
+                    Launch(
+                        "b200_nvfp4_moe_gateup_silu_t0_sm100",
+                        (
+                            4
+                            * gg_min(
+                                gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)
+                            ),
+                            1,
+                            1,
+                        ),
+                        (192, 1, 1),
+                        212128,
+                        (
+                            TensorMapArg(
+                                "lhs", 0, (gg_div(k, 2), m), (gg_div(k, 2),), (128, 128), 3
+                            ),
+                            TensorMapArg(
+                                "rhs",
+                                0,
+                                (gg_div(k, 2), n, g),
+                                (gg_div(k, 2), gg_div(k, 2) * n),
+                                (128, 64, 1),
+                                3,
+                            ),
+                            "lhs_scale",
+                            "rhs_scale",
+                            "lhs_global_scale",
+                            "rhs_global_scale",
+                            "out",
+                            "workspace",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ),
+                        "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 128)",
+                        (4, 1, 1),
+                    ),
+                ]
+            return [
+                Launch(
+                    "b200_nvfp4_moe_gateup_silu_fill",
+                    (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                    (256, 1, 1),
+                    0,
+                    ("out", "existing_out", gg_i64(m * n_out)),
+                    "out = existing_out or zeros",
+                ),
+                Launch(
+                    "b200_nvfp4_moe_gateup_silu_worklist",
+                    (1, 1, 1),
+                    (1, 1, 1),
+                    0,
+                    (
+                        "group_sizes",
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                        gg_i32(g),
+                        gg_i32(m),
+                        gg_i32(256),
+                        "workspace",
+                    ),
+                    "the (group, m tile) work items",
+                ),
+                Launch(
+                    "b200_nvfp4_moe_gateup_silu_t0",
+                    (
+                        gg_cdiv(n_out, 64),
+                        gg_min(gg_cdiv(m, 256) + g, 65535),
+                        gg_cdiv(gg_cdiv(m, 256) + g, 65535),
+                    ),
+                    (1024, 1, 1),
+                    135168,
+                    (
+                        "lhs",
+                        "rhs",
+                        "lhs_scale",
+                        "rhs_scale",
+                        "lhs_global_scale",
+                        "rhs_global_scale",
+                        "out",
+                        "workspace",
+                        gg_i32(m),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                    ),
+                    "256x64 output tiles: n tiles, work items over y and z",
+                ),
+            ]
+        case 1:
+            # 256x128x256
             if sm == 100 and num_sms > 1 and g > 0 and n % 2 == 0:
                 # The tcgen05 path: 256x128x256, 7 stages
                 return [
@@ -378,7 +504,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         "the (group, 256-row tile) work items",
                     ),
                     Launch(
-                        "b200_nvfp4_moe_gateup_silu_t0_sm100",
+                        "b200_nvfp4_moe_gateup_silu_t1_sm100",
                         (
                             2
                             * gg_min(
@@ -443,7 +569,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "the (group, m tile) work items",
                 ),
                 Launch(
-                    "b200_nvfp4_moe_gateup_silu_t0",
+                    "b200_nvfp4_moe_gateup_silu_t1",
                     (
                         gg_cdiv(n_out, 64),
                         gg_min(gg_cdiv(m, 256) + g, 65535),
@@ -469,7 +595,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "256x64 output tiles: n tiles, work items over y and z",
                 ),
             ]
-        case 1:
+        case 2:
             # 128x128x256
             if sm == 100 and num_sms > 0 and g > 0 and n % 2 == 0:
                 # The tcgen05 path: 128x128x256, 5 stages
@@ -499,7 +625,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         "the (group, 128-row tile) work items",
                     ),
                     Launch(
-                        "b200_nvfp4_moe_gateup_silu_t1_sm100",
+                        "b200_nvfp4_moe_gateup_silu_t2_sm100",
                         (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 64)), 1, 1),
                         (192, 1, 1),
                         195712,
@@ -556,7 +682,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "the (group, m tile) work items",
                 ),
                 Launch(
-                    "b200_nvfp4_moe_gateup_silu_t1",
+                    "b200_nvfp4_moe_gateup_silu_t2",
                     (
                         gg_cdiv(n_out, 64),
                         gg_min(gg_cdiv(m, 128) + g, 65535),

@@ -10,6 +10,7 @@
 //   lhs_scale per_token_group k=16 ue4m3 global=f32 (applied in the mainloop)
 //   rhs_scale block n=1 k=16 layout=atom128x4 ue4m3 global=f32 (applied in the mainloop)
 //   tile      m=128 n=128 k=256, 2 stages
+//     when m >= 2048 and n >= 512: m=256 n=128 k=256 cluster_n=2
 //     when m >= 512: m=256 n=128 k=256
 //
 // Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):
@@ -38,11 +39,15 @@
 //       CTA's barriers; the even CTA's one thread issuing tcgen05.mma.cta_group::2 256x128x64 into
 //       one of two TMEM accumulators (512 columns in each CTA) and committing to both CTAs; each
 //       CTA's epilogue warpgroup reading its own 128 rows with tcgen05.ld; a persistent grid of 2 x
-//       min(SMs / 2, tiles) blocks. Block-scaled on the pair: each CTA's producer warp gathers the
-//       scale atoms of its 128 A rows and of all 128 B rows (4096 bytes a stage), the odd CTA's
-//       arrivals relayed to the even CTA's barrier, and the even CTA's thread copies them into both
-//       CTAs' TMEM with tcgen05.cp.cta_group::2.32x128b.warpx4 before the cta_group::2 block-scaled
-//       MMAs (SASS UTCOMMA.2CTA.4X).
+//       min(SMs / 2, tiles) blocks. LUT entries of cluster_n=2 put 2 pairs along n in a cluster (2
+//       x cluster_n CTAs) sharing the tile's 256 rows of A: CTA v of pair 0 multicasts A's half v
+//       to CTA v of every pair (TMA multicast), each stage's commit reaches every CTA of the
+//       cluster (its empty barrier takes one arrival a pair), and a pair past the last n tile of a
+//       unit still takes its part (zero-filled B, no stores). Block-scaled on the pair: each CTA's
+//       producer warp gathers the scale atoms of its 128 A rows and of all 128 B rows (4096 bytes a
+//       stage), the odd CTA's arrivals relayed to the even CTA's barrier, and the even CTA's thread
+//       copies them into both CTAs' TMEM with tcgen05.cp.cta_group::2.32x128b.warpx4 before the
+//       cta_group::2 block-scaled MMAs (SASS UTCOMMA.2CTA.4X).
 #include "gg_runtime.cuh"
 
 // Dynamic shared memory: the pipeline stages, then (reused) the epilogue tile.
@@ -85,7 +90,7 @@ struct Config {
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks;
 // gg::gemm::check_tile checks how the numbers follow from the shape.
-// Tile 0, when m >= 512 (specs/b200.gemm): pipeline 110592 bytes, epilogue 135168.
+// Tile 0, when m >= 2048 and n >= 512 (specs/b200.gemm): pipeline 110592 bytes, epilogue 135168.
 struct Tile0 : Config {
   static constexpr int kBM = 256, kBN = 128, kBK = 256, kBNOut = 128;
   static constexpr int kWM = 32, kWN = 32, kWarpsN = 4, kThreads = 1024;
@@ -96,8 +101,19 @@ struct Tile0 : Config {
   static constexpr int kBConvStride = 144, kCStride = 132;
   static constexpr int kSmemBytes = 135168;
 };
-// Tile 1, default (specs/b200.gemm): pipeline 73728 bytes, epilogue 67584.
+// Tile 1, when m >= 512 (specs/b200.gemm): pipeline 110592 bytes, epilogue 135168.
 struct Tile1 : Config {
+  static constexpr int kBM = 256, kBN = 128, kBK = 256, kBNOut = 128;
+  static constexpr int kWM = 32, kWN = 32, kWarpsN = 4, kThreads = 1024;
+  static constexpr int kStages = 2, kMI = 2, kNI = 4, kKSteps = 4;
+  static constexpr int kAStride = 144, kAStage = 36864;
+  static constexpr int kBRows = 128, kBRowBytes = 128;
+  static constexpr int kBStride = 144, kBStage = 18432;
+  static constexpr int kBConvStride = 144, kCStride = 132;
+  static constexpr int kSmemBytes = 135168;
+};
+// Tile 2, default (specs/b200.gemm): pipeline 73728 bytes, epilogue 67584.
+struct Tile2 : Config {
   static constexpr int kBM = 128, kBN = 128, kBK = 256, kBNOut = 128;
   static constexpr int kWM = 32, kWN = 32, kWarpsN = 4, kThreads = 512;
   static constexpr int kStages = 2, kMI = 2, kNI = 4, kKSteps = 4;
@@ -111,11 +127,28 @@ struct Tile1 : Config {
 // The sm_100a tiles of the LUT: 192 threads, 128 x kBN x kBK, a ring of
 // kStages TMA stages, two TMEM accumulators of kBN columns;
 // gg::gemm::sm100::check_tile_sm100 checks the numbers.
-// sm_100a 2-CTA tile 0: 256 x 128 x 256 over a CTA pair (cta_group::2, clusters of 2 x 1 x 1), each
+// sm_100a 2-CTA tile 0: 256 x 128 x 256 over a CTA pair (cta_group::2, clusters of 4 x 1 x 1: 2
+// pairs along n, CTA v of pair 0 multicasting A's half v to every pair), each CTA 128 rows of A and
+// 64 of B: 7 stages of 24576 bytes of operands and 4096 of scale atoms (its A rows', all 128 B
+// rows'), 212128 bytes of shared memory in all, 512 TMEM columns a CTA (two accumulators, then 32
+// of scales).
+struct Sm100Tile0 : Config {
+  static constexpr int kBM = 256, kBN = 128, kBK = 256, kBNOut = 128;
+  static constexpr int kThreads = 192, kStages = 7, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 8192;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 512, kSmemBytes = 212128;
+  static constexpr bool kCtaPair = true;         // a 2-CTA cluster, tcgen05.mma.cta_group::2
+  static constexpr int kClusterN = 2;            // pairs a cluster, sharing A by TMA multicast
+  static constexpr bool kBlockScaledMma = true;  // the MX scales applied by tcgen05.mma
+};
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
+              "the sm_100a tile's numbers follow from its shape");
+// sm_100a 2-CTA tile 1: 256 x 128 x 256 over a CTA pair (cta_group::2, clusters of 2 x 1 x 1), each
 // CTA 128 rows of A and 64 of B: 7 stages of 24576 bytes of operands and 4096 of scale atoms (its A
 // rows', all 128 B rows'), 212128 bytes of shared memory in all, 512 TMEM columns a CTA (two
 // accumulators, then 32 of scales).
-struct Sm100Tile0 : Config {
+struct Sm100Tile1 : Config {
   static constexpr int kBM = 256, kBN = 128, kBK = 256, kBNOut = 128;
   static constexpr int kThreads = 192, kStages = 7, kGroupM = 8;
   static constexpr int kAStage = 16384, kBStage = 8192;
@@ -124,11 +157,11 @@ struct Sm100Tile0 : Config {
   static constexpr bool kCtaPair = true;         // a 2-CTA cluster, tcgen05.mma.cta_group::2
   static constexpr bool kBlockScaledMma = true;  // the MX scales applied by tcgen05.mma
 };
-static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile0>(),
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile1>(),
               "the sm_100a tile's numbers follow from its shape");
-// sm_100a tile 1: 128 x 128 x 256, 5 stages of 32768 bytes of operands and 4096 of scale atoms,
+// sm_100a tile 2: 128 x 128 x 256, 5 stages of 32768 bytes of operands and 4096 of scale atoms,
 // 195712 bytes of shared memory in all, 512 TMEM columns (two accumulators, then 32 of scales).
-struct Sm100Tile1 : Config {
+struct Sm100Tile2 : Config {
   static constexpr int kBM = 128, kBN = 128, kBK = 256, kBNOut = 128;
   static constexpr int kThreads = 192, kStages = 5, kGroupM = 8;
   static constexpr int kAStage = 16384, kBStage = 16384;
@@ -136,7 +169,7 @@ struct Sm100Tile1 : Config {
   static constexpr int kTmemCols = 512, kSmemBytes = 195712;
   static constexpr bool kBlockScaledMma = true;  // the MX scales applied by tcgen05.mma
 };
-static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile1>(),
+static_assert(gg::gemm::sm100::check_tile_sm100<Sm100Tile2>(),
               "the sm_100a tile's numbers follow from its shape");
 
 }  // namespace
@@ -158,7 +191,8 @@ extern "C" __global__ void b200_nvfp4_moe_grouped_gemm_worklist(
   gg::gemm::worklist(group_sizes, num_groups, group_offset, g, m, bm, workspace);
 }
 
-// (2-4) Tile 0 (when m >= 512): 256 x 128 output tiles; grid: n tiles, work items over y and z.
+// (2-4) Tile 0 (when m >= 2048 and n >= 512): 256 x 128 output tiles; grid: n tiles, work items
+// over y and z.
 extern "C" __global__ void __launch_bounds__(1024) b200_nvfp4_moe_grouped_gemm_t0(
     // arrays in the launch contract's order, then the dims
     const unsigned char* __restrict__ lhs, const unsigned char* __restrict__ rhs,
@@ -173,8 +207,23 @@ extern "C" __global__ void __launch_bounds__(1024) b200_nvfp4_moe_grouped_gemm_t
   __trap();
 }
 
-// (2-4) Tile 1 (default): 128 x 128 output tiles; grid: n tiles, work items over y and z.
-extern "C" __global__ void __launch_bounds__(512) b200_nvfp4_moe_grouped_gemm_t1(
+// (2-4) Tile 1 (when m >= 512): 256 x 128 output tiles; grid: n tiles, work items over y and z.
+extern "C" __global__ void __launch_bounds__(1024) b200_nvfp4_moe_grouped_gemm_t1(
+    // arrays in the launch contract's order, then the dims
+    const unsigned char* __restrict__ lhs, const unsigned char* __restrict__ rhs,
+    const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
+    const float* __restrict__ lhs_global_scale, const float* __restrict__ rhs_global_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+  // fp4 has no mma.sync: the launchers take the block-scaled entry (sm_120a /
+  // sm_121a) and refuse any other device.
+  gg::gemm::unused(lhs, rhs, lhs_scale, rhs_scale, lhs_global_scale, rhs_global_scale, out,
+                   workspace, m, n, k, num_groups, group_offset);
+  __trap();
+}
+
+// (2-4) Tile 2 (default): 128 x 128 output tiles; grid: n tiles, work items over y and z.
+extern "C" __global__ void __launch_bounds__(512) b200_nvfp4_moe_grouped_gemm_t2(
     // arrays in the launch contract's order, then the dims
     const unsigned char* __restrict__ lhs, const unsigned char* __restrict__ rhs,
     const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
@@ -189,8 +238,8 @@ extern "C" __global__ void __launch_bounds__(512) b200_nvfp4_moe_grouped_gemm_t1
 }
 
 // (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 128 output tiles
-// (work items x n tiles) in rasterized order.
+// of 4 x min(SMs / 4, units) blocks in clusters of 4 (2 CTA pairs sharing A) walks units of 2 256 x
+// 128 output tiles (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(192, 1) b200_nvfp4_moe_grouped_gemm_t0_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -208,8 +257,8 @@ extern "C" __global__ void __launch_bounds__(192, 1) b200_nvfp4_moe_grouped_gemm
 }
 
 // (sm_100a) sm_100a tile 1: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
-// order.
+// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 128 output tiles
+// (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(192, 1) b200_nvfp4_moe_grouped_gemm_t1_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -221,6 +270,25 @@ extern "C" __global__ void __launch_bounds__(192, 1) b200_nvfp4_moe_grouped_gemm
   __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
 #else
   gg::gemm::sm100::grouped<Sm100Tile1>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
+                                       out, workspace, m, n, k, num_groups, group_offset,
+                                       lhs_global_scale, rhs_global_scale);
+#endif
+}
+
+// (sm_100a) sm_100a tile 2: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(192, 1) b200_nvfp4_moe_grouped_gemm_t2_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const unsigned char* __restrict__ lhs_scale, const unsigned char* __restrict__ rhs_scale,
+    const float* __restrict__ lhs_global_scale, const float* __restrict__ rhs_global_scale,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100::grouped<Sm100Tile2>(gg_smem, &map_lhs, &map_rhs, lhs_scale, rhs_scale, nullptr,
                                        out, workspace, m, n, k, num_groups, group_offset,
                                        lhs_global_scale, rhs_global_scale);
 #endif
@@ -322,8 +390,8 @@ cudaError_t launch_b200_nvfp4_moe_grouped_gemm(const B200Nvfp4MoeGroupedGemmArgs
   const long long n_out = n;
   switch (b200_nvfp4_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 1 && g > 0) {
-        // The tcgen05 path, 256x128x256, 7 stages: the tensor maps of lhs and rhs.
+      if (sm == 100 && num_sms > 3 && g > 0) {
+        // The tcgen05 path, 256x128x256, 7 stages, 2 pairs: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
         err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
@@ -357,10 +425,10 @@ cudaError_t launch_b200_nvfp4_moe_grouped_gemm(const B200Nvfp4MoeGroupedGemmArgs
           return err;
         }
         {
-          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          // A cluster launch: clusters of 4 x 1 x 1 blocks.
           cudaLaunchAttribute cluster[1] = {};
           cluster[0].id = cudaLaunchAttributeClusterDimension;
-          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.x = 4;
           cluster[0].val.clusterDim.y = 1;
           cluster[0].val.clusterDim.z = 1;
           // grid, block, dynamic shared memory (below), stream, attributes
@@ -408,6 +476,92 @@ cudaError_t launch_b200_nvfp4_moe_grouped_gemm(const B200Nvfp4MoeGroupedGemmArgs
       }
       return cudaSuccess;
     case 1:
+      if (sm == 100 && num_sms > 1 && g > 0) {
+        // The tcgen05 path, 256x128x256, 7 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, gg_div(k, 2), m, 1, gg_div(k, 2), 0, 128,
+                            128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 3, gg_div(k, 2), n, g, gg_div(k, 2),
+                            gg_div(k, 2) * n, 128, 64, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        b200_nvfp4_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            a.out, a.existing_out, gg_i64(m * n_out));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        b200_nvfp4_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+            a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+            gg_i32(256), static_cast<int*>(a.workspace));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(b200_nvfp4_moe_grouped_gemm_t1_sm100,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 212128);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        {
+          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          cudaLaunchAttribute cluster[1] = {};
+          cluster[0].id = cudaLaunchAttributeClusterDimension;
+          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.y = 1;
+          cluster[0].val.clusterDim.z = 1;
+          // grid, block, dynamic shared memory (below), stream, attributes
+          cudaLaunchConfig_t config = {gg_grid(l[2]), gg_block(l[2]), 0, stream, cluster, 1};
+          config.dynamicSmemBytes = l[2].smem;
+          err = cudaLaunchKernelEx(&config, b200_nvfp4_moe_grouped_gemm_t1_sm100, map_lhs, map_rhs,
+                                   a.lhs_scale, a.rhs_scale, a.lhs_global_scale, a.rhs_global_scale,
+                                   a.out, static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n),
+                                   gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+        }
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
+      b200_nvfp4_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+          a.out, a.existing_out, gg_i64(m * n_out));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      b200_nvfp4_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+          a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+          gg_i32(256), static_cast<int*>(a.workspace));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      err = cudaFuncSetAttribute(b200_nvfp4_moe_grouped_gemm_t1,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 135168);
+      if (err != cudaSuccess) {
+        return err;
+      }
+      b200_nvfp4_moe_grouped_gemm_t1<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+          a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.lhs_global_scale, a.rhs_global_scale, a.out,
+          static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups),
+          gg_i32(group_offset));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      return cudaSuccess;
+    case 2:
       if (sm == 100 && num_sms > 0 && g > 0) {
         // The tcgen05 path, 128x128x256, 5 stages: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
@@ -437,12 +591,12 @@ cudaError_t launch_b200_nvfp4_moe_grouped_gemm(const B200Nvfp4MoeGroupedGemmArgs
         if (err != cudaSuccess) {
           return err;
         }
-        err = cudaFuncSetAttribute(b200_nvfp4_moe_grouped_gemm_t1_sm100,
+        err = cudaFuncSetAttribute(b200_nvfp4_moe_grouped_gemm_t2_sm100,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 195712);
         if (err != cudaSuccess) {
           return err;
         }
-        b200_nvfp4_moe_grouped_gemm_t1_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+        b200_nvfp4_moe_grouped_gemm_t2_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
             map_lhs, map_rhs, a.lhs_scale, a.rhs_scale, a.lhs_global_scale, a.rhs_global_scale,
             a.out, static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k),
             gg_i32(num_groups), gg_i32(group_offset));
@@ -465,12 +619,12 @@ cudaError_t launch_b200_nvfp4_moe_grouped_gemm(const B200Nvfp4MoeGroupedGemmArgs
       if (err != cudaSuccess) {
         return err;
       }
-      err = cudaFuncSetAttribute(b200_nvfp4_moe_grouped_gemm_t1,
+      err = cudaFuncSetAttribute(b200_nvfp4_moe_grouped_gemm_t2,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 73728);
       if (err != cudaSuccess) {
         return err;
       }
-      b200_nvfp4_moe_grouped_gemm_t1<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+      b200_nvfp4_moe_grouped_gemm_t2<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
           a.lhs, a.rhs, a.lhs_scale, a.rhs_scale, a.lhs_global_scale, a.rhs_global_scale, a.out,
           static_cast<int*>(a.workspace), gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups),
           gg_i32(group_offset));

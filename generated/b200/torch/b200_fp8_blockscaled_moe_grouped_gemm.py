@@ -3,7 +3,7 @@
 
     b200_fp8_blockscaled_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc
     f32) lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32
-    (mainloop) tile 64x128x32 +1 tile rule warp 32x64 stages 2 [cuda]
+    (mainloop) tile 64x128x32 +2 tile rules warp 32x64 stages 2 [cuda]
 
 Args (in this order):
     lhs: [m, k] float8_e4m3fn, the activations.

@@ -3,7 +3,7 @@
 
     b200_nvfp4_gemm: dense lhs fp4 packed x rhs fp4 packed [n, k] -> bf16 (acc f32) lhs_scale
     per_token_group k=16 ue4m3 global=f32 (mainloop) rhs_scale block k=16 ue4m3 layout=atom128x4
-    global=f32 (mainloop) tile 128x128x256 +1 tile rule stages 2 [cuda]
+    global=f32 (mainloop) tile 128x128x256 +2 tile rules stages 2 [cuda]
 
 Args (in this order):
     lhs: [m, gg_div(k, 2)] uint8, the activations (two 4-bit values per byte along k).

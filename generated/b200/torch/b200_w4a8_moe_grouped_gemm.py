@@ -3,7 +3,7 @@
 
     b200_w4a8_moe_grouped_gemm: grouped lhs e4m3 x rhs fp4 packed [g, n, k] -> bf16 (acc f32)
     lhs_scale per_token_group k=32 e8m0 (mainloop) rhs_scale block k=32 e8m0 layout=atom128x4
-    (mainloop) tile 128x128x128 +1 tile rule stages 2 [cuda]
+    (mainloop) tile 128x128x128 +2 tile rules stages 2 [cuda]
 
 Args (in this order):
     lhs: [m, k] float8_e4m3fn, the activations.

@@ -102,9 +102,12 @@ class Sm100Tile:
                     f"of shared memory in all, {self.tmem_cols} TMEM columns (two "
                     f"accumulators{', then the f32 sums' if self.promoted else ''}).")
             return tuple(textwrap.wrap(text, COLUMNS - len("// ")))
+        cluster = (f"clusters of {2 * self.cluster_n} x 1 x 1: {self.cluster_n} pairs along "
+                   f"n, CTA v of pair 0 multicasting A's half v to every pair"
+                   if self.cluster_n > 1 else "clusters of 2 x 1 x 1")
         if self.block_scaled and self.pair:
             text = (f"sm_100a 2-CTA tile {self.index}: {self.bm} x {self.bn} x {self.bk} over a "
-                    f"CTA pair (cta_group::2, clusters of 2 x 1 x 1), each CTA 128 rows of A "
+                    f"CTA pair (cta_group::2, {cluster}), each CTA 128 rows of A "
                     f"and {self.bn // 2} of B: {self.stages} stages of "
                     f"{self.a_stage + self.b_stage} bytes of operands and {self.sf_stage} of "
                     f"scale atoms (its A rows', all {self.bn} B rows'), {self.smem_bytes} bytes "
@@ -117,9 +120,6 @@ class Sm100Tile:
                     f"in all, {self.tmem_cols} TMEM columns (two accumulators, then "
                     f"{self.sf_cols} of scales).")
         elif self.pair:
-            cluster = (f"clusters of {2 * self.cluster_n} x 1 x 1: {self.cluster_n} pairs along "
-                       f"n, CTA v of pair 0 multicasting A's half v to every pair"
-                       if self.cluster_n > 1 else "clusters of 2 x 1 x 1")
             text = (f"sm_100a 2-CTA tile {self.index}: {self.bm} x {self.bn} x {self.bk} over a "
                     f"CTA pair (cta_group::2, {cluster}), each CTA 128 rows of A "
                     f"and {self.bn // 2} of B: {self.stages} stages of "

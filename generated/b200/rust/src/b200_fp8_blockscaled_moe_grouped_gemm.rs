@@ -4,7 +4,7 @@
 //!
 //! b200_fp8_blockscaled_moe_grouped_gemm: grouped lhs e4m3 x rhs e4m3 [g, n, k] -> bf16 (acc f32)
 //! lhs_scale per_token_group k=128 f32 (mainloop) rhs_scale block n=128 k=128 f32 (mainloop) tile
-//! 64x128x32 +1 tile rule warp 32x64 stages 2 [cuda]
+//! 64x128x32 +2 tile rules warp 32x64 stages 2 [cuda]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
@@ -22,13 +22,15 @@ use crate::common::{
 pub const NAME: &str = "b200_fp8_blockscaled_moe_grouped_gemm";
 /// The `extern "C"` entry points of `b200_fp8_blockscaled_moe_grouped_gemm.cu`, for a backend to
 /// load.
-pub const ENTRIES: [&str; 6] = [
+pub const ENTRIES: [&str; 8] = [
     "b200_fp8_blockscaled_moe_grouped_gemm_fill",
     "b200_fp8_blockscaled_moe_grouped_gemm_worklist",
     "b200_fp8_blockscaled_moe_grouped_gemm_t0",
     "b200_fp8_blockscaled_moe_grouped_gemm_t1",
+    "b200_fp8_blockscaled_moe_grouped_gemm_t2",
     "b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100",
     "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100",
+    "b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100",
 ];
 /// The archs the spec declares: a device older than the first refuses the call.
 pub const ARCHS: [&str; 1] = ["sm_100a"];
@@ -98,13 +100,17 @@ fn misaligned(array: &'static str, align: u64) -> Refusal {
 }
 
 /// The tile of the spec's LUT for a shape (the one `launches` uses).
-pub fn pick_tile(m: i64, _n: i64, _k: i64) -> usize {
+pub fn pick_tile(m: i64, n: i64, _k: i64) -> usize {
     // 256x64x32, specs/b200.gemm
-    if m >= 512 {
+    if m >= 2048 && n >= 512 {
         return 0;
     }
+    // 256x64x32, specs/b200.gemm
+    if m >= 512 {
+        return 1;
+    }
     // 64x128x32, default
-    1
+    2
 }
 
 /// Checks a call; returns its dims, or why it is refused.
@@ -203,6 +209,7 @@ pub fn workspace_bytes(d: &Dims) -> u64 {
     let Dims { m, k, g, n, num_groups, .. } = *d;
     let ints = match pick_tile(m, n, k) {
         0 => 2 + num_groups + 2 * (gg_cdiv(m, 256) + g),
+        1 => 2 + num_groups + 2 * (gg_cdiv(m, 256) + g),
         _ => 2 + num_groups + 2 * (gg_cdiv(m, 64) + g),
     };
     u64::try_from(4 * ints).unwrap_or(0)
@@ -223,8 +230,8 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     match pick_tile(m, n, k) {
         // 256x64x32
         0 => {
-            if sm == 100 && num_sms > 1 && g > 0 {
-                // The tcgen05 path: 256x64x128, 8 stages
+            if sm == 100 && num_sms > 3 && g > 0 {
+                // The tcgen05 path: 256x64x128, 8 stages, 2 pairs
                 return vec![
                     // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
                     Launch {
@@ -262,20 +269,21 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                         ],
                     },
                     // b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100: 256x64 tiles over CTA pairs,
-                    // TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles)
-                    // blocks in clusters of 2
+                    // TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a
+                    // persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit
+                    // 256 x 128)
                     Launch {
                         kernel: NAME,
                         entry: "b200_fp8_blockscaled_moe_grouped_gemm_t0_sm100",
-                        what: "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        what: "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 128)",
                         grid: [
-                            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 64)),
+                            4 * gg_min(gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)),
                             1,
                             1,
                         ],
                         threads: 192,
                         smem: 175280,
-                        cluster: [2, 1, 1],
+                        cluster: [4, 1, 1],
                         args: vec![
                             tensor_map(a.lhs.ptr, 0, &[k, m], &[k * 1], &[128, 128], 3),
                             tensor_map(
@@ -364,6 +372,149 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                 },
             ]
         }
+        // 256x64x32
+        1 => {
+            if sm == 100 && num_sms > 1 && g > 0 {
+                // The tcgen05 path: 256x64x128, 8 stages
+                return vec![
+                    // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
+                    Launch {
+                        kernel: NAME,
+                        entry: "b200_fp8_blockscaled_moe_grouped_gemm_fill",
+                        what: "out = existing_out or zeros",
+                        grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                        threads: 256,
+                        smem: 0,
+                        cluster: [1, 1, 1],
+                        args: vec![
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                            gg_i64(m * n_out),
+                        ],
+                    },
+                    // b200_fp8_blockscaled_moe_grouped_gemm_worklist: the (group, 256-row tile)
+                    // work items
+                    Launch {
+                        kernel: NAME,
+                        entry: "b200_fp8_blockscaled_moe_grouped_gemm_worklist",
+                        what: "the (group, 256-row tile) work items",
+                        grid: [1, 1, 1],
+                        threads: 1,
+                        smem: 0,
+                        cluster: [1, 1, 1],
+                        args: vec![
+                            KernelArg::Ptr(a.group_sizes.ptr),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(256),
+                            KernelArg::Ptr(a.workspace.ptr),
+                        ],
+                    },
+                    // b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100: 256x64 tiles over CTA pairs,
+                    // TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles)
+                    // blocks in clusters of 2
+                    Launch {
+                        kernel: NAME,
+                        entry: "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100",
+                        what: "256x64 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        grid: [
+                            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 64)),
+                            1,
+                            1,
+                        ],
+                        threads: 192,
+                        smem: 175280,
+                        cluster: [2, 1, 1],
+                        args: vec![
+                            tensor_map(a.lhs.ptr, 0, &[k, m], &[k * 1], &[128, 128], 3),
+                            tensor_map(
+                                a.rhs.ptr,
+                                0,
+                                &[k, n, g],
+                                &[k * 1, k * n * 1],
+                                &[128, 32, 1],
+                                3,
+                            ),
+                            KernelArg::Ptr(a.lhs_scale.ptr),
+                            KernelArg::Ptr(a.rhs_scale.ptr),
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.workspace.ptr),
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ],
+                    },
+                ];
+            }
+            vec![
+                // b200_fp8_blockscaled_moe_grouped_gemm_fill: out = existing_out or zeros
+                Launch {
+                    kernel: NAME,
+                    entry: "b200_fp8_blockscaled_moe_grouped_gemm_fill",
+                    what: "out = existing_out or zeros",
+                    grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                    threads: 256,
+                    smem: 0,
+                    cluster: [1, 1, 1],
+                    args: vec![
+                        KernelArg::Ptr(a.out.ptr),
+                        KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                        gg_i64(m * n_out),
+                    ],
+                },
+                // b200_fp8_blockscaled_moe_grouped_gemm_worklist: the (group, m tile) work items
+                Launch {
+                    kernel: NAME,
+                    entry: "b200_fp8_blockscaled_moe_grouped_gemm_worklist",
+                    what: "the (group, m tile) work items",
+                    grid: [1, 1, 1],
+                    threads: 1,
+                    smem: 0,
+                    cluster: [1, 1, 1],
+                    args: vec![
+                        KernelArg::Ptr(a.group_sizes.ptr),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                        gg_i32(g),
+                        gg_i32(m),
+                        gg_i32(256),
+                        KernelArg::Ptr(a.workspace.ptr),
+                    ],
+                },
+                // b200_fp8_blockscaled_moe_grouped_gemm_t1: 256x64 output tiles: n tiles, work
+                // items over y and z
+                Launch {
+                    kernel: NAME,
+                    entry: "b200_fp8_blockscaled_moe_grouped_gemm_t1",
+                    what: "256x64 output tiles: n tiles, work items over y and z",
+                    grid: [
+                        gg_cdiv(n_out, 64),
+                        gg_min(gg_cdiv(m, 256) + g, 65535),
+                        gg_cdiv(gg_cdiv(m, 256) + g, 65535),
+                    ],
+                    threads: 256,
+                    smem: 69632,
+                    cluster: [1, 1, 1],
+                    args: vec![
+                        KernelArg::Ptr(a.lhs.ptr),
+                        KernelArg::Ptr(a.rhs.ptr),
+                        KernelArg::Ptr(a.lhs_scale.ptr),
+                        KernelArg::Ptr(a.rhs_scale.ptr),
+                        KernelArg::Ptr(a.out.ptr),
+                        KernelArg::Ptr(a.workspace.ptr),
+                        gg_i32(m),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                    ],
+                },
+            ]
+        }
         // 64x128x32
         _ => {
             if sm == 100 && num_sms > 0 && g > 0 {
@@ -404,11 +555,11 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                             KernelArg::Ptr(a.workspace.ptr),
                         ],
                     },
-                    // b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100: 128x128 tiles, TMA +
+                    // b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100: 128x128 tiles, TMA +
                     // tcgen05.mma: a persistent grid of min(SMs, tiles) blocks
                     Launch {
                         kernel: NAME,
-                        entry: "b200_fp8_blockscaled_moe_grouped_gemm_t1_sm100",
+                        entry: "b200_fp8_blockscaled_moe_grouped_gemm_t2_sm100",
                         what: "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
                         grid: [gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1],
                         threads: 192,
@@ -472,11 +623,11 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                         KernelArg::Ptr(a.workspace.ptr),
                     ],
                 },
-                // b200_fp8_blockscaled_moe_grouped_gemm_t1: 64x128 output tiles: n tiles, work
+                // b200_fp8_blockscaled_moe_grouped_gemm_t2: 64x128 output tiles: n tiles, work
                 // items over y and z
                 Launch {
                     kernel: NAME,
-                    entry: "b200_fp8_blockscaled_moe_grouped_gemm_t1",
+                    entry: "b200_fp8_blockscaled_moe_grouped_gemm_t2",
                     what: "64x128 output tiles: n tiles, work items over y and z",
                     grid: [
                         gg_cdiv(n_out, 128),
