@@ -43,7 +43,8 @@ For every CUDA kernel in generated/<spec>/cuda/ this script
       beside the B200 roofline at the rate of its operands
       (gemmgen.devices: bf16 2.25, FP8 4.5, FP4 9 PFLOP/s)
       and beside DeepGEMM's and cuBLAS's published B200 figures for that
-      shape, or "not published" (SM100_PUBLISHED says where we looked).
+      shape (SM100_PUBLISHED: each with its source, date and GPU; MXFP4 at
+      five shapes, NVFP4 and MXFP8 at 8192^3), or "not published".
 
     python scripts/gpu_bench.py [--out DIR] [--kernel NAME ...] [--quick]
     python scripts/gpu_bench.py --deepseek-only     # only step (4)
@@ -78,6 +79,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -201,6 +203,11 @@ SM100_ROWS = (
     ("deepseek dense", "b200_mxfp8_gemm", 0, 128, 7168, 2048),
     ("deepseek dense", "b200_mxfp4_gemm", 0, 4096, 7168, 2048),
     ("deepseek dense", "b200_mxfp4_gemm", 0, 4096, 4096, 7168),
+    # MXFP4 at the DeepSeek-V3 shapes of DeepGEMM's MXFP4 x MXFP4 B200 table
+    # (SM100_PUBLISHED): a decode-sized batch and two mid-sized ones.
+    ("deepseek dense", "b200_mxfp4_gemm", 0, 128, 24576, 1536),
+    ("deepseek dense", "b200_mxfp4_gemm", 0, 512, 7168, 2048),
+    ("deepseek dense", "b200_mxfp4_gemm", 0, 1024, 7168, 2048),
     ("deepseek dense", "b200_nvfp4_gemm", 0, 4096, 7168, 2048),
     ("deepseek dense", "b200_nvfp4_gemm", 0, 4096, 4096, 7168),
     ("deepseek dense", "b200_nvfp4_gemm", 0, 128, 7168, 2048),
@@ -248,16 +255,53 @@ SM100_ROWS = (
     ("gpt-oss grouped", "b200_w4a16_moe_grouped_gemm", 32, 512, 5760, 2880),
     ("gpt-oss grouped", "b200_w4a16_moe_grouped_gemm", 32, 512, 2880, 2880),
 )
-# Published B200 figures for these rows, as (kernel, groups, m, n, k) ->
-# {source: TFLOP/s}. None found: DeepGEMM's README gives its performance
-# tables for the H800 only (DEEPSEEK_DENSE & co. above), and NVIDIA's
-# cuBLAS 12.9 announcement ("Boosting Matrix Multiplication Speed and
-# Flexibility with NVIDIA cuBLAS 12.9", NVIDIA technical blog) gives its
-# Blackwell block-scaled FP4 / FP8 results as speedups over other
-# precisions, not TFLOP/s at a shape. So every row prints "not published"
-# beside both rather than a figure of our own making; a figure found later
-# goes here with its source.
-SM100_PUBLISHED: dict[tuple, dict[str, float]] = {}
+class Published(NamedTuple):
+    """One published B200 figure beside a row of SM100_ROWS: its TFLOP/s
+    (2 M N K per call, as the source counts), what ran, the public page it
+    is written on, that page's date, and the GPU as the page names it."""
+
+    tflops: float
+    what: str
+    source: str
+    date: str
+    gpu: str
+
+
+# Published B200 figures at the shapes of SM100_ROWS, as (kernel, groups, m,
+# n, k) -> {reference: Published}; a reference is one of SM100_REFERENCES.
+# Only figures read in the source, at the row's shape and operand format;
+# every other row prints "not published". Where we looked and what we found
+# that fits no row: docs/benchmarks.md, "Published B200 figures".
+# - DeepGEMM's README has no performance tables since its PR #86 (the H800
+#   ones are DEEPSEEK_DENSE & co.); its MXFP4 x MXFP4 SM100 kernel's PR
+#   gives B200 figures beside cuBLAS 13.3's (cublasTest) at DeepSeek-V3
+#   shapes and 8192^3 (an open PR; its kernel writes an f32 D).
+# - NVIDIA's cuBLAS 12.9 post gives Blackwell block-scaled results as
+#   speedups; cuBLAS's NVFP4 and MXFP8 figures at 8192^3 on a B200 are
+#   torchao's (torch._scaled_mm) and Triton's tutorial baseline (cuBLAS 13.1).
+_DG_MXFP4 = {"what": "DeepGEMM MXFP4 x MXFP4 SM100 kernel (open PR #348, CUDA 12.9, f32 D)",
+             "source": "https://github.com/deepseek-ai/DeepGEMM/pull/348", "date": "2026-06-01",
+             "gpu": "B200"}
+_CUBLAS_MXFP4 = {**_DG_MXFP4, "what": "cuBLAS 13.3 (cublasTest), as DeepGEMM PR #348 lists it"}
+SM100_PUBLISHED: dict[tuple, dict[str, Published]] = {
+    ("b200_mxfp4_gemm", 0, 128, 24576, 1536): {
+        "DeepGEMM": Published(980, **_DG_MXFP4), "cuBLAS": Published(745, **_CUBLAS_MXFP4)},
+    ("b200_mxfp4_gemm", 0, 512, 7168, 2048): {
+        "DeepGEMM": Published(1439, **_DG_MXFP4), "cuBLAS": Published(1190, **_CUBLAS_MXFP4)},
+    ("b200_mxfp4_gemm", 0, 1024, 7168, 2048): {
+        "DeepGEMM": Published(2056, **_DG_MXFP4), "cuBLAS": Published(1399, **_CUBLAS_MXFP4)},
+    ("b200_mxfp4_gemm", 0, 4096, 4096, 7168): {
+        "DeepGEMM": Published(5332, **_DG_MXFP4), "cuBLAS": Published(3939, **_CUBLAS_MXFP4)},
+    ("b200_mxfp4_gemm", 0, 8192, 8192, 8192): {
+        "DeepGEMM": Published(5702, **_DG_MXFP4), "cuBLAS": Published(5239, **_CUBLAS_MXFP4)},
+    ("b200_nvfp4_gemm", 0, 8192, 8192, 8192): {"cuBLAS": Published(
+        5370, what="torch._scaled_mm (cuBLASLt) NVFP4, torchao bench_matmul.py --recipe nvfp4",
+        source="https://github.com/pytorch/ao/pull/2427", date="2025-06-23", gpu="NVIDIA B200")},
+    ("b200_mxfp8_gemm", 0, 8192, 8192, 8192): {"cuBLAS": Published(
+        3858, what="cuBLAS 13.1.0.3 MXFP8 (Triton tutorial 10's cuBLAS baseline)",
+        source="https://github.com/triton-lang/triton/pull/9044", date="2025-12-18",
+        gpu="B200 (unlocked clocks)")},
+}
 SM100_REFERENCES = ("DeepGEMM", "cuBLAS")
 
 # Production shapes: (m, n, k, groups). Decode-sized kernels get small m.
@@ -694,7 +738,9 @@ def sm100_plan(specs: dict) -> tuple[list[dict], list[str]]:
         published = SM100_PUBLISHED.get((name, g, m, n, k), {})
         rows.append({"what": what, "spec": SM100_SPEC, "kernel": name, "via": None, "groups": g,
                      "m_per_group": m, "n": n, "k": k,
-                     "published": {src: published.get(src) for src in SM100_REFERENCES}})
+                     "published": {src: published[src].tflops if src in published else None
+                                   for src in SM100_REFERENCES},
+                     "published_sources": {src: p._asdict() for src, p in published.items()}})
     return rows, skipped
 
 
@@ -783,6 +829,17 @@ def sm100_table(rows: list[dict]) -> list[str]:
     return out
 
 
+def sm100_sources(rows: list[dict]) -> list[str]:
+    """Where each published figure beside `rows` is written: one line per
+    figure, its row, its reference, what ran, the GPU, the page and its date."""
+    out = []
+    for r in rows:
+        for src, p in r.get("published_sources", {}).items():
+            out.append(f"- {_sm12x_shape(r)} on {r['kernel']}: {src} {p['tflops']:.0f} TFLOP/s, "
+                       f"{p['what']}, {p['gpu']} ({p['source']}, {p['date']})")
+    return out
+
+
 def _sm100_specs() -> dict:
     return {SM100_SPEC: render_spec(ROOT / "specs" / f"{SM100_SPEC}.gemm").spec}
 
@@ -831,6 +888,8 @@ def main() -> int:
         plan, skipped = sm100_plan(_sm100_specs())
         for row in plan:
             print(f"{row['what']:18} {_sm12x_shape(row):38} {row['kernel']:30} {_published(row)}")
+        print("\npublished B200 figures:")
+        print("\n".join(sm100_sources(plan)))
         for why in skipped:
             print(f"skipped {why}")
         return 0
@@ -961,6 +1020,9 @@ def run(args) -> int:
     if sm100_rows:
         print(f"\nB200 rows (specs/{SM100_SPEC}.gemm) on {device}:\n")
         print("\n".join(sm100_table(sm100_rows)))
+        if sources := sm100_sources(sm100_rows):
+            print("\nThe published B200 figures beside them:\n")
+            print("\n".join(sources))
     print(f"\n{device}\n")
     if EMULATED:
         print("(emulated: the times below are the CPU emulator's, not measurements)")

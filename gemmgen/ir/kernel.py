@@ -411,18 +411,13 @@ class Kernel:
     def tcgen05_multicast_obstacle(self) -> str | None:
         """Why this kernel's LUT entries cannot ask for `cluster_n` > 1 (CTA
         pairs of the sm_100a 2-CTA tile sharing A by TMA multicast); None
-        when they can: the sm_100a body runs it (`tcgen05_obstacle`) on
-        16-bit or FP8 operands with epilogue scales (C++: check_tile_sm100's
-        kClusterN clause in gg_gemm_sm100.cuh)."""
+        when they can: the sm_100a body runs it (`tcgen05_obstacle`) and
+        it is not weight-only (C++: check_tile_sm100's kClusterN clause in
+        gg_gemm_sm100.cuh, check_tile_mixed's in gg_gemm_sm100_mixed.cuh)."""
         if (why := self.tcgen05_obstacle()) is not None:
             return why
         if self.wgmma_mixed:
             return "a weight-only kernel (its tile widens the weights in a warpgroup of its own)"
-        if self.tcgen05_block_scaled:
-            return "a block-scaled MMA (its scale atoms follow each CTA's own rows)"
-        if any(s.enabled and s.placement is Placement.MAINLOOP
-               for s in (self.lhs_scale, self.rhs_scale)):
-            return "per-K-block scales promoted in registers"
         return None
 
     def mx_mma_obstacle(self) -> str | None:

@@ -359,8 +359,8 @@ def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
     elif k.mma not in (ir.Mma.AUTO, ir.Mma.TCGEN05):
         return  # another body forced (`mma` swept, say): an ordinary tile there, as m=256 is
     elif (why := k.tcgen05_multicast_obstacle()) is not None:
-        r.err(at, f"{word} needs the sm_100a 2-CTA tile, which this kernel does not take: "
-              f"{why}; drop cluster_n (its m={PAIR_M} entries keep the 1-CTA tile)")
+        r.err(at, f"{word} needs CTA pairs of the sm_100a body sharing A by TMA multicast, "
+              f"which this kernel's tile does not do: {why}; drop cluster_n")
 
 
 RULES: tuple[Rule, ...] = (

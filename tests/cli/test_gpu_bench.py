@@ -198,7 +198,7 @@ def test_sm100_rows_run_on_the_b200_kernels(bench):
     and NVFP4 both dense and grouped, or the 2-CTA tile at a prefill m (bf16
     and FP8 experts, the bf16 gate-up), at DeepSeek-V3 (DeepGEMM's shapes)
     and GPT-OSS shapes; the published figures beside them are SM100_PUBLISHED's
-    (none found: "not published", never a figure of our own)."""
+    (or "not published", never a figure of our own)."""
     assert [sm for sm in (90, 100, 103, 120, 121) if bench.is_sm100(sm)] == [100]
     specs = bench._sm100_specs()
     spec = specs[bench.SM100_SPEC]
@@ -222,15 +222,49 @@ def test_sm100_rows_run_on_the_b200_kernels(bench):
             assert shape in bench.DEEPSEEK_DENSE or (4096, *shape[1:]) in bench.DEEPSEEK_DENSE
         if r["what"] == "deepseek grouped":
             assert (r["groups"], *shape) in bench.DEEPSEEK_CONTIGUOUS
-        assert r["published"] == {src: bench.SM100_PUBLISHED.get(
-            (r["kernel"], r["groups"], *shape), {}).get(src) for src in bench.SM100_REFERENCES}
+        published = bench.SM100_PUBLISHED.get((r["kernel"], r["groups"], *shape), {})
+        assert r["published"] == {src: published[src].tflops if src in published else None
+                                  for src in bench.SM100_REFERENCES}
     assert {"mxfp8 dense", "mxfp8 grouped", "mxfp4 dense", "mxfp4 grouped", "nvfp4 dense",
             "nvfp4 grouped", "w4a8 grouped", "pair 16-bit grouped", "pair 8-bit grouped",
             "pair 16-bit gate-up"} <= kinds
     assert {r["what"].split()[0] for r in plan} >= {"deepseek", "gpt-oss"}
     table = bench.sm100_table([{**plan[0], "tflops": 1.0, "gbps": 2.0, "roofline_fraction": 0.5,
                                 "host_seconds": 1e-5}])
-    assert table[-1].count("not published") == 2, table
+    assert not plan[0]["published_sources"] and table[-1].count("not published") == 2, table
+
+
+def test_each_published_b200_figure_sits_beside_a_row_with_its_source(bench):
+    """SM100_PUBLISHED: every figure is at the shape of a B200 row (else it
+    would never print), names one of the references, a public page, a date
+    and a B200, and lies under the B200's dense rate for the row's operands
+    (so a mistyped figure shows); the table and the list of sources print it."""
+    import re
+
+    from gemmgen.devices import DEVICES
+
+    spec = bench._sm100_specs()[bench.SM100_SPEC]
+    rows = {(name, g, m, n, k) for _, name, g, m, n, k in bench.SM100_ROWS}
+    assert bench.SM100_PUBLISHED
+    for key, figures in bench.SM100_PUBLISHED.items():
+        assert key in rows, key
+        kernel = spec.kernel(key[0])
+        bits = max(kernel.lhs.dtype.bits, kernel.rhs_operand.dtype.bits)
+        assert figures and set(figures) <= set(bench.SM100_REFERENCES), key
+        for p in figures.values():
+            assert 0 < p.tflops < DEVICES["b200"].rate(bits), (key, p)
+            assert re.fullmatch(r"https://[\w./-]+", p.source), p
+            assert re.fullmatch(r"20\d\d-\d\d-\d\d", p.date), p
+            assert "B200" in p.gpu and "GB200" not in p.gpu and p.what, p
+    plan, _ = bench.sm100_plan(bench._sm100_specs())
+    row = next(r for r in plan if (r["kernel"], r["groups"], r["m_per_group"], r["n"], r["k"])
+               == ("b200_mxfp4_gemm", 0, 8192, 8192, 8192))
+    assert row["published"] == {"DeepGEMM": 5702, "cuBLAS": 5239}
+    table = bench.sm100_table([{**row, "tflops": 1.0, "gbps": 2.0, "roofline_fraction": 0.5,
+                                "host_seconds": 1e-5}])
+    assert "| 5702 | 5239 |" in table[-1], table
+    sources = bench.sm100_sources([row])
+    assert len(sources) == 2 and all("deepseek-ai/DeepGEMM/pull/348" in s for s in sources)
 
 
 def test_a_2cta_row_says_its_path(bench):

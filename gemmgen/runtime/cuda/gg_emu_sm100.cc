@@ -530,6 +530,14 @@ struct Sm100Block {
   std::vector<sm100::PairRetired> pair_retired;
   unsigned next_id = 1;
   unsigned retire_epoch = 0;
+  // Per TMEM lane: the last retirement epoch handed back, the fence_epoch of
+  // the latest tcgen05.fence::before_thread_sync of a thread whose lane it
+  // is (32 (warp % 4) + lane: an epilogue thread's, after it waited on the
+  // accumulator's commit and fenced, before its arrival that gives the
+  // accumulator back). A cell of that lane an MMA retired into at or before
+  // it may be overwritten unread: the thread gave up its values (the idle
+  // pair of a cluster, whose tile lies past n, stores nothing).
+  std::vector<unsigned> handback;
   bool relinquished = false;
   // A warp waiting in tcgen05.alloc: its columns (0: none), for the report.
   std::vector<unsigned> alloc_waits;
@@ -574,6 +582,7 @@ inline Sm100Block& block() {
     b.pair_retired.clear();
     b.next_id = 1;
     b.retire_epoch = 0;
+    b.handback.assign(kLanes, 0);
     b.relinquished = false;
     b.cells.assign(kLanes * kColumns, kCellPoison);
     b.pending.assign(kLanes * kColumns, 0);
@@ -653,13 +662,17 @@ inline void check_inherited(unsigned lo, unsigned hi, const char* op) {
 
 // An MMA starting a fresh accumulation (enable-input-d false) overwrites its D
 // cells; cell `c` (lane, column) must not hold an earlier MMA's result that
-// no thread has read since (tcgen05.ld): that accumulator went back to the
-// MMA thread before its epilogue had read it. (A wait on the commit's phase
-// retires the op but does not read it: in a CTA pair the leader's MMAs
-// overwrite the peer's accumulator whatever the leader's own epilogue did.)
-// `where`: the CTA of the cell, for the report ("" in a 1-CTA block).
+// no thread has read since (tcgen05.ld) nor handed back (the lane's
+// handback epoch: its thread waited on the commit, fenced after and before
+// thread sync, and so gave the values up unread): that accumulator went
+// back to the MMA thread before its epilogue had read it. (A wait on the
+// commit's phase alone retires the op but does not read it: in a CTA pair
+// the leader's MMAs overwrite the peer's accumulator whatever the leader's
+// own epilogue did.) `where`: the CTA of the cell, for the report ("" in a
+// 1-CTA block).
 inline void check_overwrite(const Sm100Block& b, std::size_t c, const char* op, const char* where) {
-  if (b.unread[c] == 0)
+  if (b.unread[c] == 0 ||
+      (b.pending[c] == 0 && b.epoch[c] != 0 && b.epoch[c] <= b.handback[c / kColumns]))
     return;
   fail(
       "%s overwrites TMEM lane %zu column %zu%s (a fresh accumulation, enable-input-d false), "
@@ -841,7 +854,11 @@ void tmem_relinquish() {
 
 void fence_before() {
   require_arch("tcgen05.fence::before_thread_sync");
-  me().unfenced.clear();
+  Sm100Block& b = block();
+  Sm100Thread& t = b.threads[current().linear];
+  t.unfenced.clear();
+  const unsigned lane = 32 * ((current().linear / 32) % 4) + current().linear % 32;
+  b.handback[lane] = std::max(b.handback[lane], t.fence_epoch);
 }
 
 void fence_after() {

@@ -198,9 +198,7 @@ __device__ __forceinline__ unsigned pair_rank() {
   return gg::cluster_ctarank<kNever>() & 1u;
 }
 constexpr unsigned short kPairMask = 3;
-// This CTA's place v in its pair (0 on the 1-CTA tile), and the tiles its
-// block (or pair: p = blockIdx.x / 2 of gridDim.x / 2) walks: first_tile,
-// first_tile + tile_step, ...
+// This CTA's place v in its pair (0 on the 1-CTA tile).
 template <class T>
 __device__ __forceinline__ int cta_of_pair() {
   if constexpr (kPair<T>) {
@@ -208,14 +206,6 @@ __device__ __forceinline__ int cta_of_pair() {
   } else {
     return 0;
   }
-}
-template <class T>
-__device__ __forceinline__ int first_tile() {
-  return static_cast<int>(kPair<T> ? blockIdx.x / 2 : blockIdx.x);
-}
-template <class T>
-__device__ __forceinline__ int tile_step() {
-  return static_cast<int>(kPair<T> ? gridDim.x / 2 : gridDim.x);
 }
 
 // The block-scaled tile's scales (docs/cuda-sm100.md, "The block-scaled
@@ -274,10 +264,9 @@ __host__ __device__ constexpr bool check_tile_sm100() {
     return false;
   }
   // The cluster: 1 to 4 pairs (at most 8 CTAs, the portable cluster size),
-  // more than one only on the pair's 16-bit / FP8 tile with epilogue scales
-  // (ir.Kernel.tcgen05_multicast_obstacle).
-  if (kClusterN<T> < 1 || kClusterCtas<T> > 8 ||
-      (kClusterN<T> > 1 && (!kPair<T> || kBs<T> || kPromoted<T>))) {
+  // more than one only on the pair (ir.Kernel.tcgen05_multicast_obstacle;
+  // the weight-only tile refuses it in check_tile_mixed).
+  if (kClusterN<T> < 1 || kClusterCtas<T> > 8 || (kClusterN<T> > 1 && !kPair<T>)) {
     return false;
   }
   if (kPromoted<T> && (T::kBN > 128 || !divides(T::kBK, T::kScaleBlockK) ||
@@ -662,6 +651,30 @@ __device__ __forceinline__ TileWork pair_work(int u, int items, int tiles_n, int
   return sm90::work_of<T, L>(item, kClusterN<T> * ng + p, m, g);
 }
 
+// The units every role of a block walks, one iteration scheme for the
+// 1-CTA tile and the pair (docs/cuda-sm100.md, "The 2-CTA tile"): its
+// cluster's units (the block's own tiles on the 1-CTA tile, a cluster of
+// one), c = first_unit, c + unit_step, ... up to cluster_units, and this
+// block's tile of unit u (unit_work: its pair's n tile of the unit; on the
+// 1-CTA tile tile u).
+template <class T>
+__device__ __forceinline__ int first_unit() {
+  return static_cast<int>(blockIdx.x / (kPair<T> ? kClusterCtas<T> : 1));
+}
+template <class T>
+__device__ __forceinline__ int unit_step() {
+  return static_cast<int>(gridDim.x / (kPair<T> ? kClusterCtas<T> : 1));
+}
+template <class T, Rows L>
+__device__ __forceinline__ TileWork unit_work(int u, int items, int tiles_n, int m,
+                                              const Items& g) {
+  if constexpr (kPair<T>) {
+    return pair_work<T, L>(u, items, tiles_n, m, g, pair_index());
+  } else {
+    return pair_work<T, L>(u, items, tiles_n, m, g, 0);
+  }
+}
+
 // (issue 30) The 2-CTA tile's loads of K tile kt into this CTA's stage (sa,
 // sb): its 128 rows of A (m0 + 128 v ..) and, unless kLoadB is false (W4A8
 // gathers its B), its kBN / 2 rows of B (K-major: n0 + kBN / 2 v ..;
@@ -726,7 +739,7 @@ template <class T, Rows L>
 __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorMap* map_a,
                                                const CUtensorMap* map_b,
                                                const unsigned char* __restrict__ rhs_fp4,
-                                               const Operands<T>& o, int tiles, int items,
+                                               const Operands<T>& o, int units, int items,
                                                int tiles_n, int m, int n, int k, const Items& g) {
   constexpr bool kGrouped = L != Rows::kDense;
   constexpr unsigned char kOne = T::kLhsScaleFormat == Format::kUE4M3 ? 0x38 : 0x7F;
@@ -741,10 +754,8 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
   const int operand_tx = kPair<T> ? (v == 0 ? 2 * kOperandTx : 0) : kOperandTx;
   const int kblocks = (k + T::kLhsScaleBlockK - 1) / T::kLhsScaleBlockK;
   int it = 0;  // K tiles issued by this block so far: stage it % S, round it / S
-  for (int t = first_tile<T>(); t < tiles; t += tile_step<T>()) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    const TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     // wa: the tile as this CTA's A rows see it (m0 + 128 v on the pair).
     TileWork wa = w;

@@ -68,10 +68,10 @@ template <class T, Rows L>
 __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
                                              const CUtensorMap* map_b, int units, int items,
                                              int tiles_n, int m, int n, int k, const Items& g) {
-  const int v = static_cast<int>(pair_rank()), p = pair_index();
+  const int v = static_cast<int>(pair_rank());
   int it = 0;
-  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
-    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    const TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
@@ -94,14 +94,12 @@ __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap
 // before it copies their atoms (tcgen05.cp.cta_group::2 reads the peer's
 // shared memory).
 template <class T, Rows L>
-__device__ __forceinline__ void relay_pair(const Smem<T>& s, int tiles, int items, int tiles_n,
+__device__ __forceinline__ void relay_pair(const Smem<T>& s, int units, int items, int tiles_n,
                                            int m, int k, const Items& g) {
   const u32 leader_full = gg::cluster_map_shared_addr(s.full, gg::cluster_ctarank() & ~1u);
   int it = 0;
-  for (int t = blockIdx.x / 2; t < tiles; t += gridDim.x / 2) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    const TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
@@ -121,8 +119,8 @@ __device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int units
   const int p = pair_index();
   const unsigned short acc_mask = static_cast<unsigned short>(kPairMask << (2 * p));
   int it = 0, a = 0;  // K tiles consumed; accumulators committed: a % 2, round a / 2
-  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
-    const TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    const TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int acc = a % 2;
@@ -150,14 +148,14 @@ template <class T, Rows L>
 __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int units, int items,
                                               int tiles_n, int m, int n, int k, const Items& g,
                                               const Operands<T>& o, const Globals& gs) {
-  const int v = static_cast<int>(pair_rank()), p = pair_index();
+  const int v = static_cast<int>(pair_rank());
   const int n_out = kSilu<T> ? n / 2 : n;
   // The leader's acc_empty barriers (shared::cluster addresses).
   const u32 leader_acc_empty =
       gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
   int a = 0;
-  for (int u = blockIdx.x / kClusterCtas<T>; u < units; u += gridDim.x / kClusterCtas<T>) {
-    TileWork w = pair_work<T, L>(u, items, tiles_n, m, g, p);
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
     if constexpr (kPromoted<T>) {
@@ -177,8 +175,10 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
           sa = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
         }
         if constexpr (kRhsScalePromoted<T>) {
-          sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
-          sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
+          if (w.n0 < n_out) {  // not the idle pair's tile
+            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+            sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
+          }
         }
         const int acc = a % 2;
         gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
@@ -194,7 +194,7 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
         gg::mbarrier_arrive_cluster(back);
       }
       GG_UNROLL
-      for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+      for (int c0 = 0; c0 < (w.n0 < n_out ? T::kBNOut : 0); c0 += kChunk) {
         float x[2][kChunk];
         GG_UNROLL
         for (int j = 0; j < kChunk; ++j) {
@@ -210,18 +210,9 @@ __device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int un
       gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
       gg::tcgen05_fence_after_thread_sync();
     }
-    if (w.n0 < n_out) {
+    if (w.n0 < n_out) {  // the idle pair's tile (past n) stores nothing
       store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
                          global_scale<T>(gs.lhs, gs.rhs, w.gl));
-    } else if (ktiles > 0) {
-      // The idle pair stores nothing but reads its accumulator before
-      // handing it back (the emulator reports an MMA overwriting a result
-      // no thread has read).
-      GG_UNROLL
-      for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
-        float part[kChunk];
-        load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
-      }
     }
     if (ktiles > 0) {
       gg::tcgen05_fence_before_thread_sync();

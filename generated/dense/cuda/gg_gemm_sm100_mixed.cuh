@@ -261,15 +261,13 @@ struct Full {
 // chunks of a row), make the stores visible to the async proxy, release the
 // stage to the MMA thread (Full).
 template <class T, Rows L>
-__device__ __forceinline__ void transform(const Smem<T>& s, int tiles, int items, int tiles_n,
+__device__ __forceinline__ void transform(const Smem<T>& s, int units, int items, int tiles_n,
                                           int m, int k, const Items& g) {
   const int t = threadIdx.x - 32 * kTransformWarp0;
   const Full<T> full(s);
   int it = 0;  // K tiles widened by this block so far (as the producer counts)
-  for (int tile = sm100::first_tile<T>(); tile < tiles; tile += sm100::tile_step<T>()) {
-    int item, nt;
-    raster<T>(tile, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
+    const TileWork w = sm100::unit_work<T, L>(unit, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
@@ -373,14 +371,12 @@ __device__ __forceinline__ void commit(u64* bar) {
 // by a commit once its MMAs are done), then commit the accumulator to the
 // epilogue (a pair: both CTAs', multicast).
 template <class T, Rows L>
-__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items, int tiles_n,
+__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int units, int items, int tiles_n,
                                       int m, int k, const Items& g) {
   int it = 0;  // K tiles consumed so far (as the producer counts)
   int u = 0;   // units issued so far: accumulator u % 2, round u / 2
-  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_step<T>()) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
+    const TileWork w = sm100::unit_work<T, L>(unit, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int acc = u % 2;
@@ -418,7 +414,7 @@ __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int
 // registers would spill at 320 threads' 168 registers each), then stored
 // as gg_gemm_sm100.cuh's promoted epilogue does.
 template <class T, Rows L>
-__device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, int units, int items,
                                                   int tiles_n, int m, int n, int k, const Items& g,
                                                   const Operands<T>& o) {
   const u32 sums = tmem + kSumCol;
@@ -427,10 +423,8 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
     leader = gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
   }
   int u = 0;  // units consumed so far, as the MMA thread counts them
-  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_step<T>()) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
+    TileWork w = sm100::unit_work<T, L>(unit, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
     w.m0 += kBM * sm100::cta_of_pair<T>();  // a pair's CTA: its rows (the bounds the pair's)
     for (int kt = 0; kt < ktiles; kt += kUnitKTiles<T>, ++u) {
@@ -567,14 +561,12 @@ __device__ __forceinline__ void epilogue_swapped(const Smem<T>& s, u32 tmem, int
 // rows from n / 2 + n0), which its own transform widens.
 template <class T, Rows L>
 __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
-                                             const CUtensorMap* map_b, int tiles, int items,
+                                             const CUtensorMap* map_b, int units, int items,
                                              int tiles_n, int m, int n, int k, const Items& g) {
   const int v = sm100::cta_of_pair<T>();
   int it = 0;  // K tiles issued by this CTA so far: stage it % S, round it / S
-  for (int t = sm100::first_tile<T>(); t < tiles; t += sm100::tile_step<T>()) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
+    const TileWork w = sm100::unit_work<T, L>(unit, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + kBK - 1) / kBK);
     const int a_row = w.m0 + kBM * v;
     const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kCtaBRows<T> * v;
@@ -606,6 +598,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   static_assert(check_tile_mixed<T>(), "the weight-only tile's numbers follow from its shape");
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
+  // (kClusterN = 1: the units are the tiles, a pair's those of the pair.)
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
       gg::mbarrier_init(&s.loaded[st], 1);  // the producer's arrival + TMA bytes
