@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sm100_helpers import (
-    SM100,
     Sm100Spec,
     assert_2cta_mmas,
     assert_fits,
@@ -41,7 +40,6 @@ from sm100_specs import pair_kernels, spec_head
 
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness.verify_cuda import run_launcher
 
 SPEC = spec_head("lhs bf16 [m, k]\ntile m=256 n=128 k=64 cluster_n=2") + pair_kernels(
     "mc_", " cluster_n=2") + """
@@ -356,9 +354,7 @@ def test_the_multicast_tile_in_the_reverse_schedule(name, case, num_sms):
     """The emulator's other warp order (the last runnable warp first): the
     idle pair, silu_mul and four pairs a cluster still match the reference."""
     inputs = case.inputs(kernel(name), seed())
-    path = BODY.folder / f"{name}.cu"
-    got = run_launcher(launcher(name), path.read_text(), str(path), inputs, modules=BODY.modules,
-                       arch=SM100, num_sms=num_sms, schedule="reverse")
+    got = BODY.run_py(name, inputs, num_sms, schedule="reverse")
     assert BODY.matches(name, case, inputs, got)
 
 
