@@ -26,10 +26,12 @@ class HopperSpec(RenderedSpec):
 
     ARCH, SM, SUFFIX = SM90, 90, "_sm90"
 
-    def run_py(self, name: str, inputs: dict, num_sms: int):
+    def run_py(self, name: str, inputs: dict, num_sms: int, **kwargs):
+        """Kernel `name` on `inputs` through its Python launcher on the
+        emulated device (kwargs: run_launcher's, such as the warp schedule)."""
         path = self.folder / f"{name}.cu"
         return run_launcher(self.launcher(name), path.read_text(), str(path), inputs,
-                            modules=self.modules, arch=self.ARCH, num_sms=num_sms)
+                            modules=self.modules, arch=self.ARCH, num_sms=num_sms, **kwargs)
 
     def check(self, name: str, case: Case, num_sms: int, seed: int, cpp: bool = False) -> None:
         """The body's path of `name` on `case` against the reference."""

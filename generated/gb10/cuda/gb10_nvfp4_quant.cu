@@ -95,18 +95,6 @@ __device__ __forceinline__ void store_slice(out_t* __restrict__ p, const unsigne
   }
 }
 
-// The e2m1 magnitude code (0..7: 0, 0.5, 1, 1.5, 2, 3, 4, 6) of a / unit,
-// rounded to nearest even and saturated at 6: how many of the rounding
-// boundaries 0.25, 0.75, 1.25, 1.75, 2.5, 3.5 and 5 (times unit) a passes.
-// A tie goes to the even code, so a boundary whose upper neighbour is even
-// (0.75, 1.75, 3.5) counts when a reaches it, the others when a exceeds it.
-// Exact: each boundary times unit is an exact f32 product (3 significant
-// bits times at most 4), so no quotient is rounded.
-__device__ __forceinline__ unsigned e2m1_magnitude(float a, float unit) {
-  return (a > 0.25f * unit) + (a >= 0.75f * unit) + (a > 1.25f * unit) + (a >= 1.75f * unit) +
-         (a > 2.5f * unit) + (a >= 3.5f * unit) + (a > 5.0f * unit);
-}
-
 // The value of a ue4m3 byte 0x00..0x7F (0x7F: NaN), built from its bits
 // without an f32 subnormal: 2^(e - 7) * (1 + m / 8), or m * 2^-9 for e = 0.
 __device__ __forceinline__ float ue4m3_value(unsigned char b) {
@@ -155,9 +143,13 @@ __device__ __forceinline__ unsigned char ue4m3_code(float amax, float g) {
   return static_cast<unsigned char>(c);
 }
 
-// The e2m1 magnitude code of a / (unit g), as e2m1_magnitude: each boundary
-// times unit is exact (at most 7 significant bits), and a is compared with
-// it times g exactly.
+// The e2m1 magnitude code (0..7: 0, 0.5, 1, 1.5, 2, 3, 4, 6) of a / (unit g),
+// rounded to nearest even and saturated at 6: how many of the rounding
+// boundaries 0.25, 0.75, 1.25, 1.75, 2.5, 3.5 and 5 (times unit g) a passes.
+// A tie goes to the even code, so a boundary whose upper neighbour is even
+// (0.75, 1.75, 3.5) counts when a reaches it, the others when a exceeds it.
+// Exact: each boundary times unit is exact (at most 7 significant bits), and
+// a is compared with it times g exactly (sign_of_difference).
 __device__ __forceinline__ unsigned e2m1_magnitude_scaled(float a, float unit, float g) {
   return (sign_of_difference(a, 0.25f * unit, g) > 0) +
          (sign_of_difference(a, 0.75f * unit, g) >= 0) +

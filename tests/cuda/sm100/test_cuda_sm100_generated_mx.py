@@ -15,37 +15,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    SM100,
+    Sm100Spec,
+    assert_fits,
+    case_params,
+    needs_cuobjdump,
+    needs_nvcc,
+    one_fast,
+    seed,
+    spec_errors,
+)
+from sm100_specs import block_scaled_kernels, spec_head
 
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs e4m3 [m, k]
-  tile m=128 n=128 k=128
-  backends cuda
-}
-
-kernel mx_dense {
-  op dense
-  rhs e4m3 [n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-}
-
+SPEC = spec_head("lhs e4m3 [m, k]\ntile m=128 n=128 k=128") + block_scaled_kernels("", 128) + """
 kernel mx_dense_rows {
   op dense
   lhs e5m2 [m, k]
@@ -73,103 +61,10 @@ kernel mx_grouped_rows {
   rhs_scale block n=1 k=32 e8m0
   tile m=128 n=192 k=128
 }
-
-# NVFP4 (ue4m3 scales of 16, both in the atom, each with its global scale)
-# and MXFP4 (e8m0 of 32), packed fp4 on kind::mxf4nvf4 / kind::mxf4.
-kernel nv4_dense {
-  op dense
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [n, k]
-  out bf16
-  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4 global=f32
-  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
-}
-
-kernel nv4_moe {
-  op grouped
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [g, n, k]
-  out f32
-  lhs_scale per_token_group k=16 ue4m3 global=f32
-  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
-  tile m=128 n=64 k=256
-}
-
-kernel mx4_dense {
-  op dense
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [n, k]
-  out f32
-  bias f32 [n]
-  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-}
-
-kernel mx4_moe {
-  op grouped
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [g, n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0
-  epilogue silu_mul
-}
-
-# W4A8: MXFP8 activations x MXFP4 weights on kind::mxf8f6f4, the packed
-# weights unpacked into the MMA's padded fp4 layout by the producer warp.
-kernel w4a8_dense {
-  op dense
-  rhs fp4 packed [n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-}
-
-kernel w4a8_moe {
-  op grouped
-  rhs fp4 packed [g, n, k]
-  out f32
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-  epilogue silu_mul
-}
-
-# The masked layout: NVFP4 with its global scales, and W4A8.
-kernel nv4_masked {
-  op grouped
-  lhs fp4 packed [g, m, k]
-  rhs fp4 packed [g, n, k]
-  out bf16
-  lhs_scale per_token_group k=16 ue4m3 global=f32
-  rhs_scale block n=1 k=16 ue4m3 global=f32
-}
-
-kernel w4a8_masked {
-  op grouped
-  lhs e4m3 [g, m, k]
-  rhs fp4 packed [g, n, k]
-  out f32
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-  tile m=128 n=64 k=128
-}
-
-kernel mx_gateup {
-  op grouped
-  rhs e4m3 [g, n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-  epilogue silu_mul
-}
 """
 
 BODY = Sm100Spec("sm100mx", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
-
-
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
 
 
 def test_plan_gives_mx_kernels_block_scaled_sm100_tiles():
@@ -182,7 +77,7 @@ def test_plan_gives_mx_kernels_block_scaled_sm100_tiles():
     for name, (bn, sf, cols) in want.items():
         k = kernel(name)
         assert k.tcgen05_block_scaled and k.tcgen05_obstacle() is None, name
-        (t,) = tile_gemm.plan(k, BODY.spec).body_tiles("tcgen05")
+        (t,) = BODY.tiles(name)
         assert (t.bn, t.sf_stage, t.tmem_cols, t.block_scaled, t.promoted) == (
             bn, sf, cols, True, False), name
         assert t.smem_bytes == tcgen05.sm100_smem_bytes(t.bn, t.stages, k.out, sf) <= limit
@@ -192,17 +87,6 @@ def test_plan_gives_mx_kernels_block_scaled_sm100_tiles():
     text = (BODY.folder / "mx_dense.cu").read_text()
     assert "static constexpr bool kBlockScaledMma = true;" in text
     assert "kind::mxf8f6f4.block_scale" in text  # the algorithm's words
-
-
-def _errors(text: str) -> str:
-    from gemmgen import backends
-    from gemmgen.diagnostics import SpecError
-    from gemmgen.parse import parse
-    from gemmgen.validate import validate
-
-    with pytest.raises(SpecError) as err:
-        validate(parse(text, "specs/x.gemm"), diagnose=backends.diagnose)
-    return str(err.value)
 
 
 def test_fp4_may_declare_sm100a_where_the_block_scaled_tcgen05_runs_it():
@@ -215,7 +99,7 @@ def test_fp4_may_declare_sm100a_where_the_block_scaled_tcgen05_runs_it():
     nv = spec.kernel("nv4_dense")
     assert nv.uses_tcgen05("sm_103a") and nv.uses_mx_mma("sm_120a")
     # An arch with neither block-scaled MMA is an error at the lhs.
-    err = _errors(SPEC.replace("archs sm_100a", "archs sm_90a sm_100a"))
+    err = spec_errors(SPEC.replace("archs sm_100a", "archs sm_90a sm_100a"))
     assert ("multiplies fp4 x fp4 on the block-scaled MMAs of sm_120a / sm_121a (mma.sync) "
             "and sm_100a / sm_103a (tcgen05) only; the cuda target declares sm_90a too") in err
     # W4A8 and the masked layout run there too.
@@ -272,9 +156,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_the_block_scaled_sm100_path_on_the_emulator(name, case, num_sms):
     check(name, case, num_sms, seed=seed())
 
@@ -332,29 +214,22 @@ RINGS = Case("rings_wrap", 300, 136, 800)  # 6 tiles of 7 K tiles on one block, 
 
 
 def run_planted(edits, inputs, name="mx_dense"):
-    modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=1)
+    return BODY.run_planted(name, edits, inputs, num_sms=1)
 
 
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "scales_wrong_columns" else pytest.mark.slow)
-    for b in PLANTED])
+@pytest.mark.parametrize("bug", one_fast(PLANTED, "scales_wrong_columns"))
 def test_planted_bug_in_the_block_scaled_path_is_caught(bug):
     edits, report = PLANTED[bug]
     inputs = RINGS.inputs(kernel("mx_dense"), seed())
-    with pytest.raises(EmuKernelError, match=report):
-        run_planted(edits, inputs)
+    BODY.expect_report("mx_dense", edits, inputs, report, num_sms=1)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("edits,passes", [(WRONG_ID, False), ([], True)],
                          ids=["wrong_scale_id", "unplanted"])
 def test_a_wrong_scale_id_fails_the_comparison(edits, passes):
-    k = kernel("mx_dense")
-    inputs = RINGS.inputs(k, seed())
-    actual = run_planted(edits, inputs)
-    result = compare(actual, reference(k, **inputs), k, k=RINGS.k, inputs=inputs)
-    assert result.passed == passes
+    inputs = RINGS.inputs(kernel("mx_dense"), seed())
+    assert BODY.matches("mx_dense", RINGS, inputs, run_planted(edits, inputs)) == passes
 
 
 # NVFP4's global scales, applied once per output in the epilogue: planted
@@ -378,34 +253,25 @@ W4A8_BUGS = {
 }
 
 
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "unswizzled" else pytest.mark.slow) for b in W4A8_BUGS])
+@pytest.mark.parametrize("bug", one_fast(W4A8_BUGS, "unswizzled"))
 def test_w4a8_unpacking_planted_wrong_fails_the_comparison(bug):
-    k = kernel("w4a8_dense")
     case = Case("two_tiles", 200, 136, 256)
-    inputs = case.inputs(k, seed())
+    inputs = case.inputs(kernel("w4a8_dense"), seed())
     actual = run_planted(W4A8_BUGS[bug], inputs, name="w4a8_dense")
-    assert not compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+    assert not BODY.matches("w4a8_dense", case, inputs, actual)
 
 
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "global_twice" else pytest.mark.slow) for b in GLOBAL_BUGS])
+@pytest.mark.parametrize("bug", one_fast(GLOBAL_BUGS, "global_twice"))
 def test_nvfp4_global_scale_planted_wrong_fails_the_comparison(bug):
-    k = kernel("nv4_moe")
-    inputs = MOE.inputs(k, seed())
+    inputs = MOE.inputs(kernel("nv4_moe"), seed())
     globals_ = [np.asarray(inputs[n]) for n in ("lhs_global_scale", "rhs_global_scale")]
     assert all(np.all(g != 1.0) for g in globals_)  # the bugs are visible
     actual = run_planted(GLOBAL_BUGS[bug], inputs, name="nv4_moe")
-    assert not compare(actual, reference(k, **inputs), k, k=MOE.k, inputs=inputs).passed
+    assert not BODY.matches("nv4_moe", MOE, inputs, actual)
 
 
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a: the block-scaled entries.
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
-
 
 @needs_nvcc
 @needs_cuobjdump
@@ -421,17 +287,10 @@ needs_cuobjdump = pytest.mark.skipif(
     pytest.param("nv4_masked", ("UTCOMMA", "4X"), marks=pytest.mark.slow),
     pytest.param("w4a8_masked", ("UTCQMMA",), marks=pytest.mark.slow)])
 def test_generated_block_scaled_entries_build_without_spills(name, mma):
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
+    lp, result, sass = BODY.build(name)
     for v in lp.variants:
         step = v.path("tcgen05").steps[-1]
-        usage = result.kernels[step.entry]
-        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
-        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100)
+        assert_fits(result.kernels[step.entry], step)
         code = sass[step.entry]
         assert code.count(*mma) > 0 and code.count("HMMA") == 0, step.entry
         if mma == ("UTCOMMA",):  # kind::mxf4, not mxf4nvf4's 4X

@@ -25,90 +25,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    Sm100Spec,
+    assert_2cta_mmas,
+    assert_fits,
+    case_params,
+    cluster_steps,
+    needs_cuobjdump,
+    needs_nvcc,
+    seed,
+    spec_errors,
+)
+from sm100_specs import pair_kernels, spec_head
 
-from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs bf16 [m, k]
-  tile m=256 n=128 k=64 cluster_n=2
-  backends cuda
-}
-
-kernel mc_dense {
-  op dense
-  rhs bf16 [n, k]
-  out f32
-}
-
-kernel mc_dense_kn {
-  op dense
-  lhs f16 [m, k]
-  rhs f16 [k, n]
-  out f16
-  bias f32 [n]
-  epilogue relu
-}
-
-kernel mc_grouped {
-  op grouped
-  rhs bf16 [g, n, k]
-  out bf16
-}
-
-kernel mc_gateup {
-  op grouped
-  rhs bf16 [g, n, k]
-  out bf16
-  epilogue silu_mul
-}
-
-kernel mc_masked {
-  op grouped
-  lhs bf16 [g, m, k]
-  rhs bf16 [g, n, k]
-  out f32
-}
-
-kernel mc_fp8_token {
-  op dense
-  lhs e4m3 [m, k]
-  rhs e4m3 [n, k]
-  out bf16
-  lhs_scale per_token f32
-  rhs_scale per_channel f32
-  tile m=256 n=128 k=128 cluster_n=2
-}
-
-kernel mc_fp8_grouped {
-  op grouped
-  lhs e4m3 [m, k]
-  rhs e4m3 [g, n, k]
-  out bf16
-  lhs_scale per_tensor f32
-  rhs_scale per_channel f32
-  tile m=256 n=128 k=128 cluster_n=2
-}
-
-kernel mc_fp8_kn {
-  op grouped
-  lhs e4m3 [m, k]
-  rhs e4m3 [g, k, n]
-  out bf16
-  rhs_scale per_channel f32
-}
-
+SPEC = spec_head("lhs bf16 [m, k]\ntile m=256 n=128 k=64 cluster_n=2") + pair_kernels(
+    "mc_", " cluster_n=2") + """
 kernel mc_four {
   op grouped
   rhs bf16 [g, n, k]
@@ -137,30 +71,8 @@ BODY = Sm100Spec("sm100mcast", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
 
 
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
-
-
-def tile_gemm_plan(name: str):
-    from gemmgen.backends.cuda import gemm as tile_gemm
-
-    return tile_gemm.plan(kernel(name), BODY.spec)
-
-
 # ---------------------------------------------------------------------------
 # The spec field (no compiler).
-
-
-def _errors(text: str) -> str:
-    from gemmgen import backends
-    from gemmgen.diagnostics import SpecError
-    from gemmgen.parse import parse
-    from gemmgen.validate import validate
-
-    with pytest.raises(SpecError) as err:
-        validate(parse(text, "specs/x.gemm"), diagnose=backends.diagnose)
-    return str(err.value)
-
 
 BAD = """target cuda {
   archs ARCHS
@@ -236,7 +148,7 @@ def test_cluster_n_is_a_field_of_pair_tiles_with_positioned_errors():
     (k,) = [k for k in spec.kernels if k.name == "mc_lut"]
     assert [r.tile.cluster_n for r in k.tile_rules] == [2, 1] and k.tile.cluster_n == 1
     assert str(k.tile_rules[0].tile) == "256x128x64 cluster_n=2"
-    got = _errors(BAD.replace("ARCHS", "sm_100a"))
+    got = spec_errors(BAD.replace("ARCHS", "sm_100a"))
     for want in [
         ("x.gemm:14:35: kernel 'x_lut': tile cluster_n=2 needs the 2-CTA tile, m=256 (its CTA "
          "pairs along N share the tile's 256 rows of A), but the entry has m=128"),
@@ -254,7 +166,7 @@ def test_cluster_n_is_a_field_of_pair_tiles_with_positioned_errors():
     # `mma mma_sync` (or wgmma) forces a body without pairs: cluster_n is an
     # ordinary tile's there, as m=256 is, so `mma` stays sweepable.
     assert "x_mma_sync" not in got
-    hopper = _errors(BAD.replace("ARCHS", "sm_90a"))
+    hopper = spec_errors(BAD.replace("ARCHS", "sm_90a"))
     assert ("x.gemm:36:35: kernel 'x_wonly': cluster_n=2 needs sm_100a or sm_103a "
             "(tcgen05.mma.cta_group::2 on CTA pairs, TMA multicast across a cluster), but target "
             "cuda declares sm_90a") in hopper
@@ -277,7 +189,7 @@ def test_cluster_n_plans_clusters_of_pairs_and_explain_states_them(monkeypatch):
     than a cluster; the struct's kClusterN; explain's cluster and A loads."""
     for name, p in MULTICAST.items():
         k = kernel(name)
-        (t,) = tile_gemm_plan(name).body_tiles("tcgen05")
+        (t,) = BODY.tiles(name)
         assert t.pair and t.cluster_n == p and t.bm == 256, name
         assert t.smem_bytes == tcgen05.sm100_smem_bytes(t.bn, t.stages, k.out, pair=True), name
         assert f"static constexpr int kClusterN = {p};" in (BODY.folder / f"{name}.cu").read_text()
@@ -306,7 +218,7 @@ def test_cluster_n_plans_clusters_of_pairs_and_explain_states_them(monkeypatch):
         (step,) = ll.launches(ll.validate(lhs=np.zeros((m, 64), np.uint16),
                                           rhs=np.zeros((300, 64), np.uint16)), 100, 148)
         assert step.cluster == cluster, (m, step)
-    mcast, pair, one = tile_gemm_plan("mc_lut").body_tiles("tcgen05")
+    mcast, pair, one = BODY.tiles("mc_lut")
     assert (mcast.cluster_n, pair.cluster_n, pair.pair, one.pair) == (2, 1, True, False)
     text = (BODY.folder / "mc_lut.cu").read_text()
     assert text.count("kClusterN") == 1 and text.count("kCtaPair") == 2
@@ -355,9 +267,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_the_multicast_tile_through_the_cpp_launcher(name, case, num_sms):
     """launch_<name>() launches clusters of 2P CTAs with cudaLaunchKernelEx
     on the emulated device; the result against the reference."""
@@ -376,19 +286,12 @@ def test_the_multicast_tile_through_the_python_launcher(name, case, num_sms):
 def test_the_cupy_launcher_launches_clusters_of_four():
     from gemmgen.harness import cupy_standin
 
-    k, module = kernel("mc_dense"), launcher("mc_dense")
-    case = Case("cupy", 300, 400, 200)
-    inputs = case.inputs(k, seed())
-    with cupy_standin.install(BODY.folder, SM100) as cupy:
-        cupy.sms = 9  # 4 x min(2, 2 x 2 units): a grid of 8
-        lhs, rhs = (cupy.asarray(np.asarray(inputs[a]).view(np.uint16).reshape(-1)).reshape(
-            np.shape(inputs[a])) for a in ("lhs", "rhs"))
-        got = module.mc_dense(lhs=lhs, rhs=rhs).host().copy()
-    assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
-    assert [(x["entry"], x["grid"], x["cluster"], x["attribute_ids"]) for x in cupy.launches] == [
-        ("mc_dense_sm100", (8, 1, 1), (4, 1, 1),
-         (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,))]
-    assert not cupy.refused
+    # 9 SMs: 4 x min(2, 2 x 2 units), a grid of 8.
+    passed, launches, refused = BODY.run_cupy("mc_dense", Case("cupy", 300, 400, 200), 9)
+    assert passed
+    assert launches == [("mc_dense_sm100", (8, 1, 1), (4, 1, 1),
+                         (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,))]
+    assert not refused
 
 
 # ---------------------------------------------------------------------------
@@ -430,12 +333,6 @@ PLANT_CASE = Case("rings_wrap", 1000, 520, 600)  # 4 x 3 units of 10 K tiles on 
 IDLE_CASE = Case("idle", 1000, 128, 600)
 
 
-def run_planted(edits, inputs, name="mc_dense", schedule="run-ahead"):
-    modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=4,
-                        schedule=schedule)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("schedule", ["run-ahead", "reverse"])
 @pytest.mark.parametrize("bug", list(PLANTED))
@@ -445,11 +342,9 @@ def test_planted_bug_in_the_multicast_protocol_is_caught(bug, schedule):
     edits, report = PLANTED[bug]
     case = IDLE_CASE if bug == "idle_pair_exits_early" else PLANT_CASE
     inputs = case.inputs(kernel("mc_dense"), 3)
-    with pytest.raises(EmuKernelError, match=report):
-        run_planted(edits, inputs, schedule=schedule)
-    k = kernel("mc_dense")
-    assert compare(run_planted([], inputs, schedule=schedule), reference(k, **inputs), k,
-                   k=case.k, inputs=inputs).passed
+    BODY.expect_report("mc_dense", edits, inputs, report, num_sms=4, schedule=schedule)
+    actual = BODY.run_planted("mc_dense", [], inputs, num_sms=4, schedule=schedule)
+    assert BODY.matches("mc_dense", case, inputs, actual)
 
 
 @pytest.mark.slow
@@ -458,21 +353,13 @@ def test_planted_bug_in_the_multicast_protocol_is_caught(bug, schedule):
 def test_the_multicast_tile_in_the_reverse_schedule(name, case, num_sms):
     """The emulator's other warp order (the last runnable warp first): the
     idle pair, silu_mul and four pairs a cluster still match the reference."""
-    k = kernel(name)
-    inputs = case.inputs(k, seed())
-    path = BODY.folder / f"{name}.cu"
-    got = run_launcher(launcher(name), path.read_text(), str(path), inputs, modules=BODY.modules,
-                       arch=SM100, num_sms=num_sms, schedule="reverse")
-    assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+    inputs = case.inputs(kernel(name), seed())
+    got = BODY.run_py(name, inputs, num_sms, schedule="reverse")
+    assert BODY.matches(name, case, inputs, got)
 
 
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a: the multicast entries.
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
-
 
 @needs_nvcc
 @needs_cuobjdump
@@ -486,22 +373,13 @@ def test_the_multicast_entries_build_for_sm100a(name, mma):
     """A's load is the 2-CTA multicast form (UTMALDG.2D.MULTICAST.2CTA), every
     MMA the 2-CTA form, the commits multicast; no spills; a pair entry of
     cluster_n = 1 beside it (mc_lut's m >= 512) loads A without multicast."""
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
-    steps = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps if s.is_cluster}
+    lp, result, sass = BODY.build(name)
+    steps = cluster_steps(lp)
     for entry, step in steps.items():
-        usage = result.kernels[entry]
-        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
-        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100)
+        assert_fits(result.kernels[entry], step)
         code = sass[entry]
-        assert code.count(mma, "2CTA") == code.count(mma) > 0, entry
-        assert code.count("UTCBAR", "2CTA", "MULTICAST") > 0, entry
+        assert_2cta_mmas(code, mma, entry)
         multicast = code.count("UTMALDG", "2D", "MULTICAST", "2CTA")
         assert multicast == (1 if step.cluster[0] > 2 else 0), (entry, code.opcodes)
-        assert code.count("HMMA") == 0, entry
     assert {s.cluster[0] for s in steps.values()} == (
         {4, 2} if name == "mc_lut" else {2 * MULTICAST[name]})

@@ -21,29 +21,21 @@ the rest are `slow`."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    Sm100Spec,
+    assert_fits,
+    case_params,
+    cluster_steps,
+    needs_cuobjdump,
+    needs_nvcc,
+    seed,
+)
+from sm100_specs import spec_head
 
-from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs e4m3 [m, k]
-  tile m=256 n=128 k=128 cluster_n=2
-  backends cuda
-}
-
+SPEC = spec_head("lhs e4m3 [m, k]\ntile m=256 n=128 k=128 cluster_n=2") + """
 kernel ms_nv4_moe {
   op grouped
   lhs fp4 packed [m, k]
@@ -127,10 +119,6 @@ BODY = Sm100Spec("sm100mcastscaled", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
 
 
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
-
-
 # (cluster_n, block-scaled, promoted in software) of each kernel's entry.
 MULTICAST = {
     "ms_nv4_moe": (2, True, False), "ms_mx4_dense": (3, True, False),
@@ -148,8 +136,8 @@ def test_scaled_kinds_plan_multicast_pairs():
     plain = Sm100Spec("sm100mcastscaled_plain", SPEC.replace(" cluster_n=2", "").replace(
         " cluster_n=3", "").replace(" cluster_n=4", ""))
     for name, (p, bs, promoted) in MULTICAST.items():
-        (t,) = tile_gemm.plan(kernel(name), BODY.spec).body_tiles("tcgen05")
-        (u,) = tile_gemm.plan(plain.kernel(name), plain.spec).body_tiles("tcgen05")
+        (t,) = BODY.tiles(name)
+        (u,) = plain.tiles(name)
         assert (t.pair, t.cluster_n, t.bm, t.block_scaled) == (True, p, 256, bs), name
         assert (u.pair, u.cluster_n) == (True, 1), name
         assert (t.smem_bytes, t.tmem_cols, t.sf_stage, t.stages) == (
@@ -165,7 +153,7 @@ def test_scaled_kinds_plan_multicast_pairs():
         assert (step.entry, step.grid, step.cluster) == ("ms_mx4_dense_sm100", (grid, 1, 1),
                                                          (6, 1, 1))
         assert lm.launch_error(step) is None
-    mcast, pair, one = tile_gemm.plan(kernel("ms_lut"), BODY.spec).body_tiles("tcgen05")
+    mcast, pair, one = BODY.tiles("ms_lut")
     assert (mcast.cluster_n, pair.cluster_n, pair.pair, one.pair) == (2, 1, True, False)
 
 
@@ -200,9 +188,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_scaled_multicast_on_the_emulator(name, case, num_sms):
     check(name, case, num_sms, seed=seed(), cpp=True)
 
@@ -212,22 +198,13 @@ def test_scaled_multicast_on_the_emulator(name, case, num_sms):
     pytest.param(n, c, s, id=f"{n}-{c.name}") for n, c, s, _ in (CASES[0], CASES[8])])
 def test_scaled_multicast_in_the_reverse_schedule(name, case, num_sms):
     """The emulator's other warp order (the last runnable warp first)."""
-    k = kernel(name)
-    inputs = case.inputs(k, seed())
-    path = BODY.folder / f"{name}.cu"
-    got = run_launcher(launcher(name), path.read_text(), str(path), inputs, modules=BODY.modules,
-                       arch=SM100, num_sms=num_sms, schedule="reverse")
-    assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+    inputs = case.inputs(kernel(name), seed())
+    got = BODY.run_py(name, inputs, num_sms, schedule="reverse")
+    assert BODY.matches(name, case, inputs, got)
 
 
 # ---------------------------------------------------------------------------
 # Planted bugs (gg_gemm_sm100.cuh / gg_gemm_sm100_pair.cuh with one edit).
-
-
-def run_planted(name, edits, inputs, num_sms):
-    modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100,
-                        num_sms=num_sms)
 
 
 @pytest.mark.slow
@@ -236,14 +213,11 @@ def test_b_scales_of_pair_0_in_every_pair_fail_the_comparison():
     were multicast with A): pair 1's columns come out with the wrong
     scales. No rule of the hardware is broken; the comparison fails."""
     name, case = "ms_mx4_dense", Case("two_pairs", 300, 384, 256)
-    k = kernel(name)
-    inputs = case.inputs(k, seed())
+    inputs = case.inputs(kernel(name), seed())
     edits = [("    const int b0[2] = {w.n0, n / 2 + w.n0};\n",
               "    const int b0[2] = {w.n0 - T::kBN * pair_index(), n / 2 + w.n0};\n")]
-    want = reference(k, **inputs)
-    assert not compare(run_planted(name, edits, inputs, 6), want, k, k=case.k,
-                       inputs=inputs).passed
-    assert compare(run_planted(name, [], inputs, 6), want, k, k=case.k, inputs=inputs).passed
+    assert not BODY.matches(name, case, inputs, BODY.run_planted(name, edits, inputs, 6))
+    assert BODY.matches(name, case, inputs, BODY.run_planted(name, [], inputs, 6))
 
 
 @pytest.mark.slow
@@ -257,17 +231,12 @@ def test_a_stage_commit_to_one_pair_deadlocks(name):
     inputs = case.inputs(kernel(name), seed())
     edits = [("gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);",
               "gg::tcgen05_commit_pair_multicast(&s.empty[st], acc_mask);")]
-    with pytest.raises(EmuKernelError, match=r"deadlock in cluster(.|\n)*1 of 2 arrivals missing"):
-        run_planted(name, edits, inputs, 4)
+    BODY.expect_report(name, edits, inputs, r"deadlock in cluster(.|\n)*1 of 2 arrivals missing",
+                       num_sms=4)
 
 
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a.
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
-
 
 @needs_nvcc
 @needs_cuobjdump
@@ -279,18 +248,11 @@ needs_cuobjdump = pytest.mark.skipif(
 def test_the_scaled_multicast_entries_build_for_sm100a(name, mma):
     """A's load is the 2-CTA multicast form, every MMA and scale copy the
     2-CTA form; no spills, shared memory within the limit."""
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
-    steps = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps if s.is_cluster}
+    lp, result, sass = BODY.build(name)
+    steps = cluster_steps(lp)
     assert steps, name
     for entry, step in steps.items():
-        usage = result.kernels[entry]
-        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
-        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100)
+        assert_fits(result.kernels[entry], step)
         code = sass[entry]
         assert code.count(mma, "2CTA") == code.count(mma) > 0, entry
         assert code.count("UTMALDG", "2D", "MULTICAST", "2CTA") == 1, (entry, code.opcodes)

@@ -19,92 +19,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    SM100,
+    Sm100Spec,
+    assert_2cta_mmas,
+    assert_fits,
+    case_params,
+    cluster_steps,
+    needs_cuobjdump,
+    needs_nvcc,
+    one_fast,
+    seed,
+)
+from sm100_specs import pair_kernels, spec_head
 
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs bf16 [m, k]
-  tile m=256 n=128 k=64
-  backends cuda
-}
-
-kernel p_dense {
-  op dense
-  rhs bf16 [n, k]
-  out f32
-}
-
-kernel p_dense_kn {
-  op dense
-  lhs f16 [m, k]
-  rhs f16 [k, n]
-  out f16
-  bias f32 [n]
-  epilogue relu
-}
-
-kernel p_grouped {
-  op grouped
-  rhs bf16 [g, n, k]
-  out bf16
-}
-
-kernel p_gateup {
-  op grouped
-  rhs bf16 [g, n, k]
-  out bf16
-  epilogue silu_mul
-}
-
-kernel p_masked {
-  op grouped
-  lhs bf16 [g, m, k]
-  rhs bf16 [g, n, k]
-  out f32
-}
-
-kernel p_fp8_token {
-  op dense
-  lhs e4m3 [m, k]
-  rhs e4m3 [n, k]
-  out bf16
-  lhs_scale per_token f32
-  rhs_scale per_channel f32
-  tile m=256 n=128 k=128
-}
-
-kernel p_fp8_grouped {
-  op grouped
-  lhs e4m3 [m, k]
-  rhs e4m3 [g, n, k]
-  out bf16
-  lhs_scale per_tensor f32
-  rhs_scale per_channel f32
-  tile m=256 n=128 k=128
-}
-
-kernel p_fp8_kn {
-  op grouped
-  lhs e4m3 [m, k]
-  rhs e4m3 [g, k, n]
-  out bf16
-  rhs_scale per_channel f32
-  tile m=256 n=128 k=64
-}
-
+SPEC = spec_head("lhs bf16 [m, k]\ntile m=256 n=128 k=64") + pair_kernels("p_") + """
 kernel p_lut {
   op dense
   rhs bf16 [n, k]
@@ -127,11 +60,6 @@ kernel p_promoted {
 BODY = Sm100Spec("sm100pair", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
 
-
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
-
-
 # ---------------------------------------------------------------------------
 # The plan and the launchers' choice (no compiler).
 
@@ -143,7 +71,7 @@ def test_lut_entries_of_m_256_get_the_pair_tile():
     limit = shared_memory_limit(SM100)
     for name in PAIRED:
         k = kernel(name)
-        (t,) = tile_gemm_plan(name).body_tiles("tcgen05")
+        (t,) = BODY.tiles(name)
         assert t.pair and (t.bm, t.bn) == (256, 128), name
         # A CTA's stage: 128 rows of A and bn / 2 of B; as many stages as fit.
         assert (t.a_stage, t.b_stage) == (128 * 128, 64 * 128), name
@@ -152,24 +80,18 @@ def test_lut_entries_of_m_256_get_the_pair_tile():
                 or tcgen05.sm100_smem_bytes(t.bn, t.stages + 1, k.out, pair=True) > limit)
         assert t.tmem_cols == 256, name  # two 128-column accumulators in each CTA
     # FP8 rhs [k, n]: each CTA's half of B whole 128-column boxes, so 256.
-    (t,) = tile_gemm_plan("p_fp8_kn").body_tiles("tcgen05")
+    (t,) = BODY.tiles("p_fp8_kn")
     assert (t.pair, t.bm, t.bn, t.b_stage) == (True, 256, 256, 128 * 128)
     # A LUT: the m >= 512 entry is the pair's, the default the 1-CTA tile.
-    pair, one = tile_gemm_plan("p_lut").body_tiles("tcgen05")
+    pair, one = BODY.tiles("p_lut")
     assert (pair.pair, pair.bm, one.pair, one.bm) == (True, 256, False, 128)
     # The FP32 promotion in software takes the pair too, 128 columns wide
     # (test_cuda_sm100_pair_promoted.py runs it).
-    (t,) = tile_gemm_plan("p_promoted").body_tiles("tcgen05")
+    (t,) = BODY.tiles("p_promoted")
     assert (t.pair, t.promoted, t.bm, t.bn) == (True, True, 256, 128)
     assert tcgen05.pair_obstacle(kernel("p_promoted")) is None
     text = (BODY.folder / "p_lut.cu").read_text()
     assert "static constexpr bool kCtaPair = true;" in text and text.count("kCtaPair") == 1
-
-
-def tile_gemm_plan(name: str):
-    from gemmgen.backends.cuda import gemm as tile_gemm
-
-    return tile_gemm.plan(kernel(name), BODY.spec)
 
 
 def test_the_pair_step_is_a_cluster_launch_of_an_even_grid():
@@ -223,9 +145,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_the_pair_tile_through_the_cpp_launcher(name, case, num_sms):
     """launch_<name>() launches the pair's step with cudaLaunchKernelEx and the
     cluster attribute on the emulated device."""
@@ -298,27 +218,18 @@ PLANT_CASE = Case("rings_wrap", 1000, 264, 600)  # 12 tiles of 10 K tiles on one
 ONE_TILE = {"peer_exits_before_cluster_sync": Case("one_tile", 256, 128, 1200)}
 
 
-def run_planted(edits, inputs, name="p_dense"):
-    modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=2)
-
-
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "acc_commit_one_cta" else pytest.mark.slow)
-    for b in PLANTED])
+@pytest.mark.parametrize("bug", one_fast(PLANTED, "acc_commit_one_cta"))
 def test_planted_bug_in_the_pair_tile_is_caught(bug):
     edits, report = PLANTED[bug]
     inputs = ONE_TILE.get(bug, PLANT_CASE).inputs(kernel("p_dense"), 3)
-    with pytest.raises(EmuKernelError, match=report):
-        run_planted(edits, inputs)
+    BODY.expect_report("p_dense", edits, inputs, report, num_sms=2)
 
 
 @pytest.mark.slow
 def test_the_unplanted_copy_of_the_pair_tile_passes():
-    k = kernel("p_dense")
-    inputs = PLANT_CASE.inputs(k, 3)
-    actual = run_planted([], inputs)
-    assert compare(actual, reference(k, **inputs), k, k=PLANT_CASE.k, inputs=inputs).passed
+    inputs = PLANT_CASE.inputs(kernel("p_dense"), 3)
+    actual = BODY.run_planted("p_dense", [], inputs, num_sms=2)
+    assert BODY.matches("p_dense", PLANT_CASE, inputs, actual)
 
 
 # ---------------------------------------------------------------------------
@@ -330,28 +241,16 @@ def test_the_unplanted_copy_of_the_pair_tile_passes():
 def test_the_cupy_launcher_launches_the_pair_tile_as_a_cluster():
     from gemmgen.harness import cupy_standin
 
-    k, module = kernel("p_dense"), launcher("p_dense")
-    case = Case("cupy", 300, 136, 200)
-    inputs = case.inputs(k, seed())
-    with cupy_standin.install(BODY.folder, SM100) as cupy:
-        cupy.sms = 5  # 2 x min(2, 4 tiles): a grid of 4
-        lhs, rhs = (cupy.asarray(np.asarray(inputs[a]).view(np.uint16).reshape(-1)).reshape(
-            np.shape(inputs[a])) for a in ("lhs", "rhs"))
-        got = module.p_dense(lhs=lhs, rhs=rhs).host().copy()
-    assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
-    assert [(x["entry"], x["grid"], x["cluster"], x["attribute_ids"]) for x in cupy.launches] == [
-        ("p_dense_sm100", (4, 1, 1), (2, 1, 1),
-         (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,))]
-    assert not cupy.refused
+    # 5 SMs: 2 x min(2, 4 tiles), a grid of 4.
+    passed, launches, refused = BODY.run_cupy("p_dense", Case("cupy", 300, 136, 200), 5)
+    assert passed
+    assert launches == [("p_dense_sm100", (4, 1, 1), (2, 1, 1),
+                         (cupy_standin.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,))]
+    assert not refused
 
 
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a: the pair tile's entries.
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
-
 
 @needs_nvcc
 @needs_cuobjdump
@@ -362,26 +261,17 @@ needs_cuobjdump = pytest.mark.skipif(
     ("p_fp8_kn", "UTCQMMA"),
     ("p_lut", "UTCHMMA")])
 def test_the_pair_entries_build_for_sm100a_on_2cta_mmas(name, mma):
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
-    (step,) = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps
-               if s.is_cluster}.values()
+    lp, result, sass = BODY.build(name)
+    (step,) = cluster_steps(lp).values()
     if name == "p_lut":  # the 1-CTA entry beside it has no 2-CTA instruction
         (one,) = {s.entry for v in lp.variants for s in v.path("tcgen05").steps} - {step.entry}
         assert sass[one].count(mma) > 0 and sass[one].count(mma, "2CTA") == 0
-    usage = result.kernels[step.entry]
-    assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
-    assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100) == 227 * 1024
+    assert_fits(result.kernels[step.entry], step)
     code = sass[step.entry]
     # Every MMA the 2-CTA form (UTCHMMA.2CTA / UTCQMMA.2CTA), its commits
     # multicast to the pair (UTCBAR.2CTA.MULTICAST), TMEM allocated for both.
-    assert code.count(mma, "2CTA") == code.count(mma) > 0, step.entry
-    assert code.count("UTCBAR", "2CTA", "MULTICAST") > 0, step.entry
-    assert code.count("UTCATOMSWS", "2CTA") > 0 and code.count("HMMA") == 0, step.entry
+    assert_2cta_mmas(code, mma, step.entry)
+    assert code.count("UTCATOMSWS", "2CTA") > 0, step.entry
     assert code.count("UTMALDG") > 0 and code.count("LDTM") > 0, step.entry
 
 

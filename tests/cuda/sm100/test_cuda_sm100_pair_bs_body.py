@@ -19,39 +19,25 @@ The unmarked cases are one of each kind; the rest are `slow`."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    SM100,
+    Sm100Spec,
+    assert_fits,
+    case_params,
+    cluster_steps,
+    needs_cuobjdump,
+    needs_nvcc,
+    one_fast,
+    seed,
+)
+from sm100_specs import block_scaled_kernels, spec_head
 
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs e4m3 [m, k]
-  tile m=256 n=128 k=128
-  backends cuda
-}
-
-kernel q_mx_dense {
-  op dense
-  rhs e4m3 [n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-}
-
+SPEC = spec_head("lhs e4m3 [m, k]\ntile m=256 n=128 k=128") + block_scaled_kernels("q_", 256) + """
 kernel q_mx_grouped {
   op grouped
   lhs e5m2 [m, k]
@@ -62,90 +48,6 @@ kernel q_mx_grouped {
   rhs_scale block n=1 k=32 e8m0
   tile m=256 n=192 k=128
   warp_tile m=64 n=48
-}
-
-kernel q_mx_gateup {
-  op grouped
-  rhs e4m3 [g, n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-  epilogue silu_mul
-}
-
-kernel q_nv4_dense {
-  op dense
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [n, k]
-  out bf16
-  lhs_scale per_token_group k=16 ue4m3 layout=atom128x4 global=f32
-  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
-}
-
-kernel q_nv4_moe {
-  op grouped
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [g, n, k]
-  out f32
-  lhs_scale per_token_group k=16 ue4m3 global=f32
-  rhs_scale block n=1 k=16 ue4m3 layout=atom128x4 global=f32
-  tile m=256 n=64 k=256
-}
-
-kernel q_nv4_masked {
-  op grouped
-  lhs fp4 packed [g, m, k]
-  rhs fp4 packed [g, n, k]
-  out bf16
-  lhs_scale per_token_group k=16 ue4m3 global=f32
-  rhs_scale block n=1 k=16 ue4m3 global=f32
-}
-
-kernel q_mx4_dense {
-  op dense
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [n, k]
-  out f32
-  bias f32 [n]
-  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-}
-
-kernel q_mx4_moe {
-  op grouped
-  lhs fp4 packed [m, k]
-  rhs fp4 packed [g, n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0
-  epilogue silu_mul
-}
-
-kernel q_w4a8_dense {
-  op dense
-  rhs fp4 packed [n, k]
-  out bf16
-  lhs_scale per_token_group k=32 e8m0 layout=atom128x4
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-}
-
-kernel q_w4a8_moe {
-  op grouped
-  rhs fp4 packed [g, n, k]
-  out f32
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-  epilogue silu_mul
-}
-
-kernel q_w4a8_masked {
-  op grouped
-  lhs e4m3 [g, m, k]
-  rhs fp4 packed [g, n, k]
-  out f32
-  lhs_scale per_token_group k=32 e8m0
-  rhs_scale block n=1 k=32 e8m0 layout=atom128x4
-  tile m=256 n=64 k=128
 }
 
 kernel q_ds_grouped {
@@ -199,10 +101,6 @@ BODY = Sm100Spec("sm100pairbs", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
 
 
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
-
-
 # ---------------------------------------------------------------------------
 # The plan (no compiler).
 
@@ -225,7 +123,7 @@ def test_block_scaled_entries_of_m_256_get_the_pair_tile():
     for name, (bn, sf, cols) in PAIRED.items():
         k = kernel(name)
         assert k.tcgen05_block_scaled and tcgen05.pair_obstacle(k) is None, name
-        (t,) = tile_gemm.plan(k, BODY.spec).body_tiles("tcgen05")
+        (t,) = BODY.tiles(name)
         assert (t.pair, t.bm, t.bn, t.sf_stage, t.tmem_cols, t.block_scaled) == (
             True, 256, bn, sf, cols, True), name
         assert t.deepseek == name.startswith("q_ds"), name
@@ -241,13 +139,13 @@ def test_block_scaled_entries_of_m_256_get_the_pair_tile():
         assert "static constexpr bool kBlockScaledMma = true;" in text, name
         assert "tcgen05.cp.cta_group::2.32x128b.warpx4" in text, name  # the file comment
     # A LUT: the m >= 512 entry is the pair's, the default the 1-CTA tile.
-    pair, one = tile_gemm.plan(kernel("q_lut"), BODY.spec).body_tiles("tcgen05")
+    pair, one = BODY.tiles("q_lut")
     assert (pair.pair, pair.bm, one.pair, one.bm) == (True, 256, False, 128)
     assert pair.block_scaled and one.block_scaled
     # MXFP8 rhs [k, n]: each CTA's half of B would be a 128-column box, so
     # bn = 256, whose two accumulators leave TMEM no room for the scales:
     # the 1-CTA tile at m = 256.
-    (t,) = tile_gemm.plan(kernel("q_mx_kn"), BODY.spec).body_tiles("tcgen05")
+    (t,) = BODY.tiles("q_mx_kn")
     assert not t.pair and t.bm == 128 and t.block_scaled
 
 
@@ -333,9 +231,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_block_scaled_pair_on_the_emulator(name, case, num_sms):
     check(name, case, num_sms, seed=seed())
 
@@ -449,46 +345,34 @@ PLANT_CASES = {
 }
 
 
-def run_planted(name: str, edits, inputs):
-    modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=2)
-
-
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "peer_gather_not_ordered" else pytest.mark.slow)
-    for b in REPORTED])
+@pytest.mark.parametrize("bug", one_fast(REPORTED, "peer_gather_not_ordered"))
 def test_planted_bug_in_the_block_scaled_pair_is_reported(bug):
     name, edits, report = REPORTED[bug]
     inputs = PLANT_CASES[name].inputs(kernel(name), seed())
-    with pytest.raises(EmuKernelError, match=report):
-        run_planted(name, edits, inputs)
+    BODY.expect_report(name, edits, inputs, report, num_sms=2)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug", list(WRONG))
 def test_planted_bug_in_the_block_scaled_pair_fails_the_comparison(bug):
     name, edits = WRONG[bug]
-    k, case = kernel(name), PLANT_CASES[name]
-    inputs = case.inputs(k, seed())
-    actual = run_planted(name, edits, inputs)
-    assert not compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+    case = PLANT_CASES[name]
+    inputs = case.inputs(kernel(name), seed())
+    actual = BODY.run_planted(name, edits, inputs, num_sms=2)
+    assert not BODY.matches(name, case, inputs, actual)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PLANT_CASES))
 def test_the_unplanted_copy_of_the_body_passes(name):
-    k, case = kernel(name), PLANT_CASES[name]
-    inputs = case.inputs(k, seed())
-    actual = run_planted(name, [], inputs)
-    assert compare(actual, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+    case = PLANT_CASES[name]
+    inputs = case.inputs(kernel(name), seed())
+    actual = BODY.run_planted(name, [], inputs, num_sms=2)
+    assert BODY.matches(name, case, inputs, actual)
 
 
 # ---------------------------------------------------------------------------
 # nvcc 13.5 for sm_100a: the pair entries' SASS.
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
 
 # The 2-CTA MMA of each kind (nvcc 13.5's spelling).
 SASS = {"q_mx_dense": "UTCQMMA", "q_mx_grouped": "UTCQMMA", "q_mx_gateup": "UTCQMMA",
@@ -503,14 +387,8 @@ SASS = {"q_mx_dense": "UTCQMMA", "q_mx_grouped": "UTCQMMA", "q_mx_gateup": "UTCQ
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SASS))
 def test_the_block_scaled_pair_entries_build_for_sm100a_on_2cta_mmas(name):
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
-    (step,) = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps
-               if s.is_cluster}.values()
+    lp, result, sass = BODY.build(name)
+    (step,) = cluster_steps(lp).values()
     base, *mods = SASS[name].split(".")
     code = sass[step.entry]
     # Every MMA 2-CTA (UTCQMMA.2CTA, UTCOMMA.2CTA, UTCOMMA.2CTA.4X), as many
@@ -518,13 +396,11 @@ def test_the_block_scaled_pair_entries_build_for_sm100a_on_2cta_mmas(name):
     # per atom; no one-CTA MMA or copy.
     assert code.count(base, "2CTA", *mods) == code.count(base) == 4, (step.entry, code.opcodes)
     assert sum(code.count(b) for b in ("UTCQMMA", "UTCOMMA", "UTCHMMA")) == 4
-    atoms = tile_gemm.plan(kernel(name), BODY.spec).body_tiles("tcgen05")[0].sf_stage // 512
+    atoms = BODY.tiles(name)[0].sf_stage // 512
     assert code.count("UTCCP", "2CTA") == code.count("UTCCP") == atoms, code.opcodes
     assert code.count("UTCBAR", "2CTA", "MULTICAST") > 0 and code.count("HMMA") == 0
     assert code.count("UTCATOMSWS", "2CTA") > 0 and code.count("LDTM") > 0
-    usage = result.kernels[step.entry]
-    assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
-    assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100) == 227 * 1024
+    assert_fits(result.kernels[step.entry], step)
     if name == "q_lut":  # the 1-CTA entry beside it has no 2-CTA instruction
         (one,) = {s.entry for v in lp.variants for s in v.path("tcgen05").steps
                   if s.entry.endswith("_sm100")} - {step.entry}

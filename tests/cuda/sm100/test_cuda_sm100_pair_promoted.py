@@ -23,34 +23,27 @@ Unmarked: the plan, one emulated case, one planted bug; the rest `slow`."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    SM100,
+    Sm100Spec,
+    assert_2cta_mmas,
+    assert_fits,
+    case_params,
+    cluster_steps,
+    needs_cuobjdump,
+    needs_nvcc,
+    one_fast,
+    seed,
+)
+from sm100_specs import spec_head
 
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.cuda_emu import EmuKernelError
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs e4m3 [m, k]
-  out bf16
-  lhs_scale per_token_group k=128 f32
-  rhs_scale block n=128 k=128 f32
-  tile m=256 n=128 k=128
-  backends cuda
-}
-
+SPEC = spec_head("lhs e4m3 [m, k]\nout bf16\nlhs_scale per_token_group k=128 f32\n"
+                 "rhs_scale block n=128 k=128 f32\ntile m=256 n=128 k=128") + """
 kernel pp_dense {
   op dense
   rhs e4m3 [n, k]
@@ -96,14 +89,7 @@ kernel pp_e8m0_hw {
 
 BODY = Sm100Spec("sm100pairpromo", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
-
-
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
-
-
-def tiles_of(name: str):
-    return tile_gemm.plan(kernel(name), BODY.spec).body_tiles("tcgen05")
+tiles_of = BODY.tiles
 
 
 def test_promoted_entries_of_m_256_get_the_pair_tile():
@@ -146,9 +132,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_the_promoted_pair_through_the_cpp_launcher(name, case, num_sms):
     check(name, case, num_sms, seed=seed(), cpp=True)
 
@@ -188,37 +172,23 @@ PLANTED = {
 PLANT_CASE = Case("rings_wrap", 600, 264, 656)  # 6 tiles of 6 K tiles on one pair
 
 
-def run_planted(edits, inputs, name="pp_dense"):
-    modules, key = BODY.planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=2)
-
-
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "mma_waits_for_the_leader_only" else pytest.mark.slow)
-    for b in PLANTED])
+@pytest.mark.parametrize("bug", one_fast(PLANTED, "mma_waits_for_the_leader_only"))
 def test_planted_bug_in_the_promoted_pair_is_caught(bug):
     edits, report = PLANTED[bug]
     inputs = PLANT_CASE.inputs(kernel("pp_dense"), seed())
-    with pytest.raises(EmuKernelError, match=report):
-        run_planted(edits, inputs)
+    BODY.expect_report("pp_dense", edits, inputs, report, num_sms=2)
 
 
 @pytest.mark.slow
 def test_the_unplanted_copy_of_the_promoted_pair_passes():
-    k = kernel("pp_dense")
-    inputs = PLANT_CASE.inputs(k, seed())
-    actual = run_planted([], inputs)
-    assert compare(actual, reference(k, **inputs), k, k=PLANT_CASE.k, inputs=inputs).passed
+    inputs = PLANT_CASE.inputs(kernel("pp_dense"), seed())
+    actual = BODY.run_planted("pp_dense", [], inputs, num_sms=2)
+    assert BODY.matches("pp_dense", PLANT_CASE, inputs, actual)
 
 
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a: the pair entries, their registers (each CTA's epilogue
 # holds its rows' 128 sums: the 1-CTA promoted tile's budget).
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
-
 
 @needs_nvcc
 @needs_cuobjdump
@@ -226,23 +196,16 @@ needs_cuobjdump = pytest.mark.skipif(
     "pp_grouped", *(pytest.param(n, marks=pytest.mark.slow)
                     for n in ("pp_dense", "pp_masked", "pp_gateup", "pp_e8m0"))])
 def test_the_promoted_pair_entries_build_for_sm100a_on_2cta_mmas(name):
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
-    pairs = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps if s.is_cluster}
+    lp, result, sass = BODY.build(name)
+    pairs = cluster_steps(lp)
     assert pairs, name
     for entry, step in pairs.items():
         usage = result.kernels[entry]
-        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
+        assert_fits(usage, step)
         assert usage.registers <= 255, usage
-        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100) == 227 * 1024
         code = sass[entry]
-        assert code.count("UTCQMMA", "2CTA") == code.count("UTCQMMA") > 0, entry
-        assert code.count("UTCBAR", "2CTA", "MULTICAST") > 0, entry
-        assert code.count("UTCATOMSWS", "2CTA") > 0 and code.count("HMMA") == 0, entry
+        assert_2cta_mmas(code, "UTCQMMA", entry)
+        assert code.count("UTCATOMSWS", "2CTA") > 0, entry
         assert code.count("LDTM") > 0 and code.count("UTMALDG") > 0, entry
     # The decode entry beside the pair is the 1-CTA tile: no 2-CTA form.
     for entry in {s.entry for v in lp.variants for s in v.path("tcgen05").steps

@@ -24,31 +24,24 @@ Unmarked: the plan, one emulated case, one planted bug; the rest `slow`."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from sm100_helpers import SM100, Sm100Spec
+from sm100_helpers import (
+    SM100,
+    Sm100Spec,
+    assert_fits,
+    case_params,
+    needs_cuobjdump,
+    needs_nvcc,
+    one_fast,
+    seed,
+)
+from sm100_specs import spec_head
 
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends import cuda as cuda_backend
-from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.backends.cuda.gemm import tcgen05
 from gemmgen.cases import Case
-from gemmgen.harness import nvcc
-from gemmgen.harness.verify_cuda import run_launcher
-from gemmgen.reference import compare, reference
 
-SPEC = """
-target cuda {
-  archs sm_100a
-}
-
-defaults {
-  lhs bf16 [m, k]
-  out bf16
-  tile m=256 n=128 k=64
-  backends cuda
-}
-
+SPEC = spec_head("lhs bf16 [m, k]\nout bf16\ntile m=256 n=128 k=64") + """
 # W8A16, per-channel f32 scales in the epilogue.
 kernel wp_int8 {
   op dense
@@ -124,14 +117,7 @@ kernel wp_int8_masked {
 
 BODY = Sm100Spec("sm100pairwo", SPEC)
 kernel, launcher, check = BODY.kernel, BODY.launcher, BODY.check
-
-
-def seed() -> int:
-    return int(np.random.default_rng().integers(1 << 30))
-
-
-def tiles_of(name: str):
-    return tile_gemm.plan(kernel(name), BODY.spec).body_tiles("tcgen05")
+tiles_of = BODY.tiles
 
 
 # ---------------------------------------------------------------------------
@@ -202,9 +188,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,case,num_sms", [
-    pytest.param(n, c, s, id=f"{n}-{c.name}", marks=() if fast else pytest.mark.slow)
-    for n, c, s, fast in CASES])
+@pytest.mark.parametrize("name,case,num_sms", case_params(CASES))
 def test_the_weight_only_pair_through_the_cpp_launcher(name, case, num_sms):
     check(name, case, num_sms, seed=seed(), cpp=True)
 
@@ -258,67 +242,23 @@ PLANTED = {
 PLANT_CASE = Case("rings_wrap", 600, 264, 448)  # 6 tiles of 7 K tiles on one pair
 
 
-def planted(name: str, edits) -> tuple[dict, str]:
-    """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100_mixed.cuh
-    with `edits` (each must match once), renamed gg::gemm::sm100_mixed_planted:
-    the emulator modules keyed as run_launcher looks them up, and the key."""
-    import hashlib
-
-    from gemmgen.cache import cache_dir
-    from gemmgen.harness.cuda_emu import EmuModule
-    from gemmgen.runtime import RUNTIME_INCLUDE_DIR
-
-    text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_mixed.cuh").read_text()
-    for old, new in edits:
-        assert text.count(old) == 1, f"the planted edit no longer matches the header: {old!r}"
-        text = text.replace(old, new)
-    text = text.replace("sm100_mixed", "sm100_mixed_planted")
-    call = "gg::gemm::sm100_mixed::dense<"
-    source = (BODY.folder / f"{name}.cu").read_text()
-    assert source.count(call) == 1
-    source = source.replace(call, "gg::gemm::sm100_mixed_planted::dense<").replace(
-        '#include "gg_runtime.cuh"\n', '#include "gg_runtime.cuh"\n#include "wp_planted.cuh"\n')
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    out = cache_dir() / "sm100_pair_weight_only_planted" / digest
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "wp_planted.cuh").write_text(text)
-    key = str(BODY.folder / f"{name}_planted.cu")
-    return {key: EmuModule(source, key, include_dirs=[out, BODY.folder])}, key
-
-
-def run_planted(edits, inputs, name="wp_int8"):
-    modules, key = planted(name, edits)
-    return run_launcher(launcher(name), "", key, inputs, modules=modules, arch=SM100, num_sms=2)
-
-
-@pytest.mark.parametrize("bug", [
-    pytest.param(b, marks=() if b == "mma_skips_the_peer_transform" else pytest.mark.slow)
-    for b in PLANTED])
+@pytest.mark.parametrize("bug", one_fast(PLANTED, "mma_skips_the_peer_transform"))
 def test_planted_bug_in_the_weight_only_pair_is_caught(bug):
-    from gemmgen.harness.cuda_emu import EmuKernelError
-
     edits, report = PLANTED[bug]
     inputs = PLANT_CASE.inputs(kernel("wp_int8"), seed())
-    with pytest.raises(EmuKernelError, match=report):
-        run_planted(edits, inputs)
+    BODY.expect_report("wp_int8", edits, inputs, report, num_sms=2, mixed=True)
 
 
 @pytest.mark.slow
 def test_the_unplanted_copy_of_the_weight_only_pair_passes():
-    k = kernel("wp_int8")
-    inputs = PLANT_CASE.inputs(k, seed())
-    actual = run_planted([], inputs)
-    assert compare(actual, reference(k, **inputs), k, k=PLANT_CASE.k, inputs=inputs).passed
+    inputs = PLANT_CASE.inputs(kernel("wp_int8"), seed())
+    actual = BODY.run_planted("wp_int8", [], inputs, num_sms=2, mixed=True)
+    assert BODY.matches("wp_int8", PLANT_CASE, inputs, actual)
 
 
 # ---------------------------------------------------------------------------
 # nvcc for sm_100a: the pair entries (UTCHMMA.2CTA only), the 1-CTA and
 # decode entries beside them (no 2-CTA form).
-
-needs_nvcc = pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
-needs_cuobjdump = pytest.mark.skipif(
-    nvcc.find_cuda_tool("cuobjdump") is None, reason="cuobjdump is not installed")
-
 
 @needs_nvcc
 @needs_cuobjdump
@@ -327,20 +267,13 @@ needs_cuobjdump = pytest.mark.skipif(
         "wp_int8", "wp_int4", "wp_fp4", "wp_e5m2", "wp_e4m3_grouped", "wp_int8_gateup",
         "wp_int8_masked"))])
 def test_the_weight_only_pair_entries_build_for_sm100a_on_2cta_mmas(name):
-    lp = cuda_backend.plan(kernel(name), BODY.spec)
-    source = (BODY.folder / f"{name}.cu").read_text()
-    result = nvcc.compile_check(source, SM100, name_for_errors=f"{name}.cu",
-                                include_dirs=(BODY.folder,),
-                                extra_flags=("-Werror", "all-warnings"))
-    sass = nvcc.sass_summary(result.cubin)
+    lp, result, sass = BODY.build(name)
     steps = {s.entry: s for v in lp.variants for s in v.path("tcgen05").steps
              if s.entry.endswith("_sm100") or "_sm100" in s.entry}
     pairs = {e for e, s in steps.items() if s.is_cluster}
     assert pairs, name
     for entry, step in steps.items():
-        usage = result.kernels[entry]
-        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
-        assert usage.static_smem + step.smem <= nvcc.shared_memory_limit(SM100) == 227 * 1024
+        assert_fits(result.kernels[entry], step)
         code = sass[entry]
         assert code.count("UTCHMMA") > 0 and code.count("HMMA") == 0, entry
         assert code.count("UTMALDG") > 0 and code.count("LDTM") > 0, entry
