@@ -411,14 +411,10 @@ class Kernel:
     def tcgen05_multicast_obstacle(self) -> str | None:
         """Why this kernel's LUT entries cannot ask for `cluster_n` > 1 (CTA
         pairs of the sm_100a 2-CTA tile sharing A by TMA multicast); None
-        when they can: the sm_100a body runs it (`tcgen05_obstacle`) and
-        it is not weight-only (C++: check_tile_sm100's kClusterN clause in
+        when they can: the sm_100a body runs it (`tcgen05_obstacle`), every
+        kind of it on the pair (C++: check_tile_sm100's kClusterN clause in
         gg_gemm_sm100.cuh, check_tile_mixed's in gg_gemm_sm100_mixed.cuh)."""
-        if (why := self.tcgen05_obstacle()) is not None:
-            return why
-        if self.wgmma_mixed:
-            return "a weight-only kernel (its tile widens the weights in a warpgroup of its own)"
-        return None
+        return self.tcgen05_obstacle()
 
     def mx_mma_obstacle(self) -> str | None:
         """Why the block-scaled mma.sync body (sm_120a / sm_121a,

@@ -48,14 +48,20 @@
 //     compute them. per_tensor and per_channel weight scales,
 //     lhs scales and bias are the epilogue's;
 //   - the pair (kCtaPair, a LUT entry of m = 256): 256 x 128 tiles over a
-//     CTA pair (clusters of 2; no multicast); each CTA loads its 128 lhs
-//     rows and 64 weight rows on its own `loaded` (produce_pair) and widens
+//     CTA pair (clusters of 2, or of 2P with `cluster_n` = P: P pairs along
+//     n walking the cluster's units, gg_gemm_sm100_pair.cuh); each CTA
+//     loads its 128 lhs rows and 64 weight rows on its own `loaded`
+//     (produce_pair; with P > 1 CTA v of pair 0 multicasts A's half v to
+//     CTA v of every pair, landing on each one's own `loaded`) and widens
 //     them, each transform thread arrives on the leader's `full` (256
 //     arrivals: the leader's tcgen05.mma.cta_group::2 reads both halves
 //     only once both are written and fenced), and the leader's commits
-//     release both CTAs' stages and accumulators; each CTA's epilogue
+//     release the stages of every CTA of the cluster (`empty` takes P
+//     arrivals, one a pair: pair 0's multicast refills every pair's stage)
+//     and both CTAs' accumulators; each CTA's epilogue
 //     (gg_gemm_sm100_pair.cuh's epilogue_pair, or epilogue_promoted on its
-//     128 rows) hands the accumulator back on the leader's acc_empty.
+//     128 rows) hands the accumulator back on the leader's acc_empty; a
+//     pair whose tile lies past n (the idle pair) stores nothing.
 #pragma once
 
 #include "gg_gemm_sm100.cuh"
@@ -143,7 +149,10 @@ __host__ __device__ constexpr bool check_tile_mixed() {
                  : T::kBM != (kPair<T> ? 2 * kBM : kBM)) {
     return false;
   }
-  if (sm100::kClusterN<T> != 1) {
+  // Clusters of kClusterN pairs (sharing A by TMA multicast) on the pair
+  // only, at most 8 CTAs (the portable cluster size).
+  if (sm100::kClusterN<T> < 1 || sm100::kClusterCtas<T> > 8 ||
+      (sm100::kClusterN<T> > 1 && !kPair<T>)) {
     return false;
   }
   if (T::kAStage != kCtaRows<T> * kRowBytes || T::kBStage != kCtaBRows<T> * kRowBytes ||
@@ -354,11 +363,13 @@ template <class T>
 constexpr int kUnitKTiles = kPromotion<T> ? T::kScaleBlockK / kBK : 1;
 
 // The MMA thread's tcgen05.commit to `bar`: its CTA's, or a pair leader's
-// multicast one to the barrier at that offset in both CTAs.
+// multicast one to the barrier at that offset in the CTAs of `mask`: a
+// stage's to every CTA of the cluster (each CTA's stage is refilled by pair
+// 0's A multicast), an accumulator's to both CTAs of the pair.
 template <class T>
-__device__ __forceinline__ void commit(u64* bar) {
+__device__ __forceinline__ void commit(u64* bar, unsigned short mask) {
   if constexpr (kPair<T>) {
-    gg::tcgen05_commit_pair_multicast(bar, sm100::kPairMask);
+    gg::tcgen05_commit_pair_multicast(bar, mask);
   } else {
     gg::tcgen05_commit(bar);
   }
@@ -373,6 +384,10 @@ __device__ __forceinline__ void commit(u64* bar) {
 template <class T, Rows L>
 __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int units, int items, int tiles_n,
                                       int m, int k, const Items& g) {
+  unsigned short acc_mask = sm100::kPairMask;  // a pair's accumulator commits: its two CTAs
+  if constexpr (kPair<T>) {
+    acc_mask = static_cast<unsigned short>(sm100::kPairMask << (2 * sm100::pair_index()));
+  }
   int it = 0;  // K tiles consumed so far (as the producer counts)
   int u = 0;   // units issued so far: accumulator u % 2, round u / 2
   for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
@@ -396,9 +411,9 @@ __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int units, int
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
       sm100_mixed::mma_stage<T>(s, st, tmem + acc * kAccCols<T>, !first, tmem);
-      commit<T>(&s.empty[st]);
+      commit<T>(&s.empty[st], sm100::kClusterMask<T>);
       if (last) {
-        commit<T>(&s.acc_full[acc]);
+        commit<T>(&s.acc_full[acc], acc_mask);
         ++u;
       }
     }
@@ -553,12 +568,14 @@ __device__ __forceinline__ void epilogue_swapped(const Smem<T>& s, u32 tmem, int
   }
 }
 
-// A pair's producer thread (each CTA's): for each tile of its pair, each K
-// tile: wait until its own stage is empty (the leader's commit arrives on
-// both CTAs' `empty`), announce the stage's bytes on its own `loaded`, and
-// load its 128 lhs rows (m0 + 128 v ..) and its 64 weight rows as raw bytes
-// (n0 + 64 v ..; silu_mul: the leader the gate rows from n0, the peer the up
-// rows from n / 2 + n0), which its own transform widens.
+// A pair's producer thread (each CTA's): for each unit of its cluster (its
+// pair's tile), each K tile: wait until its own stage is empty (every
+// pair's leader's commit arrives on every CTA's `empty`), announce the
+// stage's bytes on its own `loaded`, and load its 128 lhs rows (m0 + 128 v
+// ..; with kClusterN > 1 pair 0's CTA v multicasts them to CTA v of every
+// pair) and its 64 weight rows as raw bytes (n0 + 64 v ..; silu_mul: the
+// leader the gate rows from n0, the peer the up rows from n / 2 + n0),
+// which its own transform widens.
 template <class T, Rows L>
 __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap* map_a,
                                              const CUtensorMap* map_b, int units, int items,
@@ -574,7 +591,14 @@ __device__ __forceinline__ void produce_pair(const Smem<T>& s, const CUtensorMap
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
       gg::mbarrier_arrive_expect_tx(&s.loaded[st], T::kAStage + T::kRawStage);
-      gg::tma_load_2d(s.a + st * T::kAStage, map_a, &s.loaded[st], kt * kBK, a_row);
+      if constexpr (sm100::kClusterN<T> == 1) {
+        gg::tma_load_2d(s.a + st * T::kAStage, map_a, &s.loaded[st], kt * kBK, a_row);
+      } else if (sm100::pair_index() == 0) {
+        // Pair 0's CTA v: A's half v to CTA v of every pair, each landing on
+        // the destination's own `loaded` (whose producer announced its bytes).
+        gg::tma_load_2d_multicast(s.a + st * T::kAStage, map_a, &s.loaded[st], kt * kBK, a_row,
+                                  sm100::a_multicast_mask<T>(static_cast<unsigned>(v)));
+      }
       unsigned char* raw = s.raw + st * T::kRawStage;
       if constexpr (L != Rows::kDense) {
         gg::tma_load_3d(raw, map_b, &s.loaded[st], kt * kRawRow<T>, b_row, w.gl);
@@ -598,12 +622,14 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
   static_assert(check_tile_mixed<T>(), "the weight-only tile's numbers follow from its shape");
   const Smem<T> s(smem);
   const int warp = threadIdx.x / 32;
-  // (kClusterN = 1: the units are the tiles, a pair's those of the pair.)
+  // The units the roles walk (gg_gemm_sm100.cuh's first_unit ..): the
+  // tiles, on the pair its cluster's (256 rows x kClusterN n tiles).
+  const int units = kPair<T> ? sm100::cluster_units<T>(items, tiles_n) : tiles;
   if (threadIdx.x == 0) {
     for (int st = 0; st < T::kStages; ++st) {
       gg::mbarrier_init(&s.loaded[st], 1);  // the producer's arrival + TMA bytes
       gg::mbarrier_init(&s.full[st], (kPair<T> ? 2 : 1) * 128);  // the transform warpgroup(s)
-      gg::mbarrier_init(&s.empty[st], 1);                        // the MMA thread's commit
+      gg::mbarrier_init(&s.empty[st], sm100::kClusterN<T>);  // each pair's leader's commit
     }
     for (int a = 0; a < 2; ++a) {
       gg::mbarrier_init(&s.acc_full[a], 1);
@@ -633,7 +659,7 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
       gg::prefetch_tensormap(map_a);
       gg::prefetch_tensormap(map_b);
       if constexpr (kPair<T>) {
-        produce_pair<T, L>(s, map_a, map_b, tiles, items, tiles_n, m, n, k, g);
+        produce_pair<T, L>(s, map_a, map_b, units, items, tiles_n, m, n, k, g);
       } else {
         sm90::produce<RawTile<T>, L>(RawStages{s.a, s.raw, s.loaded, s.empty}, map_a, map_b, tiles,
                                      items, tiles_n, m, n, k, g);
@@ -641,22 +667,22 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
     }
   } else if (warp == 1) {
     if (threadIdx.x == 32 && sm100::cta_of_pair<T>() == 0) {
-      sm100_mixed::issue<T, L>(s, tmem, tiles, items, tiles_n, m, k, g);
+      sm100_mixed::issue<T, L>(s, tmem, units, items, tiles_n, m, k, g);
     }
   } else if (warp < kTransformWarp0) {
     if constexpr (T::kSwapAB) {
       sm100_mixed::epilogue_swapped<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
     } else if constexpr (kPromotion<T>) {
-      sm100_mixed::epilogue_promoted<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
+      sm100_mixed::epilogue_promoted<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o);
     } else if constexpr (kPair<T>) {
-      sm100::epilogue_pair<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
+      sm100::epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o,
                                  sm100::Globals{nullptr, nullptr});
     } else {
       sm100::epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
                             sm100::Globals{nullptr, nullptr});
     }
   } else {
-    sm100_mixed::transform<T, L>(s, tiles, items, tiles_n, m, k, g);
+    sm100_mixed::transform<T, L>(s, units, items, tiles_n, m, k, g);
   }
   // Every accumulator has been read: the MMA warp frees the columns.
   gg::tcgen05_fence_before_thread_sync();

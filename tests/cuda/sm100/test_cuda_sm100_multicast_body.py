@@ -102,12 +102,12 @@ kernel x_word {
   backends cuda
 }
 
-kernel x_wonly {
-  op grouped
+kernel x_gemv {
+  op dense
   lhs bf16 [m, k]
-  rhs int4 packed [g, n, k]
+  rhs bf16 [n, k]
   out bf16
-  rhs_scale kblock k=128 bf16
+  algorithm gemv
 
   tile m=256 n=128 k=64 cluster_n=2
   backends cuda
@@ -138,8 +138,8 @@ kernel x_tpu {
 def test_cluster_n_is_a_field_of_pair_tiles_with_positioned_errors():
     """`cluster_n` reads as a tile field; each misuse is an error at its
     value: a non-pair entry (m != 256), more than 8 CTAs (the portable
-    cluster size), not an integer, a kernel whose tile does not multicast
-    (weight-only), a TPU's tile, and a target without sm_100a /
+    cluster size), not an integer, a kernel the sm_100a body does not run
+    (a GEMV), a TPU's tile, and a target without sm_100a /
     sm_103a; `mma mma_sync` ignores it."""
     from gemmgen.parse import parse
     from gemmgen.validate import validate
@@ -155,9 +155,9 @@ def test_cluster_n_is_a_field_of_pair_tiles_with_positioned_errors():
         ("x.gemm:15:51: kernel 'x_lut': tile_rule cluster_n=8 asks for clusters of 16 CTAs (8 "
          "CTA pairs): at most 8, the portable cluster size, so cluster_n is 1 to 4"),
         "x.gemm:25:35: kernel 'x_word': tile cluster_n must be an integer, not 'two'",
-        ("x.gemm:36:35: kernel 'x_wonly': cluster_n=2 needs CTA pairs of the sm_100a body "
-         "sharing A by TMA multicast, which this kernel's tile does not do: a weight-only kernel "
-         "(its tile widens the weights in a warpgroup of its own); drop cluster_n"),
+        ("x.gemm:36:35: kernel 'x_gemv': cluster_n=2 needs CTA pairs of the sm_100a body "
+         "sharing A by TMA multicast, which this kernel's tile does not do: it is a tile GEMM, "
+         "not algorithm 'gemv'; drop cluster_n"),
         ("x.gemm:56:47: kernel 'x_tpu': tile pallas_tpu cluster_n=2: cluster_n is the CUDA "
          "sm_100a 2-CTA tile's"),
     ]:
@@ -167,7 +167,7 @@ def test_cluster_n_is_a_field_of_pair_tiles_with_positioned_errors():
     # ordinary tile's there, as m=256 is, so `mma` stays sweepable.
     assert "x_mma_sync" not in got
     hopper = spec_errors(BAD.replace("ARCHS", "sm_90a"))
-    assert ("x.gemm:36:35: kernel 'x_wonly': cluster_n=2 needs sm_100a or sm_103a "
+    assert ("x.gemm:36:35: kernel 'x_gemv': cluster_n=2 needs sm_100a or sm_103a "
             "(tcgen05.mma.cta_group::2 on CTA pairs, TMA multicast across a cluster), but target "
             "cuda declares sm_90a") in hopper
     assert "kernel 'x_tpu': cluster_n=2 needs sm_100a" not in hopper  # its cluster_n is the TPU's

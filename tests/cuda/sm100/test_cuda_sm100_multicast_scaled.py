@@ -102,6 +102,35 @@ kernel ms_ds_promoted_gateup {
   epilogue silu_mul
 }
 
+kernel ms_w4a16_moe {
+  op grouped
+  lhs bf16 [m, k]
+  rhs int4 packed [g, n, k]
+  out bf16
+  rhs_scale kblock k=128 bf16
+  bias f32 [g, 1, n]
+  tile m=256 n=128 k=64 cluster_n=2
+}
+
+kernel ms_w8a16_gateup {
+  op grouped
+  lhs bf16 [m, k]
+  rhs int8 [g, n, k]
+  out bf16
+  rhs_scale per_channel f32
+  epilogue silu_mul
+  tile m=256 n=128 k=64 cluster_n=2
+}
+
+kernel ms_fp4a16_dense {
+  op dense
+  lhs bf16 [m, k]
+  rhs fp4 packed [n, k]
+  out f32
+  rhs_scale block n=1 k=64 e8m0
+  tile m=256 n=128 k=64 cluster_n=3
+}
+
 kernel ms_lut {
   op grouped
   lhs fp4 packed [m, k]
@@ -124,8 +153,11 @@ MULTICAST = {
     "ms_nv4_moe": (2, True, False), "ms_mx4_dense": (3, True, False),
     "ms_mx_gateup": (2, True, False), "ms_w4a8_moe": (2, True, False),
     "ms_ds_masked": (4, True, False), "ms_ds_promoted": (2, False, True),
-    "ms_ds_promoted_gateup": (2, False, True),
+    "ms_ds_promoted_gateup": (2, False, True), "ms_w4a16_moe": (2, False, True),
+    "ms_w8a16_gateup": (2, False, False), "ms_fp4a16_dense": (3, False, True),
 }
+# The weight-only ones (the transform warpgroup's tile, gg_gemm_sm100_mixed.cuh).
+WEIGHT_ONLY = ("ms_w4a16_moe", "ms_w8a16_gateup", "ms_fp4a16_dense")
 
 
 def test_scaled_kinds_plan_multicast_pairs():
@@ -140,8 +172,8 @@ def test_scaled_kinds_plan_multicast_pairs():
         (u,) = plain.tiles(name)
         assert (t.pair, t.cluster_n, t.bm, t.block_scaled) == (True, p, 256, bs), name
         assert (u.pair, u.cluster_n) == (True, 1), name
-        assert (t.smem_bytes, t.tmem_cols, t.sf_stage, t.stages) == (
-            u.smem_bytes, u.tmem_cols, u.sf_stage, u.stages), name
+        assert (t.smem_bytes, t.tmem_cols, t.sf_stage, t.stages, t.mixed) == (
+            u.smem_bytes, u.tmem_cols, u.sf_stage, u.stages, name in WEIGHT_ONLY), name
         text = (BODY.folder / f"{name}.cu").read_text()
         assert f"static constexpr int kClusterN = {p};" in text, name
     lm = launcher("ms_mx4_dense")
@@ -183,6 +215,17 @@ CASES = [
     # number of 64-column n tiles (no idle pair).
     ("ms_ds_promoted_gateup", Case("gateup", 300, 512, 384, group_sizes=(40, 0, 260)), 4,
      False),
+    # Weight-only (the A multicast lands on each CTA's own `loaded`): kblock
+    # scales promoted per scale block (the sums in TMEM), silu_mul's gate
+    # and up halves, three pairs with idle ones.
+    ("ms_w4a16_moe", Case("idle_pair", 600, 392, 352, group_sizes=(60, 300, 0, 240)), 4,
+     False),
+    ("ms_w4a16_moe", Case("shard_m1", 300, 136, 256, group_sizes=(1, 299, 0), group_offset=1,
+                          g_local=2, existing_out=True), 8, False),
+    ("ms_w8a16_gateup", Case("gateup_zero_size", 300, 528, 208, group_sizes=(70, 0, 230)), 4,
+     False),
+    ("ms_fp4a16_dense", Case("five_of_six", 520, 520, 320), 12, False),
+    ("ms_fp4a16_dense", Case("m1", 1, 72, 128), 6, False),
     ("ms_lut", Case("lut_mcast", 1100, 264, 256, group_sizes=(600, 500)), 4, False),
     ("ms_lut", Case("lut_m1", 1, 136, 256, group_sizes=(1,)), 4, False),
 ]
@@ -244,10 +287,12 @@ def test_a_stage_commit_to_one_pair_deadlocks(name):
 @pytest.mark.parametrize("name,mma", [
     ("ms_nv4_moe", "UTCOMMA"), ("ms_mx4_dense", "UTCOMMA"), ("ms_mx_gateup", "UTCQMMA"),
     ("ms_w4a8_moe", "UTCQMMA"), ("ms_ds_masked", "UTCQMMA"), ("ms_ds_promoted", "UTCQMMA"),
-    ("ms_ds_promoted_gateup", "UTCQMMA")])
+    ("ms_ds_promoted_gateup", "UTCQMMA"), ("ms_w4a16_moe", "UTCHMMA"),
+    ("ms_w8a16_gateup", "UTCHMMA"), ("ms_fp4a16_dense", "UTCHMMA")])
 def test_the_scaled_multicast_entries_build_for_sm100a(name, mma):
-    """A's load is the 2-CTA multicast form, every MMA and scale copy the
-    2-CTA form; no spills, shared memory within the limit."""
+    """A's load is the 2-CTA multicast form (the weight-only tile's: the
+    plain multicast, landing on each CTA's own `loaded`), every MMA and
+    scale copy the 2-CTA form; no spills, shared memory within the limit."""
     lp, result, sass = BODY.build(name)
     steps = cluster_steps(lp)
     assert steps, name
@@ -255,7 +300,38 @@ def test_the_scaled_multicast_entries_build_for_sm100a(name, mma):
         assert_fits(result.kernels[entry], step)
         code = sass[entry]
         assert code.count(mma, "2CTA") == code.count(mma) > 0, entry
-        assert code.count("UTMALDG", "2D", "MULTICAST", "2CTA") == 1, (entry, code.opcodes)
+        assert code.count("UTMALDG", "2D", "MULTICAST", "2CTA") == (name not in WEIGHT_ONLY), (
+            entry, code.opcodes)
+        assert code.count("UTMALDG", "2D", "MULTICAST") == 1, (entry, code.opcodes)
         if MULTICAST[name][1]:
             assert code.count("UTCCP", "2CTA") == code.count("UTCCP") > 0, entry
         assert step.cluster[0] == 2 * MULTICAST[name][0], entry
+
+
+# The weight-only tile's multicast (gg_gemm_sm100_mixed.cuh with one edit).
+WEIGHT_ONLY_PLANTED = {
+    # Each leader commits a stage's release to its own pair only: every
+    # other pair's arrival on a CTA's `empty` never comes.
+    "stage_commit_to_the_pair_only": (
+        [("      commit<T>(&s.empty[st], sm100::kClusterMask<T>);",
+          "      commit<T>(&s.empty[st], acc_mask);")],
+        r"deadlock in cluster(.|\n)*2 of 3 arrivals missing"),
+    # `empty` takes one arrival, not one a pair: pair 0's A multicast of the
+    # next round lands in a stage before another pair's MMAs have read it.
+    "empty_one_arrival": (
+        [("gg::mbarrier_init(&s.empty[st], sm100::kClusterN<T>);",
+          "gg::mbarrier_init(&s.empty[st], 1);")],
+        (r"tcgen05.mma.cta_group::2.kind::f16 \(its A operand in CTA rank [2-5], 128-byte "
+         r"swizzle\) reads shared memory at 0x[0-9a-f]+ that a TMA load \(mbarrier at "
+         r"0x[0-9a-f]+, phase \d+\) still fills")),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", list(WEIGHT_ONLY_PLANTED))
+def test_planted_bug_in_the_weight_only_multicast_is_caught(bug):
+    name, case = "ms_fp4a16_dense", Case("plant", 600, 520, 640)
+    inputs = case.inputs(kernel(name), seed())
+    edits, report = WEIGHT_ONLY_PLANTED[bug]
+    BODY.expect_report(name, edits, inputs, report, num_sms=6, mixed=True)
+    assert BODY.matches(name, case, inputs, BODY.run_planted(name, [], inputs, 6, mixed=True))

@@ -142,7 +142,8 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm1
     swapped: 16 or 32 lhs rows (the narrowest that holds the entry's m) as
     the MMA's N, the 128 weight rows its M; for a LUT entry of m = 256 the
     2-CTA tile (256 x 128 x 64 over a CTA pair, each CTA 128 lhs rows and
-    64 weight rows); with the most stages that fit."""
+    64 weight rows; `cluster_n` pairs a cluster sharing A by TMA
+    multicast); with the most stages that fit."""
     limit = shared_memory_limit(SM100_ARCH)
     wb = kernel.rhs_operand.dtype.bits
     silu = kernel.epilogue.activation is Activation.SILU_MUL
@@ -158,17 +159,22 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm1
     tmem = (tmem_columns(bm) if swap
             else (4 if promoted(kernel) else 2) * SM100_MIXED_BN)
     b_rows = SM100_MIXED_BN // 2 if pair else SM100_MIXED_BN  # a CTA's weight rows
-    tiles = tiles_expr(kernel, bm, bn_out)
+    # (validated: ir.Kernel.tcgen05_multicast_obstacle, at most 8 CTAs)
+    cluster_n = tile.cluster_n if pair else 1
+    ctas = 2 * cluster_n
+    # A cluster's unit: 256 rows x cluster_n n tiles (one a pair).
+    tiles = tiles_expr(kernel, bm, cluster_n * bn_out)
     return Sm100Tile(index=index, entry=entry, bn=SM100_MIXED_BN, bn_out=bn_out,
                      bk=SM100_MIXED_BK, stages=stages,
                      a_stage=min(bm, SM100_BM) * SM100_ROW_BYTES,
                      b_stage=b_rows * SM100_ROW_BYTES, c_stride=c_stride,
                      c_warp_bytes=32 * c_stride * ob, tmem_cols=tmem,
                      smem_bytes=sm100_mixed_smem_bytes(stages, kernel.out, wb, bm, pair),
-                     grid_x=(f"2 * gg_min(gg_div(num_sms, 2), {tiles})" if pair
+                     grid_x=(f"{ctas} * gg_min(gg_div(num_sms, {ctas}), {tiles})" if pair
                              else f"gg_min(num_sms, {tiles})"),
                      promoted=promoted(kernel), bm=bm, mixed=True,
-                     raw_stage=b_rows * sm90_weight_row_bytes(wb), swap=swap, pair=pair)
+                     raw_stage=b_rows * sm90_weight_row_bytes(wb), swap=swap, pair=pair,
+                     cluster_n=cluster_n)
 
 
 # (issue 30) The 2-CTA tile's rows: a LUT entry of m = 256 (CUTLASS's
@@ -193,8 +199,7 @@ def pair_obstacle(kernel: ir.Kernel) -> str | None:
     (gg_gemm_sm100.cuh: check_tile_sm100's kPair clause; each CTA's
     epilogue holds its rows' sums, as the 1-CTA tile) and the block-scaled
     MMAs (MX, NVFP4, W4A8, DeepSeek's e8m0 in hardware), and the
-    weight-only tile (gg_gemm_sm100_mixed.cuh: check_tile_mixed; one pair
-    a cluster)."""
+    weight-only tile (gg_gemm_sm100_mixed.cuh: check_tile_mixed)."""
     return None
 
 
