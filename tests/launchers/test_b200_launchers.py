@@ -111,23 +111,21 @@ def test_every_kernel_of_the_spec_has_a_case():
 
 
 # The kernels with a 2-CTA entry (an m=256 entry for m >= 512; at the
-# decode sizes here their 1-CTA entry: `_t2_sm100` after the multicast and
-# pair entries of all but the weight-only W4A16, `_t1_sm100` after its pair
-# entry): the 16-bit and FP8 ones (epilogue scales), FP8 with DeepSeek's
+# decode sizes here their 1-CTA entry, `_t2_sm100`, after the multicast and
+# pair entries): the 16-bit and FP8 ones (epilogue scales), FP8 with DeepSeek's
 # scales promoted in software, the weight-only W4A16, and the fp4 and W4A8
 # ones, block-scaled as every GEMM of the spec but those five.
 EPILOGUE_SCALED = ("b200_bf16_moe_grouped_gemm", "b200_fp8_moe_grouped_gemm",
                    "b200_bf16_moe_gateup_silu")
-WEIGHT_ONLY = "b200_w4a16_moe_grouped_gemm"
-NOT_BLOCK_SCALED = (*EPILOGUE_SCALED, "b200_fp8_blockscaled_moe_grouped_gemm", WEIGHT_ONLY)
+NOT_BLOCK_SCALED = (*EPILOGUE_SCALED, "b200_fp8_blockscaled_moe_grouped_gemm",
+                    "b200_w4a16_moe_grouped_gemm")
 PAIR = (*NOT_BLOCK_SCALED, "b200_mxfp4_gemm", "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm",
         "b200_nvfp4_moe_grouped_gemm", "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm")
 
 
 def test_every_gemm_takes_the_tcgen05_path_on_10_0():
     """The plan of each GEMM on a B200 (148 SMs) ends in its `_sm100` entry
-    (the 2-CTA kernels' in their decode entry: `_t2_sm100` for those with a
-    multicast entry, `_t1_sm100` for W4A16's), on the block-scaled
+    (the 2-CTA kernels' in their decode entry, `_t2_sm100`), on the block-scaled
     MMA but for the 16-bit and FP8 kernels, and no other device runs the
     spec."""
     spec = rendered().spec
@@ -139,8 +137,7 @@ def test_every_gemm_takes_the_tcgen05_path_on_10_0():
         module = launcher(k.name)
         dims = module.validate(**CASES[k.name].inputs(k, 1))
         steps = module.launches(dims, 100, 148)
-        entry = (f"{k.name}_t1_sm100" if k.name == WEIGHT_ONLY
-                 else f"{k.name}_t2_sm100" if k.name in PAIR else f"{k.name}_sm100")
+        entry = f"{k.name}_t2_sm100" if k.name in PAIR else f"{k.name}_sm100"
         assert steps[-1].entry == entry, (k.name, steps)
         assert getattr(steps[-1], "cluster", (1, 1, 1)) == (1, 1, 1), k.name
         assert "older than" in module.arch_error(90) and module.arch_error(100) is None
@@ -169,8 +166,7 @@ def test_cupy_call_on_an_emulated_b200(name):
     assert result.passed, f"{name} {case.describe()}:\n{result.detail}"
     assert any("-arch=sm_100a" in " ".join(map(str, o)) for o in cupy.options_seen), cupy.options_seen
     if k.op.value != "quantize":
-        entry = (f"{name}_t1_sm100" if name == WEIGHT_ONLY
-                 else f"{name}_t2_sm100" if name in PAIR else f"{name}_sm100")
+        entry = f"{name}_t2_sm100" if name in PAIR else f"{name}_sm100"
         assert cupy.launches[-1]["entry"] == entry, cupy.launches
         # 320 threads: the weight-only tile's transform warpgroup.
         assert cupy.launches[-1]["block"] == (320 if "w4a16" in name else 192, 1, 1)

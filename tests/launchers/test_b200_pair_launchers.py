@@ -2,12 +2,11 @@
 tile"; issue 30) through every launcher family on an emulated B200
 (sm_100a, compute capability 10.0): each 2-CTA kernel's tile LUT (the
 bf16 / FP8 experts, the bf16 gate-up, the fp4 and W4A8 GEMMs, DeepSeek's
-FP8 experts promoted in software) gives m >= 2048 (n >= 512) the multicast
-entry (`_t0_sm100`: 256-row tiles, two CTA pairs along n sharing A by TMA
-multicast in a 4 x 1 x 1 cluster), m >= 512 the pair entry (`_t1_sm100`: a
-2 x 1 x 1 cluster, tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry
-(`_t2_sm100`); the weight-only W4A16 GEMM's (no multicast) gives m >= 512
-the pair entry (`_t0_sm100`) and smaller m the 1-CTA entry (`_t1_sm100`).
+FP8 experts promoted in software, the weight-only W4A16 experts) gives
+m >= 2048 (n >= 512) the multicast entry (`_t0_sm100`: 256-row tiles, two
+CTA pairs along n sharing A by TMA multicast in a 4 x 1 x 1 cluster),
+m >= 512 the pair entry (`_t1_sm100`: a 2 x 1 x 1 cluster,
+tcgen05.mma.cta_group::2) and smaller m the 1-CTA entry (`_t2_sm100`).
 
 One pair kernel, b200_fp8_moe_grouped_gemm (e4m3, per-token and
 per-channel scales in the epilogue, zero-size groups, ragged n and k), runs
@@ -67,12 +66,11 @@ REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO / "specs" / "b200.gemm"
 NAME = "b200_fp8_moe_grouped_gemm"
 # DeepSeek's FP8 scales promoted in software, and W4A16 on the weight-only
-# tile (320 threads, its pair without multicast).
+# tile (320 threads).
 PROMOTED, WEIGHT_ONLY = "b200_fp8_blockscaled_moe_grouped_gemm", "b200_w4a16_moe_grouped_gemm"
-MCAST = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm",
+PAIR = ("b200_bf16_moe_grouped_gemm", NAME, "b200_bf16_moe_gateup_silu", "b200_mxfp4_gemm",
          "b200_mxfp4_moe_grouped_gemm", "b200_nvfp4_gemm", "b200_nvfp4_moe_grouped_gemm",
-         "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm", PROMOTED)
-PAIR = (*MCAST, WEIGHT_ONLY)
+         "b200_nvfp4_moe_gateup_silu", "b200_w4a8_moe_grouped_gemm", PROMOTED, WEIGHT_ONLY)
 MMA = {"b200_bf16_moe_grouped_gemm": "UTCHMMA", NAME: "UTCQMMA",
        "b200_bf16_moe_gateup_silu": "UTCHMMA", "b200_mxfp4_gemm": "UTCOMMA",
        "b200_mxfp4_moe_grouped_gemm": "UTCOMMA", "b200_nvfp4_gemm": "UTCOMMA",
@@ -95,12 +93,10 @@ CASES = {
     "prefill": Case("prefill", m=530, n=136, k=208, group_sizes=(300, 0, 230)),
     "decode": Case("decode", m=1, n=136, k=208, group_sizes=(0, 1)),
 }
-# The LUT entry and cluster each case takes: the multicast kernels' three
-# entries, the weight-only kernel's two (no multicast: the pair from 512).
+# The LUT entry and cluster each case takes (every pair kernel's three
+# entries).
 ENTRY = {"prefill_multicast": "t0", "prefill": "t1", "decode": "t2"}
 CLUSTER = {"prefill_multicast": (4, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
-WO_ENTRY = {"prefill_multicast": "t0", "prefill": "t0", "decode": "t1"}
-WO_CLUSTER = {"prefill_multicast": (2, 1, 1), "prefill": (2, 1, 1), "decode": (1, 1, 1)}
 # The weight-only kernel's: int4 rows of whole 16-byte TMA units (k % 32).
 WO_K = 224
 SMS = 4  # an emulated B200 of 4 SMs: one cluster of 2 pairs, or 2 pairs, each walking many tiles
@@ -146,11 +142,11 @@ def inputs_of(name: str, which: str, seed: int) -> dict:
 
 
 def entry(name: str, which: str) -> str:
-    return f"{name}_{(ENTRY if name in MCAST else WO_ENTRY)[which]}_sm100"
+    return f"{name}_{ENTRY[which]}_sm100"
 
 
 def cluster(name: str, which: str) -> tuple[int, int, int]:
-    return (CLUSTER if name in MCAST else WO_CLUSTER)[which]
+    return CLUSTER[which]
 
 
 def seed() -> int:
@@ -165,20 +161,16 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
     """Each multicast kernel's LUT: its m >= 2048, n >= 512 entry is the pair
     tile with two pairs a cluster (a cluster launch of 4 x 1 x 1 over a grid
     of whole clusters), its m >= 512 entry the pair tile (2 x 1 x 1), its
-    default the 1-CTA tile (a plain launch); the weight-only kernel's: its
-    m >= 512 entry the pair tile, its default the 1-CTA tile; the MXFP8 ones
-    (whose 256-row mma.sync entry would spill) none. On
+    default the 1-CTA tile (a plain launch); the MXFP8 ones (whose 256-row
+    mma.sync entry would spill) none. On
     a B200 (148 SMs) and on the emulated 4-SM device the launchers pick them
     by m and n; on 3 SMs the multicast entry gives way to mma.sync."""
     spec = rendered().spec
     for name in PAIR:
         tiles = tile_gemm.plan(kernel(name), spec).body_tiles("tcgen05")
-        if name in MCAST:
-            mcast, pair, one = tiles
-            assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn) == (
-                True, 2, 256, BN.get(name, (128, 128))[0]), name
-        else:
-            pair, one = tiles
+        mcast, pair, one = tiles
+        assert (mcast.pair, mcast.cluster_n, mcast.bm, mcast.bn, mcast.mixed) == (
+            True, 2, 256, BN.get(name, (128, 128))[0], name == WEIGHT_ONLY), name
         assert (pair.pair, pair.cluster_n, pair.bm, one.pair, one.bm) == (
             True, 1, 256, False, 128), name
         assert (pair.bn, one.bn) == BN.get(name, (128, 128)), name
@@ -187,7 +179,7 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
         assert pair.block_scaled == one.block_scaled == kernel(name).tcgen05_block_scaled
         text = (folder() / f"{name}.cu").read_text()
         assert text.count("static constexpr bool kCtaPair = true;") == len(tiles) - 1, name
-        assert text.count("static constexpr int kClusterN = 2;") == (name in MCAST), name
+        assert text.count("static constexpr int kClusterN = 2;") == 1, name
         module = launcher(name)
         for which in CASES:
             dims = module.validate(**inputs_of(name, which, 1))
@@ -197,9 +189,8 @@ def test_the_lut_takes_the_pair_for_prefill_and_one_cta_for_decode():
                 assert step.cluster == cluster(name, which), step
                 assert step.grid[0] % cluster(name, which)[0] == 0, step
                 assert module.launch_error(step) is None
-        if name in MCAST:
-            dims = module.validate(**inputs_of(name, "prefill_multicast", 1))
-            assert module.launches(dims, 100, 3)[-1].entry == f"{name}_t0", name
+        dims = module.validate(**inputs_of(name, "prefill_multicast", 1))
+        assert module.launches(dims, 100, 3)[-1].entry == f"{name}_t0", name
     for k in spec.kernels:
         if k.name not in PAIR and k.op.value != "quantize":
             assert not cuda_backend.plan(k, spec).has_clusters, k.name
@@ -376,7 +367,10 @@ def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
     result, _ = nv.nvrtc_build("specs/b200.gemm", name, "sm_100a")
     ops = nv.opcodes(nv.cuobjdump(result.cubin, "--dump-sass"))
     mma = MMA[name]
-    for t, multicast in ((("t0", 1), ("t1", 0)) if name in MCAST else (("t0", 0),)):
+    # A's multicast: the 2-CTA form, landing on the pair leader's `full`;
+    # the weight-only tile's the plain one, on each CTA's own `loaded`.
+    form = {"2D", "MULTICAST"} | (set() if name == WEIGHT_ONLY else {"2CTA"})
+    for t, multicast in (("t0", 1), ("t1", 0)):
         pair = ops[f"{name}_{t}_sm100"]
         count = sum(n for op, n in pair.items() if nv.base(op) == mma)
         assert count > 0 and sum(n for op, n in pair.items()
@@ -385,11 +379,11 @@ def test_nvrtc_builds_the_pair_entries_on_2cta_mmas(name):
                    for op in pair)
         # A's load: multicast to both pairs in the clusters of 4, the pair's own otherwise.
         assert sum(n for op, n in pair.items() if nv.base(op) == "UTMALDG"
-                   and {"2D", "MULTICAST", "2CTA"} <= set(op.split("."))) == multicast, pair
+                   and form <= set(op.split("."))) == multicast, pair
         if kernel(name).tcgen05_block_scaled:  # the scales' copies: every one 2-CTA
             copies = [op for op in pair if nv.base(op) == "UTCCP"]
             assert copies and all("2CTA" in op.split(".") for op in copies), pair
-    one = ops[f"{name}_{'t2' if name in MCAST else 't1'}_sm100"]
+    one = ops[f"{name}_t2_sm100"]
     assert any(nv.base(op) == mma for op in one) and not any("2CTA" in op.split(".") for op in one)
     for entry_ops in ops.values():
         assert not any(nv.base(op) in ("LDL", "STL") for op in entry_ops), name

@@ -10,6 +10,7 @@
 //   rhs_scale kblock k=128 bf16 (applied in the mainloop)
 //   bias      f32 [g, 1, n]
 //   tile      m=128 n=64 k=64, 2 stages
+//     when m >= 2048 and n >= 512: m=256 n=64 k=64 cluster_n=2
 //     when m >= 512: m=256 n=64 k=64
 //
 // Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):
@@ -80,7 +81,7 @@ struct Config {
 // The tiles of the LUT. Strides are in bytes, rows padded by 16 so that the
 // eight rows one ldmatrix reads fall in different shared-memory banks;
 // gg::gemm::check_tile checks how the numbers follow from the shape.
-// Tile 0, when m >= 512 (specs/b200.gemm): pipeline 89088 bytes, epilogue 69632.
+// Tile 0, when m >= 2048 and n >= 512 (specs/b200.gemm): pipeline 89088 bytes, epilogue 69632.
 struct Tile0 : Config {
   static constexpr int kBM = 256, kBN = 64, kBK = 64, kBNOut = 64;
   static constexpr int kWM = 32, kWN = 32, kWarpsN = 2, kThreads = 512;
@@ -91,8 +92,19 @@ struct Tile0 : Config {
   static constexpr int kBConvStride = 144, kCStride = 68;
   static constexpr int kSmemBytes = 89088;
 };
-// Tile 1, default (specs/b200.gemm): pipeline 52224 bytes, epilogue 34816.
+// Tile 1, when m >= 512 (specs/b200.gemm): pipeline 89088 bytes, epilogue 69632.
 struct Tile1 : Config {
+  static constexpr int kBM = 256, kBN = 64, kBK = 64, kBNOut = 64;
+  static constexpr int kWM = 32, kWN = 32, kWarpsN = 2, kThreads = 512;
+  static constexpr int kStages = 2, kMI = 2, kNI = 4, kKSteps = 4;
+  static constexpr int kAStride = 144, kAStage = 36864;
+  static constexpr int kBRows = 64, kBRowBytes = 32;
+  static constexpr int kBStride = 48, kBStage = 3072;
+  static constexpr int kBConvStride = 144, kCStride = 68;
+  static constexpr int kSmemBytes = 89088;
+};
+// Tile 2, default (specs/b200.gemm): pipeline 52224 bytes, epilogue 34816.
+struct Tile2 : Config {
   static constexpr int kBM = 128, kBN = 64, kBK = 64, kBNOut = 64;
   static constexpr int kWM = 32, kWN = 32, kWarpsN = 2, kThreads = 256;
   static constexpr int kStages = 2, kMI = 2, kNI = 4, kKSteps = 4;
@@ -120,13 +132,30 @@ struct Sm100Tile0 : Config {
   static constexpr int kRawStage = 2048;  // the raw weights of a stage
   static constexpr bool kSwapAB = false;  // the decode tile, operands swapped
   static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
+  static constexpr int kClusterN = 2;     // pairs a cluster, sharing A by TMA multicast
 };
 static_assert(gg::gemm::sm100_mixed::check_tile_mixed<Sm100Tile0>(),
               "the sm_100a tile's numbers follow from its shape");
-// sm_100a weight-only tile 1: 128 x 128 x 64, 5 stages of 16384 bytes of lhs, 4096 of raw weights
+// sm_100a weight-only tile 1 (2-CTA: a CTA pair, cta_group::2, clusters of 2 x 1 x 1; a CTA's stage
+// holds its 128 lhs rows and 64 weight rows): 256 x 128 x 64, 8 stages of 16384 bytes of lhs, 2048
+// of raw weights and 8192 of widened ones, 224496 bytes of shared memory in all, 512 TMEM columns
+// (two accumulators, then the f32 sums).
+struct Sm100Tile1 : Config {
+  static constexpr int kBM = 256, kBN = 128, kBK = 64, kBNOut = 128;
+  static constexpr int kThreads = 320, kStages = 8, kGroupM = 8;
+  static constexpr int kAStage = 16384, kBStage = 8192;
+  static constexpr int kCStride = 40, kCWarpBytes = 2560;
+  static constexpr int kTmemCols = 512, kSmemBytes = 224496;
+  static constexpr int kRawStage = 2048;  // the raw weights of a stage
+  static constexpr bool kSwapAB = false;  // the decode tile, operands swapped
+  static constexpr bool kCtaPair = true;  // a 2-CTA cluster, tcgen05.mma.cta_group::2
+};
+static_assert(gg::gemm::sm100_mixed::check_tile_mixed<Sm100Tile1>(),
+              "the sm_100a tile's numbers follow from its shape");
+// sm_100a weight-only tile 2: 128 x 128 x 64, 5 stages of 16384 bytes of lhs, 4096 of raw weights
 // and 16384 of widened ones, 195752 bytes of shared memory in all, 512 TMEM columns (two
 // accumulators, then the f32 sums).
-struct Sm100Tile1 : Config {
+struct Sm100Tile2 : Config {
   static constexpr int kBM = 128, kBN = 128, kBK = 64, kBNOut = 128;
   static constexpr int kThreads = 320, kStages = 5, kGroupM = 8;
   static constexpr int kAStage = 16384, kBStage = 16384;
@@ -135,7 +164,7 @@ struct Sm100Tile1 : Config {
   static constexpr int kRawStage = 4096;  // the raw weights of a stage
   static constexpr bool kSwapAB = false;  // the decode tile, operands swapped
 };
-static_assert(gg::gemm::sm100_mixed::check_tile_mixed<Sm100Tile1>(),
+static_assert(gg::gemm::sm100_mixed::check_tile_mixed<Sm100Tile2>(),
               "the sm_100a tile's numbers follow from its shape");
 
 }  // namespace
@@ -157,7 +186,8 @@ extern "C" __global__ void b200_w4a16_moe_grouped_gemm_worklist(
   gg::gemm::worklist(group_sizes, num_groups, group_offset, g, m, bm, workspace);
 }
 
-// (2-4) Tile 0 (when m >= 512): 256 x 64 output tiles; grid: n tiles, work items over y and z.
+// (2-4) Tile 0 (when m >= 2048 and n >= 512): 256 x 64 output tiles; grid: n tiles, work items over
+// y and z.
 extern "C" __global__ void __launch_bounds__(512) b200_w4a16_moe_grouped_gemm_t0(
     // arrays in the launch contract's order, then the dims
     const __nv_bfloat16* __restrict__ lhs, const unsigned char* __restrict__ rhs,
@@ -168,8 +198,8 @@ extern "C" __global__ void __launch_bounds__(512) b200_w4a16_moe_grouped_gemm_t0
                            num_groups, group_offset);
 }
 
-// (2-4) Tile 1 (default): 128 x 64 output tiles; grid: n tiles, work items over y and z.
-extern "C" __global__ void __launch_bounds__(256) b200_w4a16_moe_grouped_gemm_t1(
+// (2-4) Tile 1 (when m >= 512): 256 x 64 output tiles; grid: n tiles, work items over y and z.
+extern "C" __global__ void __launch_bounds__(512) b200_w4a16_moe_grouped_gemm_t1(
     // arrays in the launch contract's order, then the dims
     const __nv_bfloat16* __restrict__ lhs, const unsigned char* __restrict__ rhs,
     const __nv_bfloat16* __restrict__ rhs_scale, const float* __restrict__ bias,
@@ -179,9 +209,20 @@ extern "C" __global__ void __launch_bounds__(256) b200_w4a16_moe_grouped_gemm_t1
                            num_groups, group_offset);
 }
 
+// (2-4) Tile 2 (default): 128 x 64 output tiles; grid: n tiles, work items over y and z.
+extern "C" __global__ void __launch_bounds__(256) b200_w4a16_moe_grouped_gemm_t2(
+    // arrays in the launch contract's order, then the dims
+    const __nv_bfloat16* __restrict__ lhs, const unsigned char* __restrict__ rhs,
+    const __nv_bfloat16* __restrict__ rhs_scale, const float* __restrict__ bias,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+  gg::gemm::grouped<Tile2>(gg_smem, lhs, rhs, nullptr, rhs_scale, bias, out, workspace, m, n, k,
+                           num_groups, group_offset);
+}
+
 // (sm_100a) sm_100a tile 0: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 128 output tiles
-// (work items x n tiles) in rasterized order.
+// of 4 x min(SMs / 4, units) blocks in clusters of 4 (2 CTA pairs sharing A) walks units of 2 256 x
+// 128 output tiles (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(320, 1) b200_w4a16_moe_grouped_gemm_t0_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -197,8 +238,8 @@ extern "C" __global__ void __launch_bounds__(320, 1) b200_w4a16_moe_grouped_gemm
 }
 
 // (sm_100a) sm_100a tile 1: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
-// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
-// order.
+// of 2 x min(SMs / 2, tiles) blocks in clusters of 2 (CTA pairs) walks the 256 x 128 output tiles
+// (work items x n tiles) in rasterized order.
 extern "C" __global__ void __launch_bounds__(320, 1) b200_w4a16_moe_grouped_gemm_t1_sm100(
     // tensor maps of lhs and rhs, then the arrays and dims
     const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
@@ -209,6 +250,23 @@ extern "C" __global__ void __launch_bounds__(320, 1) b200_w4a16_moe_grouped_gemm
   __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
 #else
   gg::gemm::sm100_mixed::grouped<Sm100Tile1>(gg_smem, &map_lhs, &map_rhs, nullptr, rhs_scale, bias,
+                                             out, workspace, m, n, k, num_groups, group_offset);
+#endif
+}
+
+// (sm_100a) sm_100a tile 2: TMA + tcgen05.mma, the accumulators in tensor memory; a persistent grid
+// of min(SMs, tiles) blocks walks the 128 x 128 output tiles (work items x n tiles) in rasterized
+// order.
+extern "C" __global__ void __launch_bounds__(320, 1) b200_w4a16_moe_grouped_gemm_t2_sm100(
+    // tensor maps of lhs and rhs, then the arrays and dims
+    const __grid_constant__ CUtensorMap map_lhs, const __grid_constant__ CUtensorMap map_rhs,
+    const __nv_bfloat16* __restrict__ rhs_scale, const float* __restrict__ bias,
+    __nv_bfloat16* __restrict__ out, const int* __restrict__ workspace, int m, int n, int k,
+    int num_groups, int group_offset) {
+#if defined(__CUDA_ARCH__) && !defined(GG_SM100_TCGEN05)
+  __trap();  // built without sm_100a: the launchers pick this entry on 10.0 only
+#else
+  gg::gemm::sm100_mixed::grouped<Sm100Tile2>(gg_smem, &map_lhs, &map_rhs, nullptr, rhs_scale, bias,
                                              out, workspace, m, n, k, num_groups, group_offset);
 #endif
 }
@@ -309,8 +367,8 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
   const long long n_out = n;
   switch (b200_w4a16_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 1 && g > 0) {
-        // The tcgen05 path, 256x128x64, 8 stages: the tensor maps of lhs and rhs.
+      if (sm == 100 && num_sms > 3 && g > 0) {
+        // The tcgen05 path, 256x128x64, 8 stages, 2 pairs: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
         CUtensorMap map_rhs;
         err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
@@ -343,10 +401,10 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
           return err;
         }
         {
-          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          // A cluster launch: clusters of 4 x 1 x 1 blocks.
           cudaLaunchAttribute cluster[1] = {};
           cluster[0].id = cudaLaunchAttributeClusterDimension;
-          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.x = 4;
           cluster[0].val.clusterDim.y = 1;
           cluster[0].val.clusterDim.z = 1;
           // grid, block, dynamic shared memory (below), stream, attributes
@@ -393,6 +451,90 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
       }
       return cudaSuccess;
     case 1:
+      if (sm == 100 && num_sms > 1 && g > 0) {
+        // The tcgen05 path, 256x128x64, 8 stages: the tensor maps of lhs and rhs.
+        CUtensorMap map_lhs;
+        CUtensorMap map_rhs;
+        err = gg_tensor_map(&map_lhs, a.lhs, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                            CU_TENSOR_MAP_SWIZZLE_128B, 2, k, m, 1, k * 2, 0, 64, 128, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err =
+            gg_tensor_map(&map_rhs, a.rhs, CU_TENSOR_MAP_DATA_TYPE_UINT8, CU_TENSOR_MAP_SWIZZLE_32B,
+                          3, gg_div(k, 2), n, g, gg_div(k, 2), gg_div(k, 2) * n, 32, 64, 1);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        b200_w4a16_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+            a.out, a.existing_out, gg_i64(m * n_out));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        b200_w4a16_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+            a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+            gg_i32(256), static_cast<int*>(a.workspace));
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t1_sm100,
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 224496);
+        if (err != cudaSuccess) {
+          return err;
+        }
+        {
+          // A cluster launch: clusters of 2 x 1 x 1 blocks.
+          cudaLaunchAttribute cluster[1] = {};
+          cluster[0].id = cudaLaunchAttributeClusterDimension;
+          cluster[0].val.clusterDim.x = 2;
+          cluster[0].val.clusterDim.y = 1;
+          cluster[0].val.clusterDim.z = 1;
+          // grid, block, dynamic shared memory (below), stream, attributes
+          cudaLaunchConfig_t config = {gg_grid(l[2]), gg_block(l[2]), 0, stream, cluster, 1};
+          config.dynamicSmemBytes = l[2].smem;
+          err = cudaLaunchKernelEx(&config, b200_w4a16_moe_grouped_gemm_t1_sm100, map_lhs, map_rhs,
+                                   a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace),
+                                   gg_i32(m), gg_i32(n), gg_i32(k), gg_i32(num_groups),
+                                   gg_i32(group_offset));
+        }
+        if (err != cudaSuccess) {
+          return err;
+        }
+        err = cudaGetLastError();
+        if (err != cudaSuccess) {
+          return err;
+        }
+        return cudaSuccess;
+      }
+      b200_w4a16_moe_grouped_gemm_fill<<<gg_grid(l[0]), gg_block(l[0]), l[0].smem, stream>>>(
+          a.out, a.existing_out, gg_i64(m * n_out));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      b200_w4a16_moe_grouped_gemm_worklist<<<gg_grid(l[1]), gg_block(l[1]), l[1].smem, stream>>>(
+          a.group_sizes, gg_i32(num_groups), gg_i32(group_offset), gg_i32(g), gg_i32(m),
+          gg_i32(256), static_cast<int*>(a.workspace));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t1,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 89088);
+      if (err != cudaSuccess) {
+        return err;
+      }
+      b200_w4a16_moe_grouped_gemm_t1<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+          a.lhs, a.rhs, a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace), gg_i32(m),
+          gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
+      err = cudaGetLastError();
+      if (err != cudaSuccess) {
+        return err;
+      }
+      return cudaSuccess;
+    case 2:
       if (sm == 100 && num_sms > 0 && g > 0) {
         // The tcgen05 path, 128x128x64, 5 stages: the tensor maps of lhs and rhs.
         CUtensorMap map_lhs;
@@ -421,12 +563,12 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
         if (err != cudaSuccess) {
           return err;
         }
-        err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t1_sm100,
+        err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t2_sm100,
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 195752);
         if (err != cudaSuccess) {
           return err;
         }
-        b200_w4a16_moe_grouped_gemm_t1_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+        b200_w4a16_moe_grouped_gemm_t2_sm100<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
             map_lhs, map_rhs, a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace), gg_i32(m),
             gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
         err = cudaGetLastError();
@@ -448,12 +590,12 @@ cudaError_t launch_b200_w4a16_moe_grouped_gemm(const B200W4a16MoeGroupedGemmArgs
       if (err != cudaSuccess) {
         return err;
       }
-      err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t1,
+      err = cudaFuncSetAttribute(b200_w4a16_moe_grouped_gemm_t2,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 52224);
       if (err != cudaSuccess) {
         return err;
       }
-      b200_w4a16_moe_grouped_gemm_t1<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
+      b200_w4a16_moe_grouped_gemm_t2<<<gg_grid(l[2]), gg_block(l[2]), l[2].smem, stream>>>(
           a.lhs, a.rhs, a.rhs_scale, a.bias, a.out, static_cast<int*>(a.workspace), gg_i32(m),
           gg_i32(n), gg_i32(k), gg_i32(num_groups), gg_i32(group_offset));
       err = cudaGetLastError();

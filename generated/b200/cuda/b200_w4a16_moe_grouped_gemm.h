@@ -2,7 +2,7 @@
 //
 // C++ launcher of b200_w4a16_moe_grouped_gemm (specs/b200.gemm):
 //   b200_w4a16_moe_grouped_gemm: grouped lhs bf16 x rhs int4 packed [g, n, k] -> bf16 (acc f32)
-//   rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +1 tile rule stages 2
+//   rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +2 tile rules stages 2
 //   [cuda]
 //
 // Compile b200_w4a16_moe_grouped_gemm.cu with nvcc (it defines launch_b200_w4a16_moe_grouped_gemm;
@@ -136,14 +136,18 @@ struct B200W4a16MoeGroupedGemmArgs {
 };
 
 // The tile of the spec's LUT for a shape (the one the launcher below uses).
-inline int b200_w4a16_moe_grouped_gemm_pick_tile(long long m, [[maybe_unused]] long long n,
+inline int b200_w4a16_moe_grouped_gemm_pick_tile(long long m, long long n,
                                                  [[maybe_unused]] long long k) {
   // 256x64x64, specs/b200.gemm
-  if (m >= 512) {
+  if (m >= 2048 && n >= 512) {
     return 0;
   }
+  // 256x64x64, specs/b200.gemm
+  if (m >= 512) {
+    return 1;
+  }
   // 128x64x64, default
-  return 1;
+  return 2;
 }
 
 // Bytes of scratch memory a call needs (the caller allocates it).
@@ -159,6 +163,8 @@ inline size_t b200_w4a16_moe_grouped_gemm_workspace_bytes(const B200W4a16MoeGrou
     case 0:
       return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 256) + g));
     case 1:
+      return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 256) + g));
+    case 2:
       return sizeof(int) * static_cast<size_t>(2 + num_groups + 2 * (gg_cdiv(m, 128) + g));
   }
   return 0;
@@ -182,7 +188,7 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
   }
   switch (b200_w4a16_moe_grouped_gemm_pick_tile(m, n, k)) {
     case 0:
-      if (sm == 100 && num_sms > 1 && g > 0) {
+      if (sm == 100 && num_sms > 3 && g > 0) {
         // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
         out[0].kernel = "b200_w4a16_moe_grouped_gemm";
         out[0].entry = "b200_w4a16_moe_grouped_gemm_fill";
@@ -202,15 +208,16 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
         out[1].threads = 1;
         out[1].smem = 0;
         // b200_w4a16_moe_grouped_gemm_t0_sm100: 256x128 tiles over CTA pairs, TMA +
-        // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters
-        // of 2
+        // tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid
+        // of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 256)
         out[2].kernel = "b200_w4a16_moe_grouped_gemm";
         out[2].entry = "b200_w4a16_moe_grouped_gemm_t0_sm100";
         out[2].what =
-            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 "
-            "x min(SMs / 2, tiles) blocks in clusters of 2";
+            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing "
+            "A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters "
+            "of 4 (a unit 256 x 256)";
         out[2].grid[0] =
-            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128));
+            4 * gg_min(gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 256));
         out[2].grid[1] = 1;
         out[2].grid[2] = 1;
         out[2].threads = 320;
@@ -246,6 +253,70 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
       out[2].smem = 89088;
       return 3;
     case 1:
+      if (sm == 100 && num_sms > 1 && g > 0) {
+        // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
+        out[0].kernel = "b200_w4a16_moe_grouped_gemm";
+        out[0].entry = "b200_w4a16_moe_grouped_gemm_fill";
+        out[0].what = "out = existing_out or zeros";
+        out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+        out[0].grid[1] = 1;
+        out[0].grid[2] = 1;
+        out[0].threads = 256;
+        out[0].smem = 0;
+        // b200_w4a16_moe_grouped_gemm_worklist: the (group, 256-row tile) work items
+        out[1].kernel = "b200_w4a16_moe_grouped_gemm";
+        out[1].entry = "b200_w4a16_moe_grouped_gemm_worklist";
+        out[1].what = "the (group, 256-row tile) work items";
+        out[1].grid[0] = 1;
+        out[1].grid[1] = 1;
+        out[1].grid[2] = 1;
+        out[1].threads = 1;
+        out[1].smem = 0;
+        // b200_w4a16_moe_grouped_gemm_t1_sm100: 256x128 tiles over CTA pairs, TMA +
+        // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters
+        // of 2
+        out[2].kernel = "b200_w4a16_moe_grouped_gemm";
+        out[2].entry = "b200_w4a16_moe_grouped_gemm_t1_sm100";
+        out[2].what =
+            "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 "
+            "x min(SMs / 2, tiles) blocks in clusters of 2";
+        out[2].grid[0] =
+            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128));
+        out[2].grid[1] = 1;
+        out[2].grid[2] = 1;
+        out[2].threads = 320;
+        out[2].smem = 224496;
+        return 3;
+      }
+      // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
+      out[0].kernel = "b200_w4a16_moe_grouped_gemm";
+      out[0].entry = "b200_w4a16_moe_grouped_gemm_fill";
+      out[0].what = "out = existing_out or zeros";
+      out[0].grid[0] = gg_min(gg_cdiv(m * n_out, 256), 4096);
+      out[0].grid[1] = 1;
+      out[0].grid[2] = 1;
+      out[0].threads = 256;
+      out[0].smem = 0;
+      // b200_w4a16_moe_grouped_gemm_worklist: the (group, m tile) work items
+      out[1].kernel = "b200_w4a16_moe_grouped_gemm";
+      out[1].entry = "b200_w4a16_moe_grouped_gemm_worklist";
+      out[1].what = "the (group, m tile) work items";
+      out[1].grid[0] = 1;
+      out[1].grid[1] = 1;
+      out[1].grid[2] = 1;
+      out[1].threads = 1;
+      out[1].smem = 0;
+      // b200_w4a16_moe_grouped_gemm_t1: 256x64 output tiles: n tiles, work items over y and z
+      out[2].kernel = "b200_w4a16_moe_grouped_gemm";
+      out[2].entry = "b200_w4a16_moe_grouped_gemm_t1";
+      out[2].what = "256x64 output tiles: n tiles, work items over y and z";
+      out[2].grid[0] = gg_cdiv(n_out, 64);
+      out[2].grid[1] = gg_min(gg_cdiv(m, 256) + g, 65535);
+      out[2].grid[2] = gg_cdiv(gg_cdiv(m, 256) + g, 65535);
+      out[2].threads = 512;
+      out[2].smem = 89088;
+      return 3;
+    case 2:
       if (sm == 100 && num_sms > 0 && g > 0) {
         // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
         out[0].kernel = "b200_w4a16_moe_grouped_gemm";
@@ -265,10 +336,10 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
         out[1].grid[2] = 1;
         out[1].threads = 1;
         out[1].smem = 0;
-        // b200_w4a16_moe_grouped_gemm_t1_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid
+        // b200_w4a16_moe_grouped_gemm_t2_sm100: 128x128 tiles, TMA + tcgen05.mma: a persistent grid
         // of min(SMs, tiles) blocks
         out[2].kernel = "b200_w4a16_moe_grouped_gemm";
-        out[2].entry = "b200_w4a16_moe_grouped_gemm_t1_sm100";
+        out[2].entry = "b200_w4a16_moe_grouped_gemm_t2_sm100";
         out[2].what =
             "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks";
         out[2].grid[0] = gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128));
@@ -296,9 +367,9 @@ inline int b200_w4a16_moe_grouped_gemm_launches(const B200W4a16MoeGroupedGemmArg
       out[1].grid[2] = 1;
       out[1].threads = 1;
       out[1].smem = 0;
-      // b200_w4a16_moe_grouped_gemm_t1: 128x64 output tiles: n tiles, work items over y and z
+      // b200_w4a16_moe_grouped_gemm_t2: 128x64 output tiles: n tiles, work items over y and z
       out[2].kernel = "b200_w4a16_moe_grouped_gemm";
-      out[2].entry = "b200_w4a16_moe_grouped_gemm_t1";
+      out[2].entry = "b200_w4a16_moe_grouped_gemm_t2";
       out[2].what = "128x64 output tiles: n tiles, work items over y and z";
       out[2].grid[0] = gg_cdiv(n_out, 64);
       out[2].grid[1] = gg_min(gg_cdiv(m, 128) + g, 65535);
@@ -323,12 +394,20 @@ inline const char* b200_w4a16_moe_grouped_gemm_launch_error(const B200W4a16MoeGr
     if (const char* why = gg_launch_error(launches[i], smem_limit)) {
       return why;
     }
-    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // Clusters of 4 x 1 x 1 blocks: the driver refuses a grid axis that is
     // not a multiple of the cluster's.
     if (std::strcmp(launches[i].entry, "b200_w4a16_moe_grouped_gemm_t0_sm100") == 0 &&
-        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+        (launches[i].grid[0] % 4 != 0 || launches[i].grid[1] % 1 != 0 ||
          launches[i].grid[2] % 1 != 0)) {
       return "b200_w4a16_moe_grouped_gemm: launch b200_w4a16_moe_grouped_gemm_t0_sm100 needs a "
+             "grid that is a multiple of its cluster";
+    }
+    // Clusters of 2 x 1 x 1 blocks: the driver refuses a grid axis that is
+    // not a multiple of the cluster's.
+    if (std::strcmp(launches[i].entry, "b200_w4a16_moe_grouped_gemm_t1_sm100") == 0 &&
+        (launches[i].grid[0] % 2 != 0 || launches[i].grid[1] % 1 != 0 ||
+         launches[i].grid[2] % 1 != 0)) {
+      return "b200_w4a16_moe_grouped_gemm: launch b200_w4a16_moe_grouped_gemm_t1_sm100 needs a "
              "grid that is a multiple of its cluster";
     }
   }

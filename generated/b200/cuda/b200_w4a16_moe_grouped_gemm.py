@@ -2,8 +2,8 @@
 """Python launcher of the CUDA kernel b200_w4a16_moe_grouped_gemm (specs/b200.gemm).
 
     b200_w4a16_moe_grouped_gemm: grouped lhs bf16 x rhs int4 packed [g, n, k] -> bf16 (acc f32)
-    rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +1 tile rule stages
-    2 [cuda]
+    rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +2 tile rules
+    stages 2 [cuda]
 
 Args (in this order; CuPy arrays on the GPU, or NumPy arrays for `validate`):
     lhs: [m, k] bfloat16, the activations.
@@ -149,10 +149,13 @@ TENSOR_MAP_MODES = (0, 3, 0)
 def pick_tile(m: int, n: int, k: int) -> int:
     """The tile of the spec's LUT for this shape."""
     # 256x64x64, specs/b200.gemm
-    if m >= 512:
+    if m >= 2048 and n >= 512:
         return 0
+    # 256x64x64, specs/b200.gemm
+    if m >= 512:
+        return 1
     # 128x64x64, specs/b200.gemm
-    return 1
+    return 2
 
 
 @functools.cache
@@ -292,6 +295,8 @@ def workspace_ints(dims: dict[str, int]) -> int:
         case 0:
             return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
         case 1:
+            return 2 + num_groups + 2 * (gg_cdiv(m, 256) + g)
+        case 2:
             return 2 + num_groups + 2 * (gg_cdiv(m, 128) + g)
     raise AssertionError("unreachable")
 
@@ -322,6 +327,121 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
     match pick_tile(m, n, k):
         case 0:
             # 256x64x64
+            if sm == 100 and num_sms > 3 and g > 0:
+                # The tcgen05 path: 256x128x64, 8 stages, 2 pairs
+                return [
+                    Launch(
+                        "b200_w4a16_moe_grouped_gemm_fill",
+                        (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                        (256, 1, 1),
+                        0,
+                        ("out", "existing_out", gg_i64(m * n_out)),
+                        "out = existing_out or zeros",
+                    ),
+                    Launch(
+                        "b200_w4a16_moe_grouped_gemm_worklist",
+                        (1, 1, 1),
+                        (1, 1, 1),
+                        0,
+                        (
+                            "group_sizes",
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(256),
+                            "workspace",
+                        ),
+                        "the (group, 256-row tile) work items",
+                    ),
+                    Launch(
+                        "b200_w4a16_moe_grouped_gemm_t0_sm100",
+                        (
+                            4
+                            * gg_min(
+                                gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 256)
+                            ),
+                            1,
+                            1,
+                        ),
+                        (320, 1, 1),
+                        224496,
+                        (
+                            TensorMapArg("lhs", 9, (k, m), (k * 2,), (64, 128), 3),
+                            TensorMapArg(
+                                "rhs",
+                                0,
+                                (gg_div(k, 2), n, g),
+                                (gg_div(k, 2), gg_div(k, 2) * n),
+                                (32, 64, 1),
+                                1,
+                            ),
+                            "rhs_scale",
+                            "bias",
+                            "out",
+                            "workspace",
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ),
+                        "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 256)",
+                        (4, 1, 1),
+                    ),
+                ]
+            return [
+                Launch(
+                    "b200_w4a16_moe_grouped_gemm_fill",
+                    (gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1),
+                    (256, 1, 1),
+                    0,
+                    ("out", "existing_out", gg_i64(m * n_out)),
+                    "out = existing_out or zeros",
+                ),
+                Launch(
+                    "b200_w4a16_moe_grouped_gemm_worklist",
+                    (1, 1, 1),
+                    (1, 1, 1),
+                    0,
+                    (
+                        "group_sizes",
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                        gg_i32(g),
+                        gg_i32(m),
+                        gg_i32(256),
+                        "workspace",
+                    ),
+                    "the (group, m tile) work items",
+                ),
+                Launch(
+                    "b200_w4a16_moe_grouped_gemm_t0",
+                    (
+                        gg_cdiv(n_out, 64),
+                        gg_min(gg_cdiv(m, 256) + g, 65535),
+                        gg_cdiv(gg_cdiv(m, 256) + g, 65535),
+                    ),
+                    (512, 1, 1),
+                    89088,
+                    (
+                        "lhs",
+                        "rhs",
+                        "rhs_scale",
+                        "bias",
+                        "out",
+                        "workspace",
+                        gg_i32(m),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                    ),
+                    "256x64 output tiles: n tiles, work items over y and z",
+                ),
+            ]
+        case 1:
+            # 256x64x64
             if sm == 100 and num_sms > 1 and g > 0:
                 # The tcgen05 path: 256x128x64, 8 stages
                 return [
@@ -350,7 +470,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         "the (group, 256-row tile) work items",
                     ),
                     Launch(
-                        "b200_w4a16_moe_grouped_gemm_t0_sm100",
+                        "b200_w4a16_moe_grouped_gemm_t1_sm100",
                         (
                             2
                             * gg_min(
@@ -411,7 +531,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "the (group, m tile) work items",
                 ),
                 Launch(
-                    "b200_w4a16_moe_grouped_gemm_t0",
+                    "b200_w4a16_moe_grouped_gemm_t1",
                     (
                         gg_cdiv(n_out, 64),
                         gg_min(gg_cdiv(m, 256) + g, 65535),
@@ -435,7 +555,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "256x64 output tiles: n tiles, work items over y and z",
                 ),
             ]
-        case 1:
+        case 2:
             # 128x64x64
             if sm == 100 and num_sms > 0 and g > 0:
                 # The tcgen05 path: 128x128x64, 5 stages
@@ -465,7 +585,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                         "the (group, 128-row tile) work items",
                     ),
                     Launch(
-                        "b200_w4a16_moe_grouped_gemm_t1_sm100",
+                        "b200_w4a16_moe_grouped_gemm_t2_sm100",
                         (gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1),
                         (320, 1, 1),
                         195752,
@@ -518,7 +638,7 @@ def _sequence(dims: dict[str, int], sm: int, num_sms: int) -> list[Launch]:
                     "the (group, m tile) work items",
                 ),
                 Launch(
-                    "b200_w4a16_moe_grouped_gemm_t1",
+                    "b200_w4a16_moe_grouped_gemm_t2",
                     (
                         gg_cdiv(n_out, 64),
                         gg_min(gg_cdiv(m, 128) + g, 65535),

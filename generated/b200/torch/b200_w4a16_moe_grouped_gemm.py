@@ -2,8 +2,8 @@
 """b200_w4a16_moe_grouped_gemm as a PyTorch op: torch.ops.gemmgen_b200.b200_w4a16_moe_grouped_gemm.
 
     b200_w4a16_moe_grouped_gemm: grouped lhs bf16 x rhs int4 packed [g, n, k] -> bf16 (acc f32)
-    rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +1 tile rule stages
-    2 [cuda]
+    rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +2 tile rules
+    stages 2 [cuda]
 
 Args (in this order):
     lhs: [m, k] bfloat16, the activations.

@@ -3,7 +3,7 @@
 //! Rust launcher of the CUDA kernel b200_w4a16_moe_grouped_gemm (specs/b200.gemm):
 //!
 //! b200_w4a16_moe_grouped_gemm: grouped lhs bf16 x rhs int4 packed [g, n, k] -> bf16 (acc f32)
-//! rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +1 tile rule stages 2
+//! rhs_scale kblock k=128 bf16 (mainloop) bias f32 [g, 1, n] tile 128x64x64 +2 tile rules stages 2
 //! [cuda]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
@@ -21,13 +21,15 @@ use crate::common::{
 /// The kernel's name, as errors give it.
 pub const NAME: &str = "b200_w4a16_moe_grouped_gemm";
 /// The `extern "C"` entry points of `b200_w4a16_moe_grouped_gemm.cu`, for a backend to load.
-pub const ENTRIES: [&str; 6] = [
+pub const ENTRIES: [&str; 8] = [
     "b200_w4a16_moe_grouped_gemm_fill",
     "b200_w4a16_moe_grouped_gemm_worklist",
     "b200_w4a16_moe_grouped_gemm_t0",
     "b200_w4a16_moe_grouped_gemm_t1",
+    "b200_w4a16_moe_grouped_gemm_t2",
     "b200_w4a16_moe_grouped_gemm_t0_sm100",
     "b200_w4a16_moe_grouped_gemm_t1_sm100",
+    "b200_w4a16_moe_grouped_gemm_t2_sm100",
 ];
 /// The archs the spec declares: a device older than the first refuses the call.
 pub const ARCHS: [&str; 1] = ["sm_100a"];
@@ -97,13 +99,17 @@ fn misaligned(array: &'static str, align: u64) -> Refusal {
 }
 
 /// The tile of the spec's LUT for a shape (the one `launches` uses).
-pub fn pick_tile(m: i64, _n: i64, _k: i64) -> usize {
+pub fn pick_tile(m: i64, n: i64, _k: i64) -> usize {
     // 256x64x64, specs/b200.gemm
-    if m >= 512 {
+    if m >= 2048 && n >= 512 {
         return 0;
     }
+    // 256x64x64, specs/b200.gemm
+    if m >= 512 {
+        return 1;
+    }
     // 128x64x64, default
-    1
+    2
 }
 
 /// Checks a call; returns its dims, or why it is refused.
@@ -194,6 +200,7 @@ pub fn workspace_bytes(d: &Dims) -> u64 {
     let Dims { m, k, g, n, num_groups, .. } = *d;
     let ints = match pick_tile(m, n, k) {
         0 => 2 + num_groups + 2 * (gg_cdiv(m, 256) + g),
+        1 => 2 + num_groups + 2 * (gg_cdiv(m, 256) + g),
         _ => 2 + num_groups + 2 * (gg_cdiv(m, 128) + g),
     };
     u64::try_from(4 * ints).unwrap_or(0)
@@ -214,8 +221,8 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
     match pick_tile(m, n, k) {
         // 256x64x64
         0 => {
-            if sm == 100 && num_sms > 1 && g > 0 {
-                // The tcgen05 path: 256x128x64, 8 stages
+            if sm == 100 && num_sms > 3 && g > 0 {
+                // The tcgen05 path: 256x128x64, 8 stages, 2 pairs
                 return vec![
                     // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
                     Launch {
@@ -252,20 +259,21 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                         ],
                     },
                     // b200_w4a16_moe_grouped_gemm_t0_sm100: 256x128 tiles over CTA pairs, TMA +
-                    // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks
-                    // in clusters of 2
+                    // tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a
+                    // persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit
+                    // 256 x 256)
                     Launch {
                         kernel: NAME,
                         entry: "b200_w4a16_moe_grouped_gemm_t0_sm100",
-                        what: "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        what: "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2, 2 pairs along n sharing A by TMA multicast: a persistent grid of 4 x min(SMs / 4, units) blocks in clusters of 4 (a unit 256 x 256)",
                         grid: [
-                            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)),
+                            4 * gg_min(gg_div(num_sms, 4), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 256)),
                             1,
                             1,
                         ],
                         threads: 320,
                         smem: 224496,
-                        cluster: [2, 1, 1],
+                        cluster: [4, 1, 1],
                         args: vec![
                             tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),
                             tensor_map(
@@ -354,6 +362,148 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                 },
             ]
         }
+        // 256x64x64
+        1 => {
+            if sm == 100 && num_sms > 1 && g > 0 {
+                // The tcgen05 path: 256x128x64, 8 stages
+                return vec![
+                    // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
+                    Launch {
+                        kernel: NAME,
+                        entry: "b200_w4a16_moe_grouped_gemm_fill",
+                        what: "out = existing_out or zeros",
+                        grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                        threads: 256,
+                        smem: 0,
+                        cluster: [1, 1, 1],
+                        args: vec![
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                            gg_i64(m * n_out),
+                        ],
+                    },
+                    // b200_w4a16_moe_grouped_gemm_worklist: the (group, 256-row tile) work items
+                    Launch {
+                        kernel: NAME,
+                        entry: "b200_w4a16_moe_grouped_gemm_worklist",
+                        what: "the (group, 256-row tile) work items",
+                        grid: [1, 1, 1],
+                        threads: 1,
+                        smem: 0,
+                        cluster: [1, 1, 1],
+                        args: vec![
+                            KernelArg::Ptr(a.group_sizes.ptr),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                            gg_i32(g),
+                            gg_i32(m),
+                            gg_i32(256),
+                            KernelArg::Ptr(a.workspace.ptr),
+                        ],
+                    },
+                    // b200_w4a16_moe_grouped_gemm_t1_sm100: 256x128 tiles over CTA pairs, TMA +
+                    // tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks
+                    // in clusters of 2
+                    Launch {
+                        kernel: NAME,
+                        entry: "b200_w4a16_moe_grouped_gemm_t1_sm100",
+                        what: "256x128 tiles over CTA pairs, TMA + tcgen05.mma.cta_group::2: a persistent grid of 2 x min(SMs / 2, tiles) blocks in clusters of 2",
+                        grid: [
+                            2 * gg_min(gg_div(num_sms, 2), (gg_cdiv(m, 256) + g) * gg_cdiv(n_out, 128)),
+                            1,
+                            1,
+                        ],
+                        threads: 320,
+                        smem: 224496,
+                        cluster: [2, 1, 1],
+                        args: vec![
+                            tensor_map(a.lhs.ptr, 9, &[k, m], &[k * 2], &[64, 128], 3),
+                            tensor_map(
+                                a.rhs.ptr,
+                                0,
+                                &[gg_div(k, 2), n, g],
+                                &[gg_div(k, 2), gg_div(k, 2) * n],
+                                &[32, 64, 1],
+                                1,
+                            ),
+                            KernelArg::Ptr(a.rhs_scale.ptr),
+                            KernelArg::Ptr(a.bias.ptr),
+                            KernelArg::Ptr(a.out.ptr),
+                            KernelArg::Ptr(a.workspace.ptr),
+                            gg_i32(m),
+                            gg_i32(n),
+                            gg_i32(k),
+                            gg_i32(num_groups),
+                            gg_i32(group_offset),
+                        ],
+                    },
+                ];
+            }
+            vec![
+                // b200_w4a16_moe_grouped_gemm_fill: out = existing_out or zeros
+                Launch {
+                    kernel: NAME,
+                    entry: "b200_w4a16_moe_grouped_gemm_fill",
+                    what: "out = existing_out or zeros",
+                    grid: [gg_min(gg_cdiv(m * n_out, 256), 4096), 1, 1],
+                    threads: 256,
+                    smem: 0,
+                    cluster: [1, 1, 1],
+                    args: vec![
+                        KernelArg::Ptr(a.out.ptr),
+                        KernelArg::Ptr(a.existing_out.map_or(0, |x| x.ptr)),
+                        gg_i64(m * n_out),
+                    ],
+                },
+                // b200_w4a16_moe_grouped_gemm_worklist: the (group, m tile) work items
+                Launch {
+                    kernel: NAME,
+                    entry: "b200_w4a16_moe_grouped_gemm_worklist",
+                    what: "the (group, m tile) work items",
+                    grid: [1, 1, 1],
+                    threads: 1,
+                    smem: 0,
+                    cluster: [1, 1, 1],
+                    args: vec![
+                        KernelArg::Ptr(a.group_sizes.ptr),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                        gg_i32(g),
+                        gg_i32(m),
+                        gg_i32(256),
+                        KernelArg::Ptr(a.workspace.ptr),
+                    ],
+                },
+                // b200_w4a16_moe_grouped_gemm_t1: 256x64 output tiles: n tiles, work items over y
+                // and z
+                Launch {
+                    kernel: NAME,
+                    entry: "b200_w4a16_moe_grouped_gemm_t1",
+                    what: "256x64 output tiles: n tiles, work items over y and z",
+                    grid: [
+                        gg_cdiv(n_out, 64),
+                        gg_min(gg_cdiv(m, 256) + g, 65535),
+                        gg_cdiv(gg_cdiv(m, 256) + g, 65535),
+                    ],
+                    threads: 512,
+                    smem: 89088,
+                    cluster: [1, 1, 1],
+                    args: vec![
+                        KernelArg::Ptr(a.lhs.ptr),
+                        KernelArg::Ptr(a.rhs.ptr),
+                        KernelArg::Ptr(a.rhs_scale.ptr),
+                        KernelArg::Ptr(a.bias.ptr),
+                        KernelArg::Ptr(a.out.ptr),
+                        KernelArg::Ptr(a.workspace.ptr),
+                        gg_i32(m),
+                        gg_i32(n),
+                        gg_i32(k),
+                        gg_i32(num_groups),
+                        gg_i32(group_offset),
+                    ],
+                },
+            ]
+        }
         // 128x64x64
         _ => {
             if sm == 100 && num_sms > 0 && g > 0 {
@@ -393,11 +543,11 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                             KernelArg::Ptr(a.workspace.ptr),
                         ],
                     },
-                    // b200_w4a16_moe_grouped_gemm_t1_sm100: 128x128 tiles, TMA + tcgen05.mma: a
+                    // b200_w4a16_moe_grouped_gemm_t2_sm100: 128x128 tiles, TMA + tcgen05.mma: a
                     // persistent grid of min(SMs, tiles) blocks
                     Launch {
                         kernel: NAME,
-                        entry: "b200_w4a16_moe_grouped_gemm_t1_sm100",
+                        entry: "b200_w4a16_moe_grouped_gemm_t2_sm100",
                         what: "128x128 tiles, TMA + tcgen05.mma: a persistent grid of min(SMs, tiles) blocks",
                         grid: [gg_min(num_sms, (gg_cdiv(m, 128) + g) * gg_cdiv(n_out, 128)), 1, 1],
                         threads: 320,
@@ -461,11 +611,11 @@ pub fn launches(a: &Args, d: &Dims, device: Device) -> Vec<Launch> {
                         KernelArg::Ptr(a.workspace.ptr),
                     ],
                 },
-                // b200_w4a16_moe_grouped_gemm_t1: 128x64 output tiles: n tiles, work items over y
+                // b200_w4a16_moe_grouped_gemm_t2: 128x64 output tiles: n tiles, work items over y
                 // and z
                 Launch {
                     kernel: NAME,
-                    entry: "b200_w4a16_moe_grouped_gemm_t1",
+                    entry: "b200_w4a16_moe_grouped_gemm_t2",
                     what: "128x64 output tiles: n tiles, work items over y and z",
                     grid: [
                         gg_cdiv(n_out, 64),
