@@ -57,7 +57,7 @@
 //     release the stages of every CTA of the cluster (`empty` takes P
 //     arrivals, one a pair: pair 0's multicast refills every pair's stage)
 //     and both CTAs' accumulators; each CTA's epilogue
-//     (gg_gemm_sm100_pair.cuh's epilogue_pair, or epilogue_promoted on its
+//     (gg_gemm_sm100.cuh's epilogue, or epilogue_promoted on its
 //     128 rows) hands the accumulator back on the leader's acc_empty; a
 //     pair whose tile lies past n (the idle pair) stores nothing.
 #pragma once
@@ -360,19 +360,6 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, u32 d, bool 
 template <class T>
 constexpr int kUnitKTiles = kPromotion<T> ? T::kScaleBlockK / kBK : 1;
 
-// The MMA thread's tcgen05.commit to `bar`: its CTA's, or a pair leader's
-// multicast one to the barrier at that offset in the CTAs of `mask`: a
-// stage's to every CTA of the cluster (each CTA's stage is refilled by pair
-// 0's A multicast), an accumulator's to both CTAs of the pair.
-template <class T>
-__device__ __forceinline__ void commit(u64* bar, unsigned short mask) {
-  if constexpr (kPair<T>) {
-    gg::tcgen05_commit_pair_multicast(bar, mask);
-  } else {
-    gg::tcgen05_commit(bar);
-  }
-}
-
 // The MMA warp's elected thread (gg_gemm_sm100.cuh's `issue`, with units of
 // a scale block; a pair's leader's): for each unit, wait until its
 // accumulator is free (a pair: both CTAs' epilogues, 256 arrivals on the
@@ -382,10 +369,7 @@ __device__ __forceinline__ void commit(u64* bar, unsigned short mask) {
 template <class T, Rows L>
 __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int units, int items, int tiles_n,
                                       int m, int k, const Items& g) {
-  unsigned short acc_mask = sm100::kPairMask;  // a pair's accumulator commits: its two CTAs
-  if constexpr (kPair<T>) {
-    acc_mask = static_cast<unsigned short>(sm100::kPairMask << (2 * sm100::pair_index()));
-  }
+  const sm100::Commits<T> commit;
   int it = 0;  // K tiles consumed so far (as the producer counts)
   int u = 0;   // units issued so far: accumulator u % 2, round u / 2
   for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
@@ -409,9 +393,9 @@ __device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int units, int
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
       sm100_mixed::mma_stage<T>(s, st, tmem + acc * kAccCols<T>, !first, tmem);
-      commit<T>(&s.empty[st], sm100::kClusterMask<T>);
+      commit.stage(&s.empty[st]);
       if (last) {
-        commit<T>(&s.acc_full[acc], acc_mask);
+        commit.acc(&s.acc_full[acc]);
         ++u;
       }
     }
@@ -431,10 +415,7 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
                                                   int tiles_n, int m, int n, int k, const Items& g,
                                                   const Operands<T>& o) {
   const u32 sums = tmem + kSumCol;
-  u32 leader = 0;  // a pair's hand-back: the leader's acc_empty (256 arrivals)
-  if constexpr (kPair<T>) {
-    leader = gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
-  }
+  const sm100::AccBack<T> back(s);  // a pair's: the leader's acc_empty (256 arrivals)
   int u = 0;  // units consumed so far, as the MMA thread counts them
   for (int unit = sm100::first_unit<T>(); unit < units; unit += sm100::unit_step<T>()) {
     TileWork w = sm100::unit_work<T, L>(unit, items, tiles_n, m, g);
@@ -462,12 +443,7 @@ __device__ __forceinline__ void epilogue_promoted(const Smem<T>& s, u32 tmem, in
         gg::tcgen05_st_32x32b(sm100::lane_addr(sums, c0), r);
         gg::tcgen05_wait_st();
       }
-      gg::tcgen05_fence_before_thread_sync();
-      if constexpr (kPair<T>) {
-        gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));
-      } else {
-        gg::mbarrier_arrive(&s.acc_empty[acc]);
-      }
+      back.arrive(acc);
     }
     for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
       float x[2][kChunk];
@@ -672,11 +648,8 @@ __device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_
       sm100_mixed::epilogue_swapped<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o);
     } else if constexpr (kPromotion<T>) {
       sm100_mixed::epilogue_promoted<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o);
-    } else if constexpr (kPair<T>) {
-      sm100::epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o,
-                                 sm100::Globals{nullptr, nullptr});
     } else {
-      sm100::epilogue<T, L>(s, tmem, tiles, items, tiles_n, m, n, k, g, o,
+      sm100::epilogue<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o,
                             sm100::Globals{nullptr, nullptr});
     }
   } else {

@@ -4,7 +4,9 @@
 // docs/cuda-sm100.md, "The 2-CTA tile"), CUTLASS's 2SM kernels' protocol on
 // the cta_group::2 primitives. Included by gg_gemm_sm100.cuh, whose pieces
 // (the stage layout, the MMAs and scale copies, the block-scaled producer,
-// the epilogue) it shares:
+// the MMA thread's `issue`, the `epilogue`, all walking units: first_unit,
+// unit_step, unit_work) it shares; here the pair's own producer, the peer's
+// relay and the block:
 //   - a cluster of 2P x 1 x 1 blocks (P = kClusterN, the spec's
 //     `cluster_n`, 1 by default) is P CTA pairs (ranks 2p and 2p + 1; rank
 //     v = 0 of a pair its leader, 1 its peer); cluster c = blockIdx.x / 2P
@@ -31,23 +33,24 @@
 //     so one wait of the leader's MMA thread orders both CTAs' gathers and
 //     copies before its tcgen05.cp.cta_group::2, which copies each CTA's
 //     atoms into that CTA's TMEM;
-//   - each leader's MMA thread issues 256 x kBN x (32 bytes of K)
+//   - each leader's MMA thread (`issue`) issues 256 x kBN x (32 bytes of K)
 //     tcgen05.mma.cta_group::2 on the stage (the same offsets in both CTAs)
 //     into the accumulator (the same TMEM columns in both: CTA v's lane r is
 //     row 128 v + r); its stage commits multicast to every CTA of the
 //     cluster (a CTA's stage is read by its pair's MMAs and, with P > 1,
 //     refilled by pair 0's A multicast, so `empty` takes P arrivals, one a
-//     pair), its accumulator commits to both CTAs of its pair (`acc_full`);
-//   - each CTA's epilogue warpgroup reads its own TMEM (its 128 rows,
-//     store_from_tmem and store_chunk as the 1-CTA tile), then arrives on
-//     its leader's `acc_empty` (256 arrivals: both warpgroups);
-//   - FP8 promoted in software (kPromoted; P = 1): a unit per K tile, as
-//     the 1-CTA tile's: the leader's MMA thread waits for both epilogues
-//     before each K tile's MMAs and commits each K tile's accumulator to
-//     both CTAs, whose epilogues add its sums times the K tile's scales
-//     into their rows' registers;
+//     pair), its accumulator commits to both CTAs of its pair (`acc_full`;
+//     `Commits`);
+//   - each CTA's epilogue warpgroup (`epilogue`) reads its own TMEM (its
+//     128 rows), then arrives on its leader's `acc_empty` (256 arrivals:
+//     both warpgroups; `AccBack`);
+//   - FP8 promoted in software (kPromoted): a unit per K tile, as the 1-CTA
+//     tile's: the leader's MMA thread waits for both epilogues before each
+//     K tile's MMAs and commits each K tile's accumulator to both CTAs,
+//     whose epilogues add its sums times the K tile's scales into their
+//     rows' registers;
 //   - the weight-only tile's pair (gg_gemm_sm100_mixed.cuh) has its own
-//     roles but this epilogue (epilogue_pair);
+//     producer, transform and MMA loop but this epilogue;
 //   - TMEM is allocated with cta_group::2 by warp 1 of both CTAs of a pair
 //     and freed by both after a cluster barrier (every epilogue done), and
 //     no CTA exits before the cluster barrier after the deallocation: the
@@ -109,119 +112,6 @@ __device__ __forceinline__ void relay_pair(const Smem<T>& s, int units, int item
   }
 }
 
-// The leader's MMA thread: issue's loop over the pair's tiles (mma_stage's
-// cta_group::2 forms, block-scaled tiles' scale copies first); a stage's
-// commit multicast to every CTA of the cluster, an accumulator's to both
-// CTAs of the pair.
-template <class T, Rows L>
-__device__ __forceinline__ void issue_pair(const Smem<T>& s, u32 tmem, int units, int items,
-                                           int tiles_n, int m, int k, const Items& g) {
-  const int p = pair_index();
-  const unsigned short acc_mask = static_cast<unsigned short>(kPairMask << (2 * p));
-  int it = 0, a = 0;  // K tiles consumed; accumulators committed: a % 2, round a / 2
-  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
-    const TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = a % 2;
-      if (kPromoted<T> || kt == 0) {
-        gg::mbarrier_wait(s.acc_empty + acc, ((a / 2) & 1) ^ 1);  // both CTAs' epilogues
-        gg::tcgen05_fence_after_thread_sync();
-      }
-      const int st = it % T::kStages;
-      gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);
-      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);
-      if (kPromoted<T> || kt == ktiles - 1) {
-        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);
-        ++a;
-      }
-    }
-  }
-}
-
-// Each CTA's epilogue warpgroup: the 1-CTA epilogue on its 128 rows (m0 +
-// 128 v ..) of the pair's tile (none for the idle pair's tile past n), each
-// accumulator handed back to the leader.
-template <class T, Rows L>
-__device__ __forceinline__ void epilogue_pair(const Smem<T>& s, u32 tmem, int units, int items,
-                                              int tiles_n, int m, int n, int k, const Items& g,
-                                              const Operands<T>& o, const Globals& gs) {
-  const int v = static_cast<int>(pair_rank());
-  const int n_out = kSilu<T> ? n / 2 : n;
-  // The leader's acc_empty barriers (shared::cluster addresses).
-  const u32 leader_acc_empty =
-      gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
-  int a = 0;
-  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
-    TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
-    const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
-    w.m0 += kBM * v;  // this CTA's rows; the row bounds are the pair's
-    if constexpr (kPromoted<T>) {
-      // (cluster_n = 1) a unit per K tile: its sums times the K tile's
-      // scales into this CTA's rows' registers, as the 1-CTA epilogue.
-      constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
-      const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-      const int row = w.m0 + 32 * quarter + lane;
-      float d[T::kBN];
-      GG_UNROLL
-      for (int j = 0; j < T::kBN; ++j)
-        d[j] = 0.0f;
-      for (int kt = 0; kt < ktiles; ++kt, ++a) {
-        const int k0 = kt * T::kBK;
-        float sa = 1.0f, sb[2] = {1.0f, 1.0f};
-        if constexpr (kLhsScalePromoted<T>) {
-          sa = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
-        }
-        if constexpr (kRhsScalePromoted<T>) {
-          if (w.n0 < n_out) {  // not the idle pair's tile
-            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
-            sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
-          }
-        }
-        const int acc = a % 2;
-        gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
-        gg::tcgen05_fence_after_thread_sync();
-        GG_UNROLL
-        for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
-          float part[kChunk];
-          load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
-          add_scaled<T>(d, part, c0, sa, sb);
-        }
-        const u32 back = leader_acc_empty + 8u * static_cast<u32>(acc);  // both CTAs arrive
-        gg::tcgen05_fence_before_thread_sync();
-        gg::mbarrier_arrive_cluster(back);
-      }
-      GG_UNROLL
-      for (int c0 = 0; c0 < (w.n0 < n_out ? T::kBNOut : 0); c0 += kChunk) {
-        float x[2][kChunk];
-        GG_UNROLL
-        for (int j = 0; j < kChunk; ++j) {
-          x[0][j] = d[c0 + j];
-          x[1][j] = kSilu<T> ? d[T::kBN / 2 + c0 + j] : 0.0f;
-        }
-        store_chunk<T>(s, x, w, c0, o, n, 1.0f);
-      }
-      continue;
-    }
-    const int acc = a % 2;
-    if (ktiles > 0) {
-      gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
-      gg::tcgen05_fence_after_thread_sync();
-    }
-    if (w.n0 < n_out) {  // the idle pair's tile (past n) stores nothing
-      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n,
-                         global_scale<T>(gs.lhs, gs.rhs, w.gl));
-    }
-    if (ktiles > 0) {
-      gg::tcgen05_fence_before_thread_sync();
-      gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));
-      ++a;
-    }
-  }
-}
-
 // The pair's block: barriers, the cta_group::2 TMEM allocation, the cluster
 // barrier before any peer signals a barrier, the role split over the
 // cluster's units (with P = 1 the pair's tiles), and the cluster barrier
@@ -273,12 +163,12 @@ __device__ __forceinline__ void run_pair(unsigned char* smem, const CUtensorMap*
     }
   } else if (warp == 1) {
     if (threadIdx.x == 32 && v == 0) {
-      issue_pair<T, L>(s, tmem, units, items, tiles_n, m, k, g);
+      issue<T, L>(s, tmem, units, items, tiles_n, m, k, g);
     } else if (threadIdx.x == 32 && kBs<T>) {
       relay_pair<T, L>(s, units, items, tiles_n, m, k, g);
     }
   } else {
-    epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);
+    epilogue<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);
   }
   // Both CTAs' epilogues have read their accumulators before either CTA's
   // warp 1 takes part in the pair's deallocation.

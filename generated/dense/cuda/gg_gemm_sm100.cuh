@@ -854,33 +854,66 @@ __device__ __forceinline__ void produce_scaled(const Smem<T>& s, const CUtensorM
   }
 }
 
-// The MMA warp's elected thread: for each unit, wait until its accumulator
-// is free, issue the MMAs of its K tiles (each stage released by a commit
-// once its MMAs are done), then commit the accumulator to the epilogue.
+// The MMA thread's commits (tcgen05.commit, after its MMAs): on the 1-CTA
+// tile to its own barriers; on the pair the leader's, multicast (docs/
+// cuda-sm100.md, "The 2-CTA tile"): a stage's release to every CTA of the
+// cluster (a CTA's stage is read by its pair's MMAs and, with kClusterN >
+// 1, refilled by pair 0's A multicast: `empty` takes one arrival a pair), an
+// accumulator's to both CTAs of its pair.
+template <class T>
+struct Commits {
+  unsigned short acc_mask = kPairMask;
+  __device__ __forceinline__ Commits() {
+    if constexpr (kPair<T>) {
+      acc_mask = static_cast<unsigned short>(kPairMask << (2 * pair_index()));
+    }
+  }
+  __device__ __forceinline__ void stage(u64* bar) const {
+    if constexpr (kPair<T>) {
+      gg::tcgen05_commit_pair_multicast(bar, kClusterMask<T>);
+    } else {
+      gg::tcgen05_commit(bar);
+    }
+  }
+  __device__ __forceinline__ void acc(u64* bar) const {
+    if constexpr (kPair<T>) {
+      gg::tcgen05_commit_pair_multicast(bar, acc_mask);
+    } else {
+      gg::tcgen05_commit(bar);
+    }
+  }
+};
+
+// The MMA warp's elected thread (on the pair the leader's): for each unit,
+// wait until its accumulator is free (the pair: both CTAs' epilogues, 256
+// arrivals on the leader's acc_empty), issue the MMAs of its K tiles (the
+// pair: mma_stage's cta_group::2 forms; block-scaled tiles copy their scale
+// atoms first), each stage released by a commit once its MMAs are done, then
+// commit the accumulator to the epilogue (promoted: every K tile is a unit
+// of its own).
 template <class T, Rows L>
-__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void issue(const Smem<T>& s, u32 tmem, int units, int items,
                                       int tiles_n, int m, int k, const Items& g) {
+  const Commits<T> commit;
   int it = 0;  // K tiles consumed so far (as the producer counts)
-  int u = 0;   // units issued so far: accumulator u % 2, round u / 2
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  int a = 0;   // accumulators committed so far: a % 2, round a / 2
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    const TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      const int acc = u % 2;
+      const int acc = a % 2;
       if (kPromoted<T> || kt == 0) {
-        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);
+        gg::mbarrier_wait(&s.acc_empty[acc], ((a / 2) & 1) ^ 1);
         gg::tcgen05_fence_after_thread_sync();
       }
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.full[st], (it / T::kStages) & 1);
       gg::tcgen05_fence_after_thread_sync();
       sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);
-      gg::tcgen05_commit(&s.empty[st]);
+      commit.stage(&s.empty[st]);
       if (kPromoted<T> || kt == ktiles - 1) {
-        gg::tcgen05_commit(&s.acc_full[acc]);
-        ++u;
+        commit.acc(&s.acc_full[acc]);
+        ++a;
       }
     }
   }
@@ -1064,39 +1097,69 @@ struct Globals {
   const float* rhs;
 };
 
-// The epilogue warpgroup: for each tile of this block, wait for its unit(s),
-// read the accumulator from TMEM (promoted: each K tile's partial sums times
-// its scales into registers), hand the accumulator back, store the tile.
+// The epilogue's hand-back of accumulator `acc` to the MMA thread, after its
+// last tcgen05.ld of it (tcgen05.fence::before_thread_sync, then an
+// arrival): on its CTA's acc_empty, or on the pair its leader's (a
+// shared::cluster address: both CTAs' epilogue warpgroups arrive there).
+template <class T>
+struct AccBack {
+  u64* own;
+  u32 leader = 0;
+  __device__ __forceinline__ explicit AccBack(const Smem<T>& s) : own(s.acc_empty) {
+    if constexpr (kPair<T>) {
+      leader = gg::cluster_map_shared_addr(s.acc_empty, gg::cluster_ctarank() & ~1u);
+    }
+  }
+  __device__ __forceinline__ void arrive(int acc) const {
+    gg::tcgen05_fence_before_thread_sync();
+    if constexpr (kPair<T>) {
+      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));
+    } else {
+      gg::mbarrier_arrive(&own[acc]);
+    }
+  }
+};
+
+// The epilogue warpgroup: for each unit of this block, wait for its
+// accumulator, read it from TMEM (promoted: each K tile's partial sums times
+// its scales into registers), hand it back, store the tile; on the pair each
+// CTA its own 128 rows (m0 + 128 v ..) of the pair's tile, none for the idle
+// pair's tile past n.
 template <class T, Rows L>
-__device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, int items,
+__device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int units, int items,
                                          int tiles_n, int m, int n, int k, const Items& g,
                                          const Operands<T>& o, const Globals& gs) {
-  const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  int u = 0;  // units consumed so far, as the MMA thread counts them
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    int item, nt;
-    raster<T>(t, items, tiles_n, item, nt);
-    const TileWork w = sm90::work_of<T, L>(item, nt, m, g);
+  const AccBack<T> back(s);
+  const int n_out = kSilu<T> ? n / 2 : n;
+  int a = 0;  // accumulators consumed so far, as the MMA thread counts them
+  for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
+    TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
     const int ktiles = sm90::ktiles_of<L>(w, (k + T::kBK - 1) / T::kBK);
+    w.m0 += kBM * cta_of_pair<T>();  // this CTA's rows; the row bounds are the tile's
     if constexpr (kPromoted<T>) {
+      // A unit per K tile: its sums times the K tile's scales into this
+      // thread's row's registers.
       constexpr float kOutside = kExactPromotion<T> ? 1.0f : 0.0f;
+      const int quarter = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
       const int row = w.m0 + 32 * quarter + lane;
       float d[T::kBN];
       GG_UNROLL
       for (int j = 0; j < T::kBN; ++j)
         d[j] = 0.0f;
-      for (int kt = 0; kt < ktiles; ++kt, ++u) {
+      for (int kt = 0; kt < ktiles; ++kt, ++a) {
         const int k0 = kt * T::kBK;
         float sa = 1.0f, sb[2] = {1.0f, 1.0f};
         if constexpr (kLhsScalePromoted<T>) {
           sa = row < m ? lhs_scale_at<T>(o.lhs_scale, row, k, k0) : kOutside;
         }
         if constexpr (kRhsScalePromoted<T>) {
-          sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
-          sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
+          if (w.n0 < n_out) {  // not the idle pair's tile
+            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+            sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
+          }
         }
-        const int acc = u % 2;
-        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+        const int acc = a % 2;
+        gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
         gg::tcgen05_fence_after_thread_sync();
         GG_UNROLL
         for (int c0 = 0; c0 < T::kBN; c0 += kChunk) {
@@ -1104,11 +1167,10 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
           load_chunk(lane_addr(tmem + acc * T::kBN, c0), part);
           sm100::add_scaled<T>(d, part, c0, sa, sb);
         }
-        gg::tcgen05_fence_before_thread_sync();
-        gg::mbarrier_arrive(&s.acc_empty[acc]);
+        back.arrive(acc);
       }
       GG_UNROLL
-      for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+      for (int c0 = 0; c0 < (w.n0 < n_out ? T::kBNOut : 0); c0 += kChunk) {
         float x[2][kChunk];
         GG_UNROLL
         for (int j = 0; j < kChunk; ++j) {
@@ -1118,18 +1180,19 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int tiles, 
         store_chunk<T>(s, x, w, c0, o, n, 1.0f);
       }
     } else {
-      const int acc = u % 2;
+      const int acc = a % 2;
       if (ktiles > 0) {
-        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);
+        gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);
         gg::tcgen05_fence_after_thread_sync();
       }
       // NVFP4's global scales of the tile's group, once per output element.
       const float global = global_scale<T>(gs.lhs, gs.rhs, w.gl);
-      store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n, global);
+      if (w.n0 < n_out) {  // the idle pair's tile (past n) stores nothing
+        store_from_tmem<T>(s, tmem + acc * T::kBN, ktiles > 0, w, o, n, global);
+      }
       if (ktiles > 0) {
-        gg::tcgen05_fence_before_thread_sync();
-        gg::mbarrier_arrive(&s.acc_empty[acc]);
-        ++u;
+        back.arrive(acc);
+        ++a;
       }
     }
   }

@@ -252,18 +252,18 @@ def test_cpp_launcher_on_the_emulator(name, case, num_sms):
 PLANTED = {
     # The MMA thread reuses an accumulator before the epilogue read it: its
     # fresh MMA overwrites a result no tcgen05.ld has read.
-    "acc_not_waited": ([("        gg::mbarrier_wait(&s.acc_empty[acc], ((u / 2) & 1) ^ 1);\n", "")],
+    "acc_not_waited": ([("        gg::mbarrier_wait(&s.acc_empty[acc], ((a / 2) & 1) ^ 1);\n", "")],
                        (r"overwrites TMEM lane 0 column 0 \(a fresh accumulation, enable-input-d "
                         r"false\), which holds an earlier MMA's result that no thread has read")),
     # The epilogue reads the accumulator before the MMAs' commit (reported
     # at that read, or when the next MMA overwrites a result it never read).
-    "ld_before_commit": ([(("        gg::mbarrier_wait(&s.acc_full[acc], (u / 2) & 1);\n"
+    "ld_before_commit": ([(("        gg::mbarrier_wait(&s.acc_full[acc], (a / 2) & 1);\n"
                             "        gg::tcgen05_fence_after_thread_sync();\n      }\n"),
                            "        gg::tcgen05_fence_after_thread_sync();\n      }\n")],
                          (r"read before a thread waited on the mbarrier phase of a tcgen05.commit"
                           r"|an earlier MMA's result that no thread has read")),
     # A stage goes back to the producer before its MMAs are done.
-    "stage_released_early": ([("      gg::tcgen05_commit(&s.empty[st]);\n",
+    "stage_released_early": ([("      commit.stage(&s.empty[st]);\n",
                                "      gg::mbarrier_arrive(&s.empty[st]);\n")],
                              r"the stage was released before the MMA's tcgen05.commit"),
     # The epilogue warps read the lanes of warp - 2 instead of warp % 4.

@@ -190,7 +190,7 @@ PLANTED = {
     # The scale stage is released by a plain arrival, not the commit: the
     # next round's TMA load overwrites what the MMAs and copies still read.
     "stage_released_early": (
-        [("      gg::tcgen05_commit(&s.empty[st]);\n",
+        [("      commit.stage(&s.empty[st]);\n",
           "      gg::mbarrier_arrive(&s.empty[st]);\n")],
         r"released before|still reads|overwritten before"),
     # Only lane 0 waits for the stage to be empty: the other lanes run

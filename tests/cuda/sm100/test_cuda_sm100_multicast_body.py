@@ -316,8 +316,8 @@ PLANTED = {
     # Each leader commits a stage's release to its own pair only: every
     # CTA's empty[s] waits for the other pair's arrival forever.
     "stage_commit_to_the_pair_only": (
-        [("gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);",
-          "gg::tcgen05_commit_pair_multicast(&s.empty[st], acc_mask);")],
+        [("gg::tcgen05_commit_pair_multicast(bar, kClusterMask<T>);",
+          "gg::tcgen05_commit_pair_multicast(bar, acc_mask);")],
         (r"deadlock in cluster(.|\n)*CTA rank 3, block \(3,0,0\):(.|\n)*"
          r"incomplete: 1 of 2 arrivals missing")),
     # A pair with no n tile (n = 128: pair 1 idle in every unit) leaves at

@@ -272,8 +272,8 @@ def test_a_stage_commit_to_one_pair_deadlocks(name):
     case = Case("plant", 600, 384, 544 if name == "ms_nv4_moe" else 400,
                 group_sizes=(300, 300))
     inputs = case.inputs(kernel(name), seed())
-    edits = [("gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);",
-              "gg::tcgen05_commit_pair_multicast(&s.empty[st], acc_mask);")]
+    edits = [("gg::tcgen05_commit_pair_multicast(bar, kClusterMask<T>);",
+              "gg::tcgen05_commit_pair_multicast(bar, acc_mask);")]
     BODY.expect_report(name, edits, inputs, r"deadlock in cluster(.|\n)*1 of 2 arrivals missing",
                        num_sms=4)
 
@@ -313,8 +313,7 @@ WEIGHT_ONLY_PLANTED = {
     # Each leader commits a stage's release to its own pair only: every
     # other pair's arrival on a CTA's `empty` never comes.
     "stage_commit_to_the_pair_only": (
-        [("      commit<T>(&s.empty[st], sm100::kClusterMask<T>);",
-          "      commit<T>(&s.empty[st], acc_mask);")],
+        [("      commit.stage(&s.empty[st]);", "      commit.acc(&s.empty[st]);")],
         r"deadlock in cluster(.|\n)*2 of 3 arrivals missing"),
     # `empty` takes one arrival, not one a pair: pair 0's A multicast of the
     # next round lands in a stage before another pair's MMAs have read it.

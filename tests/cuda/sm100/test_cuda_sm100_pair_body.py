@@ -168,15 +168,15 @@ PLANTED = {
     # The accumulator's commit reaches the leader only: the peer's epilogue
     # waits for it forever.
     "acc_commit_one_cta": (
-        [("        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);\n",
-          "        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], 1);\n")],
+        [("      gg::tcgen05_commit_pair_multicast(bar, acc_mask);\n",
+          "      gg::tcgen05_commit_pair_multicast(bar, 1);\n")],
         (r"deadlock in cluster(.|\n)*CTA rank 1, block \(1,0,0\):\n  thread 0: (.|\n)*"
         r"threads 64-191: wait at mbarrier.try_wait.parity")),
     # The stage's commit reaches the leader only: the peer's producer waits
     # for its release forever.
     "stage_commit_one_cta": (
-        [("      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n",
-          "      gg::tcgen05_commit_pair_multicast(&s.empty[st], 1);\n")],
+        [("      gg::tcgen05_commit_pair_multicast(bar, kClusterMask<T>);\n",
+          "      gg::tcgen05_commit_pair_multicast(bar, 1);\n")],
         r"deadlock in cluster(.|\n)*CTA rank 1"),
     # The peer refills a stage without waiting for its release: its TMA
     # load overwrites what the pair's MMAs still read.
@@ -188,27 +188,27 @@ PLANTED = {
     # The leader releases each stage before its MMAs (the commit covers
     # only the earlier stages' MMAs).
     "stage_released_before_mma": (
-        [(("      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"
-          "      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n"),
-          ("      gg::tcgen05_commit_pair_multicast(&s.empty[st], kClusterMask<T>);\n"
-          "      mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"))],
+        [(("      sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"
+          "      commit.stage(&s.empty[st]);\n"),
+          ("      commit.stage(&s.empty[st]);\n"
+          "      sm100::mma_stage<T>(s, st, tmem + acc * T::kBN, !kPromoted<T> && kt > 0, tmem);\n"))],
         (r"a TMA load overwrites shared memory \[0x[0-9a-f]+, 0x[0-9a-f]+\) that a "
         r"tcgen05.mma.cta_group::2.kind::f16 issued by thread 32 still reads")),
     # The peer's threads leave after their roles, without the cluster
     # barrier (nor the epilogue): the leader's MMAs read its shared memory
     # after it exited.
     "peer_exits_before_cluster_sync": (
-        [("  } else {\n    epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);\n  }\n",
+        [("  } else {\n    epilogue<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);\n  }\n",
           ("  } else if (pair_rank() == 0) {\n"
-          "    epilogue_pair<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);\n  }\n"
+          "    epilogue<T, L>(s, tmem, units, items, tiles_n, m, n, k, g, o, gs);\n  }\n"
           "  if (pair_rank() == 1) {\n    return;\n  }\n"))],
         (r"(the pair peer \(CTA rank 1\) has exited|CTA rank 1 has exited|lands after every thread "
         r"of that CTA exited)")),
     # The epilogue hands the accumulator back to its own CTA's barrier: the
     # leader's never completes (256 arrivals expected).
     "acc_empty_own_cta": (
-        [("      gg::mbarrier_arrive_cluster(leader_acc_empty + 8u * static_cast<u32>(acc));\n",
-          "      gg::mbarrier_arrive(&s.acc_empty[acc]);\n")],
+        [("      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));\n",
+          "      gg::mbarrier_arrive(&own[acc]);\n")],
         r"deadlock(.|\n)*128 of 256 arrivals missing"),
 }
 

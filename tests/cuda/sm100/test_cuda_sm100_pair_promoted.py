@@ -154,17 +154,18 @@ PLANTED = {
     "mma_waits_for_the_leader_only": (
         [(("      gg::mbarrier_init(&s.acc_empty[a], 2 * 128);  // the leader's: both epilogue "
            "warpgroups\n"), "      gg::mbarrier_init(&s.acc_empty[a], 128);\n"),
-         ("        gg::mbarrier_arrive_cluster(back);\n",
-          ("        if (v == 0) {\n          gg::mbarrier_arrive_cluster(back);\n"
-           "        } else {\n          gg::mbarrier_arrive(&s.acc_empty[acc]);\n        }\n"))],
+         ("      gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));\n",
+          ("      if (pair_rank() == 0) {\n"
+           "        gg::mbarrier_arrive_cluster(leader + 8u * static_cast<u32>(acc));\n"
+           "      } else {\n        gg::mbarrier_arrive(&own[acc]);\n      }\n"))],
         (r"tcgen05.mma.cta_group::2.kind::f8f6f4 overwrites TMEM lane 0 column 0 of CTA rank 1 "
          r"\(a fresh accumulation, enable-input-d false\), which holds an earlier MMA's result "
          r"that no thread of CTA rank 1 has read")),
     # Each K tile's accumulator commit reaches the leader only: the peer's
     # epilogue waits for its partial sums forever.
     "k_tile_commit_to_the_leader_only": (
-        [("        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], acc_mask);\n",
-          "        gg::tcgen05_commit_pair_multicast(&s.acc_full[acc], 1);\n")],
+        [("      gg::tcgen05_commit_pair_multicast(bar, acc_mask);\n",
+          "      gg::tcgen05_commit_pair_multicast(bar, 1);\n")],
         (r"deadlock in cluster(.|\n)*CTA rank 1, block \(1,0,0\):(.|\n)*"
          r"wait at mbarrier.try_wait.parity")),
 }
