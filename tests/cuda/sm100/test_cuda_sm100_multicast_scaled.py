@@ -30,6 +30,7 @@ from sm100_helpers import (
     needs_cuobjdump,
     needs_nvcc,
     seed,
+    spec_errors,
 )
 from sm100_specs import spec_head
 
@@ -187,6 +188,42 @@ def test_scaled_kinds_plan_multicast_pairs():
         assert lm.launch_error(step) is None
     mcast, pair, one = BODY.tiles("ms_lut")
     assert (mcast.cluster_n, pair.cluster_n, pair.pair, one.pair) == (2, 1, True, False)
+
+
+def test_cluster_n_on_an_entry_that_keeps_the_1cta_tile_is_an_error():
+    """MXFP8 with rhs [k, n]: each CTA's half of B would be a 128-column box,
+    so bn = 256, whose two accumulators leave no TMEM for the scales: its
+    m=256 entry keeps the 1-CTA tile, and a cluster_n there (which would be
+    silently dropped) is an error at its value, nothing written."""
+    text = spec_head("lhs e4m3 [m, k]") + """
+kernel kn {
+  op grouped
+  rhs e4m3 [g, k, n]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  tile m=128 n=128 k=128
+  tile_rule m>=1024 -> m=256 n=128 k=128 cluster_n=2
+}
+"""
+    rule = "  tile_rule m>=1024 -> m=256 n=128 k=128 cluster_n=2"
+    line, col = text.splitlines().index(rule) + 1, rule.rindex("=2") + 2  # at the value
+    got = spec_errors(text)
+    assert (f"x.gemm:{line}:{col}: kernel 'kn': cluster_n=2 clusters CTA pairs, but this m=256 "
+            "entry keeps the 1-CTA tile on sm_100a: with rhs [k, n] each CTA's half of B is "
+            "whole 128-byte boxes of 128 columns, so the pair needs n = 256 or wider, and two "
+            "accumulators and the scale atoms' columns must fit tensor memory's 512; drop "
+            "cluster_n") in got, got
+    assert got.count("\n") == 0, got  # that error alone
+    # Without cluster_n the entry is valid: the 1-CTA tile at m = 256.
+    from gemmgen import backends
+    from gemmgen.backends.cuda.gemm import plan
+    from gemmgen.parse import parse
+    from gemmgen.validate import validate
+
+    spec = validate(parse(text.replace(" cluster_n=2", ""), "specs/x.gemm"),
+                    diagnose=backends.diagnose)
+    assert [t.pair for t in plan(spec.kernel("kn"), spec).body_tiles("tcgen05")] == [False] * 2
 
 
 # ---------------------------------------------------------------------------

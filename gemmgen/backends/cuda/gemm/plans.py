@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
 from gemmgen.backends.cuda.common import Arg, Binding, Check, cond_expr, where
-from gemmgen.backends.cuda.gemm import contract, mma_sync
+from gemmgen.backends.cuda.gemm import contract, mma_sync, tcgen05
 from gemmgen.backends.cuda.gemm.bodies import BODIES
 from gemmgen.backends.cuda.gemm.body import BodyPlan
 from gemmgen.backends.cuda.gemm.contract import BFeed
@@ -149,6 +149,19 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
             out.append(Diagnostic(loc, f"kernel '{kernel.name}': cuda: {problem}"))
     if out:
         return out
+    # A cluster_n on an m=256 entry the sm_100a body keeps on the 1-CTA tile.
+    sm100 = [a for a in archs if a in ir.TCGEN05_ARCHS]
+    if sm100 and kernel.uses_tcgen05(sm100[0]):
+        for rule_tile, loc in tiles_with_loc(kernel):
+            if rule_tile.cluster_n > 1 and (why := tcgen05.pair_entry_obstacle(kernel, rule_tile)):
+                at = rule_tile.cluster_at if rule_tile.cluster_at != ir.NO_LOC else loc
+                out.append(Diagnostic(at, f"kernel '{kernel.name}': cluster_n="
+                                      f"{rule_tile.cluster_n} clusters CTA pairs, but this "
+                                      f"m={rule_tile.m} entry keeps the 1-CTA tile on sm_100a: "
+                                      f"{why}; drop cluster_n",
+                                      width=len(str(rule_tile.cluster_n))))
+        if out:
+            return out
     p = plan(kernel, spec)
     # At the kernel's name, or for the CUDA tile LUT of its own at each line.
     locs = [loc if kernel.tile_at is not None else kernel.loc for _, loc in tiles_with_loc(kernel)]

@@ -203,6 +203,37 @@ def pair_obstacle(kernel: ir.Kernel) -> str | None:
     return None
 
 
+def _pair_widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
+    """`_widths` that the pair can split: each CTA's half of B whole
+    MN-major boxes for rhs [k, n], bn a multiple of 32."""
+    widths = _widths(kernel, tile)
+    if kernel.rhs_operand.layout is Layout.KN:
+        box = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
+        widths = tuple(bn for bn in widths if (bn // 2) % box == 0)
+    return tuple(bn for bn in widths if bn % 32 == 0)
+
+
+def pair_entry_obstacle(kernel: ir.Kernel, tile: ir.Tile) -> str | None:
+    """Why a LUT entry of m = 256 keeps the 1-CTA tile on sm_100a (so a
+    `cluster_n` on it has no pairs to cluster: plans.diagnose refuses it),
+    as a phrase; None when it gets the 2-CTA tile. The weight-only tile
+    always splits; the others need an n the pair can split (`_pair_widths`:
+    with rhs [k, n] each CTA's half a whole 128-byte box of columns, and
+    for the block-scaled MMAs the two accumulators and the scale columns
+    within TMEM's 512)."""
+    if tile.m != SM100_PAIR_BM or kernel.wgmma_mixed or _pair_widths(kernel, tile):
+        return None
+    limit = ("a promoted tile is at most 128 columns wide (its sums in registers)"
+             if promoted(kernel) else
+             "two accumulators and the scale atoms' columns must fit tensor memory's 512"
+             if kernel.tcgen05_block_scaled else "no wider tile fits")
+    if kernel.rhs_operand.layout is Layout.KN:
+        box = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
+        return (f"with rhs [k, n] each CTA's half of B is whole 128-byte boxes of "
+                f"{box} columns, so the pair needs n = {2 * box} or wider, and {limit}")
+    return f"no tile n splits into two CTAs' halves ({limit})"
+
+
 def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile | None:
     """The 2-CTA tile of a LUT entry of m = 256 whose kernel has no
     pair_obstacle: 256 x bn (the widest of `_widths` whose halves are whole
@@ -220,11 +251,7 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
     assert tile.cluster_n == 1 or kernel.tcgen05_multicast_obstacle() is None, tile
     limit = shared_memory_limit(SM100_ARCH)
     silu = kernel.epilogue.activation is Activation.SILU_MUL
-    widths = _widths(kernel, tile)
-    if kernel.rhs_operand.layout is Layout.KN:
-        box = SM100_ROW_BYTES * 8 // kernel.lhs.dtype.bits
-        widths = tuple(bn for bn in widths if (bn // 2) % box == 0)
-    widths = tuple(bn for bn in widths if bn % 32 == 0)
+    widths = _pair_widths(kernel, tile)
     if not widths:
         return None
     bn = widths[0]
