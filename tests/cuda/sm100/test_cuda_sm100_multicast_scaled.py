@@ -123,6 +123,15 @@ kernel ms_w8a16_gateup {
   tile m=256 n=128 k=64 cluster_n=2
 }
 
+kernel ms_w8a16_masked {
+  op grouped
+  lhs bf16 [g, m, k]
+  rhs int8 [g, n, k]
+  out f32
+  rhs_scale per_channel f32
+  tile m=256 n=128 k=64 cluster_n=2
+}
+
 kernel ms_fp4a16_dense {
   op dense
   lhs bf16 [m, k]
@@ -155,10 +164,11 @@ MULTICAST = {
     "ms_mx_gateup": (2, True, False), "ms_w4a8_moe": (2, True, False),
     "ms_ds_masked": (4, True, False), "ms_ds_promoted": (2, False, True),
     "ms_ds_promoted_gateup": (2, False, True), "ms_w4a16_moe": (2, False, True),
-    "ms_w8a16_gateup": (2, False, False), "ms_fp4a16_dense": (3, False, True),
+    "ms_w8a16_gateup": (2, False, False), "ms_w8a16_masked": (2, False, False),
+    "ms_fp4a16_dense": (3, False, True),
 }
 # The weight-only ones (the transform warpgroup's tile, gg_gemm_sm100_mixed.cuh).
-WEIGHT_ONLY = ("ms_w4a16_moe", "ms_w8a16_gateup", "ms_fp4a16_dense")
+WEIGHT_ONLY = ("ms_w4a16_moe", "ms_w8a16_gateup", "ms_w8a16_masked", "ms_fp4a16_dense")
 
 
 def test_scaled_kinds_plan_multicast_pairs():
@@ -261,6 +271,7 @@ CASES = [
                           g_local=2, existing_out=True), 8, False),
     ("ms_w8a16_gateup", Case("gateup_zero_size", 300, 528, 208, group_sizes=(70, 0, 230)), 4,
      False),
+    ("ms_w8a16_masked", Case("masked", 300, 392, 144, masked_m=(3, 0, 300, 280)), 4, False),
     ("ms_fp4a16_dense", Case("five_of_six", 520, 520, 320), 12, False),
     ("ms_fp4a16_dense", Case("m1", 1, 72, 128), 6, False),
     ("ms_lut", Case("lut_mcast", 1100, 264, 256, group_sizes=(600, 500)), 4, False),
@@ -325,7 +336,8 @@ def test_a_stage_commit_to_one_pair_deadlocks(name):
     ("ms_nv4_moe", "UTCOMMA"), ("ms_mx4_dense", "UTCOMMA"), ("ms_mx_gateup", "UTCQMMA"),
     ("ms_w4a8_moe", "UTCQMMA"), ("ms_ds_masked", "UTCQMMA"), ("ms_ds_promoted", "UTCQMMA"),
     ("ms_ds_promoted_gateup", "UTCQMMA"), ("ms_w4a16_moe", "UTCHMMA"),
-    ("ms_w8a16_gateup", "UTCHMMA"), ("ms_fp4a16_dense", "UTCHMMA")])
+    ("ms_w8a16_gateup", "UTCHMMA"), ("ms_w8a16_masked", "UTCHMMA"),
+    ("ms_fp4a16_dense", "UTCHMMA")])
 def test_the_scaled_multicast_entries_build_for_sm100a(name, mma):
     """A's load is the 2-CTA multicast form (the weight-only tile's: the
     plain multicast, landing on each CTA's own `loaded`), every MMA and
