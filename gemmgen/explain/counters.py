@@ -63,9 +63,11 @@ def emulator_counters(spec: ir.Spec, kernel: ir.Kernel, case=None):
         source = (folder / f"{kernel.name}.cu").read_text()
         counters: list = []
         # The mma.sync path (sm=0): the counters see no TMA or wgmma traffic.
-        # fp4 has no mma.sync form: an fp4 kernel runs its block-scaled body
-        # on an emulated sm_120a.
-        where = {"arch": "sm_120a"} if block_scaled_only(kernel) else {"sm": 0}
+        # fp4 has no mma.sync form: an fp4 kernel runs its block-scaled body,
+        # on an emulated sm_120a where the spec declares an sm_12x arch, else
+        # the tcgen05 body on an emulated sm_100a (specs/b200.gemm).
+        where = ({"arch": block_scaled_arch(spec)} if block_scaled_only(kernel)
+                 else {"sm": 0})
         run_launcher(launcher, source, f"{Path(spec.path).stem}/cuda/{kernel.name}.cu", case.inputs(kernel, 0),
                      counters=counters, memcheck=True, **where)
     return case, counters
@@ -78,6 +80,15 @@ def block_scaled_only(kernel: ir.Kernel) -> bool:
         return False
     return (ir.DType.FP4 in (kernel.lhs.dtype, kernel.rhs_operand.dtype)
             and kernel.uses_mx_mma("sm_120a"))
+
+
+def block_scaled_arch(spec: ir.Spec) -> str:
+    """The arch whose block-scaled body an fp4 kernel's counters run on:
+    sm_120a where the spec declares an sm_12x arch, else sm_100a (the
+    block-scaled tcgen05.mma)."""
+    target = spec.target(ir.Backend.CUDA)
+    archs = target.cuda_archs if target else ()
+    return "sm_120a" if any(a.startswith("sm_12") for a in archs) else "sm_100a"
 
 
 def counters_at(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
@@ -121,7 +132,7 @@ def counters_lines(spec: ir.Spec, kernel: ir.Kernel, asked: dict[str, int],
     case, counters = emulator_counters(spec, kernel, case)
     path = " of the mma.sync path" if sm90_plan(spec, kernel) is not None else ""
     if block_scaled_only(kernel.for_backend(ir.Backend.CUDA)):
-        path = " of the block-scaled path (an emulated sm_120a)"
+        path = f" of the block-scaled path (an emulated {block_scaled_arch(spec)})"
     lines = [f"emulator counters{path}, one run at {case.describe()} ({note}; "
              "docs/cuda-emulation.md, \"Counters\"):"]
     for c in counters:

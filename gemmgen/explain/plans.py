@@ -162,9 +162,12 @@ def pair_tile_loads(kernel: ir.Kernel, t, m: int, n: int, k: int, groups: int) -
     shared memory at a shape (every tile reads its A rows and B columns over
     all of k; grouped: at most cdiv(m, 256) + g row tiles): with cluster_n
     pairs a cluster, each 256-row A tile once per cluster unit (cluster_n n
-    tiles), multicast to its pairs. HBM traffic is the roofline's (each
-    operand once, if L2 holds the reuse); this is the L2 -> SM side."""
-    eb = kernel.lhs.dtype.bits / 8
+    tiles), multicast to its pairs; B as stored (packed fp4 and int4 weights
+    half a byte an element); the block-scaled MMAs' scale atoms, which are
+    not multicast (each CTA its 128 A rows' and all bn B rows', a byte a
+    scale block). HBM traffic is the roofline's (each operand once, if L2
+    holds the reuse); this is the L2 -> SM side."""
+    ea, eb = kernel.lhs.dtype.bits / 8, kernel.rhs_operand.dtype.bits / 8
     n_out = n // kernel.out_n_divisor
     rows = math.ceil(m / t.bm) * (groups if kernel.masked else 1)
     if kernel.op is ir.Op.GROUPED and not kernel.masked:
@@ -172,16 +175,22 @@ def pair_tile_loads(kernel: ir.Kernel, t, m: int, n: int, k: int, groups: int) -
     tiles_n = math.ceil(n_out / t.bn_out)
     units = rows * math.ceil(tiles_n / t.cluster_n)
     kp = math.ceil(k / t.bk) * t.bk
-    a_bytes, b_bytes = units * t.bm * kp * eb, rows * tiles_n * t.bn * kp * eb
+    a_bytes, b_bytes = units * t.bm * kp * ea, rows * tiles_n * t.bn * kp * eb
     if t.cluster_n > 1:
-        unicast = rows * tiles_n * t.bm * kp * eb
+        unicast = rows * tiles_n * t.bm * kp * ea
         a_words = (f"A {a_bytes / 1e6:.3f} MB (each 256-row tile loaded once per cluster of "
                    f"{t.cluster_n} pairs and multicast to them; {unicast / 1e6:.3f} MB a pair "
                    f"at a time)")
     else:
         a_words = f"A {a_bytes / 1e6:.3f} MB (each 256-row tile once per pair tile)"
+    words = f"{a_words}, B {b_bytes / 1e6:.3f} MB"
+    if t.block_scaled:
+        blocks = kernel.lhs_scale.block_k or k, kernel.rhs_scale.block_k or k
+        sf = rows * tiles_n * kp * (t.bm / blocks[0] + 2 * t.bn / blocks[1])
+        words += (f", scale atoms {sf / 1e6:.3f} MB (not multicast: each CTA its 128 A rows' "
+                  f"and all {t.bn} B rows')")
     return (f"  tile loads (L2 -> shared memory, at most {rows} row tiles x {tiles_n} n tiles): "
-            f"{a_words}, B {b_bytes / 1e6:.3f} MB")
+            f"{words}")
 
 
 def wgmma_regs() -> tuple[int, int]:

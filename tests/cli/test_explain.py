@@ -150,6 +150,20 @@ def test_explain_counters_of_quantize(project, capsys):
     assert "shared" not in out.split("emulator counters")[1]
 
 
+def test_explain_counters_of_an_fp4_kernel_of_a_b200_only_spec(project, capsys):
+    """specs/b200.gemm declares sm_100a alone: an fp4 kernel's counters run
+    its block-scaled tcgen05 body on an emulated sm_100a (no mma.sync form
+    takes fp4, and the spec builds no sm_120a path; this was an internal
+    error, the mma.sync entry's trap). At m = n = 256 the bf16 output is
+    256 x 256 x 2 bytes = 4096 sectors, each stored once."""
+    assert main(["explain", "specs/b200.gemm", "b200_mxfp4_gemm", "--counters"]) == 0
+    out = capsys.readouterr().out
+    assert ("emulator counters of the block-scaled path (an emulated sm_100a), one run at "
+            "m=256 n=256 k=512") in out
+    assert "counters of b200_mxfp4_gemm_t2_sm100: grid (4, 1, 1), block (192, 1, 1)" in out
+    assert "st.global              256 warp requests, 4096 sectors (ideal 4096, 100% efficient)" in out
+
+
 @pytest.mark.slow
 def test_docs_counters_table_is_current():
     import subprocess
