@@ -27,10 +27,11 @@ from gemmgen.ir import Loc
 
 @dataclass(frozen=True, slots=True)
 class Atom:
-    """One value token: kind is word, int, float, shape, kv, cond or arrow.
+    """One value token: kind is word, int, float, string, shape, kv, cond or arrow.
 
-    word: value str; int: int; float: float; shape: tuple of Atom (word/int);
-    kv: key + value Atom; cond: key + cmp + value int; arrow: None.
+    word: value str; int: int; float: float; string: str (without its
+    quotes); shape: tuple of Atom (word/int); kv: key + value Atom; cond:
+    key ("m", or "m/g" for `m/g<=256`) + cmp + value int; arrow: None.
     """
 
     kind: str
@@ -44,6 +45,8 @@ class Atom:
         match self.kind:
             case "word" | "int" | "float":
                 return f"'{self.value}'"
+            case "string":
+                return f"'\"{self.value}\"'"
             case "kv":
                 assert isinstance(self.value, Atom)
                 return f"'{self.key}={self.value.value}'"
@@ -140,7 +143,9 @@ _TERMINALS = {
     "EQUAL": "'='",
     "VBAR": "'|'",
     "CMP": "a comparison",
-    "KIND": "'kernel', 'target', 'defaults' or 'dispatch'",
+    "SLASH": "'/'",
+    "STRING": "a quoted string",
+    "KIND": "'kernel', 'target', 'defaults', 'dispatch' or 'tuned'",
     "__ANON_0": "'->'",
     "$END": "end of file",
 }
@@ -226,6 +231,10 @@ class _ToAst(Transformer):
                                          "1.8e308)", width=len(tok)))
         return Atom("float", value, self._loc(tok), width=len(tok))
 
+    def string(self, children):
+        (tok,) = children
+        return Atom("string", str(tok)[1:-1], self._loc(tok), width=len(tok))
+
     @v_args(meta=True)
     def shape(self, meta, dims):
         return Atom("shape", tuple(dims), self._loc(meta),
@@ -239,8 +248,9 @@ class _ToAst(Transformer):
 
     @v_args(meta=True)
     def cond(self, meta, children):
-        key, cmp, value = children
-        return Atom("cond", self._int(value), self._loc(key), key=str(key), cmp=str(cmp),
+        *names, cmp, value = children  # [m] or [m, g] for `m/g<=256`
+        key = "/".join(str(n) for n in names)
+        return Atom("cond", self._int(value), self._loc(names[0]), key=key, cmp=str(cmp),
                     width=meta.end_pos - meta.start_pos)
 
     @v_args(meta=True)
@@ -305,7 +315,7 @@ def describe_char(ch: str) -> str:
     return f"U+{ord(ch):04X}" + (f" ({name.lower()})" if name else "")
 
 
-_BLOCK_START = re.compile(r"[\t \f]*(kernel|target|defaults|dispatch)\b")
+_BLOCK_START = re.compile(r"[\t \f]*(kernel|target|defaults|dispatch|tuned)\b")
 
 
 def parse(source: str, path: str) -> SpecAst:

@@ -63,6 +63,9 @@ from gemmgen.ir.loc import (
 )
 from gemmgen.ir.parts import (
     ATOM_KBLOCKS,
+    COND_DIMS,
+    GROUP_COND_DIMS,
+    TPU_COND,
     ATOM_ROWS,
     LHS_SCALE_MODES,
     NO_SCALE,
@@ -93,8 +96,10 @@ from gemmgen.ir.parts import (
     scale_atom_offset,
     global_scale_shape,
     scale_shape,
+    rows_per_group,
 )
 from gemmgen.ir.spec import (
+    Tuned,
     Dispatch,
     DispatchRule,
     Spec,
@@ -145,6 +150,11 @@ __all__ = [
     "BiasMode",
     "Cmp",
     "Cond",
+    "COND_DIMS",
+    "GROUP_COND_DIMS",
+    "TPU_COND",
+    "rows_per_group",
+    "Tuned",
     "DType",
     "Dispatch",
     "DispatchRule",

@@ -98,6 +98,10 @@ class Kernel:
     # The masked grouped layout (op grouped, `lhs [g, m, k]`): each group's
     # rows padded to a capacity m, `masked_m` [g] the valid rows of each.
     masked: bool = False
+    # The TPU generations the spec's pallas_tpu target declares (first: the
+    # one a `tpu=` condition sees off a TPU, e.g. in interpret mode); ()
+    # without a pallas_tpu target.
+    tpus: tuple[str, ...] = ()
     # Fields that were swept to produce this variant, for `gemmgen list`.
     variant_of: str | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
@@ -150,12 +154,24 @@ class Kernel:
         else (the unqualified tile) the kernel's name."""
         return self.tile_at if self.tile_at is not None else self.loc
 
-    def tile_for(self, m: int, n: int, k: int) -> Tile:
-        """The tile LUT: the first rule whose conditions hold, else `tile`."""
-        for rule in self.tile_rules:
-            if all(c.test(m, n, k) for c in rule.conds):
-                return rule.tile
-        return self.tile
+    def tile_for(self, m: int, n: int, k: int, g: int | None = None,
+                 tpu: str | None = None) -> Tile:
+        """The tile LUT: the first rule whose conditions hold, else `tile`.
+        `g`: the problem's groups (len(group_sizes); the masked layout's
+        lhs.shape[0]), needed by rules on g or m/g; `tpu`: the generation a
+        `tpu=` condition tests (default: the first declared, what a module
+        off a TPU sees)."""
+        return self.tile_rule_for(m, n, k, g, tpu)[1]
+
+    def tile_rule_for(self, m: int, n: int, k: int, g: int | None = None,
+                      tpu: str | None = None) -> tuple[int, Tile]:
+        """(index of the LUT entry picked: a rule, or len(tile_rules) for
+        the default tile; its tile), as `tile_for`."""
+        gen = tpu if tpu is not None else (self.tpus[0] if self.tpus else "v5e")
+        for i, rule in enumerate(self.tile_rules):
+            if all(c.test(m, n, k, g, gen, self.masked) for c in rule.conds):
+                return i, rule.tile
+        return len(self.tile_rules), self.tile
 
     def lut(self) -> list[tuple[Tile, Loc, str]]:
         """The tiles of this view's LUT with their positions and what to call

@@ -247,28 +247,75 @@ class Cmp(enum.Enum):
                 return a > b
 
 
+# What a tile rule's condition may test (docs/spec.md, "Tile LUTs"): the
+# problem dims; on grouped kernels the groups `g` and the rows per group
+# `m/g`; on pallas_tpu the TPU generation the module runs on (`tpu=v6e`).
+COND_DIMS = ("m", "n", "k")
+GROUP_COND_DIMS = ("g", "m/g")
+TPU_COND = "tpu"
+
+
+def rows_per_group(m: int, g: int, masked: bool) -> int:
+    """What `m/g` means: m // g (the rows of lhs over the groups), or on the
+    masked layout m itself (the LUT's m is already a group's capacity)."""
+    return m if masked else m // max(g, 1)
+
+
 @dataclass(frozen=True, slots=True)
 class Cond:
-    """`dim cmp value`, dim one of m, n, k."""
+    """`dim cmp value`: dim one of m, n, k, g, m/g (value an int), or
+    `tpu=GEN` (dim "tpu", cmp ==, value the generation's name)."""
 
     dim: str
     cmp: Cmp
-    value: int
+    value: int | str
 
-    def test(self, m: int, n: int, k: int) -> bool:
-        return self.cmp.test({"m": m, "n": n, "k": k}[self.dim], self.value)
+    def test(self, m: int, n: int, k: int, g: int | None = None, tpu: str | None = None,
+             masked: bool = False) -> bool:
+        """Whether the condition holds at this problem. `g` (the groups of
+        the problem) is needed by a condition on g or m/g, `tpu` by one on
+        the generation; asking without them is a bug (ValueError)."""
+        if self.dim == TPU_COND:
+            if tpu is None:
+                raise ValueError(f"the condition '{self}' needs the TPU generation")
+            return tpu == self.value
+        if self.dim in GROUP_COND_DIMS:
+            if g is None:
+                raise ValueError(f"the condition '{self}' needs the group count g")
+            got = g if self.dim == "g" else rows_per_group(m, g, masked)
+        else:
+            got = {"m": m, "n": n, "k": k}[self.dim]
+        assert isinstance(self.value, int)
+        return self.cmp.test(got, self.value)
+
+    @property
+    def on_groups(self) -> bool:
+        return self.dim in GROUP_COND_DIMS
 
     def __str__(self) -> str:
+        if self.dim == TPU_COND:
+            return f"tpu={self.value}"
         return f"{self.dim} {self.cmp.value} {self.value}"
 
 
 @dataclass(frozen=True, slots=True)
 class TileRule:
-    """One row of a tile LUT: when all conds hold, use `tile`."""
+    """One row of a tile LUT: when all conds hold, use `tile`. `tuned`: the
+    device of the `tuned` block the row comes from ("" for the kernel's
+    own `tile_rule` lines)."""
 
     conds: tuple[Cond, ...]
     tile: Tile
     loc: Loc = field(default=NO_LOC, compare=False)
+    tuned: str = ""
+
+    @property
+    def on_groups(self) -> bool:
+        return any(c.on_groups for c in self.conds)
+
+    @property
+    def on_tpu(self) -> bool:
+        return any(c.dim == TPU_COND for c in self.conds)
 
 
 class Algorithm(enum.Enum):

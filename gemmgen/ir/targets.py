@@ -55,6 +55,14 @@ CUDA_REQUIRED_LAUNCHERS = ("cpp", "cupy")
 class Target:
     backend: Backend
     cuda_archs: tuple[str, ...] = ()
-    tpu: str = "v5e"
+    tpu: str = "v5e"  # the first declared generation
     loc: Loc = field(default=NO_LOC, compare=False)
     launchers: tuple[str, ...] = CUDA_REQUIRED_LAUNCHERS  # cuda: CUDA_LAUNCHERS, in spec order
+    # pallas_tpu: every declared generation (`tpu v5e v6e`), `tpu` first;
+    # () stands for (tpu,).
+    tpu_list: tuple[str, ...] = ()
+
+    @property
+    def tpus(self) -> tuple[str, ...]:
+        """The TPU generations the spec targets, in spec order."""
+        return self.tpu_list or (self.tpu,)

@@ -8,13 +8,15 @@ from __future__ import annotations
 import math
 
 from gemmgen import ir
-from gemmgen.diagnostics import one_of
+from gemmgen.diagnostics import one_of, suggest
 from gemmgen.ir import (
     Activation,
     Algorithm,
     Backend,
     Bias,
     BiasMode,
+    Cmp,
+    Cond,
     DType,
     Epilogue,
     Layout,
@@ -76,6 +78,7 @@ class KernelReader(FieldReader):
             rhs = self.operand("rhs", op)
         out = self.out_dtype(op)
         acc = self.acc_dtype(lhs, rhs)
+        self.op = op
         f = self.other_fields()
         tile = f["tile"]
         if lhs is None or out is None or acc is None or tile is None or (
@@ -90,7 +93,9 @@ class KernelReader(FieldReader):
             algorithm=f["algorithm"], max_m=f["max_m"], static_n=f["static_n"],
             static_k=f["static_k"], backends=f["backends"], backend_tiles=f["backend_tiles"],
             mma=f["mma"], promotion=f["promotion"],
-            masked=self.masked and op is Op.GROUPED, loc=self.name_loc,
+            masked=self.masked and op is Op.GROUPED,
+            tpus=t.tpus if (t := self.targets.get(Backend.PALLAS_TPU)) else (),
+            loc=self.name_loc,
         )
         if len(self.c.diags) > n_errors:
             return None
@@ -408,7 +413,7 @@ class KernelReader(FieldReader):
                 self.err(f.loc, f"{what} is 'CONDITIONS -> m=.. n=.. k=..', "
                          f"e.g. '{what} m<=64 -> m=64 n=128 k=128'")
                 continue
-            conds = [self.cond(a, ("m", "n", "k")) for a in atoms[:arrow]]
+            conds = [self.rule_cond(a, backend) for a in atoms[:arrow]]
             got = self.kvs(atoms[arrow + 1:], ("m", "n", "k", "cluster_n"), f"{what} tile",
                            required=("m", "n", "k"))
             vals = {k: self.positive_int(a, f"{what} {k}", 1, 4096) for k, a in got.items()}
@@ -419,6 +424,53 @@ class KernelReader(FieldReader):
                         cluster.loc if cluster is not None else ir.NO_LOC)
             rules.append(TileRule(tuple(c for c in conds if c), tile, f.loc))  # type: ignore[arg-type]
         return tuple(rules)
+
+    def rule_cond(self, a: Atom, backend: str) -> Cond | None:
+        """One condition of a tile rule: on m, n, k; on g or m/g on a grouped
+        kernel; `tpu=GEN` in a rule only pallas_tpu uses."""
+        if a.kind == "kv" and a.key == ir.TPU_COND:
+            return self.tpu_cond(a, backend)
+        grouped = self.op in (Op.GROUPED, Op.TGMM)
+        dims = ir.COND_DIMS + ir.GROUP_COND_DIMS
+        if a.kind == "cond" and a.key in ir.GROUP_COND_DIMS and self.op is not None \
+                and not grouped:
+            self.err(a.loc, f"a condition on '{a.key}' (the groups) is for grouped and tgmm "
+                     f"kernels; this kernel is op '{self.op.value}'", a.width)
+            return None
+        if a.kind != "cond" or a.key not in dims:
+            self.err(a.loc, f"expected a condition on {one_of(dims)} like 'm<=64' or "
+                     f"'m/g<=256', or 'tpu=GEN', not {a.describe()}", a.width)
+            return None
+        return self.cond(a, dims)
+
+    def tpu_cond(self, a: Atom, backend: str) -> Cond | None:
+        """`tpu=v6e`: the generation the module runs on, one the pallas_tpu
+        target declares, in a rule no CUDA LUT uses."""
+        value = a.value
+        assert isinstance(value, Atom)
+        if backend == Backend.CUDA.value or (not backend and self.unqualified_cuda()):
+            why = ("this is cuda's own LUT" if backend else
+                   "cuda uses this kernel's unqualified tile rules: write the rule as "
+                   "'tile_rule pallas_tpu ...' in a pallas_tpu LUT of its own")
+            self.err(a.loc, f"'tpu=' is a condition of pallas_tpu tile rules; {why}", a.width)
+            return None
+        target = self.targets.get(Backend.PALLAS_TPU)
+        declared = target.tpus if target is not None else ()
+        if value.kind != "word" or value.value not in declared:
+            word = str(value.value)
+            hint = suggest(word, declared) if value.kind == "word" else ""
+            have = (f"the pallas_tpu target declares {one_of(declared)}" if declared
+                    else "the spec has no pallas_tpu target")
+            self.err(value.loc, f"'tpu={word}' is not a generation this spec targets{hint} "
+                     f"({have})", value.width)
+            return None
+        return Cond(ir.TPU_COND, Cmp.EQ, str(value.value))
+
+    def unqualified_cuda(self) -> bool:
+        """Whether cuda is listed and uses the unqualified tile LUT."""
+        listed = [str(a.value) for a in self.atoms("backends") if a.kind == "word"]
+        own = self.own_tiles.get(Backend.CUDA.value)
+        return Backend.CUDA.value in listed and (own is None or own.tile is None)
 
     def backend_tiles(self) -> tuple[ir.BackendTiles, ...]:
         """The backends' own tile LUTs (`tile pallas_tpu ...`), in backend

@@ -34,6 +34,7 @@ class FieldReader:
         self.targets = targets
         self.spec_path = spec_path
         self.masked = False  # lhs [g, m, k]: set by KernelReader.operand("lhs")
+        self.op: ir.Op | None = None  # set by KernelReader once read
 
     # -- atom helpers -----------------------------------------------------
 

@@ -18,7 +18,7 @@ def read_target(c: Collector, block: Block) -> ir.Target | None:
         return None
     backend = Backend(name)
     archs: list[str] = []
-    tpu = "v5e"
+    tpus: list[str] = []
     launchers = ir.CUDA_REQUIRED_LAUNCHERS
     allowed = TARGET_FIELDS[backend]
     for f in block.fields:
@@ -42,13 +42,19 @@ def read_target(c: Collector, block: Block) -> ir.Target | None:
                 if a.value in archs:
                     c.err(a.loc, f"target {name}: arch '{a.value}' listed twice", a.width)
                 archs.append(str(a.value))
+            elif a.value in tpus:
+                c.err(a.loc, f"target {name}: tpu '{a.value}' listed twice", a.width)
             else:
-                tpu = str(a.value)
-        if f.name == "tpu" and len(f.alts[0].atoms) != 1:
-            c.err(f.loc, f"target {name}: give one TPU generation")
+                # several generations (`tpu v5e v6e`): one module for all of
+                # them; `tpu=v6e` in a tile rule picks by the chip it runs on
+                tpus.append(str(a.value))
+        if f.name == "tpu" and not f.alts[0].atoms:
+            c.err(f.loc, f"target {name}: give a TPU generation")
     if backend is Backend.CUDA and not archs and not any(f.name == "archs" for f in block.fields):
         c.err(block.name_loc, "target cuda needs 'archs' (e.g. 'archs sm_80 sm_90a')", len(name))
-    return ir.Target(backend, tuple(archs), tpu, block.name_loc, launchers)
+    tpu = tpus[0] if tpus else "v5e"
+    return ir.Target(backend, tuple(archs), tpu, block.name_loc, launchers,
+                     tuple(tpus) if len(tpus) > 1 else ())
 
 
 def _read_launchers(c: Collector, f: Field) -> tuple[str, ...]:
