@@ -255,10 +255,13 @@ GROUP_COND_DIMS = ("g", "m/g")
 TPU_COND = "tpu"
 
 
-def rows_per_group(m: int, g: int, masked: bool) -> int:
+def rows_per_group(m: int, g: int, masked: bool) -> int | None:
     """What `m/g` means: m // g (the rows of lhs over the groups), or on the
-    masked layout m itself (the LUT's m is already a group's capacity)."""
-    return m if masked else m // max(g, 1)
+    masked layout m itself (the LUT's m is already a group's capacity);
+    None without groups (g = 0), where no condition on m/g holds."""
+    if masked:
+        return m
+    return m // g if g > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +286,8 @@ class Cond:
             if g is None:
                 raise ValueError(f"the condition '{self}' needs the group count g")
             got = g if self.dim == "g" else rows_per_group(m, g, masked)
+            if got is None:
+                return False
         else:
             got = {"m": m, "n": n, "k": k}[self.dim]
         assert isinstance(self.value, int)

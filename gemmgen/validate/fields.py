@@ -459,7 +459,7 @@ class KernelReader(FieldReader):
         if value.kind != "word" or value.value not in declared:
             word = str(value.value)
             hint = suggest(word, declared) if value.kind == "word" else ""
-            have = (f"the pallas_tpu target declares {one_of(declared)}" if declared
+            have = (f"the pallas_tpu target declares {', '.join(declared)}" if declared
                     else "the spec has no pallas_tpu target")
             self.err(value.loc, f"'tpu={word}' is not a generation this spec targets{hint} "
                      f"({have})", value.width)

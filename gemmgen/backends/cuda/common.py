@@ -25,7 +25,8 @@ from gemmgen.backends.cuda.expr import (
 )
 from gemmgen.backends.cuda.launch import (
     DEFAULT_SMEM, DEVICE_NAMES, LIMITS, WARP, ArgKind, Grid, LaunchPlan, Limits, Path, Step,
-    StepArg, TensorMapSpec, Variant, array, cond_expr, i32, i64, tensor_map, where,
+    StepArg, TensorMapSpec, Variant, array, cond_expr, i32, i64, lut_groups, tensor_map,
+    tuned_where, where,
 )
 from gemmgen.backends.cuda.layout import (
     COLUMNS, comment, cpp_assign_string, cpp_call, cpp_decl, cpp_string, py_call, py_collection,
@@ -36,7 +37,7 @@ __all__ = [
     "COLUMNS", "COMPARISONS", "CTYPE", "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "WARP", "ZERO",
     "Arg", "ArgKind", "Bin", "Binding", "Call", "Check", "Derived", "Expr", "Fn", "Grid",
     "LaunchPlan", "Limits", "Lit", "Op", "Path", "Role", "Step", "StepArg", "TensorMapSpec", "Var",
-    "Variant", "all_of", "any_of", "array", "cdiv", "comment", "cond_expr", "cpp_assign_string",
+    "Variant", "all_of", "any_of", "array", "cdiv", "comment", "cond_expr", "lut_groups", "tuned_where", "cpp_assign_string",
     "cpp_call", "cpp_decl", "cpp_string", "div", "expr", "exprs", "i32", "i64", "min_",
     "parse_expr", "py_call", "py_collection", "py_tuple", "spec_checks", "tensor_map", "var",
     "where",

@@ -23,7 +23,7 @@ from gemmgen import ir
 from gemmgen.archs import parse_arch
 from gemmgen.backends.cuda.abi import CAbi
 from gemmgen.backends.cuda.args import Arg, Binding, Check, Derived
-from gemmgen.backends.cuda.expr import COMPARISONS, Bin, Expr, Lit, Var, all_of, expr, exprs, var
+from gemmgen.backends.cuda.expr import COMPARISONS, Bin, Expr, Lit, Var, all_of, div, expr, exprs, var
 from gemmgen.backends.cuda.launch_py import PyLaunchText
 from gemmgen.backends.cuda.layout import (
     comment, cpp_call, cpp_decl, cpp_string, prose, py_collection,
@@ -43,7 +43,7 @@ from gemmgen.render import source_ref
 __all__ = [
     "DEFAULT_SMEM", "DEVICE_NAMES", "LIMITS", "MAX_CLUSTER_BLOCKS", "NO_CLUSTER",
     "TENSOR_MAP_DTYPES", "TENSOR_MAP_SWIZZLES", "WARP", "ArgKind", "Grid", "LaunchPlan", "Limits",
-    "Path", "Step", "StepArg", "TensorMapSpec", "Variant", "array", "cond_expr", "i32", "i64", "tensor_map", "where",
+    "LUT_GROUPS", "Path", "Step", "StepArg", "TensorMapSpec", "Variant", "array", "cond_expr", "lut_groups", "tuned_where", "i32", "i64", "tensor_map", "where",
 ]
 
 
@@ -65,8 +65,9 @@ class LaunchPlan(PyLaunchText):
     variants: tuple[Variant, ...]  # LUT rules, then the default
     entries: tuple[str, ...]  # every extern "C" kernel of the .cu
     empty: Expr  # when true, there is nothing to compute: launch nothing
-    # What pick_tile(m, n, k) gets.
-    lut_dims: tuple[Expr, Expr, Expr] = field(default=(Var("m"), Var("n"), Var("k")))
+    # What pick_tile(m, n, k) gets; a LUT with rules on the groups also
+    # gets g (LUT_GROUPS: the problem's groups, `lut_groups`).
+    lut_dims: tuple[Expr, ...] = field(default=(Var("m"), Var("n"), Var("k")))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "derived", tuple(
@@ -228,8 +229,17 @@ class LaunchPlan(PyLaunchText):
 
     def variant_for(self, env: Mapping[str, int]) -> Variant:
         """The LUT's tile for these dims (what pick_tile returns)."""
-        lut = dict(zip(("m", "n", "k"), (e.eval(env) for e in self.lut_dims)))
+        lut = dict(zip(self.lut_names, (e.eval(env) for e in self.lut_dims)))
         return next(v for v in self.variants if v.applies(lut))
+
+    @property
+    def lut_names(self) -> tuple[str, ...]:
+        """pick_tile's parameters: m, n, k, and g when a rule tests the groups."""
+        return ("m", "n", "k", LUT_GROUPS)[:len(self.lut_dims)]
+
+    @property
+    def py_pick_tile_params(self) -> str:
+        return ", ".join(f"{d}: int" for d in self.lut_names)
 
     # -- text the launcher templates print -----------------------------------
 
@@ -414,7 +424,7 @@ class LaunchPlan(PyLaunchText):
     def cpp_pick_tile_head(self) -> str:
         used = frozenset().union(*(v.when.names() for v in self.rules if v.when is not None))
         params = [("" if d in used else "[[maybe_unused]] ") + f"long long {d}"
-                  for d in ("m", "n", "k")]
+                  for d in self.lut_names]
         return self.cpp_head("inline int ", "_pick_tile(", params)
 
     @property
@@ -444,9 +454,40 @@ def where(loc: ir.Loc) -> str:
     return source_ref(loc)
 
 
-def cond_expr(conds: tuple[ir.Cond, ...]) -> Expr:
-    """A LUT rule's condition (`m <= 64 and n >= 128`)."""
-    terms = [Bin(_CMP_OF[c.cmp.value], var(c.dim), Lit(c.value)) for c in conds]
+def tuned_where(rule: ir.TileRule) -> str:
+    """A LUT rule's position for its comment; a tuned row says so: "tuned
+    v5e, specs/moe.gemm" (the block is found by its device)."""
+    return f"tuned {rule.tuned}, {where(rule.loc)}" if rule.tuned else where(rule.loc)
+
+
+# The name of the problem's groups in pick_tile (a grouped kernel's LUT with
+# rules on g or m/g): `num_groups` (len(group_sizes), all groups also when
+# group_offset shards them) on the contiguous layout, lhs.shape[0] on the
+# masked one (`lut_groups`).
+LUT_GROUPS = "g"
+
+
+def lut_groups(kernel: ir.Kernel) -> tuple[Expr, ...]:
+    """What pick_tile gets after m, n, k: the problem's groups when a rule
+    of the kernel's LUT tests them, else nothing."""
+    if not any(r.on_groups for r in kernel.tile_rules):
+        return ()
+    return (var("g" if kernel.masked else "num_groups"),)
+
+
+def cond_expr(conds: tuple[ir.Cond, ...], masked: bool = False) -> Expr:
+    """A LUT rule's condition (`m <= 64 and n >= 128`). `m/g` is m // g,
+    true only when there are groups (`g > 0 and gg_div(m, g) <= 64`, no
+    division by zero); on the masked layout m itself (a group's capacity)."""
+    terms: list[Expr] = []
+    for c in conds:
+        assert c.dim != ir.TPU_COND, "validated: tpu= is for pallas_tpu rules"
+        op, value = _CMP_OF[c.cmp.value], Lit(c.value)  # type: ignore[arg-type]
+        if c.dim == "m/g" and not masked:
+            g = var(LUT_GROUPS)
+            terms += [Bin(_CMP_OF[">"], g, Lit(0)), Bin(op, div(var("m"), g), value)]
+        else:
+            terms.append(Bin(op, var("m" if c.dim == "m/g" else c.dim), value))
     return all_of(*terms)
 
 

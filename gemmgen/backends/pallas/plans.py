@@ -29,11 +29,13 @@ from gemmgen.backends.pallas.tpu import (
     INT_DOT_K,
     M_ALIGN,
     MAX_BUFFERS,
+    TPU_DEVICE_KINDS,
     TPU_VMEM,
     MiB,
     fp8_mxu,
     int8_as_bf16,
     tpu_of,
+    tpus_of,
 )
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
@@ -117,6 +119,12 @@ class ModuleInfo:
     vmem_mib: str  # vmem_bytes in MiB, "1.25"
     vmem_limit_bytes: int | None  # passed to Mosaic when over the scoped default
     tpu: str
+    # Whether a tile rule tests the groups (tile_for takes g: the problem's
+    # groups) or the TPU generation (tile_for asks `tpu_generation()`), and
+    # the generations the module runs on (the first: off a TPU).
+    lut_groups: bool
+    lut_tpu: bool
+    tpus: tuple[str, ...]
     static_n: int | None
     static_k: int | None
     jax_version: str
@@ -131,6 +139,16 @@ class ModuleInfo:
     @property
     def default_tile(self) -> TileRow:
         return self.tiles[-1]
+
+    def tile_for_call(self, m: str, groups: str) -> str:
+        """The call of the LUT: `tile_for(m, n, k)`, with the problem's
+        groups when a rule tests them."""
+        return f"tile_for({m}, n, k, {groups})" if self.lut_groups else f"tile_for({m}, n, k)"
+
+    @property
+    def device_kinds(self) -> tuple[tuple[str, str], ...]:
+        """`jax.devices()[0].device_kind` -> generation, for `tpu_generation()`."""
+        return TPU_DEVICE_KINDS
 
     @property
     def buffer_arg(self) -> str:
@@ -338,6 +356,9 @@ def module_info(kernel: ir.Kernel, spec: ir.Spec, *, title: str, summary: str, n
         vmem_mib=f"{need / MiB:.2f}",
         vmem_limit_bytes=vmem_limit(need, TPU_VMEM[tpu]),
         tpu=tpu,
+        lut_groups=any(r.on_groups for r in kernel.tile_rules),
+        lut_tpu=any(r.on_tpu for r in kernel.tile_rules),
+        tpus=tpus_of(spec),
         static_n=kernel.static_n,
         static_k=kernel.static_k,
         jax_version=JAX_VERSION,

@@ -30,6 +30,21 @@ TPU_VMEM = {
     "v7x": TpuVmem(physical=64 * MiB, scoped_default=32 * MiB),
 }
 
+# What `jax.devices()[0].device_kind` says on each generation, as the
+# generated `tpu_generation()` maps it (a module built for several
+# generations picks its `tpu=` tile rules by it): JAX's names ("TPU v5
+# lite", "TPU v6 lite", "TPU7x") and the marketing ones.
+TPU_DEVICE_KINDS = (
+    ("TPU v5 lite", "v5e"),
+    ("TPU v5e", "v5e"),
+    ("TPU v5", "v5p"),
+    ("TPU v5p", "v5p"),
+    ("TPU v6 lite", "v6e"),
+    ("TPU v6e", "v6e"),
+    ("TPU7x", "v7x"),
+    ("TPU v7x", "v7x"),
+)
+
 # The generations whose MXU multiplies FP8 (e4m3, e5m2) itself, at twice its
 # bf16 rate: TPU v7x (Ironwood). Mosaic's matmul canonicalization for that
 # generation passes FP8 x FP8 operands through (e4m3 x e5m2 too) and widens
@@ -61,17 +76,29 @@ M_ALIGN = 32
 SUBLANES = 8  # second-minor dim of a 32-bit VMEM tile
 
 
-def tpu_of(spec: ir.Spec) -> str:
-    """The spec's TPU generation (`target pallas_tpu { tpu ... }`), v5e when absent."""
+def tpus_of(spec: ir.Spec) -> tuple[str, ...]:
+    """Every TPU generation the spec targets (`tpu v5e v6e`), v5e when absent."""
     target = spec.target(ir.Backend.PALLAS_TPU)
-    return target.tpu if target is not None else "v5e"
+    return target.tpus if target is not None else ("v5e",)
+
+
+def tpu_of(spec: ir.Spec) -> str:
+    """The generation whose VMEM bounds the spec's kernels: with one
+    declared, that one; with several (one module runs on each of them), the
+    one with the least usable VMEM (the first such in spec order), so that
+    the VMEM checks and the limit asked of Mosaic hold on every one."""
+    return min(tpus_of(spec), key=lambda t: TPU_VMEM[t].usable)
 
 
 def fp8_mxu(spec: ir.Spec) -> bool:
-    """Whether the spec's TPU multiplies FP8 on its MXU (`FP8_MXU`)."""
-    return tpu_of(spec) in FP8_MXU
+    """Whether the spec's TPU multiplies FP8 on its MXU (`FP8_MXU`): every
+    declared generation must (widening FP8 to bf16 is right on all of them,
+    an FP8 dot only on those with an FP8 MXU)."""
+    return all(t in FP8_MXU for t in tpus_of(spec))
 
 
 def int8_as_bf16(spec: ir.Spec) -> bool:
-    """Whether the spec's TPU multiplies int8 as bf16 with f32 sums (`INT8_AS_BF16`)."""
-    return tpu_of(spec) in INT8_AS_BF16
+    """Whether the spec's TPU multiplies int8 as bf16 with f32 sums
+    (`INT8_AS_BF16`): any declared generation that does makes the kernels
+    split long int8 dots (exact on every generation)."""
+    return any(t in INT8_AS_BF16 for t in tpus_of(spec))

@@ -150,12 +150,25 @@ def vmem_limit(need: int, vmem: TpuVmem) -> int | None:
 class TileRow:
     """One row of the tile LUT as the generated code sees it."""
 
-    cond: str  # a Python condition on m, n, k; "" for the default tile
+    cond: str  # a Python condition on m, n, k (g, tpu); "" for the default tile
     m: int
     n: int
     k: int
-    where: str  # spec position, for a comment
+    where: str  # spec position, for a comment ("tuned v5e, specs/x.gemm:40" for a tuned row)
     vmem_bytes: int  # VMEM per grid step with this tile
+
+
+def cond_text(c: ir.Cond, masked: bool) -> str:
+    """One condition in the generated `tile_for`: `m/g` is `m // g`, which
+    holds only when there are groups (`g > 0 and m // g <= 64`: no rows per
+    group to compare without them), on the masked layout `m` itself
+    (tile_for gets a group's capacity);
+    `tpu=v6e` compares the generation the module runs on."""
+    if c.dim == ir.TPU_COND:
+        return f'tpu == "{c.value}"'
+    if c.dim == "m/g" and not masked:
+        return f"g > 0 and m // g {c.cmp.value} {c.value}"
+    return f"{'m' if c.dim == 'm/g' else c.dim} {c.cmp.value} {c.value}"
 
 
 def tile_rows(kernel: ir.Kernel) -> tuple[TileRow, ...]:
@@ -163,9 +176,12 @@ def tile_rows(kernel: ir.Kernel) -> tuple[TileRow, ...]:
     kernel = kernel.for_backend(ir.Backend.PALLAS_TPU)
     rows = []
     for rule in kernel.tile_rules:
-        cond = " and ".join(f"{c.dim} {c.cmp.value} {c.value}" for c in rule.conds)
+        cond = " and ".join(cond_text(c, kernel.masked) for c in rule.conds)
+        where = source_ref(rule.loc)
+        if rule.tuned:
+            where = f"tuned {rule.tuned}, {where}"
         rows.append(TileRow(cond, rule.tile.m, rule.tile.n, rule.tile.k,
-                            source_ref(rule.loc), vmem_bytes(kernel, rule.tile)))
+                            where, vmem_bytes(kernel, rule.tile)))
     t = kernel.tile
     rows.append(TileRow("", t.m, t.n, t.k, source_ref(kernel.tile_loc), vmem_bytes(kernel, t)))
     return tuple(rows)

@@ -110,7 +110,7 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
 
     lines.append(f"tile      m={t.m} n={t.n} k={t.k}{cluster(t)}, {kernel.stages} stages")
     for r in kernel.tile_rules:
-        lines.append(f"  when {cond_expr(r.conds)}: m={r.tile.m} n={r.tile.n} k={r.tile.k}"
+        lines.append(f"  when {cond_expr(r.conds, kernel.masked)}: m={r.tile.m} n={r.tile.n} k={r.tile.k}"
                      f"{cluster(r.tile)}")
     if kernel.static_n or kernel.static_k:
         lines.append("dims     " + (f" n={kernel.static_n}" if kernel.static_n else "")

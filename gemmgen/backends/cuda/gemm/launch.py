@@ -5,7 +5,7 @@ on its device (the generic launcher templates print them all)."""
 from __future__ import annotations
 
 from gemmgen import ir
-from gemmgen.backends.cuda.common import LaunchPlan, Path, Step, Variant
+from gemmgen.backends.cuda.common import LaunchPlan, Path, Step, Variant, lut_groups, var
 from gemmgen.backends.cuda.gemm import masked as cuda_masked
 from gemmgen.backends.cuda.gemm.contract import fill_step, worklist_ints, worklist_step
 from gemmgen.backends.cuda.gemm.plans import plan
@@ -50,4 +50,5 @@ def launch_plan(kernel: ir.Kernel, spec: ir.Spec) -> LaunchPlan:
         bindings=p.bindings, derived=(("n_out", p.n_out),), checks=p.checks,
         variants=tuple(variants), entries=entries,
         empty=cuda_masked.EMPTY if kernel.masked else "m == 0",
+        lut_dims=(var("m"), var("n"), var("k"), *lut_groups(kernel)),
     )

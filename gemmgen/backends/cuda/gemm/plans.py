@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gemmgen import ir
 from gemmgen.archs import shared_memory_limit
-from gemmgen.backends.cuda.common import Arg, Binding, Check, cond_expr, where
+from gemmgen.backends.cuda.common import Arg, Binding, Check, cond_expr, tuned_where, where
 from gemmgen.backends.cuda.gemm import contract, mma_sync, tcgen05
 from gemmgen.backends.cuda.gemm.bodies import BODIES
 from gemmgen.backends.cuda.gemm.body import BodyPlan
@@ -222,7 +222,8 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
     rules = list(kernel.tile_rules)
     for i, rule in enumerate(rules):
         tiles.append(mma_sync.tile_config(kernel, rule.tile, i, f"{kernel.name}_t{i}",
-                                          cond_expr(rule.conds), where(rule.loc), compute))
+                                          cond_expr(rule.conds, kernel.masked),
+                                          tuned_where(rule), compute))
     default_entry = f"{kernel.name}_t{len(rules)}" if rules else kernel.name
     tiles.append(mma_sync.tile_config(kernel, kernel.tile, len(rules), default_entry, "",
                                       where(kernel.tile_loc), compute))

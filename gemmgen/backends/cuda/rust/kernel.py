@@ -97,7 +97,7 @@ class RustKernel:
     @property
     def pick_tile_head(self) -> str:
         used = used_names(*(v.when for v in self.plan.rules))
-        params = [f"{'' if d in used else '_'}{d}: i64" for d in ("m", "n", "k")]
+        params = [f"{'' if d in used else '_'}{d}: i64" for d in self.plan.lut_names]
         return f"pub fn pick_tile({', '.join(params)}) -> usize {{"
 
     @property
