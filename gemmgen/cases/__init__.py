@@ -24,7 +24,7 @@ budget), `standard` (`standard_cases`), `user` (the user's own shape,
 module re-exports their public names: `from gemmgen.cases import Case`.
 """
 
-from gemmgen.cases.case import WORK_BUDGET, Case, case_work, lut_entry, tile_label
+from gemmgen.cases.case import WORK_BUDGET, Case, case_groups, case_work, lut_entry, tile_label
 from gemmgen.cases.launch import condition_results, launch_conditions, launch_env, refused
 from gemmgen.cases.lut import lut_cases
 from gemmgen.cases.standard import standard_cases
@@ -36,6 +36,7 @@ __all__ = [
     "Case",
     "Shape",
     "ShapeError",
+    "case_groups",
     "case_work",
     "check_shape",
     "condition_results",

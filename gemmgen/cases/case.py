@@ -58,13 +58,21 @@ def tiled(kernel: ir.Kernel) -> bool:
     return kernel.op is not ir.Op.QUANTIZE and kernel.algorithm is ir.Algorithm.TILE
 
 
+def case_groups(case: Case) -> int | None:
+    """The groups of the case's problem, as a tile rule on g sees them:
+    len(group_sizes) (every group, also past group_offset), the masked
+    layout's groups; None for a dense case."""
+    if case.masked_m is not None:
+        return len(case.masked_m)
+    if case.group_sizes is not None:
+        return len(case.group_sizes)
+    return None
+
+
 def lut_entry(kernel: ir.Kernel, case: Case) -> int:
     """The index of the LUT entry the case's shape picks: its tile_rule, or
     len(tile_rules) for the default tile."""
-    for i, rule in enumerate(kernel.tile_rules):
-        if all(c.test(case.m, case.n, case.k) for c in rule.conds):
-            return i
-    return len(kernel.tile_rules)
+    return kernel.tile_rule_for(case.m, case.n, case.k, case_groups(case))[0]
 
 
 def tile_label(kernel: ir.Kernel, case: Case) -> str:
@@ -72,7 +80,7 @@ def tile_label(kernel: ir.Kernel, case: Case) -> str:
     "128x256x256 (default)"; "-" for kernels without tiles (GEMV, quantize)."""
     if not tiled(kernel):
         return "-"
-    tile = kernel.tile_for(case.m, case.n, case.k)
+    tile = kernel.tile_for(case.m, case.n, case.k, case_groups(case))
     if not kernel.tile_rules:
         return str(tile)
     i = lut_entry(kernel, case)
@@ -90,7 +98,7 @@ def case_work(kernel: ir.Kernel, case: Case) -> int:
         return case.m * case.k
     if not tiled(kernel):
         return case.m * case.n * case.k
-    t = kernel.tile_for(case.m, case.n, case.k)
+    t = kernel.tile_for(case.m, case.n, case.k, case_groups(case))
     n_pad = _round_up(case.n, t.n)
     k_pad = _round_up(case.k, t.k)
     if case.masked_m is not None:

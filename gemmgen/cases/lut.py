@@ -12,7 +12,7 @@ import math
 from dataclasses import replace
 
 from gemmgen import ir
-from gemmgen.cases.case import WORK_BUDGET, Case, case_work, lut_entry, tiled
+from gemmgen.cases.case import WORK_BUDGET, Case, case_groups, case_work, lut_entry, tiled
 from gemmgen.cases.edges import (
     grouped_sizes,
     masked_counts,
@@ -29,7 +29,7 @@ def fit(kernel: ir.Kernel, case: Case) -> Case:
         return case
     entry = lut_entry(kernel, case)
     lo, hi = _entry_bounds(kernel, entry, "m", case)
-    return _best(kernel, entry, case, [m for m in _m_candidates(kernel.tile_for(case.m, case.n, case.k), case.m, lo, hi)],
+    return _best(kernel, entry, case, [m for m in _m_candidates(kernel.tile_for(case.m, case.n, case.k, case_groups(case)), case.m, lo, hi)],
                  [case.n], [case.k])
 
 
@@ -63,6 +63,10 @@ def _interval(c: ir.Cond) -> tuple[int, int]:
 
 
 def _negations(c: ir.Cond) -> list[tuple[str, int, int]]:
+    if c.dim not in ir.COND_DIMS:
+        # g, m/g, tpu: not a box of (m, n, k); the candidates are checked
+        # against the LUT (`_best`), so the box stays open
+        return [("m", 1, _BIG)]
     v = c.value
     match c.cmp:
         case ir.Cmp.LT:
@@ -88,6 +92,8 @@ def _regions(kernel: ir.Kernel, entry: int) -> list[dict[str, tuple[int, int]]]:
         base["k"] = (kernel.static_k, kernel.static_k)
     own = kernel.tile_rules[entry].conds if entry < len(kernel.tile_rules) else ()
     for c in own:
+        if c.dim not in ir.COND_DIMS:
+            continue  # g, m/g, tpu: checked on the shaped case (`_best`)
         lo, hi = _interval(c)
         base[c.dim] = (max(base[c.dim][0], lo), min(base[c.dim][1], hi))
     earlier = [[neg for c in rule.conds for neg in _negations(c)] for rule in kernel.tile_rules[:entry]]

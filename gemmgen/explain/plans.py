@@ -255,8 +255,16 @@ def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
 
     p = pallas.plan(kernel, spec)
     mod = p.module
-    t = kernel.tile_for(m, n, k)
-    lines = [f"pallas_tpu ({mod.tpu}): tile m={t.m} n={t.n} k={t.k}"]
+    # the groups for rules on g and m/g; a `tpu=` rule sees the generation
+    # explained (the module's own: the one whose VMEM bounds it)
+    view = mod.kernel
+    i, t = view.tile_rule_for(m, n, k, groups if kernel.grouped else None, mod.tpu)
+    rule = ""
+    if i < len(view.tile_rules):
+        r = view.tile_rules[i]
+        tuned = f"tuned {r.tuned}, " if r.tuned else ""
+        rule = f" (LUT rule {', '.join(str(c) for c in r.conds)}, {tuned}{r.loc.path})"
+    lines = [f"pallas_tpu ({mod.tpu}): tile m={t.m} n={t.n} k={t.k}{rule}"]
     if kernel.masked:  # every (group, m tile) pair holding valid rows, at most
         grid = (math.ceil(n / t.n), groups * math.ceil(m / t.m), math.ceil(k / t.k))
         what = "n tiles, (group, m tile) pairs with valid rows (at most), k tiles"

@@ -31,7 +31,7 @@ import numpy as np
 from gemmgen import ir
 from gemmgen.archs import DEFAULT_DYNAMIC_SMEM, parse_arch, shared_memory_limit, sm_count
 from gemmgen.backends import cuda as cuda_backend
-from gemmgen.cases import lut_entry, tile_label
+from gemmgen.cases import case_groups, lut_entry, tile_label
 from gemmgen.diagnostics import install_hint
 from gemmgen.harness.runner import Runner, load_generated_module
 
@@ -403,7 +403,11 @@ class CudaEmu(Runner):
         pick the same."""
         if tile_label(kernel, case) == "-":
             return
-        picked = self.launcher(kernel).pick_tile(case.m, case.n, case.k)
+        launcher = self.launcher(kernel)
+        dims = (case.m, case.n, case.k)
+        if any(r.on_groups for r in kernel.tile_rules):  # pick_tile(m, n, k, g)
+            dims += (case_groups(case),)
+        picked = launcher.pick_tile(*dims)
         if picked != lut_entry(kernel, case):
             raise AssertionError(f"{kernel.name}: the launcher picks LUT entry {picked} for "
                                  f"{case.describe()}, the spec entry {lut_entry(kernel, case)}")
