@@ -14,7 +14,7 @@ import math
 import os
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 import lark
@@ -83,6 +83,7 @@ class Block:
     name_loc: Loc
     fields: tuple[Field, ...]
     loc: Loc
+    end_line: int = 0  # the line of its closing '}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,9 +377,23 @@ def parse(source: str, path: str) -> SpecAst:
     raise AssertionError("the spec failed to parse, but no pass found an error")
 
 
+def _closing_line(lines: list[str], start: int) -> int:
+    """The line (1-based) of the '}' closing the block whose header is on
+    line `start`: the first '}' outside strings and comments (blocks do not
+    nest, and no value holds a brace)."""
+    for row in range(start - 1, len(lines)):
+        code = re.sub(r'"[^"\n]*"', '""', lines[row]).split("#", 1)[0]
+        if "}" in code:
+            return row + 1
+    return len(lines)
+
+
 def _to_ast(tree: lark.Tree, source: str, path: str) -> SpecAst:
     transformer = _ToAst(path)
-    ast = SpecAst(path, transformer.transform(tree))
+    lines = source.split("\n")
+    blocks = tuple(replace(b, end_line=_closing_line(lines, b.loc.line))
+                   for b in transformer.transform(tree))
+    ast = SpecAst(path, blocks)
     if transformer.diags:  # numbers out of range
         raise SpecError(transformer.diags, {path: source})
     return ast

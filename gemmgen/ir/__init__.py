@@ -108,15 +108,19 @@ from gemmgen.ir.targets import (
     CUDA_ARCHS,
     CUDA_LAUNCHERS,
     CUDA_REQUIRED_LAUNCHERS,
+    JAX_RANGE,
     SM12X_ARCHS,
     TPU_GENERATIONS,
     Backend,
     BackendTiles,
     Target,
     arch_number,
+    jax_in_range,
 )
 
 __all__ = [
+    "JAX_RANGE",
+    "jax_in_range",
     "ATOM_KBLOCKS",
     "ATOM_ROWS",
     "BIAS_DTYPES",

@@ -5,6 +5,7 @@ the launcher families of the cuda target, and a spec's `Target` blocks."""
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from gemmgen.ir.loc import NO_LOC, Loc
@@ -36,6 +37,30 @@ CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_103a"
 # mma.sync only, no wgmma, tcgen05, TMEM or thread-block clusters beyond 1x1x1.
 SM12X_ARCHS = ("sm_120", "sm_120a", "sm_121", "sm_121a")
 TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v7x")
+
+# The JAX release the generated Pallas code is lowered and interpreted with
+# in the tests (build.py records it in MANIFEST.json; Pallas APIs move
+# between releases).
+JAX_VERSION = "0.10.2"
+# The releases the generated code is for: from the tested one up to the next
+# minor release, excluded. The `pallas` extra of pyproject.toml states the
+# same range (a test keeps them equal), MANIFEST.json records it, each
+# generated module warns when it is imported under a JAX outside it, and a
+# `tuned` block measured under a JAX outside it is not applied.
+JAX_MIN = (0, 10, 2)
+JAX_BELOW = (0, 11)
+JAX_RANGE = f">={'.'.join(map(str, JAX_MIN))},<{'.'.join(map(str, JAX_BELOW))}"
+
+
+def jax_in_range(version: str) -> bool:
+    """Whether a JAX version ("0.10.2", "0.10.3rc1") is in JAX_RANGE: its
+    leading dotted numbers, missing ones counted as 0."""
+    head = re.match(r"\d+(\.\d+)*", version.strip())
+    if head is None:
+        return False
+    v = tuple(int(x) for x in head.group().split("."))
+    v += (0,) * (len(JAX_MIN) - len(v))
+    return JAX_MIN <= v < JAX_BELOW
 
 
 def arch_number(arch: str) -> int:

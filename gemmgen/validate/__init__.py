@@ -39,6 +39,7 @@ from gemmgen.validate.dispatch import read_dispatch
 from gemmgen.validate.fields import KernelReader
 from gemmgen.validate.sweeps import check_defaults_tiles, expand
 from gemmgen.validate.targets import read_target
+from gemmgen.validate import tuned as tuned_blocks
 
 __all__ = [
     "BLOCK_KINDS", "DTYPE_ALIASES", "DTYPE_WORDS", "KERNEL_FIELDS", "MAX_VARIANTS",
@@ -58,6 +59,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
     defaults: tuple[Field, ...] = ()
     kernel_blocks: list[Block] = []
     dispatch_blocks: list[Block] = []
+    tuned_list: list[Block] = []
     names: dict[str, tuple[Loc, str]] = {}
 
     def claim(name: str, loc: Loc, kind: str) -> None:
@@ -89,11 +91,17 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                     c.err(block.name_loc, f"target '{block.name}' declared twice")
                 targets[t.backend] = t
             continue
+        if block.kind == "tuned":
+            tuned_list.append(block)  # read once every target is known
+            continue
         if problem := name_problem(block.name):
             c.err(block.name_loc, f"{block.kind} name {problem}", len(block.name))
             continue
         (kernel_blocks if block.kind == "kernel" else dispatch_blocks).append(block)
 
+    tuned = [t for b in tuned_list if (t := tuned_blocks.read_tuned(c, b, targets)) is not None]
+    tuned_blocks.claim_devices(c, tuned)
+    tuned_rules = tuned_blocks.by_kernel(tuned)
     kernels: dict[str, ir.Kernel] = {}
     block_names: dict[str, Loc] = {}
     for block in kernel_blocks:
@@ -110,8 +118,10 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                 c.err(block.name_loc, f"variant name {problem}", len(block.name))
                 continue
             claim(name, block.name_loc, "kernel")
-            k = KernelReader(c, name, block.name_loc, v.fields, repeated, targets,
-                              ast.path, own_tiles).read()
+            reader = KernelReader(c, name, block.name_loc, v.fields, repeated, targets,
+                                  ast.path, own_tiles)
+            reader.tuned = tuned_rules.get(name, [])
+            k = reader.read()
             if k is not None:
                 if v.suffix:
                     k = replace(k, variant_of=block.name)
@@ -122,6 +132,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
         claim(block.name, block.name_loc, "dispatch")
         if (d := read_dispatch(c, block, kernels)) is not None:
             dispatches.append(d)
+    tuned_blocks.check_kernels(c, tuned, kernels, names)
     c.diags.extend(collisions((name, loc, kind) for name, (loc, kind) in names.items()))
     if not kernel_blocks and not c.diags:
         c.err(Loc(ast.path, 1, 1), "the spec declares no kernel")
@@ -134,6 +145,7 @@ def validate(ast: SpecAst, *, stem: str | None = None,
         targets=tuple(sorted(targets.values(), key=lambda t: t.backend.value)),
         kernels=tuple(kernels.values()),
         dispatches=tuple(dispatches),
+        tuned=tuned_blocks.finish(tuned, kernels),
     )
     if diagnose is not None:
         for k in spec.kernels:

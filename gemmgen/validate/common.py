@@ -30,7 +30,7 @@ SWEEPABLE = {"lhs", "rhs", "out", "acc", "lhs_scale", "rhs_scale", "out_scale",
              "bias", "epilogue", "tile", "warp_tile", "stages", "threads", "mma",
              "promotion"}
 TARGET_FIELDS = {Backend.CUDA: ("archs", "launchers"), Backend.PALLAS_TPU: ("tpu",)}
-BLOCK_KINDS = ("kernel", "target", "defaults", "dispatch")
+BLOCK_KINDS = ("kernel", "target", "defaults", "dispatch", "tuned")
 
 # A kernel block's sweeps expand into at most this many variants.
 MAX_VARIANTS = 256

@@ -80,6 +80,8 @@ class KernelReader(FieldReader):
         acc = self.acc_dtype(lhs, rhs)
         self.op = op
         f = self.other_fields()
+        if self.tuned and f["tile"] is not None:
+            f["rules"], f["backend_tiles"] = self.with_tuned(op, f)
         tile = f["tile"]
         if lhs is None or out is None or acc is None or tile is None or (
                 op is not Op.QUANTIZE and rhs is None):
@@ -401,11 +403,13 @@ class KernelReader(FieldReader):
         return Epilogue(act, alpha, floc)
 
     def tile_rules(self, fields: list[Field] | None = None,
-                   backend: str = "") -> tuple[TileRule, ...]:
+                   backend: str = "", what: str = "") -> tuple[TileRule, ...]:
         """The unqualified `tile_rule` lines, or `fields`: the lines of
-        `backend`'s own LUT (`tile_rule BACKEND ...`, the word skipped)."""
+        `backend`'s own LUT (`tile_rule BACKEND ...`, the word skipped; a
+        `tuned` block's `tile_rule KERNEL ...` lines likewise, `what`
+        naming them in messages)."""
         rules = []
-        what = f"tile_rule {backend}" if backend else "tile_rule"
+        what = what or (f"tile_rule {backend}" if backend else "tile_rule")
         for f in self.repeated.get("tile_rule", []) if fields is None else fields:
             atoms = f.alts[0].atoms[1 if backend else 0:]
             arrow = next((i for i, a in enumerate(atoms) if a.kind == "arrow"), None)
@@ -424,6 +428,49 @@ class KernelReader(FieldReader):
                         cluster.loc if cluster is not None else ir.NO_LOC)
             rules.append(TileRule(tuple(c for c in conds if c), tile, f.loc))  # type: ignore[arg-type]
         return tuple(rules)
+
+    def with_tuned(self, op: Op, f: dict) -> tuple[tuple[TileRule, ...],
+                                                   tuple[ir.BackendTiles, ...]]:
+        """The kernel's unqualified rules and backends' own LUTs with the
+        rules of the applied `tuned` blocks for it first in its LUT for
+        their backend: in that backend's own LUT; in the unqualified one
+        when no other backend uses it; else in a LUT of the backend's own
+        made of the unqualified tile and rules (the other backend keeps
+        those alone)."""
+        rules: tuple[TileRule, ...] = f["rules"]
+        own_luts: list[ir.BackendTiles] = list(f["backend_tiles"])
+        backends: tuple[Backend, ...] = f["backends"]
+        per_backend: dict[Backend, list[TileRule]] = {}
+        for block, line in self.tuned:
+            name = line.alts[0].atoms[0]
+            if op in (Op.QUANTIZE, Op.TGMM) or f["algorithm"] is not Algorithm.TILE:
+                what = f"op '{op.value}'" if op in (Op.QUANTIZE, Op.TGMM) else \
+                    f"algorithm '{f['algorithm'].value}'"
+                self.err(name.loc, f"tuned {block.device}: kernel '{self.name}' ({what}) has no "
+                         "tile LUT", name.width)
+                continue
+            if block.backend not in backends:
+                continue  # reported by tuned.check_kernels, once per line
+            read = self.tile_rules([line], block.backend.value, f"tuned {block.device} tile_rule")
+            for rule in read:
+                conds = rule.conds
+                if block.implicit_tpu is not None and not rule.on_tpu:
+                    conds += (Cond(ir.TPU_COND, Cmp.EQ, block.implicit_tpu),)
+                per_backend.setdefault(block.backend, []).append(
+                    TileRule(conds, rule.tile, rule.loc, block.device))
+        for backend, tuned in per_backend.items():
+            i = next((i for i, t in enumerate(own_luts) if t.backend is backend), None)
+            if i is not None:
+                own = own_luts[i]
+                own_luts[i] = ir.BackendTiles(backend, own.tile, (*tuned, *own.tile_rules),
+                                              own.loc)
+            elif all(b is backend or any(t.backend is b for t in own_luts) for b in backends):
+                rules = (*tuned, *rules)
+            else:
+                own_luts.append(ir.BackendTiles(backend, f["tile"], (*tuned, *rules),
+                                                self.field_loc("tile")))
+                own_luts.sort(key=lambda t: t.backend.value)
+        return rules, tuple(own_luts)
 
     def rule_cond(self, a: Atom, backend: str) -> Cond | None:
         """One condition of a tile rule: on m, n, k; on g or m/g on a grouped

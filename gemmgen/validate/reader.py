@@ -35,6 +35,9 @@ class FieldReader:
         self.spec_path = spec_path
         self.masked = False  # lhs [g, m, k]: set by KernelReader.operand("lhs")
         self.op: ir.Op | None = None  # set by KernelReader once read
+        # The rule lines of the applied `tuned` blocks for this kernel
+        # (validate.tuned.by_kernel): (block, line) in spec order.
+        self.tuned: list = []
 
     # -- atom helpers -----------------------------------------------------
 

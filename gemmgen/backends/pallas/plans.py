@@ -39,19 +39,12 @@ from gemmgen.backends.pallas.tpu import (
 )
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk, tile_rows, vmem_limit
 from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
+from gemmgen.ir.targets import JAX_BELOW, JAX_MIN, JAX_RANGE, JAX_VERSION
 from gemmgen.render import source_ref
 
-# The JAX release the generated code is lowered and interpreted with in the
-# tests (build.py records it in MANIFEST.json; Pallas APIs move between
-# releases).
-JAX_VERSION = "0.10.2"
-# The releases the generated code is for: from the tested one up to the next
-# minor release, excluded. The `pallas` extra of pyproject.toml states the
-# same range (a test keeps them equal), MANIFEST.json records it, and each
-# generated module warns when it is imported under a JAX outside it.
-JAX_MIN = (0, 10, 2)
-JAX_BELOW = (0, 11)
-JAX_RANGE = f">={'.'.join(map(str, JAX_MIN))},<{'.'.join(map(str, JAX_BELOW))}"
+# The JAX releases the generated code is for (JAX_VERSION, JAX_MIN,
+# JAX_BELOW, JAX_RANGE): gemmgen/ir/targets.py, where the validator reads
+# them too (a `tuned` block applies only within the range).
 
 
 GROUPED_NOTES = """\
