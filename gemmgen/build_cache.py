@@ -41,7 +41,7 @@ from gemmgen.specfile import SpecFile
 from gemmgen.templates import TEMPLATE_DIR
 
 KEEP_PER_STEM = 4
-_FORMAT = 1  # bump when the pickled value changes shape
+_FORMAT = 2  # bump when the pickled value changes shape
 
 
 def _files(root: Path):

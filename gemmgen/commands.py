@@ -67,7 +67,22 @@ def _default_specs() -> tuple[Path, list[Path]]:
 
 
 def _render(paths: Sequence[str]) -> list[Rendered]:
-    return render_all([Path(p) for p in paths])
+    rendered = render_all([Path(p) for p in paths])
+    _print_tuned_notes(rendered)
+    return rendered
+
+
+def _print_tuned_notes(rendered: list[Rendered]) -> None:
+    """A positioned `note:` for each `tuned` block kept but not applied
+    (another chip, another JAX): the exit status is unchanged."""
+    from gemmgen.diagnostics import Diagnostic
+
+    for r in rendered:
+        for t in r.spec.tuned:
+            if not t.applied:
+                d = Diagnostic(t.loc, f"tuned {t.device}: kept, not applied: {t.why_not}",
+                               severity="note", width=len(t.device))
+                print(d.render(r.file.source), file=sys.stderr)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
