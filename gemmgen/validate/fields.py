@@ -446,8 +446,8 @@ class KernelReader(FieldReader):
             if op in (Op.QUANTIZE, Op.TGMM) or f["algorithm"] is not Algorithm.TILE:
                 what = f"op '{op.value}'" if op in (Op.QUANTIZE, Op.TGMM) else \
                     f"algorithm '{f['algorithm'].value}'"
-                self.err(name.loc, f"tuned {block.device}: kernel '{self.name}' ({what}) has no "
-                         "tile LUT", name.width)
+                self.c.err(name.loc, f"tuned {block.device}: kernel '{self.name}' ({what}) has "
+                           "no tile LUT", name.width)
                 continue
             if block.backend not in backends:
                 continue  # reported by tuned.check_kernels, once per line

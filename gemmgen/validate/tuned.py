@@ -66,6 +66,7 @@ def read_tuned(c: Collector, block: Block, targets: dict[Backend, ir.Target]) ->
     backend = backend_of(device)
     t = TunedBlock(name, backend, block.name_loc, (block.loc.line, block.end_line))
     allowed = TUNED_FIELDS[backend]
+    given = {f.name for f in block.fields}
     for f in block.fields:
         if f.name == "tile_rule":
             atoms = f.alts[0].atoms
@@ -94,7 +95,7 @@ def read_tuned(c: Collector, block: Block, targets: dict[Backend, ir.Target]) ->
             continue
         t.info[f.name] = str(atoms[0].value)
     for need in TUNED_REQUIRED[backend]:
-        if need not in t.info:
+        if need not in given:
             c.err(block.name_loc, f"tuned {name}: missing field '{need}' (gemmgen tune writes "
                   f"{', '.join(TUNED_REQUIRED[backend])})", len(name))
     t.why_not = _why_not(t, device, targets)
