@@ -38,6 +38,7 @@ from gemmgen.validate.common import (
     RHS_SCALE_MODES,
 )
 from gemmgen.validate.reader import FieldReader
+from gemmgen.validate.tuned import with_tuned
 
 # The lhs shape of the masked grouped layout: g groups of m rows (the
 # capacity), of which masked_m[i] are valid (docs/spec.md).
@@ -81,7 +82,7 @@ class KernelReader(FieldReader):
         self.op = op
         f = self.other_fields()
         if self.tuned and f["tile"] is not None:
-            f["rules"], f["backend_tiles"] = self.with_tuned(op, f)
+            f["rules"], f["backend_tiles"] = with_tuned(self, op, f)
         tile = f["tile"]
         if lhs is None or out is None or acc is None or tile is None or (
                 op is not Op.QUANTIZE and rhs is None):
@@ -428,96 +429,6 @@ class KernelReader(FieldReader):
                         cluster.loc if cluster is not None else ir.NO_LOC)
             rules.append(TileRule(tuple(c for c in conds if c), tile, f.loc))  # type: ignore[arg-type]
         return tuple(rules)
-
-    def with_tuned(self, op: Op, f: dict) -> tuple[tuple[TileRule, ...],
-                                                   tuple[ir.BackendTiles, ...]]:
-        """The kernel's unqualified rules and backends' own LUTs with the
-        rules of the applied `tuned` blocks for it first in its LUT for
-        their backend: in that backend's own LUT; in the unqualified one
-        when no other backend uses it; else in a LUT of the backend's own
-        made of the unqualified tile and rules (the other backend keeps
-        those alone)."""
-        rules: tuple[TileRule, ...] = f["rules"]
-        own_luts: list[ir.BackendTiles] = list(f["backend_tiles"])
-        backends: tuple[Backend, ...] = f["backends"]
-        per_backend: dict[Backend, list[TileRule]] = {}
-        for block, line in self.tuned:
-            name = line.alts[0].atoms[0]
-            if op in (Op.QUANTIZE, Op.TGMM) or f["algorithm"] is not Algorithm.TILE:
-                what = f"op '{op.value}'" if op in (Op.QUANTIZE, Op.TGMM) else \
-                    f"algorithm '{f['algorithm'].value}'"
-                self.c.err(name.loc, f"tuned {block.device}: kernel '{self.name}' ({what}) has "
-                           "no tile LUT", name.width)
-                continue
-            if block.backend not in backends:
-                continue  # reported by tuned.check_kernels, once per line
-            read = self.tile_rules([line], block.backend.value, f"tuned {block.device} tile_rule")
-            for rule in read:
-                conds = rule.conds
-                if block.implicit_tpu is not None and not rule.on_tpu:
-                    conds += (Cond(ir.TPU_COND, Cmp.EQ, block.implicit_tpu),)
-                per_backend.setdefault(block.backend, []).append(
-                    TileRule(conds, rule.tile, rule.loc, block.device))
-        for backend, tuned in per_backend.items():
-            i = next((i for i, t in enumerate(own_luts) if t.backend is backend), None)
-            if i is not None:
-                own = own_luts[i]
-                own_luts[i] = ir.BackendTiles(backend, own.tile, (*tuned, *own.tile_rules),
-                                              own.loc)
-            elif all(b is backend or any(t.backend is b for t in own_luts) for b in backends):
-                rules = (*tuned, *rules)
-            else:
-                own_luts.append(ir.BackendTiles(backend, f["tile"], (*tuned, *rules),
-                                                self.field_loc("tile")))
-                own_luts.sort(key=lambda t: t.backend.value)
-        return rules, tuple(own_luts)
-
-    def rule_cond(self, a: Atom, backend: str) -> Cond | None:
-        """One condition of a tile rule: on m, n, k; on g or m/g on a grouped
-        kernel; `tpu=GEN` in a rule only pallas_tpu uses."""
-        if a.kind == "kv" and a.key == ir.TPU_COND:
-            return self.tpu_cond(a, backend)
-        grouped = self.op in (Op.GROUPED, Op.TGMM)
-        dims = ir.COND_DIMS + ir.GROUP_COND_DIMS
-        if a.kind == "cond" and a.key in ir.GROUP_COND_DIMS and self.op is not None \
-                and not grouped:
-            self.err(a.loc, f"a condition on '{a.key}' (the groups) is for grouped and tgmm "
-                     f"kernels; this kernel is op '{self.op.value}'", a.width)
-            return None
-        if a.kind != "cond" or a.key not in dims:
-            self.err(a.loc, f"expected a condition on {one_of(dims)} like 'm<=64' or "
-                     f"'m/g<=256', or 'tpu=GEN', not {a.describe()}", a.width)
-            return None
-        return self.cond(a, dims)
-
-    def tpu_cond(self, a: Atom, backend: str) -> Cond | None:
-        """`tpu=v6e`: the generation the module runs on, one the pallas_tpu
-        target declares, in a rule no CUDA LUT uses."""
-        value = a.value
-        assert isinstance(value, Atom)
-        if backend == Backend.CUDA.value or (not backend and self.unqualified_cuda()):
-            why = ("this is cuda's own LUT" if backend else
-                   "cuda uses this kernel's unqualified tile rules: write the rule as "
-                   "'tile_rule pallas_tpu ...' in a pallas_tpu LUT of its own")
-            self.err(a.loc, f"'tpu=' is a condition of pallas_tpu tile rules; {why}", a.width)
-            return None
-        target = self.targets.get(Backend.PALLAS_TPU)
-        declared = target.tpus if target is not None else ()
-        if value.kind != "word" or value.value not in declared:
-            word = str(value.value)
-            hint = suggest(word, declared) if value.kind == "word" else ""
-            have = (f"the pallas_tpu target declares {', '.join(declared)}" if declared
-                    else "the spec has no pallas_tpu target")
-            self.err(value.loc, f"'tpu={word}' is not a generation this spec targets{hint} "
-                     f"({have})", value.width)
-            return None
-        return Cond(ir.TPU_COND, Cmp.EQ, str(value.value))
-
-    def unqualified_cuda(self) -> bool:
-        """Whether cuda is listed and uses the unqualified tile LUT."""
-        listed = [str(a.value) for a in self.atoms("backends") if a.kind == "word"]
-        own = self.own_tiles.get(Backend.CUDA.value)
-        return Backend.CUDA.value in listed and (own is None or own.tile is None)
 
     def backend_tiles(self) -> tuple[ir.BackendTiles, ...]:
         """The backends' own tile LUTs (`tile pallas_tpu ...`), in backend

@@ -136,6 +136,53 @@ class FieldReader:
             return None
         return Cond(a.key, Cmp(a.cmp), int(a.value))  # type: ignore[arg-type]
 
+    def rule_cond(self, a: Atom, backend: str) -> Cond | None:
+        """One condition of a tile rule: on m, n, k; on g or m/g on a grouped
+        kernel; `tpu=GEN` in a rule only pallas_tpu uses."""
+        if a.kind == "kv" and a.key == ir.TPU_COND:
+            return self.tpu_cond(a, backend)
+        grouped = self.op in (ir.Op.GROUPED, ir.Op.TGMM)
+        dims = ir.COND_DIMS + ir.GROUP_COND_DIMS
+        if a.kind == "cond" and a.key in ir.GROUP_COND_DIMS and self.op is not None \
+                and not grouped:
+            self.err(a.loc, f"a condition on '{a.key}' (the groups) is for grouped and tgmm "
+                     f"kernels; this kernel is op '{self.op.value}'", a.width)
+            return None
+        if a.kind != "cond" or a.key not in dims:
+            self.err(a.loc, f"expected a condition on {one_of(dims)} like 'm<=64' or "
+                     f"'m/g<=256', or 'tpu=GEN', not {a.describe()}", a.width)
+            return None
+        return self.cond(a, dims)
+
+    def tpu_cond(self, a: Atom, backend: str) -> Cond | None:
+        """`tpu=v6e`: the generation the module runs on, one the pallas_tpu
+        target declares, in a rule no CUDA LUT uses."""
+        value = a.value
+        assert isinstance(value, Atom)
+        if backend == Backend.CUDA.value or (not backend and self.unqualified_cuda()):
+            why = ("this is cuda's own LUT" if backend else
+                   "cuda uses this kernel's unqualified tile rules: write the rule as "
+                   "'tile_rule pallas_tpu ...' in a pallas_tpu LUT of its own")
+            self.err(a.loc, f"'tpu=' is a condition of pallas_tpu tile rules; {why}", a.width)
+            return None
+        target = self.targets.get(Backend.PALLAS_TPU)
+        declared = target.tpus if target is not None else ()
+        if value.kind != "word" or value.value not in declared:
+            word = str(value.value)
+            hint = suggest(word, declared) if value.kind == "word" else ""
+            have = (f"the pallas_tpu target declares {', '.join(declared)}" if declared
+                    else "the spec has no pallas_tpu target")
+            self.err(value.loc, f"'tpu={word}' is not a generation this spec targets{hint} "
+                     f"({have})", value.width)
+            return None
+        return Cond(ir.TPU_COND, Cmp.EQ, str(value.value))
+
+    def unqualified_cuda(self) -> bool:
+        """Whether cuda is listed and uses the unqualified tile LUT."""
+        listed = [str(a.value) for a in self.atoms("backends") if a.kind == "word"]
+        own = self.own_tiles.get(Backend.CUDA.value)
+        return Backend.CUDA.value in listed and (own is None or own.tile is None)
+
     def tile(self, field: str, keys: tuple[str, ...],
              atoms: tuple[Atom, ...] | None = None, optional: tuple[str, ...] = ()) -> Tile | None:
         """The `key=value` tile of `field` (or of `atoms`, named `field`);

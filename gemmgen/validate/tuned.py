@@ -5,7 +5,7 @@ device (docs/spec.md, "Tuned tiles").
 it applies (its device is one the spec targets, its JAX within JAX_RANGE);
 `by_kernel` hands each kernel reader the rule lines of the applied blocks
 for it (they go first in its LUT for the block's backend, checked like any
-tile: `fields.KernelReader.tuned_rules`); `check_kernels` checks, once the
+tile: `with_tuned`, which the kernel reader calls); `check_kernels` checks, once the
 kernels are known, that each rule names a kernel of the spec with the
 block's backend; `finish` makes the `ir.Tuned` of each block.
 """
@@ -20,6 +20,7 @@ from gemmgen.diagnostics import one_of, suggest
 from gemmgen.ir import Backend, Loc
 from gemmgen.parse import Block, Field
 from gemmgen.validate.common import Collector
+from gemmgen.validate.reader import FieldReader
 
 # The string fields of a block, per backend; `tile_rule` lines besides.
 TUNED_FIELDS = {
@@ -144,6 +145,51 @@ def by_kernel(blocks: list[TunedBlock]) -> dict[str, list[tuple[TunedBlock, Fiel
             for f in t.rules:
                 out.setdefault(str(f.alts[0].atoms[0].value), []).append((t, f))
     return out
+
+
+def with_tuned(r: FieldReader, op: ir.Op, f: dict) -> tuple[tuple[ir.TileRule, ...],
+                                                     tuple[ir.BackendTiles, ...]]:
+    """The kernel's unqualified rules and backends' own LUTs with the
+    rules of the applied `tuned` blocks for it first in its LUT for
+    their backend: in that backend's own LUT; in the unqualified one
+    when no other backend uses it; else in a LUT of the backend's own
+    made of the unqualified tile and rules (the other backend keeps
+    those alone)."""
+    rules: tuple[ir.TileRule, ...] = f["rules"]
+    own_luts: list[ir.BackendTiles] = list(f["backend_tiles"])
+    backends: tuple[ir.Backend, ...] = f["backends"]
+    per_backend: dict[ir.Backend, list[ir.TileRule]] = {}
+    for block, line in r.tuned:
+        name = line.alts[0].atoms[0]
+        if op in (ir.Op.QUANTIZE, ir.Op.TGMM) or f["algorithm"] is not ir.Algorithm.TILE:
+            what = f"op '{op.value}'" if op in (ir.Op.QUANTIZE, ir.Op.TGMM) else \
+                f"algorithm '{f['algorithm'].value}'"
+            r.c.err(name.loc, f"tuned {block.device}: kernel '{r.name}' ({what}) has "
+                    "no tile LUT", name.width)
+            continue
+        if block.backend not in backends:
+            continue  # reported by tuned.check_kernels, once per line
+        read = r.tile_rules([line], block.backend.value,  # type: ignore[attr-defined]
+                            f"tuned {block.device} tile_rule")
+        for rule in read:
+            conds = rule.conds
+            if block.implicit_tpu is not None and not rule.on_tpu:
+                conds += (ir.Cond(ir.TPU_COND, ir.Cmp.EQ, block.implicit_tpu),)
+            per_backend.setdefault(block.backend, []).append(
+                ir.TileRule(conds, rule.tile, rule.loc, block.device))
+    for backend, tuned in per_backend.items():
+        i = next((i for i, t in enumerate(own_luts) if t.backend is backend), None)
+        if i is not None:
+            own = own_luts[i]
+            own_luts[i] = ir.BackendTiles(backend, own.tile, (*tuned, *own.tile_rules),
+                                          own.loc)
+        elif all(b is backend or any(t.backend is b for t in own_luts) for b in backends):
+            rules = (*tuned, *rules)
+        else:
+            own_luts.append(ir.BackendTiles(backend, f["tile"], (*tuned, *rules),
+                                            r.field_loc("tile")))
+            own_luts.sort(key=lambda t: t.backend.value)
+    return rules, tuple(own_luts)
 
 
 def check_kernels(c: Collector, blocks: list[TunedBlock], kernels: dict[str, ir.Kernel],

@@ -42,11 +42,6 @@ from gemmgen.ir import Activation, BiasMode, DType, Op, ScaleMode
 from gemmgen.ir.targets import JAX_BELOW, JAX_MIN, JAX_RANGE, JAX_VERSION
 from gemmgen.render import source_ref
 
-# The JAX releases the generated code is for (JAX_VERSION, JAX_MIN,
-# JAX_BELOW, JAX_RANGE): gemmgen/ir/targets.py, where the validator reads
-# them too (a `tuned` block applies only within the range).
-
-
 GROUPED_NOTES = """\
 The rows of lhs are split into groups by group_sizes, in order. This shard
 owns the g = rhs.shape[0] groups [group_offset, group_offset + g); the rows
@@ -112,18 +107,16 @@ class ModuleInfo:
     vmem_mib: str  # vmem_bytes in MiB, "1.25"
     vmem_limit_bytes: int | None  # passed to Mosaic when over the scoped default
     tpu: str
-    # Whether a tile rule tests the groups (tile_for takes g: the problem's
-    # groups) or the TPU generation (tile_for asks `tpu_generation()`), and
-    # the generations the module runs on (the first: off a TPU).
     lut_groups: bool
     lut_tpu: bool
-    tpus: tuple[str, ...]
+    tpus: tuple[str, ...]  # the generations it runs on (the first: off a TPU)
     static_n: int | None
     static_k: int | None
     jax_version: str
     jax_range: str = JAX_RANGE
     jax_min: tuple[int, ...] = JAX_MIN
     jax_below: tuple[int, ...] = JAX_BELOW
+    device_kinds: tuple[tuple[str, str], ...] = TPU_DEVICE_KINDS  # for tpu_generation()
 
     @property
     def rules(self) -> tuple[TileRow, ...]:
@@ -133,15 +126,8 @@ class ModuleInfo:
     def default_tile(self) -> TileRow:
         return self.tiles[-1]
 
-    def tile_for_call(self, m: str, groups: str) -> str:
-        """The call of the LUT: `tile_for(m, n, k)`, with the problem's
-        groups when a rule tests them."""
+    def tile_for_call(self, m: str, groups: str) -> str:  # with g when a rule tests groups
         return f"tile_for({m}, n, k, {groups})" if self.lut_groups else f"tile_for({m}, n, k)"
-
-    @property
-    def device_kinds(self) -> tuple[tuple[str, str], ...]:
-        """`jax.devices()[0].device_kind` -> generation, for `tpu_generation()`."""
-        return TPU_DEVICE_KINDS
 
     @property
     def buffer_arg(self) -> str:
