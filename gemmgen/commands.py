@@ -395,6 +395,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         timer.close()
     for line in session.summary(results):
         print(line)
+    for job in plan.jobs:
+        if job.skipped:
+            print(f"{job.kernel.name} at {job.shape}: skipped: {job.skipped}")
     if args.out:
         _write_json(Path(args.out), session.report_json(plan, results, prov))
     if not any(r.winner is not None for r in results):

@@ -154,7 +154,7 @@ def measure(plan: Plan, spec: ir.Spec, timer: Timer, check: Check,
             m = timer(job.kernel, spec, job.shape, c.tile)
             measured.append(Measured(c, m))
             what = f"{m.seconds * 1e3:.3f} ms" if m.seconds is not None else f"failed: {m.error}"
-            progress(f"{job.kernel.name} {job.shape} {c.label}: {what}")
+            progress(f"{job.kernel.name} at {job.shape}, tile {c.label}: {what}")
         result = choose(job.kernel.name, job.shape, measured,
                         lambda tile, k=job.kernel: check(k, spec, tile),
                         previous_tile(previous, job.kernel.name, job.shape))

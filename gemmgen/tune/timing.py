@@ -169,7 +169,7 @@ class JaxTimer:
                 outs = [fn(**args, **extra) for _ in range(self.batch)]
                 jax.block_until_ready(outs)
                 times.append((time.perf_counter() - start) / self.batch)
-        except Exception as e:  # a candidate that fails is recorded and skipped
+        except Exception as e:  # noqa: BLE001 - a candidate that fails is recorded, skipped
             return Measurement(None, error=f"{type(e).__name__}: {_first_line(str(e))}")
         median = statistics.median(times)
         noise = (max(times) - min(times)) / median if median > 0 else 0.0
@@ -192,7 +192,7 @@ class JaxTimer:
             got = fn(**self._device_inputs(inputs), **self._kwargs())
             got = tuple(np.asarray(o) for o in got) if isinstance(got, tuple) else np.asarray(got)
             result = compare(got, reference(one, **inputs), one, k=case.k, inputs=inputs)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a failing winner is dropped for the next
             return f"{type(e).__name__}: {_first_line(str(e))}"
         return "" if result.passed else f"case {case.name}: {_first_line(result.detail)}"
 
