@@ -395,3 +395,20 @@ def test_interpret_end_to_end_writes_the_block(spec_file, capsys):
     assert 'device "cpu (interpret mode)"' in text
     assert "# m=64 n=256 k=256 g=2: " in text and "runner-up" in text
     assert "wrote" in captured.out and captured.err.count("gmm_small at m=64 n=256 k=256 g=2, tile ") == 2
+
+
+def test_dry_run_loads_neither_jax_nor_numpy(spec_file):
+    """--dry-run works on a machine with the generator alone."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom gemmgen.cli import main\n"
+            f"assert main(['tune', {str(spec_file)!r}, '--dry-run', '--shapes', "
+            "'4096,1536,2048,8']) == 0\n"
+            "heavy = sorted(m for m in ('jax', 'numpy', 'ml_dtypes') if m in sys.modules)\n"
+            "assert not heavy, heavy\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "gmm_small at m=4096 n=1536 k=2048 g=8:" in done.stdout
+    assert "dense_small at m=4096 n=1536 k=2048 g=8:\n  skipped: a dense kernel has no " \
+           "groups" in done.stdout
