@@ -412,3 +412,18 @@ def test_dry_run_loads_neither_jax_nor_numpy(spec_file):
     assert "gmm_small at m=4096 n=1536 k=2048 g=8:" in done.stdout
     assert "dense_small at m=4096 n=1536 k=2048 g=8:\n  skipped: a dense kernel has no " \
            "groups" in done.stdout
+
+
+def test_tiny_shapes_and_empty_groups(spec):
+    """m=1, and fewer rows than groups (empty groups get no work item)."""
+    dense, gmm = view(spec, "dense_small"), view(spec, "gmm_small")
+    (only_m,) = {t.m for t in cand.legal_tiles(dense, spec, Shape(1, 256, 256), PALLAS, V5E)}
+    assert only_m == 32
+    few = Shape(3, 256, 256, 8)
+    sizes = shapes.group_sizes(few)
+    assert sum(sizes) == 3 and sizes.count(0) >= 5
+    # Every non-empty group lies in m tile 0, and visits it once.
+    assert cand.work_items(gmm, few, 32) == sum(1 for s in sizes if s)
+    found = cand.candidates(gmm, spec, few, PALLAS, V5E, max_candidates=2,
+                            baselines={"LUT": gmm.tile})
+    assert [c.tile.m for c in found] == [32, 32, 128] and found[-1].why == "LUT"
