@@ -427,3 +427,23 @@ def test_tiny_shapes_and_empty_groups(spec):
     found = cand.candidates(gmm, spec, few, PALLAS, V5E, max_candidates=2,
                             baselines={"LUT": gmm.tile})
     assert [c.tile.m for c in found] == [32, 32, 128] and found[-1].why == "LUT"
+
+
+def test_a_tuned_candidate_lowers_for_tpu(spec):
+    """The module tune times for a candidate (rendered with that tile alone)
+    goes through the real Mosaic TPU lowering on the CPU: a tile clamped to
+    a non-power-of-two n (1536) and a 32-row m tile."""
+    pytest.importorskip("jax")
+    from tests.pallas_helpers import lower_for_tpu
+
+    from gemmgen.tune.timing import JaxTimer
+
+    gmm = view(spec, "gmm_small")
+    shape = Shape(256, 1536, 512, 4)
+    timer = JaxTimer(V5E, interpret=True)
+    try:
+        fn = timer.function(gmm, spec, ir.Tile(32, 1536, 512))
+        exported = lower_for_tpu(fn, timer.inputs(gmm, shape))
+    finally:
+        timer.close()
+    assert "tpu_custom_call" in exported.mlir_module()
