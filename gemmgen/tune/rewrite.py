@@ -125,7 +125,9 @@ def parse_rule(line: str) -> TunedRule | None:
 
 
 def _quoted(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A string of the language: no escapes, so a double quote (which no
+    device kind or version holds) becomes a single one, a newline a space."""
+    return '"' + value.replace('"', "'").replace("\n", " ").replace("\r", " ") + '"'
 
 
 def block_text(name: str, provenance: dict[str, str], body: list[str]) -> str:
@@ -143,17 +145,20 @@ def replace_block(text: str, name: str, block: str, path: str = "spec") -> str:
     several), or `block` appended after a blank line when it has none; every
     other line is kept byte for byte."""
     lines = text.splitlines(keepends=True)
+    if "\r\n" in text:  # the block's lines end as the file's do
+        block = block.replace("\n", "\r\n")
     mine = [b for b in find_blocks(text, path) if b.name == name]
     if mine:
         b = mine[0]
         after = "".join(lines[b.end:])
         # The block's last line may have had no newline (end of file): keep that.
-        ending = block if lines[b.end - 1].endswith("\n") else block.rstrip("\n")
+        ending = block if lines[b.end - 1].endswith("\n") else block.rstrip("\r\n")
         return "".join(lines[:b.start]) + ending + after
     if not text:
         return block
-    sep = "" if text.endswith("\n") else "\n"
-    blank = "" if text.endswith("\n\n") else "\n"
+    nl = "\r\n" if "\r\n" in text else "\n"
+    sep = "" if text.endswith("\n") else nl
+    blank = "" if text.endswith(nl + nl) else nl
     return text + sep + blank + block
 
 

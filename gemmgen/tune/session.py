@@ -7,6 +7,7 @@ choice of winners and the rewrite are tested with a fake timer and no JAX.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -106,7 +107,7 @@ def make_plan(spec: ir.Spec, device: Device, names: list[str] | None,
             if shape is None:
                 plan.jobs.append(Job(kernel, asked, skipped=why))
                 continue
-            baselines = {"LUT": kernel.tile_for(shape.m, shape.n, shape.k)}
+            baselines = {"LUT": lut_tile(kernel, shape)}
             if (old := previous_tile(previous, kernel.name, shape)) is not None:
                 baselines["tuned"] = old
             found = candidates(kernel, spec, shape, backend, device,
@@ -114,6 +115,18 @@ def make_plan(spec: ir.Spec, device: Device, names: list[str] | None,
             plan.jobs.append(Job(kernel, shape, tuple(found),
                                  "" if found else "no legal tile at this shape"))
     return plan
+
+
+# Whether the IR's LUT takes the group count (rules on g and m/g: the
+# language of issue 41's tuned blocks): then it must be given.
+_LUT_TAKES_G = "g" in inspect.signature(ir.Kernel.tile_for).parameters
+
+
+def lut_tile(kernel: ir.Kernel, shape: Shape) -> ir.Tile:
+    """The tile the kernel's LUT picks at the shape today."""
+    if _LUT_TAKES_G:
+        return kernel.tile_for(shape.m, shape.n, shape.k, g=shape.g or None)
+    return kernel.tile_for(shape.m, shape.n, shape.k)
 
 
 def dry_run_text(plan: Plan) -> str:
@@ -188,8 +201,9 @@ def block_body(spec: ir.Spec, kernels: list[ir.Kernel], results: list[ShapeResul
 
 
 def provenance_fields(p: Provenance) -> dict[str, str]:
-    return {"device": p.device, "jax": p.jax, "jaxlib": p.jaxlib, "libtpu": p.libtpu,
-            "date": p.date}
+    """The block's fields. jaxlib is not one: JAX refuses to run with any
+    jaxlib but its own release's, so `jax` names both (--out records it)."""
+    return {"device": p.device, "jax": p.jax, "libtpu": p.libtpu, "date": p.date}
 
 
 def new_text(spec: ir.Spec, text: str, device: Device, kernels: list[ir.Kernel],
@@ -263,7 +277,7 @@ def report_json(plan: Plan, results: list[ShapeResult] | None,
     out: dict = {"device": plan.device.name, "backend": plan.backend.value, "jobs": jobs,
                  "notes": plan.notes}
     if prov is not None:
-        out["provenance"] = provenance_fields(prov)
+        out["provenance"] = {**provenance_fields(prov), "jaxlib": prov.jaxlib}
     return out
 
 

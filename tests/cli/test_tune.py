@@ -273,7 +273,6 @@ def test_block_is_appended_then_replaced_and_nothing_else_changes(spec):
 tuned v5e {
   device "TPU v5 lite"
   jax "0.10.2"
-  jaxlib "0.10.2"
   libtpu "0.0.42.1"
   date "2026-12-07"
   # m=16384 n=1536 k=2048 g=128: 0.812 ms
@@ -289,6 +288,14 @@ tuned v5e {
     assert twice.startswith(text) and twice.endswith("}\n\n# a comment after the block\n")
     # Re-running with the same results is a fixed point (byte for byte).
     assert fake_run(spec, twice, r2)[0] == twice
+
+
+def test_crlf_spec_gets_crlf_block_and_keeps_its_bytes(spec):
+    crlf = SPEC.replace("\n", "\r\n")
+    r = [result("gmm_small", Shape(4096, 1536, 2048, 8), (256, 1536, 1024))]
+    once, _ = fake_run(spec, crlf, r)
+    assert once.startswith(crlf) and "\n" not in once.replace("\r\n", "")
+    assert fake_run(spec, once, r)[0] == once
 
 
 def test_another_devices_block_is_kept_and_reported(spec):
