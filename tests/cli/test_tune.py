@@ -455,3 +455,16 @@ def test_a_tuned_candidate_lowers_for_tpu(spec):
     finally:
         timer.close()
     assert "tpu_custom_call" in exported.mlir_module()
+
+
+@pytest.mark.skipif(not session.reads_tuned_blocks(),
+                    reason="the spec language reads `tuned` blocks from issue 41's `rules` part")
+def test_written_block_is_a_valid_spec_whose_lut_picks_the_winners(spec, spec_file):
+    rs = [result("gmm_small", Shape(1024, 1536, 2048, 128), (32, 1536, 2048)),
+          result("gmm_small", Shape(65536, 1536, 2048, 128), (256, 1536, 1024))]
+    text, _ = fake_run(spec, SPEC, rs)
+    session.check_text(text, spec_file)  # raises SpecError if the language refuses it
+    spec_file.write_text(text)
+    tuned = load(spec_file)[0].kernel("gmm_small").for_backend(PALLAS)
+    for r in rs:
+        assert session.lut_tile(tuned, r.shape) == r.winner.candidate.tile
