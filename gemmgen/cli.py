@@ -1,4 +1,4 @@
-"""The `gemmgen` command: build, check, list, verify, explain, compile.
+"""The `gemmgen` command: build, check, list, verify, explain, compile, tune.
 
 Exit status: 0 success; 1 `check` found stale files or `verify` a failing
 kernel; 2 bad input (a spec with errors, a missing file, bad arguments) or a
@@ -126,6 +126,39 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build the libraries the PyTorch ops (generated/<stem>/torch/) load "
                         "instead: lib<kernel>.so, the kernel's C ABI, for every CUDA kernel "
                         "(with --emulate: lib<kernel>_emu.so, for CPU tensors)")
+    t = sub.add_parser("tune", help="measure tiles of a spec's kernels and write the winners "
+                                     "into the spec (a `tuned` block)")
+    t.add_argument("spec", metavar="SPEC")
+    t.add_argument("--kernel", action="append", metavar="NAME",
+                   help="only these kernels (default: every tile GEMM of the device's backend; "
+                        "a swept kernel's variants by their names)")
+    t.add_argument("--shapes", metavar="'m,n,k[,g];...'",
+                   help="the shapes to measure, e.g. '16384,1536,2048,128;128,1536,2048,128' "
+                        "(g: groups, for grouped kernels; default 8)")
+    t.add_argument("--shapes-file", metavar="FILE",
+                   help="shapes one per line (or ';'-separated), '#' comments")
+    t.add_argument("--preset", action="append", metavar="NAME",
+                   help="a model's shapes: mixtral, qwen3-30b-a3b, gpt-oss-120b, deepseek-v3, "
+                        "dense (default, with no shapes given: each kernel's static n and k at a "
+                        "few m)")
+    t.add_argument("--dry-run", action="store_true",
+                   help="print the candidates with VMEM, grid steps and predicted time, and "
+                        "stop (no JAX, no device, the spec untouched)")
+    t.add_argument("--device", metavar="NAME",
+                   help="the device the tiles are for: v5e, v5p, v6e, v7x (Pallas), or a GPU "
+                        "such as h100 (CUDA: --dry-run only); default: the spec's TPU")
+    t.add_argument("--max-candidates", type=_positive, metavar="N", default=None,
+                   help="tiles measured per kernel and shape by the cost model's ranking, "
+                        "besides the kernel's current tile (default: 10)")
+    t.add_argument("--interpret", action="store_true",
+                   help="run in Pallas interpret mode on the CPU (tiny shapes; for testing "
+                        "the flow: the times are not measurements)")
+    t.add_argument("--samples", type=_positive, metavar="S", default=None,
+                   help="timed samples per candidate, the figure their median (default: 5)")
+    t.add_argument("--batch", type=_positive, metavar="B", default=None,
+                   help="calls per sample, dispatched back to back (default: 10)")
+    t.add_argument("--out", metavar="JSON",
+                   help="also write every candidate and measurement to this JSON file")
     return p
 
 

@@ -1,4 +1,4 @@
-"""What the `gemmgen` commands do: build, check, list, verify, explain, compile.
+"""What the `gemmgen` commands do: build, check, list, verify, explain, compile, tune.
 
 `gemmgen.cli` parses the arguments and calls `run`; this module does the
 work, turns every error into a message and an exit status, and is the only
@@ -361,6 +361,86 @@ def _compile_each(args: argparse.Namespace, rendered: Rendered, names: list[str]
     return EXIT_OK
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Measure candidate tiles (or, --dry-run, list them) and write the
+    winners into the spec's `tuned` block (gemmgen.tune)."""
+    from gemmgen.build import load
+    from gemmgen.devices import UnknownDevice, lookup
+    from gemmgen.tune import rewrite, session
+    from gemmgen.tune import shapes as tshapes
+    from gemmgen.tune.candidates import DEFAULT_MAX_CANDIDATES
+
+    spec, _ = load(Path(args.spec))
+    path = Path(args.spec)
+    text = path.read_bytes().decode("utf-8")  # as it is: CRLF, BOM and all
+    try:
+        device = lookup(args.device) if args.device else session.default_device(spec)
+        asked: list[tshapes.Shape] = []
+        if args.shapes:
+            asked += tshapes.parse_shapes(args.shapes)
+        if args.shapes_file:
+            asked += tshapes.parse_shapes(Path(args.shapes_file).read_text(encoding="utf-8"),
+                                          show(args.shapes_file))
+        for name in args.preset or ():
+            asked += tshapes.preset(name)
+        previous = next((b.rules for b in rewrite.find_blocks(text, show(path))
+                         if b.name == device.name), ())
+        plan = session.make_plan(spec, device, args.kernel, asked or None, previous=previous,
+                                 max_candidates=args.max_candidates or DEFAULT_MAX_CANDIDATES)
+        if not args.dry_run:
+            session.check_can_time(plan, args.interpret)
+    except (UnknownDevice, tshapes.ShapeError, session.TuneError,
+            rewrite.RewriteError) as e:
+        print(f"gemmgen: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.dry_run:
+        sys.stdout.write(session.dry_run_text(plan))
+        if args.out:
+            _write_json(Path(args.out), session.report_json(plan, None, None))
+        return EXIT_OK
+    from gemmgen.tune.timing import BATCH, SAMPLES, JaxTimer, provenance
+
+    timer = JaxTimer(device, interpret=args.interpret, samples=args.samples or SAMPLES,
+                     batch=args.batch or BATCH)
+    try:
+        prov = provenance(args.interpret)
+        results = session.measure(plan, spec, timer, timer.check, previous,
+                                  progress=lambda line: print(line, file=sys.stderr))
+    finally:
+        timer.close()
+    for line in session.summary(results):
+        print(line)
+    for job in plan.jobs:
+        if job.skipped:
+            print(f"{job.kernel.name} at {job.shape}: skipped: {job.skipped}")
+    if args.out:
+        _write_json(Path(args.out), session.report_json(plan, results, prov))
+    if not any(r.winner is not None for r in results):
+        print(f"gemmgen: error: no candidate tile ran and passed the reference check; "
+              f"{show(path)} is unchanged", file=sys.stderr)
+        return EXIT_INTERNAL
+    kernels = sorted({j.kernel.name: j.kernel for j in plan.jobs if not j.skipped}.values(),
+                     key=lambda k: [x.name for x in spec.kernels].index(k.name))
+    notes = list(plan.notes)
+    new = session.new_text(spec, text, device, kernels, results, prov, notes)
+    session.check_text(new, path)  # a SpecError leaves the spec as it was
+    rewrite.write_atomically(path, new)
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {show(path)}: tuned {device.name} block "
+          f"({sum(1 for r in results if r.winner is not None)} shapes measured)")
+    return EXIT_OK
+
+
+def _write_json(path: Path, data: dict) -> None:
+    import json
+
+    from gemmgen.tune.rewrite import write_atomically
+
+    write_atomically(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {show(path)}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the parsed command; every error becomes a message and a status."""
     try:
@@ -388,4 +468,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"build": cmd_build, "check": cmd_check, "list": cmd_list, "verify": cmd_verify,
-            "explain": cmd_explain, "compile": cmd_compile}
+            "explain": cmd_explain, "compile": cmd_compile, "tune": cmd_tune}

@@ -49,8 +49,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "gemmgen.cases.*")),
     # Running generated kernels: the CUDA emulator, nvcc, CuPy, runners.
     ("harness", ("gemmgen.harness", "gemmgen.harness.*")),
-    # `gemmgen verify` and `gemmgen explain`.
-    ("verify", ("gemmgen.verify", "gemmgen.verify_run", "gemmgen.explain", "gemmgen.explain.*")),
+    # `gemmgen verify`, `gemmgen explain` and `gemmgen tune`.
+    ("verify", ("gemmgen.verify", "gemmgen.verify_run", "gemmgen.explain", "gemmgen.explain.*",
+                "gemmgen.tune", "gemmgen.tune.*")),
     # Arguments -> a command -> messages and an exit status.
     ("commands/cli", ("gemmgen.commands", "gemmgen.cli", "gemmgen.__main__")),
 )

@@ -1,0 +1,341 @@
+"""One `gemmgen tune` run: which kernels and shapes, their candidates (the
+dry run's table), the measurements, the winners and the new block.
+
+The timer and the winner check are parameters (`Timer`, `Check`), so the
+choice of winners and the rewrite are tested with a fake timer and no JAX.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gemmgen import ir
+from gemmgen.devices import Device
+from gemmgen.tune.candidates import Candidate, candidates, tile_text
+from gemmgen.tune.rewrite import Block, TunedRule, block_text, find_blocks, rule_sections
+from gemmgen.tune.shapes import Shape, default_shapes, fit_to_kernel
+from gemmgen.tune.timing import Measurement, Provenance
+from gemmgen.tune.winners import Measured, ShapeResult, choose, previous_tile, synthesize
+
+Timer = Callable[[ir.Kernel, ir.Spec, Shape, ir.Tile], Measurement]
+Check = Callable[[ir.Kernel, ir.Spec, ir.Tile], str]
+
+
+class TuneError(ValueError):
+    """Bad input to tune: an unknown kernel, a device without a backend."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One kernel at one shape, with its candidates (or why it is skipped)."""
+
+    kernel: ir.Kernel  # the backend's view
+    shape: Shape
+    candidates: tuple[Candidate, ...] = ()
+    skipped: str = ""
+
+
+@dataclass
+class Plan:
+    backend: ir.Backend
+    device: Device
+    jobs: list[Job] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # kernels skipped, and why
+
+
+def backend_of(device: Device) -> ir.Backend:
+    return ir.Backend.PALLAS_TPU if device.tpu is not None else ir.Backend.CUDA
+
+
+def _tunable(kernel: ir.Kernel) -> str:
+    """Why tune does not tune `kernel` ("" if it does): tile GEMMs only."""
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        return f"algorithm '{kernel.algorithm.value}' has no block tile"
+    if kernel.op in (ir.Op.TGMM, ir.Op.QUANTIZE):
+        return (f"op '{kernel.op.value}' is not tuned (its grid is not the matmul's: the cost "
+                "model does not cover it)")
+    return ""
+
+
+def select(spec: ir.Spec, backend: ir.Backend, names: list[str] | None,
+           notes: list[str]) -> list[ir.Kernel]:
+    """The kernels to tune, as the backend sees them: `names` (each must be
+    a tunable kernel of the backend), else every tunable one (a swept
+    kernel's variants are kernels of their own)."""
+    from gemmgen.diagnostics import suggest
+
+    mine = spec.kernels_for(backend)
+    if not mine:
+        raise TuneError(f"{spec.path} has no {backend.value} kernel to tune")
+    if names:
+        out = []
+        by_name = {k.name: k for k in mine}
+        for name in names:
+            if name not in by_name:
+                others = [k.name for k in spec.kernels]
+                why = "is not built for " + backend.value if name in others else "is not a kernel"
+                raise TuneError(f"--kernel {name}: {why} of {spec.path}"
+                                f"{suggest(name, list(by_name))}")
+            if why := _tunable(by_name[name]):
+                raise TuneError(f"--kernel {name}: {why}")
+            out.append(by_name[name])
+        return [k.for_backend(backend) for k in out]
+    out = []
+    for k in mine:
+        if why := _tunable(k):
+            notes.append(f"{k.name}: skipped: {why}")
+        else:
+            out.append(k.for_backend(backend))
+    if not out:
+        raise TuneError(f"{spec.path} has no {backend.value} tile GEMM to tune")
+    return out
+
+
+def make_plan(spec: ir.Spec, device: Device, names: list[str] | None,
+              shapes: list[Shape] | None, *, max_candidates: int,
+              previous: tuple[TunedRule, ...] = ()) -> Plan:
+    """Every (kernel, shape) job with its candidates: the best by the cost
+    model, plus the kernel's LUT tile for the shape and the previous
+    block's tile (baselines, measured whatever the model says)."""
+    backend = backend_of(device)
+    plan = Plan(backend, device)
+    for kernel in select(spec, backend, names, plan.notes):
+        for asked in shapes or default_shapes(kernel):
+            shape, why = fit_to_kernel(kernel, asked)
+            if shape is None:
+                plan.jobs.append(Job(kernel, asked, skipped=why))
+                continue
+            baselines = {"LUT": lut_tile(kernel, shape)}
+            if (old := previous_tile(previous, kernel.name, shape)) is not None:
+                baselines["tuned"] = old
+            found = candidates(kernel, spec, shape, backend, device,
+                               max_candidates=max_candidates, baselines=baselines)
+            plan.jobs.append(Job(kernel, shape, tuple(found),
+                                 "" if found else "no legal tile at this shape"))
+    return plan
+
+
+# Whether the IR's LUT takes the group count (rules on g and m/g: the
+# language of issue 41's tuned blocks): then it must be given.
+_LUT_TAKES_G = "g" in inspect.signature(ir.Kernel.tile_for).parameters
+
+
+def lut_tile(kernel: ir.Kernel, shape: Shape) -> ir.Tile:
+    """The tile the kernel's LUT picks at the shape today."""
+    if _LUT_TAKES_G:
+        return kernel.tile_for(shape.m, shape.n, shape.k, g=shape.g or None)
+    return kernel.tile_for(shape.m, shape.n, shape.k)
+
+
+def dry_run_text(plan: Plan) -> str:
+    """The candidates of each job: tile, VMEM (or shared memory), grid steps,
+    predicted time, and which is a baseline."""
+    memory = "VMEM MiB" if plan.backend is ir.Backend.PALLAS_TPU else "smem KiB"
+    unit = 2**20 if plan.backend is ir.Backend.PALLAS_TPU else 2**10
+    lines = [f"device {plan.device.name} ({plan.device.label}), backend {plan.backend.value}"]
+    lines += [f"note: {n}" for n in plan.notes]
+    for job in plan.jobs:
+        lines.append("")
+        lines.append(f"{job.kernel.name} at {job.shape}:")
+        if job.skipped:
+            lines.append(f"  skipped: {job.skipped}")
+            continue
+        lines.append(f"  {'tile':<22} {memory:>9} {'steps':>9} {'predicted':>12}")
+        for c in sorted(job.candidates, key=lambda c: c.predicted_s):
+            mark = f"  ({_baseline_words(c.why)})" if c.why else ""
+            lines.append(f"  {c.label:<22} {c.vmem_bytes / unit:>9.2f} {c.steps:>9} "
+                         f"{c.predicted_s * 1e3:>9.3f} ms{mark}")
+    return "\n".join(lines) + "\n"
+
+
+def _baseline_words(why: str) -> str:
+    return {"LUT": "the kernel's LUT tile", "tuned": "the previous tuned tile"}.get(why, why)
+
+
+def measure(plan: Plan, spec: ir.Spec, timer: Timer, check: Check,
+            previous: tuple[TunedRule, ...] = (),
+            progress: Callable[[str], None] = lambda s: None) -> list[ShapeResult]:
+    """Time every candidate of every job, then choose each job's winner."""
+    results = []
+    for job in plan.jobs:
+        if job.skipped:
+            continue
+        measured = []
+        for c in job.candidates:
+            m = timer(job.kernel, spec, job.shape, c.tile)
+            measured.append(Measured(c, m))
+            what = f"{m.seconds * 1e3:.3f} ms" if m.seconds is not None else f"failed: {m.error}"
+            progress(f"{job.kernel.name} at {job.shape}, tile {c.label}: {what}")
+        result = choose(job.kernel.name, job.shape, measured,
+                        lambda tile, k=job.kernel: check(k, spec, tile),
+                        previous_tile(previous, job.kernel.name, job.shape))
+        results.append(result)
+    return results
+
+
+def block_body(spec: ir.Spec, kernels: list[ir.Kernel], results: list[ShapeResult],
+               text: str, old: Block | None, notes: list[str]) -> list[str]:
+    """The block's comments and rules: the kernels measured now, then the
+    previous block's rules (with their comments) of kernels not measured
+    now that the spec still has."""
+    body: list[str] = []
+    tuned = {k.name for k in kernels}
+    for kernel in kernels:
+        mine = [r for r in results if r.kernel == kernel.name]
+        for lines in synthesize(kernel, mine):
+            body += [f"# {c}" for c in lines.comments]
+            body.append(lines.rule.text())
+    if old is not None:
+        names = {k.name for k in spec.kernels}
+        for kernel, lines in rule_sections(text, old):
+            if kernel in tuned:
+                continue
+            if kernel not in names:
+                notes.append(f"dropped the previous rule for '{kernel}', which {spec.path} no "
+                             "longer has")
+                continue
+            body += lines
+    return body
+
+
+def provenance_fields(p: Provenance) -> dict[str, str]:
+    """The block's fields. jaxlib is not one: JAX refuses to run with any
+    jaxlib but its own release's, so `jax` names both (--out records it)."""
+    return {"device": p.device, "jax": p.jax, "libtpu": p.libtpu, "date": p.date}
+
+
+def new_text(spec: ir.Spec, text: str, device: Device, kernels: list[ir.Kernel],
+             results: list[ShapeResult], prov: Provenance, notes: list[str]) -> str:
+    """The spec's text with the device's tuned block replaced (or appended)."""
+    from gemmgen.tune.rewrite import replace_block
+
+    blocks = find_blocks(text, spec.path)
+    old = next((b for b in blocks if b.name == device.name), None)
+    for b in blocks:
+        if b.name != device.name:
+            notes.append(f"kept the tuned block for {b.name} (line {b.start + 1}) untouched")
+    body = block_body(spec, kernels, results, text, old, notes)
+    return replace_block(text, device.name, block_text(device.name, provenance_fields(prov), body),
+                         spec.path)
+
+
+def summary(results: list[ShapeResult]) -> list[str]:
+    """A line per job: the winner against the kernel's LUT tile."""
+    out = []
+    for r in results:
+        if r.winner is None:
+            failed = sum(1 for m in r.measured if not m.ok)
+            out.append(f"{r.kernel} at {r.shape}: no tile ran and passed ({failed} failed)")
+            continue
+        w = r.winner
+        line = f"{r.kernel} at {r.shape}: {tile_text(w.candidate.tile)} " \
+               f"{w.measurement.seconds * 1e3:.3f} ms"
+        lut = next((m for m in r.measured if m.candidate.why == "LUT"
+                    and m.measurement.seconds is not None), None)
+        if lut is not None and lut is not w:
+            line += f" (LUT tile {tile_text(lut.candidate.tile)}: " \
+                    f"{lut.measurement.seconds * 1e3:.3f} ms)"
+        if r.kept_previous:
+            line += " (previous tile kept)"
+        failed = [m for m in r.measured if not m.ok]
+        if failed:
+            line += f"; {len(failed)} failed: " + ", ".join(
+                f"{tile_text(m.candidate.tile)} ({m.check or m.measurement.error})"
+                for m in failed)
+        out.append(line)
+    return out
+
+
+def report_json(plan: Plan, results: list[ShapeResult] | None,
+                prov: Provenance | None) -> dict:
+    """Everything a run saw, for --out."""
+    by_job = {(r.kernel, r.shape): r for r in results or []}
+    jobs = []
+    for job in plan.jobs:
+        entry: dict = {"kernel": job.kernel.name, "m": job.shape.m, "n": job.shape.n,
+                       "k": job.shape.k, "g": job.shape.g}
+        if job.skipped:
+            entry["skipped"] = job.skipped
+        r = by_job.get((job.kernel.name, job.shape))
+        rows = []
+        for i, c in enumerate(job.candidates):
+            row = {"tile": [c.tile.m, c.tile.n, c.tile.k], "memory_bytes": c.vmem_bytes,
+                   "steps": c.steps, "predicted_s": c.predicted_s, "baseline": c.why}
+            if r is not None:
+                m = r.measured[i]
+                row.update(seconds=m.measurement.seconds, noise=m.measurement.noise,
+                           compile_s=m.measurement.compile_s, error=m.measurement.error,
+                           check=m.check)
+            rows.append(row)
+        entry["candidates"] = rows
+        if r is not None and r.winner is not None:
+            t = r.winner.candidate.tile
+            entry.update(winner=[t.m, t.n, t.k], kept_previous=r.kept_previous)
+        jobs.append(entry)
+    out: dict = {"device": plan.device.name, "backend": plan.backend.value, "jobs": jobs,
+                 "notes": plan.notes}
+    if prov is not None:
+        out["provenance"] = {**provenance_fields(prov), "jaxlib": prov.jaxlib}
+    return out
+
+
+def default_device(spec: ir.Spec) -> Device:
+    """The spec's TPU (`target pallas_tpu { tpu ... }`) when it has Pallas
+    kernels; a CUDA-only spec must name its GPU."""
+    from gemmgen.devices import DEVICES
+
+    if not spec.kernels_for(ir.Backend.PALLAS_TPU):
+        raise TuneError(f"{spec.path} has no pallas_tpu kernel: name the GPU whose CUDA tiles to "
+                        "list with --device (e.g. --device h100 --dry-run)")
+    target = spec.target(ir.Backend.PALLAS_TPU)
+    return DEVICES[target.tpu if target is not None else "v5e"]
+
+
+def check_can_time(plan: Plan, interpret: bool) -> None:
+    """A TuneError unless this machine can time the plan's candidates."""
+    import importlib.util
+
+    if plan.backend is ir.Backend.CUDA:
+        raise TuneError(f"--device {plan.device.name}: gemmgen tune times Pallas tiles only "
+                        "(on a TPU, or --interpret); CUDA tiles need a GPU and are not timed "
+                        "by this version: only --dry-run works here")
+    missing = [n for n in ("jax", "numpy", "ml_dtypes") if importlib.util.find_spec(n) is None]
+    if missing:
+        raise TuneError(f"timing tiles needs {', '.join(missing)}, not installed here (install "
+                        "the verification extras and JAX); --dry-run works without them")
+    if not interpret:
+        from gemmgen.tune.timing import has_tpu
+
+        if not has_tpu():
+            raise TuneError("no TPU here: run gemmgen tune on a TPU, or pass --interpret to run "
+                            "the whole flow on the CPU (tiny shapes; its times are not "
+                            "measurements), or --dry-run to list the candidates")
+
+
+def reads_tuned_blocks() -> bool:
+    """Whether this gemmgen's spec language reads `tuned` blocks (it does
+    from the release that added them, docs/spec.md "Tuned tiles")."""
+    from gemmgen.diagnostics import SpecError
+    from gemmgen.parse import parse
+
+    try:
+        parse('tuned v5e {\n  date "2026-01-01"\n}\n', "<probe>")
+    except SpecError:
+        return False
+    return True
+
+
+def check_text(text: str, path) -> None:
+    """Parse and validate the rewritten spec before it is written (a
+    SpecError leaves the file as it was), where the language reads tuned
+    blocks."""
+    if not reads_tuned_blocks():
+        return
+    from gemmgen import backends
+    from gemmgen.parse import parse
+    from gemmgen.validate import validate
+
+    display = str(path)
+    validate(parse(text, display), stem=path.stem, diagnose=backends.diagnose)
