@@ -49,8 +49,11 @@ PRESETS: dict[str, tuple[Shape, ...]] = {
     "qwen3-30b-a3b": (Shape(16384, 1536, 2048, 128), Shape(16384, 2048, 768, 128)),
     # gpt-oss-120b: gate-up (n=2*2880) and the down projection.
     "gpt-oss-120b": (Shape(8192, 5760, 2880, 32), Shape(8192, 2880, 2880, 32)),
-    # DeepSeek-V3 routed experts: gate-up (n=2*2048) over k=7168.
-    "deepseek-v3": (Shape(8192, 4096, 7168, 256),),
+    # DeepSeek-V3 routed experts, gate-up (n=2*2048) over k=7168, as one
+    # expert-parallel shard holds them: 32 of the 256 experts (all 256 would
+    # be 15 GB of bf16 weights, more than a TPU v5e's HBM) and the ~2048 of
+    # 8192 tokens x top-8 rows routed to them.
+    "deepseek-v3": (Shape(2048, 4096, 7168, 32),),
     "dense": (Shape(4096, 4096, 4096), Shape(8192, 8192, 8192)),
 }
 
