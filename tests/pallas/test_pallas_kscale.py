@@ -221,12 +221,12 @@ def test_pallas_accepts_a_k_tile_of_whole_blocks_cuda_does_not():
 
 @pytest.mark.parametrize("fields,line,message", [
     # neither divides nor holds whole blocks
-    (("rhs_scale kblock k=256 f32", "tile m=64 n=128 k=384"), 10,
+    (("rhs_scale kblock k=256 f32", "tile m=64 n=128 k=384"), 11,
      "tile k=384 must divide the rhs_scale blocks of k=256 (one scale per K tile) or hold "
      "whole ones"),
     # a LUT that applies the blocks one way with one tile, another way with the other
     (("rhs_scale kblock k=256 f32", "tile m=64 n=128 k=512",
-      "tile_rule m<=32 -> m=32 n=128 k=128"), 11,
+      "tile_rule m<=32 -> m=32 n=128 k=128"), 12,
      "applies the rhs_scale blocks of k=256 one by one inside each K tile here, as another "
      "tile of the LUT holds several, so tile_rule k=128 must hold whole blocks too"),
 ])
@@ -240,10 +240,10 @@ def test_diagnostics(fields, line, message):
 
 @pytest.mark.parametrize("fields,line,message", [
     # 4-bit data packed along k: a 128-wide block is 64 columns of each half
-    (("lhs bf16 [m, k]", "rhs int4 packed [g, n, k]", "rhs_scale kblock k=128 f32"), 8,
+    (("lhs bf16 [m, k]", "rhs int4 packed [g, n, k]", "rhs_scale kblock k=128 f32"), 10,
      "each a slice of 64 columns (4-bit data packed along k"),
     (("lhs e4m3 [m, k]", "rhs e4m3 [g, n, k]", "lhs_scale per_token_group k=128 f32",
-      "rhs_scale block n=128 k=256 f32"), 9,
+      "rhs_scale block n=128 k=256 f32"), 11,
      "applies the lhs_scale blocks of k=128 and the rhs_scale blocks of k=256 one by one"),
 ])
 def test_loop_diagnostics(fields, line, message):
