@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pallas_helpers import (
+    build,
+    check,
+    import_path,
+    kernel_block,
+    load_spec,
+    lower_for_tpu,
+    random_inputs,
+    run,
+    spec_text,
+)
 
 from gemmgen import ir
 from gemmgen import reference as ref
 from gemmgen.backends.pallas.cores import matmul_core
 from gemmgen.backends.pallas.vmem import vmem_blocks
 from gemmgen.ir import Backend
-from pallas_helpers import (build, check, import_path, kernel_block, load_spec, lower_for_tpu,
-                            random_inputs, run, spec_text)
 
 DS = ("lhs_scale per_token_group k=128 f32", "rhs_scale block n=128 k=128 f32")
 
@@ -222,13 +231,13 @@ def test_pallas_accepts_a_k_tile_of_whole_blocks_cuda_does_not():
 @pytest.mark.parametrize("fields,line,message", [
     # neither divides nor holds whole blocks
     (("rhs_scale kblock k=256 f32", "tile m=64 n=128 k=384"), 11,
-     "tile k=384 must divide the rhs_scale blocks of k=256 (one scale per K tile) or hold "
-     "whole ones"),
+     ("tile k=384 must divide the rhs_scale blocks of k=256 (one scale per K tile) or hold "
+     "whole ones")),
     # a LUT that applies the blocks one way with one tile, another way with the other
     (("rhs_scale kblock k=256 f32", "tile m=64 n=128 k=512",
       "tile_rule m<=32 -> m=32 n=128 k=128"), 12,
-     "applies the rhs_scale blocks of k=256 one by one inside each K tile here, as another "
-     "tile of the LUT holds several, so tile_rule k=128 must hold whole blocks too"),
+     ("applies the rhs_scale blocks of k=256 one by one inside each K tile here, as another "
+     "tile of the LUT holds several, so tile_rule k=128 must hold whole blocks too")),
 ])
 def test_diagnostics(fields, line, message):
     text = spec_text(kernel_block("bad", "op grouped", "lhs bf16 [m, k]", "rhs int8 [g, n, k]",
