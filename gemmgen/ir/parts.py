@@ -128,13 +128,15 @@ class Scale:
         backend may apply per block inside a K tile or once per K tile."""
         return self.per_mma_block or (self.dtype is DType.E8M0 and self.per_row_blocks)
 
-    def tile_k_problem(self, tile_k: int, side: str) -> str | None:
+    def tile_k_problem(self, tile_k: int, side: str, *, several: bool = False) -> str | None:
         """Why a K tile of `tile_k` cannot apply this scale's K blocks, as
         the words after "tile k=..." (None: it can); `side` names the scale
         ("lhs_scale"). A main-loop scale is applied per K block: a K tile
         divides a block (one scale per K tile), or, where
-        `blocks_in_k_tile`, holds whole blocks (several per K tile); an MX /
-        NV block scale (`per_mma_block`) always holds whole blocks."""
+        `blocks_in_k_tile` or the backend loops over the blocks of a K
+        tile (`several`: pallas_tpu, whose tiles are 512 to 1024 deep), holds
+        whole blocks (several per K tile); an MX / NV block scale
+        (`per_mma_block`) always holds whole blocks."""
         bk = self.block_k
         if self.placement is not Placement.MAINLOOP or not bk:
             return None
@@ -143,7 +145,7 @@ class Scale:
             return None if holds else (
                 f"must hold whole {side} blocks of k={bk}: the block-scaled MMA applies one "
                 "scale per block inside a K tile")
-        if self.blocks_in_k_tile:
+        if self.blocks_in_k_tile or several:
             return None if holds or divides else (
                 f"must divide the {side} blocks of k={bk} (one scale per K tile) or hold "
                 "whole ones (one scale per block inside the K tile)")

@@ -121,8 +121,11 @@ def tiles_fit_scale_blocks(r: FieldReader, k: ir.Kernel) -> None:
     if k.algorithm is not Algorithm.TILE or k.op is Op.QUANTIZE:
         return
     for tile, loc, what in lut_tiles(r, k):
+        # pallas_tpu applies the blocks a K tile holds one by one (a loop over
+        # them, docs/pallas.md); the CUDA kernels apply one scale per K tile.
+        several = tile_backends(k, what) == {Backend.PALLAS_TPU}
         for scale, side in ((k.lhs_scale, "lhs_scale"), (k.rhs_scale, "rhs_scale")):
-            if (problem := scale.tile_k_problem(tile.k, side)) is not None:
+            if (problem := scale.tile_k_problem(tile.k, side, several=several)) is not None:
                 r.err(loc, f"{what} k={tile.k} {problem}")
             if scale.mode is ScaleMode.BLOCK and scale.block_n % tile.n and \
                     tile.n % scale.block_n:
@@ -130,6 +133,16 @@ def tiles_fit_scale_blocks(r: FieldReader, k: ir.Kernel) -> None:
                       f"n={scale.block_n}: one must divide the other")
         if k.epilogue.activation is Activation.SILU_MUL and tile.n % 2:
             r.err(loc, f"{what} n={tile.n} must be even for silu_mul")
+
+
+def tile_backends(k: ir.Kernel, what: str) -> set[Backend]:
+    """The backends that use a tile of `lut_tiles` (by what it is called):
+    a backend's own LUT is its alone, the unqualified one serves every
+    listed backend without a LUT of its own."""
+    for own in k.backend_tiles:
+        if what.endswith(f" {own.backend.value}"):
+            return {own.backend}
+    return {b for b in k.backends if k.own_tiles(b) is None}
 
 
 def lut_tiles(r: FieldReader, k: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc, str]]:

@@ -123,16 +123,25 @@ def test_each_lut_is_checked_against_the_scale_blocks_the_unused_one_is_not():
     """Every listed backend has its own LUT: the unqualified tile (here the
     128x128x128 default) is no backend's and not checked; the own ones are."""
     fp8 = ("op dense", "lhs bf16 [m, k]", "rhs int8 [n, k]", "out bf16",
-           "rhs_scale block n=128 k=64")
+           "rhs_scale block n=128 k=256")
     s = spec(kernel("ok", *fp8, "tile pallas_tpu m=512 n=128 k=64",
                     "tile cuda m=64 n=128 k=64"))
     assert s.kernel("ok").tile == Tile(128, 128, 128)  # unchecked: no backend uses it
+    # pallas_tpu's own tile may divide the block or hold whole ones (its
+    # kernels loop over them), never straddle one; the CUDA tile divides it.
     with pytest.raises(SpecError) as e:
-        spec(kernel("bad", *fp8, "tile m=64 n=128 k=64", "tile pallas_tpu m=512 n=128 k=128"))
+        spec(kernel("bad", *fp8, "tile m=64 n=128 k=64", "tile pallas_tpu m=512 n=128 k=384"))
     msgs = [(d.loc.line, d.message) for d in e.value.diagnostics]
-    assert msgs == [(15, "kernel 'bad': tile pallas_tpu k=128 cannot tile the rhs_scale "
-                         "blocks of k=64: a K tile must divide the scale block so each partial "
-                         "product is promoted with one scale")]
+    assert msgs == [(15, "kernel 'bad': tile pallas_tpu k=384 must divide the rhs_scale "
+                         "blocks of k=256 (one scale per K tile) or hold whole ones (one scale "
+                         "per block inside the K tile)")]
+    with pytest.raises(SpecError) as e:
+        spec(kernel("bad", *fp8, "tile m=64 n=128 k=512", "tile pallas_tpu m=512 n=128 k=512"))
+    msgs = [(d.loc.line, d.message) for d in e.value.diagnostics]
+    assert msgs == [(14, "kernel 'bad': tile k=512 cannot tile the rhs_scale blocks of k=256: "
+                         "a K tile must divide the scale block so each partial product is "
+                         "promoted with one scale")]
+    spec(kernel("fine", *fp8, "tile m=64 n=128 k=128", "tile pallas_tpu m=512 n=128 k=512"))
 
 
 def test_warp_tile_splits_the_cuda_tile():

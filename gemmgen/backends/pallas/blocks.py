@@ -60,6 +60,8 @@ class Blocks:
                 maps.append(IndexMap("lhs_scale_index", f"kk, {m}, 0"))
                 if self.exponent_input("lhs"):
                     maps.append(IndexMap("lhs_exponent_index", f"kk, {m}, 0"))
+            case ScaleMode.TOKEN_GROUP if self.lhs_sub:
+                maps.append(IndexMap("lhs_scale_index", f"kk, {m}, 0"))
             case ScaleMode.TOKEN_GROUP:
                 maps.append(IndexMap("lhs_scale_index",
                                      f"lax.div(kk * tk, LHS_SCALE_BLOCK_K), {m}, 0"))
@@ -76,6 +78,9 @@ class Blocks:
             match None if self.rhs_in_tile else self.rhs_scale:
                 case ScaleMode.CHANNEL:
                     maps.append(IndexMap(f"rhs_scale{h.suffix}_index", f"{g}0, {h.column}"))
+                case ScaleMode.BLOCK | ScaleMode.KBLOCK if self.rhs_sub:
+                    maps.append(IndexMap(f"rhs_scale{h.suffix}_index",
+                                         f"{g}kk, 0, {h.column}"))
                 case ScaleMode.BLOCK | ScaleMode.KBLOCK:
                     maps.append(IndexMap(f"rhs_scale{h.suffix}_index",
                                          f"{g}lax.div(kk * tk, RHS_SCALE_BLOCK_K), 0, "
@@ -108,6 +113,8 @@ class Blocks:
                 blocks.append(Block("(None, tm, tk // LHS_SCALE_BLOCK_K)", "lhs_scale_index"))
                 if self.exponent_input("lhs"):
                     blocks.append(Block("(None, tm, 1)", "lhs_exponent_index"))
+            case ScaleMode.TOKEN_GROUP if self.lhs_sub:
+                blocks.append(Block("(None, tm, tk // LHS_SCALE_BLOCK_K)", "lhs_scale_index"))
             case ScaleMode.TOKEN_GROUP:
                 blocks.append(Block("(None, tm, 1)", "lhs_scale_index"))
             case _:
@@ -125,6 +132,9 @@ class Blocks:
             match None if self.rhs_in_tile else self.rhs_scale:
                 case ScaleMode.CHANNEL:
                     blocks.append(Block(f"({g}1, tn)", f"rhs_scale{h.suffix}_index"))
+                case ScaleMode.BLOCK | ScaleMode.KBLOCK if self.rhs_sub:
+                    blocks.append(Block(f"({g}None, tk // RHS_SCALE_BLOCK_K, tn)",
+                                        f"rhs_scale{h.suffix}_index"))
                 case ScaleMode.BLOCK | ScaleMode.KBLOCK:
                     blocks.append(Block(f"({g}None, 1, tn)", f"rhs_scale{h.suffix}_index"))
                 case _:

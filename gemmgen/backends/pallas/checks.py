@@ -25,6 +25,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     else:
         out.extend(_check_tiles(kernel))
         out.extend(_check_in_tile_scales(kernel))
+        out.extend(_check_sub_blocks(kernel))
     if kernel.stages > MAX_BUFFERS:
         out.append(Diagnostic(kernel.loc, f"kernel '{name}': stages {kernel.stages}: Mosaic "
                               f"pipelines each block with 1 or 2 buffers, so pallas_tpu "
@@ -124,6 +125,46 @@ def _check_in_tile_scales(kernel: ir.Kernel) -> list[Diagnostic]:
                                   f"blocks of {width} rows, which must be a multiple of "
                                   f"{SUBLANES}; use rhs [n, k] or a k that is a multiple of "
                                   f"{SUBLANES * (2 if core.k_pairs else 1)}"))
+    return out
+
+
+def _check_sub_blocks(kernel: ir.Kernel) -> list[Diagnostic]:
+    """Main-loop scales applied block by block inside a K tile that holds
+    several (`cores.sub_blocked`): every K tile of the LUT holds whole
+    blocks (the kernel applies a scale's blocks one way), the looped scales
+    share one block size, and a block is whole lane tiles of the values the
+    loop slices (BK, or BK / 2 for 4-bit data packed along k, a multiple of
+    128: a slice inside a lane tile would need lane shuffles)."""
+    if kernel.algorithm is not ir.Algorithm.TILE:
+        return []
+    core = matmul_core(kernel)
+    if not core.sub_blocks:
+        return []
+    where = f"kernel '{kernel.name}': pallas_tpu"
+    out = []
+    looped = [(side, getattr(kernel, f"{side}_scale")) for side in ("lhs", "rhs")
+              if core.sub(side)]
+    for side, scale in looped:
+        for tile, loc, what in kernel.lut():
+            if tile.k % scale.block_k:
+                out.append(Diagnostic(loc, f"{where} applies the {side}_scale blocks of "
+                                      f"k={scale.block_k} one by one inside each K tile here, "
+                                      f"as another tile of the LUT holds several, so {what} "
+                                      f"k={tile.k} must hold whole blocks too (a multiple of "
+                                      f"{scale.block_k})"))
+        width = scale.block_k // 2 if core.k_pairs else scale.block_k
+        if width % LANES:
+            packed = " (4-bit data packed along k: half of it per byte half)" \
+                if core.k_pairs else ""
+            out.append(Diagnostic(scale.loc, f"{where} applies the {side}_scale blocks of "
+                                  f"k={scale.block_k} one by one inside a K tile, each a slice "
+                                  f"of {width} columns{packed}, which must be whole tiles of "
+                                  f"{LANES} lanes; use K tiles that divide the block"))
+    if len(looped) == 2 and looped[0][1].block_k != looped[1][1].block_k:
+        out.append(Diagnostic(kernel.rhs_scale.loc, f"{where} applies the lhs_scale blocks of "
+                              f"k={kernel.lhs_scale.block_k} and the rhs_scale blocks of "
+                              f"k={kernel.rhs_scale.block_k} one by one inside a K tile, so "
+                              "they must be the same size; use K tiles that divide both"))
     return out
 
 

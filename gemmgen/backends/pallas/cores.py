@@ -66,6 +66,11 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # `fn` takes `<side>_global_scale` and the kernel one f32 per group, their
     # product (`global_scale_ref`, SMEM), applied where alpha is.
     global_scales: tuple[str, ...] = ()
+    # Main-loop scales applied one K block at a time inside a K tile that
+    # holds several (`sub_block_sides`): the kernel loops over the tile's
+    # blocks, each a dot of the block's slices times its scales.
+    lhs_sub: bool = False
+    rhs_sub: bool = False
     # The most K terms one int8 dot may sum (0: any): on a TPU that
     # multiplies int8 as bf16 with f32 sums (tpu.INT8_AS_BF16), longer
     # contractions are split into chunks whose int32 results are added.
@@ -218,7 +223,24 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     @property
     def kernel_keywords(self) -> tuple[str, ...]:
         return ("rhs_nk: bool", "tiles_k: int", "k_rem: int") + (
+            ("k_blocks: int",) if self.sub_blocks else ()) + (
             ("tm: int",) if self.grouped else ())
+
+    @property
+    def sub_widths(self) -> tuple[tuple[str, str], ...]:
+        """The operand values the K-block loop slices, each with the axis of
+        K in it: lhs along its columns, rhs along axis `1 if rhs_nk else 0`
+        (the even and odd halves of 4-bit data packed along k)."""
+        rhs_axis = "0" if self.rhs_permute else "1 if rhs_nk else 0"
+        if self.k_pairs:
+            return (("lhs_even", "1"), ("lhs_odd", "1"), ("rhs_even", rhs_axis),
+                    ("rhs_odd", rhs_axis))
+        return (("lhs", "1"), ("rhs", rhs_axis))
+
+    @property
+    def sub_width(self) -> str:
+        """The K width of one block in the sliced values."""
+        return f"{self.sub_block_k} // 2" if self.k_pairs else self.sub_block_k
 
     @property
     def fn_params(self) -> tuple[str, ...]:
@@ -373,10 +395,12 @@ def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
                     lhs_scale=kernel.lhs_scale.dtype if lhs_in_tile else None,
                     rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None, fp8=fp8_mxu)
     grouped = kernel.op is Op.GROUPED
+    lhs_sub, rhs_sub = sub_block_sides(kernel)
     k_align = 0
-    if lhs_in_tile or rhs_in_tile:
+    if lhs_in_tile or rhs_in_tile or lhs_sub or rhs_sub:
         k_align = k_lanes(kernel)
-        for scale, here in ((kernel.lhs_scale, lhs_in_tile), (kernel.rhs_scale, rhs_in_tile)):
+        for scale, here in ((kernel.lhs_scale, lhs_in_tile or lhs_sub),
+                            (kernel.rhs_scale, rhs_in_tile or rhs_sub)):
             k_align = lcm(k_align, scale.block_k) if here else k_align
     return MatmulCore(
         fn="_gmm" if grouped else "_matmul",
@@ -404,6 +428,8 @@ def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
         lhs_scale_atoms=kernel.lhs_scale.layout is ScaleLayout.ATOM128X4,
         rhs_scale_atoms=kernel.rhs_scale.layout is ScaleLayout.ATOM128X4,
         k_align=k_align,
+        lhs_sub=lhs_sub,
+        rhs_sub=rhs_sub,
         global_scales=tuple(side for side in ("lhs", "rhs")
                             if getattr(kernel, f"{side}_scale").global_scale),
         int_dot_k=int_dot_k if mxu is DType.INT8 else 0,
@@ -415,11 +441,45 @@ def in_tile_scale(kernel: ir.Kernel, scale: ir.Scale) -> bool:
     multiplying the operand in VMEM: an MX / NV block scale (ue4m3, the
     atom layout), or an e8m0 scale per K block of one row whose Pallas tile
     LUT has a K tile that holds several blocks (else such a scale divides
-    its K tiles, one scale per tile, like every other K-blocked scale).
+    its K tiles, one scale per tile, like every other K-blocked scale),
+    unless the kernel loops over the blocks of its K tiles for another
+    scale (`sub_blocked`): the e8m0 scale then joins that loop, one
+    exponent per block, exactly as with a K tile of one block.
     `kernel` is the Pallas view; checks.py refuses a LUT that mixes the two."""
     if not scale.blocks_in_k_tile or not scale.per_row_blocks:
         return False
-    return scale.per_mma_block or any(t.k > scale.block_k for t, _, _ in kernel.lut())
+    return scale.per_mma_block or (not sub_blocked(kernel) and _holds_several(kernel, scale))
+
+
+def _holds_several(kernel: ir.Kernel, scale: ir.Scale) -> bool:
+    """A K tile of the kernel's LUT holds more than one of the scale's blocks."""
+    return any(t.k > scale.block_k for t, _, _ in kernel.lut())
+
+
+def _loop_only(scale: ir.Scale) -> bool:
+    """A main-loop scale with K blocks that only a loop over the blocks of a
+    K tile can apply several of (not an MX / NV or e8m0 per-row scale,
+    which the operand takes in VMEM): f32 / bf16 `per_token_group`, `block`
+    with n > 1, `kblock`."""
+    return (scale.placement is ir.Placement.MAINLOOP and scale.block_k > 0
+            and not scale.blocks_in_k_tile)
+
+
+def sub_blocked(kernel: ir.Kernel) -> bool:
+    """The kernel loops over the scale blocks of its K tiles: a K tile of
+    its Pallas LUT holds several blocks of a `_loop_only` scale."""
+    return any(_loop_only(s) and _holds_several(kernel, s)
+               for s in (kernel.lhs_scale, kernel.rhs_scale))
+
+
+def sub_block_sides(kernel: ir.Kernel) -> tuple[bool, bool]:
+    """(lhs, rhs): the main-loop scales a `sub_blocked` kernel applies per
+    block in its loop (those not applied to the operand in VMEM)."""
+    if not sub_blocked(kernel):
+        return False, False
+    return tuple(s.placement is ir.Placement.MAINLOOP and s.block_k > 0
+                 and not in_tile_scale(kernel, s)
+                 for s in (kernel.lhs_scale, kernel.rhs_scale))
 
 
 def k_lanes(kernel: ir.Kernel) -> int:
@@ -436,7 +496,7 @@ def plain_core(core: MatmulCore) -> MatmulCore:
                    lhs_scale=ScaleMode.NONE, rhs_scale=ScaleMode.NONE, bias=BiasMode.NONE,
                    activation=Activation.NONE, alpha=None, lhs_in_tile=False,
                    rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=0,
-                   global_scales=())
+                   lhs_sub=False, rhs_sub=False, global_scales=())
 
 
 def vjp_supported(kernel: ir.Kernel) -> bool:

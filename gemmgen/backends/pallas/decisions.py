@@ -74,6 +74,22 @@ class Decisions:
         kernel multiplies the operand by its blocks' scales in VMEM."""
         return self.lhs_in_tile if side == "lhs" else self.rhs_in_tile
 
+    @property
+    def sub_blocks(self) -> bool:
+        """The kernel loops over the scale blocks of its K tile: each
+        block's partial product is promoted with its own scales."""
+        return self.lhs_sub or self.rhs_sub
+
+    def sub(self, side: str) -> bool:
+        """The lhs or rhs scale is applied per block in that loop."""
+        return self.lhs_sub if side == "lhs" else self.rhs_sub
+
+    @property
+    def sub_block_k(self) -> str:
+        """The constant holding the K width of the loop's blocks (the
+        looped scales share it: checks.py)."""
+        return "LHS_SCALE_BLOCK_K" if self.lhs_sub else "RHS_SCALE_BLOCK_K"
+
     def exponent_input(self, side: str) -> bool:
         """An e8m0 scale applied inside the K tile comes with a second input:
         per row and K tile, the largest exponent of its blocks, applied to

@@ -30,6 +30,9 @@ class ScaleText:
                 lines.append(f"lhs_scale = {lhs}.reshape(1)  # SMEM")
             case ScaleMode.TOKEN:
                 lines.append(f"lhs_scale = {lhs}[:, None]  # [m, 1]")
+            case ScaleMode.TOKEN_GROUP if self.lhs_sub:
+                lines += ["# lhs_scale: the scales of each K tile ([k tiles, m, blocks]).",
+                          f"lhs_scale = _k_tiles({lhs}, tk // LHS_SCALE_BLOCK_K, fill=0)"]
             case ScaleMode.TOKEN_GROUP:
                 lines.append(f"lhs_scale = {lhs}.T[:, :, None]  # [k blocks, m, 1]")
             case _:
@@ -44,6 +47,16 @@ class ScaleText:
             case ScaleMode.CHANNEL:
                 lines.append(f"rhs_scale = {rhs}[:, None, :]  # [g, 1, n]" if self.grouped
                              else f"rhs_scale = {rhs}[None, :]  # [1, n]")
+            case ScaleMode.BLOCK if self.rhs_sub:
+                lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
+                          "repeated to one per",
+                          f"# column, then the scales of each K tile ([{g}k tiles, blocks, n]).",
+                          f"rhs_scale = jnp.repeat({rhs}, RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]",
+                          *_sub_tiles()]
+            case ScaleMode.KBLOCK if self.rhs_sub:
+                lines += ["# rhs_scale: the scales of each K tile ([g, k tiles, blocks, n]).",
+                          f"rhs_scale = jnp.swapaxes({rhs}[:, :, 0, :], -1, -2)",
+                          *_sub_tiles()]
             case ScaleMode.BLOCK:
                 lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
                           "repeated to one per",
@@ -88,7 +101,7 @@ class ScaleText:
 
     @property
     def k_tiles(self) -> bool:
-        return self.e8m0_blocks or self.ue4m3
+        return self.e8m0_blocks or self.ue4m3 or self.sub_blocks
 
     @property
     def spread_lanes(self) -> bool:
@@ -174,6 +187,10 @@ class ScaleText:
 
     def _scale_ref(self, side: str, half: Half) -> str:
         mode = self.lhs_scale if side == "lhs" else self.rhs_scale
+        if self.sub(side) and mode in (ScaleMode.TOKEN_GROUP, ScaleMode.BLOCK, ScaleMode.KBLOCK):
+            # block b of the K tile's scales: a [tm, 1] column or a [1, tn] row
+            return ("lhs_scale_ref[:, pl.ds(b, 1)]" if side == "lhs"
+                    else f"rhs_scale{half.suffix}_ref[pl.ds(b, 1), :]")
         if self.exponent_input(side):
             return "lhs_exponent_ref[...]" if side == "lhs" else \
                 f"rhs_exponent{half.suffix}_ref[...]"
@@ -196,6 +213,13 @@ class ScaleText:
                 return "  # [1, tn]: the column scales"
             case _:
                 return ""
+
+
+def _sub_tiles() -> list[str]:
+    """rhs_scale [..., n, k blocks] -> [..., k tiles, blocks, n]: the
+    K-block loop's layout (its K tile's scales, a [1, tn] row per block)."""
+    return ["rhs_scale = _k_tiles(rhs_scale, tk // RHS_SCALE_BLOCK_K, fill=0)",
+            "rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)"]
 
 
 def _as_f32(dt: DType, name: str) -> str:

@@ -104,6 +104,9 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
         blocks.append(VmemBlock("lhs_scale", (tm, tk // kernel.lhs_scale.block_k), 1, bufs))
         if core.exponent_input("lhs"):
             blocks.append(VmemBlock("lhs_exponent", (tm, 1), 4, bufs))
+    elif core.lhs_sub:  # the K tile's scales: one f32 column per block
+        blocks.append(VmemBlock("lhs_scale", (tm, max(tk // kernel.lhs_scale.block_k, 1)), 4,
+                                bufs))
     elif kernel.lhs_scale.mode in (ScaleMode.TOKEN, ScaleMode.TOKEN_GROUP):
         blocks.append(VmemBlock("lhs_scale", (tm, 1), 4, bufs))
     if core.rhs_in_tile:
@@ -112,6 +115,9 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
                                 bufs * halves))
         if core.exponent_input("rhs"):
             blocks.append(VmemBlock("rhs_exponent", (1, tn), 4, bufs * halves))
+    elif core.rhs_sub:  # the K tile's scales: one f32 row per block
+        blocks.append(VmemBlock("rhs_scale", (max(tk // kernel.rhs_scale.block_k, 1), tn), 4,
+                                bufs * halves))
     elif core.rhs_scale_per_n:
         blocks.append(VmemBlock("rhs_scale", (1, tn), 4, bufs * halves))
     if kernel.bias.mode is not BiasMode.NONE:

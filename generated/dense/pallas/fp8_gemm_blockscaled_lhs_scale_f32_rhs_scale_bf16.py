@@ -10,9 +10,9 @@ Spec (specs/dense.gemm):
     out       bf16, f32 accumulator
     lhs_scale per_token_group k=128 f32 (mainloop)
     rhs_scale block n=128 k=128 bf16 (mainloop)
-    tile      m=1024 n=1024 k=128
+    tile      m=1024 n=1024 k=512
     buffers   2 per pipelined block
-    vmem      9.56 MiB per grid step (TPU v6e: 32 MiB scoped default, 128 MiB physical)
+    vmem      11.06 MiB per grid step (TPU v6e: 32 MiB scoped default, 128 MiB physical)
 
 Generated for and checked with JAX 0.10.2.
 """
@@ -41,7 +41,7 @@ if not (0, 10, 2) <= tuple(jax.__version_info__[:3]) < (0, 11):
     )
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
-# needs at most 10027008 bytes (9.56 MiB) on a TPU v6e.
+# needs at most 11599872 bytes (11.06 MiB) on a TPU v6e.
 VMEM_LIMIT_BYTES = None
 
 RHS_NK = True  # rhs is [n, k]
@@ -49,12 +49,13 @@ LHS_SCALE_BLOCK_K = 128  # columns of lhs per lhs_scale
 RHS_SCALE_BLOCK_N = 128  # columns of rhs per rhs_scale
 RHS_SCALE_BLOCK_K = 128  # rows of k per rhs_scale
 M_ALIGN = 32  # rows of a block past m: whole sublane tiles
+K_ALIGN = 128  # columns of a block past k: whole scale blocks and lane tiles
 N_ALIGN = 128  # columns of a block past n: whole lane tiles
 
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
-    return 1024, 1024, 128  # default, specs/dense.gemm
+    return 1024, 1024, 512  # default, specs/dense.gemm
 
 
 def _expect(name: str, x, shape: tuple[int, ...], dtype) -> None:
@@ -151,6 +152,23 @@ def _dot(lhs, rhs, *, rhs_nk: bool):
     )
 
 
+def _k_tiles(s, blocks: int, *, fill: int):
+    """Scales [..., rows, K blocks] -> [..., K tiles, rows, blocks]: the
+    scales of each K tile of the grid, `blocks` per row, the last K tile
+    padded with `fill` (its operand columns past k are zero)."""
+    *lead, rows, kblocks = s.shape
+    tiles = pl.cdiv(kblocks, blocks)
+    pad = [(0, 0)] * (len(lead) + 1) + [(0, tiles * blocks - kblocks)]
+    s = jnp.pad(s, pad, constant_values=fill).reshape(*lead, rows, tiles, blocks)
+    return jnp.swapaxes(s, -3, -2)
+
+
+def _block(x, b: int, width: int, *, axis: int):
+    """Block b, `width` wide, of x along `axis`: a static slice of whole
+    lane (or sublane) tiles."""
+    return lax.slice_in_dim(x, b * width, (b + 1) * width, axis=axis)
+
+
 def _kernel(
     # Inputs.
     lhs_ref,
@@ -164,6 +182,7 @@ def _kernel(
     rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
+    k_blocks: int,
 ):
     """One grid step (m tile i, n tile j, K block kk); K is the innermost axis."""
     k_i = pl.program_id(2)
@@ -184,10 +203,19 @@ def _kernel(
         rhs = rhs_ref[...].astype(jnp.bfloat16)
         if k_rem:
             rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
-        part = _dot(lhs, rhs, rhs_nk=rhs_nk)
-        part = part * lhs_scale_ref[...]  # [tm, 1]: this K block's row scales
-        part = part * rhs_scale_ref[...]  # [1, tn]: this K block's column scales
-        acc_ref[...] += part
+        # The K tile holds k_blocks scale blocks: each block's partial product,
+        # times that block's scales, joins the accumulator on its own (f32
+        # promotion per K block, in the order of a K tile of one block). The
+        # blocks past k of the ragged last K tile are skipped.
+        for b in range(k_blocks):
+            if k_rem and b * LHS_SCALE_BLOCK_K >= k_rem:
+                break
+            lhs_b = _block(lhs, b, LHS_SCALE_BLOCK_K, axis=1)
+            rhs_b = _block(rhs, b, LHS_SCALE_BLOCK_K, axis=1 if rhs_nk else 0)
+            part = _dot(lhs_b, rhs_b, rhs_nk=rhs_nk)
+            part = part * lhs_scale_ref[:, pl.ds(b, 1)]  # [tm, 1]: this K block's row scales
+            part = part * rhs_scale_ref[pl.ds(b, 1), :]  # [1, tn]: this K block's column scales
+            acc_ref[...] += part
 
     if k_rem:
         pl.when(k_i < last_k)(functools.partial(accumulate, 0))
@@ -222,23 +250,26 @@ def _matmul(
     if m == 0:
         return jnp.zeros((0, n_out), out_dtype)
 
-    # (1) The tile: the LUT's, each dim clamped to the problem: k to k (a
-    #     block as large as its whole dimension is always a legal TPU block),
-    #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
-    #     block's value only in whole tiles). Edge blocks of m and n are
-    #     partial: Pallas drops their writes past the array, and the kernel
-    #     masks K.
+    # (1) The tile: the LUT's, each dim clamped to the problem: k to whole
+    #     scale blocks and lane tiles past it (K_ALIGN: a K tile holds whole
+    #     blocks of the scales it applies), m and n to whole sublane and lane
+    #     tiles past them (Mosaic lowers a block's value only in whole
+    #     tiles). Edge blocks are partial: Pallas drops their writes past the
+    #     array, and the kernel masks K.
     tm, tn, tk = tile_for(m, n, k)
-    tm, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tk, k)
+    tm = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN)
+    tk = min(tk, pl.cdiv(k, K_ALIGN) * K_ALIGN)
     tn = min(tn, pl.cdiv(n, N_ALIGN) * N_ALIGN)
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays).
-    lhs_scale = lhs_scale.astype(jnp.float32).T[:, :, None]  # [k blocks, m, 1]
+    # lhs_scale: the scales of each K tile ([k tiles, m, blocks]).
+    lhs_scale = _k_tiles(lhs_scale.astype(jnp.float32), tk // LHS_SCALE_BLOCK_K, fill=0)
     # One scale per RHS_SCALE_BLOCK_N = 128 columns: repeated to one per
-    # column, the layout of a kblock scale ([k blocks, 1, n]).
+    # column, then the scales of each K tile ([k tiles, blocks, n]).
     rhs_scale = jnp.repeat(rhs_scale.astype(jnp.float32), RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]
-    rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)[..., None, :]
+    rhs_scale = _k_tiles(rhs_scale, tk // RHS_SCALE_BLOCK_K, fill=0)
+    rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)
 
     # (3) The grid (m tile i, n tile j, K block kk).
     #     Main-loop scales follow kk: their block holds the K block's scales.
@@ -249,10 +280,10 @@ def _matmul(
         return (j, kk) if rhs_nk else (kk, j)
 
     def lhs_scale_index(i, j, kk):
-        return lax.div(kk * tk, LHS_SCALE_BLOCK_K), i, 0
+        return kk, i, 0
 
     def rhs_scale_index(i, j, kk):
-        return lax.div(kk * tk, RHS_SCALE_BLOCK_K), 0, j
+        return kk, 0, j
 
     def out_index(i, j, kk):
         return i, j
@@ -260,8 +291,8 @@ def _matmul(
     in_specs = [
         pl.BlockSpec((tm, tk), lhs_index),
         pl.BlockSpec((tn, tk) if rhs_nk else (tk, tn), rhs_index),
-        pl.BlockSpec((None, tm, 1), lhs_scale_index),
-        pl.BlockSpec((None, 1, tn), rhs_scale_index),
+        pl.BlockSpec((None, tm, tk // LHS_SCALE_BLOCK_K), lhs_scale_index),
+        pl.BlockSpec((None, tk // RHS_SCALE_BLOCK_K, tn), rhs_scale_index),
     ]
     inputs = [lhs, rhs, lhs_scale, rhs_scale]
     operands = [*inputs]
@@ -272,6 +303,7 @@ def _matmul(
             rhs_nk=rhs_nk,
             tiles_k=tiles_k,
             k_rem=k % tk,
+            k_blocks=tk // LHS_SCALE_BLOCK_K,
         ),
         out_shape=_out_struct((m, n_out), out_dtype, axes),
         grid=(pl.cdiv(m, tm), tiles_n, tiles_k),
