@@ -90,7 +90,9 @@ def _float_operand(rng: np.random.Generator, dtype: DType, shape: tuple[int, ...
     x = rng.standard_normal(shape, dtype=np.float32)
     x *= np.float32(sigma)
     tiny = np.float32(sigma * 2.0**-8)  # keep away from zero (fp8 e4m3: above 2**-9)
-    np.copyto(x, np.copysign(tiny, x), where=np.abs(x) < tiny)
+    # |x| < tiny becomes copysign(tiny, x): the same values as a masked copy,
+    # in three plain passes (a masked np.copyto took 1 s per 1e8 elements).
+    np.copysign(np.maximum(np.abs(x), tiny), x, out=x)
     if dtype.is_fp8:
         np.clip(x, -dtype.max_finite, dtype.max_finite, out=x)  # saturate, as saturating_cast does
     return (x if dtype is DType.F32 else x.astype(element_dtype(dtype))), gain / sigma
