@@ -62,6 +62,8 @@ import tempfile
 import time
 import traceback
 import types
+import typing
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -70,13 +72,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import tpu_bench  # noqa: E402
-import tpu_tiles  # noqa: E402
+import tpu_bench
+import tpu_tiles
 
-from gemmgen import ir  # noqa: E402
-from gemmgen.backends import pallas  # noqa: E402
-from gemmgen.build import render_spec  # noqa: E402
-from gemmgen.harness.runner import load_generated_module  # noqa: E402
+from gemmgen import ir
+from gemmgen.backends import pallas
+from gemmgen.build import render_spec
+from gemmgen.harness.runner import load_generated_module
 
 V5E = "TPU v5e"  # the peaks used when the device's kind is not in tpu_bench.PEAKS
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-3}  # max|out - ref| / max|ref|
@@ -119,7 +121,9 @@ class Case:
         skewed routing, empty experts, a shard, k off the 256 grid where the
         real case is."""
         k = 512 if FORMATS[self.fmt][1] == "kblock" else (320 if self.k % 256 else 256)
-        m = min(self.m, 256)
+        # A shard's rows are about g / total_groups of m: enough for the
+        # peers that need 128 rows (tokamax).
+        m = 1024 if self.total_groups else min(self.m, 256)
         n = 512 if self.op == "gateup" else 256
         g = min(self.g, 4) if self.g else 0
         total = 16 if self.total_groups else 0
@@ -179,14 +183,21 @@ class Peers:
 
 
 def _first_line(e: BaseException) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0]}"[:300] if lines else type(e).__name__
+    lines = [x for x in str(e).strip().splitlines()
+             if x.strip() and not x.startswith(("-----", "For simplicity, JAX"))]
+    if not lines:
+        return type(e).__name__
+    line = lines[0]
+    if line.rstrip().endswith("Traceback (most recent call last):"):
+        # An error raised inside a callback (interpret mode): its own last line.
+        line = f"{line.split('Traceback')[0].strip()} {lines[-1].strip()}"
+    return f"{type(e).__name__}: {line}"[:300]
 
 
 class _Logger(logging.LoggerAdapter):
     """vllm's logger as tpu-inference's kernels use it (`warning_once`)."""
 
-    _seen: set = set()
+    _seen: typing.ClassVar[set] = set()
 
     def warning_once(self, msg, *args, **kwargs):
         if msg not in self._seen:
@@ -205,7 +216,7 @@ def _load_tpu_inference() -> tuple[types.ModuleType, types.ModuleType]:
     spec = importlib.util.find_spec("tpu_inference")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("No module named 'tpu_inference'")
-    root = Path(list(spec.submodule_search_locations)[0])
+    root = Path(next(iter(spec.submodule_search_locations)))
     base = root / "kernels" / "megablox"
     for name, path in (("tpu_inference", root), ("tpu_inference.kernels", root / "kernels"),
                        ("tpu_inference.kernels.megablox", base)):
@@ -247,17 +258,19 @@ def load_peers() -> Peers:
     except Exception as e:  # noqa: BLE001
         peers.missing["tpu-inference"] = f"import failed: {_first_line(e)}"
     try:
-        import tokamax  # first: "not installed" names tokamax, not one of its dependencies
         import qwix
-        from tokamax._src.ops.ragged_dot import pallas_mosaic_tpu
-
+        import tokamax  # first: "not installed" names tokamax, not one of its dependencies
         from absl import flags
+        from tokamax._src.ops.ragged_dot import pallas_mosaic_tpu
 
         # tokamax reads its options from absl flags and parses sys.argv the
         # first time it needs one: this script's own options would fail
         # there ("Unknown command line flag"). Its flags keep their defaults.
         if not flags.FLAGS.is_parsed():
             flags.FLAGS.mark_as_parsed()
+        # Each first call logs an "autotuning cache miss" (a page of text):
+        # expected, tokamax then takes its heuristics, its default.
+        logging.getLogger("absl").setLevel(logging.ERROR)
         peers.tokamax, peers.tokamax_tpu, peers.qwix = tokamax, pallas_mosaic_tpu, qwix
     except ModuleNotFoundError as e:
         peers.missing["tokamax"] = f"not installed ({e})"
@@ -292,7 +305,7 @@ class Ours:
         return cls(kernels, tiles, tmp)
 
     def kernel(self, name: str) -> ir.Kernel:
-        stem, kernel, spec = self.kernels[name]
+        _, kernel, spec = self.kernels[name]
         if name in self.tiles:
             return tpu_tiles.with_tile(spec, kernel, tpu_tiles.parse_tile(self.tiles[name]))[1]
         return kernel
@@ -370,6 +383,7 @@ def make_data(case: Case) -> dict:
     d["lhs_local"] = jax.device_put(d["lhs"][first:first + rows], dev)
     if case.op == "tgmm":
         d["dout"] = jax.device_put(jax.random.normal(kw, (case.m, case.n), jnp.bfloat16), dev)
+        d["dout_local"] = jax.device_put(d["dout"][first:first + rows], dev)
         return d
     dtype, scales, _ = FORMATS[case.fmt]
     g, k, n = case.g, case.k, case.n
@@ -496,7 +510,7 @@ def _tile_str(tm: int, tn: int, tk: int) -> str:
 def _clamp(case: Case, tile: tuple[int, int, int]) -> tuple[int, int, int]:
     """gemmgen's (tm, tn, tk) as a megablox-style peer can take it: no
     larger than the problem (rounded up to 128 lanes)."""
-    up = lambda x: -(-x // 128) * 128  # noqa: E731
+    up = lambda x: -(-x // 128) * 128
     return min(tile[0], case.m), min(tile[1], up(case.n)), min(tile[2], up(case.k))
 
 
@@ -506,7 +520,6 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
 
     interp = interpret_arg()
     bf16, f32 = jnp.bfloat16, jnp.float32
-    out_dtype = f32 if case.op == "tgmm" else bf16
     impls: list[Impl] = []
     m, k, n = case.m, case.k, case.n
 
@@ -561,8 +574,8 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             rhs_group_dimensions=[])
         tg = jax.jit(lambda x, dy, s: jax.lax.ragged_dot_general(
             x, dy, s, dims, preferred_element_type=f32))
-        impls.append(Impl("xla:ragged_dot_general", "xla", "-", local=True, build=lambda: lambda: tg(
-            d["lhs_local"], d["dout"][d["rows"][0]:d["rows"][1]], d["sizes_local"])))
+        impls.append(Impl("xla:ragged_dot_general", "xla", "-", local=True, build=functools.partial(
+            _bind, tg, (d["lhs_local"], d["dout_local"], d["sizes_local"]))))
     else:
         def xla_gmm(x, w, s, *scale):
             if scale:  # dequantize, then ragged_dot: XLA has no quantized form
@@ -570,18 +583,21 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             out = jax.lax.ragged_dot(x, w, s)
             return _epilogue(case, out)
 
+        xla_scale = (d["scale3"],) if "scale3" in d else ()
+        xla_args = (d["lhs_local"], d["rhs_kn"], d["sizes_local"], *xla_scale)
         xg = jax.jit(xla_gmm)
-        scale = (d["scale3"],) if "scale3" in d else ()
-        impls.append(Impl("xla:ragged_dot", "xla", "-", local=True, build=lambda: lambda: xg(
-            d["lhs_local"], d["rhs_kn"], d["sizes_local"], *scale)))
+        impls.append(Impl("xla:ragged_dot", "xla", "-", local=True,
+                          build=lambda: lambda: xg(*xla_args)))
         if broken:
             # The test hook: a peer that answers wrong must be reported WRONG.
-            bad = jax.jit(lambda x, w, s, *sc: xla_gmm(x, w, s, *sc) * 1.5)
+            bad = jax.jit(lambda *a: xla_gmm(*a) * 1.5)
             impls.append(Impl("broken:ragged_dot_x1.5", "xla", "-", local=True,
-                              build=lambda: lambda: bad(d["lhs_local"], d["rhs_kn"],
-                                                        d["sizes_local"], *scale)))
+                              build=lambda: lambda: bad(*xla_args)))
 
     # --- JAX's megablox ------------------------------------------------------
+    # Every array goes in as an argument (a closed-over one would be baked
+    # into the executable as a constant); tiles are static.
+    offset = d["offset"] if case.total_groups else None
     if case.op in ("gmm", "gateup", "tgmm") and case.fmt == "bf16":
         if peers.megablox is None:
             impls += missing("megablox", ["megablox:gmm"])
@@ -590,23 +606,26 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             for tag, tile in peer_tiles:
                 # megablox tiling is (tm, tk, tn); its default is (128, 128, 128).
                 tiling = (128, 128, 128) if tile is None else (tile[0], tile[2], tile[1])
-                offset = {"group_offset": d["offset"]} if case.total_groups else {}
                 if case.op == "tgmm":
                     # megablox tgmm takes lhs as [k, m]: the transpose is part
                     # of the call, as in megablox's own gmm backward.
-                    f = jax.jit(lambda x, dy, s, tiling=tiling: mb.tgmm(
-                        x.T, dy, s, f32, tiling=tiling, interpret=interp))
-                    build = functools.partial(lambda f: lambda: f(d["lhs"], d["dout"], d["sizes"]),
-                                              f)
+                    def mb_tgmm(x, dy, s, *, tiling):
+                        return mb.tgmm(x.T, dy, s, f32, tiling=tiling, interpret=interp)
+
+                    f = jax.jit(functools.partial(mb_tgmm, tiling=tiling))
+                    args = (d["lhs"], d["dout"], d["sizes"])
                     name = "megablox:tgmm"
                 else:
-                    f = jax.jit(lambda x, w, s, tiling=tiling, offset=offset: _epilogue(
-                        case, mb.gmm(x, w, s, bf16, tiling=tiling, interpret=interp, **offset)))
-                    build = functools.partial(lambda f: lambda: f(d["lhs"], d["rhs_kn"],
-                                                                  d["sizes"]), f)
+                    def mb_gmm(x, w, s, offset, *, tiling):
+                        return _epilogue(case, mb.gmm(x, w, s, bf16, tiling=tiling,
+                                                      group_offset=offset, interpret=interp))
+
+                    f = jax.jit(functools.partial(mb_gmm, tiling=tiling))
+                    args = (d["lhs"], d["rhs_kn"], d["sizes"], offset)
                     name = "megablox:gmm"
                 impls.append(Impl(name + tag, "megablox",
-                                  _tile_str(tiling[0], tiling[2], tiling[1]), build))
+                                  _tile_str(tiling[0], tiling[2], tiling[1]),
+                                  functools.partial(_bind, f, args)))
 
     # --- tpu-inference's megablox ------------------------------------------------
     if case.op in ("gmm", "gateup"):
@@ -614,8 +633,12 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             impls += missing("tpu-inference", ["tpu-inference:gmm"])
         else:
             ti = peers.tpu_inference
-            scale = {"rhs_scale": d["scale4"]} if "scale4" in d else {}
-            offset = {"group_offset": d["offset"]} if case.total_groups else {}
+
+            def ti_gmm(x, w, s, scale, offset, *, tiling):
+                return _epilogue(case, ti.gmm(x, w, s, bf16, rhs_scale=scale, tiling=tiling,
+                                              group_offset=offset, interpret=interp))
+
+            args = (d["lhs"], d["rhs_kn"], d["sizes"], d.get("scale4"), offset)
             for tag, tile in peer_tiles:
                 tiling = None if tile is None else (tile[0], tile[2], tile[1])
                 if tiling is None:  # what its gmm picks: the tuned table, else its heuristic
@@ -628,11 +651,9 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
                         shown = "auto"
                 else:
                     shown = _tile_str(tiling[0], tiling[2], tiling[1])
-                f = jax.jit(lambda x, w, s, tiling=tiling: _epilogue(case, ti.gmm(
-                    x, w, s, bf16, tiling=tiling, interpret=interp, **scale, **offset)))
+                f = jax.jit(functools.partial(ti_gmm, tiling=tiling))
                 impls.append(Impl("tpu-inference:gmm" + tag, "tpu-inference", shown,
-                                  functools.partial(lambda f: lambda: f(
-                                      d["lhs"], d["rhs_kn"], d["sizes"]), f)))
+                                  functools.partial(_bind, f, args)))
 
     # --- tokamax -------------------------------------------------------------------
     if case.op in ("gmm", "gateup", "tgmm"):
@@ -641,6 +662,11 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
         else:
             impls += _tokamax(case, d, peers, peer_tiles, interp)
     return impls
+
+
+def _bind(f, args):
+    """The call to time: f on these arguments."""
+    return lambda: f(*args)
 
 
 def _epilogue(case: Case, out):
@@ -661,6 +687,9 @@ def _tokamax_class(tpu, interp):
     makes. The kernel itself still runs, in Pallas interpret mode."""
     if interp is False:
         return tpu.PallasMosaicTpuRaggedDot
+    # Its config is a pydantic model whose `interpret` is typed bool: an
+    # InterpretParams there works, and warns on every use.
+    warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
     # Its kernel is built on Pallas's emit_pipeline, which asks the device for
     # its TPU generation: on the CPU, answer with the v5e's (the registry JAX
     # keeps for device kinds it does not know).
@@ -709,8 +738,7 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
         if case.op == "tgmm":
             f = jax.jit(lambda x, dy, s, impl=impl: tk.ragged_dot_general(
                 x, dy, s, dims, preferred_element_type=jnp.float32, implementation=[impl]))
-            build = functools.partial(lambda f: lambda: f(
-                d["lhs_local"], d["dout"][d["rows"][0]:d["rows"][1]], d["sizes_local"]), f)
+            build = functools.partial(_bind, f, (d["lhs_local"], d["dout_local"], d["sizes_local"]))
             name = "tokamax:mosaic(drhs)"
         else:
             def call(x, w, s, *scale, impl=impl):
@@ -721,8 +749,8 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
 
             f = jax.jit(call)
             scale = (d["scale3"],) if quantized else ()
-            build = functools.partial(lambda f: lambda: f(d["lhs_local"], d["rhs_kn"],
-                                                          d["sizes_local"], *scale), f)
+            build = functools.partial(_bind, f, (d["lhs_local"], d["rhs_kn"], d["sizes_local"],
+                                                 *scale))
             name = "tokamax:mosaic"
         impls.append(Impl(name + tag, "tokamax", shown, build, local=True))
     return impls
@@ -763,7 +791,7 @@ def run_impl(case: Case, impl: Impl, d: dict, ref, peaks) -> dict:
         row["compile_s"] = time.perf_counter() - start
         if not impl.local and case.op not in ("dense", "tgmm"):
             out = out[d["rows"][0]:d["rows"][1]]
-        tol = TOLERANCE[str(out.dtype)] if str(out.dtype) in TOLERANCE else 1e-2
+        tol = TOLERANCE.get(str(out.dtype), 1e-2)
         err = relative_error(out, ref) if out.shape == ref.shape else float("inf")
         del out
         row["err"], row["tolerance"] = err, tol
@@ -820,8 +848,9 @@ def tables(kind: str, rows: list[dict], summaries: list[dict], skipped: list[str
         lines.append(f"| {s['case']} | {s.get('gemmgen', '-')} | {_f(s.get('gemmgen_ms'), '.3f')} "
                      f"| {s.get('best_peer', '-')} | {_f(s.get('best_peer_ms'), '.3f')} "
                      f"| {_f(s.get('speedup_vs_best_peer'), '.2f')} |")
-    lines += ["", "| case | impl | tile (MxNxK) | ms | TFLOP/s | % MXU | % HBM | compile s | "
-              "correct (err) |", "|---|---|---|---|---|---|---|---|---|"]
+    head = ("| case | impl | tile (MxNxK) | ms | TFLOP/s | % MXU | % HBM | compile s "
+            "| correct (err) |")
+    lines += ["", head, "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         err = f" ({r['err']:.1e})" if "err" in r else ""
         lines.append(
