@@ -120,7 +120,7 @@ class Case:
         """The same structure at a size Pallas interpret mode runs in seconds:
         skewed routing, empty experts, a shard, k off the 256 grid where the
         real case is."""
-        k = 512 if FORMATS[self.fmt][1] == "kblock" else (320 if self.k % 256 else 256)
+        k = 1024 if FORMATS[self.fmt][1] == "kblock" else (320 if self.k % 256 else 256)
         # A shard's rows are about g / total_groups of m: enough for the
         # peers that need 128 rows (tokamax).
         m = 1024 if self.total_groups else min(self.m, 256)
@@ -470,6 +470,18 @@ def reference(case: Case, d: dict):
 
     scale = (d["scale3"],) if "scale3" in d else ()
     return jax.jit(gm)(d["lhs_local"], d["rhs_kn"], *scale)
+
+
+def device_alive() -> bool:
+    """Whether the device still runs a trivial computation."""
+    import jax
+    import jax.numpy as jnp
+
+    try:
+        x = jax.device_put(jnp.arange(8, dtype=jnp.float32), tpu_bench.device())
+        return float(jax.block_until_ready(x + 1).sum()) == 36.0
+    except Exception:  # noqa: BLE001 - any failure means it does not
+        return False
 
 
 def relative_error(got, ref) -> float:
@@ -859,7 +871,7 @@ def tables(kind: str, rows: list[dict], summaries: list[dict], skipped: list[str
             f"| {_f(r.get('hbm_pct'), '.0f')} | {_f(r.get('compile_s'), '.1f')} "
             f"| {r['status'].replace('|', '/')}{err if r['status'] == 'ok' else ''} |")
     if skipped:
-        lines += ["", f"Not run (time budget): {', '.join(skipped)}"]
+        lines += ["", f"Not run (time budget, or the device lost): {', '.join(skipped)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -877,6 +889,8 @@ def main(argv=None) -> int:
     ap.add_argument("--impl", action="append",
                     help="only implementations matching this glob, e.g. 'gemmgen:*', 'xla:*', "
                          "'*@gemmgen-tile' (repeatable)")
+    ap.add_argument("--skip-impl", action="append",
+                    help="leave out implementations matching this glob (repeatable)")
     ap.add_argument("--time-budget", type=float, default=None,
                     help="seconds: start no new case past this (the rest are listed as skipped)")
     ap.add_argument("--tiles-from", type=Path,
@@ -914,9 +928,14 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     rows, summaries, skipped = [], [], []
+    lost = ""  # set when the device stops answering
     with tempfile.TemporaryDirectory() as tmp:
         ours = Ours.load(tiles, Path(tmp))
         for case in cases:
+            if lost:
+                skipped.append(case.name)
+                print(f"{case.name}: skipped ({lost})", flush=True)
+                continue
             if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
                 skipped.append(case.name)
                 print(f"{case.name}: skipped (time budget of {args.time_budget:.0f} s spent)",
@@ -940,6 +959,13 @@ def main(argv=None) -> int:
             for impl in impls:
                 if args.impl and not any(fnmatch.fnmatch(impl.name, p) for p in args.impl):
                     continue
+                if args.skip_impl and any(fnmatch.fnmatch(impl.name, p) for p in args.skip_impl):
+                    continue
+                if lost:
+                    case_rows.append({"case": case.name, "impl": impl.name, "family": impl.family,
+                                      "tile": impl.tile, "correct": False,
+                                      "status": f"not run: {lost}"})
+                    continue
                 row = run_impl(run, impl, d, ref, peaks)
                 row.update(m=run.m, k=run.k, n=run.n, groups=run.g, fmt=run.fmt)
                 if d is not None and "rows" in d:
@@ -950,6 +976,11 @@ def main(argv=None) -> int:
                 if "hbm_pct" in row:
                     timing += f" {row['hbm_pct']:.0f} % HBM"
                 print(f"  {impl.name} [{impl.tile}]: {row['status']} {timing}", flush=True)
+                if row["status"].startswith("error") and not device_alive():
+                    # A kernel that faults can take the chip with it: say
+                    # which, and stop timing on a device that answers no more.
+                    lost = f"the device stopped answering after {case.name} {impl.name}"
+                    print(f"  {lost}; the remaining implementations are not run", flush=True)
             rows += case_rows
             summaries.append(summarize(case, case_rows))
             s = summaries[-1]

@@ -142,7 +142,7 @@ def test_tpu_peers_time_budget_skips_cases_and_says_which(tmp_path):
     data, out = _peers(tmp_path, "--interpret", "--time-budget", "0", "--case", "qwen3-30b-a3b-up",
                        "--case", "dense*")
     assert data["rows"] == [] and data["skipped"] == ["qwen3-30b-a3b-up", "dense-bf16-8192"]
-    assert "Not run (time budget): qwen3-30b-a3b-up, dense-bf16-8192" in (
+    assert "Not run (time budget, or the device lost): qwen3-30b-a3b-up, dense-bf16-8192" in (
         tmp_path / "tpu_peers.md").read_text()
 
 
