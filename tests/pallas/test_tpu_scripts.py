@@ -158,6 +158,7 @@ def test_tpu_peers_interpret_checks_every_impl_and_reports_a_wrong_one(tmp_path)
     rows = {r["impl"]: r for r in data["rows"]}
     assert set(rows) == {"gemmgen:gmm_bf16_lut", "xla:ragged_dot", "broken:ragged_dot_x1.5",
                          "megablox:gmm", "tpu-inference:gmm", "tokamax:mosaic"}, rows
+    assert rows["gemmgen:gmm_bf16_lut"]["float64_check"] is True
     for name in ("gemmgen:gmm_bf16_lut", "xla:ragged_dot", "megablox:gmm"):
         row = rows[name]
         assert row["status"] == "ok" and row["correct"] is True, row
@@ -211,10 +212,11 @@ def test_tpu_peers_tiles_from_renders_the_kernel_at_that_tile(tmp_path):
     rows = {r["impl"]: r for r in data["rows"]}
     assert rows["gemmgen:gmm_bf16_lut"]["tile"] == "128x256x256"
     assert rows["gemmgen:gmm_bf16_lut"]["status"] == "ok"
-    # The peers at gemmgen's tile take the (first) gemmgen kernel's.
-    assert rows["megablox:gmm@gemmgen-tile"]["tile"] == "128x256x256"
-    # k = 320 at the tiny shape: the kernel's own checks refuse nothing here,
-    # but a tile the backend refuses is an error row, not a crash.
+    # The peers at gemmgen's tile take the case's first gemmgen kernel's.
+    assert rows["gemmgen:gmm_bf16_out"]["tile"] == "128x256x128"
+    assert rows["megablox:gmm@gemmgen-tile"]["tile"] == "128x256x128"
+    assert all(r["status"] == "ok" for r in rows.values()), rows
+    # A tile the Pallas backend refuses is an error row saying why, not a crash.
     tiles.write_text(json.dumps({"gmm_bf16_lut": "100x256x256"}))
     data, _ = _peers(tmp_path, "--interpret", "--case", "gpt-oss-120b-up", "--tiles-from",
                      str(tiles), "--impl", "gemmgen:gmm_bf16_lut")
