@@ -6,6 +6,7 @@ name, and the backend says why it cannot run here."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,169 @@ def test_tpu_run_runs_each_step_and_reports_it(tmp_path):
     assert [line.split(":")[0] for line in steps] == ["env", *(f"verify_{s}" for s in tpu_specs)]
     assert steps[0].startswith("env: exit 0") and "exit 1" in steps[1]
     assert "JAX sees no TPU" in (out / "verify_moe.txt").read_text()
+
+
+# --- scripts/tpu_peers.py: gemmgen beside XLA, megablox, tpu-inference, tokamax ---
+
+PEER_FAMILIES = {"gemmgen", "xla", "megablox", "tpu-inference", "tokamax"}
+
+
+def _peers(tmp_path, *args: str, env: dict | None = None) -> tuple[dict, str]:
+    r = subprocess.run([sys.executable, "scripts/tpu_peers.py", "--out", str(tmp_path), *args],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads((tmp_path / "tpu_peers.json").read_text()), r.stdout
+
+
+def _installed_or_ok(row: dict) -> bool:
+    """A peer the machine lacks is a row saying so; one it has must be right."""
+    return row["status"] == "ok" or row["status"].startswith("not installed")
+
+
+def test_tpu_peers_lists_its_cases_without_jax_work():
+    r = _run("scripts/tpu_peers.py", "--list")
+    assert r.returncode == 0, r.stderr
+    names = [line.split(":")[0] for line in r.stdout.splitlines()]
+    for model in ("mixtral-8x7b-up", "qwen3-30b-a3b-up", "gpt-oss-120b-up", "deepseek-v3-ep-shard",
+                  "mixtral-8x7b-gateup-silu", "qwen3-30b-a3b-tgmm", "dense-bf16-8192",
+                  "prefill-w4-kblock", "decode-m64-w8-channel", "decode-m512-fp8-channel"):
+        assert model in names
+    assert "shard 32/256" in r.stdout and "m=8192 k=7168 n=4096" in r.stdout
+    r = _run("scripts/tpu_peers.py", "--list", "--case", "decode-m64-*")
+    assert len(r.stdout.splitlines()) == 5 and all("m=64 " in x for x in r.stdout.splitlines())
+    r = _run("scripts/tpu_peers.py", "--list", "--case", "llama*")
+    assert r.returncode != 0 and "no case matches" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tpu_peers_without_a_tpu_says_so(tmp_path):
+    r = _run("scripts/tpu_peers.py", "--out", str(tmp_path), "--case", "dense*")
+    assert r.returncode == 0 and "JAX sees no TPU" in r.stdout, r.stdout + r.stderr
+
+
+def test_tpu_peers_time_budget_skips_cases_and_says_which(tmp_path):
+    data, out = _peers(tmp_path, "--interpret", "--time-budget", "0", "--case", "qwen3-30b-a3b-up",
+                       "--case", "dense*")
+    assert data["rows"] == [] and data["skipped"] == ["qwen3-30b-a3b-up", "dense-bf16-8192"]
+    assert "Not run (time budget, or the device lost): qwen3-30b-a3b-up, dense-bf16-8192" in (
+        tmp_path / "tpu_peers.md").read_text()
+
+
+def test_tpu_peers_interpret_checks_every_impl_and_reports_a_wrong_one(tmp_path):
+    """The Qwen3 case (many small experts, skewed routing) at its tiny shape
+    in interpret mode: gemmgen, XLA and JAX's megablox each checked against
+    the f32 reference and timed; a peer answering 1.5x the product (the
+    test hook) is a WRONG row, kept in the table, not the best peer."""
+    data, out = _peers(tmp_path, "--interpret", "--test-broken-peer", "--case", "qwen3-30b-a3b-up",
+                       "--impl", "gemmgen:gmm_bf16_lut", "--impl", "xla:*", "--impl", "broken:*",
+                       "--impl", "megablox:gmm", "--impl", "tpu-inference:gmm",
+                       "--impl", "tokamax:mosaic")
+    rows = {r["impl"]: r for r in data["rows"]}
+    assert set(rows) == {"gemmgen:gmm_bf16_lut", "xla:ragged_dot", "broken:ragged_dot_x1.5",
+                         "megablox:gmm", "tpu-inference:gmm", "tokamax:mosaic"}, rows
+    assert rows["gemmgen:gmm_bf16_lut"]["float64_check"] is True
+    for name in ("gemmgen:gmm_bf16_lut", "xla:ragged_dot", "megablox:gmm"):
+        row = rows[name]
+        assert row["status"] == "ok" and row["correct"] is True, row
+        assert 0 <= row["err"] <= row["tolerance"] == 1e-2 and row["seconds"] > 0, row
+        assert row["compile_s"] > 0 and row["tflops"] > 0 and "mxu_pct" in row
+    assert rows["megablox:gmm"]["tile"] == "128x128x128"  # its default tiling
+    broken = rows["broken:ragged_dot_x1.5"]
+    assert broken["correct"] is False and broken["status"].startswith("WRONG (err ")
+    assert 0.3 < broken["err"] < 0.6, broken  # 1.5x: half the reference's max
+    for name in ("tpu-inference:gmm", "tokamax:mosaic"):
+        assert _installed_or_ok(rows[name]), rows[name]
+    (summary,) = data["summary"]
+    assert summary["gemmgen"] == "gemmgen:gmm_bf16_lut"
+    assert not summary["best_peer"].startswith("broken:")
+    assert summary["speedup_vs_best_peer"] == summary["best_peer_ms"] / summary["gemmgen_ms"]
+    md = (tmp_path / "tpu_peers.md").read_text()
+    assert "| qwen3-30b-a3b-up | broken:ragged_dot_x1.5 |" in md and "WRONG (err" in md
+
+
+@pytest.mark.slow
+def test_tpu_peers_interpret_every_structure(tmp_path):
+    """An expert-parallel shard (group_offset), the fused gate-up, the d rhs
+    (tgmm), dense, and every quantized format at decode: every gemmgen row
+    and every XLA / megablox row is correct; a gemmgen kernel also passes
+    its float64 check."""
+    data, _ = _peers(tmp_path, "--interpret", "--case", "deepseek*", "--case", "*gateup*",
+                     "--case", "*tgmm", "--case", "dense*", "--case", "decode-m128-*",
+                     "--impl", "gemmgen:*", "--impl", "xla:*", "--impl", "megablox:*",
+                     "--impl", "tpu-inference:gmm", "--impl", "tokamax:mosaic")
+    rows = data["rows"]
+    cases = {r["case"] for r in rows}
+    assert len(cases) == 9, cases
+    assert all(_installed_or_ok(r) for r in rows), [r for r in rows if not _installed_or_ok(r)]
+    families = {(r["case"], r["family"]) for r in rows if r["status"] == "ok"}
+    for case in cases:
+        assert (case, "gemmgen") in families and (case, "xla") in families, case
+    shard = [r for r in rows if r["case"] == "deepseek-v3-ep-shard"]
+    assert all(0 < r["rows"] < r["m"] for r in shard)  # the shard's rows only
+    decode = [r for r in rows if r["case"].startswith("decode") and r["status"] == "ok"]
+    assert decode and all(r["hbm_pct"] > 0 for r in decode)
+    assert {r["impl"] for r in rows if r["case"] == "decode-m128-w4-kblock"} >= {
+        "gemmgen:peer_w4a16_kblock", "xla:ragged_dot"}
+
+
+@pytest.mark.slow
+def test_tpu_peers_tiles_from_renders_the_kernel_at_that_tile(tmp_path):
+    tiles = tmp_path / "tiles.json"
+    tiles.write_text(json.dumps({"gmm_bf16_lut": "128x256x256", "gmm_bf16_out": "128x256x128"}))
+    data, _ = _peers(tmp_path, "--interpret", "--case", "gpt-oss-120b-up", "--tiles-from",
+                     str(tiles), "--impl", "gemmgen:*", "--impl", "megablox:gmm@gemmgen-tile")
+    rows = {r["impl"]: r for r in data["rows"]}
+    assert rows["gemmgen:gmm_bf16_lut"]["tile"] == "128x256x256"
+    assert rows["gemmgen:gmm_bf16_lut"]["status"] == "ok"
+    # The peers at gemmgen's tile take the case's first gemmgen kernel's.
+    assert rows["gemmgen:gmm_bf16_out"]["tile"] == "128x256x128"
+    assert rows["megablox:gmm@gemmgen-tile"]["tile"] == "128x256x128"
+    assert all(r["status"] == "ok" for r in rows.values()), rows
+    # A tile the Pallas backend refuses is an error row saying why, not a crash.
+    tiles.write_text(json.dumps({"gmm_bf16_lut": "100x256x256"}))
+    data, _ = _peers(tmp_path, "--interpret", "--case", "gpt-oss-120b-up", "--tiles-from",
+                     str(tiles), "--impl", "gemmgen:gmm_bf16_lut")
+    (row,) = data["rows"]
+    assert row["status"].startswith("error:") and "refused" in row["status"], row
+
+
+@pytest.mark.slow
+def test_tpu_peers_with_the_device_wheels(tmp_path):
+    """The install the TPU run does (scripts/tpu_device_run.sh), from the
+    wheels of .device-wheels/ (scripts/fetch_peer_wheels.sh), with this
+    JAX first: tpu-inference's gmm and tokamax import and run on the CPU, in
+    interpret mode, plain and quantized."""
+    wheels = sorted((ROOT / ".device-wheels").glob("*.whl"))
+    if not wheels:
+        pytest.skip("no .device-wheels/ (bash scripts/fetch_peer_wheels.sh)")
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "-q", "--no-index",
+                    "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade", "--target",
+                    str(site), *map(str, wheels)], check=True, timeout=600,
+                   env={**os.environ, "PIP_CONFIG_FILE": "/dev/null"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (os.environ.get("PYTHONPATH"), str(site)) if p)}
+    out = tmp_path / "out"
+    data, _ = _peers(out, "--interpret", "--case", "mixtral-8x7b-up", "--case", "decode-m128-w8-*",
+                     "--case", "decode-m128-w4-kblock", "--case", "qwen3-30b-a3b-tgmm",
+                     "--impl", "tpu-inference:*", "--impl", "tokamax:*", env=env)
+    assert data["versions"]["tokamax"] != "not installed" and not data["missing_peers"]
+    bad = [r for r in data["rows"] if r["status"] != "ok"]
+    assert not bad, bad
+    assert {r["family"] for r in data["rows"]} == {"tpu-inference", "tokamax"}
+
+
+def test_tpu_device_run_writes_its_files_and_says_no_tpu(tmp_path):
+    """The lead's one command, without a TPU: versions printed, the wheels (if
+    fetched here) installed into PEER_SITE, tpu_peers.py run; at most 8 files
+    under $OUT."""
+    out = tmp_path / "out"
+    r = subprocess.run(["bash", "scripts/tpu_device_run.sh", "--case", "dense*"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "OUT": str(out), "PYTHON": sys.executable,
+                            "PEER_SITE": str(tmp_path / "site")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["tpu_peers.log", "versions.txt"] and len(files) <= 8
+    versions = (out / "versions.txt").read_text()
+    assert versions.startswith("python 3.") and "jax 0.10.2" in versions
+    assert "JAX sees no TPU" in (out / "tpu_peers.log").read_text()
