@@ -27,6 +27,10 @@ if ls .device-wheels/*.whl >/dev/null 2>&1; then
     || echo "tpu_tune_run: installing the wheels failed" >&2
 fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$(pwd):$SITE"
+# gemmgen runs from this checkout, not installed: its package gemmgen.templates
+# is the top-level templates/ folder (pyproject.toml maps it when installed),
+# so a throwaway copy of the tree gets the same mapping as a link.
+if ! "$PY" -c "import gemmgen.templates" 2>/dev/null; then ln -s ../templates gemmgen/templates; fi
 
 # The jobs, most telling first: the MoE shapes of docs/benchmarks.md ("Peers
 # on a TPU") for the kernels its benchmark runs, then dense.
@@ -35,7 +39,7 @@ specs/moe.gemm --kernel gmm_bf16_out --preset qwen3-30b-a3b --preset mixtral --p
 specs/moe.gemm --kernel peer_w8a16_per_channel_rhs_int8 --kernel peer_w4a16_kblock --shapes 8192,14336,4096,8;128,14336,4096,8;512,14336,4096,8
 specs/moe.gemm --kernel moe_gateup_silu_bf16 --shapes 8192,28672,4096,8
 specs/moe.gemm --kernel peer_w8a16_per_channel_rhs_e4m3 --kernel peer_w8a16_kblock --shapes 8192,14336,4096,8;128,14336,4096,8;512,14336,4096,8
-specs/dense.gemm --kernel dense_bf16_out_bf16 --shapes 8192,8192,8192;4096,4096,4096
+specs/dense.gemm --device v5e --kernel dense_bf16_out_bf16 --shapes 8192,8192,8192;4096,4096,4096
 '
 if [ -n "${TUNE_JOBS:-}" ]; then jobs="$(cat "$TUNE_JOBS")"; else jobs="$DEFAULT_JOBS"; fi
 status=0

@@ -306,12 +306,22 @@ def check_can_time(plan: Plan, interpret: bool) -> None:
         raise TuneError(f"timing tiles needs {', '.join(missing)}, not installed here (install "
                         "the verification extras and JAX); --dry-run works without them")
     if not interpret:
-        from gemmgen.tune.timing import has_tpu
+        from gemmgen.tune.timing import has_tpu, tpu_kind
 
         if not has_tpu():
             raise TuneError("no TPU here: run gemmgen tune on a TPU, or pass --interpret to run "
                             "the whole flow on the CPU (tiny shapes; its times are not "
                             "measurements), or --dry-run to list the candidates")
+        kind, generation = tpu_kind()
+        if generation != plan.device.name:
+            # Tiles measured on one generation are written as another's
+            # only by mistake: the block would be applied on the wrong chip.
+            raise TuneError(f"--device {plan.device.name}: this machine's TPU is "
+                            f"{generation or 'not a known generation'} ({kind!r}); tune "
+                            f"{plan.device.name} tiles on a {plan.device.name}, or pass "
+                            f"--device {generation}" if generation else
+                            f"--device {plan.device.name}: this machine's TPU ({kind!r}) is "
+                            "not a generation gemmgen knows")
 
 
 def reads_tuned_blocks() -> bool:

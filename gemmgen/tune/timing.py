@@ -88,6 +88,17 @@ def has_tpu() -> bool:
         return False
 
 
+def tpu_kind() -> tuple[str, str | None]:
+    """JAX's device_kind of this machine's TPU and the generation it names
+    (`TPU_DEVICE_KINDS`; None for a kind that table does not know)."""
+    import jax
+
+    from gemmgen.backends.pallas.tpu import TPU_DEVICE_KINDS
+
+    kind = jax.devices("tpu")[0].device_kind
+    return kind, dict(TPU_DEVICE_KINDS).get(kind)
+
+
 class PooledRng:
     """The few `numpy.random.Generator` draws `random_inputs` makes, each
     array cut from a pool of POOL fresh draws repeated (`np.resize`): the

@@ -470,3 +470,19 @@ def test_written_block_is_a_valid_spec_whose_lut_picks_the_winners(spec, spec_fi
     tuned = load(spec_file)[0].kernel("gmm_small").for_backend(PALLAS)
     for r in rs:
         assert session.lut_tile(tuned, r.shape) == r.winner.candidate.tile
+
+
+def test_timing_on_another_generation_is_refused(spec_file, capsys, monkeypatch):
+    """Tiles timed on a v5e are never written as another chip's: `--device`
+    must name the generation of the TPU the command runs on."""
+    pytest.importorskip("jax")
+    from gemmgen.tune import timing
+
+    monkeypatch.setattr(timing, "has_tpu", lambda: True)
+    monkeypatch.setattr(timing, "tpu_kind", lambda: ("TPU v5 lite", "v5e"))
+    before = spec_file.read_text()
+    assert main(["tune", str(spec_file), "--device", "v6e", "--kernel", "gmm_small",
+                 "--shapes", "64,256,256,2"]) == 2
+    err = capsys.readouterr().err
+    assert "this machine's TPU is v5e ('TPU v5 lite')" in err and "--device v5e" in err
+    assert spec_file.read_text() == before
