@@ -35,7 +35,7 @@ if ! "$PY" -c "import gemmgen.templates" 2>/dev/null; then ln -s ../templates ge
 # The jobs, most telling first: the MoE shapes of docs/benchmarks.md ("Peers
 # on a TPU") for the kernels its benchmark runs, then dense.
 DEFAULT_JOBS='
-specs/moe.gemm --kernel gmm_bf16_out --preset qwen3-30b-a3b --preset mixtral --preset gpt-oss-120b --preset deepseek-v3 --shapes 512,14336,4096,8
+specs/moe.gemm --kernel gmm_bf16_out --preset qwen3-30b-a3b --preset gpt-oss-120b --preset deepseek-v3 --shapes 8192,28672,4096,8;128,14336,4096,8;512,14336,4096,8
 specs/moe.gemm --kernel peer_w8a16_per_channel_rhs_int8 --kernel peer_w4a16_kblock --shapes 8192,14336,4096,8;128,14336,4096,8;512,14336,4096,8
 specs/moe.gemm --kernel moe_gateup_silu_bf16 --shapes 8192,28672,4096,8
 specs/moe.gemm --kernel peer_w8a16_per_channel_rhs_e4m3 --kernel peer_w8a16_kblock --shapes 8192,14336,4096,8;128,14336,4096,8;512,14336,4096,8
