@@ -158,7 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--batch", type=_positive, metavar="B", default=None,
                    help="calls per sample, dispatched back to back (default: 10)")
     t.add_argument("--out", metavar="JSON",
-                   help="also write every candidate and measurement to this JSON file")
+                   help="also write every candidate and measurement to this JSON file "
+                        "(rewritten after each kernel and shape, as the spec's block is)")
+    t.add_argument("--time-budget", type=_positive, metavar="SECONDS", default=None,
+                   help="start no kernel and shape past this many seconds; the block gets "
+                        "what was measured (the rest is reported skipped)")
+    t.add_argument("--measurements", metavar="JSON",
+                   help="take the times from an earlier run's --out file instead of timing "
+                        "(no device needed; winners are checked against the reference in "
+                        "interpret mode, the block's provenance is the file's)")
     return p
 
 

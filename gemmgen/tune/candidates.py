@@ -121,6 +121,10 @@ def _sublane_rows(kernel: ir.Kernel) -> int:
     return 8 * 32 // max(bits, 4) if bits < 8 else 8 * 32 // bits
 
 
+# The largest value a tile's m, n or k may take in a spec (gemmgen/validate).
+TILE_MAX = 4096
+
+
 def _clamped(values: tuple[int, ...], dim: int) -> list[int]:
     """The values below `dim`, then the dim rounded up to the smallest value
     (a tile that is the whole dim), then the next value above that (in case
@@ -128,7 +132,9 @@ def _clamped(values: tuple[int, ...], dim: int) -> list[int]:
     clamped to the dim by the generated code."""
     whole = _cdiv(dim, values[0]) * values[0]
     above = [v for v in values if v > whole][:1]
-    return [v for v in values if v < dim] + [whole] + above
+    # A spec's tile dims are at most TILE_MAX (the language's bound): a dim
+    # past it has no whole-dim tile.
+    return [v for v in [v for v in values if v < dim] + [whole] + above if v <= TILE_MAX]
 
 
 def _rows(kernel: ir.Kernel, shape: Shape) -> int:

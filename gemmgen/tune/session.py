@@ -117,6 +117,32 @@ def make_plan(spec: ir.Spec, device: Device, names: list[str] | None,
     return plan
 
 
+def replay_plan(spec: ir.Spec, device: Device, recorded: RecordedTimer,
+                names: list[str] | None) -> Plan:
+    """The plan of `--measurements`: each (kernel, shape) the file measured,
+    with the tiles it measured that are legal tiles of the kernel now (a
+    spec's tile dims are at most TILE_MAX; the checks of `problems`)."""
+    from gemmgen.tune.candidates import TILE_MAX, predict, problems, spec_for, with_tile
+
+    backend = backend_of(device)
+    plan = Plan(backend, device)
+    sp = spec_for(spec, device)
+    for kernel in select(spec, backend, names, plan.notes):
+        for shape in recorded.shapes(kernel.name):
+            lut = lut_tile(kernel, shape)
+            found = []
+            for tile in recorded.tiles(kernel.name, shape):
+                if max(tile.m, tile.n, tile.k) > TILE_MAX or problems(
+                        with_tile(kernel, backend, tile), sp, backend):
+                    continue
+                steps, seconds = predict(kernel, shape, tile, device)
+                found.append(Candidate(tile, 0, steps, seconds,
+                                       "LUT" if tile == ir.Tile(lut.m, lut.n, lut.k) else ""))
+            plan.jobs.append(Job(kernel, shape, tuple(found),
+                                 "" if found else "no measured tile is legal now"))
+    return plan
+
+
 # Whether the IR's LUT takes the group count (rules on g and m/g: the
 # language of issue 41's tuned blocks): then it must be given.
 _LUT_TAKES_G = "g" in inspect.signature(ir.Kernel.tile_for).parameters
@@ -156,11 +182,21 @@ def _baseline_words(why: str) -> str:
 
 def measure(plan: Plan, spec: ir.Spec, timer: Timer, check: Check,
             previous: tuple[TunedRule, ...] = (),
-            progress: Callable[[str], None] = lambda s: None) -> list[ShapeResult]:
-    """Time every candidate of every job, then choose each job's winner."""
-    results = []
-    for job in plan.jobs:
+            progress: Callable[[str], None] = lambda s: None,
+            out_of_time: Callable[[], bool] = lambda: False,
+            on_result: Callable[[list[ShapeResult]], None] = lambda r: None,
+            ) -> list[ShapeResult]:
+    """Time every candidate of every job, then choose each job's winner.
+    `on_result` gets the results so far after each job (the command writes
+    the block then, so a run cut off loses only the job in progress); once
+    `out_of_time()` holds, the jobs not started are marked skipped."""
+    results: list[ShapeResult] = []
+    for i, job in enumerate(plan.jobs):
         if job.skipped:
+            continue
+        if out_of_time():
+            plan.jobs[i] = Job(job.kernel, job.shape, job.candidates,
+                               skipped="the time budget (--time-budget) ran out first")
             continue
         measured = []
         for c in job.candidates:
@@ -172,7 +208,45 @@ def measure(plan: Plan, spec: ir.Spec, timer: Timer, check: Check,
                         lambda tile, k=job.kernel: check(k, spec, tile),
                         previous_tile(previous, job.kernel.name, job.shape))
         results.append(result)
+        on_result(results)
     return results
+
+
+class RecordedTimer:
+    """A `Timer` that reads the measurements of an earlier run (the JSON of
+    `--out`) instead of timing: `gemmgen tune --measurements FILE` writes the
+    block from what a device measured, with the winner check run here (in
+    interpret mode), e.g. after a run on a lent TPU was cut off before it
+    wrote its block. A tile the file lacks counts as failed."""
+
+    def __init__(self, data: dict) -> None:
+        self.provenance = data.get("provenance") or {}
+        self.device = data.get("device")
+        self._seen: dict[tuple[str, Shape, tuple[int, int, int]], Measurement] = {}
+        for job in data.get("jobs", ()):
+            shape = Shape(job["m"], job["n"], job["k"], job.get("g", 0))
+            for c in job.get("candidates", ()):
+                if "seconds" not in c and not c.get("error"):
+                    continue  # listed, not measured (a dry run)
+                self._seen[(job["kernel"], shape, tuple(c["tile"]))] = Measurement(
+                    c.get("seconds"), c.get("noise") or 0.0, c.get("compile_s") or 0.0,
+                    c.get("error") or "")
+
+    def shapes(self, kernel: str) -> list[Shape]:
+        """The shapes the file measured `kernel` at, in its order."""
+        out: list[Shape] = []
+        for name, shape, _ in self._seen:
+            if name == kernel and shape not in out:
+                out.append(shape)
+        return out
+
+    def tiles(self, kernel: str, shape: Shape) -> list[ir.Tile]:
+        return [ir.Tile(*t) for (name, s, t) in self._seen if name == kernel and s == shape]
+
+    def __call__(self, kernel: ir.Kernel, spec: ir.Spec, shape: Shape,
+                 tile: ir.Tile) -> Measurement:
+        got = self._seen.get((kernel.name, shape, (tile.m, tile.n, tile.k)))
+        return got if got is not None else Measurement(None, error="not in the measurements")
 
 
 def block_body(spec: ir.Spec, kernels: list[ir.Kernel], results: list[ShapeResult],
