@@ -81,7 +81,9 @@ from gemmgen.build import render_spec
 from gemmgen.harness.runner import load_generated_module
 
 V5E = "TPU v5e"  # the peaks used when the device's kind is not in tpu_bench.PEAKS
+ON_CPU = False  # --interpret or --lower: no TPU here
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-3}  # max|out - ref| / max|ref|
+SHARD_ROWS_ALIGN = 512  # an expert-parallel shard's rows, padded for the peers without group_offset
 SCALE_BLOCK_K = 512  # rows of k per scale of the K-block formats (specs/moe.gemm peer_*)
 
 # Weight formats: (weight dtype, scale layout, gemmgen kernel). "channel":
@@ -354,41 +356,58 @@ def interpret_arg():
     return kw.get("interpret", False)
 
 
-def make_data(case: Case) -> dict:
+def make_data(case: Case, abstract: bool = False) -> dict:
+    """The case's operands on the device, with the host's routing facts
+    (sizes_np, rows); `abstract`: their shapes and dtypes only
+    (jax.ShapeDtypeStruct, for --lower), nothing drawn."""
+    import jax
+
+    d = {"rows": (0, case.m)}
+    if case.op != "dense":
+        sizes = routing(case.m, case.groups, case.seed)
+        first = int(sizes[:case.offset].sum())
+        d["sizes_np"] = sizes
+        d["rows"] = (first, first + int(sizes[case.offset:case.offset + case.g].sum()))
+    draw = functools.partial(_arrays, case, d.get("sizes_np"), d["rows"])
+    if abstract:
+        return {**d, **jax.eval_shape(draw)}
+    dev = tpu_bench.device()
+    return {**d, **{name: jax.device_put(x, dev) for name, x in draw().items()}}
+
+
+def _arrays(case: Case, sizes, rows: tuple[int, int]) -> dict:
+    """The operands, every layout each implementation takes, drawn from a
+    fixed key (a JAX computation only, so that jax.eval_shape can trace it)."""
     import jax
     import jax.numpy as jnp
 
-    dev = tpu_bench.device()
-    key = jax.random.key(case.seed)
-    ka, kw, ks = jax.random.split(key, 3)
-    d = {}
+    ka, kw, ks = jax.random.split(jax.random.key(case.seed), 3)
+    d = {"lhs": jax.random.normal(ka, (case.m, case.k), jnp.bfloat16)}
     if case.op == "dense":
-        d["lhs"] = jax.device_put(jax.random.normal(ka, (case.m, case.k), jnp.bfloat16), dev)
-        d["rhs_kn"] = jax.device_put(_weights(kw, (case.k, case.n)), dev)
-        d["rhs_nk"] = jax.device_put(d["rhs_kn"].T, dev)
-        d["rows"] = (0, case.m)
+        d["rhs_kn"] = _weights(kw, (case.k, case.n))
+        d["rhs_nk"] = d["rhs_kn"].T
         return d
-    sizes = routing(case.m, case.groups, case.seed)
-    first = int(sizes[:case.offset].sum())
-    rows = int(sizes[case.offset:case.offset + case.g].sum())
-    d["sizes_np"] = sizes
-    d["sizes"] = jax.device_put(jnp.asarray(sizes), dev)
-    d["sizes_local"] = jax.device_put(jnp.asarray(sizes[case.offset:case.offset + case.g]), dev)
-    d["offset"] = jax.device_put(jnp.asarray(case.offset, jnp.int32), dev)
-    d["rows"] = (first, first + rows)
-    d["lhs"] = jax.device_put(jax.random.normal(ka, (case.m, case.k), jnp.bfloat16), dev)
+    first, end = rows
+    d["sizes"] = jnp.asarray(sizes)
+    d["sizes_local"] = jnp.asarray(sizes[case.offset:case.offset + case.g])
+    d["offset"] = jnp.asarray(case.offset, jnp.int32)
     # The rows of this shard, for the peers that take no group_offset (XLA,
-    # tokamax): what an expert-parallel layer hands them.
-    d["lhs_local"] = jax.device_put(d["lhs"][first:first + rows], dev)
+    # tokamax): what an expert-parallel layer hands them, in a buffer of a
+    # whole number of 512-row tiles (its capacity; tokamax needs m to be a
+    # multiple of its m tile). Rows past the shard's are zero, in no group.
+    d["lhs_local"] = d["lhs"][first:end]
+    if case.total_groups:
+        pad = -(end - first) % SHARD_ROWS_ALIGN
+        d["lhs_local"] = jnp.pad(d["lhs_local"], ((0, pad), (0, 0)))
     if case.op == "tgmm":
-        d["dout"] = jax.device_put(jax.random.normal(kw, (case.m, case.n), jnp.bfloat16), dev)
-        d["dout_local"] = jax.device_put(d["dout"][first:first + rows], dev)
+        d["dout"] = jax.random.normal(kw, (case.m, case.n), jnp.bfloat16)
+        d["dout_local"] = d["dout"][first:end]
         return d
     dtype, scales, _ = FORMATS[case.fmt]
     g, k, n = case.g, case.k, case.n
     if dtype == "bfloat16":
-        d["rhs_kn"] = jax.device_put(_weights(kw, (g, k, n)), dev)
-        d["rhs_nk"] = jax.device_put(jnp.swapaxes(d["rhs_kn"], 1, 2), dev)
+        d["rhs_kn"] = _weights(kw, (g, k, n))
+        d["rhs_nk"] = jnp.swapaxes(d["rhs_kn"], 1, 2)
         return d
     if dtype == "float8_e4m3fn":
         codes = jax.random.normal(kw, (g, k, n), jnp.float32).astype(jnp.float8_e4m3fn)
@@ -398,20 +417,19 @@ def make_data(case: Case) -> dict:
     nb = 1 if scales == "channel" else -(-k // SCALE_BLOCK_K)
     base = 1.0 / (_CODE_RMS[dtype] * np.sqrt(k))
     s3 = base * jax.random.uniform(ks, (g, nb, n), jnp.float32, 0.5, 1.5)
-    d["scale3"] = jax.device_put(s3, dev)  # [g, nb, n]: tokamax's QArray, XLA's dequantize
-    d["scale4"] = jax.device_put(s3[:, :, None, :], dev)  # [g, nb, 1, n]: megablox rhs_scale
+    d["scale3"] = s3  # [g, nb, n]: tokamax's QArray, XLA's dequantize
+    d["scale4"] = s3[:, :, None, :]  # [g, nb, 1, n]: megablox rhs_scale
     nk = jnp.swapaxes(codes, 1, 2)  # gemmgen's [g, n, k]
     if dtype == "int4":
         # Two codes a byte along k, element 2i in the low nibble (docs/spec.md).
         lo = (nk[..., 0::2] & 0xF).astype(jnp.uint8)
         hi = (nk[..., 1::2] & 0xF).astype(jnp.uint8)
-        d["rhs_nk"] = jax.device_put(lo | (hi << 4), dev)
-        d["rhs_kn"] = jax.device_put(codes.astype(jnp.int4), dev)
+        d["rhs_nk"] = lo | (hi << 4)
+        d["rhs_kn"] = codes.astype(jnp.int4)
     else:
-        d["rhs_nk"] = jax.device_put(nk, dev)
-        d["rhs_kn"] = jax.device_put(codes, dev)
-    d["ours_scale"] = jax.device_put(s3[:, 0, :] if scales == "channel" else s3[:, :, None, :],
-                                     dev)
+        d["rhs_nk"] = nk
+        d["rhs_kn"] = codes
+    d["ours_scale"] = s3[:, 0, :] if scales == "channel" else s3[:, :, None, :]
     return d
 
 
@@ -510,8 +528,8 @@ def relative_error(got, ref) -> float:
 
 
 # ---------------------------------------------------------------------------
-# Implementations: (name, tile, build) where build() returns the call to
-# time, or raises. `local`: the call returns only the case's computed rows.
+# Implementations: (name, tile, build) where build() returns the function to
+# time and its arguments, or raises. `local`: the call returns only the case's computed rows.
 
 
 @dataclasses.dataclass
@@ -570,15 +588,16 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             fn = ours.fn(name)
             kw = {"interpret": interp} if interp is not False else {}
             if case.op == "dense":
-                return lambda: fn(lhs=d["lhs"], rhs=d["rhs_nk"], **kw)
-            if case.op == "tgmm":
-                return lambda: fn(lhs=d["lhs"], rhs=d["dout"], group_sizes=d["sizes"], **kw)
-            args = {"lhs": d["lhs"], "rhs": d["rhs_nk"], "group_sizes": d["sizes"]}
-            if "ours_scale" in d:
-                args["rhs_scale"] = d["ours_scale"]
-            if case.total_groups:
-                args["group_offset"] = d["offset"]
-            return lambda: fn(**args, **kw)
+                args = {"lhs": d["lhs"], "rhs": d["rhs_nk"]}
+            elif case.op == "tgmm":
+                args = {"lhs": d["lhs"], "rhs": d["dout"], "group_sizes": d["sizes"]}
+            else:
+                args = {"lhs": d["lhs"], "rhs": d["rhs_nk"], "group_sizes": d["sizes"]}
+                if "ours_scale" in d:
+                    args["rhs_scale"] = d["ours_scale"]
+                if case.total_groups:
+                    args["group_offset"] = d["offset"]
+            return functools.partial(_by_name, fn, tuple(args), kw), tuple(args.values())
 
         impls.append(Impl(f"gemmgen:{name}", "gemmgen", _tile_str(*tile), build,
                           check64=functools.partial(ours.check64, name)))
@@ -589,7 +608,7 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
     # --- XLA ---------------------------------------------------------------
     if case.op == "dense":
         dot = jax.jit(lambda a, b: jnp.dot(a, b))
-        impls.append(Impl("xla:dot", "xla", "-", lambda: lambda: dot(d["lhs"], d["rhs_kn"])))
+        impls.append(Impl("xla:dot", "xla", "-", lambda: (dot, (d["lhs"], d["rhs_kn"]))))
     elif case.op == "tgmm":
         dims = jax.lax.RaggedDotDimensionNumbers(
             dot_dimension_numbers=(([0], [0]), ([], [])), lhs_ragged_dimensions=[0],
@@ -609,12 +628,12 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
         xla_args = (d["lhs_local"], d["rhs_kn"], d["sizes_local"], *xla_scale)
         xg = jax.jit(xla_gmm)
         impls.append(Impl("xla:ragged_dot", "xla", "-", local=True,
-                          build=lambda: lambda: xg(*xla_args)))
+                          build=lambda: (xg, xla_args)))
         if broken:
             # The test hook: a peer that answers wrong must be reported WRONG.
             bad = jax.jit(lambda *a: xla_gmm(*a) * 1.5)
             impls.append(Impl("broken:ragged_dot_x1.5", "test-hook", "-", local=True,
-                              build=lambda: lambda: bad(*xla_args)))
+                              build=lambda: (bad, xla_args)))
 
     # --- JAX's megablox ------------------------------------------------------
     # Every array goes in as an argument (a closed-over one would be baked
@@ -687,8 +706,13 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
 
 
 def _bind(f, args):
-    """The call to time: f on these arguments."""
-    return lambda: f(*args)
+    """An Impl's build: the function and its arguments."""
+    return f, args
+
+
+def _by_name(fn, names: tuple[str, ...], kw: dict, *arrays):
+    """fn called with keywords, as gemmgen's functions document them."""
+    return fn(**dict(zip(names, arrays, strict=True)), **kw)
 
 
 def _epilogue(case: Case, out):
@@ -702,12 +726,13 @@ def _epilogue(case: Case, out):
 
 
 @functools.cache
-def _tokamax_class(tpu, interp):
-    """tokamax's Mosaic TPU ragged dot; in interpret mode (the CPU) with its
-    device check lifted: it refuses any device but a TPU even when told to
-    interpret, and the CPU run is there to exercise the calls the TPU run
-    makes. The kernel itself still runs, in Pallas interpret mode."""
-    if interp is False:
+def _tokamax_class(tpu, on_cpu: bool):
+    """tokamax's Mosaic TPU ragged dot; on the CPU (--interpret, --lower)
+    with its device check lifted: it refuses any device but a TPU even when
+    told to interpret, and the CPU runs are there to exercise the calls the
+    TPU run makes. The kernel itself still runs in Pallas interpret mode, or
+    is lowered for a TPU."""
+    if not on_cpu:
         return tpu.PallasMosaicTpuRaggedDot
     # Its config is a pydantic model whose `interpret` is typed bool: an
     # InterpretParams there works, and warns on every use.
@@ -747,7 +772,7 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
             shown = "auto " + (_tile_str(got[0][0], got[0][2], got[0][1]) if got else "128x128x128")
         else:
             shown = _tile_str(*tile)
-        if interp is False and tile is None:
+        if not ON_CPU and tile is None:
             # The public API at its defaults: the Mosaic TPU implementation, its heuristics.
             impl = "mosaic"
         else:
@@ -756,7 +781,7 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
             kw = {"interpret": interp} if interp is not False else {}
             if tile is not None:
                 kw["config"] = tpu.Config(tile_m=tile[0], tile_k=tile[2], tile_n=tile[1])
-            impl = _tokamax_class(tpu, interp)(**kw)
+            impl = _tokamax_class(tpu, ON_CPU)(**kw)
         if case.op == "tgmm":
             f = jax.jit(lambda x, dy, s, impl=impl: tk.ragged_dot_general(
                 x, dy, s, dims, preferred_element_type=jnp.float32, implementation=[impl]))
@@ -807,11 +832,16 @@ def run_impl(case: Case, impl: Impl, d: dict, ref, peaks) -> dict:
         row["status"], row["correct"] = impl.status, None
         return row
     try:
-        fn = impl.build()
+        f, args = impl.build()
+        fn = functools.partial(f, *args)
         start = time.perf_counter()
         out = jax.block_until_ready(fn())
         row["compile_s"] = time.perf_counter() - start
-        if not impl.local and case.op not in ("dense", "tgmm"):
+        if case.op in ("dense", "tgmm"):
+            pass  # every row (dense), every group's [k, n] (tgmm)
+        elif impl.local:  # the shard's rows, then its padding
+            out = out[:d["rows"][1] - d["rows"][0]]
+        else:
             out = out[d["rows"][0]:d["rows"][1]]
         tol = TOLERANCE.get(str(out.dtype), 1e-2)
         err = relative_error(out, ref) if out.shape == ref.shape else float("inf")
@@ -836,6 +866,28 @@ def run_impl(case: Case, impl: Impl, d: dict, ref, peaks) -> dict:
             row["status"] = "ok"
     except Exception as e:  # noqa: BLE001 - report and go on
         row["correct"] = False
+        row["status"] = f"error: {_first_line(e)}"
+        row["traceback"] = traceback.format_exc()[-3000:]
+    return row
+
+
+def lower_impl(case: Case, impl: Impl) -> dict:
+    """--lower: the implementation exported for a TPU from abstract operands
+    of the real shape (Mosaic lowering included), on any machine."""
+    import jax
+
+    row = {"case": case.name, "impl": impl.name, "family": impl.family, "tile": impl.tile,
+           "correct": None}
+    if impl.status:
+        row["status"] = impl.status
+        return row
+    try:
+        f, args = impl.build()
+        start = time.perf_counter()
+        jax.export.export(jax.jit(f), platforms=["tpu"])(*args)
+        row["lower_s"] = time.perf_counter() - start
+        row["status"] = "lowered"
+    except Exception as e:  # noqa: BLE001 - report and go on
         row["status"] = f"error: {_first_line(e)}"
         row["traceback"] = traceback.format_exc()[-3000:]
     return row
@@ -911,6 +963,9 @@ def main(argv=None) -> int:
     ap.add_argument("--interpret", action="store_true",
                     help="the whole flow on the CPU: tiny shapes, Pallas interpret mode, every "
                          "peer that runs there; times are not measurements")
+    ap.add_argument("--lower", action="store_true",
+                    help="on the CPU, lower every implementation for a TPU at the real shapes "
+                         "(jax.export, platforms=['tpu']): no run, no timing")
     ap.add_argument("--list", action="store_true", help="list the cases and exit (no JAX work)")
     ap.add_argument("--test-broken-peer", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -922,15 +977,20 @@ def main(argv=None) -> int:
             print(f"{c.name}: {c.op} m={c.m} k={c.k} n={c.n}{groups}{shard} {c.fmt}", flush=True)
         return 0
     tiles = json.loads(args.tiles_from.read_text()) if args.tiles_from else {}
+    if args.lower and args.interpret:
+        raise SystemExit("tpu_peers: --lower and --interpret are two different CPU runs")
     tpu_bench.INTERPRET = args.interpret
-    if not args.interpret:
+    global ON_CPU
+    ON_CPU = args.interpret or args.lower
+    if not ON_CPU:
         from gemmgen.harness.verify_pallas import tpu_device
 
         if tpu_device() is None:
             print("tpu_peers: skipped: JAX sees no TPU on this machine (--interpret runs the "
                   "flow on the CPU)", flush=True)
             return 0
-    kind = "CPU (interpret mode)" if args.interpret else tpu_bench.device().device_kind
+    kind = ("CPU (interpret mode)" if args.interpret else
+            "CPU (TPU lowering, jax.export)" if args.lower else tpu_bench.device().device_kind)
     peaks = tpu_bench.PEAKS.get(kind, tpu_bench.PEAKS[V5E])
     peers = load_peers()
     print(f"tpu_peers on {kind}; versions: "
@@ -959,8 +1019,8 @@ def main(argv=None) -> int:
                   f"{f'/{run.total_groups}' if run.total_groups else ''} {run.fmt}", flush=True)
             case_rows = []
             try:
-                d = make_data(run)
-                ref = reference(run, d)
+                d = make_data(run, abstract=args.lower)
+                ref = None if args.lower else reference(run, d)
                 impls = implementations(run, d, ours, peers, args.test_broken_peer)
             except Exception as e:  # noqa: BLE001 - the case cannot run: say so, go on
                 case_rows.append({"case": case.name, "impl": "(case setup)", "family": "-",
@@ -979,7 +1039,7 @@ def main(argv=None) -> int:
                                       "tile": impl.tile, "correct": False,
                                       "status": f"not run: {lost}"})
                     continue
-                row = run_impl(run, impl, d, ref, peaks)
+                row = lower_impl(run, impl) if args.lower else run_impl(run, impl, d, ref, peaks)
                 row.update(m=run.m, k=run.k, n=run.n, groups=run.g, fmt=run.fmt)
                 if d is not None and "rows" in d:
                     row["rows"] = d["rows"][1] - d["rows"][0]
@@ -989,7 +1049,7 @@ def main(argv=None) -> int:
                 if "hbm_pct" in row:
                     timing += f" {row['hbm_pct']:.0f} % HBM"
                 print(f"  {impl.name} [{impl.tile}]: {row['status']} {timing}", flush=True)
-                if row["status"].startswith("error") and not device_alive():
+                if row["status"].startswith("error") and not args.lower and not device_alive():
                     # A kernel that faults can take the chip with it: say
                     # which, and stop timing on a device that answers no more.
                     lost = f"the device stopped answering after {case.name} {impl.name}"

@@ -178,6 +178,44 @@ def test_tpu_peers_interpret_checks_every_impl_and_reports_a_wrong_one(tmp_path)
     assert "| qwen3-30b-a3b-up | broken:ragged_dot_x1.5 |" in md and "WRONG (err" in md
 
 
+def test_tpu_peers_lower_at_the_real_shape(tmp_path):
+    """--lower: the expert-parallel shard at its real shape (32 of 256
+    experts, k = 7168), every implementation exported for a TPU on the CPU,
+    Mosaic lowering included."""
+    data, _ = _peers(tmp_path, "--lower", "--case", "deepseek*")
+    rows = {r["impl"]: r for r in data["rows"]}
+    assert {"gemmgen:gmm_bf16_out", "gemmgen:gmm_bf16_lut", "xla:ragged_dot", "megablox:gmm",
+            "megablox:gmm@gemmgen-tile"} <= set(rows)
+    for row in rows.values():
+        assert _lowered_or_missing(row), row
+        assert row["k"] == 7168 and row["m"] == 8192 and 0 < row["rows"] < 8192
+    assert rows["megablox:gmm@gemmgen-tile"]["tile"] == "512x1024x1024"
+
+
+@pytest.mark.slow
+def test_tpu_peers_lower_every_case(tmp_path):
+    """Every case at its real shape lowers for a TPU, gemmgen's kernels and
+    XLA in every one; a peer that refuses a shape says why (megablox's and
+    tokamax's m tiles at decode m = 64), in its row."""
+    data, _ = _peers(tmp_path, "--lower")
+    rows = data["rows"]
+    assert {r["case"] for r in rows} == {c for c in _case_names()}
+    for r in rows:
+        if r["family"] in ("gemmgen", "xla") or not r["case"].startswith("decode-m64-"):
+            assert _lowered_or_missing(r), r
+        else:
+            assert _lowered_or_missing(r) or "128" in r["status"], r
+
+
+def _lowered_or_missing(row: dict) -> bool:
+    return row["status"] == "lowered" or row["status"].startswith("not installed")
+
+
+def _case_names() -> list[str]:
+    r = _run("scripts/tpu_peers.py", "--list")
+    return [line.split(":")[0] for line in r.stdout.splitlines()]
+
+
 @pytest.mark.slow
 def test_tpu_peers_interpret_every_structure(tmp_path):
     """An expert-parallel shard (group_offset), the fused gate-up, the d rhs
