@@ -915,8 +915,12 @@ def _f(x, fmt) -> str:
 
 
 def tables(kind: str, rows: list[dict], summaries: list[dict], skipped: list[str],
-           interpret: bool) -> str:
-    lines = [f"# gemmgen vs peers on {kind}", ""]
+           interpret: bool, versions: dict) -> str:
+    lines = [f"# gemmgen vs peers on {kind}", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ". "
+             "Correct: max|out - ref| / max|ref| against an f32 reference on the device, "
+             "at most 1e-2 (bf16 output) or 1e-3 (f32). Speed-up above 1: gemmgen is faster.",
+             ""]
     if interpret:
         lines += ["(interpret mode on the CPU: tiny shapes; the times are not measurements)", ""]
     lines += ["| case | gemmgen | ms | best correct peer | ms | speed-up (peer ms / gemmgen ms) |",
@@ -1064,7 +1068,8 @@ def main(argv=None) -> int:
             gc.collect()
             save(out, kind, args, peers, rows, summaries, skipped)
     save(out, kind, args, peers, rows, summaries, skipped)
-    print("\n" + tables(kind, rows, summaries, skipped, args.interpret), flush=True)
+    print("\n" + tables(kind, rows, summaries, skipped, args.interpret, peers.versions),
+          flush=True)
     return 0
 
 
@@ -1075,7 +1080,8 @@ def save(out: Path, kind: str, args, peers: Peers, rows, summaries, skipped) -> 
          "versions": peers.versions, "missing_peers": peers.missing,
          "tolerance": TOLERANCE, "rows": rows, "summary": summaries, "skipped": skipped},
         indent=2, default=str))
-    (out / "tpu_peers.md").write_text(tables(kind, rows, summaries, skipped, args.interpret))
+    (out / "tpu_peers.md").write_text(tables(kind, rows, summaries, skipped, args.interpret,
+                                             peers.versions))
 
 
 if __name__ == "__main__":

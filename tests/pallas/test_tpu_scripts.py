@@ -286,6 +286,15 @@ def test_tpu_peers_with_the_device_wheels(tmp_path):
     bad = [r for r in data["rows"] if r["status"] != "ok"]
     assert not bad, bad
     assert {r["family"] for r in data["rows"]} == {"tpu-inference", "tokamax"}
+    # And at the real shapes, lowered for a TPU: all but tokamax at decode
+    # m = 64 (it needs 128 rows, and says so).
+    data, _ = _peers(tmp_path / "lower", "--lower", "--impl", "tpu-inference:*",
+                     "--impl", "tokamax:*", env=env)
+    for r in data["rows"]:
+        if r["family"] == "tokamax" and r["case"].startswith("decode-m64-"):
+            assert "must be >= 128" in r["status"], r
+        else:
+            assert r["status"] == "lowered", r
 
 
 def test_tpu_device_run_writes_its_files_and_says_no_tpu(tmp_path):
