@@ -1048,6 +1048,8 @@ def main(argv=None) -> int:
                 if d is not None and "rows" in d:
                     row["rows"] = d["rows"][1] - d["rows"][0]
                 case_rows.append(row)
+                # After every row: a run cut short (or hung) keeps what it measured.
+                save(out, kind, args, peers, rows + case_rows, summaries, skipped)
                 timing = (f"{row['ms']:.3f} ms {row['tflops']:.1f} TFLOP/s "
                           f"{row['mxu_pct']:.0f} % MXU" if "ms" in row else "")
                 if "hbm_pct" in row:
@@ -1074,7 +1076,7 @@ def main(argv=None) -> int:
 
 
 def save(out: Path, kind: str, args, peers: Peers, rows, summaries, skipped) -> None:
-    """After every case: a run cut short keeps what it measured."""
+    """The JSON and the Markdown of the rows so far."""
     (out / "tpu_peers.json").write_text(json.dumps(
         {"device": kind, "interpret": args.interpret, "time": time.time(),
          "versions": peers.versions, "missing_peers": peers.missing,
