@@ -541,6 +541,7 @@ class Impl:
     local: bool = False  # returns the computed rows only (else all m rows)
     status: str = ""  # preset when it cannot run: "not installed (...)", "error: ..."
     check64: object = None  # gemmgen: () -> (passed, detail) of the float64 check
+    risky: str = ""  # why it may fault the device: run after every other row
 
 
 def _tile_str(tm: int, tn: int, tk: int) -> str:
@@ -764,14 +765,21 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
         lut, key = tpu.TGMM_TILING_TUNED_LUT, (case.m, case.k, case.n, case.g, False)
     else:
         dims = tpu.DEFAULT_RAGGED_DOT_DIM_NUMS
-        lut, key = tpu.GMM_TILING_TUNED_LUT, (d["rows"][1] - d["rows"][0], case.k, case.n, case.g,
+        lut, key = tpu.GMM_TILING_TUNED_LUT, (d["lhs_local"].shape[0], case.k, case.n, case.g,
                                                quantized)
     for tag, tile in peer_tiles:
         if tile is None:
             got = lut.get(key)
+            tile_k = got[0][1] if got else 128
             shown = "auto " + (_tile_str(got[0][0], got[0][2], got[0][1]) if got else "128x128x128")
         else:
+            tile_k = tile[2]
             shown = _tile_str(*tile)
+        # Interpret mode caught its DMAs reading past k when its K tile does
+        # not divide k (gpt-oss: k = 2880): on the chip such a read may fault
+        # and take the device with it, so these rows run after every case.
+        risky = (f"k = {case.k} is not a multiple of its K tile {tile_k}"
+                 if case.op != "tgmm" and case.k % tile_k else "")
         if not ON_CPU and tile is None:
             # The public API at its defaults: the Mosaic TPU implementation, its heuristics.
             impl = "mosaic"
@@ -799,7 +807,7 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
             build = functools.partial(_bind, f, (d["lhs_local"], d["rhs_kn"], d["sizes_local"],
                                                  *scale))
             name = "tokamax:mosaic"
-        impls.append(Impl(name + tag, "tokamax", shown, build, local=True))
+        impls.append(Impl(name + tag, "tokamax", shown, build, local=True, risky=risky))
     return impls
 
 
@@ -1003,76 +1011,128 @@ def main(argv=None) -> int:
         print(f"  peer {name}: {why}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    run = Run(args, kind, peaks, peers, out)
     start = time.perf_counter()
-    rows, summaries, skipped = [], [], []
-    lost = ""  # set when the device stops answering
     with tempfile.TemporaryDirectory() as tmp:
-        ours = Ours.load(tiles, Path(tmp))
+        run.ours = Ours.load(tiles, Path(tmp))
+        deferred = []
         for case in cases:
-            if lost:
-                skipped.append(case.name)
-                print(f"{case.name}: skipped ({lost})", flush=True)
-                continue
-            if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
-                skipped.append(case.name)
-                print(f"{case.name}: skipped (time budget of {args.time_budget:.0f} s spent)",
-                      flush=True)
-                continue
-            run = case.tiny() if args.interpret else case
-            print(f"== {case.name}: {run.op} m={run.m} k={run.k} n={run.n} g={run.g}"
-                  f"{f'/{run.total_groups}' if run.total_groups else ''} {run.fmt}", flush=True)
-            case_rows = []
-            try:
-                d = make_data(run, abstract=args.lower)
-                ref = None if args.lower else reference(run, d)
-                impls = implementations(run, d, ours, peers, args.test_broken_peer)
-            except Exception as e:  # noqa: BLE001 - the case cannot run: say so, go on
-                case_rows.append({"case": case.name, "impl": "(case setup)", "family": "-",
-                                  "tile": "-", "correct": False,
-                                  "status": f"error: {_first_line(e)}",
-                                  "traceback": traceback.format_exc()[-3000:]})
-                impls, d, ref = [], None, None
-                print(f"  case setup: {case_rows[0]['status']}", flush=True)
-            for impl in impls:
-                if args.impl and not any(fnmatch.fnmatch(impl.name, p) for p in args.impl):
-                    continue
-                if args.skip_impl and any(fnmatch.fnmatch(impl.name, p) for p in args.skip_impl):
-                    continue
-                if lost:
-                    case_rows.append({"case": case.name, "impl": impl.name, "family": impl.family,
-                                      "tile": impl.tile, "correct": False,
-                                      "status": f"not run: {lost}"})
-                    continue
-                row = lower_impl(run, impl) if args.lower else run_impl(run, impl, d, ref, peaks)
-                row.update(m=run.m, k=run.k, n=run.n, groups=run.g, fmt=run.fmt)
-                if d is not None and "rows" in d:
-                    row["rows"] = d["rows"][1] - d["rows"][0]
-                case_rows.append(row)
-                # After every row: a run cut short (or hung) keeps what it measured.
-                save(out, kind, args, peers, rows + case_rows, summaries, skipped)
-                timing = (f"{row['ms']:.3f} ms {row['tflops']:.1f} TFLOP/s "
-                          f"{row['mxu_pct']:.0f} % MXU" if "ms" in row else "")
-                if "hbm_pct" in row:
-                    timing += f" {row['hbm_pct']:.0f} % HBM"
-                print(f"  {impl.name} [{impl.tile}]: {row['status']} {timing}", flush=True)
-                if row["status"].startswith("error") and not args.lower and not device_alive():
-                    # A kernel that faults can take the chip with it: say
-                    # which, and stop timing on a device that answers no more.
-                    lost = f"the device stopped answering after {case.name} {impl.name}"
-                    print(f"  {lost}; the remaining implementations are not run", flush=True)
-            rows += case_rows
-            summaries.append(summarize(case, case_rows))
-            s = summaries[-1]
-            if "speedup_vs_best_peer" in s:
-                print(f"  -> {s['gemmgen']} vs {s['best_peer']}: x{s['speedup_vs_best_peer']:.2f}",
-                      flush=True)
-            del d, ref, impls
-            gc.collect()
-            save(out, kind, args, peers, rows, summaries, skipped)
-    save(out, kind, args, peers, rows, summaries, skipped)
-    print("\n" + tables(kind, rows, summaries, skipped, args.interpret, peers.versions),
-          flush=True)
+            if run.lost:
+                run.skip(case, run.lost)
+            elif args.time_budget is not None and time.perf_counter() - start > args.time_budget:
+                run.skip(case, f"time budget of {args.time_budget:.0f} s spent")
+            elif run.case(case, risky=False):
+                deferred.append(case)
+        # The rows that may fault the device, last: see Impl.risky.
+        for case in deferred:
+            if run.lost:
+                run.skip(case, run.lost, rows_only=True)
+            elif args.time_budget is not None and time.perf_counter() - start > args.time_budget:
+                run.skip(case, f"time budget of {args.time_budget:.0f} s spent", rows_only=True)
+            else:
+                run.case(case, risky=True)
+    run.save()
+    print("\n" + run.tables(), flush=True)
     return 0
+
+
+@dataclasses.dataclass
+class Run:
+    """One run's state: its rows so far, the cases it skipped, and whether
+    the device has stopped answering."""
+
+    args: argparse.Namespace
+    kind: str
+    peaks: tuple
+    peers: Peers
+    out: Path
+    ours: Ours | None = None
+    rows: list = dataclasses.field(default_factory=list)
+    skipped: list = dataclasses.field(default_factory=list)
+    order: list = dataclasses.field(default_factory=list)  # the cases that ran, in order
+    lost: str = ""  # set when the device stops answering
+
+    def skip(self, case: Case, why: str, rows_only: bool = False) -> None:
+        name = f"{case.name} (its deferred rows)" if rows_only else case.name
+        self.skipped.append(name)
+        print(f"{name}: skipped ({why})", flush=True)
+
+    def case(self, case: Case, risky: bool) -> bool:
+        """Run the case's implementations (risky: only those that may fault
+        the device, else all others). Returns whether it left risky ones."""
+        args = self.args
+        run = case.tiny() if args.interpret else case
+        if not risky:
+            self.order.append(case)
+        print(f"== {case.name}{' (deferred rows)' if risky else ''}: {run.op} m={run.m} k={run.k} "
+              f"n={run.n} g={run.g}{f'/{run.total_groups}' if run.total_groups else ''} "
+              f"{run.fmt}", flush=True)
+        try:
+            d = make_data(run, abstract=args.lower)
+            ref = None if args.lower else reference(run, d)
+            impls = implementations(run, d, self.ours, self.peers, args.test_broken_peer)
+        except Exception as e:  # noqa: BLE001 - the case cannot run: say so, go on
+            self.rows.append({"case": case.name, "impl": "(case setup)", "family": "-",
+                              "tile": "-", "correct": False, "status": f"error: {_first_line(e)}",
+                              "traceback": traceback.format_exc()[-3000:]})
+            print(f"  case setup: {self.rows[-1]['status']}", flush=True)
+            self.save()
+            return False
+        chosen = [i for i in impls
+                  if (not args.impl or any(fnmatch.fnmatch(i.name, p) for p in args.impl))
+                  and not (args.skip_impl and any(fnmatch.fnmatch(i.name, p)
+                                                  for p in args.skip_impl))]
+        left = any(i.risky for i in chosen) and not risky and not args.lower
+        for impl in chosen:
+            if not args.lower and bool(impl.risky) != risky:
+                continue
+            if self.lost:
+                self.rows.append({"case": case.name, "impl": impl.name, "family": impl.family,
+                                  "tile": impl.tile, "correct": False,
+                                  "status": f"not run: {self.lost}"})
+                continue
+            row = lower_impl(run, impl) if args.lower else run_impl(run, impl, d, ref, self.peaks)
+            row.update(m=run.m, k=run.k, n=run.n, groups=run.g, fmt=run.fmt,
+                       rows=d["rows"][1] - d["rows"][0])
+            if impl.risky:
+                row["deferred"] = impl.risky
+            self.rows.append(row)
+            self.save()  # after every row: a run cut short (or hung) keeps what it measured
+            timing = (f"{row['ms']:.3f} ms {row['tflops']:.1f} TFLOP/s "
+                      f"{row['mxu_pct']:.0f} % MXU" if "ms" in row else "")
+            if "hbm_pct" in row:
+                timing += f" {row['hbm_pct']:.0f} % HBM"
+            print(f"  {impl.name} [{impl.tile}]: {row['status']} {timing}", flush=True)
+            if row["status"].startswith("error") and not args.lower and not device_alive():
+                # A kernel that faults can take the chip with it: say
+                # which, and stop timing on a device that answers no more.
+                self.lost = f"the device stopped answering after {case.name} {impl.name}"
+                print(f"  {self.lost}; the remaining implementations are not run", flush=True)
+        s = summarize(case, [r for r in self.rows if r["case"] == case.name])
+        if "speedup_vs_best_peer" in s:
+            print(f"  -> {s['gemmgen']} vs {s['best_peer']}: x{s['speedup_vs_best_peer']:.2f}",
+                  flush=True)
+        del d, ref, impls, chosen
+        gc.collect()
+        self.save()
+        return left
+
+    def summaries(self) -> list[dict]:
+        return [summarize(c, [r for r in self.rows if r["case"] == c.name]) for c in self.order]
+
+    def by_case(self) -> list[dict]:
+        """The rows grouped by case, in the order the cases ran (a case's
+        deferred rows join it)."""
+        place = {c.name: i for i, c in enumerate(self.order)}
+        return sorted(self.rows, key=lambda r: place.get(r["case"], len(place)))
+
+    def tables(self) -> str:
+        return tables(self.kind, self.by_case(), self.summaries(), self.skipped,
+                      self.args.interpret, self.peers.versions)
+
+    def save(self) -> None:
+        save(self.out, self.kind, self.args, self.peers, self.by_case(), self.summaries(),
+             self.skipped)
 
 
 def save(out: Path, kind: str, args, peers: Peers, rows, summaries, skipped) -> None:

@@ -286,6 +286,17 @@ def test_tpu_peers_with_the_device_wheels(tmp_path):
     bad = [r for r in data["rows"] if r["status"] != "ok"]
     assert not bad, bad
     assert {r["family"] for r in data["rows"]} == {"tpu-inference", "tokamax"}
+    # tokamax's default K tile does not divide gpt-oss's k: interpret mode
+    # catches its DMAs reading past k. Such rows run after every case (they
+    # might fault a chip), and are reported, not dropped.
+    data, _ = _peers(tmp_path / "k", "--interpret", "--case", "gpt-oss-120b-up", "--case", "dense*",
+                     "--impl", "xla:*", "--impl", "tokamax:mosaic", env=env)
+    assert [(r["case"], r["impl"]) for r in data["rows"]] == [
+        ("gpt-oss-120b-up", "xla:ragged_dot"), ("gpt-oss-120b-up", "tokamax:mosaic"),
+        ("dense-bf16-8192", "xla:dot")]
+    tk = data["rows"][1]
+    assert "not a multiple of its K tile" in tk["deferred"]
+    assert tk["status"].startswith("error:") and "Out-of-bounds read" in tk["status"], tk
     # And at the real shapes, lowered for a TPU: all but tokamax at decode
     # m = 64 (it needs 128 rows, and says so).
     data, _ = _peers(tmp_path / "lower", "--lower", "--impl", "tpu-inference:*",
