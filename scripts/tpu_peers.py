@@ -81,7 +81,9 @@ from gemmgen.build import render_spec
 from gemmgen.harness.runner import load_generated_module
 
 V5E = "TPU v5e"  # the peaks used when the device's kind is not in tpu_bench.PEAKS
+ON_CPU = False  # --interpret or --lower: no TPU here
 TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-3}  # max|out - ref| / max|ref|
+SHARD_ROWS_ALIGN = 512  # an expert-parallel shard's rows, padded for the peers without group_offset
 SCALE_BLOCK_K = 512  # rows of k per scale of the K-block formats (specs/moe.gemm peer_*)
 
 # Weight formats: (weight dtype, scale layout, gemmgen kernel). "channel":
@@ -354,41 +356,58 @@ def interpret_arg():
     return kw.get("interpret", False)
 
 
-def make_data(case: Case) -> dict:
+def make_data(case: Case, abstract: bool = False) -> dict:
+    """The case's operands on the device, with the host's routing facts
+    (sizes_np, rows); `abstract`: their shapes and dtypes only
+    (jax.ShapeDtypeStruct, for --lower), nothing drawn."""
+    import jax
+
+    d = {"rows": (0, case.m)}
+    if case.op != "dense":
+        sizes = routing(case.m, case.groups, case.seed)
+        first = int(sizes[:case.offset].sum())
+        d["sizes_np"] = sizes
+        d["rows"] = (first, first + int(sizes[case.offset:case.offset + case.g].sum()))
+    draw = functools.partial(_arrays, case, d.get("sizes_np"), d["rows"])
+    if abstract:
+        return {**d, **jax.eval_shape(draw)}
+    dev = tpu_bench.device()
+    return {**d, **{name: jax.device_put(x, dev) for name, x in draw().items()}}
+
+
+def _arrays(case: Case, sizes, rows: tuple[int, int]) -> dict:
+    """The operands, every layout each implementation takes, drawn from a
+    fixed key (a JAX computation only, so that jax.eval_shape can trace it)."""
     import jax
     import jax.numpy as jnp
 
-    dev = tpu_bench.device()
-    key = jax.random.key(case.seed)
-    ka, kw, ks = jax.random.split(key, 3)
-    d = {}
+    ka, kw, ks = jax.random.split(jax.random.key(case.seed), 3)
+    d = {"lhs": jax.random.normal(ka, (case.m, case.k), jnp.bfloat16)}
     if case.op == "dense":
-        d["lhs"] = jax.device_put(jax.random.normal(ka, (case.m, case.k), jnp.bfloat16), dev)
-        d["rhs_kn"] = jax.device_put(_weights(kw, (case.k, case.n)), dev)
-        d["rhs_nk"] = jax.device_put(d["rhs_kn"].T, dev)
-        d["rows"] = (0, case.m)
+        d["rhs_kn"] = _weights(kw, (case.k, case.n))
+        d["rhs_nk"] = d["rhs_kn"].T
         return d
-    sizes = routing(case.m, case.groups, case.seed)
-    first = int(sizes[:case.offset].sum())
-    rows = int(sizes[case.offset:case.offset + case.g].sum())
-    d["sizes_np"] = sizes
-    d["sizes"] = jax.device_put(jnp.asarray(sizes), dev)
-    d["sizes_local"] = jax.device_put(jnp.asarray(sizes[case.offset:case.offset + case.g]), dev)
-    d["offset"] = jax.device_put(jnp.asarray(case.offset, jnp.int32), dev)
-    d["rows"] = (first, first + rows)
-    d["lhs"] = jax.device_put(jax.random.normal(ka, (case.m, case.k), jnp.bfloat16), dev)
+    first, end = rows
+    d["sizes"] = jnp.asarray(sizes)
+    d["sizes_local"] = jnp.asarray(sizes[case.offset:case.offset + case.g])
+    d["offset"] = jnp.asarray(case.offset, jnp.int32)
     # The rows of this shard, for the peers that take no group_offset (XLA,
-    # tokamax): what an expert-parallel layer hands them.
-    d["lhs_local"] = jax.device_put(d["lhs"][first:first + rows], dev)
+    # tokamax): what an expert-parallel layer hands them, in a buffer of a
+    # whole number of 512-row tiles (its capacity; tokamax needs m to be a
+    # multiple of its m tile). Rows past the shard's are zero, in no group.
+    d["lhs_local"] = d["lhs"][first:end]
+    if case.total_groups:
+        pad = -(end - first) % SHARD_ROWS_ALIGN
+        d["lhs_local"] = jnp.pad(d["lhs_local"], ((0, pad), (0, 0)))
     if case.op == "tgmm":
-        d["dout"] = jax.device_put(jax.random.normal(kw, (case.m, case.n), jnp.bfloat16), dev)
-        d["dout_local"] = jax.device_put(d["dout"][first:first + rows], dev)
+        d["dout"] = jax.random.normal(kw, (case.m, case.n), jnp.bfloat16)
+        d["dout_local"] = d["dout"][first:end]
         return d
     dtype, scales, _ = FORMATS[case.fmt]
     g, k, n = case.g, case.k, case.n
     if dtype == "bfloat16":
-        d["rhs_kn"] = jax.device_put(_weights(kw, (g, k, n)), dev)
-        d["rhs_nk"] = jax.device_put(jnp.swapaxes(d["rhs_kn"], 1, 2), dev)
+        d["rhs_kn"] = _weights(kw, (g, k, n))
+        d["rhs_nk"] = jnp.swapaxes(d["rhs_kn"], 1, 2)
         return d
     if dtype == "float8_e4m3fn":
         codes = jax.random.normal(kw, (g, k, n), jnp.float32).astype(jnp.float8_e4m3fn)
@@ -398,20 +417,19 @@ def make_data(case: Case) -> dict:
     nb = 1 if scales == "channel" else -(-k // SCALE_BLOCK_K)
     base = 1.0 / (_CODE_RMS[dtype] * np.sqrt(k))
     s3 = base * jax.random.uniform(ks, (g, nb, n), jnp.float32, 0.5, 1.5)
-    d["scale3"] = jax.device_put(s3, dev)  # [g, nb, n]: tokamax's QArray, XLA's dequantize
-    d["scale4"] = jax.device_put(s3[:, :, None, :], dev)  # [g, nb, 1, n]: megablox rhs_scale
+    d["scale3"] = s3  # [g, nb, n]: tokamax's QArray, XLA's dequantize
+    d["scale4"] = s3[:, :, None, :]  # [g, nb, 1, n]: megablox rhs_scale
     nk = jnp.swapaxes(codes, 1, 2)  # gemmgen's [g, n, k]
     if dtype == "int4":
         # Two codes a byte along k, element 2i in the low nibble (docs/spec.md).
         lo = (nk[..., 0::2] & 0xF).astype(jnp.uint8)
         hi = (nk[..., 1::2] & 0xF).astype(jnp.uint8)
-        d["rhs_nk"] = jax.device_put(lo | (hi << 4), dev)
-        d["rhs_kn"] = jax.device_put(codes.astype(jnp.int4), dev)
+        d["rhs_nk"] = lo | (hi << 4)
+        d["rhs_kn"] = codes.astype(jnp.int4)
     else:
-        d["rhs_nk"] = jax.device_put(nk, dev)
-        d["rhs_kn"] = jax.device_put(codes, dev)
-    d["ours_scale"] = jax.device_put(s3[:, 0, :] if scales == "channel" else s3[:, :, None, :],
-                                     dev)
+        d["rhs_nk"] = nk
+        d["rhs_kn"] = codes
+    d["ours_scale"] = s3[:, 0, :] if scales == "channel" else s3[:, :, None, :]
     return d
 
 
@@ -510,8 +528,8 @@ def relative_error(got, ref) -> float:
 
 
 # ---------------------------------------------------------------------------
-# Implementations: (name, tile, build) where build() returns the call to
-# time, or raises. `local`: the call returns only the case's computed rows.
+# Implementations: (name, tile, build) where build() returns the function to
+# time and its arguments, or raises. `local`: the call returns only the case's computed rows.
 
 
 @dataclasses.dataclass
@@ -523,6 +541,7 @@ class Impl:
     local: bool = False  # returns the computed rows only (else all m rows)
     status: str = ""  # preset when it cannot run: "not installed (...)", "error: ..."
     check64: object = None  # gemmgen: () -> (passed, detail) of the float64 check
+    risky: str = ""  # why it may fault the device: run after every other row
 
 
 def _tile_str(tm: int, tn: int, tk: int) -> str:
@@ -570,15 +589,16 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             fn = ours.fn(name)
             kw = {"interpret": interp} if interp is not False else {}
             if case.op == "dense":
-                return lambda: fn(lhs=d["lhs"], rhs=d["rhs_nk"], **kw)
-            if case.op == "tgmm":
-                return lambda: fn(lhs=d["lhs"], rhs=d["dout"], group_sizes=d["sizes"], **kw)
-            args = {"lhs": d["lhs"], "rhs": d["rhs_nk"], "group_sizes": d["sizes"]}
-            if "ours_scale" in d:
-                args["rhs_scale"] = d["ours_scale"]
-            if case.total_groups:
-                args["group_offset"] = d["offset"]
-            return lambda: fn(**args, **kw)
+                args = {"lhs": d["lhs"], "rhs": d["rhs_nk"]}
+            elif case.op == "tgmm":
+                args = {"lhs": d["lhs"], "rhs": d["dout"], "group_sizes": d["sizes"]}
+            else:
+                args = {"lhs": d["lhs"], "rhs": d["rhs_nk"], "group_sizes": d["sizes"]}
+                if "ours_scale" in d:
+                    args["rhs_scale"] = d["ours_scale"]
+                if case.total_groups:
+                    args["group_offset"] = d["offset"]
+            return functools.partial(_by_name, fn, tuple(args), kw), tuple(args.values())
 
         impls.append(Impl(f"gemmgen:{name}", "gemmgen", _tile_str(*tile), build,
                           check64=functools.partial(ours.check64, name)))
@@ -589,7 +609,7 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
     # --- XLA ---------------------------------------------------------------
     if case.op == "dense":
         dot = jax.jit(lambda a, b: jnp.dot(a, b))
-        impls.append(Impl("xla:dot", "xla", "-", lambda: lambda: dot(d["lhs"], d["rhs_kn"])))
+        impls.append(Impl("xla:dot", "xla", "-", lambda: (dot, (d["lhs"], d["rhs_kn"]))))
     elif case.op == "tgmm":
         dims = jax.lax.RaggedDotDimensionNumbers(
             dot_dimension_numbers=(([0], [0]), ([], [])), lhs_ragged_dimensions=[0],
@@ -609,12 +629,12 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
         xla_args = (d["lhs_local"], d["rhs_kn"], d["sizes_local"], *xla_scale)
         xg = jax.jit(xla_gmm)
         impls.append(Impl("xla:ragged_dot", "xla", "-", local=True,
-                          build=lambda: lambda: xg(*xla_args)))
+                          build=lambda: (xg, xla_args)))
         if broken:
             # The test hook: a peer that answers wrong must be reported WRONG.
             bad = jax.jit(lambda *a: xla_gmm(*a) * 1.5)
             impls.append(Impl("broken:ragged_dot_x1.5", "test-hook", "-", local=True,
-                              build=lambda: lambda: bad(*xla_args)))
+                              build=lambda: (bad, xla_args)))
 
     # --- JAX's megablox ------------------------------------------------------
     # Every array goes in as an argument (a closed-over one would be baked
@@ -687,8 +707,13 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
 
 
 def _bind(f, args):
-    """The call to time: f on these arguments."""
-    return lambda: f(*args)
+    """An Impl's build: the function and its arguments."""
+    return f, args
+
+
+def _by_name(fn, names: tuple[str, ...], kw: dict, *arrays):
+    """fn called with keywords, as gemmgen's functions document them."""
+    return fn(**dict(zip(names, arrays, strict=True)), **kw)
 
 
 def _epilogue(case: Case, out):
@@ -702,12 +727,13 @@ def _epilogue(case: Case, out):
 
 
 @functools.cache
-def _tokamax_class(tpu, interp):
-    """tokamax's Mosaic TPU ragged dot; in interpret mode (the CPU) with its
-    device check lifted: it refuses any device but a TPU even when told to
-    interpret, and the CPU run is there to exercise the calls the TPU run
-    makes. The kernel itself still runs, in Pallas interpret mode."""
-    if interp is False:
+def _tokamax_class(tpu, on_cpu: bool):
+    """tokamax's Mosaic TPU ragged dot; on the CPU (--interpret, --lower)
+    with its device check lifted: it refuses any device but a TPU even when
+    told to interpret, and the CPU runs are there to exercise the calls the
+    TPU run makes. The kernel itself still runs in Pallas interpret mode, or
+    is lowered for a TPU."""
+    if not on_cpu:
         return tpu.PallasMosaicTpuRaggedDot
     # Its config is a pydantic model whose `interpret` is typed bool: an
     # InterpretParams there works, and warns on every use.
@@ -739,15 +765,22 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
         lut, key = tpu.TGMM_TILING_TUNED_LUT, (case.m, case.k, case.n, case.g, False)
     else:
         dims = tpu.DEFAULT_RAGGED_DOT_DIM_NUMS
-        lut, key = tpu.GMM_TILING_TUNED_LUT, (d["rows"][1] - d["rows"][0], case.k, case.n, case.g,
+        lut, key = tpu.GMM_TILING_TUNED_LUT, (d["lhs_local"].shape[0], case.k, case.n, case.g,
                                                quantized)
     for tag, tile in peer_tiles:
         if tile is None:
             got = lut.get(key)
+            tile_k = got[0][1] if got else 128
             shown = "auto " + (_tile_str(got[0][0], got[0][2], got[0][1]) if got else "128x128x128")
         else:
+            tile_k = tile[2]
             shown = _tile_str(*tile)
-        if interp is False and tile is None:
+        # Interpret mode caught its DMAs reading past k when its K tile does
+        # not divide k (gpt-oss: k = 2880): on the chip such a read may fault
+        # and take the device with it, so these rows run after every case.
+        risky = (f"k = {case.k} is not a multiple of its K tile {tile_k}"
+                 if case.op != "tgmm" and case.k % tile_k else "")
+        if not ON_CPU and tile is None:
             # The public API at its defaults: the Mosaic TPU implementation, its heuristics.
             impl = "mosaic"
         else:
@@ -756,7 +789,7 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
             kw = {"interpret": interp} if interp is not False else {}
             if tile is not None:
                 kw["config"] = tpu.Config(tile_m=tile[0], tile_k=tile[2], tile_n=tile[1])
-            impl = _tokamax_class(tpu, interp)(**kw)
+            impl = _tokamax_class(tpu, ON_CPU)(**kw)
         if case.op == "tgmm":
             f = jax.jit(lambda x, dy, s, impl=impl: tk.ragged_dot_general(
                 x, dy, s, dims, preferred_element_type=jnp.float32, implementation=[impl]))
@@ -774,7 +807,7 @@ def _tokamax(case: Case, d: dict, peers: Peers, peer_tiles, interp) -> list[Impl
             build = functools.partial(_bind, f, (d["lhs_local"], d["rhs_kn"], d["sizes_local"],
                                                  *scale))
             name = "tokamax:mosaic"
-        impls.append(Impl(name + tag, "tokamax", shown, build, local=True))
+        impls.append(Impl(name + tag, "tokamax", shown, build, local=True, risky=risky))
     return impls
 
 
@@ -807,11 +840,16 @@ def run_impl(case: Case, impl: Impl, d: dict, ref, peaks) -> dict:
         row["status"], row["correct"] = impl.status, None
         return row
     try:
-        fn = impl.build()
+        f, args = impl.build()
+        fn = functools.partial(f, *args)
         start = time.perf_counter()
         out = jax.block_until_ready(fn())
         row["compile_s"] = time.perf_counter() - start
-        if not impl.local and case.op not in ("dense", "tgmm"):
+        if case.op in ("dense", "tgmm"):
+            pass  # every row (dense), every group's [k, n] (tgmm)
+        elif impl.local:  # the shard's rows, then its padding
+            out = out[:d["rows"][1] - d["rows"][0]]
+        else:
             out = out[d["rows"][0]:d["rows"][1]]
         tol = TOLERANCE.get(str(out.dtype), 1e-2)
         err = relative_error(out, ref) if out.shape == ref.shape else float("inf")
@@ -841,6 +879,28 @@ def run_impl(case: Case, impl: Impl, d: dict, ref, peaks) -> dict:
     return row
 
 
+def lower_impl(case: Case, impl: Impl) -> dict:
+    """--lower: the implementation exported for a TPU from abstract operands
+    of the real shape (Mosaic lowering included), on any machine."""
+    import jax
+
+    row = {"case": case.name, "impl": impl.name, "family": impl.family, "tile": impl.tile,
+           "correct": None}
+    if impl.status:
+        row["status"] = impl.status
+        return row
+    try:
+        f, args = impl.build()
+        start = time.perf_counter()
+        jax.export.export(jax.jit(f), platforms=["tpu"])(*args)
+        row["lower_s"] = time.perf_counter() - start
+        row["status"] = "lowered"
+    except Exception as e:  # noqa: BLE001 - report and go on
+        row["status"] = f"error: {_first_line(e)}"
+        row["traceback"] = traceback.format_exc()[-3000:]
+    return row
+
+
 def summarize(case: Case, rows: list[dict]) -> dict:
     ok = [r for r in rows if r.get("correct") and "seconds" in r]
     ours = [r for r in ok if r["family"] == "gemmgen"]
@@ -863,8 +923,12 @@ def _f(x, fmt) -> str:
 
 
 def tables(kind: str, rows: list[dict], summaries: list[dict], skipped: list[str],
-           interpret: bool) -> str:
-    lines = [f"# gemmgen vs peers on {kind}", ""]
+           interpret: bool, versions: dict) -> str:
+    lines = [f"# gemmgen vs peers on {kind}", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + ". "
+             "Correct: max|out - ref| / max|ref| against an f32 reference on the device, "
+             "at most 1e-2 (bf16 output) or 1e-3 (f32). Speed-up above 1: gemmgen is faster.",
+             ""]
     if interpret:
         lines += ["(interpret mode on the CPU: tiny shapes; the times are not measurements)", ""]
     lines += ["| case | gemmgen | ms | best correct peer | ms | speed-up (peer ms / gemmgen ms) |",
@@ -911,6 +975,9 @@ def main(argv=None) -> int:
     ap.add_argument("--interpret", action="store_true",
                     help="the whole flow on the CPU: tiny shapes, Pallas interpret mode, every "
                          "peer that runs there; times are not measurements")
+    ap.add_argument("--lower", action="store_true",
+                    help="on the CPU, lower every implementation for a TPU at the real shapes "
+                         "(jax.export, platforms=['tpu']): no run, no timing")
     ap.add_argument("--list", action="store_true", help="list the cases and exit (no JAX work)")
     ap.add_argument("--test-broken-peer", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -922,15 +989,20 @@ def main(argv=None) -> int:
             print(f"{c.name}: {c.op} m={c.m} k={c.k} n={c.n}{groups}{shard} {c.fmt}", flush=True)
         return 0
     tiles = json.loads(args.tiles_from.read_text()) if args.tiles_from else {}
+    if args.lower and args.interpret:
+        raise SystemExit("tpu_peers: --lower and --interpret are two different CPU runs")
     tpu_bench.INTERPRET = args.interpret
-    if not args.interpret:
+    global ON_CPU
+    ON_CPU = args.interpret or args.lower
+    if not ON_CPU:
         from gemmgen.harness.verify_pallas import tpu_device
 
         if tpu_device() is None:
             print("tpu_peers: skipped: JAX sees no TPU on this machine (--interpret runs the "
                   "flow on the CPU)", flush=True)
             return 0
-    kind = "CPU (interpret mode)" if args.interpret else tpu_bench.device().device_kind
+    kind = ("CPU (interpret mode)" if args.interpret else
+            "CPU (TPU lowering, jax.export)" if args.lower else tpu_bench.device().device_kind)
     peaks = tpu_bench.PEAKS.get(kind, tpu_bench.PEAKS[V5E])
     peers = load_peers()
     print(f"tpu_peers on {kind}; versions: "
@@ -939,83 +1011,139 @@ def main(argv=None) -> int:
         print(f"  peer {name}: {why}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    run = Run(args, kind, peaks, peers, out)
     start = time.perf_counter()
-    rows, summaries, skipped = [], [], []
-    lost = ""  # set when the device stops answering
     with tempfile.TemporaryDirectory() as tmp:
-        ours = Ours.load(tiles, Path(tmp))
+        run.ours = Ours.load(tiles, Path(tmp))
+        deferred = []
         for case in cases:
-            if lost:
-                skipped.append(case.name)
-                print(f"{case.name}: skipped ({lost})", flush=True)
-                continue
-            if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
-                skipped.append(case.name)
-                print(f"{case.name}: skipped (time budget of {args.time_budget:.0f} s spent)",
-                      flush=True)
-                continue
-            run = case.tiny() if args.interpret else case
-            print(f"== {case.name}: {run.op} m={run.m} k={run.k} n={run.n} g={run.g}"
-                  f"{f'/{run.total_groups}' if run.total_groups else ''} {run.fmt}", flush=True)
-            case_rows = []
-            try:
-                d = make_data(run)
-                ref = reference(run, d)
-                impls = implementations(run, d, ours, peers, args.test_broken_peer)
-            except Exception as e:  # noqa: BLE001 - the case cannot run: say so, go on
-                case_rows.append({"case": case.name, "impl": "(case setup)", "family": "-",
-                                  "tile": "-", "correct": False,
-                                  "status": f"error: {_first_line(e)}",
-                                  "traceback": traceback.format_exc()[-3000:]})
-                impls, d, ref = [], None, None
-                print(f"  case setup: {case_rows[0]['status']}", flush=True)
-            for impl in impls:
-                if args.impl and not any(fnmatch.fnmatch(impl.name, p) for p in args.impl):
-                    continue
-                if args.skip_impl and any(fnmatch.fnmatch(impl.name, p) for p in args.skip_impl):
-                    continue
-                if lost:
-                    case_rows.append({"case": case.name, "impl": impl.name, "family": impl.family,
-                                      "tile": impl.tile, "correct": False,
-                                      "status": f"not run: {lost}"})
-                    continue
-                row = run_impl(run, impl, d, ref, peaks)
-                row.update(m=run.m, k=run.k, n=run.n, groups=run.g, fmt=run.fmt)
-                if d is not None and "rows" in d:
-                    row["rows"] = d["rows"][1] - d["rows"][0]
-                case_rows.append(row)
-                timing = (f"{row['ms']:.3f} ms {row['tflops']:.1f} TFLOP/s "
-                          f"{row['mxu_pct']:.0f} % MXU" if "ms" in row else "")
-                if "hbm_pct" in row:
-                    timing += f" {row['hbm_pct']:.0f} % HBM"
-                print(f"  {impl.name} [{impl.tile}]: {row['status']} {timing}", flush=True)
-                if row["status"].startswith("error") and not device_alive():
-                    # A kernel that faults can take the chip with it: say
-                    # which, and stop timing on a device that answers no more.
-                    lost = f"the device stopped answering after {case.name} {impl.name}"
-                    print(f"  {lost}; the remaining implementations are not run", flush=True)
-            rows += case_rows
-            summaries.append(summarize(case, case_rows))
-            s = summaries[-1]
-            if "speedup_vs_best_peer" in s:
-                print(f"  -> {s['gemmgen']} vs {s['best_peer']}: x{s['speedup_vs_best_peer']:.2f}",
-                      flush=True)
-            del d, ref, impls
-            gc.collect()
-            save(out, kind, args, peers, rows, summaries, skipped)
-    save(out, kind, args, peers, rows, summaries, skipped)
-    print("\n" + tables(kind, rows, summaries, skipped, args.interpret), flush=True)
+            if run.lost:
+                run.skip(case, run.lost)
+            elif args.time_budget is not None and time.perf_counter() - start > args.time_budget:
+                run.skip(case, f"time budget of {args.time_budget:.0f} s spent")
+            elif run.case(case, risky=False):
+                deferred.append(case)
+        # The rows that may fault the device, last: see Impl.risky.
+        for case in deferred:
+            if run.lost:
+                run.skip(case, run.lost, rows_only=True)
+            elif args.time_budget is not None and time.perf_counter() - start > args.time_budget:
+                run.skip(case, f"time budget of {args.time_budget:.0f} s spent", rows_only=True)
+            else:
+                run.case(case, risky=True)
+    run.save()
+    print("\n" + run.tables(), flush=True)
     return 0
 
 
+@dataclasses.dataclass
+class Run:
+    """One run's state: its rows so far, the cases it skipped, and whether
+    the device has stopped answering."""
+
+    args: argparse.Namespace
+    kind: str
+    peaks: tuple
+    peers: Peers
+    out: Path
+    ours: Ours | None = None
+    rows: list = dataclasses.field(default_factory=list)
+    skipped: list = dataclasses.field(default_factory=list)
+    order: list = dataclasses.field(default_factory=list)  # the cases that ran, in order
+    lost: str = ""  # set when the device stops answering
+
+    def skip(self, case: Case, why: str, rows_only: bool = False) -> None:
+        name = f"{case.name} (its deferred rows)" if rows_only else case.name
+        self.skipped.append(name)
+        print(f"{name}: skipped ({why})", flush=True)
+
+    def case(self, case: Case, risky: bool) -> bool:
+        """Run the case's implementations (risky: only those that may fault
+        the device, else all others). Returns whether it left risky ones."""
+        args = self.args
+        run = case.tiny() if args.interpret else case
+        if not risky:
+            self.order.append(case)
+        print(f"== {case.name}{' (deferred rows)' if risky else ''}: {run.op} m={run.m} k={run.k} "
+              f"n={run.n} g={run.g}{f'/{run.total_groups}' if run.total_groups else ''} "
+              f"{run.fmt}", flush=True)
+        try:
+            d = make_data(run, abstract=args.lower)
+            ref = None if args.lower else reference(run, d)
+            impls = implementations(run, d, self.ours, self.peers, args.test_broken_peer)
+        except Exception as e:  # noqa: BLE001 - the case cannot run: say so, go on
+            self.rows.append({"case": case.name, "impl": "(case setup)", "family": "-",
+                              "tile": "-", "correct": False, "status": f"error: {_first_line(e)}",
+                              "traceback": traceback.format_exc()[-3000:]})
+            print(f"  case setup: {self.rows[-1]['status']}", flush=True)
+            self.save()
+            return False
+        chosen = [i for i in impls
+                  if (not args.impl or any(fnmatch.fnmatch(i.name, p) for p in args.impl))
+                  and not (args.skip_impl and any(fnmatch.fnmatch(i.name, p)
+                                                  for p in args.skip_impl))]
+        left = any(i.risky for i in chosen) and not risky and not args.lower
+        for impl in chosen:
+            if not args.lower and bool(impl.risky) != risky:
+                continue
+            if self.lost:
+                self.rows.append({"case": case.name, "impl": impl.name, "family": impl.family,
+                                  "tile": impl.tile, "correct": False,
+                                  "status": f"not run: {self.lost}"})
+                continue
+            row = lower_impl(run, impl) if args.lower else run_impl(run, impl, d, ref, self.peaks)
+            row.update(m=run.m, k=run.k, n=run.n, groups=run.g, fmt=run.fmt,
+                       rows=d["rows"][1] - d["rows"][0])
+            if impl.risky:
+                row["deferred"] = impl.risky
+            self.rows.append(row)
+            self.save()  # after every row: a run cut short (or hung) keeps what it measured
+            timing = (f"{row['ms']:.3f} ms {row['tflops']:.1f} TFLOP/s "
+                      f"{row['mxu_pct']:.0f} % MXU" if "ms" in row else "")
+            if "hbm_pct" in row:
+                timing += f" {row['hbm_pct']:.0f} % HBM"
+            print(f"  {impl.name} [{impl.tile}]: {row['status']} {timing}", flush=True)
+            if row["status"].startswith("error") and not args.lower and not device_alive():
+                # A kernel that faults can take the chip with it: say
+                # which, and stop timing on a device that answers no more.
+                self.lost = f"the device stopped answering after {case.name} {impl.name}"
+                print(f"  {self.lost}; the remaining implementations are not run", flush=True)
+        s = summarize(case, [r for r in self.rows if r["case"] == case.name])
+        if "speedup_vs_best_peer" in s:
+            print(f"  -> {s['gemmgen']} vs {s['best_peer']}: x{s['speedup_vs_best_peer']:.2f}",
+                  flush=True)
+        del d, ref, impls, chosen
+        gc.collect()
+        self.save()
+        return left
+
+    def summaries(self) -> list[dict]:
+        return [summarize(c, [r for r in self.rows if r["case"] == c.name]) for c in self.order]
+
+    def by_case(self) -> list[dict]:
+        """The rows grouped by case, in the order the cases ran (a case's
+        deferred rows join it)."""
+        place = {c.name: i for i, c in enumerate(self.order)}
+        return sorted(self.rows, key=lambda r: place.get(r["case"], len(place)))
+
+    def tables(self) -> str:
+        return tables(self.kind, self.by_case(), self.summaries(), self.skipped,
+                      self.args.interpret, self.peers.versions)
+
+    def save(self) -> None:
+        save(self.out, self.kind, self.args, self.peers, self.by_case(), self.summaries(),
+             self.skipped)
+
+
 def save(out: Path, kind: str, args, peers: Peers, rows, summaries, skipped) -> None:
-    """After every case: a run cut short keeps what it measured."""
+    """The JSON and the Markdown of the rows so far."""
     (out / "tpu_peers.json").write_text(json.dumps(
         {"device": kind, "interpret": args.interpret, "time": time.time(),
          "versions": peers.versions, "missing_peers": peers.missing,
          "tolerance": TOLERANCE, "rows": rows, "summary": summaries, "skipped": skipped},
         indent=2, default=str))
-    (out / "tpu_peers.md").write_text(tables(kind, rows, summaries, skipped, args.interpret))
+    (out / "tpu_peers.md").write_text(tables(kind, rows, summaries, skipped, args.interpret,
+                                             peers.versions))
 
 
 if __name__ == "__main__":

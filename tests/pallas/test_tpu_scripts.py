@@ -178,6 +178,44 @@ def test_tpu_peers_interpret_checks_every_impl_and_reports_a_wrong_one(tmp_path)
     assert "| qwen3-30b-a3b-up | broken:ragged_dot_x1.5 |" in md and "WRONG (err" in md
 
 
+def test_tpu_peers_lower_at_the_real_shape(tmp_path):
+    """--lower: the expert-parallel shard at its real shape (32 of 256
+    experts, k = 7168), every implementation exported for a TPU on the CPU,
+    Mosaic lowering included."""
+    data, _ = _peers(tmp_path, "--lower", "--case", "deepseek*")
+    rows = {r["impl"]: r for r in data["rows"]}
+    assert {"gemmgen:gmm_bf16_out", "gemmgen:gmm_bf16_lut", "xla:ragged_dot", "megablox:gmm",
+            "megablox:gmm@gemmgen-tile"} <= set(rows)
+    for row in rows.values():
+        assert _lowered_or_missing(row), row
+        assert row["k"] == 7168 and row["m"] == 8192 and 0 < row["rows"] < 8192
+    assert rows["megablox:gmm@gemmgen-tile"]["tile"] == "512x1024x1024"
+
+
+@pytest.mark.slow
+def test_tpu_peers_lower_every_case(tmp_path):
+    """Every case at its real shape lowers for a TPU, gemmgen's kernels and
+    XLA in every one; a peer that refuses a shape says why (megablox's and
+    tokamax's m tiles at decode m = 64), in its row."""
+    data, _ = _peers(tmp_path, "--lower")
+    rows = data["rows"]
+    assert {r["case"] for r in rows} == {c for c in _case_names()}
+    for r in rows:
+        if r["family"] in ("gemmgen", "xla") or not r["case"].startswith("decode-m64-"):
+            assert _lowered_or_missing(r), r
+        else:
+            assert _lowered_or_missing(r) or "128" in r["status"], r
+
+
+def _lowered_or_missing(row: dict) -> bool:
+    return row["status"] == "lowered" or row["status"].startswith("not installed")
+
+
+def _case_names() -> list[str]:
+    r = _run("scripts/tpu_peers.py", "--list")
+    return [line.split(":")[0] for line in r.stdout.splitlines()]
+
+
 @pytest.mark.slow
 def test_tpu_peers_interpret_every_structure(tmp_path):
     """An expert-parallel shard (group_offset), the fused gate-up, the d rhs
@@ -248,6 +286,26 @@ def test_tpu_peers_with_the_device_wheels(tmp_path):
     bad = [r for r in data["rows"] if r["status"] != "ok"]
     assert not bad, bad
     assert {r["family"] for r in data["rows"]} == {"tpu-inference", "tokamax"}
+    # tokamax's default K tile does not divide gpt-oss's k: interpret mode
+    # catches its DMAs reading past k. Such rows run after every case (they
+    # might fault a chip), and are reported, not dropped.
+    data, _ = _peers(tmp_path / "k", "--interpret", "--case", "gpt-oss-120b-up", "--case", "dense*",
+                     "--impl", "xla:*", "--impl", "tokamax:mosaic", env=env)
+    assert [(r["case"], r["impl"]) for r in data["rows"]] == [
+        ("gpt-oss-120b-up", "xla:ragged_dot"), ("gpt-oss-120b-up", "tokamax:mosaic"),
+        ("dense-bf16-8192", "xla:dot")]
+    tk = data["rows"][1]
+    assert "not a multiple of its K tile" in tk["deferred"]
+    assert tk["status"].startswith("error:") and "Out-of-bounds read" in tk["status"], tk
+    # And at the real shapes, lowered for a TPU: all but tokamax at decode
+    # m = 64 (it needs 128 rows, and says so).
+    data, _ = _peers(tmp_path / "lower", "--lower", "--impl", "tpu-inference:*",
+                     "--impl", "tokamax:*", env=env)
+    for r in data["rows"]:
+        if r["family"] == "tokamax" and r["case"].startswith("decode-m64-"):
+            assert "must be >= 128" in r["status"], r
+        else:
+            assert r["status"] == "lowered", r
 
 
 def test_tpu_device_run_writes_its_files_and_says_no_tpu(tmp_path):
