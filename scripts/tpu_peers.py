@@ -54,6 +54,7 @@ import functools
 import gc
 import importlib.metadata
 import importlib.util
+import inspect
 import json
 import logging
 import os
@@ -331,10 +332,14 @@ class Ours:
             self.fns[name], self.modules[name] = fn, module
         return self.fns[name]
 
-    def tile(self, name: str, m: int, n: int, k: int) -> tuple[int, int, int]:
-        """(tm, tn, tk) the kernel runs this shape with."""
+    def tile(self, name: str, m: int, n: int, k: int, g: int = 0) -> tuple[int, int, int]:
+        """(tm, tn, tk) the kernel runs this shape with; g is the problem's
+        groups (len(group_sizes)), which a LUT with rules on g or m/g takes."""
         self.fn(name)
-        return tuple(self.modules[name].tile_for(m, n, k))
+        tile_for = self.modules[name].tile_for
+        if "g" in inspect.signature(tile_for).parameters:
+            return tuple(tile_for(m, n, k, g))
+        return tuple(tile_for(m, n, k))
 
     def check64(self, name: str) -> tuple[bool, str]:
         """Once per kernel: its first standard case against float64 NumPy."""
@@ -579,7 +584,7 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
     our_tile = None
     for name in names:
         try:
-            tile = ours.tile(name, m, n, k)
+            tile = ours.tile(name, m, n, k, case.total_groups or case.g)
         except Exception as e:  # noqa: BLE001
             impls.append(Impl(f"gemmgen:{name}", "gemmgen", "-", status=f"error: {_first_line(e)}"))
             continue

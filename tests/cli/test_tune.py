@@ -486,3 +486,54 @@ def test_timing_on_another_generation_is_refused(spec_file, capsys, monkeypatch)
     err = capsys.readouterr().err
     assert "this machine's TPU is v5e ('TPU v5 lite')" in err and "--device v5e" in err
     assert spec_file.read_text() == before
+
+
+def test_time_budget_skips_the_jobs_not_started_and_results_are_handed_on(spec):
+    """Past the budget no job starts (each is marked skipped), and
+    `on_result` sees the results after every job: the command writes the
+    block then, so a run cut off keeps what it measured."""
+    plan = session.make_plan(spec, V5E, ["gmm_small"], [Shape(1024, 256, 256, 4),
+                                                         Shape(64, 256, 256, 4)],
+                             max_candidates=2)
+    calls = []
+    seen = []
+    timer = lambda kernel, sp, shape, tile: (calls.append(shape),  # noqa: E731
+                                             Measurement(1e-3 * tile.m / 128))[1]
+    results = session.measure(plan, spec, timer, lambda k, sp, t: "", out_of_time=lambda: bool(
+        calls), on_result=lambda r: seen.append(len(r)))
+    assert [r.shape for r in results] == [Shape(1024, 256, 256, 4)]
+    assert seen == [1] and set(calls) == {Shape(1024, 256, 256, 4)}
+    assert plan.jobs[1].skipped.startswith("the time budget")
+
+
+def test_measurements_of_an_earlier_run_write_the_block(spec_file, tmp_path, capsys):
+    """`--measurements` takes an earlier run's --out JSON: the fastest
+    measured legal tile of each shape wins (here not the cost model's
+    favourite), checked against the reference in interpret mode, and the
+    block's provenance is the file's (the chip that measured it)."""
+    pytest.importorskip("jax")
+    import json
+
+    prov = {"device": "TPU v5 lite", "jax": "0.10.2", "jaxlib": "0.10.2",
+            "libtpu": "0.0.42.1", "date": "2026-12-07"}
+    job = {"kernel": "gmm_small", "m": 64, "n": 256, "k": 256, "g": 2, "candidates": [
+        {"tile": [64, 256, 256], "seconds": 2e-3, "noise": 0.01},
+        {"tile": [128, 128, 128], "seconds": 1e-3, "noise": 0.01},
+        {"tile": [64, 128, 256], "seconds": None, "error": "boom"},
+        {"tile": [64, 8192, 256], "seconds": 1e-4, "noise": 0.0}]}  # not a legal tile now
+    data = {"device": "v5e", "backend": "pallas_tpu", "jobs": [job], "provenance": prov}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    assert main(["tune", str(spec_file), "--measurements", str(path)]) == 0
+    text = spec_file.read_text()
+    (block,) = rewrite.find_blocks(text)
+    (rule,) = block.rules
+    assert rule.kernel == "gmm_small" and "-> m=128 n=128 k=128" in text
+    assert 'device "TPU v5 lite"' in text and 'libtpu "0.0.42.1"' in text
+    assert "runner-up m=64 n=256 k=256 2.000 ms" in text
+    # Shapes come from the file; a file of another device is refused.
+    assert main(["tune", str(spec_file), "--measurements", str(path), "--shapes",
+                 "64,256,256,2"]) == 2
+    path.write_text(json.dumps({**data, "device": "v6e"}))
+    assert main(["tune", str(spec_file), "--measurements", str(path)]) == 2
+    assert "measured on v6e, not v5e" in capsys.readouterr().err

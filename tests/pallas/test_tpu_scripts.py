@@ -323,3 +323,26 @@ def test_tpu_device_run_writes_its_files_and_says_no_tpu(tmp_path):
     versions = (out / "versions.txt").read_text()
     assert versions.startswith("python 3.") and "jax 0.10.2" in versions
     assert "JAX sees no TPU" in (out / "tpu_peers.log").read_text()
+
+
+def test_tpu_peers_gives_the_lut_its_groups(tmp_path):
+    """A kernel whose LUT has rules on the groups (the v5e tuned block of
+    specs/moe.gemm picks by n and k, and by m/g for decode) gets g from the
+    benchmark: its tile is the LUT's for the case, not an error (the first
+    run on a v5e called tile_for without g and lost every such row)."""
+    import importlib.util
+
+    pytest.importorskip("jax")
+    spec = importlib.util.spec_from_file_location("tpu_peers_t", ROOT / "scripts" / "tpu_peers.py")
+    peers = importlib.util.module_from_spec(spec)
+    sys.modules["tpu_peers_t"] = peers
+    spec.loader.exec_module(peers)
+    ours = peers.Ours.load({}, tmp_path)
+    got = ours.tile("gmm_bf16_out", 16384, 1536, 2048, 128)
+    lut = ours.modules["gmm_bf16_out"].tile_for
+    assert got == tuple(lut(16384, 1536, 2048, 128))
+    # Decode: 16 rows per group takes the m/g rule, 64 rows per group the next.
+    assert ours.tile("gmm_bf16_out", 128, 14336, 4096, 8) != ours.tile("gmm_bf16_out", 512, 14336,
+                                                                        4096, 8)
+    # A LUT without group rules is called as before.
+    assert ours.tile("dense_bf16_out_bf16", 4096, 4096, 4096) == (1024, 1024, 512)
