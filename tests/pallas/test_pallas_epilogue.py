@@ -89,3 +89,33 @@ def test_grouped_sharded_with_existing_out(generated, name):
     inputs = random_inputs(kernel, m=M, n=_n(name), k=K, num_groups=5, group_offset=1,
                            g_local=3, with_existing_out=True, seed=3)
     check(kernel, generated.fn(name), inputs, k=K)
+
+
+AWKWARD_N = 320  # 2.5 lane blocks; silu_mul's half, 160, is not a whole one
+
+
+@pytest.mark.parametrize("epilogue", ["none", "relu", "silu", "gelu", "silu_mul"])
+def test_every_epilogue_at_an_awkward_static_n_builds_a_module_that_runs(tmp_path, epilogue):
+    """A spec that fixes an n the lanes do not divide: every epilogue either
+    builds a module whose call matches the reference, or (silu_mul, whose
+    pairing needs n/2 in whole lane blocks on a TPU) is refused at the
+    epilogue when the spec is built; never a module that raises on every
+    call."""
+    from gemmgen.diagnostics import SpecError
+
+    fields = ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, n, k]", "out bf16",
+              f"dims n={AWKWARD_N}", "tile m=128 n=256 k=256")
+    if epilogue != "none":
+        fields += (f"epilogue {epilogue}",)
+    text = spec_text(kernel_block("awkward", *fields))
+    if epilogue == "silu_mul":
+        with pytest.raises(SpecError) as e:
+            build(text, tmp_path)
+        (d,) = e.value.diagnostics
+        assert d.loc.line == text.splitlines().index("  epilogue silu_mul") + 1
+        assert "n must be a multiple of 256; dims n=320 (n/2 = 160)" in d.message
+        return
+    generated = build(text, tmp_path)
+    kernel = generated.kernel("awkward")
+    inputs = random_inputs(kernel, m=70, n=AWKWARD_N, k=300, seed=3, num_groups=3)
+    check(kernel, generated.fn("awkward"), inputs, k=300)

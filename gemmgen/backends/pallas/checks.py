@@ -25,6 +25,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     else:
         out.extend(_check_tiles(kernel))
         out.extend(_check_in_tile_scales(kernel))
+        out.extend(_check_paired_n(kernel))
         out.extend(_check_sub_blocks(kernel))
     if kernel.stages > MAX_BUFFERS:
         out.append(Diagnostic(kernel.loc, f"kernel '{name}': stages {kernel.stages}: Mosaic "
@@ -62,6 +63,25 @@ def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
         out.append(Diagnostic(kernel.tile_loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
                               f"not a multiple of {SUBLANES}, as a TPU block needs"))
     return out
+
+
+def _check_paired_n(kernel: ir.Kernel) -> list[Diagnostic]:
+    """silu_mul pairs output column j (gate) with rhs column j + n/2 (up), an
+    n block with the block n/2 further on: a fixed n whose half is not a
+    whole number of lane blocks gives a module that raises on every call, so
+    it is refused here, at the epilogue (a kernel without `dims n=` checks n
+    when called)."""
+    n = kernel.static_n
+    if kernel.epilogue.activation is not ir.Activation.SILU_MUL or n is None:
+        return []
+    lanes = matmul_core(kernel).n_lanes
+    if n % (2 * lanes) == 0:
+        return []
+    return [Diagnostic(kernel.epilogue.loc, f"kernel '{kernel.name}': pallas_tpu pairs column j "
+                       f"with j + n/2 (silu_mul) in blocks of {lanes} lanes, so n must be a "
+                       f"multiple of {2 * lanes}; dims n={n} (n/2 = {n // 2}) is not, and the "
+                       f"module could never run: store the gate and up halves padded to "
+                       f"n/2 = {-(-n // (2 * lanes)) * lanes} columns each")]
 
 
 def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
