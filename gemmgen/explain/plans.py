@@ -249,6 +249,17 @@ def _built_for(kernel: ir.Kernel, entry: str, arch: str) -> bool:
     return True
 
 
+def _work_items(sizes: list[int], tm: int) -> int:
+    """Work items of the grouped Pallas grid for these group sizes: each
+    non-empty group's m tiles, from its first row's to its last row's."""
+    items, start = 0, 0
+    for c in sizes:
+        if c > 0:
+            items += (start + c - 1) // tm - start // tm + 1
+        start += c
+    return items
+
+
 def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
                  groups: int = 1) -> list[str]:
     from gemmgen.backends import pallas
@@ -268,10 +279,21 @@ def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
     if kernel.masked:  # every (group, m tile) pair holding valid rows, at most
         grid = (math.ceil(n / t.n), groups * math.ceil(m / t.m), math.ceil(k / t.k))
         what = "n tiles, (group, m tile) pairs with valid rows (at most), k tiles"
+    elif kernel.op is ir.Op.GROUPED and groups > 1:
+        # The work axis: one item per (group, m tile) pair holding rows of
+        # the group (`_group_metadata`); a tile two groups share is visited
+        # by both, so the count depends on where the groups split.
+        tiles_m = math.ceil(m / t.m)
+        most = tiles_m + min(groups, m) - 1
+        equal = _work_items([m // groups + (i < m % groups) for i in range(groups)], t.m)
+        grid = (math.ceil(n / t.n), f"{tiles_m}..{most}", math.ceil(k / t.k))
+        what = (f"n tiles, work items: one per (group, m tile) pair with rows, {tiles_m} when "
+                f"the groups split at tile boundaries, {equal} for {groups} equal groups, at "
+                f"most cdiv(m, tm) + g - 1 = {most}; k tiles")
     else:
         grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
-        what = "n tiles, m tiles [+ groups], k tiles"
-    lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block")
+        what = "n tiles, m tiles, k tiles"
+    lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block".replace("'", ""))
     lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
     if isinstance(p, pallas.MatmulPlan):
         lines.append(f"  MXU: {p.core.mxu_summary}")

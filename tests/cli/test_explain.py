@@ -116,6 +116,27 @@ def test_explain_pallas_and_unknown_kernel(project, capsys):
     assert "did you mean 'gmm_bf16'" in capsys.readouterr().err
 
 
+def test_explain_pallas_grouped_grid_counts_work_items(project, capsys):
+    """The grouped grid's middle axis is the work list, not the m tiles: 128
+    groups over 16384 rows at tm=128 visit 128 to 255 (group, m tile) pairs,
+    128 when every group is 128 rows; 100 equal groups of 163-164 rows over
+    tm=512 visit each group's tiles from its first row's to its last row's."""
+    assert main(["explain", "specs/moe.gemm", "gmm_bf16_out", "--m", "16384", "--n", "1536",
+                 "--k", "2048", "--groups", "128"]) == 0
+    out = capsys.readouterr().out
+    assert "tile m=128 n=1536 k=2048" in out  # the tuned v5e rule
+    assert "grid ~ (1, 128..255, 1) (n tiles, work items" in out
+    assert "128 for 128 equal groups, at most cdiv(m, tm) + g - 1 = 255" in out
+    assert main(["explain", "specs/moe.gemm", "gmm_bf16_kn", "--m", "16384", "--n", "256",
+                 "--k", "256", "--groups", "100"]) == 0
+    out = capsys.readouterr().out
+    sizes = [164] * 84 + [163] * 16
+    starts = [sum(sizes[:i]) for i in range(100)]
+    want = sum((s + c - 1) // 512 - s // 512 + 1 for s, c in zip(starts, sizes))
+    assert "tile m=512 " in out and f"{want} for 100 equal groups" in out
+    assert "at most cdiv(m, tm) + g - 1 = 131" in out and want == 131  # every split inside a tile
+
+
 def test_explain_pallas_states_the_aliasing_saving(project, capsys):
     m, n, k = 1000, 512, 1024
     assert main(["explain", "specs/moe.gemm", "gmm_bf16", "--m", str(m), "--n", str(n), "--k",
