@@ -40,10 +40,13 @@ KERNELS = {
                "rhs_scale kblock k=256 f32", "tile m=16 n=128 k=256"),
     "quant": ("op quantize", "lhs bf16 [m, k]", "out e4m3", "out_scale per_token_group k=128 f32"),
 }
-# 16-row tiles: m = 50 spans four m tiles, the last one partial.
+# 16-row tiles (32 for 8-bit lhs, one sublane tile): m = 50 spans four m
+# tiles (two), the last one partial.
+EIGHT_BIT = ("gmm_fp8", "dense_int8")
 SPEC = spec_text(*[
     kernel_block(name, *fields,
-                 *(() if name in ("quant", "gmm_w4") else ("tile m=16 n=128 k=128",)))
+                 *(() if name in ("quant", "gmm_w4") else
+                   (f"tile m={32 if name in EIGHT_BIT else 16} n=128 k=128",)))
     for name, fields in KERNELS.items()])
 M, N, K = 50, 128, 128
 INT32_MAX, INT32_MIN = 2**31 - 1, -(2**31)

@@ -45,7 +45,7 @@ SPEC = spec_text(*[
     "tile_rule k<=128 -> m=128 n=128 k=128"),
    kernel_block(
     "dense_lut", "op dense", "lhs bf16 [m, k]", "rhs bf16 [k, n]", "out bf16",
-    "tile m=256 n=256 k=256", "tile_rule m<8 -> m=8 n=128 k=256", "stages 1"))
+    "tile m=256 n=256 k=256", "tile_rule m<16 -> m=16 n=128 k=256", "stages 1"))
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +159,7 @@ def test_tile_lut(generated):
         inputs = random_inputs(kernel, m=m, n=N, k=k, seed=k)
         check(kernel, gen.fn("gmm_lut"), inputs, k=k)
     dense = gen.kernel("dense_lut")
-    assert gen.modules["dense_lut"].tile_for(4, 512, 512) == (8, 128, 256)
+    assert gen.modules["dense_lut"].tile_for(4, 512, 512) == (16, 128, 256)
     for m in (4, 300):
         inputs = random_inputs(dense, m=m, n=N, k=K)
         check(dense, gen.fn("dense_lut"), inputs, k=K)

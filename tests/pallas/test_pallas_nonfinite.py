@@ -26,16 +26,17 @@ from gemmgen.numerics import saturating_cast, storage_to_float64
 from pallas_helpers import build, kernel_block, random_inputs, run, spec_text
 
 TILE = "tile m=16 n=128 k=128"
+TILE8 = "tile m=32 n=128 k=128"  # 8-bit lhs: 32 rows are one sublane tile
 KERNELS = {
     "dense": ("op dense", "lhs bf16 [m, k]", "rhs bf16 [n, k]", "out f32", TILE),
     "dense_f16_silu": ("op dense", "lhs bf16 [m, k]", "rhs bf16 [k, n]", "out f16",
                        "epilogue silu", TILE),
     "dense_e8m0_block": ("op dense", "lhs e4m3 [m, k]", "rhs e4m3 [n, k]", "out bf16",
                          "lhs_scale per_token_group k=128 f32",
-                         "rhs_scale block n=128 k=128 e8m0", TILE),
+                         "rhs_scale block n=128 k=128 e8m0", TILE8),
     "gmm": ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, n, k]", "out f32", TILE),
     "gmm_e5m2": ("op grouped", "lhs e5m2 [m, k]", "rhs e4m3 [g, k, n]", "out bf16",
-                 "lhs_scale per_token f32", "rhs_scale per_channel f32", TILE),
+                 "lhs_scale per_token f32", "rhs_scale per_channel f32", TILE8),
     "tgmm": ("op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32", TILE),
 }
 SPEC = spec_text(*[kernel_block(name, *fields) for name, fields in KERNELS.items()])

@@ -111,10 +111,32 @@ def test_diagnose_tile_alignment_is_positioned():
     # NB: ir.Kernel carries no position for its `tile` field, so the default
     # tile is reported at the kernel's name; tile rules have their own.
     assert _diagnose(*GMM, "tile m=100 n=64 k=128", "tile_rule m<=8 -> m=8 n=128 k=96") == [
-        f"5:8: kernel 'gemm': tile 100x64x128: m=100 is not a multiple of 8, {why}",
+        f"5:8: kernel 'gemm': tile 100x64x128: m=100 is not a multiple of 16, the rows of one "
+        f"sublane tile of 16-bit lhs, {why}",
         f"5:8: kernel 'gemm': tile 100x64x128: n=64 is not a multiple of 128, {why}",
+        f"11:3: kernel 'gemm': tile_rule 8x128x96: m=8 is not a multiple of 16, the rows of one "
+        f"sublane tile of 16-bit lhs, {why}",
         f"11:3: kernel 'gemm': tile_rule 8x128x96: k=96 is not a multiple of 128, {why}",
     ]
+
+
+@pytest.mark.parametrize("fields, tile, rows, what", [
+    (("op grouped", "lhs e4m3 [m, k]", "rhs e4m3 [g, n, k]", "out bf16"), "24", 32, "8-bit lhs"),
+    (("op dense", "lhs int8 [m, k]", "rhs int8 [n, k]", "out bf16"), "40", 32, "8-bit lhs"),
+    (("op dense", "lhs int4 packed [m, k]", "rhs int4 packed [n, k]", "out f32"), "16", 32,
+     "packed 4-bit lhs"),
+    (("op dense", "lhs f32 [m, k]", "rhs f32 [k, n]", "out bf16"), "8", 16, "16-bit out"),
+    (("op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32"), "8", 16, "16-bit lhs"),
+])
+def test_diagnose_row_blocks_hold_whole_sublane_tiles(fields, tile, rows, what):
+    """Row blocks below a dtype's packing compile on the CPU's lowering but
+    not on a v5e (CompileTimeMosaicMisalignedBlockAndTiling): refused at the
+    tile; the next multiple is accepted."""
+    n = 256
+    got = _diagnose(*fields, f"tile m={tile} n={n} k=256")
+    assert len(got) == 1 and f"m={tile} is not a multiple of {rows}, the rows of one sublane " \
+        f"tile of {what}" in got[0], got
+    assert _diagnose(*fields, f"tile m={rows} n={n} k=256") == []
 
 
 def test_diagnose_vmem_budget_per_generation():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gemmgen import ir
 from gemmgen.backends.pallas.cores import matmul_core
+from gemmgen.backends.pallas.dtypes import storage_bytes
 from gemmgen.backends.pallas.tpu import LANES, MAX_BUFFERS, SUBLANES, TPU_VMEM, MiB, tpu_of
 from gemmgen.backends.pallas.vmem import quantize_tk, vmem_blocks
 from gemmgen.diagnostics import Diagnostic
@@ -96,10 +97,24 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
     own = " pallas_tpu" if kernel.tile_at is not None else ""  # its own tile LUT
     tiles = [(kernel.tile, kernel.tile_loc, f"tile{own}")] + [
         (r.tile, r.loc, f"tile_rule{own}") for r in kernel.tile_rules]
+    # Row blocks hold whole sublane tiles of every array cut along m: 8 rows
+    # of 32-bit data, 16 of 16-bit, 32 of 8-bit and packed 4-bit (bytes). A
+    # v5e refused to compile 24- and 40-row blocks of 8-bit lhs and 16-row
+    # blocks of packed 4-bit lhs (CompileTimeMosaicMisalignedBlockAndTiling)
+    # that the lowering on the CPU accepts.
+    by_rows = [("lhs", kernel.lhs.dtype)]
+    if kernel.op is Op.TGMM:
+        by_rows.append(("rhs", kernel.rhs_operand.dtype))
+    else:
+        by_rows.append(("out", kernel.out))
+    name, dtype = min(by_rows, key=lambda item: storage_bytes(item[1]))
+    rows = SUBLANES * (4 // storage_bytes(dtype))
     for tile, loc, what in tiles:
         problems = []
-        if tile.m % SUBLANES:
-            problems.append(f"m={tile.m} is not a multiple of {SUBLANES}")
+        if tile.m % rows:
+            bits = "packed 4-bit" if dtype.is_sub_byte else f"{8 * storage_bytes(dtype)}-bit"
+            problems.append(f"m={tile.m} is not a multiple of {rows}, the rows of one sublane "
+                            f"tile of {bits} {name}")
         if tile.n % n_lanes:
             problems.append(f"n={tile.n} is not a multiple of {n_lanes}")
         if tile.k % k_lanes:
