@@ -17,17 +17,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-tpu-results}"
 PY="${PYTHON:-python3}"
 SITE="${PEER_SITE:-/tmp/site}"
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-
-if ls .device-wheels/*.whl >/dev/null 2>&1; then
-  PIP_CONFIG_FILE=/dev/null "$PY" -m pip install --isolated -q --no-index --no-deps --no-compile \
-    --no-cache-dir --upgrade --target "$SITE" .device-wheels/*.whl \
-    || echo "tpu_device_run: installing the peer wheels failed; peers will be reported missing" >&2
-else
-  echo "tpu_device_run: no wheels in .device-wheels/ (scripts/fetch_peer_wheels.sh); peers will be reported missing" >&2
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$SITE"
+# shellcheck source=scripts/device_setup.sh
+. scripts/device_setup.sh
 
 "$PY" - <<'PY' 2>&1 | tee "$OUT/versions.txt"
 import importlib.metadata as md

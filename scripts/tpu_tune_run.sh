@@ -19,18 +19,8 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-tpu-results}"
 PY="${PYTHON:-python3}"
 SITE="${PEER_SITE:-/tmp/site}"
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if ls .device-wheels/*.whl >/dev/null 2>&1; then
-  PIP_CONFIG_FILE=/dev/null "$PY" -m pip install --isolated -q --no-index --no-deps --no-compile \
-    --no-cache-dir --upgrade --target "$SITE" .device-wheels/*.whl \
-    || echo "tpu_tune_run: installing the wheels failed" >&2
-fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$(pwd):$SITE"
-# gemmgen runs from this checkout, not installed: its package gemmgen.templates
-# is the top-level templates/ folder (pyproject.toml maps it when installed),
-# so a throwaway copy of the tree gets the same mapping as a link.
-if ! "$PY" -c "import gemmgen.templates" 2>/dev/null; then ln -s ../templates gemmgen/templates; fi
+# shellcheck source=scripts/device_setup.sh
+. scripts/device_setup.sh
 
 # The jobs, most telling first: the MoE shapes of docs/benchmarks.md ("Peers
 # on a TPU") for the kernels its benchmark runs, then dense.

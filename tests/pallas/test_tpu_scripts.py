@@ -346,3 +346,34 @@ def test_tpu_peers_gives_the_lut_its_groups(tmp_path):
                                                                         4096, 8)
     # A LUT without group rules is called as before.
     assert ours.tile("dense_bf16_out_bf16", 4096, 4096, 4096) == (1024, 1024, 512)
+
+
+def test_tpu_tune_run_runs_each_job_and_keeps_the_tuned_spec(tmp_path):
+    """scripts/tpu_tune_run.sh on a jobs file: each job its own `gemmgen
+    tune` process under its limit, the spec and the JSON copied to $OUT after
+    it (here in interpret mode, on a copy of the scripts and a small spec)."""
+    pytest.importorskip("jax")
+    import shutil
+
+    (tmp_path / "scripts").mkdir()
+    for name in ("tpu_tune_run.sh", "device_setup.sh"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "small.gemm").write_text(
+        "target pallas_tpu {\n  tpu v5e\n}\n\nkernel gmm_small {\n  op grouped\n"
+        "  lhs bf16 [m, k]\n  rhs bf16 [g, n, k]\n  out f32\n  tile m=128 n=128 k=128\n"
+        "  backends pallas_tpu\n}\n")
+    jobs = tmp_path / "jobs.txt"
+    jobs.write_text("# one job\nspecs/small.gemm --interpret --kernel gmm_small --shapes 64,256,256,2\n"
+                    "specs/small.gemm --interpret --kernel nope\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, TUNE_JOBS=str(jobs), OUT=str(out), PYTHON=sys.executable,
+               CANDIDATES="1", SAMPLES="1", BATCH="1", PEER_SITE=str(tmp_path / "site"))
+    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "tpu_tune_run.sh")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the second job's bad kernel
+    log = (out / "tune.log").read_text()
+    assert log.count("=== exit 0") == 1 and "=== exit 2" in log and "is not a kernel" in log
+    tuned = (out / "small.gemm").read_text()
+    assert "tuned v5e {" in tuned and "tile_rule gmm_small n==256 k==256" in tuned
+    assert json.loads((out / "tune-small.json").read_text())["device"] == "v5e"
