@@ -364,7 +364,8 @@ def test_tpu_tune_run_runs_each_job_and_keeps_the_tuned_spec(tmp_path):
         "  lhs bf16 [m, k]\n  rhs bf16 [g, n, k]\n  out f32\n  tile m=128 n=128 k=128\n"
         "  backends pallas_tpu\n}\n")
     jobs = tmp_path / "jobs.txt"
-    jobs.write_text("# one job\nspecs/small.gemm --interpret --kernel gmm_small --shapes 64,256,256,2\n"
+    jobs.write_text("# one job\n"
+                    "specs/small.gemm --interpret --kernel gmm_small --shapes 64,256,256,2\n"
                     "specs/small.gemm --interpret --kernel nope\n")
     out = tmp_path / "out"
     env = dict(os.environ, TUNE_JOBS=str(jobs), OUT=str(out), PYTHON=sys.executable,
