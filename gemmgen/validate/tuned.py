@@ -231,39 +231,3 @@ def finish(blocks: list[TunedBlock], kernels: dict[str, ir.Kernel]) -> tuple[ir.
         out.append(ir.Tuned(t.device, t.backend, tuple(t.info.items()), tuple(rules),
                             t.lines, t.applied, t.why_not, t.loc))
     return tuple(out)
-
-
-# -- for `gemmgen tune`: find and replace a block in the spec's text ---------
-
-
-def tuned_span(source: str, path: str, device: str) -> tuple[int, int] | None:
-    """The lines (1-based, inclusive: the `tuned` line to its `}`) of the
-    `tuned DEVICE` block of a spec's text, from the parse alone (the rest of
-    the spec need not validate); None when it has none. Raises SpecError
-    when the text does not parse. With a validated spec, `ir.Spec.
-    tuned_for(device).lines` says the same."""
-    from gemmgen.parse import parse
-
-    for block in parse(source, path).blocks:
-        if block.kind == "tuned" and block.name == device:
-            return block.loc.line, block.end_line
-    return None
-
-
-def replace_tuned(source: str, path: str, device: str, block_text: str) -> str:
-    """`source` with the `tuned DEVICE` block replaced by `block_text` (its
-    lines, from `tuned` to `}`; comments just above it, which the tuner
-    writes, are the caller's to keep or replace), or, when there is none,
-    `block_text` appended after a blank line. Line endings follow `source`."""
-    newline = "\r\n" if "\r\n" in source else "\n"
-    text = block_text.replace("\r\n", "\n").rstrip("\n").split("\n")
-    lines = source.replace("\r\n", "\n").split("\n")
-    span = tuned_span(source, path, device)
-    if span is None:
-        while lines and lines[-1] == "":
-            lines.pop()
-        out = lines + ([""] if lines else []) + text + [""]
-    else:
-        first, last = span
-        out = lines[:first - 1] + text + lines[last:]
-    return newline.join(out)

@@ -1,8 +1,7 @@
 """The `tuned` block and the conditions of issue 41 in the IR: tuned rules
 first in their kernel's LUT for their backend (with an implicit tpu= when
 the target lists several generations), blocks for another chip or another
-JAX kept and reported with a `note:`, the tuner's API (tuned_span,
-replace_tuned, ir.Spec.tuned_for), and the conservative generation facts
+JAX kept and reported with a `note:`, ir.Spec.tuned_for, and the conservative generation facts
 of a several-generation target."""
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from gemmgen.backends.pallas import tpu as tpu_facts
 from gemmgen.cli import main
 from gemmgen.parse import parse
 from gemmgen.validate import validate
-from gemmgen.validate.tuned import replace_tuned, tuned_span
 
 KERNEL = """\
 kernel gmm {
@@ -120,19 +118,6 @@ def test_a_block_not_applied_is_kept_and_noted(tmp_path, monkeypatch, capsys, bl
         err = capsys.readouterr().err
         assert f"specs/t.gemm:14:7: note: tuned {s.tuned[0].device}: kept, not applied: " in err
         assert why in err
-
-
-def test_tuner_api_finds_and_replaces_the_block():
-    text = target() + KERNEL % "pallas_tpu" + "\n" + TUNED_V5E
-    assert tuned_span(text, "t.gemm", "v5e") == (15, 23)
-    assert tuned_span(text, "t.gemm", "v6e") is None
-    new = replace_tuned(text, "t.gemm", "v5e", 'tuned v5e {\n  device "x"\n  jax "0.10.2"\n'
-                        '  date "d"\n  tile_rule gmm g>=2 -> m=64 n=128 k=128\n}')
-    s = spec(new)
-    assert [r.tile.m for r in s.tuned_for("v5e").rules_for("gmm")] == [64]
-    assert new.startswith(text[:text.index("tuned v5e")])
-    appended = replace_tuned(text, "t.gemm", "v6e", "tuned v6e {\n}\n")
-    assert appended == text.rstrip("\n") + "\n\ntuned v6e {\n}\n"
 
 
 def test_cond_positions_are_exact():
