@@ -229,8 +229,13 @@ class JaxTimer:
                 # Back to back, waited for once: JAX dispatches asynchronously,
                 # so the wrapper's Python work overlaps the device's, as in a
                 # model's step (scripts/tpu_bench.py times the same way).
-                outs = [fn(**args, **extra) for _ in range(self.batch)]
-                jax.block_until_ready(outs)
+                # Each output is dropped when the next call is dispatched (at
+                # most two alive: a batch of large outputs can fill the HBM);
+                # the device runs them in order, the last one ends the batch.
+                out = None
+                for _ in range(self.batch):
+                    out = fn(**args, **extra)
+                jax.block_until_ready(out)
                 times.append((time.perf_counter() - start) / self.batch)
         except Exception as e:  # noqa: BLE001 - a candidate that fails is recorded, skipped
             return Measurement(None, error=f"{type(e).__name__}: {_first_line(str(e))}")
