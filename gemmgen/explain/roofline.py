@@ -133,7 +133,7 @@ def _tpu_eight_bit(kernel: ir.Kernel, device: Device) -> bool:
     there) unless a scale applies inside the K tile (MXFP8 multiplies its
     scaled values in bf16), int8 / int4 x int8 / int4 where the MXU
     multiplies int8. FP4 is unpacked to bf16 on every TPU."""
-    from gemmgen.backends.pallas.cores import in_tile_scale
+    from gemmgen.backends.pallas.kblocks import in_tile_scale
 
     dts = (kernel.lhs.dtype, kernel.rhs_operand.dtype)
     if all(d in (ir.DType.E4M3, ir.DType.E5M2) for d in dts):

@@ -127,7 +127,7 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
 
 
 def _check_in_tile_scales(kernel: ir.Kernel) -> list[Diagnostic]:
-    """Scales applied per block inside each K tile (`cores.in_tile_scale`):
+    """Scales applied per block inside each K tile (`kblocks.in_tile_scale`):
     every K tile of the LUT holds whole blocks (a kernel applies a scale's
     blocks one way); they are bytes (e8m0, ue4m3); blocks along the
     sublanes of rhs [k, n] are whole sublane tiles of f32."""

@@ -438,7 +438,10 @@ def test_explain_counts_every_row_of_capacity():
     spec = render_spec(REPO / "specs" / "moe.gemm").spec
     assert pallas.existing_out_saving(pallas.plan(kernel, spec), 128, 4096) is None
     text = "\n".join(pallas_lines(spec, kernel, 100, 256, 256, 5))
-    assert "grid ~ (2, 10, 2) (n tiles, (group, m tile) pairs" in text
+    # The kernel's own Pallas tile, 256 x 1024 x 512: one m tile of each of
+    # the 5 groups' capacity of 100 rows, one n and one k tile.
+    assert "tile m=256 n=1024 k=512" in text
+    assert "grid ~ (1, 5, 1) (n tiles, (group, m tile) pairs" in text
     assert "existing_out" not in text
 
 
