@@ -40,7 +40,11 @@ while IFS= read -r line; do
   spec="${words[0]}"
   stem="$(basename "$spec" .gemm)"
   echo "=== $(date -u +%H:%M:%S) gemmgen tune ${words[*]}" | tee -a "$OUT/tune.log"
-  timeout "${JOB_LIMIT:-200}" "$PY" -m gemmgen tune "${words[@]}" \
+  # The job stops starting kernels and shapes a minute before its limit
+  # (a candidate compiles in up to ~20 s on a v5e), and writes the block
+  # after each: a job cut off still keeps what it measured.
+  limit="${JOB_LIMIT:-200}"
+  timeout "$limit" "$PY" -m gemmgen tune "${words[@]}" --time-budget "$((limit > 120 ? limit - 60 : limit / 2))" \
     --max-candidates "${CANDIDATES:-5}" --samples "${SAMPLES:-5}" --batch "${BATCH:-5}" \
     --out "$OUT/tune-$stem.json" 2>&1 | tee -a "$OUT/tune.log"
   rc=${PIPESTATUS[0]}
