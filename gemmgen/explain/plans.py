@@ -286,14 +286,14 @@ def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
         tiles_m = math.ceil(m / t.m)
         most = tiles_m + min(groups, m) - 1
         equal = _work_items([m // groups + (i < m % groups) for i in range(groups)], t.m)
-        grid = (math.ceil(n / t.n), f"{tiles_m}..{most}", math.ceil(k / t.k))
+        grid = f"({math.ceil(n / t.n)}, {tiles_m}..{most}, {math.ceil(k / t.k)})"
         what = (f"n tiles, work items: one per (group, m tile) pair with rows, {tiles_m} when "
                 f"the groups split at tile boundaries, {equal} for {groups} equal groups, at "
                 f"most cdiv(m, tm) + g - 1 = {most}; k tiles")
     else:
         grid = (math.ceil(n / t.n), math.ceil(m / t.m), math.ceil(k / t.k))
         what = "n tiles, m tiles, k tiles"
-    lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block".replace("'", ""))
+    lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block")
     lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
     if isinstance(p, pallas.MatmulPlan):
         lines.append(f"  MXU: {p.core.mxu_summary}")

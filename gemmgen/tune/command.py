@@ -74,10 +74,8 @@ def run_tune(args: argparse.Namespace) -> int:
                      samples=args.samples or SAMPLES, batch=args.batch or BATCH)
     prov = Provenance(**recorded.provenance) if recorded is not None else provenance(
         args.interpret)
-    kernels_of = lambda: sorted(  # noqa: E731 - the kernels measured so far, in spec order
-        {j.kernel.name: j.kernel for j in plan.jobs if not j.skipped}.values(),
-        key=lambda k: [x.name for x in spec.kernels].index(k.name))
-    notes = list(plan.notes)
+    order = [x.name for x in spec.kernels]
+    notes: list[str] = []  # the last block's notes (kept and dropped rules)
 
     def write(results: list) -> None:
         """The block and the JSON as they stand: after every job, so that a
@@ -86,9 +84,12 @@ def run_tune(args: argparse.Namespace) -> int:
             _write_json(Path(args.out), session.report_json(plan, results, prov))
         if not any(r.winner is not None for r in results):
             return
-        done = {r.kernel for r in results}
-        new = session.new_text(spec, text, device, [k for k in kernels_of() if k.name in done],
-                               results, prov, [])
+        # The kernels measured so far, in the spec's order.
+        kernels = sorted({j.kernel.name: j.kernel for j in plan.jobs
+                          if any(r.kernel == j.kernel.name for r in results)}.values(),
+                         key=lambda k: order.index(k.name))
+        notes[:] = []
+        new = session.new_text(spec, text, device, kernels, results, prov, notes)
         session.check_text(new, path)  # a SpecError leaves the spec as it was
         rewrite.write_atomically(path, new)
 
@@ -118,8 +119,7 @@ def run_tune(args: argparse.Namespace) -> int:
         print(f"gemmgen: error: no candidate tile ran and passed the reference check; "
               f"{show(path)} is unchanged", file=sys.stderr)
         return EXIT_INTERNAL
-    session.new_text(spec, text, device, kernels_of(), results, prov, notes)  # for its notes
-    for note in notes:
+    for note in [*plan.notes, *notes]:
         print(f"note: {note}")
     print(f"wrote {show(path)}: tuned {device.name} block "
           f"({sum(1 for r in results if r.winner is not None)} shapes measured)")

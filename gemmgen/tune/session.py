@@ -7,7 +7,6 @@ choice of winners and the rewrite are tested with a fake timer and no JAX.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -143,16 +142,9 @@ def replay_plan(spec: ir.Spec, device: Device, recorded: RecordedTimer,
     return plan
 
 
-# Whether the IR's LUT takes the group count (rules on g and m/g: the
-# language of issue 41's tuned blocks): then it must be given.
-_LUT_TAKES_G = "g" in inspect.signature(ir.Kernel.tile_for).parameters
-
-
 def lut_tile(kernel: ir.Kernel, shape: Shape) -> ir.Tile:
     """The tile the kernel's LUT picks at the shape today."""
-    if _LUT_TAKES_G:
-        return kernel.tile_for(shape.m, shape.n, shape.k, g=shape.g or None)
-    return kernel.tile_for(shape.m, shape.n, shape.k)
+    return kernel.tile_for(shape.m, shape.n, shape.k, g=shape.g or None)
 
 
 def dry_run_text(plan: Plan) -> str:
@@ -398,25 +390,9 @@ def check_can_time(plan: Plan, interpret: bool) -> None:
                             "not a generation gemmgen knows")
 
 
-def reads_tuned_blocks() -> bool:
-    """Whether this gemmgen's spec language reads `tuned` blocks (it does
-    from the release that added them, docs/spec.md "Tuned tiles")."""
-    from gemmgen.diagnostics import SpecError
-    from gemmgen.parse import parse
-
-    try:
-        parse('tuned v5e {\n  date "2026-01-01"\n}\n', "<probe>")
-    except SpecError:
-        return False
-    return True
-
-
 def check_text(text: str, path) -> None:
     """Parse and validate the rewritten spec before it is written (a
-    SpecError leaves the file as it was), where the language reads tuned
-    blocks."""
-    if not reads_tuned_blocks():
-        return
+    SpecError leaves the file as it was)."""
     from gemmgen import backends
     from gemmgen.parse import parse
     from gemmgen.validate import validate

@@ -8,15 +8,13 @@ from __future__ import annotations
 import math
 
 from gemmgen import ir
-from gemmgen.diagnostics import one_of, suggest
+from gemmgen.diagnostics import one_of
 from gemmgen.ir import (
     Activation,
     Algorithm,
     Backend,
     Bias,
     BiasMode,
-    Cmp,
-    Cond,
     DType,
     Epilogue,
     Layout,

@@ -459,8 +459,6 @@ def test_a_tuned_candidate_lowers_for_tpu(spec):
     assert "tpu_custom_call" in exported.mlir_module()
 
 
-@pytest.mark.skipif(not session.reads_tuned_blocks(),
-                    reason="the spec language reads `tuned` blocks from issue 41's `rules` part")
 def test_written_block_is_a_valid_spec_whose_lut_picks_the_winners(spec, spec_file):
     rs = [result("gmm_small", Shape(1024, 1536, 2048, 128), (32, 1536, 2048)),
           result("gmm_small", Shape(65536, 1536, 2048, 128), (256, 1536, 1024))]
