@@ -49,6 +49,7 @@ from gemmgen.cases import standard_cases  # noqa: E402
 from gemmgen.explain import cost  # noqa: E402
 from gemmgen.harness.runner import load_generated_module  # noqa: E402
 from gemmgen.reference import compare, random_inputs, reference  # noqa: E402
+from gemmgen.tune.timing import sample_times  # noqa: E402
 
 # Peak rates per chip, by JAX's device_kind: (bf16 TFLOP/s, int8 TOP/s,
 # HBM GB/s), from Google Cloud's TPU system-architecture pages (v5e: 197
@@ -121,19 +122,7 @@ def time_call(fn) -> float:
 
     jax.block_until_ready(fn())
     batch, samples = (1, 1) if INTERPRET else (BATCH, SAMPLES)
-    times = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        # Each call's output is dropped when the next is dispatched, so at
-        # most two are alive (ten [128, 2048, 1536] f32 tgmm outputs were
-        # 16 GB, more than a v5e's HBM); the chip runs them in order, so the
-        # last one's end is the batch's.
-        out = None
-        for _ in range(batch):
-            out = fn()
-        jax.block_until_ready(out)
-        times.append((time.perf_counter() - start) / batch)
-    return float(np.median(times))
+    return float(np.median(sample_times(fn, samples, batch)))
 
 
 def xla_baselines(kernel: ir.Kernel, m: int, n: int, k: int, g: int) -> dict:

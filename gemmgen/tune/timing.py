@@ -88,6 +88,27 @@ def has_tpu() -> bool:
         return False
 
 
+def sample_times(call, samples: int, batch: int) -> list[float]:
+    """Seconds per call of each of `samples` samples of `batch` calls of
+    `call`, dispatched back to back and waited for once: JAX dispatches
+    asynchronously, so the wrapper's Python work overlaps the device's, as
+    in a model's step (scripts/tpu_bench.py and the tuner time alike). Each
+    output is dropped when the next call is dispatched, so at most two are
+    alive (ten f32 [128, 2048, 1536] tgmm outputs were 16 GB, more than a
+    v5e's HBM); the device runs the calls in order, the last ends the batch."""
+    import jax
+
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        out = None
+        for _ in range(batch):
+            out = call()
+        jax.block_until_ready(out)
+        times.append((time.perf_counter() - start) / batch)
+    return times
+
+
 def tpu_kind() -> tuple[str, str | None]:
     """JAX's device_kind of this machine's TPU and the generation it names
     (`TPU_DEVICE_KINDS`; None for a kind that table does not know)."""
@@ -223,20 +244,7 @@ class JaxTimer:
             start = time.perf_counter()
             jax.block_until_ready(fn(**args, **extra))  # traces and compiles
             compile_s = time.perf_counter() - start
-            times = []
-            for _ in range(self.samples):
-                start = time.perf_counter()
-                # Back to back, waited for once: JAX dispatches asynchronously,
-                # so the wrapper's Python work overlaps the device's, as in a
-                # model's step (scripts/tpu_bench.py times the same way).
-                # Each output is dropped when the next call is dispatched (at
-                # most two alive: a batch of large outputs can fill the HBM);
-                # the device runs them in order, the last one ends the batch.
-                out = None
-                for _ in range(self.batch):
-                    out = fn(**args, **extra)
-                jax.block_until_ready(out)
-                times.append((time.perf_counter() - start) / self.batch)
+            times = sample_times(lambda: fn(**args, **extra), self.samples, self.batch)
         except Exception as e:  # noqa: BLE001 - a candidate that fails is recorded, skipped
             return Measurement(None, error=f"{type(e).__name__}: {_first_line(str(e))}")
         median = statistics.median(times)
