@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 from gemmgen import ir
@@ -13,8 +14,37 @@ def jnp_name(dt: DType) -> str:
     return dt.storage_numpy_name
 
 
+def held(dt: DType) -> DType:
+    """The dtype a kernel body holds `dt` in: f16 as f32, the rest as stored.
+
+    Mosaic has no f16 vectors on the TPUs gemmgen targets: a v5e refuses an
+    f16 block ("Invalid vector type for load", "failed to legalize
+    'tpu.pack_subelements' ... vector<8x128x2xf16>"). The generated function
+    widens every f16 array to f32 in XLA before the kernel (exact) and casts
+    an f16 result back after it (one rounding from the f32 accumulator, as
+    the kernel's own cast would be). f16 products are f32 at HIGHEST
+    precision anyway (`mxu_dtype`), so only the HBM copy costs: docs/pallas.md,
+    "f16 on a TPU".
+    """
+    return DType.F32 if dt is DType.F16 else dt
+
+
+def held_kernel(kernel: ir.Kernel) -> ir.Kernel:
+    """`kernel` as its Pallas body sees it: every f16 array `held` as f32."""
+    rhs = kernel.rhs
+    return dataclasses.replace(
+        kernel,
+        lhs=dataclasses.replace(kernel.lhs, dtype=held(kernel.lhs.dtype)),
+        rhs=None if rhs is None else dataclasses.replace(rhs, dtype=held(rhs.dtype)),
+        out=held(kernel.out),
+        bias=dataclasses.replace(kernel.bias, dtype=held(kernel.bias.dtype)),
+    )
+
+
 def storage_bytes(dt: DType) -> int:
-    """Bytes per stored element (packed sub-byte types: one byte per pair)."""
+    """Bytes per element as the kernel holds it (packed sub-byte types: one
+    byte per pair; f16 as f32, `held`)."""
+    dt = held(dt)
     return 1 if dt.bits <= 8 else dt.bits // 8
 
 

@@ -16,18 +16,19 @@ from gemmgen.backends.pallas.cores import (
     tgmm_core,
     vjp_supported,
 )
-from gemmgen.backends.pallas.dtypes import f32, jnp_name
+from gemmgen.backends.pallas.dtypes import f32, held, held_kernel, jnp_name
 from gemmgen.backends.pallas.text import (
     AMAX_FLOOR,
     Arg,
+    Constant,
     formula,
     matmul_args,
+    matmul_constants,
     quantize_text,
     spec_lines,
 )
 from gemmgen.backends.pallas.tpu import (
     INT_DOT_K,
-    M_ALIGN,
     MAX_BUFFERS,
     TPU_DEVICE_KINDS,
     TPU_VMEM,
@@ -76,15 +77,6 @@ added to every block. Any integers are valid sizes: a negative size counts
 as 0 and no group runs past row m (the running sum saturates at m, nothing
 overflows int32); a local group that group_sizes does not have is empty."""
 
-@dataclass(frozen=True, slots=True)
-class Constant:
-    """A named module constant: `NAME = value  # comment`."""
-
-    name: str
-    value: str  # a Python literal
-    comment: str
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModuleInfo:
     """What every module prints: where it comes from, its docstring and
@@ -101,6 +93,10 @@ class ModuleInfo:
     args: tuple[Arg, ...]
     returns: str
     out_dtype: str  # jnp name
+    # f16 arrays the function widens to f32 before the kernel (`dtypes.held`):
+    # (name, optional), and the dtype the kernel writes (float32 for f16 out).
+    widen: tuple[tuple[str, bool], ...]
+    body_out_dtype: str
     tiles: tuple[TileRow, ...]  # the LUT rules, then the default (cond "")
     buffers: int  # per pipelined block: 1 or 2
     vmem_bytes: int  # the largest over the LUT
@@ -329,6 +325,8 @@ def module_info(kernel: ir.Kernel, spec: ir.Spec, *, title: str, summary: str, n
         args=args,
         returns=returns,
         out_dtype=jnp_name(kernel.out),
+        widen=tuple((a.name, a.optional) for a in args if a.dtype == jnp_name(DType.F16)),
+        body_out_dtype=jnp_name(held(kernel.out)),
         tiles=tiles,
         buffers=buffers,
         vmem_bytes=need,
@@ -360,38 +358,8 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> PallasPlan:
             assert_never(kernel.op)
 
 
-def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
-    out = [Constant("RHS_NK", repr(core.rhs_nk),
-                    "rhs is [g, n, k]" if core.rhs_nk and core.grouped else
-                    "rhs is [n, k]" if core.rhs_nk else
-                    "rhs is [g, k, n]" if core.grouped else "rhs is [k, n]")]
-    if core.lhs_scale is ScaleMode.TOKEN_GROUP:
-        out.append(Constant("LHS_SCALE_BLOCK_K", str(core.lhs_block_k),
-                            "columns of lhs per lhs_scale"))
-    if core.rhs_scale is ScaleMode.BLOCK:
-        out.append(Constant("RHS_SCALE_BLOCK_N", str(core.rhs_block_n),
-                            "columns of rhs per rhs_scale"))
-    if core.rhs_scale in (ScaleMode.BLOCK, ScaleMode.KBLOCK):
-        out.append(Constant("RHS_SCALE_BLOCK_K", str(core.rhs_block_k),
-                            "rows of k per rhs_scale"))
-    if core.int_dot_k:
-        out.append(Constant("INT_DOT_K", str(core.int_dot_k),
-                            "the most K terms one int8 dot sums (exact in f32)"))
-    out.append(Constant("M_ALIGN", str(M_ALIGN), "rows of a block past m: whole sublane tiles"))
-    if core.k_align:
-        out.append(Constant("K_ALIGN", str(core.k_align),
-                            "columns of a block past k: whole scale blocks and lane tiles"))
-    # Every module: a silu_mul module's backward pass runs the plain core.
-    out.append(Constant("N_ALIGN", str(core.n_lanes), "columns of a block past n: whole lane tiles"))
-    if core.silu_mul:
-        out.append(Constant("N_LANES", str(core.n_lanes),
-                            "columns of one lane-aligned rhs block" +
-                            (" (packed along n: two per byte)" if core.rhs_permute else "")))
-    return tuple(out)
-
-
 def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
-    core = matmul_core(kernel, fp8_mxu=fp8_mxu(spec),
+    core = matmul_core(held_kernel(kernel), fp8_mxu=fp8_mxu(spec),
                        int_dot_k=INT_DOT_K if int8_as_bf16(spec) else 0)
     grouped = kernel.op is Op.GROUPED
     out = jnp_name(kernel.out)
@@ -399,7 +367,7 @@ def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
     backward = tgmm = None
     if vjp_supported(kernel):
         backward = core if core.plain else plain_core(core)
-        tgmm = tgmm_core(kernel.lhs.dtype, kernel.lhs.dtype, None)
+        tgmm = tgmm_core(held(kernel.lhs.dtype), held(kernel.lhs.dtype), None)
     notes = ""
     if kernel.masked:
         notes = MASKED_NOTES
@@ -424,7 +392,7 @@ def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
         core=core,
         backward=backward,
         tgmm=tgmm,
-        constants=_matmul_constants(core),
+        constants=matmul_constants(core),
     )
 
 
@@ -458,7 +426,7 @@ def tgmm_plan(kernel: ir.Kernel, spec: ir.Spec) -> TgmmPlan:
             notes=TGMM_NOTES,
             args=args,
             returns=f"[g, k, n] {out}; an empty group gives zeros (or existing_out)."),
-        tgmm=tgmm_core(kernel.lhs.dtype, kernel.rhs_operand.dtype, alpha),
+        tgmm=tgmm_core(held(kernel.lhs.dtype), held(kernel.rhs_operand.dtype), alpha),
     )
 
 

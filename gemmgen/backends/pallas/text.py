@@ -9,7 +9,7 @@ from typing import assert_never
 from gemmgen import ir
 from gemmgen.backends.pallas.cores import MatmulCore
 from gemmgen.backends.pallas.dtypes import jnp_name
-from gemmgen.backends.pallas.tpu import TPU_VMEM, MiB
+from gemmgen.backends.pallas.tpu import M_ALIGN, TPU_VMEM, MiB
 from gemmgen.backends.pallas.vmem import TileRow, quantize_tk
 from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleLayout, ScaleMode
 
@@ -327,3 +327,43 @@ def quantize_text(kernel: ir.Kernel, rule: str) -> QuantizeText:
         returns=f"(q {'[m, k // 2]' if fp4 else '[m, k]'} {jnp_name(kernel.out)}, scale "
                 f"[m, cdiv(k, {group})] {scale_dtype}{scale_bytes}).",
         scale_dtype=scale_dtype)
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A named module constant: `NAME = value  # comment`."""
+
+    name: str
+    value: str  # a Python literal
+    comment: str
+
+
+def matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
+    """The module constants of a matmul core: `NAME = value  # comment`."""
+    out = [Constant("RHS_NK", repr(core.rhs_nk),
+                    "rhs is [g, n, k]" if core.rhs_nk and core.grouped else
+                    "rhs is [n, k]" if core.rhs_nk else
+                    "rhs is [g, k, n]" if core.grouped else "rhs is [k, n]")]
+    if core.lhs_scale is ScaleMode.TOKEN_GROUP:
+        out.append(Constant("LHS_SCALE_BLOCK_K", str(core.lhs_block_k),
+                            "columns of lhs per lhs_scale"))
+    if core.rhs_scale is ScaleMode.BLOCK:
+        out.append(Constant("RHS_SCALE_BLOCK_N", str(core.rhs_block_n),
+                            "columns of rhs per rhs_scale"))
+    if core.rhs_scale in (ScaleMode.BLOCK, ScaleMode.KBLOCK):
+        out.append(Constant("RHS_SCALE_BLOCK_K", str(core.rhs_block_k),
+                            "rows of k per rhs_scale"))
+    if core.int_dot_k:
+        out.append(Constant("INT_DOT_K", str(core.int_dot_k),
+                            "the most K terms one int8 dot sums (exact in f32)"))
+    out.append(Constant("M_ALIGN", str(M_ALIGN), "rows of a block past m: whole sublane tiles"))
+    if core.k_align:
+        out.append(Constant("K_ALIGN", str(core.k_align),
+                            "columns of a block past k: whole scale blocks and lane tiles"))
+    # Every module: a silu_mul module's backward pass runs the plain core.
+    out.append(Constant("N_ALIGN", str(core.n_lanes), "columns of a block past n: whole lane tiles"))
+    if core.silu_mul:
+        out.append(Constant("N_LANES", str(core.n_lanes),
+                            "columns of one lane-aligned rhs block" +
+                            (" (packed along n: two per byte)" if core.rhs_permute else "")))
+    return tuple(out)
