@@ -23,6 +23,9 @@ settings.register_profile(
 settings.register_profile("explore", deadline=None, max_examples=200)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# The time per folder, the slowest tests, and the budgets (tests/time_budget.py).
+pytest_plugins = ["time_budget"]
+
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
