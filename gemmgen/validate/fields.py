@@ -103,7 +103,9 @@ class KernelReader(FieldReader):
             masked=self.masked and op is Op.GROUPED,
             tpus=t.tpus if (t := self.targets.get(Backend.PALLAS_TPU)) else (),
             loc=self.name_loc,
-            field_locs=tuple(sorted((name, f.loc) for name, (f, _) in self.fields.items())),
+            # a swept field at this variant's alternative
+            field_locs=tuple(sorted((name, alt.loc if f.swept else f.loc)
+                                    for name, (f, alt) in self.fields.items())),
         )
         self.fields_read = len(self.c.diags) == n_errors
         if self.fields_read:

@@ -169,3 +169,16 @@ def test_every_command_reports_every_problem(command, tmp_path, capsys):
     expected = (SPEC_CASE.parent / "stderr.txt").read_text().replace("spec.gemm:",
                                                                      "specs/layers.gemm:")
     assert err == expected
+
+
+def test_a_swept_fields_findings_are_at_the_variants_alternative():
+    """`stages 2 | 3`: the Pallas check of the stages_3 variant points at
+    the `3`, a tile alternative's at that alternative."""
+    text = TARGETS + block("clean").replace(
+        "  backends", "  stages 2 | 3\n  tile m=128 n=128 k=128\n    | m=128 n=100 k=128\n"
+        "  backends")
+    got = {(line - 7, col, msg.split("'")[1]) for line, col, msg in shown(problems(text))}
+    assert got == {(5, 14, "clean_tile_128x100x128_stages_3"),
+                   (5, 14, "clean_tile_128x128x128_stages_3"),
+                   (7, 7, "clean_tile_128x100x128_stages_2"),
+                   (7, 7, "clean_tile_128x100x128_stages_3")}
