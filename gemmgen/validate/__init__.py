@@ -165,7 +165,12 @@ def validate(ast: SpecAst, *, stem: str | None = None,
         tuned=tuned_blocks.finish(tuned, kernels),
     )
     if diagnose is not None:  # beside every other problem: kernel_checks
-        c.diags.extend(backend_checks(read, spec, diagnose))
+        # A dispatcher's checks (the CUDA backend's, with its else arm's) read
+        # its arms as valid kernels: none with an arm that has errors.
+        sound = {rk.kernel.name for rk in read if not rk.errors}
+        checked = replace(spec, dispatches=tuple(
+            d for d in spec.dispatches if all(r.kernel in sound for r in d.rules)))
+        c.diags.extend(backend_checks(read, checked, diagnose))
     if c.diags:
         raise SpecError(c.diags)
     return spec
