@@ -17,10 +17,14 @@ from gemmgen.ir import Loc
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    loc: Loc
+    loc: Loc  # of the field or value it concerns
     message: str
     severity: str = "error"
     width: int = 1  # caret length
+    # The other fields the finding follows from (a check's: `kernel.at("dims")`),
+    # not shown: a finding that follows from a field with an error of its
+    # own is not reported (gemmgen.validate.kernel_checks).
+    related: tuple[Loc, ...] = ()
 
     def render(self, source: str | None) -> str:
         """The diagnostic as text: bounded in size whatever the input, and

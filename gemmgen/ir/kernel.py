@@ -105,6 +105,7 @@ class Kernel:
     # Fields that were swept to produce this variant, for `gemmgen list`.
     variant_of: str | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
+    field_locs: tuple[tuple[str, Loc], ...] = field(default=(), compare=False)  # see `at`
 
     def __post_init__(self) -> None:
         # The validator reports a missing or stray rhs at its position; an IR
@@ -147,11 +148,14 @@ class Kernel:
         return replace(self, tile=own.tile, tile_rules=own.tile_rules, tile_at=own.loc,
                        view=backend)
 
+    def at(self, name: str) -> Loc:
+        """Where field `name` is written, else the kernel's name (checks report there)."""
+        return next((loc for f, loc in self.field_locs if f == name), self.loc)
+
     @property
     def tile_loc(self) -> Loc:
-        """Where the default tile was stated, for diagnostics and the spec
-        references in generated code: a backend's own `tile BACKEND` line,
-        else (the unqualified tile) the kernel's name."""
+        """Where generated code's spec references place the default tile: a backend's
+        own `tile BACKEND` line, else the kernel's name (diagnostics: `lut`)."""
         return self.tile_at if self.tile_at is not None else self.loc
 
     def tile_for(self, m: int, n: int, k: int, g: int | None = None,
@@ -178,7 +182,8 @@ class Kernel:
         them in a diagnostic: "tile" and "tile_rule", or "tile BACKEND" and
         "tile_rule BACKEND" when the backend has a LUT of its own."""
         own = f" {self.view.value}" if self.view is not None and self.tile_at is not None else ""
-        return [(self.tile, self.tile_loc, f"tile{own}")] + [
+        at = self.tile_at if self.tile_at is not None else self.at("tile")
+        return [(self.tile, at, f"tile{own}")] + [
             (r.tile, r.loc, f"tile_rule{own}") for r in self.tile_rules]
 
     def several_scale_blocks_per_k_tile(self) -> list[tuple[Loc, str]]:

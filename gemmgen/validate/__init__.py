@@ -16,8 +16,11 @@ The validator collects all problems of a spec before raising, so one run of
    silu_mul parity, arch features (FP8 MMA needs sm_89+);
 5. the spec as a whole: unique names that do not clash (one C++ symbol,
    or equal but for case: `gemmgen.names.collisions`), dispatch arms naming
-   compatible kernels, and each declared backend's own diagnostics (a
-   feature it cannot emit yet is an error, never wrong code).
+   compatible kernels;
+6. each listed backend's own diagnostics of each kernel (a feature it
+   cannot emit yet is an error, never wrong code), whatever else is wrong
+   in the spec, and beside a kernel's own errors where they cannot follow
+   from them (`validate.kernel_checks`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from gemmgen.validate.common import (
 )
 from gemmgen.validate.dispatch import read_dispatch
 from gemmgen.validate.fields import KernelReader
+from gemmgen.validate.kernel_checks import ReadKernel, backend_checks, field_lines
 from gemmgen.validate.sweeps import check_defaults_tiles, expand
 from gemmgen.validate.targets import read_target
 from gemmgen.validate import tuned as tuned_blocks
@@ -52,7 +56,8 @@ def validate(ast: SpecAst, *, stem: str | None = None,
     """Check a parsed spec and build its IR; raise SpecError with all problems.
 
     `diagnose(kernel, spec)` is each backend's own check (see
-    `gemmgen.backends.diagnose`); it runs only when the spec is otherwise valid.
+    `gemmgen.backends.diagnose`); it runs on every kernel built, its
+    findings collected with the rest (`validate.kernel_checks`).
     """
     c = Collector()
     targets: dict[Backend, ir.Target] = {}
@@ -102,7 +107,9 @@ def validate(ast: SpecAst, *, stem: str | None = None,
     tuned = [t for b in tuned_list if (t := tuned_blocks.read_tuned(c, b, targets)) is not None]
     tuned_blocks.claim_devices(c, tuned)
     tuned_rules = tuned_blocks.by_kernel(tuned)
-    kernels: dict[str, ir.Kernel] = {}
+    kernels: dict[str, ir.Kernel] = {}  # those whose fields read (rules may have failed)
+    failed: set[str] = set()  # those whose fields did not
+    read: list[ReadKernel] = []  # every kernel built, for the backends' checks
     block_names: dict[str, Loc] = {}
     for block in kernel_blocks:
         assert block.name is not None
@@ -111,7 +118,9 @@ def validate(ast: SpecAst, *, stem: str | None = None,
                   f"{block_names[block.name]})", len(block.name))
             continue
         block_names[block.name] = block.name_loc
+        n_block = len(c.diags)
         variants, repeated, own_tiles = expand(c, block, defaults)
+        block_errors = c.diags[n_block:]  # unknown fields, sweeps: every variant's
         for v in variants:
             name = f"{block.name}_{v.suffix}" if v.suffix else block.name
             if v.suffix and (problem := name_problem(name)):
@@ -121,23 +130,31 @@ def validate(ast: SpecAst, *, stem: str | None = None,
             reader = KernelReader(c, name, block.name_loc, v.fields, repeated, targets,
                                   ast.path, own_tiles)
             reader.tuned = tuned_rules.get(name, [])
+            n_kernel = len(c.diags)
             k = reader.read()
-            if k is not None:
-                if v.suffix:
-                    k = replace(k, variant_of=block.name)
-                kernels.setdefault(name, k)
+            if k is None:
+                failed.add(name)
+                continue
+            if v.suffix:
+                k = replace(k, variant_of=block.name)
+            if name in kernels or name in failed:
+                continue
+            if reader.fields_read:
+                kernels[name] = k
+            else:
+                failed.add(name)
+            read.append(ReadKernel(k, tuple(block_errors + c.diags[n_kernel:]),
+                                   field_lines(block.fields + defaults)))
     dispatches = []
     for block in dispatch_blocks:
         assert block.name is not None
         claim(block.name, block.name_loc, "dispatch")
-        if (d := read_dispatch(c, block, kernels)) is not None:
+        if (d := read_dispatch(c, block, kernels, frozenset(failed))) is not None:
             dispatches.append(d)
     tuned_blocks.check_kernels(c, tuned, kernels, names)
     c.diags.extend(collisions((name, loc, kind) for name, (loc, kind) in names.items()))
     if not kernel_blocks and not c.diags:
         c.err(Loc(ast.path, 1, 1), "the spec declares no kernel")
-    if c.diags:
-        raise SpecError(c.diags)
 
     spec = ir.Spec(
         path=ast.path,
@@ -147,9 +164,13 @@ def validate(ast: SpecAst, *, stem: str | None = None,
         dispatches=tuple(dispatches),
         tuned=tuned_blocks.finish(tuned, kernels),
     )
-    if diagnose is not None:
-        for k in spec.kernels:
-            c.diags.extend(diagnose(k, spec))
-        if c.diags:
-            raise SpecError(c.diags)
+    if diagnose is not None:  # beside every other problem: kernel_checks
+        # A dispatcher's checks (the CUDA backend's, with its else arm's) read
+        # its arms as valid kernels: none with an arm that has errors.
+        sound = {rk.kernel.name for rk in read if not rk.errors}
+        checked = replace(spec, dispatches=tuple(
+            d for d in spec.dispatches if all(r.kernel in sound for r in d.rules)))
+        c.diags.extend(backend_checks(read, checked, diagnose))
+    if c.diags:
+        raise SpecError(c.diags)
     return spec

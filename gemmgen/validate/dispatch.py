@@ -9,7 +9,11 @@ from gemmgen.parse import Block
 from gemmgen.validate.common import DIM_MAX, Collector
 
 
-def read_dispatch(c: Collector, block: Block, kernels: dict[str, ir.Kernel]) -> ir.Dispatch | None:
+def read_dispatch(c: Collector, block: Block, kernels: dict[str, ir.Kernel],
+                  failed: frozenset[str] = frozenset()) -> ir.Dispatch | None:
+    """The dispatch, or None with its problems collected. An arm naming a
+    kernel of `failed` (one whose own fields did not read: reported there)
+    is left out of the checks of the arms, and not reported again."""
     name = block.name or ""
     rules: list[ir.DispatchRule] = []
     default_seen = False
@@ -48,6 +52,8 @@ def read_dispatch(c: Collector, block: Block, kernels: dict[str, ir.Kernel]) -> 
             default_seen = True
         kname = str(target.value)
         if kname not in kernels:
+            if kname in failed:
+                continue
             c.err(target.loc, f"dispatch '{name}': no kernel named '{kname}'"
                   f"{suggest(kname, kernels)}", target.width)
             continue

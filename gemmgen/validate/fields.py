@@ -49,7 +49,14 @@ class KernelReader(FieldReader):
     # -- fields -----------------------------------------------------------
 
     def read(self) -> ir.Kernel | None:
+        """The kernel, or None when its op or operands do not read. A field
+        that does not read leaves its default in the kernel and
+        `fields_read` False: the semantic rules, which relate fields, do not
+        run then (a default standing for a bad field would make them report
+        nonsense), and the backends' checks of it are filtered
+        (`validate.kernel_checks`)."""
         n_errors = len(self.c.diags)
+        self.fields_read = False
         for req in ("op", "lhs", "out"):
             if req not in self.fields:
                 self.err(self.name_loc, f"missing required field '{req}'", len(self.name))
@@ -81,9 +88,8 @@ class KernelReader(FieldReader):
         f = self.other_fields()
         if self.tuned and f["tile"] is not None:
             f["rules"], f["backend_tiles"] = with_tuned(self, op, f)
-        tile = f["tile"]
-        if lhs is None or out is None or acc is None or tile is None or (
-                op is not Op.QUANTIZE and rhs is None):
+        tile = f["tile"] or Tile(128, 128, 128)
+        if lhs is None or out is None or acc is None or (op is not Op.QUANTIZE and rhs is None):
             return None
         kernel = ir.Kernel(
             name=self.name, op=op, lhs=lhs, rhs=rhs, out=out, acc=acc,
@@ -97,10 +103,13 @@ class KernelReader(FieldReader):
             masked=self.masked and op is Op.GROUPED,
             tpus=t.tpus if (t := self.targets.get(Backend.PALLAS_TPU)) else (),
             loc=self.name_loc,
+            # a swept field at this variant's alternative
+            field_locs=tuple(sorted((name, alt.loc if f.swept else f.loc)
+                                    for name, (f, alt) in self.fields.items())),
         )
-        if len(self.c.diags) > n_errors:
-            return None
-        semantic_rules.check(self, kernel)
+        self.fields_read = len(self.c.diags) == n_errors
+        if self.fields_read:
+            semantic_rules.check(self, kernel)
         return kernel
 
     def operand_dtypes_without_op(self) -> None:

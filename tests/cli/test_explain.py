@@ -137,6 +137,22 @@ def test_explain_pallas_grouped_grid_counts_work_items(project, capsys):
     assert "at most cdiv(m, tm) + g - 1 = 131" in out and want == 131  # every split inside a tile
 
 
+def test_explain_pallas_grouped_grid_with_more_groups_than_m_tiles(project, capsys):
+    """Issue 42: 128 groups over 32 m tiles once read "a grid of 32 m tiles
+    for 128 groups"; the middle axis is the work list, 32 to 32 + 128 - 1
+    items (each group boundary inside a tile adds one), 128 for equal groups
+    of 32 rows (each inside one tile)."""
+    m, tm, g = 4096, 128, 128
+    assert main(["explain", "specs/moe.gemm", "gmm_bf16_out", "--m", str(m), "--n", "1536",
+                 "--k", "2048", "--groups", str(g)]) == 0
+    out = capsys.readouterr().out
+    assert f"tile m={tm} n=1536 k=2048" in out  # the tuned v5e rule
+    tiles = m // tm
+    assert f"grid ~ (1, {tiles}..{tiles + g - 1}, 1) (n tiles, work items" in out
+    assert f"{g} for {g} equal groups, at most cdiv(m, tm) + g - 1 = {tiles + g - 1}" in out
+    assert "m tiles for" not in out
+
+
 def test_explain_pallas_states_the_aliasing_saving(project, capsys):
     m, n, k = 1000, 512, 1024
     assert main(["explain", "specs/moe.gemm", "gmm_bf16", "--m", str(m), "--n", str(n), "--k",

@@ -111,9 +111,9 @@ def test_diagnose_tile_alignment_is_positioned():
     # NB: ir.Kernel carries no position for its `tile` field, so the default
     # tile is reported at the kernel's name; tile rules have their own.
     assert _diagnose(*GMM, "tile m=100 n=64 k=128", "tile_rule m<=8 -> m=8 n=128 k=96") == [
-        f"5:8: kernel 'gemm': tile 100x64x128: m=100 is not a multiple of 16, the rows of one "
+        f"10:3: kernel 'gemm': tile 100x64x128: m=100 is not a multiple of 16, the rows of one "
         f"sublane tile of 16-bit lhs, {why}",
-        f"5:8: kernel 'gemm': tile 100x64x128: n=64 is not a multiple of 128, {why}",
+        f"10:3: kernel 'gemm': tile 100x64x128: n=64 is not a multiple of 128, {why}",
         f"11:3: kernel 'gemm': tile_rule 8x128x96: m=8 is not a multiple of 16, the rows of one "
         f"sublane tile of 16-bit lhs, {why}",
         f"11:3: kernel 'gemm': tile_rule 8x128x96: k=96 is not a multiple of 128, {why}",
@@ -147,7 +147,7 @@ def test_diagnose_vmem_budget_per_generation():
     too_big = "tile m=1024 n=2048 k=2048"  # 8 + 16 + 16 + 16 + 8 = 64 MiB
     assert _diagnose(*GMM, too_big, tpu="v5e") == []  # 3/4 of 128 MiB = 96 MiB usable
     assert _diagnose(*GMM, too_big, tpu="v7x") == [
-        "5:8: kernel 'gemm': tile 1024x2048x2048 needs 64.0 MiB of VMEM per grid step (lhs 8.0, "
+        "10:3: kernel 'gemm': tile 1024x2048x2048 needs 64.0 MiB of VMEM per grid step (lhs 8.0, "
         "rhs 16.0, existing_out 16.0, out 16.0, acc 8.0), over the 48 MiB a kernel may use on "
         "TPU v7x (3/4 of 64 MiB)"]
     assert len(_diagnose(*GMM, fits, "tile_rule m>=1024 -> " + too_big.replace("tile ", ""),
@@ -166,7 +166,7 @@ def test_diagnose_accepts_every_op_and_feature():
 def test_diagnose_packed_operands_double_the_lanes():
     assert _diagnose("op dense", "lhs bf16 [m, k]", "rhs int4 packed [n, k]", "out bf16",
                      "tile m=128 n=128 k=128") == [
-        "5:8: kernel 'gemm': tile 128x128x128: k=128 is not a multiple of 256, as a TPU block "
+        "10:3: kernel 'gemm': tile 128x128x128: k=128 is not a multiple of 256, as a TPU block "
         "needs (8 sublanes x 128 lanes; 4-bit data packed two per byte doubles the lanes)"]
     assert len(_diagnose("op dense", "lhs bf16 [m, k]", "rhs fp4 packed [k, n]", "out bf16",
                          "tile m=128 n=128 k=128")) == 1
@@ -184,7 +184,7 @@ def test_diagnose_quantize_groups_and_gemv():
         "(k=4): it reduces each group's amax over whole sublane tiles of the transposed block"]
     msgs = _diagnose("op dense", "lhs bf16 [m, k]", "rhs bf16 [n, k]", "out bf16",
                      "algorithm gemv")
-    assert msgs == ["5:8: kernel 'gemm': pallas_tpu cannot emit algorithm 'gemv' (a CUDA GEMV); "
+    assert msgs == ["10:3: kernel 'gemm': pallas_tpu cannot emit algorithm 'gemv' (a CUDA GEMV); "
                     "use the tile algorithm, whose m tile clamps to small m"]
 
 
@@ -332,7 +332,7 @@ def test_pallas_checks_read_the_pallas_tile():
     text = BOTH_BACKENDS.replace("k=128\n  tile_rule m<=32 -> m=32 n=128 k=128", "k=32\n")
     with pytest.raises(SpecError) as e:
         load_spec(text.format(own=""))
-    assert {d.loc.line for d in e.value.diagnostics} == {9}  # the kernel's name
+    assert {d.loc.line for d in e.value.diagnostics} == {14}  # the tile line
     load_spec(text.format(own=PALLAS_LUT))
     with pytest.raises(SpecError) as e:
         load_spec(text.format(own="  tile pallas_tpu m=512 n=1000 k=512\n"))

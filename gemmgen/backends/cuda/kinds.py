@@ -43,7 +43,8 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     kernel = kernel.for_backend(ir.Backend.CUDA)
     k = kind(kernel)
     if k is None:
-        return [Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda cannot emit "
+        at = kernel.at("algorithm" if kernel.algorithm is not Algorithm.TILE else "op")
+        return [Diagnostic(at, f"kernel '{kernel.name}': cuda cannot emit "
                            f"{_what(kernel)} yet")]
     return k.diagnose(kernel, spec)
 

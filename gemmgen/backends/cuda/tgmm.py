@@ -117,14 +117,17 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                               f"with lhs '{lhs.value}' x rhs '{rhs.value}' yet: the tensor-core "
                               "tgmm takes bf16 x bf16 or f16 x f16"))
     if kernel.stages < 2:
-        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the cuda tgmm pipelines "
-                              "with cp.async and needs stages >= 2"))
+        out.append(Diagnostic(kernel.at("stages"), f"kernel '{kernel.name}': the cuda tgmm "
+                              "pipelines with cp.async and needs stages >= 2"))
     if kernel.stages > 9:
-        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda: stages {kernel.stages}"
-                              " is more than cp.async.wait_group can track (at most 9)"))
+        out.append(Diagnostic(kernel.at("stages"), f"kernel '{kernel.name}': cuda: stages "
+                              f"{kernel.stages} is more than cp.async.wait_group can track "
+                              "(at most 9)"))
+    tile_at = kernel.lut()[0][1]  # tgmm has one tile, no rules
     problem = _tile_problem(kernel)
     if problem:
-        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': cuda: {problem}"))
+        out.append(Diagnostic(tile_at, f"kernel '{kernel.name}': cuda: {problem}",
+                              related=(kernel.at("warp_tile"), kernel.at("threads"))))
     if out:
         return out
     p = plan(kernel, spec)
@@ -132,7 +135,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     for arch in target.cuda_archs if target else ():
         limit = shared_memory_limit(arch)
         if p.smem_bytes > limit:
-            out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': tile {kernel.tile} needs "
+            out.append(Diagnostic(tile_at, f"kernel '{kernel.name}': tile {kernel.tile} needs "
                                   f"{p.smem_bytes} bytes of shared memory, over the {limit} "
                                   f"that {arch} allows; use a smaller tile or fewer stages"))
     return out

@@ -18,8 +18,8 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     name = kernel.name
     if kernel.algorithm is not ir.Algorithm.TILE:
-        out.append(Diagnostic(kernel.loc, f"kernel '{name}': pallas_tpu cannot emit algorithm "
-                              f"'{kernel.algorithm.value}' (a CUDA GEMV); use the tile "
+        out.append(Diagnostic(kernel.at("algorithm"), f"kernel '{name}': pallas_tpu cannot emit "
+                              f"algorithm '{kernel.algorithm.value}' (a CUDA GEMV); use the tile "
                               "algorithm, whose m tile clamps to small m"))
     if kernel.op is Op.QUANTIZE:
         out.extend(_check_quantize(kernel))
@@ -29,8 +29,8 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
         out.extend(_check_paired_n(kernel))
         out.extend(_check_sub_blocks(kernel))
     if kernel.stages > MAX_BUFFERS:
-        out.append(Diagnostic(kernel.loc, f"kernel '{name}': stages {kernel.stages}: Mosaic "
-                              f"pipelines each block with 1 or 2 buffers, so pallas_tpu "
+        out.append(Diagnostic(kernel.at("stages"), f"kernel '{name}': stages {kernel.stages}: "
+                              f"Mosaic pipelines each block with 1 or 2 buffers, so pallas_tpu "
                               f"supports stages 1 or 2"))
     out.extend(_check_vmem(kernel, spec))
     return out
@@ -61,8 +61,9 @@ def _check_quantize(kernel: ir.Kernel) -> list[Diagnostic]:
                               "quantize writes row-major f32 or e8m0 scales for FP8, e8m0 or "
                               "ue4m3 (k=16) scales for packed fp4"))
     if kernel.tile.m % SUBLANES:
-        out.append(Diagnostic(kernel.tile_loc, f"kernel '{kernel.name}': tile m={kernel.tile.m} is "
-                              f"not a multiple of {SUBLANES}, as a TPU block needs"))
+        out.append(Diagnostic(kernel.lut()[0][1], f"kernel '{kernel.name}': tile "
+                              f"m={kernel.tile.m} is not a multiple of {SUBLANES}, as a TPU "
+                              "block needs"))
     return out
 
 
@@ -82,7 +83,8 @@ def _check_paired_n(kernel: ir.Kernel) -> list[Diagnostic]:
                        f"with j + n/2 (silu_mul) in blocks of {lanes} lanes, so n must be a "
                        f"multiple of {2 * lanes}; dims n={n} (n/2 = {n // 2}) is not, and the "
                        f"module could never run: store the gate and up halves padded to "
-                       f"n/2 = {-(-n // (2 * lanes)) * lanes} columns each")]
+                       f"n/2 = {-(-n // (2 * lanes)) * lanes} columns each",
+                       related=(kernel.at("dims"),))]
 
 
 def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
@@ -94,9 +96,6 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
     k_lanes = LANES * 2 if (kernel.lhs.packed or (kernel.rhs_operand.packed and
                                                    kernel.rhs_operand.layout is Layout.NK)) else LANES
     n_lanes = LANES * 2 if (kernel.rhs_operand.packed and kernel.rhs_operand.layout is Layout.KN) else LANES
-    own = " pallas_tpu" if kernel.tile_at is not None else ""  # its own tile LUT
-    tiles = [(kernel.tile, kernel.tile_loc, f"tile{own}")] + [
-        (r.tile, r.loc, f"tile_rule{own}") for r in kernel.tile_rules]
     # Row blocks hold whole sublane tiles of every array cut along m: 8 rows
     # of 32-bit data, 16 of 16-bit, 32 of 8-bit and packed 4-bit (bytes). A
     # v5e refused to compile 24- and 40-row blocks of 8-bit lhs and 16-row
@@ -109,7 +108,7 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
         by_rows.append(("out", kernel.out))
     name, dtype = min(by_rows, key=lambda item: storage_bytes(item[1]))
     rows = SUBLANES * (4 // storage_bytes(dtype))
-    for tile, loc, what in tiles:
+    for tile, loc, what in kernel.lut():
         problems = []
         if tile.m % rows:
             bits = "packed 4-bit" if dtype.is_sub_byte else f"{8 * storage_bytes(dtype)}-bit"
@@ -207,7 +206,7 @@ def _check_vmem(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     tpu = tpu_of(spec)
     vm = TPU_VMEM[tpu]
     out = []
-    for tile, loc in [(kernel.tile, kernel.tile_loc)] + [(r.tile, r.loc) for r in kernel.tile_rules]:
+    for tile, loc, _ in kernel.lut():
         blocks = vmem_blocks(kernel, tile)
         need = sum(b.bytes for b in blocks)
         if need > vm.usable:

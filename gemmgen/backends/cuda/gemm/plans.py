@@ -139,14 +139,15 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
         if out:
             return out
     if kernel.stages < 2:
-        out.append(Diagnostic(kernel.loc, f"kernel '{kernel.name}': the cuda tile GEMM pipelines "
-                              "with cp.async and needs stages >= 2"))
+        out.append(Diagnostic(kernel.at("stages"), f"kernel '{kernel.name}': the cuda tile GEMM "
+                              "pipelines with cp.async and needs stages >= 2"))
     target = spec.target(ir.Backend.CUDA)
     archs = target.cuda_archs if target else ()
     for rule_tile, loc in tiles_with_loc(kernel):
         problem = mma_sync.tile_problem(kernel, rule_tile)
-        if problem:
-            out.append(Diagnostic(loc, f"kernel '{kernel.name}': cuda: {problem}"))
+        if problem:  # of the tile with its warp tile and threads
+            out.append(Diagnostic(loc, f"kernel '{kernel.name}': cuda: {problem}",
+                                  related=(kernel.at("warp_tile"), kernel.at("threads"))))
     if out:
         return out
     # A cluster_n on an m=256 entry the sm_100a body keeps on the 1-CTA tile.
@@ -163,8 +164,7 @@ def diagnose(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
         if out:
             return out
     p = plan(kernel, spec)
-    # At the kernel's name, or for the CUDA tile LUT of its own at each line.
-    locs = [loc if kernel.tile_at is not None else kernel.loc for _, loc in tiles_with_loc(kernel)]
+    locs = [loc for _, loc in tiles_with_loc(kernel)]  # at each tile line of the LUT
     for t in p.tiles:
         for arch in archs:
             if t.smem_bytes > shared_memory_limit(arch):
@@ -209,7 +209,10 @@ def _fp4_problems(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def tiles_with_loc(kernel: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc]]:
-    return [(r.tile, r.loc) for r in kernel.tile_rules] + [(kernel.tile, kernel.tile_loc)]
+    """The LUT's tiles in plan order (the rules, then the default tile), each
+    with its position for a diagnostic (`ir.Kernel.lut`)."""
+    default, *rules = kernel.lut()
+    return [(t, loc) for t, loc, _ in rules] + [(default[0], default[1])]
 
 
 def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
