@@ -299,7 +299,8 @@ def test_plan_decisions():
         "lhs_scale per_token_group k=256 e8m0", "rhs_scale block n=1 k=256 e8m0",
         "tile m=128 n=128 k=256")))
     c = matmul_core(one.kernel("one").for_backend(Backend.PALLAS_TPU))
-    assert not c.lhs_in_tile and not c.rhs_in_tile and c.k_align == 0
+    assert not c.lhs_in_tile and not c.rhs_in_tile and not c.k_align_scales
+    assert c.k_align == 128  # whole lane tiles only
     # int8 x ue4m3 needs 12 significant bits: the MXU takes f32.
     wide = load_spec(spec_text(kernel_block(
         "wide", "op dense", "lhs int8 [m, k]", "rhs int8 [n, k]", "out f32",
@@ -309,7 +310,7 @@ def test_plan_decisions():
 
 @pytest.mark.parametrize("fields,line,message", [
     (("lhs_scale per_token_group k=256 e8m0", "tile m=128 n=128 k=128",
-      "tile_rule m<=64 -> m=64 n=128 k=512"), 5,
+      "tile_rule m<=64 -> m=64 n=128 k=512"), 11,  # at the tile that must hold them
      ("pallas_tpu applies the lhs_scale blocks of k=256 inside each K tile here, as another "
       "tile of the LUT holds several, so tile k=128 must hold whole blocks too")),
     (("lhs_scale per_token_group k=32 f32 layout=atom128x4",), 10,

@@ -69,8 +69,8 @@ def test_grouped_fp8_silu_mul_plan():
                                              "rhs_scale_up_index"]
     assert [(k.name, k.value) for k in p.constants] == [
         ("RHS_NK", "True"), ("LHS_SCALE_BLOCK_K", "128"), ("RHS_SCALE_BLOCK_N", "128"),
-        ("RHS_SCALE_BLOCK_K", "128"), ("M_ALIGN", "32"), ("N_ALIGN", "128"),
-        ("N_LANES", "128")]
+        ("RHS_SCALE_BLOCK_K", "128"), ("M_ALIGN", "32"), ("K_ALIGN", "128"),
+        ("N_ALIGN", "128"), ("N_LANES", "128")]
     mod = p.module
     assert mod.path == PurePosixPath("pallas/gemm.py") and mod.out_dtype == "bfloat16"
     assert [a.name for a in mod.args] == ["lhs", "rhs", "group_sizes", "lhs_scale",
@@ -94,7 +94,7 @@ def test_dense_plan():
     assert c.bias is BiasMode.N and c.activation_fn == "_gelu"
     assert c.inputs == ("lhs", "rhs", "bias[None, :]")
     assert [(k.name, k.value) for k in p.constants] == [
-        ("RHS_NK", "False"), ("M_ALIGN", "32"), ("N_ALIGN", "128")]
+        ("RHS_NK", "False"), ("M_ALIGN", "32"), ("K_ALIGN", "128"), ("N_ALIGN", "128")]
     assert p.module.buffer_arg == ", pipeline_mode=pl.Buffered(1)"
     assert (p.module.static_n, p.module.static_k) == (512, 256)
     assert p.k_from_rhs == "rhs.shape[0]" and p.n_from_rhs == "rhs.shape[1]"

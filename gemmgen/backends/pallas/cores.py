@@ -21,6 +21,7 @@ from gemmgen.backends.pallas.dtypes import cast, f32, jnp_name, mxu_dtype, packe
 from gemmgen.backends.pallas.kblocks import in_tile_scale, k_lanes, sub_block_sides
 from gemmgen.backends.pallas.parts import Half, ParamGroup, Scaling, Stage, Step
 from gemmgen.backends.pallas.scaling import ScaleText
+from gemmgen.backends.pallas.tpu import LANES
 from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleLayout, ScaleMode, lcm
 
 
@@ -59,9 +60,9 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # The scale is stored in the 128 x 4 atom layout (XLA reorders it to rows).
     lhs_scale_atoms: bool = False
     rhs_scale_atoms: bool = False
-    # The K tile clamps to a multiple of this past k (0: to k itself): whole
-    # scale blocks and whole lane tiles, when a scale applies in the tile.
-    k_align: int = 0
+    # The K tile clamps to a multiple of this past k: whole lane tiles, and
+    # whole scale blocks when a scale applies in the tile.
+    k_align: int = LANES
     # The operands whose block scales carry a `global=f32` scale (NVFP4):
     # `fn` takes `<side>_global_scale` and the kernel one f32 per group, their
     # product (`global_scale_ref`, SMEM), applied where alpha is.
@@ -77,6 +78,11 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     int_dot_k: int = 0
 
     # -- what the templates print -------------------------------------------
+
+    @property
+    def k_align_scales(self) -> bool:
+        """K_ALIGN also makes a K block whole scale blocks."""
+        return self.lhs_in_tile or self.rhs_in_tile or self.lhs_sub or self.rhs_sub
 
     @property
     def mxu_name(self) -> str:
@@ -396,9 +402,11 @@ def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
                     rhs_scale=kernel.rhs_scale.dtype if rhs_in_tile else None, fp8=fp8_mxu)
     grouped = kernel.op is Op.GROUPED
     lhs_sub, rhs_sub = sub_block_sides(kernel)
-    k_align = 0
+    # A K block is whole lane tiles, also past k (the ragged last block is
+    # masked one lane tile at a time: `_zero_past`), and whole blocks of the
+    # scales applied inside it.
+    k_align = k_lanes(kernel)
     if lhs_in_tile or rhs_in_tile or lhs_sub or rhs_sub:
-        k_align = k_lanes(kernel)
         for scale, here in ((kernel.lhs_scale, lhs_in_tile or lhs_sub),
                             (kernel.rhs_scale, rhs_in_tile or rhs_sub)):
             k_align = lcm(k_align, scale.block_k) if here else k_align
@@ -442,7 +450,7 @@ def plain_core(core: MatmulCore) -> MatmulCore:
     return replace(core, fn="_gmm_plain", kernel_fn="_plain_kernel",
                    lhs_scale=ScaleMode.NONE, rhs_scale=ScaleMode.NONE, bias=BiasMode.NONE,
                    activation=Activation.NONE, alpha=None, lhs_in_tile=False,
-                   rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=0,
+                   rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=LANES,
                    lhs_sub=False, rhs_sub=False, global_scales=())
 
 

@@ -357,9 +357,8 @@ def matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
         out.append(Constant("INT_DOT_K", str(core.int_dot_k),
                             "the most K terms one int8 dot sums (exact in f32)"))
     out.append(Constant("M_ALIGN", str(M_ALIGN), "rows of a block past m: whole sublane tiles"))
-    if core.k_align:
-        out.append(Constant("K_ALIGN", str(core.k_align),
-                            "columns of a block past k: whole scale blocks and lane tiles"))
+    out.append(Constant("K_ALIGN", str(core.k_align), "columns of a block past k: whole "
+                        + ("scale blocks and lane tiles" if core.k_align_scales else "lane tiles")))
     # Every module: a silu_mul module's backward pass runs the plain core.
     out.append(Constant("N_ALIGN", str(core.n_lanes), "columns of a block past n: whole lane tiles"))
     if core.silu_mul:

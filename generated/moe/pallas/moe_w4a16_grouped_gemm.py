@@ -185,12 +185,29 @@ def _int32_array(name: str, x, *, ndim: int) -> jax.Array:
 
 
 def _zero_past(x: jax.Array, limit: int, *, axis: int) -> jax.Array:
-    """x with every entry at index >= limit along `axis` set to zero. The
-    select runs in f32, as megablox's does: Mosaic cannot select a packed
-    (16- or 8-bit) block with a 32-bit mask of many rows on a TPU ("Not
-    implemented: Sublane broadcast"); every storage type casts exactly."""
-    index = lax.broadcasted_iota(jnp.int32, x.shape, axis)
-    return jnp.where(index < limit, x.astype(jnp.float32), 0.0).astype(x.dtype)
+    """x with every entry at index >= limit along `axis` set to zero.
+
+    Only the 128-wide tile that holds `limit` is masked; the whole tiles
+    before it are kept and those past it are zeros, so a ragged last K block
+    costs one tile's select, not a select over the block (docs/pallas.md,
+    "A ragged K"). The select runs in f32, as megablox's does: Mosaic cannot
+    select a packed (16- or 8-bit) block with a 32-bit mask of many rows on
+    a TPU ("Not implemented: Sublane broadcast"); every storage type casts
+    exactly.
+    """
+    size = x.shape[axis]
+    if limit >= size:
+        return x
+    start = limit // 128 * 128
+    end = min(start + 128, size)
+    edge = lax.slice_in_dim(x, start, end, axis=axis)
+    index = lax.broadcasted_iota(jnp.int32, edge.shape, axis)
+    parts = [jnp.where(index < limit - start, edge.astype(jnp.float32), 0.0).astype(x.dtype)]
+    if start:
+        parts.insert(0, lax.slice_in_dim(x, 0, start, axis=axis))
+    if end < size:
+        parts.append(jnp.zeros(x.shape[:axis] + (size - end,) + x.shape[axis + 1 :], x.dtype))
+    return jnp.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
 
 
 def _dot(lhs, rhs, *, rhs_nk: bool):
@@ -418,11 +435,11 @@ def _gmm(
         group_offset = jnp.zeros((), jnp.int32)
 
     # (1) The tile: the LUT's, each dim clamped to the problem: k to whole
-    #     scale blocks and lane tiles past it (K_ALIGN: a K tile holds whole
-    #     blocks of the scales it applies), m and n to whole sublane and lane
-    #     tiles past them (Mosaic lowers a block's value only in whole
-    #     tiles). Edge blocks are partial: Pallas drops their writes past the
-    #     array, and the kernel masks K.
+    #     lane tiles past it and whole blocks of the scales the kernel applies
+    #     (K_ALIGN: the ragged last K block is masked one lane tile at a time),
+    #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
+    #     block's value only in whole tiles). Edge blocks are partial: Pallas
+    #     drops their writes past the array, and the kernel masks K.
     tm, tn, tk = tile_for(m, n, k)
     tm = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN)
     tk = min(tk, pl.cdiv(k, K_ALIGN) * K_ALIGN)
