@@ -149,8 +149,9 @@ def test_inline_ptx_lives_in_the_primitives_header_only():
     # The Hopper and the sm_12x parts are included by the first; the sm_100
     # part (tcgen05, TMEM) by the kernels that use it. The Hopper and sm_100
     # headers are umbrellas over one file per instruction family.
-    assert with_ptx == ["gg_primitives.cuh", "gg_primitives_sm100_mma.cuh", "gg_primitives_sm100_pair.cuh",
-                        "gg_primitives_sm100_tmem.cuh", "gg_primitives_sm120.cuh",
+    assert with_ptx == ["gg_primitives.cuh", "gg_primitives_sm100_mma.cuh",
+                        "gg_primitives_sm100_pair.cuh", "gg_primitives_sm100_tmem.cuh",
+                        "gg_primitives_sm120.cuh",
                         "gg_primitives_sm90_cluster.cuh", "gg_primitives_sm90_mbarrier.cuh",
                         "gg_primitives_sm90_tma.cuh", "gg_primitives_sm90_wgmma.cuh"]
     assert all(PRIMITIVES.fullmatch(name) for name in with_ptx)
