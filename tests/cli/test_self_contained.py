@@ -51,7 +51,11 @@ def test_runtime_headers_are_the_nvcc_closure_of_the_includes():
         "gg_convert.cuh", "gg_epilogue.cuh", "gg_gemm.cuh", "gg_gemm_config.cuh",
         "gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_gemm_sm100.cuh",
         "gg_gemm_sm100_mixed.cuh", "gg_gemm_sm100_pair.cuh", "gg_primitives.cuh",
-        "gg_primitives_sm90.cuh", "gg_primitives_sm100.cuh", "gg_primitives_sm120.cuh",
+        "gg_primitives_sm90.cuh", "gg_primitives_sm90_mbarrier.cuh",
+        "gg_primitives_sm90_tma.cuh", "gg_primitives_sm90_wgmma.cuh",
+        "gg_primitives_sm90_cluster.cuh", "gg_primitives_sm100.cuh",
+        "gg_primitives_sm100_desc.cuh", "gg_primitives_sm100_tmem.cuh",
+        "gg_primitives_sm100_mma.cuh", "gg_primitives_sm100_pair.cuh", "gg_primitives_sm120.cuh",
         "gg_runtime.cuh", "gg_scales.cuh", "gg_widen.cuh"}
     for name, text in copied.items():
         source = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
@@ -79,7 +83,13 @@ def test_a_spec_without_sm100a_gets_no_tcgen05_headers(tmp_path):
     copied = {p.name: t for p, t in rendered.files.items() if p.suffix == ".cuh"}
     assert "gg_gemm_sm90.cuh" in copied
     assert not {"gg_gemm_sm100.cuh", "gg_gemm_sm100_mixed.cuh", "gg_gemm_sm100_pair.cuh",
-                "gg_primitives_sm100.cuh"} & set(copied)
+                "gg_primitives_sm100.cuh", "gg_primitives_sm100_desc.cuh",
+                "gg_primitives_sm100_tmem.cuh", "gg_primitives_sm100_mma.cuh",
+                "gg_primitives_sm100_pair.cuh"} & set(copied)
+    # ... but every part of the Hopper primitives (gg_primitives_sm90.cuh's includes).
+    assert {"gg_primitives_sm90.cuh", "gg_primitives_sm90_mbarrier.cuh",
+            "gg_primitives_sm90_tma.cuh", "gg_primitives_sm90_wgmma.cuh",
+            "gg_primitives_sm90_cluster.cuh"} <= set(copied)
     for name, text in copied.items():
         source = (runtime.RUNTIME_INCLUDE_DIR / name).read_text()
         if name == "gg_runtime.cuh":
@@ -190,7 +200,9 @@ def test_a_spec_without_sm90a_gets_no_hopper_headers():
                       "gg_scales.cuh", "gg_widen.cuh"}
     hopper = {p.name for p in runtime.RUNTIME_INCLUDE_DIR.iterdir()
               if runtime.is_hopper_file(p.name)}
-    assert {"gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_primitives_sm90.cuh"} <= hopper
+    assert {"gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_primitives_sm90.cuh",
+            "gg_primitives_sm90_tma.cuh", "gg_primitives_sm90_wgmma.cuh"} <= hopper
+    assert not hopper & copied
     # Every quoted include of every generated file is there (or is the
     # emulator's, which only a host compiler reaches).
     for name, text in cuda.items():

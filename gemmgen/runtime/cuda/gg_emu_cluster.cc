@@ -3,7 +3,7 @@
 // registers, barrier.cluster, mapa and shared::cluster addresses, ld / st of
 // a peer's shared memory, and the rule that a CTA's shared memory is gone
 // once its threads have exited. The remote mbarrier arrive and the
-// multicast TMA load are in gg_emu_sm90.cc (they act on the Hopper model's
+// multicast TMA load are in gg_emu_sm90_tma.cc (they act on the Hopper model's
 // barriers). Compiled once per build mode into the core objects.
 #include "gg_emu_runner.h"
 

@@ -1,10 +1,11 @@
 // gg_emu_internal.h: the declarations the emulator's core units share
-// (gg_emu_core.cc, gg_emu_launch.cc, gg_emu_memcheck.cc, gg_emu_sm90.cc,
-// gg_emu_cudart.cc). Those are compiled once per build mode (fiber, memory
-// checker, TSan) with GG_EMU_CORE defined, into objects that every kernel
-// library links statically: each library keeps its own copy of the state
-// (buffers, stacks, the fault handler, the launch), as when the whole
-// emulator was compiled in the kernel's unit. A kernel never includes it.
+// (gg_emu_core.cc, gg_emu_launch.cc, gg_emu_memcheck.cc, gg_emu_sm90_*.cc,
+// gg_emu_sm100_*.cc, gg_emu_cudart.cc, ...). Those are compiled once per
+// build mode (fiber, memory checker, TSan) with GG_EMU_CORE defined, into
+// objects that every kernel library links statically: each library keeps
+// its own copy of the state (buffers, stacks, the fault handler, the
+// launch), as when the whole emulator was compiled in the kernel's unit. A
+// kernel never includes it.
 #pragma once
 
 #if !defined(GG_EMU_CORE)
@@ -361,7 +362,7 @@ inline void sync_acquire(const void*) {}
 
 namespace gg::emu {
 
-// The Hopper model's per-block state and the runner's hooks (gg_emu_sm90.cc).
+// The Hopper model's per-block state and the runner's hooks (gg_emu_sm90_block.cc).
 struct HopperBlock;
 void hopper_block_begin(BlockRunner& r);
 void hopper_block_end(BlockRunner& r);
@@ -370,7 +371,7 @@ void hopper_free(HopperBlock* h);
 std::string hopper_report(const BlockRunner& r);
 bool hopper_on_stall(BlockRunner& r);
 // (issue 30) A completed barrier.cluster: every CTA of the cluster has seen
-// every CTA's shared-memory writes so far (gg_emu_sm90.cc, the write order).
+// every CTA's shared-memory writes so far (gg_emu_sm90_block.cc, the write order).
 void hopper_cluster_synced(Cluster& c);
 // The read of [lo, hi) of the current CTA's shared memory by an op of CTA
 // `reader` (a cta_group::2 op of its pair leader) must be ordered after the
@@ -381,7 +382,7 @@ void hopper_check_ordered_read(const BlockRunner& reader, std::uint32_t lo, std:
                                const char* what);
 
 // The sm_100 model's per-block state (TMEM, tcgen05.mma) and its hooks
-// (gg_emu_sm100.cc): the runner's, and the sm90 tier's calls into it (a wait
+// (gg_emu_sm100_retire.cc): the runner's, and the sm90 tier's calls into it (a wait
 // that saw an mbarrier phase complete retires the MMAs committed to it and
 // hands on the unfenced tcgen05 accesses of the phase's arrivals; a TMA load
 // into shared memory an in-flight MMA reads is reported; the floating-point
@@ -518,8 +519,9 @@ struct MapArgument {
 // Encodes `a` into `map` (128 bytes, 64-byte aligned) with the emulated
 // cuTensorMapEncodeTiled against `buffer` (`buffer_bytes` long) plus the
 // offset, and checks that the map stays inside the buffer. Defined in
-// gg_emu_sm90.cc; false with `why` set when either fails.
-// What the sm100 tier uses of the Hopper model (gg_emu_sm90.cc): an
+// gg_emu_sm90_tensor_map.cc; false with `why` set when either fails.
+// What the sm100 tier uses of the Hopper model (gg_emu_sm90_wgmma.cc,
+// gg_emu_sm90_mbarrier.cc): an
 // async-proxy read of block offsets [lo, hi) by `reader`, through a
 // descriptor of swizzle span `span` (inside the block's shared memory, not
 // filled by a TMA load still in flight or by one of another swizzle, and
@@ -530,7 +532,7 @@ unsigned long long mbarrier_phase(void* bar, const char* op);
 void set_invalid_trap(bool on);
 bool encode_map_argument(void* map, const MapArgument& a, unsigned char* buffer, std::size_t buffer_bytes,
                          std::string& why);
-// The emulated cuTensorMapEncodeTiled (gg_emu_sm90.cc).
+// The emulated cuTensorMapEncodeTiled (gg_emu_sm90_tensor_map.cc).
 CUresult encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
                       const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
                       const cuuint32_t* element_strides, CUtensorMapInterleave interleave,

@@ -1,8 +1,10 @@
 // gg_emu_sm100.h: the emulator's model of the datacenter Blackwell (sm_100a /
 // sm_103a) machinery that gg_primitives_sm100.cuh gives kernels: tensor
 // memory (TMEM) and tcgen05.mma. Included by gg_emu.h only; the model is
-// compiled once per build mode in gg_emu_sm100.cc. docs/cuda-sm100.md has the
-// full story.
+// compiled once per build mode in gg_emu_sm100_*.cc, a file per instruction
+// family (_tmem, _mma, _pair, _pair_bs; _retire: retirement and the hooks;
+// _decoders: the exports), which share gg_emu_sm100_desc.h and _state.h.
+// docs/cuda-sm100.md has the full story.
 //
 // Model, per block (Sm100Block, hung off the BlockRunner beside HopperBlock,
 // with the same hooks):
@@ -128,7 +130,7 @@ inline std::uint32_t addr_of(const void* p) {
   return sm90::addr_of(p);
 }
 
-// The entry points of gg_primitives_sm100.cuh's CPU bodies (gg_emu_sm100.cc).
+// The entry points of gg_primitives_sm100.cuh's CPU bodies (gg_emu_sm100_*.cc).
 // The warp-collective ones are called by every lane of a warp.
 void tmem_alloc(unsigned* slot, unsigned ncols);
 void tmem_dealloc(unsigned taddr, unsigned ncols);

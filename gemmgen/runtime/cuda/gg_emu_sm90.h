@@ -42,7 +42,8 @@
 // This header holds what the primitives' templates (gg_primitives_sm90.cuh)
 // need: the shared window, the tensor map's bits, the in-flight wgmma, and
 // the model's entry points. The model itself is compiled once per build mode
-// in gg_emu_sm90.cc.
+// in gg_emu_sm90_*.cc, a file per instruction family (_tensor_map, _mbarrier,
+// _tma, _wgmma; _block: the per-block hooks), which share gg_emu_sm90_state.h.
 #pragma once
 
 #include <cuda.h>
@@ -100,7 +101,7 @@ inline std::uint32_t addr_of(const void* p) {
 }
 
 
-// The entry points of gg_primitives_sm90.cuh's CPU bodies (gg_emu_sm90.cc).
+// The entry points of gg_primitives_sm90.cuh's CPU bodies (gg_emu_sm90_*.cc).
 void mbarrier_init(void* bar, unsigned count);
 void mbarrier_inval(void* bar);
 void fence_mbarrier_init();
@@ -123,7 +124,7 @@ void wgmma_wait(unsigned keep);
 void setmaxnreg(unsigned regs);
 
 // Clusters (gg_emu_cluster.cc; the remote arrive and the multicast and
-// 2-CTA TMA loads in gg_emu_sm90.cc). A shared::cluster address is a
+// 2-CTA TMA loads in gg_emu_sm90_tma.cc). A shared::cluster address is a
 // shared::cta address (the calling CTA) or what mapa.shared::cluster made.
 unsigned cluster_ctarank();
 unsigned cluster_nctarank();

@@ -17,6 +17,9 @@ from gemmgen.harness import cuda_emu, cuda_gpu, toolchain
 from gemmgen.harness.cuda_emu import EmuModule
 
 ROOT = Path(__file__).resolve().parents[3]
+# The headers that may hold inline PTX: gg_primitives.cuh and the per-arch
+# primitives (gg_primitives_sm90.cuh, gg_primitives_sm100_tmem.cuh, ...).
+PRIMITIVES = re.compile(r"gg_primitives(_sm\d+(_\w+)?)?\.cuh")
 GPU_SCRIPT = ROOT / "scripts" / "gpu_check_cuda_runtime.py"
 
 TINY = """\
@@ -131,8 +134,7 @@ def test_no_inline_ptx_in_generated_code():
     offenders = [
         str(p.relative_to(ROOT))
         for p in sorted(generated.rglob("*"))
-        if p.is_file() and p.name not in ("gg_primitives.cuh", "gg_primitives_sm90.cuh",
-                                          "gg_primitives_sm100.cuh", "gg_primitives_sm120.cuh")
+        if p.is_file() and not PRIMITIVES.fullmatch(p.name)
         and pattern.search(p.read_text(errors="replace"))
     ]
     # generated/<stem>/cuda/ holds copies of the runtime headers, the
@@ -145,9 +147,14 @@ def test_inline_ptx_lives_in_the_primitives_header_only():
     runtime = cuda_emu.runtime_include_dir()
     with_ptx = sorted(p.name for p in runtime.iterdir() if p.is_file() and pattern.search(p.read_text()))
     # The Hopper and the sm_12x parts are included by the first; the sm_100
-    # part (tcgen05, TMEM) by the kernels that use it.
-    assert with_ptx == ["gg_primitives.cuh", "gg_primitives_sm100.cuh", "gg_primitives_sm120.cuh",
-                        "gg_primitives_sm90.cuh"]
+    # part (tcgen05, TMEM) by the kernels that use it. The Hopper and sm_100
+    # headers are umbrellas over one file per instruction family.
+    assert with_ptx == ["gg_primitives.cuh", "gg_primitives_sm100_mma.cuh",
+                        "gg_primitives_sm100_pair.cuh", "gg_primitives_sm100_tmem.cuh",
+                        "gg_primitives_sm120.cuh",
+                        "gg_primitives_sm90_cluster.cuh", "gg_primitives_sm90_mbarrier.cuh",
+                        "gg_primitives_sm90_tma.cuh", "gg_primitives_sm90_wgmma.cuh"]
+    assert all(PRIMITIVES.fullmatch(name) for name in with_ptx)
 
 
 @pytest.mark.skipif(cuda_gpu.unavailable_reason() is None, reason="a GPU is available here")

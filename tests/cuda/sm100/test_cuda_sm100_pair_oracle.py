@@ -65,7 +65,7 @@ def test_which_cta_holds_which_rows(cute):
     """CTA v of the pair holds A's rows [v M/2, (v + 1) M/2), B's rows
     [v N/2, (v + 1) N/2) and the accumulator's rows [v M/2, (v + 1) M/2),
     all N columns: what the emulator's tcgen05.mma.cta_group::2 reads from
-    and writes to each CTA (gg_emu_sm100.cc, mma_pair)."""
+    and writes to each CTA (gg_emu_sm100_pair.cc, mma_pair)."""
     assert len(cute["pair"]) == 15
     for kind, m, n, k, thr, _raw, a, b, c in cute["pair"]:
         m, n, k = int(m), int(n), int(k)
