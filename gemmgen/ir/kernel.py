@@ -481,8 +481,8 @@ class Kernel:
 
     @property
     def out_n_divisor(self) -> int:
-        """silu_mul halves n: out has n/2 columns."""
-        return 2 if self.epilogue.activation is Activation.SILU_MUL else 1
+        """A paired activation (silu_mul, swiglu_clamped) halves n: out has n/2 columns."""
+        return 2 if self.epilogue.activation.paired else 1
 
 
 def fold_scales_of(kernel: Kernel) -> bool:

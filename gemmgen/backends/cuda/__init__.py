@@ -71,6 +71,10 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     held several to a K tile that its promotion cannot split
     (_blocks_in_k_tile), then what its kind says
     (cuda_kinds.diagnose_kernel)."""
+    if kernel.epilogue.activation is ir.Activation.SWIGLU_CLAMPED:
+        return [Diagnostic(kernel.epilogue.loc, f"kernel '{kernel.name}': cuda cannot emit "
+                           "epilogue swiglu_clamped yet (pallas_tpu runs it); list the "
+                           "kernel under 'backends pallas_tpu'")]
     if (found := _block_scales(kernel)) is not None:
         return [found]
     if problems := _blocks_in_k_tile(kernel):

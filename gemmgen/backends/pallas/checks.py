@@ -73,13 +73,14 @@ def _check_paired_n(kernel: ir.Kernel) -> list[Diagnostic]:
     it is refused here, at the epilogue (a kernel without `dims n=` checks n
     when called)."""
     n = kernel.static_n
-    if kernel.epilogue.activation is not ir.Activation.SILU_MUL or n is None:
+    if not kernel.epilogue.halves or n is None:  # interleaved pairs: any even n
         return []
     lanes = matmul_core(kernel).n_lanes
     if n % (2 * lanes) == 0:
         return []
+    act = kernel.epilogue.activation.value
     return [Diagnostic(kernel.epilogue.loc, f"kernel '{kernel.name}': pallas_tpu pairs column j "
-                       f"with j + n/2 (silu_mul) in blocks of {lanes} lanes, so n must be a "
+                       f"with j + n/2 ({act}) in blocks of {lanes} lanes, so n must be a "
                        f"multiple of {2 * lanes}; dims n={n} (n/2 = {n // 2}) is not, and the "
                        f"module could never run: store the gate and up halves padded to "
                        f"n/2 = {-(-n // (2 * lanes)) * lanes} columns each")]

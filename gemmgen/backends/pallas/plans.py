@@ -246,7 +246,7 @@ class MatmulPlan:
     def vjp_n_out(self) -> str:
         """Columns of the output, from rhs, in `_launch_vjp`."""
         n = "rhs.shape[1]" if self.core.rhs_nk else "rhs.shape[2]"
-        return f"{n} // 2" if self.core.silu_mul else n
+        return f"{n} // 2" if self.core.paired else n
 
     @property
     def bias_n(self) -> bool:
@@ -383,10 +383,8 @@ def _matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
                             "columns of a block past k: whole scale blocks and lane tiles"))
     # Every module: a silu_mul module's backward pass runs the plain core.
     out.append(Constant("N_ALIGN", str(core.n_lanes), "columns of a block past n: whole lane tiles"))
-    if core.silu_mul:
-        out.append(Constant("N_LANES", str(core.n_lanes),
-                            "columns of one lane-aligned rhs block" +
-                            (" (packed along n: two per byte)" if core.rhs_permute else "")))
+    if core.paired:  # N_LANES (halves) or PAIR_ALIGN (interleaved)
+        out.append(Constant(*core.pair_constant))
     return tuple(out)
 
 
@@ -395,7 +393,7 @@ def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
                        int_dot_k=INT_DOT_K if int8_as_bf16(spec) else 0)
     grouped = kernel.op is Op.GROUPED
     out = jnp_name(kernel.out)
-    out_n = "n/2" if core.silu_mul else "n"
+    out_n = "n/2" if core.paired else "n"
     backward = tgmm = None
     if vjp_supported(kernel):
         backward = core if core.plain else plain_core(core)

@@ -141,7 +141,7 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
             pass
         case _:
             assert_never(kernel.bias.mode)
-    out_n = "n // 2" if core.silu_mul else "n"
+    out_n = "n // 2" if core.paired else "n"
     if grouped and not kernel.masked:
         args.append(Arg("group_offset", "[]", "()", "int32",
                         "the first group this shard owns (default 0, an int is fine): it "
