@@ -19,10 +19,10 @@ KERNELS = {
     "gptoss_gateup": ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, k, n]", "out bf16",
                       "bias f32 [g, 1, n]", "epilogue swiglu_clamped limit=0.75",
                       "tile m=16 n=256 k=128"),
-    # The default constants, rhs [g, n, k], a LUT n tile of 128 (rounded up to 256).
+    # The default constants, rhs [g, n, k].
     "gptoss_nk_defaults": ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, n, k]", "out f32",
                            "bias bf16 [g, 1, n]", "epilogue swiglu_clamped",
-                           "tile m=32 n=128 k=256"),
+                           "tile m=32 n=256 k=256"),
     # An m tile of 256 rows: the epilogue de-interleaves two 128-row chunks
     # (and an m of 200 rounds the clamped tile up to whole chunks).
     "gptoss_tall": ("op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, k, n]", "out bf16",
@@ -191,6 +191,24 @@ def _reference_grads(kernel, inputs, d_out):
     if kernel.rhs.layout.value == "nk":
         d_rhs = np.swapaxes(d_rhs, 1, 2)
     return {"lhs": d_lhs, "rhs": d_rhs, "bias": d_bias}
+
+
+def test_interleaved_tiles_are_refused_at_the_tile(tmp_path):
+    """An n tile whose half is not whole lane tiles, and an m tile over 128
+    rows that is not whole 128-row chunks: errors where the tile is stated
+    (the unqualified tile: the kernel's name, as every tile check)."""
+    from gemmgen.diagnostics import SpecError
+
+    text = spec_text(kernel_block(
+        "bad", "op grouped", "lhs bf16 [m, k]", "rhs bf16 [g, k, n]", "out bf16",
+        "epilogue swiglu_clamped", "tile m=192 n=128 k=128"))
+    with pytest.raises(SpecError) as e:
+        build(text, tmp_path)
+    line = text.splitlines().index("kernel bad {") + 1
+    messages = sorted(d.message for d in e.value.diagnostics)
+    assert [d.loc.line for d in e.value.diagnostics] == [line, line]
+    assert "m=192 is over 128 and not a multiple of it" in messages[0]
+    assert "n=128 is not a multiple of 256" in messages[1]
 
 
 def test_lowers_for_tpu(generated):

@@ -124,6 +124,29 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
             out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: {p}, as a TPU "
                                   "block needs (8 sublanes x 128 lanes; 4-bit data packed two "
                                   "per byte doubles the lanes)"))
+        if kernel.epilogue.interleaved and not problems:
+            out.extend(_check_interleaved_tile(kernel, tile, loc, what))
+    return out
+
+
+def _check_interleaved_tile(kernel: ir.Kernel, tile: ir.Tile, loc: ir.Loc,
+                            what: str) -> list[Diagnostic]:
+    """Interleaved (gate, up) pairs: an n tile writes tn / 2 output columns,
+    whole lane tiles (PAIR_ALIGN), and the epilogue de-interleaves at most
+    128 rows at a time (Mosaic's strided loads), so a taller m tile is whole
+    128-row chunks. Refused rather than rounded: a LUT's tile is what runs."""
+    out = []
+    align = matmul_core(kernel).pair_align
+    act = kernel.epilogue.activation.value
+    if tile.n % align:
+        out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: n={tile.n} is not a "
+                              f"multiple of {align}: {act} with interleaved pairs writes n/2 "
+                              f"output columns per n tile, which must be whole {LANES}-lane "
+                              "tiles"))
+    if tile.m > LANES and tile.m % LANES:
+        out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: m={tile.m} is over "
+                              f"{LANES} and not a multiple of it: {act} with interleaved pairs "
+                              f"de-interleaves {LANES} rows at a time (Mosaic's strided loads)"))
     return out
 
 

@@ -419,13 +419,12 @@ def _gmm(
     tm, tk = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN), min(tk, k)
     # An n tile of tn rhs columns holds tn / 2 whole (gate, up) pairs and
     # writes tn / 2 output columns: tn is a multiple of PAIR_ALIGN (the
-    # LUT's rounded up), clamped to whole PAIR_ALIGN blocks past n. Any even
-    # n works: the edge tile's columns past n pair up among themselves, and
+    # LUT's are), clamped to whole PAIR_ALIGN blocks past n. Any even n
+    # works: the edge tile's columns past n pair up among themselves, and
     # Pallas drops their outputs.
-    tn = max(tn // PAIR_ALIGN, 1) * PAIR_ALIGN
     tn = min(tn, pl.cdiv(n, PAIR_ALIGN) * PAIR_ALIGN)
-    # The epilogue de-interleaves 128 rows at a time: an m tile past 128
-    # rows is whole 128-row chunks.
+    # The epilogue de-interleaves 128 rows at a time: an m tile clamped to m
+    # past 128 rows is whole 128-row chunks (the LUT's are).
     if tm > 128:
         tm = pl.cdiv(tm, 128) * 128
     tiles_n, tiles_k = pl.cdiv(n_out, tn // 2), pl.cdiv(k, tk)
