@@ -372,11 +372,11 @@ def _kernel(
         # (at most), transposed into pairs_ref, the gates are its even rows
         # and the ups its odd rows (strided sublane loads of 32-bit data,
         # which Mosaic lowers for a minor dim of one lane tile at most); the
-        # activation runs on the [tn / 2, rows] pair, transposed back.
-        width, rows = pairs_ref.shape
+        # activation runs on the [tn / 2, chunk] pair, transposed back.
+        width, chunk = pairs_ref.shape
         chunks = []
-        for r in range(0, y.shape[0], rows):
-            pairs_ref[...] = y[r : r + rows].T
+        for r in range(0, y.shape[0], chunk):
+            pairs_ref[...] = y[r : r + chunk].T
             gate = pairs_ref[pl.ds(0, width // 2, stride=2), :]
             up = pairs_ref[pl.ds(1, width // 2, stride=2), :]
             chunks.append(_swiglu_clamped(gate, up).T)
