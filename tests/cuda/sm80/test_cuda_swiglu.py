@@ -60,9 +60,32 @@ kernel dense_interleaved {
   epilogue swiglu_clamped limit=2
   tile m=64 n=128 k=32
 }
+
+# GPT-OSS decode: the batched GEMV (M <= 4), interleaved pairs, bias [n].
+kernel gemv_interleaved {
+  op dense
+  rhs bf16 [n, k]
+  out bf16
+  bias f32 [n]
+  epilogue swiglu_clamped limit=0.75
+  algorithm gemv_batched
+  max_m 4
+  tile m=64 n=128 k=128
+}
+
+# The GEMV (M == 1), halves.
+kernel gemv_halves {
+  op dense
+  rhs bf16 [n, k]
+  out f32
+  epilogue swiglu_clamped pairs=halves limit=1.5 alpha=0.5
+  algorithm gemv
+  tile m=64 n=128 k=128
+}
 """
 
-NAMES = ("gptoss_gateup", "swiglu_halves", "dense_interleaved")
+NAMES = ("gptoss_gateup", "swiglu_halves", "dense_interleaved", "gemv_interleaved",
+         "gemv_halves")
 MODULES: dict = {}
 launcher = Launchers("test_cuda_swiglu")
 
@@ -130,11 +153,13 @@ def test_sharded_rows_keep_existing_out(built):
     assert np.isnan(got.astype(np.float32)).any()
 
 
-@pytest.mark.parametrize("name, n", [("swiglu_halves", 256), ("dense_interleaved", 200)])
-def test_variants_match_reference(built, name, n):
+@pytest.mark.parametrize("name, m, n", [("swiglu_halves", 45, 256), ("dense_interleaved", 45, 200),
+                                        ("gemv_interleaved", 3, 5760), ("gemv_interleaved", 4, 200),
+                                        ("gemv_halves", 1, 200)])
+def test_variants_match_reference(built, name, m, n):
     spec, _ = built
     extra = {"num_groups": 3} if spec.kernel(name).grouped else {}
-    inputs = inputs_for(built, name, 3, m=45, n=n, k=64, **extra)
+    inputs = inputs_for(built, name, 3, m=m, n=n, k=64, **extra)
     _, result = verdict(built, name, inputs)
     assert result.passed, result.detail
 
@@ -147,6 +172,18 @@ PLANTS = {
                          "c_tile[r * T::kCStride + 2 * c], c_tile[r * T::kCStride + 2 * c + 1]",
                          "c_tile[r * T::kCStride + 2 * c + 1], c_tile[r * T::kCStride + 2 * c]"),
 }
+
+
+def test_planted_gemv_pair_rows_off_by_one_fail(built):
+    """The GEMV reading up row 2j for gate j (and 2j + 1 twice) must fail."""
+    _, cuda = built
+    text = (cuda / "gemv_interleaved.cu").read_text()
+    old = "return a < kOutCols ? 2LL * col : 2LL * col + 1;"
+    assert text.count(old) == 1
+    bug = text.replace(old, "return a < kOutCols ? 2LL * col + 1 : 2LL * col + 1;")
+    inputs = inputs_for(built, "gemv_interleaved", 4, m=3, n=200, k=64)
+    _, result = verdict(built, "gemv_interleaved", inputs, source=bug, tag=".pairs")
+    assert not result.passed
 
 
 @pytest.mark.parametrize("plant", list(PLANTS))
