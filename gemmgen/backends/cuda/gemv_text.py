@@ -142,8 +142,8 @@ def epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
                             else ("col", "(long long)n_out + col"))
         finish = (cpp_call("const float g = scaled(", ["gate", "row", gate_row, *pointers], ");", 4),
                   cpp_call("const float u = scaled(", ["up", "row", up_row, *pointers], ");", 4),
-                  f"    const float y = gg::swiglu_clamped(g, u, {_cfloat(ep.alpha_gate)}, "
-                  f"{_cfloat(ep.limit)});")
+                  (f"    const float y = gg::swiglu_clamped(g, u, {_cfloat(ep.alpha_gate)}, "
+                   f"{_cfloat(ep.limit)});"))
     elif kernel.epilogue.activation is Activation.SILU_MUL:
         finish = (cpp_call("const float g = scaled(", ["gate", "row", "col", *pointers], ");", 4),
                   _assign("const float y", "gg::silu(g) * scaled(",
