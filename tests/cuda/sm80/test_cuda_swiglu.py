@@ -144,6 +144,7 @@ def test_gptoss_gateup_matches_reference(built, n):
     assert got.shape == (m, n // 2) and not np.isnan(got.astype(np.float32)).any()
 
 
+@pytest.mark.slow
 def test_sharded_rows_keep_existing_out(built):
     inputs = inputs_for(built, "gptoss_gateup", 5, m=40, n=200, k=64, num_groups=5,
                         group_offset=1, g_local=3, with_existing_out=True)
@@ -153,9 +154,16 @@ def test_sharded_rows_keep_existing_out(built):
     assert np.isnan(got.astype(np.float32)).any()
 
 
-@pytest.mark.parametrize("name, m, n", [("swiglu_halves", 45, 256), ("dense_interleaved", 45, 200),
-                                        ("gemv_interleaved", 3, 5760), ("gemv_interleaved", 4, 200),
-                                        ("gemv_halves", 1, 200)])
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name, m, n", [
+    pytest.param("swiglu_halves", 45, 256, marks=SLOW),
+    pytest.param("dense_interleaved", 45, 200, marks=SLOW),
+    ("gemv_interleaved", 3, 5760),  # GPT-OSS decode
+    pytest.param("gemv_interleaved", 4, 200, marks=SLOW),
+    pytest.param("gemv_halves", 1, 200, marks=SLOW),
+])
 def test_variants_match_reference(built, name, m, n):
     spec, _ = built
     extra = {"num_groups": 3} if spec.kernel(name).grouped else {}
