@@ -39,6 +39,11 @@ KERNELS = {
                                "rhs_scale per_channel f32", "bias f32 [n]",
                                "epilogue swiglu_clamped limit=2 alpha=1.5",
                                "tile m=64 n=512 k=128"),
+    # int4 weights packed two per byte along n: the kernel re-interleaves
+    # the unpacked halves before the dot, then pairs as any other tile.
+    "int4_kn_interleaved": ("op dense", "lhs bf16 [m, k]", "rhs int4 packed [k, n]",
+                            "out bf16", "rhs_scale per_channel f32",
+                            "epilogue swiglu_clamped limit=2", "tile m=128 n=256 k=128"),
 }
 
 SPEC = spec_text(*[kernel_block(name, *fields) for name, fields in KERNELS.items()])
@@ -108,6 +113,7 @@ def test_interleaved_pairs_adjacent_columns(generated):
     ("gptoss_tall", 1000),
     ("swiglu_halves", 512),
     ("dense_int8_interleaved", 1000),
+    ("int4_kn_interleaved", 1000),
 ])
 def test_variants_match_reference(generated, name, n):
     kernel = generated.kernel(name)
