@@ -338,6 +338,7 @@ config dynamicSmemBytes val x y z
 annotations arm ARMS cupy dataclass dataclasses DTYPES
 FP8_MAX functools gemmgen GROUP importlib itertools jax jnp Launch launches lax NAME np numpy
 LHS_SCALE_BLOCK_K K_ALIGN M_ALIGN N_ALIGN N_LANES RHS_NK RHS_SCALE_BLOCK_K RHS_SCALE_BLOCK_N
+ALPHA_GATE LIMIT PAIR_ALIGN
 output_shapes OUTPUTS pathlib pick pick_index pick_tile pl pltpu SOURCE sys tile_for
 TK TM validate VMEM_LIMIT_BYTES workspace_ints
 A a acc_t B b_col b_element bias bias_t Config convert_b err existing_out g gemm_tile gemv

@@ -54,6 +54,7 @@ WGMMA_WEIGHTS = frozenset({DType.INT8, DType.INT4, DType.FP4, DType.E4M3, DType.
 # The defaults of a kernel's bias, epilogue and tile (frozen values).
 _NO_BIAS = Bias()
 _NO_EPILOGUE = Epilogue()
+_SWIGLU_OBSTACLE = "it does not run epilogue swiglu_clamped yet (the mma.sync body does)"
 _DEFAULT_TILE = Tile(128, 128, 128)
 
 
@@ -235,6 +236,8 @@ class Kernel:
         `qualifies` states `_mixed_obstacle`); and the MX
         kernels of the block-scaled body (`mx_mma_obstacle` is None) whose
         format it runs on the block-scaled tcgen05.mma (`tcgen05_block_scaled`)."""
+        if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
+            return _SWIGLU_OBSTACLE
         if self.mx_mma_obstacle() is None:
             return self._tcgen05_block_scaled_obstacle()
         return self._tma_tile_obstacle("tcgen05")
@@ -318,6 +321,8 @@ class Kernel:
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
+        if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
+            return _SWIGLU_OBSTACLE
         rhs = self.rhs_operand
         lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
         sixteen = lhs_t in (DType.BF16, DType.F16)
@@ -486,8 +491,8 @@ class Kernel:
 
     @property
     def out_n_divisor(self) -> int:
-        """silu_mul halves n: out has n/2 columns."""
-        return 2 if self.epilogue.activation is Activation.SILU_MUL else 1
+        """A paired activation (silu_mul, swiglu_clamped) halves n: out has n/2 columns."""
+        return 2 if self.epilogue.activation.paired else 1
 
 
 def fold_scales_of(kernel: Kernel) -> bool:

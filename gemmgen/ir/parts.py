@@ -192,15 +192,54 @@ class Activation(enum.Enum):
     SILU = "silu"
     GELU = "gelu"  # tanh approximation
     SILU_MUL = "silu_mul"  # out[:, j] = silu(x[:, j]) * x[:, j + n/2]
+    # GPT-OSS's clamped gated activation (docs/semantics.md, "Epilogue"):
+    # gate = min(gate, limit), up = clip(up, -limit, limit),
+    # out = gate * sigmoid(alpha_gate * gate) * (up + 1); gate and up pair
+    # as `Epilogue.pairs` says.
+    SWIGLU_CLAMPED = "swiglu_clamped"
+
+    @property
+    def paired(self) -> bool:
+        """A gated activation: two accumulator columns make one output column."""
+        return self in (Activation.SILU_MUL, Activation.SWIGLU_CLAMPED)
+
+
+class Pairs(enum.Enum):
+    """Where a paired activation finds the up column of gate column j."""
+
+    HALVES = "halves"  # gate = x[:, j], up = x[:, j + n/2]
+    INTERLEAVED = "interleaved"  # gate = x[:, 2j], up = x[:, 2j + 1]
+
+
+# GPT-OSS's constants, swiglu_clamped's defaults.
+SWIGLU_ALPHA_GATE = 1.702
+SWIGLU_LIMIT = 7.0
 
 
 @dataclass(frozen=True, slots=True)
 class Epilogue:
-    """y = activation(alpha * acc_scaled + bias), then the output cast."""
+    """y = activation(alpha * acc_scaled + bias), then the output cast.
+
+    alpha_gate, limit: swiglu_clamped's sigmoid scale and clamp (ignored by
+    the other activations); pairs: how a paired activation pairs columns
+    (silu_mul: halves only)."""
 
     activation: Activation = Activation.NONE
     alpha: float | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
+    alpha_gate: float = SWIGLU_ALPHA_GATE
+    limit: float = SWIGLU_LIMIT
+    pairs: Pairs = Pairs.HALVES
+
+    @property
+    def interleaved(self) -> bool:
+        """A paired activation whose gate and up columns alternate."""
+        return self.activation.paired and self.pairs is Pairs.INTERLEAVED
+
+    @property
+    def halves(self) -> bool:
+        """A paired activation whose up columns are the second half of n."""
+        return self.activation.paired and self.pairs is Pairs.HALVES
 
 
 @dataclass(frozen=True, slots=True)

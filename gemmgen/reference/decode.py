@@ -137,7 +137,7 @@ def _decode_arrays(kernel: ir.Kernel, *, lhs, rhs, group_sizes, lhs_scale, rhs_s
             assert_never(kernel.op)
     check_static_dims(kernel, n=n, k=k)
     if kernel.out_n_divisor == 2 and n % 2:
-        raise arg_error(kernel, f"silu_mul needs an even n, got {n}")
+        raise arg_error(kernel, f"{kernel.epilogue.activation.value} needs an even n, got {n}")
     if kernel.lhs.dtype in (DType.INT8, DType.INT4) and kernel.rhs.dtype in (DType.INT8, DType.INT4):
         # Integer x integer accumulates exactly (i32 in the kernel, int64 here).
         a, b = a.astype(np.int64), b.astype(np.int64)
@@ -222,7 +222,7 @@ def _decode_masked(kernel: ir.Kernel, *, lhs, rhs, masked_m, lhs_scale, rhs_scal
     n = b.shape[2]
     check_static_dims(kernel, n=n, k=k)
     if kernel.out_n_divisor == 2 and n % 2:
-        raise arg_error(kernel, f"silu_mul needs an even n, got {n}")
+        raise arg_error(kernel, f"{kernel.epilogue.activation.value} needs an even n, got {n}")
     counts = np.asarray(masked_m)
     if counts.shape != (g,) or not np.issubdtype(counts.dtype, np.integer):
         raise arg_error(kernel, f"masked_m must be an integer array of shape ({g},), got "

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from gemmgen import ir
-from gemmgen.ir import Activation, BiasMode, DType, Op
+from gemmgen.ir import BiasMode, DType, Op
 from gemmgen.numerics import (
     element_dtype,
     float64_to_storage,
@@ -185,8 +185,9 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
     rhs_scaled = kernel.rhs_scale.enabled
     a, a_base = _operand(rng, kernel.lhs.dtype, (g, m, k) if kernel.masked else (m, k),
                          scaled=lhs_scaled)
-    # silu_mul multiplies two accumulators: shrink B so |out| stays ~ sqrt(k).
-    gain = k**-0.25 if kernel.epilogue.activation is Activation.SILU_MUL else 1.0
+    # A paired activation multiplies two accumulators: shrink B so |out|
+    # stays ~ sqrt(k).
+    gain = k**-0.25 if kernel.epilogue.activation.paired else 1.0
     match kernel.op:
         case Op.DENSE:
             b_shape = (k, n) if kernel.rhs.layout is ir.Layout.KN else (n, k)

@@ -46,6 +46,8 @@ from gemmgen.reference.scales import Scales
 _LIPSCHITZ = {
     Activation.NONE: 1.0, Activation.RELU: 1.0, Activation.SILU: 1.1,
     Activation.GELU: 1.13, Activation.SILU_MUL: 1.1,
+    # d/dx x * sigmoid(a x) = silu'(a x): the same peak for every alpha_gate.
+    Activation.SWIGLU_CLAMPED: 1.1,
 }
 
 
@@ -149,7 +151,37 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
+def pair(epilogue: ir.Epilogue, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A paired activation's (gate, up) columns of x [.., n]: the halves
+    x[.., :n/2] and x[.., n/2:], or the interleaved x[.., 0::2] and x[.., 1::2]."""
+    if epilogue.pairs is ir.Pairs.INTERLEAVED:
+        return x[..., 0::2], x[..., 1::2]
+    half = x.shape[-1] // 2
+    return x[..., :half], x[..., half:]
+
+
+def _gate_scale(x: np.ndarray, alpha_gate: float) -> np.ndarray:
+    # x * sigmoid(alpha_gate * x), overflow-free as _silu.
+    return x * 0.5 * (1.0 + np.tanh(0.5 * alpha_gate * x))
+
+
+def clamp_pair(epilogue: ir.Epilogue, gate: np.ndarray, up: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """swiglu_clamped's clamps: gate to at most limit, up to [-limit, limit]
+    (NaN stays NaN)."""
+    lim = epilogue.limit
+    return np.minimum(gate, lim), np.clip(up, -lim, lim)
+
+
+def swiglu_clamped(epilogue: ir.Epilogue, gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """gate * sigmoid(alpha_gate * gate) * (up + 1) on the clamped pair."""
+    g, u = clamp_pair(epilogue, gate, up)
+    return _gate_scale(g, epilogue.alpha_gate) * (u + 1.0)
+
+
+def _activate(act: Activation, x: np.ndarray,
+              epilogue: ir.Epilogue | None = None) -> np.ndarray:
+    ep = epilogue if epilogue is not None else ir.Epilogue(act)
     match act:
         case Activation.NONE:
             return x
@@ -160,8 +192,10 @@ def _activate(act: Activation, x: np.ndarray) -> np.ndarray:
         case Activation.GELU:
             return _gelu_tanh(x)
         case Activation.SILU_MUL:
-            half = x.shape[-1] // 2
-            return _silu(x[..., :half]) * x[..., half:]
+            gate, up = pair(ep, x)
+            return _silu(gate) * up
+        case Activation.SWIGLU_CLAMPED:
+            return swiglu_clamped(ep, *pair(ep, x))
         case _:
             assert_never(act)
 
@@ -217,7 +251,7 @@ def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_sc
             assert_never(kernel.bias.mode)
     if rows_bias is not None:
         pre = pre + rows_bias
-    y = _activate(kernel.epilogue.activation, pre)
+    y = _activate(kernel.epilogue.activation, pre, kernel.epilogue)
 
     computed = np.ones(y.shape, bool)
     if kernel.op is Op.GROUPED:

@@ -15,7 +15,15 @@ from gemmgen import ir
 from gemmgen.ir import Activation, DType, Op, ScaleMode
 from gemmgen.numerics import float64_to_storage, saturating_cast, spacing, storage_to_float64
 from gemmgen.reference.quantize import quantize_groups, quantize_scale_storage
-from gemmgen.reference.semantics import _LIPSCHITZ, _evaluate, _Evaluation, _silu
+from gemmgen.reference.semantics import (
+    _LIPSCHITZ,
+    _evaluate,
+    _Evaluation,
+    _gate_scale,
+    _silu,
+    clamp_pair,
+    pair,
+)
 
 F32_MAX = float(np.finfo(np.float32).max)
 F32_MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2**-126
@@ -59,7 +67,8 @@ def tolerance(kernel: ir.Kernel) -> Tolerance:
             # Each K block adds a few f32 roundings (scale product, multiply, add).
             atol_factor += 2.0
     rtol = 2.0**-20  # f32 epilogue arithmetic: alpha, scales, bias, i32 -> f32
-    if kernel.epilogue.activation in (Activation.SILU, Activation.GELU, Activation.SILU_MUL):
+    if kernel.epilogue.activation in (Activation.SILU, Activation.GELU, Activation.SILU_MUL,
+                                      Activation.SWIGLU_CLAMPED):
         rtol = 2.0**-17  # fast exp / tanh (CUDA __expf: a few ulp + 1.16 |x| ulp)
     return Tolerance(atol_factor=atol_factor, rtol=rtol, input_unit=input_unit)
 
@@ -86,12 +95,20 @@ def _error_bound(kernel: ir.Kernel, ev: _Evaluation, tol: Tolerance) -> np.ndarr
     pre_err = acc_err + tol.rtol * np.abs(ev.pre)
     act = kernel.epilogue.activation
     if act is Activation.SILU_MUL:
-        half = ev.pre.shape[-1] // 2
-        x, y = ev.pre[..., :half], ev.pre[..., half:]
-        ex, ey = pre_err[..., :half], pre_err[..., half:]
+        x, y = pair(kernel.epilogue, ev.pre)
+        ex, ey = pair(kernel.epilogue, pre_err)
         lip = _LIPSCHITZ[act]
         bound = lip * ex * np.abs(y) + np.abs(_silu(x)) * ey + lip * ex * ey
         bound += tol.rtol * np.abs(x * y)
+    elif act is Activation.SWIGLU_CLAMPED:
+        # The clamps are 1-Lipschitz; gate * sigmoid(a gate) has slope <= 1.1.
+        ep = kernel.epilogue
+        x, y = clamp_pair(ep, *pair(ep, ev.pre))
+        ex, ey = pair(ep, pre_err)
+        lip = _LIPSCHITZ[act]
+        bound = lip * ex * np.abs(y + 1.0) + np.abs(_gate_scale(x, ep.alpha_gate)) * ey \
+            + lip * ex * ey
+        bound += tol.rtol * np.abs(x * (y + 1.0))
     else:
         bound = _LIPSCHITZ[act] * pre_err
         if act is not Activation.NONE:
@@ -113,7 +130,7 @@ def _fallback_bound(kernel: ir.Kernel, expected: np.ndarray, tol: Tolerance,
     """
     finite = expected[np.isfinite(expected) & (expected != 0)]
     rms = float(np.sqrt(np.mean(finite**2))) if finite.size else 0.0
-    safety = 8.0 if kernel.epilogue.activation is Activation.SILU_MUL else 2.0
+    safety = 8.0 if kernel.epilogue.activation.paired else 2.0
     atol = tol.atol_factor * safety * rms * (k * tol.acc_unit + 2.0 * tol.input_unit)
     return atol + tol.rtol * np.abs(expected)
 
@@ -164,9 +181,9 @@ def compare(actual, expected, kernel: ir.Kernel, *, k: int, inputs: dict | None 
             f32_overflow = ~(ev.magnitude <= F32_MAX)
             if ev.raw_magnitude is not None:
                 f32_overflow = f32_overflow | ~(ev.raw_magnitude <= F32_MAX)
-            if kernel.epilogue.activation is Activation.SILU_MUL:  # gate or up column
-                half = f32_overflow.shape[-1] // 2
-                f32_overflow = f32_overflow[..., :half] | f32_overflow[..., half:]
+            if kernel.epilogue.activation.paired:  # gate or up column
+                gate, up = pair(kernel.epilogue, f32_overflow)
+                f32_overflow = gate | up
             if kernel.op is Op.TGMM and ev.existing is not None:
                 f32_overflow = f32_overflow | ~(np.abs(ev.existing) <= F32_MAX)
     return _verdict(act, exp, allowed, overflow_dtype=kernel.out, f32_overflow=f32_overflow)

@@ -5,12 +5,9 @@ and positions it shares with the rules are `reader.FieldReader`'s."""
 
 from __future__ import annotations
 
-import math
-
 from gemmgen import ir
 from gemmgen.diagnostics import one_of
 from gemmgen.ir import (
-    Activation,
     Algorithm,
     Backend,
     Bias,
@@ -30,11 +27,10 @@ from gemmgen.ir import (
 from gemmgen.parse import Atom, Field
 from gemmgen.validate import rules as semantic_rules
 from gemmgen.validate.common import (
-    F32_MAX,
-    F32_MIN_NORMAL,
     LHS_SCALE_MODES,
     RHS_SCALE_MODES,
 )
+from gemmgen.validate.epilogue import read_epilogue
 from gemmgen.validate.reader import FieldReader
 from gemmgen.validate.tuned import with_tuned
 
@@ -377,38 +373,7 @@ class KernelReader(FieldReader):
         return Bias(modes[dims], dt, floc) if dt else None
 
     def epilogue(self) -> Epilogue | None:
-        atoms = self.atoms("epilogue")
-        if not atoms:
-            return Epilogue()
-        floc = self.field_loc("epilogue")
-        act = Activation.NONE
-        alpha: float | None = None
-        seen_act: Atom | None = None
-        for a in atoms:
-            if a.kind == "kv" and a.key == "alpha":
-                assert isinstance(a.value, Atom)
-                if a.value.kind not in ("int", "float"):
-                    self.err(a.value.loc, f"alpha must be a number, not {a.value.describe()}")
-                    continue
-                alpha = float(a.value.value)  # type: ignore[arg-type]
-                if not math.isfinite(alpha) or abs(alpha) > F32_MAX:
-                    self.err(a.value.loc, "alpha is out of range: kernels scale in f32, so "
-                             f"|alpha| must be at most {F32_MAX!r}", a.value.width)
-                elif alpha != 0 and abs(alpha) < F32_MIN_NORMAL:
-                    self.err(a.value.loc, "alpha underflows: kernels scale in f32, so a nonzero "
-                             f"|alpha| must be at least {F32_MIN_NORMAL!r} (a normal f32)",
-                             a.value.width)
-                continue
-            w = self.word(a, [x.value for x in Activation], "epilogue")
-            if w is None:
-                continue
-            if seen_act is not None and w != "none":
-                self.err(a.loc, f"one activation per kernel; {seen_act.describe()} is already "
-                         "given", a.width)
-                continue
-            seen_act = a
-            act = Activation(w)
-        return Epilogue(act, alpha, floc)
+        return read_epilogue(self)
 
     def tile_rules(self, fields: list[Field] | None = None,
                    backend: str = "", what: str = "") -> tuple[TileRule, ...]:

@@ -131,8 +131,8 @@ def tiles_fit_scale_blocks(r: FieldReader, k: ir.Kernel) -> None:
                     tile.n % scale.block_n:
                 r.err(loc, f"{what} n={tile.n} cannot tile the {side} blocks of "
                       f"n={scale.block_n}: one must divide the other")
-        if k.epilogue.activation is Activation.SILU_MUL and tile.n % 2:
-            r.err(loc, f"{what} n={tile.n} must be even for silu_mul")
+        if k.epilogue.activation.paired and tile.n % 2:
+            r.err(loc, f"{what} n={tile.n} must be even for {k.epilogue.activation.value}")
 
 
 def tile_backends(k: ir.Kernel, what: str) -> set[Backend]:
@@ -163,9 +163,10 @@ def lut_tiles(r: FieldReader, k: ir.Kernel) -> list[tuple[ir.Tile, ir.Loc, str]]
 
 def static_dims(r: FieldReader, k: ir.Kernel) -> None:
     """Fixed dims must suit silu_mul's pairing and the packing of 4-bit operands."""
-    if k.epilogue.activation is Activation.SILU_MUL and k.static_n is not None and \
-            k.static_n % 2:
-        r.err(r.field_loc("dims"), f"silu_mul pairs column j with j + n/2, so n must be "
+    if k.epilogue.activation.paired and k.static_n is not None and k.static_n % 2:
+        how = ("gate column 2j with up column 2j + 1" if k.epilogue.interleaved
+               else "column j with j + n/2")
+        r.err(r.field_loc("dims"), f"{k.epilogue.activation.value} pairs {how}, so n must be "
               f"even; dims n={k.static_n} is odd")
     for operand, name in ((k.lhs, "lhs"), (k.rhs, "rhs")):
         if operand is None or not operand.packed:

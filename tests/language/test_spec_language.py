@@ -43,6 +43,8 @@ def test_every_construct_is_expressible(everything):
         set(ir.Placement)
     assert {k.bias.mode for k in ks} == set(ir.BiasMode)
     assert {k.epilogue.activation for k in ks} == set(ir.Activation)
+    assert {k.epilogue.pairs for k in ks if k.epilogue.activation is
+            ir.Activation.SWIGLU_CLAMPED} == set(ir.Pairs)
     assert any(k.epilogue.alpha == 0.5 for k in ks)
     assert any(k.tile_rules for k in ks) and any(k.warp_tile for k in ks)
     assert any(own.tile_rules for k in ks for own in k.backend_tiles)  # a backend's own LUT

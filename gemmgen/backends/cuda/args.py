@@ -152,6 +152,9 @@ def spec_checks(kernel: ir.Kernel) -> list[Check]:
     checks = []
     if kernel.epilogue.activation is ir.Activation.SILU_MUL:
         checks.append(Check((var("n") % 2).eq(0), "silu_mul needs an even n (gate and up halves)"))
+    elif kernel.epilogue.activation is ir.Activation.SWIGLU_CLAMPED:
+        checks.append(Check((var("n") % 2).eq(0), "swiglu_clamped needs an even n (gate and up "
+                            "pairs)"))
     if kernel.static_n is not None and kernel.op is not ir.Op.QUANTIZE:
         checks.append(Check(var("n").eq(kernel.static_n), f"the spec fixes n = {kernel.static_n}"))
     if kernel.static_k is not None:

@@ -102,7 +102,8 @@ class GemvPlan:
     bias: ir.Bias
     activation: Activation
     alpha: float | None
-    silu_mul: bool
+    silu_mul: bool  # a paired activation (silu_mul, swiglu_clamped): gate and up rows
+    interleaved: bool  # its gate and up rows alternate (2j, 2j + 1)
     args: tuple[Arg, ...]
     # The .cu's text: C types (None: the operand is absent) and the pieces
     # that depend on the plan, laid out.
@@ -208,7 +209,7 @@ def _acc_cols(kernel: ir.Kernel, rows: int) -> int:
     """Weight rows per warp: 2 for the GEMV (with 2 slices in flight each),
     up to 4 for the batched GEMV so the lhs slices, read from L1 once per
     row and warp, serve more columns; within ACC_BUDGET accumulators."""
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired
     want = 2 if kernel.algorithm is Algorithm.GEMV else 4
     cols = max(1, min(want, ACC_BUDGET // rows))
     if silu:
@@ -254,7 +255,7 @@ def _args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
             raise AssertionError("validate allows a per-group bias on grouped ops only")
         case _:
             assert_never(kernel.bias.mode)
-    n_out = div(n, 2) if kernel.epilogue.activation is Activation.SILU_MUL else n
+    n_out = div(n, 2) if kernel.epilogue.activation.paired else n
     args.append(Arg(name="out", role=Role.OUT, dtype=kernel.out, shape=(m, n_out),
                     doc="the result", align=kernel.out.bits // 8))
     return tuple(args), binds
@@ -279,7 +280,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
     rows = max_rows(kernel)
     threads = kernel.threads or DEFAULT_THREADS
     warps = threads // WARP
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired
     acc_cols = _acc_cols(kernel, rows)
     out_cols = acc_cols // 2 if silu else acc_cols
     vec = LOAD_BYTES * 8 // kernel.rhs_operand.dtype.bits
@@ -317,7 +318,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemvPlan:
         cols_per_block=warps * out_cols, unroll=unroll, vec=vec, entries=entries,
         lhs_scale=kernel.lhs_scale, rhs_scale=kernel.rhs_scale, scales=sc, bias=kernel.bias,
         activation=kernel.epilogue.activation, alpha=kernel.epilogue.alpha,
-        silu_mul=silu, args=args,
+        silu_mul=silu, interleaved=kernel.epilogue.interleaved, args=args,
         title=(f"batched GEMV, M = 0..{rows} rows in one pass over the weight" if batched
                else "GEMV, M == 1"),
         n_out="n / 2" if silu else "n",

@@ -14,6 +14,7 @@ from gemmgen import ir
 from gemmgen.backends.cuda.layout import COLUMNS, Param, comment_item, cpp_call, cpp_params
 from gemmgen.describe import describe_kernel
 from gemmgen.ir import Activation, BiasMode, DType, ScaleMode
+from gemmgen.render import _cfloat
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +65,10 @@ _ACTIVATION_CALL = {Activation.SILU: "gg::silu", Activation.GELU: "gg::gelu_tanh
 
 def algorithm_comment(kernel: ir.Kernel, sc: Scales, cols_per_block: int, unroll: int) -> str:
     """Items (1) to (3) of the .cu's header comment."""
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
-    rows = "weight rows (the gate rows and their up rows n/2 further on)" if silu else "weight rows"
+    silu = kernel.epilogue.activation.paired
+    rows = ("weight rows (the gate rows 2j and their up rows 2j + 1)" if kernel.epilogue.interleaved
+            else "weight rows (the gate rows and their up rows n/2 further on)" if silu
+            else "weight rows")
     span = "[k0 + l * kVec, k0 + (l + 1) * kVec)".replace(" ", "\u00a0")
     main = (f"lanes stride along K in slices of kVec elements: lane l reads {span} "
             f"of each weight row with one 16-byte ld.global.nc ({unroll} "
@@ -133,7 +136,15 @@ def epilogue(kernel: ir.Kernel, sc: Scales, params: tuple[Param, ...]
              Param("long long" if wrow_used else "[[maybe_unused]] long long", "wrow")]
     head = cpp_params("__device__ __forceinline__ float scaled(", heads + wanted)
     pointers = [p.name for p in wanted]
-    if kernel.epilogue.activation is Activation.SILU_MUL:
+    ep = kernel.epilogue
+    if ep.activation is Activation.SWIGLU_CLAMPED:
+        gate_row, up_row = (("2LL * col", "2LL * col + 1") if ep.interleaved
+                            else ("col", "(long long)n_out + col"))
+        finish = (cpp_call("const float g = scaled(", ["gate", "row", gate_row, *pointers], ");", 4),
+                  cpp_call("const float u = scaled(", ["up", "row", up_row, *pointers], ");", 4),
+                  (f"    const float y = gg::swiglu_clamped(g, u, {_cfloat(ep.alpha_gate)}, "
+                   f"{_cfloat(ep.limit)});"))
+    elif kernel.epilogue.activation is Activation.SILU_MUL:
         finish = (cpp_call("const float g = scaled(", ["gate", "row", "col", *pointers], ");", 4),
                   _assign("const float y", "gg::silu(g) * scaled(",
                           ["up", "row", "(long long)n_out + col", *pointers]))

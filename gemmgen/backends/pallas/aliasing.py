@@ -30,6 +30,6 @@ def existing_out_saving(p: PallasPlan, m: int, n: int) -> AliasSaving | None:
     existing_out); None for the others."""
     if not isinstance(p, MatmulPlan) or not p.grouped or p.masked:
         return None
-    n_out = n // 2 if p.core.silu_mul else n
+    n_out = n // 2 if p.core.paired else n
     array = m * n_out * storage_bytes(p.module.kernel.out)
     return AliasSaving(select_pass=3 * array, block_reads=array, copy=2 * array)

@@ -74,13 +74,14 @@ def _check_paired_n(kernel: ir.Kernel) -> list[Diagnostic]:
     it is refused here, at the epilogue (a kernel without `dims n=` checks n
     when called)."""
     n = kernel.static_n
-    if kernel.epilogue.activation is not ir.Activation.SILU_MUL or n is None:
+    if not kernel.epilogue.halves or n is None:  # interleaved pairs: any even n
         return []
     lanes = matmul_core(kernel).n_lanes
     if n % (2 * lanes) == 0:
         return []
+    act = kernel.epilogue.activation.value
     return [Diagnostic(kernel.epilogue.loc, f"kernel '{kernel.name}': pallas_tpu pairs column j "
-                       f"with j + n/2 (silu_mul) in blocks of {lanes} lanes, so n must be a "
+                       f"with j + n/2 ({act}) in blocks of {lanes} lanes, so n must be a "
                        f"multiple of {2 * lanes}; dims n={n} (n/2 = {n // 2}) is not, and the "
                        f"module could never run: store the gate and up halves padded to "
                        f"n/2 = {-(-n // (2 * lanes)) * lanes} columns each",
@@ -122,6 +123,29 @@ def _check_tiles(kernel: ir.Kernel) -> list[Diagnostic]:
             out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: {p}, as a TPU "
                                   "block needs (8 sublanes x 128 lanes; 4-bit data packed two "
                                   "per byte doubles the lanes)"))
+        if kernel.epilogue.interleaved and not problems:
+            out.extend(_check_interleaved_tile(kernel, tile, loc, what))
+    return out
+
+
+def _check_interleaved_tile(kernel: ir.Kernel, tile: ir.Tile, loc: ir.Loc,
+                            what: str) -> list[Diagnostic]:
+    """Interleaved (gate, up) pairs: an n tile writes tn / 2 output columns,
+    whole lane tiles (PAIR_ALIGN), and the epilogue de-interleaves at most
+    128 rows at a time (Mosaic's strided loads), so a taller m tile is whole
+    128-row chunks. Refused rather than rounded: a LUT's tile is what runs."""
+    out = []
+    align = matmul_core(kernel).pair_align
+    act = kernel.epilogue.activation.value
+    if tile.n % align:
+        out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: n={tile.n} is not a "
+                              f"multiple of {align}: {act} with interleaved pairs writes n/2 "
+                              f"output columns per n tile, which must be whole {LANES}-lane "
+                              "tiles"))
+    if tile.m > LANES and tile.m % LANES:
+        out.append(Diagnostic(loc, f"kernel '{kernel.name}': {what} {tile}: m={tile.m} is over "
+                              f"{LANES} and not a multiple of it: {act} with interleaved pairs "
+                              f"de-interleaves {LANES} rows at a time (Mosaic's strided loads)"))
     return out
 
 

@@ -22,7 +22,17 @@ from gemmgen.backends.pallas.kblocks import in_tile_scale, k_lanes, sub_block_si
 from gemmgen.backends.pallas.parts import Half, ParamGroup, Scaling, Stage, Step
 from gemmgen.backends.pallas.scaling import ScaleText
 from gemmgen.backends.pallas.tpu import LANES
-from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleLayout, ScaleMode, lcm
+from gemmgen.ir import (
+    Activation,
+    BiasMode,
+    DType,
+    Layout,
+    Op,
+    Pairs,
+    ScaleLayout,
+    ScaleMode,
+    lcm,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +60,10 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     bias: BiasMode
     activation: Activation
     alpha: float | None  # rounded to f32
+    # A paired activation's layout, and swiglu_clamped's constants (f32).
+    pairs: Pairs = Pairs.HALVES
+    alpha_gate: float = 0.0
+    limit: float = 0.0
     # The masked layout: `fn` gets lhs [g * cap, k] and masked_m as
     # group_sizes (no group_offset or existing_out).
     masked: bool = False
@@ -162,7 +176,7 @@ class MatmulCore(Decisions, Blocks, ScaleText):
 
     @property
     def halves(self) -> tuple[Half, ...]:
-        if self.silu_mul:
+        if self.split_pairs:
             return (Half("", "j", "gate", "gate: columns of block j"),
                     Half("_up", "j + up", "up", "up: columns of block j + n/2"))
         return (Half("", "j", "y", ""),)
@@ -206,6 +220,7 @@ class MatmulCore(Decisions, Blocks, ScaleText):
                                  tuple(names)) if self.grouped and not self.masked
                       else ParamGroup("Inputs.", tuple(names)))
         wide = ("wide_ref",) if self.rows_scratch else ()
+        wide += ("pairs_ref",) if self.interleaved else ()
         groups.append(ParamGroup("Output and scratch.",
                                  ("out_ref", *(f"acc{h.suffix}_ref" for h in self.halves),
                                   *wide)))
@@ -223,8 +238,10 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     def scratch_shapes(self) -> str:
         """The pallas_call's scratch: the accumulator(s), and the int32 rows
         of `rows_scratch`."""
-        acc = f"[pltpu.VMEM((tm, tn), jnp.{self.acc_name})]" + (" * 2" if self.silu_mul else "")
-        return acc + (" + [pltpu.VMEM((tk, tn // 2), jnp.int32)]" if self.rows_scratch else "")
+        acc = f"[pltpu.VMEM((tm, tn), jnp.{self.acc_name})]" + (" * 2" if self.split_pairs else "")
+        acc += " + [pltpu.VMEM((tk, tn // 2), jnp.int32)]" if self.rows_scratch else ""
+        return acc + (" + [pltpu.VMEM((tn, min(tm, 128)), jnp.float32)]" if self.interleaved
+                      else "")
 
     @property
     def kernel_keywords(self) -> tuple[str, ...]:
@@ -351,6 +368,13 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         return "_silu" if self.silu_mul else f"_{self.activation.value}"
 
     @property
+    def pairs_note(self) -> str:
+        """How a paired activation pairs columns, in words."""
+        if self.interleaved:
+            return "gate column 2j with up column 2j + 1"
+        return "column j with j + n/2"
+
+    @property
     def moved_comment(self) -> str:
         if not self.moved_to_loop:
             return ""
@@ -431,6 +455,9 @@ def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
         bias=kernel.bias.mode,
         activation=kernel.epilogue.activation,
         alpha=f32(kernel.epilogue.alpha),
+        pairs=kernel.epilogue.pairs,
+        alpha_gate=f32(kernel.epilogue.alpha_gate),
+        limit=f32(kernel.epilogue.limit),
         lhs_in_tile=lhs_in_tile,
         rhs_in_tile=rhs_in_tile,
         lhs_scale_atoms=kernel.lhs_scale.layout is ScaleLayout.ATOM128X4,
@@ -449,7 +476,7 @@ def plain_core(core: MatmulCore) -> MatmulCore:
     backward pass (the pre-activation, and d lhs with the other B layout)."""
     return replace(core, fn="_gmm_plain", kernel_fn="_plain_kernel",
                    lhs_scale=ScaleMode.NONE, rhs_scale=ScaleMode.NONE, bias=BiasMode.NONE,
-                   activation=Activation.NONE, alpha=None, lhs_in_tile=False,
+                   activation=Activation.NONE, alpha=None, pairs=Pairs.HALVES, lhs_in_tile=False,
                    rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=LANES,
                    lhs_sub=False, rhs_sub=False, global_scales=())
 

@@ -13,7 +13,7 @@ import math
 from gemmgen.backends.pallas.dtypes import FP8
 from gemmgen.backends.pallas.parts import MAINLOOP_MODES, PER_N_MODES, Stage
 from gemmgen.backends.pallas.tpu import LANES
-from gemmgen.ir import Activation, BiasMode, DType, ScaleMode
+from gemmgen.ir import Activation, BiasMode, DType, Pairs, ScaleMode
 
 
 class Decisions:
@@ -63,6 +63,47 @@ class Decisions:
     @property
     def silu_mul(self) -> bool:
         return self.activation is Activation.SILU_MUL
+
+    @property
+    def paired(self) -> bool:
+        """A paired activation (silu_mul, swiglu_clamped): out has n/2 columns."""
+        return self.activation.paired
+
+    @property
+    def split_pairs(self) -> bool:
+        """Paired halves: gate block j and up block j + n/2 / tn, two
+        accumulators."""
+        return self.paired and self.pairs is Pairs.HALVES
+
+    @property
+    def interleaved(self) -> bool:
+        """Paired interleaved columns: an n tile of tn rhs columns holds tn / 2
+        (gate, up) pairs and writes tn / 2 output columns."""
+        return self.paired and self.pairs is Pairs.INTERLEAVED
+
+    @property
+    def swiglu_clamped(self) -> bool:
+        return self.activation is Activation.SWIGLU_CLAMPED
+
+    @property
+    def pair_align(self) -> int:
+        """An interleaved n tile's multiple: whole rhs lane tiles, and tn / 2
+        output columns of whole lane tiles."""
+        return math.lcm(self.n_lanes, 2 * LANES)
+
+    @property
+    def pair_constant(self) -> tuple[str, str, str]:
+        """The module constant of a paired activation's n tiles: name, value, comment."""
+        if self.interleaved:
+            note = "rhs columns of an n block of (gate, up) pairs: tn / 2 outputs, whole lane tiles"
+            return ("PAIR_ALIGN", str(self.pair_align), note)
+        return ("N_LANES", str(self.n_lanes), "columns of one lane-aligned rhs block" +
+                (" (packed along n: two per byte)" if self.rhs_permute else ""))
+
+    @property
+    def out_tn(self) -> str:
+        """The output block's columns."""
+        return "tn // 2" if self.interleaved else "tn"
 
     @property
     def mainloop(self) -> bool:
@@ -192,7 +233,8 @@ class Decisions:
 
     @property
     def transcendental(self) -> bool:
-        return self.activation in (Activation.SILU, Activation.GELU, Activation.SILU_MUL)
+        return self.activation in (Activation.SILU, Activation.GELU, Activation.SILU_MUL,
+                                   Activation.SWIGLU_CLAMPED)
 
     @property
     def plain(self) -> bool:

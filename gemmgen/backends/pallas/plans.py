@@ -242,7 +242,7 @@ class MatmulPlan:
     def vjp_n_out(self) -> str:
         """Columns of the output, from rhs, in `_launch_vjp`."""
         n = "rhs.shape[1]" if self.core.rhs_nk else "rhs.shape[2]"
-        return f"{n} // 2" if self.core.silu_mul else n
+        return f"{n} // 2" if self.core.paired else n
 
     @property
     def bias_n(self) -> bool:
@@ -363,7 +363,7 @@ def matmul_plan(kernel: ir.Kernel, spec: ir.Spec) -> MatmulPlan:
                        int_dot_k=INT_DOT_K if int8_as_bf16(spec) else 0)
     grouped = kernel.op is Op.GROUPED
     out = jnp_name(kernel.out)
-    out_n = "n/2" if core.silu_mul else "n"
+    out_n = "n/2" if core.paired else "n"
     backward = tgmm = None
     if vjp_supported(kernel):
         backward = core if core.plain else plain_core(core)

@@ -141,7 +141,7 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
             pass
         case _:
             assert_never(kernel.bias.mode)
-    out_n = "n // 2" if core.silu_mul else "n"
+    out_n = "n // 2" if core.paired else "n"
     if grouped and not kernel.masked:
         args.append(Arg("group_offset", "[]", "()", "int32",
                         "the first group this shard owns (default 0, an int is fine): it "
@@ -361,8 +361,6 @@ def matmul_constants(core: MatmulCore) -> tuple[Constant, ...]:
                         + ("scale blocks and lane tiles" if core.k_align_scales else "lane tiles")))
     # Every module: a silu_mul module's backward pass runs the plain core.
     out.append(Constant("N_ALIGN", str(core.n_lanes), "columns of a block past n: whole lane tiles"))
-    if core.silu_mul:
-        out.append(Constant("N_LANES", str(core.n_lanes),
-                            "columns of one lane-aligned rhs block" +
-                            (" (packed along n: two per byte)" if core.rhs_permute else "")))
+    if core.paired:  # N_LANES (halves) or PAIR_ALIGN (interleaved)
+        out.append(Constant(*core.pair_constant))
     return tuple(out)

@@ -123,10 +123,13 @@ def vmem_blocks(kernel: ir.Kernel, tile: ir.Tile) -> tuple[VmemBlock, ...]:
     if kernel.bias.mode is not BiasMode.NONE:
         blocks.append(VmemBlock("bias", (1, tn), storage_bytes(kernel.bias.dtype),
                                 bufs * halves))
+    out_tn = tn // 2 if core.interleaved else tn
     if core.grouped and not core.masked:  # existing_out, aliased: read with out's blocks
-        blocks.append(VmemBlock("existing_out", (tm, tn), out_b, bufs))
-    blocks.append(VmemBlock("out", (tm, tn), out_b, bufs))
+        blocks.append(VmemBlock("existing_out", (tm, out_tn), out_b, bufs))
+    blocks.append(VmemBlock("out", (tm, out_tn), out_b, bufs))
     blocks.append(VmemBlock("acc", (tm, tn), 4, halves))
+    if core.interleaved:  # the transposed accumulator the pairs are read from
+        blocks.append(VmemBlock("pairs", (tn, min(tm, 128)), 4, 1))
     if core.rows_scratch:
         blocks.append(VmemBlock("wide rows", (tk, tn // 2), 4, 1))
     return tuple(blocks)

@@ -369,6 +369,15 @@ __device__ __forceinline__ unsigned char e8m0_round_up_ratio(float x, float fp8_
 __device__ __forceinline__ float silu(float x) {
   return x / (1.0f + expf(-x));
 }
+// GPT-OSS's clamped gated activation: the gate clamped to at most limit, up
+// to [-limit, limit] (a NaN stays NaN, as the reference's), then
+// gate * sigmoid(alpha_gate * gate) * (up + 1).
+__device__ __forceinline__ float swiglu_clamped(float gate, float up, float alpha_gate,
+                                                float limit) {
+  gate = gate > limit ? limit : gate;
+  up = up > limit ? limit : (up < -limit ? -limit : up);
+  return gate / (1.0f + expf(-alpha_gate * gate)) * (up + 1.0f);
+}
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float c = 0.7978845608028654f;  // sqrt(2 / pi)
   return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));

@@ -5,7 +5,8 @@
 // In f32, in this order (docs/semantics.md): the scales the promotion did not
 // apply, alpha, the bias, the activation, then the cast to out_t (RNE; FP8
 // saturates). silu_mul pairs accumulator column j (gate) with column
-// j + n / 2 (up). A new activation is one more branch in `activate` (and a
+// j + n / 2 (up); swiglu_clamped likewise, or (kPairsInterleaved) gate
+// column 2j with up column 2j + 1. A new activation is one more branch in `activate` (and a
 // test in tests/cuda/sm80/test_cuda_gemm_helpers.py).
 #pragma once
 
@@ -15,8 +16,26 @@
 
 namespace gg::gemm {
 
+// Whether one output reads two accumulator columns (a gate and an up).
+template <class C>
+constexpr bool kPaired =
+    C::kActivation == Activation::kSiluMul || C::kActivation == Activation::kSwigluClamped;
+
+// Whether the gate and up columns alternate (2j, 2j + 1) rather than lie n / 2 apart.
+template <class C>
+constexpr bool interleaved_pairs() {
+  if constexpr (C::kActivation == Activation::kSwigluClamped) {
+    return C::kPairsInterleaved;
+  } else {
+    return false;
+  }
+}
+template <class C>
+constexpr bool kInterleavedPairs = interleaved_pairs<C>();
+
 // The activation of one output: `x` the accumulator column, `up` silu_mul's
-// paired column (unused otherwise).
+// paired column (unused otherwise). swiglu_clamped, whose constants are the
+// Config's, is `activate_config`'s.
 template <Activation A>
 __device__ __forceinline__ float activate(float x, float up) {
   if constexpr (A == Activation::kSiluMul) {
@@ -30,6 +49,17 @@ __device__ __forceinline__ float activate(float x, float up) {
   } else {
     static_assert(A == Activation::kNone, "an activation");
     return x;
+  }
+}
+
+// The activation of Config C: `activate`, or swiglu_clamped with C's
+// alpha_gate and limit (`x` the gate, `up` the up column).
+template <class C>
+__device__ __forceinline__ float activate_config(float x, float up) {
+  if constexpr (C::kActivation == Activation::kSwigluClamped) {
+    return gg::swiglu_clamped(x, up, C::kAlphaGate, C::kLimit);
+  } else {
+    return activate<C::kActivation>(x, up);
   }
 }
 
@@ -60,9 +90,9 @@ __device__ __forceinline__ float epilogue_scale(float v, const typename C::lhs_s
   }
 }
 
-// Number of accumulator columns one output reads: silu_mul's gate and up.
+// Number of accumulator columns one output reads: a paired one's gate and up.
 template <class C>
-constexpr int kHalves = C::kActivation == Activation::kSiluMul ? 2 : 1;
+constexpr int kHalves = kPaired<C> ? 2 : 1;
 
 // NVFP4's global scales of local group gl (one f32 per operand and group;
 // a dense kernel's gl is 0), multiplied once: 1 without them.
@@ -103,7 +133,7 @@ __device__ __forceinline__ typename C::out_t epilogue_element(
     }
     x[h] = v;
   }
-  return gg::from_float<typename C::out_t>(activate<C::kActivation>(x[0], x[kHalves<C> - 1]));
+  return gg::from_float<typename C::out_t>(activate_config<C>(x[0], x[kHalves<C> - 1]));
 }
 
 }  // namespace gg::gemm

@@ -54,10 +54,14 @@ __device__ __forceinline__ void mma(Acc (&d)[4], const u32 (&a)[4], const u32 (&
 // Column of B (and of the accumulator) that tile column c of the block
 // starting at output column n0 computes. silu_mul: the first half of the
 // tile holds gate columns n0.., the second half the matching up columns
-// n/2 + n0.., so out[:, j] = silu(gate j) * up j stays inside one block.
+// n/2 + n0.., so out[:, j] = silu(gate j) * up j stays inside one block
+// (swiglu_clamped's halves too). Interleaved pairs: the tile is B columns
+// 2 n0.. in order, its column pair (2c, 2c + 1) output column n0 + c.
 template <class T>
 __device__ __forceinline__ int b_col(int c, int n0, int n) {
-  if constexpr (T::kActivation == Activation::kSiluMul) {
+  if constexpr (kInterleavedPairs<T>) {
+    return 2 * n0 + c;
+  } else if constexpr (kPaired<T>) {
     return c < T::kBN / 2 ? n0 + c : n / 2 + n0 + (c - T::kBN / 2);
   } else {
     return n0 + c;
@@ -365,7 +369,7 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm0 = (warp / T::kWarpsN) * T::kWM, wn0 = (warp % T::kWarpsN) * T::kWN;
   // Output columns.
-  const int n_out = T::kActivation == Activation::kSiluMul ? n / 2 : n;
+  const int n_out = kPaired<T> ? n / 2 : n;
   const int ktiles = (k + T::kBK - 1) / T::kBK;
   const unsigned char* rhs_bytes =
       reinterpret_cast<const unsigned char*>(rhs) + (long long)gl * n * k * bits(T::kRhs) / 8;
@@ -551,7 +555,12 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
     if (row < row_lo || row >= row_hi || col >= n_out) {
       continue;
     }
-    if constexpr (kHalves<T> == 2) {
+    if constexpr (kInterleavedPairs<T>) {
+      float x[2] = {c_tile[r * T::kCStride + 2 * c], c_tile[r * T::kCStride + 2 * c + 1]};
+      const int bcol[2] = {2 * col, 2 * col + 1};
+      out[(long long)row * n_out + col] =
+          epilogue_element<T>(x, bcol, lhs_scale, rhs_scale, bias, row, gl, n, global);
+    } else if constexpr (kHalves<T> == 2) {
       float x[2] = {c_tile[r * T::kCStride + c], c_tile[r * T::kCStride + c + T::kBN / 2]};
       const int bcol[2] = {col, n / 2 + col};
       out[(long long)row * n_out + col] =
@@ -703,7 +712,7 @@ __device__ __forceinline__ void masked(unsigned char* smem,
   const int hi = lo + T::kBM < cap ? lo + T::kBM : cap;
   const int count = masked_m[gl] < 0 ? 0 : (masked_m[gl] > cap ? cap : masked_m[gl]);
   const int base = gl * cap;  // < g * cap <= INT_MAX: the launchers check it
-  const int n_out = T::kActivation == Activation::kSiluMul ? n / 2 : n;
+  const int n_out = kPaired<T> ? n / 2 : n;
   const int n0 = blockIdx.x * T::kBNOut;
   // Rows [max(lo, count), hi) of the tile are past the count: zeros.
   const int zero_from = count > lo ? count : lo;

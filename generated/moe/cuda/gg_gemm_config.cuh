@@ -68,7 +68,9 @@ enum class BFeed {
 
 enum class Bias { kNone, kN, kGroup };  // [n]; [g, 1, n]
 
-enum class Activation { kNone, kRelu, kGelu, kSilu, kSiluMul };
+// kSwigluClamped: GPT-OSS's gated activation; its Config adds kAlphaGate,
+// kLimit and kPairsInterleaved (gate 2j, up 2j + 1; else silu_mul's halves).
+enum class Activation { kNone, kRelu, kGelu, kSilu, kSiluMul, kSwigluClamped };
 
 template <class A, class B>
 constexpr bool kSame = false;
@@ -346,7 +348,10 @@ __host__ __device__ constexpr bool check_tile() {
       T::kKSteps * kMmaK<T> != T::kBK) {
     return false;
   }
-  if (T::kBNOut != (T::kActivation == Activation::kSiluMul ? T::kBN / 2 : T::kBN)) {
+  if (T::kBNOut != (T::kActivation == Activation::kSiluMul ||
+                            T::kActivation == Activation::kSwigluClamped
+                        ? T::kBN / 2
+                        : T::kBN)) {
     return false;
   }
   if (T::kAStride != kRowBytes + 16 || T::kAStage != T::kBM * T::kAStride ||

@@ -11,6 +11,8 @@ kernel, with a keyword `interpret` passed to `pallas_call`.
     gmm_f32_tile_64x128x128: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
     gmm_f32_tile_128x128x256: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
     moe_gateup_silu_bf16: out[rows of group i] = silu_mul(lhs[rows of group i] @ rhs[i - group_offset]ᵀ)
+    moe_gptoss_gateup: out[rows of group i] = swiglu_clamped(lhs[rows of group i] @ rhs[i - group_offset] + bias)
+    moe_gptoss_down: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset] + bias
     moe_fp8_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale
     moe_fp8_grouped_gemm_kn: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]) * lhs_scale * rhs_scale
     moe_w8a8_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * lhs_scale * rhs_scale

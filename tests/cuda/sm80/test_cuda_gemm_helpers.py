@@ -174,6 +174,14 @@ extern "C" __global__ void activate_{act}(const float* x, const float* up, float
   }}
 }}
 """)
+    parts.append("""
+extern "C" __global__ void swiglu_clamped(const float* gate, const float* up, float* out,
+                                         int count) {
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    out[i] = gg::swiglu_clamped(gate[i], up[i], 1.702f, 7.0f);
+  }
+}
+""")
     for name in EPILOGUES:
         c = f"C_{name}"
         parts.append(f"""
@@ -364,6 +372,30 @@ def test_activation(act):
     # 1 + tanh(.) (or 1 + exp(.)) near -1, up to an ulp of |x| (of |x * up|).
     scale = np.abs(xd[finite]) * (np.abs(up[finite]) if act == "kSiluMul" else 1.0)
     assert (err <= 4e-6 * np.abs(want[finite]) + 2 * 2.0**-23 * scale + 1e-37).all(), err.max()
+
+
+def test_swiglu_clamped():
+    """GPT-OSS's activation against the float64 reference's, at the clamps'
+    edges and on non-finite inputs (a NaN gate or up stays NaN)."""
+    from gemmgen import ir
+    from gemmgen.reference.semantics import swiglu_clamped
+
+    rng = np.random.default_rng(5)
+    edges = [0.0, -0.0, 6.999, 7.0, 7.001, -7.001, -7.0, 90.0, -90.0, 1e30, -1e30, np.inf,
+             -np.inf, np.nan]
+    gate = np.concatenate([rng.normal(0, 6, 400), edges, rng.normal(0, 6, len(edges))])
+    up = np.concatenate([rng.normal(0, 6, 400), rng.normal(0, 6, len(edges)), edges])
+    gate, up = gate.astype(np.float32), up.astype(np.float32)
+    (got,) = launch("swiglu_clamped", [gate, up, np.empty(gate.size, np.float32),
+                                       np.int32(gate.size)], [2])
+    ep = ir.Epilogue(ir.Activation.SWIGLU_CLAMPED, alpha_gate=float(np.float32(1.702)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = swiglu_clamped(ep, gate.astype(np.float64), up.astype(np.float64))
+    assert (np.isnan(got) == np.isnan(want)).all()
+    ok = ~np.isnan(want)
+    assert np.isfinite(want[ok]).all()  # the clamps bound it: |out| <= 7 * 8
+    err = np.abs(got[ok].astype(np.float64) - want[ok])
+    assert (err <= 4e-6 * np.abs(want[ok]) + 1e-6).all(), err.max()
 
 
 def _epilogue_case(name: str, rng):

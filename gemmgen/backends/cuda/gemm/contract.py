@@ -47,6 +47,7 @@ BIAS = {BiasMode.NONE: "kNone", BiasMode.N: "kN", BiasMode.GROUP: "kGroup"}
 ACTIVATION = {
     Activation.NONE: "kNone", Activation.RELU: "kRelu", Activation.GELU: "kGelu",
     Activation.SILU: "kSilu", Activation.SILU_MUL: "kSiluMul",
+    Activation.SWIGLU_CLAMPED: "kSwigluClamped",
 }
 
 
@@ -171,7 +172,7 @@ def args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
             pass
         case _:
             assert_never(kernel.bias.mode)
-    n_out = "gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n"
+    n_out = "gg_div(n, 2)" if kernel.epilogue.activation.paired else "n"
     if grouped:
         args.append(Arg("group_offset", "scalar", DType.INT32, (),
                         "the first group this shard owns (default 0)", optional=True))
@@ -242,7 +243,7 @@ def alignments(kernel: ir.Kernel, compute: DType) -> tuple[int, int]:
         k_align = max(k_align, 128 // rb)
     else:
         n_align = 128 // rb
-        if kernel.epilogue.activation is Activation.SILU_MUL:
+        if kernel.epilogue.halves:
             n_align *= 2  # the up half starts at n / 2
     return k_align, n_align
 
@@ -291,9 +292,18 @@ def config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tu
          f"{ACTIVATION[kernel.epilogue.activation]};"),
         f"static constexpr bool kHasAlpha = {cbool(alpha is not None)};",
         f"static constexpr float kAlpha = {_cfloat(alpha if alpha is not None else 1.0)};",
-    ) + ((f"static constexpr bool kLhsGlobalScale = {cbool(ls.global_scale)};",
+    ) + _swiglu_members(kernel.epilogue) + ((f"static constexpr bool kLhsGlobalScale = {cbool(ls.global_scale)};",
           f"static constexpr bool kRhsGlobalScale = {cbool(rs.global_scale)};")
          if ls.global_scale or rs.global_scale else ())
+
+
+def _swiglu_members(ep: ir.Epilogue) -> tuple[str, ...]:
+    """swiglu_clamped's constants (f32) and pairing, in the Config."""
+    if ep.activation is not Activation.SWIGLU_CLAMPED:
+        return ()
+    return (f"static constexpr float kAlphaGate = {_cfloat(ep.alpha_gate)};",
+            f"static constexpr float kLimit = {_cfloat(ep.limit)};",
+            f"static constexpr bool kPairsInterleaved = {cbool(ep.interleaved)};")
 
 
 def fill_step(name: str) -> Step:

@@ -144,8 +144,7 @@ def tile_config(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str, when: 
     pipeline = kernel.stages * (a_stage + b_stage) + b_conv_bytes
     c_stride = tile.n + 4
     epilogue = tile.m * c_stride * 4
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
-    bn_out = tile.n // 2 if silu else tile.n
+    bn_out = tile.n // 2 if kernel.epilogue.activation.paired else tile.n
     grouped = kernel.op is Op.GROUPED
     # Grid (n tiles, rows): one block per output tile. Grouped: the rows are
     # (group, m tile) work items; a group that starts inside a tile adds one

@@ -264,7 +264,7 @@ def plan(kernel: ir.Kernel, spec: ir.Spec) -> GemmPlan:
         fold_scales=contract.fold_scales(kernel), scale_block_k=block_k, bias=kernel.bias,
         activation=kernel.epilogue.activation, alpha=kernel.epilogue.alpha,
         k_align=k_align, n_align=n_align,
-        n_out="gg_div(n, 2)" if kernel.epilogue.activation is Activation.SILU_MUL else "n",
+        n_out="gg_div(n, 2)" if kernel.epilogue.activation.paired else "n",
         params=params, config=contract.config(kernel, compute, b_feed, block_k),
         entries=mma_sync.entries(kernel, tiles, params),
         bodies=tuple(bodies),
