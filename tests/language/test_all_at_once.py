@@ -142,7 +142,7 @@ def test_a_finding_that_follows_from_a_related_bad_field_is_left_out():
         validate(parse(text, "specs/t.gemm"), diagnose=diagnose)
     assert [d.message.split(": ")[-1] for d in e.value.diagnostics][-2:] == [
         ("unknown epilogue 'gelu_tanh'; did you mean 'gelu'? (expected 'none', 'relu', 'silu', "
-         "'gelu' or 'silu_mul')"), "from the tile alone"]
+         "'gelu', 'silu_mul' or 'swiglu_clamped')"), "from the tile alone"]
 
 
 SPEC_CASE = Path(__file__).resolve().parents[1] / "cases" / "every_layer_at_once" / "spec.gemm"

@@ -209,8 +209,7 @@ def _reference_grads(kernel, inputs, d_out):
 
 def test_interleaved_tiles_are_refused_at_the_tile(tmp_path):
     """An n tile whose half is not whole lane tiles, and an m tile over 128
-    rows that is not whole 128-row chunks: errors where the tile is stated
-    (the unqualified tile: the kernel's name, as every tile check)."""
+    rows that is not whole 128-row chunks: errors at the tile line."""
     from gemmgen.diagnostics import SpecError
 
     text = spec_text(kernel_block(
@@ -218,7 +217,7 @@ def test_interleaved_tiles_are_refused_at_the_tile(tmp_path):
         "epilogue swiglu_clamped", "tile m=192 n=128 k=128"))
     with pytest.raises(SpecError) as e:
         build(text, tmp_path)
-    line = text.splitlines().index("kernel bad {") + 1
+    line = text.splitlines().index("  tile m=192 n=128 k=128") + 1
     messages = sorted(d.message for d in e.value.diagnostics)
     assert [d.loc.line for d in e.value.diagnostics] == [line, line]
     assert "m=192 is over 128 and not a multiple of it" in messages[0]
