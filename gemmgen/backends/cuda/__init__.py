@@ -73,9 +73,22 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     (cuda_kinds.diagnose_kernel)."""
     if (found := _block_scales(kernel)) is not None:
         return [found]
+    if (found := _unsigned_weights(kernel)) is not None:
+        return [found]
     if problems := _blocks_in_k_tile(kernel):
         return problems
     return cuda_kinds.diagnose_kernel(kernel, spec)
+
+
+def _unsigned_weights(kernel: ir.Kernel) -> Diagnostic | None:
+    """uint4 weights and their zero points (`zero=uint4`) are the Pallas
+    backend's only (docs/cuda.md, "uint4 weights")."""
+    rhs = kernel.rhs
+    if rhs is None or rhs.dtype is not ir.DType.UINT4:
+        return None
+    what = "uint4 weights with zero points" if kernel.rhs_scale.zero else "uint4 weights"
+    return Diagnostic(rhs.loc, f"kernel '{kernel.name}': cuda cannot emit {what} (GPTQ / AWQ "
+                      "W4A16) yet; pallas_tpu can (docs/cuda.md, \"uint4 weights\")")
 
 
 def _blocks_in_k_tile(kernel: ir.Kernel) -> list[Diagnostic]:

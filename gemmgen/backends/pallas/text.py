@@ -3,6 +3,7 @@ the spec restated, as plain strings the templates print."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -33,6 +34,7 @@ class Arg:
 
 
 _PACKED_NOTE = {DType.INT4: "int4 packed two per byte, element 2i in the low nibble",
+                DType.UINT4: "uint4 packed two per byte, element 2i in the low nibble",
                 DType.FP4: "fp4 e2m1 packed two per byte, element 2i in the low nibble"}
 
 
@@ -90,6 +92,17 @@ def scale_arg(side: str, scale: ir.Scale, grouped: bool, masked: bool = False) -
                jnp_name(dt), f"{scale.mode.value}: {what}{note}.")
 
 
+def zero_arg(scale: Arg) -> Arg:
+    """rhs_zero: the shape of rhs_scale with its last dim packed two per byte."""
+    dims = re.split(r", (?![^(]*\))", scale.shape[1:-1])  # not inside cdiv(...)
+    last = dims[-1]
+    dims[-1] = f"cdiv({last}, 2)"
+    exprs = [_cdiv_expr(d) for d in dims[:-1]] + [f"({_cdiv_expr(last)} + 1) // 2"]
+    return Arg("rhs_zero", "[" + ", ".join(dims) + "]", "(" + ", ".join(exprs) + ")", "uint8",
+               "the zero point z of each rhs_scale (uint4 0..15, packed two per byte along "
+               "the last dim, element 2i in the low nibble): rhs = (q - z) * rhs_scale.")
+
+
 def _cdiv_expr(dim: str) -> str:
     if dim.startswith("cdiv("):
         a, b = dim[5:-1].split(", ")
@@ -124,6 +137,8 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.enabled:
             args.append(scale_arg(side, scale, grouped, kernel.masked))
+    if kernel.rhs_scale.zero is not None:
+        args.append(zero_arg(scale_arg("rhs", kernel.rhs_scale, grouped)))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.global_scale:
             args.append(Arg(f"{side}_global_scale", "[g]" if grouped else "[]",
