@@ -111,3 +111,57 @@ def test_small_m_and_exact_tiles(generated, name):
     kernel = generated.kernel(name)
     for m, n, k in [(3, 256, 512), (256, 256, 1024)]:
         check(kernel, generated.fn(name), _inputs(kernel, m, n, k, 2), k=k)
+
+
+def _as_jax_4bit(packed: np.ndarray, dtype, count: int):
+    """uint8 bytes [..., c/2] -> a JAX 4-bit array [..., count] (count <= c),
+    unpacked nibble by nibble: element 2i is the low nibble of byte i."""
+    import jax.numpy as jnp
+
+    codes = np.stack([packed & 15, packed >> 4], axis=-1).reshape(*packed.shape[:-1], -1)
+    codes = codes[..., :count].astype(np.int64)
+    if dtype == jnp.int4:
+        codes = np.where(codes >= 8, codes - 16, codes)
+    return jnp.asarray(codes.astype(np.int8)).astype(dtype)
+
+
+@pytest.mark.parametrize("name, n", [("gmm_asym_kblock", 131), ("gmm_asym_kn", 256),
+                                     ("dense_asym_block", 128)])
+def test_jax_uint4_arrays(generated, name, n):
+    """rhs and rhs_zero as jnp.uint4 arrays of their logical shapes (an odd
+    number of zero points too) give the bytes' result, exactly."""
+    import jax.numpy as jnp
+    from pallas_helpers import run
+
+    kernel = generated.kernel(name)
+    k = 512
+    inputs = _inputs(kernel, 40, n, k, 11)
+    want = check(kernel, generated.fn(name), inputs, k=k)
+    rhs, zero = inputs["rhs"], inputs["rhs_zero"]
+    last = n if kernel.rhs_scale.mode.value == "kblock" else -(-k // kernel.rhs_scale.block_k)
+    as_jax = {**inputs, "rhs": _as_jax_4bit(rhs, jnp.uint4, 2 * rhs.shape[-1]),
+              "rhs_zero": _as_jax_4bit(zero, jnp.uint4, last)}
+    got = run(generated.fn(name), as_jax)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_jax_int4_weights_and_wrong_4bit_type(tmp_path):
+    """int4 weights as jnp.int4 [n, k] match their bytes; a jnp.int4 array
+    for uint4 weights, or an odd k, is refused by name."""
+    import jax.numpy as jnp
+    from pallas_helpers import run
+
+    spec = spec_text(kernel_block("w4", "op dense", "lhs bf16 [m, k]", "rhs int4 packed [n, k]",
+                                  "out f32", "rhs_scale per_channel f32",
+                                  "tile m=64 n=128 k=256"))
+    gen = build(spec, tmp_path)
+    kernel = gen.kernel("w4")
+    inputs = random_inputs(kernel, m=24, n=128, k=512, seed=4)
+    want = check(kernel, gen.fn("w4"), inputs, k=512)
+    rhs4 = _as_jax_4bit(inputs["rhs"], jnp.int4, 512)
+    got = run(gen.fn("w4"), {**inputs, "rhs": rhs4})
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(ValueError, match="rhs is a uint4 array, but this kernel reads int4"):
+        run(gen.fn("w4"), {**inputs, "rhs": rhs4.astype(jnp.uint4)})
+    with pytest.raises(ValueError, match="must be even"):
+        run(gen.fn("w4"), {**inputs, "rhs": rhs4[:, :511]})
