@@ -165,3 +165,42 @@ def test_jax_int4_weights_and_wrong_4bit_type(tmp_path):
         run(gen.fn("w4"), {**inputs, "rhs": rhs4.astype(jnp.uint4)})
     with pytest.raises(ValueError, match="must be even"):
         run(gen.fn("w4"), {**inputs, "rhs": rhs4[:, :511]})
+
+
+# Planted bugs: the generated module with one line changed must fail.
+
+
+def _planted(gen, tmp_path, name: str, old: str, new: str):
+    from pathlib import Path
+
+    from pallas_helpers import import_path
+
+    text = Path(gen.modules[name].__file__).read_text()
+    assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times"
+    path = tmp_path / f"{name}_planted.py"
+    path.write_text(text.replace(old, new))
+    return getattr(import_path(path), name)
+
+
+@pytest.mark.parametrize("name, old, new", [
+    # the zero point subtracted with the wrong sign
+    ("gmm_asym_kblock", "part = part - row_sums *", "part = part + row_sums *"),
+    # each zero point read from the other nibble of its byte
+    ("gmm_asym_kn", "jnp.stack([x & 15, x >> 4]", "jnp.stack([x >> 4, x & 15]"),
+    # the zero points of the K block before (one scale block late)
+    ("dense_asym_block", "rhs_zero = _zero_points(rhs_zero, pl.cdiv(k, RHS_SCALE_BLOCK_K))",
+     "rhs_zero = jnp.roll(_zero_points(rhs_zero, pl.cdiv(k, RHS_SCALE_BLOCK_K)), 1, axis=-1)"),
+    # only the even half of packed k corrected
+    ("masked_asym", "row_sums = _row_sum(lhs_even) + _row_sum(lhs_odd)",
+     "row_sums = _row_sum(lhs_even)"),
+], ids=["sign", "nibble", "k_block", "half"])
+def test_planted_zero_point_bugs(generated, tmp_path, name, old, new):
+    from gemmgen import reference as ref
+    from pallas_helpers import run
+
+    kernel = generated.kernel(name)
+    fn = _planted(generated, tmp_path, name, old, new)
+    inputs = _inputs(kernel, 64, 256, 1024, 13)
+    result = ref.compare(run(fn, inputs), ref.reference(kernel, **inputs), kernel, k=1024,
+                         inputs=inputs)
+    assert not result.passed
