@@ -81,14 +81,15 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
 
 
 def _unsigned_weights(kernel: ir.Kernel) -> Diagnostic | None:
-    """uint4 weights and their zero points (`zero=uint4`) are the Pallas
-    backend's only (docs/cuda.md, "uint4 weights")."""
+    """uint4 weights and their zero points (`zero=uint4`) run on the tile
+    GEMM's mma.sync body only (docs/cuda.md, "uint4 weights"): not as a GEMV."""
     rhs = kernel.rhs
-    if rhs is None or rhs.dtype is not ir.DType.UINT4:
+    if rhs is None or rhs.dtype is not ir.DType.UINT4 or kernel.algorithm is ir.Algorithm.TILE:
         return None
     what = "uint4 weights with zero points" if kernel.rhs_scale.zero else "uint4 weights"
     return Diagnostic(rhs.loc, f"kernel '{kernel.name}': cuda cannot emit {what} (GPTQ / AWQ "
-                      "W4A16) yet; pallas_tpu can (docs/cuda.md, \"uint4 weights\")")
+                      f"W4A16) with algorithm '{kernel.algorithm.value}' yet; the tile GEMM "
+                      "takes them (docs/cuda.md, \"uint4 weights\")")
 
 
 def _blocks_in_k_tile(kernel: ir.Kernel) -> list[Diagnostic]:
