@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from pallas_helpers import build, check, kernel_block, lower_for_tpu, random_inputs, spec_text
 
 KERNELS = {
@@ -195,8 +194,9 @@ def _planted(gen, tmp_path, name: str, old: str, new: str):
      "row_sums = _row_sum(lhs_even)"),
 ], ids=["sign", "nibble", "k_block", "half"])
 def test_planted_zero_point_bugs(generated, tmp_path, name, old, new):
-    from gemmgen import reference as ref
     from pallas_helpers import run
+
+    from gemmgen import reference as ref
 
     kernel = generated.kernel(name)
     fn = _planted(generated, tmp_path, name, old, new)

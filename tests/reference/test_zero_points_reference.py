@@ -139,3 +139,30 @@ def test_zero_point_equal_to_code_gives_zero_weight():
     inputs["rhs"] = pack_nibbles(np.full((8, 256), 7))
     inputs["rhs_zero"] = pack_nibbles(np.full((8, 2), 7))
     assert not np.any(reference(kernel, **inputs))
+
+
+def test_quantize_uint4_asymmetric_round_trips_within_half_a_step():
+    """Min-max quantized weights decode (through the reference of a kernel
+    that reads them) to within s / 2 of the float weights, and a block of
+    all-positive weights keeps z = 0 (its min is clipped to 0)."""
+    from gemmgen.reference import quantize_uint4_asymmetric
+
+    rng = np.random.default_rng(3)
+    g, k, n, bk = 2, 200, 6, 64
+    w = rng.standard_normal((g, k, n)) * rng.uniform(0.1, 2.0, size=(1, 1, n))
+    w[0, :64, 0] = np.abs(w[0, :64, 0])
+    args = quantize_uint4_asymmetric(w, bk)
+    kernel = kernel_of("grouped", "[g, k, n]", f"kblock k={bk} f32 zero=uint4")
+    eye = np.eye(k, dtype=np.float64)
+    got = np.stack([reference(kernel, lhs=eye.astype(ml_bf16()), rhs=args["rhs"][i:i + 1],
+                              group_sizes=np.array([k], np.int32), rhs_scale=args["rhs_scale"][i:i + 1],
+                              rhs_zero=args["rhs_zero"][i:i + 1]) for i in range(g)])
+    step = np.repeat(args["rhs_scale"][:, :, 0, :].astype(np.float64), bk, axis=1)[:, :k]
+    assert np.all(np.abs(got - w) <= step / 2 * (1 + 1e-6))
+    assert nibbles(args["rhs_zero"], n)[0, 0, 0, 0] == 0
+
+
+def ml_bf16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16

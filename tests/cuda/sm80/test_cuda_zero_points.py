@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from cuda_helpers import RenderedSpec, with_mutated_runtime
+
 from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.reference import compare, random_inputs, reference
 
@@ -123,8 +123,8 @@ def test_only_the_mma_sync_body():
      "v = gg::from_float<mma_t>(gg::to_float(v) + z);"),
     # the K block of the K tile's first element for the whole tile, one block late
     ("const int kb = (k + T::kRhsScaleBlockK - 1) / T::kRhsScaleBlockK, b = kk / T::kRhsScaleBlockK;",
-     "const int kb = (k + T::kRhsScaleBlockK - 1) / T::kRhsScaleBlockK,\n"
-     "            b = (kk / T::kRhsScaleBlockK + 1) % kb;"),
+     ("const int kb = (k + T::kRhsScaleBlockK - 1) / T::kRhsScaleBlockK,\n"
+      "            b = (kk / T::kRhsScaleBlockK + 1) % kb;")),
 ], ids=["nibble", "sign", "k_block"])
 def test_planted_zero_point_bugs_are_caught(old, new):
     name = "gmm_asym"
