@@ -174,6 +174,8 @@ def formula(kernel: ir.Kernel, core: MatmulCore) -> str:
     a = "lhs[rows of group i]" if core.grouped else "lhs"
     if kernel.masked:
         b, a = f"rhs[i]{t}", "lhs[i, :masked_m[i]]"
+    if kernel.rhs_scale.zero is not None:
+        b = f"({b} - rhs_zero)"  # the zero points, spread over their blocks
     prod = f"{a} @ {b}"
     scales = []
     if kernel.lhs_scale.enabled:
@@ -225,6 +227,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
                 where += f" round={scale.rounding.value}"
             if scale.global_scale:
                 layout += " global=f32"
+            if scale.zero is not None:
+                layout += f" zero={scale.zero.value}"
             lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{layout}"
                          f"{where}")
     if kernel.bias.mode is not BiasMode.NONE:

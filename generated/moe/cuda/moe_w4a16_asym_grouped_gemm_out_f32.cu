@@ -7,7 +7,7 @@
 //   lhs       bf16 [m, k]
 //   rhs       uint4 packed [g, k, n]
 //   out       f32 (accumulator f32)
-//   rhs_scale kblock k=128 f32 (applied in the mainloop)
+//   rhs_scale kblock k=128 f32 zero=uint4 (applied in the mainloop)
 //   tile      m=64 n=128 k=64, 2 stages
 //
 // Algorithm (docs/cuda.md; the body is gg::gemm, runtime/cuda/gg_gemm.cuh):

@@ -2,7 +2,8 @@
 //
 // C++ launcher of moe_w4a16_asym_grouped_gemm_out_f32 (specs/moe.gemm):
 //   moe_w4a16_asym_grouped_gemm_out_f32: grouped lhs bf16 x rhs uint4 packed [g, k, n] -> f32 (acc
-//   f32) rhs_scale kblock k=128 f32 (mainloop) tile 64x128x64 stages 2 [cuda, pallas_tpu]
+//   f32) rhs_scale kblock k=128 f32 zero=uint4 (mainloop) tile 64x128x64 stages 2 [cuda,
+//   pallas_tpu]
 //
 // Compile moe_w4a16_asym_grouped_gemm_out_f32.cu with nvcc (it defines
 // launch_moe_w4a16_asym_grouped_gemm_out_f32; gemmgen's CPU emulator compiles and runs it with g++)

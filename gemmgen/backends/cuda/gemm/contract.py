@@ -96,6 +96,7 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
                      if sc.placement is ir.Placement.EPILOGUE and fold_scales(kernel)
                      else sc.placement.value)
             glob = " global=f32" if sc.global_scale else ""
+            glob += f" zero={sc.zero.value}" if sc.zero is not None else ""
             lines.append(f"{name:<10}{sc.mode.value}{blocks} {sc.dtype.value}{glob} "
                          f"(applied in the {where})")
     if kernel.bias.mode is not BiasMode.NONE:

@@ -3,7 +3,7 @@
 //! Rust launcher of the CUDA kernel moe_w4a16_asym_grouped_gemm_out_f32 (specs/moe.gemm):
 //!
 //! moe_w4a16_asym_grouped_gemm_out_f32: grouped lhs bf16 x rhs uint4 packed [g, k, n] -> f32 (acc
-//! f32) rhs_scale kblock k=128 f32 (mainloop) tile 64x128x64 stages 2 [cuda, pallas_tpu]
+//! f32) rhs_scale kblock k=128 f32 zero=uint4 (mainloop) tile 64x128x64 stages 2 [cuda, pallas_tpu]
 //!
 //! `launch(backend, &args, stream)` validates the call (pointers, shapes, the plan's conditions on
 //! the dims, alignment, CUDA's launch limits and the device's shared memory) and launches nothing
