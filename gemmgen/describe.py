@@ -19,6 +19,8 @@ def _scale(s: ir.Scale) -> str:
         words.append(f"layout={s.layout.value}")
     if s.global_scale:
         words.append("global=f32")
+    if s.zero is not None:
+        words.append(f"zero={s.zero.value}")
     inner = " ".join(words)
     return f"{inner} ({s.placement.value})"
 

@@ -4,11 +4,12 @@ reference, the test harnesses and the runtime launchers.
 Storage conventions (docs/semantics.md, "Storage formats"), the same in
 every backend:
 
-- Sub-byte types (int4, fp4 e2m1) are stored packed two per uint8 along the
+- Sub-byte types (int4, uint4, fp4 e2m1) are stored packed two per uint8 along the
   LAST axis of the array: element 2i sits in the low nibble (bits 0..3) of
   byte i, element 2i+1 in the high nibble (bits 4..7). The last dimension of
   the unpacked array must therefore be even.
-- int4 nibbles are two's complement (0x8 is -8, 0xF is -1); fp4 nibbles are
+- int4 nibbles are two's complement (0x8 is -8, 0xF is -1), uint4 nibbles
+  their value 0..15 (also the zero points of `zero=uint4`); fp4 nibbles are
   the e2m1 code of `ml_dtypes.float4_e2m1fn` (sign bit 3, no inf, no NaN).
 - e8m0 scales are stored as their raw exponent byte e, meaning 2**(e - 127);
   e = 255 is NaN (OCP Microscaling Formats v1.0, section 5.4.1), so the
@@ -259,7 +260,7 @@ def saturating_cast(x: np.ndarray, dtype: DType) -> np.ndarray:
                 raise ValueError("saturating_cast: fp4 e2m1 has no NaN")
             big = dtype.max_finite
             return np.clip(x, -big, big).astype(element_dtype(dtype))
-        case DType.INT8 | DType.INT4 | DType.INT32:
+        case DType.INT8 | DType.INT4 | DType.UINT4 | DType.INT32:
             if np.isnan(x).any():
                 raise ValueError(f"saturating_cast: {dtype.value} has no NaN")
             info = np.iinfo(np.int32) if dtype is DType.INT32 else ml_dtypes.iinfo(
@@ -286,6 +287,8 @@ def float64_to_storage(x: np.ndarray, dtype: DType) -> np.ndarray:
             return float_to_e8m0(x)
         case DType.INT4:
             return pack_nibbles(to_int4_codes(saturating_cast(x, dtype).astype(np.int8)))
+        case DType.UINT4:
+            return pack_nibbles(saturating_cast(x, dtype).astype(np.uint8))
         case DType.FP4:
             return pack_nibbles(to_fp4_codes(x))
         case _:
@@ -312,6 +315,8 @@ def storage_to_float64(array: np.ndarray, dtype: DType) -> np.ndarray:
             return ue4m3_to_float(array)
         case DType.INT4:
             return from_int4_codes(unpack_nibbles(array)).astype(np.float64)
+        case DType.UINT4:
+            return unpack_nibbles(array).astype(np.float64)
         case DType.FP4:
             return from_fp4_codes(unpack_nibbles(array))
         case _:

@@ -348,7 +348,7 @@ kFp8Max kGroup kKSteps kLanes kMaxRows kMI kMmaK kNI kOutCols kOutputs kRhsBits
 kScaleBlockK kSmemBytes kStages kThreads kTileK kTileN kTileRows kUnroll kVec kWarpK
 kWarpN kWarps kWarpsN lhs lhs_global_scale lhs_scale lhs_scale_t lhs_scale_value lhs_t load_lhs
 load_rhs load_slice load_stage m maybe_unused mma_t n n_out name nan_max num_groups
-e2m1_magnitude_scaled global_scale global_scale_ref sign_of_difference ue4m3_code kLhsGlobalScale kRhsGlobalScale kLhsGlobal kRhsGlobal lhs_global_member rhs_global_member out out_scale out_t OutPair quantize rhs rhs_global_scale rhs_scale rhs_scale_t rhs_scale_value rhs_t
+e2m1_magnitude_scaled global_scale global_scale_ref sign_of_difference ue4m3_code kLhsGlobalScale kRhsGlobalScale kLhsGlobal kRhsGlobal lhs_global_member rhs_global_member out out_scale out_t OutPair quantize rhs rhs_global_scale rhs_scale rhs_scale_t rhs_scale_value rhs_t rhs_zero
 RhsSlice scale_t scaled store_q store_slice stream T weight_row widen_rhs workspace
 BOUNDARIES EMAX FP4_MAX e2m1_magnitude kEmax kFp4Max mx_scale_code ue4m3_value
 """)

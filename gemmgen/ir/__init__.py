@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from gemmgen.ir.dtypes import (
     BIAS_DTYPES,
+    ZERO_DTYPES,
     MX_SCALE_DTYPES,
     OPERAND_DTYPES,
     OUTPUT_DTYPES,
@@ -98,6 +99,7 @@ from gemmgen.ir.parts import (
     quantize_rule,
     scale_atom_offset,
     global_scale_shape,
+    zero_shape,
     scale_shape,
     rows_per_group,
 )
@@ -127,6 +129,7 @@ __all__ = [
     "ATOM_KBLOCKS",
     "ATOM_ROWS",
     "BIAS_DTYPES",
+    "ZERO_DTYPES",
     "CUDA_ARCHS",
     "CUDA_LAUNCHERS",
     "CUDA_REQUIRED_LAUNCHERS",
@@ -192,5 +195,6 @@ __all__ = [
     "quantize_rule",
     "scale_atom_offset",
     "global_scale_shape",
+    "zero_shape",
     "scale_shape",
 ]

@@ -20,6 +20,7 @@ class DType(enum.Enum):
     E5M2 = "e5m2"  # float8_e5m2: max 57344
     INT8 = "int8"
     INT4 = "int4"  # stored packed, two per uint8 (low nibble = even element)
+    UINT4 = "uint4"  # unsigned 0..15, stored packed like int4 (GPTQ / AWQ weights)
     FP4 = "fp4"  # float4_e2m1fn, stored packed like int4
     E8M0 = "e8m0"  # scale-only: byte e means 2**(e - 127)
     UE4M3 = "ue4m3"  # scale-only: unsigned e4m3 byte 0x00..0x7E, 0x7F NaN (NVFP4)
@@ -31,7 +32,7 @@ class DType(enum.Enum):
 
     @property
     def is_float(self) -> bool:
-        return self not in (DType.INT8, DType.INT4, DType.INT32)
+        return self not in (DType.INT8, DType.INT4, DType.UINT4, DType.INT32)
 
     @property
     def is_fp8(self) -> bool:
@@ -75,25 +76,25 @@ class DType(enum.Enum):
 
 _BITS = {
     DType.F32: 32, DType.BF16: 16, DType.F16: 16, DType.E4M3: 8,
-    DType.E5M2: 8, DType.INT8: 8, DType.INT4: 4, DType.FP4: 4,
+    DType.E5M2: 8, DType.INT8: 8, DType.INT4: 4, DType.UINT4: 4, DType.FP4: 4,
     DType.E8M0: 8, DType.UE4M3: 8, DType.INT32: 32,
 }
 _NUMPY_NAME = {
     DType.F32: "float32", DType.BF16: "bfloat16", DType.F16: "float16",
     DType.E4M3: "float8_e4m3fn", DType.E5M2: "float8_e5m2",
-    DType.INT8: "int8", DType.INT4: "int4", DType.FP4: "float4_e2m1fn",
+    DType.INT8: "int8", DType.INT4: "int4", DType.UINT4: "uint4", DType.FP4: "float4_e2m1fn",
     DType.E8M0: "float8_e8m0fnu", DType.UE4M3: "float8_e4m3fn", DType.INT32: "int32",
 }
 _MAX_FINITE = {
     DType.F32: 3.4028234663852886e38, DType.BF16: 3.3895313892515355e38,
     DType.F16: 65504.0, DType.E4M3: 448.0, DType.E5M2: 57344.0,
-    DType.INT8: 127.0, DType.INT4: 7.0, DType.FP4: 6.0,
+    DType.INT8: 127.0, DType.INT4: 7.0, DType.UINT4: 15.0, DType.FP4: 6.0,
     DType.E8M0: 2.0**127, DType.UE4M3: 448.0, DType.INT32: 2147483647.0,
 }
 
 OPERAND_DTYPES = (
     DType.F32, DType.BF16, DType.F16, DType.E4M3, DType.E5M2, DType.INT8,
-    DType.INT4, DType.FP4,
+    DType.INT4, DType.UINT4, DType.FP4,
 )
 OUTPUT_DTYPES = (DType.F32, DType.BF16, DType.F16)
 QUANTIZED_OUTPUT_DTYPES = (DType.E4M3, DType.E5M2, DType.FP4)  # op quantize (fp4 packed)
@@ -102,3 +103,6 @@ SCALE_DTYPES = (DType.F32, DType.BF16, DType.E8M0, DType.UE4M3)
 # scales are per K block of one row (lhs per_token_group, rhs block n=1).
 MX_SCALE_DTYPES = (DType.E8M0, DType.UE4M3)
 BIAS_DTYPES = (DType.F32, DType.BF16, DType.F16)
+# The zero points of asymmetric 4-bit weights (`rhs_scale ... zero=uint4`):
+# GPTQ / AWQ integers 0..15, packed two per byte like the weights.
+ZERO_DTYPES = (DType.UINT4,)

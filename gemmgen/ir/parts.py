@@ -93,7 +93,13 @@ class Scale:
     # NVFP4's second-level scale (`global=f32`): one f32 per tensor (per
     # group of a grouped or masked kernel) multiplying every block scale.
     global_scale: bool = False
+    # Asymmetric weights (`zero=uint4`, rhs only): one integer zero point z
+    # per scale, stored like the weights (packed two per byte along the
+    # scale's last dim); an element is (q - z) * s (docs/semantics.md,
+    # "Zero points"). None: symmetric, q * s.
+    zero: DType | None = None
     loc: Loc = field(default=NO_LOC, compare=False)
+    zero_loc: Loc = field(default=NO_LOC, compare=False)
 
     @property
     def placement(self) -> Placement:
@@ -426,6 +432,14 @@ def scale_shape(scale: Scale, *, side: str, m: int, n: int, k: int,
         case ScaleMode.KBLOCK:
             return (g if g is not None else 1, cdiv(k, bk), 1, n)
     raise AssertionError(scale.mode)
+
+
+def zero_shape(scale: Scale, *, n: int, k: int, g: int | None) -> tuple[int, ...]:
+    """The runtime shape of an rhs scale's zero points (`zero=uint4`): the
+    scale's shape with its last dim packed two per byte (uint8, ceil(d/2)
+    bytes; the high nibble of an odd dim's last byte is unused)."""
+    *lead, last = scale_shape(scale, side="rhs", m=0, n=n, k=k, g=g)
+    return (*lead, cdiv(last, 2))
 
 
 def global_scale_shape(*, g: int | None) -> tuple[int, ...]:

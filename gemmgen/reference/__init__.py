@@ -7,7 +7,9 @@
   `quantize` (op quantize, `AMAX_FLOOR`);
 - `tolerance`: `compare(actual, expected, kernel, ...)` decides whether a
   kernel's output matches, by the policy of docs/semantics.md, "Tolerance";
-- `inputs`: `random_inputs` / `random_group_sizes` draw operands.
+- `inputs`: `random_inputs` / `random_group_sizes` draw operands;
+- `weights`: `quantize_uint4_asymmetric`, float weights as GPTQ / AWQ's
+  uint4 codes, scales and zero points.
 """
 
 from gemmgen.reference.decode import group_starts
@@ -19,6 +21,7 @@ from gemmgen.reference.semantics import _activate as _activate
 from gemmgen.reference.semantics import _evaluate as _evaluate
 from gemmgen.reference.semantics import reference, reference_output
 from gemmgen.reference.tolerance import CompareResult, Tolerance, compare, tolerance
+from gemmgen.reference.weights import quantize_uint4_asymmetric
 
 __all__ = [
     "AMAX_FLOOR",
@@ -26,6 +29,7 @@ __all__ = [
     "Tolerance",
     "compare",
     "group_starts",
+    "quantize_uint4_asymmetric",
     "random_group_sizes",
     "random_inputs",
     "random_masked_m",

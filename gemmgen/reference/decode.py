@@ -42,6 +42,10 @@ class Inputs:
     # The `global=f32` scales (NVFP4), float64 [] (dense) or [g]; None without.
     lhs_global: np.ndarray | None = None
     rhs_global: np.ndarray | None = None
+    # Asymmetric weights (`zero=uint4`): b holds q - z; b_magnitude |q| + |z|,
+    # the terms a kernel may sum instead (x . q - (sum x) z), for the
+    # tolerance. None without zero points (|b|).
+    b_magnitude: np.ndarray | None = None
 
 
 def arg_error(kernel: ir.Kernel, message: str) -> ValueError:
@@ -90,14 +94,49 @@ def _decode_global(kernel: ir.Kernel, side: str, array, g: int | None) -> np.nda
     return storage_to_float64(array, DType.F32)
 
 
+def _decode_zero(kernel: ir.Kernel, array, *, n: int, k: int, g: int | None) -> np.ndarray | None:
+    """The zero points of `zero=uint4` (packed two per byte along the
+    scale's last dim, ir.zero_shape), spread over the elements they apply
+    to: float64 [k, n] (dense) or [g, k, n]."""
+    scale = kernel.rhs_scale
+    if scale.zero is None:
+        if array is not None:
+            raise arg_error(kernel, "rhs_zero given but rhs_scale has no 'zero='")
+        return None
+    if array is None:
+        raise arg_error(kernel, f"rhs_zero (the {scale.zero.value} zero points of rhs_scale) "
+                        "is required")
+    want = ir.zero_shape(scale, n=n, k=k, g=g)
+    if np.shape(array) != want:
+        raise arg_error(kernel, f"rhs_zero must have shape {want}, got {np.shape(array)}")
+    try:
+        z = storage_to_float64(array, scale.zero)
+    except ValueError as e:
+        raise arg_error(kernel, f"rhs_zero: {e}") from None
+    last = ir.scale_shape(scale, side="rhs", m=0, n=n, k=k, g=g)[-1]
+    z = z[..., :last]
+    bk = scale.block_k or k
+    if scale.mode is ScaleMode.KBLOCK:  # [g, kb, 1, n]
+        z = np.repeat(z[:, :, 0, :], bk, axis=1)[:, :k, :]
+        return z if kernel.grouped else z[0]
+    # block n=BN k=BK: [(g,) nb, kb] -> [(g,) k, n]
+    z = np.repeat(np.repeat(z, scale.block_n, axis=-2), bk, axis=-1)[..., :n, :k]
+    return np.swapaxes(z, -1, -2)
+
+
 def decode(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
            rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-           masked_m=None, lhs_global_scale=None, rhs_global_scale=None) -> Inputs:
+           masked_m=None, lhs_global_scale=None, rhs_global_scale=None,
+           rhs_zero=None) -> Inputs:
     inp = _decode_arrays(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
                          rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
                          existing_out=existing_out, masked_m=masked_m)
-    return replace(inp, lhs_global=_decode_global(kernel, "lhs", lhs_global_scale, inp.g),
-                   rhs_global=_decode_global(kernel, "rhs", rhs_global_scale, inp.g))
+    inp = replace(inp, lhs_global=_decode_global(kernel, "lhs", lhs_global_scale, inp.g),
+                  rhs_global=_decode_global(kernel, "rhs", rhs_global_scale, inp.g))
+    z = _decode_zero(kernel, rhs_zero, n=inp.n, k=inp.k, g=inp.g)
+    if z is None:
+        return inp
+    return replace(inp, b=inp.b - z, b_magnitude=np.abs(inp.b) + z)
 
 
 def _decode_arrays(kernel: ir.Kernel, *, lhs, rhs, group_sizes, lhs_scale, rhs_scale, bias,

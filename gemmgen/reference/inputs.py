@@ -68,6 +68,10 @@ def _operand_values(rng: np.random.Generator, dtype: DType, shape: tuple[int, ..
             mag = rng.integers(1, top + 1, size=shape)
             values = np.where(rng.random(shape) < 0.5, -mag, mag).astype(np.float64)
             return values, gain / (0.6 * top)  # rms of 1..top is ~0.6 top
+        case DType.UINT4:
+            # GPTQ / AWQ codes: all of 0..15 (the zero points, `zero=uint4`,
+            # are drawn on their own); rms ~9 without zero points.
+            return rng.integers(0, 16, size=shape).astype(np.float64), gain / 9.0
         case DType.FP4:
             codes = rng.integers(1, 8, size=shape) + 8 * rng.integers(0, 2, size=shape)
             return from_fp4_codes(codes.astype(np.uint8)), gain / 3.0
@@ -205,6 +209,12 @@ def random_inputs(kernel: ir.Kernel, *, m: int, n: int, k: int, rng: np.random.G
             # that use ue4m3's range, their product ~base.
             glob = np.exp2(rng.uniform(-6.0, -4.0, size=ir.global_scale_shape(g=g)))
             base = base / float(np.exp2(-5.0))
+        if scale.zero is not None:
+            # Zero points anywhere in 0..15: q - z spans -15..15 (rms ~6.5).
+            zshape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g)
+            z = rng.integers(0, 16, size=zshape[:-1] + (2 * ir.cdiv(zshape[-1], 2),))
+            out[f"{side}_zero"] = float64_to_storage(z.astype(np.float64), scale.zero)
+            base = base * 9.0 / 6.5
         if scale.enabled:
             shape = ir.scale_shape(scale, side=side, m=m, n=n, k=k, g=g, masked=kernel.masked)
             out[f"{side}_scale"] = _random_scale(rng, scale, shape, base)

@@ -202,28 +202,29 @@ def _activate(act: Activation, x: np.ndarray,
 
 def _evaluate(kernel: ir.Kernel, *, lhs=None, rhs=None, group_sizes=None, lhs_scale=None,
               rhs_scale=None, bias=None, group_offset=None, existing_out=None,
-              masked_m=None, lhs_global_scale=None, rhs_global_scale=None,
+              masked_m=None, lhs_global_scale=None, rhs_global_scale=None, rhs_zero=None,
               with_rss: bool = False, with_raw: bool = False) -> _Evaluation:
     inp = decode(kernel, lhs=lhs, rhs=rhs, group_sizes=group_sizes, lhs_scale=lhs_scale,
                  rhs_scale=rhs_scale, bias=bias, group_offset=group_offset,
                  existing_out=existing_out, masked_m=masked_m,
-                 lhs_global_scale=lhs_global_scale, rhs_global_scale=rhs_global_scale)
+                 lhs_global_scale=lhs_global_scale, rhs_global_scale=rhs_global_scale,
+                 rhs_zero=rhs_zero)
+    b_abs = np.abs(inp.b) if inp.b_magnitude is None else inp.b_magnitude
     scales = Scales(kernel, inp.lhs_scale, inp.rhs_scale, inp.n, inp.k, inp.lhs_global,
                     inp.rhs_global)
     alpha = _alpha(kernel)
     acc = alpha * _accumulate(kernel, inp, inp.a, inp.b, scales)
-    magnitude = abs(alpha) * _accumulate(kernel, inp, np.abs(inp.a), np.abs(inp.b),
-                                         scales.absolute())
+    magnitude = abs(alpha) * _accumulate(kernel, inp, np.abs(inp.a), b_abs, scales.absolute())
     rss = None
     if with_rss:
-        rss = abs(alpha) * np.sqrt(_accumulate(kernel, inp, np.square(inp.a), np.square(inp.b),
+        rss = abs(alpha) * np.sqrt(_accumulate(kernel, inp, np.square(inp.a), np.square(b_abs),
                                                scales.squared()))
     raw = None
     # tgmm's scales sit on the contraction dim: kernels dequantize before the
     # product, so only alpha comes after the sum there.
     unscaled = scales.enabled and kernel.op is not Op.TGMM
     if with_raw and (unscaled or alpha != 1.0):
-        raw = _accumulate(kernel, inp, np.abs(inp.a), np.abs(inp.b),
+        raw = _accumulate(kernel, inp, np.abs(inp.a), b_abs,
                           scales.ones() if unscaled else scales.absolute())
 
     if kernel.op is Op.TGMM:
@@ -283,7 +284,7 @@ def _unflatten(ev: _Evaluation, g: int, cap: int) -> _Evaluation:
 
 def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=None,
               rhs_scale=None, bias=None, group_offset=None, existing_out=None, masked_m=None,
-              lhs_global_scale=None, rhs_global_scale=None, global_scale=None):
+              lhs_global_scale=None, rhs_global_scale=None, global_scale=None, rhs_zero=None):
     """The kernel's result in float64, before the final output cast.
 
     Args:
@@ -302,6 +303,9 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
       lhs_global_scale, rhs_global_scale: f32 [] (dense) or [g] (grouped,
         masked): the `global=f32` scales of NVFP4 block scales, multiplying
         the accumulator of each group once.
+      rhs_zero: `zero=uint4` only: the zero points of rhs_scale, uint8
+        `ir.zero_shape` (packed two per byte along the scale's last dim);
+        an rhs element is (q - z) * s.
       global_scale: quantize only: f32 [], NVFP4's global scale G of a
         `global=f32` out_scale (block scales of amax / G, q = x / (s G)).
 
@@ -319,7 +323,7 @@ def reference(kernel: ir.Kernel, *, lhs, rhs=None, group_sizes=None, lhs_scale=N
                      lhs_scale=lhs_scale, rhs_scale=rhs_scale, bias=bias,
                      group_offset=group_offset, existing_out=existing_out,
                      masked_m=masked_m, lhs_global_scale=lhs_global_scale,
-                     rhs_global_scale=rhs_global_scale).value
+                     rhs_global_scale=rhs_global_scale, rhs_zero=rhs_zero).value
 
 
 def reference_output(kernel: ir.Kernel, **arrays):

@@ -12,7 +12,7 @@ DTYPE_ALIASES = {
     "float32": "f32", "fp32": "f32", "bfloat16": "bf16", "float16": "f16",
     "fp16": "f16", "float8_e4m3fn": "e4m3", "fp8_e4m3": "e4m3",
     "float8_e5m2": "e5m2", "fp8_e5m2": "e5m2", "s8": "int8", "i8": "int8",
-    "s4": "int4", "i4": "int4", "e2m1": "fp4", "float4_e2m1fn": "fp4",
+    "s4": "int4", "i4": "int4", "u4": "uint4", "e2m1": "fp4", "float4_e2m1fn": "fp4",
     "i32": "int32", "s32": "int32", "float8_e8m0fnu": "e8m0",
 }
 DTYPE_WORDS = {d.value: d for d in DType} | {

@@ -311,6 +311,15 @@ class KernelReader(FieldReader):
                          f"scales ('per_token_group k=16 ue4m3 global=f32'); {field} holds "
                          f"{dtype.value} scales", ga.width)
                 global_scale = False
+        zero, zero_loc = None, ir.NO_LOC
+        if (za := blocks.pop("zero", None)) is not None:
+            assert isinstance(za.value, Atom)
+            zero_loc = za.loc
+            if field != "rhs_scale":
+                self.err(za.loc, f"'zero=' gives asymmetric weights their zero points; it goes "
+                         f"on rhs_scale, not {field}", za.width)
+            else:
+                zero = self.dtype(za.value, ir.ZERO_DTYPES, f"{field} zero")
         layout = ir.ScaleLayout.ROWS
         if (la := blocks.pop("layout", None)) is not None:
             assert isinstance(la.value, Atom)
@@ -350,7 +359,8 @@ class KernelReader(FieldReader):
                      f"'{mode.value}'")
             return None
         return Scale(mode, dtype, block_n=sizes.get("n", 1), block_k=sizes.get("k", 0),
-                     layout=layout, rounding=rounding, global_scale=global_scale, loc=floc)
+                     layout=layout, rounding=rounding, global_scale=global_scale, zero=zero,
+                     loc=floc, zero_loc=zero_loc)
 
     def bias(self) -> Bias | None:
         atoms = self.atoms("bias")

@@ -90,6 +90,32 @@ def operand_types(r: FieldReader, k: ir.Kernel) -> None:
         r.err(lhs.loc, "a 4-bit lhs needs a 4-bit rhs; 4-bit weights belong on the rhs")
 
 
+def unsigned_weights(r: FieldReader, k: ir.Kernel) -> None:
+    """uint4 is a weight type of W4A16 (GPTQ / AWQ): rhs only, against float
+    activations; its zero points (`rhs_scale ... zero=uint4`) belong to a
+    K-blocked rhs scale of uint4 weights (docs/spec.md, "Zero points")."""
+    lhs, rhs = k.lhs, k.rhs
+    if lhs.dtype is DType.UINT4:
+        r.err(lhs.loc, "uint4 is a weight type (W4A16: GPTQ / AWQ): it goes on the rhs, "
+              "against bf16 / f16 / f32 activations")
+    elif rhs is not None and rhs.dtype is DType.UINT4 and lhs.dtype.is_quantized:
+        r.err(rhs.loc, f"uint4 weights go with 16- or 32-bit float activations (W4A16), not "
+              f"lhs '{lhs.dtype.value}'")
+    sc = k.rhs_scale
+    if sc.zero is None:
+        return
+    if rhs is None or rhs.dtype is not DType.UINT4:
+        got = "no rhs" if rhs is None else f"rhs '{rhs.dtype.value}'"
+        r.err(sc.zero_loc, f"'zero={sc.zero.value}' gives uint4 weights their zero points "
+              f"(w = (q - z) * s, GPTQ / AWQ); {got} is not uint4")
+    elif sc.mode not in (ScaleMode.KBLOCK, ScaleMode.BLOCK):
+        r.err(sc.zero_loc, f"zero points are one per scale of a K-blocked rhs_scale ('kblock "
+              f"k=BK', or 'block n=1 k=BK' for dense), not '{sc.mode.value}'")
+    elif sc.dtype is DType.E8M0 or sc.dtype is DType.UE4M3:
+        r.err(sc.zero_loc, f"zero points go with f32 or bf16 scales, not {sc.dtype.value} "
+              "(the MX and NV formats are symmetric)")
+
+
 def tgmm_fields(r: FieldReader, k: ir.Kernel) -> None:
     """tgmm, the backward pass, has no scales, bias, tile LUT or activation."""
     if k.op is not Op.TGMM:
@@ -378,7 +404,7 @@ def cluster_tiles(r: FieldReader, k: ir.Kernel) -> None:
 
 
 RULES: tuple[Rule, ...] = (
-    quantize_fields, operand_types, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
+    quantize_fields, operand_types, unsigned_weights, tgmm_fields, grouped_only, tiles_fit_scale_blocks,
     static_dims, algorithms, arch_features, mma_choice, promotion_choice, warp_layout,
     scale_layouts, cluster_tiles,
 )

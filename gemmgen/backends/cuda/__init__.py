@@ -78,9 +78,23 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
                            "block-scaled (MX / NV) bodies yet")]
     if (found := _block_scales(kernel)) is not None:
         return [found]
+    if (found := _unsigned_weights(kernel)) is not None:
+        return [found]
     if problems := _blocks_in_k_tile(kernel):
         return problems
     return cuda_kinds.diagnose_kernel(kernel, spec)
+
+
+def _unsigned_weights(kernel: ir.Kernel) -> Diagnostic | None:
+    """uint4 weights and their zero points (`zero=uint4`) run on the tile
+    GEMM's mma.sync body only (docs/cuda.md, "uint4 weights"): not as a GEMV."""
+    rhs = kernel.rhs
+    if rhs is None or rhs.dtype is not ir.DType.UINT4 or kernel.algorithm is ir.Algorithm.TILE:
+        return None
+    what = "uint4 weights with zero points" if kernel.rhs_scale.zero else "uint4 weights"
+    return Diagnostic(rhs.loc, f"kernel '{kernel.name}': cuda cannot emit {what} (GPTQ / AWQ "
+                      f"W4A16) with algorithm '{kernel.algorithm.value}' yet; the tile GEMM "
+                      "takes them (docs/cuda.md, \"uint4 weights\")")
 
 
 def _blocks_in_k_tile(kernel: ir.Kernel) -> list[Diagnostic]:

@@ -22,7 +22,7 @@ __all__ = ["CTYPE", "Arg", "Binding", "Check", "Derived", "Role", "spec_checks"]
 CTYPE = {
     DType.F32: "float", DType.BF16: "__nv_bfloat16", DType.F16: "__half",
     DType.E4M3: "__nv_fp8_e4m3", DType.E5M2: "__nv_fp8_e5m2", DType.INT8: "signed char",
-    DType.INT4: "unsigned char", DType.FP4: "unsigned char", DType.E8M0: "unsigned char",
+    DType.INT4: "unsigned char", DType.UINT4: "unsigned char", DType.FP4: "unsigned char", DType.E8M0: "unsigned char",
     DType.UE4M3: "unsigned char", DType.INT32: "int",
 }
 

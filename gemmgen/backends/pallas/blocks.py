@@ -139,6 +139,8 @@ class Blocks:
                     blocks.append(Block(f"({g}None, 1, tn)", f"rhs_scale{h.suffix}_index"))
                 case _:
                     pass
+        if self.rhs_zero:  # the zero points: the blocks of rhs_scale, same index maps
+            blocks += [b for b in blocks if b.index.startswith("rhs_scale")]
         if self.global_scales:
             blocks.append(Block("", ""))
         for h in self.halves:
@@ -171,6 +173,8 @@ class Blocks:
             names += ["rhs_scale"] * (twice if self.rhs_scale_per_n else 1)
         if self.exponent_input("rhs"):
             names += ["rhs_exponent"] * twice
+        if self.rhs_zero:
+            names += ["rhs_zero"] * twice
         if self.global_scales:
             names.append("global_scale")
         if self.bias is BiasMode.N:

@@ -90,6 +90,10 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     # multiplies int8 as bf16 with f32 sums (tpu.INT8_AS_BF16), longer
     # contractions are split into chunks whose int32 results are added.
     int_dot_k: int = 0
+    # uint4 weights with zero points (`zero=uint4`): `fn` takes rhs_zero, the
+    # kernel a [1, tn] row of them per K block beside the scale's, and
+    # subtracts (sum_k x) * z from each K block's product (`zero_lines`).
+    rhs_zero: bool = False
 
     # -- what the templates print -------------------------------------------
 
@@ -210,6 +214,8 @@ class MatmulCore(Decisions, Blocks, ScaleText):
             names.append("rhs_scale_ref")
         if self.exponent_input("rhs"):
             names += [f"rhs_exponent{h.suffix}_ref" for h in self.halves]
+        if self.rhs_zero:
+            names += [f"rhs_zero{h.suffix}_ref" for h in self.halves]
         if self.global_scales:
             names.append("global_scale_ref")
         if self.bias is not BiasMode.NONE:
@@ -274,6 +280,8 @@ class MatmulCore(Decisions, Blocks, ScaleText):
             names.append("lhs_scale")
         if self.rhs_scale is not ScaleMode.NONE:
             names.append("rhs_scale")
+        if self.rhs_zero:
+            names.append("rhs_zero")
         names += [f"{side}_global_scale" for side in self.global_scales]
         if self.bias is not BiasMode.NONE:
             names.append("bias")
@@ -289,6 +297,21 @@ class MatmulCore(Decisions, Blocks, ScaleText):
     def acc_load(self) -> str:
         """Appended to the accumulator in the epilogue: int32 sums become f32."""
         return ".astype(jnp.float32)" if self.acc_dtype is DType.INT32 else ""
+
+    def zero_lines(self, half: Half, *, block: bool) -> tuple[str, ...]:
+        """The kernel's lines that turn this K block's `part`, x . q, into
+        x . (q - z): minus (sum_k x) * z, the row sums of the lhs block
+        (f32, [tm, 1]) times the block's zero points ([1, tn]); `block`: inside
+        the K-block loop (block b of the tile). () without zero points."""
+        if not self.rhs_zero:
+            return ()
+        ref = f"rhs_zero{half.suffix}_ref" + ("[pl.ds(b, 1), :]" if block else "[...]")
+        sfx = "_b" if block else ""
+        parts = ("lhs_even", "lhs_odd") if self.k_pairs else ("lhs",)
+        sums = " + ".join(f"_row_sum({p}{sfx})" for p in parts)
+        return ("# Zero points: x . (q - z) = x . q - (sum_k x) z, per column.",
+                f"row_sums = {sums}  # [tm, 1]",
+                f"part = part - row_sums * {ref}")
 
     def loop_scaling(self, half: Half) -> Scaling:
         return self.scaling(Stage.LOOP, half)
@@ -408,7 +431,7 @@ class TgmmCore:
 def _unpack_fn(dt: DType | None) -> str:
     if dt is None:
         return ""
-    return "_unpack_int4" if dt is DType.INT4 else "_unpack_fp4"
+    return f"_unpack_{dt.value}"
 
 
 def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
@@ -468,6 +491,7 @@ def matmul_core(kernel: ir.Kernel, *, fp8_mxu: bool = False,
         global_scales=tuple(side for side in ("lhs", "rhs")
                             if getattr(kernel, f"{side}_scale").global_scale),
         int_dot_k=int_dot_k if mxu is DType.INT8 else 0,
+        rhs_zero=kernel.rhs_scale.zero is not None,
     )
 
 
@@ -478,7 +502,7 @@ def plain_core(core: MatmulCore) -> MatmulCore:
                    lhs_scale=ScaleMode.NONE, rhs_scale=ScaleMode.NONE, bias=BiasMode.NONE,
                    activation=Activation.NONE, alpha=None, pairs=Pairs.HALVES, lhs_in_tile=False,
                    rhs_in_tile=False, lhs_scale_atoms=False, rhs_scale_atoms=False, k_align=LANES,
-                   lhs_sub=False, rhs_sub=False, global_scales=())
+                   lhs_sub=False, rhs_sub=False, global_scales=(), rhs_zero=False)
 
 
 def vjp_supported(kernel: ir.Kernel) -> bool:

@@ -55,6 +55,16 @@ class Decisions:
         return self.lhs_packed is None and self.rhs_packed_k
 
     @property
+    def packed_args(self) -> tuple[tuple[str, str], ...]:
+        """The arguments stored two per byte, each with the JAX 4-bit dtype
+        the function also takes them in (`_packed_bytes`): the packed
+        operands and uint4 zero points."""
+        names = {DType.INT4: "int4", DType.UINT4: "uint4", DType.FP4: "float4_e2m1fn"}
+        out = [(side, names[dt]) for side, dt in (("lhs", self.lhs_packed),
+                                                  ("rhs", self.rhs_packed)) if dt]
+        return tuple(out + ([("rhs_zero", "uint4")] if self.rhs_zero else []))
+
+    @property
     def rhs_permute(self) -> bool:
         """rhs packed along n: its unpacked halves are the even and odd
         columns, re-interleaved in VMEM by a 0/1 matmul."""

@@ -52,7 +52,7 @@ def storage_bytes(dt: DType) -> int:
 # magnitude) and of a scale's: a product of the two needs at most their sum.
 _SIGNIFICANT_BITS = {
     DType.F32: 24, DType.BF16: 8, DType.F16: 11, DType.E4M3: 4, DType.E5M2: 3,
-    DType.INT8: 8, DType.INT4: 3, DType.FP4: 2, DType.E8M0: 0, DType.UE4M3: 4,
+    DType.INT8: 8, DType.INT4: 3, DType.UINT4: 4, DType.FP4: 2, DType.E8M0: 0, DType.UE4M3: 4,
 }
 
 

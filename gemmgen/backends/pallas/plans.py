@@ -181,12 +181,9 @@ class MatmulPlan:
         return (self.core, self.backward)
 
     @property
-    def unpack_int4(self) -> bool:
-        return DType.INT4 in (self.core.lhs_packed, self.core.rhs_packed)
-
-    @property
-    def unpack_fp4(self) -> bool:
-        return DType.FP4 in (self.core.lhs_packed, self.core.rhs_packed)
+    def unpacks(self) -> frozenset[str]:
+        """The 4-bit types the kernel unpacks ("int4", "uint4", "fp4")."""
+        return frozenset(d.value for d in (self.core.lhs_packed, self.core.rhs_packed) if d)
 
     @property
     def silu(self) -> bool:

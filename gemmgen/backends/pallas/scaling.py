@@ -37,37 +37,18 @@ class ScaleText:
                 lines.append(f"lhs_scale = {lhs}.T[:, :, None]  # [k blocks, m, 1]")
             case _:
                 pass
-        rhs = _as_f32(self.rhs_scale_dtype, "rhs_scale")
-        g = "g, " if self.grouped else ""
         if self.rhs_in_tile:
             lines += self._in_tile_prep("rhs")
-        match None if self.rhs_in_tile else self.rhs_scale:
-            case ScaleMode.TENSOR:
-                lines.append(f"rhs_scale = {rhs}.reshape({'g' if self.grouped else '1'})  # SMEM")
-            case ScaleMode.CHANNEL:
-                lines.append(f"rhs_scale = {rhs}[:, None, :]  # [g, 1, n]" if self.grouped
-                             else f"rhs_scale = {rhs}[None, :]  # [1, n]")
-            case ScaleMode.BLOCK if self.rhs_sub:
-                lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
-                          "repeated to one per",
-                          f"# column, then the scales of each K tile ([{g}k tiles, blocks, n]).",
-                          f"rhs_scale = jnp.repeat({rhs}, RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]",
-                          *_sub_tiles()]
-            case ScaleMode.KBLOCK if self.rhs_sub:
-                lines += ["# rhs_scale: the scales of each K tile ([g, k tiles, blocks, n]).",
-                          f"rhs_scale = jnp.swapaxes({rhs}[:, :, 0, :], -1, -2)",
-                          *_sub_tiles()]
-            case ScaleMode.BLOCK:
-                lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
-                          "repeated to one per",
-                          f"# column, the layout of a kblock scale ([{g}k blocks, 1, n]).",
-                          f"rhs_scale = jnp.repeat({rhs}, RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]",
-                          "rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)[..., None, :]"]
-            case ScaleMode.KBLOCK:
-                lines.append(f"rhs_scale = {rhs}{'' if self.grouped else '[0]'}  "
-                             f"# [{g}k blocks, 1, n]")
-            case _:
-                pass
+        else:
+            lines += self._rhs_layout("rhs_scale", _as_f32(self.rhs_scale_dtype, "rhs_scale"))
+        if self.rhs_zero:
+            last = "n" if self.rhs_scale is ScaleMode.KBLOCK else "pl.cdiv(k, RHS_SCALE_BLOCK_K)"
+            unpacked = f"_zero_points(rhs_zero, {last})"
+            lines.append("# rhs_zero: the uint4 zero points as f32, laid out as rhs_scale is.")
+            if self.rhs_scale is ScaleMode.KBLOCK and not self.rhs_sub:
+                lines += self._rhs_layout("rhs_zero", unpacked)
+            else:
+                lines += [f"rhs_zero = {unpacked}", *self._rhs_layout("rhs_zero", "rhs_zero")]
         if self.global_scales:
             names = [f"{side}_global_scale" for side in self.global_scales]
             what = "per group" if self.grouped else "for the tensor"
@@ -80,6 +61,41 @@ class ScaleText:
             lines.append(f"global_scale = {value}.reshape({'g' if self.grouped else '1'})"
                          "  # SMEM")
         return tuple(lines)
+
+    def _rhs_layout(self, name: str, expr: str) -> list[str]:
+        """The lines that bring an rhs scale array (or the zero points,
+        which share its shape) into the layout its blocks read; `expr` is
+        its value as f32 (e8m0: int32 exponents)."""
+        lines: list[str] = []
+        g = "g, " if self.grouped else ""
+        match self.rhs_scale:
+            case ScaleMode.TENSOR:
+                lines.append(f"{name} = {expr}.reshape({'g' if self.grouped else '1'})  # SMEM")
+            case ScaleMode.CHANNEL:
+                lines.append(f"{name} = {expr}[:, None, :]  # [g, 1, n]" if self.grouped
+                             else f"{name} = {expr}[None, :]  # [1, n]")
+            case ScaleMode.BLOCK if self.rhs_sub:
+                lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
+                          "repeated to one per",
+                          f"# column, then the scales of each K tile ([{g}k tiles, blocks, n]).",
+                          f"{name} = jnp.repeat({expr}, RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]",
+                          *_sub_tiles()]
+            case ScaleMode.KBLOCK if self.rhs_sub:
+                lines += ["# rhs_scale: the scales of each K tile ([g, k tiles, blocks, n]).",
+                          f"{name} = jnp.swapaxes({expr}[:, :, 0, :], -1, -2)",
+                          *_sub_tiles()]
+            case ScaleMode.BLOCK:
+                lines += [f"# One scale per RHS_SCALE_BLOCK_N = {self.rhs_block_n} columns: "
+                          "repeated to one per",
+                          f"# column, the layout of a kblock scale ([{g}k blocks, 1, n]).",
+                          f"{name} = jnp.repeat({expr}, RHS_SCALE_BLOCK_N, axis=-2)[..., :n, :]",
+                          "rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)[..., None, :]"]
+            case ScaleMode.KBLOCK:
+                lines.append(f"{name} = {expr}{'' if self.grouped else '[0]'}  "
+                             f"# [{g}k blocks, 1, n]")
+            case _:
+                pass
+        return [line.replace("rhs_scale", name) for line in lines]
 
     # -- the module's helpers for scales applied inside the K tile --------
 

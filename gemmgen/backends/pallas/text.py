@@ -3,6 +3,7 @@ the spec restated, as plain strings the templates print."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import assert_never
 
@@ -33,6 +34,7 @@ class Arg:
 
 
 _PACKED_NOTE = {DType.INT4: "int4 packed two per byte, element 2i in the low nibble",
+                DType.UINT4: "uint4 packed two per byte, element 2i in the low nibble",
                 DType.FP4: "fp4 e2m1 packed two per byte, element 2i in the low nibble"}
 
 
@@ -90,6 +92,17 @@ def scale_arg(side: str, scale: ir.Scale, grouped: bool, masked: bool = False) -
                jnp_name(dt), f"{scale.mode.value}: {what}{note}.")
 
 
+def zero_arg(scale: Arg) -> Arg:
+    """rhs_zero: the shape of rhs_scale with its last dim packed two per byte."""
+    dims = re.split(r", (?![^(]*\))", scale.shape[1:-1])  # not inside cdiv(...)
+    last = dims[-1]
+    dims[-1] = f"cdiv({last}, 2)"
+    exprs = [_cdiv_expr(d) for d in dims[:-1]] + [f"({_cdiv_expr(last)} + 1) // 2"]
+    return Arg("rhs_zero", "[" + ", ".join(dims) + "]", "(" + ", ".join(exprs) + ")", "uint8",
+               "the zero point z of each rhs_scale (uint4 0..15, packed two per byte along "
+               "the last dim, element 2i in the low nibble): rhs = (q - z) * rhs_scale.")
+
+
 def _cdiv_expr(dim: str) -> str:
     if dim.startswith("cdiv("):
         a, b = dim[5:-1].split(", ")
@@ -124,6 +137,8 @@ def matmul_args(kernel: ir.Kernel, core: MatmulCore) -> tuple[Arg, ...]:
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.enabled:
             args.append(scale_arg(side, scale, grouped, kernel.masked))
+    if kernel.rhs_scale.zero is not None:
+        args.append(zero_arg(scale_arg("rhs", kernel.rhs_scale, grouped)))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.global_scale:
             args.append(Arg(f"{side}_global_scale", "[g]" if grouped else "[]",
@@ -159,6 +174,8 @@ def formula(kernel: ir.Kernel, core: MatmulCore) -> str:
     a = "lhs[rows of group i]" if core.grouped else "lhs"
     if kernel.masked:
         b, a = f"rhs[i]{t}", "lhs[i, :masked_m[i]]"
+    if kernel.rhs_scale.zero is not None:
+        b = f"({b} - rhs_zero)"  # the zero points, spread over their blocks
     prod = f"{a} @ {b}"
     scales = []
     if kernel.lhs_scale.enabled:
@@ -210,6 +227,8 @@ def spec_lines(kernel: ir.Kernel, tiles: tuple[TileRow, ...], tpu: str, buffers:
                 where += f" round={scale.rounding.value}"
             if scale.global_scale:
                 layout += " global=f32"
+            if scale.zero is not None:
+                layout += f" zero={scale.zero.value}"
             lines.append(f"{name:<9} {scale.mode.value}{sizes} {scale.dtype.value}{layout}"
                          f"{where}")
     if kernel.bias.mode is not BiasMode.NONE:

@@ -127,14 +127,43 @@ __device__ __forceinline__ typename T::mma_t b_element(const unsigned char* stag
   }
 }
 
-// The staged B tile of `slot`, as a [bn][bk] tile of mma_t (K contiguous).
+// The uint4 zero point (`zero=uint4`) of B column `col` in the rhs scale
+// block of K index `kk`, local group gl: the scale's indexing, its last dim
+// packed two per byte (element 2i in the low nibble; docs/semantics.md,
+// "Zero points"). Columns past n and K indices past k take 0, so B's zero
+// fill stays zero.
 template <class T>
-__device__ __forceinline__ void convert_b(unsigned char* smem, int slot, unsigned char* conv) {
+__device__ __forceinline__ float zero_point(const unsigned char* __restrict__ rhs_zero, int gl,
+                                            int col, int kk, int n, int k) {
+  if (col >= n || kk >= k) {
+    return 0.0f;
+  }
+  const int kb = (k + T::kRhsScaleBlockK - 1) / T::kRhsScaleBlockK, b = kk / T::kRhsScaleBlockK;
+  long long index;  // the nibble's index: rows of the last dim padded to whole bytes
+  if constexpr (T::kRhsScale == ScaleMode::kKBlock) {  // [g, kb, 1, n]
+    index = ((long long)gl * kb + b) * ((n + 1) / 2 * 2) + col;
+  } else {  // block n=BN k=BK: [(g,) ceil(n / BN), kb]
+    const int nb = (n + T::kRhsScaleBlockN - 1) / T::kRhsScaleBlockN;
+    index = ((long long)gl * nb + col / T::kRhsScaleBlockN) * ((kb + 1) / 2 * 2) + b;
+  }
+  return static_cast<float>((rhs_zero[index >> 1] >> (4 * (index & 1))) & 0xFu);
+}
+
+// The staged B tile of `slot` (K tile kt), as a [bn][bk] tile of mma_t (K
+// contiguous); with zero points, each element is q - z, exact in mma_t.
+template <class T>
+__device__ __forceinline__ void convert_b(unsigned char* smem, int slot, unsigned char* conv,
+                                          const unsigned char* __restrict__ rhs_zero, int gl, int n,
+                                          int k, int n0, int kt) {
   using mma_t = typename T::mma_t;
   const unsigned char* staged = smem + T::kStages * T::kAStage + slot * T::kBStage;
   for (int i = threadIdx.x; i < T::kBN * T::kBK; i += T::kThreads) {
     const int c = i / T::kBK, kk = i % T::kBK;
-    const mma_t v = b_element<T>(staged, c, kk);
+    mma_t v = b_element<T>(staged, c, kk);
+    if constexpr (kRhsZeroPoints<T>) {
+      const float z = zero_point<T>(rhs_zero, gl, b_col<T>(c, n0, n), kt * T::kBK + kk, n, k);
+      v = gg::from_float<mma_t>(gg::to_float(v) - z);
+    }
     memcpy(conv + c * T::kBConvStride + kk * (int)sizeof(mma_t), &v, sizeof(mma_t));
   }
 }
@@ -350,17 +379,17 @@ __device__ __forceinline__ void mma_mx(int ks, float (&acc)[T::kMI][T::kNI][4],
 // output columns [n0, n0 + bn_out); rows outside [row_lo, row_hi) are not
 // stored (they belong to another group).
 template <class T>
-__device__ __forceinline__ void gemm_tile(unsigned char* smem,
-                                          const typename T::lhs_t* __restrict__ lhs,
-                                          const typename T::rhs_t* __restrict__ rhs,
-                                          const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                          const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                          const typename T::bias_t* __restrict__ bias,
-                                          typename T::out_t* __restrict__ out, int m, int n, int k,
-                                          int m0, int n0, int gl, int row_lo, int row_hi,
-                                          const float* __restrict__ lhs_global,
-                                          const float* __restrict__ rhs_global) {
+__device__ __forceinline__ void gemm_tile(
+    unsigned char* smem, const typename T::lhs_t* __restrict__ lhs,
+    const typename T::rhs_t* __restrict__ rhs,
+    const typename T::lhs_scale_t* __restrict__ lhs_scale,
+    const typename T::rhs_scale_t* __restrict__ rhs_scale,
+    const typename T::bias_t* __restrict__ bias, typename T::out_t* __restrict__ out, int m, int n,
+    int k, int m0, int n0, int gl, int row_lo, int row_hi, const float* __restrict__ lhs_global,
+    const float* __restrict__ rhs_global, const unsigned char* __restrict__ rhs_zero = nullptr) {
   static_assert(check_tile<T>(), "the tile's numbers follow from its shape (check_tile)");
+  static_assert(!kRhsZeroPoints<T> || T::kBFeed == BFeed::kConvert,
+                "zero points are subtracted as B is widened (convert_b)");
   using mma_t = typename T::mma_t;
   using acc_t = typename T::acc_t;
   constexpr bool kConvert = T::kBFeed == BFeed::kConvert;
@@ -430,7 +459,7 @@ __device__ __forceinline__ void gemm_tile(unsigned char* smem,
     }
     const unsigned char* b_tile;
     if constexpr (kConvert) {
-      convert_b<T>(smem, slot, conv);
+      convert_b<T>(smem, slot, conv, rhs_zero, gl, n, k, n0, kt);
       __syncthreads();
       b_tile = conv;
     } else {
@@ -584,13 +613,14 @@ __device__ __forceinline__ void dense(unsigned char* smem,
                                       const typename T::bias_t* __restrict__ bias,
                                       typename T::out_t* __restrict__ out, int m, int n, int k,
                                       const float* __restrict__ lhs_global = nullptr,
-                                      const float* __restrict__ rhs_global = nullptr) {
+                                      const float* __restrict__ rhs_global = nullptr,
+                                      const unsigned char* __restrict__ rhs_zero = nullptr) {
   const unsigned m_tile = blockIdx.y + blockIdx.z * gridDim.y;
   if (m_tile * T::kBM >= static_cast<unsigned>(m)) {
     return;
   }
   gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, m, n, k, m_tile * T::kBM,
-               blockIdx.x * T::kBNOut, 0, 0, m, lhs_global, rhs_global);
+               blockIdx.x * T::kBNOut, 0, 0, m, lhs_global, rhs_global, rhs_zero);
 }
 
 // Where group `group` of group_sizes starts, from the prefix sums starts[0 ..
@@ -607,17 +637,15 @@ __device__ __forceinline__ int group_start(const int* __restrict__ starts, int n
 // sized for the worst case) exit. Only the rows of the item's group are
 // stored.
 template <class T>
-__device__ __forceinline__ void grouped(unsigned char* smem,
-                                        const typename T::lhs_t* __restrict__ lhs,
-                                        const typename T::rhs_t* __restrict__ rhs,
-                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out,
-                                        const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset,
-                                        const float* __restrict__ lhs_global = nullptr,
-                                        const float* __restrict__ rhs_global = nullptr) {
+__device__ __forceinline__ void grouped(
+    unsigned char* smem, const typename T::lhs_t* __restrict__ lhs,
+    const typename T::rhs_t* __restrict__ rhs,
+    const typename T::lhs_scale_t* __restrict__ lhs_scale,
+    const typename T::rhs_scale_t* __restrict__ rhs_scale,
+    const typename T::bias_t* __restrict__ bias, typename T::out_t* __restrict__ out,
+    const int* __restrict__ workspace, int m, int n, int k, int num_groups, int group_offset,
+    const float* __restrict__ lhs_global = nullptr, const float* __restrict__ rhs_global = nullptr,
+    const unsigned char* __restrict__ rhs_zero = nullptr) {
   const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
   if (y >= static_cast<unsigned>(workspace[0])) {
     return;
@@ -629,7 +657,7 @@ __device__ __forceinline__ void grouped(unsigned char* smem,
   const int lo = group_start(starts, num_groups, group);
   const int hi = group_start(starts, num_groups, group + 1);
   gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, m, n, k, m0, blockIdx.x * T::kBNOut,
-               gl, lo > m0 ? lo : m0, hi, lhs_global, rhs_global);
+               gl, lo > m0 ? lo : m0, hi, lhs_global, rhs_global, rhs_zero);
 }
 
 // (1a) out = existing_out, or zeros: rows this shard does not compute keep
@@ -699,7 +727,8 @@ __device__ __forceinline__ void masked(unsigned char* smem,
                                        typename T::out_t* __restrict__ out,
                                        const int* __restrict__ masked_m, int n, int k, int g,
                                        int cap, const float* __restrict__ lhs_global = nullptr,
-                                       const float* __restrict__ rhs_global = nullptr) {
+                                       const float* __restrict__ rhs_global = nullptr,
+                                       const unsigned char* __restrict__ rhs_zero = nullptr) {
   const unsigned y = blockIdx.y + blockIdx.z * gridDim.y;
   const unsigned tiles = static_cast<unsigned>((cap + T::kBM - 1) / T::kBM);
   if (y >= tiles * static_cast<unsigned>(g)) {
@@ -721,7 +750,7 @@ __device__ __forceinline__ void masked(unsigned char* smem,
   }
   if (count > lo) {
     gemm_tile<T>(smem, lhs, rhs, lhs_scale, rhs_scale, bias, out, base + count, n, k, base + lo, n0,
-                 gl, base + lo, base + count, lhs_global, rhs_global);
+                 gl, base + lo, base + count, lhs_global, rhs_global, rhs_zero);
   }
 }
 

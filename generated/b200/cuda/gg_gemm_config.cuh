@@ -38,7 +38,20 @@ namespace gg::gemm {
 
 // A storage format: what the bytes of an operand, a scale or the output mean.
 // Several share a C++ type (int4, fp4 and e8m0 are all unsigned char).
-enum class Format { kNone, kF32, kBF16, kF16, kE4M3, kE5M2, kInt8, kInt4, kFp4, kE8M0, kUE4M3 };
+enum class Format {
+  kNone,
+  kF32,
+  kBF16,
+  kF16,
+  kE4M3,
+  kE5M2,
+  kInt8,
+  kInt4,
+  kUint4,
+  kFp4,
+  kE8M0,
+  kUE4M3
+};
 
 // Where a scale factor lives (docs/spec.md, "Scales"; ir.ScaleMode).
 enum class ScaleMode {
@@ -113,6 +126,10 @@ struct Storage<Format::kInt4> {
   using type = unsigned char;  // two per byte, element 2i in the low nibble
 };
 template <>
+struct Storage<Format::kUint4> {
+  using type = unsigned char;  // two per byte, element 2i in the low nibble
+};
+template <>
 struct Storage<Format::kFp4> {
   using type = unsigned char;  // two per byte, element 2i in the low nibble
 };
@@ -133,6 +150,7 @@ __host__ __device__ constexpr int bits(Format f) {
     case Format::kNone:
       return 0;
     case Format::kInt4:
+    case Format::kUint4:
     case Format::kFp4:
       return 4;
     case Format::kE4M3:
@@ -214,6 +232,18 @@ template <class C>
 __host__ __device__ constexpr bool rhs_global_member(long) {
   return false;
 }
+// Whether a Config's rhs scale carries uint4 zero points (`zero=uint4`):
+// its kRhsZero, false without it. B elements are then q - z (convert_b).
+template <class C>
+__host__ __device__ constexpr auto rhs_zero_member(int) -> decltype(C::kRhsZero) {
+  return C::kRhsZero;
+}
+template <class C>
+__host__ __device__ constexpr bool rhs_zero_member(long) {
+  return false;
+}
+template <class C>
+constexpr bool kRhsZeroPoints = rhs_zero_member<C>(0);
 template <class C>
 constexpr bool kLhsGlobal = lhs_global_member<C>(0);
 template <class C>

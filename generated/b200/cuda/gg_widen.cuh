@@ -3,7 +3,7 @@
 // gg_widen.cuh: a stored B element widened to the tensor-core type, exactly.
 //
 // Every weight format a tile GEMM takes is representable in its tensor-core
-// type (docs/cuda.md): int8, int4, fp4, e4m3 and e5m2 in bf16 and f16, int4
+// type (docs/cuda.md): int8, int4, uint4, fp4, e4m3 and e5m2 in bf16 and f16, int4
 // in int8. A new weight format is one more branch here (and a test in
 // tests/cuda/sm80/test_cuda_gemm_helpers.py).
 #pragma once
@@ -21,9 +21,11 @@ __device__ __forceinline__ To widen(const unsigned char* row, int e) {
     To v;
     memcpy(&v, row + e * (int)sizeof(To), sizeof(To));
     return v;
-  } else if constexpr (From == Format::kInt4 || From == Format::kFp4) {
+  } else if constexpr (From == Format::kInt4 || From == Format::kUint4 || From == Format::kFp4) {
     const unsigned code = (row[e >> 1] >> (4 * (e & 1))) & 0xFu;
-    if constexpr (From == Format::kFp4) {
+    if constexpr (From == Format::kUint4) {
+      return gg::from_float<To>(static_cast<float>(code));  // 0..15
+    } else if constexpr (From == Format::kFp4) {
       return gg::from_float<To>(gg::fp4_value(code));
     } else if constexpr (kSame<To, signed char>) {
       return static_cast<signed char>(gg::int4_value(code));

@@ -14,6 +14,8 @@ need nothing of gemmgen. Launcher modules:
     moe_fp8_grouped_gemm
     moe_fp8_grouped_gemm_kn
     moe_fp8_masked_gemm
+    moe_w4a16_asym_grouped_gemm_out_bf16
+    moe_w4a16_asym_grouped_gemm_out_f32
     moe_w4a16_grouped_gemm
     moe_w8a16_grouped_gemm_rhs_e4m3
     moe_w8a16_grouped_gemm_rhs_int8

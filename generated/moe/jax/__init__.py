@@ -13,5 +13,7 @@ emitted for both backends, the Pallas kernel on a TPU and the CUDA kernel
     moe_w8a16_grouped_gemm_rhs_int8: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
     moe_w8a16_grouped_gemm_rhs_e4m3: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
     moe_w4a16_grouped_gemm: out[rows of group i] = (lhs[rows of group i] @ rhs[i - group_offset]ᵀ) * rhs_scale + bias
+    moe_w4a16_asym_grouped_gemm_out_bf16: out[rows of group i] = (lhs[rows of group i] @ (rhs[i - group_offset] - rhs_zero)) * rhs_scale
+    moe_w4a16_asym_grouped_gemm_out_f32: out[rows of group i] = (lhs[rows of group i] @ (rhs[i - group_offset] - rhs_zero)) * rhs_scale
     moe_bf16_grad_rhs: out[i - group_offset] = lhs[rows of group i]ᵀ @ rhs[rows of group i] (+ existing_out)
 """

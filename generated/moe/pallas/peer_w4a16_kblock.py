@@ -221,6 +221,30 @@ def _dot(lhs, rhs, *, rhs_nk: bool):
     )
 
 
+def _packed_bytes(name: str, x, dtype):
+    """A 4-bit argument given as a JAX 4-bit array (`dtype`, [..., c]: the
+    logical shape) -> the uint8 bytes [..., c/2] the kernel reads, element
+    2i in the low nibble of byte i (an odd c of zero points is padded with
+    one 0); uint8 bytes pass unchanged. The conversion is one XLA pass over
+    the array, per call (docs/pallas.md, "JAX's 4-bit arrays")."""
+    if x.dtype not in (jnp.int4, jnp.uint4, jnp.float4_e2m1fn):
+        return x
+    if x.dtype != dtype:
+        raise ValueError(
+            f"{name} is a {jnp.dtype(x.dtype).name} array, but this kernel reads "
+            f"{jnp.dtype(dtype).name} (as such an array, or its uint8 bytes)",
+        )
+    if x.ndim == 0 or (x.shape[-1] % 2 and name != "rhs_zero"):
+        raise ValueError(
+            f"{name} packs two per byte along its last dim, which must be even; "
+            f"got a {jnp.dtype(x.dtype).name} array of shape {list(x.shape)}",
+        )
+    if x.shape[-1] % 2:
+        x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, 1)])
+    pairs = x.reshape(*x.shape[:-1], x.shape[-1] // 2, 2)
+    return lax.bitcast_convert_type(pairs, jnp.uint8)
+
+
 def _unpack_int4(packed, dtype):
     """uint8 [r, c] of int4 pairs -> (even, odd) [r, c] in dtype.
 
@@ -510,6 +534,7 @@ def _launch(
     interpret,
 ):
     """peer_w4a16_kblock once group_sizes and group_offset are int32 arrays, under jax.jit."""
+    rhs = _packed_bytes("rhs", rhs, jnp.int4)
     _validate(
         lhs=lhs,
         rhs=rhs,

@@ -12,6 +12,8 @@ per CUDA kernel, registered when this package is imported.
     moe_w8a16_grouped_gemm_rhs_int8
     moe_w8a16_grouped_gemm_rhs_e4m3
     moe_w4a16_grouped_gemm
+    moe_w4a16_asym_grouped_gemm_out_bf16
+    moe_w4a16_asym_grouped_gemm_out_f32
     moe_bf16_grad_rhs
 
 Each kernel's module loads the library of its C ABI that `gemmgen compile
@@ -29,6 +31,8 @@ from . import (
     moe_fp8_grouped_gemm,
     moe_fp8_grouped_gemm_kn,
     moe_fp8_masked_gemm,
+    moe_w4a16_asym_grouped_gemm_out_bf16,
+    moe_w4a16_asym_grouped_gemm_out_f32,
     moe_w4a16_grouped_gemm,
     moe_w8a8_gateup_silu,
     moe_w8a8_grouped_gemm,
@@ -47,6 +51,8 @@ KERNELS = (
     moe_w8a16_grouped_gemm_rhs_int8,
     moe_w8a16_grouped_gemm_rhs_e4m3,
     moe_w4a16_grouped_gemm,
+    moe_w4a16_asym_grouped_gemm_out_bf16,
+    moe_w4a16_asym_grouped_gemm_out_f32,
     moe_bf16_grad_rhs,
 )
 

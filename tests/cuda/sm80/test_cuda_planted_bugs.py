@@ -83,12 +83,12 @@ def original(stem: str, name: str) -> str:
 # Group 0 owns rows 0-29 and group 1 rows 30-99: both items are m tile 0, so
 # blocks (0,0,0) (group 0) and (0,1,0) (group 1) share the tile's rows.
 RACE_CASE = Case("two_groups_one_tile", m=100, n=128, k=64, group_sizes=(30, 70))
-ROW_BOUND = "gl, lo > m0 ? lo : m0, hi, lhs_global, rhs_global);"
+ROW_BOUND = "gl, lo > m0 ? lo : m0, hi, lhs_global, rhs_global, rhs_zero);"
 
 
 def race_mutant() -> str:
     return with_mutated_runtime(original("moe", "moe_bf16_grouped_gemm"), "gg_gemm.cuh", ROW_BOUND,
-                                "gl, lo > m0 ? lo : m0, m, lhs_global, rhs_global);")
+                                "gl, lo > m0 ? lo : m0, m, lhs_global, rhs_global, rhs_zero);")
 
 
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)

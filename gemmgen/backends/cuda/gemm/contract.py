@@ -34,8 +34,8 @@ class BFeed(enum.Enum):
 # The C++ spelling of the plan's choices (runtime/cuda/gg_gemm_config.cuh).
 FORMAT = {
     DType.F32: "kF32", DType.BF16: "kBF16", DType.F16: "kF16", DType.E4M3: "kE4M3",
-    DType.E5M2: "kE5M2", DType.INT8: "kInt8", DType.INT4: "kInt4", DType.FP4: "kFp4",
-    DType.E8M0: "kE8M0", DType.UE4M3: "kUE4M3",
+    DType.E5M2: "kE5M2", DType.INT8: "kInt8", DType.INT4: "kInt4", DType.UINT4: "kUint4",
+    DType.FP4: "kFp4", DType.E8M0: "kE8M0", DType.UE4M3: "kUE4M3",
 }
 SCALE_MODE = {
     ScaleMode.NONE: "kNone", ScaleMode.TENSOR: "kPerTensor", ScaleMode.TOKEN: "kPerToken",
@@ -55,7 +55,8 @@ def compute_dtype(kernel: ir.Kernel) -> DType | None:
     """The tensor-core input type, or None when there is no MMA for the pair."""
     a, b = kernel.lhs.dtype, kernel.rhs_operand.dtype
     if a in (DType.BF16, DType.F16):
-        return a if b in (a, DType.E4M3, DType.E5M2, DType.INT8, DType.INT4, DType.FP4) else None
+        return a if b in (a, DType.E4M3, DType.E5M2, DType.INT8, DType.INT4, DType.UINT4,
+                          DType.FP4) else None
     if a is DType.E4M3 and b is DType.FP4:
         return a  # W4A8: the block-scaled e4m3 x e2m1 MMA of sm_120a / sm_121a only
     if a in (DType.E4M3, DType.E5M2):
@@ -96,6 +97,7 @@ def spec_lines(kernel: ir.Kernel) -> tuple[str, ...]:
                      if sc.placement is ir.Placement.EPILOGUE and fold_scales(kernel)
                      else sc.placement.value)
             glob = " global=f32" if sc.global_scale else ""
+            glob += f" zero={sc.zero.value}" if sc.zero is not None else ""
             lines.append(f"{name:<10}{sc.mode.value}{blocks} {sc.dtype.value}{glob} "
                          f"(applied in the {where})")
     if kernel.bias.mode is not BiasMode.NONE:
@@ -157,6 +159,10 @@ def args(kernel: ir.Kernel) -> tuple[tuple[Arg, ...], tuple[Binding, ...]]:
             dims = _scale_dims(scale, side=side, g=g)
             args.append(Arg(f"{side}_scale", "in", scale.dtype, dims,
                             f"{scale.mode.value} scales of {side}", align=4))
+    if kernel.rhs_scale.zero is not None:
+        *lead, last = _scale_dims(kernel.rhs_scale, side="rhs", g=g)
+        args.append(Arg("rhs_zero", "in", kernel.rhs_scale.zero, (*lead, f"gg_cdiv({last}, 2)"),
+                        "uint4 zero points of rhs_scale, two per byte along the last dim"))
     for side, scale in (("lhs", kernel.lhs_scale), ("rhs", kernel.rhs_scale)):
         if scale.global_scale:
             args.append(Arg(f"{side}_global_scale", "in", DType.F32, (g,) if g else (),
@@ -294,7 +300,8 @@ def config(kernel: ir.Kernel, compute: DType, b_feed: BFeed, block_k: int) -> tu
         f"static constexpr float kAlpha = {_cfloat(alpha if alpha is not None else 1.0)};",
     ) + _swiglu_members(kernel.epilogue) + ((f"static constexpr bool kLhsGlobalScale = {cbool(ls.global_scale)};",
           f"static constexpr bool kRhsGlobalScale = {cbool(rs.global_scale)};")
-         if ls.global_scale or rs.global_scale else ())
+         if ls.global_scale or rs.global_scale else ()) + (
+        ("static constexpr bool kRhsZero = true;",) if rs.zero is not None else ())
 
 
 def _swiglu_members(ep: ir.Epilogue) -> tuple[str, ...]:

@@ -206,6 +206,8 @@ def params(kernel: ir.Kernel) -> tuple[Param, ...]:
     for name, scale in zip(GLOBALS, (kernel.lhs_scale, kernel.rhs_scale), strict=True):
         if scale.global_scale:
             arrays.append((name, DType.F32))
+    if kernel.rhs_scale.zero is not None:
+        arrays.append(("rhs_zero", kernel.rhs_scale.zero))
     if kernel.bias.mode is not BiasMode.NONE:
         arrays.append(("bias", kernel.bias.dtype))
     out = [Param(f"const {CTYPE[dt]}* __restrict__", name, array(name)) for name, dt in arrays]
@@ -275,9 +277,11 @@ def gemm_call(kernel: ir.Kernel, params: tuple[Param, ...], tile: str) -> tuple[
     args = ["gg_smem", "lhs", "rhs"]
     args += [a if a in present else "nullptr" for a in ("lhs_scale", "rhs_scale", "bias")]
     args += [p.name for p in params if p.name not in ("lhs", "rhs", "lhs_scale", "rhs_scale",
-                                                        "bias", *GLOBALS)]
-    if present & set(GLOBALS):  # trailing parameters, null by default
+                                                        "bias", *GLOBALS, "rhs_zero")]
+    if present & {*GLOBALS, "rhs_zero"}:  # trailing parameters, null by default
         args += [a if a in present else "nullptr" for a in GLOBALS]
+    if "rhs_zero" in present:
+        args.append("rhs_zero")
     body = "grouped" if kernel.op is Op.GROUPED else "dense"
     if kernel.masked:
         body = "masked"

@@ -22,6 +22,8 @@ pub mod moe_bf16_grouped_gemm;
 pub mod moe_fp8_grouped_gemm;
 pub mod moe_fp8_grouped_gemm_kn;
 pub mod moe_fp8_masked_gemm;
+pub mod moe_w4a16_asym_grouped_gemm_out_bf16;
+pub mod moe_w4a16_asym_grouped_gemm_out_f32;
 pub mod moe_w4a16_grouped_gemm;
 pub mod moe_w8a16_grouped_gemm_rhs_e4m3;
 pub mod moe_w8a16_grouped_gemm_rhs_int8;
