@@ -39,12 +39,12 @@ from __future__ import annotations
 
 from gemmgen.ir.dtypes import (
     BIAS_DTYPES,
-    ZERO_DTYPES,
     MX_SCALE_DTYPES,
     OPERAND_DTYPES,
     OUTPUT_DTYPES,
     QUANTIZED_OUTPUT_DTYPES,
     SCALE_DTYPES,
+    ZERO_DTYPES,
     DType,
 )
 from gemmgen.ir.kernel import (
@@ -56,7 +56,6 @@ from gemmgen.ir.kernel import (
     WGMMA_MIXED_BK,
     WGMMA_WEIGHTS,
     Kernel,
-    fold_scales_of,
 )
 from gemmgen.ir.loc import (
     NO_LOC,
@@ -64,14 +63,16 @@ from gemmgen.ir.loc import (
 )
 from gemmgen.ir.parts import (
     ATOM_KBLOCKS,
+    ATOM_ROWS,
     COND_DIMS,
     GROUP_COND_DIMS,
-    TPU_COND,
-    ATOM_ROWS,
     LHS_SCALE_MODES,
     NO_SCALE,
     QUANTIZE_SCALE_MODES,
     RHS_SCALE_MODES,
+    SWIGLU_ALPHA_GATE,
+    SWIGLU_LIMIT,
+    TPU_COND,
     Activation,
     Algorithm,
     Bias,
@@ -90,24 +91,23 @@ from gemmgen.ir.parts import (
     ScaleLayout,
     ScaleMode,
     ScaleRounding,
-    SWIGLU_ALPHA_GATE,
-    SWIGLU_LIMIT,
     Tile,
     TileRule,
     cdiv,
+    fold_scales_of,
+    global_scale_shape,
     lcm,
     quantize_rule,
-    scale_atom_offset,
-    global_scale_shape,
-    zero_shape,
-    scale_shape,
     rows_per_group,
+    scale_atom_offset,
+    scale_shape,
+    zero_shape,
 )
 from gemmgen.ir.spec import (
-    Tuned,
     Dispatch,
     DispatchRule,
     Spec,
+    Tuned,
 )
 from gemmgen.ir.targets import (
     CUDA_ARCHS,

@@ -25,6 +25,7 @@ from gemmgen.ir.parts import (
     ScaleMode,
     Tile,
     TileRule,
+    fold_scales_of,
 )
 from gemmgen.ir.targets import Backend, BackendTiles
 
@@ -493,13 +494,3 @@ class Kernel:
     def out_n_divisor(self) -> int:
         """A paired activation (silu_mul, swiglu_clamped) halves n: out has n/2 columns."""
         return 2 if self.epilogue.activation.paired else 1
-
-
-def fold_scales_of(kernel: Kernel) -> bool:
-    """Whether the mma.sync body folds the epilogue scales into the FP32
-    promotion (its kFoldScales): a main-loop scale, an epilogue scale, and
-    an e8m0 one among them."""
-    on = [s for s in (kernel.lhs_scale, kernel.rhs_scale) if s.enabled]
-    return (any(s.placement is Placement.MAINLOOP for s in on)
-            and any(s.placement is Placement.EPILOGUE for s in on)
-            and any(s.dtype is DType.E8M0 for s in on))

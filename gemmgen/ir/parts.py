@@ -462,3 +462,13 @@ def scale_atom_offset(row: int, kblock: int, kblocks: int) -> int:
 
 def lcm(a: int, b: int) -> int:
     return a * b // math.gcd(a, b)
+
+
+def fold_scales_of(kernel) -> bool:
+    """Whether the mma.sync body folds the epilogue scales into the FP32
+    promotion (its kFoldScales): a main-loop scale, an epilogue scale, and
+    an e8m0 one among them. `kernel`: an `ir.Kernel` (its two scales)."""
+    on = [s for s in (kernel.lhs_scale, kernel.rhs_scale) if s.enabled]
+    return (any(s.placement is Placement.MAINLOOP for s in on)
+            and any(s.placement is Placement.EPILOGUE for s in on)
+            and any(s.dtype is DType.E8M0 for s in on))

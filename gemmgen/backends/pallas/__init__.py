@@ -17,7 +17,8 @@ docstrings), `plans` (the plan types), `emit` (render), `checks` (diagnose).
 from __future__ import annotations
 
 from gemmgen.backends.pallas.checks import diagnose
-from gemmgen.backends.pallas.cores import MatmulCore, TgmmCore, matmul_core, vjp_supported
+from gemmgen.backends.pallas.backward import TgmmCore, vjp_supported
+from gemmgen.backends.pallas.cores import MatmulCore, matmul_core
 from gemmgen.backends.pallas.dtypes import jnp_name, mxu_dtype, storage_bytes
 from gemmgen.backends.pallas.emit import render
 from gemmgen.backends.pallas.parts import Stage

@@ -8,14 +8,8 @@ from pathlib import PurePosixPath
 from typing import assert_never
 
 from gemmgen import ir
-from gemmgen.backends.pallas.cores import (
-    MatmulCore,
-    TgmmCore,
-    matmul_core,
-    plain_core,
-    tgmm_core,
-    vjp_supported,
-)
+from gemmgen.backends.pallas.backward import TgmmCore, tgmm_core, vjp_supported
+from gemmgen.backends.pallas.cores import MatmulCore, matmul_core, plain_core
 from gemmgen.backends.pallas.dtypes import f32, held, held_kernel, jnp_name
 from gemmgen.backends.pallas.text import (
     AMAX_FLOOR,
