@@ -131,7 +131,7 @@ constexpr int kBoxCols = kRowBytes / static_cast<int>(sizeof(typename C::mma_t))
 template <class C>
 __host__ __device__ constexpr bool qualifies() {
   if constexpr (runs_block_scaled<C>()) {
-    return true;
+    return C::kActivation != Activation::kSwigluClamped;  // not on the block-scaled MMAs yet
   } else if constexpr (sm90::runs_mixed<C>()) {
     // The weight-only tile (gg_gemm_sm100_mixed.cuh: per-K-block scales
     // in whole 64-element K tiles).
