@@ -18,6 +18,7 @@ import pytest
 from sm100_helpers import Sm100Spec
 
 from gemmgen.cases import Case
+from gemmgen.harness import nvcc
 
 SPEC = """
 target cuda {
@@ -154,3 +155,15 @@ def test_the_unplanted_copy_passes():
     inputs = WHOLE.inputs(BODY.kernel("t_inter"), 5)
     got = BODY.run_planted("t_inter", [], inputs, num_sms=2)
     assert BODY.matches("t_inter", WHOLE, inputs, got)
+
+
+@pytest.mark.skipif(nvcc.find_nvcc() is None or nvcc.find_cuda_tool("cuobjdump") is None,
+                    reason="nvcc or cuobjdump is not installed")
+@pytest.mark.parametrize("name", ["t_inter", "t_halves", "t_pair", "t_fp8", "t_w8"])
+@SLOW
+def test_swiglu_sm100_entries_build_without_spills(name):
+    """nvcc for sm_100a (-Werror): the tcgen05 entries of each kind, no spills."""
+    lp, result, _ = BODY.build(name)
+    for v in lp.variants:
+        usage = result.kernels[v.path("tcgen05").steps[-1].entry]
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage

@@ -16,8 +16,10 @@ from __future__ import annotations
 import pytest
 from sm90_helpers import HopperSpec
 
+from gemmgen.backends import cuda as cuda_backend
 from gemmgen.backends.cuda import gemm as tile_gemm
 from gemmgen.cases import Case
+from gemmgen.harness import nvcc
 from gemmgen.harness.verify_cuda import run_launcher
 from gemmgen.reference import compare, reference
 
@@ -170,3 +172,19 @@ def test_the_unplanted_copy_passes():
     got = run_launcher(HOPPER.launcher(name), "", key, inputs, modules=modules, arch="sm_90a",
                        num_sms=2)
     assert compare(got, reference(k, **inputs), k, k=case.k, inputs=inputs).passed
+
+
+@pytest.mark.skipif(nvcc.find_nvcc() is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", ["sw_inter", "sw_halves", "sw_fp8", "sw_w8"])
+@SLOW
+def test_swiglu_hopper_entries_build_without_spills(name):
+    """nvcc for sm_90a (-Werror): the Hopper entries of each kind, no spills."""
+    k = HOPPER.kernel(name)
+    lp = cuda_backend.plan(k, HOPPER.spec)
+    source = (HOPPER.folder / f"{name}.cu").read_text()
+    result = nvcc.compile_check(source, "sm_90a", name_for_errors=f"{name}.cu",
+                                include_dirs=(HOPPER.folder,),
+                                extra_flags=("-Werror", "all-warnings"))
+    for v in lp.variants:
+        usage = result.kernels[v.path("wgmma").steps[-1].entry]
+        assert usage.spill_stores == usage.spill_loads == usage.stack_frame == 0, usage
