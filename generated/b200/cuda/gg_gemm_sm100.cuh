@@ -1046,38 +1046,31 @@ __device__ __forceinline__ void store_from_tmem(const Smem<T>& s, u32 acc, bool 
                                                 const TileWork& w, const Operands<T>& o, int n,
                                                 float global) {
   for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+    // Chunk h: column c0 of half h (kSilu), or interleaved the columns
+    // 2 c0 + 32 h.. (its outputs' gate and up columns, alternating).
     float x[2][kChunk];
-    if constexpr (kInterleavedPairs<T>) {
-      float y[2][kChunk];
-      GG_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        if (loaded) {
-          load_chunk(lane_addr(acc, 2 * c0 + h * kChunk), y[h]);
-        } else {
-          GG_UNROLL
-          for (int j = 0; j < kChunk; ++j)
-            y[h][j] = 0.0f;
-        }
-      }
-      GG_UNROLL
-      for (int j = 0; j < kChunk; ++j) {
-        x[0][j] = y[j / (kChunk / 2)][(2 * j) % kChunk];
-        x[1][j] = y[j / (kChunk / 2)][(2 * j) % kChunk + 1];
-      }
-      store_chunk<T>(s, x, w, c0, o, n, global);
-      continue;
-    }
     GG_UNROLL
-    for (int h = 0; h < (kSilu<T> ? 2 : 1); ++h) {
+    for (int h = 0; h < (kPaired<T> ? 2 : 1); ++h) {
       if (loaded) {
-        load_chunk(lane_addr(acc, h * (T::kBN / 2) + c0), x[h]);
+        const int col = kInterleavedPairs<T> ? 2 * c0 + h * kChunk : h * (T::kBN / 2) + c0;
+        load_chunk(lane_addr(acc, col), x[h]);
       } else {
         GG_UNROLL
         for (int j = 0; j < kChunk; ++j)
           x[h][j] = 0.0f;
       }
     }
-    store_chunk<T>(s, x, w, c0, o, n, global);
+    if constexpr (kInterleavedPairs<T>) {
+      float y[2][kChunk];  // y[0] the gates, y[1] the ups of outputs c0..
+      GG_UNROLL
+      for (int j = 0; j < kChunk; ++j) {
+        y[0][j] = x[j / (kChunk / 2)][(2 * j) % kChunk];
+        y[1][j] = x[j / (kChunk / 2)][(2 * j) % kChunk + 1];
+      }
+      store_chunk<T>(s, y, w, c0, o, n, global);
+    } else {
+      store_chunk<T>(s, x, w, c0, o, n, global);
+    }
   }
 }
 

@@ -127,8 +127,8 @@ def test_swiglu_on_the_sm100_body_matches_reference(name, case):
 # must fail the comparison.
 PLANTS = {
     # Interleaved, from TMEM: the gate read from the up column.
-    "tmem_gate_from_up": [("x[0][j] = y[j / (kChunk / 2)][(2 * j) % kChunk];",
-                           "x[0][j] = y[j / (kChunk / 2)][(2 * j) % kChunk + 1];")],
+    "tmem_gate_from_up": [("y[0][j] = x[j / (kChunk / 2)][(2 * j) % kChunk];",
+                           "y[0][j] = x[j / (kChunk / 2)][(2 * j) % kChunk + 1];")],
     # Interleaved, promoted: gate and up swapped.
     "promoted_swapped": [("x[0][j] = d[2 * (c0 + j)];\n            x[1][j] = d[2 * (c0 + j) + 1];",
                           "x[0][j] = d[2 * (c0 + j) + 1];\n            x[1][j] = d[2 * (c0 + j)];")],
