@@ -56,9 +56,8 @@ WGMMA_WEIGHTS = frozenset({DType.INT8, DType.INT4, DType.FP4, DType.E4M3, DType.
 _NO_BIAS = Bias()
 _NO_EPILOGUE = Epilogue()
 _SWIGLU_OBSTACLE = "it does not run epilogue swiglu_clamped yet (the mma.sync body does)"
-_INTERLEAVED_OBSTACLE = ("its weight-only tile does not run epilogue swiglu_clamped "
-                         "pairs=interleaved (the swapped accumulator would split each pair "
-                         "across threads); pairs=halves runs there")
+_INTERLEAVED_OBSTACLE = ("its weight-only tile runs swiglu_clamped pairs=halves, not "
+                         "pairs=interleaved (a pair would straddle threads)")
 _DEFAULT_TILE = Tile(128, 128, 128)
 
 
@@ -278,8 +277,7 @@ class Kernel:
             return ("it is an MX / NV kernel, whose block scales the block-scaled MMAs apply "
                     "wherever one runs ('mma mma_sync' promotes them in software)")
         if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
-            return ("the block-scaled tcgen05.mma path does not run epilogue swiglu_clamped yet "
-                    "(the FP32 promotion does: 'promotion software')")
+            return "it does not run swiglu_clamped yet (the FP32 promotion does: 'software')"
         lhs_t, rhs_t = self.lhs.dtype, self.rhs_operand.dtype
         if not lhs_t.is_fp8 or rhs_t is not lhs_t:
             return (f"the block-scaled tcgen05.mma promotes FP8 (e4m3 or e5m2 on both sides), "
@@ -370,9 +368,8 @@ class Kernel:
             # tcgen05 only: FP8 rhs [k, n] comes in boxes of 128 columns, and
             # a promoted tile (its sums in registers) holds at most 128.
             if self.epilogue.activation.paired:
-                return (f"its FP8 rhs [k, n] boxes are 128 columns, so a "
-                        f"{self.epilogue.activation.value} tile needs 256 of them, but a tile "
-                        f"with per-K-block scales holds at most 128")
+                return ("its FP8 rhs [k, n] boxes are 128 columns, so a gate-up tile needs 256 "
+                        "of them, but a tile with per-K-block scales holds at most 128")
             if self.rhs_scale.mode is ScaleMode.BLOCK and self.rhs_scale.block_n % 128:
                 return ("its FP8 rhs [k, n] boxes are 128 columns, so rhs_scale's n must be a "
                         f"multiple of 128, not {self.rhs_scale.block_n}")

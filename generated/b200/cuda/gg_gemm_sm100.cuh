@@ -1172,8 +1172,8 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int units, 
         if constexpr (kRhsScalePromoted<T>) {
           if (w.n0 < n_out) {  // not the idle pair's tile
             // Interleaved pairs: the tile's B columns 2 n0.. lie in one block.
-            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, kInterleavedPairs<T> ? 2 * w.n0 : w.n0, n,
-                                    k, k0);
+            const int col0 = kInterleavedPairs<T> ? 2 * w.n0 : w.n0;
+            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, col0, n, k, k0);
             sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
           }
         }

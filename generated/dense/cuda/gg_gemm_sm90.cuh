@@ -111,8 +111,8 @@ __host__ __device__ constexpr bool runs() {
 template <class C>
 __host__ __device__ constexpr bool runs_mixed() {
   using mma_t = typename C::mma_t;
-  return k16Bit<mma_t> && !kSame<typename C::rhs_t, mma_t> && bits(C::kRhs) <= 8 &&
-         C::kRhsNK && !kLhsScalePromoted<C> && !C::kFoldScales && !kInterleavedPairs<C>;
+  return k16Bit<mma_t> && !kSame<typename C::rhs_t, mma_t> && bits(C::kRhs) <= 8 && C::kRhsNK &&
+         !kLhsScalePromoted<C> && !C::kFoldScales && !kInterleavedPairs<C>;
 }
 
 // A Config the weight-only variant computes (its tiles are `mixed`).
@@ -442,8 +442,8 @@ __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T:
     // Interleaved pairs: output q is the pair of elements (2q, 2q + 1).
     const int e = kInterleavedPairs<T> ? 2 * i : i;
     const int r = lane / 4 + 8 * ((e / 2) % 2);
-    const int c = kInterleavedPairs<T> ? 4 * (e / 4) + lane % 4
-                                       : 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    const int c =
+        kInterleavedPairs<T> ? 4 * (e / 4) + lane % 4 : 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     const int row = row0 + r, col = w.n0 + c;
     if (row >= w.row_hi && row < w.zero_hi && col < n_out) {
       slice[r * T::kCStride + c] = gg::from_float<out_t>(0.0f);  // masked: past the count

@@ -36,7 +36,7 @@ from gemmgen.backends.cuda.gemm.wgmma import (
     tma_entries,
     tma_params,
 )
-from gemmgen.ir import Activation, DType, Layout, Op, ScaleMode
+from gemmgen.ir import DType, Layout, Op, ScaleMode
 
 def sm100_smem_bytes(bn: int, stages: int, out: DType, sf_stage: int = 0,
                      pair: bool = False) -> int:

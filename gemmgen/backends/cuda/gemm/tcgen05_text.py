@@ -10,7 +10,7 @@ import textwrap
 from gemmgen import ir
 from gemmgen.backends.cuda.gemm.tcgen05_tile import Sm100Tile
 from gemmgen.backends.cuda.gemm.text import COLUMNS
-from gemmgen.ir import Activation, DType
+from gemmgen.ir import DType
 
 
 def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,

@@ -24,7 +24,7 @@ from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.contract import worklist_step
 from gemmgen.backends.cuda.gemm.mma_sync import GLOBALS, TileConfig
 from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param, call, signature
-from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.ir import BiasMode, DType, Layout, Op, ScaleMode
 
 # The Hopper body's fixed shape (gg_gemm_sm90.cuh: kThreads, kBM, the
 # 128-byte K tile row, the setmaxnreg counts) and the plan's choices for it.
