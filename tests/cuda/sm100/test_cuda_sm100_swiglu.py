@@ -73,6 +73,18 @@ kernel t_fp8 {
   epilogue swiglu_clamped limit=1
 }
 
+# DeepSeek's e8m0 block scales: the block-scaled tcgen05.mma does not run
+# swiglu_clamped, so `promotion auto` takes the FP32 promotion in software.
+kernel t_fp8_e8m0 {
+  op grouped
+  lhs e4m3 [m, k]
+  rhs e4m3 [g, n, k]
+  out bf16
+  lhs_scale per_token_group k=128 e8m0
+  rhs_scale block n=128 k=128 e8m0
+  epilogue swiglu_clamped pairs=halves limit=1
+}
+
 # Weight-only int8 experts (the weight-only tile), halves.
 kernel t_w8 {
   op grouped
@@ -108,6 +120,10 @@ def test_the_sm100_bodies_take_swiglu_clamped():
         assert tiles and all(t.bn_out * 2 == t.bn for t in tiles), name
     assert any(t.pair for t in BODY.tiles("t_pair"))
     assert all(t.promoted for t in BODY.tiles("t_fp8"))
+    k = BODY.kernel("t_fp8_e8m0")
+    assert k.tcgen05_obstacle() is None and not k.tcgen05_deepseek_mma
+    assert "swiglu_clamped" in k.hardware_promotion_obstacle()
+    assert all(t.promoted and not t.deepseek for t in BODY.tiles("t_fp8_e8m0"))
 
 
 @pytest.mark.parametrize("name, case", [
@@ -117,6 +133,7 @@ def test_the_sm100_bodies_take_swiglu_clamped():
     pytest.param("t_pair", PAIR, marks=SLOW),
     pytest.param("t_fp8", SHARD, marks=SLOW),
     pytest.param("t_fp8", WHOLE_FP8, marks=SLOW),
+    pytest.param("t_fp8_e8m0", WHOLE_FP8, marks=SLOW),  # n / 2 whole scale blocks
     pytest.param("t_w8", SHARD, marks=SLOW),
 ])
 def test_swiglu_on_the_sm100_body_matches_reference(name, case):
