@@ -100,16 +100,22 @@ class Sm100Spec(HopperSpec):
         return lp, result, nvcc.sass_summary(result.cubin)
 
     def planted(self, name: str, edits) -> tuple[dict, str]:
-        """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100.cuh (the
-        2-CTA tile's gg_gemm_sm100_pair.cuh in its place) with `edits` (each
+        """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100.cuh (its
+        entry points' gg_gemm_sm100_entry.cuh, with the 2-CTA tile's
+        gg_gemm_sm100_pair.cuh, in its place) with `edits` (each
         must match it once), renamed gg::gemm::sm100_planted: the emulator
         modules keyed as run_launcher looks them up, and the key (pass it as
         run_launcher's source name, with an empty source)."""
         text = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100.cuh").read_text()
         pair = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_pair.cuh").read_text()
         pair = pair.replace("#pragma once\n", "").replace('#include "gg_gemm_sm100.cuh"\n', "")
-        assert text.count('#include "gg_gemm_sm100_pair.cuh"\n') == 1
-        text = text.replace('#include "gg_gemm_sm100_pair.cuh"\n', pair)
+        # The entry points (gg_gemm_sm100_entry.cuh, which includes the pair).
+        entry = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_entry.cuh").read_text()
+        entry = entry.replace("#pragma once\n", "").replace('#include "gg_gemm_sm100.cuh"\n', "")
+        assert entry.count('#include "gg_gemm_sm100_pair.cuh"\n') == 1
+        entry = entry.replace('#include "gg_gemm_sm100_pair.cuh"\n', pair)
+        assert text.count('#include "gg_gemm_sm100_entry.cuh"\n') == 1
+        text = text.replace('#include "gg_gemm_sm100_entry.cuh"\n', entry)
         for old, new in edits:
             assert text.count(old) == 1, f"the planted edit no longer matches the body: {old!r}"
             text = text.replace(old, new)

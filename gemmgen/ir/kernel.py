@@ -56,6 +56,8 @@ WGMMA_WEIGHTS = frozenset({DType.INT8, DType.INT4, DType.FP4, DType.E4M3, DType.
 _NO_BIAS = Bias()
 _NO_EPILOGUE = Epilogue()
 _SWIGLU_OBSTACLE = "it does not run epilogue swiglu_clamped yet (the mma.sync body does)"
+_INTERLEAVED_OBSTACLE = ("its weight-only tile runs swiglu_clamped pairs=halves, not "
+                         "pairs=interleaved (a pair would straddle threads)")
 _DEFAULT_TILE = Tile(128, 128, 128)
 
 
@@ -237,9 +239,9 @@ class Kernel:
         `qualifies` states `_mixed_obstacle`); and the MX
         kernels of the block-scaled body (`mx_mma_obstacle` is None) whose
         format it runs on the block-scaled tcgen05.mma (`tcgen05_block_scaled`)."""
-        if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
-            return _SWIGLU_OBSTACLE
         if self.mx_mma_obstacle() is None:
+            if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
+                return _SWIGLU_OBSTACLE
             return self._tcgen05_block_scaled_obstacle()
         return self._tma_tile_obstacle("tcgen05")
 
@@ -274,6 +276,8 @@ class Kernel:
         if self.mx_mma_obstacle() is None:
             return ("it is an MX / NV kernel, whose block scales the block-scaled MMAs apply "
                     "wherever one runs ('mma mma_sync' promotes them in software)")
+        if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
+            return "it does not run swiglu_clamped yet (the FP32 promotion does: 'software')"
         lhs_t, rhs_t = self.lhs.dtype, self.rhs_operand.dtype
         if not lhs_t.is_fp8 or rhs_t is not lhs_t:
             return (f"the block-scaled tcgen05.mma promotes FP8 (e4m3 or e5m2 on both sides), "
@@ -322,12 +326,12 @@ class Kernel:
             return f"it runs ops 'dense' and 'grouped', not '{self.op.value}'"
         if self.algorithm is not Algorithm.TILE:
             return f"it is a tile GEMM, not algorithm '{self.algorithm.value}'"
-        if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
-            return _SWIGLU_OBSTACLE
         rhs = self.rhs_operand
         lhs_t, rhs_t = self.lhs.dtype, rhs.dtype
         sixteen = lhs_t in (DType.BF16, DType.F16)
         if sixteen and rhs_t in WGMMA_WEIGHTS:
+            if self.epilogue.interleaved:
+                return _INTERLEAVED_OBSTACLE
             return self._mixed_obstacle()
         if lhs_t not in (DType.BF16, DType.F16, DType.E4M3, DType.E5M2) or rhs_t is not lhs_t:
             return (f"it takes lhs and rhs of one tensor-core type (bf16, f16, e4m3 or e5m2) "
@@ -363,8 +367,8 @@ class Kernel:
         if not sixteen and rhs.layout is Layout.KN and blocks:
             # tcgen05 only: FP8 rhs [k, n] comes in boxes of 128 columns, and
             # a promoted tile (its sums in registers) holds at most 128.
-            if self.epilogue.activation is Activation.SILU_MUL:
-                return ("its FP8 rhs [k, n] boxes are 128 columns, so a silu_mul tile needs 256 "
+            if self.epilogue.activation.paired:
+                return ("its FP8 rhs [k, n] boxes are 128 columns, so a gate-up tile needs 256 "
                         "of them, but a tile with per-K-block scales holds at most 128")
             if self.rhs_scale.mode is ScaleMode.BLOCK and self.rhs_scale.block_n % 128:
                 return ("its FP8 rhs [k, n] boxes are 128 columns, so rhs_scale's n must be a "

@@ -17,7 +17,7 @@ MAX_RUNTIME_LINES = 1000
 # written as a ceiling that may only come down; an entry leaves the list
 # when its file is split (at or under MAX_RUNTIME_LINES).
 OVERSIZED = {
-    "gg_gemm_sm100.cuh": 1413,
+    "gg_gemm_sm100.cuh": 1286,
 }
 
 

@@ -131,7 +131,7 @@ constexpr int kBoxCols = kRowBytes / static_cast<int>(sizeof(typename C::mma_t))
 template <class C>
 __host__ __device__ constexpr bool qualifies() {
   if constexpr (runs_block_scaled<C>()) {
-    return true;
+    return C::kActivation != Activation::kSwigluClamped;  // not on the block-scaled MMAs yet
   } else if constexpr (sm90::runs_mixed<C>()) {
     // The weight-only tile (gg_gemm_sm100_mixed.cuh: per-K-block scales
     // in whole 64-element K tiles).
@@ -252,8 +252,8 @@ __host__ __device__ constexpr bool check_tile_sm100() {
   }
   if (T::kBN % 16 != 0 || T::kBN < 32 || T::kBN > 256 ||
       (!T::kRhsNK && T::kBN % kBoxCols<T> != 0) ||
-      T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) || T::kBNOut % kChunk != 0 ||
-      (kSilu<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
+      T::kBNOut != (kPaired<T> ? T::kBN / 2 : T::kBN) || T::kBNOut % kChunk != 0 ||
+      (kPaired<T> && !T::kRhsNK && T::kBNOut % kBoxCols<T> != 0)) {
     return false;
   }
   // The pair: each CTA's half of B a whole number of 8-row groups (of
@@ -688,7 +688,9 @@ __device__ __forceinline__ void load_pair_stage(unsigned char* sa, unsigned char
                                                 const CUtensorMap* map_a, const CUtensorMap* map_b,
                                                 u64* bar, int kt, const TileWork& w, int n, int v) {
   constexpr int kHalf = T::kBN / 2;
-  const int b_row = kSilu<T> ? (v == 0 ? w.n0 : n / 2 + w.n0) : w.n0 + kHalf * v;
+  const int b_row = kSilu<T>               ? (v == 0 ? w.n0 : n / 2 + w.n0)
+                    : kInterleavedPairs<T> ? 2 * w.n0 + kHalf * v
+                                           : w.n0 + kHalf * v;
   if constexpr (kClusterN<T> == 1) {
     gg::tma_load_2d_pair(sa, map_a, bar, kt * kMapK<T>, w.m0 + kBM * v);
   } else if (pair_index() == 0) {
@@ -974,7 +976,7 @@ __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2
   constexpr int kSliceRow = T::kCStride * kOut;  // bytes
   static_assert(kSliceRow == 16 * (kP + 1), "a slice row is kP + 1 pieces");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quarter = warp % 4;
-  const int n_out = kSilu<T> ? n / 2 : n;
+  const int n_out = kPaired<T> ? n / 2 : n;
   unsigned char* slice = s.c + (warp - kEpilogueWarp0) * T::kCWarpBytes;
   const int row0 = w.m0 + 32 * quarter;  // the warp's first row
   const int row = row0 + lane;
@@ -991,9 +993,10 @@ __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2
         const int col = w.n0 + c0 + j;
         if (live_row && col < n_out) {
           out_t y;
-          if constexpr (kSilu<T>) {
+          if constexpr (kPaired<T>) {
             float v[2] = {x[0][j], x[1][j]};
-            const int bcol[2] = {col, n / 2 + col};
+            const int bcol[2] = {kInterleavedPairs<T> ? 2 * col : col,
+                                 kInterleavedPairs<T> ? 2 * col + 1 : n / 2 + col};
             y = epilogue_element<T>(v, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n,
                                     global);
           } else {
@@ -1034,24 +1037,38 @@ __device__ __forceinline__ void store_chunk(const Smem<T>& s, const float (&x)[2
 
 // A tile's epilogue straight from the accumulator at `acc` (no promotion):
 // each 32-column chunk of the output (and its up half for silu_mul) read
-// from TMEM, or zeros when the tile had no K tile.
+// from TMEM, or zeros when the tile had no K tile. Interleaved pairs: output
+// columns c0.. read the 64 accumulator columns 2 c0.., gate even, up odd.
 template <class T>
 __device__ __forceinline__ void store_from_tmem(const Smem<T>& s, u32 acc, bool loaded,
                                                 const TileWork& w, const Operands<T>& o, int n,
                                                 float global) {
   for (int c0 = 0; c0 < T::kBNOut; c0 += kChunk) {
+    // Chunk h: column c0 of half h (kSilu), or interleaved the columns
+    // 2 c0 + 32 h.. (its outputs' gate and up columns, alternating).
     float x[2][kChunk];
     GG_UNROLL
-    for (int h = 0; h < (kSilu<T> ? 2 : 1); ++h) {
+    for (int h = 0; h < (kPaired<T> ? 2 : 1); ++h) {
       if (loaded) {
-        load_chunk(lane_addr(acc, h * (T::kBN / 2) + c0), x[h]);
+        const int col = kInterleavedPairs<T> ? 2 * c0 + h * kChunk : h * (T::kBN / 2) + c0;
+        load_chunk(lane_addr(acc, col), x[h]);
       } else {
         GG_UNROLL
         for (int j = 0; j < kChunk; ++j)
           x[h][j] = 0.0f;
       }
     }
-    store_chunk<T>(s, x, w, c0, o, n, global);
+    if constexpr (kInterleavedPairs<T>) {
+      float y[2][kChunk];  // y[0] the gates, y[1] the ups of outputs c0..
+      GG_UNROLL
+      for (int j = 0; j < kChunk; ++j) {
+        y[0][j] = x[j / (kChunk / 2)][(2 * j) % kChunk];
+        y[1][j] = x[j / (kChunk / 2)][(2 * j) % kChunk + 1];
+      }
+      store_chunk<T>(s, y, w, c0, o, n, global);
+    } else {
+      store_chunk<T>(s, x, w, c0, o, n, global);
+    }
   }
 }
 
@@ -1128,7 +1145,7 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int units, 
                                          int tiles_n, int m, int n, int k, const Items& g,
                                          const Operands<T>& o, const Globals& gs) {
   const AccBack<T> back(s);
-  const int n_out = kSilu<T> ? n / 2 : n;
+  const int n_out = kPaired<T> ? n / 2 : n;
   int a = 0;  // accumulators consumed so far, as the MMA thread counts them
   for (int u = first_unit<T>(); u < units; u += unit_step<T>()) {
     TileWork w = unit_work<T, L>(u, items, tiles_n, m, g);
@@ -1152,7 +1169,9 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int units, 
         }
         if constexpr (kRhsScalePromoted<T>) {
           if (w.n0 < n_out) {  // not the idle pair's tile
-            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+            // Interleaved pairs: the tile's B columns 2 n0.. lie in one block.
+            const int col0 = kInterleavedPairs<T> ? 2 * w.n0 : w.n0;
+            sb[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, col0, n, k, k0);
             sb[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sb[0];
           }
         }
@@ -1172,8 +1191,13 @@ __device__ __forceinline__ void epilogue(const Smem<T>& s, u32 tmem, int units, 
         float x[2][kChunk];
         GG_UNROLL
         for (int j = 0; j < kChunk; ++j) {
-          x[0][j] = d[c0 + j];
-          x[1][j] = kSilu<T> ? d[T::kBN / 2 + c0 + j] : 0.0f;
+          if constexpr (kInterleavedPairs<T>) {
+            x[0][j] = d[2 * (c0 + j)];
+            x[1][j] = d[2 * (c0 + j) + 1];
+          } else {
+            x[0][j] = d[c0 + j];
+            x[1][j] = kSilu<T> ? d[T::kBN / 2 + c0 + j] : 0.0f;
+          }
         }
         store_chunk<T>(s, x, w, c0, o, n, 1.0f);
       }
@@ -1257,157 +1281,6 @@ __device__ __forceinline__ void run_cta(unsigned char* smem, const CUtensorMap* 
 
 }  // namespace gg::gemm::sm100
 
-// The 2-CTA tile's block (run_pair) on the pieces above.
-#include "gg_gemm_sm100_pair.cuh"
-
-namespace gg::gemm::sm100 {
-
-// The tile's block: the 1-CTA tile's (run_cta) or the pair's (run_pair).
-template <class T, Rows L>
-__device__ __forceinline__ void run(unsigned char* smem, const CUtensorMap* map_a,
-                                    const CUtensorMap* map_b, const Operands<T>& o, int m, int n,
-                                    int k, int tiles, int items, int tiles_n, const Items& g,
-                                    const Globals& gs,
-                                    const unsigned char* __restrict__ rhs_fp4 = nullptr) {
-  static_assert(check_tile_sm100<T>(), "the tile's numbers follow from its shape");
-  if constexpr (kPair<T>) {
-    run_pair<T, L>(smem, map_a, map_b, o, m, n, k, items, tiles_n, g, gs, rhs_fp4);
-  } else {
-    run_cta<T, L>(smem, map_a, map_b, o, m, n, k, tiles, items, tiles_n, g, gs, rhs_fp4);
-  }
-}
-
-// Dense: out[m, n] = lhs[m, k] @ B over the tensor maps of lhs (map_a) and
-// rhs (map_b), then the epilogue; block b takes tiles b, b + gridDim.x, ...
-template <class T>
-__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
-                                      const CUtensorMap* map_b,
-                                      const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                      const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                      const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k,
-                                      const float* __restrict__ lhs_global = nullptr,
-                                      const float* __restrict__ rhs_global = nullptr) {
-  const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
-  sm100::run<T, Rows::kDense>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n, k,
-                       tiles_m * tiles_n, tiles_m, tiles_n, Items{}, Globals{lhs_global, rhs_global});
-}
-
-template <class T>
-__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
-                                      const CUtensorMap* map_b,
-                                      const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
-  dense<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, m, n, k);
-}
-
-// W4A8 (e4m3 x packed fp4 [n, k]): the weights through a pointer, which the
-// producer warp unpacks into kind::mxf8f6f4's padded layout (gather_b_fp4).
-template <class T>
-__device__ __forceinline__ void dense(unsigned char* smem, const CUtensorMap* map_a,
-                                      const unsigned char* __restrict__ rhs,
-                                      const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                      const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                      const typename T::bias_t* __restrict__ bias,
-                                      typename T::out_t* __restrict__ out, int m, int n, int k) {
-  static_assert(kW4A8<T>, "a pointer to rhs is W4A8's");
-  const int tiles_m = (m + T::kBM - 1) / T::kBM, tiles_n = sm90::tiles_n_of<T>(n);
-  sm100::run<T, Rows::kDense>(smem, map_a, nullptr, Operands<T>{lhs_scale, rhs_scale, bias, out},
-                              m, n, k, tiles_m * tiles_n, tiles_m, tiles_n, Items{},
-                              Globals{nullptr, nullptr}, rhs);
-}
-
-template <class T>
-__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
-                                        const unsigned char* __restrict__ rhs,
-                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out,
-                                        const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset) {
-  static_assert(kW4A8<T>, "a pointer to rhs is W4A8's");
-  const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
-  const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
-  sm100::run<T, Rows::kGrouped>(smem, map_a, nullptr, Operands<T>{lhs_scale, rhs_scale, bias, out},
-                                m, n, k, items * tiles_n, items, tiles_n, g,
-                                Globals{nullptr, nullptr}, rhs);
-}
-
-// Grouped: the work items of gg::gemm::worklist times the n tiles; map_b is
-// 3D over rhs [g, ...] with the local group outermost (gg_gemm_sm90.cuh).
-template <class T>
-__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b,
-                                        const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                        const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out,
-                                        const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset,
-                                        const float* __restrict__ lhs_global = nullptr,
-                                        const float* __restrict__ rhs_global = nullptr) {
-  const int items = workspace[0], tiles_n = sm90::tiles_n_of<T>(n);
-  const Items g{workspace + 2 + num_groups, workspace + 1, num_groups, group_offset, nullptr, 0};
-  sm100::run<T, Rows::kGrouped>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, m, n,
-                         k, items * tiles_n, items, tiles_n, g, Globals{lhs_global, rhs_global});
-}
-
-template <class T>
-__device__ __forceinline__ void grouped(unsigned char* smem, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b,
-                                        const typename T::bias_t* __restrict__ bias,
-                                        typename T::out_t* __restrict__ out,
-                                        const int* __restrict__ workspace, int m, int n, int k,
-                                        int num_groups, int group_offset) {
-  grouped<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, workspace, m, n, k, num_groups,
-             group_offset);
-}
-
-// Masked: lhs [g, cap, k] and out [g, cap, n_out] as g * cap rows; every
-// (group, m tile) pair is an item (gg_gemm_sm90.cuh's `masked`).
-template <class T>
-__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
-                                       const CUtensorMap* map_b,
-                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                       const typename T::bias_t* __restrict__ bias,
-                                       typename T::out_t* __restrict__ out,
-                                       const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap, const float* __restrict__ lhs_global = nullptr,
-                                       const float* __restrict__ rhs_global = nullptr) {
-  const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
-  const Items it{nullptr, nullptr, g, 0, masked_m, cap};
-  sm100::run<T, Rows::kMasked>(smem, map_a, map_b, Operands<T>{lhs_scale, rhs_scale, bias, out}, g * cap,
-                        n, k, items * tiles_n, items, tiles_n, it, Globals{lhs_global, rhs_global});
-}
-
-// W4A8 masked: the weights through a pointer (gather_b_fp4).
-template <class T>
-__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
-                                       const unsigned char* __restrict__ rhs,
-                                       const typename T::lhs_scale_t* __restrict__ lhs_scale,
-                                       const typename T::rhs_scale_t* __restrict__ rhs_scale,
-                                       const typename T::bias_t* __restrict__ bias,
-                                       typename T::out_t* __restrict__ out,
-                                       const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap) {
-  static_assert(kW4A8<T>, "a pointer to rhs is W4A8's");
-  const int items = g * ((cap + T::kBM - 1) / T::kBM), tiles_n = sm90::tiles_n_of<T>(n);
-  const Items it{nullptr, nullptr, g, 0, masked_m, cap};
-  sm100::run<T, Rows::kMasked>(smem, map_a, nullptr, Operands<T>{lhs_scale, rhs_scale, bias, out},
-                               g * cap, n, k, items * tiles_n, items, tiles_n, it,
-                               Globals{nullptr, nullptr}, rhs);
-}
-
-template <class T>
-__device__ __forceinline__ void masked(unsigned char* smem, const CUtensorMap* map_a,
-                                       const CUtensorMap* map_b,
-                                       const typename T::bias_t* __restrict__ bias,
-                                       typename T::out_t* __restrict__ out,
-                                       const int* __restrict__ masked_m, int n, int k, int g,
-                                       int cap) {
-  masked<T>(smem, map_a, map_b, nullptr, nullptr, bias, out, masked_m, n, k, g, cap);
-}
-
-}  // namespace gg::gemm::sm100
+// The 2-CTA tile's block (run_pair) and the body's entry points (run,
+// dense, grouped, masked) on the pieces above.
+#include "gg_gemm_sm100_entry.cuh"

@@ -59,8 +59,13 @@ template <class M>
 constexpr bool k16Bit = kSame<M, __nv_bfloat16> || kSame<M, __half>;
 template <class M>
 constexpr bool kFp8 = kSame<M, __nv_fp8_e4m3> || kSame<M, __nv_fp8_e5m2>;
+// A paired activation whose gate and up lie n / 2 apart (silu_mul,
+// swiglu_clamped pairs=halves): a tile's B is its gate half over its up
+// half. swiglu_clamped pairs=interleaved (kInterleavedPairs) reads B columns
+// 2 n0.. in order instead, column pair (2c, 2c + 1) making output column
+// n0 + c; both have kBNOut = kBN / 2 (kPaired).
 template <class C>
-constexpr bool kSilu = C::kActivation == Activation::kSiluMul;
+constexpr bool kSilu = kPaired<C> && !kInterleavedPairs<C>;
 
 // Whether a TMA tile body (this one, the sm_100a one) computes a Config
 // with B in either layout: A and B of one tensor-core type as stored (bf16,
@@ -100,12 +105,14 @@ __host__ __device__ constexpr bool runs() {
 // consumers widen exactly to the lhs type in registers; rhs scales of any
 // mode (per-K-block ones in an FP32 promotion, one scale per weight row and
 // K block); lhs scales in the epilogue only; no folded scales; any
-// epilogue, silu_mul included (gate and up rows interleaved 8 by 8).
+// epilogue, silu_mul included (gate and up rows interleaved 8 by 8), but
+// swiglu_clamped pairs=interleaved (its pairs would straddle threads of
+// the swapped accumulator).
 template <class C>
 __host__ __device__ constexpr bool runs_mixed() {
   using mma_t = typename C::mma_t;
-  return k16Bit<mma_t> && !kSame<typename C::rhs_t, mma_t> && bits(C::kRhs) <= 8 &&
-         C::kRhsNK && !kLhsScalePromoted<C> && !C::kFoldScales;
+  return k16Bit<mma_t> && !kSame<typename C::rhs_t, mma_t> && bits(C::kRhs) <= 8 && C::kRhsNK &&
+         !kLhsScalePromoted<C> && !C::kFoldScales && !kInterleavedPairs<C>;
 }
 
 // A Config the weight-only variant computes (its tiles are `mixed`).
@@ -144,8 +151,8 @@ __host__ __device__ constexpr bool check_tile_sm90() {
     return false;
   }
   if (T::kBN % 64 != 0 || T::kBN < 64 || T::kBN > 256 ||
-      T::kBNOut != (kSilu<T> ? T::kBN / 2 : T::kBN) ||
-      (kSilu<T> && !T::kRhsNK && T::kBNOut % 64 != 0)) {
+      T::kBNOut != (kPaired<T> ? T::kBN / 2 : T::kBN) ||
+      (kPaired<T> && !T::kRhsNK && T::kBNOut % 64 != 0)) {
     return false;
   }
   // A promoted tile holds two fragments of kBN / 2 f32 per thread. Block
@@ -155,7 +162,8 @@ __host__ __device__ constexpr bool check_tile_sm90() {
   }
   if (kPromotion<T> &&
       (!divides(T::kBK, T::kScaleBlockK) ||
-       (T::kRhsScale == ScaleMode::kBlock && !divides(T::kBNOut, T::kRhsScaleBlockN)))) {
+       (T::kRhsScale == ScaleMode::kBlock &&
+        !divides(kInterleavedPairs<T> ? T::kBN : T::kBNOut, T::kRhsScaleBlockN)))) {
     return false;
   }
   if (T::kAStage != kBM * kRowBytes || T::kBStage != T::kBN * kRowBytes ||
@@ -326,10 +334,12 @@ __device__ __forceinline__ void produce(const S& s, const CUtensorMap* map_a,
     // n / 2 + n0; a weight-only silu_mul tile interleaves them, 8 gate rows
     // then the 8 matching up rows, 16 runs (gg_gemm_sm90_mixed.cuh).
     const int n0 = w.n0;
-    constexpr int kRuns = kSilu<T> ? (kMixed<T> ? 16 : 2) : 1;
+    // Interleaved pairs: the two runs are B rows 2 n0.. in order.
+    constexpr int kRuns = kPaired<T> ? (kMixed<T> ? 16 : 2) : 1;
     constexpr int kRunRows = T::kBN / kRuns;
     constexpr int kBRowBytes = kMixed<T> ? kBInner<T> : kRowBytes;
-    const int b0[2] = {n0, n / 2 + n0};
+    const int b0[2] = {kInterleavedPairs<T> ? 2 * n0 : n0,
+                       kInterleavedPairs<T> ? 2 * n0 + T::kBN / 2 : n / 2 + n0};
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
       const int st = it % T::kStages;
       gg::mbarrier_wait(&s.empty[st], ((it / T::kStages) & 1) ^ 1);
@@ -417,24 +427,33 @@ __device__ __forceinline__ void mma_stage(const Smem<T>& s, int st, int cw,
 // columns: n, or n / 2 for silu_mul). Fragment element i holds row
 // lane / 4 + 8 * ((i / 2) % 2) and column 8 * (i / 4) + 2 * (lane % 4) + i % 2
 // of the warp's 16 x kBN; for silu_mul the up column c + kBN / 2 of gate
-// column c is element i + kBN / 4, in the same thread.
+// column c is element i + kBN / 4, in the same thread; for interleaved
+// pairs the up column 2c + 1 of gate column 2c is element i + 1 (i even).
 template <class T>
 __device__ __forceinline__ void store_tile(const Smem<T>& s, const float (&d)[T::kBN / 2],
                                            const TileWork& w, int cw, const Operands<T>& o, int n) {
   using out_t = typename T::out_t;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const int n_out = kSilu<T> ? n / 2 : n;
+  const int n_out = kPaired<T> ? n / 2 : n;
   out_t* slice = reinterpret_cast<out_t*>(s.c + (cw * 4 + warp) * T::kCWarpBytes);
   const int row0 = w.m0 + cw * 64 + 16 * warp;  // the warp's first row of out
   GG_UNROLL
   for (int i = 0; i < T::kBNOut / 2; ++i) {
-    const int r = lane / 4 + 8 * ((i / 2) % 2);
-    const int c = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    // Interleaved pairs: output q is the pair of elements (2q, 2q + 1).
+    const int e = kInterleavedPairs<T> ? 2 * i : i;
+    const int r = lane / 4 + 8 * ((e / 2) % 2);
+    const int c =
+        kInterleavedPairs<T> ? 4 * (e / 4) + lane % 4 : 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     const int row = row0 + r, col = w.n0 + c;
     if (row >= w.row_hi && row < w.zero_hi && col < n_out) {
       slice[r * T::kCStride + c] = gg::from_float<out_t>(0.0f);  // masked: past the count
     } else if (row >= w.row_lo && row < w.row_hi && col < n_out) {
-      if constexpr (kSilu<T>) {
+      if constexpr (kInterleavedPairs<T>) {
+        float x[2] = {d[e], d[e + 1]};
+        const int bcol[2] = {2 * col, 2 * col + 1};
+        slice[r * T::kCStride + c] =
+            epilogue_element<T>(x, bcol, o.lhs_scale, o.rhs_scale, o.bias, row, w.gl, n);
+      } else if constexpr (kSilu<T>) {
         float x[2] = {d[i], d[i + T::kBN / 4]};
         const int bcol[2] = {col, n / 2 + col};
         slice[r * T::kCStride + c] =
@@ -492,7 +511,8 @@ __device__ __forceinline__ TileScales<T> tile_scales(const TileWork& w, int row0
     }
   }
   if constexpr (kRhsScalePromoted<T>) {
-    sc.b[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, w.n0, n, k, k0);
+    // Interleaved pairs: the tile's B columns 2 n0.. lie in one block.
+    sc.b[0] = rhs_scale_at<T>(o.rhs_scale, w.gl, kInterleavedPairs<T> ? 2 * w.n0 : w.n0, n, k, k0);
     sc.b[1] = kSilu<T> ? rhs_scale_at<T>(o.rhs_scale, w.gl, n / 2 + w.n0, n, k, k0) : sc.b[0];
   }
   return sc;
@@ -608,10 +628,10 @@ template <class T, Rows L>
 __device__ void consume_mixed(const Smem<T>& s, int cw, int tiles, int items, int tiles_n, int m,
                               int n, int k, const Items& g, const Operands<T>& o);
 
-// Output tiles along N: n columns of out, or n / 2 for silu_mul.
+// Output tiles along N: n columns of out, or n / 2 for a paired activation.
 template <class T>
 __device__ __forceinline__ int tiles_n_of(int n) {
-  const int n_out = kSilu<T> ? n / 2 : n;
+  const int n_out = kPaired<T> ? n / 2 : n;
   return (n_out + T::kBNOut - 1) / T::kBNOut;
 }
 

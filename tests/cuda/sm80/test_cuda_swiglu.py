@@ -3,8 +3,9 @@ body, on the CPU emulator: interleaved (gate, up) columns and the halves
 layout, per-expert bias, at GPT-OSS's n = 5760 and a small awkward n, empty
 groups and poisoned outputs, against the float64 reference; planted bugs
 (the gate clamped on the wrong side, the pairs read one column off) must
-fail. The other CUDA bodies do not run it yet (their obstacle sends an
-sm_90a / sm_100a kernel to this body)."""
+fail. The Hopper and sm_100a bodies run it too (tests/cuda/sm90/
+test_cuda_sm90_swiglu.py, tests/cuda/sm100/test_cuda_sm100_swiglu.py) but
+for interleaved pairs on weight-only kernels, which stay on this body."""
 
 from __future__ import annotations
 
@@ -105,8 +106,10 @@ def verdict(built, name: str, inputs: dict, *, source: str | None = None, tag: s
     spec, cuda = built
     kernel = spec.kernel(name)
     text = source if source is not None else (cuda / f"{name}.cu").read_text()
+    # sm=0: the mma.sync path (the emulated device is an sm_90a, whose
+    # Hopper path tests/cuda/sm90/test_cuda_sm90_swiglu.py covers).
     got = run_launcher(launcher(cuda, name), text, source_name(name) + tag, inputs,
-                       modules=MODULES)
+                       modules=MODULES, sm=0)
     k = inputs["lhs"].shape[1]
     return got, compare(got, reference(kernel, **inputs), kernel, k=k, inputs=inputs)
 
@@ -122,10 +125,12 @@ def _clamps_bite(kernel: ir.Kernel, inputs: dict) -> None:
     assert (gate > lim).any() and (up < -lim).any() and (np.abs(up) < lim).any()
 
 
-def test_sm90a_runs_the_mma_sync_body(built):
+def test_sm90a_runs_the_hopper_body_but_for_interleaved_weight_only(built):
     spec, _ = built
-    kernel = spec.kernel("gptoss_gateup")
-    assert not kernel.uses_wgmma("sm_90a") and "swiglu_clamped" in kernel.wgmma_obstacle()
+    assert spec.kernel("gptoss_gateup").uses_wgmma("sm_90a")
+    assert spec.kernel("swiglu_halves").uses_wgmma("sm_90a")
+    kernel = spec.kernel("dense_interleaved")  # int8 weights, interleaved pairs
+    assert not kernel.uses_wgmma("sm_90a") and "pairs=interleaved" in kernel.wgmma_obstacle()
 
 
 # n = 5760 is GPT-OSS's (n/2 = 2880, 22.5 tiles of 128 outputs); 200 a small

@@ -55,6 +55,16 @@ KERNELS = {
                  "  rhs_scale block n=1 k=32\n  tile m=64 n=128 k=32",
     "w8a16_silu_mul": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
                       "  epilogue silu_mul",
+    # swiglu_clamped: both pairs on the 16-bit and FP8 tiles, halves only on
+    # the weight-only tile; the MX / NV block-scaled MMAs refuse it.
+    "swiglu_interleaved": "op grouped\n  lhs bf16 [m, k]\n  rhs bf16 [g, k, n]\n  out bf16\n"
+                          "  epilogue swiglu_clamped",
+    "swiglu_fp8_halves": "op dense\n  lhs e4m3 [m, k]\n  rhs e4m3 [n, k]\n  out bf16\n"
+                         "  epilogue swiglu_clamped pairs=halves",
+    "w8a16_swiglu_halves": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
+                           "  epilogue swiglu_clamped pairs=halves",
+    "w8a16_swiglu_interleaved": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
+                                "  epilogue swiglu_clamped",
     "w8a16_lhs_group": "op dense\n  lhs bf16 [m, k]\n  rhs int8 [n, k]\n  out bf16\n"
                        "  lhs_scale per_token_group k=128",
 }
@@ -79,7 +89,8 @@ def test_wgmma_obstacle_matches_the_cxx_qualifies(tmp_path):
     assert [n for n, q in expected.items() if q] == [
         "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "w8a16", "fp8", "per_channel",
         "per_token", "silu_mul", "fp8_e5m2_tensor", "fp8_block", "w4a16_block",
-        "w8a16_grouped_kblock", "w8a16_silu_mul"]
+        "w8a16_grouped_kblock", "w8a16_silu_mul", "swiglu_interleaved", "swiglu_fp8_halves",
+        "w8a16_swiglu_halves"]
     src = tmp_path / "qualifies.cc"
     src.write_text("\n".join(unit) + "\n")
     try:
@@ -117,7 +128,8 @@ def test_tcgen05_obstacle_matches_the_cxx_qualifies(tmp_path):
     assert [n for n, q in expected.items() if q] == [
         "bf16_nk", "f16_kn_bias_relu", "grouped_bf16_kn", "w8a16", "fp8", "per_channel",
         "per_token", "silu_mul", "fp8_kn", "fp8_e5m2_tensor", "fp8_block", "w4a16_block",
-        "w8a16_grouped_kblock", "w8a16_silu_mul"]
+        "w8a16_grouped_kblock", "w8a16_silu_mul", "swiglu_interleaved", "swiglu_fp8_halves",
+        "w8a16_swiglu_halves"]
     src = tmp_path / "qualifies100.cc"
     src.write_text("\n".join(unit) + "\n")
     try:

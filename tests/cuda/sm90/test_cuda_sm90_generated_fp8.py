@@ -388,7 +388,7 @@ def test_planted_promotion_bug_under_the_generated_fp8_kernel_is_caught(bug):
 # column paired with the wrong fragment element (a wrong product).
 GATE_PLANTED = {
     "one_box_for_both_halves": (
-        [("constexpr int kRuns = kSilu<T> ? (kMixed<T> ? 16 : 2) : 1;", "constexpr int kRuns = 1;")],
+        [("constexpr int kRuns = kPaired<T> ? (kMixed<T> ? 16 : 2) : 1;", "constexpr int kRuns = 1;")],
         r"transaction bytes missing \(expect_tx announced \d+, TMA delivered \d+\)"),
     "up_paired_with_the_wrong_element": (
         [("float x[2] = {d[i], d[i + T::kBN / 4]};", "float x[2] = {d[i], d[i + T::kBN / 8]};")],

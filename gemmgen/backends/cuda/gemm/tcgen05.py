@@ -36,7 +36,7 @@ from gemmgen.backends.cuda.gemm.wgmma import (
     tma_entries,
     tma_params,
 )
-from gemmgen.ir import Activation, DType, Layout, Op, ScaleMode
+from gemmgen.ir import DType, Layout, Op, ScaleMode
 
 def sm100_smem_bytes(bn: int, stages: int, out: DType, sf_stage: int = 0,
                      pair: bool = False) -> int:
@@ -98,8 +98,10 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     steps of 64; at most 128 when promoted), else 256 (128 promoted), then
     the narrower ones; with rhs block scales only the n whose output columns
     divide the scale block; rhs [k, n] takes whole boxes of 128-byte rows
-    of columns."""
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    of columns. A paired activation (silu_mul, swiglu_clamped) has boxes in
+    each half of B; pairs=interleaved reads bn columns 2 n0.. in order, so
+    its tile lies in one scale block when bn divides it."""
+    silu = kernel.epilogue.activation.paired
     widest = SM100_PROMOTED_BN if promoted(kernel) else 256
     sizes = tuple(n for n in (256, 192, 128, 64) if n <= widest)
     if kernel.tcgen05_block_scaled:
@@ -114,7 +116,8 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
         out = tuple(bn for bn in out if (bn // 2 if silu else bn) % box == 0)
     rs = kernel.rhs_scale
     if rs.mode is ScaleMode.BLOCK and not kernel.tcgen05_block_scaled:
-        out = tuple(bn for bn in out if rs.block_n % (bn // 2 if silu else bn) == 0)
+        half = kernel.epilogue.halves
+        out = tuple(bn for bn in out if rs.block_n % (bn // 2 if half else bn) == 0)
     return out
 
 
@@ -146,7 +149,7 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm1
     multicast); with the most stages that fit."""
     limit = shared_memory_limit(SM100_ARCH)
     wb = kernel.rhs_operand.dtype.bits
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired  # halves only (interleaved is refused)
     swap = not silu and tile.m <= SM100_MIXED_DECODE_BMS[-1]
     pair = tile.m == SM100_PAIR_BM and pair_obstacle(kernel) is None
     bm = (next(b for b in SM100_MIXED_DECODE_BMS if b >= tile.m) if swap
@@ -250,7 +253,7 @@ def _pair_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm10
     # (validated: ir.Kernel.tcgen05_multicast_obstacle, at most 8 CTAs)
     assert tile.cluster_n == 1 or kernel.tcgen05_multicast_obstacle() is None, tile
     limit = shared_memory_limit(SM100_ARCH)
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired
     widths = _pair_widths(kernel, tile)
     if not widths:
         return None
@@ -286,7 +289,7 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm100Tile
     if (pair := _pair_tile(kernel, tile, index, entry)) is not None:
         return pair
     limit = shared_memory_limit(SM100_ARCH)
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired
     for bn in _widths(kernel, tile):
         sf = sf_stage_bytes(kernel, bn)
         fits = [st for st in range(2, SM100_MAX_STAGES + 1)
@@ -392,7 +395,7 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     if grouped:
         conds.append(var("g").gt(0))
     rs = kernel.rhs_scale
-    if (kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK
+    if (kernel.epilogue.halves and rs.mode is ScaleMode.BLOCK
             and not kernel.tcgen05_deepseek_mma and not h.mixed):
         # The up half starts at n / 2: in one rhs scale block per tile only
         # when n / 2 is a whole number of blocks (else the mma.sync body).

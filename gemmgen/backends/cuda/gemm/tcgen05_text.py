@@ -10,7 +10,7 @@ import textwrap
 from gemmgen import ir
 from gemmgen.backends.cuda.gemm.tcgen05_tile import Sm100Tile
 from gemmgen.backends.cuda.gemm.text import COLUMNS
-from gemmgen.ir import Activation, DType
+from gemmgen.ir import DType
 
 
 def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
@@ -32,8 +32,13 @@ def algorithm(kernel: ir.Kernel, t: Sm100Tile, number: int,
         extra = (f" Block-scaled: each K tile's {what} are gathered by the producer warp's "
                  f"32 lanes into the stage, copied into TMEM with tcgen05.cp.32x128b.warpx4 by the MMA thread, and applied "
                  f"by {block_scaled_words(kernel)}.")
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        extra += (f" silu_mul: a tile's B is {t.bn_out} gate columns over the matching "
+    act = kernel.epilogue.activation.value
+    if kernel.epilogue.interleaved:
+        extra += (f" {act} (pairs=interleaved): a tile's B is the {t.bn} columns 2 n0.. in "
+                  f"order, so each thread's row holds the adjacent gate and up columns of its "
+                  f"outputs.")
+    elif kernel.epilogue.activation.paired:
+        extra += (f" {act}: a tile's B is {t.bn_out} gate columns over the matching "
                   f"{t.bn_out} up columns (n / 2 on), so each thread's row holds both halves "
                   f"of its outputs.")
     pair = next((h for h in (t, *tiles) if h.pair), None)
@@ -107,9 +112,10 @@ def mixed_algorithm(kernel: ir.Kernel, number: int,
                + ("tile's f32 sums in registers." if t.swap else
                   "tile's f32 sums in TMEM (128 columns after the accumulators).")
                if blocks else "")
-            + (" silu_mul: the raw weight rows come 8 gate rows over the 8 matching up rows "
-               "(16 boxes), and the transform writes them as the gate half over the up half."
-               if kernel.epilogue.activation is Activation.SILU_MUL else "")
+            + (f" {kernel.epilogue.activation.value}: the raw weight rows come 8 gate rows "
+               "over the 8 matching up rows (16 boxes), and the transform writes them as the "
+               "gate half over the up half."
+               if kernel.epilogue.activation.paired else "")
             + (" LUT entries of m <= 32 take the decode tile: the operands swapped (the widened "
                "weights as the MMA's A, 16 or 32 lhs rows as its N), the accumulator read back "
                "transposed, one output column per epilogue thread."

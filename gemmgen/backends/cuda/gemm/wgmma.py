@@ -24,7 +24,7 @@ from gemmgen.backends.cuda.gemm.body import Body, BodyLaunch, BodyPlan
 from gemmgen.backends.cuda.gemm.contract import worklist_step
 from gemmgen.backends.cuda.gemm.mma_sync import GLOBALS, TileConfig
 from gemmgen.backends.cuda.gemm.text import COLUMNS, Entry, Param, call, signature
-from gemmgen.ir import Activation, BiasMode, DType, Layout, Op, ScaleMode
+from gemmgen.ir import BiasMode, DType, Layout, Op, ScaleMode
 
 # The Hopper body's fixed shape (gg_gemm_sm90.cuh: kThreads, kBM, the
 # 128-byte K tile row, the setmaxnreg counts) and the plan's choices for it.
@@ -104,8 +104,10 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
     holds two fragments), else 128, then the narrower ones; with rhs block
     scales only the n whose output columns divide the scale block (one scale
     per tile, per half for silu_mul). silu_mul splits n into a gate and an
-    up half, each a whole number of 64-column boxes for rhs [k, n]."""
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    up half, each a whole number of 64-column boxes for rhs [k, n]
+    (swiglu_clamped likewise; pairs=interleaved reads bn columns 2 n0.. in
+    order, so its tile lies in one scale block when bn divides it)."""
+    silu = kernel.epilogue.activation.paired
     widest = 128 if kernel.lhs.dtype.bits == 8 else 256
     first = tile.n if tile.n in (64, 128, 192, 256) and tile.n <= widest else 128
     out = tuple(dict.fromkeys((first, 128, 64)))
@@ -113,7 +115,8 @@ def _widths(kernel: ir.Kernel, tile: ir.Tile) -> tuple[int, ...]:
         out = tuple(dict.fromkeys(bn if bn % 128 == 0 else 128 for bn in out))
     rs = kernel.rhs_scale
     if rs.mode is ScaleMode.BLOCK:
-        out = tuple(bn for bn in out if rs.block_n % (bn // 2 if silu else bn) == 0)
+        half = kernel.epilogue.halves
+        out = tuple(bn for bn in out if rs.block_n % (bn // 2 if half else bn) == 0)
     return out
 
 
@@ -154,7 +157,7 @@ def _mixed_tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm9
     streams the weights with 16-row tiles), with the most stages that fit."""
     bm = next((b for b in SM90_MIXED_BMS if b >= tile.m), SM90_MIXED_BMS[-1])
     wb = kernel.rhs_operand.dtype.bits
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired  # halves only (runs_mixed)
     cols, bn_out = (8, SM90_BM // 2) if silu else (16, SM90_BM)  # per warp, per tile
     limit = shared_memory_limit(SM90_ARCH)
     stages = max(st for st in range(2, SM90_MAX_STAGES + 1)
@@ -177,7 +180,7 @@ def _tile(kernel: ir.Kernel, tile: ir.Tile, index: int, entry: str) -> Sm90Tile:
     if kernel.wgmma_mixed:
         return _mixed_tile(kernel, tile, index, entry)
     limit = shared_memory_limit(SM90_ARCH)
-    silu = kernel.epilogue.activation is Activation.SILU_MUL
+    silu = kernel.epilogue.activation.paired
     for bn in _widths(kernel, tile):
         bn_out = bn // 2 if silu else bn
         fits = [st for st in range(2, SM90_MAX_STAGES + 1)
@@ -238,7 +241,7 @@ def maps(kernel: ir.Kernel, t: Sm90Tile,
         wb = kernel.rhs_operand.dtype.bits
         inner, raw = k if wb == 8 else div(k, 8 // wb), sm90_weight_row_bytes(wb)
         rows = (weight_rows if weight_rows is not None
-                else 8 if kernel.epilogue.activation is Activation.SILU_MUL else SM90_BM)
+                else 8 if kernel.epilogue.activation.paired else SM90_BM)
         if kernel.op is Op.GROUPED:
             rhs = TensorMapSpec("uint8", (inner, n, g), (inner, inner * n), (raw, rows, 1),
                                 swizzle=raw)
@@ -357,9 +360,10 @@ def _algorithm(kernel: ir.Kernel, t: Sm90Tile, number: int) -> tuple[str, ...]:
                 f"min(SMs, tiles) blocks."
                 + (" The K tiles of each scale block are promoted into an f32 accumulator "
                    "times the weight rows' scales." if blocks else "")
-                + (" silu_mul: a stage's weight rows are 8 gate rows over the 8 matching up "
-                   "rows, 16 boxes, so each thread holds both rows of its output column."
-                   if kernel.epilogue.activation is Activation.SILU_MUL else ""))
+                + (f" {kernel.epilogue.activation.value}: a stage's weight rows are 8 gate "
+                   "rows over the 8 matching up rows, 16 boxes, so each thread holds both "
+                   "rows of its output column."
+                   if kernel.epilogue.activation.paired else ""))
         wrapped = textwrap.wrap(text, COLUMNS - len("//   (1) "))
         return (f"({number}) {wrapped[0]}", *(f"    {w}" for w in wrapped[1:]))
     promote = ""
@@ -368,8 +372,13 @@ def _algorithm(kernel: ir.Kernel, t: Sm90Tile, number: int) -> tuple[str, ...]:
                      for s in (kernel.lhs_scale, kernel.rhs_scale))
         promote = (" Each K tile's wgmma sums are promoted into an f32 accumulator"
                    + (", times the tile's block scales" if blocks else "") + ".")
-    if kernel.epilogue.activation is Activation.SILU_MUL:
-        promote += (f" silu_mul: a tile's B is {t.bn_out} gate columns over the matching "
+    act = kernel.epilogue.activation.value
+    if kernel.epilogue.interleaved:
+        promote += (f" {act} (pairs=interleaved): a tile's B is the {t.bn} columns 2 n0.. in "
+                    f"order, each thread holding the adjacent gate and up columns of its "
+                    f"outputs.")
+    elif kernel.epilogue.activation.paired:
+        promote += (f" {act}: a tile's B is {t.bn_out} gate columns over the matching "
                     f"{t.bn_out} up columns (n / 2 on), so each thread holds both halves of "
                     f"its outputs.")
     text = (f"on sm_90a (compute capability 9.0) the launchers run the Hopper body instead "
@@ -418,8 +427,7 @@ def _launch(kernel: ir.Kernel, bp: BodyPlan, t: TileConfig,
     if grouped:
         conds.append(var("g").gt(0))
     rs = kernel.rhs_scale
-    if (kernel.epilogue.activation is Activation.SILU_MUL and rs.mode is ScaleMode.BLOCK
-            and not h.mixed):
+    if kernel.epilogue.halves and rs.mode is ScaleMode.BLOCK and not h.mixed:
         # The up half starts at n / 2: in one rhs scale block per tile only
         # when n / 2 is a whole number of blocks (else the mma.sync body,
         # which scales column by column).
