@@ -157,6 +157,8 @@ def test_specs_cases_fit_the_budget():
                     fixed = {c.dim for c in (kernel.tile_rules[entry].conds
                                              if entry < len(kernel.tile_rules) else ())
                              if c.cmp is Cmp.EQ}
+                    if kernel.static_n is not None or kernel.static_k is not None:
+                        fixed |= {"n", "k"}  # `dims n= k=` fix every case's n and k too
                     if fixed & {"n", "k"}:
                         continue
                     groups = len(case.masked_m) if case.masked_m else 1  # masked: g x cap rows

@@ -249,6 +249,14 @@ class MatmulCore(Decisions, Blocks, ScaleText):
         return acc + (" + [pltpu.VMEM((tn, min(tm, 128)), jnp.float32)]" if self.interleaved
                       else "")
 
+    def scratch_arg(self, indent: int) -> str:
+        """`scratch_shapes=...,` at `indent` spaces, wrapped at its sums as
+        ruff formats a line past 100 columns."""
+        line = f"scratch_shapes={self.scratch_shapes},"
+        if indent + len(line) <= 100:
+            return line
+        return line.replace(" + ", "\n" + " " * indent + "+ ")
+
     @property
     def kernel_keywords(self) -> tuple[str, ...]:
         return ("rhs_nk: bool", "tiles_k: int", "k_rem: int") + (

@@ -23,7 +23,7 @@ constexpr bool kPaired =
 
 // Whether the gate and up columns alternate (2j, 2j + 1) rather than lie n / 2 apart.
 template <class C>
-constexpr bool interleaved_pairs() {
+__host__ __device__ constexpr bool interleaved_pairs() {
   if constexpr (C::kActivation == Activation::kSwigluClamped) {
     return C::kPairsInterleaved;
   } else {

@@ -378,10 +378,10 @@ __host__ __device__ constexpr bool check_tile() {
       T::kKSteps * kMmaK<T> != T::kBK) {
     return false;
   }
-  if (T::kBNOut != (T::kActivation == Activation::kSiluMul ||
-                            T::kActivation == Activation::kSwigluClamped
-                        ? T::kBN / 2
-                        : T::kBN)) {
+  if (T::kBNOut !=
+      (T::kActivation == Activation::kSiluMul || T::kActivation == Activation::kSwigluClamped
+           ? T::kBN / 2
+           : T::kBN)) {
     return false;
   }
   if (T::kAStride != kRowBytes + 16 || T::kAStage != T::kBM * T::kAStride ||

@@ -499,7 +499,8 @@ def _gmm(
             grid=(tiles_n, num_work, tiles_k),
             in_specs=in_specs,
             out_specs=pl.BlockSpec((tm, tn // 2), out_index),
-            scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)] + [pltpu.VMEM((tn, min(tm, 128)), jnp.float32)],
+            scratch_shapes=[pltpu.VMEM((tm, tn), jnp.float32)]
+            + [pltpu.VMEM((tn, min(tm, 128)), jnp.float32)],
         ),
         input_output_aliases={len(metadata) + len(inputs) - 1: 0} if aliased else {},
         compiler_params=pltpu.CompilerParams(

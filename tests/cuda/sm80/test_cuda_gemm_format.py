@@ -95,6 +95,16 @@ kernel grouped_kblock_e8m0_fold {
   tile m=64 n=128 k=128
 }
 
+kernel grouped_swiglu_interleaved_mma_sync {
+  op grouped
+  rhs bf16 [g, k, n]
+  out bf16
+  bias f32 [g, 1, n]
+  epilogue swiglu_clamped
+  mma mma_sync
+  tile m=64 n=128 k=64
+}
+
 kernel e5m2_pair_token_group {
   lhs e5m2 [m, k]
   rhs e5m2 [n, k]
