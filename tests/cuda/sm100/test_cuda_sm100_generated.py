@@ -192,7 +192,7 @@ def test_mma_tcgen05_needs_sm100a_and_a_qualifying_kernel(tmp_path):
     promoted_kn = only.replace("  out f32\n  rhs_scale per_channel f32\n",
                                "  out f32\n  lhs_scale per_token_group k=128 f32\n"
                                "  rhs_scale block n=128 k=128 f32\n")
-    with pytest.raises(SpecError, match="a silu_mul tile needs 256 of them, but a tile with "
+    with pytest.raises(SpecError, match="a gate-up tile needs 256 of them, but a tile with "
                                         "per-K-block scales holds at most 128"):
         render("c", promoted_kn)
     # Weight-only kernels get the weight-only tile (gg_gemm_sm100_mixed.cuh),
