@@ -9,6 +9,9 @@ gradient (d lhs, d rhs), the RMS of the error relative to the RMS of the
 float64 gradient.
 
     python scripts/tpu_gelu_vjp.py [--interpret]
+
+--interpret runs a small shape in Pallas interpret mode on the CPU (the
+tests run it), so the script works the first time on the chip.
 """
 
 from __future__ import annotations

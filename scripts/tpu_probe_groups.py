@@ -28,7 +28,6 @@ tests run it), so the script works the first time on the chip.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -148,7 +147,7 @@ def main(argv=None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "probe_groups.json").write_text(json.dumps(
-            dict(shape=dataclasses.asdict(ir.Tile(args.m, args.n, args.k)) | {"g": args.g},
+            dict(shape={"m": args.m, "n": args.n, "k": args.k, "g": args.g},
                  jax=jax.__version__, device=str(jax.devices()[0]), rows=rows), indent=1))
     return 0 if all(r.get("ok", False) for r in rows) else 1
 

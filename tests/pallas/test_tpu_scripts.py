@@ -378,3 +378,21 @@ def test_tpu_tune_run_runs_each_job_and_keeps_the_tuned_spec(tmp_path):
     tuned = (out / "small.gemm").read_text()
     assert "tuned v5e {" in tuned and "tile_rule gmm_small n==256 k==256" in tuned
     assert json.loads((out / "tune-small.json").read_text())["device"] == "v5e"
+
+
+@pytest.mark.slow
+def test_tpu_probe_groups_interpret_checks_every_variant(tmp_path):
+    r = _run("scripts/tpu_probe_groups.py", "--interpret", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads((tmp_path / "probe_groups.json").read_text())["rows"]
+    # XLA and gemmgen at each of two tiles, on both routings; each checked.
+    assert len(rows) == 6 and all(row["ok"] for row in rows)
+    aligned = [row for row in rows if row["routing"] == "aligned" and row["impl"] == "gemmgen"]
+    assert [row["items"] for row in aligned] == [8, 4]  # 4 groups of 64 rows: no straddling
+
+
+@pytest.mark.slow
+def test_tpu_gelu_vjp_interpret_matches_float64():
+    r = _run("scripts/tpu_gelu_vjp.py", "--interpret")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(generated): RMS relative error" in r.stdout and "(before)" in r.stdout
