@@ -91,7 +91,7 @@ SCALE_BLOCK_K = 512  # rows of k per scale of the K-block formats (specs/moe.gem
 # one scale per expert and output column; "kblock": one per SCALE_BLOCK_K
 # rows of k and column.
 FORMATS = {
-    "bf16": ("bfloat16", None, ("gmm_bf16_out", "gmm_bf16_lut")),
+    "bf16": ("bfloat16", None, ("gmm_bf16_out", "gmm_bf16_lut", "gmm_bf16_kn_out")),
     "w8-channel": ("int8", "channel", ("peer_w8a16_per_channel_rhs_int8",)),
     "w8-kblock": ("int8", "kblock", ("peer_w8a16_kblock",)),
     "w4-kblock": ("int4", "kblock", ("peer_w4a16_kblock",)),
@@ -598,7 +598,9 @@ def implementations(case: Case, d: dict, ours: Ours, peers: Peers, broken: bool)
             elif case.op == "tgmm":
                 args = {"lhs": d["lhs"], "rhs": d["dout"], "group_sizes": d["sizes"]}
             else:
-                args = {"lhs": d["lhs"], "rhs": d["rhs_nk"], "group_sizes": d["sizes"]}
+                kn = ours.kernel(name).rhs_operand.layout is ir.Layout.KN
+                args = {"lhs": d["lhs"], "rhs": d["rhs_kn" if kn else "rhs_nk"],
+                        "group_sizes": d["sizes"]}
                 if "ours_scale" in d:
                     args["rhs_scale"] = d["ours_scale"]
                 if case.total_groups:

@@ -19,7 +19,13 @@ dots at HIGHEST precision), and the times are medians of batches
 (gemmgen.tune.timing.sample_times).
 
     python scripts/tpu_probe_groups.py [--interpret] [--m M --k K --n N --g G]
-        [--tiles 128x2048x2944,256x2048x2944] [--out DIR]
+        [--tiles 128x2048x2944,256x2048x2944] [--kernel gmm_bf16_kn]
+        [--routings aligned] [--k-align 256] [--out DIR]
+
+--kernel picks another grouped kernel of specs/moe.gemm (e.g. gmm_bf16_kn,
+rhs [g, k, n]); --k-align overrides the module's K_ALIGN (the multiple the
+K block is rounded up to past k), one change at a time against the same
+inputs.
 
 --interpret runs a tiny shape in Pallas interpret mode on the CPU (the
 tests run it), so the script works the first time on the chip.
@@ -28,6 +34,7 @@ tests run it), so the script works the first time on the chip.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import tempfile
@@ -97,6 +104,9 @@ def main(argv=None) -> int:
     p.add_argument("--tiles", default="128x2048x2944,256x2048x2944,512x2048x2944")
     p.add_argument("--samples", type=int, default=5)
     p.add_argument("--batch", type=int, default=10)
+    p.add_argument("--kernel", default=KERNEL)
+    p.add_argument("--routings", default="skewed,aligned")
+    p.add_argument("--k-align", type=int, default=None)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     if args.interpret:
@@ -108,7 +118,7 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
 
     spec = render_spec(ROOT / "specs" / "moe.gemm").spec
-    kernel = spec.kernel(KERNEL)
+    kernel = spec.kernel(args.kernel)
     tiles = [tpu_tiles.parse_tile(t) for t in args.tiles.split(",")]
     dev = tpu_bench.device()
     ka, kw = jax.random.split(jax.random.key(0))
@@ -134,7 +144,10 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
+    wanted = args.routings.split(",")
     for route, sizes in routings(args.m, args.g, tiles).items():
+        if route not in wanted:
+            continue
         gs = jax.device_put(jnp.asarray(sizes), dev)
         print(f"routing {route}: sizes {sizes.tolist()}", flush=True)
         timed("xla ragged_dot", route, sizes,
@@ -142,12 +155,16 @@ def main(argv=None) -> int:
         for tile in tiles:
             spec2, k2 = tpu_tiles.with_tile(spec, kernel, tile)
             fn = tpu_tiles.module_for(spec2, k2, tmp, f"{tile.m}x{tile.n}x{tile.k}")
+            if args.k_align:
+                inspect.unwrap(fn).__globals__["K_ALIGN"] = args.k_align
             timed("gemmgen", route, sizes, lambda fn=fn, gs=gs: fn(lhs, rhs_nk, gs, **kw_call),
                   tile=f"{tile.m}x{tile.n}x{tile.k}", items=work_items(sizes, tile.m))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "probe_groups.json").write_text(json.dumps(
+        name = f"probe_{args.kernel}_k{args.k}_n{args.n}_ka{args.k_align or 0}.json"
+        (args.out / name).write_text(json.dumps(
             dict(shape={"m": args.m, "n": args.n, "k": args.k, "g": args.g},
+                 kernel=args.kernel, k_align=args.k_align,
                  jax=jax.__version__, device=str(jax.devices()[0]), rows=rows), indent=1))
     return 0 if all(r.get("ok", False) for r in rows) else 1
 

@@ -384,11 +384,35 @@ def test_tpu_tune_run_runs_each_job_and_keeps_the_tuned_spec(tmp_path):
 def test_tpu_probe_groups_interpret_checks_every_variant(tmp_path):
     r = _run("scripts/tpu_probe_groups.py", "--interpret", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    rows = json.loads((tmp_path / "probe_groups.json").read_text())["rows"]
+    rows = json.loads((tmp_path / "probe_gmm_bf16_out_k320_n256_ka0.json").read_text())["rows"]
     # XLA and gemmgen at each of two tiles, on both routings; each checked.
     assert len(rows) == 6 and all(row["ok"] for row in rows)
     aligned = [row for row in rows if row["routing"] == "aligned" and row["impl"] == "gemmgen"]
     assert [row["items"] for row in aligned] == [8, 4]  # 4 groups of 64 rows: no straddling
+
+
+@pytest.mark.slow
+def test_tpu_probe_groups_interpret_other_layout_and_k_align(tmp_path):
+    """One variant at a time: the [g, k, n] kernel, K blocks rounded to 256."""
+    r = _run("scripts/tpu_probe_groups.py", "--interpret", "--kernel", "gmm_bf16_kn_out",
+             "--routings", "aligned", "--k-align", "256", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads((tmp_path / "probe_gmm_bf16_kn_out_k320_n256_ka256.json").read_text())
+    assert data["kernel"] == "gmm_bf16_kn_out" and data["k_align"] == 256
+    assert [row["routing"] for row in data["rows"]] == ["aligned"] * 3
+    assert all(row["ok"] for row in data["rows"])
+
+
+@pytest.mark.slow
+def test_tpu_probe_dma_interpret_copies_exactly(tmp_path):
+    r = _run("scripts/tpu_probe_dma.py", "--interpret", "--out", str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads((tmp_path / "probe_dma.json").read_text())["rows"]
+    # XLA's copy and two Pallas block shapes, at a width off and on the lane grid.
+    assert [(row["cols"], row["impl"]) for row in rows] == [
+        (320, "xla copy"), (320, "pallas 32x320"), (320, "pallas 32x128"),
+        (384, "xla copy"), (384, "pallas 32x384"), (384, "pallas 32x128")]
+    assert all(row["ok"] and row["layout"].startswith("bf16[64,") for row in rows)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ kernel, with a keyword `interpret` passed to `pallas_call`.
     gmm_bf16: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]ᵀ
     gmm_bf16_out: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]ᵀ
     gmm_bf16_kn: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
+    gmm_bf16_kn_out: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
     gmm_bf16_lut: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]ᵀ
     gmm_f32_tile_64x128x128: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
     gmm_f32_tile_128x128x256: out[rows of group i] = lhs[rows of group i] @ rhs[i - group_offset]
