@@ -496,18 +496,30 @@ def _tgmm_kernel(
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
     # (2) acc += lhs[rows]ᵀ @ rhs[rows] over the rows of this group in the m
-    #     tile. Other rows (another group's, or past m in an edge block,
-    #     whose padding is undefined) are zeroed in both operands.
-    rows = m_tile_ids_ref[w] * tm + lax.broadcasted_iota(jnp.int32, (tm, 1), 0)
-    mine = (rows >= starts_ref[group]) & (rows < ends_ref[group])
-    lhs = jnp.where(mine, lhs_ref[...], jnp.zeros((), lhs_ref.dtype))
-    rhs = jnp.where(mine, rhs_ref[...], jnp.zeros((), rhs_ref.dtype))
-    acc_ref[...] += lax.dot_general(
-        lhs,
-        rhs,
-        dimension_numbers=(((0,), (0,)), ((), ())),
-        preferred_element_type=jnp.float32,
-    )
+    #     tile. In a tile the group fills, every row is the group's and inside
+    #     the arrays: the blocks go to the MXU as loaded. Otherwise the other
+    #     rows (another group's, or past m in an edge block, whose padding is
+    #     undefined) are zeroed in both operands first (docs/pallas.md, "tgmm").
+    first_row = m_tile_ids_ref[w] * tm
+    start, end = starts_ref[group], ends_ref[group]
+
+    def accumulate(masked: bool):
+        lhs, rhs = lhs_ref[...], rhs_ref[...]
+        if masked:
+            rows = first_row + lax.broadcasted_iota(jnp.int32, (tm, 1), 0)
+            mine = (rows >= start) & (rows < end)
+            lhs = jnp.where(mine, lhs, jnp.zeros((), lhs.dtype))
+            rhs = jnp.where(mine, rhs, jnp.zeros((), rhs.dtype))
+        acc_ref[...] += lax.dot_general(
+            lhs,
+            rhs,
+            dimension_numbers=(((0,), (0,)), ((), ())),
+            preferred_element_type=jnp.float32,
+        )
+
+    filled = (first_row >= start) & (first_row + tm <= end)
+    pl.when(filled)(functools.partial(accumulate, False))
+    pl.when(jnp.logical_not(filled))(functools.partial(accumulate, True))
 
     # (3) The group's last m tile: store acc (+ existing_out). An empty
     #     group has one work item whose rows are all masked: it stores zeros.
