@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from gemmgen import ir
 from gemmgen.devices import Device
 from gemmgen.tune.candidates import Candidate, candidates, tile_text
-from gemmgen.tune.rewrite import Block, TunedRule, block_text, find_blocks, rule_sections
+from gemmgen.tune.rewrite import (
+    Block,
+    TunedRule,
+    block_text,
+    find_blocks,
+    parse_rule,
+    rule_sections,
+)
 from gemmgen.tune.shapes import Shape, default_shapes, fit_to_kernel
 from gemmgen.tune.timing import Measurement, Provenance
 from gemmgen.tune.winners import Measured, ShapeResult, choose, previous_tile, synthesize
@@ -248,14 +255,22 @@ def block_body(spec: ir.Spec, kernels: list[ir.Kernel], results: list[ShapeResul
     now that the spec still has."""
     body: list[str] = []
     tuned = {k.name for k in kernels}
+    previous = rule_sections(text, old) if old is not None else []
     for kernel in kernels:
         mine = [r for r in results if r.kernel == kernel.name]
         for lines in synthesize(kernel, mine):
             body += [f"# {c}" for c in lines.comments]
             body.append(lines.rule.text())
+        # The kernel's previous rules for shapes this run did not measure
+        # (another n and k) stay: tuning a kernel at one shape must not drop
+        # what an earlier run measured at another.
+        shapes = [r.shape for r in mine]
+        for name, lines in previous:
+            if name == kernel.name and not superseded(parse_rule(lines[-1]), shapes):
+                body += lines
     if old is not None:
         names = {k.name for k in spec.kernels}
-        for kernel, lines in rule_sections(text, old):
+        for kernel, lines in previous:
             if kernel in tuned:
                 continue
             if kernel not in names:
@@ -264,6 +279,20 @@ def block_body(spec: ir.Spec, kernels: list[ir.Kernel], results: list[ShapeResul
                 continue
             body += lines
     return body
+
+
+def superseded(rule: TunedRule, shapes: list[Shape]) -> bool:
+    """Whether a run that measured `shapes` rewrites `rule`: its n and k
+    (the `n==` / `k==` conditions synthesized rules carry) are those of a
+    measured shape, or, for a rule without them, it covers one."""
+    fixed = [(var, value) for var, cmp, value in rule.conds
+             if var in ("n", "k") and cmp is ir.Cmp.EQ]
+    for s in shapes:
+        if fixed and all(getattr(s, var) == value for var, value in fixed):
+            return True
+        if not fixed and rule.covers(s.m, s.n, s.k, s.g):
+            return True
+    return False
 
 
 def provenance_fields(p: Provenance) -> dict[str, str]:

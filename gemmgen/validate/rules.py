@@ -117,14 +117,19 @@ def unsigned_weights(r: FieldReader, k: ir.Kernel) -> None:
 
 
 def tgmm_fields(r: FieldReader, k: ir.Kernel) -> None:
-    """tgmm, the backward pass, has no scales, bias, tile LUT or activation."""
+    """tgmm, the backward pass, has no scales, bias or activation, and a tile
+    LUT only on Pallas."""
     if k.op is not Op.TGMM:
         return
     for f in ("lhs_scale", "rhs_scale", "bias", "tile_rule"):
         if f in r.fields or f in r.repeated:
             r.err(r.field_loc(f), f"op 'tgmm' (the backward pass) does not take '{f}'")
+    # Pallas's tgmm picks its tile at trace time like the grouped matmul
+    # (rules on m/g choose by rows per expert); the CUDA tgmm has one tile.
     for loc, what in _own_rule_lines(r):
-        r.err(loc, f"op 'tgmm' (the backward pass) does not take '{what}'")
+        if what != "tile_rule pallas_tpu":
+            r.err(loc, f"op 'tgmm' (the backward pass) takes only 'tile_rule pallas_tpu', "
+                  f"not '{what}'")
     if k.epilogue.activation is not Activation.NONE:
         r.err(k.epilogue.loc, "op 'tgmm' takes no activation")
 

@@ -321,6 +321,29 @@ def test_rules_of_kernels_not_measured_are_carried_over(spec):
     assert "tile_rule gmm_small" in block
 
 
+def test_a_kernels_rules_at_shapes_not_measured_now_are_kept(spec):
+    """Re-tuning a kernel at one n, k rewrites its rules for that n, k only:
+    the rules an earlier run measured at other shapes stay (a decode-only
+    run must not drop the prefill rules)."""
+    first, _ = fake_run(spec, SPEC, [
+        result("gmm_small", Shape(1024, 1536, 2048, 128), (32, 1536, 2048), 1e-3),
+        result("gmm_small", Shape(65536, 1536, 2048, 128), (256, 1536, 1024), 2e-3),
+        result("gmm_small", Shape(8192, 4096, 4096, 8), (512, 1024, 1024), 3e-3)])
+    second, _ = fake_run(spec, first, [
+        result("gmm_small", Shape(128, 4096, 4096, 8), (64, 2048, 4096), 4e-4)])
+    block = second[second.index("tuned v5e"):]
+    rules = [line.strip() for line in block.splitlines() if "tile_rule" in line]
+    assert rules == [
+        "tile_rule gmm_small n==4096 k==4096 -> m=64 n=2048 k=4096",
+        f"tile_rule gmm_small m/g<={math.isqrt(8 * 512)} n==1536 k==2048 -> m=32 n=1536 k=2048",
+        "tile_rule gmm_small n==1536 k==2048 -> m=256 n=1536 k=1024",
+    ]
+    assert "# m=65536 n=1536 k=2048 g=128: 2.000 ms" in block  # with its provenance
+    assert "3.000 ms" not in block  # the n, k measured again: rewritten
+    assert fake_run(spec, second, [
+        result("gmm_small", Shape(128, 4096, 4096, 8), (64, 2048, 4096), 4e-4)])[0] == second
+
+
 def test_previous_block_is_read_back(spec):
     text, _ = fake_run(spec, SPEC, [result("gmm_small", Shape(1024, 1536, 2048, 128),
                                            (32, 1536, 2048)),

@@ -13,8 +13,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gemmgen import reference as ref
-from pallas_helpers import (INTERPRET, build, check, kernel_block, lower_for_tpu, random_inputs,
-                            run, spec_text)
+from pallas_helpers import (INTERPRET, build, check, kernel_block, load_spec, lower_for_tpu,
+                            random_inputs, run, spec_text)
 
 KERNELS = {
     "tgmm_bf16": ("op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32"),
@@ -140,3 +140,37 @@ def test_existing_out_with_more_groups_than_group_sizes(generated):
     inputs = random_inputs(kernel, m=M, n=N, k=K, group_sizes=np.array([100, 0, 150], np.int32),
                            group_offset=-1, g_local=4, with_existing_out=True, seed=17)
     check(kernel, generated.fn("tgmm_bf16"), inputs, k=M)
+
+
+def test_tile_rules_on_rows_per_group(tmp_path):
+    """`tile_rule pallas_tpu` on m/g picks tgmm's tile at trace time (many
+    small experts: short m tiles); both arms match the reference, and the
+    module's LUT says which tile each shape gets."""
+    text = spec_text(kernel_block(
+        "tgmm_lut", "op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32",
+        "tile pallas_tpu m=256 n=128 k=128", "tile_rule pallas_tpu m/g<=64 -> m=32 n=256 k=128"))
+    generated = build(text, tmp_path)
+    module = generated.modules["tgmm_lut"]
+    assert module.tile_for(300, 200, 320, 5) == (32, 256, 128)  # 60 rows per group
+    assert module.tile_for(300, 200, 320, 4) == (256, 128, 128)  # 75
+    kernel = generated.kernel("tgmm_lut")
+    for groups in (5, 4):
+        inputs = random_inputs(kernel, m=M, n=N, k=K, num_groups=groups, seed=groups)
+        check(kernel, generated.fn("tgmm_lut"), inputs, k=M)
+
+
+@pytest.mark.parametrize("rule, said", [
+    ("tile_rule m/g<=64 -> m=32 n=256 k=128", "does not take 'tile_rule'"),
+    ("tile_rule cuda m/g<=64 -> m=32 n=128 k=32",
+     "takes only 'tile_rule pallas_tpu', not 'tile_rule cuda'"),
+])
+def test_tile_rules_for_other_backends_are_refused(rule, said):
+    from gemmgen.diagnostics import SpecError
+
+    text = "target cuda {\n  archs sm_90a\n}\n\n" + spec_text(kernel_block(
+        "tgmm_lut", "op tgmm", "lhs bf16 [m, k]", "rhs bf16 [m, n]", "out f32",
+        "tile m=64 n=128 k=32", "tile cuda m=64 n=128 k=32", rule,
+        "backends pallas_tpu cuda"))
+    with pytest.raises(SpecError) as e:
+        load_spec(text)
+    assert said in str(e.value)

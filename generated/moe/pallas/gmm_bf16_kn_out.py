@@ -21,6 +21,8 @@ Spec (specs/moe.gemm):
     rhs       bf16 [g, k, n]
     out       bf16, f32 accumulator
     tile      m=512 n=1024 k=1024
+      when n == 2880 and k == 2880: m=256 n=1024 k=2944
+      when n == 5760 and k == 2880: m=128 n=2048 k=2944
       when n == 5760 and k == 2880: m=512 n=2048 k=2944
     buffers   2 per pipelined block
     vmem      40.75 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
@@ -69,6 +71,10 @@ N_ALIGN = 128  # columns of a block past n: whole lane tiles
 
 def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
+    if n == 2880 and k == 2880:
+        return 256, 1024, 2944  # tuned v5e, specs/moe.gemm
+    if n == 5760 and k == 2880:
+        return 128, 2048, 2944  # tuned v5e, specs/moe.gemm
     if n == 5760 and k == 2880:
         return 512, 2048, 2944  # specs/moe.gemm
     return 512, 1024, 1024  # default, specs/moe.gemm

@@ -21,6 +21,7 @@ Spec (specs/moe.gemm):
     rhs       bf16 [g, n, k]
     out       bf16, f32 accumulator
     tile      m=512 n=1024 k=1024
+      when n == 4096 and k == 7168: m=128 n=4096 k=512
       when n == 1536 and k == 2048: m=128 n=1536 k=2048
       when n == 2048 and k == 768: m=256 n=2048 k=768
       when n == 5760 and k == 2880: m=256 n=2048 k=2944
@@ -76,6 +77,8 @@ def tile_for(m: int, n: int, k: int, g: int) -> tuple[int, int, int]:
     """The spec's tile LUT: (tm, tn, tk) of the first rule that holds. g is
     the problem's groups (len(group_sizes), all of them also when group_offset shards them),
     static at trace time, so the LUT picks per group count and rows per group."""
+    if n == 4096 and k == 7168:
+        return 128, 4096, 512  # tuned v5e, specs/moe.gemm
     if n == 1536 and k == 2048:
         return 128, 1536, 2048  # tuned v5e, specs/moe.gemm
     if n == 2048 and k == 768:

@@ -18,9 +18,10 @@ Spec (specs/moe.gemm):
     out       bf16, f32 accumulator
     rhs_scale kblock k=512 f32 (mainloop)
     tile      m=512 n=1024 k=512
+      when g > 0 and m // g <= 64 and n == 14336 and k == 4096: m=64 n=2048 k=4096
       when m <= 512: m=128 n=1024 k=512
     buffers   2 per pipelined block
-    vmem      8.06 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
+    vmem      18.62 MiB per grid step (TPU v5e: 16 MiB scoped default, 128 MiB physical)
 
 Generated for and checked with JAX 0.10.2.
 """
@@ -50,8 +51,8 @@ if not (0, 10, 2) <= tuple(jax.__version_info__[:3]) < (0, 11):
     )
 
 # The scoped VMEM to request from Mosaic (None: its default). One grid step
-# needs at most 8454144 bytes (8.06 MiB) on a TPU v5e.
-VMEM_LIMIT_BYTES = None
+# needs at most 19529728 bytes (18.62 MiB) on a TPU v5e.
+VMEM_LIMIT_BYTES = 25165824
 
 # Rows are int32 indices. The rows of an m tile, m_tile * tm + r, stay below
 # cdiv(m, tm) * tm < m + tm <= 2 * m, so m may be at most 2**30 (an lhs that
@@ -61,12 +62,16 @@ MAX_ROWS = 2**30
 RHS_NK = True  # rhs is [g, n, k]
 RHS_SCALE_BLOCK_K = 512  # rows of k per rhs_scale
 M_ALIGN = 32  # rows of a block past m: whole sublane tiles
-K_ALIGN = 128  # columns of a block past k: whole lane tiles
+K_ALIGN = 512  # columns of a block past k: whole scale blocks and lane tiles
 N_ALIGN = 128  # columns of a block past n: whole lane tiles
 
 
-def tile_for(m: int, n: int, k: int) -> tuple[int, int, int]:
-    """The spec's tile LUT: (tm, tn, tk) of the first rule that holds."""
+def tile_for(m: int, n: int, k: int, g: int) -> tuple[int, int, int]:
+    """The spec's tile LUT: (tm, tn, tk) of the first rule that holds. g is
+    the problem's groups (len(group_sizes), all of them also when group_offset shards them),
+    static at trace time, so the LUT picks per group count and rows per group."""
+    if g > 0 and m // g <= 64 and n == 14336 and k == 4096:
+        return 64, 2048, 4096  # tuned v5e, specs/moe.gemm
     if m <= 512:
         return 128, 1024, 512  # specs/moe.gemm
     return 512, 1024, 512  # default, specs/moe.gemm
@@ -221,6 +226,23 @@ def _dot(lhs, rhs, *, rhs_nk: bool):
     )
 
 
+def _k_tiles(s, blocks: int, *, fill: int):
+    """Scales [..., rows, K blocks] -> [..., K tiles, rows, blocks]: the
+    scales of each K tile of the grid, `blocks` per row, the last K tile
+    padded with `fill` (its operand columns past k are zero)."""
+    *lead, rows, kblocks = s.shape
+    tiles = pl.cdiv(kblocks, blocks)
+    pad = [(0, 0)] * (len(lead) + 1) + [(0, tiles * blocks - kblocks)]
+    s = jnp.pad(s, pad, constant_values=fill).reshape(*lead, rows, tiles, blocks)
+    return jnp.swapaxes(s, -3, -2)
+
+
+def _block(x, b: int, width: int, *, axis: int):
+    """Block b, `width` wide, of x along `axis`: a static slice of whole
+    lane (or sublane) tiles."""
+    return lax.slice_in_dim(x, b * width, (b + 1) * width, axis=axis)
+
+
 def _group_bounds(group_sizes, group_offset, *, m: int, g: int):
     """Rows [starts[i], ends[i]) of the g local groups, int32 [g] each.
 
@@ -308,6 +330,7 @@ def _kernel(
     rhs_nk: bool,
     tiles_k: int,
     k_rem: int,
+    k_blocks: int,
     tm: int,
 ):
     """One grid step (n tile j, work item w, K block kk); K is the innermost axis."""
@@ -339,9 +362,18 @@ def _kernel(
         rhs = rhs_ref[...].astype(jnp.bfloat16)
         if k_rem:
             rhs = _zero_past(rhs, k_rem, axis=1 if rhs_nk else 0)
-        part = _dot(lhs, rhs, rhs_nk=rhs_nk)
-        part = part * rhs_scale_ref[...]  # [1, tn]: this K block's column scales
-        acc_ref[...] += part
+        # The K tile holds k_blocks scale blocks: each block's partial product,
+        # times that block's scales, joins the accumulator on its own (f32
+        # promotion per K block, in the order of a K tile of one block). The
+        # blocks past k of the ragged last K tile are skipped.
+        for b in range(k_blocks):
+            if k_rem and b * RHS_SCALE_BLOCK_K >= k_rem:
+                break
+            lhs_b = _block(lhs, b, RHS_SCALE_BLOCK_K, axis=1)
+            rhs_b = _block(rhs, b, RHS_SCALE_BLOCK_K, axis=1 if rhs_nk else 0)
+            part = _dot(lhs_b, rhs_b, rhs_nk=rhs_nk)
+            part = part * rhs_scale_ref[pl.ds(b, 1), :]  # [1, tn]: this K block's column scales
+            acc_ref[...] += part
 
     if k_rem:
         pl.when(k_i < last_k)(functools.partial(accumulate, 0))
@@ -385,19 +417,22 @@ def _gmm(
         group_offset = jnp.zeros((), jnp.int32)
 
     # (1) The tile: the LUT's, each dim clamped to the problem: k to whole
-    #     lane tiles past it
+    #     lane tiles past it and whole blocks of the scales the kernel applies
     #     (K_ALIGN: the ragged last K block is masked one lane tile at a time),
     #     m and n to whole sublane and lane tiles past them (Mosaic lowers a
     #     block's value only in whole tiles). Edge blocks are partial: Pallas
     #     drops their writes past the array, and the kernel masks K.
-    tm, tn, tk = tile_for(m, n, k)
+    tm, tn, tk = tile_for(m, n, k, group_sizes.shape[0])
     tm = min(tm, pl.cdiv(m, M_ALIGN) * M_ALIGN)
     tk = min(tk, pl.cdiv(k, K_ALIGN) * K_ALIGN)
     tn = min(tn, pl.cdiv(n, N_ALIGN) * N_ALIGN)
     tiles_n, tiles_k = pl.cdiv(n_out, tn), pl.cdiv(k, tk)
 
     # (2) Scales as f32, in the layouts the blocks read (XLA, small arrays).
-    rhs_scale = rhs_scale.astype(jnp.float32)  # [g, k blocks, 1, n]
+    # rhs_scale: the scales of each K tile ([g, k tiles, blocks, n]).
+    rhs_scale = jnp.swapaxes(rhs_scale.astype(jnp.float32)[:, :, 0, :], -1, -2)
+    rhs_scale = _k_tiles(rhs_scale, tk // RHS_SCALE_BLOCK_K, fill=0)
+    rhs_scale = jnp.swapaxes(rhs_scale, -1, -2)
 
     # (3) The work list: one item per (group, m tile) pair with rows to compute.
     starts, ends = _group_bounds(group_sizes, group_offset, m=m, g=g)
@@ -413,7 +448,7 @@ def _gmm(
         return (group_ids[w], j, kk) if rhs_nk else (group_ids[w], kk, j)
 
     def rhs_scale_index(j, w, kk, group_ids, m_tile_ids, *_):
-        return group_ids[w], lax.div(kk * tk, RHS_SCALE_BLOCK_K), 0, j
+        return group_ids[w], kk, 0, j
 
     def out_index(j, w, kk, group_ids, m_tile_ids, *_):
         return m_tile_ids[w], j
@@ -421,7 +456,7 @@ def _gmm(
     in_specs = [
         pl.BlockSpec((tm, tk), lhs_index),
         pl.BlockSpec((None, tn, tk) if rhs_nk else (None, tk, tn), rhs_index),
-        pl.BlockSpec((None, None, 1, tn), rhs_scale_index),
+        pl.BlockSpec((None, None, tk // RHS_SCALE_BLOCK_K, tn), rhs_scale_index),
     ]
     inputs = [lhs, rhs, rhs_scale]
     # existing_out is aliased into the output (below, input_output_aliases):
@@ -443,6 +478,7 @@ def _gmm(
             rhs_nk=rhs_nk,
             tiles_k=tiles_k,
             k_rem=k % tk,
+            k_blocks=tk // RHS_SCALE_BLOCK_K,
             tm=tm,
         ),
         out_shape=_out_struct((m, n_out), out_dtype, axes),
