@@ -295,6 +295,7 @@ def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
         what = "n tiles, m tiles, k tiles"
     lines.append(f"  grid ~ {grid} ({what}); {mod.buffers} buffers per block")
     lines.append(f"  VMEM per grid step: {mod.vmem_bytes / 2**20:.2f} MiB")
+    lines += _weights_layout_lines(kernel, n, k)
     if isinstance(p, pallas.MatmulPlan):
         lines.append(f"  MXU: {p.core.mxu_summary}")
     saving = pallas.existing_out_saving(p, m, n)
@@ -308,3 +309,25 @@ def pallas_lines(spec: ir.Spec, kernel: ir.Kernel, m: int, n: int, k: int,
             f"most {saving.block_reads} bytes); when existing_out is not donated and is live "
             f"after the call, XLA copies it first ({saving.copy} bytes)")
     return lines
+
+
+def _weights_layout_lines(kernel: ir.Kernel, n: int, k: int) -> list[str]:
+    """Weights whose minor dimension is not whole 128-lane tiles, while the
+    dimension before it is: on a TPU, XLA stores such an array with that
+    other dimension minor, and relays it out to row-major for the Pallas
+    call, every call (docs/pallas.md, "Weights whose rows are not whole lane
+    tiles")."""
+    rhs = kernel.rhs_operand
+    if kernel.op not in (ir.Op.GROUPED, ir.Op.DENSE) or kernel.masked or rhs is None:
+        return []
+    nk = rhs.layout is ir.Layout.NK
+    minor, other = (k, n) if nk else (n, k)
+    if minor % 128 == 0 or other % 128:
+        return []
+    name, flip = ("k", "[g, k, n]" if kernel.grouped else "[k, n]") if nk else \
+        ("n", "[g, n, k]" if kernel.grouped else "[n, k]")
+    return [f"  HBM: the weights' rows ({name} = {minor}) are not whole 128-lane tiles: on a TPU, "
+            f"XLA stores such weights with their {other}-long dimension minor and copies them to "
+            f"row-major before every call (on a v5e, GPT-OSS's [g, 5760, 2880] ran at 0.41x of "
+            f"the same kernel at k = 3072); store them {flip} or pad {name} to a multiple of 128 "
+            f"(docs/pallas.md, \"Weights whose rows are not whole lane tiles\")"]

@@ -523,3 +523,23 @@ def test_explain_says_what_the_mxu_multiplies(tmp_path, monkeypatch, no_nvcc, ca
     for name in ("fp8", "mxfp8"):
         assert main(["explain", "t.gemm", name]) == 0
         assert "  MXU: bf16 (every operand converts to it exactly)" in capsys.readouterr().out
+
+
+def test_explain_pallas_names_weights_off_the_lane_grid(project, capsys):
+    """GPT-OSS's k = 2880 on lanes ([g, n, k] weights): explain says XLA
+    relays them out every call and what to do; [g, k, n] weights at the same
+    shape (n = 5760 on lanes) and [g, n, k] at k = 3072 get no such line."""
+    def explain(name, n, k):
+        assert main(["explain", "specs/moe.gemm", name, "--m", "8192", "--n", str(n), "--k",
+                     str(k), "--groups", "32"]) == 0
+        return capsys.readouterr().out
+
+    out = explain("gmm_bf16_out", 5760, 2880)
+    assert "HBM: the weights' rows (k = 2880) are not whole 128-lane tiles" in out
+    assert "store them [g, k, n] or pad k to a multiple of 128" in out
+    assert "HBM:" not in explain("gmm_bf16_kn_out", 5760, 2880)
+    assert "HBM:" not in explain("gmm_bf16_out", 5760, 3072)
+    out = explain("gmm_bf16_kn_out", 2944, 2048)  # n on lanes, k whole sublane tiles
+    assert "HBM: the weights' rows (n = 2944) are not whole" not in out  # 2944 = 23 * 128
+    out = explain("gmm_bf16_kn_out", 2880, 2048)
+    assert "(n = 2880)" in out and "store them [g, n, k] or pad n" in out
