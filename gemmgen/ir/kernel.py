@@ -55,7 +55,7 @@ WGMMA_WEIGHTS = frozenset({DType.INT8, DType.INT4, DType.FP4, DType.E4M3, DType.
 # The defaults of a kernel's bias, epilogue and tile (frozen values).
 _NO_BIAS = Bias()
 _NO_EPILOGUE = Epilogue()
-_SWIGLU_OBSTACLE = "it does not run epilogue swiglu_clamped yet (the mma.sync body does)"
+_SWIGLU_OBSTACLE = "its block-scaled tile runs swiglu_clamped pairs=halves only"
 _INTERLEAVED_OBSTACLE = ("its weight-only tile runs swiglu_clamped pairs=halves, not "
                          "pairs=interleaved (a pair would straddle threads)")
 _DEFAULT_TILE = Tile(128, 128, 128)
@@ -240,7 +240,7 @@ class Kernel:
         kernels of the block-scaled body (`mx_mma_obstacle` is None) whose
         format it runs on the block-scaled tcgen05.mma (`tcgen05_block_scaled`)."""
         if self.mx_mma_obstacle() is None:
-            if self.epilogue.activation is Activation.SWIGLU_CLAMPED:
+            if self.epilogue.interleaved:
                 return _SWIGLU_OBSTACLE
             return self._tcgen05_block_scaled_obstacle()
         return self._tma_tile_obstacle("tcgen05")

@@ -71,11 +71,11 @@ def diagnose_kernel(kernel: ir.Kernel, spec: ir.Spec) -> list[Diagnostic]:
     held several to a K tile that its promotion cannot split
     (_blocks_in_k_tile), then what its kind says
     (cuda_kinds.diagnose_kernel)."""
-    if kernel.epilogue.activation is ir.Activation.SWIGLU_CLAMPED and \
-            kernel.algorithm is ir.Algorithm.TILE and kernel.mx_mma_obstacle() is None:
-        return [Diagnostic(kernel.epilogue.loc, f"kernel '{kernel.name}': cuda runs epilogue "
-                           "swiglu_clamped on the mma.sync tile body and the GEMVs, not on the "
-                           "block-scaled (MX / NV) bodies yet")]
+    if kernel.epilogue.interleaved and kernel.algorithm is ir.Algorithm.TILE and \
+            kernel.mx_mma_obstacle() is None:
+        return [Diagnostic(kernel.epilogue.loc, f"kernel '{kernel.name}': cuda's block-scaled "
+                           "(MX / NV) bodies run swiglu_clamped pairs=halves (as silu_mul), not "
+                           "pairs=interleaved yet: store the gate and up columns in halves")]
     if (found := _block_scales(kernel)) is not None:
         return [found]
     if (found := _unsigned_weights(kernel)) is not None:

@@ -38,7 +38,15 @@ _STD = "-std=c++20"
 # -ftrivial-auto-var-init=pattern: an uninitialised local, even one g++ keeps
 # in a register, starts as 0xFE bytes (f32 -1.7e38, int -16843010), never as
 # whatever the register held (docs/cuda-emulation.md, "Uninitialised values").
-_FIBER_FLAGS = ("-O2", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
+#
+# -O1, not -O2: the emulator's builds are g++ compiles of the whole runtime per
+# kernel, and they are most of the test suite's time; -O1 compiles them in
+# about three quarters of the time (a cold tests/cuda/sm80/test_cuda_swiglu.py:
+# 47 s against 62-64 s), and the kernels the tests run are small. The memory
+# checker's builds keep -O2 (_MEMCHECK_OPT): the accesses it counts (sectors,
+# bank conflicts) are those of the optimised code, as nvcc's would be.
+_FIBER_FLAGS = ("-O1", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
+_MEMCHECK_OPT = "-O2"
 # The memory checker: GCC's ThreadSanitizer instrumentation calls the
 # emulator's own __tsan_* functions (gg_emu_memcheck.cc); the library is
 # linked without -fsanitize, so no sanitizer runtime comes in.
@@ -207,6 +215,11 @@ def core_objects(mode_flags: Sequence[str]) -> list[Path]:
         return list(pool.map(build, _core_sources()))
 
 
+def _memcheck_flags() -> tuple[str, ...]:
+    """The memory checker's mode: the fiber flags at -O2, instrumented."""
+    return (_MEMCHECK_OPT, *_FIBER_FLAGS[1:], *_MEMCHECK_FLAGS)
+
+
 def _build_library(
     sources: tuple[tuple[str, str], ...],
     include_dirs: tuple[Path, ...],
@@ -220,12 +233,13 @@ def _build_library(
     pairs). The first unit that includes the runtime defines its dynamic
     shared buffer and binds every unit's dynamic shared arrays to it; the
     others only declare them."""
-    mode_flags = _TSAN_FLAGS if tsan else (_FIBER_FLAGS + _MEMCHECK_FLAGS if memcheck else _FIBER_FLAGS)
+    mode_flags = _TSAN_FLAGS if tsan else (_memcheck_flags() if memcheck else _FIBER_FLAGS)
     define_flags = [f"-D{k}={v}" for k, v in defines]
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
     include_flags += [f"-isystem{d}" for d in system_include_dirs]
     (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
-    link_flags = ([*_FIBER_FLAGS, *_LIBRARY_FLAGS, "-Wl,-z,defs"] if memcheck and not tsan
+    link_flags = ([_MEMCHECK_OPT, *_FIBER_FLAGS[1:], *_LIBRARY_FLAGS, "-Wl,-z,defs"]
+                  if memcheck and not tsan
                   else [*mode_flags, *_LIBRARY_FLAGS])
     core = core_objects(mode_flags)
 

@@ -85,6 +85,20 @@ kernel t_fp8_e8m0 {
   epilogue swiglu_clamped pairs=halves limit=1
 }
 
+# MXFP8 experts on the block-scaled tcgen05.mma (kind::mxf8f6f4, e8m0 scales
+# of 32), halves (the block-scaled tile's B is silu_mul's two row runs).
+kernel t_mxfp8 {
+  op grouped
+  lhs e4m3 [m, k]
+  rhs e4m3 [g, n, k]
+  out bf16
+  lhs_scale per_token_group k=32 e8m0
+  rhs_scale block n=1 k=32 e8m0
+  bias f32 [g, 1, n]
+  epilogue swiglu_clamped pairs=halves limit=1
+  tile m=128 n=128 k=128
+}
+
 # Weight-only int8 experts (the weight-only tile), halves.
 kernel t_w8 {
   op grouped
@@ -110,16 +124,20 @@ SHARD_KN = Case("shard_kn", 45, 208, 72, group_sizes=(10, 0, 17, 18, 0), group_o
                 g_local=3, existing_out=True)
 PAIR = Case("pair", 300, 256, 136, group_sizes=(280, 0, 20))
 WHOLE_FP8 = Case("whole_fp8", 130, 256, 272, group_sizes=(70, 0, 60))
+# MXFP8: k whole 32-wide scale blocks, a partial K tile; a shard, n awkward.
+SHARD_MX = Case("shard_mx", 45, 200, 160, group_sizes=(10, 0, 17, 18, 0), group_offset=1,
+                g_local=3, existing_out=True)
 
 
 def test_the_sm100_bodies_take_swiglu_clamped():
-    for name in ("t_inter", "t_halves", "t_pair", "t_fp8", "t_w8"):
+    for name in ("t_inter", "t_halves", "t_pair", "t_fp8", "t_w8", "t_mxfp8"):
         k = BODY.kernel(name)
         assert k.tcgen05_obstacle() is None and k.uses_tcgen05("sm_100a"), name
         tiles = BODY.tiles(name)
         assert tiles and all(t.bn_out * 2 == t.bn for t in tiles), name
     assert any(t.pair for t in BODY.tiles("t_pair"))
     assert all(t.promoted for t in BODY.tiles("t_fp8"))
+    assert BODY.kernel("t_mxfp8").tcgen05_block_scaled
     k = BODY.kernel("t_fp8_e8m0")
     assert k.tcgen05_obstacle() is None and not k.tcgen05_deepseek_mma
     assert "swiglu_clamped" in k.hardware_promotion_obstacle()
@@ -135,6 +153,7 @@ def test_the_sm100_bodies_take_swiglu_clamped():
     pytest.param("t_fp8", WHOLE_FP8, marks=SLOW),
     pytest.param("t_fp8_e8m0", WHOLE_FP8, marks=SLOW),  # n / 2 whole scale blocks
     pytest.param("t_w8", SHARD, marks=SLOW),
+    ("t_mxfp8", SHARD_MX),
 ])
 def test_swiglu_on_the_sm100_body_matches_reference(name, case):
     BODY.check(name, case, num_sms=2, seed=11)
@@ -152,6 +171,9 @@ PLANTS = {
     # The pair: CTA 1's B rows from n0-based offsets (silu_mul's halves).
     "pair_b_rows": [("kInterleavedPairs<T> ? 2 * w.n0 + kHalf * v",
                      "kInterleavedPairs<T> ? w.n0 + kHalf * v")],
+    # The block-scaled tile: B's up rows scaled by the gate rows' scales.
+    "mx_up_scales": [("row = (tr < kRunRows ? b0[0] : b0[1]) + local;",
+                      "row = b0[0] + local;")],
 }
 
 
@@ -159,6 +181,7 @@ PLANTS = {
     ("tmem_gate_from_up", "t_inter", WHOLE),
     pytest.param("promoted_swapped", "t_fp8", WHOLE_FP8, marks=SLOW),
     pytest.param("pair_b_rows", "t_pair", PAIR, marks=SLOW),
+    ("mx_up_scales", "t_mxfp8", SHARD_MX),
 ])
 def test_planted_pairing_bug_is_caught(plant, name, case):
     inputs = case.inputs(BODY.kernel(name), 5)

@@ -99,6 +99,17 @@ kernel nvfp4_gate {
   stages 3
 }
 
+# GPT-OSS's gated activation in halves, per-expert bias (MX / NV bodies run
+# swiglu_clamped as silu_mul: pairs=halves).
+kernel nvfp4_swiglu {
+  op grouped
+  rhs fp4 packed [g, n, k]
+  bias f32 [g, 1, n]
+  epilogue swiglu_clamped pairs=halves limit=1
+  tile m=64 n=64 k=64
+  stages 3
+}
+
 kernel nvfp4_masked {
   op grouped
   lhs fp4 packed [g, m, k]
@@ -110,7 +121,8 @@ kernel nvfp4_masked {
 """
 
 FP4 = Sm120Spec(SPEC, "sm120fp4")
-NAMES = ("nvfp4_dense", "mx4_dense", "nvfp4_moe", "nvfp4_gate", "nvfp4_masked", "mx4_moe")
+NAMES = ("nvfp4_dense", "mx4_dense", "nvfp4_moe", "nvfp4_gate", "nvfp4_swiglu", "nvfp4_masked",
+         "mx4_moe")
 CASES = {
     "nvfp4_dense": [Case("ragged", 130, 96, 160), Case("m1", 1, 64, 128), Case("deep", 70, 128, 512)],
     "mx4_dense": [Case("ragged", 77, 80, 192), Case("m1", 1, 64, 64)],
@@ -118,6 +130,8 @@ CASES = {
                     existing_out=True),
                Case("groups", 150, 64, 96, group_sizes=(40, 0, 70, 40))],
     "nvfp4_gate": [Case("groups", 100, 128, 64, group_sizes=(10, 0, 90))],
+    "nvfp4_swiglu": [Case("sharded", 100, 200, 96, group_sizes=(10, 0, 70, 20), group_offset=1,
+                          g_local=2, existing_out=True)],
     "nvfp4_masked": [Case("masked", 40, 64, 96, masked_m=(40, 0, 17))],
     "mx4_moe": [Case("groups", 150, 64, 160, group_sizes=(40, 0, 70, 40))],
 }
@@ -160,7 +174,7 @@ def test_every_fp4_kernel_gets_the_block_scaled_body():
 
 
 # CI: NVFP4 dense (atom) and masked, MXFP4 grouped (row-major scales).
-FAST = [("nvfp4_dense", 0), ("nvfp4_masked", 0), ("mx4_moe", 0)]
+FAST = [("nvfp4_dense", 0), ("nvfp4_masked", 0), ("mx4_moe", 0), ("nvfp4_swiglu", 0)]
 ALL = [(name, i) for name, cases in CASES.items() for i in range(len(cases))]
 
 
@@ -198,11 +212,15 @@ PLANTED = {
     "global_twice": ("gg_epilogue.cuh", "v *= global;", "v *= global * global;"),
     "global_group": ("gg_epilogue.cuh", "s *= rhs_global[gl];", "s *= rhs_global[0];"),
 }
+PLANTED["swiglu_up_unclamped"] = ("gg_convert.cuh",
+                                  "up = up > limit ? limit : (up < -limit ? -limit : up);",
+                                  "up = up > limit ? limit : up;")
 # The kernel and case each bug is planted in (default: nvfp4_dense, ragged).
-PLANTED_IN = {"global_group": ("nvfp4_moe", 1)}
+PLANTED_IN = {"global_group": ("nvfp4_moe", 1), "swiglu_up_unclamped": ("nvfp4_swiglu", 0)}
 
 
-@pytest.mark.parametrize("bug", ["wrong_word", "global_never", "global_group"] + [
+@pytest.mark.parametrize("bug", ["wrong_word", "global_never", "global_group",
+                                 "swiglu_up_unclamped"] + [
     pytest.param(b, marks=pytest.mark.slow) for b in ("fill_nan", "global_twice")])
 def test_planted_fp4_bugs_are_caught(bug):
     header, old, new = PLANTED[bug]
