@@ -101,8 +101,9 @@ class Sm100Spec(HopperSpec):
 
     def planted(self, name: str, edits) -> tuple[dict, str]:
         """Kernel `name`'s generated .cu on a copy of gg_gemm_sm100.cuh (its
-        entry points' gg_gemm_sm100_entry.cuh, with the 2-CTA tile's
-        gg_gemm_sm100_pair.cuh, in its place) with `edits` (each
+        epilogue's gg_gemm_sm100_epilogue.cuh and its entry points'
+        gg_gemm_sm100_entry.cuh, with the 2-CTA tile's gg_gemm_sm100_pair.cuh,
+        in their places) with `edits` (each
         must match it once), renamed gg::gemm::sm100_planted: the emulator
         modules keyed as run_launcher looks them up, and the key (pass it as
         run_launcher's source name, with an empty source)."""
@@ -116,6 +117,12 @@ class Sm100Spec(HopperSpec):
         entry = entry.replace('#include "gg_gemm_sm100_pair.cuh"\n', pair)
         assert text.count('#include "gg_gemm_sm100_entry.cuh"\n') == 1
         text = text.replace('#include "gg_gemm_sm100_entry.cuh"\n', entry)
+        # The epilogue warps and the 1-CTA block (gg_gemm_sm100_epilogue.cuh).
+        epilogue = (RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_epilogue.cuh").read_text()
+        epilogue = epilogue.replace("#pragma once\n", "").replace(
+            '#include "gg_gemm_sm100.cuh"\n', "")
+        assert text.count('#include "gg_gemm_sm100_epilogue.cuh"\n') == 1
+        text = text.replace('#include "gg_gemm_sm100_epilogue.cuh"\n', epilogue)
         for old, new in edits:
             assert text.count(old) == 1, f"the planted edit no longer matches the body: {old!r}"
             text = text.replace(old, new)

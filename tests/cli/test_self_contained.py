@@ -51,7 +51,7 @@ def test_runtime_headers_are_the_nvcc_closure_of_the_includes():
         "gg_convert.cuh", "gg_epilogue.cuh", "gg_gemm.cuh", "gg_gemm_config.cuh",
         "gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_gemm_sm100.cuh",
         "gg_gemm_sm100_mixed.cuh", "gg_gemm_sm100_pair.cuh", "gg_gemm_sm100_entry.cuh",
-        "gg_primitives.cuh",
+        "gg_gemm_sm100_epilogue.cuh", "gg_primitives.cuh",
         "gg_primitives_sm90.cuh", "gg_primitives_sm90_mbarrier.cuh",
         "gg_primitives_sm90_tma.cuh", "gg_primitives_sm90_wgmma.cuh",
         "gg_primitives_sm90_cluster.cuh", "gg_primitives_sm100.cuh",
@@ -84,7 +84,7 @@ def test_a_spec_without_sm100a_gets_no_tcgen05_headers(tmp_path):
     copied = {p.name: t for p, t in rendered.files.items() if p.suffix == ".cuh"}
     assert "gg_gemm_sm90.cuh" in copied
     assert not {"gg_gemm_sm100.cuh", "gg_gemm_sm100_mixed.cuh", "gg_gemm_sm100_pair.cuh",
-                "gg_gemm_sm100_entry.cuh",
+                "gg_gemm_sm100_entry.cuh", "gg_gemm_sm100_epilogue.cuh",
                 "gg_primitives_sm100.cuh", "gg_primitives_sm100_desc.cuh",
                 "gg_primitives_sm100_tmem.cuh", "gg_primitives_sm100_mma.cuh",
                 "gg_primitives_sm100_pair.cuh"} & set(copied)
