@@ -317,9 +317,9 @@ def _weights_layout_lines(kernel: ir.Kernel, n: int, k: int) -> list[str]:
     other dimension minor, and relays it out to row-major for the Pallas
     call, every call (docs/pallas.md, "Weights whose rows are not whole lane
     tiles")."""
-    rhs = kernel.rhs_operand
-    if kernel.op not in (ir.Op.GROUPED, ir.Op.DENSE) or kernel.masked or rhs is None:
+    if kernel.op not in (ir.Op.GROUPED, ir.Op.DENSE) or kernel.masked:
         return []
+    rhs = kernel.rhs_operand
     nk = rhs.layout is ir.Layout.NK
     minor, other = (k, n) if nk else (n, k)
     if minor % 128 == 0 or other % 128:

@@ -118,6 +118,7 @@ class LaunchCounters:
 
 
 KERNEL_BODY_HEADERS = ("gg_gemm.cuh", "gg_gemm_sm90.cuh", "gg_gemm_sm90_mixed.cuh", "gg_gemm_sm100.cuh",
+                       "gg_gemm_sm100_epilogue.cuh", "gg_gemm_sm100_entry.cuh",
                        "gg_gemm_sm100_mixed.cuh", "gg_gemm_sm100_pair.cuh", "gg_epilogue.cuh",
                        "gg_scales.cuh", "gg_widen.cuh")
 

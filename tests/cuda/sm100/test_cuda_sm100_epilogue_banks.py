@@ -107,7 +107,7 @@ def seed() -> int:
 
 
 def store_chunk_lines(text: str) -> range:
-    """The lines of gg_gemm_sm100.cuh's store_chunk (the epilogue's shared
+    """The lines of gg_gemm_sm100_epilogue.cuh's store_chunk (the epilogue's shared
     and global stores), from its signature to its closing brace."""
     lines = text.splitlines()
     first = next(i for i, line in enumerate(lines) if "void store_chunk(" in line)
@@ -115,7 +115,7 @@ def store_chunk_lines(text: str) -> range:
     return range(first + 1, last + 2)  # 1-based
 
 
-def epilogue_totals(counters, lines: range, header: str = "gg_gemm_sm100.cuh") -> dict:
+def epilogue_totals(counters, lines: range, header: str = "gg_gemm_sm100_epilogue.cuh") -> dict:
     """Per op, (requests, wavefronts or sectors, their ideal, bytes) summed
     over the epilogue's sites (store_chunk's lines of `header`)."""
     out = {}
@@ -152,7 +152,7 @@ def out_bytes(name: str) -> int:
     return kernel(name).out.bits // 8
 
 
-LINES = store_chunk_lines((RUNTIME_INCLUDE_DIR / "gg_gemm_sm100.cuh").read_text())
+LINES = store_chunk_lines((RUNTIME_INCLUDE_DIR / "gg_gemm_sm100_epilogue.cuh").read_text())
 
 
 def check_whole_tiles(name: str, case: Case, rows: int):
