@@ -324,10 +324,10 @@ def _weights_layout_lines(kernel: ir.Kernel, n: int, k: int) -> list[str]:
     minor, other = (k, n) if nk else (n, k)
     if minor % 128 == 0 or other % 128:
         return []
-    name, flip = ("k", "[g, k, n]" if kernel.grouped else "[k, n]") if nk else \
-        ("n", "[g, n, k]" if kernel.grouped else "[n, k]")
-    return [f"  HBM: the weights' rows ({name} = {minor}) are not whole 128-lane tiles: on a TPU, "
-            f"XLA stores such weights with their {other}-long dimension minor and copies them to "
-            f"row-major before every call (on a v5e, GPT-OSS's [g, 5760, 2880] ran at 0.41x of "
-            f"the same kernel at k = 3072); store them {flip} or pad {name} to a multiple of 128 "
-            f"(docs/pallas.md, \"Weights whose rows are not whole lane tiles\")"]
+    name = "k" if nk else "n"
+    flip = ("[k, n]" if nk else "[n, k]").replace("[", "[g, " if kernel.grouped else "[")
+    return [(f"  HBM: the weights' rows ({name} = {minor}) are not whole 128-lane tiles: on a "
+             f"TPU, XLA stores such weights with their {other}-long dimension minor and copies "
+             f"them to row-major before every call (on a v5e, GPT-OSS's [g, 5760, 2880] ran at "
+             f"0.41x of the same kernel at k = 3072); store them {flip} or pad {name} to a "
+             f"multiple of 128 (docs/pallas.md, \"Weights whose rows are not whole lane tiles\")")]

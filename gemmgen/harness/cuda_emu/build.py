@@ -43,10 +43,11 @@ _STD = "-std=c++20"
 # kernel, and they are most of the test suite's time; -O1 compiles them in
 # about three quarters of the time (a cold tests/cuda/sm80/test_cuda_swiglu.py:
 # 47 s against 62-64 s), and the kernels the tests run are small. The memory
-# checker's builds keep -O2 (_MEMCHECK_OPT): the accesses it counts (sectors,
+# checker's builds keep -O2 (_MEMCHECK_BASE): the accesses it counts (sectors,
 # bank conflicts) are those of the optimised code, as nvcc's would be.
-_FIBER_FLAGS = ("-O1", "-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
-_MEMCHECK_OPT = "-O2"
+_FIBER_COMMON = ("-fno-strict-aliasing", "-pthread", "-ftrivial-auto-var-init=pattern")
+_FIBER_FLAGS = ("-O1", *_FIBER_COMMON)
+_MEMCHECK_BASE = ("-O2", *_FIBER_COMMON)
 # The memory checker: GCC's ThreadSanitizer instrumentation calls the
 # emulator's own __tsan_* functions (gg_emu_memcheck.cc); the library is
 # linked without -fsanitize, so no sanitizer runtime comes in.
@@ -58,6 +59,8 @@ _INSTRUMENT_FLAGS = ("-fsanitize=thread", "--param=tsan-instrument-func-entry-ex
 _MEMCHECK_FLAGS = (*_INSTRUMENT_FLAGS, "-fno-tree-sra", "-DGG_EMU_MEMCHECK=1", "-g1")
 _TSAN_FLAGS = ("-O1", "-g", "-fsanitize=thread", "-fno-strict-aliasing", "-pthread", "-DGG_EMU_TSAN=1",
                "-ftrivial-auto-var-init=pattern")
+# The memory checker's mode: the fiber flags at -O2, instrumented.
+_MEMCHECK_MODE = (*_MEMCHECK_BASE, *_MEMCHECK_FLAGS)
 _LIBRARY_FLAGS = ("-fPIC", "-shared", "-fvisibility=hidden", "-Wno-attributes")
 # EmuModule(warnings=True): the kernel, its launcher header and the runtime
 # headers compile without a warning. -Wno-unknown-pragmas: `#pragma unroll`
@@ -215,11 +218,6 @@ def core_objects(mode_flags: Sequence[str]) -> list[Path]:
         return list(pool.map(build, _core_sources()))
 
 
-def _memcheck_flags() -> tuple[str, ...]:
-    """The memory checker's mode: the fiber flags at -O2, instrumented."""
-    return (_MEMCHECK_OPT, *_FIBER_FLAGS[1:], *_MEMCHECK_FLAGS)
-
-
 def _build_library(
     sources: tuple[tuple[str, str], ...],
     include_dirs: tuple[Path, ...],
@@ -233,13 +231,12 @@ def _build_library(
     pairs). The first unit that includes the runtime defines its dynamic
     shared buffer and binds every unit's dynamic shared arrays to it; the
     others only declare them."""
-    mode_flags = _TSAN_FLAGS if tsan else (_memcheck_flags() if memcheck else _FIBER_FLAGS)
+    mode_flags = _TSAN_FLAGS if tsan else (_MEMCHECK_MODE if memcheck else _FIBER_FLAGS)
     define_flags = [f"-D{k}={v}" for k, v in defines]
     include_flags = [f"-I{d}" for d in (RUNTIME_INCLUDE_DIR, cuda_include_dir(), *include_dirs)]
     include_flags += [f"-isystem{d}" for d in system_include_dirs]
     (cache_dir() / "emu").mkdir(parents=True, exist_ok=True)
-    link_flags = ([_MEMCHECK_OPT, *_FIBER_FLAGS[1:], *_LIBRARY_FLAGS, "-Wl,-z,defs"]
-                  if memcheck and not tsan
+    link_flags = ([*_MEMCHECK_BASE, *_LIBRARY_FLAGS, "-Wl,-z,defs"] if memcheck and not tsan
                   else [*mode_flags, *_LIBRARY_FLAGS])
     core = core_objects(mode_flags)
 

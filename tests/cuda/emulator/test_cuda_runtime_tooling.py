@@ -80,7 +80,7 @@ def test_the_emulator_core_is_compiled_once_and_linked_into_each_library():
     assert abi <= set().union(*(defined(p) for p in core))
     assert abi <= defined(module.library, "-D")
     # The memory checker's core is another object: its hooks are there.
-    checked = cuda_emu.core_objects(cuda_emu.build._memcheck_flags())
+    checked = cuda_emu.core_objects(cuda_emu.build._MEMCHECK_MODE)
     assert not set(checked) & set(core)
     assert "__tsan_read4" in set().union(*(defined(p) for p in checked))
 
